@@ -1,0 +1,43 @@
+# The two commands a new user runs: `make demo` and `make test`.
+# Both create .venv and install what they need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test check lint typecheck unit chaos bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
+	$(BIN)/python -m pip install --quiet -e . --group dev
+	touch $(STAMP)
+
+## test: lint, type-check and run the whole suite (what CI runs)
+test: check
+	$(BIN)/python -m pytest
+
+check: lint typecheck
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests/unit
+
+chaos: $(STAMP)
+	$(BIN)/python -m pytest tests/chaos
+
+## demo: the main job, on the embedded defaults
+demo: $(STAMP)
+	$(BIN)/agentkeep demo
+
+bench: $(STAMP)
+	$(BIN)/python bench/store_writer.py
+
+clean:
+	rm -rf $(VENV) .agentkeep .pytest_cache .mypy_cache .ruff_cache

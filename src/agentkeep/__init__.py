@@ -1,0 +1,1 @@
+"""agentkeep: a durable agent runtime for Python."""

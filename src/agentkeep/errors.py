@@ -1,0 +1,158 @@
+"""Every error agentkeep raises on purpose derives from :class:`AgentkeepError`.
+
+Each subclass names what happened. ``code`` is a stable string that survives serialization
+(logs, JSON output of the CLI), so callers can branch on it without matching messages.
+"""
+
+from __future__ import annotations
+
+
+class AgentkeepError(Exception):
+    """Base class of every error the library raises on purpose."""
+
+    code = "agentkeep_error"
+
+
+class StoreError(AgentkeepError):
+    """The durable store could not do what was asked."""
+
+    code = "store_error"
+
+
+class StoreLockedError(StoreError):
+    """Another owner holds the store's exclusive lock."""
+
+    code = "store_locked"
+
+    def __init__(self, path: str, holder_pid: int | None) -> None:
+        who = f"process {holder_pid}" if holder_pid is not None else "another owner"
+        super().__init__(
+            f"The store at {path} is held by {who}; only one AgentSystem may own a store. "
+            "Stop that owner (or wait for it to exit) and try again."
+        )
+        self.path = path
+        self.holder_pid = holder_pid
+
+
+class StoreClosedError(StoreError):
+    """The store (or its writer) has been closed."""
+
+    code = "store_closed"
+
+
+class SchemaTooNewError(StoreError):
+    """The database was written by a newer agentkeep than this one."""
+
+    code = "schema_too_new"
+
+
+class CommitOutcomeUnknownError(StoreError):
+    """COMMIT reported an error, but the transaction may have committed anyway.
+
+    SQLite can fail a COMMIT after the data is durable (for example an I/O error in a
+    checkpoint). The caller must re-read by identity instead of assuming either outcome.
+    """
+
+    code = "commit_outcome_unknown"
+
+
+class ExpiredScopeError(AgentkeepError):
+    """A store handle lent to a transaction or a call was used after its scope ended."""
+
+    code = "expired_scope"
+
+
+class UnknownAgentError(AgentkeepError):
+    """No agent with this id has been created (or it was deleted)."""
+
+    code = "unknown_agent"
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f'Agent "{agent_id}" has not been created.')
+        self.agent_id = agent_id
+
+
+class AgentExistsError(AgentkeepError):
+    """An agent with this id already exists."""
+
+    code = "agent_exists"
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(f'Agent "{agent_id}" already exists.')
+        self.agent_id = agent_id
+
+
+class AgentClosedError(AgentkeepError):
+    """The agent (or its system) has been closed and admits nothing new."""
+
+    code = "agent_closed"
+
+
+class AwaitFromOwnLoopError(AgentkeepError):
+    """``wait=True`` was asked from inside the loop of the agent it would wait for."""
+
+    code = "await_from_own_loop"
+
+
+class InvalidConfigError(AgentkeepError):
+    """A configuration value (agent config, message options, settings) is invalid."""
+
+    code = "invalid_config"
+
+
+class InvalidMessageError(AgentkeepError):
+    """A message offered for delivery is malformed (empty, wrong role, bad tool request)."""
+
+    code = "invalid_message"
+
+
+class ProviderError(AgentkeepError):
+    """A provider registry or provider session operation failed."""
+
+    code = "provider_error"
+
+
+class UnknownProviderError(ProviderError):
+    """No provider is registered under this id."""
+
+    code = "unknown_provider"
+
+    def __init__(self, provider_id: str) -> None:
+        super().__init__(f'Provider "{provider_id}" is not registered.')
+        self.provider_id = provider_id
+
+
+class DuplicateProviderError(ProviderError):
+    """A provider id was registered twice."""
+
+    code = "duplicate_provider"
+
+    def __init__(self, provider_id: str) -> None:
+        super().__init__(f'Provider "{provider_id}" is already registered.')
+        self.provider_id = provider_id
+
+
+class MissingExtraError(ProviderError):
+    """An optional vendor SDK is not installed."""
+
+    code = "missing_extra"
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"The {package!r} package is not installed. Install it with "
+            f"`pip install agentkeep[{extra}]`."
+        )
+        self.package = package
+        self.extra = extra
+
+
+class CompactionFailedError(AgentkeepError):
+    """A compaction the caller waited for failed; the history is untouched."""
+
+    code = "compaction_failed"
+
+
+class ToolDefinitionError(AgentkeepError):
+    """A tool was defined wrongly (bad name, duplicate name, unsupported types)."""
+
+    code = "tool_definition"

@@ -1,0 +1,256 @@
+"""What the runtime stores, as msgspec Structs (JSON-encoded in SQLite).
+
+Conversation records are append-only per agent; ``position`` orders them. Rebuilding the
+conversation (:func:`rebuild_messages`): a compaction record resets it, user/tool/system
+records append a message, and consecutive block records extend one assistant message.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+from agentkeep.providers.types import (
+    AssistantBlock,
+    AssistantMessage,
+    Message,
+    QueueableMessage,
+    ReasoningEffort,
+    ServiceTier,
+    SystemMessage,
+    ToolCallBlock,
+    ToolResultMessage,
+)
+
+PermissionMode: TypeAlias = Literal["read_only", "workspace_write", "auto", "full_access"]
+PERMISSION_MODES: tuple[PermissionMode, ...] = (
+    "read_only",
+    "workspace_write",
+    "auto",
+    "full_access",
+)
+QueueName: TypeAlias = Literal["steering", "send"]
+OwedStage: TypeAlias = Literal["inference", "tools", "compaction", "settlement"]
+JSONObject: TypeAlias = dict[str, Any]
+
+
+class _Record(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    pass
+
+
+# -- conversation records -----------------------------------------------------------------
+
+
+class _ConversationRecord(_Record, frozen=True, tag_field="type"):
+    pass
+
+
+class UserRecord(_ConversationRecord, frozen=True, tag="user"):
+    """A consumed queue entry: the message joined the conversation."""
+
+    message_id: str
+    message: QueueableMessage
+    metadata: JSONObject | None = None
+
+
+class BlockRecord(_ConversationRecord, frozen=True, tag="block"):
+    """One finished assistant block; consecutive block records form one assistant message."""
+
+    block: AssistantBlock
+
+
+class ToolRecord(_ConversationRecord, frozen=True, tag="tool"):
+    """One tool result, answering the call with the same provider call id."""
+
+    message: ToolResultMessage
+
+
+SystemReason: TypeAlias = Literal["notice", "handoff", "failure"]
+
+
+class SystemRecord(_ConversationRecord, frozen=True, tag="system"):
+    """A system message: a hook's notice, a model-switch handoff, or a failure note."""
+
+    message: SystemMessage
+    reason: SystemReason = "notice"
+
+
+class CompactionRecord(_ConversationRecord, frozen=True, tag="compaction"):
+    """A full replacement of everything before it; always the first record when present.
+
+    ``owes_answer`` is True when a consumed message kept after the snapshot (or an inference
+    owed before the compaction) still needs a response: that is not visible in the messages,
+    so the rewrite that knew it records it here.
+    """
+
+    messages: tuple[Message, ...]
+    owes_answer: bool = False
+
+
+ConversationRecord: TypeAlias = (
+    UserRecord | BlockRecord | ToolRecord | SystemRecord | CompactionRecord
+)
+
+
+def rebuild_messages(records: list[ConversationRecord]) -> list[Message]:
+    """The conversation the records describe, as provider messages."""
+    messages: list[Message] = []
+    for record in records:
+        if isinstance(record, CompactionRecord):
+            messages = list(record.messages)
+        elif isinstance(record, BlockRecord):
+            last = messages[-1] if messages else None
+            if isinstance(last, AssistantMessage):
+                messages[-1] = AssistantMessage(content=(*last.content, record.block))
+            else:
+                messages.append(AssistantMessage(content=(record.block,)))
+        else:
+            messages.append(record.message)
+    return messages
+
+
+# -- queued messages ----------------------------------------------------------------------
+
+
+class MessageOptions(_Record, frozen=True):
+    """Per-message settings; they take effect when the message is consumed and stay."""
+
+    provider: str | None = None
+    model: str | None = None
+    effort: ReasoningEffort | None = None
+    service_tier: ServiceTier | None = None
+    permission_mode: PermissionMode | None = None
+
+    def is_empty(self) -> bool:
+        return self == _NO_OPTIONS
+
+
+_NO_OPTIONS = MessageOptions()
+
+
+class QueuedMessage(_Record, frozen=True):
+    """A message durably accepted into a queue and not yet consumed.
+
+    ``seq`` is assigned by the store (strictly increasing per agent and queue, derived from
+    the durable tail, so it never collides across restarts and never depends on a clock).
+    """
+
+    id: str
+    queue: QueueName
+    message: QueueableMessage
+    options: MessageOptions = _NO_OPTIONS
+    metadata: JSONObject | None = None
+    accepted_at_ms: int = 0
+    seq: int = 0
+
+
+class QueuedNotice(_Record, frozen=True):
+    """A system notice a hook injected; appended right before the inference that sees it."""
+
+    message: SystemMessage
+    seq: int = 0
+
+
+# -- tool batches -------------------------------------------------------------------------
+
+
+class PendingToolCall(_Record, frozen=True):
+    """One call of a dispatched batch, durable before any call of the batch runs.
+
+    ``internal_id`` is agentkeep's cuid2 for the call (KV scopes, hooks, claims);
+    ``call.call_id`` is the provider's. ``committed`` holds a result a tool claimed with
+    ``call.commit`` before the batch got to write it.
+    """
+
+    internal_id: str
+    index: int
+    call: ToolCallBlock
+    committed: ToolResultMessage | None = None
+
+
+# -- per-agent facts ----------------------------------------------------------------------
+
+
+class Settings(_Record, frozen=True):
+    """The effective inference selection, updated by consumed messages."""
+
+    provider: str | None = None
+    model: str | None = None
+    effort: ReasoningEffort | None = None
+    service_tier: ServiceTier | None = None
+    permission_mode: PermissionMode = "auto"
+
+
+class OwedWork(_Record, frozen=True):
+    """The one liveness fact: present ⇔ the agent owes work (spec invariant 6).
+
+    Written with the change that made work due; erased only by the settlement transaction.
+    """
+
+    stage: OwedStage
+    loop_id: str | None = None
+    turn_id: str | None = None
+    inference_id: str | None = None
+    settlement_id: str | None = None
+
+
+class AgentEnvironment(_Record, frozen=True):
+    os_version: str
+    platform: str
+    working_directory: str
+    shell: str
+
+
+class AgentRow(_Record, frozen=True):
+    """An agent's identity row."""
+
+    id: str
+    config: JSONObject  # the creation config (environment, features), immutable
+    metadata: JSONObject = {}
+    parent_id: str | None = None
+    created_at_ms: int = 0
+    deleted_at_ms: int | None = None
+
+
+RECORD_TYPES: tuple[type[Any], ...] = (
+    UserRecord,
+    BlockRecord,
+    ToolRecord,
+    SystemRecord,
+    CompactionRecord,
+    MessageOptions,
+    QueuedMessage,
+    QueuedNotice,
+    PendingToolCall,
+    Settings,
+    OwedWork,
+    AgentEnvironment,
+    AgentRow,
+)
+
+
+__all__ = [
+    "PERMISSION_MODES",
+    "RECORD_TYPES",
+    "AgentEnvironment",
+    "AgentRow",
+    "BlockRecord",
+    "CompactionRecord",
+    "ConversationRecord",
+    "JSONObject",
+    "MessageOptions",
+    "OwedStage",
+    "OwedWork",
+    "PendingToolCall",
+    "PermissionMode",
+    "QueueName",
+    "QueuedMessage",
+    "QueuedNotice",
+    "Settings",
+    "SystemRecord",
+    "ToolCallBlock",
+    "ToolRecord",
+    "UserRecord",
+    "rebuild_messages",
+]

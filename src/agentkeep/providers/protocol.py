@@ -1,0 +1,102 @@
+"""The provider protocol: how the agent loop talks to a model.
+
+A :class:`Provider` opens one :class:`Session` per agent for fixed instructions and tool
+descriptors. A session runs **one operation at a time**: ``stream`` yields the events of one
+response synchronously, ``compact`` summarises a context, ``close`` ends it (exactly once).
+The caller owns the transcript and passes it whole on every request.
+
+Cancellation is cooperative and prompt: the caller hands a :class:`CancelToken`; a session
+checks it between events and may register a callback that closes its underlying transport so
+a blocked read returns. A cancelled stream ends with exactly one ``Done(state="cancelled")``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Protocol, runtime_checkable
+
+from agentkeep.providers.types import (
+    CompactionOutcome,
+    Context,
+    Selection,
+    SessionOptions,
+    StreamEvent,
+)
+
+
+class CancelToken:
+    """A one-way latch: once cancelled it stays cancelled.
+
+    Callbacks registered with :meth:`on_cancel` run once, in the cancelling thread (or at
+    once, if the token is already cancelled). They must be quick and must not raise; a
+    raising callback is ignored so one broken transport cannot stop the others closing.
+    """
+
+    __slots__ = ("_callbacks", "_event", "_lock", "reason")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+        self.reason: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self.reason = reason
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # a broken callback is ignored (see the class docstring)
+                continue
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    def wait_cancelled(self, timeout_seconds: float | None = None) -> bool:
+        """Block until cancelled (True) or the timeout passes (False)."""
+        return self._event.wait(timeout_seconds)
+
+
+@runtime_checkable
+class Session(Protocol):
+    """One provider session: stateful, one operation at a time, closed exactly once."""
+
+    def stream(
+        self, context: Context, selection: Selection, cancel: CancelToken
+    ) -> Iterator[StreamEvent]:
+        """Stream one response. The iterator yields exactly one terminal ``Done``.
+
+        Provider failures are reported as ``Done(state="error", ...)``, never raised; retries
+        are the provider's own and surface as ``Retrying`` events after a ``BlockReset``.
+        """
+        ...
+
+    def compact(
+        self, context: Context, selection: Selection, cancel: CancelToken
+    ) -> CompactionOutcome:
+        """Summarise ``context``; a completed outcome carries the replacement messages."""
+        ...
+
+    def close(self) -> None:
+        """Release the session. Called exactly once by its owner."""
+        ...
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model vendor (or a local model) that opens sessions."""
+
+    def open_session(self, session_id: str, options: SessionOptions) -> Session: ...

@@ -1,0 +1,380 @@
+"""The provider protocol's values: content blocks, messages, stream events, tokens.
+
+Every value is an immutable msgspec Struct; unions are tagged (``type`` for blocks and events,
+``role`` for messages) so a value round-trips through JSON unchanged. Opaque vendor payloads
+(``vendor``, signed ``reasoning``, ``encrypted_content``) are strings kept verbatim: agentkeep
+never parses them, so what a vendor signed is exactly what it gets back.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import msgspec
+
+# -- selection values ---------------------------------------------------------------------
+
+ReasoningEffort: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh", "max"]
+ServiceTier: TypeAlias = Literal["priority"]
+REASONING_EFFORTS: tuple[ReasoningEffort, ...] = (
+    "off",
+    "minimal",
+    "low",
+    "medium",
+    "high",
+    "xhigh",
+    "max",
+)
+
+
+class _Value(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Base of every protocol value: immutable, keyword-only, compact JSON."""
+
+
+# -- content blocks -----------------------------------------------------------------------
+
+
+class TextBlock(_Value, frozen=True, tag="text"):
+    text: str
+
+
+class ImageBlock(_Value, frozen=True, tag="image"):
+    data: str  # base64, without a data: prefix
+    mime_type: str
+
+
+class ReasoningBlock(_Value, frozen=True, tag="reasoning"):
+    text: str | None = None
+    reasoning: str | None = None  # opaque signed/encrypted payload, sent back verbatim
+    vendor: str | None = None
+
+
+class ToolCallBlock(_Value, frozen=True, tag="tool_call"):
+    call_id: str  # the provider's own id for the call
+    name: str
+    arguments: str  # raw JSON text as the model produced it
+    namespace: str | None = None
+    incomplete: bool = False
+    server: bool = False  # provider-owned: never executed or answered by the agent
+    vendor: str | None = None
+
+
+class ServerToolResultBlock(_Value, frozen=True, tag="tool_result"):
+    """The result of a provider-owned (server) tool call, kept in the assistant message."""
+
+    call_id: str
+    content: tuple[TextBlock | ImageBlock, ...] = ()
+    is_error: bool = False
+    incomplete: bool = False
+    vendor: str | None = None
+
+
+InputBlock: TypeAlias = TextBlock | ImageBlock
+OutputBlock: TypeAlias = TextBlock | ImageBlock
+AgentContentBlock: TypeAlias = TextBlock | ImageBlock | ReasoningBlock
+AssistantBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ServerToolResultBlock
+
+# -- messages -----------------------------------------------------------------------------
+
+
+class _Message(_Value, frozen=True, tag_field="role"):
+    pass
+
+
+class UserMessage(_Message, frozen=True, tag="user"):
+    content: tuple[InputBlock, ...]
+
+
+class SystemMessage(_Message, frozen=True, tag="system"):
+    content: tuple[InputBlock, ...]
+
+
+class Author(_Value, frozen=True):
+    id: str
+    description: str = ""
+
+
+class AgentMessage(_Message, frozen=True, tag="agent"):
+    """A message written by another agent (a subagent's report, for instance)."""
+
+    author: Author
+    content: tuple[AgentContentBlock, ...]
+
+
+class AssistantMessage(_Message, frozen=True, tag="assistant"):
+    content: tuple[AssistantBlock, ...]  # in the order the blocks started
+
+
+class ToolResultMessage(_Message, frozen=True, tag="tool"):
+    call_id: str  # the provider's id of the call this answers
+    content: tuple[OutputBlock, ...]
+    is_error: bool = False
+    vendor: str | None = None
+
+
+class CompactionMessage(_Message, frozen=True, tag="compaction"):
+    content: str | None = None
+    encrypted_content: str | None = None
+    vendor: str | None = None
+
+
+Message: TypeAlias = (
+    UserMessage
+    | SystemMessage
+    | AgentMessage
+    | AssistantMessage
+    | ToolResultMessage
+    | CompactionMessage
+)
+QueueableMessage: TypeAlias = UserMessage | SystemMessage | AgentMessage
+
+# -- tokens -------------------------------------------------------------------------------
+
+
+class Tokens(_Value, frozen=True):
+    """What one response measured: the whole input context (cache included) and the output."""
+
+    input: int
+    output: int
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output
+
+
+class Usage(_Value, frozen=True):
+    """Token usage of one attempt."""
+
+    input: int
+    output: int
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output
+
+
+# -- errors -------------------------------------------------------------------------------
+
+ErrorKind: TypeAlias = Literal["internal_error", "context_overflow", "billing_error", "unknown"]
+ProviderErrorType: TypeAlias = Literal[
+    "authentication",
+    "out_of_tokens",
+    "rate_limit",
+    "server_overloaded",
+    "internal_server_error",
+    "empty_response",
+    "unclassified",
+]
+
+
+class ProviderErrorInfo(_Value, frozen=True):
+    type: ProviderErrorType
+    reset_at_ms: int | None = None
+    # Bounded diagnostics: attempts, HTTP status, request id, vendor code, ...
+    diagnostics: dict[str, str | int | float | bool | None] = {}
+
+
+# -- stream events ------------------------------------------------------------------------
+
+
+class _Event(_Value, frozen=True, tag_field="type"):
+    pass
+
+
+class BlockStart(_Event, frozen=True, tag="block_start"):
+    """Opens a tentative attempt: what follows is kept on ``block_stop``."""
+
+
+class BlockStop(_Event, frozen=True, tag="block_stop"):
+    """Commits the blocks finished since the matching ``block_start``."""
+
+
+class BlockReset(_Event, frozen=True, tag="block_reset"):
+    """Discards the blocks finished since the matching ``block_start`` (usually a retry)."""
+
+
+class TextStart(_Event, frozen=True, tag="text_start"):
+    pass
+
+
+class TextDelta(_Event, frozen=True, tag="text_delta"):
+    delta: str
+
+
+class TextEnd(_Event, frozen=True, tag="text_end"):
+    text: str  # the whole finished text
+
+
+class ReasoningStart(_Event, frozen=True, tag="reasoning_start"):
+    pass
+
+
+class ReasoningDelta(_Event, frozen=True, tag="reasoning_delta"):
+    delta: str
+
+
+class ReasoningEnd(_Event, frozen=True, tag="reasoning_end"):
+    text: str | None = None
+    reasoning: str | None = None  # opaque signed payload
+    vendor: str | None = None
+
+
+class ToolCallStart(_Event, frozen=True, tag="toolcall_start"):
+    call_id: str
+    name: str
+    namespace: str | None = None
+    server: bool = False
+    vendor: str | None = None
+
+
+class ToolCallDelta(_Event, frozen=True, tag="toolcall_delta"):
+    call_id: str
+    delta: str
+
+
+class ToolCallEnd(_Event, frozen=True, tag="toolcall_end"):
+    call_id: str
+    arguments: str  # the final raw JSON text
+    incomplete: bool = False
+
+
+class ToolResultStart(_Event, frozen=True, tag="toolcall_result_start"):
+    call_id: str
+    vendor: str | None = None
+
+
+class ToolResultDelta(_Event, frozen=True, tag="toolcall_result_delta"):
+    call_id: str
+    delta: str
+
+
+class ToolResultEnd(_Event, frozen=True, tag="toolcall_result_end"):
+    call_id: str
+    content: tuple[OutputBlock, ...] = ()
+    is_error: bool = False
+    incomplete: bool = False
+
+
+class Retrying(_Event, frozen=True, tag="retrying"):
+    attempt: int  # 1-based number of the retry about to happen
+    reason: str
+    delay_seconds: float = 0.0
+
+
+class TokenUsage(_Event, frozen=True, tag="token_usage"):
+    usage: Usage
+
+
+DoneState: TypeAlias = Literal["normal", "tool_call", "length", "cancelled", "error"]
+
+
+class Done(_Event, frozen=True, tag="done"):
+    """The one terminal event of a response.
+
+    ``tokens`` is present for ``normal``, ``tool_call`` and ``length``; ``kind``, ``message``
+    and optionally ``provider_error`` for ``error``.
+    """
+
+    state: DoneState
+    tokens: Tokens | None = None
+    end_turn: bool | None = None
+    kind: ErrorKind | None = None
+    message: str | None = None
+    provider_error: ProviderErrorInfo | None = None
+
+
+StreamEvent: TypeAlias = (
+    BlockStart
+    | BlockStop
+    | BlockReset
+    | TextStart
+    | TextDelta
+    | TextEnd
+    | ReasoningStart
+    | ReasoningDelta
+    | ReasoningEnd
+    | ToolCallStart
+    | ToolCallDelta
+    | ToolCallEnd
+    | ToolResultStart
+    | ToolResultDelta
+    | ToolResultEnd
+    | Retrying
+    | TokenUsage
+    | Done
+)
+
+
+def done_error(
+    message: str,
+    *,
+    kind: ErrorKind = "internal_error",
+    provider_error: ProviderErrorInfo | None = None,
+) -> Done:
+    """The terminal event of a response that failed."""
+    return Done(state="error", kind=kind, message=message, provider_error=provider_error)
+
+
+DONE_CANCELLED = Done(state="cancelled")
+
+# -- session inputs -----------------------------------------------------------------------
+
+
+class ToolDescriptor(_Value, frozen=True):
+    """What a provider is told about one tool (spec §1.6)."""
+
+    name: str
+    description: str | None = None
+    namespace: str | None = None
+    namespace_description: str | None = None
+    parameters: dict[str, object] | None = None  # JSON Schema of the arguments
+    server: dict[str, object] | None = None  # set ⇒ provider-owned, never executed by agentkeep
+    defer: bool = False
+    grammar: str | None = None  # a Lark grammar; the call's raw input becomes {"input": raw}
+
+
+class SessionOptions(_Value, frozen=True):
+    instructions: str
+    tools: tuple[ToolDescriptor, ...] = ()
+
+
+class Selection(_Value, frozen=True):
+    """What one request runs on: serializable values only."""
+
+    model: str | None = None
+    effort: ReasoningEffort | None = None
+    service_tier: ServiceTier | None = None
+
+
+class Context(_Value, frozen=True):
+    """The whole conversation a request runs on; the caller owns it and passes it whole."""
+
+    instructions: str
+    messages: tuple[Message, ...]
+
+
+# -- compaction outcomes ------------------------------------------------------------------
+
+
+class _Compaction(_Value, frozen=True, tag_field="status"):
+    pass
+
+
+class CompactionCompleted(_Compaction, frozen=True, tag="completed"):
+    messages: tuple[Message, ...]  # the replacement context
+    summary: str | None = None
+    usage: Usage | None = None
+
+
+class CompactionCancelled(_Compaction, frozen=True, tag="cancelled"):
+    pass
+
+
+class CompactionFailed(_Compaction, frozen=True, tag="failed"):
+    kind: Literal["inference_error", "invalid_summary", "tool_call"]
+    message: str
+
+
+CompactionOutcome: TypeAlias = CompactionCompleted | CompactionCancelled | CompactionFailed

@@ -1,0 +1,17 @@
+"""Shared fixtures: every test starts from a clean world."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+settings.register_profile("dev", max_examples=100, deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
