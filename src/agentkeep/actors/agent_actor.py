@@ -1,0 +1,279 @@
+"""The agent actor: the thin shell that feeds the pure loop events and carries out its effects.
+
+It blocks its mailbox only on store commits (milliseconds); streams, tool calls and
+compactions run in child actors and report back by message. Effects are carried out in the
+order the core returned them; the outcome of a synchronous effect (a load, a commit, an action
+hook) is fed back before the next mailbox message is taken, so the core sees a commit land
+before it sees anything that happened after it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, cast
+
+import pykka
+import structlog
+
+from agentkeep.actors.children import CompactionActor, InferenceActor, ToolCallActor, run_child
+from agentkeep.actors.services import AgentServices
+from agentkeep.actors.tool_runner import ToolRunner
+from agentkeep.features import HookContext, InferenceInfo, TurnInfo
+from agentkeep.loop import plans
+from agentkeep.loop.machine import AgentLoop
+from agentkeep.loop.messages import (
+    EVENT_TYPES,
+    CancelCompaction,
+    CancelInference,
+    CancelTools,
+    ChildStopped,
+    Commit,
+    CommitFailed,
+    CommitLanded,
+    CompactAction,
+    CompactionResolved,
+    CompactRequested,
+    Effect,
+    Emit,
+    Event,
+    HookFinished,
+    InjectAction,
+    Loaded,
+    LoadFailed,
+    LoadState,
+    LoopStopped,
+    Observe,
+    Plan,
+    RunHook,
+    SendAction,
+    Start,
+    StartCompaction,
+    StartInference,
+    StartTools,
+    SteerAction,
+    StreamEventArrived,
+    WorkAccepted,
+)
+from agentkeep.persistence.records import Settings
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.types import Context, Selection, done_error
+
+log = structlog.get_logger(__name__)
+
+# Events that callers outside the actor hand in; each was counted by ``status.signal_sent``.
+_SIGNALS = (Start, WorkAccepted, CompactRequested)
+
+
+class AgentActor(pykka.ThreadingActor):
+    def __init__(self, services: AgentServices) -> None:
+        super().__init__()
+        self._s = services
+        self._core = AgentLoop(
+            services.agent_id,
+            new_id=services.new_id,
+            defaults=services.defaults,
+            steering_mode=services.steering_mode,
+            send_mode=services.send_mode,
+        )
+        self._tokens: dict[str, CancelToken] = {}
+        self._runner = ToolRunner(services)
+
+    # -- mailbox ---------------------------------------------------------------------------
+
+    def on_receive(self, message: Any) -> None:
+        if not isinstance(message, EVENT_TYPES):
+            log.warning("agent_unexpected_message", message=repr(message))
+            return
+        try:
+            self._feed(cast(Event, message))
+        finally:
+            if isinstance(message, _SIGNALS):
+                self._s.status.signal_taken()
+
+    def on_stop(self) -> None:
+        for token in self._tokens.values():
+            token.cancel("agent stopped")
+        self._s.sessions.close()
+
+    def _feed(self, first: Event) -> None:
+        pending: deque[Event] = deque([first])
+        while pending:
+            for effect in self._core.handle(pending.popleft()):
+                pending.extend(self._carry_out(effect))
+        self._s.status.set_running(self._core.running)
+
+    # -- effects ---------------------------------------------------------------------------
+
+    def _carry_out(self, effect: Effect) -> list[Event]:
+        match effect:
+            case LoadState():
+                return [self._load()]
+            case Commit(plan=plan):
+                return [self._commit(plan)]
+            case StartInference():
+                return self._start_inference(effect)
+            case CancelInference(inference_id=child_id) | CancelCompaction(compaction_id=child_id):
+                self._cancel(child_id)
+            case StartTools(runs=runs):
+                tools = self._runner.tool_set(self._core.settings)
+                for run in runs:
+                    token = self._token(run.internal_id)
+                    execute = self._runner.bind(run, token, tools)
+                    run_child(
+                        ToolCallActor, self.actor_ref, run.internal_id, run.call.call_id, execute
+                    )
+            case CancelTools(internal_ids=ids):
+                for child_id in ids:
+                    self._cancel(child_id)
+            case StartCompaction():
+                return self._start_compaction(effect)
+            case Emit(event=event):
+                self._s.features.observe("on_event", self._ctx_for, event)
+            case Observe():
+                self._observe(effect)
+            case RunHook():
+                return self._run_hook(effect)
+            case CompactionResolved(error=error):
+                self._s.status.resolve_compactions(error)
+            case LoopStopped(error=error):
+                self._s.status.last_error = error
+        return []
+
+    def _load(self) -> Event:
+        try:
+            snapshot = self._s.store.read(lambda tx: plans.load_snapshot(tx, self._s.agent_id))
+        except Exception as error:
+            log.warning("agent_load_failed", agent_id=self._s.agent_id, error=repr(error))
+            return LoadFailed(message=str(error) or type(error).__name__)
+        return Loaded(snapshot=snapshot)
+
+    def _commit(self, plan: Plan) -> Event:
+        agent_id = self._s.agent_id
+        policy = self._s.switch_policy(self._ctx_for)
+        try:
+            value = self._s.store.transact(lambda tx: plans.execute(tx, agent_id, plan, policy))
+        except Exception as error:
+            log.warning(
+                "agent_commit_failed",
+                agent_id=agent_id,
+                plan=type(plan).__name__,
+                error=repr(error),
+            )
+            return CommitFailed(plan=plan, message=str(error) or type(error).__name__)
+        return CommitLanded(plan=plan, value=value)
+
+    def _token(self, child_id: str) -> CancelToken:
+        token = CancelToken()
+        self._tokens[child_id] = token
+        return token
+
+    def _cancel(self, child_id: str) -> None:
+        token = self._tokens.pop(child_id, None)
+        if token is not None:
+            token.cancel()
+
+    def _session_for(self, settings: Settings) -> tuple[Any, str]:
+        """The provider session for this request (recreated when its configuration changed).
+        Raises if the provider is unknown or a correctness hook fails."""
+        instructions = self._s.features.instructions(self._s.instructions, self._ctx_for)
+        tools = self._runner.tool_set(settings)
+        session = self._s.sessions.session_for(settings, instructions, tools.descriptors())
+        return session, instructions
+
+    def _start_inference(self, effect: StartInference) -> list[Event]:
+        child_id = effect.inference_id
+        try:
+            session, instructions = self._session_for(effect.settings)
+        except Exception as error:
+            # A correctness hook or an unknown provider fails this response loudly.
+            failed = done_error(str(error) or type(error).__name__)
+            return [
+                StreamEventArrived(inference_id=child_id, event=failed),
+                ChildStopped(child_id=child_id),
+            ]
+        context = Context(instructions=instructions, messages=effect.messages)
+        run_child(
+            InferenceActor,
+            self.actor_ref,
+            child_id,
+            session,
+            context,
+            _selection(effect.settings),
+            self._token(child_id),
+        )
+        return []
+
+    def _start_compaction(self, effect: StartCompaction) -> list[Event]:
+        from agentkeep.loop.messages import CompactionFinished
+        from agentkeep.providers.types import CompactionFailed
+
+        child_id = effect.compaction_id
+        try:
+            session, instructions = self._session_for(effect.settings)
+        except Exception as error:
+            outcome = CompactionFailed(kind="inference_error", message=str(error))
+            return [CompactionFinished(compaction_id=child_id, outcome=outcome)]
+        context = Context(instructions=instructions, messages=effect.messages)
+        run_child(
+            CompactionActor,
+            self.actor_ref,
+            child_id,
+            session,
+            context,
+            _selection(effect.settings),
+            self._token(child_id),
+        )
+        return []
+
+    # -- hooks -----------------------------------------------------------------------------
+
+    def _ctx_for(self, feature: Any) -> HookContext:
+        return self._s.hook_context(feature, self._core.settings)
+
+    def _observe(self, effect: Observe) -> None:
+        features = self._s.features
+        match effect.hook:
+            case "after_inference":
+                info = InferenceInfo(state=effect.state, tokens=effect.tokens, error=effect.error)
+                features.observe("after_inference", self._ctx_for, info)
+            case "after_agent_settled":
+                features.observe("after_agent_settled", self._ctx_for, effect.error)
+            case hook:
+                features.observe(hook, self._ctx_for, *())
+
+    def _run_hook(self, effect: RunHook) -> list[Event]:
+        features = self._s.features
+        with self._s.inside_loop():
+            if effect.hook == "after_agent_loop":
+                actions = features.actions("after_agent_loop", self._ctx_for)
+            else:
+                turn = TurnInfo(context_tokens=effect.context_tokens, aborted=effect.aborted)
+                actions = features.actions(effect.hook, self._ctx_for, turn)
+        if effect.drop_actions:
+            return [HookFinished(hook=effect.hook)]
+        follow: list[Event] = []
+        compact = False
+        for action in actions:
+            try:
+                match action:
+                    case SteerAction(message=message):
+                        queued = self._s.accept_from_loop("steering", message)
+                        if queued is not None:
+                            follow.append(WorkAccepted(message=queued))
+                    case SendAction(message=message):
+                        queued = self._s.accept_from_loop("send", message)
+                        if queued is not None:
+                            follow.append(WorkAccepted(message=queued))
+                    case InjectAction(message=message):
+                        follow.append(WorkAccepted(notice=self._s.inject_from_loop(message)))
+                    case CompactAction():
+                        compact = True
+            except Exception as error:  # a failing action never fails the run
+                log.warning("hook_action_failed", action=repr(action), error=repr(error))
+        return [*follow, HookFinished(hook=effect.hook, compact=compact)]
+
+
+def _selection(settings: Settings) -> Selection:
+    return Selection(
+        model=settings.model, effort=settings.effort, service_tier=settings.service_tier
+    )

@@ -1,0 +1,132 @@
+"""What an agent actor needs from its system, in one place: the store, the providers, the
+features and tools, and the ways back into the system (acceptance, references)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentkeep.actors.sessions import SessionSlot
+from agentkeep.actors.status import AgentStatus
+from agentkeep.delivery import accept_message, accept_notice
+from agentkeep.features import Feature, FeatureSet, HookContext, ModelChange
+from agentkeep.ids import new_id
+from agentkeep.loop.messages import QueueMode
+from agentkeep.loop.plans import CALL_AREA, KV_AREA, RUN_AREA
+from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.persistence.kv import ScopedKV
+from agentkeep.persistence.records import (
+    MessageOptions,
+    QueuedMessage,
+    QueuedNotice,
+    QueueName,
+    Settings,
+)
+from agentkeep.providers.compatibility import needs_reset
+from agentkeep.providers.registry import Providers
+from agentkeep.providers.types import QueueableMessage, SystemMessage
+from agentkeep.tools import Tool
+
+_inside = threading.local()
+
+
+def current_loop_agent() -> str | None:
+    """The id of the agent whose loop the calling thread is running in (a hook or a tool)."""
+    return getattr(_inside, "agent_id", None)
+
+
+@dataclass(kw_only=True)
+class AgentServices:
+    agent_id: str
+    store: StoreHandle
+    providers: Providers
+    features: FeatureSet
+    instructions: str
+    tools: Sequence[Tool[Any, Any]]
+    defaults: Settings
+    steering_mode: QueueMode
+    send_mode: QueueMode
+    config: dict[str, Any] = field(default_factory=dict)
+    system_ref: Any = None
+    new_id: Callable[[], str] = new_id
+    status: AgentStatus = field(default_factory=AgentStatus)
+    sessions: SessionSlot = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sessions = SessionSlot(self.agent_id, self.providers)
+
+    @contextmanager
+    def inside_loop(self) -> Iterator[None]:
+        """Mark the calling thread as running inside this agent's loop (hooks and tools), so
+        waiting on this agent from here is refused instead of deadlocking (invariant 20)."""
+        previous = getattr(_inside, "agent_id", None)
+        _inside.agent_id = self.agent_id
+        try:
+            yield
+        finally:
+            _inside.agent_id = previous
+
+    # -- stores ------------------------------------------------------------------------------
+
+    def hook_context(self, feature: Feature, settings: Settings) -> HookContext:
+        name = feature.name
+        return HookContext(
+            agent_id=self.agent_id,
+            settings=settings,
+            config=self.config,
+            kv=ScopedKV.through(self.store, "agent", self.agent_id, KV_AREA, "feature", name),
+            run_kv=ScopedKV.through(self.store, "agent", self.agent_id, RUN_AREA, "feature", name),
+            shared_kv=ScopedKV.through(self.store, "system", "feature", name),
+            system=self.system_ref,
+        )
+
+    def call_kv(self, internal_id: str) -> ScopedKV:
+        return ScopedKV.through(self.store, "agent", self.agent_id, CALL_AREA, internal_id)
+
+    # -- switches ----------------------------------------------------------------------------
+
+    def switch_policy(self, ctx_for: Callable[[Feature], HookContext]) -> _SwitchPolicy:
+        return _SwitchPolicy(self, ctx_for)
+
+    # -- acceptance from inside the loop (hook actions) --------------------------------------
+
+    def accept_from_loop(self, queue: QueueName, message: QueueableMessage) -> QueuedMessage | None:
+        def work(tx: Transaction) -> QueuedMessage | None:
+            _, queued = accept_message(
+                tx,
+                self.agent_id,
+                queue=queue,
+                message=message,
+                message_id=self.new_id(),
+                options=MessageOptions(),
+                metadata=None,
+            )
+            return queued
+
+        return self.store.transact(work)
+
+    def inject_from_loop(self, message: SystemMessage) -> QueuedNotice:
+        return self.store.transact(lambda tx: accept_notice(tx, self.agent_id, message))
+
+
+class _SwitchPolicy:
+    """Provider/model switches for one consumption: the registry's reset rule, and the
+    features' ``model_changed`` hook run inside the consumption transaction."""
+
+    def __init__(self, services: AgentServices, ctx_for: Callable[[Feature], HookContext]) -> None:
+        self._s = services
+        self._ctx_for = ctx_for
+
+    def needs_reset(self, previous: Settings, current: Settings) -> bool:
+        return needs_reset(
+            previous.provider, previous.model, current.provider, current.model, self._s.providers
+        )
+
+    def model_changed(
+        self, tx: Transaction, previous: Settings, current: Settings, was_reset: bool
+    ) -> SystemMessage | None:
+        change = ModelChange(previous=previous, current=current, was_reset=was_reset)
+        return self._s.features.model_changed(self._ctx_for, change)

@@ -1,0 +1,59 @@
+"""One agent's provider session: created lazily, recreated when what the provider was told
+changes, closed exactly once (invariant 21)."""
+
+from __future__ import annotations
+
+import threading
+
+import msgspec
+import structlog
+
+from agentkeep.errors import ProviderError
+from agentkeep.persistence.records import Settings
+from agentkeep.providers.protocol import Session
+from agentkeep.providers.registry import Providers
+from agentkeep.providers.types import SessionOptions, ToolDescriptor
+
+log = structlog.get_logger(__name__)
+
+
+class SessionSlot:
+    """Holds the session for one agent. Only the agent's actor thread opens sessions; the
+    lock makes ``close`` safe from a stopping actor."""
+
+    def __init__(self, agent_id: str, providers: Providers) -> None:
+        self._agent_id = agent_id
+        self._providers = providers
+        self._lock = threading.Lock()
+        self._session: Session | None = None
+        self._key: bytes | None = None
+
+    def session_for(
+        self, settings: Settings, instructions: str, tools: tuple[ToolDescriptor, ...]
+    ) -> Session:
+        """The session for this configuration; a changed provider, model, prompt or tool
+        descriptor recreates it, so the model always sees the tools the agent would run."""
+        if settings.provider is None:
+            raise ProviderError("No provider is selected: pass provider= when opening the system.")
+        options = SessionOptions(instructions=instructions, tools=tools)
+        key = msgspec.json.encode((settings.provider, settings.model, options))
+        with self._lock:
+            if self._session is not None and key == self._key:
+                return self._session
+            self._close_locked()
+            provider = self._providers.resolve(settings.provider, settings.model)
+            self._session = provider.open_session(self._agent_id, options)
+            self._key = key
+            return self._session
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        session, self._session, self._key = self._session, None, None
+        if session is not None:
+            try:
+                session.close()
+            except Exception as error:  # a failing close must not keep the agent from going on
+                log.warning("session_close_failed", agent_id=self._agent_id, error=repr(error))

@@ -1,0 +1,70 @@
+"""What callers outside an agent's actor may wait on: idleness, a compaction, an unwound turn.
+
+The actor changes it; any thread reads it. ``signals`` counts work handed to the actor that it
+has not yet taken on (a message accepted but not yet seen by the loop), so ``wait_for_idle``
+right after a ``send`` waits for that message's turn rather than returning early.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+
+class AgentStatus:
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._running = False
+        self._signals = 0
+        self._compactions: list[Future[None]] = []
+        self.last_error: str | None = None
+
+    # -- written by the system and the actor ---------------------------------------------------
+
+    def signal_sent(self) -> None:
+        with self._condition:
+            self._signals += 1
+
+    def signal_taken(self) -> None:
+        with self._condition:
+            self._signals = max(0, self._signals - 1)
+            self._condition.notify_all()
+
+    def set_running(self, running: bool, *, error: str | None = None) -> None:
+        with self._condition:
+            self._running = running
+            if not running:
+                self.last_error = error
+            self._condition.notify_all()
+
+    def add_compaction_waiter(self) -> Future[None]:
+        """A future resolved by the next compaction outcome (callers share one compaction)."""
+        future: Future[None] = Future()
+        with self._condition:
+            self._compactions.append(future)
+        return future
+
+    def resolve_compactions(self, error: str | None) -> None:
+        with self._condition:
+            waiters, self._compactions = self._compactions, []
+        for future in waiters:
+            if error is None:
+                future.set_result(None)
+            else:
+                from agentkeep.errors import CompactionFailedError
+
+                future.set_exception(CompactionFailedError(error))
+
+    # -- read by anyone ------------------------------------------------------------------------
+
+    @property
+    def idle(self) -> bool:
+        with self._condition:
+            return not self._running and self._signals == 0
+
+    def wait_for_idle(self, timeout_seconds: float | None = None) -> bool:
+        """Block until the agent has no run in progress and no work handed to it."""
+        with self._condition:
+            return self._condition.wait_for(
+                lambda: not self._running and self._signals == 0, timeout_seconds
+            )

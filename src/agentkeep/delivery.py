@@ -1,0 +1,140 @@
+"""Accepting messages: a durable queue write, committed without the agent's loop.
+
+Acceptance runs as its own transaction through the writer, never through the agent's actor,
+so a tool or hook that messages its own agent never waits for the loop it is running in
+(invariant 20). In the same transaction it records that the agent owes work, so the message
+is never acknowledged before anything could find the agent that owes it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+import msgspec
+
+from agentkeep.errors import InvalidMessageError, UnknownAgentError
+from agentkeep.ids import is_valid_id, new_id
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.records import (
+    JSONObject,
+    MessageOptions,
+    OwedWork,
+    QueuedMessage,
+    QueuedNotice,
+    QueueName,
+)
+from agentkeep.providers.types import (
+    AgentMessage,
+    ImageBlock,
+    InputBlock,
+    QueueableMessage,
+    SystemMessage,
+    TextBlock,
+    UserMessage,
+)
+
+DeliveryKind = Literal["send", "steer"]
+
+
+class Delivery(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer to ``send``/``steer``: returned once the message is durably queued."""
+
+    id: str
+    delivery: DeliveryKind
+    created: bool  # False: a message with this id was already durable (an idempotent repeat)
+
+
+def _blocks(content: str | Sequence[InputBlock]) -> tuple[InputBlock, ...]:
+    if isinstance(content, str):
+        return (TextBlock(text=content),)
+    blocks = tuple(content)
+    for block in blocks:
+        if not isinstance(block, TextBlock | ImageBlock):
+            raise InvalidMessageError(
+                f"message content must be text or image blocks, got {block!r}"
+            )
+    return blocks
+
+
+def user(content: str | Sequence[InputBlock]) -> UserMessage:
+    """A user message from text or content blocks."""
+    return UserMessage(content=_blocks(content))
+
+
+def system(content: str | Sequence[InputBlock]) -> SystemMessage:
+    """A system message from text or content blocks."""
+    return SystemMessage(content=_blocks(content))
+
+
+def validate_message(message: object) -> QueueableMessage:
+    """Refuse what cannot join a conversation, naming what is wrong."""
+    if not isinstance(message, UserMessage | SystemMessage | AgentMessage):
+        raise InvalidMessageError(
+            f"only user, system and agent messages can be sent, got {type(message).__name__}"
+        )
+    if not message.content:
+        raise InvalidMessageError("a message needs at least one content block")
+    if all(isinstance(b, TextBlock) and not b.text.strip() for b in message.content):
+        raise InvalidMessageError("a message must not be empty")
+    return message
+
+
+def check_message_id(message_id: str | None) -> str:
+    if message_id is None:
+        return new_id()
+    if not isinstance(message_id, str) or not is_valid_id(message_id):
+        raise InvalidMessageError(
+            f"message id {message_id!r} is invalid: use 2-32 lowercase letters and digits, "
+            "starting with a letter"
+        )
+    return message_id
+
+
+def accept_message(
+    tx: Transaction,
+    agent_id: str,
+    *,
+    queue: QueueName,
+    message: QueueableMessage,
+    message_id: str,
+    options: MessageOptions,
+    metadata: JSONObject | None,
+) -> tuple[Delivery, QueuedMessage | None]:
+    """Queue one message durably (in ``tx``); None if its id was already durable."""
+    if tx.get_agent(agent_id) is None:
+        raise UnknownAgentError(agent_id)
+    kind: DeliveryKind = "steer" if queue == "steering" else "send"
+    if not tx.claim_message_id(agent_id, message_id):
+        return Delivery(id=message_id, delivery=kind, created=False), None
+    queued = tx.enqueue(
+        agent_id,
+        QueuedMessage(
+            id=message_id,
+            queue=queue,
+            message=message,
+            options=options,
+            metadata=metadata,
+            accepted_at_ms=int(time.time() * 1000),
+        ),
+    )
+    owe_inference(tx, agent_id)
+    return Delivery(id=message_id, delivery=kind, created=True), queued
+
+
+def accept_notice(tx: Transaction, agent_id: str, message: SystemMessage) -> QueuedNotice:
+    """Queue a hook's system notice durably; it owes the agent an inference."""
+    notice = tx.inject_notice(agent_id, QueuedNotice(message=message))
+    owe_inference(tx, agent_id)
+    return notice
+
+
+def owe_inference(tx: Transaction, agent_id: str) -> None:
+    """Record that the agent owes work, with the change that made it due (invariant 6)."""
+    if tx.claim_owed(agent_id, OwedWork(stage="inference")):
+        return
+    owed = tx.read_owed(agent_id)
+    if owed is not None and owed.stage == "settlement":
+        # A settlement in progress must not erase what this message made due.
+        tx.write_owed(agent_id, OwedWork(stage="inference", loop_id=owed.loop_id))

@@ -1,0 +1,179 @@
+"""Features: named bundles of hooks, composed in order into one agent's hooks.
+
+A :class:`Feature` overrides any subset of the hook methods below; one instance serves every
+agent of a system and learns which agent a hook runs for from the :class:`HookContext` it is
+handed. Composition rules (seed: AgentFeature), kept by :class:`FeatureSet`:
+
+- observing hooks (``on_event``, ``before_agent_loop``, ``before_inference``,
+  ``after_inference``, ``after_agent_settled``) fan out with per-feature isolation: one
+  failing feature never silences the others, and never fails the run;
+- ``instructions`` and ``tools`` concatenate after the system's base state and stay loud: a
+  failing feature fails the turn rather than run with a wrong configuration;
+- action hooks (``before_turn``, ``after_turn``, ``after_agent_loop``) concatenate their
+  actions; a failing feature loses only its own;
+- ``model_changed``: every feature observes; the first returned handoff wins; a failure is
+  re-raised only when the change resets the history (which rejects the switch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from agentkeep.loop.messages import Action
+from agentkeep.persistence.records import Settings
+from agentkeep.providers.types import StreamEvent, SystemMessage, Tokens
+
+if TYPE_CHECKING:
+    from agentkeep.tools import Tool
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnInfo:
+    """What ``before_turn``/``after_turn`` are told."""
+
+    context_tokens: int | None
+    aborted: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferenceInfo:
+    """How a response ended, for ``after_inference``."""
+
+    state: str | None
+    tokens: Tokens | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelChange:
+    previous: Settings
+    current: Settings
+    was_reset: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class HookContext:
+    """What every hook receives: the agent it serves and the stores it may use.
+
+    ``kv`` (this agent's conversation), ``run_kv`` (erased when the agent settles) and
+    ``shared_kv`` (shared by every agent of the system) are narrowed to ``feature.<name>``.
+    ``system`` is the system as seen from inside an agent (no close, no wait).
+    """
+
+    agent_id: str
+    settings: Settings
+    config: dict[str, Any] = field(default_factory=dict)
+    kv: Any = None
+    run_kv: Any = None
+    shared_kv: Any = None
+    system: Any = None
+
+
+class Feature:
+    """Base class of a feature: override the hooks you need. ``name`` must be stable."""
+
+    name: str = ""
+
+    def instructions(self, ctx: HookContext) -> str | None:
+        return None
+
+    def tools(self, ctx: HookContext) -> Sequence[Tool[Any, Any]]:
+        return ()
+
+    def on_event(self, ctx: HookContext, event: StreamEvent) -> None:
+        return None
+
+    def before_agent_loop(self, ctx: HookContext) -> None:
+        return None
+
+    def before_turn(self, ctx: HookContext, turn: TurnInfo) -> Sequence[Action] | None:
+        return None
+
+    def before_inference(self, ctx: HookContext) -> None:
+        return None
+
+    def after_inference(self, ctx: HookContext, inference: InferenceInfo) -> None:
+        return None
+
+    def after_turn(self, ctx: HookContext, turn: TurnInfo) -> Sequence[Action] | None:
+        return None
+
+    def after_agent_loop(self, ctx: HookContext) -> Sequence[Action] | None:
+        return None
+
+    def after_agent_settled(self, ctx: HookContext, error: str | None) -> None:
+        return None
+
+    def model_changed(self, ctx: HookContext, change: ModelChange) -> SystemMessage | None:
+        return None
+
+
+class FeatureSet:
+    """The features of a system, composed by the rules in the module docstring."""
+
+    def __init__(self, features: Sequence[Feature]) -> None:
+        names = [f.name for f in features]
+        for feature in features:
+            if not isinstance(feature, Feature) or not feature.name:
+                raise ValueError(f"a feature needs a non-empty name: {feature!r}")
+        duplicates = {n for n in names if names.count(n) > 1}
+        if duplicates:
+            raise ValueError(f"feature names must be unique: {sorted(duplicates)}")
+        self.features = tuple(features)
+
+    def get(self, name: str) -> Feature | None:
+        return next((f for f in self.features if f.name == name), None)
+
+    def observe(self, hook: str, ctx_for: Any, *args: Any) -> None:
+        """Run an observing hook on every feature; failures are logged, never raised."""
+        for feature in self.features:
+            try:
+                getattr(feature, hook)(ctx_for(feature), *args)
+            except Exception as error:
+                log.warning(
+                    "feature_hook_failed", feature=feature.name, hook=hook, error=repr(error)
+                )
+
+    def actions(self, hook: str, ctx_for: Any, *args: Any) -> list[Action]:
+        """Concatenate the actions of an action hook; a failing feature loses its own."""
+        collected: list[Action] = []
+        for feature in self.features:
+            try:
+                collected.extend(getattr(feature, hook)(ctx_for(feature), *args) or ())
+            except Exception as error:
+                log.warning(
+                    "feature_hook_failed", feature=feature.name, hook=hook, error=repr(error)
+                )
+        return collected
+
+    def instructions(self, base: str, ctx_for: Any) -> str:
+        """Base instructions then each feature's, non-empty parts joined by a blank line."""
+        parts = [base] + [f.instructions(ctx_for(f)) or "" for f in self.features]
+        return "\n\n".join(p for p in parts if p)
+
+    def tools(self, base: Sequence[Tool[Any, Any]], ctx_for: Any) -> list[Tool[Any, Any]]:
+        collected = list(base)
+        for feature in self.features:
+            collected.extend(feature.tools(ctx_for(feature)))
+        return collected
+
+    def model_changed(self, ctx_for: Any, change: ModelChange) -> SystemMessage | None:
+        handoff: SystemMessage | None = None
+        failure: Exception | None = None
+        for feature in self.features:
+            try:
+                answer = feature.model_changed(ctx_for(feature), change)
+            except Exception as error:
+                failure = failure or error
+                continue
+            if handoff is None and answer is not None:
+                handoff = answer
+        if failure is not None and change.was_reset:
+            raise failure
+        return handoff

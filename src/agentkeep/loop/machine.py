@@ -1,0 +1,755 @@
+"""The agent loop as a synchronous state machine: ``handle(event) -> effects``.
+
+No I/O, no threads, no clock: ids come from an injected factory, every durable change is a
+:class:`Commit` effect whose outcome comes back as ``CommitLanded``/``CommitFailed``, every
+provider stream, tool call and compaction is a child the shell runs and reports on. The same
+event sequence always yields the same effects, which is what lets hypothesis drive it.
+
+Shape of a run (spec §3): a *run* goes from settled to settled; it is a sequence of *turns*;
+each turn reloads durable state first (invariant 5), runs ``before_turn``, then *passes*:
+resume a dispatched batch, compact if asked, consume steering (always) or send (only when
+nothing is owed), consume notices, infer; a tool batch runs and the pass repeats. A turn ends
+when a pass finds nothing to do; the run settles when no turn is requested.
+
+Rules kept here, each cited where it is enforced:
+- commits are strictly sequential, and no decision is taken while one is in flight;
+- a stream's finished blocks are committed as they finish (``ResponseAssembler``);
+- a tool batch is durable before any call starts; results land in batch order;
+- a new provider request waits for every earlier child to stop (a stream still closing, an
+  aborted tool still running); an abort never waits for them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from agentkeep.loop.batch import ToolBatch
+from agentkeep.loop.messages import (
+    AbortRequested,
+    AnswerCalls,
+    AppendBlock,
+    Appended,
+    AppendFailureNote,
+    CancelCompaction,
+    CancelInference,
+    CancelTools,
+    ChildStopped,
+    Commit,
+    CommitFailed,
+    CommitLanded,
+    CommitToolResult,
+    CompactionFinished,
+    CompactionResolved,
+    CompactRequested,
+    Consumed,
+    ConsumeNotices,
+    ConsumeQueue,
+    DispatchBatch,
+    Effect,
+    Emit,
+    Event,
+    HookFinished,
+    Loaded,
+    LoadFailed,
+    LoadState,
+    LoopStopped,
+    Observe,
+    Plan,
+    QueueMode,
+    RecordMeasurement,
+    ReplaceWithCompaction,
+    RunHook,
+    Settle,
+    Settled,
+    ShutdownRequested,
+    Snapshot,
+    StageOwed,
+    Start,
+    StartCompaction,
+    StartInference,
+    StartTools,
+    StreamEventArrived,
+    ToolFinished,
+    WorkAccepted,
+)
+from agentkeep.loop.response import ResponseAssembler
+from agentkeep.loop.view import provider_view, tail_owes_answer, undispatched_calls
+from agentkeep.persistence.records import (
+    CompactionRecord,
+    ConversationRecord,
+    OwedStage,
+    OwedWork,
+    PendingToolCall,
+    QueuedMessage,
+    QueuedNotice,
+    QueueName,
+    Settings,
+)
+from agentkeep.providers.types import (
+    DONE_CANCELLED,
+    CompactionCancelled,
+    CompactionCompleted,
+    Done,
+    StreamEvent,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+    done_error,
+)
+
+ABORTED_CALL = "The tool call was aborted."
+UNDISPATCHED_CALL = "The response ended before this tool call was dispatched."
+FAILED_TURN_CALL = "The turn failed before this tool call finished."
+ABORTED_COMPACTION = "The compaction was cancelled by an abort."
+FAILURE_NOTE = "The last turn failed: {}"
+
+
+def error_result(call: ToolCallBlock, text: str) -> ToolResultMessage:
+    return ToolResultMessage(call_id=call.call_id, content=(TextBlock(text=text),), is_error=True)
+
+
+class AgentLoop:
+    """One agent's decisions. Feed it events; carry out the effects it returns, in order."""
+
+    def __init__(
+        self,
+        agent_id: str,
+        *,
+        new_id: Callable[[], str],
+        defaults: Settings,
+        steering_mode: QueueMode = "one-at-a-time",
+        send_mode: QueueMode = "one-at-a-time",
+        max_failed_turns: int = 3,
+    ) -> None:
+        self.agent_id = agent_id
+        self._new_id = new_id
+        self._defaults = defaults
+        self._modes: dict[QueueName, QueueMode] = {"steering": steering_mode, "send": send_mode}
+        self._max_failed_turns = max_failed_turns
+        self._out: list[Effect] = []
+        # durable mirror (valid once loaded; every change is applied when its commit lands)
+        self.records: list[ConversationRecord] = []
+        self.queued: dict[QueueName, list[QueuedMessage]] = {"steering": [], "send": []}
+        self.notices: list[QueuedNotice] = []
+        self.settings = defaults
+        self.owed: OwedWork | None = None
+        self.context_tokens: int | None = None
+        # run state
+        self.running = False
+        self._run_failure: str | None = None
+        self._turn_requested = False
+        self._compaction_requested = False
+        self._shutdown = False
+        self._resume_checked = False
+        self._loop_id: str | None = None
+        self._turn_id: str | None = None
+        self._waiting: str | None = None  # "load" | "hook" | "stream" | "compaction" | "settle"
+        self._pending_error: str | None = None
+        self._batch: ToolBatch | None = None
+        self._resume: list[PendingToolCall] | None = None
+        self._response: ResponseAssembler | None = None
+        self._inference_id: str | None = None
+        self._compaction_id: str | None = None
+        self._reset_turn()
+        self._commits: deque[Plan] = deque()
+        self._commit_in_flight: Plan | None = None
+        self._children: set[str] = set()
+        self._failed_turns = 0
+
+    # -- public ------------------------------------------------------------------------------
+
+    @property
+    def idle(self) -> bool:
+        return not self.running
+
+    def handle(self, event: Event) -> list[Effect]:
+        """Take one event; return the effects to carry out, in order."""
+        self._out = []
+        match event:
+            case Start():
+                self._request_turn()
+            case WorkAccepted(message=message, notice=notice):
+                self._accept(message, notice)
+                self._request_turn()
+            case CompactRequested():
+                self._compaction_requested = True
+                self._request_turn()
+            case AbortRequested():
+                self._abort()
+            case ShutdownRequested():
+                self._shutdown = True
+                self._decide()
+            case Loaded(snapshot=snapshot):
+                self._loaded(snapshot)
+            case LoadFailed(message=message):
+                self._waiting = None
+                self._out.append(Emit(event=done_error(message)))
+                self._run_failure = message
+                self._failed_turns += 1
+                self._finish_run()
+            case CommitLanded(plan=plan, value=value):
+                self._landed(plan, value)
+            case CommitFailed(plan=plan, message=message):
+                self._commit_failed(plan, message)
+            case StreamEventArrived(inference_id=inference_id, event=stream_event):
+                self._stream_event(inference_id, stream_event)
+            case ToolFinished(internal_id=internal_id, result=result):
+                self._children.discard(internal_id)
+                if self._batch is not None and self._batch.finish(internal_id, result):
+                    self._pump_results()
+                self._decide()
+            case ChildStopped(child_id=child_id):
+                self._children.discard(child_id)
+                self._decide()
+            case CompactionFinished():
+                self._compaction_finished(event)
+            case HookFinished():
+                self._hook_finished(event)
+        return self._out
+
+    # -- runs and turns ----------------------------------------------------------------------
+
+    def _request_turn(self) -> None:
+        if self.running:
+            self._turn_requested = True
+            self._decide()
+            return
+        self.running = True
+        self._turn_requested = True
+        self._loop_id = self._new_id()
+        self._run_failure = None
+        self._out.append(Observe(hook="before_agent_loop"))
+        self._begin_turn()
+
+    def _reset_turn(self) -> None:
+        self._waiting = None
+        self._loaded_turn = False
+        self._aborted = False
+        self._cancel_emitted = False
+        self._pending_error = None
+        self._needs_inference = False
+        self._pass = "steering"
+        self._batch = None
+        self._resume = None
+        self._resume_fresh = False
+        self._response = None
+        self._inference_id = None
+        self._compaction_id = None
+        self._compaction_through = 0
+        self._blocked = False
+        self._failing = False
+        self._ending = False
+
+    def _begin_turn(self) -> None:
+        self._reset_turn()
+        self._turn_requested = False
+        self._turn_id = self._new_id()
+        self._waiting = "load"
+        self._out.append(LoadState())
+
+    def _loaded(self, snapshot: Snapshot) -> None:
+        self._waiting = None
+        self._loaded_turn = True
+        self.records = list(snapshot.records)
+        self.queued = {
+            "steering": [m for m in snapshot.queued if m.queue == "steering"],
+            "send": [m for m in snapshot.queued if m.queue == "send"],
+        }
+        self.notices = list(snapshot.notices)
+        self.settings = snapshot.settings or self._defaults
+        self.owed = snapshot.owed
+        self.context_tokens = snapshot.context_tokens
+        # Recovery (spec §3.13): a dispatched batch resumes; calls the history holds without a
+        # batch entry never ran and are dispatched fresh; a trailing question is answered.
+        if snapshot.pending:
+            self._resume = list(snapshot.pending)
+        else:
+            stranded = undispatched_calls(self.records, ())
+            if stranded:
+                self._resume = [self._pending(i, c) for i, c in enumerate(stranded)]
+                self._resume_fresh = True
+        if not self._resume_checked:
+            self._resume_checked = True
+            self._needs_inference = tail_owes_answer(self.records)
+        if self._aborted:
+            self._decide()  # an abort during startup: the turn never reaches the model
+            return
+        self._waiting = "hook"
+        self._out.append(RunHook(hook="before_turn", context_tokens=self.context_tokens))
+
+    def _hook_finished(self, event: HookFinished) -> None:
+        self._waiting = None
+        if event.compact and not self._aborted:
+            self._compaction_requested = True
+        if event.hook == "before_turn":
+            self._decide()
+        elif event.hook == "after_turn":
+            wants_more = self._turn_requested or self._compaction_requested
+            if wants_more and self._may_continue():
+                self._begin_turn()
+            else:
+                self._end_loop()
+        else:  # after_agent_loop: actions reopen the loop instead of settling
+            if (self._turn_requested or self._compaction_requested) and self._may_continue():
+                self._begin_turn()
+            else:
+                self._finish_run()
+
+    def _may_continue(self) -> bool:
+        stuck = self._failed_turns >= self._max_failed_turns
+        return not (self._aborted or self._blocked or self._shutdown or stuck)
+
+    def _end_loop(self) -> None:
+        self._waiting = "hook"
+        self._out.append(RunHook(hook="after_agent_loop", drop_actions=not self._may_continue()))
+
+    def _finish_run(self) -> None:
+        """Settle if nothing is owed; otherwise stop with the owed fact kept."""
+        owes_input = bool(self.queued["steering"] or self.queued["send"] or self.notices)
+        if self._blocked or self._shutdown or self._failed_turns >= self._max_failed_turns:
+            self._stop(settled=False)
+        elif self._aborted and owes_input:
+            # Decision (spec §3.9 observed edge): input left queued after an abort keeps the
+            # owed fact, so a restarted system resumes it instead of stranding it.
+            self._stop(settled=False)
+        else:
+            self._waiting = "settle"
+            self._commit(Settle(error=self._run_failure))
+
+    def _stop(self, *, settled: bool) -> None:
+        self.running = False
+        self._waiting = None
+        error = self._run_failure
+        if settled:
+            self.owed = None
+            self._failed_turns = 0
+        if self._compaction_requested and not self._shutdown:
+            self._compaction_requested = False
+            self._out.append(CompactionResolved(error=ABORTED_COMPACTION))
+        self._out.append(LoopStopped(settled=settled, error=error))
+        if settled:
+            self._out.append(Observe(hook="after_agent_settled", error=error))
+
+    # -- the pass ----------------------------------------------------------------------------
+
+    def _decide(self) -> None:
+        """Take the next step of the turn, if nothing is in flight."""
+        if not self._may_decide():
+            return
+        if self._aborted or self._shutdown or self._failing:
+            self._end_turn()
+        elif self._resume is not None:
+            self._start_batch(self._resume, resumed=not self._resume_fresh)
+        elif self._compaction_requested:
+            self._start_compaction()
+        elif not self._consume_next():
+            if not self._needs_inference:
+                self._end_turn()
+            elif not self._children:  # earlier streams and aborted tools unwind first (§3.5)
+                self._start_inference()
+
+    def _may_decide(self) -> bool:
+        if not self.running or self._waiting is not None or self._ending:
+            return False
+        if self._commit_in_flight is not None or self._commits:
+            return False
+        return self._batch is None or self._batch.done
+
+    def _consume_next(self) -> bool:
+        """One step of the pass's consumption; True if it committed something to wait for.
+
+        Steering is consumed at every stop and outranks send; send only when nothing is
+        owed; notices last, right before the inference that sees them (invariant 7).
+        """
+        if self._pass == "steering":
+            self._pass = "send"
+            if self.queued["steering"]:
+                self._commit(self._consume("steering"))
+                return True
+        if self._pass == "send":
+            self._pass = "notices"
+            if not self._needs_inference and self.queued["send"]:
+                self._commit(self._consume("send"))
+                return True
+        if self._pass == "notices":
+            self._pass = "infer"
+            if self.notices:
+                self._commit(ConsumeNotices(owed=self._owed("inference")))
+                return True
+        return False
+
+    def _consume(self, queue: QueueName) -> ConsumeQueue:
+        return ConsumeQueue(
+            queue=queue,
+            mode=self._modes[queue],
+            defaults=self._defaults,
+            owed=self._owed("inference"),
+        )
+
+    def _end_turn(self) -> None:
+        if self._ending:
+            return
+        if self._aborted and not self._cancel_emitted:
+            has_input = self.queued["steering"] or self.queued["send"] or self.notices
+            if self._needs_inference or has_input:
+                self._cancel_emitted = True
+                self._out.append(Emit(event=DONE_CANCELLED))
+        note = self._pending_error
+        may_note = self._loaded_turn and not self._blocked
+        if note is not None and may_note and not undispatched_calls(self.records, ()):
+            # Only an unrecovered failure leaves a trace, and never behind an open call.
+            self._pending_error = None
+            self._run_failure = note
+            self._failed_turns += 1
+            self._commit(AppendFailureNote(message=note))
+            return
+        if self._run_failure is None:
+            self._failed_turns = 0
+        self._ending = True
+        self._waiting = "hook"
+        self._out.append(
+            RunHook(
+                hook="after_turn",
+                context_tokens=self.context_tokens,
+                aborted=self._aborted,
+                drop_actions=self._aborted,
+            )
+        )
+
+    def _owed(self, stage: OwedStage) -> OwedWork:
+        return OwedWork(stage=stage, loop_id=self._loop_id, turn_id=self._turn_id)
+
+    def _pending(self, index: int, call: ToolCallBlock) -> PendingToolCall:
+        return PendingToolCall(internal_id=self._new_id(), index=index, call=call)
+
+    # -- acceptance mirror -------------------------------------------------------------------
+
+    def _accept(self, message: QueuedMessage | None, notice: QueuedNotice | None) -> None:
+        if message is not None:
+            entries = self.queued[message.queue]
+            if all(m.seq != message.seq for m in entries):
+                entries.append(message)
+                entries.sort(key=lambda m: m.seq)
+        if notice is not None and all(n.seq != notice.seq for n in self.notices):
+            self.notices.append(notice)
+            self.notices.sort(key=lambda n: n.seq)
+
+    # -- commits -----------------------------------------------------------------------------
+
+    def _commit(self, plan: Plan) -> None:
+        self._commits.append(plan)
+        self._pump_commits()
+
+    def _pump_commits(self) -> None:
+        if self._commit_in_flight is None and self._commits:
+            self._commit_in_flight = self._commits.popleft()
+            self._out.append(Commit(plan=self._commit_in_flight))
+
+    def _landed(self, plan: Plan, value: Consumed | Appended | Settled | None) -> None:
+        self._commit_in_flight = None
+        match plan:
+            case ConsumeQueue(queue=queue):
+                assert isinstance(value, Consumed)
+                self.records = (
+                    list(value.records) if value.reset else [*self.records, *value.records]
+                )
+                if value.reset:
+                    self.context_tokens = None
+                self.settings = value.settings
+                self.queued[queue] = list(value.remaining)
+                if value.records:
+                    self._needs_inference = True
+                    self.owed = plan.owed
+                if not (self.queued["steering"] or self.queued["send"] or self.notices):
+                    self._turn_requested = False  # consuming the last input answers the request
+            case ConsumeNotices():
+                assert isinstance(value, Appended)
+                self.records.extend(value.records)
+                self.notices = []
+                if value.records:
+                    self._needs_inference = True
+                    self.owed = plan.owed
+            case AppendBlock() | AnswerCalls() | AppendFailureNote():
+                assert isinstance(value, Appended)
+                self.records.extend(value.records)
+            case RecordMeasurement(tokens=tokens):
+                self.context_tokens = tokens.total
+            case StageOwed(owed=owed):
+                self.owed = owed
+            case DispatchBatch(calls=calls, owed=owed):
+                self.owed = owed
+                self._run_batch(calls, resumed=False)
+            case CommitToolResult():
+                assert isinstance(value, Appended)
+                self.records.extend(value.records)
+                if plan.owed_after is not None:
+                    self.owed = plan.owed_after
+                if self._batch is not None:
+                    self._batch.committed_one()
+                    if self._batch.done:
+                        self._batch = None
+                        self._needs_inference = True
+                        self._pass = "steering"
+                    else:
+                        self._pump_results()
+            case ReplaceWithCompaction(through_position=through, messages=messages):
+                suffix = self.records[through:]
+                owes = plan.owes_answer
+                self.records = [CompactionRecord(messages=messages, owes_answer=owes), *suffix]
+                self.context_tokens = None
+                self.owed = plan.owed
+                self._compaction_done(error=None)
+            case Settle():
+                assert isinstance(value, Settled)
+                self._waiting = None
+                if value.settled:
+                    self._stop(settled=True)
+                elif self._may_continue():
+                    self._begin_turn()  # work arrived while settling: it is owed
+                else:
+                    self._stop(settled=False)
+        self._pump_commits()
+        if isinstance(plan, AppendFailureNote):
+            self._end_turn()
+        elif isinstance(plan, AppendBlock | RecordMeasurement):
+            self._maybe_finish_response()
+        self._decide()
+
+    def _commit_failed(self, plan: Plan, message: str) -> None:
+        self._commit_in_flight = None
+        # Nothing after a failed commit may build on it: drop what was queued behind it.
+        self._commits.clear()
+        match plan:
+            case Settle() | AnswerCalls():
+                # The run cannot prove it owes nothing (or cannot close a call): keep owed.
+                self._blocked = True
+                self._waiting = None
+                if isinstance(plan, Settle):
+                    self._stop(settled=False)
+                    return
+                self._fail_turn(message)
+            case CommitToolResult():
+                # First failed result closes the batch; its entries and owed stay (spec §3.5).
+                self._blocked = True
+                if self._batch is not None:
+                    self._abandon_tools()
+                    self._batch = None
+                self._fail_turn(message)
+            case ReplaceWithCompaction():
+                self._compaction_done(error=message)
+                self._decide()
+            case AppendFailureNote():
+                self._end_turn_after_note()
+            case _:
+                self._fail_turn(message)
+
+    def _end_turn_after_note(self) -> None:
+        self._ending = False
+        self._end_turn()
+
+    def _fail_turn(self, message: str) -> None:
+        """The turn cannot go on: stop children, close unanswered calls, note the failure."""
+        if self._response is not None and self._inference_id is not None:
+            self._out.append(CancelInference(inference_id=self._inference_id))
+            self._out.append(Emit(event=done_error(message)))
+            self._response = None
+            self._waiting = None
+        if self._compaction_id is not None:
+            self._out.append(CancelCompaction(compaction_id=self._compaction_id))
+            self._compaction_done(error=message)
+        self._pending_error = message
+        self._failing = True
+        self._resume = None
+        if not self._blocked:
+            stranded = undispatched_calls(self.records, ())
+            if stranded:
+                results = tuple(error_result(c, FAILED_TURN_CALL) for c in stranded)
+                self._commit(AnswerCalls(results=results))
+                return
+        self._end_turn()
+
+    # -- inference ---------------------------------------------------------------------------
+
+    def _start_inference(self) -> None:
+        self._inference_id = self._new_id()
+        self._response = ResponseAssembler()
+        self._children.add(self._inference_id)
+        self._waiting = "stream"
+        self._pass = "steering"
+        self._out.append(Observe(hook="before_inference"))
+        self._out.append(
+            StartInference(
+                inference_id=self._inference_id,
+                messages=provider_view(self.records),
+                settings=self.settings,
+            )
+        )
+
+    def _stream_event(self, inference_id: str, event: StreamEvent) -> None:
+        response = self._response
+        if response is None or inference_id != self._inference_id:
+            return  # a cancelled response's leftovers: its terminal event was already given
+        self._out.append(Emit(event=event))
+        for block in response.feed(event):
+            self._commit(AppendBlock(block=block))
+        self._maybe_finish_response()
+
+    def _maybe_finish_response(self) -> None:
+        response = self._response
+        if response is None or response.done is None:
+            return
+        if self._commit_in_flight is not None or self._commits:
+            return  # every finished block lands before the response is judged
+        done = response.done
+        self._response = None
+        self._waiting = None
+        self._out.append(
+            Observe(
+                hook="after_inference", state=done.state, tokens=done.tokens, error=done.message
+            )
+        )
+        if done.state in ("normal", "tool_call", "length") and done.tokens is not None:
+            self._commit(RecordMeasurement(tokens=done.tokens))
+        self._judge_response(done, response.client_calls)
+
+    def _judge_response(self, done: Done, calls: list[ToolCallBlock]) -> None:
+        if done.state == "error":
+            self._pending_error = done.message or "The provider reported an error."
+        elif done.state != "cancelled":
+            self._pending_error = None  # a later success recovers silently
+        self._needs_inference = False
+        if done.state == "tool_call" and calls and not self._shutdown:
+            pending = tuple(self._pending(i, c) for i, c in enumerate(calls))
+            self._commit(DispatchBatch(calls=pending, owed=self._owed("tools")))
+            return
+        if calls and not self._shutdown:
+            text = ABORTED_CALL if done.state == "cancelled" else UNDISPATCHED_CALL
+            self._commit(AnswerCalls(results=tuple(error_result(c, text) for c in calls)))
+        if done.state == "cancelled" and not self._aborted:
+            self._aborted = True  # the provider stopped it: the turn stops, queues stay
+
+    # -- tool batches ------------------------------------------------------------------------
+
+    def _start_batch(self, calls: list[PendingToolCall], *, resumed: bool) -> None:
+        self._resume = None
+        if resumed:
+            if self.owed is None or self.owed.stage != "tools":
+                self._commit(StageOwed(owed=self._owed("tools")))
+            self._run_batch(tuple(calls), resumed=True)
+        else:
+            self._commit(DispatchBatch(calls=tuple(calls), owed=self._owed("tools")))
+
+    def _run_batch(self, calls: tuple[PendingToolCall, ...], *, resumed: bool) -> None:
+        batch = ToolBatch(calls, resumed=resumed)
+        self._batch = batch
+        runs = batch.runs()
+        self._children.update(r.internal_id for r in runs)
+        if runs:
+            self._out.append(StartTools(runs=runs))
+        self._pump_results()
+
+    def _pump_results(self) -> None:
+        batch = self._batch
+        if batch is None or batch.committing:
+            return
+        ready = batch.next_ready()
+        if ready is None:
+            return
+        pending, result = ready
+        last = batch.is_last(pending)
+        batch.committing = True
+        self._commit(
+            CommitToolResult(
+                pending=pending,
+                result=result,
+                owed_after=self._owed("inference") if last else None,
+            )
+        )
+
+    def _abandon_tools(self) -> None:
+        if self._batch is None:
+            return
+        running = self._batch.abort_running(ABORTED_CALL)
+        if running:
+            self._out.append(CancelTools(internal_ids=running))
+
+    # -- compaction --------------------------------------------------------------------------
+
+    def _start_compaction(self) -> None:
+        if self._children:
+            return  # the provider session must be free of earlier streams first
+        self._compaction_id = self._new_id()
+        self._compaction_through = len(self.records)
+        self._children.add(self._compaction_id)
+        self._waiting = "compaction"
+        if self.owed is None or self.owed.stage != "compaction":
+            self._commit(StageOwed(owed=self._owed("compaction")))
+        self._out.append(
+            StartCompaction(
+                compaction_id=self._compaction_id,
+                messages=provider_view(self.records),
+                settings=self.settings,
+            )
+        )
+
+    def _compaction_finished(self, event: CompactionFinished) -> None:
+        self._children.discard(event.compaction_id)
+        if event.compaction_id != self._compaction_id:
+            self._decide()
+            return
+        self._waiting = None
+        outcome = event.outcome
+        if isinstance(outcome, CompactionCompleted):
+            self._commit(
+                ReplaceWithCompaction(
+                    through_position=self._compaction_through,
+                    messages=outcome.messages,
+                    owes_answer=self._needs_inference,
+                    owed=self._owed("inference"),
+                )
+            )
+            return
+        if isinstance(outcome, CompactionCancelled):
+            self._compaction_done(error=None)
+        else:
+            self._compaction_done(error=outcome.message)
+        self._decide()
+
+    def _compaction_done(self, *, error: str | None) -> None:
+        self._compaction_id = None
+        self._compaction_requested = False
+        if self._waiting == "compaction":
+            self._waiting = None
+        self._out.append(CompactionResolved(error=error))
+
+    # -- abort -------------------------------------------------------------------------------
+
+    def _abort(self) -> None:
+        """Cancel the whole turn; never wait for a stream or a tool (invariant 17)."""
+        if not self.running or self._aborted:
+            return
+        self._aborted = True
+        self._turn_requested = False
+        if self._response is not None and self._inference_id is not None:
+            response = self._response
+            self._out.append(CancelInference(inference_id=self._inference_id))
+            self._out.append(Emit(event=DONE_CANCELLED))
+            self._cancel_emitted = True
+            self._response = None
+            self._waiting = None
+            self._out.append(Observe(hook="after_inference", state="cancelled"))
+            calls = response.client_calls
+            if calls:
+                self._commit(
+                    AnswerCalls(results=tuple(error_result(c, ABORTED_CALL) for c in calls))
+                )
+        self._abandon_tools()
+        self._pump_results()
+        if self._compaction_id is not None:
+            self._out.append(CancelCompaction(compaction_id=self._compaction_id))
+            self._compaction_done(error=ABORTED_COMPACTION)
+        elif self._compaction_requested:
+            self._compaction_requested = False
+            self._out.append(CompactionResolved(error=ABORTED_COMPACTION))
+        self._decide()

@@ -1,0 +1,367 @@
+"""The loop core's vocabulary: the events it is fed, the effects it asks for, and the plans of
+the transactions it commits.
+
+The core never performs I/O: it returns effects, the actor shell carries them out and feeds
+the outcome back as events. Plans are plain data; ``loop.plans`` runs each one inside a store
+transaction, so every atomic unit of the runtime is named here and committed in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import msgspec
+
+from agentkeep.persistence.records import (
+    ConversationRecord,
+    OwedWork,
+    PendingToolCall,
+    QueuedMessage,
+    QueuedNotice,
+    QueueName,
+    Settings,
+)
+from agentkeep.providers.types import (
+    AssistantBlock,
+    CompactionOutcome,
+    Message,
+    StreamEvent,
+    SystemMessage,
+    Tokens,
+    ToolCallBlock,
+    ToolResultMessage,
+    UserMessage,
+)
+
+QueueMode: TypeAlias = Literal["one-at-a-time", "all"]
+
+
+class _Data(msgspec.Struct, frozen=True, kw_only=True):
+    pass
+
+
+class Snapshot(_Data, frozen=True):
+    """Everything durable the loop decides from, read in one consistent view."""
+
+    records: tuple[ConversationRecord, ...] = ()
+    queued: tuple[QueuedMessage, ...] = ()
+    notices: tuple[QueuedNotice, ...] = ()
+    pending: tuple[PendingToolCall, ...] = ()
+    settings: Settings | None = None
+    owed: OwedWork | None = None
+    context_tokens: int | None = None
+
+
+# -- plans: one transaction each -----------------------------------------------------------
+
+
+class StageOwed(_Data, frozen=True):
+    owed: OwedWork
+
+
+class ConsumeQueue(_Data, frozen=True):
+    """Move queued messages into the conversation: claim (delete) each entry, append its
+    user record, apply its settings, owe an inference — all or nothing."""
+
+    queue: QueueName
+    mode: QueueMode
+    defaults: Settings
+    owed: OwedWork
+
+
+class ConsumeNotices(_Data, frozen=True):
+    owed: OwedWork
+
+
+class AppendBlock(_Data, frozen=True):
+    block: AssistantBlock
+
+
+class RecordMeasurement(_Data, frozen=True):
+    tokens: Tokens
+
+
+class DispatchBatch(_Data, frozen=True):
+    """The whole batch durable before any call runs (invariant 8)."""
+
+    calls: tuple[PendingToolCall, ...]
+    owed: OwedWork
+
+
+class CommitToolResult(_Data, frozen=True):
+    """One result, in batch order: the first claimed result wins; the pending entry goes."""
+
+    pending: PendingToolCall
+    result: ToolResultMessage
+    owed_after: OwedWork | None = None  # set on the batch's last result
+
+
+class AnswerCalls(_Data, frozen=True):
+    """Answer calls that will never run (a response that did not end in ``tool_call``)."""
+
+    results: tuple[ToolResultMessage, ...]
+
+
+class AppendFailureNote(_Data, frozen=True):
+    message: str
+
+
+class Settle(_Data, frozen=True):
+    """Erase the owed fact — only if nothing is queued or pending (checked in the tx)."""
+
+    error: str | None = None
+
+
+class ReplaceWithCompaction(_Data, frozen=True):
+    through_position: int
+    messages: tuple[Message, ...]
+    owes_answer: bool
+    owed: OwedWork
+
+
+Plan: TypeAlias = (
+    StageOwed
+    | ConsumeQueue
+    | ConsumeNotices
+    | AppendBlock
+    | RecordMeasurement
+    | DispatchBatch
+    | CommitToolResult
+    | AnswerCalls
+    | AppendFailureNote
+    | Settle
+    | ReplaceWithCompaction
+)
+
+# -- plan results --------------------------------------------------------------------------
+
+
+class Consumed(_Data, frozen=True):
+    """What a consumption committed. ``reset`` ⇒ ``records`` is the whole new conversation;
+    otherwise ``records`` were appended."""
+
+    records: tuple[ConversationRecord, ...]
+    settings: Settings
+    remaining: tuple[QueuedMessage, ...]
+    reset: bool = False
+
+
+class Appended(_Data, frozen=True):
+    records: tuple[ConversationRecord, ...]
+
+
+class Settled(_Data, frozen=True):
+    settled: bool
+
+
+# -- events --------------------------------------------------------------------------------
+
+
+class Start(_Data, frozen=True):
+    """Begin (or continue) whatever the durable state owes."""
+
+
+class WorkAccepted(_Data, frozen=True):
+    """A message or notice was durably accepted for this agent (outside the loop)."""
+
+    message: QueuedMessage | None = None
+    notice: QueuedNotice | None = None
+
+
+class AbortRequested(_Data, frozen=True):
+    pass
+
+
+class CompactRequested(_Data, frozen=True):
+    pass
+
+
+class ShutdownRequested(_Data, frozen=True):
+    """Graceful shutdown: finish what is in flight, start nothing new, keep the owed fact."""
+
+
+class Loaded(_Data, frozen=True):
+    snapshot: Snapshot
+
+
+class LoadFailed(_Data, frozen=True):
+    message: str
+
+
+class CommitLanded(_Data, frozen=True):
+    plan: Plan
+    value: Consumed | Appended | Settled | None = None
+
+
+class CommitFailed(_Data, frozen=True):
+    plan: Plan
+    message: str
+
+
+class StreamEventArrived(_Data, frozen=True):
+    inference_id: str
+    event: StreamEvent
+
+
+class ToolFinished(_Data, frozen=True):
+    internal_id: str
+    result: ToolResultMessage
+
+
+class ChildStopped(_Data, frozen=True):
+    """A child that was abandoned (cancelled stream, aborted tool) has finished unwinding."""
+
+    child_id: str
+
+
+class CompactionFinished(_Data, frozen=True):
+    compaction_id: str
+    outcome: CompactionOutcome
+
+
+class SteerAction(_Data, frozen=True):
+    message: UserMessage | SystemMessage
+
+
+class SendAction(_Data, frozen=True):
+    message: UserMessage | SystemMessage
+
+
+class CompactAction(_Data, frozen=True):
+    pass
+
+
+class InjectAction(_Data, frozen=True):
+    message: SystemMessage
+
+
+Action: TypeAlias = SteerAction | SendAction | CompactAction | InjectAction
+
+HookName: TypeAlias = Literal["before_turn", "after_turn", "after_agent_loop"]
+
+
+class HookFinished(_Data, frozen=True):
+    hook: HookName
+    compact: bool = False  # the hook's actions asked for a compaction
+
+
+Event: TypeAlias = (
+    Start
+    | WorkAccepted
+    | AbortRequested
+    | CompactRequested
+    | ShutdownRequested
+    | Loaded
+    | LoadFailed
+    | CommitLanded
+    | CommitFailed
+    | StreamEventArrived
+    | ToolFinished
+    | ChildStopped
+    | CompactionFinished
+    | HookFinished
+)
+
+EVENT_TYPES: tuple[type, ...] = Event.__args__  # the union's members, for isinstance
+
+# -- effects -------------------------------------------------------------------------------
+
+
+class LoadState(_Data, frozen=True):
+    pass
+
+
+class Commit(_Data, frozen=True):
+    plan: Plan
+
+
+class StartInference(_Data, frozen=True):
+    inference_id: str
+    messages: tuple[Message, ...]  # the provider view of the conversation
+    settings: Settings
+
+
+class CancelInference(_Data, frozen=True):
+    inference_id: str
+
+
+class ToolRun(_Data, frozen=True):
+    internal_id: str
+    call: ToolCallBlock
+    resumed: bool = False  # a call interrupted by a restart: only durable tools run again
+
+
+class StartTools(_Data, frozen=True):
+    runs: tuple[ToolRun, ...]
+
+
+class CancelTools(_Data, frozen=True):
+    internal_ids: tuple[str, ...]
+
+
+class StartCompaction(_Data, frozen=True):
+    compaction_id: str
+    messages: tuple[Message, ...]
+    settings: Settings
+
+
+class CancelCompaction(_Data, frozen=True):
+    compaction_id: str
+
+
+class Emit(_Data, frozen=True):
+    """Forward a stream event (real or synthetic) to the ``on_event`` observers."""
+
+    event: StreamEvent
+
+
+ObserverName: TypeAlias = Literal[
+    "before_agent_loop", "before_inference", "after_inference", "after_agent_settled"
+]
+
+
+class Observe(_Data, frozen=True):
+    """Run an observing hook; its failure is contained and never fails the run."""
+
+    hook: ObserverName
+    state: str | None = None  # after_inference: how the response ended
+    tokens: Tokens | None = None
+    error: str | None = None
+
+
+class RunHook(_Data, frozen=True):
+    """Run an action hook; the shell answers with ``HookFinished``."""
+
+    hook: HookName
+    context_tokens: int | None = None
+    aborted: bool = False
+    drop_actions: bool = False  # after an abort: run it, but carry out none of its actions
+
+
+class CompactionResolved(_Data, frozen=True):
+    error: str | None = None
+
+
+class LoopStopped(_Data, frozen=True):
+    """The run stopped. ``settled`` ⇒ it owes nothing (durably); otherwise the owed fact
+    stays for a later start (shutdown, a blocked batch, input left after an abort)."""
+
+    settled: bool
+    error: str | None = None
+
+
+Effect: TypeAlias = (
+    LoadState
+    | Commit
+    | StartInference
+    | CancelInference
+    | StartTools
+    | CancelTools
+    | StartCompaction
+    | CancelCompaction
+    | Emit
+    | Observe
+    | RunHook
+    | CompactionResolved
+    | LoopStopped
+)

@@ -1,0 +1,98 @@
+"""Pure readings of a conversation: what is unanswered, what is owed, what the provider sees."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentkeep.persistence.records import (
+    CompactionRecord,
+    ConversationRecord,
+    PendingToolCall,
+    SystemRecord,
+    ToolRecord,
+    UserRecord,
+    rebuild_messages,
+)
+from agentkeep.providers.types import (
+    AssistantMessage,
+    Message,
+    ToolCallBlock,
+    ToolResultMessage,
+)
+
+
+def unanswered_calls(records: Sequence[ConversationRecord]) -> list[ToolCallBlock]:
+    """Client tool calls in the conversation that no tool record answers, in call order.
+
+    Server calls are the provider's and are never answered by the agent.
+    """
+    calls: dict[str, ToolCallBlock] = {}
+    for message in rebuild_messages(list(records)):
+        if isinstance(message, AssistantMessage):
+            for block in message.content:
+                if isinstance(block, ToolCallBlock) and not block.server:
+                    calls.setdefault(block.call_id, block)
+        elif isinstance(message, ToolResultMessage):
+            calls.pop(message.call_id, None)
+    return list(calls.values())
+
+
+def undispatched_calls(
+    records: Sequence[ConversationRecord], pending: Sequence[PendingToolCall]
+) -> list[ToolCallBlock]:
+    """Unanswered calls with no durable batch entry.
+
+    The batch commit precedes every execution, so such a call has certainly not run: it is
+    recovered as the batch it never got to be.
+    """
+    dispatched = {p.call.call_id for p in pending}
+    return [c for c in unanswered_calls(records) if c.call_id not in dispatched]
+
+
+def tail_owes_answer(records: Sequence[ConversationRecord]) -> bool:
+    """Whether the last durable record is a question nobody answered.
+
+    A consumed message, a tool result or a failure note is owed an answer; a compaction is
+    owed one only when the rewrite recorded that it kept an unanswered message.
+    """
+    if not records:
+        return False
+    last = records[-1]
+    if isinstance(last, UserRecord | ToolRecord | SystemRecord):
+        return True
+    if isinstance(last, CompactionRecord):
+        return last.owes_answer
+    return False
+
+
+def provider_view(records: Sequence[ConversationRecord]) -> tuple[Message, ...]:
+    """The conversation as the provider must see it: each tool result directly after the
+    assistant message that issued its call, anything in between kept after the results.
+
+    History stays append-only; a result that had to be written later (a stranded call
+    recovered on load) is shown beside its call here.
+    """
+    messages = rebuild_messages(list(records))
+    results: dict[str, ToolResultMessage] = {}
+    issued: set[str] = set()
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            issued.update(
+                b.call_id for b in message.content if isinstance(b, ToolCallBlock) and not b.server
+            )
+        elif isinstance(message, ToolResultMessage) and message.call_id in issued:
+            results.setdefault(message.call_id, message)
+    view: list[Message] = []
+    placed: set[str] = set()
+    for message in messages:
+        if isinstance(message, ToolResultMessage) and message.call_id in results:
+            continue
+        view.append(message)
+        if isinstance(message, AssistantMessage):
+            for block in message.content:
+                if not isinstance(block, ToolCallBlock):
+                    continue
+                if block.call_id in results and block.call_id not in placed:
+                    placed.add(block.call_id)
+                    view.append(results[block.call_id])
+    return tuple(view)
