@@ -1,1 +1,121 @@
-"""agentkeep: a durable agent runtime for Python."""
+"""agentkeep: a durable agent runtime for Python.
+
+Agents are actors under a supervision tree; every queued message, finished assistant block,
+dispatched tool batch, tool result and compaction is committed to SQLite before anything acts
+on it, so a process killed at any instant resumes exactly where it stopped.
+
+The public API is re-exported here; everything else is private by default.
+"""
+
+from agentkeep.config import AgentConfig, current_environment
+from agentkeep.delivery import Delivery, system, user
+from agentkeep.errors import (
+    AgentClosedError,
+    AgentExistsError,
+    AgentkeepError,
+    AwaitFromOwnLoopError,
+    CommitOutcomeUnknownError,
+    CompactionFailedError,
+    DuplicateProviderError,
+    ExpiredScopeError,
+    InvalidConfigError,
+    InvalidMessageError,
+    MissingExtraError,
+    ProviderError,
+    SchemaTooNewError,
+    StoreClosedError,
+    StoreError,
+    StoreLockedError,
+    ToolDefinitionError,
+    UnknownAgentError,
+    UnknownProviderError,
+)
+from agentkeep.features import Feature, HookContext, InferenceInfo, ModelChange, TurnInfo
+from agentkeep.loop.messages import CompactAction, InjectAction, SendAction, SteerAction
+from agentkeep.persistence.records import AgentEnvironment, Settings
+from agentkeep.providers import (
+    CancelToken,
+    Provider,
+    Providers,
+    RespondingModel,
+    ScriptedModel,
+    Session,
+    script,
+)
+from agentkeep.providers.types import (
+    AgentMessage,
+    AssistantMessage,
+    CompactionMessage,
+    ImageBlock,
+    Message,
+    ReasoningBlock,
+    SystemMessage,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+    UserMessage,
+)
+from agentkeep.agent_system import Agent, AgentInfo, AgentSystem
+from agentkeep.tools import Tool, ToolContext, tool
+
+__all__ = [
+    "Agent",
+    "AgentClosedError",
+    "AgentConfig",
+    "AgentEnvironment",
+    "AgentExistsError",
+    "AgentInfo",
+    "AgentMessage",
+    "AgentSystem",
+    "AgentkeepError",
+    "AssistantMessage",
+    "AwaitFromOwnLoopError",
+    "CancelToken",
+    "CommitOutcomeUnknownError",
+    "CompactAction",
+    "CompactionFailedError",
+    "CompactionMessage",
+    "Delivery",
+    "DuplicateProviderError",
+    "ExpiredScopeError",
+    "Feature",
+    "HookContext",
+    "ImageBlock",
+    "InferenceInfo",
+    "InjectAction",
+    "InvalidConfigError",
+    "InvalidMessageError",
+    "Message",
+    "MissingExtraError",
+    "ModelChange",
+    "Provider",
+    "ProviderError",
+    "Providers",
+    "ReasoningBlock",
+    "RespondingModel",
+    "SchemaTooNewError",
+    "ScriptedModel",
+    "SendAction",
+    "Session",
+    "Settings",
+    "SteerAction",
+    "StoreClosedError",
+    "StoreError",
+    "StoreLockedError",
+    "SystemMessage",
+    "TextBlock",
+    "Tool",
+    "ToolCallBlock",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolResultMessage",
+    "TurnInfo",
+    "UnknownAgentError",
+    "UnknownProviderError",
+    "UserMessage",
+    "current_environment",
+    "script",
+    "system",
+    "tool",
+    "user",
+]
