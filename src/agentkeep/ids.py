@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import re
 
-from cuid2 import cuid_wrapper
-
-_new = cuid_wrapper()
+from cuid2 import create_id
 _CUID_PATTERN = re.compile(r"^[a-z][a-z0-9]{1,31}$")
 
 
 def new_id() -> str:
     """A fresh cuid2 id."""
-    return str(_new())
+    return str(create_id())
 
 
 def is_valid_id(value: str) -> bool:

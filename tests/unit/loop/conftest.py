@@ -1,0 +1,127 @@
+"""A world for behaviour tests: a fresh store per test, a scripted model, blocking tools."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+import agentkeep as ak
+from agentkeep.providers.types import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+    UserMessage,
+)
+
+
+class Gate:
+    """A latch a tool waits on, so a test decides exactly when a call finishes."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def wait(self, timeout_seconds: float = 30) -> None:
+        self.entered.set()
+        assert self.release.wait(timeout_seconds), "the test never released the gate"
+
+
+class EchoArgs(msgspec.Struct):
+    text: str = ""
+
+
+def text_of(message: Message) -> str:
+    blocks = getattr(message, "content", ())
+    return "".join(b.text for b in blocks if isinstance(b, TextBlock))
+
+
+def roles(messages: list[Message]) -> list[str]:
+    names = {
+        UserMessage: "user",
+        SystemMessage: "system",
+        AssistantMessage: "assistant",
+        ToolResultMessage: "tool",
+    }
+    return [names.get(type(m), type(m).__name__) for m in messages]
+
+
+def tool_calls(messages: list[Message]) -> list[ToolCallBlock]:
+    return [
+        b
+        for m in messages
+        if isinstance(m, AssistantMessage)
+        for b in m.content
+        if isinstance(b, ToolCallBlock)
+    ]
+
+
+class World:
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.model = ak.ScriptedModel()
+        self.tool_runs: list[str] = []
+        self.gates: dict[str, Gate] = {}
+        self.systems: list[ak.AgentSystem] = []
+
+    def gate(self, name: str) -> Gate:
+        return self.gates.setdefault(name, Gate())
+
+    def tools(self) -> list[ak.Tool[Any, Any]]:
+        world = self
+
+        @ak.tool
+        def echo(ctx: ak.ToolContext, args: EchoArgs) -> str:
+            """Echo the text back."""
+            world.tool_runs.append(f"echo:{args.text}")
+            return f"echo {args.text}"
+
+        @ak.tool
+        def wait(ctx: ak.ToolContext, args: EchoArgs) -> str:
+            """Wait on the gate named by text."""
+            world.tool_runs.append(f"wait:{args.text}")
+            world.gate(args.text).wait()
+            return f"waited {args.text}"
+
+        @ak.tool
+        def boom(ctx: ak.ToolContext, args: EchoArgs) -> str:
+            """Raise."""
+            raise RuntimeError("the tool broke")
+
+        return [echo, wait, boom]
+
+    def open(self, **options: Any) -> ak.AgentSystem:
+        providers = options.pop("providers", None)
+        if providers is None:
+            providers = ak.Providers()
+            providers.add("local", self.model, kind="gym")
+        system = ak.AgentSystem.open(
+            self.home,
+            providers=providers,
+            provider=options.pop("provider", "local"),
+            model=options.pop("model", "gym-1"),
+            tools=options.pop("tools", self.tools()),
+            **options,
+        )
+        self.systems.append(system)
+        return system
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    w = World(tmp_path / "state")
+    yield w
+    for gate in w.gates.values():
+        gate.release.set()
+    for system in w.systems:
+        system.close(timeout_seconds=10)
+
+
+Opener = Callable[..., ak.AgentSystem]
