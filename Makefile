@@ -37,7 +37,9 @@ demo: $(STAMP)
 	$(BIN)/agentkeep demo
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet --group bench
 	$(BIN)/python bench/store_writer.py
+	$(BIN)/python bench/agent_step.py
 
 clean:
 	rm -rf $(VENV) .agentkeep .pytest_cache .mypy_cache .ruff_cache

@@ -132,6 +132,22 @@ class DuplicateProviderError(ProviderError):
         self.provider_id = provider_id
 
 
+class ProviderSessionBusyError(ProviderError):
+    """A provider session was asked for a second operation while one was still running.
+
+    A session runs one operation at a time (a stream lasts until its iterator is drained or
+    closed); the caller must finish or close the previous one first.
+    """
+
+    code = "provider_session_busy"
+
+
+class ProviderSessionClosedError(ProviderError):
+    """A provider session was used (or closed again) after it was closed."""
+
+    code = "provider_session_closed"
+
+
 class MissingExtraError(ProviderError):
     """An optional vendor SDK is not installed."""
 

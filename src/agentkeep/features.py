@@ -127,6 +127,16 @@ class FeatureSet:
             raise ValueError(f"feature names must be unique: {sorted(duplicates)}")
         self.features = tuple(features)
 
+    @property
+    def has_action_hooks(self) -> bool:
+        """Whether any feature overrides a hook that can add work after a response."""
+        hooks = ("before_turn", "after_turn", "after_agent_loop")
+        return any(
+            getattr(type(f), hook) is not getattr(Feature, hook)
+            for f in self.features
+            for hook in hooks
+        )
+
     def get(self, name: str) -> Feature | None:
         return next((f for f in self.features if f.name == name), None)
 

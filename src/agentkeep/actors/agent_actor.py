@@ -74,6 +74,7 @@ class AgentActor(pykka.ThreadingActor):
             defaults=services.defaults,
             steering_mode=services.steering_mode,
             send_mode=services.send_mode,
+            eager_settle=not services.features.has_action_hooks,
         )
         self._tokens: dict[str, CancelToken] = {}
         self._runner = ToolRunner(services)

@@ -49,6 +49,7 @@ from agentkeep.loop.messages import (
     Effect,
     Emit,
     Event,
+    FinishResponse,
     HookFinished,
     Loaded,
     LoadFailed,
@@ -57,7 +58,6 @@ from agentkeep.loop.messages import (
     Observe,
     Plan,
     QueueMode,
-    RecordMeasurement,
     ReplaceWithCompaction,
     RunHook,
     Settle,
@@ -88,6 +88,7 @@ from agentkeep.persistence.records import (
 )
 from agentkeep.providers.types import (
     DONE_CANCELLED,
+    AssistantBlock,
     CompactionCancelled,
     CompactionCompleted,
     Done,
@@ -121,12 +122,17 @@ class AgentLoop:
         steering_mode: QueueMode = "one-at-a-time",
         send_mode: QueueMode = "one-at-a-time",
         max_failed_turns: int = 3,
+        eager_settle: bool = False,
     ) -> None:
         self.agent_id = agent_id
         self._new_id = new_id
         self._defaults = defaults
         self._modes: dict[QueueName, QueueMode] = {"steering": steering_mode, "send": send_mode}
         self._max_failed_turns = max_failed_turns
+        # True when no hook can add work after a response (no action hooks): a response that
+        # ends the run may then settle in its own final transaction.
+        self._eager_settle = eager_settle
+        self._held: list[AssistantBlock] = []  # finished blocks waiting for the next event
         self._out: list[Effect] = []
         # durable mirror (valid once loaded; every change is applied when its commit lands)
         self.records: list[ConversationRecord] = []
@@ -240,6 +246,7 @@ class AgentLoop:
         self._blocked = False
         self._failing = False
         self._ending = False
+        self._settled_early = False
 
     def _begin_turn(self) -> None:
         self._reset_turn()
@@ -313,6 +320,8 @@ class AgentLoop:
             # Decision (spec §3.9 observed edge): input left queued after an abort keeps the
             # owed fact, so a restarted system resumes it instead of stranding it.
             self._stop(settled=False)
+        elif self._settled_early and self._run_failure is None:
+            self._stop(settled=True)  # the response's own transaction already settled
         else:
             self._waiting = "settle"
             self._commit(Settle(error=self._run_failure))
@@ -473,8 +482,14 @@ class AgentLoop:
             case AppendBlock() | AnswerCalls() | AppendFailureNote():
                 assert isinstance(value, Appended)
                 self.records.extend(value.records)
-            case RecordMeasurement(tokens=tokens):
-                self.context_tokens = tokens.total
+            case FinishResponse(tokens=tokens):
+                assert isinstance(value, Appended)
+                self.records.extend(value.records)
+                if tokens is not None:
+                    self.context_tokens = tokens.total
+                if value.settled:
+                    self._settled_early = True
+                    self.owed = None
             case StageOwed(owed=owed):
                 self.owed = owed
             case DispatchBatch(calls=calls, owed=owed):
@@ -512,7 +527,7 @@ class AgentLoop:
         self._pump_commits()
         if isinstance(plan, AppendFailureNote):
             self._end_turn()
-        elif isinstance(plan, AppendBlock | RecordMeasurement):
+        elif isinstance(plan, AppendBlock):
             self._maybe_finish_response()
         self._decide()
 
@@ -550,6 +565,7 @@ class AgentLoop:
 
     def _fail_turn(self, message: str) -> None:
         """The turn cannot go on: stop children, close unanswered calls, note the failure."""
+        self._held = []  # the store refused a write: nothing more of this response is kept
         if self._response is not None and self._inference_id is not None:
             self._out.append(CancelInference(inference_id=self._inference_id))
             self._out.append(Emit(event=done_error(message)))
@@ -591,9 +607,16 @@ class AgentLoop:
         if response is None or inference_id != self._inference_id:
             return  # a cancelled response's leftovers: its terminal event was already given
         self._out.append(Emit(event=event))
-        for block in response.feed(event):
-            self._commit(AppendBlock(block=block))
+        if not isinstance(event, Done):
+            self._flush_held()
+        self._held.extend(response.feed(event))
         self._maybe_finish_response()
+
+    def _flush_held(self) -> None:
+        """Commit the blocks the previous event finished (the response goes on)."""
+        held, self._held = self._held, []
+        for block in held:
+            self._commit(AppendBlock(block=block))
 
     def _maybe_finish_response(self) -> None:
         response = self._response
@@ -609,9 +632,26 @@ class AgentLoop:
                 hook="after_inference", state=done.state, tokens=done.tokens, error=done.message
             )
         )
-        if done.state in ("normal", "tool_call", "length") and done.tokens is not None:
-            self._commit(RecordMeasurement(tokens=done.tokens))
-        self._judge_response(done, response.client_calls)
+        measured = done.state in ("normal", "tool_call", "length")
+        blocks, self._held = tuple(self._held), []
+        calls = response.client_calls
+        settle = self._eager_settle and self._ends_run(done, calls)
+        if blocks or settle or (measured and done.tokens is not None):
+            tokens = done.tokens if measured else None
+            self._commit(FinishResponse(blocks=blocks, tokens=tokens, settle=settle))
+        self._judge_response(done, calls)
+
+    def _ends_run(self, done: Done, calls: list[ToolCallBlock]) -> bool:
+        """Whether nothing can follow this response in this run (so it may settle now)."""
+        if done.state not in ("normal", "length") or calls or self._pending_error is not None:
+            return False
+        has_input = self.queued["steering"] or self.queued["send"] or self.notices
+        busy = (
+            self._turn_requested
+            or self._compaction_requested
+            or self._children - {self._inference_id or ""}
+        )
+        return not (has_input or busy or self._aborted or self._shutdown or self._blocked)
 
     def _judge_response(self, done: Done, calls: list[ToolCallBlock]) -> None:
         if done.state == "error":
@@ -733,6 +773,7 @@ class AgentLoop:
         self._turn_requested = False
         if self._response is not None and self._inference_id is not None:
             response = self._response
+            self._flush_held()  # finished blocks stay in the history
             self._out.append(CancelInference(inference_id=self._inference_id))
             self._out.append(Emit(event=DONE_CANCELLED))
             self._cancel_emitted = True

@@ -77,8 +77,16 @@ class AppendBlock(_Data, frozen=True):
     block: AssistantBlock
 
 
-class RecordMeasurement(_Data, frozen=True):
-    tokens: Tokens
+class FinishResponse(_Data, frozen=True):
+    """The end of a response in one transaction: its last finished blocks, its measurement,
+    and — when nothing else can follow — the settlement (checked inside the transaction: it
+    settles only if nothing is queued or pending). Nothing acts on a finished block before the
+    response ends, so committing the last ones with the end keeps every durability promise
+    while saving fsyncs."""
+
+    blocks: tuple[AssistantBlock, ...] = ()
+    tokens: Tokens | None = None
+    settle: bool = False
 
 
 class DispatchBatch(_Data, frozen=True):
@@ -124,7 +132,7 @@ Plan: TypeAlias = (
     | ConsumeQueue
     | ConsumeNotices
     | AppendBlock
-    | RecordMeasurement
+    | FinishResponse
     | DispatchBatch
     | CommitToolResult
     | AnswerCalls
@@ -148,6 +156,7 @@ class Consumed(_Data, frozen=True):
 
 class Appended(_Data, frozen=True):
     records: tuple[ConversationRecord, ...]
+    settled: bool = False
 
 
 class Settled(_Data, frozen=True):

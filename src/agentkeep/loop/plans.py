@@ -20,8 +20,8 @@ from agentkeep.loop.messages import (
     ConsumeNotices,
     ConsumeQueue,
     DispatchBatch,
+    FinishResponse,
     Plan,
-    RecordMeasurement,
     ReplaceWithCompaction,
     Settle,
     Settled,
@@ -116,9 +116,12 @@ def execute(
             return Appended(records=tuple(records))
         case AppendBlock(block=block):
             return Appended(records=(_append(tx, agent_id, BlockRecord(block=block)),))
-        case RecordMeasurement(tokens=tokens):
-            tx.write_context_tokens(agent_id, tokens.total)
-            return None
+        case FinishResponse(blocks=blocks, tokens=tokens, settle=settle):
+            appended = tuple(_append(tx, agent_id, BlockRecord(block=b)) for b in blocks)
+            if tokens is not None:
+                tx.write_context_tokens(agent_id, tokens.total)
+            settled = settle and _settle(tx, agent_id).settled
+            return Appended(records=appended, settled=settled)
         case DispatchBatch(calls=calls, owed=owed):
             # The whole batch is durable before any call runs (invariant 8).
             tx.put_pending_calls(agent_id, list(calls))

@@ -36,6 +36,9 @@ class _Value(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 class TextBlock(_Value, frozen=True, tag="text"):
     text: str
+    # Opaque vendor payload kept verbatim: Anthropic citations, an OpenAI output message's
+    # id and ``phase`` (which must be resent on later requests).
+    vendor: str | None = None
 
 
 class ImageBlock(_Value, frozen=True, tag="image"):
@@ -205,6 +208,7 @@ class TextDelta(_Event, frozen=True, tag="text_delta"):
 
 class TextEnd(_Event, frozen=True, tag="text_end"):
     text: str  # the whole finished text
+    vendor: str | None = None  # see TextBlock.vendor
 
 
 class ReasoningStart(_Event, frozen=True, tag="reasoning_start"):
@@ -255,6 +259,8 @@ class ToolResultEnd(_Event, frozen=True, tag="toolcall_result_end"):
     content: tuple[OutputBlock, ...] = ()
     is_error: bool = False
     incomplete: bool = False
+    # The finished vendor item (an OpenAI server tool item is only final at output_item.done).
+    vendor: str | None = None
 
 
 class Retrying(_Event, frozen=True, tag="retrying"):

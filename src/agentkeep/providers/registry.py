@@ -1,0 +1,163 @@
+"""The ``Providers`` registry: provider ids → provider instances (or factories) and kinds.
+
+An agent stores only a provider *id*; the registry maps it to something that opens sessions.
+The kind (``claude``, ``codex``, ``grok``, ``bedrock``, ``gym``) decides which histories can
+move between providers (see :mod:`agentkeep.providers.compatibility`).
+
+Thread-safe: agents resolve providers from their own actor threads while the embedder may
+add or remove entries.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TypeAlias
+
+import msgspec
+
+from agentkeep.errors import (
+    DuplicateProviderError,
+    InvalidConfigError,
+    ProviderError,
+    UnknownProviderError,
+)
+from agentkeep.providers import compatibility
+from agentkeep.providers.compatibility import PROVIDER_KINDS, ProviderKind
+from agentkeep.providers.protocol import Provider
+
+ProviderFactory: TypeAlias = Callable[[str, str | None], Provider]
+"""Builds a provider for ``(provider_id, model)``; called on every :meth:`Providers.resolve`."""
+
+
+class _Entry(msgspec.Struct, frozen=True):
+    source: Provider | ProviderFactory
+    kind: ProviderKind
+    region: str | None
+
+
+class Providers:
+    """A registry of providers by id.
+
+    Example:
+        >>> providers = Providers()
+        >>> providers.add("local", RespondingModel(), kind="gym")  # doctest: +SKIP
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}
+
+    def add(
+        self,
+        provider_id: str,
+        provider: Provider | ProviderFactory,
+        kind: ProviderKind,
+        *,
+        region: str | None = None,
+    ) -> None:
+        """Register ``provider`` under ``provider_id``.
+
+        Args:
+            provider_id: A non-empty id, unique in this registry.
+            provider: A provider instance, or a factory ``(provider_id, model) -> Provider``.
+            kind: One of ``claude``, ``codex``, ``grok``, ``bedrock``, ``gym``.
+            region: The vendor region (bedrock); defaults to the provider's ``region``
+                attribute when it has a string one.
+
+        Raises:
+            DuplicateProviderError: ``provider_id`` is already registered.
+            InvalidConfigError: The id is empty, the kind unknown, or ``provider`` is neither
+                a provider nor a callable.
+        """
+        if not isinstance(provider_id, str) or not provider_id:
+            raise InvalidConfigError("A provider id must be a non-empty string.")
+        if kind not in PROVIDER_KINDS:
+            raise InvalidConfigError(
+                f'Provider kind "{kind}" is not one of {", ".join(PROVIDER_KINDS)}.'
+            )
+        if not isinstance(provider, Provider) and not callable(provider):
+            raise InvalidConfigError(
+                f'Provider "{provider_id}" must be a provider (with open_session) or a factory.'
+            )
+        if region is None:
+            attribute = getattr(provider, "region", None)
+            region = attribute if isinstance(attribute, str) else None
+        with self._lock:
+            if provider_id in self._entries:
+                raise DuplicateProviderError(provider_id)
+            self._entries[provider_id] = _Entry(provider, kind, region)
+
+    def remove(self, provider_id: str) -> bool:
+        """Unregister ``provider_id``; returns whether it was registered."""
+        with self._lock:
+            return self._entries.pop(provider_id, None) is not None
+
+    def get(self, provider_id: str) -> Provider | ProviderFactory | None:
+        """What was registered under ``provider_id`` (instance or factory), or None."""
+        with self._lock:
+            entry = self._entries.get(provider_id)
+        return None if entry is None else entry.source
+
+    def resolve(self, provider_id: str, model: str | None) -> Provider:
+        """The provider instance to use for ``model`` (calling the factory if one was added).
+
+        Raises:
+            UnknownProviderError: Nothing is registered under ``provider_id``.
+            ProviderError: The factory failed or returned something that is not a provider.
+        """
+        with self._lock:
+            entry = self._entries.get(provider_id)
+        if entry is None:
+            raise UnknownProviderError(provider_id)
+        source = entry.source
+        if isinstance(source, Provider):
+            return source
+        try:
+            built = source(provider_id, model)
+        except Exception as error:
+            raise ProviderError(
+                f'The factory of provider "{provider_id}" failed for model {model!r}: {error}'
+            ) from error
+        if not isinstance(built, Provider):
+            raise ProviderError(
+                f'The factory of provider "{provider_id}" returned {type(built).__name__}, '
+                "not a provider."
+            )
+        return built
+
+    def kind_of(self, provider_id: str) -> ProviderKind | None:
+        """The kind ``provider_id`` was registered with, or None if it is not registered."""
+        with self._lock:
+            entry = self._entries.get(provider_id)
+        return None if entry is None else entry.kind
+
+    def region_of(self, provider_id: str) -> str | None:
+        """The region ``provider_id`` was registered with (bedrock), or None."""
+        with self._lock:
+            entry = self._entries.get(provider_id)
+        return None if entry is None else entry.region
+
+    def compatibility_key(self, provider_id: str, model: str | None) -> str | None:
+        """The context compatibility key of ``(provider_id, model)``; None if unregistered.
+
+        See :func:`agentkeep.providers.compatibility.compatibility_key`.
+        """
+        with self._lock:
+            entry = self._entries.get(provider_id)
+        if entry is None:
+            return None
+        return compatibility.compatibility_key(provider_id, entry.kind, model, entry.region)
+
+    def ids(self) -> tuple[str, ...]:
+        """Every registered id, in registration order."""
+        with self._lock:
+            return tuple(self._entries)
+
+    def __contains__(self, provider_id: object) -> bool:
+        with self._lock:
+            return provider_id in self._entries
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)

@@ -1,0 +1,278 @@
+"""``ScriptedModel``: a local provider that replays scripted responses and records everything.
+
+Each ``stream`` call (on any of its sessions) replays the next scripted response; each
+``compact`` call takes the next scripted compaction. Every session opened, request streamed,
+compaction asked and session closed is recorded, in order, so a test can assert exactly what
+the model was shown. All state is guarded by one lock: sessions may run on different threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TypeAlias
+
+import msgspec
+
+from agentkeep.providers.local_session import GuardedStream, RawEvent, SessionRules
+from agentkeep.providers.protocol import CancelToken, Session
+from agentkeep.providers.script import (
+    Hang,
+    Raise,
+    ScriptedCall,
+    ScriptedResponse,
+    ScriptStep,
+)
+from agentkeep.providers.types import (
+    DONE_CANCELLED,
+    CompactionCancelled,
+    CompactionFailed,
+    CompactionOutcome,
+    Context,
+    Selection,
+    SessionOptions,
+    StreamEvent,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    done_error,
+)
+
+ResponseScript: TypeAlias = (
+    ScriptedResponse
+    | Sequence[ScriptStep]
+    | Callable[[Context], "ScriptedResponse | Sequence[ScriptStep]"]
+)
+"""A scripted response, a plain list of steps, or a function of the request's context."""
+
+CompactionScript: TypeAlias = CompactionOutcome | Hang | Callable[[Context], CompactionOutcome]
+"""A compaction outcome, :data:`~agentkeep.providers.script.HANG`, or a function of the context."""
+
+
+class OpenedSession(msgspec.Struct, frozen=True, kw_only=True):
+    """A session the model opened."""
+
+    session_id: str
+    options: SessionOptions
+
+
+class StreamRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One ``stream`` call: what the model was shown. ``number`` counts from 1 per model."""
+
+    number: int
+    session_id: str
+    context: Context
+    selection: Selection
+
+
+class CompactionRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One ``compact`` call. ``number`` counts from 1 per model."""
+
+    number: int
+    session_id: str
+    context: Context
+    selection: Selection
+
+
+def render_call(call: ScriptedCall, call_id: str) -> list[StreamEvent]:
+    """The ``toolcall_start``/``toolcall_delta``/``toolcall_end`` events of one scripted call."""
+    events: list[StreamEvent] = [
+        ToolCallStart(call_id=call_id, name=call.name, namespace=call.namespace, server=call.server)
+    ]
+    text = call.arguments
+    if text:
+        size = max(1, -(-len(text) // max(1, call.chunks)))
+        events += [
+            ToolCallDelta(call_id=call_id, delta=text[i : i + size])
+            for i in range(0, len(text), size)
+        ]
+    events.append(ToolCallEnd(call_id=call_id, arguments=text, incomplete=call.incomplete))
+    return events
+
+
+class ScriptedModel:
+    """A provider that replays one scripted response per ``stream`` call.
+
+    Args:
+        responses: The responses, in the order requests will receive them: each a
+            :class:`~agentkeep.providers.script.ScriptedResponse` (see the short-hands in
+            :mod:`agentkeep.providers.script`), a list of stream events, or a function of the
+            request's :class:`Context` returning either.
+        compactions: The outcomes of successive ``compact`` calls.
+
+    A request after the script ran out gets ``done(error)`` saying so; a compaction after the
+    compactions ran out fails with ``inference_error``.
+    """
+
+    def __init__(
+        self,
+        responses: Iterable[ResponseScript] = (),
+        *,
+        compactions: Iterable[CompactionScript] = (),
+    ) -> None:
+        self._lock = threading.Condition()
+        self._responses: list[ResponseScript] = list(responses)
+        self._compactions: list[CompactionScript] = list(compactions)
+        self._sessions: list[OpenedSession] = []
+        self._requests: list[StreamRequest] = []
+        self._compaction_requests: list[CompactionRequest] = []
+        self._closed: list[str] = []
+
+    # -- scripting -------------------------------------------------------------------------
+
+    def add(self, *responses: ResponseScript) -> None:
+        """Append responses to the script (for requests not yet made)."""
+        with self._lock:
+            self._responses.extend(responses)
+
+    def add_compactions(self, *compactions: CompactionScript) -> None:
+        """Append compaction outcomes to the script."""
+        with self._lock:
+            self._compactions.extend(compactions)
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted responses have not been replayed yet."""
+        with self._lock:
+            return len(self._responses) - len(self._requests)
+
+    # -- records ---------------------------------------------------------------------------
+
+    @property
+    def sessions(self) -> tuple[OpenedSession, ...]:
+        with self._lock:
+            return tuple(self._sessions)
+
+    @property
+    def requests(self) -> tuple[StreamRequest, ...]:
+        with self._lock:
+            return tuple(self._requests)
+
+    @property
+    def compactions(self) -> tuple[CompactionRequest, ...]:
+        with self._lock:
+            return tuple(self._compaction_requests)
+
+    @property
+    def closed_sessions(self) -> tuple[str, ...]:
+        """The ids of closed sessions, in closing order (an id twice means two sessions)."""
+        with self._lock:
+            return tuple(self._closed)
+
+    def wait_for_requests(self, count: int, *, timeout_seconds: float | None = None) -> bool:
+        """Block until ``count`` stream requests have been received; False on timeout."""
+        with self._lock:
+            return self._lock.wait_for(lambda: len(self._requests) >= count, timeout_seconds)
+
+    # -- provider --------------------------------------------------------------------------
+
+    def open_session(self, session_id: str, options: SessionOptions) -> Session:
+        with self._lock:
+            self._sessions.append(OpenedSession(session_id=session_id, options=options))
+        return _ScriptedSession(self, session_id)
+
+    def _next_response(
+        self, session_id: str, context: Context, selection: Selection
+    ) -> tuple[int, ResponseScript | None]:
+        with self._lock:
+            number = len(self._requests) + 1
+            self._requests.append(
+                StreamRequest(
+                    number=number, session_id=session_id, context=context, selection=selection
+                )
+            )
+            self._lock.notify_all()
+            script = self._responses[number - 1] if number <= len(self._responses) else None
+        return number, script
+
+    def _next_compaction(
+        self, session_id: str, context: Context, selection: Selection
+    ) -> tuple[int, CompactionScript | None]:
+        with self._lock:
+            number = len(self._compaction_requests) + 1
+            self._compaction_requests.append(
+                CompactionRequest(
+                    number=number, session_id=session_id, context=context, selection=selection
+                )
+            )
+            self._lock.notify_all()
+            scripted = self._compactions[number - 1] if number <= len(self._compactions) else None
+        return number, scripted
+
+    def _record_close(self, session_id: str) -> None:
+        with self._lock:
+            self._closed.append(session_id)
+            self._lock.notify_all()
+
+
+def _replay(steps: Sequence[ScriptStep], number: int, cancel: CancelToken) -> Iterator[RawEvent]:
+    position = 0
+    for step in steps:
+        if isinstance(step, ScriptedCall):
+            position += 1
+            call_id = step.call_id if step.call_id is not None else f"call-{number}-{position}"
+            yield from render_call(step, call_id)
+        elif isinstance(step, Hang):
+            cancel.wait_cancelled()
+            yield DONE_CANCELLED
+            return
+        elif isinstance(step, Raise):
+            raise step.exception
+        else:
+            yield step
+
+
+class _ScriptedSession:
+    def __init__(self, model: ScriptedModel, session_id: str) -> None:
+        self._model = model
+        self._rules = SessionRules(session_id)
+        self.session_id = session_id
+
+    def stream(
+        self, context: Context, selection: Selection, cancel: CancelToken
+    ) -> Iterator[StreamEvent]:
+        self._rules.begin("stream")
+        try:
+            number, script = self._model._next_response(self.session_id, context, selection)
+            raw = self._steps(number, script, context, cancel)
+        except BaseException:
+            self._rules.end()
+            raise
+        return GuardedStream(raw, cancel, self._rules.end)
+
+    def _steps(
+        self, number: int, script: ResponseScript | None, context: Context, cancel: CancelToken
+    ) -> Iterator[RawEvent]:
+        if script is None:
+            message = f"ScriptedModel has no response left for request #{number}."
+            return iter([done_error(message)])
+        if callable(script):
+            script = script(context)
+        steps = script.steps if isinstance(script, ScriptedResponse) else tuple(script)
+        return _replay(steps, number, cancel)
+
+    def compact(
+        self, context: Context, selection: Selection, cancel: CancelToken
+    ) -> CompactionOutcome:
+        self._rules.begin("compaction")
+        try:
+            number, scripted = self._model._next_compaction(self.session_id, context, selection)
+            if cancel.cancelled:
+                return CompactionCancelled()
+            if scripted is None:
+                return CompactionFailed(
+                    kind="inference_error",
+                    message=f"ScriptedModel has no compaction left for compaction #{number}.",
+                )
+            if isinstance(scripted, Hang):
+                cancel.wait_cancelled()
+                return CompactionCancelled()
+            if callable(scripted):
+                return scripted(context)
+            return scripted
+        finally:
+            self._rules.end()
+
+    def close(self) -> None:
+        self._rules.close()
+        self._model._record_close(self.session_id)

@@ -1,0 +1,335 @@
+"""The pure loop core under random interleavings (hypothesis rule-based state machine).
+
+No threads: the test is the shell. It carries out the core's effects itself — plans run in
+this thread on a real SQLite file, streams come from the deterministic ``RespondingModel``
+and are fed one event at a time, tool calls finish in any order — while rules interleave
+messages, stream events, tool completions, aborts, failing commits and crashes (a crash
+throws the core and its children away and starts a fresh core on the same disk). After every
+step the durable state must keep spec §7's invariants; at the end, driven to quiescence, the
+agent must owe nothing and have answered every accepted message exactly once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import apsw
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+import agentkeep as ak
+from agentkeep.delivery import accept_message
+from agentkeep.loop import plans
+from agentkeep.loop.machine import AgentLoop
+from agentkeep.loop.messages import (
+    AbortRequested,
+    CancelInference,
+    CancelTools,
+    ChildStopped,
+    Commit,
+    CommitFailed,
+    CommitLanded,
+    Effect,
+    Event,
+    HookFinished,
+    Loaded,
+    LoadState,
+    RunHook,
+    Start,
+    StartInference,
+    StartTools,
+    StreamEventArrived,
+    ToolFinished,
+    ToolRun,
+    WorkAccepted,
+)
+from agentkeep.persistence.readers import open_connection
+from agentkeep.persistence.records import (
+    AgentRow,
+    BlockRecord,
+    CompactionRecord,
+    MessageOptions,
+    Settings,
+    SystemRecord,
+    ToolRecord,
+    UserRecord,
+)
+from agentkeep.persistence.schema import migrate
+from agentkeep.persistence.transaction import SqliteTransaction, Statements
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.types import (
+    Context,
+    Selection,
+    SessionOptions,
+    StreamEvent,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+)
+
+T = TypeVar("T")
+AGENT = "agentone"
+
+
+class Disk:
+    """The durable world: one SQLite file, transactions run in the calling thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.connection = open_connection(str(path))
+        self.connection.execute("PRAGMA synchronous = OFF")  # a test: durability is not measured
+        migrate(self.connection)
+        self.statements = Statements(self.connection)
+        self.fail_next = False
+        self.transact(lambda tx: tx.create_agent(AgentRow(id=AGENT, config={})))
+
+    def transact(self, work: Callable[[Any], T]) -> T:
+        if self.fail_next:
+            self.fail_next = False
+            raise apsw.IOError("the store is briefly unavailable")
+        return self.read(work)
+
+    def read(self, work: Callable[[Any], T]) -> T:
+        """Run ``work`` in a transaction the injected fault never touches (checks)."""
+        with self.connection:
+            tx = SqliteTransaction(self.statements)
+            try:
+                return work(tx)
+            finally:
+                tx.expire()
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+class Process:
+    """One incarnation of the agent: a fresh core and the children it started."""
+
+    def __init__(self, disk: Disk, ids: Callable[[], str], ledger: list[tuple[str, str]]) -> None:
+        self.disk = disk
+        self.ledger = ledger
+        self.core = AgentLoop(
+            AGENT,
+            new_id=ids,
+            defaults=Settings(provider="local", model="gym-1"),
+            eager_settle=True,
+        )
+        self.streams: dict[str, deque[StreamEvent]] = {}
+        self.cancelled: set[str] = set()
+        self.tools: dict[str, ToolRun] = {}
+        self.model = ak.RespondingModel().open_session(AGENT, SessionOptions(instructions=""))
+
+    def feed(self, event: Event) -> None:
+        pending: deque[Event] = deque([event])
+        while pending:
+            for effect in self.core.handle(pending.popleft()):
+                pending.extend(self.carry_out(effect))
+
+    def carry_out(self, effect: Effect) -> list[Event]:
+        match effect:
+            case LoadState():
+                return [
+                    Loaded(snapshot=self.disk.transact(lambda tx: plans.load_snapshot(tx, AGENT)))
+                ]
+            case Commit(plan=plan):
+                try:
+                    value = self.disk.transact(
+                        lambda tx: plans.execute(tx, AGENT, plan, plans.KeepEverything())
+                    )
+                except Exception as error:
+                    return [CommitFailed(plan=plan, message=str(error))]
+                return [CommitLanded(plan=plan, value=value)]
+            case StartInference(inference_id=inference_id, messages=messages):
+                context = Context(instructions="", messages=messages)
+                events = self.model.stream(context, Selection(model="gym-1"), CancelToken())
+                self.streams[inference_id] = deque(events)
+            case CancelInference(inference_id=inference_id):
+                self.cancelled.add(inference_id)
+            case StartTools(runs=runs):
+                for run in runs:
+                    self.tools[run.internal_id] = run
+            case CancelTools():
+                pass  # aborted tools keep running until they finish (their results are ignored)
+            case RunHook(hook=hook):
+                return [HookFinished(hook=hook)]
+        return []
+
+    def finish_tool(self, internal_id: str) -> None:
+        run = self.tools.pop(internal_id)
+        call = run.call
+        if run.resumed and call.name == "fragile_tool":
+            text, error = "The tool call was interrupted by a restart and was not retried.", True
+        else:
+            self.ledger.append((call.name, call.call_id))
+            text, error = f"ran {call.call_id}", False
+        result = ToolResultMessage(
+            call_id=call.call_id, content=(TextBlock(text=text),), is_error=error
+        )
+        self.feed(ToolFinished(internal_id=internal_id, result=result))
+
+    def step_stream(self, inference_id: str) -> None:
+        events = self.streams[inference_id]
+        if inference_id in self.cancelled or not events:
+            del self.streams[inference_id]
+            self.feed(ChildStopped(child_id=inference_id))
+            return
+        self.feed(StreamEventArrived(inference_id=inference_id, event=events.popleft()))
+
+    def busy(self) -> bool:
+        return bool(self.streams or self.tools)
+
+
+class LoopMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        import tempfile
+
+        self.directory = tempfile.TemporaryDirectory()
+        self.disk = Disk(Path(self.directory.name) / "agents.db")
+        counter = itertools.count()
+        self.ids = lambda: f"id{next(counter)}"
+        self.ledger: list[tuple[str, str]] = []
+        self.accepted: list[str] = []
+        self.process = Process(self.disk, self.ids, self.ledger)
+        self.sequence = itertools.count()
+
+    # -- rules -------------------------------------------------------------------------------
+
+    @rule(queue=st.sampled_from(["send", "steering"]))
+    def accept(self, queue: str) -> None:
+        message_id = f"msg{next(self.sequence)}"
+
+        def work(tx: Any) -> Any:
+            return accept_message(
+                tx,
+                AGENT,
+                queue=queue,  # type: ignore[arg-type]
+                message=ak.user(message_id),
+                message_id=message_id,
+                options=MessageOptions(),
+                metadata=None,
+            )
+
+        try:
+            delivery, queued = self.disk.transact(work)
+        except apsw.IOError:
+            return  # refused: the caller was told, nothing was accepted
+        assert delivery.created
+        self.accepted.append(message_id)
+        self.process.feed(WorkAccepted(message=queued))
+
+    @rule(pick=st.integers(min_value=0, max_value=7))
+    def stream_event(self, pick: int) -> None:
+        if self.process.streams:
+            keys = sorted(self.process.streams)
+            self.process.step_stream(keys[pick % len(keys)])
+
+    @rule(pick=st.integers(min_value=0, max_value=7))
+    def tool_finishes(self, pick: int) -> None:
+        if self.process.tools:
+            keys = sorted(self.process.tools)
+            self.process.finish_tool(keys[pick % len(keys)])
+
+    @rule()
+    def abort(self) -> None:
+        self.process.feed(AbortRequested())
+
+    @rule()
+    def next_commit_fails(self) -> None:
+        self.disk.fail_next = True
+
+    @rule()
+    def crash(self) -> None:
+        """The process dies: memory and children are lost; the next one starts from disk."""
+        self.disk.fail_next = False
+        self.process = Process(self.disk, self.ids, self.ledger)
+        if self.disk.read(lambda tx: tx.read_owed(AGENT)) is not None:
+            self.process.feed(Start())
+
+    # -- invariants --------------------------------------------------------------------------
+
+    def durable(self) -> tuple[list[Any], list[Any], list[Any], Any]:
+        return self.disk.read(
+            lambda tx: (
+                tx.load_records(AGENT),
+                tx.queued(AGENT),
+                tx.pending_calls(AGENT),
+                tx.read_owed(AGENT),
+            )
+        )
+
+    @invariant()
+    def durable_state_keeps_its_promises(self) -> None:
+        records, queued, _pending, owed = self.durable()
+        consumed = [r.message_id for r in records if isinstance(r, UserRecord)]
+        waiting = [q.id for q in queued]
+        # 1, 4: every accepted message exactly once, in the conversation or in a queue.
+        assert sorted(consumed + waiting) == sorted(self.accepted)
+        # 3: each queue keeps acceptance order.
+        for name in ("send", "steering"):
+            order = [q.id for q in queued if q.queue == name]
+            assert order == sorted(order, key=lambda i: int(i[3:]))
+        # 6: work is owed whenever anything waits.
+        if waiting:
+            assert owed is not None
+        # 9, 10, 11: results follow their calls, once; no unanswered call behind later input.
+        calls: dict[str, int] = {}
+        answered: set[str] = set()
+        for position, record in enumerate(records):
+            if isinstance(record, BlockRecord) and isinstance(record.block, ToolCallBlock):
+                assert record.block.call_id not in calls, "a call id was issued twice"
+                calls[record.block.call_id] = position
+            elif isinstance(record, ToolRecord):
+                call_id = record.message.call_id
+                assert call_id in calls, "a result without its call"
+                assert call_id not in answered, "a call answered twice"
+                answered.add(call_id)
+            elif isinstance(record, UserRecord | SystemRecord | CompactionRecord):
+                open_calls = set(calls) - answered
+                assert not open_calls, f"input appended behind unanswered calls {open_calls}"
+        # 12: a non-durable tool never runs twice.
+        fragile = [c for name, c in self.ledger if name == "fragile_tool"]
+        assert len(fragile) == len(set(fragile))
+
+    def teardown(self) -> None:
+        try:
+            self._drive_to_quiescence()
+            records, queued, pending, owed = self.durable()
+            assert (queued, pending, owed) == ([], [], None), "the agent still owes work"
+            if self.accepted:
+                last = records[-1]
+                assert isinstance(last, BlockRecord | SystemRecord), f"unanswered tail {last}"
+        finally:
+            self.disk.close()
+            self.directory.cleanup()
+
+    def _drive_to_quiescence(self) -> None:
+        self.disk.fail_next = False
+        # A clean process takes over and is started explicitly: an explicit start continues
+        # whatever the durable state owes, including a question an abort left unanswered
+        # (spec §3.13), which ``open`` alone would not resume.
+        self.process = Process(self.disk, self.ids, self.ledger)
+        self.process.feed(Start())
+        for _ in range(2_000):
+            process = self.process
+            if process.tools:
+                process.finish_tool(sorted(process.tools)[0])
+            elif process.streams:
+                process.step_stream(sorted(process.streams)[0])
+            elif process.core.running:
+                raise AssertionError("the core is running with nothing in flight: a stall")
+            else:
+                return
+        raise AssertionError("the agent did not settle")
+
+
+LoopMachine.TestCase.settings = settings(
+    max_examples=int(__import__("os").environ.get("LOOP_MACHINE_EXAMPLES", "60")),
+    stateful_step_count=40,
+    deadline=None,
+)
+test_loop_core_under_random_interleavings = LoopMachine.TestCase
