@@ -21,10 +21,7 @@ Rules kept here, each cited where it is enforced:
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
-
-from agentkeep.loop.batch import ToolBatch
+from agentkeep.loop.inference_steps import InferenceSteps
 from agentkeep.loop.messages import (
     AbortRequested,
     AnswerCalls,
@@ -33,9 +30,7 @@ from agentkeep.loop.messages import (
     AppendFailureNote,
     CancelCompaction,
     CancelInference,
-    CancelTools,
     ChildStopped,
-    Commit,
     CommitFailed,
     CommitLanded,
     CommitToolResult,
@@ -57,7 +52,6 @@ from agentkeep.loop.messages import (
     LoopStopped,
     Observe,
     Plan,
-    QueueMode,
     ReplaceWithCompaction,
     RunHook,
     Settle,
@@ -66,102 +60,32 @@ from agentkeep.loop.messages import (
     Snapshot,
     StageOwed,
     Start,
-    StartCompaction,
-    StartInference,
-    StartTools,
     StreamEventArrived,
     ToolFinished,
     WorkAccepted,
 )
-from agentkeep.loop.response import ResponseAssembler
-from agentkeep.loop.view import provider_view, tail_owes_answer, undispatched_calls
+from agentkeep.loop.state import (
+    ABORTED_CALL,
+    ABORTED_COMPACTION,
+    FAILED_TURN_CALL,
+    error_result,
+)
+from agentkeep.loop.view import tail_owes_answer, undispatched_calls
+from agentkeep.loop.work_steps import WorkSteps
 from agentkeep.persistence.records import (
     CompactionRecord,
-    ConversationRecord,
-    OwedStage,
-    OwedWork,
-    PendingToolCall,
     QueuedMessage,
     QueuedNotice,
     QueueName,
-    Settings,
 )
 from agentkeep.providers.types import (
     DONE_CANCELLED,
-    AssistantBlock,
-    CompactionCancelled,
-    CompactionCompleted,
-    Done,
-    StreamEvent,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultMessage,
     done_error,
 )
 
-ABORTED_CALL = "The tool call was aborted."
-UNDISPATCHED_CALL = "The response ended before this tool call was dispatched."
-FAILED_TURN_CALL = "The turn failed before this tool call finished."
-ABORTED_COMPACTION = "The compaction was cancelled by an abort."
-FAILURE_NOTE = "The last turn failed: {}"
 
-
-def error_result(call: ToolCallBlock, text: str) -> ToolResultMessage:
-    return ToolResultMessage(call_id=call.call_id, content=(TextBlock(text=text),), is_error=True)
-
-
-class AgentLoop:
+class AgentLoop(InferenceSteps, WorkSteps):
     """One agent's decisions. Feed it events; carry out the effects it returns, in order."""
-
-    def __init__(
-        self,
-        agent_id: str,
-        *,
-        new_id: Callable[[], str],
-        defaults: Settings,
-        steering_mode: QueueMode = "one-at-a-time",
-        send_mode: QueueMode = "one-at-a-time",
-        max_failed_turns: int = 3,
-        eager_settle: bool = False,
-    ) -> None:
-        self.agent_id = agent_id
-        self._new_id = new_id
-        self._defaults = defaults
-        self._modes: dict[QueueName, QueueMode] = {"steering": steering_mode, "send": send_mode}
-        self._max_failed_turns = max_failed_turns
-        # True when no hook can add work after a response (no action hooks): a response that
-        # ends the run may then settle in its own final transaction.
-        self._eager_settle = eager_settle
-        self._held: list[AssistantBlock] = []  # finished blocks waiting for the next event
-        self._out: list[Effect] = []
-        # durable mirror (valid once loaded; every change is applied when its commit lands)
-        self.records: list[ConversationRecord] = []
-        self.queued: dict[QueueName, list[QueuedMessage]] = {"steering": [], "send": []}
-        self.notices: list[QueuedNotice] = []
-        self.settings = defaults
-        self.owed: OwedWork | None = None
-        self.context_tokens: int | None = None
-        # run state
-        self.running = False
-        self._run_failure: str | None = None
-        self._turn_requested = False
-        self._compaction_requested = False
-        self._shutdown = False
-        self._resume_checked = False
-        self._loop_id: str | None = None
-        self._turn_id: str | None = None
-        self._waiting: str | None = None  # "load" | "hook" | "stream" | "compaction" | "settle"
-        self._pending_error: str | None = None
-        self._batch: ToolBatch | None = None
-        self._resume: list[PendingToolCall] | None = None
-        self._response: ResponseAssembler | None = None
-        self._inference_id: str | None = None
-        self._compaction_id: str | None = None
-        self._reset_turn()
-        self._commits: deque[Plan] = deque()
-        self._commit_in_flight: Plan | None = None
-        self._children: set[str] = set()
-        self._failed_turns = 0
 
     # -- public ------------------------------------------------------------------------------
 
@@ -227,26 +151,6 @@ class AgentLoop:
         self._run_failure = None
         self._out.append(Observe(hook="before_agent_loop"))
         self._begin_turn()
-
-    def _reset_turn(self) -> None:
-        self._waiting = None
-        self._loaded_turn = False
-        self._aborted = False
-        self._cancel_emitted = False
-        self._pending_error = None
-        self._needs_inference = False
-        self._pass = "steering"
-        self._batch = None
-        self._resume = None
-        self._resume_fresh = False
-        self._response = None
-        self._inference_id = None
-        self._compaction_id = None
-        self._compaction_through = 0
-        self._blocked = False
-        self._failing = False
-        self._ending = False
-        self._settled_early = False
 
     def _begin_turn(self) -> None:
         self._reset_turn()
@@ -426,12 +330,6 @@ class AgentLoop:
             )
         )
 
-    def _owed(self, stage: OwedStage) -> OwedWork:
-        return OwedWork(stage=stage, loop_id=self._loop_id, turn_id=self._turn_id)
-
-    def _pending(self, index: int, call: ToolCallBlock) -> PendingToolCall:
-        return PendingToolCall(internal_id=self._new_id(), index=index, call=call)
-
     # -- acceptance mirror -------------------------------------------------------------------
 
     def _accept(self, message: QueuedMessage | None, notice: QueuedNotice | None) -> None:
@@ -443,17 +341,6 @@ class AgentLoop:
         if notice is not None and all(n.seq != notice.seq for n in self.notices):
             self.notices.append(notice)
             self.notices.sort(key=lambda n: n.seq)
-
-    # -- commits -----------------------------------------------------------------------------
-
-    def _commit(self, plan: Plan) -> None:
-        self._commits.append(plan)
-        self._pump_commits()
-
-    def _pump_commits(self) -> None:
-        if self._commit_in_flight is None and self._commits:
-            self._commit_in_flight = self._commits.popleft()
-            self._out.append(Commit(plan=self._commit_in_flight))
 
     def _landed(self, plan: Plan, value: Consumed | Appended | Settled | None) -> None:
         self._commit_in_flight = None
@@ -584,184 +471,6 @@ class AgentLoop:
                 self._commit(AnswerCalls(results=results))
                 return
         self._end_turn()
-
-    # -- inference ---------------------------------------------------------------------------
-
-    def _start_inference(self) -> None:
-        self._inference_id = self._new_id()
-        self._response = ResponseAssembler()
-        self._children.add(self._inference_id)
-        self._waiting = "stream"
-        self._pass = "steering"
-        self._out.append(Observe(hook="before_inference"))
-        self._out.append(
-            StartInference(
-                inference_id=self._inference_id,
-                messages=provider_view(self.records),
-                settings=self.settings,
-            )
-        )
-
-    def _stream_event(self, inference_id: str, event: StreamEvent) -> None:
-        response = self._response
-        if response is None or inference_id != self._inference_id:
-            return  # a cancelled response's leftovers: its terminal event was already given
-        self._out.append(Emit(event=event))
-        if not isinstance(event, Done):
-            self._flush_held()
-        self._held.extend(response.feed(event))
-        self._maybe_finish_response()
-
-    def _flush_held(self) -> None:
-        """Commit the blocks the previous event finished (the response goes on)."""
-        held, self._held = self._held, []
-        for block in held:
-            self._commit(AppendBlock(block=block))
-
-    def _maybe_finish_response(self) -> None:
-        response = self._response
-        if response is None or response.done is None:
-            return
-        if self._commit_in_flight is not None or self._commits:
-            return  # every finished block lands before the response is judged
-        done = response.done
-        self._response = None
-        self._waiting = None
-        self._out.append(
-            Observe(
-                hook="after_inference", state=done.state, tokens=done.tokens, error=done.message
-            )
-        )
-        measured = done.state in ("normal", "tool_call", "length")
-        blocks, self._held = tuple(self._held), []
-        calls = response.client_calls
-        settle = self._eager_settle and self._ends_run(done, calls)
-        if blocks or settle or (measured and done.tokens is not None):
-            tokens = done.tokens if measured else None
-            self._commit(FinishResponse(blocks=blocks, tokens=tokens, settle=settle))
-        self._judge_response(done, calls)
-
-    def _ends_run(self, done: Done, calls: list[ToolCallBlock]) -> bool:
-        """Whether nothing can follow this response in this run (so it may settle now)."""
-        if done.state not in ("normal", "length") or calls or self._pending_error is not None:
-            return False
-        has_input = self.queued["steering"] or self.queued["send"] or self.notices
-        busy = (
-            self._turn_requested
-            or self._compaction_requested
-            or self._children - {self._inference_id or ""}
-        )
-        return not (has_input or busy or self._aborted or self._shutdown or self._blocked)
-
-    def _judge_response(self, done: Done, calls: list[ToolCallBlock]) -> None:
-        if done.state == "error":
-            self._pending_error = done.message or "The provider reported an error."
-        elif done.state != "cancelled":
-            self._pending_error = None  # a later success recovers silently
-        self._needs_inference = False
-        if done.state == "tool_call" and calls and not self._shutdown:
-            pending = tuple(self._pending(i, c) for i, c in enumerate(calls))
-            self._commit(DispatchBatch(calls=pending, owed=self._owed("tools")))
-            return
-        if calls and not self._shutdown:
-            text = ABORTED_CALL if done.state == "cancelled" else UNDISPATCHED_CALL
-            self._commit(AnswerCalls(results=tuple(error_result(c, text) for c in calls)))
-        if done.state == "cancelled" and not self._aborted:
-            self._aborted = True  # the provider stopped it: the turn stops, queues stay
-
-    # -- tool batches ------------------------------------------------------------------------
-
-    def _start_batch(self, calls: list[PendingToolCall], *, resumed: bool) -> None:
-        self._resume = None
-        if resumed:
-            if self.owed is None or self.owed.stage != "tools":
-                self._commit(StageOwed(owed=self._owed("tools")))
-            self._run_batch(tuple(calls), resumed=True)
-        else:
-            self._commit(DispatchBatch(calls=tuple(calls), owed=self._owed("tools")))
-
-    def _run_batch(self, calls: tuple[PendingToolCall, ...], *, resumed: bool) -> None:
-        batch = ToolBatch(calls, resumed=resumed)
-        self._batch = batch
-        runs = batch.runs()
-        self._children.update(r.internal_id for r in runs)
-        if runs:
-            self._out.append(StartTools(runs=runs))
-        self._pump_results()
-
-    def _pump_results(self) -> None:
-        batch = self._batch
-        if batch is None or batch.committing:
-            return
-        ready = batch.next_ready()
-        if ready is None:
-            return
-        pending, result = ready
-        last = batch.is_last(pending)
-        batch.committing = True
-        self._commit(
-            CommitToolResult(
-                pending=pending,
-                result=result,
-                owed_after=self._owed("inference") if last else None,
-            )
-        )
-
-    def _abandon_tools(self) -> None:
-        if self._batch is None:
-            return
-        running = self._batch.abort_running(ABORTED_CALL)
-        if running:
-            self._out.append(CancelTools(internal_ids=running))
-
-    # -- compaction --------------------------------------------------------------------------
-
-    def _start_compaction(self) -> None:
-        if self._children:
-            return  # the provider session must be free of earlier streams first
-        self._compaction_id = self._new_id()
-        self._compaction_through = len(self.records)
-        self._children.add(self._compaction_id)
-        self._waiting = "compaction"
-        if self.owed is None or self.owed.stage != "compaction":
-            self._commit(StageOwed(owed=self._owed("compaction")))
-        self._out.append(
-            StartCompaction(
-                compaction_id=self._compaction_id,
-                messages=provider_view(self.records),
-                settings=self.settings,
-            )
-        )
-
-    def _compaction_finished(self, event: CompactionFinished) -> None:
-        self._children.discard(event.compaction_id)
-        if event.compaction_id != self._compaction_id:
-            self._decide()
-            return
-        self._waiting = None
-        outcome = event.outcome
-        if isinstance(outcome, CompactionCompleted):
-            self._commit(
-                ReplaceWithCompaction(
-                    through_position=self._compaction_through,
-                    messages=outcome.messages,
-                    owes_answer=self._needs_inference,
-                    owed=self._owed("inference"),
-                )
-            )
-            return
-        if isinstance(outcome, CompactionCancelled):
-            self._compaction_done(error=None)
-        else:
-            self._compaction_done(error=outcome.message)
-        self._decide()
-
-    def _compaction_done(self, *, error: str | None) -> None:
-        self._compaction_id = None
-        self._compaction_requested = False
-        if self._waiting == "compaction":
-            self._waiting = None
-        self._out.append(CompactionResolved(error=error))
 
     # -- abort -------------------------------------------------------------------------------
 

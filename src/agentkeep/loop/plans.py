@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from agentkeep.loop.machine import FAILURE_NOTE
 from agentkeep.loop.messages import (
     AnswerCalls,
     AppendBlock,
@@ -28,6 +27,7 @@ from agentkeep.loop.messages import (
     Snapshot,
     StageOwed,
 )
+from agentkeep.loop.state import FAILURE_NOTE
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import scope_prefix
 from agentkeep.persistence.records import (
