@@ -107,8 +107,8 @@ class AgentActor(pykka.ThreadingActor):
 
     def _carry_out(self, effect: Effect) -> list[Event]:
         match effect:
-            case LoadState():
-                return [self._load()]
+            case LoadState(records=records):
+                return [self._load(records=records)]
             case Commit(plan=plan):
                 return [self._commit(plan)]
             case StartInference():
@@ -140,9 +140,12 @@ class AgentActor(pykka.ThreadingActor):
                 self._s.status.last_error = error
         return []
 
-    def _load(self) -> Event:
+    def _load(self, *, records: bool) -> Event:
+        agent_id = self._s.agent_id
         try:
-            snapshot = self._s.store.read(lambda tx: plans.load_snapshot(tx, self._s.agent_id))
+            snapshot = self._s.store.read(
+                lambda tx: plans.load_snapshot(tx, agent_id, records=records)
+            )
         except Exception as error:
             log.warning("agent_load_failed", agent_id=self._s.agent_id, error=repr(error))
             return LoadFailed(message=str(error) or type(error).__name__)

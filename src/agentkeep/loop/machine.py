@@ -157,12 +157,19 @@ class AgentLoop(InferenceSteps, WorkSteps):
         self._turn_requested = False
         self._turn_id = self._new_id()
         self._waiting = "load"
-        self._out.append(LoadState())
+        self._out.append(LoadState(records=not self._mirror_valid))
 
     def _loaded(self, snapshot: Snapshot) -> None:
+        if snapshot.records is None and snapshot.record_count != len(self.records):
+            # The durable conversation is not the one this instance remembers: read it all.
+            self._mirror_valid = False
+            self._out.append(LoadState(records=True))
+            return
         self._waiting = None
         self._loaded_turn = True
-        self.records = list(snapshot.records)
+        if snapshot.records is not None:
+            self.records = list(snapshot.records)
+            self._mirror_valid = True
         self.queued = {
             "steering": [m for m in snapshot.queued if m.queue == "steering"],
             "send": [m for m in snapshot.queued if m.queue == "send"],
@@ -420,6 +427,8 @@ class AgentLoop(InferenceSteps, WorkSteps):
 
     def _commit_failed(self, plan: Plan, message: str) -> None:
         self._commit_in_flight = None
+        # The outcome may be unknown (an error from COMMIT): trust nothing remembered.
+        self._mirror_valid = False
         # Nothing after a failed commit may build on it: drop what was queued behind it.
         self._commits.clear()
         match plan:

@@ -41,9 +41,14 @@ class _Data(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Snapshot(_Data, frozen=True):
-    """Everything durable the loop decides from, read in one consistent view."""
+    """Everything durable the loop decides from, read in one consistent view.
 
-    records: tuple[ConversationRecord, ...] = ()
+    ``records`` is None when the loader was asked to skip them (the instance vouches for its
+    mirror); ``record_count`` is always read, so a mirror that disagrees is caught.
+    """
+
+    records: tuple[ConversationRecord, ...] | None = ()
+    record_count: int = 0
     queued: tuple[QueuedMessage, ...] = ()
     notices: tuple[QueuedNotice, ...] = ()
     pending: tuple[PendingToolCall, ...] = ()
@@ -277,7 +282,10 @@ EVENT_TYPES: tuple[type, ...] = Event.__args__  # the union's members, for isins
 
 
 class LoadState(_Data, frozen=True):
-    pass
+    """Read the durable state; ``records=False`` skips the conversation records (the core
+    still gets their count, and asks again with ``records=True`` on any mismatch)."""
+
+    records: bool = True
 
 
 class Commit(_Data, frozen=True):

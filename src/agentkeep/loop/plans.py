@@ -83,10 +83,11 @@ class KeepEverything:
         return None
 
 
-def load_snapshot(tx: Transaction, agent_id: str) -> Snapshot:
-    """Everything the loop decides from, in one consistent read."""
+def load_snapshot(tx: Transaction, agent_id: str, *, records: bool = True) -> Snapshot:
+    """Everything the loop decides from, in one consistent read (records only if asked)."""
     return Snapshot(
-        records=tuple(tx.load_records(agent_id)),
+        records=tuple(tx.load_records(agent_id)) if records else None,
+        record_count=tx.record_count(agent_id),
         queued=tuple(tx.queued(agent_id)),
         notices=tuple(tx.notices(agent_id)),
         pending=tuple(tx.pending_calls(agent_id)),

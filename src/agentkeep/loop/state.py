@@ -88,6 +88,9 @@ class LoopState:
         self._commits: deque[Plan] = deque()
         self._commit_in_flight: Plan | None = None
         self._children: set[str] = set()
+        # True while this instance has seen every change to the conversation land, so a turn
+        # may re-read everything but the records (their count is still checked).
+        self._mirror_valid = False
         self._failed_turns = 0
 
     def _reset_turn(self) -> None:

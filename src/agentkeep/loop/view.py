@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentkeep.persistence.records import (
+    BlockRecord,
     CompactionRecord,
     ConversationRecord,
     PendingToolCall,
@@ -24,16 +25,28 @@ from agentkeep.providers.types import (
 def unanswered_calls(records: Sequence[ConversationRecord]) -> list[ToolCallBlock]:
     """Client tool calls in the conversation that no tool record answers, in call order.
 
-    Server calls are the provider's and are never answered by the agent.
+    Server calls are the provider's and are never answered by the agent. Scans the records
+    directly (a compaction restarts the scan from its replacement messages).
     """
     calls: dict[str, ToolCallBlock] = {}
-    for message in rebuild_messages(list(records)):
-        if isinstance(message, AssistantMessage):
-            for block in message.content:
-                if isinstance(block, ToolCallBlock) and not block.server:
-                    calls.setdefault(block.call_id, block)
-        elif isinstance(message, ToolResultMessage):
-            calls.pop(message.call_id, None)
+
+    def note(block: object) -> None:
+        if isinstance(block, ToolCallBlock) and not block.server:
+            calls.setdefault(block.call_id, block)
+
+    for record in records:
+        if isinstance(record, BlockRecord):
+            note(record.block)
+        elif isinstance(record, ToolRecord):
+            calls.pop(record.message.call_id, None)
+        elif isinstance(record, CompactionRecord):
+            calls = {}
+            for message in record.messages:
+                if isinstance(message, AssistantMessage):
+                    for block in message.content:
+                        note(block)
+                elif isinstance(message, ToolResultMessage):
+                    calls.pop(message.call_id, None)
     return list(calls.values())
 
 
