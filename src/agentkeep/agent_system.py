@@ -8,9 +8,11 @@ work; ``close`` admits nothing new, lets admitted work finish, and releases the 
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -55,6 +57,7 @@ from agentkeep.persistence.records import (
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.types import Message, QueueableMessage, ReasoningEffort, ServiceTier
+from agentkeep.refs import make_system_ref
 from agentkeep.tools import Tool
 
 log = structlog.get_logger(__name__)
@@ -83,6 +86,7 @@ class AgentSystem:
         instructions: str,
         steering_mode: QueueMode,
         send_mode: QueueMode,
+        idle_grace_seconds: float,
     ) -> None:
         self._store = store
         self._providers = providers
@@ -95,6 +99,12 @@ class AgentSystem:
         self._actors: dict[str, pykka.ActorRef[Any]] = {}
         self._services: dict[str, AgentServices] = {}
         self._closing = False
+        # Admission barrier: operations admitted before close finish before it goes on.
+        self._admitted = 0
+        self._admission = threading.Condition(self._lock)
+        # Passivation: an agent that owes nothing loses its actor after this grace period.
+        self._idle_grace_seconds = idle_grace_seconds
+        self._passivation: dict[str, threading.Timer] = {}
 
     @classmethod
     def open(
@@ -111,8 +121,12 @@ class AgentSystem:
         send_mode: QueueMode = "one-at-a-time",
         faults: FaultPlan | None = None,
         vfs: str | None = None,
+        idle_grace_seconds: float = 30.0,
     ) -> AgentSystem:
         """Open the store at ``path`` (exclusively), migrate it, and resume owed work.
+
+        ``idle_grace_seconds``: how long an agent that owes nothing keeps its actor before it
+        is passivated (its durable state is untouched; accepted work starts it again).
 
         Raises:
             StoreLockedError: another owner holds the store.
@@ -134,6 +148,7 @@ class AgentSystem:
             instructions=instructions,
             steering_mode=steering_mode,
             send_mode=send_mode,
+            idle_grace_seconds=idle_grace_seconds,
         )
         try:
             system.start()
@@ -166,8 +181,13 @@ class AgentSystem:
             if self._closing:
                 return
             self._closing = True
+            deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+            # Everything admitted before the barrier is written (and told) before we go on.
+            self._admission.wait_for(
+                lambda: self._admitted == 0,
+                None if deadline is None else max(0.0, deadline - time.monotonic()),
+            )
             services = list(self._services.values())
-        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         for each in services:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not each.status.wait_for_idle(remaining):
@@ -179,7 +199,10 @@ class AgentSystem:
         """Graceful shutdown: refuse new work, let in-flight inferences and tool calls finish
         and commit, stop before the next step; owed work resumes at the next open."""
         with self._lock:
+            if self._closing:
+                return
             self._closing = True
+            self._admission.wait_for(lambda: self._admitted == 0, 30.0)
             actors = list(self._actors.values())
         for ref in actors:
             ref.tell(ShutdownRequested())
@@ -188,10 +211,35 @@ class AgentSystem:
         self._stop_actors()
         self._store.close()
 
+    def install_signal_handlers(self) -> None:
+        """For a daemon: SIGTERM and SIGINT start a graceful :meth:`shutdown` (call from the
+        main thread). :meth:`wait_for_shutdown` blocks until it has finished."""
+        self._shut_down = threading.Event()
+
+        def handle(signum: int, frame: object) -> None:
+            log.info("shutdown_signal", signal=signal.Signals(signum).name)
+            threading.Thread(target=self._shutdown_and_flag, name="agentkeep-shutdown").start()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    def _shutdown_and_flag(self) -> None:
+        try:
+            self.shutdown()
+        finally:
+            self._shut_down.set()
+
+    def wait_for_shutdown(self, timeout_seconds: float | None = None) -> bool:
+        """Block until a signal-driven shutdown has finished (see install_signal_handlers)."""
+        return self._shut_down.wait(timeout_seconds)
+
     def _stop_actors(self) -> None:
         with self._lock:
             actors = list(self._actors.values())
             self._actors.clear()
+            for timer in self._passivation.values():
+                timer.cancel()
+            self._passivation.clear()
         for ref in actors:
             try:
                 ref.stop(block=True, timeout=10)
@@ -222,8 +270,22 @@ class AgentSystem:
         initial_context: Sequence[Message] | None = None,
     ) -> Agent:
         """Create an agent (claiming its id atomically); its loop does not start."""
-        self._admit()
+        with self._operation():
+            return self._create(config, id, parent, initial_context)
+
+    def _create(
+        self,
+        config: AgentConfig | None,
+        id: str | None,
+        parent: str | None,
+        initial_context: Sequence[Message] | None,
+    ) -> Agent:
         checked = (config or AgentConfig()).validated()
+        for name, settings in checked.features.items():
+            feature = self._features.get(name)
+            if feature is None:
+                raise InvalidConfigError(f'config names feature "{name}", which this system lacks')
+            feature.validate_settings(settings)
         agent_id = id if id is not None else new_id()
         if not is_valid_id(agent_id):
             raise InvalidConfigError(
@@ -268,7 +330,10 @@ class AgentSystem:
 
     def delete(self, agent_id: str, *, timeout_seconds: float | None = 30.0) -> None:
         """Close the agent (letting its work finish), release its id, keep what it wrote."""
-        self._admit()
+        with self._operation():
+            self._delete(agent_id, timeout_seconds)
+
+    def _delete(self, agent_id: str, timeout_seconds: float | None) -> None:
         with self._lock:
             services = self._services.get(agent_id)
         if services is not None:
@@ -278,6 +343,7 @@ class AgentSystem:
             self._services.pop(agent_id, None)
         if ref is not None:
             ref.stop(block=True, timeout=10)
+        self._cancel_passivation(agent_id)
         if not self._store.transact(lambda tx: tx.delete_agent(agent_id)):
             raise UnknownAgentError(agent_id)
 
@@ -294,7 +360,18 @@ class AgentSystem:
         options: MessageOptions | None = None,
     ) -> Delivery:
         """Queue a message durably and wake the agent; returns once it is durable."""
-        self._admit()
+        with self._operation():
+            return self._deliver(agent_id, queue, message, id, metadata, options)
+
+    def _deliver(
+        self,
+        agent_id: str,
+        queue: QueueName,
+        message: QueueableMessage,
+        id: str | None,
+        metadata: JSONObject | None,
+        options: MessageOptions | None,
+    ) -> Delivery:
         checked = validate_message(message)
         message_id = check_message_id(id)
         opts = options or MessageOptions()
@@ -331,11 +408,11 @@ class AgentSystem:
     def compact(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
-        self._admit()
         self._refuse_own_wait(agent_id, wait)
-        services = self._services_for(agent_id)
-        future = services.status.add_compaction_waiter()
-        self._tell(agent_id, CompactRequested(), counted=True)
+        with self._operation():
+            services = self._services_for(agent_id)
+            future = services.status.add_compaction_waiter()
+            self._tell(agent_id, CompactRequested(), counted=True)
         if wait:
             future.result(timeout_seconds)
 
@@ -364,11 +441,49 @@ class AgentSystem:
         owed = self._store.read(lambda tx: tx.read_owed(agent_id))
         return "idle" if owed is None else "owes_work"
 
+    def metadata(self, agent_id: str) -> JSONObject:
+        row = self._store.read(lambda tx: tx.get_agent(agent_id))
+        if row is None:
+            raise UnknownAgentError(agent_id)
+        return dict(row.metadata)
+
+    def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject:
+        """Shallow-merge ``patch`` into the agent's metadata; committed before it shows."""
+        if not isinstance(patch, dict):
+            raise InvalidConfigError("a metadata update must be a JSON object")
+        with self._operation():
+
+            def work(tx: Transaction) -> JSONObject:
+                if tx.get_agent(agent_id) is None:
+                    raise UnknownAgentError(agent_id)
+                return tx.update_metadata(agent_id, patch)
+
+            return self._store.transact(work)
+
+    def parent_of(self, agent_id: str) -> str | None:
+        row = self._store.read(lambda tx: tx.get_agent(agent_id))
+        if row is None:
+            raise UnknownAgentError(agent_id)
+        return row.parent_id
+
+    def children_of(self, agent_id: str) -> list[str]:
+        return self._store.read(lambda tx: tx.children_of(agent_id))
+
     # -- internals -------------------------------------------------------------------------
 
-    def _admit(self) -> None:
-        if self._closing:
-            raise AgentClosedError("The agent system has been closed.")
+    @contextmanager
+    def _operation(self) -> Iterator[None]:
+        """Admit one operation (refused once closing); close waits for admitted ones."""
+        with self._lock:
+            if self._closing:
+                raise AgentClosedError("The agent system has been closed.")
+            self._admitted += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._admitted -= 1
+                self._admission.notify_all()
 
     def _refuse_own_wait(self, agent_id: str, wait: bool) -> None:
         if wait and current_loop_agent() == agent_id:
@@ -395,7 +510,8 @@ class AgentSystem:
                 steering_mode=self._modes[0],
                 send_mode=self._modes[1],
                 config=row.config,
-                system_ref=self,
+                system_ref=make_system_ref(self, agent_id),
+                on_stopped=self._agent_stopped,
             )
             self._services[agent_id] = services
             return services
@@ -403,6 +519,7 @@ class AgentSystem:
     def _tell(self, agent_id: str, event: Any, *, counted: bool) -> None:
         services = self._services_for(agent_id)
         with self._lock:
+            self._cancel_passivation(agent_id)
             ref = self._actors.get(agent_id)
             if ref is None or not ref.is_alive():
                 ref = AgentActor.start(services)
@@ -410,6 +527,52 @@ class AgentSystem:
             if counted:
                 services.status.signal_sent()
             ref.tell(event)
+
+    # -- passivation -------------------------------------------------------------------------
+
+    def _agent_stopped(self, agent_id: str, settled: bool) -> None:
+        """Called by an agent actor whose run stopped: passivate it after the grace period
+        if it settled (an agent that still owes work keeps its actor)."""
+        if not settled:
+            return
+        with self._lock:
+            if self._closing or agent_id not in self._actors:
+                return
+            self._cancel_passivation(agent_id)
+            timer = threading.Timer(self._idle_grace_seconds, self._passivate, (agent_id,))
+            timer.daemon = True
+            self._passivation[agent_id] = timer
+            timer.start()
+
+    def _cancel_passivation(self, agent_id: str) -> None:
+        timer = self._passivation.pop(agent_id, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _passivate(self, agent_id: str) -> None:
+        with self._lock:
+            self._passivation.pop(agent_id, None)
+            services = self._services.get(agent_id)
+            if self._closing or services is None or not services.status.idle:
+                return
+            ref = self._actors.pop(agent_id, None)
+            self._services.pop(agent_id, None)
+        if ref is not None:
+            with suppress(pykka.ActorDeadError):
+                ref.stop(block=False)  # its session closes in on_stop; the store keeps the rest
+            log.debug("agent_passivated", agent_id=agent_id)
+        with self._lock:
+            self._admission.notify_all()  # wakes wait_for_passivation
+
+    def wait_for_passivation(self, agent_id: str, *, timeout_seconds: float | None = None) -> bool:
+        """Block until the agent has no actor (it settled and its grace period passed)."""
+        with self._lock:
+            return self._admission.wait_for(lambda: agent_id not in self._actors, timeout_seconds)
+
+    def live_agents(self) -> list[str]:
+        """Ids of agents that currently have an actor (not passivated)."""
+        with self._lock:
+            return sorted(self._actors)
 
 
 class Agent:

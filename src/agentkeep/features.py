@@ -80,6 +80,11 @@ class Feature:
 
     name: str = ""
 
+    def validate_settings(self, settings: dict[str, Any]) -> None:
+        """Check this feature's entry of an agent's config at ``create``; raise
+        :class:`~agentkeep.errors.InvalidConfigError` (or any error) naming what is wrong."""
+        return
+
     def instructions(self, ctx: HookContext) -> str | None:
         return None
 

@@ -78,6 +78,8 @@ class AgentActor(pykka.ThreadingActor):
         )
         self._tokens: dict[str, CancelToken] = {}
         self._runner = ToolRunner(services)
+        self._sessions = services.new_session_slot()
+        self._stopped: bool | None = None  # set by LoopStopped during a feed: settled?
 
     # -- mailbox ---------------------------------------------------------------------------
 
@@ -94,7 +96,7 @@ class AgentActor(pykka.ThreadingActor):
     def on_stop(self) -> None:
         for token in self._tokens.values():
             token.cancel("agent stopped")
-        self._s.sessions.close()
+        self._sessions.close()  # exactly once per incarnation
 
     def _feed(self, first: Event) -> None:
         pending: deque[Event] = deque([first])
@@ -102,6 +104,9 @@ class AgentActor(pykka.ThreadingActor):
             for effect in self._core.handle(pending.popleft()):
                 pending.extend(self._carry_out(effect))
         self._s.status.set_running(self._core.running)
+        stopped, self._stopped = self._stopped, None
+        if stopped is not None and not self._core.running and self._s.on_stopped is not None:
+            self._s.on_stopped(self._s.agent_id, stopped)
 
     # -- effects ---------------------------------------------------------------------------
 
@@ -136,8 +141,9 @@ class AgentActor(pykka.ThreadingActor):
                 return self._run_hook(effect)
             case CompactionResolved(error=error):
                 self._s.status.resolve_compactions(error)
-            case LoopStopped(error=error):
+            case LoopStopped(settled=settled, error=error):
                 self._s.status.last_error = error
+                self._stopped = settled
         return []
 
     def _load(self, *, records: bool) -> Event:
@@ -181,7 +187,7 @@ class AgentActor(pykka.ThreadingActor):
         Raises if the provider is unknown or a correctness hook fails."""
         instructions = self._s.features.instructions(self._s.instructions, self._ctx_for)
         tools = self._runner.tool_set(settings)
-        session = self._s.sessions.session_for(settings, instructions, tools.descriptors())
+        session = self._sessions.session_for(settings, instructions, tools.descriptors())
         return session, instructions
 
     def _start_inference(self, effect: StartInference) -> list[Event]:

@@ -53,10 +53,12 @@ class AgentServices:
     system_ref: Any = None
     new_id: Callable[[], str] = new_id
     status: AgentStatus = field(default_factory=AgentStatus)
-    sessions: SessionSlot = field(init=False)
+    # Told (agent_id, settled) after a run stopped and the status says so (passivation).
+    on_stopped: Callable[[str, bool], None] | None = None
 
-    def __post_init__(self) -> None:
-        self.sessions = SessionSlot(self.agent_id, self.providers)
+    def new_session_slot(self) -> SessionSlot:
+        """A session slot for one actor incarnation (each closes only its own session)."""
+        return SessionSlot(self.agent_id, self.providers)
 
     @contextmanager
     def inside_loop(self) -> Iterator[None]:

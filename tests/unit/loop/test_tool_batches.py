@@ -175,19 +175,27 @@ def test_a_tool_messaging_its_own_agent_does_not_deadlock(world: World) -> None:
 
 def test_waiting_on_your_own_agent_from_a_tool_is_refused(world: World) -> None:
     errors: list[BaseException] = []
+    captured: list[ak.AgentSystem] = []
 
     @ak.tool
     def selfwait(ctx: ak.ToolContext, args: EchoArgs) -> str:
-        """Try to wait for our own agent."""
-        try:
-            ctx.system.resolve(ctx.agent_id).wait_for_idle()  # type: ignore[attr-defined]
-        except ak.AwaitFromOwnLoopError as error:
-            errors.append(error)
+        """Try to wait for our own agent through a captured system (refs cannot wait)."""
+        assert not hasattr(ctx.system.resolve(ctx.agent_id), "wait_for_idle")  # type: ignore[attr-defined]
+        for wait in (
+            lambda: captured[0].resolve(ctx.agent_id).wait_for_idle(),
+            lambda: captured[0].resolve(ctx.agent_id).abort(wait=True),
+            lambda: captured[0].resolve(ctx.agent_id).compact(wait=True),
+        ):
+            try:
+                wait()
+            except ak.AwaitFromOwnLoopError as error:
+                errors.append(error)
         return "refused"
 
     world.model.add(script.tool_call("selfwait", {}), script.text("done"))
     system = world.open(tools=[selfwait])
+    captured.append(system)
     agent = system.create()
     agent.send(ak.user("go"))
     assert agent.wait_for_idle(timeout_seconds=10)
-    assert len(errors) == 1
+    assert len(errors) == 3

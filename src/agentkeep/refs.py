@@ -1,0 +1,147 @@
+"""The system as seen from inside an agent: what hooks and tools are handed.
+
+Code some agent's loop is waiting for (a hook, a tool) must never reach an operation that
+waits for a loop, so these views have no ``close``, ``wait_for_idle``, ``delete`` or ``start``,
+and ``compact``/``abort`` are requests that return once made. A message is the one thing a
+caller here is told about: addressed to another agent, ``send``/``steer`` return once it is
+durably queued; addressed to the agent the caller runs in, it is queued the same way — the
+write goes through the store's writer, never through the agent's own loop, so it cannot wait
+for itself. Identities have no public constructor: the runtime builds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from agentkeep.config import AgentConfig
+from agentkeep.delivery import Delivery
+from agentkeep.persistence.records import JSONObject, MessageOptions
+from agentkeep.providers.types import Message, QueueableMessage
+
+if TYPE_CHECKING:
+    from agentkeep.agent_system import AgentSystem
+
+_UNSET: Any = object()
+
+
+class AgentRef:
+    """One agent, seen from inside another agent's loop (or its own)."""
+
+    __slots__ = ("_system", "id")
+
+    def __init__(self, system: AgentSystem, agent_id: str, *, _token: object) -> None:
+        if _token is not _UNSET:
+            raise TypeError("AgentRef has no public constructor; resolve it from a context")
+        self._system = system
+        self.id = agent_id
+
+    def __repr__(self) -> str:
+        return f"AgentRef(id={self.id!r})"
+
+    @property
+    def parent(self) -> str | None:
+        return self._system.parent_of(self.id)
+
+    @property
+    def metadata(self) -> JSONObject:
+        return self._system.metadata(self.id)
+
+    def send(
+        self,
+        message: QueueableMessage,
+        *,
+        id: str | None = None,
+        metadata: JSONObject | None = None,
+        options: MessageOptions | None = None,
+    ) -> Delivery:
+        """Queue on the send queue; returns once durably accepted (never waits for a loop)."""
+        return self._system.deliver(
+            self.id, "send", message, id=id, metadata=metadata, options=options
+        )
+
+    def steer(
+        self,
+        message: QueueableMessage,
+        *,
+        id: str | None = None,
+        metadata: JSONObject | None = None,
+        options: MessageOptions | None = None,
+    ) -> Delivery:
+        """Queue on the steering queue; returns once durably accepted."""
+        return self._system.deliver(
+            self.id, "steering", message, id=id, metadata=metadata, options=options
+        )
+
+    def compact(self) -> None:
+        """Ask for a compaction; returns once asked."""
+        self._system.compact(self.id, wait=False)
+
+    def abort(self) -> None:
+        """Ask the agent to abort its turn; returns once asked."""
+        self._system.abort(self.id, wait=False)
+
+    def update_metadata(self, patch: JSONObject) -> JSONObject:
+        """Shallow-merge ``patch`` into the agent's metadata (committed before it shows)."""
+        return self._system.update_metadata(self.id, patch)
+
+
+class AgentSystemRef:
+    """The system, seen from inside the agent ``agent_id`` (or from outside any agent)."""
+
+    __slots__ = ("_system", "agent_id")
+
+    def __init__(self, system: AgentSystem, agent_id: str | None, *, _token: object) -> None:
+        if _token is not _UNSET:
+            raise TypeError("AgentSystemRef has no public constructor")
+        self._system = system
+        self.agent_id = agent_id
+
+    def __repr__(self) -> str:
+        return f"AgentSystemRef(agent_id={self.agent_id!r})"
+
+    def create(
+        self,
+        config: AgentConfig | None = None,
+        *,
+        id: str | None = None,
+        parent: str | None = _UNSET,
+        initial_context: Sequence[Message] | None = None,
+    ) -> AgentRef:
+        """Create an agent; its parent defaults to the agent this reference belongs to."""
+        chosen = self.agent_id if parent is _UNSET else parent
+        agent = self._system.create(config, id=id, parent=chosen, initial_context=initial_context)
+        return make_agent_ref(self._system, agent.id)
+
+    def resolve(self, agent_id: str) -> AgentRef:
+        self._system.resolve(agent_id)
+        return make_agent_ref(self._system, agent_id)
+
+    def send(self, agent_id: str, message: QueueableMessage, **options: Any) -> Delivery:
+        return self.resolve(agent_id).send(message, **options)
+
+    def steer(self, agent_id: str, message: QueueableMessage, **options: Any) -> Delivery:
+        return self.resolve(agent_id).steer(message, **options)
+
+    def compact(self, agent_id: str) -> None:
+        self.resolve(agent_id).compact()
+
+    def abort(self, agent_id: str) -> None:
+        self.resolve(agent_id).abort()
+
+    def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject:
+        return self._system.update_metadata(agent_id, patch)
+
+    def parent_of(self, agent_id: str) -> str | None:
+        return self._system.parent_of(agent_id)
+
+    def children_of(self, agent_id: str) -> list[str]:
+        return self._system.children_of(agent_id)
+
+
+def make_agent_ref(system: AgentSystem, agent_id: str) -> AgentRef:
+    return AgentRef(system, agent_id, _token=_UNSET)
+
+
+def make_system_ref(system: AgentSystem, agent_id: str | None) -> AgentSystemRef:
+    return AgentSystemRef(system, agent_id, _token=_UNSET)
