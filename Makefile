@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet --group bench
 	$(BIN)/python bench/store_writer.py
 	$(BIN)/python bench/agent_step.py
+	$(BIN)/python bench/agents_at_scale.py
 
 clean:
 	rm -rf $(VENV) .agentkeep .pytest_cache .mypy_cache .ruff_cache

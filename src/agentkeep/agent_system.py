@@ -176,7 +176,20 @@ class AgentSystem:
 
     def close(self, *, timeout_seconds: float | None = 30.0) -> None:
         """Admit nothing new, let admitted work finish (up to the timeout), stop every actor
-        (destroying sessions once), and release the store's lock."""
+        (destroying sessions once), and release the store's lock.
+
+        Raises:
+            AgentClosedError: called from inside an agent's own loop (a hook or a tool): that
+                would wait for a turn that cannot finish. The close then goes on in the
+                background.
+        """
+        inside = current_loop_agent()
+        if inside is not None:
+            threading.Thread(target=self.close, name="agentkeep-close", daemon=True).start()
+            raise AgentClosedError(
+                f'Closing the system from inside agent "{inside}"\'s loop would wait for a turn '
+                "that cannot finish; the system is closing in the background."
+            )
         with self._lock:
             if self._closing:
                 return

@@ -38,7 +38,13 @@ _RUN = object()
 
 
 class _OneShot(pykka.ThreadingActor):
-    """Runs ``_work`` once when told to, then stops itself."""
+    """Runs ``_work`` once when told to, then stops itself.
+
+    Children run on daemon threads: a tool or stream that ignores cancellation must never
+    keep the process alive after its agent (and system) closed.
+    """
+
+    use_daemon_thread = True
 
     def on_receive(self, message: Any) -> None:
         if message is _RUN:
