@@ -122,11 +122,14 @@ class AgentSystem:
         faults: FaultPlan | None = None,
         vfs: str | None = None,
         idle_grace_seconds: float = 30.0,
+        resume: bool = True,
     ) -> AgentSystem:
         """Open the store at ``path`` (exclusively), migrate it, and resume owed work.
 
         ``idle_grace_seconds``: how long an agent that owes nothing keeps its actor before it
         is passivated (its durable state is untouched; accepted work starts it again).
+        ``resume=False`` opens without starting agents that owe work (admin tools that touch
+        one agent); :meth:`start` resumes them later.
 
         Raises:
             StoreLockedError: another owner holds the store.
@@ -151,7 +154,8 @@ class AgentSystem:
             idle_grace_seconds=idle_grace_seconds,
         )
         try:
-            system.start()
+            if resume:
+                system.start()
         except BaseException:
             system.close()
             raise
@@ -371,10 +375,15 @@ class AgentSystem:
         id: str | None = None,
         metadata: JSONObject | None = None,
         options: MessageOptions | None = None,
+        start: bool = True,
     ) -> Delivery:
-        """Queue a message durably and wake the agent; returns once it is durable."""
+        """Queue a message durably and wake the agent; returns once it is durable.
+
+        ``start=False`` only queues it (the owed fact is written, so the next ``open`` or
+        ``start`` resumes it) without starting the agent now.
+        """
         with self._operation():
-            return self._deliver(agent_id, queue, message, id, metadata, options)
+            return self._deliver(agent_id, queue, message, id, metadata, options, start)
 
     def _deliver(
         self,
@@ -384,6 +393,7 @@ class AgentSystem:
         id: str | None,
         metadata: JSONObject | None,
         options: MessageOptions | None,
+        start: bool,
     ) -> Delivery:
         checked = validate_message(message)
         message_id = check_message_id(id)
@@ -401,7 +411,7 @@ class AgentSystem:
                 metadata=metadata,
             )
         )
-        if queued is not None:
+        if queued is not None and start:
             self._tell(agent_id, WorkAccepted(message=queued), counted=True)
         return delivery
 

@@ -1,0 +1,60 @@
+"""structlog configuration: done by the CLI only, never by the library.
+
+Logs go to stderr so stdout carries only command output: readable console lines on a
+terminal, one JSON object per line otherwise. The default level is ``warning``, so a
+command's output stays clean unless something needs attention.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, TextIO
+
+import structlog
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+DEFAULT_LOG_LEVEL = "warning"
+
+
+def configure_logging(level: str = DEFAULT_LOG_LEVEL, *, stream: TextIO | None = None) -> None:
+    """Route structlog to ``stream`` (stderr) at ``level``.
+
+    Args:
+        level: One of :data:`LOG_LEVELS` (case-insensitive).
+        stream: Where log lines go; defaults to the current ``sys.stderr``.
+
+    Raises:
+        ValueError: ``level`` is not a known level name.
+    """
+    name = level.lower()
+    if name not in LOG_LEVELS:
+        raise ValueError(f"unknown log level {level!r}; expected one of {', '.join(LOG_LEVELS)}")
+    target = stream if stream is not None else sys.stderr
+    renderer: Any
+    if _isatty(target):
+        renderer = structlog.dev.ConsoleRenderer(colors=False)
+    else:
+        renderer = structlog.processors.JSONRenderer()
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelNamesMapping()[name.upper()]
+        ),
+        logger_factory=structlog.PrintLoggerFactory(target),
+        # Not cached: a test (or a second invocation in one process) may reconfigure.
+        cache_logger_on_first_use=False,
+    )
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

@@ -1,0 +1,226 @@
+"""What the CLI prints: JSON (``--json``) or readable text on stdout, errors on stderr.
+
+Every command builds one JSON-ready value (stable field names) and, for people, a text
+rendering of it. Errors are :class:`CliError` values with a stable ``code``, a message that
+says what happened and a hint that says what to do; :func:`fail` prints one and exits with
+its exit code.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn, TextIO
+
+import click
+import msgspec
+
+from agentkeep.errors import (
+    AgentExistsError,
+    AgentkeepError,
+    InvalidConfigError,
+    InvalidMessageError,
+    SchemaTooNewError,
+    StoreLockedError,
+    UnknownAgentError,
+    UnknownProviderError,
+)
+from agentkeep.providers.types import (
+    AgentMessage,
+    AssistantMessage,
+    CompactionMessage,
+    ImageBlock,
+    Message,
+    ReasoningBlock,
+    SystemMessage,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+    UserMessage,
+)
+
+# Exit codes (stable): documented in ``agentkeep --help``.
+EXIT_OK = 0
+EXIT_FAILURE = 1  # the command ran and failed (or `db check` found a problem)
+EXIT_BAD_INPUT = 2  # bad flags, malformed config, empty message (also click's usage errors)
+EXIT_STORE_LOCKED = 3  # another process owns the state directory
+EXIT_NOT_FOUND = 4  # no such agent, or no store at --home
+
+
+class CliError(Exception):
+    """An error the CLI reports to the user: stable code, message, hint and exit code."""
+
+    def __init__(
+        self, message: str, *, code: str, hint: str | None = None, exit_code: int = EXIT_FAILURE
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.hint = hint
+        self.exit_code = exit_code
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, "hint": self.hint}}
+
+
+def from_library_error(error: AgentkeepError, *, home: str | None = None) -> CliError:
+    """The CLI error (with a hint and an exit code) for an error the library raised."""
+    where = f" --home {home}" if home else ""
+    if isinstance(error, StoreLockedError):
+        holder = f"process {error.holder_pid}" if error.holder_pid is not None else "another owner"
+        return CliError(
+            f"The state directory is in use by {holder} ({error.path}).",
+            code=error.code,
+            hint=f"Stop {holder} or wait for it to exit, then run the command again.",
+            exit_code=EXIT_STORE_LOCKED,
+        )
+    if isinstance(error, UnknownAgentError):
+        return CliError(
+            str(error),
+            code=error.code,
+            hint=f"List the agents with `agentkeep{where} list`.",
+            exit_code=EXIT_NOT_FOUND,
+        )
+    if isinstance(error, AgentExistsError):
+        return CliError(
+            str(error), code=error.code, hint="Choose another --id.", exit_code=EXIT_BAD_INPUT
+        )
+    if isinstance(error, UnknownProviderError | InvalidConfigError | InvalidMessageError):
+        return CliError(
+            str(error),
+            code=error.code,
+            hint="Check the flags and providers.toml in the state directory.",
+            exit_code=EXIT_BAD_INPUT,
+        )
+    if isinstance(error, SchemaTooNewError):
+        return CliError(str(error), code=error.code, hint="Upgrade agentkeep.")
+    return CliError(str(error) or type(error).__name__, code=error.code)
+
+
+def fail(error: CliError, *, json_mode: bool) -> NoReturn:
+    """Print ``error`` on stderr (as JSON with ``--json``) and exit with its exit code."""
+    if json_mode:
+        click.echo(msgspec.json.encode(error.to_json()).decode(), err=True)
+    else:
+        click.echo(f"error: {error.message}", err=True)
+        if error.hint:
+            click.echo(f"hint: {error.hint}", err=True)
+    sys.exit(error.exit_code)
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where a command's result goes, and in which form."""
+
+    json_mode: bool
+
+    def result(self, value: Any, render: Callable[[Any], str] | None = None) -> None:
+        """Print ``value`` as one JSON document, or ``render(value)`` for people."""
+        if self.json_mode or render is None:
+            click.echo(msgspec.json.encode(value).decode())
+        else:
+            text = render(value)
+            if text:
+                click.echo(text)
+
+    def event(self, value: dict[str, Any]) -> None:
+        """One JSON line of a stream (``talk --json``)."""
+        click.echo(msgspec.json.encode(value).decode())
+
+
+class Console:
+    """A lock-guarded writer: streamed text and tool lines come from different threads."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+        self.at_line_start = True
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        with self._lock:
+            stream = self._stream or sys.stdout
+            stream.write(text)
+            stream.flush()
+            self.at_line_start = text.endswith("\n")
+
+    def start_line(self, text: str) -> None:
+        """Write ``text`` at the start of a line (ending a partial line first), no newline."""
+        with self._lock:
+            stream = self._stream or sys.stdout
+            prefix = "" if self.at_line_start else "\n"
+            stream.write(f"{prefix}{text}")
+            stream.flush()
+            self.at_line_start = False
+
+    def line(self, text: str) -> None:
+        """Write ``text`` on a line of its own (ending a partial line first)."""
+        with self._lock:
+            stream = self._stream or sys.stdout
+            prefix = "" if self.at_line_start else "\n"
+            stream.write(f"{prefix}{text}\n")
+            stream.flush()
+            self.at_line_start = True
+
+
+# -- messages -------------------------------------------------------------------------------
+
+
+def block_text(blocks: tuple[Any, ...]) -> str:
+    """The readable text of content blocks (images as a placeholder)."""
+    parts: list[str] = []
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            parts.append(block.text)
+        elif isinstance(block, ImageBlock):
+            parts.append(f"[image {block.mime_type}]")
+    return "".join(parts)
+
+
+def answer_text(messages: list[Message]) -> str | None:
+    """The text of the last assistant message, if the conversation ends with one."""
+    if messages and isinstance(messages[-1], AssistantMessage):
+        text = block_text(tuple(b for b in messages[-1].content if isinstance(b, TextBlock)))
+        return text or None
+    return None
+
+
+def render_message(message: Message) -> list[str]:
+    """One message as readable lines."""
+    if isinstance(message, UserMessage):
+        return [f"user: {block_text(message.content)}"]
+    if isinstance(message, SystemMessage):
+        return [f"system: {block_text(message.content)}"]
+    if isinstance(message, AgentMessage):
+        return [f"agent {message.author.id}: {block_text(message.content)}"]
+    if isinstance(message, ToolResultMessage):
+        flag = " (error)" if message.is_error else ""
+        return [f"  ↳ result [{message.call_id}]{flag}: {block_text(message.content)}"]
+    if isinstance(message, CompactionMessage):
+        return [f"compaction: {message.content or '(encrypted summary)'}"]
+    lines: list[str] = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            lines.append(f"assistant: {block.text}")
+        elif isinstance(block, ToolCallBlock):
+            lines.append(f"  → {block.name}({block.arguments}) [{block.call_id}]")
+        elif isinstance(block, ReasoningBlock):
+            lines.append(f"  (reasoning{': ' + block.text if block.text else ''})")
+    return lines
+
+
+def render_transcript(messages: list[Message]) -> str:
+    return "\n".join(line for message in messages for line in render_message(message))
+
+
+def to_builtins(value: Any) -> Any:
+    """A msgspec value (or a container of them) as JSON-ready builtins."""
+    return msgspec.to_builtins(value)
+
+
+def all_fields(value: msgspec.Struct) -> dict[str, Any]:
+    """Every field of a struct, defaults included, so JSON output has stable keys."""
+    return {name: msgspec.to_builtins(getattr(value, name)) for name in value.__struct_fields__}

@@ -1,0 +1,210 @@
+"""Opening a state directory for one command, and watching an agent work.
+
+Read-only commands open the :class:`~agentkeep.persistence.Store` alone, so looking at a
+store never runs an agent. Commands that run agents open an :class:`~agentkeep.AgentSystem`
+either the documented way (``resume=True``: every agent that owes work starts) or without
+resuming anything, so ``talk`` runs only the agent it talks to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from agentkeep.agent_system import AgentSystem
+from agentkeep.cli.config import ProviderConfig, load_providers
+from agentkeep.cli.output import EXIT_NOT_FOUND, CliError, Console
+from agentkeep.cli.tools import ToolEnvironment, ToolObserver, build_tools
+from agentkeep.errors import UnknownAgentError
+from agentkeep.features import Feature, HookContext
+from agentkeep.persistence.faults import FaultPlan
+from agentkeep.persistence.store import DATABASE_NAME, Store
+from agentkeep.providers.types import (
+    Done,
+    StreamEvent,
+    TextDelta,
+    TextEnd,
+    ToolCallEnd,
+    ToolCallStart,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Home:
+    """The state directory a command works on."""
+
+    path: Path
+
+    def require_store(self) -> None:
+        """Raise a clear error if there is no store here yet."""
+        if not (self.path / DATABASE_NAME).is_file():
+            raise CliError(
+                f"There is no agentkeep store in {self.path}.",
+                code="no_store",
+                hint="Pass --home (or set AGENTKEEP_HOME), create an agent with "
+                "`agentkeep create`, or try `agentkeep demo`.",
+                exit_code=EXIT_NOT_FOUND,
+            )
+
+
+@contextmanager
+def open_store(home: Home) -> Iterator[Store]:
+    """The store alone (lock, no agents): for reads and admin transactions."""
+    home.require_store()
+    store = Store.open(home.path)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def require_agent(store: Store, agent_id: str) -> None:
+    if store.read(lambda tx: tx.get_agent(agent_id)) is None:
+        raise UnknownAgentError(agent_id)
+
+
+@contextmanager
+def open_system(
+    home: Home,
+    *,
+    resume: bool,
+    features: Sequence[Feature] = (),
+    observer: ToolObserver | None = None,
+    tools: ToolEnvironment | None = None,
+    faults: FaultPlan | None = None,
+    create: bool = False,
+) -> Iterator[tuple[AgentSystem, ProviderConfig]]:
+    """An agent system on ``home`` with the CLI's providers and tools.
+
+    Args:
+        home: The state directory.
+        resume: Start every agent that owes work (``AgentSystem.open``); if False nothing
+            starts until the command sends it something.
+        features: Extra features (``talk`` adds its stream printer).
+        observer: Told about every tool call.
+        tools: The tool environment (defaults to one on ``home`` with ``observer``).
+        faults: Chaos testing only.
+        create: Allow a state directory without a store (``create``, ``demo``).
+    """
+    if not create:
+        home.require_store()
+    config = load_providers(home.path)
+    environment = tools or ToolEnvironment(home=home.path, observer=observer)
+    tool_list = build_tools(environment)
+    system = AgentSystem.open(
+        home.path,
+        providers=config.providers,
+        provider=config.default_provider,
+        model=config.default_model,
+        features=features,
+        tools=tool_list,
+        faults=faults,
+        resume=resume,
+    )
+    try:
+        yield system, config
+    finally:
+        system.close()
+
+
+class StreamPrinter(Feature, ToolObserver):
+    """Prints one agent's answer as it streams, and its tool calls as they run.
+
+    Text deltas are written as they arrive; a tool call is shown when the model finished
+    writing it and again when the tool returns. With ``json_lines`` every event is one JSON
+    object per line instead (stable ``event`` names: ``text_delta``, ``text_end``,
+    ``tool_call``, ``tool_started``, ``tool_finished``, ``response_done``).
+    """
+
+    name = "cli-stream-printer"
+
+    def __init__(
+        self,
+        agent_id: str | None,
+        console: Console,
+        *,
+        json_lines: bool = False,
+        prefix: str = "",
+    ) -> None:
+        self.agent_id = agent_id
+        self._console = console
+        self._json = json_lines
+        self._prefix = prefix
+        self._names: dict[str, str] = {}
+        self._in_text = False
+
+    def _mine(self, agent_id: str) -> bool:
+        return self.agent_id is None or agent_id == self.agent_id
+
+    def _emit(self, value: dict[str, Any]) -> None:
+        self._console.line(msgspec.json.encode(value).decode())
+
+    def on_event(self, ctx: HookContext, event: StreamEvent) -> None:
+        if not self._mine(ctx.agent_id):
+            return
+        if isinstance(event, TextDelta):
+            if self._json:
+                self._emit({"event": "text_delta", "agent_id": ctx.agent_id, "delta": event.delta})
+            else:
+                if not self._in_text:
+                    self._console.start_line(f"{self._prefix}assistant: ")
+                    self._in_text = True
+                self._console.write(event.delta)
+        elif isinstance(event, TextEnd):
+            self._in_text = False
+            if self._json:
+                self._emit({"event": "text_end", "agent_id": ctx.agent_id, "text": event.text})
+            else:
+                self._console.write("\n")
+        elif isinstance(event, ToolCallStart):
+            self._names[event.call_id] = event.name
+        elif isinstance(event, ToolCallEnd):
+            name = self._names.get(event.call_id, "?")
+            if self._json:
+                self._emit(
+                    {
+                        "event": "tool_call",
+                        "agent_id": ctx.agent_id,
+                        "call_id": event.call_id,
+                        "name": name,
+                        "arguments": event.arguments,
+                    }
+                )
+            else:
+                self._console.line(f"{self._prefix}  → {name}({event.arguments})")
+        elif isinstance(event, Done):
+            if self._json:
+                self._emit(
+                    {
+                        "event": "response_done",
+                        "agent_id": ctx.agent_id,
+                        "state": event.state,
+                        "message": event.message,
+                    }
+                )
+            elif event.state in ("error", "cancelled"):
+                detail = f": {event.message}" if event.message else ""
+                self._console.line(f"{self._prefix}  (response {event.state}{detail})")
+
+    def tool_started(self, agent_id: str, name: str, arguments: str) -> None:
+        if not self._mine(agent_id):
+            return
+        if self._json:
+            self._emit({"event": "tool_started", "agent_id": agent_id, "name": name})
+        else:
+            self._console.line(f"{self._prefix}    ⚙ running {name}…")
+
+    def tool_finished(self, agent_id: str, name: str, result: str) -> None:
+        if not self._mine(agent_id):
+            return
+        if self._json:
+            self._emit(
+                {"event": "tool_finished", "agent_id": agent_id, "name": name, "result": result}
+            )
+        else:
+            self._console.line(f"{self._prefix}    ✓ {name} → {result}")

@@ -1,0 +1,134 @@
+"""The installed ``agentkeep`` console script, run as a real process the way users run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+
+AGENTKEEP = str(Path(sys.executable).parent / "agentkeep")
+HOLD_STORE = """
+import sys
+import time
+from agentkeep.persistence import Store
+store = Store.open(sys.argv[1])
+print("held", flush=True)
+sys.stdin.readline()
+store.close()
+"""
+
+
+def run(*args: str, cwd: Path, timeout: float = 100) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "AGENTKEEP_HOME"}
+    return subprocess.run(
+        [AGENTKEEP, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_json_goes_to_stdout_and_logs_to_stderr(tmp_path: Path) -> None:
+    home = str(tmp_path / "state")
+    created = run(
+        "--home", home, "--json", "--log-level", "info", "create", "--id", "a1", cwd=tmp_path
+    )
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["id"] == "a1"
+    # Not a terminal: every log line on stderr is a JSON object.
+    logs = [json.loads(line) for line in created.stderr.splitlines()]
+    assert any(entry["event"] == "store_opened" for entry in logs)
+    assert all(entry["level"] in ("info", "warning", "error") for entry in logs)
+
+
+def test_the_default_log_level_keeps_output_clean(tmp_path: Path) -> None:
+    home = str(tmp_path / "state")
+    assert run("--home", home, "create", "--id", "a1", cwd=tmp_path).returncode == 0
+    answered = run("--home", home, "send", "a1", "hi", "--wait", cwd=tmp_path)
+    assert answered.returncode == 0
+    assert answered.stdout == "answer-1\n"
+    assert answered.stderr == ""
+
+
+def test_a_store_held_by_another_process_names_that_process(tmp_path: Path) -> None:
+    home = tmp_path / "state"
+    assert run("--home", str(home), "create", "--id", "a1", cwd=tmp_path).returncode == 0
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_STORE, str(home)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdin is not None
+        while holder.stdout.readline().strip() != "held":  # skip its log lines
+            pass
+        for args in (("list",), ("send", "a1", "hi", "--wait"), ("db", "check")):
+            result = run("--home", str(home), "--json", *args, cwd=tmp_path)
+            assert result.returncode == 3, args
+            assert result.stdout == ""
+            error = json.loads(result.stderr)["error"]
+            assert error["code"] == "store_locked"
+            assert f"process {holder.pid}" in error["message"]
+            assert f"Stop process {holder.pid}" in error["hint"]
+        readable = run("--home", str(home), "show", "a1", cwd=tmp_path)
+        assert f"in use by process {holder.pid}" in readable.stderr
+    finally:
+        if holder.stdin is not None:
+            holder.stdin.write("\n")
+            holder.stdin.close()
+        holder.wait(timeout=30)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    # Released: the store works again.
+    assert run("--home", str(home), "list", cwd=tmp_path).returncode == 0
+
+
+def test_the_demo_runs_end_to_end_like_a_new_user_runs_it(tmp_path: Path) -> None:
+    # `make demo` runs `.venv/bin/agentkeep demo` from the project directory, nothing set up.
+    started = time.monotonic()
+    result = run("demo", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert time.monotonic() - started < 60  # the promise: well under a minute
+    assert (
+        "demo: OK — every message answered once; save_note was not repeated after the SIGKILL"
+        in result.stdout
+    )
+    assert "SIGKILL → pid" in result.stdout
+    (home,) = (tmp_path / ".agentkeep").glob("demo-*")  # a fresh directory, nothing clobbered
+
+    # The durable outcome, read back independently of what the demo printed.
+    assert (home / "notes.txt").read_text().splitlines() == ["water the plants at 6"]
+    runs = [json.loads(line) for line in (home / "tool-runs.jsonl").read_text().splitlines()]
+    note_runs = [r for r in runs if r["tool"] == "save_note"]
+    assert len(note_runs) == 1
+    assert note_runs[0]["pid"] != os.getpid()  # it ran in the killed child, and never again
+    assert len({r["pid"] for r in runs}) == 2  # the demo process and the killed child
+
+    checked = run("--home", str(home), "--json", "db", "check", cwd=tmp_path)
+    assert checked.returncode == 0
+    assert json.loads(checked.stdout)["ok"] is True
+    (agent,) = json.loads(run("--home", str(home), "--json", "list", cwd=tmp_path).stdout)["agents"]
+    assert agent["state"] == "idle"
+    transcript = run("--home", str(home), "--json", "transcript", agent["id"], cwd=tmp_path)
+    messages = json.loads(transcript.stdout)["messages"]
+    users = [m for m in messages if m["role"] == "user"]
+    assert len(users) == 3
+    results = [m for m in messages if m["role"] == "tool"]
+    call_ids = [r["call_id"] for r in results]
+    assert len(call_ids) == len(set(call_ids))  # one result per call
+    assert f"agentkeep --home {home.relative_to(tmp_path)} show {agent['id']}" in result.stdout
+    assert msgspec.json.decode(transcript.stdout)  # well-formed JSON
+
+
+def test_the_demo_can_print_a_json_summary(tmp_path: Path) -> None:
+    result = run("--json", "demo", "--dir", str(tmp_path / "d"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["ok"] is True
+    assert summary["home"] == str(tmp_path / "d")
+    assert all(summary["checks"].values())
+    assert "demo: OK" in result.stderr  # the narrative goes to stderr under --json
