@@ -7,6 +7,7 @@ on it, so a process killed at any instant resumes exactly where it stopped.
 The public API is re-exported here; everything else is private by default.
 """
 
+from agentkeep.agent_system import Agent, AgentInfo, AgentSystem
 from agentkeep.config import AgentConfig, current_environment
 from agentkeep.delivery import Delivery, system, user
 from agentkeep.errors import (
@@ -55,7 +56,6 @@ from agentkeep.providers.types import (
     ToolResultMessage,
     UserMessage,
 )
-from agentkeep.agent_system import Agent, AgentInfo, AgentSystem
 from agentkeep.tools import Tool, ToolContext, tool
 
 __all__ = [

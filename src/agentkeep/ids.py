@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from cuid2 import create_id
+
 _CUID_PATTERN = re.compile(r"^[a-z][a-z0-9]{1,31}$")
 
 

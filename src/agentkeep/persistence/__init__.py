@@ -1,1 +1,49 @@
-"""persistence."""
+"""Durable state: one SQLite database per system, written only by the StoreWriter actor.
+
+Open a state directory with :meth:`Store.open`; hand ``store.handle`` (a
+:class:`StoreHandle`) to the rest of the runtime. Work runs as ``work(tx)`` inside a
+group-committed transaction; see :mod:`agentkeep.persistence.writer`.
+"""
+
+from agentkeep.persistence.faults import (
+    FAULT_AT_ENV,
+    FAULT_MODE_ENV,
+    FaultMode,
+    FaultPlan,
+    InjectedFaultError,
+)
+from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.persistence.kv import ScopedKV, agent_prefix, escape_segment, scope_prefix
+from agentkeep.persistence.lock import StoreLock
+from agentkeep.persistence.schema import MIGRATIONS, SCHEMA_VERSION, Migration
+from agentkeep.persistence.store import DATABASE_NAME, HOME_ENV, LOCK_NAME, Store, resolve_home
+from agentkeep.persistence.transaction import ReadOnlyTransactionError, SqliteTransaction
+from agentkeep.persistence.writer import StoreWriter, StoreWriterHandle, WriterStatistics
+
+__all__ = [
+    "DATABASE_NAME",
+    "FAULT_AT_ENV",
+    "FAULT_MODE_ENV",
+    "HOME_ENV",
+    "LOCK_NAME",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "FaultMode",
+    "FaultPlan",
+    "InjectedFaultError",
+    "Migration",
+    "ReadOnlyTransactionError",
+    "ScopedKV",
+    "SqliteTransaction",
+    "Store",
+    "StoreHandle",
+    "StoreLock",
+    "StoreWriter",
+    "StoreWriterHandle",
+    "Transaction",
+    "WriterStatistics",
+    "agent_prefix",
+    "escape_segment",
+    "resolve_home",
+    "scope_prefix",
+]

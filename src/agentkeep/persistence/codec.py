@@ -1,0 +1,102 @@
+"""How values meet SQLite: canonical JSON (msgspec) and the statement executor.
+
+Every value stored is JSON text from one sorted-key encoder, so equal values are equal text
+(``write_owed`` skips identical writes and ``kv_compare_and_set`` compares in SQL on that),
+and each column decodes with the exact type (tagged unions for records).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import apsw
+import msgspec
+
+from agentkeep.persistence.faults import FaultInjector
+from agentkeep.persistence.records import (
+    AgentRow,
+    ConversationRecord,
+    OwedWork,
+    QueuedMessage,
+    QueuedNotice,
+    Settings,
+)
+from agentkeep.providers.types import ToolCallBlock, ToolResultMessage
+
+# One encoder for everything: sorted keys make equal values encode to equal text, which
+# write_owed (skip identical) and kv_compare_and_set (compare in SQL) rely on.
+_encoder = msgspec.json.Encoder(order="sorted")
+decode_record = msgspec.json.Decoder(ConversationRecord).decode
+decode_object = msgspec.json.Decoder(dict[str, Any]).decode
+decode_any = msgspec.json.Decoder().decode
+decode_message = msgspec.json.Decoder(QueuedMessage).decode
+decode_notice = msgspec.json.Decoder(QueuedNotice).decode
+decode_call = msgspec.json.Decoder(ToolCallBlock).decode
+decode_result = msgspec.json.Decoder(ToolResultMessage).decode
+decode_settings = msgspec.json.Decoder(Settings).decode
+decode_owed = msgspec.json.Decoder(OwedWork).decode
+
+
+def encode(value: Any) -> str:
+    # Text, not bytes: apsw binds bytes as BLOB, and TEXT columns must compare as text.
+    return _encoder.encode(value).decode()
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with ``prefix`` (None: none)."""
+    chars = list(prefix)
+    while chars:
+        last = ord(chars.pop())
+        if last < 0x10FFFF:
+            successor = last + 1
+            if 0xD800 <= successor <= 0xDFFF:  # skip surrogates: not valid in UTF-8 text
+                successor = 0xE000
+            return "".join(chars) + chr(successor)
+    return None
+
+
+class Statements:
+    """Runs statements on one connection, counting each as a store operation."""
+
+    def __init__(self, connection: apsw.Connection, faults: FaultInjector | None = None) -> None:
+        self.connection = connection
+        self._faults = faults
+        # One reused cursor (cheaper than a new one per statement). Safe because every
+        # Transaction method consumes its rows before it returns, so no statement is ever
+        # still being read when the next one starts.
+        self._cursor = connection.cursor()
+
+    def tick(self, label: str) -> None:
+        """Count one operation that is not a statement (e.g. "after COMMIT")."""
+        if self._faults is not None:
+            self._faults.tick(label)
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
+        if self._faults is not None:
+            self._faults.tick(sql)
+        return self._cursor.execute(sql, params)
+
+    def changes(self) -> int:
+        return int(self.connection.changes())
+
+
+def encode_value(value: Any) -> str:
+    if value is None:
+        raise ValueError("None means absent in the kv table; delete the key instead")
+    return encode(value)
+
+
+def agent_row(row: Any) -> AgentRow:
+    agent_id, config_json, metadata_json, parent_id, created_at_ms = row
+    return AgentRow(
+        id=str(agent_id),
+        config=decode_object(config_json),
+        metadata=decode_object(metadata_json),
+        parent_id=None if parent_id is None else str(parent_id),
+        created_at_ms=int(created_at_ms),
+    )

@@ -1,0 +1,213 @@
+"""Schema migrations: an append-only list, each applied atomically with its marker row.
+
+Rules this module keeps:
+
+- :data:`MIGRATIONS` only ever grows at the end. A released migration is never edited or
+  reordered; a change to the schema is a new migration.
+- Each migration runs in its own ``BEGIN IMMEDIATE`` transaction together with the
+  ``schema_migrations`` row that marks it applied, so a crash leaves it wholly applied or not
+  at all.
+- The applied markers must be a prefix of :data:`MIGRATIONS` (same versions, same names); a
+  database that has a version this code does not know is refused with
+  :class:`~agentkeep.errors.SchemaTooNewError` before anything is written.
+"""
+
+from __future__ import annotations
+
+import time
+
+import apsw
+import msgspec
+import structlog
+
+from agentkeep.errors import SchemaTooNewError, StoreError
+
+log = structlog.get_logger(__name__)
+
+
+class Migration(msgspec.Struct, frozen=True, kw_only=True):
+    """One numbered schema change."""
+
+    version: int
+    name: str
+    sql: str
+
+
+_INITIAL = """
+CREATE TABLE agents (
+    id TEXT PRIMARY KEY,
+    config_json TEXT NOT NULL,
+    metadata_json TEXT NOT NULL,
+    -- A deleted parent's children become roots, so the link never dangles.
+    parent_id TEXT REFERENCES agents(id) ON DELETE SET NULL,
+    created_at_ms INTEGER NOT NULL,
+    deleted_at_ms INTEGER
+);
+CREATE INDEX agents_by_parent ON agents(parent_id) WHERE parent_id IS NOT NULL;
+
+-- Every per-agent table cascades from agents: re-creating a deleted id deletes the old
+-- agents row, which wipes everything the previous agent stored in one statement.
+CREATE TABLE records (
+    agent_id TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    record_json TEXT NOT NULL,
+    PRIMARY KEY (agent_id, position)
+);
+
+CREATE TABLE message_ids (
+    agent_id TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    message_id TEXT NOT NULL,
+    PRIMARY KEY (agent_id, message_id)
+) WITHOUT ROWID;
+
+-- The highest seq ever handed out per (agent, queue), so a seq is never reused even after
+-- the tail entry was consumed: (queue, seq) names one message for its whole life.
+CREATE TABLE queue_tails (
+    agent_id TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    queue TEXT NOT NULL,
+    last_seq INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, queue)
+) WITHOUT ROWID;
+
+CREATE TABLE queue (
+    agent_id TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    queue TEXT NOT NULL CHECK (queue IN ('steering', 'send')),
+    seq INTEGER NOT NULL,
+    message_id TEXT NOT NULL,
+    envelope_json TEXT NOT NULL,
+    PRIMARY KEY (agent_id, queue, seq)
+);
+
+CREATE TABLE notices (
+    agent_id TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    notice_json TEXT NOT NULL,
+    PRIMARY KEY (agent_id, seq)
+);
+
+CREATE TABLE pending_calls (
+    agent_id TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    internal_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    call_json TEXT NOT NULL,
+    committed_json TEXT,
+    PRIMARY KEY (agent_id, internal_id)
+);
+CREATE INDEX pending_calls_in_order ON pending_calls(agent_id, idx);
+
+-- A claim exists only for a pending call (no result without its call), and goes with it.
+CREATE TABLE tool_result_claims (
+    agent_id TEXT NOT NULL,
+    internal_id TEXT NOT NULL,
+    result_json TEXT NOT NULL,
+    PRIMARY KEY (agent_id, internal_id),
+    FOREIGN KEY (agent_id, internal_id)
+        REFERENCES pending_calls(agent_id, internal_id) ON DELETE CASCADE
+);
+
+CREATE TABLE settings (
+    agent_id TEXT PRIMARY KEY REFERENCES agents(id) ON DELETE CASCADE,
+    settings_json TEXT NOT NULL
+);
+
+-- Holds a row only while the agent owes work, so agents_owing_work scans just those rows.
+CREATE TABLE owed_work (
+    agent_id TEXT PRIMARY KEY REFERENCES agents(id) ON DELETE CASCADE,
+    owed_json TEXT NOT NULL
+);
+
+CREATE TABLE context_tokens (
+    agent_id TEXT PRIMARY KEY REFERENCES agents(id) ON DELETE CASCADE,
+    tokens INTEGER NOT NULL
+);
+
+-- The sorted key-value table behind every scoped store; keys are escaped scope paths.
+CREATE TABLE kv (
+    key TEXT PRIMARY KEY,
+    value_json TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
+#: Append-only. Never edit or reorder a released entry; add a new one.
+MIGRATIONS: tuple[Migration, ...] = (Migration(version=1, name="initial_schema", sql=_INITIAL),)
+
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+_MARKER_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    applied_at_ms INTEGER NOT NULL
+)
+"""
+
+
+def applied_migrations(connection: apsw.Connection) -> list[tuple[int, str]]:
+    """``(version, name)`` of every applied migration, in order (empty on a new database)."""
+    exists = connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if exists is None:
+        return []
+    return [
+        (int(version), str(name))
+        for version, name in connection.execute(
+            "SELECT version, name FROM schema_migrations ORDER BY version"
+        )
+    ]
+
+
+def migrate(
+    connection: apsw.Connection, migrations: tuple[Migration, ...] = MIGRATIONS
+) -> list[int]:
+    """Apply every migration the database lacks; returns the versions applied now.
+
+    Args:
+        connection: The writer's connection, outside any transaction.
+        migrations: The code's migration list (a parameter so tests can extend it).
+
+    Raises:
+        SchemaTooNewError: the database has migrations this code does not know.
+        StoreError: the applied migrations are not a prefix of ``migrations``.
+    """
+    _check_known(connection, migrations)
+    applied_now: list[int] = []
+    for migration in migrations:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            connection.execute(_MARKER_TABLE)
+            # Re-checked inside the write lock: the marker decides, never a stale read.
+            done = connection.execute(
+                "SELECT 1 FROM schema_migrations WHERE version = ?", (migration.version,)
+            ).fetchone()
+            if done is None:
+                connection.execute(migration.sql)
+                connection.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)",
+                    (migration.version, migration.name, time.time_ns() // 1_000_000),
+                )
+                applied_now.append(migration.version)
+            connection.execute("COMMIT")
+        except BaseException:
+            if not connection.get_autocommit():
+                connection.execute("ROLLBACK")
+            raise
+        if done is None:
+            log.info("schema_migration_applied", version=migration.version, name=migration.name)
+    return applied_now
+
+
+def _check_known(connection: apsw.Connection, migrations: tuple[Migration, ...]) -> None:
+    applied = applied_migrations(connection)
+    known = [(m.version, m.name) for m in migrations]
+    if len(applied) > len(known):
+        newest = applied[-1][0]
+        raise SchemaTooNewError(
+            f"The database is at schema version {newest}, newer than this agentkeep "
+            f"understands (up to {known[-1][0] if known else 0}). Upgrade agentkeep to open it."
+        )
+    if applied != known[: len(applied)]:
+        raise StoreError(
+            f"The database's applied migrations {applied} do not match this code's list "
+            f"{known[: len(applied)]}; it was written by a different build of agentkeep."
+        )

@@ -1,0 +1,462 @@
+"""The StoreWriter actor: the only connection that writes, with group commit.
+
+Callers submit ``work(tx)`` through a :class:`StoreWriterHandle`; the work item goes into an
+inbox and the actor is woken (at most one wake-up is outstanding). The actor drains the
+whole inbox and runs it as one group:
+
+1. ``BEGIN IMMEDIATE``;
+2. each work item inside its own ``SAVEPOINT``: an item that raises rolls back alone and its
+   caller gets that exception, its group-mates are unaffected;
+3. one ``COMMIT`` (one fsync under ``synchronous=FULL``) for the whole group;
+4. the ``after_commit`` callbacks, then every caller is answered.
+
+Invariant: no caller is told "done" before the COMMIT that made its work durable returned.
+A COMMIT that reports an error may still have committed, so every caller whose work was in
+that group gets :class:`~agentkeep.errors.CommitOutcomeUnknownError` and must re-read. The
+writer rolls back whatever is left and stays usable for the next group.
+
+Automatic checkpoints are off (``wal_autocheckpoint=0``) so a checkpoint error can never
+surface as a COMMIT error; the writer checkpoints when its inbox is empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import apsw
+import msgspec
+import pykka
+import structlog
+
+from agentkeep.errors import CommitOutcomeUnknownError, StoreClosedError, StoreError
+from agentkeep.persistence.faults import FaultInjector
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.readers import ReaderPool
+from agentkeep.persistence.transaction import SqliteTransaction, Statements
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+_SAVEPOINT = "agentkeep_work_item"
+_BEGIN_ITEM = f"SAVEPOINT {_SAVEPOINT}"
+_END_ITEM = f"RELEASE {_SAVEPOINT}"
+
+
+class WriterStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """A snapshot of the writer's counters.
+
+    Attributes:
+        transactions: Work items that ran and committed (their callers got their value).
+        failed_transactions: Work items answered with an exception (their own, a rolled-back
+            group's, or an unknown commit outcome).
+        groups: Groups run (``BEGIN IMMEDIATE`` issued).
+        commits: ``COMMIT`` statements that succeeded.
+        commit_errors: ``COMMIT`` statements that failed (outcome unknown).
+        max_group_size: The most work items one group held.
+        checkpoints: WAL checkpoints the writer ran.
+        checkpoint_errors: Checkpoints that failed (logged; never a caller's error).
+        operations: Store operations counted for the fault points.
+        wal_pages: Pages in the WAL after the last commit.
+    """
+
+    transactions: int = 0
+    failed_transactions: int = 0
+    groups: int = 0
+    commits: int = 0
+    commit_errors: int = 0
+    max_group_size: int = 0
+    checkpoints: int = 0
+    checkpoint_errors: int = 0
+    operations: int = 0
+    wal_pages: int = 0
+
+
+class _WorkItem:
+    """One submitted ``work`` and its answer.
+
+    The answer is signalled through a plain lock held from creation until answered: the
+    cheapest wake-up CPython has, which matters with many submitters contending for the GIL.
+    Only the writer's thread (or the shutdown that drained the item) answers, exactly once.
+    """
+
+    __slots__ = ("_answered", "_error", "_signal", "_value", "work")
+
+    def __init__(self, work: Callable[[Transaction], Any]) -> None:
+        self.work = work
+        self._signal = threading.Lock()
+        self._signal.acquire()
+        self._answered = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def succeed(self, value: Any) -> None:
+        if not self._answered:
+            self._answered = True
+            self._value = value
+            self._signal.release()
+
+    def fail(self, error: BaseException) -> None:
+        if not self._answered:
+            self._answered = True
+            self._error = error
+            self._signal.release()
+
+    def wait(self, timeout_seconds: float | None) -> Any:
+        """The work's value; raises its error; raises ``TimeoutError`` on timeout."""
+        if not self._signal.acquire(timeout=-1 if timeout_seconds is None else timeout_seconds):
+            raise TimeoutError
+        self._signal.release()  # answered: later waits return at once
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class _Inbox:
+    """Work waiting for the writer, with wake-up coalescing and a closed flag."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._items: deque[_WorkItem] = deque()
+        self._wake_pending = False
+        self._closed = False
+        self.writer_thread: int | None = None
+
+    def put(self, item: _WorkItem) -> bool:
+        """Queue ``item``; True if the caller must wake the writer."""
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("The store is closed.")
+            self._items.append(item)
+            self._changed.notify_all()
+            wake, self._wake_pending = not self._wake_pending, True
+            return wake
+
+    def wait_for_size(self, count: int, timeout_seconds: float | None) -> bool:
+        with self._lock:
+            return self._changed.wait_for(lambda: len(self._items) >= count, timeout_seconds)
+
+    def take_all(self) -> list[_WorkItem]:
+        with self._lock:
+            items = list(self._items)
+            self._items.clear()
+            # Cleared while holding the lock: anything queued after this wakes us again.
+            self._wake_pending = False
+            return items
+
+    def is_empty(self) -> bool:
+        with self._lock:
+            return not self._items
+
+    def close(self) -> list[_WorkItem]:
+        """Refuse new work; returns whatever was still queued."""
+        with self._lock:
+            self._closed = True
+            items = list(self._items)
+            self._items.clear()
+            return items
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.values = WriterStatistics()
+
+    def add(self, **deltas: int) -> None:
+        with self.lock:
+            current = self.values
+            self.values = msgspec.structs.replace(
+                current, **{name: getattr(current, name) + delta for name, delta in deltas.items()}
+            )
+
+    def set(self, **values: int) -> None:
+        with self.lock:
+            self.values = msgspec.structs.replace(self.values, **values)
+
+
+class _Wake:
+    """The only message the actor receives: "your inbox has work"."""
+
+
+_WAKE = _Wake()
+
+
+class StoreWriter(pykka.ThreadingActor):
+    """The actor owning the writing connection (see the module docstring)."""
+
+    def __init__(
+        self,
+        connection: apsw.Connection,
+        inbox: _Inbox,
+        counters: _Counters,
+        faults: FaultInjector,
+        *,
+        checkpoint_pages: int,
+    ) -> None:
+        super().__init__()
+        self._connection = connection
+        self._inbox = inbox
+        self._counters = counters
+        self._faults = faults
+        self._statements = Statements(connection, faults)
+        self._checkpoint_pages = checkpoint_pages
+        self._wal_pages = 0
+        connection.set_wal_hook(self._on_wal_commit)
+
+    def _on_wal_commit(self, _connection: apsw.Connection, _name: str, pages: int) -> int:
+        self._wal_pages = pages
+        return apsw.SQLITE_OK
+
+    def on_start(self) -> None:
+        self._inbox.writer_thread = threading.get_ident()
+
+    def on_receive(self, message: Any) -> None:
+        if isinstance(message, _Wake):
+            self._serve()
+
+    def on_stop(self) -> None:
+        self._shut_down()
+
+    def on_failure(self, *_exc_info: Any) -> None:
+        self._shut_down()
+
+    # -- serving -----------------------------------------------------------------------------
+    def _serve(self) -> None:
+        while items := self._inbox.take_all():
+            pending = deque(items)
+            try:
+                while pending:
+                    self._run_group(pending)
+            except BaseException as exc:
+                # A bug in the writer itself: never leave a caller waiting forever. Items
+                # already answered ignore this; the rest may or may not have committed.
+                for item in items:
+                    unknown = CommitOutcomeUnknownError(f"The store writer failed: {exc!r}")
+                    unknown.__cause__ = exc
+                    item.fail(unknown)
+                self._rollback()
+                raise
+            self._counters.set(wal_pages=self._wal_pages)
+            # Idle: nothing queued, so a checkpoint delays no caller already waiting. Under
+            # unbroken load the WAL would grow forever, so past 4x the threshold checkpoint
+            # anyway (still outside any COMMIT).
+            if self._wal_pages >= self._checkpoint_pages and (
+                self._inbox.is_empty() or self._wal_pages >= 4 * self._checkpoint_pages
+            ):
+                self._checkpoint()
+                self._wal_pages = 0
+
+    def _run_group(self, pending: deque[_WorkItem]) -> None:
+        """Run items from ``pending`` as one transaction; leaves unrun items in ``pending``."""
+        try:
+            self._statements.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            # Nothing ran, so nothing committed: the outcome is known, hand back the cause.
+            self._rollback()
+            failed = list(pending)
+            pending.clear()
+            for item in failed:
+                item.fail(exc)
+            self._counters.add(failed_transactions=len(failed))
+            log.warning("store_begin_failed", error=repr(exc), callers=len(failed))
+            return
+        done: list[tuple[_WorkItem, Any, list[Callable[[], None]]]] = []
+        failed_alone: list[tuple[_WorkItem, BaseException]] = []
+        while pending:
+            item = pending.popleft()
+            tx = SqliteTransaction(self._statements)
+            try:
+                self._statements.execute(_BEGIN_ITEM)
+                value = item.work(tx)
+                self._statements.execute(_END_ITEM)
+            except BaseException as exc:
+                tx.expire()
+                if self._roll_back_item():
+                    failed_alone.append((item, exc))
+                    continue
+                # SQLite abandoned the whole transaction: the group-mates' work is gone
+                # too (not committed, a known outcome). Unrun items stay in ``pending``.
+                self._rollback()
+                item.fail(exc)
+                for mate, _value, _callbacks in done:
+                    lost = StoreError("The transaction was rolled back with a failing group-mate.")
+                    lost.__cause__ = exc
+                    mate.fail(lost)
+                for mate, error in failed_alone:
+                    mate.fail(error)
+                self._counters.add(groups=1, failed_transactions=1 + len(done) + len(failed_alone))
+                log.warning("store_group_rolled_back", error=repr(exc), callers=1 + len(done))
+                return
+            done.append((item, value, tx.expire()))
+        self._commit(done, failed_alone)
+
+    def _commit(
+        self,
+        done: list[tuple[_WorkItem, Any, list[Callable[[], None]]]],
+        failed_alone: list[tuple[_WorkItem, BaseException]],
+    ) -> None:
+        size = len(done) + len(failed_alone)
+        with self._counters.lock:
+            largest = max(self._counters.values.max_group_size, size)
+        self._counters.set(max_group_size=largest)
+        for item, error in failed_alone:
+            item.fail(error)
+        try:
+            self._statements.execute("COMMIT")
+        except BaseException as exc:
+            self._rollback()
+            self._fail_unknown(done, exc)
+            self._counters.add(
+                groups=1, commit_errors=1, failed_transactions=len(done) + len(failed_alone)
+            )
+            log.error("store_commit_failed", error=repr(exc), callers=len(done))
+            return
+        try:
+            # Fault point: durable, but no caller has heard yet (a crash here is the case
+            # where callers must re-read by identity).
+            self._statements.tick("after_commit")
+        except BaseException as exc:
+            self._fail_unknown(done, exc)
+            self._counters.add(
+                groups=1, commits=1, failed_transactions=len(done) + len(failed_alone)
+            )
+            return
+        for _item, _value, callbacks in done:
+            for callback in callbacks:
+                try:
+                    callback()
+                except Exception as exc:  # committed already: report, never un-answer
+                    log.exception("store_after_commit_callback_failed", error=repr(exc))
+        for item, value, _callbacks in done:
+            item.succeed(value)
+        self._counters.add(
+            groups=1,
+            commits=1,
+            transactions=len(done),
+            failed_transactions=len(failed_alone),
+        )
+
+    def _fail_unknown(
+        self, done: list[tuple[_WorkItem, Any, list[Callable[[], None]]]], cause: BaseException
+    ) -> None:
+        for item, _value, _callbacks in done:
+            unknown = CommitOutcomeUnknownError(
+                f"COMMIT reported {cause!r}; the transaction may or may not be durable. "
+                "Re-read by identity before acting on it."
+            )
+            unknown.__cause__ = cause
+            item.fail(unknown)
+
+    def _roll_back_item(self) -> bool:
+        """Undo the current item's savepoint; False if the outer transaction is gone."""
+        connection = self._connection
+        if connection.get_autocommit():
+            return False
+        try:
+            connection.execute(f"ROLLBACK TO {_SAVEPOINT}")
+            connection.execute(f"RELEASE {_SAVEPOINT}")
+        except apsw.SQLError as exc:
+            # The fault hit SAVEPOINT itself: nothing of this item exists to undo.
+            if "no such savepoint" not in str(exc):
+                return False
+        except apsw.Error:
+            return False
+        return not connection.get_autocommit()
+
+    def _rollback(self) -> None:
+        # Cleanup is not a counted operation: after a fault it must still run.
+        if self._connection.get_autocommit():
+            return
+        try:
+            self._connection.execute("ROLLBACK")
+        except apsw.Error as exc:
+            log.error("store_rollback_failed", error=repr(exc))
+
+    def _checkpoint(self, mode: int = apsw.SQLITE_CHECKPOINT_PASSIVE) -> None:
+        try:
+            self._statements.tick("checkpoint")
+            self._connection.wal_checkpoint(mode=mode)
+        except Exception as exc:
+            self._counters.add(checkpoint_errors=1)
+            log.warning("store_checkpoint_failed", error=repr(exc))
+            return
+        self._counters.add(checkpoints=1)
+
+    def _shut_down(self) -> None:
+        for item in self._inbox.close():
+            item.fail(StoreClosedError("The store closed before this transaction ran."))
+        if not self._faults.crashed:
+            self._checkpoint(apsw.SQLITE_CHECKPOINT_TRUNCATE)
+        self._rollback()
+        self._connection.close()
+
+
+class StoreWriterHandle:
+    """Submits work to the :class:`StoreWriter`; implements ``StoreHandle``."""
+
+    def __init__(
+        self,
+        actor_ref: pykka.ActorRef[Any],
+        inbox: _Inbox,
+        counters: _Counters,
+        readers: ReaderPool,
+        faults: FaultInjector,
+    ) -> None:
+        self._actor_ref = actor_ref
+        self._inbox = inbox
+        self._counters = counters
+        self._readers = readers
+        self._faults = faults
+
+    def transact(
+        self, work: Callable[[Transaction], T], *, timeout_seconds: float | None = None
+    ) -> T:
+        """Run ``work`` in the writer's transaction; see ``StoreHandle.transact``.
+
+        Raises:
+            CommitOutcomeUnknownError: COMMIT failed, or ``timeout_seconds`` passed before
+                the writer answered (the work may still commit).
+            StoreClosedError: the store is closed.
+            StoreError: calling from inside the writer's thread (use the lent transaction).
+        """
+        if self._inbox.writer_thread == threading.get_ident():
+            raise StoreError(
+                "transact() was called from inside a transaction (the writer's thread), which "
+                "would wait for itself; use the Transaction your work was given."
+            )
+        item = _WorkItem(work)
+        if self._inbox.put(item):
+            # If the writer is dead its shutdown drained the inbox: the item is answered.
+            with contextlib.suppress(pykka.ActorDeadError):
+                self._actor_ref.tell(_WAKE)
+        try:
+            result: T = item.wait(timeout_seconds)
+        except TimeoutError:
+            raise CommitOutcomeUnknownError(
+                f"No answer from the store writer within {timeout_seconds} s; the work may "
+                "still commit. Re-read by identity before acting on it."
+            ) from None
+        return result
+
+    def read(self, work: Callable[[Transaction], T]) -> T:
+        """Run read-only ``work`` on a snapshot of committed state, in this thread."""
+        return self._readers.read(work)
+
+    def wait_for_queued(self, count: int, *, timeout_seconds: float | None = None) -> bool:
+        """Wait until at least ``count`` work items wait in the writer's inbox.
+
+        For tests and diagnostics: with the writer held busy, this is how a test knows its
+        submitters have all queued (no sleeping). Returns False on timeout.
+        """
+        return self._inbox.wait_for_size(count, timeout_seconds)
+
+    def statistics(self) -> WriterStatistics:
+        """A snapshot of the writer's counters."""
+        with self._counters.lock:
+            values = self._counters.values
+        return msgspec.structs.replace(values, operations=self._faults.operations)

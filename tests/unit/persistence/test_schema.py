@@ -1,0 +1,72 @@
+"""Migrations: append-only, atomic with their marker, newer databases refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import pytest
+
+from agentkeep.errors import SchemaTooNewError, StoreError
+from agentkeep.persistence import MIGRATIONS, SCHEMA_VERSION, Migration, Store
+from agentkeep.persistence.schema import applied_migrations, migrate
+
+
+def _connect(path: Path) -> apsw.Connection:
+    return apsw.Connection(str(path))
+
+
+def test_a_new_database_gets_every_migration_once(tmp_path: Path) -> None:
+    connection = _connect(tmp_path / "x.db")
+    assert migrate(connection) == [m.version for m in MIGRATIONS]
+    assert migrate(connection) == []
+    assert applied_migrations(connection) == [(m.version, m.name) for m in MIGRATIONS]
+    connection.close()
+
+
+def test_a_failing_migration_leaves_no_marker_and_no_partial_schema(tmp_path: Path) -> None:
+    connection = _connect(tmp_path / "x.db")
+    broken = Migration(
+        version=SCHEMA_VERSION + 1,
+        name="broken",
+        sql="CREATE TABLE half (x); INSERT INTO no_such_table VALUES (1);",
+    )
+    with pytest.raises(apsw.SQLError):
+        migrate(connection, (*MIGRATIONS, broken))
+    assert applied_migrations(connection)[-1][0] == SCHEMA_VERSION
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    assert "half" not in tables
+    connection.close()
+
+
+def test_a_database_newer_than_the_code_is_refused(tmp_path: Path) -> None:
+    newer = Migration(version=SCHEMA_VERSION + 1, name="future", sql="CREATE TABLE f (x);")
+    connection = _connect(tmp_path / "agents.db")
+    migrate(connection, (*MIGRATIONS, newer))
+    connection.close()
+    with pytest.raises(SchemaTooNewError, match="newer"):
+        Store.open(tmp_path)
+    # The refusal released the lock and wrote nothing.
+    connection = _connect(tmp_path / "agents.db")
+    assert applied_migrations(connection)[-1] == (newer.version, "future")
+    connection.close()
+
+
+def test_a_diverging_history_is_refused(tmp_path: Path) -> None:
+    connection = _connect(tmp_path / "x.db")
+    migrate(connection)
+    renamed = tuple(Migration(version=m.version, name=m.name + "_x", sql=m.sql) for m in MIGRATIONS)
+    with pytest.raises(StoreError, match="do not match"):
+        migrate(connection, renamed)
+    connection.close()
+
+
+def test_the_store_opens_with_wal_full_sync_and_foreign_keys(tmp_path: Path) -> None:
+    with Store.open(tmp_path) as store:
+        pragmas = store.transact(
+            lambda tx: [
+                tx._statements.connection.execute(f"PRAGMA {name}").fetchall()[0][0]  # type: ignore[attr-defined]
+                for name in ("journal_mode", "synchronous", "foreign_keys", "wal_autocheckpoint")
+            ]
+        )
+    assert pragmas == ["wal", 2, 1, 0]
