@@ -227,15 +227,19 @@ class AgentLoop(InferenceSteps, WorkSteps):
         owes_input = bool(self.queued["steering"] or self.queued["send"] or self.notices)
         if self._blocked or self._shutdown or self._failed_turns >= self._max_failed_turns:
             self._stop(settled=False)
+        elif self._run_failure is not None:
+            # An unrecovered failure left its note: the question was never answered, so the
+            # owed fact stays and the next start (a restart included) answers it (issue 4).
+            self._stop(settled=False)
         elif self._aborted and owes_input:
             # Decision (spec §3.9 observed edge): input left queued after an abort keeps the
             # owed fact, so a restarted system resumes it instead of stranding it.
             self._stop(settled=False)
-        elif self._settled_early and self._run_failure is None:
+        elif self._settled_early:
             self._stop(settled=True)  # the response's own transaction already settled
         else:
             self._waiting = "settle"
-            self._commit(Settle(error=self._run_failure))
+            self._commit(Settle())
 
     def _stop(self, *, settled: bool) -> None:
         self.running = False

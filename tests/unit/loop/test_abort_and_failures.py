@@ -83,7 +83,7 @@ def test_an_unrecovered_provider_error_leaves_a_failure_note(world: World) -> No
     transcript = agent.transcript()
     assert roles(transcript) == ["user", "system"]
     assert text_of(transcript[-1]) == "The last turn failed: The server is overloaded."
-    assert agent.state == "idle"
+    assert agent.state == "owes_work"  # the note is owed an answer by the next start
 
 
 def test_an_error_followed_by_a_success_in_the_same_turn_leaves_no_trace(world: World) -> None:
