@@ -1,0 +1,59 @@
+"""What the two OpenAI adapters share: the SDK client and reading its failures.
+
+Imported only after the ``openai`` SDK was found (the adapters import it lazily).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import httpx2
+import openai
+
+from agentkeep.providers._errors import classify, connection_lost
+from agentkeep.providers.retry import AttemptOutcome
+
+MODEL_PREFIX = "openai/"  # the compatibility family prefix (spec §1.8), not a model name
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def make_client(
+    *, api_key: str | None, base_url: str | None, timeout_seconds: float
+) -> openai.OpenAI:
+    """A sync client with the SDK's retries off (agentkeep's driver owns and reports them)."""
+    key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+    return openai.OpenAI(
+        api_key=key or "unset",  # the SDK refuses no key; a missing key fails as a 401
+        base_url=base_url,
+        max_retries=0,
+        timeout=timeout_seconds,
+    )
+
+
+def classify_failure(failure: BaseException) -> AttemptOutcome | None:
+    """OpenAI's exceptions → an outcome (see ``_errors`` for the table)."""
+    if isinstance(failure, openai.APIStatusError):
+        return classify(
+            status=failure.status_code,
+            body=failure.body,
+            headers=dict(failure.response.headers),
+            message=failure.message,
+            request_id=failure.request_id,
+            now_ms=now_ms,
+        )
+    if isinstance(failure, (openai.APIConnectionError, httpx2.TransportError)):
+        return connection_lost(str(failure) or type(failure).__name__)
+    if isinstance(failure, openai.APIError):  # an error object inside the stream's data
+        return classify(
+            status=None,
+            body={"error": failure.body},
+            headers={},
+            message=failure.message,
+            request_id=None,
+            now_ms=now_ms,
+        )
+    return None
