@@ -7,7 +7,8 @@ on it, so a process killed at any instant resumes exactly where it stopped.
 The public API is re-exported here; everything else is private by default.
 """
 
-from agentkeep.agent_system import Agent, AgentInfo, AgentSystem
+from agentkeep.agent import Agent
+from agentkeep.agent_system import AgentInfo, AgentSystem
 from agentkeep.config import AgentConfig, current_environment
 from agentkeep.delivery import Delivery, system, user
 from agentkeep.errors import (

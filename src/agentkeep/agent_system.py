@@ -12,17 +12,17 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import msgspec
-import pykka
 import structlog
 
-from agentkeep.actors.agent_actor import AgentActor
+from agentkeep.actors.registry import AgentRegistry
 from agentkeep.actors.services import AgentServices, current_loop_agent
+from agentkeep.agent import Agent
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery, accept_message, check_message_id, validate_message
 from agentkeep.errors import (
@@ -49,14 +49,13 @@ from agentkeep.persistence.records import (
     CompactionRecord,
     JSONObject,
     MessageOptions,
-    PermissionMode,
     QueueName,
     Settings,
     rebuild_messages,
 )
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
-from agentkeep.providers.types import Message, QueueableMessage, ReasoningEffort, ServiceTier
+from agentkeep.providers.types import Message, QueueableMessage
 from agentkeep.refs import make_system_ref
 from agentkeep.tools import Tool
 
@@ -96,15 +95,11 @@ class AgentSystem:
         self._instructions = instructions
         self._modes = (steering_mode, send_mode)
         self._lock = threading.RLock()
-        self._actors: dict[str, pykka.ActorRef[Any]] = {}
-        self._services: dict[str, AgentServices] = {}
         self._closing = False
         # Admission barrier: operations admitted before close finish before it goes on.
         self._admitted = 0
         self._admission = threading.Condition(self._lock)
-        # Passivation: an agent that owes nothing loses its actor after this grace period.
-        self._idle_grace_seconds = idle_grace_seconds
-        self._passivation: dict[str, threading.Timer] = {}
+        self._agents = AgentRegistry(self._make_services, idle_grace_seconds=idle_grace_seconds)
 
     @classmethod
     def open(
@@ -175,7 +170,7 @@ class AgentSystem:
         """Resume every agent that owes work; returns their ids."""
         owing = self._store.read(lambda tx: tx.agents_owing_work())
         for agent_id in owing:
-            self._tell(agent_id, Start(), counted=True)
+            self._agents.tell(agent_id, Start(), counted=True)
         return owing
 
     def close(self, *, timeout_seconds: float | None = 30.0) -> None:
@@ -204,12 +199,13 @@ class AgentSystem:
                 lambda: self._admitted == 0,
                 None if deadline is None else max(0.0, deadline - time.monotonic()),
             )
-            services = list(self._services.values())
-        for each in services:
+            live = self._agents.live()
+        for agent_id in live:
+            services = self._agents.known(agent_id)
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not each.status.wait_for_idle(remaining):
-                log.warning("agent_close_timed_out", agent_id=each.agent_id)
-        self._stop_actors()
+            if services is not None and not services.status.wait_for_idle(remaining):
+                log.warning("agent_close_timed_out", agent_id=agent_id)
+        self._agents.stop_all()
         self._store.close()
 
     def shutdown(self) -> None:
@@ -220,12 +216,12 @@ class AgentSystem:
                 return
             self._closing = True
             self._admission.wait_for(lambda: self._admitted == 0, 30.0)
-            actors = list(self._actors.values())
-        for ref in actors:
-            ref.tell(ShutdownRequested())
-        for each in list(self._services.values()):
-            each.status.wait_for_idle(30.0)
-        self._stop_actors()
+        self._agents.tell_all(ShutdownRequested())
+        for agent_id in self._agents.live():
+            services = self._agents.known(agent_id)
+            if services is not None:
+                services.status.wait_for_idle(30.0)
+        self._agents.stop_all()
         self._store.close()
 
     def install_signal_handlers(self) -> None:
@@ -249,21 +245,6 @@ class AgentSystem:
     def wait_for_shutdown(self, timeout_seconds: float | None = None) -> bool:
         """Block until a signal-driven shutdown has finished (see install_signal_handlers)."""
         return self._shut_down.wait(timeout_seconds)
-
-    def _stop_actors(self) -> None:
-        with self._lock:
-            actors = list(self._actors.values())
-            self._actors.clear()
-            for timer in self._passivation.values():
-                timer.cancel()
-            self._passivation.clear()
-        for ref in actors:
-            try:
-                ref.stop(block=True, timeout=10)
-            except pykka.ActorDeadError:
-                pass
-            except pykka.Timeout:
-                log.warning("agent_stop_timed_out")
 
     def __enter__(self) -> AgentSystem:
         return self
@@ -351,16 +332,7 @@ class AgentSystem:
             self._delete(agent_id, timeout_seconds)
 
     def _delete(self, agent_id: str, timeout_seconds: float | None) -> None:
-        with self._lock:
-            services = self._services.get(agent_id)
-        if services is not None:
-            services.status.wait_for_idle(timeout_seconds)
-        with self._lock:
-            ref = self._actors.pop(agent_id, None)
-            self._services.pop(agent_id, None)
-        if ref is not None:
-            ref.stop(block=True, timeout=10)
-        self._cancel_passivation(agent_id)
+        self._agents.remove(agent_id, timeout_seconds=timeout_seconds)
         if not self._store.transact(lambda tx: tx.delete_agent(agent_id)):
             raise UnknownAgentError(agent_id)
 
@@ -412,19 +384,16 @@ class AgentSystem:
             )
         )
         if queued is not None and start:
-            self._tell(agent_id, WorkAccepted(message=queued), counted=True)
+            self._agents.tell(agent_id, WorkAccepted(message=queued), counted=True)
         return delivery
 
     def abort(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
         self._refuse_own_wait(agent_id, wait)
-        with self._lock:
-            ref = self._actors.get(agent_id)
-            services = self._services.get(agent_id)
-        if ref is None or services is None:
+        services = self._agents.known(agent_id)
+        if services is None or not self._agents.tell_if_live(agent_id, AbortRequested()):
             return  # an agent with no actor has no turn to abort
-        ref.tell(AbortRequested())
         if wait:
             services.status.wait_for_idle(timeout_seconds)
 
@@ -433,16 +402,14 @@ class AgentSystem:
     ) -> None:
         self._refuse_own_wait(agent_id, wait)
         with self._operation():
-            services = self._services_for(agent_id)
-            future = services.status.add_compaction_waiter()
-            self._tell(agent_id, CompactRequested(), counted=True)
+            future = self._agents.services(agent_id).status.add_compaction_waiter()
+            self._agents.tell(agent_id, CompactRequested(), counted=True)
         if wait:
             future.result(timeout_seconds)
 
     def wait_for_idle(self, agent_id: str, *, timeout_seconds: float | None = None) -> bool:
         self._refuse_own_wait(agent_id, True)
-        with self._lock:
-            services = self._services.get(agent_id)
+        services = self._agents.known(agent_id)
         return True if services is None else services.status.wait_for_idle(timeout_seconds)
 
     # -- reads -----------------------------------------------------------------------------
@@ -457,8 +424,7 @@ class AgentSystem:
         return self._store.read(lambda tx: tx.read_context_tokens(agent_id))
 
     def state(self, agent_id: str) -> str:
-        with self._lock:
-            services = self._services.get(agent_id)
+        services = self._agents.known(agent_id)
         if services is not None and not services.status.idle:
             return "running"
         owed = self._store.read(lambda tx: tx.read_owed(agent_id))
@@ -514,168 +480,28 @@ class AgentSystem:
                 f'Waiting for agent "{agent_id}" from inside its own loop would wait for itself.'
             )
 
-    def _services_for(self, agent_id: str) -> AgentServices:
-        with self._lock:
-            services = self._services.get(agent_id)
-            if services is not None:
-                return services
-            row = self._store.read(lambda tx: tx.get_agent(agent_id))
-            if row is None:
-                raise UnknownAgentError(agent_id)
-            services = AgentServices(
-                agent_id=agent_id,
-                store=self._store.handle,
-                providers=self._providers,
-                features=self._features,
-                instructions=self._instructions,
-                tools=self._tools,
-                defaults=self._defaults,
-                steering_mode=self._modes[0],
-                send_mode=self._modes[1],
-                config=row.config,
-                system_ref=make_system_ref(self, agent_id),
-                on_stopped=self._agent_stopped,
-            )
-            self._services[agent_id] = services
-            return services
-
-    def _tell(self, agent_id: str, event: Any, *, counted: bool) -> None:
-        services = self._services_for(agent_id)
-        with self._lock:
-            self._cancel_passivation(agent_id)
-            ref = self._actors.get(agent_id)
-            if ref is None or not ref.is_alive():
-                ref = AgentActor.start(services)
-                self._actors[agent_id] = ref
-            if counted:
-                services.status.signal_sent()
-            ref.tell(event)
-
-    # -- passivation -------------------------------------------------------------------------
-
-    def _agent_stopped(self, agent_id: str, settled: bool) -> None:
-        """Called by an agent actor whose run stopped: passivate it after the grace period
-        if it settled (an agent that still owes work keeps its actor)."""
-        if not settled:
-            return
-        with self._lock:
-            if self._closing or agent_id not in self._actors:
-                return
-            self._cancel_passivation(agent_id)
-            timer = threading.Timer(self._idle_grace_seconds, self._passivate, (agent_id,))
-            timer.daemon = True
-            self._passivation[agent_id] = timer
-            timer.start()
-
-    def _cancel_passivation(self, agent_id: str) -> None:
-        timer = self._passivation.pop(agent_id, None)
-        if timer is not None:
-            timer.cancel()
-
-    def _passivate(self, agent_id: str) -> None:
-        with self._lock:
-            self._passivation.pop(agent_id, None)
-            services = self._services.get(agent_id)
-            if self._closing or services is None or not services.status.idle:
-                return
-            ref = self._actors.pop(agent_id, None)
-            self._services.pop(agent_id, None)
-        if ref is not None:
-            with suppress(pykka.ActorDeadError):
-                ref.stop(block=False)  # its session closes in on_stop; the store keeps the rest
-            log.debug("agent_passivated", agent_id=agent_id)
-        with self._lock:
-            self._admission.notify_all()  # wakes wait_for_passivation
+    def _make_services(self, agent_id: str) -> AgentServices:
+        row = self._store.read(lambda tx: tx.get_agent(agent_id))
+        if row is None:
+            raise UnknownAgentError(agent_id)
+        return AgentServices(
+            agent_id=agent_id,
+            store=self._store.handle,
+            providers=self._providers,
+            features=self._features,
+            instructions=self._instructions,
+            tools=self._tools,
+            defaults=self._defaults,
+            steering_mode=self._modes[0],
+            send_mode=self._modes[1],
+            config=row.config,
+            system_ref=make_system_ref(self, agent_id),
+        )
 
     def wait_for_passivation(self, agent_id: str, *, timeout_seconds: float | None = None) -> bool:
         """Block until the agent has no actor (it settled and its grace period passed)."""
-        with self._lock:
-            return self._admission.wait_for(lambda: agent_id not in self._actors, timeout_seconds)
+        return self._agents.wait_for_passivation(agent_id, timeout_seconds)
 
     def live_agents(self) -> list[str]:
         """Ids of agents that currently have an actor (not passivated)."""
-        with self._lock:
-            return sorted(self._actors)
-
-
-class Agent:
-    """One agent of a system. Cheap to create; holds no state of its own."""
-
-    def __init__(self, system: AgentSystem, agent_id: str) -> None:
-        self._system = system
-        self.id = agent_id
-
-    def __repr__(self) -> str:
-        return f"Agent(id={self.id!r})"
-
-    def send(
-        self,
-        message: QueueableMessage,
-        *,
-        id: str | None = None,
-        metadata: JSONObject | None = None,
-        provider: str | None = None,
-        model: str | None = None,
-        effort: ReasoningEffort | None = None,
-        service_tier: ServiceTier | None = None,
-        permission_mode: PermissionMode | None = None,
-    ) -> Delivery:
-        """Queue a message on the send queue; returns once it is durable."""
-        options = MessageOptions(
-            provider=provider,
-            model=model,
-            effort=effort,
-            service_tier=service_tier,
-            permission_mode=permission_mode,
-        )
-        return self._system.deliver(
-            self.id, "send", message, id=id, metadata=metadata, options=options
-        )
-
-    def steer(
-        self,
-        message: QueueableMessage,
-        *,
-        id: str | None = None,
-        metadata: JSONObject | None = None,
-        provider: str | None = None,
-        model: str | None = None,
-        effort: ReasoningEffort | None = None,
-        service_tier: ServiceTier | None = None,
-        permission_mode: PermissionMode | None = None,
-    ) -> Delivery:
-        """Queue a message on the steering queue; returns once it is durable."""
-        options = MessageOptions(
-            provider=provider,
-            model=model,
-            effort=effort,
-            service_tier=service_tier,
-            permission_mode=permission_mode,
-        )
-        return self._system.deliver(
-            self.id, "steering", message, id=id, metadata=metadata, options=options
-        )
-
-    def abort(self, *, wait: bool = False, timeout_seconds: float | None = None) -> None:
-        self._system.abort(self.id, wait=wait, timeout_seconds=timeout_seconds)
-
-    def compact(self, *, wait: bool = False, timeout_seconds: float | None = None) -> None:
-        self._system.compact(self.id, wait=wait, timeout_seconds=timeout_seconds)
-
-    def wait_for_idle(self, *, timeout_seconds: float | None = None) -> bool:
-        return self._system.wait_for_idle(self.id, timeout_seconds=timeout_seconds)
-
-    def transcript(self) -> list[Message]:
-        return self._system.transcript(self.id)
-
-    @property
-    def settings(self) -> Settings:
-        return self._system.settings(self.id)
-
-    @property
-    def context_tokens(self) -> int | None:
-        return self._system.context_tokens(self.id)
-
-    @property
-    def state(self) -> str:
-        return self._system.state(self.id)
+        return self._agents.live()

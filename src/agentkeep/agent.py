@@ -1,0 +1,95 @@
+"""``Agent``: a handle on one agent of a system. Holds no state of its own."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentkeep.delivery import Delivery
+from agentkeep.persistence.records import JSONObject, MessageOptions, PermissionMode, Settings
+from agentkeep.providers.types import Message, QueueableMessage, ReasoningEffort, ServiceTier
+
+if TYPE_CHECKING:
+    from agentkeep.agent_system import AgentSystem
+
+
+class Agent:
+    """One agent of a system. Cheap to create; holds no state of its own."""
+
+    def __init__(self, system: AgentSystem, agent_id: str) -> None:
+        self._system = system
+        self.id = agent_id
+
+    def __repr__(self) -> str:
+        return f"Agent(id={self.id!r})"
+
+    def send(
+        self,
+        message: QueueableMessage,
+        *,
+        id: str | None = None,
+        metadata: JSONObject | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        effort: ReasoningEffort | None = None,
+        service_tier: ServiceTier | None = None,
+        permission_mode: PermissionMode | None = None,
+    ) -> Delivery:
+        """Queue a message on the send queue; returns once it is durable."""
+        options = MessageOptions(
+            provider=provider,
+            model=model,
+            effort=effort,
+            service_tier=service_tier,
+            permission_mode=permission_mode,
+        )
+        return self._system.deliver(
+            self.id, "send", message, id=id, metadata=metadata, options=options
+        )
+
+    def steer(
+        self,
+        message: QueueableMessage,
+        *,
+        id: str | None = None,
+        metadata: JSONObject | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        effort: ReasoningEffort | None = None,
+        service_tier: ServiceTier | None = None,
+        permission_mode: PermissionMode | None = None,
+    ) -> Delivery:
+        """Queue a message on the steering queue; returns once it is durable."""
+        options = MessageOptions(
+            provider=provider,
+            model=model,
+            effort=effort,
+            service_tier=service_tier,
+            permission_mode=permission_mode,
+        )
+        return self._system.deliver(
+            self.id, "steering", message, id=id, metadata=metadata, options=options
+        )
+
+    def abort(self, *, wait: bool = False, timeout_seconds: float | None = None) -> None:
+        self._system.abort(self.id, wait=wait, timeout_seconds=timeout_seconds)
+
+    def compact(self, *, wait: bool = False, timeout_seconds: float | None = None) -> None:
+        self._system.compact(self.id, wait=wait, timeout_seconds=timeout_seconds)
+
+    def wait_for_idle(self, *, timeout_seconds: float | None = None) -> bool:
+        return self._system.wait_for_idle(self.id, timeout_seconds=timeout_seconds)
+
+    def transcript(self) -> list[Message]:
+        return self._system.transcript(self.id)
+
+    @property
+    def settings(self) -> Settings:
+        return self._system.settings(self.id)
+
+    @property
+    def context_tokens(self) -> int | None:
+        return self._system.context_tokens(self.id)
+
+    @property
+    def state(self) -> str:
+        return self._system.state(self.id)
