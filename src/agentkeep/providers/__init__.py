@@ -1,10 +1,12 @@
 """Providers: the protocol the loop talks to models through, the registry, and local models.
 
-Public names are re-exported here; vendor adapters live in their own modules and import their
-SDKs lazily (install the ``anthropic`` / ``openai`` extras).
+Public names are re-exported here, the vendor adapters included: their modules import their
+SDKs only when a provider is constructed (install the ``anthropic`` / ``openai`` extras), so
+importing this package works without either SDK.
 """
 
 from agentkeep.providers import script
+from agentkeep.providers.anthropic import AnthropicProvider
 from agentkeep.providers.compatibility import (
     PROVIDER_KINDS,
     ModelFamily,
@@ -13,6 +15,8 @@ from agentkeep.providers.compatibility import (
     model_family,
     needs_reset,
 )
+from agentkeep.providers.openai_chat import OpenAICompatibleProvider
+from agentkeep.providers.openai_responses import OpenAIProvider
 from agentkeep.providers.protocol import CancelToken, Provider, Session
 from agentkeep.providers.registry import ProviderFactory, Providers
 from agentkeep.providers.responding import RespondingModel
@@ -20,8 +24,11 @@ from agentkeep.providers.scripted import ScriptedModel
 
 __all__ = [
     "PROVIDER_KINDS",
+    "AnthropicProvider",
     "CancelToken",
     "ModelFamily",
+    "OpenAICompatibleProvider",
+    "OpenAIProvider",
     "Provider",
     "ProviderFactory",
     "ProviderKind",
