@@ -22,6 +22,7 @@ import structlog
 
 from agentkeep.actors.registry import AgentRegistry
 from agentkeep.actors.services import AgentServices, current_loop_agent
+from agentkeep.actors.supervisor import Backoff, RestartIntensity
 from agentkeep.agent import Agent
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery, accept_message, check_message_id, validate_message
@@ -86,6 +87,8 @@ class AgentSystem:
         steering_mode: QueueMode,
         send_mode: QueueMode,
         idle_grace_seconds: float,
+        intensity: RestartIntensity,
+        backoff: Backoff,
     ) -> None:
         self._store = store
         self._providers = providers
@@ -99,7 +102,15 @@ class AgentSystem:
         # Admission barrier: operations admitted before close finish before it goes on.
         self._admitted = 0
         self._admission = threading.Condition(self._lock)
-        self._agents = AgentRegistry(self._make_services, idle_grace_seconds=idle_grace_seconds)
+        self._failure: BaseException | None = None
+        self._stopped = threading.Event()
+        self._agents = AgentRegistry(
+            self._make_services,
+            idle_grace_seconds=idle_grace_seconds,
+            intensity=intensity,
+            backoff=backoff,
+            on_give_up=self._gave_up,
+        )
 
     @classmethod
     def open(
@@ -118,13 +129,18 @@ class AgentSystem:
         vfs: str | None = None,
         idle_grace_seconds: float = 30.0,
         resume: bool = True,
+        restart_intensity: RestartIntensity | None = None,
+        restart_backoff: Backoff | None = None,
     ) -> AgentSystem:
         """Open the store at ``path`` (exclusively), migrate it, and resume owed work.
 
         ``idle_grace_seconds``: how long an agent that owes nothing keeps its actor before it
         is passivated (its durable state is untouched; accepted work starts it again).
         ``resume=False`` opens without starting agents that owe work (admin tools that touch
-        one agent); :meth:`start` resumes them later.
+        one agent); :meth:`start` resumes them later. ``restart_intensity`` /
+        ``restart_backoff``: how often a crashing agent actor is restarted (default: at most 5
+        restarts in 10 s, backoff from 50 ms) before the system gives up, stops cleanly (the
+        durable state stays) and surfaces the error (:attr:`failure`).
 
         Raises:
             StoreLockedError: another owner holds the store.
@@ -147,6 +163,8 @@ class AgentSystem:
             steering_mode=steering_mode,
             send_mode=send_mode,
             idle_grace_seconds=idle_grace_seconds,
+            intensity=restart_intensity or RestartIntensity(max_restarts=5, period_seconds=10.0),
+            backoff=restart_backoff or Backoff(initial_seconds=0.05, max_seconds=2.0),
         )
         try:
             if resume:
@@ -223,6 +241,29 @@ class AgentSystem:
                 services.status.wait_for_idle(30.0)
         self._agents.stop_all()
         self._store.close()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the system stopped on its own (a failure storm past the restart intensity)."""
+        return self._failure
+
+    def wait_for_failure(self, timeout_seconds: float | None = None) -> BaseException | None:
+        """Block until the system stopped on its own; returns the error (None on timeout)."""
+        self._stopped.wait(timeout_seconds)
+        return self._failure
+
+    def _gave_up(self, error: BaseException) -> None:
+        """The agent supervisor gave up: stop cleanly, keep the durable state, surface it."""
+        log.error("agent_system_gave_up", error=repr(error))
+        self._failure = error
+
+        def stop() -> None:
+            try:
+                self.close(timeout_seconds=5.0)
+            finally:
+                self._stopped.set()
+
+        threading.Thread(target=stop, name="agentkeep-give-up", daemon=True).start()
 
     def install_signal_handlers(self) -> None:
         """For a daemon: SIGTERM and SIGINT start a graceful :meth:`shutdown` (call from the

@@ -17,6 +17,7 @@ import structlog
 
 from agentkeep.actors.children import CompactionActor, InferenceActor, ToolCallActor, run_child
 from agentkeep.actors.services import AgentServices
+from agentkeep.actors.supervisor import SupervisedMixin
 from agentkeep.actors.tool_runner import ToolRunner
 from agentkeep.features import HookContext, InferenceInfo, TurnInfo
 from agentkeep.loop import plans
@@ -64,7 +65,9 @@ log = structlog.get_logger(__name__)
 _SIGNALS = (Start, WorkAccepted, CompactRequested)
 
 
-class AgentActor(pykka.ThreadingActor):
+class AgentActor(SupervisedMixin, pykka.ThreadingActor):
+    """One agent's loop; supervised (a crash is restarted from the store)."""
+
     def __init__(self, services: AgentServices) -> None:
         super().__init__()
         self._s = services

@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 
+from agentkeep.errors import CompactionFailedError
+
 
 class AgentStatus:
     def __init__(self) -> None:
@@ -37,6 +39,14 @@ class AgentStatus:
                 self.last_error = error
             self._condition.notify_all()
 
+    def reset_after_crash(self) -> None:
+        """A crashed incarnation can leave counts it never settled; its successor starts
+        from the store, so waiting restarts from a clean slate."""
+        with self._condition:
+            self._signals = 0
+            self._running = False
+            self._condition.notify_all()
+
     def add_compaction_waiter(self) -> Future[None]:
         """A future resolved by the next compaction outcome (callers share one compaction)."""
         future: Future[None] = Future()
@@ -51,8 +61,6 @@ class AgentStatus:
             if error is None:
                 future.set_result(None)
             else:
-                from agentkeep.errors import CompactionFailedError
-
                 future.set_exception(CompactionFailedError(error))
 
     # -- read by anyone ------------------------------------------------------------------------
