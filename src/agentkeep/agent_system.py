@@ -153,19 +153,24 @@ class AgentSystem:
             raise InvalidConfigError(f'Provider "{provider}" is not registered.')
         feature_set = FeatureSet(features)
         store = Store.open(path, faults=faults, vfs=vfs)
-        system = cls(
-            store,
-            providers=providers,
-            defaults=Settings(provider=provider, model=model),
-            features=feature_set,
-            tools=tools,
-            instructions=instructions,
-            steering_mode=steering_mode,
-            send_mode=send_mode,
-            idle_grace_seconds=idle_grace_seconds,
-            intensity=restart_intensity or RestartIntensity(max_restarts=5, period_seconds=10.0),
-            backoff=restart_backoff or Backoff(initial_seconds=0.05, max_seconds=2.0),
-        )
+        try:
+            system = cls(
+                store,
+                providers=providers,
+                defaults=Settings(provider=provider, model=model),
+                features=feature_set,
+                tools=tools,
+                instructions=instructions,
+                steering_mode=steering_mode,
+                send_mode=send_mode,
+                idle_grace_seconds=idle_grace_seconds,
+                intensity=restart_intensity
+                or RestartIntensity(max_restarts=5, period_seconds=10.0),
+                backoff=restart_backoff or Backoff(initial_seconds=0.05, max_seconds=2.0),
+            )
+        except BaseException:
+            store.close()  # a system that never came to be must not keep the lock
+            raise
         try:
             if resume:
                 system.start()

@@ -19,6 +19,7 @@ from agentkeep.actors.children import CompactionActor, InferenceActor, ToolCallA
 from agentkeep.actors.services import AgentServices
 from agentkeep.actors.supervisor import SupervisedMixin
 from agentkeep.actors.tool_runner import ToolRunner
+from agentkeep.errors import CommitOutcomeUnknownError
 from agentkeep.features import HookContext, InferenceInfo, TurnInfo
 from agentkeep.loop import plans
 from agentkeep.loop.machine import AgentLoop
@@ -165,6 +166,9 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         policy = self._s.switch_policy(self._ctx_for)
         try:
             value = self._s.store.transact(lambda tx: plans.execute(tx, agent_id, plan, policy))
+        except CommitOutcomeUnknownError as error:
+            log.warning("agent_commit_outcome_unknown", agent_id=agent_id, error=repr(error))
+            return CommitFailed(plan=plan, message=str(error), outcome_unknown=True)
         except Exception as error:
             log.warning(
                 "agent_commit_failed",

@@ -120,6 +120,8 @@ class AgentLoop(InferenceSteps, WorkSteps):
                 self._finish_run()
             case CommitLanded(plan=plan, value=value):
                 self._landed(plan, value)
+            case CommitFailed(plan=plan, message=message, outcome_unknown=True):
+                self._continue_from_store(message)
             case CommitFailed(plan=plan, message=message):
                 self._commit_failed(plan, message)
             case StreamEventArrived(inference_id=inference_id, event=stream_event):
@@ -458,6 +460,32 @@ class AgentLoop(InferenceSteps, WorkSteps):
                 self._end_turn_after_note()
             case _:
                 self._fail_turn(message)
+
+    def _continue_from_store(self, message: str) -> None:
+        """A commit may or may not have landed: nothing remembered can be trusted. Drop the
+        turn's memory (children are cancelled, nothing is written from memory) and go on from
+        the durable state, exactly as a restarted process would — the path every crash
+        campaign proves."""
+        self._commit_in_flight = None
+        self._commits.clear()
+        self._held = []
+        self._mirror_valid = False
+        if self._response is not None and self._inference_id is not None:
+            self._out.append(CancelInference(inference_id=self._inference_id))
+            self._out.append(Emit(event=done_error(message)))
+            self._response = None
+        if self._batch is not None:
+            self._abandon_tools()  # they run on unobserved; the reload decides their calls
+            self._batch = None
+        if self._compaction_id is not None:
+            self._out.append(CancelCompaction(compaction_id=self._compaction_id))
+            self._compaction_done(error=message)
+        self._failed_turns += 1
+        if self._failed_turns >= self._max_failed_turns:
+            self._stop(settled=False)
+            return
+        self._resume_checked = False  # a trailing question found on reload is owed an answer
+        self._begin_turn()
 
     def _end_turn_after_note(self) -> None:
         self._ending = False

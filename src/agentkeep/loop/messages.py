@@ -208,8 +208,12 @@ class CommitLanded(_Data, frozen=True):
 
 
 class CommitFailed(_Data, frozen=True):
+    """A commit did not land — or, with ``outcome_unknown``, may have landed (an error from
+    COMMIT itself): then nothing the core remembers can be trusted."""
+
     plan: Plan
     message: str
+    outcome_unknown: bool = False
 
 
 class StreamEventArrived(_Data, frozen=True):
