@@ -25,7 +25,9 @@ from __future__ import annotations
 import datetime
 import email.utils
 import re
+import time
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from agentkeep.providers.retry import RetryableFailure
 from agentkeep.providers.types import (
@@ -168,6 +170,49 @@ def classify(
     if status is None and _CONTEXT_OVERFLOW.search(markers):
         return fail("context_overflow", "unclassified")
     return fail("internal_error", "unclassified")
+
+
+def now_ms() -> int:
+    """The wall clock in milliseconds (rate-limit resets are compared against it)."""
+    return int(time.time() * 1000)
+
+
+class _HasHeaders(Protocol):
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+class StatusError(Protocol):
+    """What both SDKs' ``APIStatusError`` carry (the decoded body, the HTTP response)."""
+
+    @property
+    def body(self) -> object: ...
+
+    @property
+    def message(self) -> str: ...
+
+    @property
+    def request_id(self) -> str | None: ...
+
+    @property
+    def response(self) -> _HasHeaders: ...
+
+
+def classify_status_error(failure: StatusError, *, status: int | None) -> Done | RetryableFailure:
+    """An SDK's status error → :func:`classify` (``status`` None: an error event mid-stream)."""
+    return classify(
+        status=status,
+        body=failure.body,
+        headers=dict(failure.response.headers),
+        message=failure.message,
+        request_id=failure.request_id,
+        now_ms=now_ms,
+    )
+
+
+def transport_failed(failure: BaseException) -> RetryableFailure:
+    """An SDK's connection error or a transport exception → :func:`connection_lost`."""
+    return connection_lost(str(failure) or type(failure).__name__)
 
 
 def connection_lost(reason: str) -> RetryableFailure:

@@ -6,19 +6,14 @@ Imported only after the ``openai`` SDK was found (the adapters import it lazily)
 from __future__ import annotations
 
 import os
-import time
 
 import httpx2
 import openai
 
-from agentkeep.providers._errors import classify, connection_lost
+from agentkeep.providers._errors import classify, classify_status_error, now_ms, transport_failed
 from agentkeep.providers.retry import AttemptOutcome
 
 MODEL_PREFIX = "openai/"  # the compatibility family prefix (spec §1.8), not a model name
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def make_client(
@@ -37,16 +32,9 @@ def make_client(
 def classify_failure(failure: BaseException) -> AttemptOutcome | None:
     """OpenAI's exceptions → an outcome (see ``_errors`` for the table)."""
     if isinstance(failure, openai.APIStatusError):
-        return classify(
-            status=failure.status_code,
-            body=failure.body,
-            headers=dict(failure.response.headers),
-            message=failure.message,
-            request_id=failure.request_id,
-            now_ms=now_ms,
-        )
+        return classify_status_error(failure, status=failure.status_code)
     if isinstance(failure, (openai.APIConnectionError, httpx2.TransportError)):
-        return connection_lost(str(failure) or type(failure).__name__)
+        return transport_failed(failure)
     if isinstance(failure, openai.APIError):  # an error object inside the stream's data
         return classify(
             status=None,

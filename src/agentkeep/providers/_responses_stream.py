@@ -36,8 +36,7 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
 )
 
-from agentkeep.providers._errors import classify, connection_lost
-from agentkeep.providers._openai_common import now_ms
+from agentkeep.providers._errors import classify, connection_lost, now_ms
 from agentkeep.providers._wire import ToolNames, dumps_vendor, is_json_object
 from agentkeep.providers.retry import AttemptOutcome
 from agentkeep.providers.types import (

@@ -14,29 +14,18 @@ driver rewinds it with ``BlockReset`` before sending the request again.
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentkeep.errors import MissingExtraError
 from agentkeep.providers._anthropic_request import ThinkingMode, build_request
-from agentkeep.providers._attempt import AttemptRunner, VendorStream
-from agentkeep.providers._compaction import compact_by_summary
-from agentkeep.providers._errors import classify, connection_lost
-from agentkeep.providers._transport import ResponseSlot
+from agentkeep.providers._attempt import Mapper, VendorStream
+from agentkeep.providers._errors import classify_status_error, transport_failed
+from agentkeep.providers._vendor_session import Json, VendorProvider, VendorSession
 from agentkeep.providers._wire import ToolNames
-from agentkeep.providers.local_session import SessionRules
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.retry import AttemptOutcome, RetryPolicy, stream_with_retries
-from agentkeep.providers.types import (
-    CompactionOutcome,
-    Context,
-    Selection,
-    SessionOptions,
-    StreamEvent,
-    done_error,
-)
+from agentkeep.providers.retry import AttemptOutcome, RetryPolicy
+from agentkeep.providers.types import Context, Selection, SessionOptions
 
 if TYPE_CHECKING:
     import anthropic as anthropic_sdk
@@ -53,32 +42,7 @@ class _Settings:
     thinking_mode: ThinkingMode
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _classify_failure(failure: BaseException) -> AttemptOutcome | None:
-    """Anthropic's exceptions → an outcome (see ``_errors`` for the table)."""
-    import anthropic as sdk
-    import httpx2
-
-    if isinstance(failure, sdk.APIStatusError):
-        # An `event: error` mid-stream arrives as a status error on the 200 response.
-        status = None if failure.status_code == 200 else failure.status_code
-        return classify(
-            status=status,
-            body=failure.body,
-            headers=dict(failure.response.headers),
-            message=failure.message,
-            request_id=failure.request_id,
-            now_ms=_now_ms,
-        )
-    if isinstance(failure, (sdk.APIConnectionError, httpx2.TransportError)):
-        return connection_lost(str(failure) or type(failure).__name__)
-    return None
-
-
-class AnthropicProvider:
+class AnthropicProvider(VendorProvider["anthropic_sdk.Anthropic"]):
     """Opens Anthropic sessions; one HTTP client (and connection pool) for all of them.
 
     Args:
@@ -114,19 +78,15 @@ class AnthropicProvider:
         except ImportError as missing:
             raise MissingExtraError("anthropic", "anthropic") from missing
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
-        self._client = sdk.Anthropic(
+        client: anthropic_sdk.Anthropic = sdk.Anthropic(
             api_key=key,
             base_url=base_url,
             max_retries=0,  # agentkeep's driver owns retries (reported, abortable)
             timeout=timeout_seconds,
         )
-        self._model = model
+        super().__init__(client, model, retry)
         self._max_tokens = max_tokens
         self._thinking_mode: ThinkingMode = thinking_mode
-        self._retry = retry or RetryPolicy()
-
-    def __repr__(self) -> str:
-        return f"AnthropicProvider(model={self._model!r}, base_url={str(self._client.base_url)!r})"
 
     def open_session(self, session_id: str, options: SessionOptions) -> AnthropicSession:
         """Open a session for fixed instructions and tools (spec §1.1)."""
@@ -138,83 +98,42 @@ class AnthropicProvider:
             self._retry,
         )
 
-    def close(self) -> None:
-        """Close the HTTP client and its pooled connections."""
-        self._client.close()
 
-
-class AnthropicSession:
+class AnthropicSession(VendorSession["anthropic_sdk.Anthropic", _Settings]):
     """One agent's Anthropic session: stateless on the wire, one operation at a time."""
 
-    def __init__(
-        self,
-        client: anthropic_sdk.Anthropic,
-        session_id: str,
-        options: SessionOptions,
-        settings: _Settings,
-        retry: RetryPolicy,
-    ) -> None:
-        self._client = client
-        self.session_id = session_id
-        self._options = options
-        self._settings = settings
-        self._retry = retry
-        self._names = ToolNames(options.tools)
-        self._rules = SessionRules(session_id)
-
-    def __repr__(self) -> str:
-        return f"AnthropicSession(session_id={self.session_id!r})"
-
-    def stream(
-        self, context: Context, selection: Selection, cancel: CancelToken
-    ) -> Iterator[StreamEvent]:
-        """Stream one response; exactly one terminal ``Done``, failures never raised."""
-        self._rules.begin("stream")
-        try:
-            yield from self._stream(context, selection, cancel)
-        finally:
-            self._rules.end()
-
-    def _stream(
-        self, context: Context, selection: Selection, cancel: CancelToken
-    ) -> Iterator[StreamEvent]:
-        try:
-            body = build_request(
-                self._options,
-                context,
-                selection,
-                model=self._settings.model,
-                max_tokens=self._settings.max_tokens,
-                thinking_mode=self._settings.thinking_mode,
-            )
-        except Exception as failure:  # a malformed context is reported, never raised
-            yield done_error(f"could not build the request: {failure}")
-            return
+    def _build_body(self, context: Context, selection: Selection) -> Json:
+        body = build_request(
+            self._options,
+            context,
+            selection,
+            model=self._settings.model,
+            max_tokens=self._settings.max_tokens,
+            thinking_mode=self._settings.thinking_mode,
+        )
         body["model"] = str(body["model"]).removeprefix(MODEL_PREFIX)
+        return body
+
+    def _open_stream(self, body: Json) -> VendorStream[Any]:
+        # The body holds plain JSON built by _anthropic_request; the SDK's TypedDict
+        # params describe the same JSON, so it is passed through unchanged.
+        return self._client.messages.create(**body, stream=True)
+
+    def _mapper_type(self) -> Callable[[ToolNames], Mapper[Any]]:
         from agentkeep.providers._anthropic_stream import AnthropicStreamMapper
 
-        client = self._client
+        return AnthropicStreamMapper
 
-        def open_stream() -> VendorStream[Any]:
-            # The body holds plain JSON built by _anthropic_request; the SDK's TypedDict
-            # params describe the same JSON, so it is passed through unchanged.
-            return client.messages.create(**body, stream=True)
+    @staticmethod
+    def _classify_failure(failure: BaseException) -> AttemptOutcome | None:
+        """Anthropic's exceptions → an outcome (see ``_errors`` for the table)."""
+        import anthropic as sdk
+        import httpx2
 
-        attempt = AttemptRunner(
-            open_stream,
-            lambda: AnthropicStreamMapper(self._names),
-            _classify_failure,
-            ResponseSlot(cancel),
-            cancel,
-        )
-        yield from stream_with_retries(attempt, self._retry, cancel)
-
-    def compact(
-        self, context: Context, selection: Selection, cancel: CancelToken
-    ) -> CompactionOutcome:
-        """Summarise ``context`` by a request of its own (tools offered, none called)."""
-        return compact_by_summary(self.stream, context, selection, cancel)
-
-    def close(self) -> None:
-        """End the session (once); the provider's HTTP client stays open for other sessions."""
-        self._rules.close()
+        if isinstance(failure, sdk.APIStatusError):
+            # An `event: error` mid-stream arrives as a status error on the 200 response.
+            status = None if failure.status_code == 200 else failure.status_code
+            return classify_status_error(failure, status=status)
+        if isinstance(failure, (sdk.APIConnectionError, httpx2.TransportError)):
+            return transport_failed(failure)
+        return None

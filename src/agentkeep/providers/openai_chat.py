@@ -9,32 +9,19 @@ retried, its tentative output rewound with ``BlockReset``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from agentkeep.errors import MissingExtraError
-from agentkeep.providers._attempt import AttemptRunner, VendorStream
+from agentkeep.providers._attempt import Mapper, VendorStream
 from agentkeep.providers._chat_request import build_request
-from agentkeep.providers._compaction import compact_by_summary
-from agentkeep.providers._transport import ResponseSlot
+from agentkeep.providers._openai_adapter import OpenAIClientProvider, OpenAISession
+from agentkeep.providers._vendor_session import Json
 from agentkeep.providers._wire import ToolNames
-from agentkeep.providers.local_session import SessionRules
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.retry import RetryPolicy, stream_with_retries
-from agentkeep.providers.types import (
-    CompactionOutcome,
-    Context,
-    Selection,
-    SessionOptions,
-    StreamEvent,
-    done_error,
-)
-
-if TYPE_CHECKING:
-    import openai
+from agentkeep.providers.retry import RetryPolicy
+from agentkeep.providers.types import Context, Selection, SessionOptions
 
 
-class OpenAICompatibleProvider:
+class OpenAICompatibleProvider(OpenAIClientProvider):
     """Opens Chat Completions sessions against one compatible server.
 
     Args:
@@ -58,90 +45,30 @@ class OpenAICompatibleProvider:
         retry: RetryPolicy | None = None,
         timeout_seconds: float = 600.0,
     ) -> None:
-        try:
-            import openai as _  # noqa: F401 (the import is the check)
-        except ImportError as missing:
-            raise MissingExtraError("openai", "openai") from missing
-        from agentkeep.providers._openai_common import make_client
-
-        self._client = make_client(
-            api_key=api_key, base_url=base_url, timeout_seconds=timeout_seconds
+        super().__init__(
+            api_key=api_key,
+            model=model,
+            base_url=base_url,
+            retry=retry,
+            timeout_seconds=timeout_seconds,
         )
-        self._model = model
-        self._retry = retry or RetryPolicy()
-
-    def __repr__(self) -> str:
-        base_url = str(self._client.base_url)
-        return f"OpenAICompatibleProvider(model={self._model!r}, base_url={base_url!r})"
 
     def open_session(self, session_id: str, options: SessionOptions) -> OpenAIChatSession:
         """Open a session for fixed instructions and tools (spec §1.1)."""
         return OpenAIChatSession(self._client, session_id, options, self._model, self._retry)
 
-    def close(self) -> None:
-        """Close the HTTP client and its pooled connections."""
-        self._client.close()
 
-
-class OpenAIChatSession:
+class OpenAIChatSession(OpenAISession):
     """One agent's Chat Completions session: one operation at a time, closed once."""
 
-    def __init__(
-        self,
-        client: openai.OpenAI,
-        session_id: str,
-        options: SessionOptions,
-        model: str,
-        retry: RetryPolicy,
-    ) -> None:
-        self._client = client
-        self.session_id = session_id
-        self._options = options
-        self._model = model
-        self._retry = retry
-        self._names = ToolNames(options.tools)
-        self._rules = SessionRules(session_id)
+    def _build_body(self, context: Context, selection: Selection) -> Json:
+        return build_request(self._options, context, selection, model=self._model)
 
-    def __repr__(self) -> str:
-        return f"OpenAIChatSession(session_id={self.session_id!r})"
+    def _open_stream(self, body: Json) -> VendorStream[Any]:
+        # Plain JSON built by _chat_request; the SDK's TypedDicts describe it.
+        return self._client.chat.completions.create(**body, stream=True)
 
-    def stream(
-        self, context: Context, selection: Selection, cancel: CancelToken
-    ) -> Iterator[StreamEvent]:
-        """Stream one response; exactly one terminal ``Done``, failures never raised."""
+    def _mapper_type(self) -> Callable[[ToolNames], Mapper[Any]]:
         from agentkeep.providers._chat_stream import ChatStreamMapper
-        from agentkeep.providers._openai_common import classify_failure
 
-        self._rules.begin("stream")
-        try:
-            try:
-                body = build_request(self._options, context, selection, model=self._model)
-            except Exception as failure:  # a malformed context is reported, never raised
-                yield done_error(f"could not build the request: {failure}")
-                return
-            client = self._client
-
-            def open_stream() -> VendorStream[Any]:
-                # Plain JSON built by _chat_request; the SDK's TypedDicts describe it.
-                return client.chat.completions.create(**body, stream=True)
-
-            attempt = AttemptRunner(
-                open_stream,
-                lambda: ChatStreamMapper(self._names),
-                classify_failure,
-                ResponseSlot(cancel),
-                cancel,
-            )
-            yield from stream_with_retries(attempt, self._retry, cancel)
-        finally:
-            self._rules.end()
-
-    def compact(
-        self, context: Context, selection: Selection, cancel: CancelToken
-    ) -> CompactionOutcome:
-        """Summarise ``context`` by a request of its own."""
-        return compact_by_summary(self.stream, context, selection, cancel)
-
-    def close(self) -> None:
-        """End the session (once); the provider's client stays open for other sessions."""
-        self._rules.close()
+        return ChatStreamMapper

@@ -1,0 +1,68 @@
+"""What the two OpenAI adapters share over ``_vendor_session``: the SDK client (opened with
+the extra's check), the default model as the sessions' settings, and reading the SDK's failures.
+
+Importable without the ``openai`` SDK: it (and ``_openai_common``, which imports it) is
+imported only when a provider is constructed or, later, when a failure is classified.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentkeep.errors import MissingExtraError
+from agentkeep.providers._vendor_session import VendorProvider, VendorSession
+from agentkeep.providers.retry import AttemptOutcome, RetryPolicy
+from agentkeep.providers.types import SessionOptions
+
+if TYPE_CHECKING:
+    import openai
+
+
+class OpenAIClientProvider(VendorProvider["openai.OpenAI"]):
+    """A provider over the ``openai`` SDK's sync client (see ``make_client``).
+
+    Raises:
+        MissingExtraError: The ``openai`` package is not installed.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        model: str,
+        base_url: str | None,
+        retry: RetryPolicy | None,
+        timeout_seconds: float,
+    ) -> None:
+        try:
+            import openai as _  # noqa: F401 (the import is the check)
+        except ImportError as missing:
+            raise MissingExtraError("openai", "openai") from missing
+        from agentkeep.providers._openai_common import make_client
+
+        client = make_client(api_key=api_key, base_url=base_url, timeout_seconds=timeout_seconds)
+        super().__init__(client, model, retry)
+
+
+class OpenAISession(VendorSession["openai.OpenAI", str]):
+    """A session over the ``openai`` SDK's sync client; its settings are the default model."""
+
+    def __init__(
+        self,
+        client: openai.OpenAI,
+        session_id: str,
+        options: SessionOptions,
+        model: str,
+        retry: RetryPolicy,
+    ) -> None:
+        super().__init__(client, session_id, options, model, retry)
+
+    @property
+    def _model(self) -> str:
+        return self._settings
+
+    @staticmethod
+    def _classify_failure(failure: BaseException) -> AttemptOutcome | None:
+        from agentkeep.providers._openai_common import classify_failure
+
+        return classify_failure(failure)
