@@ -1,0 +1,73 @@
+"""Seeded chaos campaigns: break the runtime on purpose and check that durable state keeps
+its promises (spec §6 and §7).
+
+A campaign runs in a :class:`ChaosWorld`: a state directory that outlives each simulated
+process, a store that dies (``crash``) or hiccups (``flaky``) at a seeded operation, the
+:class:`~agentkeep.providers.RespondingModel` (which answers from the conversation, so a
+restarted agent hears what its dead predecessor heard), tools that refuse to run for a dead
+process and record every execution in a :class:`Ledger`, and a :class:`Checker` that reads
+only durable state and the ledger. The suites of spec §6.2 are in :data:`SUITES`::
+
+    from agentkeep import chaos
+
+    result = chaos.SUITES["crash_recovery"](seed=7)
+    assert result.ok, result.describe()
+
+Embedders hand the world their own tools (wrapped per process by :func:`guard_tool`) and
+features, and drive it with :meth:`ChaosWorld.run_process`. ``CHAOS_SEEDS=N`` sets how many
+seeds the runner plays, ``CHAOS_SEED=S`` replays one; ``python -m agentkeep.chaos SUITE
+--seeds N`` runs a sweep from the command line.
+"""
+
+from agentkeep.chaos.campaigns import (
+    SUITES,
+    CampaignResult,
+    first_caught,
+    replay_command,
+    run_suite,
+    seeds_from_env,
+)
+from agentkeep.chaos.checker import INVARIANTS, Checker, SwitchExpectation, Violation
+from agentkeep.chaos.tools import (
+    CallArgs,
+    Ledger,
+    LedgerEntry,
+    ZombieToolError,
+    guard_tool,
+    ledger_tools,
+)
+from agentkeep.chaos.world import (
+    ChaosWorld,
+    DurableState,
+    Offer,
+    ProcessHandle,
+    ProcessReport,
+    default_providers,
+    read_durable,
+)
+
+__all__ = [
+    "INVARIANTS",
+    "SUITES",
+    "CallArgs",
+    "CampaignResult",
+    "ChaosWorld",
+    "Checker",
+    "DurableState",
+    "Ledger",
+    "LedgerEntry",
+    "Offer",
+    "ProcessHandle",
+    "ProcessReport",
+    "SwitchExpectation",
+    "Violation",
+    "ZombieToolError",
+    "default_providers",
+    "first_caught",
+    "guard_tool",
+    "ledger_tools",
+    "read_durable",
+    "replay_command",
+    "run_suite",
+    "seeds_from_env",
+]

@@ -1,0 +1,52 @@
+"""Run chaos suites from the command line: ``python -m agentkeep.chaos [SUITE ...]``.
+
+``--seeds N`` (default ``CHAOS_SEEDS`` or 15) runs seeds ``start..start+N-1``; ``--seed S``
+runs one. Every failing seed is printed with its violations and replay command, then a
+summary table; the exit status is 1 if any seed failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+import structlog
+
+from agentkeep.chaos.campaigns import SUITES, seeds_from_env
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agentkeep.chaos")
+    parser.add_argument("suites", nargs="*", choices=[[], *SUITES], default=[])
+    parser.add_argument("--seeds", type=int, default=None, help="how many seeds per suite")
+    parser.add_argument("--start", type=int, default=0, help="first seed")
+    parser.add_argument("--seed", type=int, default=None, help="run only this seed")
+    args = parser.parse_args(argv)
+    # Campaigns inject thousands of faults on purpose; the store logs each one.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+    if args.seed is not None:
+        seeds = [args.seed]
+    elif args.seeds is not None:
+        seeds = list(range(args.start, args.start + args.seeds))
+    else:
+        seeds = seeds_from_env()
+    rows: list[tuple[str, int, int, float]] = []
+    for suite in args.suites or list(SUITES):
+        started = time.monotonic()
+        failed = 0
+        for seed in seeds:
+            result = SUITES[suite](seed)
+            if not result.ok:
+                failed += 1
+                print(result.describe(), flush=True)
+        rows.append((suite, len(seeds), failed, time.monotonic() - started))
+    print(f"{'suite':<24}{'seeds':>8}{'failed':>8}{'seconds':>10}")
+    for suite, count, failed, seconds in rows:
+        print(f"{suite:<24}{count:>8}{failed:>8}{seconds:>10.1f}")
+    return 1 if any(failed for _, _, failed, _ in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,392 @@
+"""The chaos suites (spec §6.2) as functions ``(seed) -> CampaignResult``, and their runner.
+
+Every suite builds a :class:`~agentkeep.chaos.world.ChaosWorld` in a temporary directory,
+plays a seeded sequence of simulated processes (crashing, flaky, aborted, concurrent), checks
+the disk after each one and, after a final healthy process, checks that everything was
+answered and nothing is owed. Same seed, same plan.
+
+``CHAOS_SEEDS=N`` runs seeds ``0..N-1`` (default 15); ``CHAOS_SEED=S`` runs only seed ``S``.
+A failure names the seed, the violated invariant and the command that replays it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Literal
+
+from agentkeep.chaos.checker import Checker, SwitchExpectation, Violation
+from agentkeep.chaos.tools import ledger_tools
+from agentkeep.chaos.world import ChaosWorld, Offer, ProcessHandle, ProcessReport
+from agentkeep.loop.messages import QueueMode
+from agentkeep.persistence.faults import FaultPlan
+from agentkeep.persistence.records import QueueName
+from agentkeep.providers.registry import Providers
+from agentkeep.providers.responding import RespondingModel
+
+DEFAULT_SEEDS = 15
+SEEDS_ENV = "CHAOS_SEEDS"
+SEED_ENV = "CHAOS_SEED"
+
+
+@dataclass
+class CampaignResult:
+    """One seed of one suite: its processes and every violation the checker found."""
+
+    suite: str
+    seed: int
+    violations: list[Violation] = field(default_factory=list)
+    processes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    @property
+    def replay(self) -> str:
+        return replay_command(self.suite, self.seed)
+
+    def describe(self) -> str:
+        lines = [
+            f"chaos suite {self.suite!r} seed {self.seed}: {len(self.violations)} violation(s)"
+        ]
+        lines += [f"  - {v.describe()}" for v in self.violations]
+        lines += [f"  {p}" for p in self.processes]
+        lines.append(f"  replay: {self.replay}")
+        return "\n".join(lines)
+
+
+def replay_command(suite: str, seed: int) -> str:
+    return f"CHAOS_SEED={seed} .venv/bin/pytest tests/chaos/test_{suite}.py"
+
+
+def seeds_from_env(default: int = DEFAULT_SEEDS) -> list[int]:
+    """``CHAOS_SEED`` (one seed) or ``range(CHAOS_SEEDS)``."""
+    one = os.environ.get(SEED_ENV, "").strip()
+    if one:
+        return [int(one)]
+    count = os.environ.get(SEEDS_ENV, "").strip()
+    return list(range(int(count) if count else default))
+
+
+# -- the campaign frame ------------------------------------------------------------------------
+
+
+class _Campaign:
+    def __init__(self, suite: str, seed: int, world: ChaosWorld, checker: Checker) -> None:
+        self.suite = suite
+        self.seed = seed
+        self.world = world
+        self.checker = checker
+        self.rng = world.rng
+
+    def process(self, *, final: bool = False, **options: object) -> ProcessReport:
+        report = self.world.run_process(**options)  # type: ignore[arg-type]
+        self.checker.after_process(report, final=final)
+        return report
+
+    def queue(self) -> QueueName:
+        return "send" if self.rng.random() < 0.5 else "steering"
+
+    def crash(self, high: int) -> FaultPlan:
+        return FaultPlan(at=self.rng.randint(1, high), mode="crash")
+
+
+Body = Callable[[_Campaign], None]
+
+
+def _run(
+    suite: str,
+    seed: int,
+    body: Body,
+    *,
+    world_options: dict[str, object] | None = None,
+    switch: SwitchExpectation | None = None,
+    home: str | Path | None = None,
+) -> CampaignResult:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"chaos-{suite}-{seed}-") as scratch:
+        world = ChaosWorld(Path(home or scratch) / "state", seed, **(world_options or {}))  # type: ignore[arg-type]
+        checker = Checker(world, switch=switch)
+        world.create_agent()
+        body(_Campaign(suite, seed, world, checker))
+    return CampaignResult(
+        suite=suite,
+        seed=seed,
+        violations=checker.violations,
+        processes=[r.describe() for r in world.reports],
+        seconds=time.monotonic() - started,
+    )
+
+
+def _messages(prefix: str, count: int, queue: Literal["send", "steering"] = "send") -> list[Offer]:
+    return [
+        Offer(id=f"{prefix}{i}", text=f"{prefix} message {i}", queue=queue) for i in range(count)
+    ]
+
+
+def _modes(campaign_seed: int) -> dict[str, object]:
+    import random
+
+    rng = random.Random(campaign_seed ^ 0x5EED)
+    modes: tuple[QueueMode, QueueMode] = ("one-at-a-time", "all")
+    return {"steering_mode": rng.choice(modes), "send_mode": rng.choice(modes)}
+
+
+def _chunky(seed: int) -> Providers:
+    providers = Providers()
+    providers.add("local", RespondingModel(seed=seed, stream_chunks=(1, 4)), kind="gym")
+    return providers
+
+
+# -- the suites ----------------------------------------------------------------------------------
+
+
+def crash_recovery(seed: int, *, home: str | Path | None = None) -> CampaignResult:
+    """3 sends; the process dies at a random store operation (≤ 150: a whole healthy run is
+    about 210 statement-level operations) 1–5 times, then a
+    healthy process finishes: each message once, in order, every call settled once, the
+    fragile tool never re-run, nothing owed, ``answer-3``."""
+
+    def body(c: _Campaign) -> None:
+        c.world.offer(*_messages("m", 3))
+        for _ in range(c.rng.randint(1, 5)):
+            c.process(faults=c.crash(150))
+        c.process(final=True, start=True)
+
+    return _run("crash_recovery", seed, body, home=home)
+
+
+def queues(seed: int, *, home: str | Path | None = None) -> CampaignResult:
+    """5 messages, mixed steering and send, each offered just before a crash; both queues in
+    a seeded mode: all once, each queue in acceptance order, nothing owed, ``answer-5``."""
+
+    def body(c: _Campaign) -> None:
+        offers = [Offer(id=f"q{i}", text=f"queued {i}", queue=c.queue()) for i in range(5)]
+        while offers:
+            take = c.rng.randint(1, 2)
+            batch, offers = offers[:take], offers[take:]
+            c.process(messages=batch, faults=c.crash(120))
+        for _ in range(c.rng.randint(0, 2)):
+            c.process(faults=c.crash(120))
+        c.process(final=True, start=True)
+
+    return _run("queues", seed, body, world_options=_modes(seed), home=home)
+
+
+def interruption(seed: int, *, home: str | Path | None = None) -> CampaignResult:
+    """2 messages; turns aborted after 1–8 stream events, sometimes while crashing too; then
+    a healthy process with one more message: all once, every call settled (aborted ones by
+    error results), the fragile tool never twice, nothing owed, ``answer-3``."""
+
+    def body(c: _Campaign) -> None:
+        c.world.offer(*_messages("i", 2))
+        for _ in range(c.rng.randint(1, 4)):
+            faults = c.crash(120) if c.rng.random() < 0.5 else None
+            c.process(faults=faults, abort_after_events=c.rng.randint(1, 8))
+        # An aborted turn may settle leaving its message unanswered (spec §3.9); a last
+        # message makes the agent answer the whole conversation.
+        c.process(final=True, start=True, messages=_messages("last", 1))
+
+    return _run("interruption", seed, body, world_options={"providers": _chunky}, home=home)
+
+
+def flaky_store(seed: int, *, home: str | Path | None = None) -> CampaignResult:
+    """3 sends while single store operations fail and the process keeps running: after every
+    process the history is well-formed; after a healthy restart exactly the accepted
+    messages are answered in order, all calls settled, nothing owed."""
+
+    def body(c: _Campaign) -> None:
+        offers = _messages("f", 3)
+        for _ in range(c.rng.randint(1, 4)):
+            fresh = [offers.pop(0)] if offers and c.rng.random() < 0.7 else []
+            c.process(messages=fresh, faults=FaultPlan(at=c.rng.randint(1, 120), mode="flaky"))
+        c.world.offer(*offers)
+        c.process(final=True, start=True)
+
+    return _run("flaky_store", seed, body, home=home)
+
+
+def concurrency(seed: int, *, home: str | Path | None = None) -> CampaignResult:
+    """Nothing crashes: 6 senders and steerers, aborts and starts arrive at once (two waves,
+    each released by one barrier, the second while the agent works); then a restart: all
+    once, unique settled calls, nothing owed, ``answer-6``."""
+
+    def body(c: _Campaign) -> None:
+        offers = [Offer(id=f"c{i}", text=f"concurrent {i}", queue=c.queue()) for i in range(6)]
+        aborts = c.rng.randint(0, 2)
+        starts = c.rng.randint(0, 2)
+        c.world.order_known = False  # six callers at once have no acceptance order to keep
+        c.world.offer(*offers)
+
+        def driver(handle: ProcessHandle) -> None:
+            jobs: list[Callable[[], object]] = [partial(handle.offer, o) for o in offers]
+            jobs += [handle.abort] * aborts
+            jobs += [handle.system.start] * starts
+            c.rng.shuffle(jobs)
+            # Two waves: the second arrives while the agent works on the first.
+            cut = c.rng.randint(1, len(jobs) - 1)
+            _all_at_once(jobs[:cut])
+            _all_at_once(jobs[cut:])
+
+        c.process(driver=driver)
+        c.process(final=True, start=True)
+
+    return _run("concurrency", seed, body, home=home)
+
+
+def compaction(seed: int, *, home: str | Path | None = None) -> CampaignResult:
+    """Two answered messages, then compactions interrupted by crashes inside their
+    transaction: the history is always the whole original or the whole replacement, one
+    compaction record at most; a later message is answered on top (``answer-3``)."""
+
+    def body(c: _Campaign) -> None:
+        c.process(messages=_messages("h", 2))
+        for _ in range(c.rng.randint(1, 3)):
+            c.process(compact="when_idle", faults=c.crash(30))
+        c.process(final=True, start=True, messages=_messages("later", 1))
+
+    return _run("compaction", seed, body, home=home)
+
+
+def compaction_under_load(seed: int, *, home: str | Path | None = None) -> CampaignResult:
+    """Compaction requested while messages wait in both queues and calls are in flight,
+    under crashes: at most one compaction record, no duplicate message, each queue in order,
+    calls settled, nothing owed, no invented answer."""
+
+    def body(c: _Campaign) -> None:
+        counter = 0
+        for _ in range(c.rng.randint(2, 4)):
+            fresh: list[Offer] = []
+            for _ in range(c.rng.randint(1, 2)):
+                queue = c.queue()
+                fresh.append(Offer(id=f"l{counter}", text=f"loaded {counter}", queue=queue))
+                counter += 1
+            faults = c.crash(150) if c.rng.random() < 0.8 else None
+            c.process(messages=fresh, compact="after_offers", faults=faults)
+        final_compact = "when_idle" if c.rng.random() < 0.3 else "no"
+        c.process(final=True, start=True, compact=final_compact)
+
+    return _run("compaction_under_load", seed, body, world_options=_modes(seed), home=home)
+
+
+CODEX_MODEL = "openai/gpt-5"
+CLAUDE_MODEL = "anthropic/claude-sonnet-4"
+
+
+def switch_providers(seed: int) -> Providers:
+    """``codex`` (kind codex) and ``claude`` (kind claude): a switch between them resets."""
+    providers = Providers()
+    providers.add("codex", RespondingModel(seed=seed), kind="codex")
+    claude = RespondingModel(
+        seed=seed, durable_tool="durable_tool_b", fragile_tool="fragile_tool_b"
+    )
+    providers.add("claude", claude, kind="claude")
+    return providers
+
+
+SWITCH = SwitchExpectation(
+    old_ids=frozenset({"before"}),
+    new_ids=frozenset({"after"}),
+    provider="claude",
+    model=CLAUDE_MODEL,
+)
+
+
+def model_switch(seed: int, *, home: str | Path | None = None) -> CampaignResult:
+    """A codex conversation, then a message switching to claude (incompatible: the history
+    resets) under crashes: the history is always one whole side; finally only ``after``,
+    the settings name claude, ``answer-1``."""
+
+    def body(c: _Campaign) -> None:
+        c.process(messages=[Offer(id="before", text="before the switch")])
+        switch = Offer(id="after", text="after the switch", provider="claude", model=CLAUDE_MODEL)
+        c.world.offer(switch)
+        for _ in range(c.rng.randint(1, 4)):
+            c.process(faults=c.crash(120))
+        c.process(final=True, start=True)
+
+    options: dict[str, object] = {
+        "providers": switch_providers,
+        "provider": "codex",
+        "model": CODEX_MODEL,
+        "tools": (*ledger_tools(), *ledger_tools("durable_tool_b", "fragile_tool_b")),
+        "durable_tools": frozenset({"durable_tool", "durable_tool_b"}),
+        "fragile_tools": frozenset({"fragile_tool", "fragile_tool_b"}),
+    }
+    return _run("model_switch", seed, body, world_options=options, switch=SWITCH, home=home)
+
+
+SUITES: dict[str, Callable[[int], CampaignResult]] = {
+    "crash_recovery": crash_recovery,
+    "queues": queues,
+    "interruption": interruption,
+    "flaky_store": flaky_store,
+    "concurrency": concurrency,
+    "compaction": compaction,
+    "compaction_under_load": compaction_under_load,
+    "model_switch": model_switch,
+}
+
+
+def run_suite(suite: str, seeds: Iterable[int] | None = None) -> list[CampaignResult]:
+    """Run ``suite`` over ``seeds`` (default: from the environment)."""
+    campaign = SUITES[suite]
+    return [campaign(seed) for seed in (seeds if seeds is not None else seeds_from_env())]
+
+
+def first_caught(
+    campaign: Callable[[int], CampaignResult], seeds: Iterable[int], invariants: set[int]
+) -> CampaignResult | None:
+    """The first seed whose run breaks one of ``invariants``, or None. Proves a checker can
+    fail: run it against a deliberately broken runtime (a mutant) and expect a catch."""
+    for seed in seeds:
+        result = campaign(seed)
+        if any(v.invariant in invariants for v in result.violations):
+            return result
+    return None
+
+
+def _all_at_once(jobs: list[Callable[[], object]]) -> None:
+    """Run every job in its own thread, released together by one barrier."""
+    barrier = threading.Barrier(len(jobs))
+    errors: list[BaseException] = []
+
+    def run(job: Callable[[], object]) -> None:
+        barrier.wait()
+        try:
+            job()
+        except Exception as error:  # a job's failure is the checker's business, not ours
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(job,)) for job in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+__all__ = [
+    "DEFAULT_SEEDS",
+    "SUITES",
+    "CampaignResult",
+    "compaction",
+    "compaction_under_load",
+    "concurrency",
+    "crash_recovery",
+    "first_caught",
+    "flaky_store",
+    "interruption",
+    "model_switch",
+    "queues",
+    "replay_command",
+    "run_suite",
+    "seeds_from_env",
+]

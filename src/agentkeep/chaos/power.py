@@ -1,0 +1,305 @@
+"""Power-loss campaign: the store's writer runs over a disk that loses its unsynced writes.
+
+Each seed opens a store through a :class:`~agentkeep.chaos.powervfs.PowerLossVFS` (with a
+seeded checkpoint threshold, so checkpoints and WAL restarts happen inside the window too) and
+commits rounds of transactions through :meth:`Store.transact`, each round from several
+submitter threads at once so they share one group commit. A round's composition is exact, not
+left to timing: a blocker work item holds the writer while the round's submitters queue one
+by one (``wait_for_queued``), then lets the whole round run as one group. Every transaction
+writes three key-value rows whose values name it, so a partial one is visible.
+
+At a seeded operation the power is cut in a seeded :data:`~agentkeep.chaos.powervfs.CutMode`
+(a cut that never fires during the rounds fires after them). The surviving image is written to
+a fresh directory and judged with the default VFS: ``PRAGMA integrity_check`` is ok, every
+transaction whose ``transact`` returned is present whole, no transaction is present in part.
+
+``python -m agentkeep.chaos.power --seeds N [--start S] [--jobs J]`` runs a sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import logging
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import apsw
+import structlog
+
+from agentkeep.chaos.campaigns import seeds_from_env
+from agentkeep.chaos.powervfs import CUT_MODES, CutMode, PowerGrid, PowerLossVFS
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.store import DATABASE_NAME, Store
+
+DEFAULT_SEEDS = 6
+PARTS = ("a", "b", "c")
+TIMEOUT_SECONDS = 60.0
+TEST_FILE = "tests/chaos/test_power_loss.py"
+LYING_SYNC = "lying_sync"
+_names = itertools.count()
+
+
+@dataclass(frozen=True)
+class PowerPlan:
+    """One seed's schedule: the rounds (each a group of that many transactions), where the
+    power fails and how, and the store's checkpoint threshold."""
+
+    rounds: tuple[int, ...]
+    cut_at: int
+    mode: CutMode
+    value_bytes: int
+    checkpoint_pages: int
+
+    def describe(self) -> str:
+        return (
+            f"{len(self.rounds)} rounds of {list(self.rounds)}, cut at I/O operation "
+            f"{self.cut_at} ({self.mode}), values {self.value_bytes} B, checkpoint at "
+            f"{self.checkpoint_pages} pages"
+        )
+
+
+def plan(seed: int) -> PowerPlan:
+    rng = random.Random(seed)
+    rounds = tuple(rng.randint(1, 5) for _ in range(rng.randint(4, 12)))
+    value_bytes = rng.choice([40, 700, 3000, 9000])
+    # A transaction dirties about one page per 1,300 bytes of rows plus its B-tree pages;
+    # each page is two WAL writes, each group one sync, and checkpoints (database writes and
+    # syncs) about double that. The bound reaches a little past the end of the run.
+    pages = 3 * value_bytes // 4000 + 2
+    bound = 2 * sum(size * 2 * pages + 4 for size in rounds)
+    return PowerPlan(
+        rounds=rounds,
+        cut_at=rng.randint(1, bound),
+        mode=rng.choice(CUT_MODES),
+        value_bytes=value_bytes,
+        checkpoint_pages=rng.choice([2, 8, 1000]),
+    )
+
+
+@dataclass
+class PowerCutResult:
+    seed: int
+    plan: PowerPlan
+    acknowledged: list[str] = field(default_factory=list)
+    submitted: list[str] = field(default_factory=list)
+    present: list[str] = field(default_factory=list)
+    interrupted: str | None = None
+    operations: int = 0  # tracked I/O operations counted until the cut
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    mutant: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def replay(self) -> str:
+        return f"CHAOS_SEED={self.seed} .venv/bin/pytest {TEST_FILE}"
+
+    def describe(self) -> str:
+        mutant = f" (mutant {self.mutant})" if self.mutant else ""
+        lines = [f"power cut seed {self.seed}{mutant}: {len(self.problems)} problem(s)"]
+        lines += [f"  - {problem}" for problem in self.problems]
+        lines.append(f"  plan: {self.plan.describe()}; the cut interrupted {self.interrupted}")
+        lines.append(
+            f"  {len(self.submitted)} submitted, {len(self.acknowledged)} acknowledged, "
+            f"{len(self.present)} present after the cut"
+        )
+        lines.append(f"  replay: {self.replay}")
+        return "\n".join(lines)
+
+
+def value_of(tx_id: str, part: str, size: int) -> str:
+    """The row ``part`` of transaction ``tx_id``: names both, padded to ``size``."""
+    head = f"{tx_id}:{part}:"
+    return (head * (size // len(head) + 1))[:size]
+
+
+def _work(tx_id: str, size: int) -> Any:
+    def work(tx: Transaction) -> str:
+        for part in PARTS:
+            tx.kv_write(f"tx.{tx_id}.{part}", value_of(tx_id, part, size))
+        return tx_id
+
+    return work
+
+
+def _round(store: Store, tx_ids: list[str], size: int) -> dict[str, bool]:
+    """Commit ``tx_ids`` as one group from one thread each; True where ``transact`` returned."""
+    outcomes: dict[str, bool] = {}
+    holding, release = threading.Event(), threading.Event()
+
+    def hold(tx: Transaction) -> None:
+        holding.set()
+        release.wait(TIMEOUT_SECONDS)
+
+    def submit(name: str, work: Any) -> None:
+        try:
+            store.transact(work)
+            outcomes[name] = True
+        except Exception:
+            outcomes[name] = False
+        finally:
+            holding.set()  # a blocker that never ran must not leave the round waiting
+
+    threads = [threading.Thread(target=submit, args=("", hold))]
+    threads[0].start()
+    holding.wait(TIMEOUT_SECONDS)
+    if outcomes.get("") is False:
+        threads[0].join(TIMEOUT_SECONDS)
+        return dict.fromkeys(tx_ids, False)
+    for queued, tx_id in enumerate(tx_ids, start=1):
+        thread = threading.Thread(target=submit, args=(tx_id, _work(tx_id, size)))
+        thread.start()
+        threads.append(thread)
+        store.handle.wait_for_queued(queued, timeout_seconds=TIMEOUT_SECONDS)
+    release.set()
+    for thread in threads:
+        thread.join(TIMEOUT_SECONDS)
+    outcomes.pop("", None)
+    return outcomes
+
+
+def run_campaign(
+    seed: int, *, home: str | Path | None = None, mutant: str | None = None
+) -> PowerCutResult:
+    """Play seed ``seed`` in a temporary directory (or ``home``).
+
+    ``mutant="lying_sync"`` (tests only) breaks durability on purpose: the disk's ``xSync``
+    reports success and persists nothing, so acknowledged work can be lost.
+    """
+    started = time.monotonic()
+    schedule = plan(seed)
+    result = PowerCutResult(seed=seed, plan=schedule, mutant=mutant)
+    grid = PowerGrid(seed=seed, mode=schedule.mode, lying_sync=mutant == LYING_SYNC)
+    vfs = PowerLossVFS(f"agentkeep-power-{os.getpid()}-{next(_names)}", grid)
+    with tempfile.TemporaryDirectory(prefix=f"chaos-power-{seed}-") as scratch:
+        base = Path(home or scratch)
+        try:
+            store = Store.open(
+                base / "state", vfs=vfs.name, checkpoint_pages=schedule.checkpoint_pages
+            )
+            try:
+                grid.arm(schedule.cut_at)
+                for number, size in enumerate(schedule.rounds):
+                    tx_ids = [f"r{number}t{index}" for index in range(size)]
+                    result.submitted += tx_ids
+                    outcomes = _round(store, tx_ids, schedule.value_bytes)
+                    result.acknowledged += [t for t in tx_ids if outcomes.get(t)]
+                    if grid.dead:
+                        break
+                grid.cut()  # a cut planned past the end of the rounds happens now
+            finally:
+                store.close()
+        finally:
+            vfs.unregister()
+        result.interrupted = grid.cut_operation
+        result.operations = grid.operations
+        reboot = base / "reboot"
+        reboot.mkdir()
+        for path, content in grid.surviving().items():
+            (reboot / Path(path).name).write_bytes(content)
+        _judge(reboot, schedule, result)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _judge(reboot: Path, schedule: PowerPlan, result: PowerCutResult) -> None:
+    try:
+        connection = apsw.Connection(str(reboot / DATABASE_NAME))
+        try:
+            # First, before anything writes: recovery rebuilds the WAL index here.
+            check = connection.execute("PRAGMA integrity_check").fetchall()
+        finally:
+            connection.close()
+        if check == [("ok",)]:
+            with Store.open(reboot) as store:
+                rows: dict[str, Any] = dict(store.read(lambda tx: tx.kv_list("tx.")))
+    except apsw.Error as exc:
+        check = [(f"{type(exc).__name__}: {exc}",)]
+    if check != [("ok",)]:
+        result.problems.append(f"integrity_check after the cut: {check}")
+        return
+    for tx_id in result.submitted:
+        found = [rows.get(f"tx.{tx_id}.{part}") for part in PARTS]
+        whole = [value_of(tx_id, part, schedule.value_bytes) for part in PARTS]
+        if found == whole:
+            result.present.append(tx_id)
+        elif any(value is not None for value in found):
+            result.problems.append(f"transaction {tx_id} is present in part: {found!r:.200}")
+    lost = [t for t in result.acknowledged if t not in result.present]
+    if lost:
+        result.problems.append(f"acknowledged transactions lost by the cut: {lost}")
+    strangers = {key.split(".")[1] for key in rows} - set(result.submitted)
+    if strangers:
+        result.problems.append(f"transactions nobody submitted: {sorted(strangers)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agentkeep.chaos.power")
+    parser.add_argument("--seeds", type=int, default=None)
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--mutant", default=None)
+    args = parser.parse_args(argv)
+    seeds = (
+        list(range(args.start, args.start + args.seeds))
+        if args.seeds is not None
+        else seeds_from_env(DEFAULT_SEEDS)
+    )
+    started = time.monotonic()
+    failed: list[int] = []
+    modes: Counter[str] = Counter()
+    interrupted: Counter[str] = Counter()
+    acknowledged = unheard = 0
+    _quiet()
+    with ProcessPoolExecutor(max_workers=args.jobs, initializer=_quiet) as pool:
+        for result in pool.map(_campaign_for_pool, seeds, [args.mutant] * len(seeds)):
+            modes[result.plan.mode] += 1
+            acknowledged += len(result.acknowledged)
+            unheard += len(set(result.present) - set(result.acknowledged))
+            interrupted[_interrupted_kind(result.interrupted)] += 1
+            if not result.ok:
+                failed.append(result.seed)
+                print(result.describe(), flush=True)
+    print(
+        f"seeds {len(seeds)}  failed {len(failed)} {failed}  acknowledged transactions "
+        f"{acknowledged}  cuts by mode {dict(sorted(modes.items()))}  "
+        f"wall {time.monotonic() - started:.1f} s"
+    )
+    print(f"  committed but never acknowledged (present, caller not told): {unheard}")
+    for kind, count in sorted(interrupted.items()):
+        print(f"  cut during {kind:<40}{count:>6}")
+    return 1 if failed else 0
+
+
+def _interrupted_kind(interrupted: str | None) -> str:
+    """``"write #87 of agents.db-wal"`` -> ``"write of agents.db-wal"``."""
+    if interrupted is None or "#" not in interrupted:
+        return "no operation (after the last round)"
+    kind, _, rest = interrupted.partition(" #")
+    return f"{kind} of {rest.split(' of ')[-1]}"
+
+
+def _quiet() -> None:
+    # The store logs every failed checkpoint and commit after the cut.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+
+
+def _campaign_for_pool(seed: int, mutant: str | None) -> PowerCutResult:
+    return run_campaign(seed, mutant=mutant)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""One simulated process of a chaos campaign: what it offers, what it saw, and its report.
+
+:class:`ProcessHandle` is what a campaign's driver may do inside a process (offer messages,
+abort, request a compaction); :class:`ProcessReport` is what the process did. Durable state is
+read as a :class:`DurableState` snapshot (:func:`read_durable`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from agentkeep.agent_system import AgentSystem
+from agentkeep.delivery import user
+from agentkeep.features import Feature, HookContext
+from agentkeep.persistence.faults import FaultPlan
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.records import (
+    BlockRecord,
+    ConversationRecord,
+    OwedWork,
+    PendingToolCall,
+    QueuedMessage,
+    QueuedNotice,
+    QueueName,
+    Settings,
+    UserRecord,
+)
+from agentkeep.providers.types import Done, StreamEvent, TextBlock, TextEnd
+
+if TYPE_CHECKING:
+    from agentkeep import Agent
+    from agentkeep.chaos.world import ChaosWorld
+
+
+class Offer(msgspec.Struct, frozen=True, kw_only=True):
+    """A message the campaign wants delivered (its fixed ``id`` makes re-offers idempotent)."""
+
+    id: str
+    text: str
+    queue: QueueName = "send"
+    provider: str | None = None
+    model: str | None = None
+
+
+class DurableState(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything durable about one agent, read in one snapshot."""
+
+    records: tuple[ConversationRecord, ...]
+    queued: tuple[QueuedMessage, ...]
+    notices: tuple[QueuedNotice, ...]
+    pending: tuple[PendingToolCall, ...]
+    owed: OwedWork | None
+    settings: Settings | None
+
+
+def read_durable(tx: Transaction, agent_id: str) -> DurableState:
+    return DurableState(
+        records=tuple(tx.load_records(agent_id)),
+        queued=tuple(tx.queued(agent_id)),
+        notices=tuple(tx.notices(agent_id)),
+        pending=tuple(tx.pending_calls(agent_id)),
+        owed=tx.read_owed(agent_id),
+        settings=tx.read_settings(agent_id),
+    )
+
+
+@dataclass
+class ProcessReport:
+    """What one simulated process did (for the checker and for failure messages)."""
+
+    generation: int
+    faults: FaultPlan | None
+    crashed: bool = False
+    idle: bool = True
+    accepted: list[str] = field(default_factory=list)
+    failed_offers: list[str] = field(default_factory=list)
+    events: int = 0
+    aborted: bool = False
+    compaction_requested: bool = False
+    # (invariant, detail) pairs observed while the process ran (e.g. a response reported
+    # finished whose answer was not durable).
+    live_violations: list[tuple[int, str]] = field(default_factory=list)
+
+    def describe(self) -> str:
+        plan = "healthy" if self.faults is None else f"{self.faults.mode}@{self.faults.at}"
+        return (
+            f"process {self.generation} ({plan}): crashed={self.crashed} idle={self.idle} "
+            f"accepted={self.accepted} failed={self.failed_offers} events={self.events} "
+            f"aborted={self.aborted} compaction={self.compaction_requested}"
+        )
+
+
+def live_check(world: ChaosWorld, generation: int) -> Callable[[], bool]:
+    def alive() -> bool:
+        live = world._live
+        if live is not None and live.generation == generation:
+            live.opened.wait(30.0)  # a tool started by ``open`` waits until open returned
+        return world.alive(generation)
+
+    return alive
+
+
+class Live:
+    """The running process: its system, its fault plan, its event counter."""
+
+    def __init__(
+        self,
+        world: ChaosWorld,
+        report: ProcessReport,
+        faults: FaultPlan | None,
+        abort_after_events: int | None,
+    ) -> None:
+        self.world = world
+        self.report = report
+        self.generation = report.generation
+        self.faults = faults
+        self.abort_after = abort_after_events
+        self.opened = threading.Event()
+        self.system: AgentSystem | None = None
+        self.last_text: str | None = None
+        self._abort_pending = False
+        self._lock = threading.Lock()
+
+    def attach(self, system: AgentSystem) -> None:
+        with self._lock:
+            self.system = system
+            abort_now = self._abort_pending
+        self.opened.set()
+        if abort_now:
+            system.abort(self.world.agent_id)
+
+    def attach_failed(self) -> None:
+        self.opened.set()
+
+    def crashed(self) -> bool:
+        plan = self.faults
+        system = self.system
+        if plan is None or plan.mode != "crash" or system is None:
+            return False
+        try:
+            return system.store.statistics().operations >= plan.at
+        except Exception:
+            return True
+
+    def on_event(self, event: StreamEvent) -> None:
+        with self._lock:
+            self.report.events += 1
+            count = self.report.events
+            system = self.system
+            fire = self.abort_after is not None and count == self.abort_after
+            if fire and system is None:
+                self._abort_pending = True
+        if fire:
+            self.report.aborted = True
+            if system is not None:
+                system.abort(self.world.agent_id)
+        if isinstance(event, TextEnd):
+            self.last_text = event.text
+        elif isinstance(event, Done) and event.state == "normal":
+            self._check_answer_durable(system)
+
+    def _check_answer_durable(self, system: AgentSystem | None) -> None:
+        """A response reported finished (``done normal``) has its answer on disk."""
+        text = self.last_text
+        if system is None or text is None or self.crashed():
+            return
+        try:
+            records = system.store.read(lambda tx: tx.load_records(self.world.agent_id))
+        except Exception:
+            return
+        last = records[-1] if records else None
+        durable = (
+            isinstance(last, BlockRecord)
+            and isinstance(last.block, TextBlock)
+            and last.block.text == text
+        )
+        if not durable and not self.crashed():
+            self.report.live_violations.append(
+                (13, f"done(normal) reported while the answer {text!r} was not the last record")
+            )
+
+
+class Observer(Feature):
+    name = "chaosobserver"
+
+    def __init__(self, live: Live) -> None:
+        self._live = live
+
+    def on_event(self, ctx: HookContext, event: StreamEvent) -> None:
+        self._live.on_event(event)
+
+
+class ProcessHandle:
+    """What a campaign's driver may do inside one process."""
+
+    def __init__(self, world: ChaosWorld, system: AgentSystem, agent: Agent, live: Live) -> None:
+        self.world = world
+        self.system = system
+        self.agent = agent
+        self._live = live
+
+    @property
+    def report(self) -> ProcessReport:
+        return self._live.report
+
+    def crashed(self) -> bool:
+        return self._live.crashed()
+
+    def discover(self) -> None:
+        """Mark offers a dead process accepted (its caller never heard) as accepted, in
+        durable order: those already in the conversation, then those queued."""
+        world = self.world
+        unknown = {o.id for o in world.offers} - set(world.accept_order)
+        if not unknown:
+            return
+        state = self.system.store.read(lambda tx: read_durable(tx, world.agent_id))
+        found = [r.message_id for r in state.records if isinstance(r, UserRecord)]
+        found += [q.id for q in state.queued]
+        for offer_id in found:
+            if offer_id in unknown:
+                world._mark_accepted(offer_id, self.report)
+
+    def offer(self, offer: Offer) -> bool:
+        """Offer one message; True if it is durably accepted (now or before)."""
+        world = self.world
+        if offer.id in world.accept_order:
+            return True
+        if self.crashed():
+            return False  # a dead process sends nothing
+        method = self.agent.steer if offer.queue == "steering" else self.agent.send
+        try:
+            method(user(offer.text), id=offer.id, provider=offer.provider, model=offer.model)
+        except Exception:
+            self.report.failed_offers.append(offer.id)
+            if not self._durably_present(offer.id):
+                return False
+        world._mark_accepted(offer.id, self.report)
+        return True
+
+    def offer_pending(self) -> None:
+        """Offer, in order, every message not yet durably accepted."""
+        for each in list(self.world.offers):
+            self.offer(each)
+
+    def request_compaction(self) -> None:
+        if self.crashed():
+            return
+        self.report.compaction_requested = True
+        quietly(self.agent.compact)
+
+    def abort(self) -> None:
+        self.system.abort(self.world.agent_id)
+
+    def _durably_present(self, offer_id: str) -> bool:
+        try:
+            state = self.system.store.read(lambda tx: read_durable(tx, self.world.agent_id))
+        except Exception:
+            return False
+        if any(q.id == offer_id for q in state.queued):
+            return True
+        return any(isinstance(r, UserRecord) and r.message_id == offer_id for r in state.records)
+
+
+def quietly(action: Callable[[], object]) -> None:
+    try:
+        action()
+    except Exception:  # a dead process fails in every way it can; the checker judges the disk
+        return
+
+
+__all__ = [
+    "DurableState",
+    "Live",
+    "Observer",
+    "Offer",
+    "ProcessHandle",
+    "ProcessReport",
+    "live_check",
+    "quietly",
+    "read_durable",
+]

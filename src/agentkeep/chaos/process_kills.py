@@ -1,0 +1,391 @@
+"""Real process campaign: an ``AgentSystem`` in a child process, SIGKILLed again and again.
+
+Each seed plans 1–5 killed processes, then one left alone to finish, all on one state
+directory (:mod:`agentkeep.chaos.process_worker` is the child). A process dies one of three
+ways, drawn from the seed:
+
+- ``store``: at store operation N (``AGENTKEEP_FAULT_AT`` + ``AGENTKEEP_FAULT_MODE=kill``,
+  N up to a whole healthy run, so every index is reachable: the first ``BEGIN``, a statement
+  inside a group commit, ``COMMIT``, and ``after_commit`` before any caller is answered);
+- ``tool``: right after the N-th tool execution's side effect is on the ledger, before its
+  result exists;
+- ``timer``: the parent sends ``SIGKILL`` after a seeded delay (the one source of
+  nondeterminism, on purpose: every outcome must still pass every invariant).
+
+After every process the parent judges a copy of what is on disk (so the next child still
+recovers from the raw crash image) with the harness's :class:`~agentkeep.chaos.Checker`,
+plus ``PRAGMA integrity_check``; after the last one also the end state: every accepted message
+once and in order, every call answered once after its call, the fragile tool at most once per
+call across all processes (from the ledger file), nothing owed, ``answer-4``.
+
+``python -m agentkeep.chaos.process_kills --seeds N [--start S] [--jobs J]`` runs a sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import apsw
+import structlog
+
+from agentkeep.chaos.campaigns import seeds_from_env
+from agentkeep.chaos.checker import Checker
+from agentkeep.chaos.process import DurableState, ProcessReport, read_durable
+from agentkeep.chaos.process_worker import AGENT_ID, KILL_AT_TOOL_ENV, MUTANT_ENV, OFFERS
+from agentkeep.chaos.tools import Ledger, LedgerEntry
+from agentkeep.chaos.world import ChaosWorld
+from agentkeep.persistence.faults import FAULT_AT_ENV, FAULT_MODE_ENV, FaultPlan
+from agentkeep.persistence.records import UserRecord
+from agentkeep.persistence.store import DATABASE_NAME, Store
+
+KillKind = Literal["store", "tool", "timer"]
+# A whole healthy run from an empty directory is about 290 store operations and 4 tool calls,
+# and about 0.6 s from READY to exit (2 cores); the bounds reach just past that, so a few
+# kills never fire (that process finishes, and the next one finds nothing left to do).
+OPERATIONS_BOUND = 300
+TOOLS_BOUND = 4
+DELAY_BOUND_SECONDS = 0.7
+DEFAULT_SEEDS = 6
+CHILD_TIMEOUT_SECONDS = 60.0
+TEST_FILE = "tests/chaos/test_process_kills.py"
+
+
+@dataclass(frozen=True)
+class Kill:
+    """How one process is planned to die (``kind`` None: left alone to finish)."""
+
+    kind: KillKind | None
+    at: int = 0  # the store operation or tool execution
+    delay_seconds: float = 0.0
+
+    def describe(self) -> str:
+        if self.kind is None:
+            return "left alone"
+        if self.kind == "timer":
+            return f"timer SIGKILL after {self.delay_seconds:.3f} s"
+        return f"{self.kind} kill at {self.kind} #{self.at}"
+
+
+@dataclass
+class ProcessRun:
+    """What one child process did."""
+
+    generation: int
+    kill: Kill
+    returncode: int | None = None
+    result: dict[str, Any] | None = None
+    seconds: float = 0.0  # from READY to exit
+    died_at: str | None = None  # the operation the store's fault point named
+    tool_gap: bool = False  # died with a side effect on record and its result not durable
+    hung: bool = False  # still running a minute after it was due to finish (then killed)
+    stderr_tail: list[str] = field(default_factory=list)
+
+    @property
+    def killed(self) -> bool:
+        return self.returncode == -signal.SIGKILL
+
+    def describe(self) -> str:
+        if self.killed:
+            outcome = "killed" + (f" at {self.died_at}" if self.died_at else "")
+            outcome += " (side effect without result)" if self.tool_gap else ""
+        else:
+            outcome = f"exit {self.returncode} {self.result}"
+        return f"process {self.generation} ({self.kill.describe()}): {outcome} {self.seconds:.2f} s"
+
+
+@dataclass
+class KillCampaignResult:
+    seed: int
+    runs: list[ProcessRun] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    mutant: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def replay(self) -> str:
+        return f"CHAOS_SEED={self.seed} .venv/bin/pytest {TEST_FILE}"
+
+    def describe(self) -> str:
+        mutant = f" (mutant {self.mutant})" if self.mutant else ""
+        lines = [f"process kills seed {self.seed}{mutant}: {len(self.problems)} problem(s)"]
+        lines += [f"  - {problem}" for problem in self.problems]
+        lines += [f"  {run.describe()}" for run in self.runs]
+        lines.append(f"  replay: {self.replay}")
+        return "\n".join(lines)
+
+
+def plan(seed: int) -> list[Kill]:
+    """The seed's processes: 1–5 killed ones, then one left alone. A restarted process has
+    less left to do than the first, so later kills draw from the first half of the bounds."""
+    rng = random.Random(seed)
+    kills: list[Kill] = []
+    for number in range(rng.randint(1, 5)):
+        share = 1.0 if number == 0 else 0.5
+        kind: KillKind = rng.choice(["store", "store", "tool", "timer"])
+        if kind == "store":
+            kills.append(Kill("store", at=rng.randint(1, int(OPERATIONS_BOUND * share))))
+        elif kind == "tool":
+            kills.append(Kill("tool", at=rng.randint(1, TOOLS_BOUND)))
+        else:
+            delay = rng.uniform(0.0, DELAY_BOUND_SECONDS * share)
+            kills.append(Kill("timer", delay_seconds=delay))
+    return [*kills, Kill(None)]
+
+
+class DiskWorld(ChaosWorld):
+    """The harness's world over a directory real processes write: durable state is read
+    from a copy (recovery and checkpoint happen there, never on the disk the next child
+    recovers from), and acceptance comes from the ledger file."""
+
+    def __init__(self, home: Path, seed: int, ledger: Path) -> None:
+        super().__init__(home, seed, agent_id=AGENT_ID)
+        self.ledger_path = ledger
+        self.offers = list(OFFERS)
+        self.integrity_problems: list[str] = []
+
+    def read_ledger(self) -> Iterator[dict[str, Any]]:
+        if not self.ledger_path.exists():
+            return
+        for line in self.ledger_path.read_text().splitlines():
+            yield json.loads(line)
+
+    def durable(self) -> DurableState:
+        with tempfile.TemporaryDirectory(prefix="chaos-copy-") as scratch:
+            copy = Path(scratch)
+            for suffix in ("", "-wal", "-journal"):  # never -shm: it is rebuilt from the WAL
+                source = self.home / (DATABASE_NAME + suffix)
+                if source.exists():
+                    shutil.copyfile(source, copy / source.name)
+            problem = integrity_problem(copy / DATABASE_NAME)
+            if problem:
+                self.integrity_problems.append(problem)
+            with Store.open(copy) as store:
+                state = store.read(lambda tx: read_durable(tx, self.agent_id))
+        self._learn_acceptance(state)
+        return state
+
+    def _learn_acceptance(self, state: DurableState) -> None:
+        """Accepted = acknowledged on the ledger, or durably present though its sender died
+        before hearing back. Each process offers in the same order, so that is the order."""
+        acknowledged = {e["id"] for e in self.read_ledger() if e["kind"] == "accept"}
+        present = {r.message_id for r in state.records if isinstance(r, UserRecord)}
+        present |= {q.id for q in state.queued}
+        self.accept_order = [o.id for o in self.offers if o.id in acknowledged | present]
+        ledger = Ledger()
+        for line in self.read_ledger():
+            if line["kind"] == "tool":
+                del line["kind"], line["pid"]
+                ledger.record(LedgerEntry(**line))
+        self.ledger = ledger
+
+
+def integrity_problem(database: Path) -> str | None:
+    if not database.exists():
+        return None
+    connection = apsw.Connection(str(database))
+    try:
+        rows = connection.execute("PRAGMA integrity_check").fetchall()
+    finally:
+        connection.close()
+    return None if rows == [("ok",)] else f"integrity_check: {rows}"
+
+
+def _spawn(world: DiskWorld, run: ProcessRun, mutant: str | None) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in (FAULT_AT_ENV, KILL_AT_TOOL_ENV)}
+    kill = run.kill
+    if kill.kind == "store":
+        env[FAULT_AT_ENV], env[FAULT_MODE_ENV] = str(kill.at), "kill"
+    elif kill.kind == "tool":
+        env[KILL_AT_TOOL_ENV] = str(kill.at)
+    if mutant is not None:
+        env[MUTANT_ENV] = mutant
+    (world.ledger_path.with_name("generation")).write_text(str(run.generation))
+    command = [sys.executable, "-m", "agentkeep.chaos.process_worker"]
+    command += [str(world.home), str(world.ledger_path), str(run.generation)]
+    stderr_path = world.ledger_path.with_name(f"stderr-{run.generation}")
+    with (
+        stderr_path.open("w") as stderr,
+        subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=stderr, env=env, text=True
+        ) as child,
+    ):
+        assert child.stdout is not None
+        ready = child.stdout.readline()
+        started = time.monotonic()
+        timed = kill.kind == "timer" and bool(ready)
+        try:
+            child.wait(kill.delay_seconds if timed else CHILD_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            run.hung = not timed
+            child.send_signal(signal.SIGKILL)
+        # Not communicate(timeout=...): it reads the raw pipe and would miss whatever
+        # readline() already buffered (READY and RESULT can arrive in one read).
+        out = ready + child.stdout.read()
+        run.returncode = child.wait(CHILD_TIMEOUT_SECONDS)
+        run.seconds = time.monotonic() - started
+    for line in out.splitlines():
+        if line.startswith("RESULT "):
+            run.result = json.loads(line.removeprefix("RESULT "))
+    errors = stderr_path.read_text().splitlines()
+    run.stderr_tail = errors[-8:]
+    for line in errors:
+        if '"store_fault_injected"' in line:
+            event = json.loads(line)
+            run.died_at = f"operation {event['operation']} ({event['label']})"
+
+
+def run_campaign(
+    seed: int,
+    *,
+    home: str | Path | None = None,
+    mutant: str | None = None,
+    kills: list[Kill] | None = None,
+) -> KillCampaignResult:
+    """Play seed ``seed`` (see the module docstring) in a temporary directory.
+
+    Args:
+        seed: Chooses the kills (see :func:`plan`).
+        home: Where to keep the state directory and ledger (default: a temporary one).
+        mutant: Run a deliberately broken runtime in every child (tests only).
+        kills: Play these processes instead of the seed's plan (focused tests).
+    """
+    started = time.monotonic()
+    result = KillCampaignResult(seed=seed, mutant=mutant)
+    with tempfile.TemporaryDirectory(prefix=f"chaos-kills-{seed}-") as scratch:
+        base = Path(home or scratch)
+        base.mkdir(parents=True, exist_ok=True)
+        world = DiskWorld(base / "state", seed, base / "ledger.jsonl")
+        checker = Checker(world)
+        for generation, kill in enumerate(kills or plan(seed), start=1):
+            run = ProcessRun(generation=generation, kill=kill)
+            result.runs.append(run)
+            _spawn(world, run, mutant)
+            final = kill.kind is None
+            report = ProcessReport(
+                generation=generation,
+                faults=FaultPlan(at=kill.at, mode="kill") if kill.kind == "store" else None,
+                crashed=run.killed,
+                idle=bool(run.result and run.result.get("idle")),
+            )
+            if run.hung:
+                result.problems.append(f"process {generation} hung: {run.stderr_tail}")
+            elif (final and run.returncode != 0) or run.returncode not in (0, -signal.SIGKILL):
+                result.problems.append(
+                    f"process {generation} exited {run.returncode}: {run.stderr_tail}"
+                )
+            if not (world.home / DATABASE_NAME).exists():
+                continue  # killed before the store was created: nothing to judge yet
+            violations = checker.after_process(report, final=final)
+            result.problems += [v.describe() for v in violations]
+            result.problems += world.integrity_problems
+            world.integrity_problems.clear()
+            run.tool_gap = run.killed and _side_effect_without_result(
+                world, checker.previous, generation
+            )
+        result.problems += _ledger_problems(world)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _side_effect_without_result(
+    world: DiskWorld, state: DurableState | None, generation: int
+) -> bool:
+    """The process died after a tool's side effect and before its result was durable."""
+    if state is None:
+        return False
+    pending = {p.call.call_id for p in state.pending}
+    return any(
+        line["kind"] == "tool" and line["generation"] == generation and line["call_id"] in pending
+        for line in world.read_ledger()
+    )
+
+
+def _ledger_problems(world: DiskWorld) -> list[str]:
+    problems: list[str] = []
+    for line in world.read_ledger():
+        if line["kind"] == "refused":
+            problems.append(f"a zombie tool call was attempted: {line}")
+    acknowledged = [e["id"] for e in world.read_ledger() if e["kind"] == "accept"]
+    firsts = list(dict.fromkeys(acknowledged))
+    if firsts != [o.id for o in OFFERS][: len(firsts)]:
+        problems.append(f"messages acknowledged out of offer order: {firsts}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agentkeep.chaos.process_kills")
+    parser.add_argument("--seeds", type=int, default=None)
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--mutant", default=None)
+    args = parser.parse_args(argv)
+    seeds = (
+        list(range(args.start, args.start + args.seeds))
+        if args.seeds is not None
+        else seeds_from_env(DEFAULT_SEEDS)
+    )
+    started = time.monotonic()
+    failed: list[int] = []
+    kills: Counter[str] = Counter()
+    _quiet()
+    with ProcessPoolExecutor(max_workers=args.jobs, initializer=_quiet) as pool:
+        runs = pool.map(_campaign_for_pool, seeds, [args.mutant] * len(seeds))
+        for result in runs:
+            for run in result.runs:
+                kills[_coverage_key(run)] += 1
+                if run.result and run.result.get("max_group_size", 0) > 1:
+                    kills["(finished runs with a group commit of 2+)"] += 1
+            if not result.ok:
+                failed.append(result.seed)
+                print(result.describe(), flush=True)
+    total = sum(count for key, count in kills.items() if not key.startswith(("finished", "(")))
+    print(
+        f"seeds {len(seeds)}  failed {len(failed)} {failed}  kills {total}  "
+        f"wall {time.monotonic() - started:.1f} s"
+    )
+    for key, count in sorted(kills.items()):
+        print(f"  {key:<40}{count:>6}")
+    return 1 if failed else 0
+
+
+def _quiet() -> None:
+    # Every campaign opens copies of the store many times; the store logs each open.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+
+
+def _campaign_for_pool(seed: int, mutant: str | None) -> KillCampaignResult:
+    return run_campaign(seed, mutant=mutant)
+
+
+def _coverage_key(run: ProcessRun) -> str:
+    if not run.killed:
+        return "finished"
+    if run.tool_gap:
+        return f"{run.kill.kind}: side effect without result"
+    if run.died_at:
+        return f"store: {run.died_at.split('(')[1].rstrip(')')}"
+    return f"{run.kill.kind}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""The worker of the real process campaign: one OS process running an ``AgentSystem``.
+
+Run as ``python -m agentkeep.chaos.process_worker HOME LEDGER GENERATION``. It opens the
+system on ``HOME`` with the :class:`~agentkeep.providers.RespondingModel` and the ledger tools,
+creates the agent if it does not exist yet, offers every message of :data:`OFFERS` (fixed ids:
+a message already durable is an idempotent repeat), waits for idle and closes. It prints
+``READY`` once imported (the parent's timer starts there) and ``RESULT {json}`` at the end.
+
+Every tool execution, and every acknowledged ``send``, is appended to the ``LEDGER`` file
+(one JSON line, ``write(2)`` then ``fsync``) before the tool runs or the next message is
+offered, with the process's pid and generation: the file is the side-effect record the parent
+judges, and it survives a ``SIGKILL`` at any instant.
+
+Environment knobs, each set by the parent for one process only:
+
+- ``AGENTKEEP_FAULT_AT`` / ``AGENTKEEP_FAULT_MODE=kill``: the store kills the process at
+  operation N (see :mod:`agentkeep.persistence.faults`);
+- ``AGENTKEEP_CHAOS_KILL_AT_TOOL=N``: the process kills itself right after the N-th tool
+  execution's ledger entry is durable, before the tool returns (a side effect without its
+  result);
+- ``AGENTKEEP_CHAOS_MUTANT=rerun_fragile``: a deliberately broken runtime whose resumed
+  non-durable calls run again (the campaign's tests prove the checker catches it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+
+from agentkeep.agent_system import AgentSystem
+from agentkeep.chaos.process import Offer
+from agentkeep.chaos.tools import Ledger, LedgerEntry, guard_tool, ledger_tools
+from agentkeep.delivery import user
+from agentkeep.errors import UnknownAgentError
+from agentkeep.providers.registry import Providers
+from agentkeep.providers.responding import RespondingModel
+
+AGENT_ID = "killagent"
+PROVIDER = "local"
+MODEL = "gym-1"
+OFFERS: tuple[Offer, ...] = tuple(
+    Offer(id=f"k{index}", text=f"kill message {index}") for index in range(4)
+)
+KILL_AT_TOOL_ENV = "AGENTKEEP_CHAOS_KILL_AT_TOOL"
+MUTANT_ENV = "AGENTKEEP_CHAOS_MUTANT"
+RERUN_FRAGILE = "rerun_fragile"
+IDLE_TIMEOUT_SECONDS = 30.0
+
+
+class FileLedger(Ledger):
+    """A :class:`Ledger` that also appends each entry to a file, durably, before returning."""
+
+    def __init__(self, path: Path, generation: int, *, kill_at_tool: int | None) -> None:
+        super().__init__()
+        self._generation = generation
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._kill_at_tool = kill_at_tool
+        self._executions = 0
+
+    def append(self, kind: str, **fields: Any) -> None:
+        line = {"kind": kind, "generation": self._generation, "pid": os.getpid(), **fields}
+        # One write(2) per line: a kill lands before or after it, never inside a line.
+        os.write(self._fd, json.dumps(line, sort_keys=True).encode() + b"\n")
+        os.fsync(self._fd)
+
+    def record(self, entry: LedgerEntry) -> None:
+        super().record(entry)
+        self.append("tool", **msgspec.to_builtins(entry))
+        self._executions += 1
+        if self._executions == self._kill_at_tool:
+            # The side effect is on record; its result is not: die right here.
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def refuse(self, entry: LedgerEntry) -> None:
+        super().refuse(entry)
+        self.append("refused", **msgspec.to_builtins(entry))
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def install_rerun_fragile_mutant() -> None:
+    """The mutant: every resumed call looks fresh, so a non-durable tool runs again."""
+    from agentkeep.actors import tool_runner
+
+    original = tool_runner.ToolRunner.bind
+
+    def bind(self: tool_runner.ToolRunner, run: Any, cancel: Any, tools: Any) -> Any:
+        return original(self, msgspec.structs.replace(run, resumed=False), cancel, tools)
+
+    setattr(tool_runner.ToolRunner, "bind", bind)  # noqa: B010  # patching a method
+
+
+def _current_generation(marker: Path) -> int:
+    try:
+        return int(marker.read_text())
+    except (OSError, ValueError):
+        return -1
+
+
+def run(home: Path, ledger_path: Path, generation: int) -> dict[str, Any]:
+    """Play one process; returns what it saw (only if nobody killed it)."""
+    kill_at = os.environ.get(KILL_AT_TOOL_ENV, "").strip()
+    if os.environ.get(MUTANT_ENV, "") == RERUN_FRAGILE:
+        install_rerun_fragile_mutant()
+    ledger = FileLedger(ledger_path, generation, kill_at_tool=int(kill_at) if kill_at else None)
+    marker = ledger_path.with_name("generation")
+
+    def alive() -> bool:
+        # A tool of any generation but the newest refuses (a zombie cannot have side effects).
+        return _current_generation(marker) == generation
+
+    tools = [guard_tool(each, ledger, generation, alive) for each in ledger_tools()]
+    providers = Providers()
+    providers.add(PROVIDER, RespondingModel(seed=generation), kind="gym")
+    try:
+        system = AgentSystem.open(
+            home, providers=providers, provider=PROVIDER, model=MODEL, tools=tools
+        )
+        try:
+            try:
+                agent = system.resolve(AGENT_ID)
+            except UnknownAgentError:
+                agent = system.create(id=AGENT_ID)
+            for offer in OFFERS:
+                delivery = agent.send(user(offer.text), id=offer.id)
+                ledger.append("accept", id=offer.id, created=delivery.created)
+            idle = agent.wait_for_idle(timeout_seconds=IDLE_TIMEOUT_SECONDS)
+            statistics = system.store.statistics()
+        finally:
+            system.close(timeout_seconds=IDLE_TIMEOUT_SECONDS)
+    finally:
+        ledger.close()
+    return {
+        "idle": idle,
+        "operations": statistics.operations,
+        "max_group_size": statistics.max_group_size,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    home, ledger_path, generation = argv if argv is not None else sys.argv[1:]
+    # Warnings (the store's "store_fault_injected" names the operation it dies at) go to
+    # stderr as JSON lines for the parent; nothing else is logged.
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.JSONRenderer()],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+    print("READY", flush=True)
+    result = run(Path(home), Path(ledger_path), int(generation))
+    print("RESULT " + json.dumps(result, sort_keys=True), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

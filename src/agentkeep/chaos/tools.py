@@ -1,0 +1,137 @@
+"""Ledger tools: every execution is a recorded side effect, and a dead process's tools refuse.
+
+A campaign's tools are rebuilt for each simulated process by :func:`guard_tool`, which wraps a
+tool so that, before it does anything, it asks its process whether it is still alive. A process
+is dead once its store has crashed or once the campaign moved on to the next process; a zombie
+call of a dead process raises :class:`ZombieToolError` instead of running, so its side effect
+is never mistaken for the world's. A live call is written to the :class:`Ledger` first, then
+runs the wrapped tool.
+
+``durable_tool`` and ``fragile_tool`` are the tools the ``RespondingModel`` calls (durable on
+even call numbers, fragile — at most once — on odd ones); :func:`ledger_tools` builds them
+under any names, so two providers can call tools of their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from agentkeep.tools import Tool, ToolContext, tool
+
+
+class ZombieToolError(RuntimeError):
+    """A tool was asked to run for a process that has already died."""
+
+
+class LedgerEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One execution of a tool: a side effect the world saw."""
+
+    generation: int
+    agent_id: str
+    tool: str
+    call_id: str  # the provider's call id (``call-<k>``)
+    internal_id: str  # agentkeep's durable id of the call
+    durable: bool
+
+
+class Ledger:
+    """The side-effect ledger of a campaign (thread-safe, append-only, outlives processes)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: list[LedgerEntry] = []
+        self._refused: list[LedgerEntry] = []
+
+    def record(self, entry: LedgerEntry) -> None:
+        with self._lock:
+            self._entries.append(entry)
+
+    def refuse(self, entry: LedgerEntry) -> None:
+        with self._lock:
+            self._refused.append(entry)
+
+    @property
+    def entries(self) -> list[LedgerEntry]:
+        """Every execution that ran, in the order they started."""
+        with self._lock:
+            return list(self._entries)
+
+    @property
+    def refused(self) -> list[LedgerEntry]:
+        """Zombie calls that were refused (informational)."""
+        with self._lock:
+            return list(self._refused)
+
+    def executions(self, tool_name: str, call_id: str) -> list[LedgerEntry]:
+        with self._lock:
+            return [e for e in self._entries if e.tool == tool_name and e.call_id == call_id]
+
+
+Liveness = Callable[[], bool]
+
+
+def guard_tool(
+    original: Tool[Any, Any], ledger: Ledger, generation: int, alive: Liveness
+) -> Tool[Any, Any]:
+    """``original`` for one simulated process: refuses once ``alive()`` is False, records
+    every execution in ``ledger`` before running it. Works for any user tool."""
+    execute = original.execute
+
+    def guarded(ctx: ToolContext, args: Any) -> Any:
+        entry = LedgerEntry(
+            generation=generation,
+            agent_id=ctx.agent_id,
+            tool=original.name,
+            call_id=ctx.provider_call_id,
+            internal_id=ctx.call_id,
+            durable=original.durable,
+        )
+        if not alive():
+            ledger.refuse(entry)
+            raise ZombieToolError(
+                f"tool {original.name!r} refused: process generation {generation} is dead"
+            )
+        ledger.record(entry)
+        return execute(ctx, args)
+
+    return dataclasses.replace(original, execute=guarded)
+
+
+class CallArgs(msgspec.Struct, frozen=True):
+    """The arguments the ``RespondingModel`` sends: ``{"call": "call-<k>"}``."""
+
+    call: str
+
+
+def ledger_tools(
+    durable_name: str = "durable_tool", fragile_name: str = "fragile_tool"
+) -> tuple[Tool[CallArgs, str], Tool[CallArgs, str]]:
+    """A durable tool (may re-run after a restart) and a fragile one (runs at most once)."""
+
+    @tool(name=durable_name, durable=True)
+    def durable_tool(ctx: ToolContext, args: CallArgs) -> str:
+        """A tool that may safely run again after a restart."""
+        return f"durable {args.call}"
+
+    @tool(name=fragile_name)
+    def fragile_tool(ctx: ToolContext, args: CallArgs) -> str:
+        """A tool with a side effect that must never happen twice."""
+        return f"fragile {args.call}"
+
+    return durable_tool, fragile_tool
+
+
+__all__ = [
+    "CallArgs",
+    "Ledger",
+    "LedgerEntry",
+    "Liveness",
+    "ZombieToolError",
+    "guard_tool",
+    "ledger_tools",
+]

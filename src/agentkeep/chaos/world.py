@@ -1,0 +1,236 @@
+"""The world a chaos campaign runs in: a disk that outlives each simulated process.
+
+A :class:`ChaosWorld` owns a state directory (the disk), a ``generation`` counter (one per
+simulated process), the side-effect :class:`~agentkeep.chaos.tools.Ledger`, one seeded
+``random.Random`` and the messages the campaign wants delivered. :meth:`ChaosWorld.run_process`
+plays one process: open an :class:`~agentkeep.AgentSystem` on the disk (optionally with a
+:class:`~agentkeep.persistence.faults.FaultPlan` so the store dies or hiccups at a chosen
+operation), offer every message not yet durably accepted (with fixed ids, so a re-offer is
+idempotent), optionally abort after N stream events or request a compaction, wait for idle and
+close. The store "dies" in ``crash`` mode: every later operation fails and the process's tools
+refuse to run, exactly as if it had been killed; the next process reopens the same file.
+
+The world reads nothing but durable state (:meth:`ChaosWorld.durable`) and the ledger; the
+invariant checker (:mod:`agentkeep.chaos.checker`) judges the two.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from agentkeep.agent_system import AgentSystem
+from agentkeep.chaos.process import (
+    DurableState,
+    Live,
+    Observer,
+    Offer,
+    ProcessHandle,
+    ProcessReport,
+    live_check,
+    quietly,
+    read_durable,
+)
+from agentkeep.chaos.tools import Ledger, guard_tool, ledger_tools
+from agentkeep.errors import UnknownAgentError
+from agentkeep.features import Feature
+from agentkeep.loop.messages import QueueMode
+from agentkeep.persistence.faults import FaultPlan
+from agentkeep.persistence.store import Store
+from agentkeep.providers.registry import Providers
+from agentkeep.providers.responding import RespondingModel
+from agentkeep.tools import Tool
+
+ProvidersFactory = Callable[[int], Providers]
+Driver = Callable[["ProcessHandle"], None]
+
+
+def default_providers(seed: int) -> Providers:
+    """One ``local`` gym provider answering from the conversation."""
+    providers = Providers()
+    providers.add("local", RespondingModel(seed=seed), kind="gym")
+    return providers
+
+
+class ChaosWorld:
+    """A campaign's world. See the module docstring.
+
+    Args:
+        home: The state directory (the disk that outlives every process).
+        seed: Seeds ``rng`` (the campaign's only source of randomness) and the models.
+        agent_id: The agent every process drives.
+        providers: ``seed -> Providers``, called once per process (a fresh process has fresh
+            provider objects). Default: :func:`default_providers`.
+        provider, model: The system's default selection.
+        tools: The tools, wrapped per process by :func:`~agentkeep.chaos.tools.guard_tool`.
+            Default: the ledger's ``durable_tool`` and ``fragile_tool``.
+        features: The user's features (the world adds its own observer after them).
+        durable_tools, fragile_tools: Tool names the checker expects on even / odd calls.
+    """
+
+    def __init__(
+        self,
+        home: str | Path,
+        seed: int,
+        *,
+        agent_id: str = "chaosagent",
+        providers: ProvidersFactory = default_providers,
+        provider: str = "local",
+        model: str = "gym-1",
+        tools: Sequence[Tool[Any, Any]] | None = None,
+        features: Sequence[Feature] = (),
+        steering_mode: QueueMode = "one-at-a-time",
+        send_mode: QueueMode = "one-at-a-time",
+        durable_tools: frozenset[str] = frozenset({"durable_tool"}),
+        fragile_tools: frozenset[str] = frozenset({"fragile_tool"}),
+        idle_timeout: float = 20.0,
+    ) -> None:
+        self.home = Path(home)
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.agent_id = agent_id
+        self.ledger = Ledger()
+        self.generation = 0
+        self.offers: list[Offer] = []
+        self.accept_order: list[str] = []
+        self.order_known = True
+        self.reports: list[ProcessReport] = []
+        self.durable_tools = durable_tools
+        self.fragile_tools = fragile_tools
+        self.idle_timeout = idle_timeout
+        self._providers = providers
+        self._provider = provider
+        self._model = model
+        self._tools = tuple(tools) if tools is not None else ledger_tools()
+        self._features = tuple(features)
+        self._modes: tuple[QueueMode, QueueMode] = (steering_mode, send_mode)
+        self._lock = threading.Lock()
+        self._live: Live | None = None
+
+    # -- liveness ----------------------------------------------------------------------------
+
+    def alive(self, generation: int) -> bool:
+        """Whether process ``generation`` is still alive (not closed, store not crashed)."""
+        live = self._live
+        if live is None or live.generation != generation:
+            return False
+        return not live.crashed()
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def create_agent(self) -> None:
+        """Create the agent in a healthy process of its own (idempotent)."""
+        system = self._open(None, generation=0)
+        try:
+            try:
+                system.resolve(self.agent_id)
+            except UnknownAgentError:
+                system.create(id=self.agent_id)
+        finally:
+            system.close(timeout_seconds=self.idle_timeout)
+
+    def offer(self, *offers: Offer) -> None:
+        """Add messages the campaign wants delivered (offered by the next process)."""
+        self.offers.extend(offers)
+
+    def run_process(
+        self,
+        *,
+        faults: FaultPlan | None = None,
+        messages: Sequence[Offer] = (),
+        compact: Literal["no", "after_offers", "when_idle"] = "no",
+        abort_after_events: int | None = None,
+        driver: Driver | None = None,
+        start: bool = False,
+    ) -> ProcessReport:
+        """Play one process (see the module docstring) and return its report."""
+        self.offers.extend(messages)
+        self.generation += 1
+        report = ProcessReport(generation=self.generation, faults=faults)
+        live = Live(self, report, faults, abort_after_events)
+        self._live = live
+        system: AgentSystem | None = None
+        try:
+            system = self._open(faults, generation=self.generation, live=live)
+            live.attach(system)
+            agent = system.resolve(self.agent_id)
+            handle = ProcessHandle(self, system, agent, live)
+            handle.discover()
+            if driver is not None:
+                driver(handle)
+            else:
+                handle.offer_pending()
+            if start:
+                quietly(system.start)
+            if compact == "after_offers":
+                handle.request_compaction()
+            report.idle = agent.wait_for_idle(timeout_seconds=self.idle_timeout)
+            if compact == "when_idle" and not live.crashed():
+                handle.request_compaction()
+                report.idle = agent.wait_for_idle(timeout_seconds=self.idle_timeout) and (
+                    report.idle
+                )
+        except Exception:
+            if not live.crashed():  # only a dead store may make a process fail like this
+                raise
+        finally:
+            report.crashed = live.crashed()
+            if system is not None:
+                quietly(lambda: system.close(timeout_seconds=self.idle_timeout))
+            live.attach_failed()
+            self._live = None
+        self.reports.append(report)
+        return report
+
+    def durable(self) -> DurableState:
+        """The agent's durable state, read through a fresh open of the disk (no process may
+        be running)."""
+        with Store.open(self.home) as store:
+            return store.read(lambda tx: read_durable(tx, self.agent_id))
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _open(
+        self, faults: FaultPlan | None, *, generation: int, live: Live | None = None
+    ) -> AgentSystem:
+        tools = [
+            guard_tool(t, self.ledger, generation, live_check(self, generation))
+            for t in self._tools
+        ]
+        features: list[Feature] = list(self._features)
+        if live is not None:
+            features.append(Observer(live))
+        return AgentSystem.open(
+            self.home,
+            providers=self._providers(self.seed),
+            provider=self._provider,
+            model=self._model,
+            tools=tools,
+            features=features,
+            steering_mode=self._modes[0],
+            send_mode=self._modes[1],
+            faults=faults,
+        )
+
+    def _mark_accepted(self, offer_id: str, report: ProcessReport) -> None:
+        with self._lock:
+            if offer_id in self.accept_order:
+                return
+            self.accept_order.append(offer_id)
+            report.accepted.append(offer_id)
+
+
+__all__ = [
+    "ChaosWorld",
+    "Driver",
+    "DurableState",
+    "Offer",
+    "ProcessHandle",
+    "ProcessReport",
+    "ProvidersFactory",
+    "default_providers",
+    "read_durable",
+]

@@ -1,0 +1,57 @@
+"""flaky_store: single store operations fail and the process keeps running (spec §6.2)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agentkeep.actors import agent_actor
+from agentkeep.chaos.campaigns import CampaignResult, first_caught, flaky_store
+from agentkeep.loop import plans
+from agentkeep.loop.messages import CommitLanded, CommitToolResult, Plan
+from agentkeep.persistence.interface import Transaction
+
+
+def test_flaky_store(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:
+    require_ok(flaky_store(seed))
+
+
+class _KeepPending:
+    """A transaction whose ``remove_pending_call`` reports success and removes nothing."""
+
+    def __init__(self, tx: Transaction) -> None:
+        self._tx = tx
+
+    def remove_pending_call(self, agent_id: str, internal_id: str) -> bool:
+        return True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tx, name)
+
+
+def test_checker_catches_a_result_and_its_pending_entry_in_two_transactions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Mutant: a tool result lands in one transaction and its pending entry is removed in a
+    second; when that second write fails the call is both answered and pending, and a
+    restart answers it again (§7.9/§7.10)."""
+    commit_result = plans._commit_tool_result
+    monkeypatch.setattr(
+        plans, "_commit_tool_result", lambda tx, *args: commit_result(_KeepPending(tx), *args)
+    )
+    commit = agent_actor.AgentActor._commit
+
+    def two_step(self: Any, plan: Plan) -> Any:
+        event = commit(self, plan)
+        if isinstance(plan, CommitToolResult) and isinstance(event, CommitLanded):
+            agent_id, internal_id = self._s.agent_id, plan.pending.internal_id
+            with contextlib.suppress(Exception):
+                self._s.store.transact(lambda tx: tx.remove_pending_call(agent_id, internal_id))
+        return event
+
+    monkeypatch.setattr(agent_actor.AgentActor, "_commit", two_step)
+    caught = first_caught(flaky_store, range(150), {9, 10})
+    assert caught is not None, "the checker never noticed a call answered and still pending"

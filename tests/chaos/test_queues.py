@@ -1,0 +1,62 @@
+"""queues: mixed steering and send messages, each offered just before a crash (spec §6.2)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agentkeep.actors import agent_actor
+from agentkeep.chaos.campaigns import CampaignResult, first_caught, queues
+from agentkeep.loop import plans
+from agentkeep.loop.messages import CommitLanded, ConsumeQueue, Plan
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.records import UserRecord
+
+
+def test_queues(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:
+    require_ok(queues(seed))
+
+
+class _NoClaim:
+    """A transaction whose ``dequeue`` claims without deleting (the delete comes later)."""
+
+    def __init__(self, tx: Transaction) -> None:
+        self._tx = tx
+
+    def dequeue(self, agent_id: str, queue: str, seq: int) -> bool:
+        return True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tx, name)
+
+
+def test_checker_catches_a_consumption_in_two_transactions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Mutant: a consumed message joins the conversation in one transaction and leaves its
+    queue in a second; a crash between them consumes it again after the restart (§7.1/§7.4)."""
+    consume = plans._consume_queue
+    monkeypatch.setattr(plans, "_consume_queue", lambda tx, *args: consume(_NoClaim(tx), *args))
+    commit = agent_actor.AgentActor._commit
+
+    def two_step(self: Any, plan: Plan) -> Any:
+        event = commit(self, plan)
+        if isinstance(plan, ConsumeQueue) and isinstance(event, CommitLanded):
+            agent_id = self._s.agent_id
+            ids = {r.message_id for r in event.value.records if isinstance(r, UserRecord)}
+
+            def delete(tx: Transaction) -> None:
+                for entry in tx.queued(agent_id, plan.queue):
+                    if entry.id in ids:
+                        tx.dequeue(agent_id, plan.queue, entry.seq)
+
+            with contextlib.suppress(Exception):
+                self._s.store.transact(delete)
+        return event
+
+    monkeypatch.setattr(agent_actor.AgentActor, "_commit", two_step)
+    caught = first_caught(queues, range(80), {1})
+    assert caught is not None, "the checker never noticed a message consumed twice"
