@@ -30,6 +30,7 @@ from agentkeep.errors import (
     AgentClosedError,
     AgentExistsError,
     AwaitFromOwnLoopError,
+    CommitOutcomeUnknownError,
     InvalidConfigError,
     UnknownAgentError,
 )
@@ -418,17 +419,24 @@ class AgentSystem:
         opts = options or MessageOptions()
         if opts.provider is not None and self._providers.get(opts.provider) is None:
             raise InvalidConfigError(f'Provider "{opts.provider}" is not registered.')
-        delivery, queued = self._store.transact(
-            lambda tx: accept_message(
-                tx,
-                agent_id,
-                queue=queue,
-                message=checked,
-                message_id=message_id,
-                options=opts,
-                metadata=metadata,
+        try:
+            delivery, queued = self._store.transact(
+                lambda tx: accept_message(
+                    tx,
+                    agent_id,
+                    queue=queue,
+                    message=checked,
+                    message_id=message_id,
+                    options=opts,
+                    metadata=metadata,
+                )
             )
-        )
+        except CommitOutcomeUnknownError:
+            # It may have landed: wake the agent so a message that did is not left waiting
+            # for the next start. The caller re-offers with the same id (idempotent).
+            if start:
+                self._agents.tell(agent_id, Start(), counted=True)
+            raise
         if queued is not None and start:
             self._agents.tell(agent_id, WorkAccepted(message=queued), counted=True)
         return delivery

@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import agentkeep as ak
 from agentkeep.delivery import accept_message
+from agentkeep.errors import CommitOutcomeUnknownError
 from agentkeep.loop import plans
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.messages import (
@@ -85,13 +86,18 @@ class Disk:
         migrate(self.connection)
         self.statements = Statements(self.connection)
         self.fail_next = False
+        self.lie_next = False  # the next commit lands, then reports a failure (outcome unknown)
         self.transact(lambda tx: tx.create_agent(AgentRow(id=AGENT, config={})))
 
     def transact(self, work: Callable[[Any], T]) -> T:
         if self.fail_next:
             self.fail_next = False
             raise apsw.IOError("the store is briefly unavailable")
-        return self.read(work)
+        value = self.read(work)
+        if self.lie_next:
+            self.lie_next = False
+            raise CommitOutcomeUnknownError("COMMIT reported an error after the data landed")
+        return value
 
     def read(self, work: Callable[[Any], T]) -> T:
         """Run ``work`` in a transaction the injected fault never touches (checks)."""
@@ -140,6 +146,8 @@ class Process:
                     value = self.disk.transact(
                         lambda tx: plans.execute(tx, AGENT, plan, plans.KeepEverything())
                     )
+                except CommitOutcomeUnknownError as error:
+                    return [CommitFailed(plan=plan, message=str(error), outcome_unknown=True)]
                 except Exception as error:
                     return [CommitFailed(plan=plan, message=str(error))]
                 return [CommitLanded(plan=plan, value=value)]
@@ -218,6 +226,11 @@ class LoopMachine(RuleBasedStateMachine):
             delivery, queued = self.disk.transact(work)
         except apsw.IOError:
             return  # refused: the caller was told, nothing was accepted
+        except CommitOutcomeUnknownError:
+            # It landed (this store only lies after committing); the system wakes the agent.
+            self.accepted.append(message_id)
+            self.process.feed(Start())
+            return
         assert delivery.created
         self.accepted.append(message_id)
         self.process.feed(WorkAccepted(message=queued))
@@ -243,9 +256,14 @@ class LoopMachine(RuleBasedStateMachine):
         self.disk.fail_next = True
 
     @rule()
+    def next_commit_lands_but_reports_failure(self) -> None:
+        self.disk.lie_next = True
+
+    @rule()
     def crash(self) -> None:
         """The process dies: memory and children are lost; the next one starts from disk."""
         self.disk.fail_next = False
+        self.disk.lie_next = False
         self.process = Process(self.disk, self.ids, self.ledger)
         if self.disk.read(lambda tx: tx.read_owed(AGENT)) is not None:
             self.process.feed(Start())
@@ -309,6 +327,7 @@ class LoopMachine(RuleBasedStateMachine):
 
     def _drive_to_quiescence(self) -> None:
         self.disk.fail_next = False
+        self.disk.lie_next = False
         # A clean process takes over and is started explicitly: an explicit start continues
         # whatever the durable state owes, including a question an abort left unanswered
         # (spec §3.13), which ``open`` alone would not resume.
