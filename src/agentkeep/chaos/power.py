@@ -1,15 +1,17 @@
 """Power-loss campaign: the store's writer runs over a disk that loses its unsynced writes.
 
-Each seed opens a store through a :class:`~agentkeep.chaos.powervfs.PowerLossVFS` (with a
-seeded checkpoint threshold, so checkpoints and WAL restarts happen inside the window too) and
-commits rounds of transactions through :meth:`Store.transact`, each round from several
-submitter threads at once so they share one group commit. A round's composition is exact, not
-left to timing: a blocker work item holds the writer while the round's submitters queue one
-by one (``wait_for_queued``), then lets the whole round run as one group. Every transaction
-writes three key-value rows whose values name it, so a partial one is visible.
+Each seed opens a store through a :class:`~agentkeep.chaos.powervfs.PowerLossVFS` and
+commits rounds of transactions through :meth:`Store.transact` (with a checkpoint every seeded
+number of rounds, so database writes and WAL restarts happen inside the window too), each
+round from several submitter threads at once so they share one group commit. A round's
+composition is exact, not left to timing: a blocker work item holds the writer while the
+round's submitters queue one by one (``wait_for_queued``), then lets the whole round run as
+one group. Every transaction writes three key-value rows whose values name it, so a partial
+one is visible. The rounds are played once on a healthy disk to count their I/O operations;
+same seed, same operations, same cut.
 
-At a seeded operation the power is cut in a seeded :data:`~agentkeep.chaos.powervfs.CutMode`
-(a cut that never fires during the rounds fires after them). The surviving image is written to
+At a seeded fraction of those operations the power is cut in a seeded
+:data:`~agentkeep.chaos.powervfs.CutMode`. The surviving image is written to
 a fresh directory and judged with the default VFS: ``PRAGMA integrity_check`` is ok, every
 transaction whose ``transact`` returned is present whole, no transaction is present in part.
 
@@ -19,8 +21,10 @@ transaction whose ``transact`` returned is present whole, no transaction is pres
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import logging
+import math
 import os
 import random
 import sys
@@ -44,6 +48,7 @@ from agentkeep.persistence.store import DATABASE_NAME, Store
 DEFAULT_SEEDS = 6
 PARTS = ("a", "b", "c")
 TIMEOUT_SECONDS = 60.0
+_NEVER = 1 << 30  # WAL pages: the writer never checkpoints by itself here
 TEST_FILE = "tests/chaos/test_power_loss.py"
 LYING_SYNC = "lying_sync"
 _names = itertools.count()
@@ -52,37 +57,31 @@ _names = itertools.count()
 @dataclass(frozen=True)
 class PowerPlan:
     """One seed's schedule: the rounds (each a group of that many transactions), where the
-    power fails and how, and the store's checkpoint threshold."""
+    power fails (a fraction of the run's I/O operations) and how, and the store's
+    checkpoint threshold."""
 
     rounds: tuple[int, ...]
-    cut_at: int
+    cut_fraction: float
     mode: CutMode
     value_bytes: int
-    checkpoint_pages: int
+    checkpoint_every: int  # rounds between checkpoints (0: never)
 
     def describe(self) -> str:
         return (
-            f"{len(self.rounds)} rounds of {list(self.rounds)}, cut at I/O operation "
-            f"{self.cut_at} ({self.mode}), values {self.value_bytes} B, checkpoint at "
-            f"{self.checkpoint_pages} pages"
+            f"{len(self.rounds)} rounds of {list(self.rounds)}, cut {self.mode} at "
+            f"{self.cut_fraction:.3f} of the run's I/O, values {self.value_bytes} B, "
+            f"checkpoint every {self.checkpoint_every or 'no'} round(s)"
         )
 
 
 def plan(seed: int) -> PowerPlan:
     rng = random.Random(seed)
-    rounds = tuple(rng.randint(1, 5) for _ in range(rng.randint(4, 12)))
-    value_bytes = rng.choice([40, 700, 3000, 9000])
-    # A transaction dirties about one page per 1,300 bytes of rows plus its B-tree pages;
-    # each page is two WAL writes, each group one sync, and checkpoints (database writes and
-    # syncs) about double that. The bound reaches a little past the end of the run.
-    pages = 3 * value_bytes // 4000 + 2
-    bound = 2 * sum(size * 2 * pages + 4 for size in rounds)
     return PowerPlan(
-        rounds=rounds,
-        cut_at=rng.randint(1, bound),
+        rounds=tuple(rng.randint(1, 5) for _ in range(rng.randint(4, 12))),
+        cut_fraction=rng.random(),
         mode=rng.choice(CUT_MODES),
-        value_bytes=value_bytes,
-        checkpoint_pages=rng.choice([2, 8, 1000]),
+        value_bytes=rng.choice([40, 700, 3000, 9000]),
+        checkpoint_every=rng.choice([0, 1, 2, 3]),
     )
 
 
@@ -94,7 +93,7 @@ class PowerCutResult:
     submitted: list[str] = field(default_factory=list)
     present: list[str] = field(default_factory=list)
     interrupted: str | None = None
-    operations: int = 0  # tracked I/O operations counted until the cut
+    operations: int = 0  # tracked I/O operations from the first round until the cut
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
     mutant: str | None = None
@@ -176,36 +175,22 @@ def run_campaign(
 ) -> PowerCutResult:
     """Play seed ``seed`` in a temporary directory (or ``home``).
 
+    The rounds are first played on a healthy disk to count their I/O operations (the same
+    rounds give the same operations), so the cut lands anywhere in the run with equal odds.
     ``mutant="lying_sync"`` (tests only) breaks durability on purpose: the disk's ``xSync``
     reports success and persists nothing, so acknowledged work can be lost.
     """
     started = time.monotonic()
     schedule = plan(seed)
     result = PowerCutResult(seed=seed, plan=schedule, mutant=mutant)
-    grid = PowerGrid(seed=seed, mode=schedule.mode, lying_sync=mutant == LYING_SYNC)
-    vfs = PowerLossVFS(f"agentkeep-power-{os.getpid()}-{next(_names)}", grid)
     with tempfile.TemporaryDirectory(prefix=f"chaos-power-{seed}-") as scratch:
         base = Path(home or scratch)
-        try:
-            store = Store.open(
-                base / "state", vfs=vfs.name, checkpoint_pages=schedule.checkpoint_pages
-            )
-            try:
-                grid.arm(schedule.cut_at)
-                for number, size in enumerate(schedule.rounds):
-                    tx_ids = [f"r{number}t{index}" for index in range(size)]
-                    result.submitted += tx_ids
-                    outcomes = _round(store, tx_ids, schedule.value_bytes)
-                    result.acknowledged += [t for t in tx_ids if outcomes.get(t)]
-                    if grid.dead:
-                        break
-                grid.cut()  # a cut planned past the end of the rounds happens now
-            finally:
-                store.close()
-        finally:
-            vfs.unregister()
+        healthy = PowerGrid(seed=seed, mode="keep")
+        total = _play(base / "count", schedule, healthy, None, PowerCutResult(seed, schedule))
+        cut_at = max(1, math.ceil(schedule.cut_fraction * total))
+        grid = PowerGrid(seed=seed, mode=schedule.mode, lying_sync=mutant == LYING_SYNC)
+        result.operations = _play(base / "state", schedule, grid, cut_at, result)
         result.interrupted = grid.cut_operation
-        result.operations = grid.operations
         reboot = base / "reboot"
         reboot.mkdir()
         for path, content in grid.surviving().items():
@@ -213,6 +198,44 @@ def run_campaign(
         _judge(reboot, schedule, result)
     result.seconds = time.monotonic() - started
     return result
+
+
+def _play(
+    home: Path, schedule: PowerPlan, grid: PowerGrid, cut_at: int | None, result: PowerCutResult
+) -> int:
+    """Commit the rounds over ``grid`` until the power is cut; returns the I/O operations
+    counted from the first round."""
+    vfs = PowerLossVFS(f"agentkeep-power-{os.getpid()}-{next(_names)}", grid)
+    try:
+        # The writer's own checkpoints run when its inbox is empty, which races the next
+        # round's first submission; the campaign checkpoints between rounds instead (the same
+        # SQLite checkpoint, through the same VFS), so one seed gives one I/O sequence.
+        store = Store.open(home, vfs=vfs.name, checkpoint_pages=_NEVER)
+        checkpointer = apsw.Connection(str(home / DATABASE_NAME), vfs=vfs.name)
+        checkpointer.execute("PRAGMA mmap_size = 0")  # every byte through the VFS
+        armed_at = grid.operations
+        try:
+            if cut_at is not None:
+                grid.arm(cut_at)
+            for number, size in enumerate(schedule.rounds):
+                tx_ids = [f"r{number}t{index}" for index in range(size)]
+                result.submitted += tx_ids
+                outcomes = _round(store, tx_ids, schedule.value_bytes)
+                result.acknowledged += [t for t in tx_ids if outcomes.get(t)]
+                every = schedule.checkpoint_every
+                if every and (number + 1) % every == 0 and not grid.dead:
+                    with contextlib.suppress(apsw.Error):  # the power may fail inside it
+                        checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                if grid.dead:
+                    break
+            counted = grid.operations - armed_at
+            grid.cut()  # a cut planned past the end of the rounds happens now
+        finally:
+            checkpointer.close()
+            store.close()
+    finally:
+        vfs.unregister()
+    return counted
 
 
 def _judge(reboot: Path, schedule: PowerPlan, result: PowerCutResult) -> None:

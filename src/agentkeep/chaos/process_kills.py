@@ -55,12 +55,12 @@ from agentkeep.persistence.records import UserRecord
 from agentkeep.persistence.store import DATABASE_NAME, Store
 
 KillKind = Literal["store", "tool", "timer"]
-# A whole healthy run from an empty directory is about 290 store operations and 4 tool calls,
-# and about 0.6 s from READY to exit (2 cores); the bounds reach just past that, so a few
-# kills never fire (that process finishes, and the next one finds nothing left to do).
-OPERATIONS_BOUND = 300
-TOOLS_BOUND = 4
-DELAY_BOUND_SECONDS = 0.7
+# Measured on 2 cores: the first process (two messages from an empty directory) runs about
+# 150 store operations, 2 tool calls and 0.12-0.17 s from READY to exit; a later one (one new
+# message, plus whatever its predecessor left) 30-130 operations, 0-2 calls, 0.06-0.12 s. The
+# bounds reach just past that, so a few kills never fire (that process finishes its work).
+FIRST_BOUNDS = (160, 2, 0.16)  # store operations, tool executions, seconds
+LATER_BOUNDS = (110, 2, 0.12)
 DEFAULT_SEEDS = 6
 CHILD_TIMEOUT_SECONDS = 60.0
 TEST_FILE = "tests/chaos/test_process_kills.py"
@@ -135,20 +135,18 @@ class KillCampaignResult:
 
 
 def plan(seed: int) -> list[Kill]:
-    """The seed's processes: 1–5 killed ones, then one left alone. A restarted process has
-    less left to do than the first, so later kills draw from the first half of the bounds."""
+    """The seed's processes: 1–5 killed ones, then one left alone."""
     rng = random.Random(seed)
     kills: list[Kill] = []
     for number in range(rng.randint(1, 5)):
-        share = 1.0 if number == 0 else 0.5
+        operations, tools, seconds = FIRST_BOUNDS if number == 0 else LATER_BOUNDS
         kind: KillKind = rng.choice(["store", "store", "tool", "timer"])
         if kind == "store":
-            kills.append(Kill("store", at=rng.randint(1, int(OPERATIONS_BOUND * share))))
+            kills.append(Kill("store", at=rng.randint(1, operations)))
         elif kind == "tool":
-            kills.append(Kill("tool", at=rng.randint(1, TOOLS_BOUND)))
+            kills.append(Kill("tool", at=rng.randint(1, tools)))
         else:
-            delay = rng.uniform(0.0, DELAY_BOUND_SECONDS * share)
-            kills.append(Kill("timer", delay_seconds=delay))
+            kills.append(Kill("timer", delay_seconds=rng.uniform(0.0, seconds)))
     return [*kills, Kill(None)]
 
 
@@ -221,7 +219,10 @@ def _spawn(world: DiskWorld, run: ProcessRun, mutant: str | None) -> None:
         env[MUTANT_ENV] = mutant
     (world.ledger_path.with_name("generation")).write_text(str(run.generation))
     command = [sys.executable, "-m", "agentkeep.chaos.process_worker"]
-    command += [str(world.home), str(world.ledger_path), str(run.generation)]
+    # Each killed process brings one more message than the last (so every restart has new
+    # work to be killed in); the one left alone offers them all.
+    offers = len(OFFERS) if kill.kind is None else min(run.generation + 1, len(OFFERS))
+    command += [str(world.home), str(world.ledger_path), str(run.generation), str(offers)]
     stderr_path = world.ledger_path.with_name(f"stderr-{run.generation}")
     with (
         stderr_path.open("w") as stderr,

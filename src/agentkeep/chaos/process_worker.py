@@ -1,9 +1,10 @@
 """The worker of the real process campaign: one OS process running an ``AgentSystem``.
 
-Run as ``python -m agentkeep.chaos.process_worker HOME LEDGER GENERATION``. It opens the
-system on ``HOME`` with the :class:`~agentkeep.providers.RespondingModel` and the ledger tools,
-creates the agent if it does not exist yet, offers every message of :data:`OFFERS` (fixed ids:
-a message already durable is an idempotent repeat), waits for idle and closes. It prints
+Run as ``python -m agentkeep.chaos.process_worker HOME LEDGER GENERATION OFFERS``. It opens
+the system on ``HOME`` with the :class:`~agentkeep.providers.RespondingModel` and the ledger
+tools, creates the agent if it does not exist yet, offers the first ``OFFERS`` messages of
+:data:`OFFERS` in order (fixed ids: a message already durable is an idempotent repeat), waits
+for idle and closes. It prints
 ``READY`` once imported (the parent's timer starts there) and ``RESULT {json}`` at the end.
 
 Every tool execution, and every acknowledged ``send``, is appended to the ``LEDGER`` file
@@ -106,7 +107,7 @@ def _current_generation(marker: Path) -> int:
         return -1
 
 
-def run(home: Path, ledger_path: Path, generation: int) -> dict[str, Any]:
+def run(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[str, Any]:
     """Play one process; returns what it saw (only if nobody killed it)."""
     kill_at = os.environ.get(KILL_AT_TOOL_ENV, "").strip()
     if os.environ.get(MUTANT_ENV, "") == RERUN_FRAGILE:
@@ -130,7 +131,7 @@ def run(home: Path, ledger_path: Path, generation: int) -> dict[str, Any]:
                 agent = system.resolve(AGENT_ID)
             except UnknownAgentError:
                 agent = system.create(id=AGENT_ID)
-            for offer in OFFERS:
+            for offer in OFFERS[:offers]:
                 delivery = agent.send(user(offer.text), id=offer.id)
                 ledger.append("accept", id=offer.id, created=delivery.created)
             idle = agent.wait_for_idle(timeout_seconds=IDLE_TIMEOUT_SECONDS)
@@ -147,7 +148,7 @@ def run(home: Path, ledger_path: Path, generation: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    home, ledger_path, generation = argv if argv is not None else sys.argv[1:]
+    home, ledger_path, generation, offers = argv if argv is not None else sys.argv[1:]
     # Warnings (the store's "store_fault_injected" names the operation it dies at) go to
     # stderr as JSON lines for the parent; nothing else is logged.
     structlog.configure(
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
     )
     print("READY", flush=True)
-    result = run(Path(home), Path(ledger_path), int(generation))
+    result = run(Path(home), Path(ledger_path), int(generation), int(offers))
     print("RESULT " + json.dumps(result, sort_keys=True), flush=True)
     return 0
 
