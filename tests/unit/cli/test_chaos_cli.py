@@ -1,0 +1,255 @@
+"""``agentkeep chaos list`` and ``agentkeep chaos run``: suites, seeds, summary, failures."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from typing import Any
+
+import pytest
+
+from agentkeep.chaos import campaigns, power, process_kills
+from agentkeep.chaos.campaigns import CampaignResult
+from agentkeep.chaos.invariants import INVARIANTS, Violation
+from agentkeep.chaos.process_kills import KillCampaignResult
+
+ALL_SUITES = [*campaigns.SUITES, "process_kills", "power_loss"]
+
+
+def error_of(result: Any) -> dict[str, Any]:
+    error: dict[str, Any] = json.loads(result.stderr)["error"]
+    return error
+
+
+def summary_rows(stdout: str) -> dict[str, list[str]]:
+    """The summary table's rows by suite: [seeds, failed, seconds]."""
+    lines = stdout.splitlines()
+    header = max(
+        i for i, line in enumerate(lines) if line.split()[:3] == ["suite", "seeds", "failed"]
+    )
+    return {line.split()[0]: line.split()[1:] for line in lines[header + 1 :]}
+
+
+@pytest.fixture
+def played(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """``queues`` replaced by a fake that records its seeds and breaks §7.1 at seed 1."""
+    seeds: list[int] = []
+
+    def fake(seed: int) -> CampaignResult:
+        seeds.append(seed)
+        result = CampaignResult(suite="queues", seed=seed, processes=["process 1: crashed"])
+        if seed == 1:
+            detail = "message q2 is in the conversation twice"
+            result.violations.append(Violation(invariant=1, process=2, detail=detail))
+        return result
+
+    monkeypatch.setitem(campaigns.SUITES, "queues", fake)
+    return seeds
+
+
+# -- chaos list --------------------------------------------------------------------------------
+
+
+def test_chaos_list_names_every_suite_with_its_run_command(invoke: Any) -> None:
+    result = invoke("chaos", "list")
+    assert result.exit_code == 0, result.output
+    for name in ALL_SUITES:
+        assert f"agentkeep chaos run --suite {name} --seeds" in result.stdout
+
+
+def test_chaos_list_json_describes_every_suite(invoke: Any) -> None:
+    result = invoke("chaos", "list", json_mode=True)
+    assert result.exit_code == 0, result.output
+    suites = json.loads(result.stdout)["suites"]
+    assert [s["name"] for s in suites] == ALL_SUITES
+    assert set(suites[0]) == {"name", "kind", "description", "default_seeds", "run", "sweep"}
+    kinds = {s["name"]: s["kind"] for s in suites}
+    assert kinds["queues"] == "in-process"
+    assert kinds["process_kills"] == "processes"
+    assert kinds["power_loss"] == "power-loss"
+    assert all(s["description"] and s["default_seeds"] > 0 for s in suites)
+
+
+# -- chaos run: passing ------------------------------------------------------------------------
+
+
+def test_a_passing_run_prints_the_summary_and_exits_0(invoke: Any) -> None:
+    result = invoke("chaos", "run", "--suite", "queues", "--seeds", "2")
+    assert result.exit_code == 0, result.output
+    assert summary_rows(result.stdout)["queues"][:2] == ["2", "0"]
+    assert "FAILED" not in result.stdout
+    # The progress bar goes to stderr (on a non-TTY: its label once), never to stdout.
+    assert "chaos: 2 seed(s) of 1 suite(s)" in result.stderr
+    assert "chaos:" not in result.stdout
+
+
+def test_a_real_process_and_a_power_loss_seed_run_from_the_cli(invoke: Any) -> None:
+    result = invoke(
+        "chaos", "run", "--suite", "power_loss", "--suite", "process_kills", "--seed", "3"
+    )
+    assert result.exit_code == 0, result.output
+    rows = summary_rows(result.stdout)
+    assert rows["power_loss"][:2] == ["1", "0"]
+    assert rows["process_kills"][:2] == ["1", "0"]
+    assert rows["total"][:2] == ["2", "0"]
+
+
+def test_json_summary_has_a_stable_shape_and_stdout_holds_only_it(invoke: Any) -> None:
+    result = invoke("chaos", "run", "--suite", "queues", "--seeds", "2", json_mode=True)
+    assert result.exit_code == 0, result.output
+    value = json.loads(result.stdout)  # nothing but the document on stdout
+    assert set(value) == {"ok", "seeds_run", "failed", "seconds", "suites"}
+    assert (value["ok"], value["seeds_run"], value["failed"]) == (True, 2, 0)
+    (suite,) = value["suites"]
+    assert set(suite) == {
+        "suite",
+        "kind",
+        "first_seed",
+        "seeds_run",
+        "failed",
+        "seconds",
+        "failures",
+    }
+    assert (suite["suite"], suite["first_seed"], suite["seeds_run"]) == ("queues", 0, 2)
+    assert suite["failures"] == []
+    assert isinstance(suite["seconds"], float)
+
+
+# -- which seeds -------------------------------------------------------------------------------
+
+
+def test_seed_alone_replays_one_seed_and_with_seeds_is_the_first(
+    invoke: Any, played: list[int]
+) -> None:
+    assert invoke("chaos", "run", "--suite", "queues", "--seed", "7").exit_code == 0
+    assert invoke("chaos", "run", "--suite", "queues", "--seed", "4", "--seeds", "3").exit_code == 0
+    assert invoke("chaos", "run", "--suite", "queues", "--seeds", "2").exit_code == 1  # seed 1
+    assert played == [7, 4, 5, 6, 0, 1]
+
+
+def test_without_seed_flags_chaos_seeds_from_the_environment_decide(
+    invoke: Any, played: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHAOS_SEEDS", "3")
+    invoke("chaos", "run", "--suite", "queues")
+    monkeypatch.setenv("CHAOS_SEED", "9")
+    invoke("chaos", "run", "--suite", "queues")
+    assert played == [0, 1, 2, 9]
+
+
+@pytest.mark.parametrize("seeds", ["0", "-3"])
+def test_seeds_below_one_are_refused(invoke: Any, played: list[int], seeds: str) -> None:
+    result = invoke("chaos", "run", "--suite", "queues", "--seeds", seeds, json_mode=True)
+    assert result.exit_code == 2
+    assert error_of(result)["code"] == "invalid_seeds"
+    assert played == []
+
+
+def test_a_malformed_chaos_seeds_variable_is_bad_input(
+    invoke: Any, played: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHAOS_SEEDS", "lots")
+    result = invoke("chaos", "run", "--suite", "queues", json_mode=True)
+    assert result.exit_code == 2
+    assert error_of(result)["code"] == "invalid_seeds"
+
+
+# -- unknown suites ----------------------------------------------------------------------------
+
+
+def test_an_unknown_suite_is_refused_naming_the_known_ones(invoke: Any) -> None:
+    result = invoke("chaos", "run", "--suite", "queues", "--suite", "nope", "--seeds", "1")
+    assert result.exit_code == 2
+    assert "Unknown chaos suite(s): nope." in result.stderr
+    for name in ALL_SUITES:
+        assert name in result.stderr
+    assert result.stdout == ""
+
+
+def test_an_unknown_suite_in_json_mode_is_a_json_error(invoke: Any) -> None:
+    result = invoke("chaos", "run", "--suite", "nope", json_mode=True)
+    assert result.exit_code == 2
+    error = error_of(result)
+    assert error["code"] == "unknown_suite"
+    assert "power_loss" in error["hint"]
+
+
+# -- chaos run: failing ------------------------------------------------------------------------
+
+
+def test_a_violation_prints_the_seed_the_invariant_and_the_replay_and_exits_1(
+    invoke: Any, played: list[int]
+) -> None:
+    result = invoke("chaos", "run", "--suite", "queues", "--seeds", "3")
+    assert result.exit_code == 1
+    out = result.stdout
+    assert "FAILED queues seed 1: 1 violation(s)" in out
+    assert "seed 0" not in out
+    assert "seed 2" not in out
+    assert f"§7.1 ({INVARIANTS[1]}) after process 2: message q2 is in the conversation twice" in out
+    assert "process 1: crashed" in out
+    assert "replay: agentkeep chaos run --suite queues --seed 1" in out
+    assert "CHAOS_SEED=1 .venv/bin/pytest tests/chaos/test_queues.py" in out
+    assert summary_rows(out)["queues"][:2] == ["3", "1"]
+
+
+def test_a_violation_in_json_mode_names_seed_invariant_and_replay(
+    invoke: Any, played: list[int]
+) -> None:
+    result = invoke("chaos", "run", "--suite", "queues", "--seeds", "3", json_mode=True)
+    assert result.exit_code == 1
+    value = json.loads(result.stdout)
+    assert (value["ok"], value["seeds_run"], value["failed"]) == (False, 3, 1)
+    (failure,) = value["suites"][0]["failures"]
+    assert set(failure) == {"seed", "violations", "replay", "replay_pytest", "trace"}
+    assert failure["seed"] == 1
+    assert failure["replay"] == "agentkeep chaos run --suite queues --seed 1"
+    assert failure["replay_pytest"] == "CHAOS_SEED=1 .venv/bin/pytest tests/chaos/test_queues.py"
+    (violation,) = failure["violations"]
+    assert violation["invariant"] == 1
+    assert violation["name"] == INVARIANTS[1]
+    assert "twice" in violation["description"]
+
+
+def test_the_power_loss_mutant_fails_the_run_end_to_end(
+    invoke: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A disk whose sync lies: acknowledged transactions vanish with the power (seed 0 shows it).
+    mutant = partial(power.run_campaign, mutant=power.LYING_SYNC)
+    monkeypatch.setattr(power, "run_campaign", mutant)
+    result = invoke("chaos", "run", "--suite", "power_loss", "--seed", "0", json_mode=True)
+    assert result.exit_code == 1
+    (failure,) = json.loads(result.stdout)["suites"][0]["failures"]
+    assert failure["replay"] == "agentkeep chaos run --suite power_loss --seed 0"
+    assert any("lost by the cut" in v["description"] for v in failure["violations"])
+    assert failure["trace"][0].startswith("plan: ")
+
+
+def test_a_process_kill_problem_keeps_its_invariant_number(
+    invoke: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    problem = f"§7.12 ({INVARIANTS[12]}) after process 2: fragile_tool ran twice for call c1"
+
+    def fake(seed: int) -> KillCampaignResult:
+        return KillCampaignResult(seed=seed, problems=[problem, "process 3 exited 1: []"])
+
+    monkeypatch.setattr(process_kills, "run_campaign", fake)
+    result = invoke("chaos", "run", "--suite", "process_kills", "--seed", "5", json_mode=True)
+    assert result.exit_code == 1
+    (failure,) = json.loads(result.stdout)["suites"][0]["failures"]
+    assert [v["invariant"] for v in failure["violations"]] == [12, None]
+    assert failure["replay"] == "agentkeep chaos run --suite process_kills --seed 5"
+
+
+def test_a_campaign_that_raises_is_a_failing_seed_not_a_crash(
+    invoke: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(seed: int) -> CampaignResult:
+        raise RuntimeError(f"harness broke at seed {seed}")
+
+    monkeypatch.setitem(campaigns.SUITES, "compaction", broken)
+    result = invoke("chaos", "run", "--suite", "compaction", "--seeds", "2")
+    assert result.exit_code == 1
+    assert "the campaign raised RuntimeError: harness broke at seed 1" in result.stdout
+    assert "replay: agentkeep chaos run --suite compaction --seed 1" in result.stdout
+    assert summary_rows(result.stdout)["compaction"][:2] == ["2", "2"]
