@@ -145,8 +145,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
                 return self._run_hook(effect)
             case CompactionResolved(error=error):
                 self._s.status.resolve_compactions(error)
-            case LoopStopped(settled=settled, error=error):
-                self._s.status.last_error = error
+            case LoopStopped(settled=settled):
                 self._stopped = settled
         return []
 

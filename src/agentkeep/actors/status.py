@@ -19,7 +19,6 @@ class AgentStatus:
         self._running = False
         self._signals = 0
         self._compactions: list[Future[None]] = []
-        self.last_error: str | None = None
 
     # -- written by the system and the actor ---------------------------------------------------
 
@@ -32,11 +31,9 @@ class AgentStatus:
             self._signals = max(0, self._signals - 1)
             self._condition.notify_all()
 
-    def set_running(self, running: bool, *, error: str | None = None) -> None:
+    def set_running(self, running: bool) -> None:
         with self._condition:
             self._running = running
-            if not running:
-                self.last_error = error
             self._condition.notify_all()
 
     def reset_after_crash(self) -> None:

@@ -89,10 +89,6 @@ class AgentLoop(InferenceSteps, WorkSteps):
 
     # -- public ------------------------------------------------------------------------------
 
-    @property
-    def idle(self) -> bool:
-        return not self.running
-
     def handle(self, event: Event) -> list[Effect]:
         """Take one event; return the effects to carry out, in order."""
         self._out = []

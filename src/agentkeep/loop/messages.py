@@ -122,8 +122,6 @@ class AppendFailureNote(_Data, frozen=True):
 class Settle(_Data, frozen=True):
     """Erase the owed fact — only if nothing is queued or pending (checked in the tx)."""
 
-    error: str | None = None
-
 
 class ReplaceWithCompaction(_Data, frozen=True):
     through_position: int

@@ -122,9 +122,6 @@ class MessageOptions(_Record, frozen=True):
     service_tier: ServiceTier | None = None
     permission_mode: PermissionMode | None = None
 
-    def is_empty(self) -> bool:
-        return self == _NO_OPTIONS
-
 
 _NO_OPTIONS = MessageOptions()
 
