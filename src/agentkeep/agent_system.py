@@ -100,6 +100,7 @@ class AgentSystem:
         self._modes = (steering_mode, send_mode)
         self._lock = threading.RLock()
         self._closing = False
+        self._deleting: set[str] = set()
         # Admission barrier: operations admitted before close finish before it goes on.
         self._admitted = 0
         self._admission = threading.Condition(self._lock)
@@ -190,12 +191,19 @@ class AgentSystem:
     def store(self) -> Store:
         return self._store
 
-    def start(self) -> list[str]:
-        """Resume every agent that owes work; returns their ids."""
-        owing = self._store.read(lambda tx: tx.agents_owing_work())
-        for agent_id in owing:
-            self._agents.tell(agent_id, Start(), counted=True)
-        return owing
+    def start(self, *agent_ids: str) -> list[str]:
+        """Resume every agent that owes work, or — given ids — start exactly those agents:
+        an explicit start continues whatever their durable state owes, including a question
+        an abort left unanswered. Returns the ids started."""
+        if agent_ids:
+            for agent_id in agent_ids:
+                self.resolve(agent_id)  # UnknownAgentError for an id never created
+            started = list(agent_ids)
+        else:
+            started = self._store.read(lambda tx: tx.agents_owing_work())
+        for agent_id in started:
+            self._agents.tell(agent_id, Start(explicit=bool(agent_ids)), counted=True)
+        return started
 
     def close(self, *, timeout_seconds: float | None = 30.0) -> None:
         """Admit nothing new, let admitted work finish (up to the timeout), stop every actor
@@ -379,7 +387,16 @@ class AgentSystem:
             self._delete(agent_id, timeout_seconds)
 
     def _delete(self, agent_id: str, timeout_seconds: float | None) -> None:
-        self._agents.remove(agent_id, timeout_seconds=timeout_seconds)
+        with self._lock:
+            self._deleting.add(agent_id)  # no new work while it drains: delete cannot starve
+        try:
+            self._agents.remove(agent_id, timeout_seconds=timeout_seconds)
+            self._delete_row(agent_id)
+        finally:
+            with self._lock:
+                self._deleting.discard(agent_id)
+
+    def _delete_row(self, agent_id: str) -> None:
         if not self._store.transact(lambda tx: tx.delete_agent(agent_id)):
             raise UnknownAgentError(agent_id)
 
@@ -414,6 +431,8 @@ class AgentSystem:
         options: MessageOptions | None,
         start: bool,
     ) -> Delivery:
+        if agent_id in self._deleting:
+            raise AgentClosedError(f'Agent "{agent_id}" is being deleted.')
         checked = validate_message(message)
         message_id = check_message_id(id)
         opts = options or MessageOptions()

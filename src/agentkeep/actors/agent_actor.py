@@ -39,7 +39,6 @@ from agentkeep.loop.messages import (
     Emit,
     Event,
     HookFinished,
-    InjectAction,
     Loaded,
     LoadFailed,
     LoadState,
@@ -47,12 +46,10 @@ from agentkeep.loop.messages import (
     Observe,
     Plan,
     RunHook,
-    SendAction,
     Start,
     StartCompaction,
     StartInference,
     StartTools,
-    SteerAction,
     StreamEventArrived,
     WorkAccepted,
 )
@@ -138,7 +135,8 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             case StartCompaction():
                 return self._start_compaction(effect)
             case Emit(event=event):
-                self._s.features.observe("on_event", self._ctx_for, event)
+                with self._s.inside_loop():  # a hook that waits on its own agent is refused
+                    self._s.features.observe("on_event", self._ctx_for, event)
             case Observe():
                 self._observe(effect)
             case RunHook():
@@ -247,6 +245,10 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         return self._s.hook_context(feature, self._core.settings)
 
     def _observe(self, effect: Observe) -> None:
+        with self._s.inside_loop():  # a hook that waits on its own agent is refused
+            self._observe_inside(effect)
+
+    def _observe_inside(self, effect: Observe) -> None:
         features = self._s.features
         match effect.hook:
             case "after_inference":
@@ -267,25 +269,14 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
                 actions = features.actions(effect.hook, self._ctx_for, turn)
         if effect.drop_actions:
             return [HookFinished(hook=effect.hook)]
+        compact = any(isinstance(a, CompactAction) for a in actions)
         follow: list[Event] = []
-        compact = False
-        for action in actions:
-            try:
-                match action:
-                    case SteerAction(message=message):
-                        queued = self._s.accept_from_loop("steering", message)
-                        if queued is not None:
-                            follow.append(WorkAccepted(message=queued))
-                    case SendAction(message=message):
-                        queued = self._s.accept_from_loop("send", message)
-                        if queued is not None:
-                            follow.append(WorkAccepted(message=queued))
-                    case InjectAction(message=message):
-                        follow.append(WorkAccepted(notice=self._s.inject_from_loop(message)))
-                    case CompactAction():
-                        compact = True
-            except Exception as error:  # a failing action never fails the run
-                log.warning("hook_action_failed", action=repr(action), error=repr(error))
+        try:
+            # One decision's messages commit as one batch, so a caller arriving during it
+            # lands before or after all of it (invariant 2).
+            follow = list(self._s.accept_actions_from_loop(actions))
+        except Exception as error:  # a failing action never fails the run
+            log.warning("hook_actions_failed", hook=effect.hook, error=repr(error))
         return [*follow, HookFinished(hook=effect.hook, compact=compact)]
 
 

@@ -14,20 +14,24 @@ from agentkeep.actors.status import AgentStatus
 from agentkeep.delivery import accept_message, accept_notice
 from agentkeep.features import Feature, FeatureSet, HookContext, ModelChange
 from agentkeep.ids import new_id
-from agentkeep.loop.messages import QueueMode
+from agentkeep.loop.messages import (
+    Action,
+    InjectAction,
+    QueueMode,
+    SendAction,
+    SteerAction,
+    WorkAccepted,
+)
 from agentkeep.loop.plans import CALL_AREA, KV_AREA, RUN_AREA
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.persistence.records import (
     MessageOptions,
-    QueuedMessage,
-    QueuedNotice,
-    QueueName,
     Settings,
 )
 from agentkeep.providers.compatibility import needs_reset
 from agentkeep.providers.registry import Providers
-from agentkeep.providers.types import QueueableMessage, SystemMessage
+from agentkeep.providers.types import SystemMessage
 from agentkeep.tools import Tool
 
 _inside = threading.local()
@@ -85,8 +89,11 @@ class AgentServices:
             system=self.system_ref,
         )
 
-    def call_kv(self, internal_id: str) -> ScopedKV:
-        return ScopedKV.through(self.store, "agent", self.agent_id, CALL_AREA, internal_id)
+    def call_kv(self, internal_id: str, alive: Callable[[], bool]) -> ScopedKV:
+        """The store of one tool call; it refuses use once ``alive()`` is False (the call
+        returned), so a retained handle can never write behind its result (invariant 25)."""
+        scope = ScopedKV.through(self.store, "agent", self.agent_id, CALL_AREA, internal_id)
+        return scope.until(alive)
 
     # -- switches ----------------------------------------------------------------------------
 
@@ -95,23 +102,34 @@ class AgentServices:
 
     # -- acceptance from inside the loop (hook actions) --------------------------------------
 
-    def accept_from_loop(self, queue: QueueName, message: QueueableMessage) -> QueuedMessage | None:
-        def work(tx: Transaction) -> QueuedMessage | None:
-            _, queued = accept_message(
-                tx,
-                self.agent_id,
-                queue=queue,
-                message=message,
-                message_id=self.new_id(),
-                options=MessageOptions(),
-                metadata=None,
-            )
-            return queued
+    def accept_actions_from_loop(self, actions: Sequence[Action]) -> list[WorkAccepted]:
+        """Accept a hook decision's steer/send/inject actions in one transaction."""
+        writes = [a for a in actions if isinstance(a, SteerAction | SendAction | InjectAction)]
+        if not writes:
+            return []
+
+        def work(tx: Transaction) -> list[WorkAccepted]:
+            accepted: list[WorkAccepted] = []
+            for action in writes:
+                if isinstance(action, InjectAction):
+                    accepted.append(
+                        WorkAccepted(notice=accept_notice(tx, self.agent_id, action.message))
+                    )
+                    continue
+                _, queued = accept_message(
+                    tx,
+                    self.agent_id,
+                    queue="steering" if isinstance(action, SteerAction) else "send",
+                    message=action.message,
+                    message_id=self.new_id(),
+                    options=MessageOptions(),
+                    metadata=None,
+                )
+                if queued is not None:
+                    accepted.append(WorkAccepted(message=queued))
+            return accepted
 
         return self.store.transact(work)
-
-    def inject_from_loop(self, message: SystemMessage) -> QueuedNotice:
-        return self.store.transact(lambda tx: accept_notice(tx, self.agent_id, message))
 
 
 class _SwitchPolicy:

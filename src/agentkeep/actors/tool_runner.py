@@ -54,16 +54,20 @@ class ToolRunner:
             if isinstance(args, ToolError) or tool is None:
                 message = args.message if isinstance(args, ToolError) else "unreachable"
                 return _error(call.call_id, message)
+            running = [True]
             ctx = CallContext(
                 agent_id=self._s.agent_id,
                 call_id=run.internal_id,
                 provider_call_id=call.call_id,
                 cancel=cancel,
-                kv=self._s.call_kv(run.internal_id),
+                kv=self._s.call_kv(run.internal_id, lambda: running[0]),
                 system=self._s.system_ref,
             )
-            with self._s.inside_loop():
-                output = run_tool(tool, ctx, args)
+            try:
+                with self._s.inside_loop():
+                    output = run_tool(tool, ctx, args)
+            finally:
+                running[0] = False  # the call's store expires with the call
             if isinstance(output, ToolError):
                 return _error(call.call_id, output.message)
             return ToolResultMessage(

@@ -93,7 +93,11 @@ class AgentLoop(InferenceSteps, WorkSteps):
         """Take one event; return the effects to carry out, in order."""
         self._out = []
         match event:
-            case Start():
+            case Start(explicit=explicit):
+                if explicit:
+                    # A caller named this agent: continue whatever the durable state owes,
+                    # including a trailing question this instance already looked at.
+                    self._resume_checked = False
                 self._request_turn()
             case WorkAccepted(message=message, notice=notice):
                 self._accept(message, notice)

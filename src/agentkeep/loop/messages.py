@@ -170,7 +170,13 @@ class Settled(_Data, frozen=True):
 
 
 class Start(_Data, frozen=True):
-    """Begin (or continue) whatever the durable state owes."""
+    """Begin (or continue) whatever the durable state owes.
+
+    ``explicit``: a caller named this agent (``system.start(agent_id)``): a trailing question
+    is answered even if this instance already looked (e.g. one an abort left unanswered).
+    """
+
+    explicit: bool = False
 
 
 class WorkAccepted(_Data, frozen=True):
