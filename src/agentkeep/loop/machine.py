@@ -70,7 +70,7 @@ from agentkeep.loop.state import (
     FAILED_TURN_CALL,
     error_result,
 )
-from agentkeep.loop.view import tail_owes_answer, undispatched_calls
+from agentkeep.loop.view import ends_in_failure_note, tail_owes_answer, undispatched_calls
 from agentkeep.loop.work_steps import WorkSteps
 from agentkeep.persistence.records import (
     CompactionRecord,
@@ -192,6 +192,10 @@ class AgentLoop(InferenceSteps, WorkSteps):
         if not self._resume_checked:
             self._resume_checked = True
             self._needs_inference = tail_owes_answer(self.records)
+        elif snapshot.owed is not None and ends_in_failure_note(self.records):
+            # A failure note is owed an answer for as long as the owed fact stands — also
+            # when this instance already looked once (a later run must not settle over it).
+            self._needs_inference = True
         if self._aborted:
             self._decide()  # an abort during startup: the turn never reaches the model
             return

@@ -78,6 +78,13 @@ def tail_owes_answer(records: Sequence[ConversationRecord]) -> bool:
     return False
 
 
+def ends_in_failure_note(records: Sequence[ConversationRecord]) -> bool:
+    """Whether the conversation ends in "The last turn failed: …" (still owed an answer)."""
+    return (
+        bool(records) and isinstance(records[-1], SystemRecord) and records[-1].reason == "failure"
+    )
+
+
 def provider_view(records: Sequence[ConversationRecord]) -> tuple[Message, ...]:
     """The conversation as the provider must see it: each tool result directly after the
     assistant message that issued its call, anything in between kept after the results.

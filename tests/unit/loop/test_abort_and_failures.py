@@ -142,15 +142,16 @@ def test_a_failed_turn_is_answered_when_the_agent_next_runs(world: World) -> Non
 def test_a_stream_that_ends_without_done_or_raises_is_a_failed_response(world: World) -> None:
     world.model.add(script.without_done(), script.raises(RuntimeError("wire broke")))
     system = world.open()
-    agent = system.create()
-    agent.send(ak.user("one"))
-    agent.wait_for_idle(timeout_seconds=10)
-    agent.send(ak.user("two"))
-    agent.wait_for_idle(timeout_seconds=10)
+    first, second = system.create(), system.create()
+    first.send(ak.user("one"))
+    assert first.wait_for_idle(timeout_seconds=10)
+    second.send(ak.user("two"))
+    assert second.wait_for_idle(timeout_seconds=10)
 
-    notes = [text_of(m) for m in agent.transcript() if roles([m]) == ["system"]]
-    assert notes[0] == "The last turn failed: The response ended without a terminal event."
-    assert "wire broke" in notes[1]
+    first_note, second_note = (text_of(a.transcript()[-1]) for a in (first, second))
+    assert first_note == "The last turn failed: The response ended without a terminal event."
+    assert second_note.startswith("The last turn failed: ")
+    assert "wire broke" in second_note
 
 
 def test_block_reset_discards_the_attempt_it_took_back(world: World) -> None:
@@ -161,3 +162,23 @@ def test_block_reset_discards_the_attempt_it_took_back(world: World) -> None:
     agent.wait_for_idle(timeout_seconds=10)
 
     assert [text_of(m) for m in agent.transcript()] == ["go", "final"]
+
+
+def test_a_later_run_of_the_same_instance_answers_a_failure_note_instead_of_settling(
+    world: World,
+) -> None:
+    """Regression (flaky_store seed 3796): after a failure note, a new run of the same live
+    instance (a late wake-up, a start) found its once-per-instance tail check spent, found
+    nothing queued, and settled over the unanswered note."""
+    world.model.add(script.error("internal_error", "boom"), script.text("about the failure"))
+    system = world.open()
+    agent = system.create()
+    agent.send(ak.user("go"))
+    assert agent.wait_for_idle(timeout_seconds=10)
+    assert agent.state == "owes_work"
+
+    assert system.start() == [agent.id]  # the same live instance runs again
+    assert agent.wait_for_idle(timeout_seconds=10)
+
+    assert text_of(agent.transcript()[-1]) == "about the failure"
+    assert agent.state == "idle"

@@ -325,7 +325,7 @@ def test_one_failed_queue_delete_rolls_back_the_whole_consumption(
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(SqliteTransaction, "dequeue", dequeue)
-    world.model.add(script.text("a1"))
+    world.model.add(script.text("about the failure"), script.text("a1"))
     system = world.open()
     agent = system.create(id="rollback")
     agent.send(ak.user("m1"), id="m1")
@@ -339,8 +339,9 @@ def test_one_failed_queue_delete_rolls_back_the_whole_consumption(
 
     assert system.start() == ["rollback"]
     assert agent.wait_for_idle(timeout_seconds=10)
-    assert roles(agent.transcript()) == ["system", "user", "assistant"]
-    assert text_of(agent.transcript()[1]) == "m1"
+    # The failure note is owed an answer first (sends wait until nothing is owed), then m1.
+    assert roles(agent.transcript()) == ["system", "assistant", "user", "assistant"]
+    assert text_of(agent.transcript()[2]) == "m1"
     assert system.store.read(lambda tx: (tx.queued(agent.id), tx.read_owed(agent.id))) == (
         [],
         None,
