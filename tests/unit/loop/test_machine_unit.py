@@ -82,6 +82,16 @@ def land_consumption(loop: AgentLoop, plan: ConsumeQueue, *messages: QueuedMessa
     return list(loop.handle(CommitLanded(plan=plan, value=value)))
 
 
+def begin_inference(loop: AgentLoop) -> str:
+    """Accept one message, consume it, and return the id of the inference that starts."""
+    commit = start_turn(loop, (message(1),))[0]
+    assert isinstance(commit, Commit)
+    assert isinstance(commit.plan, ConsumeQueue)
+    start = land_consumption(loop, commit.plan, message(1))[1]
+    assert isinstance(start, StartInference)
+    return start.inference_id
+
+
 def test_a_message_is_consumed_in_one_commit_before_the_inference_starts() -> None:
     loop = new_loop()
     effects = start_turn(loop, (message(1),))
@@ -100,12 +110,7 @@ def test_a_message_is_consumed_in_one_commit_before_the_inference_starts() -> No
 
 def test_a_response_ends_in_one_transaction_with_its_last_block_and_settles() -> None:
     loop = new_loop(eager_settle=True)
-    commit = start_turn(loop, (message(1),))[0]
-    assert isinstance(commit, Commit)
-    assert isinstance(commit.plan, ConsumeQueue)
-    start = land_consumption(loop, commit.plan, message(1))[1]
-    assert isinstance(start, StartInference)
-    iid = start.inference_id
+    iid = begin_inference(loop)
 
     assert kinds(
         loop.handle(StreamEventArrived(inference_id=iid, event=TextEnd(text="hello")))
@@ -135,12 +140,7 @@ def test_a_response_ends_in_one_transaction_with_its_last_block_and_settles() ->
 
 def test_the_batch_is_committed_before_any_call_starts_and_results_land_in_order() -> None:
     loop = new_loop()
-    commit = start_turn(loop, (message(1),))[0]
-    assert isinstance(commit, Commit)
-    assert isinstance(commit.plan, ConsumeQueue)
-    start = land_consumption(loop, commit.plan, message(1))[1]
-    assert isinstance(start, StartInference)
-    iid = start.inference_id
+    iid = begin_inference(loop)
     effects: list[object] = []
     for event in (
         ToolCallStart(call_id="a", name="t"),
@@ -188,12 +188,7 @@ def test_the_batch_is_committed_before_any_call_starts_and_results_land_in_order
 
 def test_abort_during_a_stream_cancels_it_answers_its_calls_and_ends_once() -> None:
     loop = new_loop()
-    commit = start_turn(loop, (message(1),))[0]
-    assert isinstance(commit, Commit)
-    assert isinstance(commit.plan, ConsumeQueue)
-    start = land_consumption(loop, commit.plan, message(1))[1]
-    assert isinstance(start, StartInference)
-    iid = start.inference_id
+    iid = begin_inference(loop)
     loop.handle(StreamEventArrived(inference_id=iid, event=ToolCallStart(call_id="c", name="t")))
     loop.handle(
         StreamEventArrived(inference_id=iid, event=ToolCallEnd(call_id="c", arguments="{}"))
@@ -215,12 +210,7 @@ def test_abort_during_a_stream_cancels_it_answers_its_calls_and_ends_once() -> N
 
 def test_an_answer_calls_plan_names_every_call_of_a_response_that_did_not_ask_for_tools() -> None:
     loop = new_loop()
-    commit = start_turn(loop, (message(1),))[0]
-    assert isinstance(commit, Commit)
-    assert isinstance(commit.plan, ConsumeQueue)
-    start = land_consumption(loop, commit.plan, message(1))[1]
-    assert isinstance(start, StartInference)
-    iid = start.inference_id
+    iid = begin_inference(loop)
     loop.handle(StreamEventArrived(inference_id=iid, event=ToolCallStart(call_id="c", name="t")))
     loop.handle(
         StreamEventArrived(inference_id=iid, event=ToolCallEnd(call_id="c", arguments="{}"))
