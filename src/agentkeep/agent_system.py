@@ -23,6 +23,7 @@ import structlog
 from agentkeep.actors.registry import AgentRegistry
 from agentkeep.actors.services import AgentServices, current_loop_agent
 from agentkeep.actors.supervisor import Backoff, RestartIntensity
+from agentkeep.actors.tree import start_system_tree
 from agentkeep.agent import Agent
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery, accept_message, check_message_id, validate_message
@@ -64,6 +65,7 @@ from agentkeep.tools import Tool
 log = structlog.get_logger(__name__)
 
 _MODES = ("one-at-a-time", "all")
+_TREE_STOP_SECONDS = 60.0
 
 
 class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,6 +103,9 @@ class AgentSystem:
         self._lock = threading.RLock()
         self._closing = False
         self._deleting: set[str] = set()
+        # Operations admitted on one agent (delivery, compaction) that delete waits out.
+        self._busy: dict[str, int] = {}
+        self._closed = threading.Event()  # set once the store is released
         # Admission barrier: operations admitted before close finish before it goes on.
         self._admitted = 0
         self._admission = threading.Condition(self._lock)
@@ -111,7 +116,10 @@ class AgentSystem:
             idle_grace_seconds=idle_grace_seconds,
             intensity=intensity,
             backoff=backoff,
-            on_give_up=self._gave_up,
+            owed=lambda: store.read(lambda tx: tx.agents_owing_work()),
+        )
+        self._tree = start_system_tree(
+            store, self._agents, intensity=intensity, backoff=backoff, on_give_up=self._gave_up
         )
 
     @classmethod
@@ -142,7 +150,9 @@ class AgentSystem:
         one agent); :meth:`start` resumes them later. ``restart_intensity`` /
         ``restart_backoff``: how often a crashing agent actor is restarted (default: at most 5
         restarts in 10 s, backoff from 50 ms) before the system gives up, stops cleanly (the
-        durable state stays) and surfaces the error (:attr:`failure`).
+        durable state stays) and surfaces the error (:attr:`failure`). The same limits apply
+        to the system supervisor, which restarts the store writer and the agent tier after it
+        when the writer fails (``rest_for_one``, see ``agentkeep.actors.tree``).
 
         Raises:
             StoreLockedError: another owner holds the store.
@@ -154,7 +164,8 @@ class AgentSystem:
         if provider is not None and providers.get(provider) is None:
             raise InvalidConfigError(f'Provider "{provider}" is not registered.')
         feature_set = FeatureSet(features)
-        store = Store.open(path, faults=faults, vfs=vfs)
+        # The system supervisor starts (and restarts) the writer: see actors/tree.py.
+        store = Store.open(path, faults=faults, vfs=vfs, start_writer=False)
         try:
             system = cls(
                 store,
@@ -221,40 +232,52 @@ class AgentSystem:
                 f'Closing the system from inside agent "{inside}"\'s loop would wait for a turn '
                 "that cannot finish; the system is closing in the background."
             )
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         with self._lock:
-            if self._closing:
-                return
-            self._closing = True
-            deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
-            # Everything admitted before the barrier is written (and told) before we go on.
-            self._admission.wait_for(
-                lambda: self._admitted == 0,
-                None if deadline is None else max(0.0, deadline - time.monotonic()),
-            )
-            live = self._agents.live()
-        for agent_id in live:
+            first, self._closing = not self._closing, True
+            if first:
+                # Everything admitted before the barrier is written (and told) first.
+                self._admission.wait_for(lambda: self._admitted == 0, timeout_seconds)
+                live = self._agents.live()
+        if not first:
+            self._closed.wait(timeout_seconds)  # the first close or shutdown finishes the job
+            return
+        # After the tree gave up no actor is left to finish anything: do not wait for one.
+        for agent_id in live if self._failure is None else ():
             services = self._agents.known(agent_id)
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             if services is not None and not services.status.wait_for_idle(remaining):
                 log.warning("agent_close_timed_out", agent_id=agent_id)
-        self._agents.stop_all()
-        self._store.close()
+        self._stop_tree()
 
     def shutdown(self) -> None:
         """Graceful shutdown: refuse new work, let in-flight inferences and tool calls finish
         and commit, stop before the next step; owed work resumes at the next open."""
         with self._lock:
-            if self._closing:
-                return
+            closing = self._closing
             self._closing = True
-            self._admission.wait_for(lambda: self._admitted == 0, 30.0)
+            if not closing:
+                self._admission.wait_for(lambda: self._admitted == 0, 30.0)
+        if closing:
+            self._closed.wait(_TREE_STOP_SECONDS)  # another close or shutdown finishes it
+            return
         self._agents.tell_all(ShutdownRequested())
         for agent_id in self._agents.live():
             services = self._agents.known(agent_id)
             if services is not None:
                 services.status.wait_for_idle(30.0)
+        self._stop_tree()
+
+    def _stop_tree(self) -> None:
+        """Stop the agents, then the writer (reverse start order), then release the store."""
         self._agents.stop_all()
-        self._store.close()
+        try:
+            self._tree.stop(timeout_seconds=_TREE_STOP_SECONDS)
+        except Exception as error:  # it gave up (and stopped) already, or timed out
+            log.warning("agent_system_tree_stop_failed", error=repr(error))
+        finally:
+            self._store.close()
+            self._closed.set()
 
     @property
     def failure(self) -> BaseException | None:
@@ -267,7 +290,8 @@ class AgentSystem:
         return self._failure
 
     def _gave_up(self, error: BaseException) -> None:
-        """The agent supervisor gave up: stop cleanly, keep the durable state, surface it."""
+        """The system supervisor gave up (it has stopped the agents and the writer): release
+        the store cleanly, keep the durable state, surface the error."""
         log.error("agent_system_gave_up", error=repr(error))
         self._failure = error
 
@@ -389,6 +413,9 @@ class AgentSystem:
     def _delete(self, agent_id: str, timeout_seconds: float | None) -> None:
         with self._lock:
             self._deleting.add(agent_id)  # no new work while it drains: delete cannot starve
+            # A delivery admitted before the delete began finishes (and tells the agent)
+            # first, so no actor for this agent can start after it is removed.
+            self._admission.wait_for(lambda: agent_id not in self._busy, timeout_seconds)
         try:
             self._agents.remove(agent_id, timeout_seconds=timeout_seconds)
             self._delete_row(agent_id)
@@ -418,7 +445,7 @@ class AgentSystem:
         ``start=False`` only queues it (the owed fact is written, so the next ``open`` or
         ``start`` resumes it) without starting the agent now.
         """
-        with self._operation():
+        with self._operation(), self._agent_operation(agent_id):
             return self._deliver(agent_id, queue, message, id, metadata, options, start)
 
     def _deliver(
@@ -431,8 +458,6 @@ class AgentSystem:
         options: MessageOptions | None,
         start: bool,
     ) -> Delivery:
-        if agent_id in self._deleting:
-            raise AgentClosedError(f'Agent "{agent_id}" is being deleted.')
         checked = validate_message(message)
         message_id = check_message_id(id)
         opts = options or MessageOptions()
@@ -474,7 +499,7 @@ class AgentSystem:
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
         self._refuse_own_wait(agent_id, wait)
-        with self._operation():
+        with self._operation(), self._agent_operation(agent_id):
             future = self._agents.services(agent_id).status.add_compaction_waiter()
             self._agents.tell(agent_id, CompactRequested(), counted=True)
         if wait:
@@ -545,6 +570,23 @@ class AgentSystem:
         finally:
             with self._lock:
                 self._admitted -= 1
+                self._admission.notify_all()
+
+    @contextmanager
+    def _agent_operation(self, agent_id: str) -> Iterator[None]:
+        """Admit one operation on ``agent_id``: refused while it is being deleted; a delete
+        waits for the ones admitted before it."""
+        with self._lock:
+            if agent_id in self._deleting:
+                raise AgentClosedError(f'Agent "{agent_id}" is being deleted.')
+            self._busy[agent_id] = self._busy.get(agent_id, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._busy.pop(agent_id) - 1
+                if left:
+                    self._busy[agent_id] = left
                 self._admission.notify_all()
 
     def _refuse_own_wait(self, agent_id: str, wait: bool) -> None:

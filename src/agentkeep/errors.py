@@ -40,6 +40,16 @@ class StoreClosedError(StoreError):
     code = "store_closed"
 
 
+class StoreUnavailableError(StoreError):
+    """The store writer failed and its supervisor has not restarted it yet.
+
+    The work did not run (a known outcome): retry it once the writer is back. Work that was
+    already in the writer when it failed got :class:`CommitOutcomeUnknownError` instead.
+    """
+
+    code = "store_unavailable"
+
+
 class SchemaTooNewError(StoreError):
     """The database was written by a newer agentkeep than this one."""
 

@@ -1,4 +1,4 @@
-"""The live agent actors of one system, under the agent supervisor (``one_for_one``).
+"""The live agent actors of one system, under the agents supervisor (``one_for_one``).
 
 An agent that owes nothing has no actor (after ``idle_grace_seconds``): resolving, reading or
 relabelling it never starts one; accepted work does. The registry is the only place actors
@@ -7,8 +7,14 @@ are started or stopped, so "one live actor per agent" holds by construction.
 Supervision: an agent actor that crashes is restarted by the supervisor (with backoff, at
 most ``intensity`` times per period) and resumes from the store through the same path as a
 process restart — the durable state is the source of truth, so a restart is always correct.
-Passivation is a normal (transient) exit, never a restart. Past the intensity, the
-supervisor gives up and ``on_give_up`` is told (the system then stops cleanly).
+Passivation is a normal (transient) exit, never a restart. Past the intensity, the agents
+supervisor gives up and escalates to the system supervisor, which restarts the whole agent
+tier (:meth:`AgentRegistry.start_tier`), as it does after a store writer failure
+(``rest_for_one``): every agent that owes work resumes from the store.
+
+Events for an agent whose actor is being restarted (or whose whole tier is) are *held*, and
+the restart hands them to the new incarnation: a caller whose work was durably accepted is
+never told an error because a restart happened to be in progress.
 """
 
 from __future__ import annotations
@@ -26,10 +32,13 @@ from agentkeep.actors.services import AgentServices
 from agentkeep.actors.supervisor import (
     Backoff,
     ChildSpec,
+    DuplicateChildError,
     RestartIntensity,
-    SupervisorGaveUpError,
+    SupervisorRef,
+    SupervisorStoppedError,
     start_supervisor,
 )
+from agentkeep.errors import AgentClosedError
 from agentkeep.loop.messages import Start
 
 log = structlog.get_logger(__name__)
@@ -45,23 +54,88 @@ class AgentRegistry:
         idle_grace_seconds: float,
         intensity: RestartIntensity,
         backoff: Backoff,
-        on_give_up: Callable[[SupervisorGaveUpError], None],
+        owed: Callable[[], list[str]],
     ) -> None:
         self._make_services = make_services
         self._idle_grace_seconds = idle_grace_seconds
-        self._supervisor = start_supervisor(
-            "agents",
-            strategy="one_for_one",
-            intensity=intensity,
-            backoff=backoff,
-            on_give_up=on_give_up,
-        )
+        self._intensity = intensity
+        self._backoff = backoff
+        self._owed = owed
+        # Swapped by start_tier in the system supervisor's thread, which must never wait on
+        # the registry lock (a caller holding it may be asking the old agents supervisor).
+        self._supervisor: SupervisorRef | None = None
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._actors: dict[str, pykka.ActorRef[Any]] = {}
         self._services: dict[str, AgentServices] = {}
         self._timers: dict[str, threading.Timer] = {}
+        # Events waiting for a restart to hand them over; a leaf lock, never held while
+        # calling anything else.
+        self._held_lock = threading.Lock()
+        self._held: dict[str, list[tuple[Any, bool]]] = {}
         self._stopping = False
+
+    # -- the tier --------------------------------------------------------------------------
+
+    def start_tier(self) -> pykka.ActorRef[Any]:
+        """Start the agents supervisor: the system supervisor's ``agents`` child ``start``.
+
+        Called again when the system supervisor restarts the tier (a store writer failure, or
+        the agents supervisor gave up): the old actors are gone by then, so the new tier
+        resumes every agent that owes work, plus any held events, from a background thread
+        (this one is the system supervisor's, which must not wait on the agents it starts).
+        """
+        restarted = self._supervisor is not None
+        owed: set[str] = set()
+        precounted: set[str] = set()
+        if restarted:
+            try:
+                owed = set(self._owed())  # a snapshot read: never waits on the writer
+            except Exception as error:  # the store went away: the next open resumes them
+                log.warning("agent_tier_resume_failed", error=repr(error))
+            # The old actors are gone. An owed agent's waiters keep waiting for its Start
+            # (counted now, so none sees a false idle); the others are idle.
+            for agent_id, services in list(self._services.items()):
+                services.status.reset_after_crash(pending=int(agent_id in owed))
+                if agent_id in owed:
+                    precounted.add(agent_id)
+        supervisor = start_supervisor(
+            "agents", strategy="one_for_one", intensity=self._intensity, backoff=self._backoff
+        )
+        self._supervisor = supervisor
+        if restarted:
+            threading.Thread(
+                target=self._resume_tier,
+                args=(owed, precounted),
+                name="agentkeep-resume-agents",
+                daemon=True,
+            ).start()
+            log.warning("agent_tier_restarted", owed=len(owed))
+        return supervisor.actor_ref
+
+    def _resume_tier(self, owed: set[str], precounted: set[str]) -> None:
+        with self._lock:
+            # Forget the old tier's dead actors (a teller may already have started a new
+            # one, which is alive and stays); an owed agent keeps its services (its waiters).
+            for agent_id, ref in list(self._actors.items()):
+                if not ref.is_alive():
+                    self._actors.pop(agent_id)
+                    self._cancel_timer(agent_id)
+                    if agent_id not in owed:
+                        self._services.pop(agent_id, None)
+            self._changed.notify_all()
+        with self._held_lock:
+            agent_ids = owed | set(self._held)
+        for agent_id in sorted(agent_ids):
+            if self._stopping:
+                return
+            try:
+                self.tell(agent_id, Start(), counted=agent_id not in precounted)
+            except Exception as error:  # deleted meanwhile, or the system is stopping
+                log.debug("agent_resume_skipped", agent_id=agent_id, error=repr(error))
+                services = self.known(agent_id)
+                if agent_id in precounted and services is not None:
+                    services.status.signal_taken()  # no Start is coming: release waiters
 
     # -- services (per agent, independent of whether an actor runs) ------------------------
 
@@ -84,17 +158,62 @@ class AgentRegistry:
 
     def tell(self, agent_id: str, event: Any, *, counted: bool) -> None:
         """Hand ``event`` to the agent's actor, starting one if it has none. ``counted``
-        events keep ``wait_for_idle`` waiting until the actor has taken them on."""
+        events keep ``wait_for_idle`` waiting until the actor has taken them on. While the
+        actor (or the tier) is restarting, the event is held for the new incarnation."""
         services = self.services(agent_id)
         with self._lock:
             self._cancel_timer(agent_id)
-            ref = self._actors.get(agent_id)
-            if ref is None or not ref.is_alive():
-                ref = self._supervisor.start_child(self._spec(agent_id, services))
-                self._actors[agent_id] = ref
+            self._hold(agent_id, event, counted)
+            self._hand_over(agent_id, services)
+
+    def _hold(self, agent_id: str, event: Any, counted: bool) -> None:
+        with self._held_lock:
+            self._held.setdefault(agent_id, []).append((event, counted))
+
+    def _hand_over(self, agent_id: str, services: AgentServices) -> None:
+        """Give the held events to the live actor, starting one if the agent has none. If a
+        restart is pending they stay held: the restart hands them over (see _spec)."""
+        ref = self._live_actor(agent_id, services)
+        if ref is None:
+            return
+        with self._held_lock:
+            events = self._held.pop(agent_id, [])
+        for index, (event, counted) in enumerate(events):
             if counted:
                 services.status.signal_sent()
-            ref.tell(event)
+            try:
+                ref.tell(event)
+            except pykka.ActorDeadError:
+                # It crashed just now: its restart (or the tier's) hands these over.
+                with self._held_lock:
+                    self._held[agent_id] = events[index:] + self._held.get(agent_id, [])
+                return
+
+    def _live_actor(self, agent_id: str, services: AgentServices) -> pykka.ActorRef[Any] | None:
+        """The agent's running actor, started now if it has none; None while it restarts."""
+        if self._stopping:
+            raise AgentClosedError("The agent system has been closed.")
+        for _attempt in range(2):
+            ref = self._actors.get(agent_id)
+            if ref is not None and ref.is_alive():
+                return ref
+            supervisor = self._supervisor
+            if supervisor is None:
+                return None  # the tier has not started yet: its start hands them over
+            try:
+                ref = supervisor.start_child(self._spec(agent_id, services))
+            except DuplicateChildError:
+                # Restarting (its restart hands over), or just restarted: look again.
+                continue
+            except SupervisorStoppedError:
+                if self._stopping:
+                    raise AgentClosedError("The agent system has been closed.") from None
+                if self._supervisor is supervisor:
+                    return None  # the tier is restarting: its resume hands them over
+                continue  # a new tier is up: start the actor there
+            self._actors[agent_id] = ref
+            return ref
+        return None
 
     def _spec(self, agent_id: str, services: AgentServices) -> ChildSpec:
         incarnations = 0
@@ -109,9 +228,9 @@ class AgentRegistry:
                 # process restart would. (A plain dict store: taking the registry lock here
                 # could wait on a caller that waits on this supervisor.)
                 self._actors[agent_id] = ref
-                services.status.reset_after_crash()
-                services.status.signal_sent()
+                services.status.reset_after_crash(pending=1)  # the Start below
                 ref.tell(Start())
+                self._release_held(agent_id, services, ref)
                 log.warning("agent_restarted", agent_id=agent_id, incarnation=incarnations)
             return ref
 
@@ -120,6 +239,19 @@ class AgentRegistry:
         return ChildSpec(
             id=agent_id, start=start, restart="transient", shutdown_timeout_seconds=None
         )
+
+    def _release_held(
+        self, agent_id: str, services: AgentServices, ref: pykka.ActorRef[Any]
+    ) -> None:
+        """A restart hands over the events held while it was pending (without the registry
+        lock: see _spec). A teller that held one after this sees the new actor itself."""
+        with self._held_lock:
+            events = self._held.pop(agent_id, [])
+        for event, counted in events:
+            if counted:
+                services.status.signal_sent()
+            with suppress(pykka.ActorDeadError):
+                ref.tell(event)
 
     def tell_if_live(self, agent_id: str, event: Any) -> bool:
         """Hand ``event`` to a live actor only (an agent without one has nothing to abort)."""
@@ -154,10 +286,11 @@ class AgentRegistry:
             self._services.pop(agent_id, None)
             self._changed.notify_all()
         if live:
-            self._terminate(agent_id)
+            self._terminate(agent_id, hand_over_held=False)
 
     def stop_all(self) -> None:
-        """Stop every actor, in reverse start order (each closes its own session once)."""
+        """Admit no more events and forget the actors; the system supervisor stops them (in
+        reverse start order, each closing its own session once)."""
         with self._lock:
             self._stopping = True
             self._actors.clear()
@@ -165,16 +298,25 @@ class AgentRegistry:
                 timer.cancel()
             self._timers.clear()
             self._changed.notify_all()
-        try:
-            self._supervisor.stop(timeout_seconds=_STOP_TIMEOUT_SECONDS * 3)
-        except Exception as error:  # it gave up (and stopped) already
-            log.debug("agent_supervisor_already_stopped", error=repr(error))
+        with self._held_lock:
+            self._held.clear()
 
-    def _terminate(self, agent_id: str) -> None:
+    def _terminate(self, agent_id: str, *, hand_over_held: bool = True) -> None:
+        supervisor = self._supervisor
         try:
-            self._supervisor.terminate_child(agent_id, timeout_seconds=_STOP_TIMEOUT_SECONDS)
+            if supervisor is not None:
+                supervisor.terminate_child(agent_id, timeout_seconds=_STOP_TIMEOUT_SECONDS)
         except Exception as error:  # already gone (crashed and given up, or stopped)
             log.debug("agent_terminate_skipped", agent_id=agent_id, error=repr(error))
+        # An event told while it was stopping found it still registered and was held: a
+        # passivated agent starts again for it; a removed (deleted) agent drops it.
+        with self._lock:
+            with self._held_lock:
+                waiting = agent_id in self._held
+                if not hand_over_held:
+                    self._held.pop(agent_id, None)
+            if waiting and hand_over_held and not self._stopping:
+                self._hand_over(agent_id, self.services(agent_id))
 
     # -- passivation -----------------------------------------------------------------------
 

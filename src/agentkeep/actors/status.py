@@ -36,13 +36,20 @@ class AgentStatus:
             self._running = running
             self._condition.notify_all()
 
-    def reset_after_crash(self) -> None:
+    def reset_after_crash(self, *, pending: int = 0) -> None:
         """A crashed incarnation can leave counts it never settled; its successor starts
-        from the store, so waiting restarts from a clean slate."""
+        from the store, so waiting restarts from a clean slate: ``pending`` signals already
+        on their way to it (its Start), set in the same step so no waiter sees a false idle.
+        A compaction it was asked for is not confirmed: its waiters are told so (they may
+        ask again)."""
         with self._condition:
-            self._signals = 0
+            self._signals = pending
             self._running = False
             self._condition.notify_all()
+        self.resolve_compactions(
+            "The agent's actor restarted before the compaction was confirmed; check "
+            "context_tokens or request the compaction again."
+        )
 
     def add_compaction_waiter(self) -> Future[None]:
         """A future resolved by the next compaction outcome (callers share one compaction)."""

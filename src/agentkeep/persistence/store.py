@@ -9,6 +9,7 @@ applies pending migrations, and starts the :class:`~agentkeep.persistence.writer
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -18,7 +19,7 @@ import apsw
 import pykka
 import structlog
 
-from agentkeep.errors import StoreError
+from agentkeep.errors import StoreClosedError, StoreError
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import ScopedKV
@@ -77,17 +78,27 @@ class Store:
         *,
         home: Path,
         lock: StoreLock,
-        handle: StoreWriterHandle,
-        writer: pykka.ActorRef[Any],
-        inbox: _Inbox,
+        connection: apsw.Connection,
+        vfs: str | None,
+        faults: FaultInjector,
         readers: ReaderPool,
+        checkpoint_pages: int,
+        restartable: bool,
     ) -> None:
         self._home = home
         self._lock = lock
-        self._handle = handle
-        self._writer = writer
-        self._inbox = inbox
+        self._vfs = vfs
+        self._faults = faults
         self._readers = readers
+        self._checkpoint_pages = checkpoint_pages
+        self._restartable = restartable
+        # The migrated connection, kept for the first writer; later incarnations open their own.
+        self._spare_connection: apsw.Connection | None = connection
+        self._inbox = _Inbox(state="down")
+        self._counters = _Counters()
+        self._writer: pykka.ActorRef[Any] | None = None
+        self._handle = StoreWriterHandle(None, self._inbox, self._counters, readers, faults)
+        self._writer_lock = threading.Lock()
         self._closed = False
 
     @classmethod
@@ -98,6 +109,7 @@ class Store:
         faults: FaultPlan | None = None,
         vfs: str | None = None,
         checkpoint_pages: int = DEFAULT_CHECKPOINT_PAGES,
+        start_writer: bool = True,
     ) -> Store:
         """Open (creating if needed) the store in ``home``.
 
@@ -108,6 +120,9 @@ class Store:
             vfs: Chaos testing only: the name of a registered apsw VFS to open the
                 connections through (injected I/O errors, power-loss simulation).
             checkpoint_pages: WAL size (pages) from which the idle writer checkpoints.
+            start_writer: False leaves the writer to a supervisor: it calls
+                :meth:`start_writer` from its child spec (and again after each failure);
+                until then writes raise ``StoreUnavailableError``.
 
         Raises:
             StoreLockedError: another owner holds the store.
@@ -124,12 +139,19 @@ class Store:
             _configure_writer(connection)
             migrate(connection)
             injector = FaultInjector(faults if faults is not None else FaultPlan.from_env())
-            inbox = _Inbox()
-            counters = _Counters()
             readers = ReaderPool(str(database), vfs=vfs)
-            writer = StoreWriter.start(
-                connection, inbox, counters, injector, checkpoint_pages=checkpoint_pages
+            store = cls(
+                home=directory,
+                lock=lock,
+                connection=connection,
+                vfs=vfs,
+                faults=injector,
+                readers=readers,
+                checkpoint_pages=checkpoint_pages,
+                restartable=not start_writer,
             )
+            if start_writer:
+                store.start_writer()
         except BaseException:
             if readers is not None:
                 readers.close()
@@ -137,11 +159,49 @@ class Store:
                 connection.close()
             lock.release()
             raise
-        handle = StoreWriterHandle(writer, inbox, counters, readers, injector)
         log.info("store_opened", path=str(database))
-        return cls(
-            home=directory, lock=lock, handle=handle, writer=writer, inbox=inbox, readers=readers
-        )
+        return store
+
+    def start_writer(self) -> pykka.ActorRef[Any]:
+        """Start the writer: the first one, or the next incarnation after one failed.
+
+        For a supervisor's child spec (see ``Store.open(start_writer=False)``): each call
+        starts a writer on a fresh connection, routes the handle to it and admits work again.
+
+        Raises:
+            StoreClosedError: the store is closed.
+            StoreError: a writer is already running.
+        """
+        with self._writer_lock:
+            if self._closed:
+                raise StoreClosedError("The store is closed.")
+            if self._writer is not None and self._writer.is_alive():
+                raise StoreError("The store writer is already running.")
+            connection, self._spare_connection = self._spare_connection, None
+            fresh = connection is None
+            if connection is None:
+                connection = open_connection(str(self.path), vfs=self._vfs)
+            try:
+                if fresh:
+                    _configure_writer(connection)
+                writer = StoreWriter.start(
+                    connection,
+                    self._inbox,
+                    self._counters,
+                    self._faults,
+                    checkpoint_pages=self._checkpoint_pages,
+                    restartable=self._restartable,
+                )
+            except BaseException:
+                connection.close()
+                raise
+            self._writer = writer
+            # The handle wakes the new writer before the inbox admits work for it.
+            self._handle.attach(writer)
+            self._inbox.open()
+            if self._restartable:
+                log.info("store_writer_started", path=str(self.path))
+            return writer
 
     @property
     def home(self) -> Path:
@@ -185,15 +245,20 @@ class Store:
 
         Idempotent. Work submitted after close starts raises ``StoreClosedError``.
         """
-        if self._closed:
-            return
-        self._closed = True
+        with self._writer_lock:
+            if self._closed:
+                return
+            self._closed = True
+            writer = self._writer
         try:
             # pykka handles the stop message after every wake-up already queued, so work
             # accepted before close is committed and answered; the writer then refuses more.
-            self._writer.stop(block=True, timeout=_STOP_TIMEOUT_SECONDS)
+            if writer is not None:
+                writer.stop(block=True, timeout=_STOP_TIMEOUT_SECONDS)
         finally:
             self._inbox.close()
+            if self._spare_connection is not None:
+                self._spare_connection.close()
             self._readers.close()
             self._lock.release()
             log.info("store_closed", path=str(self.path))

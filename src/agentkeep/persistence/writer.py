@@ -15,6 +15,12 @@ A COMMIT that reports an error may still have committed, so every caller whose w
 that group gets :class:`~agentkeep.errors.CommitOutcomeUnknownError` and must re-read. The
 writer rolls back whatever is left and stays usable for the next group.
 
+Supervised (``Store.open(start_writer=False)`` then ``Store.start_writer()`` from a supervisor's
+child spec), a writer that fails answers its callers, closes its connection and leaves the inbox
+``down``: new work is refused with :class:`~agentkeep.errors.StoreUnavailableError` until the
+supervisor starts the next incarnation on a fresh connection. Unsupervised, a failure closes
+the store.
+
 Automatic checkpoints are off (``wal_autocheckpoint=0``) so a checkpoint error can never
 surface as a COMMIT error; the writer checkpoints when its inbox is empty.
 """
@@ -25,14 +31,19 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import apsw
 import msgspec
 import pykka
 import structlog
 
-from agentkeep.errors import CommitOutcomeUnknownError, StoreClosedError, StoreError
+from agentkeep.errors import (
+    CommitOutcomeUnknownError,
+    StoreClosedError,
+    StoreError,
+    StoreUnavailableError,
+)
 from agentkeep.persistence.faults import FaultInjector
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readers import ReaderPool
@@ -117,21 +128,33 @@ class _WorkItem:
 
 
 class _Inbox:
-    """Work waiting for the writer, with wake-up coalescing and a closed flag."""
+    """Work waiting for the writer, with wake-up coalescing and a state.
 
-    def __init__(self) -> None:
+    ``open``: work is queued for the writer. ``down``: the writer failed and waits for its
+    supervisor to restart it; new work is refused with ``StoreUnavailableError`` (it did not
+    run: a caller blocked on a dead writer could hold up the very restart it waits for).
+    ``closed``: for good.
+    """
+
+    def __init__(self, *, state: Literal["open", "down"] = "open") -> None:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._items: deque[_WorkItem] = deque()
         self._wake_pending = False
-        self._closed = False
+        self._state: Literal["open", "down", "closed"] = state
+        self._closed_because = "The store is closed."
         self.writer_thread: int | None = None
 
     def put(self, item: _WorkItem) -> bool:
         """Queue ``item``; True if the caller must wake the writer."""
         with self._lock:
-            if self._closed:
-                raise StoreClosedError("The store is closed.")
+            if self._state == "closed":
+                raise StoreClosedError(self._closed_because)
+            if self._state == "down":
+                raise StoreUnavailableError(
+                    "The store writer failed and is being restarted; this transaction did "
+                    "not run. Retry it."
+                )
             self._items.append(item)
             self._changed.notify_all()
             wake, self._wake_pending = not self._wake_pending, True
@@ -153,10 +176,33 @@ class _Inbox:
         with self._lock:
             return not self._items
 
-    def close(self) -> list[_WorkItem]:
-        """Refuse new work; returns whatever was still queued."""
+    @property
+    def closed(self) -> bool:
         with self._lock:
-            self._closed = True
+            return self._state == "closed"
+
+    def open(self) -> None:
+        """A (new) writer serves the inbox: admit work again. The first put wakes it."""
+        with self._lock:
+            if self._state == "closed":
+                raise StoreClosedError("The store is closed.")
+            self._state = "open"
+            self._wake_pending = False
+
+    def go_down(self) -> list[_WorkItem]:
+        """The writer failed: refuse work until :meth:`open`; returns what was queued."""
+        return self._drain("down")
+
+    def close(self, because: str = "The store is closed.") -> list[_WorkItem]:
+        """Refuse new work for good (``because`` tells later callers why); returns whatever
+        was still queued."""
+        return self._drain("closed", because)
+
+    def _drain(self, state: Literal["down", "closed"], because: str = "") -> list[_WorkItem]:
+        with self._lock:
+            if self._state != "closed":
+                self._state = state
+                self._closed_because = because or self._closed_because
             items = list(self._items)
             self._items.clear()
             return items
@@ -187,7 +233,13 @@ _WAKE = _Wake()
 
 
 class StoreWriter(pykka.ThreadingActor):
-    """The actor owning the writing connection (see the module docstring)."""
+    """The actor owning the writing connection (see the module docstring).
+
+    ``restartable``: a supervisor restarts this writer when it fails (``Store.start_writer``),
+    so a failure leaves the inbox ``down`` rather than closed. Either way the failure's
+    cleanup (answer every caller, close the connection) finishes in the actor's own thread
+    *before* pykka marks it stopped, so a restart never overlaps the incarnation it replaces.
+    """
 
     def __init__(
         self,
@@ -197,14 +249,17 @@ class StoreWriter(pykka.ThreadingActor):
         faults: FaultInjector,
         *,
         checkpoint_pages: int,
+        restartable: bool = False,
     ) -> None:
         super().__init__()
         self._connection = connection
+        self._connection_open = True
         self._inbox = inbox
         self._counters = counters
         self._faults = faults
         self._statements = Statements(connection, faults)
         self._checkpoint_pages = checkpoint_pages
+        self._restartable = restartable
         self._wal_pages = 0
         connection.set_wal_hook(self._on_wal_commit)
 
@@ -222,34 +277,59 @@ class StoreWriter(pykka.ThreadingActor):
     def on_stop(self) -> None:
         self._shut_down()
 
-    def on_failure(self, *_exc_info: Any) -> None:
-        self._shut_down()
+    def on_failure(self, *exc_info: Any) -> None:
+        # Normally done already, in _serve, before pykka saw the failure.
+        self._fail_over(exc_info[1])
 
     # -- serving -----------------------------------------------------------------------------
     def _serve(self) -> None:
-        while items := self._inbox.take_all():
-            pending = deque(items)
-            try:
+        items: list[_WorkItem] = []
+        try:
+            while items := self._inbox.take_all():
+                pending = deque(items)
                 while pending:
                     self._run_group(pending)
-            except BaseException as exc:
-                # A bug in the writer itself: never leave a caller waiting forever. Items
-                # already answered ignore this; the rest may or may not have committed.
-                for item in items:
-                    unknown = CommitOutcomeUnknownError(f"The store writer failed: {exc!r}")
-                    unknown.__cause__ = exc
-                    item.fail(unknown)
-                self._rollback()
-                raise
-            self._counters.set(wal_pages=self._wal_pages)
-            # Idle: nothing queued, so a checkpoint delays no caller already waiting. Under
-            # unbroken load the WAL would grow forever, so past 4x the threshold checkpoint
-            # anyway (still outside any COMMIT).
-            if self._wal_pages >= self._checkpoint_pages and (
-                self._inbox.is_empty() or self._wal_pages >= 4 * self._checkpoint_pages
-            ):
-                self._checkpoint()
-                self._wal_pages = 0
+                items = []
+                self._counters.set(wal_pages=self._wal_pages)
+                # Idle: nothing queued, so a checkpoint delays no caller already waiting.
+                # Under unbroken load the WAL would grow forever, so past 4x the threshold
+                # checkpoint anyway (still outside any COMMIT).
+                if self._wal_pages >= self._checkpoint_pages and (
+                    self._inbox.is_empty() or self._wal_pages >= 4 * self._checkpoint_pages
+                ):
+                    self._checkpoint()
+                    self._wal_pages = 0
+        except BaseException as exc:
+            # A bug in the writer itself: never leave a caller waiting forever. Items
+            # already answered ignore this; the rest may or may not have committed.
+            for item in items:
+                unknown = CommitOutcomeUnknownError(f"The store writer failed: {exc!r}")
+                unknown.__cause__ = exc
+                item.fail(unknown)
+            self._fail_over(exc)
+            raise
+
+    def _fail_over(self, cause: BaseException | None) -> None:
+        """After a failure: refuse new work, answer what is queued (it never ran), and close
+        the connection. Idempotent. Restartable: the inbox waits ``down`` for the next
+        incarnation; otherwise the store is closed for good."""
+        if not self._connection_open:
+            return
+        if self._restartable:
+            queued = self._inbox.go_down()
+            message = "The store writer failed before this transaction ran; retry it."
+            error: StoreError = StoreUnavailableError(message)
+        else:
+            because = f"The store writer failed ({cause!r}); the store is closed: reopen it."
+            queued = self._inbox.close(because)
+            error = StoreClosedError(because)
+        error.__cause__ = cause
+        for item in queued:
+            item.fail(error)
+        self._counters.add(failed_transactions=len(queued))
+        log.error("store_writer_failed", error=repr(cause), restartable=self._restartable)
+        self._rollback()
+        self._close_connection()
 
     def _run_group(self, pending: deque[_WorkItem]) -> None:
         """Run items from ``pending`` as one transaction; leaves unrun items in ``pending``."""
@@ -390,10 +470,19 @@ class StoreWriter(pykka.ThreadingActor):
     def _shut_down(self) -> None:
         for item in self._inbox.close():
             item.fail(StoreClosedError("The store closed before this transaction ran."))
+        if not self._connection_open:
+            return
         if not self._faults.crashed:
             self._checkpoint(apsw.SQLITE_CHECKPOINT_TRUNCATE)
         self._rollback()
-        self._connection.close()
+        self._close_connection()
+
+    def _close_connection(self) -> None:
+        self._connection_open = False
+        try:
+            self._connection.close()
+        except apsw.Error as exc:
+            log.error("store_writer_close_failed", error=repr(exc))
 
 
 class StoreWriterHandle:
@@ -401,7 +490,7 @@ class StoreWriterHandle:
 
     def __init__(
         self,
-        actor_ref: pykka.ActorRef[Any],
+        actor_ref: pykka.ActorRef[Any] | None,
         inbox: _Inbox,
         counters: _Counters,
         readers: ReaderPool,
@@ -413,6 +502,10 @@ class StoreWriterHandle:
         self._readers = readers
         self._faults = faults
 
+    def attach(self, actor_ref: pykka.ActorRef[Any]) -> None:
+        """Route wake-ups to a new writer incarnation (its supervisor restarted it)."""
+        self._actor_ref = actor_ref
+
     def transact(
         self, work: Callable[[Transaction], T], *, timeout_seconds: float | None = None
     ) -> T:
@@ -422,6 +515,8 @@ class StoreWriterHandle:
             CommitOutcomeUnknownError: COMMIT failed, or ``timeout_seconds`` passed before
                 the writer answered (the work may still commit).
             StoreClosedError: the store is closed.
+            StoreUnavailableError: the writer failed and is being restarted; the work did
+                not run.
             StoreError: calling from inside the writer's thread (use the lent transaction).
         """
         if self._inbox.writer_thread == threading.get_ident():
@@ -430,10 +525,10 @@ class StoreWriterHandle:
                 "would wait for itself; use the Transaction your work was given."
             )
         item = _WorkItem(work)
-        if self._inbox.put(item):
+        if self._inbox.put(item) and (writer := self._actor_ref) is not None:
             # If the writer is dead its shutdown drained the inbox: the item is answered.
             with contextlib.suppress(pykka.ActorDeadError):
-                self._actor_ref.tell(_WAKE)
+                writer.tell(_WAKE)
         try:
             result: T = item.wait(timeout_seconds)
         except TimeoutError:
