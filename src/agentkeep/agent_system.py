@@ -11,11 +11,10 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import structlog
@@ -24,6 +23,7 @@ from agentkeep.actors.registry import AgentRegistry
 from agentkeep.actors.services import AgentServices, current_loop_agent
 from agentkeep.actors.supervisor import Backoff, RestartIntensity
 from agentkeep.actors.tree import start_system_tree
+from agentkeep.admission import Admission
 from agentkeep.agent import Agent
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery, accept_message, check_message_id, validate_message
@@ -33,6 +33,7 @@ from agentkeep.errors import (
     AwaitFromOwnLoopError,
     CommitOutcomeUnknownError,
     InvalidConfigError,
+    StoreClosedError,
     UnknownAgentError,
 )
 from agentkeep.features import Feature, FeatureSet
@@ -63,6 +64,8 @@ from agentkeep.refs import make_system_ref
 from agentkeep.tools import Tool
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 _MODES = ("one-at-a-time", "all")
 _TREE_STOP_SECONDS = 60.0
@@ -100,15 +103,8 @@ class AgentSystem:
         self._tools = tuple(tools)
         self._instructions = instructions
         self._modes = (steering_mode, send_mode)
-        self._lock = threading.RLock()
-        self._closing = False
-        self._deleting: set[str] = set()
-        # Operations admitted on one agent (delivery, compaction) that delete waits out.
-        self._busy: dict[str, int] = {}
-        self._closed = threading.Event()  # set once the store is released
-        # Admission barrier: operations admitted before close finish before it goes on.
-        self._admitted = 0
-        self._admission = threading.Condition(self._lock)
+        # The barrier: operations admitted before close (or a delete) finish before it goes on.
+        self._admission = Admission()
         self._failure: BaseException | None = None
         self._stopped = threading.Event()
         self._agents = AgentRegistry(
@@ -211,7 +207,7 @@ class AgentSystem:
                 self.resolve(agent_id)  # UnknownAgentError for an id never created
             started = list(agent_ids)
         else:
-            started = self._store.read(lambda tx: tx.agents_owing_work())
+            started = self._read(lambda tx: tx.agents_owing_work())
         for agent_id in started:
             self._agents.tell(agent_id, Start(explicit=bool(agent_ids)), counted=True)
         return started
@@ -233,17 +229,10 @@ class AgentSystem:
                 "that cannot finish; the system is closing in the background."
             )
         deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
-        with self._lock:
-            first, self._closing = not self._closing, True
-            if first:
-                # Everything admitted before the barrier is written (and told) first.
-                self._admission.wait_for(lambda: self._admitted == 0, timeout_seconds)
-                live = self._agents.live()
-        if not first:
-            self._closed.wait(timeout_seconds)  # the first close or shutdown finishes the job
-            return
+        if not self._admission.begin_close(timeout_seconds):
+            return  # another close or shutdown did the work
         # After the tree gave up no actor is left to finish anything: do not wait for one.
-        for agent_id in live if self._failure is None else ():
+        for agent_id in self._agents.live() if self._failure is None else ():
             services = self._agents.known(agent_id)
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             if services is not None and not services.status.wait_for_idle(remaining):
@@ -253,14 +242,8 @@ class AgentSystem:
     def shutdown(self) -> None:
         """Graceful shutdown: refuse new work, let in-flight inferences and tool calls finish
         and commit, stop before the next step; owed work resumes at the next open."""
-        with self._lock:
-            closing = self._closing
-            self._closing = True
-            if not closing:
-                self._admission.wait_for(lambda: self._admitted == 0, 30.0)
-        if closing:
-            self._closed.wait(_TREE_STOP_SECONDS)  # another close or shutdown finishes it
-            return
+        if not self._admission.begin_close(_TREE_STOP_SECONDS):
+            return  # another close or shutdown did the work
         self._agents.tell_all(ShutdownRequested())
         for agent_id in self._agents.live():
             services = self._agents.known(agent_id)
@@ -277,7 +260,7 @@ class AgentSystem:
             log.warning("agent_system_tree_stop_failed", error=repr(error))
         finally:
             self._store.close()
-            self._closed.set()
+            self._admission.closed()
 
     @property
     def failure(self) -> BaseException | None:
@@ -347,7 +330,7 @@ class AgentSystem:
         initial_context: Sequence[Message] | None = None,
     ) -> Agent:
         """Create an agent (claiming its id atomically); its loop does not start."""
-        with self._operation():
+        with self._admission.operation():
             return self._create(config, id, parent, initial_context)
 
     def _create(
@@ -389,7 +372,7 @@ class AgentSystem:
 
     def resolve(self, agent_id: str) -> Agent:
         """The agent with this id (its loop is not started). Raises ``UnknownAgentError``."""
-        if self._store.read(lambda tx: tx.get_agent(agent_id)) is None:
+        if self._read(lambda tx: tx.get_agent(agent_id)) is None:
             raise UnknownAgentError(agent_id)
         return Agent(self, agent_id)
 
@@ -403,25 +386,19 @@ class AgentSystem:
                 for r in tx.list_agents()
             ]
 
-        return self._store.read(work)
+        return self._read(work)
 
     def delete(self, agent_id: str, *, timeout_seconds: float | None = 30.0) -> None:
         """Close the agent (letting its work finish), release its id, keep what it wrote."""
-        with self._operation():
+        with self._admission.operation():
             self._delete(agent_id, timeout_seconds)
 
     def _delete(self, agent_id: str, timeout_seconds: float | None) -> None:
-        with self._lock:
-            self._deleting.add(agent_id)  # no new work while it drains: delete cannot starve
-            # A delivery admitted before the delete began finishes (and tells the agent)
-            # first, so no actor for this agent can start after it is removed.
-            self._admission.wait_for(lambda: agent_id not in self._busy, timeout_seconds)
-        try:
+        # No new work while it drains (a steady sender cannot starve the delete), and the
+        # deliveries admitted before it finish first (none can start an actor after removal).
+        with self._admission.deleting(agent_id, timeout_seconds):
             self._agents.remove(agent_id, timeout_seconds=timeout_seconds)
             self._delete_row(agent_id)
-        finally:
-            with self._lock:
-                self._deleting.discard(agent_id)
 
     def _delete_row(self, agent_id: str) -> None:
         if not self._store.transact(lambda tx: tx.delete_agent(agent_id)):
@@ -445,7 +422,7 @@ class AgentSystem:
         ``start=False`` only queues it (the owed fact is written, so the next ``open`` or
         ``start`` resumes it) without starting the agent now.
         """
-        with self._operation(), self._agent_operation(agent_id):
+        with self._admission.operation(), self._admission.agent_operation(agent_id):
             return self._deliver(agent_id, queue, message, id, metadata, options, start)
 
     def _deliver(
@@ -499,7 +476,7 @@ class AgentSystem:
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
         self._refuse_own_wait(agent_id, wait)
-        with self._operation(), self._agent_operation(agent_id):
+        with self._admission.operation(), self._admission.agent_operation(agent_id):
             future = self._agents.services(agent_id).status.add_compaction_waiter()
             self._agents.tell(agent_id, CompactRequested(), counted=True)
         if wait:
@@ -513,23 +490,23 @@ class AgentSystem:
     # -- reads -----------------------------------------------------------------------------
 
     def transcript(self, agent_id: str) -> list[Message]:
-        return rebuild_messages(self._store.read(lambda tx: tx.load_records(agent_id)))
+        return rebuild_messages(self._read(lambda tx: tx.load_records(agent_id)))
 
     def settings(self, agent_id: str) -> Settings:
-        return self._store.read(lambda tx: tx.read_settings(agent_id)) or self._defaults
+        return self._read(lambda tx: tx.read_settings(agent_id)) or self._defaults
 
     def context_tokens(self, agent_id: str) -> int | None:
-        return self._store.read(lambda tx: tx.read_context_tokens(agent_id))
+        return self._read(lambda tx: tx.read_context_tokens(agent_id))
 
     def state(self, agent_id: str) -> str:
         services = self._agents.known(agent_id)
         if services is not None and not services.status.idle:
             return "running"
-        owed = self._store.read(lambda tx: tx.read_owed(agent_id))
+        owed = self._read(lambda tx: tx.read_owed(agent_id))
         return "idle" if owed is None else "owes_work"
 
     def metadata(self, agent_id: str) -> JSONObject:
-        row = self._store.read(lambda tx: tx.get_agent(agent_id))
+        row = self._read(lambda tx: tx.get_agent(agent_id))
         if row is None:
             raise UnknownAgentError(agent_id)
         return dict(row.metadata)
@@ -538,7 +515,7 @@ class AgentSystem:
         """Shallow-merge ``patch`` into the agent's metadata; committed before it shows."""
         if not isinstance(patch, dict):
             raise InvalidConfigError("a metadata update must be a JSON object")
-        with self._operation():
+        with self._admission.operation():
 
             def work(tx: Transaction) -> JSONObject:
                 if tx.get_agent(agent_id) is None:
@@ -548,46 +525,23 @@ class AgentSystem:
             return self._store.transact(work)
 
     def parent_of(self, agent_id: str) -> str | None:
-        row = self._store.read(lambda tx: tx.get_agent(agent_id))
+        row = self._read(lambda tx: tx.get_agent(agent_id))
         if row is None:
             raise UnknownAgentError(agent_id)
         return row.parent_id
 
     def children_of(self, agent_id: str) -> list[str]:
-        return self._store.read(lambda tx: tx.children_of(agent_id))
+        return self._read(lambda tx: tx.children_of(agent_id))
 
     # -- internals -------------------------------------------------------------------------
 
-    @contextmanager
-    def _operation(self) -> Iterator[None]:
-        """Admit one operation (refused once closing); close waits for admitted ones."""
-        with self._lock:
-            if self._closing:
-                raise AgentClosedError("The agent system has been closed.")
-            self._admitted += 1
+    def _read(self, work: Callable[[Transaction], T]) -> T:
+        """A snapshot read; after close begins, ``AgentClosedError`` like every operation."""
+        self._admission.check_open()
         try:
-            yield
-        finally:
-            with self._lock:
-                self._admitted -= 1
-                self._admission.notify_all()
-
-    @contextmanager
-    def _agent_operation(self, agent_id: str) -> Iterator[None]:
-        """Admit one operation on ``agent_id``: refused while it is being deleted; a delete
-        waits for the ones admitted before it."""
-        with self._lock:
-            if agent_id in self._deleting:
-                raise AgentClosedError(f'Agent "{agent_id}" is being deleted.')
-            self._busy[agent_id] = self._busy.get(agent_id, 0) + 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                left = self._busy.pop(agent_id) - 1
-                if left:
-                    self._busy[agent_id] = left
-                self._admission.notify_all()
+            return self._store.read(work)
+        except StoreClosedError:
+            raise AgentClosedError("The agent system has been closed.") from None
 
     def _refuse_own_wait(self, agent_id: str, wait: bool) -> None:
         if wait and current_loop_agent() == agent_id:

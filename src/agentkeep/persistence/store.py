@@ -21,18 +21,14 @@ import structlog
 
 from agentkeep.errors import StoreClosedError, StoreError
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
+from agentkeep.persistence.handle import StoreWriterHandle
+from agentkeep.persistence.inbox import WriterStatistics, _Counters, _Inbox
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.persistence.lock import StoreLock
 from agentkeep.persistence.readers import ReaderPool, open_connection
 from agentkeep.persistence.schema import migrate
-from agentkeep.persistence.writer import (
-    StoreWriter,
-    StoreWriterHandle,
-    WriterStatistics,
-    _Counters,
-    _Inbox,
-)
+from agentkeep.persistence.writer import StoreWriter
 
 log = structlog.get_logger(__name__)
 

@@ -27,14 +27,12 @@ surface as a COMMIT error; the writer checkpoints when its inbox is empty.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 import apsw
-import msgspec
 import pykka
 import structlog
 
@@ -45,191 +43,17 @@ from agentkeep.errors import (
     StoreUnavailableError,
 )
 from agentkeep.persistence.faults import FaultInjector
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.readers import ReaderPool
+from agentkeep.persistence.handle import WAKE, StoreWriterHandle
+from agentkeep.persistence.inbox import WriterStatistics, _Counters, _Inbox, _WorkItem
 from agentkeep.persistence.transaction import SqliteTransaction, Statements
 
 log = structlog.get_logger(__name__)
-
-T = TypeVar("T")
 
 _SAVEPOINT = "agentkeep_work_item"
 _BEGIN_ITEM = f"SAVEPOINT {_SAVEPOINT}"
 _END_ITEM = f"RELEASE {_SAVEPOINT}"
 
-
-class WriterStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """A snapshot of the writer's counters.
-
-    Attributes:
-        transactions: Work items that ran and committed (their callers got their value).
-        failed_transactions: Work items answered with an exception (their own, a rolled-back
-            group's, or an unknown commit outcome).
-        groups: Groups run (``BEGIN IMMEDIATE`` issued).
-        commits: ``COMMIT`` statements that succeeded.
-        commit_errors: ``COMMIT`` statements that failed (outcome unknown).
-        max_group_size: The most work items one group held.
-        checkpoints: WAL checkpoints the writer ran.
-        checkpoint_errors: Checkpoints that failed (logged; never a caller's error).
-        operations: Store operations counted for the fault points.
-        wal_pages: Pages in the WAL after the last commit.
-    """
-
-    transactions: int = 0
-    failed_transactions: int = 0
-    groups: int = 0
-    commits: int = 0
-    commit_errors: int = 0
-    max_group_size: int = 0
-    checkpoints: int = 0
-    checkpoint_errors: int = 0
-    operations: int = 0
-    wal_pages: int = 0
-
-
-class _WorkItem:
-    """One submitted ``work`` and its answer.
-
-    The answer is signalled through a plain lock held from creation until answered: the
-    cheapest wake-up CPython has, which matters with many submitters contending for the GIL.
-    Only the writer's thread (or the shutdown that drained the item) answers, exactly once.
-    """
-
-    __slots__ = ("_answered", "_error", "_signal", "_value", "work")
-
-    def __init__(self, work: Callable[[Transaction], Any]) -> None:
-        self.work = work
-        self._signal = threading.Lock()
-        self._signal.acquire()
-        self._answered = False
-        self._value: Any = None
-        self._error: BaseException | None = None
-
-    def succeed(self, value: Any) -> None:
-        if not self._answered:
-            self._answered = True
-            self._value = value
-            self._signal.release()
-
-    def fail(self, error: BaseException) -> None:
-        if not self._answered:
-            self._answered = True
-            self._error = error
-            self._signal.release()
-
-    def wait(self, timeout_seconds: float | None) -> Any:
-        """The work's value; raises its error; raises ``TimeoutError`` on timeout."""
-        if not self._signal.acquire(timeout=-1 if timeout_seconds is None else timeout_seconds):
-            raise TimeoutError
-        self._signal.release()  # answered: later waits return at once
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-class _Inbox:
-    """Work waiting for the writer, with wake-up coalescing and a state.
-
-    ``open``: work is queued for the writer. ``down``: the writer failed and waits for its
-    supervisor to restart it; new work is refused with ``StoreUnavailableError`` (it did not
-    run: a caller blocked on a dead writer could hold up the very restart it waits for).
-    ``closed``: for good.
-    """
-
-    def __init__(self, *, state: Literal["open", "down"] = "open") -> None:
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._items: deque[_WorkItem] = deque()
-        self._wake_pending = False
-        self._state: Literal["open", "down", "closed"] = state
-        self._closed_because = "The store is closed."
-        self.writer_thread: int | None = None
-
-    def put(self, item: _WorkItem) -> bool:
-        """Queue ``item``; True if the caller must wake the writer."""
-        with self._lock:
-            if self._state == "closed":
-                raise StoreClosedError(self._closed_because)
-            if self._state == "down":
-                raise StoreUnavailableError(
-                    "The store writer failed and is being restarted; this transaction did "
-                    "not run. Retry it."
-                )
-            self._items.append(item)
-            self._changed.notify_all()
-            wake, self._wake_pending = not self._wake_pending, True
-            return wake
-
-    def wait_for_size(self, count: int, timeout_seconds: float | None) -> bool:
-        with self._lock:
-            return self._changed.wait_for(lambda: len(self._items) >= count, timeout_seconds)
-
-    def take_all(self) -> list[_WorkItem]:
-        with self._lock:
-            items = list(self._items)
-            self._items.clear()
-            # Cleared while holding the lock: anything queued after this wakes us again.
-            self._wake_pending = False
-            return items
-
-    def is_empty(self) -> bool:
-        with self._lock:
-            return not self._items
-
-    @property
-    def closed(self) -> bool:
-        with self._lock:
-            return self._state == "closed"
-
-    def open(self) -> None:
-        """A (new) writer serves the inbox: admit work again. The first put wakes it."""
-        with self._lock:
-            if self._state == "closed":
-                raise StoreClosedError("The store is closed.")
-            self._state = "open"
-            self._wake_pending = False
-
-    def go_down(self) -> list[_WorkItem]:
-        """The writer failed: refuse work until :meth:`open`; returns what was queued."""
-        return self._drain("down")
-
-    def close(self, because: str = "The store is closed.") -> list[_WorkItem]:
-        """Refuse new work for good (``because`` tells later callers why); returns whatever
-        was still queued."""
-        return self._drain("closed", because)
-
-    def _drain(self, state: Literal["down", "closed"], because: str = "") -> list[_WorkItem]:
-        with self._lock:
-            if self._state != "closed":
-                self._state = state
-                self._closed_because = because or self._closed_because
-            items = list(self._items)
-            self._items.clear()
-            return items
-
-
-class _Counters:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.values = WriterStatistics()
-
-    def add(self, **deltas: int) -> None:
-        with self.lock:
-            current = self.values
-            self.values = msgspec.structs.replace(
-                current, **{name: getattr(current, name) + delta for name, delta in deltas.items()}
-            )
-
-    def set(self, **values: int) -> None:
-        with self.lock:
-            self.values = msgspec.structs.replace(self.values, **values)
-
-
-class _Wake:
-    """The only message the actor receives: "your inbox has work"."""
-
-
-_WAKE = _Wake()
+__all__ = ["StoreWriter", "StoreWriterHandle", "WriterStatistics"]
 
 
 class StoreWriter(pykka.ThreadingActor):
@@ -271,7 +95,7 @@ class StoreWriter(pykka.ThreadingActor):
         self._inbox.writer_thread = threading.get_ident()
 
     def on_receive(self, message: Any) -> None:
-        if isinstance(message, _Wake):
+        if message is WAKE:
             self._serve()
 
     def on_stop(self) -> None:
@@ -483,75 +307,3 @@ class StoreWriter(pykka.ThreadingActor):
             self._connection.close()
         except apsw.Error as exc:
             log.error("store_writer_close_failed", error=repr(exc))
-
-
-class StoreWriterHandle:
-    """Submits work to the :class:`StoreWriter`; implements ``StoreHandle``."""
-
-    def __init__(
-        self,
-        actor_ref: pykka.ActorRef[Any] | None,
-        inbox: _Inbox,
-        counters: _Counters,
-        readers: ReaderPool,
-        faults: FaultInjector,
-    ) -> None:
-        self._actor_ref = actor_ref
-        self._inbox = inbox
-        self._counters = counters
-        self._readers = readers
-        self._faults = faults
-
-    def attach(self, actor_ref: pykka.ActorRef[Any]) -> None:
-        """Route wake-ups to a new writer incarnation (its supervisor restarted it)."""
-        self._actor_ref = actor_ref
-
-    def transact(
-        self, work: Callable[[Transaction], T], *, timeout_seconds: float | None = None
-    ) -> T:
-        """Run ``work`` in the writer's transaction; see ``StoreHandle.transact``.
-
-        Raises:
-            CommitOutcomeUnknownError: COMMIT failed, or ``timeout_seconds`` passed before
-                the writer answered (the work may still commit).
-            StoreClosedError: the store is closed.
-            StoreUnavailableError: the writer failed and is being restarted; the work did
-                not run.
-            StoreError: calling from inside the writer's thread (use the lent transaction).
-        """
-        if self._inbox.writer_thread == threading.get_ident():
-            raise StoreError(
-                "transact() was called from inside a transaction (the writer's thread), which "
-                "would wait for itself; use the Transaction your work was given."
-            )
-        item = _WorkItem(work)
-        if self._inbox.put(item) and (writer := self._actor_ref) is not None:
-            # If the writer is dead its shutdown drained the inbox: the item is answered.
-            with contextlib.suppress(pykka.ActorDeadError):
-                writer.tell(_WAKE)
-        try:
-            result: T = item.wait(timeout_seconds)
-        except TimeoutError:
-            raise CommitOutcomeUnknownError(
-                f"No answer from the store writer within {timeout_seconds} s; the work may "
-                "still commit. Re-read by identity before acting on it."
-            ) from None
-        return result
-
-    def read(self, work: Callable[[Transaction], T]) -> T:
-        """Run read-only ``work`` on a snapshot of committed state, in this thread."""
-        return self._readers.read(work)
-
-    def wait_for_queued(self, count: int, *, timeout_seconds: float | None = None) -> bool:
-        """Wait until at least ``count`` work items wait in the writer's inbox.
-
-        For tests and diagnostics: with the writer held busy, this is how a test knows its
-        submitters have all queued (no sleeping). Returns False on timeout.
-        """
-        return self._inbox.wait_for_size(count, timeout_seconds)
-
-    def statistics(self) -> WriterStatistics:
-        """A snapshot of the writer's counters."""
-        with self._counters.lock:
-            values = self._counters.values
-        return msgspec.structs.replace(values, operations=self._faults.operations)

@@ -1,0 +1,186 @@
+"""What passes between the writer's callers and the writer: work items, the inbox, counters.
+
+A caller puts a :class:`_WorkItem` into the :class:`_Inbox` and waits on it; the writer takes
+everything queued as one group and answers each item exactly once. The inbox's state says
+whether a writer serves it (``open``), whether its writer failed and awaits a restart
+(``down``), or whether the store is closed for good.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Literal
+
+import msgspec
+
+from agentkeep.errors import StoreClosedError, StoreUnavailableError
+from agentkeep.persistence.interface import Transaction
+
+
+class WriterStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """A snapshot of the writer's counters.
+
+    Attributes:
+        transactions: Work items that ran and committed (their callers got their value).
+        failed_transactions: Work items answered with an exception (their own, a rolled-back
+            group's, or an unknown commit outcome).
+        groups: Groups run (``BEGIN IMMEDIATE`` issued).
+        commits: ``COMMIT`` statements that succeeded.
+        commit_errors: ``COMMIT`` statements that failed (outcome unknown).
+        max_group_size: The most work items one group held.
+        checkpoints: WAL checkpoints the writer ran.
+        checkpoint_errors: Checkpoints that failed (logged; never a caller's error).
+        operations: Store operations counted for the fault points.
+        wal_pages: Pages in the WAL after the last commit.
+    """
+
+    transactions: int = 0
+    failed_transactions: int = 0
+    groups: int = 0
+    commits: int = 0
+    commit_errors: int = 0
+    max_group_size: int = 0
+    checkpoints: int = 0
+    checkpoint_errors: int = 0
+    operations: int = 0
+    wal_pages: int = 0
+
+
+class _WorkItem:
+    """One submitted ``work`` and its answer.
+
+    The answer is signalled through a plain lock held from creation until answered: the
+    cheapest wake-up CPython has, which matters with many submitters contending for the GIL.
+    Only the writer's thread (or the shutdown that drained the item) answers, exactly once.
+    """
+
+    __slots__ = ("_answered", "_error", "_signal", "_value", "work")
+
+    def __init__(self, work: Callable[[Transaction], Any]) -> None:
+        self.work = work
+        self._signal = threading.Lock()
+        self._signal.acquire()
+        self._answered = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def succeed(self, value: Any) -> None:
+        if not self._answered:
+            self._answered = True
+            self._value = value
+            self._signal.release()
+
+    def fail(self, error: BaseException) -> None:
+        if not self._answered:
+            self._answered = True
+            self._error = error
+            self._signal.release()
+
+    def wait(self, timeout_seconds: float | None) -> Any:
+        """The work's value; raises its error; raises ``TimeoutError`` on timeout."""
+        if not self._signal.acquire(timeout=-1 if timeout_seconds is None else timeout_seconds):
+            raise TimeoutError
+        self._signal.release()  # answered: later waits return at once
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class _Inbox:
+    """Work waiting for the writer, with wake-up coalescing and a state.
+
+    ``open``: work is queued for the writer. ``down``: the writer failed and waits for its
+    supervisor to restart it; new work is refused with ``StoreUnavailableError`` (it did not
+    run: a caller blocked on a dead writer could hold up the very restart it waits for).
+    ``closed``: for good.
+    """
+
+    def __init__(self, *, state: Literal["open", "down"] = "open") -> None:
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._items: deque[_WorkItem] = deque()
+        self._wake_pending = False
+        self._state: Literal["open", "down", "closed"] = state
+        self._closed_because = "The store is closed."
+        self.writer_thread: int | None = None
+
+    def put(self, item: _WorkItem) -> bool:
+        """Queue ``item``; True if the caller must wake the writer."""
+        with self._lock:
+            if self._state == "closed":
+                raise StoreClosedError(self._closed_because)
+            if self._state == "down":
+                raise StoreUnavailableError(
+                    "The store writer failed and is being restarted; this transaction did "
+                    "not run. Retry it."
+                )
+            self._items.append(item)
+            self._changed.notify_all()
+            wake, self._wake_pending = not self._wake_pending, True
+            return wake
+
+    def wait_for_size(self, count: int, timeout_seconds: float | None) -> bool:
+        with self._lock:
+            return self._changed.wait_for(lambda: len(self._items) >= count, timeout_seconds)
+
+    def take_all(self) -> list[_WorkItem]:
+        with self._lock:
+            items = list(self._items)
+            self._items.clear()
+            # Cleared while holding the lock: anything queued after this wakes us again.
+            self._wake_pending = False
+            return items
+
+    def is_empty(self) -> bool:
+        with self._lock:
+            return not self._items
+
+    @property
+    def closed(self) -> bool:
+        with self._lock:
+            return self._state == "closed"
+
+    def open(self) -> None:
+        """A (new) writer serves the inbox: admit work again. The first put wakes it."""
+        with self._lock:
+            if self._state == "closed":
+                raise StoreClosedError("The store is closed.")
+            self._state = "open"
+            self._wake_pending = False
+
+    def go_down(self) -> list[_WorkItem]:
+        """The writer failed: refuse work until :meth:`open`; returns what was queued."""
+        return self._drain("down")
+
+    def close(self, because: str = "The store is closed.") -> list[_WorkItem]:
+        """Refuse new work for good (``because`` tells later callers why); returns whatever
+        was still queued."""
+        return self._drain("closed", because)
+
+    def _drain(self, state: Literal["down", "closed"], because: str = "") -> list[_WorkItem]:
+        with self._lock:
+            if self._state != "closed":
+                self._state = state
+                self._closed_because = because or self._closed_because
+            items = list(self._items)
+            self._items.clear()
+            return items
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.values = WriterStatistics()
+
+    def add(self, **deltas: int) -> None:
+        with self.lock:
+            current = self.values
+            self.values = msgspec.structs.replace(
+                current, **{name: getattr(current, name) + delta for name, delta in deltas.items()}
+            )
+
+    def set(self, **values: int) -> None:
+        with self.lock:
+            self.values = msgspec.structs.replace(self.values, **values)
