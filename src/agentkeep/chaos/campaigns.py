@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from agentkeep.chaos.checker import Checker, SwitchExpectation, Violation
+from agentkeep.chaos.lifecycle import lifecycle_races
 from agentkeep.chaos.tools import ledger_tools
 from agentkeep.chaos.world import ChaosWorld, Offer, ProcessHandle, ProcessReport
 from agentkeep.loop.messages import QueueMode
@@ -333,6 +334,7 @@ SUITES: dict[str, Callable[[int], CampaignResult]] = {
     "compaction": compaction,
     "compaction_under_load": compaction_under_load,
     "model_switch": model_switch,
+    "lifecycle_races": lifecycle_races,
 }
 
 
@@ -384,6 +386,7 @@ __all__ = [
     "first_caught",
     "flaky_store",
     "interruption",
+    "lifecycle_races",
     "model_switch",
     "queues",
     "replay_command",

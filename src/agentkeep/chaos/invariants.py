@@ -47,6 +47,9 @@ INVARIANTS: dict[int, str] = {
     13: "nothing is reported finished before it is durable",
     14: "compaction is whole or not at all, and answers nothing by itself",
     15: "a model switch lands wholly on one side",
+    18: "close and delete admit nothing new and answer everything admitted",
+    20: "no operation deadlocks: each returns or refuses promptly",
+    23: "one owner per store, its lock held until every agent closed and no longer",
 }
 
 
