@@ -57,6 +57,7 @@ from agentkeep.providers.types import (
     ToolResultMessage,
     UserMessage,
 )
+from agentkeep.tool_hooks import ToolCallDecision, ToolCallInfo, ToolCallResult
 from agentkeep.tools import Tool, ToolContext, tool
 
 __all__ = [
@@ -107,6 +108,9 @@ __all__ = [
     "TextBlock",
     "Tool",
     "ToolCallBlock",
+    "ToolCallDecision",
+    "ToolCallInfo",
+    "ToolCallResult",
     "ToolContext",
     "ToolDefinitionError",
     "ToolResultMessage",

@@ -12,7 +12,12 @@ handed. Composition rules (seed: AgentFeature), kept by :class:`FeatureSet`:
 - action hooks (``before_turn``, ``after_turn``, ``after_agent_loop``) concatenate their
   actions; a failing feature loses only its own;
 - ``model_changed``: every feature observes; the first returned handoff wins; a failure is
-  re-raised only when the change resets the history (which rejects the switch).
+  re-raised only when the change resets the history (which rejects the switch);
+- tool-call hooks (:mod:`agentkeep.tool_hooks`): the transactional ones
+  (``before_tool_call_transact``, ``after_tool_call_transact``) chain in order and propagate
+  a failure, rolling their transaction back; ``before_tool_call`` chains amendments, the
+  first answer wins, and a failure becomes the call's error result; ``after_tool_call``
+  observes with per-feature isolation.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from agentkeep.persistence.records import Settings
 from agentkeep.providers.types import StreamEvent, SystemMessage, Tokens
 
 if TYPE_CHECKING:
+    from agentkeep.providers.types import ToolResultMessage
+    from agentkeep.tool_hooks import ToolCallDecision, ToolCallInfo, ToolCallResult
     from agentkeep.tools import Tool
 
 log = structlog.get_logger(__name__)
@@ -63,6 +70,10 @@ class HookContext:
 
     ``kv`` (this agent's conversation), ``run_kv`` (erased when the agent settles) and
     ``shared_kv`` (shared by every agent of the system) are narrowed to ``feature.<name>``.
+    Tool-call hooks also get ``call_kv``: the call's own store for this feature, erased in the
+    transaction that appends the call's result. In a transactional hook (``…_transact``)
+    every store is bound to that transaction (its writes commit or roll back with it, and it
+    refuses use once the hook returned).
     ``system`` is the system as seen from inside an agent (no close, no wait).
     """
 
@@ -72,6 +83,7 @@ class HookContext:
     kv: Any = None
     run_kv: Any = None
     shared_kv: Any = None
+    call_kv: Any = None
     system: Any = None
 
 
@@ -118,6 +130,26 @@ class Feature:
     def model_changed(self, ctx: HookContext, change: ModelChange) -> SystemMessage | None:
         return None
 
+    # -- tool calls (see agentkeep.tool_hooks) ----------------------------------------------
+
+    def before_tool_call_transact(self, ctx: HookContext, call: ToolCallInfo) -> None:
+        """Inside the transaction that dispatches ``call``'s batch; raising fails the turn."""
+        return
+
+    def before_tool_call(self, ctx: HookContext, call: ToolCallInfo) -> ToolCallDecision | None:
+        """Leave a validated call alone (None), amend it, or answer it instead of running."""
+        return None
+
+    def after_tool_call(self, ctx: HookContext, call: ToolCallInfo, result: ToolCallResult) -> None:
+        """Observe what a call produced (failures are logged, never raised)."""
+        return
+
+    def after_tool_call_transact(
+        self, ctx: HookContext, call: ToolCallInfo, result: ToolResultMessage
+    ) -> None:
+        """Inside the transaction that appends ``call``'s result; raising blocks the batch."""
+        return
+
 
 class FeatureSet:
     """The features of a system, composed by the rules in the module docstring."""
@@ -135,12 +167,11 @@ class FeatureSet:
     @property
     def has_action_hooks(self) -> bool:
         """Whether any feature overrides a hook that can add work after a response."""
-        hooks = ("before_turn", "after_turn", "after_agent_loop")
-        return any(
-            getattr(type(f), hook) is not getattr(Feature, hook)
-            for f in self.features
-            for hook in hooks
-        )
+        return any(self.overrides(h) for h in ("before_turn", "after_turn", "after_agent_loop"))
+
+    def overrides(self, hook: str) -> bool:
+        """Whether any feature overrides ``hook``."""
+        return any(getattr(type(f), hook) is not getattr(Feature, hook) for f in self.features)
 
     def get(self, name: str) -> Feature | None:
         return next((f for f in self.features if f.name == name), None)
@@ -166,6 +197,18 @@ class FeatureSet:
                     "feature_hook_failed", feature=feature.name, hook=hook, error=repr(error)
                 )
         return collected
+
+    def transact(self, hook: str, ctx_for: Any, *args: Any) -> None:
+        """Run a transactional hook on every feature in order; a failure propagates (and
+        rolls the hook's transaction back)."""
+        for feature in self.features:
+            try:
+                getattr(feature, hook)(ctx_for(feature), *args)
+            except Exception as error:
+                log.warning(
+                    "feature_hook_failed", feature=feature.name, hook=hook, error=repr(error)
+                )
+                raise
 
     def instructions(self, base: str, ctx_for: Any) -> str:
         """Base instructions then each feature's, non-empty parts joined by a blank line."""

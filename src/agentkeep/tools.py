@@ -318,11 +318,18 @@ def run_tool(tool: Tool[ArgsT, Any], ctx: ToolContext, args: ArgsT) -> ToolOutpu
 
     Only ``Exception`` is caught: cancellation signals deriving from ``BaseException`` pass.
     """
+    return execute_tool(tool, ctx, args)[0]
+
+
+def execute_tool(
+    tool: Tool[ArgsT, Any], ctx: ToolContext, args: ArgsT
+) -> tuple[ToolOutput | ToolError, Any]:
+    """:func:`run_tool`, also returning what ``execute`` returned (None if it raised)."""
     try:
         value = tool.execute(ctx, args)
     except Exception as error:
-        return ToolError(f'The tool "{tool.name}" failed: {error}')
-    return validate_result(tool, value)
+        return ToolError(f'The tool "{tool.name}" failed: {error}'), None
+    return validate_result(tool, value), value
 
 
 # -- the decorator --------------------------------------------------------------------------

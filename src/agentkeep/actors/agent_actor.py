@@ -122,10 +122,10 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             case CancelInference(inference_id=child_id) | CancelCompaction(compaction_id=child_id):
                 self._cancel(child_id)
             case StartTools(runs=runs):
-                tools = self._runner.tool_set(self._core.settings)
+                batch = self._runner.batch_tools(self._core.settings)
                 for run in runs:
                     token = self._token(run.internal_id)
-                    execute = self._runner.bind(run, token, tools)
+                    execute = self._runner.bind(run, token, batch)
                     run_child(
                         ToolCallActor, self.actor_ref, run.internal_id, run.call.call_id, execute
                     )
@@ -161,8 +161,11 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
     def _commit(self, plan: Plan) -> Event:
         agent_id = self._s.agent_id
         policy = self._s.switch_policy(self._ctx_for)
+        hooks = self._s.tool_call_hooks(self._core.settings)
         try:
-            value = self._s.store.transact(lambda tx: plans.execute(tx, agent_id, plan, policy))
+            value = self._s.store.transact(
+                lambda tx: plans.execute(tx, agent_id, plan, policy, hooks)
+            )
         except CommitOutcomeUnknownError as error:
             log.warning("agent_commit_outcome_unknown", agent_id=agent_id, error=repr(error))
             return CommitFailed(plan=plan, message=str(error), outcome_unknown=True)

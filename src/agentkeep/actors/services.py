@@ -25,13 +25,11 @@ from agentkeep.loop.messages import (
 from agentkeep.loop.plans import CALL_AREA, KV_AREA, RUN_AREA
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.kv import ScopedKV
-from agentkeep.persistence.records import (
-    MessageOptions,
-    Settings,
-)
+from agentkeep.persistence.records import MessageOptions, PendingToolCall, Settings
 from agentkeep.providers.compatibility import needs_reset
 from agentkeep.providers.registry import Providers
-from agentkeep.providers.types import SystemMessage
+from agentkeep.providers.types import SystemMessage, ToolResultMessage
+from agentkeep.tool_hooks import ToolCallInfo
 from agentkeep.tools import Tool
 
 _inside = threading.local()
@@ -77,15 +75,38 @@ class AgentServices:
 
     # -- stores ------------------------------------------------------------------------------
 
-    def hook_context(self, feature: Feature, settings: Settings) -> HookContext:
+    def hook_context(
+        self,
+        feature: Feature,
+        settings: Settings,
+        *,
+        tx: Transaction | None = None,
+        call_id: str | None = None,
+        alive: Callable[[], bool] | None = None,
+    ) -> HookContext:
+        """A feature's context. With ``tx`` (a transactional hook) every store is bound to
+        that transaction; with ``call_id`` (a tool-call hook) it has the call's store, which
+        refuses use once ``alive()`` is False."""
         name = feature.name
+
+        def scope(*segments: str) -> ScopedKV:
+            if tx is not None:
+                return ScopedKV.in_transaction(tx, *segments)
+            return ScopedKV.through(self.store, *segments)
+
+        call_kv = None
+        if call_id is not None:
+            call_kv = scope("agent", self.agent_id, CALL_AREA, call_id, "feature", name)
+            if alive is not None:
+                call_kv = call_kv.until(alive)
         return HookContext(
             agent_id=self.agent_id,
             settings=settings,
             config=self.config,
-            kv=ScopedKV.through(self.store, "agent", self.agent_id, KV_AREA, "feature", name),
-            run_kv=ScopedKV.through(self.store, "agent", self.agent_id, RUN_AREA, "feature", name),
-            shared_kv=ScopedKV.through(self.store, "system", "feature", name),
+            kv=scope("agent", self.agent_id, KV_AREA, "feature", name),
+            run_kv=scope("agent", self.agent_id, RUN_AREA, "feature", name),
+            shared_kv=scope("system", "feature", name),
+            call_kv=call_kv,
             system=self.system_ref,
         )
 
@@ -99,6 +120,10 @@ class AgentServices:
 
     def switch_policy(self, ctx_for: Callable[[Feature], HookContext]) -> _SwitchPolicy:
         return _SwitchPolicy(self, ctx_for)
+
+    def tool_call_hooks(self, settings: Settings) -> _ToolCallHooks:
+        """The transactional tool-call hooks, for one commit (``plans.ToolCallHooks``)."""
+        return _ToolCallHooks(self, settings)
 
     # -- acceptance from inside the loop (hook actions) --------------------------------------
 
@@ -150,3 +175,32 @@ class _SwitchPolicy:
     ) -> SystemMessage | None:
         change = ModelChange(previous=previous, current=current, was_reset=was_reset)
         return self._s.features.model_changed(self._ctx_for, change)
+
+
+class _ToolCallHooks:
+    """The features' ``before/after_tool_call_transact``, run inside a plan's transaction
+    with contexts bound to it; a failure propagates and rolls the plan back."""
+
+    def __init__(self, services: AgentServices, settings: Settings) -> None:
+        self._s = services
+        self._settings = settings
+
+    def _run(self, hook: str, tx: Transaction, call: PendingToolCall, *args: Any) -> None:
+        features = self._s.features
+        if not features.overrides(hook):
+            return
+        info = ToolCallInfo(call_id=call.internal_id, call=call.call, requested=call.call)
+
+        def ctx_for(feature: Feature) -> HookContext:
+            return self._s.hook_context(feature, self._settings, tx=tx, call_id=call.internal_id)
+
+        with self._s.inside_loop():  # a hook that waits on its own agent is refused
+            features.transact(hook, ctx_for, info, *args)
+
+    def before_tool_call(self, tx: Transaction, call: PendingToolCall) -> None:
+        self._run("before_tool_call_transact", tx, call)
+
+    def after_tool_call(
+        self, tx: Transaction, call: PendingToolCall, result: ToolResultMessage
+    ) -> None:
+        self._run("after_tool_call_transact", tx, call, result)

@@ -1,5 +1,6 @@
-"""Running one tool call (in its child's thread): resolve, validate, execute, validate the
-result, render it — every failure an error result for the model, never an exception."""
+"""Running one tool call (in its child's thread): resolve, validate, let the features decide
+(``before_tool_call``), execute, validate the result, render it, let the features observe
+(``after_tool_call``) — every failure an error result for the model, never an exception."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentkeep.actors.services import AgentServices
+from agentkeep.features import Feature, HookContext
 from agentkeep.loop.messages import ToolRun
+from agentkeep.loop.state import ABORTED_CALL
 from agentkeep.persistence.records import Settings
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.types import TextBlock, ToolResultMessage
-from agentkeep.tools import ToolError, ToolSet, run_tool, validate_arguments
+from agentkeep.tool_hooks import ToolCallInfo, ToolCallResult, decide, failed
+from agentkeep.tools import ToolError, ToolSet, execute_tool, validate_arguments
 
 INTERRUPTED_CALL = "The tool call was interrupted by a restart and was not retried."
 
@@ -29,6 +33,16 @@ class CallContext:
     system: Any = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class BatchTools:
+    """What the calls of one batch run against: the tools of the moment (or why there are
+    none: a failing tools hook's error, which every call then answers, spec §3.6) and the
+    agent's settings, which their hooks see."""
+
+    tools: ToolSet | str
+    settings: Settings
+
+
 class ToolRunner:
     def __init__(self, services: AgentServices) -> None:
         self._s = services
@@ -39,42 +53,97 @@ class ToolRunner:
         ctx_for = lambda feature: self._s.hook_context(feature, settings)  # noqa: E731
         return ToolSet(self._s.features.tools(self._s.tools, ctx_for))
 
+    def batch_tools(self, settings: Settings) -> BatchTools:
+        """What a batch starting now runs against."""
+        try:
+            tools: ToolSet | str = self.tool_set(settings)
+        except Exception as error:
+            tools = str(error) or type(error).__name__
+        return BatchTools(tools=tools, settings=settings)
+
     def bind(
-        self, run: ToolRun, cancel: CancelToken, tools: ToolSet
+        self, run: ToolRun, cancel: CancelToken, batch: BatchTools
     ) -> Callable[[], ToolResultMessage]:
         """The work of one call, to run in the call's own thread."""
 
         def execute() -> ToolResultMessage:
-            call = run.call
-            tool = tools.for_call(call)
-            if tool is not None and run.resumed and not tool.durable:
-                # It may have had its side effect before the crash: never run it twice.
-                return _error(call.call_id, INTERRUPTED_CALL)
-            args = validate_arguments(tool, call)
-            if isinstance(args, ToolError) or tool is None:
-                message = args.message if isinstance(args, ToolError) else "unreachable"
-                return _error(call.call_id, message)
-            running = [True]
-            ctx = CallContext(
-                agent_id=self._s.agent_id,
-                call_id=run.internal_id,
-                provider_call_id=call.call_id,
-                cancel=cancel,
-                kv=self._s.call_kv(run.internal_id, lambda: running[0]),
-                system=self._s.system_ref,
-            )
+            alive = [True]  # the hooks' call stores expire when the call's work ends
             try:
-                with self._s.inside_loop():
-                    output = run_tool(tool, ctx, args)
+                with self._s.inside_loop():  # a hook or tool waiting on its agent is refused
+                    return self._run(run, cancel, batch.tools, batch.settings, lambda: alive[0])
             finally:
-                running[0] = False  # the call's store expires with the call
-            if isinstance(output, ToolError):
-                return _error(call.call_id, output.message)
-            return ToolResultMessage(
-                call_id=call.call_id, content=output.content, is_error=output.is_error
-            )
+                alive[0] = False
 
         return execute
+
+    def _run(
+        self,
+        run: ToolRun,
+        cancel: CancelToken,
+        tools: ToolSet | str,
+        settings: Settings,
+        alive: Callable[[], bool],
+    ) -> ToolResultMessage:
+        call = run.call
+        if isinstance(tools, str):
+            return _error(call.call_id, tools)
+        tool = tools.for_call(call)
+        if tool is not None and run.resumed and not tool.durable:
+            # It may have had its side effect before the crash: never run it twice.
+            return _error(call.call_id, INTERRUPTED_CALL)
+        args = validate_arguments(tool, call)
+        if isinstance(args, ToolError) or tool is None:
+            # A refused call reaches no tool hook (spec §3.6).
+            return _error(call.call_id, args.message if isinstance(args, ToolError) else "")
+        info = ToolCallInfo(
+            call_id=run.internal_id,
+            call=call,
+            requested=call,
+            tool=tool,
+            arguments=args,
+            resumed=run.resumed,
+            cancel=cancel,
+        )
+
+        def ctx_for(feature: Feature) -> HookContext:
+            return self._s.hook_context(feature, settings, call_id=run.internal_id, alive=alive)
+
+        features = self._s.features
+        info, outcome = decide(features.features, ctx_for, info, tools)
+        if outcome is None:
+            outcome = self._execute(run, info, cancel)
+        features.observe("after_tool_call", ctx_for, info, outcome)
+        return ToolResultMessage(
+            call_id=call.call_id, content=outcome.content, is_error=outcome.is_error
+        )
+
+    def _execute(self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken) -> ToolCallResult:
+        tool = info.tool
+        assert tool is not None  # decide() resolves every call it lets run
+        if run.resumed and not tool.durable:
+            return failed(INTERRUPTED_CALL)  # redirected to a tool that must not run twice
+        if cancel.cancelled:
+            return failed(ABORTED_CALL)  # aborted while the hooks decided: never start it
+        running = [True]
+        ctx = CallContext(
+            agent_id=self._s.agent_id,
+            call_id=run.internal_id,
+            provider_call_id=info.provider_call_id,
+            cancel=cancel,
+            kv=self._s.call_kv(run.internal_id, lambda: running[0]),
+            system=self._s.system_ref,
+        )
+        try:
+            output, value = execute_tool(tool, ctx, info.arguments)
+        finally:
+            running[0] = False  # the call's store expires with the call
+        if isinstance(output, ToolError):
+            return ToolCallResult(
+                content=(TextBlock(text=output.message),), is_error=True, executed=True
+            )
+        return ToolCallResult(
+            content=output.content, is_error=output.is_error, executed=True, value=value
+        )
 
 
 def _error(call_id: str, text: str) -> ToolResultMessage:

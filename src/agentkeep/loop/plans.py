@@ -35,13 +35,14 @@ from agentkeep.persistence.records import (
     CompactionRecord,
     ConversationRecord,
     MessageOptions,
+    PendingToolCall,
     QueuedMessage,
     Settings,
     SystemRecord,
     ToolRecord,
     UserRecord,
 )
-from agentkeep.providers.types import SystemMessage, TextBlock
+from agentkeep.providers.types import SystemMessage, TextBlock, ToolResultMessage
 
 # Where an agent's scoped stores live in the kv table (all under the agent's own prefix, which
 # re-creating the id wipes).
@@ -83,6 +84,36 @@ class KeepEverything:
         return None
 
 
+class ToolCallHooks(Protocol):
+    """The features' transactional tool-call hooks, run inside a plan's transaction.
+    Raising rolls the whole plan back (``agentkeep.tool_hooks``)."""
+
+    def before_tool_call(self, tx: Transaction, call: PendingToolCall) -> None:
+        """Once per call of a freshly dispatched batch, inside the dispatch transaction."""
+        ...
+
+    def after_tool_call(
+        self, tx: Transaction, call: PendingToolCall, result: ToolResultMessage
+    ) -> None:
+        """Inside the transaction that appends a dispatched call's (winning) result."""
+        ...
+
+
+class NoToolCallHooks:
+    """Tool-call hooks for callers without features: nothing runs."""
+
+    def before_tool_call(self, tx: Transaction, call: PendingToolCall) -> None:
+        return None
+
+    def after_tool_call(
+        self, tx: Transaction, call: PendingToolCall, result: ToolResultMessage
+    ) -> None:
+        return None
+
+
+NO_TOOL_CALL_HOOKS = NoToolCallHooks()
+
+
 def load_snapshot(tx: Transaction, agent_id: str, *, records: bool = True) -> Snapshot:
     """Everything the loop decides from, in one consistent read (records only if asked)."""
     return Snapshot(
@@ -98,7 +129,11 @@ def load_snapshot(tx: Transaction, agent_id: str, *, records: bool = True) -> Sn
 
 
 def execute(
-    tx: Transaction, agent_id: str, plan: Plan, policy: SwitchPolicy
+    tx: Transaction,
+    agent_id: str,
+    plan: Plan,
+    policy: SwitchPolicy,
+    hooks: ToolCallHooks = NO_TOOL_CALL_HOOKS,
 ) -> Consumed | Appended | Settled | None:
     """Run one plan inside ``tx``. Raising rolls the whole plan back."""
     match plan:
@@ -126,10 +161,12 @@ def execute(
         case DispatchBatch(calls=calls, owed=owed):
             # The whole batch is durable before any call runs (invariant 8).
             tx.put_pending_calls(agent_id, list(calls))
+            for call in sorted(calls, key=lambda c: c.index):
+                hooks.before_tool_call(tx, call)
             tx.write_owed(agent_id, owed)
             return None
         case CommitToolResult():
-            return _commit_tool_result(tx, agent_id, plan)
+            return _commit_tool_result(tx, agent_id, plan, hooks)
         case AnswerCalls(results=results):
             appended = tuple(_append(tx, agent_id, ToolRecord(message=r)) for r in results)
             return Appended(records=appended)
@@ -233,7 +270,9 @@ def _erase_history(tx: Transaction, agent_id: str) -> None:
     tx.write_context_tokens(agent_id, None)
 
 
-def _commit_tool_result(tx: Transaction, agent_id: str, plan: CommitToolResult) -> Appended:
+def _commit_tool_result(
+    tx: Transaction, agent_id: str, plan: CommitToolResult, hooks: ToolCallHooks
+) -> Appended:
     pending = plan.pending
     # First committed result wins (a tool's own ``call.commit`` may have claimed already).
     tx.claim_tool_result(agent_id, pending.internal_id, plan.result)
@@ -245,6 +284,7 @@ def _commit_tool_result(tx: Transaction, agent_id: str, plan: CommitToolResult) 
     if not tx.remove_pending_call(agent_id, pending.internal_id):
         raise LookupError(f"tool call {pending.internal_id!r} is no longer pending")
     record = _append(tx, agent_id, ToolRecord(message=winner))
+    hooks.after_tool_call(tx, pending, winner)  # before the call's stores are erased
     tx.kv_clear(area_prefix(agent_id, CALL_AREA, pending.internal_id))
     if plan.owed_after is not None:
         tx.write_owed(agent_id, plan.owed_after)
