@@ -8,7 +8,6 @@ work; ``close`` admits nothing new, lets admitted work finish, and releases the 
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -16,7 +15,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-import msgspec
 import structlog
 
 from agentkeep.actors.registry import AgentRegistry
@@ -25,11 +23,11 @@ from agentkeep.actors.supervisor import Backoff, RestartIntensity
 from agentkeep.actors.tree import start_system_tree
 from agentkeep.admission import Admission
 from agentkeep.agent import Agent
+from agentkeep.agent_rows import AgentInfo, create_agent, list_agents, new_agent_row
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery, accept_message, check_message_id, validate_message
 from agentkeep.errors import (
     AgentClosedError,
-    AgentExistsError,
     AwaitFromOwnLoopError,
     CommitOutcomeUnknownError,
     InvalidConfigError,
@@ -37,7 +35,6 @@ from agentkeep.errors import (
     UnknownAgentError,
 )
 from agentkeep.features import Feature, FeatureSet
-from agentkeep.ids import is_valid_id, new_id
 from agentkeep.loop.messages import (
     AbortRequested,
     CompactRequested,
@@ -49,8 +46,6 @@ from agentkeep.loop.messages import (
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.records import (
-    AgentRow,
-    CompactionRecord,
     JSONObject,
     MessageOptions,
     QueueName,
@@ -61,6 +56,7 @@ from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.types import Message, QueueableMessage
 from agentkeep.refs import make_system_ref
+from agentkeep.signals import ShutdownSignals
 from agentkeep.tools import Tool
 
 log = structlog.get_logger(__name__)
@@ -69,13 +65,6 @@ T = TypeVar("T")
 
 _MODES = ("one-at-a-time", "all")
 _TREE_STOP_SECONDS = 60.0
-
-
-class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):
-    id: str
-    parent_id: str | None
-    metadata: JSONObject
-    owes_work: bool
 
 
 class AgentSystem:
@@ -289,24 +278,12 @@ class AgentSystem:
     def install_signal_handlers(self) -> None:
         """For a daemon: SIGTERM and SIGINT start a graceful :meth:`shutdown` (call from the
         main thread). :meth:`wait_for_shutdown` blocks until it has finished."""
-        self._shut_down = threading.Event()
-
-        def handle(signum: int, frame: object) -> None:
-            log.info("shutdown_signal", signal=signal.Signals(signum).name)
-            threading.Thread(target=self._shutdown_and_flag, name="agentkeep-shutdown").start()
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
-
-    def _shutdown_and_flag(self) -> None:
-        try:
-            self.shutdown()
-        finally:
-            self._shut_down.set()
+        self._signals = ShutdownSignals(self.shutdown)
+        self._signals.install()
 
     def wait_for_shutdown(self, timeout_seconds: float | None = None) -> bool:
         """Block until a signal-driven shutdown has finished (see install_signal_handlers)."""
-        return self._shut_down.wait(timeout_seconds)
+        return self._signals.finished.wait(timeout_seconds)
 
     def __enter__(self) -> AgentSystem:
         return self
@@ -331,44 +308,9 @@ class AgentSystem:
     ) -> Agent:
         """Create an agent (claiming its id atomically); its loop does not start."""
         with self._admission.operation():
-            return self._create(config, id, parent, initial_context)
-
-    def _create(
-        self,
-        config: AgentConfig | None,
-        id: str | None,
-        parent: str | None,
-        initial_context: Sequence[Message] | None,
-    ) -> Agent:
-        checked = (config or AgentConfig()).validated()
-        for name, settings in checked.features.items():
-            feature = self._features.get(name)
-            if feature is None:
-                raise InvalidConfigError(f'config names feature "{name}", which this system lacks')
-            feature.validate_settings(settings)
-        agent_id = id if id is not None else new_id()
-        if not is_valid_id(agent_id):
-            raise InvalidConfigError(
-                f"agent id {agent_id!r} is invalid: use 2-32 lowercase letters and digits"
-            )
-        row = AgentRow(
-            id=agent_id,
-            config=msgspec.to_builtins(checked),
-            metadata=dict(checked.metadata),
-            parent_id=parent,
-            created_at_ms=int(time.time() * 1000),
-        )
-
-        def work(tx: Transaction) -> None:
-            if parent is not None and tx.get_agent(parent) is None:
-                raise UnknownAgentError(parent)
-            if not tx.create_agent(row):
-                raise AgentExistsError(agent_id)
-            if initial_context:
-                tx.append_record(agent_id, CompactionRecord(messages=tuple(initial_context)))
-
-        self._store.transact(work)
-        return Agent(self, agent_id)
+            row = new_agent_row(config, self._features, id, parent)
+            create_agent(self._store.handle, row, initial_context)
+            return Agent(self, row.id)
 
     def resolve(self, agent_id: str) -> Agent:
         """The agent with this id (its loop is not started). Raises ``UnknownAgentError``."""
@@ -377,16 +319,8 @@ class AgentSystem:
         return Agent(self, agent_id)
 
     def agents(self) -> list[AgentInfo]:
-        def work(tx: Transaction) -> list[AgentInfo]:
-            owing = set(tx.agents_owing_work())
-            return [
-                AgentInfo(
-                    id=r.id, parent_id=r.parent_id, metadata=r.metadata, owes_work=r.id in owing
-                )
-                for r in tx.list_agents()
-            ]
-
-        return self._read(work)
+        """Every agent with its parent, metadata and whether it owes work."""
+        return self._read(list_agents)
 
     def delete(self, agent_id: str, *, timeout_seconds: float | None = 30.0) -> None:
         """Close the agent (letting its work finish), release its id, keep what it wrote."""

@@ -1,0 +1,88 @@
+"""Creating and listing agents: the durable row, checked before its id is claimed.
+
+Invariant: ``create_agent`` claims the id, checks the parent and writes the initial context in
+one transaction, so a failed create leaves nothing behind and two creates of one id have
+exactly one winner (``AgentExistsError`` for the others).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import msgspec
+
+from agentkeep.config import AgentConfig
+from agentkeep.errors import AgentExistsError, InvalidConfigError, UnknownAgentError
+from agentkeep.features import FeatureSet
+from agentkeep.ids import is_valid_id, new_id
+from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.persistence.records import AgentRow, CompactionRecord, JSONObject
+from agentkeep.providers.types import Message
+
+
+class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One agent as ``AgentSystem.agents()`` lists it."""
+
+    id: str
+    parent_id: str | None
+    metadata: JSONObject
+    owes_work: bool
+
+
+def new_agent_row(
+    config: AgentConfig | None, features: FeatureSet, agent_id: str | None, parent: str | None
+) -> AgentRow:
+    """The row to create, after checking the config (environment all-or-nothing, each
+    feature's settings by that feature) and the id.
+
+    Raises:
+        InvalidConfigError: naming what is wrong.
+    """
+    checked = (config or AgentConfig()).validated()
+    for name, settings in checked.features.items():
+        feature = features.get(name)
+        if feature is None:
+            raise InvalidConfigError(f'config names feature "{name}", which this system lacks')
+        feature.validate_settings(settings)
+    agent_id = agent_id if agent_id is not None else new_id()
+    if not is_valid_id(agent_id):
+        raise InvalidConfigError(
+            f"agent id {agent_id!r} is invalid: use 2-32 lowercase letters and digits"
+        )
+    return AgentRow(
+        id=agent_id,
+        config=msgspec.to_builtins(checked),
+        metadata=dict(checked.metadata),
+        parent_id=parent,
+        created_at_ms=int(time.time() * 1000),
+    )
+
+
+def create_agent(
+    store: StoreHandle, row: AgentRow, initial_context: Sequence[Message] | None
+) -> None:
+    """Claim ``row.id`` (see the module invariant).
+
+    Raises:
+        UnknownAgentError: the parent does not exist.
+        AgentExistsError: the id is taken.
+    """
+
+    def work(tx: Transaction) -> None:
+        if row.parent_id is not None and tx.get_agent(row.parent_id) is None:
+            raise UnknownAgentError(row.parent_id)
+        if not tx.create_agent(row):
+            raise AgentExistsError(row.id)
+        if initial_context:
+            tx.append_record(row.id, CompactionRecord(messages=tuple(initial_context)))
+
+    store.transact(work)
+
+
+def list_agents(tx: Transaction) -> list[AgentInfo]:
+    owing = set(tx.agents_owing_work())
+    return [
+        AgentInfo(id=r.id, parent_id=r.parent_id, metadata=r.metadata, owes_work=r.id in owing)
+        for r in tx.list_agents()
+    ]
