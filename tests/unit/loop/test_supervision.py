@@ -272,3 +272,38 @@ def test_a_writer_failure_storm_stops_the_system_with_durable_state_intact(
     transcript = reopened.transcript(agent.id)
     assert roles(transcript) == ["user", "assistant"]
     assert text_of(transcript[-1]) == "answered"
+
+
+def test_a_send_during_a_restart_backoff_is_held_for_the_restarted_actor(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    crashed = threading.Event()
+    original = AgentActor._carry_out
+
+    def carry_out(self: AgentActor, effect: Any) -> Any:
+        if isinstance(effect, StartTools) and not crashed.is_set():
+            crashed.set()
+            raise InjectedCrashError("the agent actor crashed mid-turn")
+        return original(self, effect)
+
+    monkeypatch.setattr(AgentActor, "_carry_out", carry_out)
+    world.model.add(
+        script.tool_call("echo", {"text": "x"}), script.text("first"), script.text("second")
+    )
+    # A long backoff: the second send lands while the crashed actor waits for its restart.
+    system = world.open(restart_backoff=Backoff(initial_seconds=1.0))
+    agent = system.create()
+    agent.send(ak.user("go"))
+    assert crashed.wait(20)
+
+    delivery = agent.send(ak.user("while it restarts"))  # accepted: never a supervisor error
+
+    assert delivery.created
+    assert agent.wait_for_idle(timeout_seconds=20)
+    transcript = agent.transcript()
+    assert [text_of(m) for m in transcript if roles([m]) == ["user"]] == [
+        "go",
+        "while it restarts",
+    ]
+    assert text_of(transcript[-1]) in {"first", "second"}
+    assert system.store.read(lambda tx: tx.read_owed(agent.id)) is None
