@@ -38,7 +38,6 @@ from agentkeep.actors.supervisor import (
     SupervisorStoppedError,
     start_supervisor,
 )
-from agentkeep.errors import AgentClosedError
 from agentkeep.loop.messages import Start
 
 log = structlog.get_logger(__name__)
@@ -190,9 +189,10 @@ class AgentRegistry:
                 return
 
     def _live_actor(self, agent_id: str, services: AgentServices) -> pykka.ActorRef[Any] | None:
-        """The agent's running actor, started now if it has none; None while it restarts."""
+        """The agent's running actor, started now if it has none; None while it restarts or
+        once the system stops (durable work the event announced resumes at the next open)."""
         if self._stopping:
-            raise AgentClosedError("The agent system has been closed.")
+            return None
         for _attempt in range(2):
             ref = self._actors.get(agent_id)
             if ref is not None and ref.is_alive():
@@ -206,10 +206,10 @@ class AgentRegistry:
                 # Restarting (its restart hands over), or just restarted: look again.
                 continue
             except SupervisorStoppedError:
-                if self._stopping:
-                    raise AgentClosedError("The agent system has been closed.") from None
                 if self._supervisor is supervisor:
-                    return None  # the tier is restarting: its resume hands them over
+                    # The tier is restarting (its resume hands them over), or the system is
+                    # stopping (durable work resumes at the next open).
+                    return None
                 continue  # a new tier is up: start the actor there
             self._actors[agent_id] = ref
             return ref
@@ -298,8 +298,11 @@ class AgentRegistry:
                 timer.cancel()
             self._timers.clear()
             self._changed.notify_all()
+            services = list(self._services.values())
         with self._held_lock:
             self._held.clear()
+        for each in services:
+            each.status.resolve_compactions("The agent system closed before the compaction ran.")
 
     def _terminate(self, agent_id: str, *, hand_over_held: bool = True) -> None:
         supervisor = self._supervisor
