@@ -179,12 +179,7 @@ class FeatureSet:
     def observe(self, hook: str, ctx_for: Any, *args: Any) -> None:
         """Run an observing hook on every feature; failures are logged, never raised."""
         for feature in self.features:
-            try:
-                getattr(feature, hook)(ctx_for(feature), *args)
-            except Exception as error:
-                log.warning(
-                    "feature_hook_failed", feature=feature.name, hook=hook, error=repr(error)
-                )
+            self._call(feature, hook, ctx_for, args, propagate=False)
 
     def actions(self, hook: str, ctx_for: Any, *args: Any) -> list[Action]:
         """Concatenate the actions of an action hook; a failing feature loses its own."""
@@ -202,12 +197,19 @@ class FeatureSet:
         """Run a transactional hook on every feature in order; a failure propagates (and
         rolls the hook's transaction back)."""
         for feature in self.features:
-            try:
-                getattr(feature, hook)(ctx_for(feature), *args)
-            except Exception as error:
-                log.warning(
-                    "feature_hook_failed", feature=feature.name, hook=hook, error=repr(error)
-                )
+            self._call(feature, hook, ctx_for, args, propagate=True)
+
+    @staticmethod
+    def _call(
+        feature: Feature, hook: str, ctx_for: Any, args: tuple[Any, ...], *, propagate: bool
+    ) -> None:
+        """One feature's hook; a failure is logged with the feature's name, then raised
+        again only if ``propagate``."""
+        try:
+            getattr(feature, hook)(ctx_for(feature), *args)
+        except Exception as error:
+            log.warning("feature_hook_failed", feature=feature.name, hook=hook, error=repr(error))
+            if propagate:
                 raise
 
     def instructions(self, base: str, ctx_for: Any) -> str:
