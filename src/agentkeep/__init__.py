@@ -8,9 +8,10 @@ The public API is re-exported here; everything else is private by default.
 """
 
 from agentkeep.agent import Agent
-from agentkeep.agent_system import AgentInfo, AgentSystem
+from agentkeep.agent_rows import AgentInfo
+from agentkeep.agent_system import AgentSystem
 from agentkeep.config import AgentConfig, current_environment
-from agentkeep.delivery import Delivery, system, user
+from agentkeep.delivery import Delivery, system, tool_request, user
 from agentkeep.errors import (
     AgentClosedError,
     AgentExistsError,
@@ -54,6 +55,7 @@ from agentkeep.providers.types import (
     SystemMessage,
     TextBlock,
     ToolCallBlock,
+    ToolCallRequestBlock,
     ToolResultMessage,
     UserMessage,
 )
@@ -110,6 +112,7 @@ __all__ = [
     "ToolCallBlock",
     "ToolCallDecision",
     "ToolCallInfo",
+    "ToolCallRequestBlock",
     "ToolCallResult",
     "ToolContext",
     "ToolDefinitionError",
@@ -122,5 +125,6 @@ __all__ = [
     "script",
     "system",
     "tool",
+    "tool_request",
     "user",
 ]

@@ -9,8 +9,8 @@ is never acknowledged before anything could find the agent that owes it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import msgspec
 
@@ -32,6 +32,8 @@ from agentkeep.providers.types import (
     QueueableMessage,
     SystemMessage,
     TextBlock,
+    ToolCallRequestBlock,
+    UserBlock,
     UserMessage,
 )
 
@@ -58,14 +60,41 @@ def _blocks(content: str | Sequence[InputBlock]) -> tuple[InputBlock, ...]:
     return blocks
 
 
-def user(content: str | Sequence[InputBlock]) -> UserMessage:
-    """A user message from text or content blocks."""
-    return UserMessage(content=_blocks(content))
+def user(content: str | Sequence[UserBlock]) -> UserMessage:
+    """A user message from text or content blocks (one may be a :func:`tool_request`)."""
+    if isinstance(content, str):
+        return UserMessage(content=(TextBlock(text=content),))
+    blocks = tuple(content)
+    for block in blocks:
+        if not isinstance(block, TextBlock | ImageBlock | ToolCallRequestBlock):
+            raise InvalidMessageError(
+                f"user message content must be text, image or tool_call_request blocks, "
+                f"got {block!r}"
+            )
+    return UserMessage(content=blocks)
 
 
 def system(content: str | Sequence[InputBlock]) -> SystemMessage:
     """A system message from text or content blocks."""
     return SystemMessage(content=_blocks(content))
+
+
+def tool_request(
+    name: str,
+    arguments: Mapping[str, Any] | msgspec.Struct | None = None,
+    *,
+    namespace: str | None = None,
+) -> ToolCallRequestBlock:
+    """A block asking the runtime to run tool ``name`` before the model is asked; put it in a
+    user message (``user([..., tool_request("load_skill", {"name": "browser"})])``).
+    ``arguments`` is a JSON object (a mapping or a msgspec Struct); None means {}."""
+    if arguments is None:
+        args: Any = {}
+    elif isinstance(arguments, msgspec.Struct):
+        args = msgspec.to_builtins(arguments)
+    else:
+        args = dict(arguments)
+    return ToolCallRequestBlock(name=name, arguments=args, namespace=namespace)
 
 
 def validate_message(message: object) -> QueueableMessage:
@@ -78,7 +107,53 @@ def validate_message(message: object) -> QueueableMessage:
         raise InvalidMessageError("a message needs at least one content block")
     if all(isinstance(b, TextBlock) and not b.text.strip() for b in message.content):
         raise InvalidMessageError("a message must not be empty")
+    check_tool_requests(message)
     return message
+
+
+def check_tool_requests(message: QueueableMessage) -> None:
+    """Refuse a malformed tool request, more than one, or one outside a user message."""
+    requests = [b for b in message.content if isinstance(b, ToolCallRequestBlock)]
+    if not requests:
+        return
+    if not isinstance(message, UserMessage):
+        role = "system" if isinstance(message, SystemMessage) else "agent"
+        raise InvalidMessageError(
+            f"only user messages can request a tool call; this {role} message "
+            "has a tool_call_request block"
+        )
+    if len(requests) > 1:
+        raise InvalidMessageError(
+            f"a message can request at most one tool call; this one has {len(requests)} "
+            "tool_call_request blocks"
+        )
+    _check_request(requests[0])
+
+
+def _check_request(request: ToolCallRequestBlock) -> None:
+    if not isinstance(request.name, str) or not request.name.strip():
+        raise InvalidMessageError(
+            f"a tool_call_request block needs the name of a tool, got {request.name!r}"
+        )
+    if request.namespace is not None and (
+        not isinstance(request.namespace, str) or not request.namespace.strip()
+    ):
+        raise InvalidMessageError(
+            f'the namespace of tool_call_request "{request.name}" must be a non-empty string '
+            f"or omitted, got {request.namespace!r}"
+        )
+    arguments = request.arguments
+    if not isinstance(arguments, dict) or not all(isinstance(k, str) for k in arguments):
+        raise InvalidMessageError(
+            f'the arguments of tool_call_request "{request.name}" must be a JSON object '
+            f"(omit them for {{}}), got {type(arguments).__name__}"
+        )
+    try:
+        msgspec.json.encode(arguments)
+    except (TypeError, ValueError) as error:
+        raise InvalidMessageError(
+            f'the arguments of tool_call_request "{request.name}" are not JSON: {error}'
+        ) from error
 
 
 def check_message_id(message_id: str | None) -> str:
@@ -105,6 +180,7 @@ def accept_message(
     """Queue one message durably (in ``tx``); None if its id was already durable."""
     if tx.get_agent(agent_id) is None:
         raise UnknownAgentError(agent_id)
+    check_tool_requests(message)  # hooks' actions too: nothing malformed is ever admitted
     kind: DeliveryKind = "steer" if queue == "steering" else "send"
     if not tx.claim_message_id(agent_id, message_id):
         return Delivery(id=message_id, delivery=kind, created=False), None

@@ -90,6 +90,12 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             return
         try:
             self._feed(cast(Event, message))
+        except BaseException:
+            # This incarnation crashed with its work unfinished: it is not idle. Its restart
+            # resets the status (``reset_after_crash``); until then no waiter may see a false
+            # idle because the signal that crashed it was taken.
+            self._s.status.set_running(True)
+            raise
         finally:
             if isinstance(message, _SIGNALS):
                 self._s.status.signal_taken()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from agentkeep.loop.messages import (
-    AnswerCalls,
     AppendBlock,
     DispatchBatch,
     Emit,
@@ -12,7 +11,7 @@ from agentkeep.loop.messages import (
     StartInference,
 )
 from agentkeep.loop.response import ResponseAssembler
-from agentkeep.loop.state import ABORTED_CALL, UNDISPATCHED_CALL, LoopState, error_result
+from agentkeep.loop.state import ABORTED_CALL, UNDISPATCHED_CALL, LoopState
 from agentkeep.loop.view import provider_view
 from agentkeep.providers.types import Done, StreamEvent, ToolCallBlock
 
@@ -96,6 +95,6 @@ class InferenceSteps(LoopState):
             return
         if calls and not self._shutdown:
             text = ABORTED_CALL if done.state == "cancelled" else UNDISPATCHED_CALL
-            self._commit(AnswerCalls(results=tuple(error_result(c, text) for c in calls)))
+            self._commit(self._answer(calls, text))
         if done.state == "cancelled" and not self._aborted:
             self._aborted = True  # the provider stopped it: the turn stops, queues stay

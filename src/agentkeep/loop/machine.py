@@ -68,7 +68,6 @@ from agentkeep.loop.state import (
     ABORTED_CALL,
     ABORTED_COMPACTION,
     FAILED_TURN_CALL,
-    error_result,
 )
 from agentkeep.loop.view import ends_in_failure_note, tail_owes_answer, undispatched_calls
 from agentkeep.loop.work_steps import WorkSteps
@@ -268,7 +267,8 @@ class AgentLoop(InferenceSteps, WorkSteps):
         if not self._may_decide():
             return
         if self._aborted or self._shutdown or self._failing:
-            self._end_turn()
+            if not (self._aborted and self._answer_undispatched()):
+                self._end_turn()
         elif self._resume is not None:
             self._start_batch(self._resume, resumed=not self._resume_fresh)
         elif self._compaction_requested:
@@ -315,6 +315,7 @@ class AgentLoop(InferenceSteps, WorkSteps):
             mode=self._modes[queue],
             defaults=self._defaults,
             owed=self._owed("inference"),
+            call_id=self._new_id(),  # for a tool request, if the batch holds one
         )
 
     def _end_turn(self) -> None:
@@ -374,6 +375,7 @@ class AgentLoop(InferenceSteps, WorkSteps):
                 if value.records:
                     self._needs_inference = True
                     self.owed = plan.owed
+                self._take_requested(value.records)
                 if not (self.queued["steering"] or self.queued["send"] or self.notices):
                     self._turn_requested = False  # consuming the last input answers the request
             case ConsumeNotices():
@@ -512,8 +514,7 @@ class AgentLoop(InferenceSteps, WorkSteps):
         if not self._blocked:
             stranded = undispatched_calls(self.records, ())
             if stranded:
-                results = tuple(error_result(c, FAILED_TURN_CALL) for c in stranded)
-                self._commit(AnswerCalls(results=results))
+                self._commit(self._answer(stranded, FAILED_TURN_CALL))
                 return
         self._end_turn()
 
@@ -536,9 +537,7 @@ class AgentLoop(InferenceSteps, WorkSteps):
             self._out.append(Observe(hook="after_inference", state="cancelled"))
             calls = response.client_calls
             if calls:
-                self._commit(
-                    AnswerCalls(results=tuple(error_result(c, ABORTED_CALL) for c in calls))
-                )
+                self._commit(self._answer(calls, ABORTED_CALL))
         self._abandon_tools()
         self._pump_results()
         if self._compaction_id is not None:

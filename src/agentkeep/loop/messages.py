@@ -66,12 +66,17 @@ class StageOwed(_Data, frozen=True):
 
 class ConsumeQueue(_Data, frozen=True):
     """Move queued messages into the conversation: claim (delete) each entry, append its
-    user record, apply its settings, owe an inference — all or nothing."""
+    user record, apply its settings, owe an inference — all or nothing.
+
+    A message with a tool request ends an all-at-once batch; its user record is followed by
+    the runtime's assistant call, whose id is ``call_id`` (unused if there is no request).
+    """
 
     queue: QueueName
     mode: QueueMode
     defaults: Settings
     owed: OwedWork
+    call_id: str
 
 
 class ConsumeNotices(_Data, frozen=True):
@@ -110,9 +115,12 @@ class CommitToolResult(_Data, frozen=True):
 
 
 class AnswerCalls(_Data, frozen=True):
-    """Answer calls that will never run (a response that did not end in ``tool_call``)."""
+    """Answer calls that will never run (a response that did not end in ``tool_call``, an
+    abort, a failed turn). ``calls[i]`` is the call ``results[i]`` answers, under the durable
+    id it gets now, so ``after_tool_call_transact`` runs for it in this transaction."""
 
     results: tuple[ToolResultMessage, ...]
+    calls: tuple[PendingToolCall, ...] = ()
 
 
 class AppendFailureNote(_Data, frozen=True):

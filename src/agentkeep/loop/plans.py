@@ -27,6 +27,7 @@ from agentkeep.loop.messages import (
     Snapshot,
     StageOwed,
 )
+from agentkeep.loop.requests import batch_through_request, request_of, requested_call
 from agentkeep.loop.state import FAILURE_NOTE
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import scope_prefix
@@ -95,7 +96,8 @@ class ToolCallHooks(Protocol):
     def after_tool_call(
         self, tx: Transaction, call: PendingToolCall, result: ToolResultMessage
     ) -> None:
-        """Inside the transaction that appends a dispatched call's (winning) result."""
+        """Inside the transaction that appends a call's (winning) result — a dispatched
+        call's, or the error answering one that never ran (``AnswerCalls``)."""
         ...
 
 
@@ -167,9 +169,8 @@ def execute(
             return None
         case CommitToolResult():
             return _commit_tool_result(tx, agent_id, plan, hooks)
-        case AnswerCalls(results=results):
-            appended = tuple(_append(tx, agent_id, ToolRecord(message=r)) for r in results)
-            return Appended(records=appended)
+        case AnswerCalls():
+            return _answer_calls(tx, agent_id, plan, hooks)
         case AppendFailureNote(message=message):
             note = SystemMessage(content=(TextBlock(text=FAILURE_NOTE.format(message)),))
             return Appended(
@@ -209,7 +210,9 @@ def _consume_queue(
     tx: Transaction, agent_id: str, plan: ConsumeQueue, policy: SwitchPolicy
 ) -> Consumed:
     entries = tx.queued(agent_id, plan.queue)
-    offered = entries[:1] if plan.mode == "one-at-a-time" else entries
+    # An all-at-once batch ends at a tool request: nothing later may replace its settings or
+    # come between its call and the call's result.
+    offered = entries[:1] if plan.mode == "one-at-a-time" else batch_through_request(entries)
     # Claim each entry with an atomic delete: of two owners, exactly one consumes it.
     claimed: list[QueuedMessage] = [e for e in offered if tx.dequeue(agent_id, plan.queue, e.seq)]
     previous = tx.read_settings(agent_id) or plan.defaults
@@ -243,6 +246,12 @@ def _consume_queue(
     for entry in claimed:
         record = UserRecord(message_id=entry.id, message=entry.message, metadata=entry.metadata)
         records.append(_append(tx, agent_id, record))
+        request = request_of(entry.message)
+        if request is not None:
+            # The runtime's own call, in the same transaction: a restart before its dispatch
+            # finds it stranded and dispatches it under this same id.
+            call = requested_call(request, plan.call_id)
+            records.append(_append(tx, agent_id, BlockRecord(block=call)))
     if current != previous or tx.read_settings(agent_id) is None:
         tx.write_settings(agent_id, current)
     tx.write_owed(agent_id, plan.owed)
@@ -289,6 +298,21 @@ def _commit_tool_result(
     if plan.owed_after is not None:
         tx.write_owed(agent_id, plan.owed_after)
     return Appended(records=(record,))
+
+
+def _answer_calls(
+    tx: Transaction, agent_id: str, plan: AnswerCalls, hooks: ToolCallHooks
+) -> Appended:
+    """Results for calls that never ran: each appended, then its ``after_tool_call_transact``
+    (spec: it runs inside the transaction that appends a result), then its call store erased."""
+    records: list[ConversationRecord] = []
+    for index, result in enumerate(plan.results):
+        records.append(_append(tx, agent_id, ToolRecord(message=result)))
+        if index < len(plan.calls):
+            call = plan.calls[index]
+            hooks.after_tool_call(tx, call, result)
+            tx.kv_clear(area_prefix(agent_id, CALL_AREA, call.internal_id))
+    return Appended(records=tuple(records))
 
 
 def _settle(tx: Transaction, agent_id: str) -> Settled:

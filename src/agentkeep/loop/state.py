@@ -8,11 +8,11 @@ state; the split is by concern, so each file reads on its own.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from agentkeep.loop.batch import ToolBatch
-from agentkeep.loop.messages import Commit, Effect, Plan, QueueMode
+from agentkeep.loop.messages import AnswerCalls, Commit, Effect, Plan, QueueMode
 from agentkeep.loop.response import ResponseAssembler
 from agentkeep.persistence.records import (
     ConversationRecord,
@@ -129,6 +129,18 @@ class LoopState:
 
     def _pending(self, index: int, call: ToolCallBlock) -> PendingToolCall:
         return PendingToolCall(internal_id=self._new_id(), index=index, call=call)
+
+    def _answer(self, calls: Sequence[ToolCallBlock | PendingToolCall], text: str) -> AnswerCalls:
+        """Answer calls that will never run with the error ``text``. Each keeps the durable
+        id it has (or gets one now): its result is a tool result like any other, and the
+        transaction appending it runs ``after_tool_call_transact``."""
+        pending = tuple(
+            c if isinstance(c, PendingToolCall) else self._pending(i, c)
+            for i, c in enumerate(calls)
+        )
+        return AnswerCalls(
+            results=tuple(error_result(p.call, text) for p in pending), calls=pending
+        )
 
     if TYPE_CHECKING:  # implemented by AgentLoop; declared here for the mixins
 

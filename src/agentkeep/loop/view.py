@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agentkeep.loop.requests import without_requests
 from agentkeep.persistence.records import (
     BlockRecord,
     CompactionRecord,
@@ -90,9 +91,15 @@ def provider_view(records: Sequence[ConversationRecord]) -> tuple[Message, ...]:
     assistant message that issued its call, anything in between kept after the results.
 
     History stays append-only; a result that had to be written later (a stranded call
-    recovered on load) is shown beside its call here.
+    recovered on load) is shown beside its call here. A user message's tool request block is
+    control data, never context: the provider gets the message's ordinary content, and
+    nothing for a tool-only message (the runtime's call and its result follow it).
     """
-    messages = rebuild_messages(list(records))
+    messages = [
+        shown
+        for message in rebuild_messages(list(records))
+        if (shown := without_requests(message)) is not None
+    ]
     results: dict[str, ToolResultMessage] = {}
     issued: set[str] = set()
     for message in messages:

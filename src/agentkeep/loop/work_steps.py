@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from agentkeep.loop.batch import ToolBatch
 from agentkeep.loop.messages import (
     CancelTools,
@@ -9,15 +11,22 @@ from agentkeep.loop.messages import (
     CompactionFinished,
     CompactionResolved,
     DispatchBatch,
+    Emit,
     ReplaceWithCompaction,
     StageOwed,
     StartCompaction,
     StartTools,
 )
+from agentkeep.loop.requests import calls_recorded
 from agentkeep.loop.state import ABORTED_CALL, LoopState
 from agentkeep.loop.view import provider_view
-from agentkeep.persistence.records import PendingToolCall
-from agentkeep.providers.types import CompactionCancelled, CompactionCompleted
+from agentkeep.persistence.records import ConversationRecord, PendingToolCall
+from agentkeep.providers.types import (
+    CompactionCancelled,
+    CompactionCompleted,
+    ToolCallEnd,
+    ToolCallStart,
+)
 
 
 class WorkSteps(LoopState):
@@ -33,6 +42,10 @@ class WorkSteps(LoopState):
     def _run_batch(self, calls: tuple[PendingToolCall, ...], *, resumed: bool) -> None:
         batch = ToolBatch(calls, resumed=resumed)
         self._batch = batch
+        if self._aborted:
+            # Aborted while the dispatch committed: the batch is durable, but no call starts;
+            # each is answered as aborted, in order, like a running call would be.
+            batch.abort_running(ABORTED_CALL)
         runs = batch.runs()
         self._children.update(r.internal_id for r in runs)
         if runs:
@@ -63,6 +76,34 @@ class WorkSteps(LoopState):
         running = self._batch.abort_running(ABORTED_CALL)
         if running:
             self._out.append(CancelTools(internal_ids=running))
+
+    # -- tool requests -----------------------------------------------------------------------
+
+    def _take_requested(self, records: Sequence[ConversationRecord]) -> None:
+        """A consumed message requested a tool call: it is dispatched before anything else of
+        the pass, through the normal batch path. Its live call events follow the commit; no
+        inference is invented for it."""
+        calls = calls_recorded(records)
+        if not calls:
+            return
+        self._resume = [self._pending(i, c) for i, c in enumerate(calls)]
+        self._resume_fresh = True
+        for call in calls:
+            start = ToolCallStart(call_id=call.call_id, name=call.name, namespace=call.namespace)
+            self._out.append(Emit(event=start))
+            self._out.append(
+                Emit(event=ToolCallEnd(call_id=call.call_id, arguments=call.arguments))
+            )
+
+    def _answer_undispatched(self) -> bool:
+        """On abort: answer the calls recorded but not yet dispatched (a tool request, or
+        calls stranded by a restart) so none is left open or runs in a later turn. True if
+        an answer is being committed."""
+        if self._resume is None or not self._resume_fresh:
+            return False
+        calls, self._resume = self._resume, None
+        self._commit(self._answer(calls, ABORTED_CALL))
+        return True
 
     # -- compaction --------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from agentkeep.providers.types import (
     ToolCallBlock,
     ToolResultMessage,
     UserMessage,
+    input_blocks,
 )
 
 CACHE_MARKER: dict[str, str] = {"type": "ephemeral"}
@@ -115,7 +116,7 @@ def _assistant_block(block: object) -> Json | None:
 def _message(message: Message) -> tuple[str, list[Json]] | None:
     """(role, content) of one message, or None if nothing of it goes on the wire."""
     if isinstance(message, UserMessage):
-        return "user", [_content_block(b) for b in message.content]
+        return "user", [_content_block(b) for b in input_blocks(message.content)]
     if isinstance(message, (SystemMessage, AgentMessage)):
         return "user", [_content_block(b) for b in framed_text(message)]
     if isinstance(message, AssistantMessage):

@@ -30,6 +30,7 @@ from agentkeep.providers.types import (
     ToolCallBlock,
     ToolResultMessage,
     UserMessage,
+    input_blocks,
 )
 
 Json = dict[str, Any]
@@ -82,7 +83,7 @@ def _assistant(message: AssistantMessage) -> Json | None:
 
 def _message(message: Message) -> Json | None:
     if isinstance(message, UserMessage):
-        return {"role": "user", "content": _user_content(message.content)}
+        return {"role": "user", "content": _user_content(input_blocks(message.content))}
     if isinstance(message, (SystemMessage, AgentMessage)):
         return {"role": "user", "content": _user_content(framed_text(message))}
     if isinstance(message, AssistantMessage):

@@ -38,6 +38,7 @@ from agentkeep.providers.types import (
     ToolCallBlock,
     ToolResultMessage,
     UserMessage,
+    input_blocks,
 )
 
 Json = dict[str, Any]
@@ -103,7 +104,7 @@ def build_input(messages: tuple[Message, ...]) -> list[Json]:
     items: list[Json] = []
     for message in messages:
         if isinstance(message, UserMessage):
-            content = [_input_content(b) for b in message.content]
+            content = [_input_content(b) for b in input_blocks(message.content)]
             items.append({"type": "message", "role": "user", "content": content})
         elif isinstance(message, SystemMessage):
             content = [_input_content(b) for b in message.content]

@@ -8,7 +8,7 @@ never parses them, so what a vendor signed is exactly what it gets back.
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import msgspec
 
@@ -72,7 +72,21 @@ class ServerToolResultBlock(_Value, frozen=True, tag="tool_result"):
     vendor: str | None = None
 
 
+class ToolCallRequestBlock(_Value, frozen=True, tag="tool_call_request"):
+    """A control block of a queued user message: run this tool call before asking the model.
+
+    Only user messages may carry one (at most one each). The runtime executes it like a call
+    the model made — same resolution, validation, hooks, results and recovery — under an id of
+    its own; providers never see the block itself (the loop's provider view strips it).
+    """
+
+    name: str
+    arguments: dict[str, Any] = {}  # a JSON object; omitted means {}
+    namespace: str | None = None
+
+
 InputBlock: TypeAlias = TextBlock | ImageBlock
+UserBlock: TypeAlias = TextBlock | ImageBlock | ToolCallRequestBlock
 OutputBlock: TypeAlias = TextBlock | ImageBlock
 AgentContentBlock: TypeAlias = TextBlock | ImageBlock | ReasoningBlock
 AssistantBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ServerToolResultBlock
@@ -85,7 +99,9 @@ class _Message(_Value, frozen=True, tag_field="role"):
 
 
 class UserMessage(_Message, frozen=True, tag="user"):
-    content: tuple[InputBlock, ...]
+    # A queued message may carry one ToolCallRequestBlock; providers only ever get
+    # ``input_blocks(content)``.
+    content: tuple[UserBlock, ...]
 
 
 class SystemMessage(_Message, frozen=True, tag="system"):
@@ -119,6 +135,11 @@ class CompactionMessage(_Message, frozen=True, tag="compaction"):
     content: str | None = None
     encrypted_content: str | None = None
     vendor: str | None = None
+
+
+def input_blocks(blocks: tuple[UserBlock, ...]) -> tuple[InputBlock, ...]:
+    """The ordinary content of a user message: its text and images, never a control block."""
+    return tuple(b for b in blocks if isinstance(b, TextBlock | ImageBlock))
 
 
 Message: TypeAlias = (

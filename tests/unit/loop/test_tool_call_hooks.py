@@ -246,7 +246,9 @@ class Journal(ak.Feature):
         self, ctx: ak.HookContext, call: ak.ToolCallInfo, result: ToolResultMessage
     ) -> None:
         ctx.kv.write(f"answered:{call.provider_call_id}", text_of(result))
-        ctx.kv.write(f"note:{call.provider_call_id}", ctx.call_kv.read("note"))
+        note = ctx.call_kv.read("note")  # absent for a call answered without a dispatch
+        if note is not None:
+            ctx.kv.write(f"note:{call.provider_call_id}", note)
 
 
 class Refuse(ak.Feature):
@@ -310,7 +312,11 @@ def test_a_failing_before_tool_call_transact_dispatches_nothing_and_fails_the_tu
     assert world.tool_runs == []
     assert recorder.before == []
     system = world.systems[-1]
-    assert feature_kv(system, agent.id, "journal").list() == []  # rolled back with the batch
+    # The dispatch's writes rolled back with it; the failed turn's answer to the call is a
+    # durable result, so after_tool_call_transact ran in the transaction that appended it.
+    journal = feature_kv(system, agent.id, "journal").list()
+    assert journal == [("answered:c1", FAILED_TURN_CALL)]
+    assert [text_of(r) for _, r in recorder.appended] == [FAILED_TURN_CALL]
     assert system.store.read(lambda tx: tx.pending_calls(agent.id)) == []
     transcript = agent.transcript()
     assert text_of(results(transcript)[0]) == FAILED_TURN_CALL

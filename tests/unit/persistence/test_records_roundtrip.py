@@ -22,6 +22,7 @@ from agentkeep.persistence.records import (
     QueuedMessage,
     Settings,
 )
+from agentkeep.providers.types import ToolCallRequestBlock
 
 json_leaves = (
     st.none()
@@ -38,6 +39,18 @@ json_values = st.recursive(
     max_leaves=8,
 )
 json_objects = st.dictionaries(st.text(max_size=5), json_values, max_size=4)
+
+# A user message's tool request carries a JSON object (``dict[str, Any]``), which ``from_type``
+# cannot draw inside a message: say how.
+st.register_type_strategy(
+    ToolCallRequestBlock,
+    st.builds(
+        ToolCallRequestBlock,
+        name=st.text(max_size=8),
+        arguments=json_objects,
+        namespace=st.none() | st.text(max_size=8),
+    ),
+)
 
 
 def _mentions_any(hint: Any) -> bool:
