@@ -396,13 +396,50 @@ class AgentSystem:
             self._agents.tell(agent_id, WorkAccepted(message=queued), counted=True)
         return delivery
 
+    def _deliver_within(
+        self,
+        tx: Transaction,
+        agent_id: str,
+        queue: QueueName,
+        message: QueueableMessage,
+        *,
+        id: str | None,
+        metadata: JSONObject | None,
+        options: MessageOptions | None,
+    ) -> Delivery:
+        """Queue a message inside ``tx`` (a hook running in a transaction): durable with it,
+        and the agent is told only after it committed, so a rollback leaves no live effect."""
+        with self._admission.operation(), self._admission.agent_operation(agent_id):
+            checked = validate_message(message)
+            opts = options or MessageOptions()
+            if opts.provider is not None and self._providers.get(opts.provider) is None:
+                raise InvalidConfigError(f'Provider "{opts.provider}" is not registered.')
+            delivery, queued = accept_message(
+                tx,
+                agent_id,
+                queue=queue,
+                message=checked,
+                message_id=check_message_id(id),
+                options=opts,
+                metadata=metadata,
+            )
+        if queued is not None:
+            tx.after_commit(
+                lambda: self._agents.tell(agent_id, WorkAccepted(message=queued), counted=True)
+            )
+        return delivery
+
     def abort(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
         self._refuse_own_wait(agent_id, wait)
         services = self._agents.known(agent_id)
-        if services is None or not self._agents.tell_if_live(agent_id, AbortRequested()):
+        if services is None:
             return  # an agent with no actor has no turn to abort
+        services.status.abort_pending = True  # a hook running now loses its actions
+        if not self._agents.tell_if_live(agent_id, AbortRequested()):
+            services.status.abort_pending = False
+            return
         if wait:
             services.status.wait_for_idle(timeout_seconds)
 

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery
-from agentkeep.persistence.records import JSONObject, MessageOptions
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.records import JSONObject, MessageOptions, QueueName
 from agentkeep.providers.types import Message, QueueableMessage
 
 if TYPE_CHECKING:
@@ -26,14 +27,26 @@ _UNSET: Any = object()
 
 
 class AgentRef:
-    """One agent, seen from inside another agent's loop (or its own)."""
+    """One agent, seen from inside another agent's loop (or its own).
 
-    __slots__ = ("_system", "id")
+    Given to a hook that runs inside a transaction, ``send``/``steer`` queue the message in
+    that transaction and tell the agent only once it committed (a rollback leaves nothing).
+    """
 
-    def __init__(self, system: AgentSystem, agent_id: str, *, _token: object) -> None:
+    __slots__ = ("_system", "_tx", "id")
+
+    def __init__(
+        self,
+        system: AgentSystem,
+        agent_id: str,
+        *,
+        _token: object,
+        tx: Transaction | None = None,
+    ) -> None:
         if _token is not _UNSET:
             raise TypeError("AgentRef has no public constructor; resolve it from a context")
         self._system = system
+        self._tx = tx
         self.id = agent_id
 
     def __repr__(self) -> str:
@@ -56,9 +69,7 @@ class AgentRef:
         options: MessageOptions | None = None,
     ) -> Delivery:
         """Queue on the send queue; returns once durably accepted (never waits for a loop)."""
-        return self._system.deliver(
-            self.id, "send", message, id=id, metadata=metadata, options=options
-        )
+        return self._deliver("send", message, id, metadata, options)
 
     def steer(
         self,
@@ -69,8 +80,22 @@ class AgentRef:
         options: MessageOptions | None = None,
     ) -> Delivery:
         """Queue on the steering queue; returns once durably accepted."""
+        return self._deliver("steering", message, id, metadata, options)
+
+    def _deliver(
+        self,
+        queue: QueueName,
+        message: QueueableMessage,
+        id: str | None,
+        metadata: JSONObject | None,
+        options: MessageOptions | None,
+    ) -> Delivery:
+        if self._tx is not None:
+            return self._system._deliver_within(
+                self._tx, self.id, queue, message, id=id, metadata=metadata, options=options
+            )
         return self._system.deliver(
-            self.id, "steering", message, id=id, metadata=metadata, options=options
+            self.id, queue, message, id=id, metadata=metadata, options=options
         )
 
     def compact(self) -> None:
@@ -89,16 +114,28 @@ class AgentRef:
 class AgentSystemRef:
     """The system, seen from inside the agent ``agent_id`` (or from outside any agent)."""
 
-    __slots__ = ("_system", "agent_id")
+    __slots__ = ("_system", "_tx", "agent_id")
 
-    def __init__(self, system: AgentSystem, agent_id: str | None, *, _token: object) -> None:
+    def __init__(
+        self,
+        system: AgentSystem,
+        agent_id: str | None,
+        *,
+        _token: object,
+        tx: Transaction | None = None,
+    ) -> None:
         if _token is not _UNSET:
             raise TypeError("AgentSystemRef has no public constructor")
         self._system = system
+        self._tx = tx
         self.agent_id = agent_id
 
     def __repr__(self) -> str:
         return f"AgentSystemRef(agent_id={self.agent_id!r})"
+
+    def within(self, tx: Transaction) -> AgentSystemRef:
+        """This reference for a hook running inside ``tx`` (see :class:`AgentRef`)."""
+        return AgentSystemRef(self._system, self.agent_id, _token=_UNSET, tx=tx)
 
     def create(
         self,
@@ -115,7 +152,7 @@ class AgentSystemRef:
 
     def resolve(self, agent_id: str) -> AgentRef:
         self._system.resolve(agent_id)
-        return make_agent_ref(self._system, agent_id)
+        return AgentRef(self._system, agent_id, _token=_UNSET, tx=self._tx)
 
     def send(self, agent_id: str, message: QueueableMessage, **options: Any) -> Delivery:
         return self.resolve(agent_id).send(message, **options)

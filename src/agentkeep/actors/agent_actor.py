@@ -25,6 +25,7 @@ from agentkeep.loop import plans
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.messages import (
     EVENT_TYPES,
+    AbortRequested,
     CancelCompaction,
     CancelInference,
     CancelTools,
@@ -88,6 +89,8 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         if not isinstance(message, EVENT_TYPES):
             log.warning("agent_unexpected_message", message=repr(message))
             return
+        if isinstance(message, AbortRequested):
+            self._s.status.abort_pending = False  # the loop takes it from here
         try:
             self._feed(cast(Event, message))
         except BaseException:
@@ -166,7 +169,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
 
     def _commit(self, plan: Plan) -> Event:
         agent_id = self._s.agent_id
-        policy = self._s.switch_policy(self._ctx_for)
+        policy = self._s.switch_policy()
         hooks = self._s.tool_call_hooks(self._core.settings)
         try:
             value = self._s.store.transact(
@@ -276,7 +279,8 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             else:
                 turn = TurnInfo(context_tokens=effect.context_tokens, aborted=effect.aborted)
                 actions = features.actions(effect.hook, self._ctx_for, turn)
-        if effect.drop_actions:
+        if effect.drop_actions or self._s.status.abort_pending:
+            # The abort fired before or while the hook ran: its actions are dropped (§3.1).
             return [HookFinished(hook=effect.hook)]
         compact = any(isinstance(a, CompactAction) for a in actions)
         follow: list[Event] = []

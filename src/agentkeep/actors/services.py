@@ -107,7 +107,8 @@ class AgentServices:
             run_kv=scope("agent", self.agent_id, RUN_AREA, "feature", name),
             shared_kv=scope("system", "feature", name),
             call_kv=call_kv,
-            system=self.system_ref,
+            # Inside a transaction, sends and steers join it (told to the agent after commit).
+            system=self.system_ref if tx is None else self.system_ref.within(tx),
         )
 
     def call_kv(self, internal_id: str, alive: Callable[[], bool]) -> ScopedKV:
@@ -118,8 +119,8 @@ class AgentServices:
 
     # -- switches ----------------------------------------------------------------------------
 
-    def switch_policy(self, ctx_for: Callable[[Feature], HookContext]) -> _SwitchPolicy:
-        return _SwitchPolicy(self, ctx_for)
+    def switch_policy(self) -> _SwitchPolicy:
+        return _SwitchPolicy(self)
 
     def tool_call_hooks(self, settings: Settings) -> _ToolCallHooks:
         """The transactional tool-call hooks, for one commit (``plans.ToolCallHooks``)."""
@@ -161,9 +162,8 @@ class _SwitchPolicy:
     """Provider/model switches for one consumption: the registry's reset rule, and the
     features' ``model_changed`` hook run inside the consumption transaction."""
 
-    def __init__(self, services: AgentServices, ctx_for: Callable[[Feature], HookContext]) -> None:
+    def __init__(self, services: AgentServices) -> None:
         self._s = services
-        self._ctx_for = ctx_for
 
     def needs_reset(self, previous: Settings, current: Settings) -> bool:
         return needs_reset(
@@ -174,7 +174,12 @@ class _SwitchPolicy:
         self, tx: Transaction, previous: Settings, current: Settings, was_reset: bool
     ) -> SystemMessage | None:
         change = ModelChange(previous=previous, current=current, was_reset=was_reset)
-        return self._s.features.model_changed(self._ctx_for, change)
+
+        def ctx_for(feature: Feature) -> HookContext:
+            # It runs inside the consumption transaction: its stores and its sends join it.
+            return self._s.hook_context(feature, current, tx=tx)
+
+        return self._s.features.model_changed(ctx_for, change)
 
 
 class _ToolCallHooks:

@@ -19,6 +19,9 @@ class AgentStatus:
         self._running = False
         self._signals = 0
         self._compactions: list[Future[None]] = []
+        # Set the moment abort() is called, before the AbortRequested reaches the mailbox:
+        # a hook running meanwhile loses its actions (spec §3.1). Cleared when it is taken.
+        self.abort_pending = False
 
     # -- written by the system and the actor ---------------------------------------------------
 
@@ -45,6 +48,7 @@ class AgentStatus:
         with self._condition:
             self._signals = pending
             self._running = False
+            self.abort_pending = False  # an abort the crashed incarnation never took
             self._condition.notify_all()
         self.resolve_compactions(
             "The agent's actor restarted before the compaction was confirmed; check "

@@ -372,6 +372,10 @@ class AgentLoop(InferenceSteps, WorkSteps):
                     self.context_tokens = None
                 self.settings = value.settings
                 self.queued[queue] = list(value.remaining)
+                if value.outranked:
+                    for entry in value.outranked:
+                        self._accept(entry, None)
+                    self._pass = "steering"  # take the steering this pass did not know of
                 if value.records:
                     self._needs_inference = True
                     self.owed = plan.owed
@@ -391,6 +395,8 @@ class AgentLoop(InferenceSteps, WorkSteps):
             case FinishResponse(tokens=tokens):
                 assert isinstance(value, Appended)
                 self.records.extend(value.records)
+                for entry in value.queued:  # what the mailbox has not told us yet
+                    self._accept(entry, None)
                 if tokens is not None:
                     self.context_tokens = tokens.total
                 if value.settled:

@@ -157,17 +157,25 @@ Plan: TypeAlias = (
 
 class Consumed(_Data, frozen=True):
     """What a consumption committed. ``reset`` ⇒ ``records`` is the whole new conversation;
-    otherwise ``records`` were appended."""
+    otherwise ``records`` were appended. ``outranked``: consuming send found durable steering
+    this instance had not heard of yet (say, a hook's own steer still in the mailbox), so it
+    consumed nothing; these are the steering entries to take first."""
 
     records: tuple[ConversationRecord, ...]
     settings: Settings
     remaining: tuple[QueuedMessage, ...]
     reset: bool = False
+    outranked: tuple[QueuedMessage, ...] = ()
 
 
 class Appended(_Data, frozen=True):
+    """What an append committed. ``queued``: for a response's end, every message durably
+    queued at that moment, so input this instance has not heard of yet (a hook's own steer
+    still in the mailbox) joins the same turn instead of waiting for settlement."""
+
     records: tuple[ConversationRecord, ...]
     settled: bool = False
+    queued: tuple[QueuedMessage, ...] = ()
 
 
 class Settled(_Data, frozen=True):

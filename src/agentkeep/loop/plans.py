@@ -159,7 +159,8 @@ def execute(
             if tokens is not None:
                 tx.write_context_tokens(agent_id, tokens.total)
             settled = settle and _settle(tx, agent_id).settled
-            return Appended(records=appended, settled=settled)
+            queued = () if settled else tuple(tx.queued(agent_id))
+            return Appended(records=appended, settled=settled, queued=queued)
         case DispatchBatch(calls=calls, owed=owed):
             # The whole batch is durable before any call runs (invariant 8).
             tx.put_pending_calls(agent_id, list(calls))
@@ -210,6 +211,13 @@ def _consume_queue(
     tx: Transaction, agent_id: str, plan: ConsumeQueue, policy: SwitchPolicy
 ) -> Consumed:
     entries = tx.queued(agent_id, plan.queue)
+    if plan.queue == "send" and (steering := tx.queued(agent_id, "steering")):
+        # Steering outranks send by what is durable, not by what the mirror has heard of
+        # yet (invariant 7): consume nothing, and let the loop take the steering first.
+        previous = tx.read_settings(agent_id) or plan.defaults
+        return Consumed(
+            records=(), settings=previous, remaining=tuple(entries), outranked=tuple(steering)
+        )
     # An all-at-once batch ends at a tool request: nothing later may replace its settings or
     # come between its call and the call's result.
     offered = entries[:1] if plan.mode == "one-at-a-time" else batch_through_request(entries)

@@ -6,7 +6,7 @@ into a failure.
 spec item -> test (``test_`` prefix left off)
 - abort during pre-inference hook cancels
     -> an_abort_while_a_pre_inference_hook_runs_cancels_the_turn (before_turn, before_inference)
-       and the_actions_of_a_hook_an_abort_arrived_during_are_dropped (spec §3.1; xfail: a bug)
+       and the_actions_of_a_hook_an_abort_arrived_during_are_dropped (spec §3.1)
 - compaction requested in an aborted turn settles
     -> a_compaction_asked_for_in_a_turn_that_is_aborted_is_rejected_and_the_agent_settles
 - next inference waits for stream cleanup and aborted tool unwinding
@@ -110,16 +110,6 @@ def test_an_abort_while_a_pre_inference_hook_runs_cancels_the_turn(world: World,
     assert texts(agent.transcript()) == ["q1", "q2", "answer q2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Spec §3.1: an action hook's actions are dropped if the abort fired while the hook "
-        "ran. agentkeep's hooks run on the agent actor, so the AbortRequested waits in the "
-        "mailbox; AgentLoop decides drop_actions when it emits RunHook (before the hook "
-        "runs) and AgentActor._run_hook commits the actions before the abort is taken: the "
-        "steer is queued durably and consumed into the aborted turn (it outranks the send)."
-    ),
-)
 def test_the_actions_of_a_hook_an_abort_arrived_during_are_dropped(world: World) -> None:
     feature = HoldFirst("before_turn", actions=(ak.SteerAction(message=ak.user("hook steer")),))
     world.model.add(answer_last, answer_last, answer_last)

@@ -9,7 +9,7 @@ spec item -> test (``test_`` prefix left off; a file name means an earlier test 
 - onEvent: self-send once, no ghost turn
     -> test_reentrancy.py: a_self_send_from_on_event_is_answered_once_without_a_ghost_turn
 - onEvent: self-steer beats a queued send
-    -> a_self_steer_from_on_event_outranks_a_send_queued_before_it (xfail: a bug)
+    -> a_self_steer_from_on_event_outranks_a_send_queued_before_it
 - onEvent: abort => one cancelled
     -> a_self_abort_from_on_event_ends_the_response_with_one_cancelled_event
 - onEvent: self-close keeps the response
@@ -19,7 +19,7 @@ spec item -> test (``test_`` prefix left off; a file name means an earlier test 
 - awaited self-send in beforeTurn lands in the same turn
     -> a_self_send_from_before_turn_is_answered_in_the_same_turn
 - steer in afterInference lands in the same turn
-    -> a_self_steer_from_after_inference_is_answered_in_the_same_turn (xfail: a bug)
+    -> a_self_steer_from_after_inference_is_answered_in_the_same_turn
 - self-abort in beforeInference doesn't deadlock
     -> a_self_abort_from_before_inference_cancels_the_turn
 - self-close in afterTurn doesn't deadlock
@@ -32,7 +32,7 @@ spec item -> test (``test_`` prefix left off; a file name means an earlier test 
        only *ask* for one, and a captured system's ``compact(wait=True)`` is refused with
        ``AwaitFromOwnLoopError`` at once instead of hanging.
 - modelChanged may send to self/others via the system
-    -> model_changed_may_send_to_itself_and_to_others (xfail: a bug)
+    -> model_changed_may_send_to_itself_and_to_others
 """
 
 from __future__ import annotations
@@ -104,16 +104,6 @@ class SteerOnFirstDone(Recorder):
             ctx.system.resolve(ctx.agent_id).steer(ak.user("steer"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "A self-steer made by a hook is durable before the hook returns, but the loop "
-        "decides what to consume from its in-memory queue mirror, which learns of the steer "
-        "only when the WorkAccepted message is taken from the actor's mailbox — after the "
-        "current feed has already consumed the older send (AgentLoop._consume_next). "
-        "Invariant 7 / spec §3.3 (merge committed entries before consuming)."
-    ),
-)
 def test_a_self_steer_from_on_event_outranks_a_send_queued_before_it(world: World) -> None:
     inside, release = threading.Event(), threading.Event()
 
@@ -225,16 +215,6 @@ class SteerAfterFirstInference(Recorder):
             ctx.system.steer(ctx.agent_id, ak.user("steer"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "The loop does not see its own hook's steer (durable, but announced through the "
-        "actor mailbox) before it ends the turn: the turn ends, after_turn and "
-        "after_agent_loop run, and only the settlement transaction finds the steer and "
-        "begins a second turn (AgentLoop._consume_next/_end_turn use the queue mirror). "
-        "Spec §6.2 hookReentrancy: a steer in afterInference lands in the same turn."
-    ),
-)
 def test_a_self_steer_from_after_inference_is_answered_in_the_same_turn(world: World) -> None:
     recorder = SteerAfterFirstInference()
     world.model.add(answer_last, answer_last, answer_last)
@@ -383,16 +363,6 @@ class SendOnModelChange(ak.Feature):
             raise
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "model_changed runs inside the consumption transaction, in the store writer's "
-        "thread; AgentSystemRef.send -> AgentSystem.deliver -> Store.transact refuses a "
-        "transact() from the writer's own thread (StoreError), so the hook cannot send to "
-        "anyone (the error is swallowed for a compatible switch). Spec §6.2 hookReentrancy: "
-        "modelChanged may send to self/others via the system."
-    ),
-)
 def test_model_changed_may_send_to_itself_and_to_others(world: World) -> None:
     feature = SendOnModelChange()
     providers = ak.Providers()
