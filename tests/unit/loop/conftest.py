@@ -63,6 +63,18 @@ def tool_calls(messages: list[Message]) -> list[ToolCallBlock]:
     ]
 
 
+def counting_tool(runs: list[str], *, durable: bool = True) -> ak.Tool[Any, Any]:
+    """A ``count`` tool that records each run in ``runs`` (durable: may re-run after a crash)."""
+
+    @ak.tool(durable=durable)
+    def count(ctx: ak.ToolContext, args: EchoArgs) -> str:
+        """Count a run."""
+        runs.append(args.text)
+        return f"counted {args.text}"
+
+    return count
+
+
 class World:
     def __init__(self, home: Path) -> None:
         self.home = home

@@ -17,7 +17,7 @@ from agentkeep.persistence.store import Store
 from agentkeep.persistence.writer import StoreWriter
 from agentkeep.providers import script
 
-from .conftest import EchoArgs, World, roles, text_of
+from .conftest import EchoArgs, World, counting_tool, roles, text_of
 
 
 class InjectedCrashError(RuntimeError):
@@ -44,11 +44,7 @@ def test_a_crashed_agent_actor_is_restarted_and_finishes_the_turn(
 ) -> None:
     runs: list[str] = []
 
-    @ak.tool(durable=True)
-    def count(ctx: ak.ToolContext, args: EchoArgs) -> str:
-        """Durable: may run again after a crash."""
-        runs.append(args.text)
-        return f"counted {args.text}"
+    count = counting_tool(runs)
 
     crashes = crash_when_tools_start(monkeypatch, times=1)
     world.model.add(script.tool_call("count", {"text": "x"}), script.text("done"))

@@ -16,7 +16,7 @@ from agentkeep.persistence.kv import ScopedKV
 from agentkeep.providers import script
 from agentkeep.providers.types import Message, ToolResultMessage
 
-from .conftest import EchoArgs, World, roles, text_of
+from .conftest import EchoArgs, World, counting_tool, roles, text_of
 
 TIMEOUT = 10
 
@@ -358,11 +358,7 @@ def test_a_restarted_durable_call_runs_before_tool_call_again(
 ) -> None:
     runs: list[str] = []
 
-    @ak.tool(durable=True)
-    def count(ctx: ak.ToolContext, args: EchoArgs) -> str:
-        """Durable: may run again after a crash."""
-        runs.append(args.text)
-        return f"counted {args.text}"
+    count = counting_tool(runs)
 
     # Crash the agent actor once when the call's result arrives, before it is committed.
     crashes: list[int] = []

@@ -65,7 +65,7 @@ from agentkeep.providers.types import (
     UserMessage,
 )
 
-from .conftest import EchoArgs, World, roles, text_of, tool_calls
+from .conftest import World, counting_tool, roles, text_of, tool_calls
 from .test_machine_properties import AGENT, LoopMachine
 
 TIMEOUT = 10
@@ -510,11 +510,7 @@ def test_after_dispatch_the_tools_durability_decides(
 ) -> None:
     runs: list[str] = []
 
-    @ak.tool(durable=durable)
-    def count(ctx: ak.ToolContext, args: EchoArgs) -> str:
-        """Count a run."""
-        runs.append(args.text)
-        return f"counted {args.text}"
+    count = counting_tool(runs, durable=durable)
 
     crashes = _crash_after_the_tool_ran(monkeypatch)
     world.model.add(script.text("done"))
