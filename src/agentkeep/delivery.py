@@ -60,11 +60,12 @@ def _blocks(content: str | Sequence[InputBlock]) -> tuple[InputBlock, ...]:
     return blocks
 
 
-def user(content: str | Sequence[UserBlock]) -> UserMessage:
-    """A user message from text or content blocks (one may be a :func:`tool_request`)."""
+def user(content: str | Sequence[UserBlock | str]) -> UserMessage:
+    """A user message from text or content blocks (a plain string in the list is a text block;
+    one block may be a :func:`tool_request`)."""
     if isinstance(content, str):
         return UserMessage(content=(TextBlock(text=content),))
-    blocks = tuple(content)
+    blocks = tuple(TextBlock(text=b) if isinstance(b, str) else b for b in content)
     for block in blocks:
         if not isinstance(block, TextBlock | ImageBlock | ToolCallRequestBlock):
             raise InvalidMessageError(

@@ -659,3 +659,11 @@ def test_the_view_drops_a_tool_only_message_without_merging_its_neighbours() -> 
     view = provider_view(records)
     assert [type(m) for m in view] == [UserMessage, AssistantMessage, AssistantMessage]
     assert view[2] == AssistantMessage(content=(call,))
+
+
+def test_a_plain_string_in_a_user_message_list_is_a_text_block() -> None:
+    message = ak.user(["/calc", ak.tool_request("add", {"a": 1, "b": 2})])
+    assert message.content[0] == ak.TextBlock(text="/calc")
+    assert message.content[1] == ak.ToolCallRequestBlock(name="add", arguments={"a": 1, "b": 2})
+    with pytest.raises(ak.InvalidMessageError, match="got 3"):
+        ak.user(["text", 3])  # type: ignore[list-item]
