@@ -8,6 +8,7 @@ its exit code.
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from agentkeep.providers.types import (
     SystemMessage,
     TextBlock,
     ToolCallBlock,
+    ToolCallRequestBlock,
     ToolResultMessage,
     UserMessage,
 )
@@ -177,6 +179,9 @@ def block_text(blocks: tuple[Any, ...]) -> str:
             parts.append(block.text)
         elif isinstance(block, ImageBlock):
             parts.append(f"[image {block.mime_type}]")
+        elif isinstance(block, ToolCallRequestBlock):
+            arguments = json.dumps(block.arguments, sort_keys=True)
+            parts.append(f"[tool request {block.name} {arguments}]")
     return "".join(parts)
 
 
