@@ -25,7 +25,7 @@ from agentkeep.admission import Admission
 from agentkeep.agent import Agent
 from agentkeep.agent_rows import AgentInfo, create_agent, list_agents, new_agent_row
 from agentkeep.config import AgentConfig
-from agentkeep.delivery import Delivery, accept_message, check_message_id, validate_message
+from agentkeep.delivery import Delivery, prepare_acceptance
 from agentkeep.errors import (
     AgentClosedError,
     AwaitFromOwnLoopError,
@@ -48,7 +48,6 @@ from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.records import (
     JSONObject,
     MessageOptions,
-    QueuedMessage,
     QueueName,
     Settings,
     rebuild_messages,
@@ -370,7 +369,15 @@ class AgentSystem:
         options: MessageOptions | None,
         start: bool,
     ) -> Delivery:
-        accept = self._acceptance(agent_id, queue, message, id, metadata, options)
+        accept = prepare_acceptance(
+            self._providers,
+            agent_id,
+            queue,
+            message,
+            message_id=id,
+            metadata=metadata,
+            options=options,
+        )
         try:
             delivery, queued = self._store.transact(accept)
         except CommitOutcomeUnknownError:
@@ -397,43 +404,21 @@ class AgentSystem:
         """Queue a message inside ``tx`` (a hook running in a transaction): durable with it,
         and the agent is told only after it committed, so a rollback leaves no live effect."""
         with self._admission.operation(), self._admission.agent_operation(agent_id):
-            accept = self._acceptance(agent_id, queue, message, id, metadata, options)
+            accept = prepare_acceptance(
+                self._providers,
+                agent_id,
+                queue,
+                message,
+                message_id=id,
+                metadata=metadata,
+                options=options,
+            )
             delivery, queued = accept(tx)
         if queued is not None:
             tx.after_commit(
                 lambda: self._agents.tell(agent_id, WorkAccepted(message=queued), counted=True)
             )
         return delivery
-
-    def _acceptance(
-        self,
-        agent_id: str,
-        queue: QueueName,
-        message: QueueableMessage,
-        id: str | None,
-        metadata: JSONObject | None,
-        options: MessageOptions | None,
-    ) -> Callable[[Transaction], tuple[Delivery, QueuedMessage | None]]:
-        """Check the message now (a clear error before anything is written); the returned
-        work accepts it in a transaction."""
-        checked = validate_message(message)
-        message_id = check_message_id(id)
-        opts = options or MessageOptions()
-        if opts.provider is not None and self._providers.get(opts.provider) is None:
-            raise InvalidConfigError(f'Provider "{opts.provider}" is not registered.')
-
-        def accept(tx: Transaction) -> tuple[Delivery, QueuedMessage | None]:
-            return accept_message(
-                tx,
-                agent_id,
-                queue=queue,
-                message=checked,
-                message_id=message_id,
-                options=opts,
-                metadata=metadata,
-            )
-
-        return accept
 
     def abort(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None

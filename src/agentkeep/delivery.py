@@ -9,12 +9,12 @@ is never acknowledged before anything could find the agent that owes it.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import msgspec
 
-from agentkeep.errors import InvalidMessageError, UnknownAgentError
+from agentkeep.errors import InvalidConfigError, InvalidMessageError, UnknownAgentError
 from agentkeep.ids import is_valid_id, new_id
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.records import (
@@ -25,6 +25,7 @@ from agentkeep.persistence.records import (
     QueuedNotice,
     QueueName,
 )
+from agentkeep.providers.registry import Providers
 from agentkeep.providers.types import (
     AgentMessage,
     ImageBlock,
@@ -198,6 +199,38 @@ def accept_message(
     )
     owe_inference(tx, agent_id)
     return Delivery(id=message_id, delivery=kind, created=True), queued
+
+
+def prepare_acceptance(
+    providers: Providers,
+    agent_id: str,
+    queue: QueueName,
+    message: object,
+    *,
+    message_id: str | None,
+    metadata: JSONObject | None,
+    options: MessageOptions | None,
+) -> Callable[[Transaction], tuple[Delivery, QueuedMessage | None]]:
+    """Check a delivery now (a clear error before anything is written: the message, its id,
+    its provider); the returned work accepts it in a transaction (:func:`accept_message`)."""
+    checked = validate_message(message)
+    checked_id = check_message_id(message_id)
+    opts = options or MessageOptions()
+    if opts.provider is not None and providers.get(opts.provider) is None:
+        raise InvalidConfigError(f'Provider "{opts.provider}" is not registered.')
+
+    def accept(tx: Transaction) -> tuple[Delivery, QueuedMessage | None]:
+        return accept_message(
+            tx,
+            agent_id,
+            queue=queue,
+            message=checked,
+            message_id=checked_id,
+            options=opts,
+            metadata=metadata,
+        )
+
+    return accept
 
 
 def accept_notice(tx: Transaction, agent_id: str, message: SystemMessage) -> QueuedNotice:
