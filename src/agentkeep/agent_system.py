@@ -103,6 +103,7 @@ class AgentSystem:
             backoff=backoff,
             owed=lambda: store.read(lambda tx: tx.agents_owing_work()),
         )
+        store.on_writer_failure = self._agents.writer_failed
         self._tree = start_system_tree(
             store, self._agents, intensity=intensity, backoff=backoff, on_give_up=self._gave_up
         )

@@ -73,6 +73,8 @@ class AgentRegistry:
         self._held_lock = threading.Lock()
         self._held: dict[str, list[tuple[Any, bool]]] = {}
         self._stopping = False
+        # Between a store writer failure and the agent tier's restart (see writer_failed).
+        self._restarting = False
 
     # -- the tier --------------------------------------------------------------------------
 
@@ -94,6 +96,7 @@ class AgentRegistry:
                 log.warning("agent_tier_resume_failed", error=repr(error))
             # The old actors are gone. An owed agent's waiters keep waiting for its Start
             # (counted now, so none sees a false idle); the others are idle.
+            self._restarting = False
             for agent_id, services in list(self._services.items()):
                 services.status.reset_after_crash(pending=int(agent_id in owed))
                 if agent_id in owed:
@@ -111,6 +114,14 @@ class AgentRegistry:
             ).start()
             log.warning("agent_tier_restarted", owed=len(owed))
         return supervisor.actor_ref
+
+    def writer_failed(self) -> None:
+        """The store writer failed; the system supervisor will restart the tier after it.
+        Until then every agent counts as busy, so ``wait_for_idle`` cannot return in the
+        middle of the recovery. (Called in the writer's thread: no registry lock.)"""
+        self._restarting = True  # services made from now on start held as well
+        for services in list(self._services.values()):
+            services.status.hold_for_restart()
 
     def _resume_tier(self, owed: set[str], precounted: set[str]) -> None:
         with self._lock:
@@ -145,6 +156,8 @@ class AgentRegistry:
             if services is None:
                 services = self._make_services(agent_id)
                 services.on_stopped = self._run_stopped
+                if self._restarting:
+                    services.status.hold_for_restart()
                 self._services[agent_id] = services
             return services
 
@@ -303,6 +316,7 @@ class AgentRegistry:
             self._held.clear()
         for each in services:
             each.status.resolve_compactions("The agent system closed before the compaction ran.")
+            each.status.reset_after_crash()  # nothing will run again: release every waiter
 
     def _terminate(self, agent_id: str, *, hand_over_held: bool = True) -> None:
         supervisor = self._supervisor

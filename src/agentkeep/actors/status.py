@@ -39,6 +39,12 @@ class AgentStatus:
             self._running = running
             self._condition.notify_all()
 
+    def hold_for_restart(self) -> None:
+        """A restart of this agent's actor is coming (its store writer failed): no waiter may
+        see it idle until the restart resets the status (``reset_after_crash``)."""
+        with self._condition:
+            self._signals += 1
+
     def reset_after_crash(self, *, pending: int = 0) -> None:
         """A crashed incarnation can leave counts it never settled; its successor starts
         from the store, so waiting restarts from a clean slate: ``pending`` signals already

@@ -215,6 +215,40 @@ def flaky_store(seed: int, *, home: str | Path | None = None) -> CampaignResult:
     return _run("flaky_store", seed, body, home=home)
 
 
+def writer_failures(seed: int, *, home: str | Path | None = None) -> CampaignResult:
+    """3 sends over 1–4 processes, each losing its store writer once at a seeded operation
+    (mode ``writer``: inside a group, at BEGIN or COMMIT, right after COMMIT, at a
+    checkpoint). The system supervisor restarts the writer, then the agent tier after it,
+    within the process: so each process must still end settled, everything it accepted
+    answered, nothing owed, queued or pending (§7.6) — not only after the next open."""
+
+    def body(c: _Campaign) -> None:
+        offers = _messages("w", 3)
+        for _ in range(c.rng.randint(1, 4)):
+            fresh = [offers.pop(0)] if offers and c.rng.random() < 0.7 else []
+            plan = FaultPlan(at=c.rng.randint(1, 120), mode="writer")
+            report = c.process(messages=fresh, faults=plan)
+            state = c.world.durable()
+            leftovers = {
+                "owed work": state.owed,
+                "queued messages": [q.id for q in state.queued],
+                "pending calls": [p.call.call_id for p in state.pending],
+            }
+            for what, left in leftovers.items():
+                if left:
+                    detail = (
+                        f"the process that lost its writer ({plan.mode}@{plan.at}) ended "
+                        f"with {what} {left}: the agents were not resumed after the writer"
+                    )
+                    c.checker.violations.append(
+                        Violation(invariant=6, process=report.generation, detail=detail)
+                    )
+        c.world.offer(*offers)
+        c.process(final=True, start=True)
+
+    return _run("writer_failures", seed, body, home=home)
+
+
 def concurrency(seed: int, *, home: str | Path | None = None) -> CampaignResult:
     """Nothing crashes: 6 senders and steerers, aborts and starts arrive at once (two waves,
     each released by one barrier, the second while the agent works); then a restart: all
@@ -330,6 +364,7 @@ SUITES: dict[str, Callable[[int], CampaignResult]] = {
     "queues": queues,
     "interruption": interruption,
     "flaky_store": flaky_store,
+    "writer_failures": writer_failures,
     "concurrency": concurrency,
     "compaction": compaction,
     "compaction_under_load": compaction_under_load,
@@ -392,4 +427,5 @@ __all__ = [
     "replay_command",
     "run_suite",
     "seeds_from_env",
+    "writer_failures",
 ]

@@ -15,6 +15,9 @@ Three modes:
 - ``crash``: operation N and every later one raise :class:`InjectedFaultError`, as if the
   process had died there; reopen the store to "restart".
 - ``flaky``: only operation N raises; the store works again afterwards.
+- ``writer``: operation N makes the writer actor itself fail (a bug outside any one
+  transaction): its callers are answered, and a supervised writer is restarted (see
+  ``agentkeep.actors.tree``); unsupervised, the store closes.
 
 Configure with ``Store.open(faults=FaultPlan(at=N, mode="kill"))`` or, for a child process,
 with the environment: ``AGENTKEEP_FAULT_AT=N`` and ``AGENTKEEP_FAULT_MODE=kill|crash|flaky``
@@ -35,8 +38,8 @@ from agentkeep.errors import StoreError
 
 log = structlog.get_logger(__name__)
 
-FaultMode: TypeAlias = Literal["kill", "crash", "flaky"]
-FAULT_MODES: tuple[FaultMode, ...] = ("kill", "crash", "flaky")
+FaultMode: TypeAlias = Literal["kill", "crash", "flaky", "writer"]
+FAULT_MODES: tuple[FaultMode, ...] = ("kill", "crash", "flaky", "writer")
 FAULT_AT_ENV = "AGENTKEEP_FAULT_AT"
 FAULT_MODE_ENV = "AGENTKEEP_FAULT_MODE"
 
@@ -50,6 +53,13 @@ class InjectedFaultError(StoreError):
         super().__init__(f"Injected fault at store operation {operation} ({label}).")
         self.operation = operation
         self.label = label
+
+
+class InjectedWriterCrashError(InjectedFaultError):
+    """A ``writer`` fault: the writer does not treat it as one work item's failure but lets
+    it end the writer actor, as a bug in the writer would."""
+
+    code = "injected_writer_crash"
 
 
 class FaultPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -139,4 +149,6 @@ class FaultInjector:
         if plan.mode == "kill":
             # A real crash: no cleanup, no flush, no finally blocks.
             os.kill(os.getpid(), signal.SIGKILL)
+        if plan.mode == "writer":
+            raise InjectedWriterCrashError(number, label)
         raise InjectedFaultError(number, label)

@@ -96,6 +96,9 @@ class Store:
         self._handle = StoreWriterHandle(None, self._inbox, self._counters, readers, faults)
         self._writer_lock = threading.Lock()
         self._closed = False
+        # Told (in the failing writer's thread, before its supervisor hears of it) when a
+        # restartable writer fails: waiters can know a restart is coming before it starts.
+        self.on_writer_failure: Callable[[], None] | None = None
 
     @classmethod
     def open(
@@ -187,6 +190,7 @@ class Store:
                     self._faults,
                     checkpoint_pages=self._checkpoint_pages,
                     restartable=self._restartable,
+                    on_failure=self._writer_failed,
                 )
             except BaseException:
                 connection.close()
@@ -198,6 +202,11 @@ class Store:
             if self._restartable:
                 log.info("store_writer_started", path=str(self.path))
             return writer
+
+    def _writer_failed(self) -> None:
+        listener = self.on_writer_failure
+        if listener is not None:
+            listener()
 
     @property
     def home(self) -> Path:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import apsw
@@ -42,7 +42,7 @@ from agentkeep.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from agentkeep.persistence.faults import FaultInjector
+from agentkeep.persistence.faults import FaultInjector, InjectedWriterCrashError
 from agentkeep.persistence.handle import WAKE, StoreWriterHandle
 from agentkeep.persistence.inbox import WriterStatistics, _Counters, _Inbox, _WorkItem
 from agentkeep.persistence.transaction import SqliteTransaction, Statements
@@ -54,6 +54,12 @@ _BEGIN_ITEM = f"SAVEPOINT {_SAVEPOINT}"
 _END_ITEM = f"RELEASE {_SAVEPOINT}"
 
 __all__ = ["StoreWriter", "StoreWriterHandle", "WriterStatistics"]
+
+
+def _end_writer_if_injected(error: BaseException) -> None:
+    """A ``writer`` fault is not one item's failure: let it end the actor (chaos testing)."""
+    if isinstance(error, InjectedWriterCrashError):
+        raise error
 
 
 class StoreWriter(pykka.ThreadingActor):
@@ -74,8 +80,10 @@ class StoreWriter(pykka.ThreadingActor):
         *,
         checkpoint_pages: int,
         restartable: bool = False,
+        on_failure: Callable[[], None] | None = None,
     ) -> None:
         super().__init__()
+        self._on_failure = on_failure
         self._connection = connection
         self._connection_open = True
         self._inbox = inbox
@@ -124,19 +132,19 @@ class StoreWriter(pykka.ThreadingActor):
                     self._checkpoint()
                     self._wal_pages = 0
         except BaseException as exc:
-            # A bug in the writer itself: never leave a caller waiting forever. Items
-            # already answered ignore this; the rest may or may not have committed.
-            for item in items:
-                unknown = CommitOutcomeUnknownError(f"The store writer failed: {exc!r}")
-                unknown.__cause__ = exc
-                item.fail(unknown)
-            self._fail_over(exc)
+            self._fail_over(exc, in_flight=items)
             raise
 
-    def _fail_over(self, cause: BaseException | None) -> None:
-        """After a failure: refuse new work, answer what is queued (it never ran), and close
-        the connection. Idempotent. Restartable: the inbox waits ``down`` for the next
-        incarnation; otherwise the store is closed for good."""
+    def _fail_over(self, cause: BaseException | None, in_flight: Sequence[_WorkItem] = ()) -> None:
+        """After a failure (a bug in the writer itself): refuse new work, tell the listener a
+        restart is coming, answer every caller, close the connection. Idempotent.
+
+        Order matters: the inbox refuses work and the listener hears *before* any caller is
+        answered, so no caller can act on its answer while the runtime still looks healthy.
+        ``in_flight`` (taken for the group that failed) may or may not have committed: outcome
+        unknown; what was still queued never ran. Restartable: the inbox waits ``down`` for
+        the next incarnation; otherwise the store is closed for good.
+        """
         if not self._connection_open:
             return
         if self._restartable:
@@ -147,11 +155,20 @@ class StoreWriter(pykka.ThreadingActor):
             because = f"The store writer failed ({cause!r}); the store is closed: reopen it."
             queued = self._inbox.close(because)
             error = StoreClosedError(because)
+        log.error("store_writer_failed", error=repr(cause), restartable=self._restartable)
+        if self._on_failure is not None:
+            try:
+                self._on_failure()
+            except Exception as exc:  # the listener's bug must not stop the restart
+                log.exception("store_writer_failure_listener_failed", error=repr(exc))
+        for item in in_flight:  # items already answered ignore this
+            unknown = CommitOutcomeUnknownError(f"The store writer failed: {cause!r}")
+            unknown.__cause__ = cause
+            item.fail(unknown)
         error.__cause__ = cause
         for item in queued:
             item.fail(error)
         self._counters.add(failed_transactions=len(queued))
-        log.error("store_writer_failed", error=repr(cause), restartable=self._restartable)
         self._rollback()
         self._close_connection()
 
@@ -160,6 +177,7 @@ class StoreWriter(pykka.ThreadingActor):
         try:
             self._statements.execute("BEGIN IMMEDIATE")
         except BaseException as exc:
+            _end_writer_if_injected(exc)
             # Nothing ran, so nothing committed: the outcome is known, hand back the cause.
             self._rollback()
             failed = list(pending)
@@ -180,6 +198,7 @@ class StoreWriter(pykka.ThreadingActor):
                 self._statements.execute(_END_ITEM)
             except BaseException as exc:
                 tx.expire()
+                _end_writer_if_injected(exc)
                 if self._roll_back_item():
                     failed_alone.append((item, exc))
                     continue
@@ -213,6 +232,7 @@ class StoreWriter(pykka.ThreadingActor):
         try:
             self._statements.execute("COMMIT")
         except BaseException as exc:
+            _end_writer_if_injected(exc)
             self._rollback()
             self._fail_unknown(done, exc)
             self._counters.add(
@@ -225,6 +245,7 @@ class StoreWriter(pykka.ThreadingActor):
             # where callers must re-read by identity).
             self._statements.tick("after_commit")
         except BaseException as exc:
+            _end_writer_if_injected(exc)
             self._fail_unknown(done, exc)
             self._counters.add(
                 groups=1, commits=1, failed_transactions=len(done) + len(failed_alone)
@@ -281,11 +302,15 @@ class StoreWriter(pykka.ThreadingActor):
         except apsw.Error as exc:
             log.error("store_rollback_failed", error=repr(exc))
 
-    def _checkpoint(self, mode: int = apsw.SQLITE_CHECKPOINT_PASSIVE) -> None:
+    def _checkpoint(
+        self, mode: int = apsw.SQLITE_CHECKPOINT_PASSIVE, *, final: bool = False
+    ) -> None:
         try:
             self._statements.tick("checkpoint")
             self._connection.wal_checkpoint(mode=mode)
         except Exception as exc:
+            if not final:  # the last checkpoint of a closing store ends nothing
+                _end_writer_if_injected(exc)
             self._counters.add(checkpoint_errors=1)
             log.warning("store_checkpoint_failed", error=repr(exc))
             return
@@ -297,7 +322,7 @@ class StoreWriter(pykka.ThreadingActor):
         if not self._connection_open:
             return
         if not self._faults.crashed:
-            self._checkpoint(apsw.SQLITE_CHECKPOINT_TRUNCATE)
+            self._checkpoint(apsw.SQLITE_CHECKPOINT_TRUNCATE, final=True)
         self._rollback()
         self._close_connection()
 
