@@ -33,7 +33,14 @@ from agentkeep.errors import (
     UnknownAgentError,
     UnknownProviderError,
 )
-from agentkeep.features import Feature, HookContext, InferenceInfo, ModelChange, TurnInfo
+from agentkeep.features import (
+    Feature,
+    HookContext,
+    InferenceInfo,
+    MessageAccepted,
+    ModelChange,
+    TurnInfo,
+)
 from agentkeep.loop.messages import CompactAction, InjectAction, SendAction, SteerAction
 from agentkeep.persistence.records import AgentEnvironment, Settings
 from agentkeep.providers import (
@@ -90,6 +97,7 @@ __all__ = [
     "InvalidConfigError",
     "InvalidMessageError",
     "Message",
+    "MessageAccepted",
     "MissingExtraError",
     "ModelChange",
     "Provider",

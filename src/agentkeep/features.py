@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agentkeep.loop.messages import Action
-from agentkeep.persistence.records import Settings
-from agentkeep.providers.types import StreamEvent, SystemMessage, Tokens
+from agentkeep.persistence.records import JSONObject, QueueName, Settings
+from agentkeep.providers.types import QueueableMessage, StreamEvent, SystemMessage, Tokens
 
 if TYPE_CHECKING:
     from agentkeep.providers.types import ToolResultMessage
@@ -55,6 +55,17 @@ class InferenceInfo:
     state: str | None
     tokens: Tokens | None = None
     error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageAccepted:
+    """A queued message entering the conversation, as it was queued (a tool request block
+    included), for ``message_accepted_transact`` / ``message_accepted``."""
+
+    id: str
+    kind: QueueName
+    message: QueueableMessage
+    metadata: JSONObject | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,6 +140,15 @@ class Feature:
 
     def model_changed(self, ctx: HookContext, change: ModelChange) -> SystemMessage | None:
         return None
+
+    def message_accepted_transact(self, ctx: HookContext, accepted: MessageAccepted) -> None:
+        """Inside the transaction that consumes the message into the conversation (its
+        stores and sends join it); raising rolls the consumption back and fails the turn."""
+        return
+
+    def message_accepted(self, ctx: HookContext, accepted: MessageAccepted) -> None:
+        """After that transaction committed; failures are logged, never raised."""
+        return
 
     # -- tool calls (see agentkeep.tool_hooks) ----------------------------------------------
 

@@ -20,7 +20,7 @@ from agentkeep.actors.services import AgentServices
 from agentkeep.actors.supervisor import SupervisedMixin
 from agentkeep.actors.tool_runner import ToolRunner
 from agentkeep.errors import CommitOutcomeUnknownError
-from agentkeep.features import HookContext, InferenceInfo, TurnInfo
+from agentkeep.features import HookContext, InferenceInfo, MessageAccepted, TurnInfo
 from agentkeep.loop import plans
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.messages import (
@@ -268,6 +268,16 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
                 features.observe("after_inference", self._ctx_for, info)
             case "after_agent_settled":
                 features.observe("after_agent_settled", self._ctx_for, effect.error)
+            case "message_accepted":
+                record, queue = effect.accepted, effect.queue
+                if record is not None and queue is not None:
+                    accepted = MessageAccepted(
+                        id=record.message_id,
+                        kind=queue,
+                        message=record.message,
+                        metadata=record.metadata,
+                    )
+                    features.observe("message_accepted", self._ctx_for, accepted)
             case hook:
                 features.observe(hook, self._ctx_for, *())
 

@@ -12,7 +12,7 @@ from typing import Any
 from agentkeep.actors.sessions import SessionSlot
 from agentkeep.actors.status import AgentStatus
 from agentkeep.delivery import accept_message, accept_notice
-from agentkeep.features import Feature, FeatureSet, HookContext, ModelChange
+from agentkeep.features import Feature, FeatureSet, HookContext, MessageAccepted, ModelChange
 from agentkeep.ids import new_id
 from agentkeep.loop.messages import (
     Action,
@@ -25,7 +25,7 @@ from agentkeep.loop.messages import (
 from agentkeep.loop.plans import CALL_AREA, KV_AREA, RUN_AREA
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.kv import ScopedKV
-from agentkeep.persistence.records import MessageOptions, PendingToolCall, Settings
+from agentkeep.persistence.records import MessageOptions, PendingToolCall, QueuedMessage, Settings
 from agentkeep.providers.compatibility import needs_reset
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.types import SystemMessage, ToolResultMessage
@@ -180,6 +180,20 @@ class _SwitchPolicy:
             return self._s.hook_context(feature, current, tx=tx)
 
         return self._s.features.model_changed(ctx_for, change)
+
+    def message_accepted(self, tx: Transaction, entry: QueuedMessage, settings: Settings) -> None:
+        features = self._s.features
+        if not features.overrides("message_accepted_transact"):
+            return
+        accepted = MessageAccepted(
+            id=entry.id, kind=entry.queue, message=entry.message, metadata=entry.metadata
+        )
+
+        def ctx_for(feature: Feature) -> HookContext:
+            return self._s.hook_context(feature, settings, tx=tx)
+
+        with self._s.inside_loop():  # a hook that waits on its own agent is refused
+            features.transact("message_accepted_transact", ctx_for, accepted)
 
 
 class _ToolCallHooks:

@@ -76,6 +76,7 @@ from agentkeep.persistence.records import (
     QueuedMessage,
     QueuedNotice,
     QueueName,
+    UserRecord,
 )
 from agentkeep.providers.types import (
     DONE_CANCELLED,
@@ -379,6 +380,11 @@ class AgentLoop(InferenceSteps, WorkSteps):
                 if value.records:
                     self._needs_inference = True
                     self.owed = plan.owed
+                for record in value.records:
+                    if isinstance(record, UserRecord):  # durable: now it may be observed
+                        self._out.append(
+                            Observe(hook="message_accepted", accepted=record, queue=queue)
+                        )
                 self._take_requested(value.records)
                 if not (self.queued["steering"] or self.queued["send"] or self.notices):
                     self._turn_requested = False  # consuming the last input answers the request

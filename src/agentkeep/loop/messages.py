@@ -20,6 +20,7 @@ from agentkeep.persistence.records import (
     QueuedNotice,
     QueueName,
     Settings,
+    UserRecord,
 )
 from agentkeep.providers.types import (
     AssistantBlock,
@@ -357,7 +358,11 @@ class Emit(_Data, frozen=True):
 
 
 ObserverName: TypeAlias = Literal[
-    "before_agent_loop", "before_inference", "after_inference", "after_agent_settled"
+    "before_agent_loop",
+    "before_inference",
+    "after_inference",
+    "after_agent_settled",
+    "message_accepted",
 ]
 
 
@@ -368,6 +373,8 @@ class Observe(_Data, frozen=True):
     state: str | None = None  # after_inference: how the response ended
     tokens: Tokens | None = None
     error: str | None = None
+    accepted: UserRecord | None = None  # message_accepted: the record, from ``queue``
+    queue: QueueName | None = None
 
 
 class RunHook(_Data, frozen=True):

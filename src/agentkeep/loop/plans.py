@@ -72,6 +72,11 @@ class SwitchPolicy(Protocol):
         switch (the message is still consumed under the previous selection)."""
         ...
 
+    def message_accepted(self, tx: Transaction, entry: QueuedMessage, settings: Settings) -> None:
+        """Run ``message_accepted_transact`` for ``entry`` as it enters the conversation,
+        inside the consumption transaction; raising rolls the consumption back."""
+        ...
+
 
 class KeepEverything:
     """A switch policy for callers without a registry: never reset, no hook."""
@@ -82,6 +87,9 @@ class KeepEverything:
     def model_changed(
         self, tx: Transaction, previous: Settings, current: Settings, was_reset: bool
     ) -> SystemMessage | None:
+        return None
+
+    def message_accepted(self, tx: Transaction, entry: QueuedMessage, settings: Settings) -> None:
         return None
 
 
@@ -254,6 +262,7 @@ def _consume_queue(
     for entry in claimed:
         record = UserRecord(message_id=entry.id, message=entry.message, metadata=entry.metadata)
         records.append(_append(tx, agent_id, record))
+        policy.message_accepted(tx, entry, current)
         request = request_of(entry.message)
         if request is not None:
             # The runtime's own call, in the same transaction: a restart before its dispatch

@@ -23,6 +23,7 @@ from agentkeep.loop.messages import (
     Loaded,
     LoadState,
     LoopStopped,
+    Observe,
     RunHook,
     Snapshot,
     StartInference,
@@ -87,8 +88,8 @@ def begin_inference(loop: AgentLoop) -> str:
     commit = start_turn(loop, (message(1),))[0]
     assert isinstance(commit, Commit)
     assert isinstance(commit.plan, ConsumeQueue)
-    start = land_consumption(loop, commit.plan, message(1))[1]
-    assert isinstance(start, StartInference)
+    effects = land_consumption(loop, commit.plan, message(1))
+    start = next(e for e in effects if isinstance(e, StartInference))
     return start.inference_id
 
 
@@ -102,8 +103,15 @@ def test_a_message_is_consumed_in_one_commit_before_the_inference_starts() -> No
 
     effects = land_consumption(loop, commit.plan, message(1))
 
-    assert kinds(effects) == ["Observe", "StartInference"]
-    start = effects[1]
+    assert kinds(effects) == ["Observe", "Observe", "StartInference"]
+    accepted, before_inference, start = effects
+    # The message is observed once its consumption is durable, then the inference starts.
+    assert isinstance(accepted, Observe)
+    assert accepted.hook == "message_accepted"
+    assert accepted.accepted is not None
+    assert accepted.accepted.message_id == message(1).id
+    assert isinstance(before_inference, Observe)
+    assert before_inference.hook == "before_inference"
     assert isinstance(start, StartInference)
     assert [type(m).__name__ for m in start.messages] == ["UserMessage"]
 
