@@ -38,6 +38,7 @@ from agentkeep.features import (
     HookContext,
     InferenceInfo,
     MessageAccepted,
+    MetadataChange,
     ModelChange,
     TurnInfo,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "InvalidMessageError",
     "Message",
     "MessageAccepted",
+    "MetadataChange",
     "MissingExtraError",
     "ModelChange",
     "Provider",

@@ -69,6 +69,15 @@ class MessageAccepted:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MetadataChange:
+    """A shallow merge of an agent's metadata, for ``metadata_changed(_transact)``."""
+
+    previous: JSONObject
+    current: JSONObject
+    patch: JSONObject
+
+
+@dataclass(frozen=True, kw_only=True)
 class ModelChange:
     previous: Settings
     current: Settings
@@ -148,6 +157,15 @@ class Feature:
 
     def message_accepted(self, ctx: HookContext, accepted: MessageAccepted) -> None:
         """After that transaction committed; failures are logged, never raised."""
+        return
+
+    def metadata_changed_transact(self, ctx: HookContext, change: MetadataChange) -> None:
+        """Inside the transaction that merges the metadata; raising rolls the update back
+        and ``update_metadata`` raises it."""
+        return
+
+    def metadata_changed(self, ctx: HookContext, change: MetadataChange) -> None:
+        """After the merge committed; failures are logged, never raised."""
         return
 
     # -- tool calls (see agentkeep.tool_hooks) ----------------------------------------------
