@@ -1,4 +1,5 @@
-"""Creating and listing agents: the durable row, checked before its id is claimed.
+"""Creating, listing and relabelling agents: the durable row, checked before its id is
+claimed, and its metadata merges.
 
 Invariant: ``create_agent`` claims the id, checks the parent and writes the initial context in
 one transaction, so a failed create leaves nothing behind and two creates of one id have
@@ -8,17 +9,21 @@ exactly one winner (``AgentExistsError`` for the others).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from agentkeep.config import AgentConfig
 from agentkeep.errors import AgentExistsError, InvalidConfigError, UnknownAgentError
-from agentkeep.features import FeatureSet
+from agentkeep.features import FeatureSet, MetadataChange
 from agentkeep.ids import is_valid_id, new_id
 from agentkeep.persistence.interface import StoreHandle, Transaction
-from agentkeep.persistence.records import AgentRow, CompactionRecord, JSONObject
+from agentkeep.persistence.records import AgentRow, CompactionRecord, JSONObject, Settings
 from agentkeep.providers.types import Message
+
+if TYPE_CHECKING:
+    from agentkeep.actors.services import AgentServices
 
 
 class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -86,3 +91,50 @@ def list_agents(tx: Transaction) -> list[AgentInfo]:
         AgentInfo(id=r.id, parent_id=r.parent_id, metadata=r.metadata, owes_work=r.id in owing)
         for r in tx.list_agents()
     ]
+
+
+def merge_metadata(
+    store: StoreHandle,
+    features: FeatureSet,
+    services_for: Callable[[str], AgentServices],
+    defaults: Settings,
+    agent_id: str,
+    patch: JSONObject,
+) -> JSONObject:
+    """Shallow-merge ``patch`` into the agent's metadata in one transaction, with the
+    features' ``metadata_changed_transact`` inside it and ``metadata_changed`` after it.
+    Without such hooks it is a single store write: no per-agent services are made.
+
+    Raises:
+        UnknownAgentError: no such agent.
+        Exception: what a ``metadata_changed_transact`` hook raised (the merge rolled back).
+    """
+    hooked = features.overrides("metadata_changed_transact") or features.overrides(
+        "metadata_changed"
+    )
+    if not hooked:
+        return store.transact(lambda tx: _merge(tx, agent_id, patch)[1])
+    services = services_for(agent_id)  # UnknownAgentError for a stranger
+
+    def work(tx: Transaction) -> tuple[MetadataChange, Settings]:
+        previous, current = _merge(tx, agent_id, patch)
+        change = MetadataChange(previous=previous, current=current, patch=patch)
+        settings = tx.read_settings(agent_id) or defaults
+        if features.overrides("metadata_changed_transact"):
+            features.transact(
+                "metadata_changed_transact",
+                lambda f: services.hook_context(f, settings, tx=tx),
+                change,
+            )
+        return change, settings
+
+    change, settings = store.transact(work)
+    features.observe("metadata_changed", lambda f: services.hook_context(f, settings), change)
+    return change.current
+
+
+def _merge(tx: Transaction, agent_id: str, patch: JSONObject) -> tuple[JSONObject, JSONObject]:
+    row = tx.get_agent(agent_id)
+    if row is None:
+        raise UnknownAgentError(agent_id)
+    return dict(row.metadata), tx.update_metadata(agent_id, patch)

@@ -23,7 +23,13 @@ from agentkeep.actors.supervisor import Backoff, RestartIntensity
 from agentkeep.actors.tree import start_system_tree
 from agentkeep.admission import Admission
 from agentkeep.agent import Agent
-from agentkeep.agent_rows import AgentInfo, create_agent, list_agents, new_agent_row
+from agentkeep.agent_rows import (
+    AgentInfo,
+    create_agent,
+    list_agents,
+    merge_metadata,
+    new_agent_row,
+)
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery, prepare_acceptance
 from agentkeep.errors import (
@@ -34,7 +40,7 @@ from agentkeep.errors import (
     StoreClosedError,
     UnknownAgentError,
 )
-from agentkeep.features import Feature, FeatureSet, MetadataChange
+from agentkeep.features import Feature, FeatureSet
 from agentkeep.loop.messages import (
     AbortRequested,
     CompactRequested,
@@ -479,34 +485,14 @@ class AgentSystem:
         if not isinstance(patch, dict):
             raise InvalidConfigError("a metadata update must be a JSON object")
         with self._admission.operation():
-            features = self._features
-            hooked = features.overrides("metadata_changed_transact") or features.overrides(
-                "metadata_changed"
+            return merge_metadata(
+                self._store.handle,
+                self._features,
+                self._agents.services,
+                self._defaults,
+                agent_id,
+                patch,
             )
-            if not hooked:  # the common case: no services, so no memory for an idle agent
-                return self._store.transact(lambda tx: _merge_metadata(tx, agent_id, patch))
-            services = self._agents.services(agent_id)  # UnknownAgentError for a stranger
-
-            def work(tx: Transaction) -> tuple[MetadataChange, Settings]:
-                row = tx.get_agent(agent_id)
-                if row is None:
-                    raise UnknownAgentError(agent_id)
-                current = tx.update_metadata(agent_id, patch)
-                change = MetadataChange(previous=dict(row.metadata), current=current, patch=patch)
-                settings = tx.read_settings(agent_id) or self._defaults
-                if features.overrides("metadata_changed_transact"):
-                    features.transact(
-                        "metadata_changed_transact",
-                        lambda f: services.hook_context(f, settings, tx=tx),
-                        change,
-                    )
-                return change, settings
-
-            change, settings = self._store.transact(work)
-            features.observe(
-                "metadata_changed", lambda f: services.hook_context(f, settings), change
-            )
-            return change.current
 
     def parent_of(self, agent_id: str) -> str | None:
         row = self._read(lambda tx: tx.get_agent(agent_id))
@@ -558,9 +544,3 @@ class AgentSystem:
     def live_agents(self) -> list[str]:
         """Ids of agents that currently have an actor (not passivated)."""
         return self._agents.live()
-
-
-def _merge_metadata(tx: Transaction, agent_id: str, patch: JSONObject) -> JSONObject:
-    if tx.get_agent(agent_id) is None:
-        raise UnknownAgentError(agent_id)
-    return tx.update_metadata(agent_id, patch)
