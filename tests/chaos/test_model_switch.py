@@ -25,6 +25,6 @@ def test_checker_catches_old_history_under_the_new_model(
     def never(self: Any, previous: Any, current: Any) -> bool:
         return False
 
-    monkeypatch.setattr(services._SwitchPolicy, "needs_reset", never)
+    monkeypatch.setattr(services._ConsumptionPolicy, "needs_reset", never)
     caught = first_caught(model_switch, range(20), {15})
     assert caught is not None, "the checker never noticed old history under the new model"

@@ -37,7 +37,7 @@ def test_the_campaign_catches_a_tier_restart_that_forgets_the_owed_agents(
         )
         self._restarting = False
         for services in list(self._services.values()):
-            services.status.reset_after_crash()
+            services.status.start_over()
         self._supervisor = supervisor
         return supervisor.actor_ref
 

@@ -95,7 +95,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             self._feed(cast(Event, message))
         except BaseException:
             # This incarnation crashed with its work unfinished: it is not idle. Its restart
-            # resets the status (``reset_after_crash``); until then no waiter may see a false
+            # resets the status (``start_over``); until then no waiter may see a false
             # idle because the signal that crashed it was taken.
             self._s.status.set_running(True)
             raise
@@ -169,7 +169,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
 
     def _commit(self, plan: Plan) -> Event:
         agent_id = self._s.agent_id
-        policy = self._s.switch_policy()
+        policy = self._s.consumption_policy()
         hooks = self._s.tool_call_hooks(self._core.settings)
         try:
             value = self._s.store.transact(

@@ -98,7 +98,7 @@ class AgentRegistry:
             # (counted now, so none sees a false idle); the others are idle.
             self._restarting = False
             for agent_id, services in list(self._services.items()):
-                services.status.reset_after_crash(pending=int(agent_id in owed))
+                services.status.start_over(pending=int(agent_id in owed))
                 if agent_id in owed:
                     precounted.add(agent_id)
         supervisor = start_supervisor(
@@ -241,7 +241,7 @@ class AgentRegistry:
                 # process restart would. (A plain dict store: taking the registry lock here
                 # could wait on a caller that waits on this supervisor.)
                 self._actors[agent_id] = ref
-                services.status.reset_after_crash(pending=1)  # the Start below
+                services.status.start_over(pending=1)  # the Start below
                 ref.tell(Start())
                 self._release_held(agent_id, services, ref)
                 log.warning("agent_restarted", agent_id=agent_id, incarnation=incarnations)
@@ -316,7 +316,7 @@ class AgentRegistry:
             self._held.clear()
         for each in services:
             each.status.resolve_compactions("The agent system closed before the compaction ran.")
-            each.status.reset_after_crash()  # nothing will run again: release every waiter
+            each.status.start_over()  # nothing will run again: release every waiter
 
     def _terminate(self, agent_id: str, *, hand_over_held: bool = True) -> None:
         supervisor = self._supervisor

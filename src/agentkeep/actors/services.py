@@ -119,8 +119,8 @@ class AgentServices:
 
     # -- switches ----------------------------------------------------------------------------
 
-    def switch_policy(self) -> _SwitchPolicy:
-        return _SwitchPolicy(self)
+    def consumption_policy(self) -> _ConsumptionPolicy:
+        return _ConsumptionPolicy(self)
 
     def tool_call_hooks(self, settings: Settings) -> _ToolCallHooks:
         """The transactional tool-call hooks, for one commit (``plans.ToolCallHooks``)."""
@@ -158,9 +158,9 @@ class AgentServices:
         return self.store.transact(work)
 
 
-class _SwitchPolicy:
-    """Provider/model switches for one consumption: the registry's reset rule, and the
-    features' ``model_changed`` hook run inside the consumption transaction."""
+class _ConsumptionPolicy:
+    """What one consumption needs: the registry's reset rule for switches, and the features'
+    ``model_changed`` and ``message_accepted_transact`` hooks, run inside its transaction."""
 
     def __init__(self, services: AgentServices) -> None:
         self._s = services

@@ -41,16 +41,16 @@ class AgentStatus:
 
     def hold_for_restart(self) -> None:
         """A restart of this agent's actor is coming (its store writer failed): no waiter may
-        see it idle until the restart resets the status (``reset_after_crash``)."""
+        see it idle until the restart resets the status (``start_over``)."""
         with self._condition:
             self._signals += 1
 
-    def reset_after_crash(self, *, pending: int = 0) -> None:
-        """A crashed incarnation can leave counts it never settled; its successor starts
-        from the store, so waiting restarts from a clean slate: ``pending`` signals already
-        on their way to it (its Start), set in the same step so no waiter sees a false idle.
-        A compaction it was asked for is not confirmed: its waiters are told so (they may
-        ask again)."""
+    def start_over(self, *, pending: int = 0) -> None:
+        """Forget what the previous incarnation left (a crash, a tier restart, a stop): its
+        counts may never settle, and its successor (if any) starts from the store. Waiting
+        restarts from a clean slate: ``pending`` signals already on their way to it (its
+        Start), set in the same step so no waiter sees a false idle. A compaction it was
+        asked for is not confirmed: its waiters are told so (they may ask again)."""
         with self._condition:
             self._signals = pending
             self._running = False

@@ -57,8 +57,9 @@ def area_prefix(agent_id: str, area: str, *more: str) -> str:
     return scope_prefix("agent", agent_id, area, *more)
 
 
-class SwitchPolicy(Protocol):
-    """What a consumption needs to know about provider/model switches (spec §3.11)."""
+class ConsumptionPolicy(Protocol):
+    """What a consumption needs from the system: the reset rule for provider/model switches
+    (spec §3.11) and the features' hooks that run inside the consumption transaction."""
 
     def needs_reset(self, previous: Settings, current: Settings) -> bool:
         """True if the change is incompatible and the history must be erased."""
@@ -79,7 +80,8 @@ class SwitchPolicy(Protocol):
 
 
 class KeepEverything:
-    """A switch policy for callers without a registry: never reset, no hook."""
+    """A consumption policy for callers without a registry or features: never reset, no
+    hooks."""
 
     def needs_reset(self, previous: Settings, current: Settings) -> bool:
         return False
@@ -142,7 +144,7 @@ def execute(
     tx: Transaction,
     agent_id: str,
     plan: Plan,
-    policy: SwitchPolicy,
+    policy: ConsumptionPolicy,
     hooks: ToolCallHooks = NO_TOOL_CALL_HOOKS,
 ) -> Consumed | Appended | Settled | None:
     """Run one plan inside ``tx``. Raising rolls the whole plan back."""
@@ -216,7 +218,7 @@ def apply_options(settings: Settings, options: MessageOptions) -> Settings:
 
 
 def _consume_queue(
-    tx: Transaction, agent_id: str, plan: ConsumeQueue, policy: SwitchPolicy
+    tx: Transaction, agent_id: str, plan: ConsumeQueue, policy: ConsumptionPolicy
 ) -> Consumed:
     entries = tx.queued(agent_id, plan.queue)
     if plan.queue == "send" and (steering := tx.queued(agent_id, "steering")):
