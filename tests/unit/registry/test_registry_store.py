@@ -9,7 +9,8 @@ import apsw
 import pytest
 
 import agentkeep as ak
-from agentkeep.persistence import MIGRATIONS
+from agentkeep.errors import ExpiredScopeError
+from agentkeep.persistence import MIGRATIONS, ReadOnlyTransactionError
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readers import open_connection
 from agentkeep.persistence.schema import applied_migrations, migrate
@@ -133,3 +134,18 @@ def test_a_database_from_before_the_registry_gains_it_on_open(tmp_path: Path) ->
 def _applied_migration_names(tx: Transaction) -> list[str]:
     assert isinstance(tx, SqliteTransaction)
     return [str(row[0]) for row in tx.query("SELECT name FROM schema_migrations")]
+
+
+def test_the_registrys_statements_keep_the_transactions_scope_rules(open_system: Opener) -> None:
+    system = open_system()
+    kept: list[SqliteTransaction] = []
+
+    def write_in_a_read(tx: Transaction) -> int:
+        assert isinstance(tx, SqliteTransaction)
+        kept.append(tx)
+        return tx.execute("UPDATE definitions SET updated_at_ms = 0")
+
+    with pytest.raises(ReadOnlyTransactionError):
+        system.store.read(write_in_a_read)
+    with pytest.raises(ExpiredScopeError):
+        kept[0].query("SELECT 1")
