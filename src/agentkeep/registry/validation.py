@@ -144,7 +144,8 @@ def invalid_from(error: msgspec.ValidationError | msgspec.DecodeError) -> Invali
         return InvalidDefinitionError(
             path, "cannot be null (null clears only model, authRef and workspace.cwd)"
         )
-    if isinstance(error, msgspec.DecodeError) and not path:
+    # ValidationError subclasses DecodeError: only a bare DecodeError is malformed JSON.
+    if not isinstance(error, msgspec.ValidationError) and not path:
         return InvalidDefinitionError("", f"not valid JSON: {problem}")
     return InvalidDefinitionError(path, problem)
 

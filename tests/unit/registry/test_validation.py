@@ -128,6 +128,10 @@ def test_a_bad_patch_writes_nothing(registry: ak.Registry) -> None:
 def test_malformed_json_text_is_invalid(registry: ak.Registry) -> None:
     with pytest.raises(ak.InvalidDefinitionError, match="not valid JSON"):
         registry.create(b'{"id": ')
+    with pytest.raises(ak.InvalidDefinitionError) as caught:
+        registry.create(b"[1]")  # valid JSON, but not an object
+    assert "not valid JSON" not in str(caught.value)
+    assert "Expected `object`, got `array`" in str(caught.value)
 
 
 def test_a_struct_built_in_python_is_type_checked(registry: ak.Registry) -> None:
