@@ -62,6 +62,7 @@ from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.types import Message, QueueableMessage
 from agentkeep.refs import make_system_ref
+from agentkeep.registry import Registry
 from agentkeep.signals import ShutdownSignals
 from agentkeep.tools import Tool
 
@@ -193,6 +194,11 @@ class AgentSystem:
     @property
     def store(self) -> Store:
         return self._store
+
+    @property
+    def registry(self) -> Registry:
+        """The versioned definitions (seed 002's agents) in this system's store."""
+        return Registry(self._store.handle, admission=self._admission)
 
     def start(self, *agent_ids: str) -> list[str]:
         """Resume every agent that owes work, or — given ids — start exactly those agents:

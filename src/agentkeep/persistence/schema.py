@@ -128,8 +128,60 @@ CREATE TABLE kv (
 ) WITHOUT ROWID;
 """
 
+# The registry of versioned definitions (seed 002's agents; see agentkeep.registry). An
+# identity row is never deleted (a delete sets deleted_at_ms: ids stay reserved) and a revision
+# is never changed or deleted; triggers refuse both, so no code path can rewrite history. The
+# current pointer may only move to a revision of the same definition that exists.
+_DEFINITION_REGISTRY = """
+CREATE TABLE definitions (
+    id TEXT PRIMARY KEY,
+    current_revision INTEGER NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    updated_at_ms INTEGER NOT NULL,
+    deleted_at_ms INTEGER
+) WITHOUT ROWID;
+
+CREATE TABLE definition_revisions (
+    id TEXT PRIMARY KEY,
+    definition_id TEXT NOT NULL REFERENCES definitions(id),
+    number INTEGER NOT NULL CHECK (number >= 1),
+    hash TEXT NOT NULL,
+    definition_json TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    UNIQUE (definition_id, number)
+);
+
+CREATE TRIGGER definitions_are_never_deleted BEFORE DELETE ON definitions
+BEGIN
+    SELECT RAISE(ABORT, 'definition identities are never deleted (ids stay reserved)');
+END;
+
+CREATE TRIGGER definition_revisions_are_immutable BEFORE UPDATE ON definition_revisions
+BEGIN
+    SELECT RAISE(ABORT, 'definition revisions are immutable');
+END;
+
+CREATE TRIGGER definition_revisions_are_never_deleted BEFORE DELETE ON definition_revisions
+BEGIN
+    SELECT RAISE(ABORT, 'definition revisions are never deleted');
+END;
+
+CREATE TRIGGER definitions_point_at_their_revisions
+BEFORE UPDATE OF current_revision ON definitions
+WHEN NOT EXISTS (
+    SELECT 1 FROM definition_revisions
+    WHERE definition_id = NEW.id AND number = NEW.current_revision
+)
+BEGIN
+    SELECT RAISE(ABORT, 'a definition must point at one of its own revisions');
+END;
+"""
+
 #: Append-only. Never edit or reorder a released entry; add a new one.
-MIGRATIONS: tuple[Migration, ...] = (Migration(version=1, name="initial_schema", sql=_INITIAL),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(version=1, name="initial_schema", sql=_INITIAL),
+    Migration(version=2, name="definition_registry", sql=_DEFINITION_REGISTRY),
+)
 
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

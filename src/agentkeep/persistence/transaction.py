@@ -103,6 +103,19 @@ class SqliteTransaction:
         row = self._read(sql, params).fetchone()
         return None if row is None else row[0]
 
+    # -- statements of modules that own their tables (agentkeep.registry) --------------------
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run one read statement in this transaction and return every row it yields.
+
+        All rows are fetched before returning: the executor reuses one cursor.
+        """
+        return list(self._read(sql, params).fetchall())
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        """Run one write statement in this transaction; returns how many rows it changed.
+        Refused (``ReadOnlyTransactionError``) in a read."""
+        return self._write(sql, params)
+
     # -- agents ------------------------------------------------------------------------------
     def create_agent(self, row: AgentRow) -> bool:
         self._check(write=True)
