@@ -125,12 +125,15 @@ class ToolRunner:
         if cancel.cancelled:
             return failed(ABORTED_CALL)  # aborted while the hooks decided: never start it
         running = [True]
+        # The call's store expires when the call returns, and when it is cancelled: an
+        # aborted call is answered at once, so its thread, running on unobserved, must not
+        # write behind that answer (invariant 25).
         ctx = CallContext(
             agent_id=self._s.agent_id,
             call_id=run.internal_id,
             provider_call_id=info.provider_call_id,
             cancel=cancel,
-            kv=self._s.call_kv(run.internal_id, lambda: running[0]),
+            kv=self._s.call_kv(run.internal_id, lambda: running[0] and not cancel.cancelled),
             system=self._s.system_ref,
         )
         try:
