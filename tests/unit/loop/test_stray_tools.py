@@ -83,10 +83,25 @@ class Stubborn:
         assert not self.thread.is_alive()
 
 
-def child_actors() -> list[pykka.ActorRef[Any]]:
-    """The per-call child actors (streams, tool calls, compactions) pykka still lists."""
+_BEFORE: set[str] = set()
+
+
+@pytest.fixture(autouse=True)
+def _children_of_earlier_tests() -> None:
+    """Child actors some earlier test in this process left behind are not this test's."""
+    _BEFORE.clear()
+    _BEFORE.update(r.actor_urn for r in _all_child_actors())
+
+
+def _all_child_actors() -> list[pykka.ActorRef[Any]]:
     refs = pykka.ActorRegistry.get_all()
     return [r for r in refs if r.actor_class.__module__ == "agentkeep.actors.children"]
+
+
+def child_actors() -> list[pykka.ActorRef[Any]]:
+    """The per-call child actors (streams, tool calls, compactions) of this test that pykka
+    still lists."""
+    return [r for r in _all_child_actors() if r.actor_urn not in _BEFORE]
 
 
 def texts(agent: ak.Agent) -> list[str]:
