@@ -67,10 +67,13 @@ class ToolRunner:
         """The work of one call, to run in the call's own thread."""
 
         def execute() -> ToolResultMessage:
-            alive = [True]  # the hooks' call stores expire when the call's work ends
+            # The hooks' call stores expire when the call's work ends or it is cancelled
+            # (answered without it: nothing may write behind that answer).
+            alive = [True]
+            live = lambda: alive[0] and not cancel.cancelled  # noqa: E731
             try:
                 with self._s.inside_loop():  # a hook or tool waiting on its agent is refused
-                    return self._run(run, cancel, batch.tools, batch.settings, lambda: alive[0])
+                    return self._run(run, cancel, batch.tools, batch.settings, live)
             finally:
                 alive[0] = False
 

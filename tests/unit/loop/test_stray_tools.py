@@ -104,6 +104,25 @@ def child_actors() -> list[pykka.ActorRef[Any]]:
     return [r for r in _all_child_actors() if r.actor_urn not in _BEFORE]
 
 
+class LateObserver(ak.Feature):
+    """Writes its call store when it observes a call's outcome (in the call's thread)."""
+
+    name = "late-observer"
+
+    def __init__(self) -> None:
+        self.writes: list[BaseException | None] = []
+
+    def after_tool_call(
+        self, ctx: ak.HookContext, call: ak.ToolCallInfo, result: ak.ToolCallResult
+    ) -> None:
+        assert ctx.call_kv is not None
+        try:
+            ctx.call_kv.write("seen", "the late outcome")
+            self.writes.append(None)
+        except Exception as error:
+            self.writes.append(error)
+
+
 def texts(agent: ak.Agent) -> list[str]:
     return [text_of(m) for m in agent.transcript()]
 
@@ -112,8 +131,9 @@ def test_an_aborted_tool_that_ignores_cancellation_does_not_hold_up_the_next_mes
     world: World,
 ) -> None:
     stubborn = Stubborn(world)
+    observer = LateObserver()
     world.model.add(script.tool_call("stubborn", {}), answer_last, answer_last)
-    system = world.open(tools=[stubborn.tool()])
+    system = world.open(tools=[stubborn.tool()], features=[observer])
     agent = system.create(id="wedge")
     with capture_logs() as logs:
         agent.send(ak.user("q1"))
@@ -138,6 +158,8 @@ def test_an_aborted_tool_that_ignores_cancellation_does_not_hold_up_the_next_mes
     assert texts(agent) == [*after_q2, "q3", "answer q3"]
     assert stubborn.cancelled_when_released is True
     (error,) = stubborn.late_write
+    assert isinstance(error, ak.ExpiredScopeError), error
+    (error,) = observer.writes  # a hook observing the late outcome cannot write either
     assert isinstance(error, ak.ExpiredScopeError), error
     abandoned = [e for e in logs if e["event"] == "agent_child_abandoned"]
     assert [(e["agent_id"], e["tool"], e["kind"]) for e in abandoned] == [
