@@ -2,10 +2,10 @@
 
 It blocks its mailbox only on store commits (milliseconds); streams, tool calls and
 compactions run in child actors, which it supervises (``AgentChildren``), and report back by
-message. Effects are carried out in the
-order the core returned them; the outcome of a synchronous effect (a load, a commit, an action
-hook) is fed back before the next mailbox message is taken, so the core sees a commit land
-before it sees anything that happened after it.
+message. Effects are carried out in the order the core returned them; the outcome of a
+synchronous effect (a load, a commit, an action hook) is fed back before the next mailbox
+message is taken, so the core sees a commit land before it sees anything that happened after
+it.
 """
 
 from __future__ import annotations
