@@ -24,7 +24,14 @@ import agentkeep as ak
 from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.actors.children import ToolCallActor
 from agentkeep.actors.supervisor import Backoff
-from agentkeep.loop.messages import Event, WorkAccepted
+from agentkeep.loop.messages import (
+    CommitFailed,
+    CommitLanded,
+    CommitToolResult,
+    Event,
+    Plan,
+    WorkAccepted,
+)
 from agentkeep.providers import script
 from agentkeep.providers.types import Context
 
@@ -253,3 +260,56 @@ def test_a_tool_child_that_dies_without_its_result_is_answered_for(
     ]
     assert texts[-1] == "answer echo b"
     assert no_child_actors_within(TIMEOUT)
+
+
+def test_a_call_run_again_never_takes_the_result_of_its_cancelled_earlier_run(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit whose outcome is unknown makes the agent go on from the store: the running
+    call is cancelled and, durable, run again under the same id. The cancelled run's result
+    must not be taken for the new run's (reports carry the child's identity)."""
+    second_entered = threading.Event()
+    runs: list[int] = []
+
+    @ak.tool(durable=True)
+    def slow(ctx: ak.ToolContext, args: EchoArgs) -> str:
+        """First run: work until cancelled, return once the second run has begun."""
+        runs.append(len(runs) + 1)
+        if len(runs) == 1:
+            assert ctx.cancel.wait_cancelled(BLOCKED)
+            assert second_entered.wait(TIMEOUT)
+            return "run 1, cancelled"
+        second_entered.set()
+        world.gate("second").wait()
+        return "run 2"
+
+    commit = AgentActor._commit
+    unknown: list[Plan] = []
+
+    def outcome_unknown_once(self: AgentActor, plan: Plan) -> Event:
+        landed = commit(self, plan)
+        fast = isinstance(plan, CommitToolResult) and plan.pending.call.call_id == "fast"
+        if fast and not unknown and isinstance(landed, CommitLanded):
+            unknown.append(plan)  # the data landed, the caller was told it may not have
+            return CommitFailed(plan=plan, message="COMMIT outcome unknown", outcome_unknown=True)
+        return landed
+
+    monkeypatch.setattr(AgentActor, "_commit", outcome_unknown_once)
+    world.model.add(
+        script.tool_calls(
+            script.call("echo", {"text": "a"}, call_id="fast"),
+            script.call("slow", {}, call_id="slow"),
+        ),
+        script.text("done"),
+    )
+    system = world.open(tools=[*world.tools(), slow])
+    agent = system.create()
+    agent.send(ak.user("go"))
+    assert second_entered.wait(TIMEOUT)
+    world.gate("second").release.set()
+    assert agent.wait_for_idle(timeout_seconds=TIMEOUT)
+
+    assert len(unknown) == 1
+    assert runs == [1, 2]
+    texts = [text_of(m) for m in agent.transcript()]
+    assert texts == ["go", "", "echo a", "run 2", "done"]
