@@ -1,24 +1,34 @@
 """The agent actor: the thin shell that feeds the pure loop events and carries out its effects.
 
 It blocks its mailbox only on store commits (milliseconds); streams, tool calls and
-compactions run in child actors and report back by message. Effects are carried out in the
-order the core returned them; the outcome of a synchronous effect (a load, a commit, an action
-hook) is fed back before the next mailbox message is taken, so the core sees a commit land
-before it sees anything that happened after it.
+compactions run in child actors, which it supervises (``AgentChildren``), and report back by
+message. Effects are carried out in the order the core returned them; the outcome of a
+synchronous effect (a load, a commit, an action hook) is fed back before the next mailbox
+message is taken, so the core sees a commit land before it sees anything that happened after
+it.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from types import TracebackType
 from typing import Any, cast
 
 import pykka
 import structlog
 
-from agentkeep.actors.children import CompactionActor, InferenceActor, ToolCallActor, run_child
+from agentkeep.actors.agent_children import AgentChildren, GraceExpired
+from agentkeep.actors.children import (
+    ChildReport,
+    CompactionActor,
+    InferenceActor,
+    ToolCallActor,
+    run_child,
+)
 from agentkeep.actors.services import AgentServices
+from agentkeep.actors.supervision.supervised import ChildExited
 from agentkeep.actors.supervisor import SupervisedMixin
-from agentkeep.actors.tool_runner import ToolRunner
+from agentkeep.actors.tool_runner import BatchTools, ToolRunner
 from agentkeep.errors import CommitOutcomeUnknownError
 from agentkeep.features import HookContext, InferenceInfo, MessageAccepted, TurnInfo
 from agentkeep.loop import plans
@@ -52,6 +62,7 @@ from agentkeep.loop.messages import (
     StartInference,
     StartTools,
     StreamEventArrived,
+    ToolRun,
     WorkAccepted,
 )
 from agentkeep.persistence.records import Settings
@@ -78,7 +89,9 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             send_mode=services.send_mode,
             eager_settle=not services.features.has_action_hooks,
         )
-        self._tokens: dict[str, CancelToken] = {}
+        self._children = AgentChildren(
+            self, services.agent_id, grace_seconds=services.child_grace_seconds
+        )
         self._runner = ToolRunner(services)
         self._sessions = services.new_session_slot()
         self._stopped: bool | None = None  # set by LoopStopped during a feed: settled?
@@ -86,6 +99,19 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
     # -- mailbox ---------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> None:
+        match message:
+            case ChildReport() if self._children.admit(message):
+                self._take(message.event)
+            case ChildReport():
+                pass  # an abandoned or replaced child's: discarded (and logged)
+            case ChildExited():
+                self._feed_all(self._children.exited(message))
+            case GraceExpired():
+                self._feed_all(self._children.grace_expired(message))
+            case _:
+                self._take(message)
+
+    def _take(self, message: Any) -> None:
         if not isinstance(message, EVENT_TYPES):
             log.warning("agent_unexpected_message", message=repr(message))
             return
@@ -104,9 +130,24 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
                 self._s.status.signal_taken()
 
     def on_stop(self) -> None:
-        for token in self._tokens.values():
-            token.cancel("agent stopped")
+        # Children first: a session is closed only after the streams on it stopped.
+        self._children.stop_all("agent stopped")
         self._sessions.close()  # exactly once per incarnation
+
+    def on_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # A crashed incarnation stops its children too, before its restart is told of the
+        # exit (ChildExited is its thread's last act): the next never runs beside them.
+        self._children.stop_all("agent crashed")
+        self._sessions.close()
+
+    def _feed_all(self, events: list[Event]) -> None:
+        for event in events:
+            self._take(event)
 
     def _feed(self, first: Event) -> None:
         pending: deque[Event] = deque([first])
@@ -129,18 +170,16 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             case StartInference():
                 return self._start_inference(effect)
             case CancelInference(inference_id=child_id) | CancelCompaction(compaction_id=child_id):
-                self._cancel(child_id)
+                self._children.cancel(child_id)
             case StartTools(runs=runs):
                 batch = self._runner.batch_tools(self._core.settings)
                 for run in runs:
-                    token = self._token(run.internal_id)
-                    execute = self._runner.bind(run, token, batch)
-                    run_child(
-                        ToolCallActor, self.actor_ref, run.internal_id, run.call.call_id, execute
-                    )
+                    self._start_tool(run, batch)
             case CancelTools(internal_ids=ids):
+                # Answered already: a call that ignores its cancellation past the grace is
+                # abandoned, so it cannot hold up the next request (issue 12, item 5).
                 for child_id in ids:
-                    self._cancel(child_id)
+                    self._children.cancel(child_id, abandon_after_grace=True)
             case StartCompaction():
                 return self._start_compaction(effect)
             case Emit(event=event):
@@ -188,15 +227,15 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             return CommitFailed(plan=plan, message=str(error) or type(error).__name__)
         return CommitLanded(plan=plan, value=value)
 
-    def _token(self, child_id: str) -> CancelToken:
-        token = CancelToken()
-        self._tokens[child_id] = token
-        return token
+    def _start_tool(self, run: ToolRun, batch: BatchTools) -> None:
+        def start(token: CancelToken) -> pykka.ActorRef[Any]:
+            execute = self._runner.bind(run, token, batch)
+            return run_child(
+                ToolCallActor, self.actor_ref, run.internal_id, run.call.call_id, execute
+            )
 
-    def _cancel(self, child_id: str) -> None:
-        token = self._tokens.pop(child_id, None)
-        if token is not None:
-            token.cancel()
+        call = run.call
+        self._children.start(run.internal_id, "tool", start, call_id=call.call_id, tool=call.name)
 
     def _session_for(self, settings: Settings) -> tuple[Any, str]:
         """The provider session for this request (recreated when its configuration changed).
@@ -218,15 +257,14 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
                 ChildStopped(child_id=child_id),
             ]
         context = Context(instructions=instructions, messages=effect.messages)
-        run_child(
-            InferenceActor,
-            self.actor_ref,
-            child_id,
-            session,
-            context,
-            _selection(effect.settings),
-            self._token(child_id),
-        )
+        selection = _selection(effect.settings)
+
+        def start(token: CancelToken) -> pykka.ActorRef[Any]:
+            return run_child(
+                InferenceActor, self.actor_ref, child_id, session, context, selection, token
+            )
+
+        self._children.start(child_id, "inference", start)
         return []
 
     def _start_compaction(self, effect: StartCompaction) -> list[Event]:
@@ -240,15 +278,14 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             outcome = CompactionFailed(kind="inference_error", message=str(error))
             return [CompactionFinished(compaction_id=child_id, outcome=outcome)]
         context = Context(instructions=instructions, messages=effect.messages)
-        run_child(
-            CompactionActor,
-            self.actor_ref,
-            child_id,
-            session,
-            context,
-            _selection(effect.settings),
-            self._token(child_id),
-        )
+        selection = _selection(effect.settings)
+
+        def start(token: CancelToken) -> pykka.ActorRef[Any]:
+            return run_child(
+                CompactionActor, self.actor_ref, child_id, session, context, selection, token
+            )
+
+        self._children.start(child_id, "compaction", start)
         return []
 
     # -- hooks -----------------------------------------------------------------------------

@@ -4,19 +4,28 @@ Each is a one-shot pykka actor: it does its one slow thing in its own thread and
 parent every outcome as a message, so the agent's mailbox is never blocked on a provider or a
 tool and ``abort``/``steer`` are always handled promptly. A child never raises into its
 parent: a failing provider is a failed response, a failing tool an error result.
+
+Each child is supervised by the agent actor that started it (see
+:mod:`agentkeep.actors.agent_children`): it is linked to its agent when constructed and tells
+it :class:`~agentkeep.actors.supervision.supervised.ChildExited` as the last thing its thread
+does, with the failure that ended it if anything escaped its work. So a child that dies
+without its terminal report is never lost: the agent answers for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pykka
 import structlog
 
+from agentkeep.actors.supervision.supervised import SupervisedMixin
 from agentkeep.loop.messages import (
     ChildStopped,
     CompactionFinished,
+    Event,
     StreamEventArrived,
     ToolFinished,
 )
@@ -37,27 +46,55 @@ log = structlog.get_logger(__name__)
 _RUN = object()
 
 
-class _OneShot(pykka.ThreadingActor):
+@dataclass(frozen=True)
+class ChildReport:
+    """One report of a child to its agent. ``actor_urn`` names the child incarnation, so a
+    report from a child its agent has abandoned or replaced (same call, new run) is
+    recognised and never taken for the current one's."""
+
+    actor_urn: str
+    event: Event
+
+
+class OneShotChild(SupervisedMixin, pykka.ThreadingActor):
     """Runs ``_work`` once when told to, then stops itself.
 
     Children run on daemon threads: a tool or stream that ignores cancellation must never
     keep the process alive after its agent (and system) closed.
+
+    Whatever escapes ``_work`` (a ``BaseException`` included: a provider raising
+    ``SystemExit`` must not make pykka stop every actor in the process) ends this child as a
+    failure, which its agent hears of in ``ChildExited``.
     """
 
     use_daemon_thread = True
+
+    def __init__(self, parent: pykka.ActorRef[Any]) -> None:
+        super().__init__()
+        self._parent = parent
 
     def on_receive(self, message: Any) -> None:
         if message is _RUN:
             try:
                 self._work()
+            except BaseException as error:  # reported to the agent in ChildExited
+                log.warning("agent_child_failed", child=type(self).__name__, error=repr(error))
+                self._record_exit_failure(error)
             finally:
                 self.stop()
+
+    def _tell(self, event: Event) -> None:
+        """Report to the agent; an agent that stopped meanwhile has disowned this child."""
+        try:
+            self._parent.tell(ChildReport(actor_urn=self.actor_urn, event=event))
+        except pykka.ActorDeadError:
+            log.debug("agent_child_result_unheard", child=type(self).__name__)
 
     def _work(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
 
-class InferenceActor(_OneShot):
+class InferenceActor(OneShotChild):
     """Streams one response and tells each event to the parent.
 
     Guarantees the parent sees exactly one terminal ``done`` per response: events after the
@@ -74,8 +111,7 @@ class InferenceActor(_OneShot):
         selection: Selection,
         cancel: CancelToken,
     ) -> None:
-        super().__init__()
-        self._parent = parent
+        super().__init__(parent)
         self._id = inference_id
         self._session = session
         self._context = context
@@ -88,7 +124,7 @@ class InferenceActor(_OneShot):
         try:
             stream = self._session.stream(self._context, self._selection, self._cancel)
             for event in stream:
-                self._parent.tell(StreamEventArrived(inference_id=self._id, event=event))
+                self._tell(StreamEventArrived(inference_id=self._id, event=event))
                 if isinstance(event, Done):
                     done = event
                     break
@@ -96,7 +132,7 @@ class InferenceActor(_OneShot):
             log.warning("inference_failed", inference_id=self._id, error=repr(error))
             if done is None:
                 done = done_error(f"The provider failed: {error}")
-                self._parent.tell(StreamEventArrived(inference_id=self._id, event=done))
+                self._tell(StreamEventArrived(inference_id=self._id, event=done))
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
@@ -106,11 +142,11 @@ class InferenceActor(_OneShot):
                     log.warning("inference_close_failed", error=repr(error))
         if done is None:
             event = done_error("The response ended without a terminal event.")
-            self._parent.tell(StreamEventArrived(inference_id=self._id, event=event))
-        self._parent.tell(ChildStopped(child_id=self._id))
+            self._tell(StreamEventArrived(inference_id=self._id, event=event))
+        self._tell(ChildStopped(child_id=self._id))
 
 
-class ToolCallActor(_OneShot):
+class ToolCallActor(OneShotChild):
     """Runs one tool call through ``execute`` and tells the parent its result."""
 
     def __init__(
@@ -120,8 +156,7 @@ class ToolCallActor(_OneShot):
         call_id: str,
         execute: Callable[[], ToolResultMessage],
     ) -> None:
-        super().__init__()
-        self._parent = parent
+        super().__init__(parent)
         self._id = internal_id
         self._call_id = call_id
         self._execute = execute
@@ -136,10 +171,10 @@ class ToolCallActor(_OneShot):
                 content=(TextBlock(text=f"The tool call failed: {error}"),),
                 is_error=True,
             )
-        self._parent.tell(ToolFinished(internal_id=self._id, result=result))
+        self._tell(ToolFinished(internal_id=self._id, result=result))
 
 
-class CompactionActor(_OneShot):
+class CompactionActor(OneShotChild):
     """Asks the provider session to compact a context and tells the parent the outcome."""
 
     def __init__(
@@ -151,8 +186,7 @@ class CompactionActor(_OneShot):
         selection: Selection,
         cancel: CancelToken,
     ) -> None:
-        super().__init__()
-        self._parent = parent
+        super().__init__(parent)
         self._id = compaction_id
         self._session = session
         self._context = context
@@ -165,11 +199,11 @@ class CompactionActor(_OneShot):
             outcome = self._session.compact(self._context, self._selection, self._cancel)
         except Exception as error:
             outcome = CompactionFailed(kind="inference_error", message=str(error))
-        self._parent.tell(CompactionFinished(compaction_id=self._id, outcome=outcome))
+        self._tell(CompactionFinished(compaction_id=self._id, outcome=outcome))
 
 
-def run_child(actor_class: type[_OneShot], *args: Any) -> pykka.ActorRef[Any]:
-    """Start a one-shot child and tell it to run."""
+def run_child(actor_class: type[OneShotChild], *args: Any) -> pykka.ActorRef[Any]:
+    """Start a one-shot child and tell it to run (link it first: ``AgentChildren.start``)."""
     ref: pykka.ActorRef[Any] = actor_class.start(*args)
     ref.tell(_RUN)
     return ref

@@ -68,6 +68,8 @@ class AgentRegistry:
         self._actors: dict[str, pykka.ActorRef[Any]] = {}
         self._services: dict[str, AgentServices] = {}
         self._timers: dict[str, threading.Timer] = {}
+        # Agents whose passivated actor is still stopping (it stops its children first).
+        self._passivating: set[str] = set()
         # Events waiting for a restart to hand them over; a leaf lock, never held while
         # calling anything else.
         self._held_lock = threading.Lock()
@@ -364,11 +366,24 @@ class AgentRegistry:
                 return  # work arrived meanwhile: the actor stays
             live = self._actors.pop(agent_id, None) is not None
             self._services.pop(agent_id, None)
+            if live:
+                self._passivating.add(agent_id)
             self._changed.notify_all()
         if live:
-            self._terminate(agent_id)  # a normal exit: its session closes in on_stop
+            try:
+                self._terminate(agent_id)  # a normal exit: its session closes in on_stop
+            finally:
+                with self._lock:
+                    self._passivating.discard(agent_id)
+                    self._changed.notify_all()
             log.debug("agent_passivated", agent_id=agent_id)
 
     def wait_for_passivation(self, agent_id: str, timeout_seconds: float | None) -> bool:
+        """Wait until the agent has no actor, and the last one has stopped (its children
+        with it)."""
+
+        def passivated() -> bool:
+            return agent_id not in self._actors and agent_id not in self._passivating
+
         with self._lock:
-            return self._changed.wait_for(lambda: agent_id not in self._actors, timeout_seconds)
+            return self._changed.wait_for(passivated, timeout_seconds)

@@ -34,6 +34,10 @@ from agentkeep.tools import Tool
 
 _inside = threading.local()
 
+# The default grace of a cancelled child: long enough for a tool or stream that checks its
+# cancel token to return, short enough that one that ignores it holds nobody up for long.
+CHILD_GRACE_SECONDS = 1.0
+
 
 def current_loop_agent() -> str | None:
     """The id of the agent whose loop the calling thread is running in (a hook or a tool)."""
@@ -57,6 +61,9 @@ class AgentServices:
     status: AgentStatus = field(default_factory=AgentStatus)
     # Told (agent_id, settled) after a run stopped and the status says so (passivation).
     on_stopped: Callable[[str, bool], None] | None = None
+    # How long a cancelled child (an aborted tool call, or any child of a stopping agent)
+    # may take to unwind before it is abandoned (``AgentChildren``).
+    child_grace_seconds: float = field(default_factory=lambda: CHILD_GRACE_SECONDS)
 
     def new_session_slot(self) -> SessionSlot:
         """A session slot for one actor incarnation (each closes only its own session)."""

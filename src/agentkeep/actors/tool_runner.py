@@ -67,10 +67,13 @@ class ToolRunner:
         """The work of one call, to run in the call's own thread."""
 
         def execute() -> ToolResultMessage:
-            alive = [True]  # the hooks' call stores expire when the call's work ends
+            # The hooks' call stores expire when the call's work ends or it is cancelled
+            # (answered without it: nothing may write behind that answer).
+            alive = [True]
+            live = lambda: alive[0] and not cancel.cancelled  # noqa: E731
             try:
                 with self._s.inside_loop():  # a hook or tool waiting on its agent is refused
-                    return self._run(run, cancel, batch.tools, batch.settings, lambda: alive[0])
+                    return self._run(run, cancel, batch.tools, batch.settings, live)
             finally:
                 alive[0] = False
 
@@ -125,12 +128,15 @@ class ToolRunner:
         if cancel.cancelled:
             return failed(ABORTED_CALL)  # aborted while the hooks decided: never start it
         running = [True]
+        # The call's store expires when the call returns, and when it is cancelled: an
+        # aborted call is answered at once, so its thread, running on unobserved, must not
+        # write behind that answer (invariant 25).
         ctx = CallContext(
             agent_id=self._s.agent_id,
             call_id=run.internal_id,
             provider_call_id=info.provider_call_id,
             cancel=cancel,
-            kv=self._s.call_kv(run.internal_id, lambda: running[0]),
+            kv=self._s.call_kv(run.internal_id, lambda: running[0] and not cancel.cancelled),
             system=self._s.system_ref,
         )
         try:

@@ -16,7 +16,8 @@ Rules kept here, each cited where it is enforced:
 - a stream's finished blocks are committed as they finish (``ResponseAssembler``);
 - a tool batch is durable before any call starts; results land in batch order;
 - a new provider request waits for every earlier child to stop (a stream still closing, an
-  aborted tool still running); an abort never waits for them.
+  aborted tool still running); an abort never waits for them. (The shell reports an aborted
+  tool that ignores its cancellation as stopped once its grace has passed: ``AgentChildren``.)
 """
 
 from __future__ import annotations

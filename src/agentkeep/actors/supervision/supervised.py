@@ -230,3 +230,15 @@ class SupervisedActor(SupervisedMixin, pykka.ThreadingActor):
 
     See :class:`SupervisedMixin` for what is reported and when.
     """
+
+
+@contextmanager
+def offering_child_link(parent: SupervisedMixin, child_id: str) -> Iterator[_LinkSlot]:
+    """Offer a link to ``parent`` itself, for a child it supervises without being a
+    supervisor actor (an agent's per-call actors): the child reports its exit to ``parent``,
+    and the ancestry of the child's thread runs through ``parent`` up to the root (so a call
+    from the child that would wait on its own agent's stop is refused, not deadlocked)."""
+    with offering_link(
+        parent.actor_ref, child_id, supervisor_link=parent._supervision_link
+    ) as slot:
+        yield slot
