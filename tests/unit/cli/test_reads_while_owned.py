@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -29,6 +30,14 @@ print("answered", flush=True)
 sys.stdin.readline()
 system.close()
 """
+
+
+def wait_for_line(stream: IO[str], text: str) -> None:
+    """Read ``stream`` up to the line ``text`` (skipping anything else, such as logs)."""
+    for line in stream:
+        if line.strip() == text:
+            return
+    raise AssertionError(f"the owner exited before printing {text!r}")
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -56,7 +65,7 @@ def owned(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     assert owner.stdout is not None
     assert owner.stdin is not None
     try:
-        assert owner.stdout.readline().strip() == "owned"
+        wait_for_line(owner.stdout, "owned")
         yield home, owner
     finally:
         owner.stdin.close()
@@ -90,7 +99,7 @@ def test_reads_work_while_an_agent_system_owns_the_store(
     # What the owner commits is what the next read sees.
     owner.stdin.write("\n")
     owner.stdin.flush()
-    assert owner.stdout.readline().strip() == "answered"
+    wait_for_line(owner.stdout, "answered")
     transcript = run("--home", str(home), "--json", "transcript", "a1", cwd=tmp_path)
     assert transcript.returncode == 0, transcript.stderr
     users = [m for m in json.loads(transcript.stdout)["messages"] if m["role"] == "user"]
