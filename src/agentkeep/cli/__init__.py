@@ -20,7 +20,6 @@ from typing import Any
 
 import apsw
 import click
-import msgspec
 
 from agentkeep.cli.admin import create, delete, list_agents, resume, show, transcript
 from agentkeep.cli.chaos import chaos
@@ -85,7 +84,7 @@ class _Group(click.Group):
             fail(error, json_mode=_json_mode(ctx))
         except AgentkeepError as error:
             fail(from_library_error(error, home=_home(ctx)), json_mode=_json_mode(ctx))
-        except (apsw.Error, msgspec.DecodeError) as error:
+        except apsw.Error as error:
             fail(database_error(error, home=_home(ctx)), json_mode=_json_mode(ctx))
 
 

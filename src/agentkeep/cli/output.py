@@ -182,13 +182,11 @@ def damaged(path: str, message: str, *, home: str | None) -> CliError:
     )
 
 
-def database_error(error: Exception, *, home: str | None) -> CliError:
-    """An error SQLite (or decoding a stored value) raised outside the library's own checks."""
+def database_error(error: apsw.Error, *, home: str | None) -> CliError:
+    """An error SQLite raised outside the library's own checks."""
     path = str(Path(home) / "agents.db") if home else "agents.db"
     if isinstance(error, apsw.CorruptError | apsw.NotADBError):
         return damaged(path, f"The database {path} is damaged: {error}.", home=home)
-    if isinstance(error, msgspec.DecodeError):
-        return damaged(path, f"A value stored in {path} does not decode: {error}.", home=home)
     return CliError(
         f"The database {path} could not be used: {error}",
         code="database_unreadable",

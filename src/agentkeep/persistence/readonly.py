@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import TypeVar
 
 import apsw
+import msgspec
 
 from agentkeep.errors import (
     SchemaTooNewError,
@@ -103,7 +104,8 @@ class ReadOnlyStore:
         """Run read-only ``work`` on one snapshot of committed state.
 
         Raises:
-            StoreDamagedError: SQLite found the file's structure broken while reading.
+            StoreDamagedError: SQLite found the file's structure broken while reading, or a
+                stored value does not decode.
             StoreClosedError: the store was closed.
         """
         connection = self._connection
@@ -120,6 +122,10 @@ class ReadOnlyStore:
                     connection.execute("ROLLBACK")
         except DAMAGE_ERRORS as error:
             raise StoreDamagedError(str(self._path), [str(error)]) from None
+        except msgspec.DecodeError as error:
+            # SQLite's structure is intact but a stored value is not what was written.
+            finding = f"a stored value does not decode ({error})"
+            raise StoreDamagedError(str(self._path), [finding]) from None
         except (apsw.CantOpenError, apsw.ReadOnlyError) as error:
             raise _cannot_read(self._path, error) from None
 

@@ -65,3 +65,11 @@ def test_a_decoding_failure_is_reported_for_its_agent(invoke: Any, home: Path) -
     (problem,) = report["problems"]
     assert problem["agent_id"] == "alpha"
     assert problem["check"] == "decode"
+    # Reading it is a damaged-store error naming db check, not a traceback.
+    for args in (("transcript", "alpha"), ("show", "alpha")):
+        read = invoke(*args, json_mode=True)
+        assert read.exit_code == 1, args
+        error = json.loads(read.stderr)["error"]
+        assert error["code"] == "store_damaged"
+        assert "does not decode" in error["message"]
+        assert "db check" in error["hint"]
