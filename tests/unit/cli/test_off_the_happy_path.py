@@ -3,6 +3,7 @@ documented exit code, and never a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -157,3 +159,18 @@ def test_each_off_path_case_is_one_line_a_fitting_hint_and_its_exit_code(
     for words in case.hint_words:
         assert words in hint
     assert "providers.toml" not in hint  # hints name the real cause
+
+
+def test_hints_name_the_real_cause_not_providers_toml(invoke: Any) -> None:
+    bad_id = invoke("create", "--id", "Not Valid", json_mode=True)
+    assert bad_id.exit_code == 2
+    error = json.loads(bad_id.stderr)["error"]
+    assert error["code"] == "invalid_config"
+    assert "providers.toml" not in error["hint"]
+    assert "--help" in error["hint"]
+
+    invoke("create", "--id", "alpha")
+    unknown = invoke("send", "alpha", "hi", "--provider", "nope", json_mode=True)
+    error = json.loads(unknown.stderr)["error"]
+    assert error["code"] == "unknown_provider"
+    assert "providers.toml" in error["hint"]  # here it is the real cause
