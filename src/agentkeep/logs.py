@@ -83,7 +83,7 @@ def install_default_logging() -> None:
                 structlog.contextvars.merge_contextvars,
                 structlog.processors.add_log_level,
                 structlog.processors.TimeStamper(fmt="iso", utc=True),
-                structlog.processors.format_exc_info,
+                # It formats exceptions itself (format_exc_info before it only earns a warning).
                 structlog.dev.ConsoleRenderer(colors=False),
             ],
             logger_factory=_StderrLogger,

@@ -72,3 +72,25 @@ def test_an_embedders_logging_configuration_is_honoured(tmp_path: Path) -> None:
     assert "stdlib agentkeep.probe probe_warning" in stdlib.stderr
     configured = embed(SETUPS["structlog_configured"], tmp_path / "b")
     assert "event='store_opened'" in configured.stderr  # its renderer, its (absent) filter
+
+
+def test_a_logged_exception_is_rendered_on_stderr_without_a_warning(tmp_path: Path) -> None:
+    program = (
+        "import structlog\n"
+        "from agentkeep.logs import install_default_logging\n"
+        "install_default_logging()\n"
+        "try:\n"
+        "    1 / 0\n"
+        "except ZeroDivisionError:\n"
+        "    structlog.get_logger('agentkeep.probe').exception('probe_failed')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-W", "error", "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert "probe_failed" in result.stderr
+    assert "ZeroDivisionError: division by zero" in result.stderr

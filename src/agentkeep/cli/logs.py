@@ -42,18 +42,18 @@ def configure_logging(level: str = DEFAULT_LOG_LEVEL, *, stream: TextIO | None =
     if name not in LOG_LEVELS:
         raise ValueError(f"unknown log level {level!r}; expected one of {', '.join(LOG_LEVELS)}")
     target = stream if stream is not None else sys.stderr
-    renderer: Any
+    rendering: list[Any]
     if _isatty(target):
-        renderer = structlog.dev.ConsoleRenderer(colors=False)
+        # The console renderer formats exceptions itself (format_exc_info before it warns).
+        rendering = [structlog.dev.ConsoleRenderer(colors=False)]
     else:
-        renderer = structlog.processors.JSONRenderer()
+        rendering = [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
+            *rendering,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[name.upper()]
