@@ -74,7 +74,7 @@ def test_an_embedders_logging_configuration_is_honoured(tmp_path: Path) -> None:
     assert "event='store_opened'" in configured.stderr  # its renderer, its (absent) filter
 
 
-def test_a_logged_exception_is_rendered_on_stderr_without_a_warning(tmp_path: Path) -> None:
+def test_a_logged_exception_is_rendered_on_stderr_without_a_warning() -> None:
     program = (
         "import structlog\n"
         "from agentkeep.logs import install_default_logging\n"
