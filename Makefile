@@ -1,14 +1,25 @@
 # The two commands a new user runs: `make demo` and `make test`.
-# Both create .venv and install what they need.
+# Both create .venv and install what they need: the demo only the package (and its runtime
+# dependencies), the tests also the dev group. Each has its own stamp, so either works from
+# a fresh clone and in any order.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+DEMO_STAMP := $(VENV)/.installed-package
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test check lint typecheck unit chaos bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
+
+# The package alone: what `agentkeep demo` needs.
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	touch $(DEMO_STAMP)
+
+# Everything the tests, linters and type checker need (`--group` needs pip 25.1).
+$(STAMP): pyproject.toml $(DEMO_STAMP)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
 	$(BIN)/python -m pip install --quiet -e . --group dev
 	touch $(STAMP)
@@ -33,7 +44,7 @@ chaos: $(STAMP)
 	$(BIN)/python -m pytest tests/chaos
 
 ## demo: the main job, on the embedded defaults
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/agentkeep demo
 
 bench: $(STAMP)

@@ -56,6 +56,44 @@ class SchemaTooNewError(StoreError):
     code = "schema_too_new"
 
 
+class SchemaTooOldError(StoreError):
+    """A read-only opening found a database not yet migrated to this agentkeep's schema.
+
+    Read-only openings never migrate; opening the store for writing (``Store.open``,
+    ``AgentSystem.open``) applies the missing migrations.
+    """
+
+    code = "schema_too_old"
+
+
+class StoreDamagedError(StoreError):
+    """The database file is damaged: SQLite's own consistency check failed on it.
+
+    Nothing is written into a damaged file; ``agentkeep db check`` reports what SQLite found.
+    ``path`` is the database file, ``findings`` what the check reported (at most 20 lines).
+    """
+
+    code = "store_damaged"
+
+    def __init__(self, path: str, findings: list[str]) -> None:
+        detail = "; ".join(findings[:3]) if findings else "unreadable"
+        more = f" (and {len(findings) - 3} more)" if len(findings) > 3 else ""
+        super().__init__(f"The database {path} is damaged: {detail}{more}.")
+        self.path = path
+        self.findings = findings[:20]
+
+
+class StoreDirectoryError(StoreError):
+    """The state directory cannot be used: it is a file, or not readable or writable."""
+
+    code = "store_directory"
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"The state directory {path} cannot be used: {reason}.")
+        self.path = path
+        self.reason = reason
+
+
 class CommitOutcomeUnknownError(StoreError):
     """COMMIT reported an error, but the transaction may have committed anyway.
 

@@ -14,6 +14,7 @@ names); errors go to stderr with a message saying what to do, and a non-zero exi
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,9 +26,18 @@ from agentkeep.cli.chaos import chaos
 from agentkeep.cli.check import db
 from agentkeep.cli.context import CliState
 from agentkeep.cli.demo import demo, demo_child
-from agentkeep.cli.logs import DEFAULT_LOG_LEVEL, LOG_LEVELS, configure_logging
+from agentkeep.cli.logs import DEFAULT_LOG_LEVEL, LOG_LEVELS, configure_logging, effective_level
 from agentkeep.cli.messaging import abort, compact, send, steer, talk
-from agentkeep.cli.output import CliError, Output, fail, from_library_error
+from agentkeep.cli.output import (
+    CliError,
+    Output,
+    database_error,
+    fail,
+    from_library_error,
+    home_is_a_file,
+    no_store_hint,
+    not_utf8,
+)
 from agentkeep.cli.runtime import Home
 from agentkeep.errors import AgentkeepError
 from agentkeep.persistence.store import HOME_ENV, resolve_home
@@ -60,22 +70,27 @@ default; providers.toml in the state directory registers more, e.g.
 class _Group(click.Group):
     """Turns every error a command raises into a message on stderr and an exit code."""
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # Refused before anything runs: undecodable text would fail deep inside a write.
+        _refuse_undecodable(self, args)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except CliError as error:
+            if error.code == "no_store":
+                error.hint = no_store_hint(_home(ctx), error.hint)
             fail(error, json_mode=_json_mode(ctx))
         except AgentkeepError as error:
-            state = ctx.find_object(CliState)
-            home = str(state.home.path) if state is not None else None
-            fail(from_library_error(error, home=home), json_mode=_json_mode(ctx))
+            fail(from_library_error(error, home=_home(ctx)), json_mode=_json_mode(ctx))
         except apsw.Error as error:
-            unreadable = CliError(
-                f"The database could not be read: {error}",
-                code="database_unreadable",
-                hint="Run `agentkeep db check`; restore agents.db from a backup if it fails.",
-            )
-            fail(unreadable, json_mode=_json_mode(ctx))
+            fail(database_error(error, home=_home(ctx)), json_mode=_json_mode(ctx))
+
+
+def _home(ctx: click.Context) -> str | None:
+    state = ctx.find_object(CliState)
+    return str(state.home.path) if state is not None else None
 
 
 def _json_mode(ctx: click.Context) -> bool:
@@ -83,14 +98,78 @@ def _json_mode(ctx: click.Context) -> bool:
     return state.json_mode if state is not None else False
 
 
+def _path_options(command: click.Command) -> set[str]:
+    """Every option name (of ``command`` and its subcommands) whose value is a path."""
+    names = {
+        name
+        for param in command.params
+        if isinstance(param, click.Option) and isinstance(param.type, click.Path)
+        for name in param.opts
+    }
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            names |= _path_options(sub)
+    return names
+
+
+def _refuse_undecodable(group: click.Group, args: list[str]) -> None:
+    """Exit 2 if an argument is not valid UTF-8 text (paths may be any bytes)."""
+    path_options = _path_options(group)
+    previous = ""
+    for position, arg in enumerate(args, start=1):
+        option = arg.partition("=")[0] if arg.startswith("--") else previous
+        previous = arg
+        if option in path_options:
+            continue
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            fail(not_utf8(position, arg), json_mode="--json" in args)
+
+
+def _switch_to_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--json`` after the subcommand: the same as before it."""
+    if not value:
+        return
+    context: click.Context | None = ctx
+    while context is not None:
+        if isinstance(context.obj, CliState):
+            context.obj = dataclasses.replace(context.obj, output=Output(json_mode=True))
+        context = context.parent
+
+
+def _accept_json_after(command: click.Command) -> None:
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _accept_json_after(sub)
+        return
+    if any("--json" in param.opts for param in command.params):
+        return
+    command.params.append(
+        click.Option(
+            ["--json"],
+            is_flag=True,
+            expose_value=False,
+            callback=_switch_to_json,
+            help="Print JSON (as `agentkeep --json COMMAND`).",
+        )
+    )
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, help=_HELP)
 @click.option(
     "--home",
-    type=click.Path(file_okay=False),
+    type=click.Path(),
     default=None,
     help=f"The state directory (default: ${HOME_ENV}, else ./.agentkeep).",
 )
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON (stable field names).")
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="More log detail on stderr: -v info, -vv debug.",
+)
 @click.option(
     "--log-level",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
@@ -100,12 +179,19 @@ def _json_mode(ctx: click.Context) -> bool:
 )
 @click.version_option(package_name="agentkeep")
 @click.pass_context
-def cli(ctx: click.Context, home: str | None, json_mode: bool, log_level: str) -> None:
-    configure_logging(log_level)
+def cli(
+    ctx: click.Context, home: str | None, json_mode: bool, verbose: int, log_level: str
+) -> None:
+    level = effective_level(log_level, verbose)
+    configure_logging(level)
+    path = resolve_home(home)
+    if path.exists() and not path.is_dir():
+        source = "--home" if home is not None else HOME_ENV
+        fail(home_is_a_file(source, path), json_mode=json_mode)
     ctx.obj = CliState(
-        home=Home(path=resolve_home(home)),
+        home=Home(path=path),
         output=Output(json_mode=json_mode),
-        log_level=log_level.lower(),
+        log_level=level,
     )
 
 
@@ -127,6 +213,7 @@ for _command in (
     demo_child,
 ):
     cli.add_command(_command)
+    _accept_json_after(_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

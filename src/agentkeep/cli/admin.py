@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,12 @@ from agentkeep.cli.output import (
     render_transcript,
     to_builtins,
 )
-from agentkeep.cli.runtime import open_store, open_system, require_agent
+from agentkeep.cli.reading import open_reader
+from agentkeep.cli.runtime import open_system
 from agentkeep.config import current_environment
 from agentkeep.errors import UnknownAgentError
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import rebuild_messages
+from agentkeep.persistence.records import ConversationRecord, rebuild_messages
 
 DEFAULT_TIMEOUT_SECONDS = 120.0
 
@@ -106,7 +108,7 @@ def list_agents(state: CliState) -> None:
             for row in tx.list_agents()
         ]
 
-    with open_store(state.home) as store:
+    with open_reader(state.home) as store:
         agents = store.read(read)
 
     def render(value: dict[str, Any]) -> str:
@@ -186,7 +188,7 @@ def _render_show(value: dict[str, Any]) -> str:
     lines.append(f"pending    {len(value['pending_calls'])} tool call(s)")
     lines += [f"  - #{p['index']} {p['name']}({p['arguments']})" for p in value["pending_calls"]]
     if value["metadata"]:
-        lines.append(f"metadata   {value['metadata']}")
+        lines.append(f"metadata   {json.dumps(value['metadata'], ensure_ascii=False)}")
     return "\n".join(lines)
 
 
@@ -195,7 +197,7 @@ def _render_show(value: dict[str, Any]) -> str:
 @pass_state
 def show(state: CliState, agent_id: str) -> None:
     """Show an agent: config, metadata, settings, state, queued work, pending calls."""
-    with open_store(state.home) as store:
+    with open_reader(state.home) as store:
         value = store.read(lambda tx: read_agent(tx, agent_id))
     if value is None:
         raise UnknownAgentError(agent_id)
@@ -207,9 +209,15 @@ def show(state: CliState, agent_id: str) -> None:
 @pass_state
 def transcript(state: CliState, agent_id: str) -> None:
     """Print an agent's durable conversation."""
-    with open_store(state.home) as store:
-        require_agent(store, agent_id)
-        messages = rebuild_messages(store.read(lambda tx: tx.load_records(agent_id)))
+    with open_reader(state.home) as store:
+
+        def read(tx: Transaction) -> list[ConversationRecord] | None:
+            return None if tx.get_agent(agent_id) is None else tx.load_records(agent_id)
+
+        records = store.read(read)
+    if records is None:
+        raise UnknownAgentError(agent_id)
+    messages = rebuild_messages(records)
     value = {"id": agent_id, "messages": to_builtins(messages)}
     state.output.result(value, lambda _: render_transcript(messages) or "(no messages yet)")
 

@@ -1,6 +1,9 @@
 """``agentkeep db check``: SQLite integrity plus the runtime's durable invariants.
 
-Checked for every live agent, from one snapshot:
+First SQLite's ``PRAGMA integrity_check`` on a read-only connection: a damaged file (truncated,
+overwritten, not a database) is reported with what SQLite found, and the durable invariants
+are not checked on it. Nothing takes the store's lock, so the check also runs while another
+process owns the store. Then, for every live agent, from one snapshot:
 
 - history: at most one compaction record, and only first; no tool result without its call;
   one result per call; a call without a result is either in the durable pending batch or
@@ -16,18 +19,23 @@ Checked for every live agent, from one snapshot:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import apsw
 import click
+import msgspec
 
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.output import EXIT_FAILURE
-from agentkeep.cli.runtime import Home, open_store
+from agentkeep.cli.reading import open_reader
+from agentkeep.cli.runtime import Home
 from agentkeep.delivery import validate_message
-from agentkeep.errors import AgentkeepError
+from agentkeep.errors import AgentkeepError, StoreDirectoryError
 from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.readonly import DAMAGE_ERRORS
 from agentkeep.persistence.records import CompactionRecord, UserRecord, rebuild_messages
+from agentkeep.persistence.store import DATABASE_NAME, check_lines
 from agentkeep.providers.types import AssistantMessage, ToolCallBlock, ToolResultMessage
 
 
@@ -135,43 +143,97 @@ def check_agent(tx: Transaction, agent_id: str, found: Findings) -> None:
         found.note(agent_id, f"owes work (stage {owed.stage}): `agentkeep resume` finishes it")
 
 
+_MAX_LINES = 20
+
+DAMAGE_ADVICE = (
+    "The file is damaged; nothing was written into it. Restore {path} from a backup, or "
+    "salvage what SQLite can still read: sqlite3 {path} .recover | sqlite3 recovered.db"
+)
+
+
+def integrity_check(path: Path) -> list[str]:
+    """SQLite's ``PRAGMA integrity_check`` of ``path``, read-only: ``["ok"]`` or what it found.
+
+    A file too damaged for the check to run (truncated, not a database) is a finding too.
+
+    Raises:
+        StoreDirectoryError: the file cannot be opened at all (permissions).
+    """
+    try:
+        connection = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.CantOpenError as error:
+        raise StoreDirectoryError(str(path.parent), f"{path.name}: {error}") from None
+    try:
+        return check_lines(connection.execute(f"PRAGMA integrity_check({_MAX_LINES})"))
+    except DAMAGE_ERRORS as error:
+        return [f"SQLite cannot read the file: {error}"]
+    except (apsw.CantOpenError, apsw.ReadOnlyError) as error:
+        raise StoreDirectoryError(
+            str(path.parent), f"{path.name} cannot be read by this user ({error})"
+        ) from None
+    finally:
+        connection.close()
+
+
+def _foreign_key_check(path: Path) -> list[str]:
+    connection = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return [
+            f"dangling reference: {row}" for row in connection.execute("PRAGMA foreign_key_check")
+        ]
+    finally:
+        connection.close()
+
+
 def run_check(home: Home) -> dict[str, Any]:
     """Every check on the store in ``home``, as a JSON-ready report."""
+    home.require_store()
+    path = home.path / DATABASE_NAME
     found = Findings()
-    with open_store(home) as store:
-        path = str(store.path)
-        connection = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
-        try:
-            integrity = [str(row[0]) for row in connection.execute("PRAGMA integrity_check")]
-            foreign = list(connection.execute("PRAGMA foreign_key_check"))
-        finally:
-            connection.close()
-        if integrity != ["ok"]:
-            for line in integrity[:20]:
-                found.problem(None, "integrity_check", line)
-        for row in foreign[:20]:
-            found.problem(None, "foreign_key_check", f"dangling reference: {row}")
+    integrity = integrity_check(path)
+    if integrity != ["ok"]:
+        for line in integrity[:_MAX_LINES]:
+            found.problem(None, "integrity_check", line)
+        return {
+            "ok": False,
+            "path": str(path),
+            "integrity": "failed",
+            "agents": None,
+            "problems": found.problems,
+            "notes": found.notes,
+            "advice": DAMAGE_ADVICE.format(path=path),
+        }
+    for line in _foreign_key_check(path)[:_MAX_LINES]:
+        found.problem(None, "foreign_key_check", line)
 
-        def each_agent(tx: Transaction) -> int:
-            agents = tx.list_agents()
-            for row in agents:
+    def each_agent(tx: Transaction) -> int:
+        agents = tx.list_agents()
+        for row in agents:
+            try:
                 check_agent(tx, row.id, found)
-            return len(agents)
+            except msgspec.DecodeError as error:
+                found.problem(row.id, "decode", f"a stored value does not decode: {error}")
+        return len(agents)
 
+    with open_reader(home) as store:
         agent_count = store.read(each_agent)
     return {
         "ok": not found.problems,
-        "path": path,
-        "integrity": "ok" if integrity == ["ok"] else "failed",
+        "path": str(path),
+        "integrity": "ok",
         "agents": agent_count,
         "problems": found.problems,
         "notes": found.notes,
+        "advice": None,
     }
 
 
 def _render(report: dict[str, Any]) -> str:
     lines = [f"store      {report['path']}", f"integrity  {report['integrity']}"]
-    lines.append(f"agents     {report['agents']} checked")
+    if report["agents"] is None:
+        lines.append("agents     not checked (the file itself is damaged)")
+    else:
+        lines.append(f"agents     {report['agents']} checked")
     for problem in report["problems"]:
         who = f"{problem['agent_id']}: " if problem["agent_id"] else ""
         lines.append(f"  ✗ [{problem['check']}] {who}{problem['message']}")
@@ -181,6 +243,8 @@ def _render(report: dict[str, Any]) -> str:
         lines.append("db check: OK (every durable invariant holds)")
     else:
         lines.append(f"db check: FAILED ({len(report['problems'])} problem(s))")
+    if report["advice"]:
+        lines.append(report["advice"])
     return "\n".join(lines)
 
 
@@ -192,8 +256,10 @@ def db() -> None:
 @db.command()
 @pass_state
 def check(state: CliState) -> None:
-    """PRAGMA integrity_check plus the durable invariants; exits 1 on any problem."""
-    # An unreadable file (apsw.Error) is reported by the group as database_unreadable.
+    """PRAGMA integrity_check, then the durable invariants; exits 1 on any problem.
+
+    Reads without the store's lock, so it also works while another process owns the store.
+    """
     report = run_check(state.home)
     state.output.result(report, _render)
     if not report["ok"]:

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -30,8 +31,9 @@ from agentkeep.cli.check import run_check
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.demo_verify import verify
 from agentkeep.cli.model import DEMO_MODEL, DEMO_PROVIDER
-from agentkeep.cli.output import EXIT_BAD_INPUT, EXIT_FAILURE, CliError, Console
-from agentkeep.cli.runtime import Home, StreamPrinter, open_store, open_system
+from agentkeep.cli.output import EXIT_BAD_INPUT, EXIT_FAILURE, CliError, Console, command_line
+from agentkeep.cli.reading import open_reader
+from agentkeep.cli.runtime import Home, StreamPrinter, open_system
 from agentkeep.cli.tools import ToolEnvironment
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import user
@@ -120,7 +122,7 @@ def _run_child(home: Home, agent_id: str, state: CliState, narrator: _Narrator) 
         raise CliError(
             f"The child process ended (exit {child.returncode}) before the crash point.",
             code="demo_failed",
-            hint="Run again with --log-level info to see why.",
+            hint="Run it again with -v to see why.",
         )
     narrator.say(
         f"✗ SIGKILL → pid {child.pid} (exit {child.returncode}), in the middle of the tool batch"
@@ -129,7 +131,7 @@ def _run_child(home: Home, agent_id: str, state: CliState, narrator: _Narrator) 
 
 
 def _show_crash_state(home: Home, agent_id: str, narrator: _Narrator) -> None:
-    with open_store(home) as store:
+    with open_reader(home) as store:
         shown = store.read(lambda tx: read_agent(tx, agent_id))
     assert shown is not None
     owed = shown["owed"] or {}
@@ -208,11 +210,11 @@ def demo(state: CliState, directory: Path | None) -> None:
     else:
         console.line("demo: FAILED — see the ✗ lines above")
     console.line("")
-    console.line("Inspect it yourself:")
-    prefix = f"agentkeep --home {home.path}"
-    for command in (f"show {agent_id}", f"transcript {agent_id}", "db check"):
-        console.line(f"  {prefix} {command}")
-    console.line(f"  cat {home.path / 'notes.txt'} {home.path / 'tool-runs.jsonl'}")
+    console.line("Inspect it yourself (each command runs as printed, from this directory):")
+    for command in (("list",), ("show", agent_id), ("transcript", agent_id), ("db", "check")):
+        console.line(f"  {command_line(home.path, *command)}")
+    files = (shlex.quote(str(home.path / name)) for name in ("notes.txt", "tool-runs.jsonl"))
+    console.line(f"  cat {' '.join(files)}")
     if state.json_mode:
         summary: dict[str, Any] = {
             "ok": passed,

@@ -9,7 +9,8 @@ from typing import Any
 
 from agentkeep.cli.check import run_check
 from agentkeep.cli.output import block_text
-from agentkeep.cli.runtime import Home, open_store
+from agentkeep.cli.reading import open_reader
+from agentkeep.cli.runtime import Home
 from agentkeep.cli.tools import LEDGER_FILE, NOTES_FILE, Ledger
 from agentkeep.persistence.records import rebuild_messages
 from agentkeep.providers.types import (
@@ -50,7 +51,7 @@ def _note_call(messages: list[Message]) -> tuple[ToolCallBlock | None, list[Tool
 
 def verify(home: Home, agent_id: str, *, child_pid: int, note_text: str) -> dict[str, Any]:
     """Check the demo's promises; returns ``ok``, readable ``lines`` and named ``checks``."""
-    with open_store(home) as store:
+    with open_reader(home) as store:
 
         def read(tx: Any) -> tuple[list[Message], bool, int, int]:
             messages = rebuild_messages(tx.load_records(agent_id))

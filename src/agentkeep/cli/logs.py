@@ -2,7 +2,9 @@
 
 Logs go to stderr so stdout carries only command output: readable console lines on a
 terminal, one JSON object per line otherwise. The default level is ``warning``, so a
-command's output stays clean unless something needs attention.
+command's output stays clean unless something needs attention; ``-v`` shows ``info`` and
+``-vv`` ``debug``. (An embedding program gets the library's own default instead: see
+:mod:`agentkeep.logs`.)
 """
 
 from __future__ import annotations
@@ -15,6 +17,15 @@ import structlog
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 DEFAULT_LOG_LEVEL = "warning"
+
+
+def effective_level(level: str, verbose: int) -> str:
+    """``--log-level`` raised by ``-v`` (info) or ``-vv`` (debug); the more detailed wins."""
+    name = level.lower()
+    if verbose <= 0:
+        return name
+    wanted = "info" if verbose == 1 else "debug"
+    return min(name, wanted, key=LOG_LEVELS.index)
 
 
 def configure_logging(level: str = DEFAULT_LOG_LEVEL, *, stream: TextIO | None = None) -> None:
@@ -31,18 +42,18 @@ def configure_logging(level: str = DEFAULT_LOG_LEVEL, *, stream: TextIO | None =
     if name not in LOG_LEVELS:
         raise ValueError(f"unknown log level {level!r}; expected one of {', '.join(LOG_LEVELS)}")
     target = stream if stream is not None else sys.stderr
-    renderer: Any
+    rendering: list[Any]
     if _isatty(target):
-        renderer = structlog.dev.ConsoleRenderer(colors=False)
+        # The console renderer formats exceptions itself (format_exc_info before it warns).
+        rendering = [structlog.dev.ConsoleRenderer(colors=False)]
     else:
-        renderer = structlog.processors.JSONRenderer()
+        rendering = [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
+            *rendering,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[name.upper()]

@@ -9,12 +9,17 @@ its exit code.
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+import apsw
 import click
 import msgspec
 
@@ -23,7 +28,12 @@ from agentkeep.errors import (
     AgentkeepError,
     InvalidConfigError,
     InvalidMessageError,
+    MissingExtraError,
+    ProviderError,
     SchemaTooNewError,
+    SchemaTooOldError,
+    StoreDamagedError,
+    StoreDirectoryError,
     StoreLockedError,
     UnknownAgentError,
     UnknownProviderError,
@@ -67,9 +77,35 @@ class CliError(Exception):
         return {"error": {"code": self.code, "message": self.message, "hint": self.hint}}
 
 
+def command_prefix() -> str:
+    """How to run ``agentkeep`` the way this process was started, for commands we print.
+
+    ``make demo`` runs ``.venv/bin/agentkeep``, which is not on ``PATH``: a printed command
+    must name that script (or ``python -m agentkeep.cli``) to run as printed.
+    """
+    argv0 = sys.argv[0] if sys.argv else ""
+    name = Path(argv0).name
+    if name == "agentkeep":
+        found = shutil.which("agentkeep")
+        if found is not None and Path(found).resolve() == Path(argv0).resolve():
+            return "agentkeep"
+        return shlex.quote(argv0)
+    if name == "__main__.py" and Path(argv0).parent.name == "cli":
+        return f"{shlex.quote(sys.executable)} -m agentkeep.cli"
+    return "agentkeep"
+
+
+def command_line(home: str | Path | None, *args: str) -> str:
+    """A copy-pasteable ``agentkeep [--home HOME] ARGS...`` (quoted for a POSIX shell)."""
+    words = [command_prefix()]
+    if home is not None:
+        words += ["--home", shlex.quote(str(home))]
+    words += [shlex.quote(arg) for arg in args]
+    return " ".join(words)
+
+
 def from_library_error(error: AgentkeepError, *, home: str | None = None) -> CliError:
-    """The CLI error (with a hint and an exit code) for an error the library raised."""
-    where = f" --home {home}" if home else ""
+    """The CLI error (with a hint naming its real cause, and an exit code) for a library error."""
     if isinstance(error, StoreLockedError):
         holder = f"process {error.holder_pid}" if error.holder_pid is not None else "another owner"
         return CliError(
@@ -82,23 +118,112 @@ def from_library_error(error: AgentkeepError, *, home: str | None = None) -> Cli
         return CliError(
             str(error),
             code=error.code,
-            hint=f"List the agents with `agentkeep{where} list`.",
+            hint=f"List the agents with `{command_line(home, 'list')}`.",
             exit_code=EXIT_NOT_FOUND,
         )
     if isinstance(error, AgentExistsError):
         return CliError(
             str(error), code=error.code, hint="Choose another --id.", exit_code=EXIT_BAD_INPUT
         )
-    if isinstance(error, UnknownProviderError | InvalidConfigError | InvalidMessageError):
+    if isinstance(error, UnknownProviderError):
+        where = f"{home}/providers.toml" if home else "providers.toml in the state directory"
         return CliError(
             str(error),
             code=error.code,
-            hint="Check the flags and providers.toml in the state directory.",
+            hint=f"Pass one of the providers named above, or register this one in {where}.",
             exit_code=EXIT_BAD_INPUT,
+        )
+    if isinstance(error, InvalidMessageError):
+        return CliError(
+            str(error),
+            code=error.code,
+            hint="Fix the message as described above; nothing was queued.",
+            exit_code=EXIT_BAD_INPUT,
+        )
+    if isinstance(error, InvalidConfigError):
+        return CliError(
+            str(error),
+            code=error.code,
+            hint="Fix the value named above (`agentkeep COMMAND --help` lists the options).",
+            exit_code=EXIT_BAD_INPUT,
+        )
+    if isinstance(error, MissingExtraError):
+        return CliError(str(error), code=error.code, hint=f"pip install 'agentkeep[{error.extra}]'")
+    if isinstance(error, ProviderError):
+        where = f"{home}/providers.toml" if home else "providers.toml in the state directory"
+        return CliError(str(error), code=error.code, hint=f"Check the provider's table in {where}.")
+    if isinstance(error, StoreDamagedError):
+        return damaged(error.path, str(error), home=home)
+    if isinstance(error, StoreDirectoryError):
+        return CliError(
+            str(error),
+            code=error.code,
+            hint="Use a directory this user can write (--home DIR or AGENTKEEP_HOME), "
+            "or fix its owner and permissions.",
         )
     if isinstance(error, SchemaTooNewError):
         return CliError(str(error), code=error.code, hint="Upgrade agentkeep.")
+    if isinstance(error, SchemaTooOldError):
+        return CliError(
+            str(error),
+            code=error.code,
+            hint=f"Run `{command_line(home, 'resume')}` once to migrate it.",
+        )
     return CliError(str(error) or type(error).__name__, code=error.code)
+
+
+def damaged(path: str, message: str, *, home: str | None) -> CliError:
+    """A damaged database: what SQLite said, and how to see the whole diagnosis."""
+    return CliError(
+        message,
+        code="store_damaged",
+        hint=f"Run `{command_line(home, 'db', 'check')}` to see what SQLite finds; restore "
+        f"{path} from a backup (nothing more was written into it).",
+    )
+
+
+def database_error(error: apsw.Error, *, home: str | None) -> CliError:
+    """An error SQLite raised outside the library's own checks."""
+    path = str(Path(home) / "agents.db") if home else "agents.db"
+    if isinstance(error, apsw.CorruptError | apsw.NotADBError):
+        return damaged(path, f"The database {path} is damaged: {error}.", home=home)
+    return CliError(
+        f"The database {path} could not be used: {error}",
+        code="database_unreadable",
+        hint="Check the disk (free space, I/O errors) and the file's permissions.",
+    )
+
+
+def home_is_a_file(source: str, path: Path) -> CliError:
+    """``--home`` / ``AGENTKEEP_HOME`` names a file."""
+    return CliError(
+        f"{source} names a file, not a directory: {path}.",
+        code="home_is_a_file",
+        hint=f"Point {source} at a directory (agentkeep creates it if it is missing).",
+        exit_code=EXIT_BAD_INPUT,
+    )
+
+
+def not_utf8(position: int, arg: str) -> CliError:
+    """A command-line argument that is not valid UTF-8 (Python kept its bytes as surrogates)."""
+    shown = os.fsencode(arg).decode("utf-8", "backslashreplace")
+    return CliError(
+        f"Argument {position} is not valid UTF-8 text: {shown}.",
+        code="not_utf8",
+        hint="Pass text in UTF-8 (check the terminal's encoding and LANG, e.g. LANG=C.UTF-8).",
+        exit_code=EXIT_BAD_INPUT,
+    )
+
+
+def no_store_hint(home: str | None, hint: str | None) -> str | None:
+    """Name the demo's store when there is none in ``home`` but the demo made one below it."""
+    if home is None:
+        return hint
+    stores = sorted(Path(home).glob("demo-*/agents.db"), key=lambda p: p.stat().st_mtime)
+    if not stores:
+        return hint
+    latest = stores[-1].parent
+    return f"The demo's store is in {latest}: run `{command_line(latest, 'list')}`."
 
 
 def fail(error: CliError, *, json_mode: bool) -> NoReturn:

@@ -3,14 +3,15 @@
 ``Store.open()`` resolves the state directory (the ``home`` argument, else ``AGENTKEEP_HOME``,
 else ``./.agentkeep``), takes the single-owner lock, opens ``agents.db`` in WAL mode with
 ``synchronous=FULL`` (acknowledged means durable, also on power loss) and foreign keys on,
-applies pending migrations, and starts the :class:`~agentkeep.persistence.writer.StoreWriter`.
+refuses a damaged file (``PRAGMA quick_check``), applies pending migrations, and starts the
+:class:`~agentkeep.persistence.writer.StoreWriter`.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -19,7 +20,13 @@ import apsw
 import pykka
 import structlog
 
-from agentkeep.errors import StoreClosedError, StoreError
+from agentkeep.errors import (
+    StoreClosedError,
+    StoreDamagedError,
+    StoreDirectoryError,
+    StoreError,
+)
+from agentkeep.logs import install_default_logging
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
 from agentkeep.persistence.handle import StoreWriterHandle
 from agentkeep.persistence.inbox import WriterStatistics, _Counters, _Inbox
@@ -47,6 +54,98 @@ def resolve_home(home: str | Path | None = None) -> Path:
     if home is not None:
         return Path(home)
     return Path(os.environ.get(HOME_ENV) or DEFAULT_HOME)
+
+
+def prepare_directory(directory: Path) -> None:
+    """Create the state directory if needed, or say clearly why it cannot be used.
+
+    Raises:
+        StoreDirectoryError: it (or a parent) is a file, or this user may not create it.
+    """
+    if directory.exists() and not directory.is_dir():
+        raise StoreDirectoryError(str(directory), "it is a file, not a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise StoreDirectoryError(str(directory), "it is a file, not a directory") from None
+    except NotADirectoryError:
+        raise StoreDirectoryError(str(directory), "a parent of it is a file") from None
+    except PermissionError as error:
+        raise StoreDirectoryError(
+            str(directory), f"this user may not create it ({_strerror(error)})"
+        ) from None
+
+
+def _acquire_lock(directory: Path, database: Path) -> StoreLock:
+    try:
+        return StoreLock.acquire(directory / LOCK_NAME, store_path=database)
+    except PermissionError as error:
+        raise StoreDirectoryError(
+            str(directory),
+            f"it is read-only for this user (uid {os.getuid()}): {_strerror(error)}",
+        ) from None
+
+
+def _strerror(error: OSError) -> str:
+    where = f": {error.filename}" if error.filename else ""
+    return f"{error.strerror or error}{where}"
+
+
+def refuse_damaged(connection: apsw.Connection, database: Path) -> None:
+    """Raise :class:`StoreDamagedError` unless ``PRAGMA quick_check`` passes.
+
+    Runs before anything writes, so a damaged file is never written into (not even the WAL
+    header). I/O errors are not damage: they propagate as they are.
+    """
+    try:
+        findings = check_lines(connection.execute("PRAGMA quick_check(20)"))
+    except (apsw.CorruptError, apsw.NotADBError) as error:
+        raise StoreDamagedError(str(database), [str(error)]) from None
+    if findings != ["ok"]:
+        raise StoreDamagedError(str(database), findings)
+
+
+def check_lines(rows: Iterable[tuple[Any, ...]]) -> list[str]:
+    """The findings of ``PRAGMA integrity_check`` / ``quick_check``, one per line.
+
+    SQLite puts several findings in one row and heads them ``*** in database main ***``;
+    the header says nothing for a single-database connection.
+    """
+    return [
+        line
+        for row in rows
+        for line in str(row[0]).splitlines()
+        if line.strip() and not line.startswith("*** in database ")
+    ]
+
+
+def _open_writer_connection(database: Path, vfs: str | None) -> apsw.Connection:
+    """The writer's connection, checked undamaged and configured (WAL, FULL sync)."""
+    connection = None
+    try:
+        connection = open_connection(str(database), vfs=vfs)
+        # SQLite silently opens a write-protected file read-only; say so before any write.
+        if connection.readonly("main"):
+            raise _read_only(database, "the file is write-protected")
+        refuse_damaged(connection, database)
+        _configure_writer(connection)
+    except (apsw.CantOpenError, apsw.ReadOnlyError) as error:
+        if connection is not None:
+            connection.close()
+        raise _read_only(database, str(error)) from None
+    except BaseException:
+        if connection is not None:
+            connection.close()
+        raise
+    return connection
+
+
+def _read_only(database: Path, detail: str) -> StoreDirectoryError:
+    return StoreDirectoryError(
+        str(database.parent),
+        f"it is read-only for this user (uid {os.getuid()}): "
+        f"{database.name} cannot be opened for writing ({detail})",
+    )
 
 
 def _configure_writer(connection: apsw.Connection) -> None:
@@ -125,17 +224,19 @@ class Store:
 
         Raises:
             StoreLockedError: another owner holds the store.
+            StoreDirectoryError: the state directory is a file, or not writable by this user.
+            StoreDamagedError: ``PRAGMA quick_check`` fails: nothing is written into the file.
             SchemaTooNewError: the database was written by a newer agentkeep.
         """
+        install_default_logging()
         directory = resolve_home(home)
-        directory.mkdir(parents=True, exist_ok=True)
+        prepare_directory(directory)
         database = directory / DATABASE_NAME
-        lock = StoreLock.acquire(directory / LOCK_NAME, store_path=database)
+        lock = _acquire_lock(directory, database)
         connection: apsw.Connection | None = None
         readers: ReaderPool | None = None
         try:
-            connection = open_connection(str(database), vfs=vfs)
-            _configure_writer(connection)
+            connection = _open_writer_connection(database, vfs)
             migrate(connection)
             injector = FaultInjector(faults if faults is not None else FaultPlan.from_env())
             readers = ReaderPool(str(database), vfs=vfs)

@@ -14,7 +14,7 @@ from agentkeep.persistence import Store, Transaction
 from agentkeep.persistence.records import BlockRecord, QueuedMessage, ToolRecord
 from agentkeep.providers.types import TextBlock, ToolCallBlock, ToolResultMessage
 
-REPORT_FIELDS = {"ok", "path", "integrity", "agents", "problems", "notes"}
+REPORT_FIELDS = {"ok", "path", "integrity", "agents", "problems", "notes", "advice"}
 
 
 def break_store(home: Path, work: Callable[[Transaction], object]) -> None:
@@ -94,4 +94,8 @@ def test_a_file_that_is_not_a_database_is_reported(invoke: Any, home: Path) -> N
         (home / name).unlink(missing_ok=True)
     result = invoke("db", "check", json_mode=True)
     assert result.exit_code == 1
-    assert json.loads(result.stderr)["error"]["code"] == "database_unreadable"
+    report = json.loads(result.stdout)
+    assert report["integrity"] == "failed"
+    (problem,) = report["problems"]
+    assert problem["check"] == "integrity_check"
+    assert "not a database" in problem["message"]

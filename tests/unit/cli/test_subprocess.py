@@ -23,10 +23,22 @@ store.close()
 """
 
 
-def run(*args: str, cwd: Path, timeout: float = 100) -> subprocess.CompletedProcess[str]:
+def new_user_env() -> dict[str, str]:
+    """The environment of `make demo`: no AGENTKEEP_HOME, and the venv is not on PATH."""
     env = {k: v for k, v in os.environ.items() if k != "AGENTKEEP_HOME"}
+    path = env.get("PATH", "").split(os.pathsep)
+    env["PATH"] = os.pathsep.join(d for d in path if not (Path(d) / "agentkeep").exists())
+    return env
+
+
+def run(*args: str, cwd: Path, timeout: float = 100) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [AGENTKEEP, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        [AGENTKEEP, *args],
+        cwd=cwd,
+        env=new_user_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -66,7 +78,8 @@ def test_a_store_held_by_another_process_names_that_process(tmp_path: Path) -> N
         assert holder.stdin is not None
         while holder.stdout.readline().strip() != "held":  # skip its log lines
             pass
-        for args in (("list",), ("send", "a1", "hi", "--wait"), ("db", "check")):
+        # Writes need the owner; reads do not (see test_reads_while_owned.py).
+        for args in (("send", "a1", "hi", "--wait"), ("create",), ("resume",)):
             result = run("--home", str(home), "--json", *args, cwd=tmp_path)
             assert result.returncode == 3, args
             assert result.stdout == ""
@@ -74,8 +87,8 @@ def test_a_store_held_by_another_process_names_that_process(tmp_path: Path) -> N
             assert error["code"] == "store_locked"
             assert f"process {holder.pid}" in error["message"]
             assert f"Stop process {holder.pid}" in error["hint"]
-        readable = run("--home", str(home), "show", "a1", cwd=tmp_path)
-        assert f"in use by process {holder.pid}" in readable.stderr
+        refused = run("--home", str(home), "delete", "a1", cwd=tmp_path)
+        assert f"in use by process {holder.pid}" in refused.stderr
     finally:
         if holder.stdin is not None:
             holder.stdin.write("\n")
@@ -122,6 +135,27 @@ def test_the_demo_runs_end_to_end_like_a_new_user_runs_it(tmp_path: Path) -> Non
     assert len(call_ids) == len(set(call_ids))  # one result per call
     assert f"agentkeep --home {home.relative_to(tmp_path)} show {agent['id']}" in result.stdout
     assert msgspec.json.decode(transcript.stdout)  # well-formed JSON
+
+    # Copy-paste: every command the demo printed runs as printed, from where it ran.
+    printed = result.stdout.split("Inspect it yourself")[1].splitlines()[1:]
+    commands = [line.strip() for line in printed if line.strip()]
+    assert len(commands) == 5
+    for command in commands:
+        ran = subprocess.run(
+            command,
+            shell=True,
+            cwd=tmp_path,
+            env=new_user_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert ran.returncode == 0, (command, ran.stderr)
+        assert ran.stdout
+    # `agentkeep list` right after the demo (no --home) names the demo's store.
+    listed = run("list", cwd=tmp_path)
+    assert listed.returncode == 4
+    assert f"The demo's store is in {home.relative_to(tmp_path)}" in listed.stderr
 
 
 def test_the_demo_can_print_a_json_summary(tmp_path: Path) -> None:

@@ -1,0 +1,53 @@
+"""Opening a state directory to look at it: no lock, so it works while another process owns it.
+
+``list``, ``show``, ``transcript`` and ``db check`` only read. They open the store read-only
+(:class:`~agentkeep.persistence.readonly.ReadOnlyStore`): WAL readers need no lock, so they
+see the last committed state even while an agent system runs on the store, and they never
+write (no migration, no checkpoint).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from agentkeep.cli.runtime import Home, open_store
+from agentkeep.errors import SchemaTooOldError
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.readonly import ReadOnlyStore
+
+T = TypeVar("T")
+
+
+class Reader(Protocol):
+    """What a read-only command needs from a store: consistent snapshots."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def read(self, work: Callable[[Transaction], T]) -> T: ...
+
+
+@contextmanager
+def open_reader(home: Home) -> Iterator[Reader]:
+    """The store in ``home`` for reading, without taking its lock.
+
+    A database this code has not migrated yet is opened the owning way once (which
+    migrates it, or names the process that owns it).
+    """
+    home.require_store()
+    store: ReadOnlyStore | None
+    try:
+        store = ReadOnlyStore.open(home.path)
+    except SchemaTooOldError:
+        store = None
+    if store is None:
+        with open_store(home) as owned:
+            yield owned
+        return
+    try:
+        yield store
+    finally:
+        store.close()
