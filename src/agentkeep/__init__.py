@@ -43,7 +43,7 @@ from agentkeep.features import (
     TurnInfo,
 )
 from agentkeep.loop.messages import CompactAction, InjectAction, SendAction, SteerAction
-from agentkeep.persistence.records import AgentEnvironment, Settings
+from agentkeep.persistence.records import AgentEnvironment, MessageOptions, Settings
 from agentkeep.providers import (
     CancelToken,
     Provider,
@@ -99,6 +99,7 @@ __all__ = [
     "InvalidMessageError",
     "Message",
     "MessageAccepted",
+    "MessageOptions",
     "MetadataChange",
     "MissingExtraError",
     "ModelChange",

@@ -29,8 +29,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agentkeep.loop.messages import Action
+from agentkeep.persistence.kv import ScopedKV
 from agentkeep.persistence.records import JSONObject, QueueName, Settings
 from agentkeep.providers.types import QueueableMessage, StreamEvent, SystemMessage, Tokens
+from agentkeep.refs import AgentSystemRef
 
 if TYPE_CHECKING:
     from agentkeep.providers.types import ToolResultMessage
@@ -99,12 +101,12 @@ class HookContext:
 
     agent_id: str
     settings: Settings
+    system: AgentSystemRef
+    kv: ScopedKV
+    run_kv: ScopedKV
+    shared_kv: ScopedKV
+    call_kv: ScopedKV | None = None
     config: dict[str, Any] = field(default_factory=dict)
-    kv: Any = None
-    run_kv: Any = None
-    shared_kv: Any = None
-    call_kv: Any = None
-    system: Any = None
 
 
 class Feature:
