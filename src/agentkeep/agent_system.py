@@ -40,6 +40,7 @@ from agentkeep.errors import (
     StoreClosedError,
     UnknownAgentError,
 )
+from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature, FeatureSet
 from agentkeep.loop.messages import (
     AbortRequested,
@@ -49,7 +50,6 @@ from agentkeep.loop.messages import (
     Start,
     WorkAccepted,
 )
-from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.records import (
     ConversationRecord,
@@ -130,12 +130,11 @@ class AgentSystem:
         instructions: str = "",
         steering_mode: QueueMode = "one-at-a-time",
         send_mode: QueueMode = "one-at-a-time",
-        faults: FaultPlan | None = None,
-        vfs: str | None = None,
         idle_grace_seconds: float = 30.0,
         resume: bool = True,
         restart_intensity: RestartIntensity | None = None,
         restart_backoff: Backoff | None = None,
+        testing: FaultInjection | None = None,
     ) -> AgentSystem:
         """Open the store at ``path`` (exclusively), migrate it, and resume owed work.
 
@@ -148,6 +147,8 @@ class AgentSystem:
         durable state stays) and surfaces the error (:attr:`failure`). The same limits apply
         to the system supervisor, which restarts the store writer and the agent tier after it
         when the writer fails (``rest_for_one``, see ``agentkeep.actors.tree``).
+        ``testing``: fault injection for the tests and chaos campaigns only
+        (:class:`agentkeep.chaos.FaultInjection`); never set it in production.
 
         Raises:
             StoreLockedError: another owner holds the store.
@@ -160,7 +161,8 @@ class AgentSystem:
             raise InvalidConfigError(f'Provider "{provider}" is not registered.')
         feature_set = FeatureSet(features)
         # The system supervisor starts (and restarts) the writer: see actors/tree.py.
-        store = Store.open(path, faults=faults, vfs=vfs, start_writer=False)
+        hooks = testing or FaultInjection()
+        store = Store.open(path, faults=hooks.faults, vfs=hooks.vfs, start_writer=False)
         try:
             system = cls(
                 store,

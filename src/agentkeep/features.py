@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agentkeep.errors import FeatureDefinitionError
+from agentkeep.key_value import KeyValueStore
 from agentkeep.loop.messages import Action
-from agentkeep.persistence.kv import ScopedKV
 from agentkeep.persistence.records import JSONObject, QueueName, Settings
 from agentkeep.providers.types import QueueableMessage, StreamEvent, SystemMessage, Tokens
 from agentkeep.refs import AgentSystemRef
@@ -104,10 +104,10 @@ class HookContext:
     agent_id: str
     settings: Settings
     system: AgentSystemRef
-    kv: ScopedKV
-    run_kv: ScopedKV
-    shared_kv: ScopedKV
-    call_kv: ScopedKV | None = None
+    kv: KeyValueStore
+    run_kv: KeyValueStore
+    shared_kv: KeyValueStore
+    call_kv: KeyValueStore | None = None
     config: dict[str, Any] = field(default_factory=dict)
 
 

@@ -30,7 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar, overload
 import msgspec
 
 from agentkeep.errors import AgentkeepError, ToolDefinitionError
-from agentkeep.persistence.kv import ScopedKV
+from agentkeep.key_value import KeyValueStore
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.types import (
     ImageBlock,
@@ -75,7 +75,7 @@ class ToolContext(Protocol):
     def cancel(self) -> CancelToken: ...
 
     @property
-    def kv(self) -> ScopedKV: ...
+    def kv(self) -> KeyValueStore: ...
 
     @property
     def system(self) -> AgentSystemRef: ...
@@ -94,11 +94,11 @@ class BasicToolContext:
     call_id: str = "call"
     provider_call_id: str = "call"
     cancel: CancelToken = field(default_factory=CancelToken)
-    kv_store: ScopedKV | None = None
+    kv_store: KeyValueStore | None = None
     system_ref: AgentSystemRef | None = None
 
     @property
-    def kv(self) -> ScopedKV:
+    def kv(self) -> KeyValueStore:
         if self.kv_store is None:
             raise AgentkeepError("This tool context has no key-value store (kv_store).")
         return self.kv_store
