@@ -53,6 +53,7 @@ from agentkeep.loop.messages import CompactAction, InjectAction, SendAction, Ste
 from agentkeep.persistence.records import AgentEnvironment, MessageOptions, Settings
 from agentkeep.providers import (
     CancelToken,
+    DemoModel,
     Provider,
     Providers,
     RespondingModel,
@@ -140,6 +141,7 @@ __all__ = [
     "CompactionRequest",
     "Context",
     "Delivery",
+    "DemoModel",
     "Done",
     "DuplicateProviderError",
     "ExpiredScopeError",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -65,7 +65,7 @@ from agentkeep.providers.registry import Providers
 from agentkeep.providers.types import Message, QueueableMessage, ReasoningEffort, ServiceTier
 from agentkeep.refs import make_system_ref
 from agentkeep.signals import ShutdownSignals
-from agentkeep.tools import Tool
+from agentkeep.tools import Tool, ToolSet
 
 log = structlog.get_logger(__name__)
 
@@ -73,6 +73,20 @@ T = TypeVar("T")
 
 _MODES = ("one-at-a-time", "all")
 _TREE_STOP_SECONDS = 60.0
+
+
+def _checked(name: str, given: object, kind: type[T], what: str) -> list[T]:
+    """``given`` as a list of ``kind``, or ``InvalidConfigError`` naming the first element
+    that is not one (checked at ``open``, not at the first turn that would use it)."""
+    if isinstance(given, str | bytes) or not isinstance(given, Iterable):
+        raise InvalidConfigError(f"{name} must be a list, got {type(given).__name__}")
+    items = list(given)
+    for index, item in enumerate(items):
+        if not isinstance(item, kind):
+            raise InvalidConfigError(
+                f"{name}[{index}] is {item!r} ({type(item).__name__}), not {what}"
+            )
+    return items
 
 
 class AgentSystem:
@@ -152,14 +166,16 @@ class AgentSystem:
 
         Raises:
             StoreLockedError: another owner holds the store.
-            InvalidConfigError: a mode, provider or feature set is invalid.
+            InvalidConfigError: a mode, provider, feature or tool is invalid (naming it).
+            ToolDefinitionError: two tools share a name (in one namespace).
         """
         for name, mode in (("steering_mode", steering_mode), ("send_mode", send_mode)):
             if mode not in _MODES:
                 raise InvalidConfigError(f"{name} must be one of {_MODES}, got {mode!r}")
         if provider is not None and providers.get(provider) is None:
             raise InvalidConfigError(f'Provider "{provider}" is not registered.')
-        feature_set = FeatureSet(features)
+        feature_set = FeatureSet(_checked("features", features, Feature, "an ak.Feature"))
+        ToolSet(_checked("tools", tools, Tool, "an ak.Tool (build one with @ak.tool)"))
         # The system supervisor starts (and restarts) the writer: see actors/tree.py.
         hooks = testing or FaultInjection()
         store = Store.open(path, faults=hooks.faults, vfs=hooks.vfs, start_writer=False)

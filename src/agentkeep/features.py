@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from agentkeep.errors import FeatureDefinitionError
+from agentkeep.errors import FeatureDefinitionError, InvalidConfigError
 from agentkeep.key_value import KeyValueStore
 from agentkeep.loop.messages import Action
 from agentkeep.persistence.records import JSONObject, QueueName, Settings
@@ -234,10 +234,10 @@ class FeatureSet:
         names = [f.name for f in features]
         for feature in features:
             if not isinstance(feature, Feature) or not feature.name:
-                raise ValueError(f"a feature needs a non-empty name: {feature!r}")
+                raise InvalidConfigError(f"a feature needs a non-empty name: {feature!r}")
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
-            raise ValueError(f"feature names must be unique: {sorted(duplicates)}")
+            raise InvalidConfigError(f"feature names must be unique: {sorted(duplicates)}")
         self.features = tuple(features)
 
     @property

@@ -47,6 +47,7 @@ PUBLIC = [
     "CompactionRequest",
     "Context",
     "Delivery",
+    "DemoModel",
     "Done",
     "DuplicateProviderError",
     "ExpiredScopeError",

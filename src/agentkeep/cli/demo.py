@@ -29,13 +29,13 @@ from agentkeep.cli.admin import read_agent
 from agentkeep.cli.check import run_check
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.demo_verify import verify
-from agentkeep.cli.model import DEMO_MODEL, DEMO_PROVIDER
 from agentkeep.cli.output import EXIT_BAD_INPUT, EXIT_FAILURE, CliError, Console
 from agentkeep.cli.runtime import Home, StreamPrinter, open_store, open_system
 from agentkeep.cli.tools import ToolEnvironment
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import user
 from agentkeep.persistence.records import MessageOptions
+from agentkeep.providers.demo import DEMO_MODEL, DEMO_PROVIDER
 from agentkeep.tools import ToolContext
 
 CRASH_MARKER = "@@agentkeep-demo: crash point reached@@"
