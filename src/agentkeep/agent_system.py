@@ -213,6 +213,8 @@ class AgentSystem:
 
     @property
     def store(self) -> Store:
+        """The underlying store: an inspection hook for tests and the chaos campaigns, not
+        part of the stable API (use the agent methods to read durable state)."""
         return self._store
 
     def start(self, *agent_ids: str) -> list[str]:
