@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkeep.delivery import Delivery
-from agentkeep.persistence.records import JSONObject, MessageOptions, PermissionMode, Settings
+from agentkeep.persistence.records import JSONObject, PermissionMode, Settings
 from agentkeep.providers.types import Message, QueueableMessage, ReasoningEffort, ServiceTier
 
 if TYPE_CHECKING:
@@ -34,16 +34,18 @@ class Agent:
         service_tier: ServiceTier | None = None,
         permission_mode: PermissionMode | None = None,
     ) -> Delivery:
-        """Queue a message on the send queue; returns once it is durable."""
-        options = MessageOptions(
+        """Queue a message on the send queue; returns once it is durable (the options are
+        :meth:`AgentSystem.send`'s)."""
+        return self._system.send(
+            self.id,
+            message,
+            id=id,
+            metadata=metadata,
             provider=provider,
             model=model,
             effort=effort,
             service_tier=service_tier,
             permission_mode=permission_mode,
-        )
-        return self._system.deliver(
-            self.id, "send", message, id=id, metadata=metadata, options=options
         )
 
     def steer(
@@ -59,15 +61,16 @@ class Agent:
         permission_mode: PermissionMode | None = None,
     ) -> Delivery:
         """Queue a message on the steering queue; returns once it is durable."""
-        options = MessageOptions(
+        return self._system.steer(
+            self.id,
+            message,
+            id=id,
+            metadata=metadata,
             provider=provider,
             model=model,
             effort=effort,
             service_tier=service_tier,
             permission_mode=permission_mode,
-        )
-        return self._system.deliver(
-            self.id, "steering", message, id=id, metadata=metadata, options=options
         )
 
     def abort(self, *, wait: bool = False, timeout_seconds: float | None = None) -> None:

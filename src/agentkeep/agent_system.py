@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -40,6 +40,7 @@ from agentkeep.errors import (
     StoreClosedError,
     UnknownAgentError,
 )
+from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature, FeatureSet
 from agentkeep.loop.messages import (
     AbortRequested,
@@ -49,22 +50,23 @@ from agentkeep.loop.messages import (
     Start,
     WorkAccepted,
 )
-from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.records import (
+    ConversationRecord,
     JSONObject,
     MessageOptions,
+    PermissionMode,
     QueueName,
     Settings,
     rebuild_messages,
 )
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
-from agentkeep.providers.types import Message, QueueableMessage
+from agentkeep.providers.types import Message, QueueableMessage, ReasoningEffort, ServiceTier
 from agentkeep.refs import make_system_ref
 from agentkeep.registry import Registry
 from agentkeep.signals import ShutdownSignals
-from agentkeep.tools import Tool
+from agentkeep.tools import Tool, ToolSet
 
 log = structlog.get_logger(__name__)
 
@@ -72,6 +74,20 @@ T = TypeVar("T")
 
 _MODES = ("one-at-a-time", "all")
 _TREE_STOP_SECONDS = 60.0
+
+
+def _checked(name: str, given: object, kind: type[T], what: str) -> list[T]:
+    """``given`` as a list of ``kind``, or ``InvalidConfigError`` naming the first element
+    that is not one (checked at ``open``, not at the first turn that would use it)."""
+    if isinstance(given, str | bytes) or not isinstance(given, Iterable):
+        raise InvalidConfigError(f"{name} must be a list, got {type(given).__name__}")
+    items = list(given)
+    for index, item in enumerate(items):
+        if not isinstance(item, kind):
+            raise InvalidConfigError(
+                f"{name}[{index}] is {item!r} ({type(item).__name__}), not {what}"
+            )
+    return items
 
 
 class AgentSystem:
@@ -103,6 +119,7 @@ class AgentSystem:
         self._admission = Admission()
         self._failure: BaseException | None = None
         self._stopped = threading.Event()
+        self._shut_down = threading.Event()  # set once the store is released, however
         self._agents = AgentRegistry(
             self._make_services,
             idle_grace_seconds=idle_grace_seconds,
@@ -128,12 +145,11 @@ class AgentSystem:
         instructions: str = "",
         steering_mode: QueueMode = "one-at-a-time",
         send_mode: QueueMode = "one-at-a-time",
-        faults: FaultPlan | None = None,
-        vfs: str | None = None,
         idle_grace_seconds: float = 30.0,
         resume: bool = True,
         restart_intensity: RestartIntensity | None = None,
         restart_backoff: Backoff | None = None,
+        testing: FaultInjection | None = None,
     ) -> AgentSystem:
         """Open the store at ``path`` (exclusively), migrate it, and resume owed work.
 
@@ -146,19 +162,24 @@ class AgentSystem:
         durable state stays) and surfaces the error (:attr:`failure`). The same limits apply
         to the system supervisor, which restarts the store writer and the agent tier after it
         when the writer fails (``rest_for_one``, see ``agentkeep.actors.tree``).
+        ``testing``: fault injection for the tests and chaos campaigns only
+        (:class:`agentkeep.chaos.FaultInjection`); never set it in production.
 
         Raises:
             StoreLockedError: another owner holds the store.
-            InvalidConfigError: a mode, provider or feature set is invalid.
+            InvalidConfigError: a mode, provider, feature or tool is invalid (naming it).
+            ToolDefinitionError: two tools share a name (in one namespace).
         """
         for name, mode in (("steering_mode", steering_mode), ("send_mode", send_mode)):
             if mode not in _MODES:
                 raise InvalidConfigError(f"{name} must be one of {_MODES}, got {mode!r}")
         if provider is not None and providers.get(provider) is None:
             raise InvalidConfigError(f'Provider "{provider}" is not registered.')
-        feature_set = FeatureSet(features)
+        feature_set = FeatureSet(_checked("features", features, Feature, "an ak.Feature"))
+        ToolSet(_checked("tools", tools, Tool, "an ak.Tool (build one with @ak.tool)"))
         # The system supervisor starts (and restarts) the writer: see actors/tree.py.
-        store = Store.open(path, faults=faults, vfs=vfs, start_writer=False)
+        hooks = testing or FaultInjection()
+        store = Store.open(path, faults=hooks.faults, vfs=hooks.vfs, start_writer=False)
         try:
             system = cls(
                 store,
@@ -193,6 +214,8 @@ class AgentSystem:
 
     @property
     def store(self) -> Store:
+        """The underlying store: an inspection hook for tests and the chaos campaigns, not
+        part of the stable API (use the agent methods to read durable state)."""
         return self._store
 
     @property
@@ -263,6 +286,7 @@ class AgentSystem:
         finally:
             self._store.close()
             self._admission.closed()
+            self._shut_down.set()
 
     @property
     def failure(self) -> BaseException | None:
@@ -295,8 +319,10 @@ class AgentSystem:
         self._signals.install()
 
     def wait_for_shutdown(self, timeout_seconds: float | None = None) -> bool:
-        """Block until a signal-driven shutdown has finished (see install_signal_handlers)."""
-        return self._signals.finished.wait(timeout_seconds)
+        """Block until the system has shut down and released the store — by a signal (see
+        :meth:`install_signal_handlers`), :meth:`shutdown`, :meth:`close` or giving up;
+        False on timeout."""
+        return self._shut_down.wait(timeout_seconds)
 
     def __enter__(self) -> AgentSystem:
         return self
@@ -352,6 +378,106 @@ class AgentSystem:
             raise UnknownAgentError(agent_id)
 
     # -- delivery --------------------------------------------------------------------------
+
+    def send(
+        self,
+        agent_id: str,
+        message: QueueableMessage,
+        *,
+        id: str | None = None,
+        metadata: JSONObject | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        effort: ReasoningEffort | None = None,
+        service_tier: ServiceTier | None = None,
+        permission_mode: PermissionMode | None = None,
+    ) -> Delivery:
+        """Queue ``message`` on the agent's send queue; returns once it is durable.
+
+        Args:
+            agent_id: The agent (``UnknownAgentError`` if it was never created).
+            message: A user, system or agent message (``ak.user(...)``).
+            id: The message's id: offering the same id again is an idempotent repeat.
+            metadata: Stored with the message, shown to ``message_accepted`` hooks.
+            provider: Switch to this provider when the message is consumed.
+            model: Switch to this model when the message is consumed.
+            effort: Reasoning effort from this message on.
+            service_tier: Service tier from this message on.
+            permission_mode: Permission mode from this message on.
+        """
+        return self._offer(
+            None,
+            agent_id,
+            "send",
+            message,
+            id=id,
+            metadata=metadata,
+            provider=provider,
+            model=model,
+            effort=effort,
+            service_tier=service_tier,
+            permission_mode=permission_mode,
+        )
+
+    def steer(
+        self,
+        agent_id: str,
+        message: QueueableMessage,
+        *,
+        id: str | None = None,
+        metadata: JSONObject | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        effort: ReasoningEffort | None = None,
+        service_tier: ServiceTier | None = None,
+        permission_mode: PermissionMode | None = None,
+    ) -> Delivery:
+        """Queue ``message`` on the steering queue (it outranks queued sends); the options
+        are :meth:`send`'s."""
+        return self._offer(
+            None,
+            agent_id,
+            "steering",
+            message,
+            id=id,
+            metadata=metadata,
+            provider=provider,
+            model=model,
+            effort=effort,
+            service_tier=service_tier,
+            permission_mode=permission_mode,
+        )
+
+    def _offer(
+        self,
+        tx: Transaction | None,
+        agent_id: str,
+        queue: QueueName,
+        message: QueueableMessage,
+        *,
+        id: str | None,
+        metadata: JSONObject | None,
+        provider: str | None,
+        model: str | None,
+        effort: ReasoningEffort | None,
+        service_tier: ServiceTier | None,
+        permission_mode: PermissionMode | None,
+    ) -> Delivery:
+        """Every ``send``/``steer`` of every surface (``Agent``, ``AgentRef``, the system and
+        its reference) ends here, so they cannot disagree: inside ``tx`` (a hook running in
+        a transaction) or as its own transaction."""
+        options = MessageOptions(
+            provider=provider,
+            model=model,
+            effort=effort,
+            service_tier=service_tier,
+            permission_mode=permission_mode,
+        )
+        if tx is not None:
+            return self._deliver_within(
+                tx, agent_id, queue, message, id=id, metadata=metadata, options=options
+            )
+        return self.deliver(agent_id, queue, message, id=id, metadata=metadata, options=options)
 
     def deliver(
         self,
@@ -436,9 +562,15 @@ class AgentSystem:
     def abort(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
+        """Abort the agent's running turn (a no-op when it has none).
+
+        Raises:
+            UnknownAgentError: the agent was never created.
+        """
         self._refuse_own_wait(agent_id, wait)
         services = self._agents.known(agent_id)
         if services is None:
+            self._require(agent_id)
             return  # an agent with no actor has no turn to abort
         services.status.abort_pending = True  # a hook running now loses its actions
         if not self._agents.tell_if_live(agent_id, AbortRequested()):
@@ -458,26 +590,43 @@ class AgentSystem:
             future.result(timeout_seconds)
 
     def wait_for_idle(self, agent_id: str, *, timeout_seconds: float | None = None) -> bool:
+        """Block until the agent has nothing running; False on timeout.
+
+        Raises:
+            UnknownAgentError: the agent was never created.
+        """
         self._refuse_own_wait(agent_id, True)
         services = self._agents.known(agent_id)
-        return True if services is None else services.status.wait_for_idle(timeout_seconds)
+        if services is None:
+            self._require(agent_id)
+            return True  # no actor: nothing runs
+        return services.status.wait_for_idle(timeout_seconds)
 
-    # -- reads -----------------------------------------------------------------------------
+    # -- reads (each raises UnknownAgentError for an id never created) ---------------------
 
     def transcript(self, agent_id: str) -> list[Message]:
-        return rebuild_messages(self._read(lambda tx: tx.load_records(agent_id)))
+        """The durable conversation; a deleted agent's stays readable (delete keeps it)."""
+
+        def read(tx: Transaction) -> list[ConversationRecord]:
+            records = tx.load_records(agent_id)
+            if not records and tx.get_agent(agent_id) is None:
+                raise UnknownAgentError(agent_id)
+            return records
+
+        return rebuild_messages(self._read(read))
 
     def settings(self, agent_id: str) -> Settings:
-        return self._read(lambda tx: tx.read_settings(agent_id)) or self._defaults
+        return self._read_agent(agent_id, lambda tx: tx.read_settings(agent_id)) or self._defaults
 
     def context_tokens(self, agent_id: str) -> int | None:
-        return self._read(lambda tx: tx.read_context_tokens(agent_id))
+        return self._read_agent(agent_id, lambda tx: tx.read_context_tokens(agent_id))
 
     def state(self, agent_id: str) -> str:
+        """``"running"``, ``"owes_work"`` or ``"idle"``; refused once close begins."""
+        owed = self._read_agent(agent_id, lambda tx: tx.read_owed(agent_id))
         services = self._agents.known(agent_id)
         if services is not None and not services.status.idle:
             return "running"
-        owed = self._read(lambda tx: tx.read_owed(agent_id))
         return "idle" if owed is None else "owes_work"
 
     def metadata(self, agent_id: str) -> JSONObject:
@@ -507,7 +656,7 @@ class AgentSystem:
         return row.parent_id
 
     def children_of(self, agent_id: str) -> list[str]:
-        return self._read(lambda tx: tx.children_of(agent_id))
+        return self._read_agent(agent_id, lambda tx: tx.children_of(agent_id))
 
     # -- internals -------------------------------------------------------------------------
 
@@ -518,6 +667,20 @@ class AgentSystem:
             return self._store.read(work)
         except StoreClosedError:
             raise AgentClosedError("The agent system has been closed.") from None
+
+    def _read_agent(self, agent_id: str, work: Callable[[Transaction], T]) -> T:
+        """``work`` on a snapshot in which the agent exists (``UnknownAgentError`` if not)."""
+
+        def read(tx: Transaction) -> T:
+            if tx.get_agent(agent_id) is None:
+                raise UnknownAgentError(agent_id)
+            return work(tx)
+
+        return self._read(read)
+
+    def _require(self, agent_id: str) -> None:
+        """Raise ``UnknownAgentError`` unless the agent exists."""
+        self._read_agent(agent_id, lambda tx: None)
 
     def _refuse_own_wait(self, agent_id: str, wait: bool) -> None:
         if wait and current_loop_agent() == agent_id:

@@ -220,3 +220,9 @@ class ToolDefinitionError(AgentkeepError):
     """A tool was defined wrongly (bad name, duplicate name, unsupported types)."""
 
     code = "tool_definition"
+
+
+class FeatureDefinitionError(AgentkeepError):
+    """A feature was defined wrongly (a method whose name is a misspelled hook)."""
+
+    code = "feature_definition"

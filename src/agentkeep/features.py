@@ -22,15 +22,19 @@ handed. Composition rules (seed: AgentFeature), kept by :class:`FeatureSet`:
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from agentkeep.errors import FeatureDefinitionError, InvalidConfigError
+from agentkeep.key_value import KeyValueStore
 from agentkeep.loop.messages import Action
 from agentkeep.persistence.records import JSONObject, QueueName, Settings
 from agentkeep.providers.types import QueueableMessage, StreamEvent, SystemMessage, Tokens
+from agentkeep.refs import AgentSystemRef
 
 if TYPE_CHECKING:
     from agentkeep.providers.types import ToolResultMessage
@@ -99,18 +103,36 @@ class HookContext:
 
     agent_id: str
     settings: Settings
+    system: AgentSystemRef
+    kv: KeyValueStore
+    run_kv: KeyValueStore
+    shared_kv: KeyValueStore
+    call_kv: KeyValueStore | None = None
     config: dict[str, Any] = field(default_factory=dict)
-    kv: Any = None
-    run_kv: Any = None
-    shared_kv: Any = None
-    call_kv: Any = None
-    system: Any = None
 
 
 class Feature:
-    """Base class of a feature: override the hooks you need. ``name`` must be stable."""
+    """Base class of a feature: override the hooks you need. ``name`` must be stable.
+
+    A method whose name is close to a hook's but is not one (``befor_turn``) would never
+    run, so defining it raises :class:`~agentkeep.errors.FeatureDefinitionError` naming the
+    hook it resembles; a helper may be named anything else, or start with ``_``.
+    """
 
     name: str = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for attribute, value in vars(cls).items():
+            if attribute.startswith("_") or attribute in HOOKS or not callable(value):
+                continue
+            close = difflib.get_close_matches(attribute, HOOKS, n=1, cutoff=_MISSPELLING)
+            if close:
+                raise FeatureDefinitionError(
+                    f'Feature {cls.__qualname__} defines "{attribute}", which is not a hook '
+                    f'and would never run: did you mean "{close[0]}"? (A helper method that '
+                    "is not a hook can start with an underscore.)"
+                )
 
     def validate_settings(self, settings: dict[str, Any]) -> None:
         """Check this feature's entry of an agent's config at ``create``; raise
@@ -189,6 +211,22 @@ class Feature:
         return
 
 
+# Every hook a feature can override (and ``validate_settings``), by name.
+HOOKS: frozenset[str] = frozenset(
+    name for name, value in vars(Feature).items() if callable(value) and not name.startswith("_")
+)
+# How alike a method's name and a hook's must be to count as a misspelling (difflib's
+# ratio): one wrong, missing or extra letter in a hook name scores above 0.9, while helper
+# names that merely share a prefix (``after_note``, ``tool_started``) stay below 0.75.
+_MISSPELLING = 0.8
+
+
+def _check_hook(hook: str) -> None:
+    """A misspelled hook name in the runtime must fail loudly, not as a logged warning."""
+    if hook not in HOOKS:
+        raise ValueError(f"{hook!r} is not a feature hook")
+
+
 class FeatureSet:
     """The features of a system, composed by the rules in the module docstring."""
 
@@ -196,10 +234,10 @@ class FeatureSet:
         names = [f.name for f in features]
         for feature in features:
             if not isinstance(feature, Feature) or not feature.name:
-                raise ValueError(f"a feature needs a non-empty name: {feature!r}")
+                raise InvalidConfigError(f"a feature needs a non-empty name: {feature!r}")
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
-            raise ValueError(f"feature names must be unique: {sorted(duplicates)}")
+            raise InvalidConfigError(f"feature names must be unique: {sorted(duplicates)}")
         self.features = tuple(features)
 
     @property
@@ -209,6 +247,7 @@ class FeatureSet:
 
     def overrides(self, hook: str) -> bool:
         """Whether any feature overrides ``hook``."""
+        _check_hook(hook)
         return any(getattr(type(f), hook) is not getattr(Feature, hook) for f in self.features)
 
     def get(self, name: str) -> Feature | None:
@@ -216,11 +255,13 @@ class FeatureSet:
 
     def observe(self, hook: str, ctx_for: Any, *args: Any) -> None:
         """Run an observing hook on every feature; failures are logged, never raised."""
+        _check_hook(hook)
         for feature in self.features:
             self._call(feature, hook, ctx_for, args, propagate=False)
 
     def actions(self, hook: str, ctx_for: Any, *args: Any) -> list[Action]:
         """Concatenate the actions of an action hook; a failing feature loses its own."""
+        _check_hook(hook)
         collected: list[Action] = []
         for feature in self.features:
             try:
@@ -234,6 +275,7 @@ class FeatureSet:
     def transact(self, hook: str, ctx_for: Any, *args: Any) -> None:
         """Run a transactional hook on every feature in order; a failure propagates (and
         rolls the hook's transaction back)."""
+        _check_hook(hook)
         for feature in self.features:
             self._call(feature, hook, ctx_for, args, propagate=True)
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import JSONObject, MessageOptions, QueueName
-from agentkeep.providers.types import Message, QueueableMessage
+from agentkeep.persistence.records import JSONObject, PermissionMode
+from agentkeep.providers.types import Message, QueueableMessage, ReasoningEffort, ServiceTier
 
 if TYPE_CHECKING:
     from agentkeep.agent_system import AgentSystem
@@ -66,10 +66,27 @@ class AgentRef:
         *,
         id: str | None = None,
         metadata: JSONObject | None = None,
-        options: MessageOptions | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        effort: ReasoningEffort | None = None,
+        service_tier: ServiceTier | None = None,
+        permission_mode: PermissionMode | None = None,
     ) -> Delivery:
-        """Queue on the send queue; returns once durably accepted (never waits for a loop)."""
-        return self._deliver("send", message, id, metadata, options)
+        """Queue on the send queue; returns once durably accepted (never waits for a loop).
+        The options are :meth:`AgentSystem.send`'s."""
+        return self._system._offer(
+            self._tx,
+            self.id,
+            "send",
+            message,
+            id=id,
+            metadata=metadata,
+            provider=provider,
+            model=model,
+            effort=effort,
+            service_tier=service_tier,
+            permission_mode=permission_mode,
+        )
 
     def steer(
         self,
@@ -77,25 +94,25 @@ class AgentRef:
         *,
         id: str | None = None,
         metadata: JSONObject | None = None,
-        options: MessageOptions | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        effort: ReasoningEffort | None = None,
+        service_tier: ServiceTier | None = None,
+        permission_mode: PermissionMode | None = None,
     ) -> Delivery:
         """Queue on the steering queue; returns once durably accepted."""
-        return self._deliver("steering", message, id, metadata, options)
-
-    def _deliver(
-        self,
-        queue: QueueName,
-        message: QueueableMessage,
-        id: str | None,
-        metadata: JSONObject | None,
-        options: MessageOptions | None,
-    ) -> Delivery:
-        if self._tx is not None:
-            return self._system._deliver_within(
-                self._tx, self.id, queue, message, id=id, metadata=metadata, options=options
-            )
-        return self._system.deliver(
-            self.id, queue, message, id=id, metadata=metadata, options=options
+        return self._system._offer(
+            self._tx,
+            self.id,
+            "steering",
+            message,
+            id=id,
+            metadata=metadata,
+            provider=provider,
+            model=model,
+            effort=effort,
+            service_tier=service_tier,
+            permission_mode=permission_mode,
         )
 
     def compact(self) -> None:
@@ -154,11 +171,55 @@ class AgentSystemRef:
         self._system.resolve(agent_id)
         return AgentRef(self._system, agent_id, _token=_UNSET, tx=self._tx)
 
-    def send(self, agent_id: str, message: QueueableMessage, **options: Any) -> Delivery:
-        return self.resolve(agent_id).send(message, **options)
+    def send(
+        self,
+        agent_id: str,
+        message: QueueableMessage,
+        *,
+        id: str | None = None,
+        metadata: JSONObject | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        effort: ReasoningEffort | None = None,
+        service_tier: ServiceTier | None = None,
+        permission_mode: PermissionMode | None = None,
+    ) -> Delivery:
+        """Queue on ``agent_id``'s send queue (:meth:`AgentRef.send`)."""
+        return self.resolve(agent_id).send(
+            message,
+            id=id,
+            metadata=metadata,
+            provider=provider,
+            model=model,
+            effort=effort,
+            service_tier=service_tier,
+            permission_mode=permission_mode,
+        )
 
-    def steer(self, agent_id: str, message: QueueableMessage, **options: Any) -> Delivery:
-        return self.resolve(agent_id).steer(message, **options)
+    def steer(
+        self,
+        agent_id: str,
+        message: QueueableMessage,
+        *,
+        id: str | None = None,
+        metadata: JSONObject | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        effort: ReasoningEffort | None = None,
+        service_tier: ServiceTier | None = None,
+        permission_mode: PermissionMode | None = None,
+    ) -> Delivery:
+        """Queue on ``agent_id``'s steering queue (:meth:`AgentRef.steer`)."""
+        return self.resolve(agent_id).steer(
+            message,
+            id=id,
+            metadata=metadata,
+            provider=provider,
+            model=model,
+            effort=effort,
+            service_tier=service_tier,
+            permission_mode=permission_mode,
+        )
 
     def compact(self, agent_id: str) -> None:
         self.resolve(agent_id).compact()

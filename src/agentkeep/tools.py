@@ -29,7 +29,8 @@ from typing import Any, Generic, Protocol, TypeVar, overload
 
 import msgspec
 
-from agentkeep.errors import ToolDefinitionError
+from agentkeep.errors import AgentkeepError, ToolDefinitionError
+from agentkeep.key_value import KeyValueStore
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.types import (
     ImageBlock,
@@ -38,6 +39,7 @@ from agentkeep.providers.types import (
     ToolCallBlock,
     ToolDescriptor,
 )
+from agentkeep.refs import AgentSystemRef
 from agentkeep.tool_schema import issue_from_msgspec, parameters_schema, schema_issues
 
 MAX_ISSUES = 8  # spec §3.6: a schema mismatch lists at most 8 issues
@@ -55,7 +57,9 @@ class ToolContext(Protocol):
         call_id: agentkeep's own durable id of the call.
         provider_call_id: The model's id of the call (``ToolCallBlock.call_id``).
         cancel: Fires when the call's lifetime ends (abort, close, or the call itself).
-        kv: The call-scoped key-value store.
+        kv: The call-scoped key-value store; it refuses use once the call returned.
+        system: The system as seen from inside the agent (no close, no waits): message,
+            create, resolve, compact or abort agents from a tool.
     """
 
     @property
@@ -71,18 +75,39 @@ class ToolContext(Protocol):
     def cancel(self) -> CancelToken: ...
 
     @property
-    def kv(self) -> Any: ...
+    def kv(self) -> KeyValueStore: ...
+
+    @property
+    def system(self) -> AgentSystemRef: ...
 
 
 @dataclass(frozen=True, kw_only=True)
 class BasicToolContext:
-    """A plain :class:`ToolContext`, for tests and for calling a tool outside an agent."""
+    """A plain :class:`ToolContext`, for tests and for calling a tool outside an agent.
+
+    Outside an agent there may be no store or system: ``kv`` and ``system`` then raise
+    :class:`~agentkeep.errors.AgentkeepError` saying so (pass ``kv_store`` /
+    ``system_ref`` to give them).
+    """
 
     agent_id: str = "agent"
     call_id: str = "call"
     provider_call_id: str = "call"
     cancel: CancelToken = field(default_factory=CancelToken)
-    kv: Any = None
+    kv_store: KeyValueStore | None = None
+    system_ref: AgentSystemRef | None = None
+
+    @property
+    def kv(self) -> KeyValueStore:
+        if self.kv_store is None:
+            raise AgentkeepError("This tool context has no key-value store (kv_store).")
+        return self.kv_store
+
+    @property
+    def system(self) -> AgentSystemRef:
+        if self.system_ref is None:
+            raise AgentkeepError("This tool context has no system (system_ref).")
+        return self.system_ref
 
 
 class GrammarInput(msgspec.Struct, frozen=True):

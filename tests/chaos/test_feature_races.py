@@ -99,7 +99,7 @@ def test_a_spawn_whose_first_message_is_refused_leaves_a_whole_idle_child(
     @ak.tool
     def spawn(ctx: ak.ToolContext, args: Args) -> str:
         """Create the child and give it its first task (retrying once on refusal)."""
-        system = ctx.system  # type: ignore[attr-defined]
+        system = ctx.system
         try:
             child = system.create(id="kid")
         except ak.AgentExistsError:
@@ -214,7 +214,7 @@ def test_a_childs_report_to_its_busy_parent_lands_exactly_once(tmp_path: Path) -
     @ak.tool
     def spawn(ctx: ak.ToolContext, args: Args) -> str:
         """Create a child and hand it a task."""
-        child = ctx.system.create()  # type: ignore[attr-defined]
+        child = ctx.system.create()
         children.append(child.id)
         child.send(ak.user("child task"), id="childtask")
         return str(child.id)
@@ -229,8 +229,10 @@ def test_a_childs_report_to_its_busy_parent_lands_exactly_once(tmp_path: Path) -
     @ak.tool
     def report(ctx: ak.ToolContext, args: Args) -> str:
         """Report back to the parent; a retry re-offers the same id."""
-        system = ctx.system  # type: ignore[attr-defined]
-        parent = system.resolve(system.parent_of(ctx.agent_id))
+        system = ctx.system
+        parent_id = system.parent_of(ctx.agent_id)
+        assert parent_id is not None
+        parent = system.resolve(parent_id)
         first = parent.send(ak.user(f"report from {ctx.agent_id}"), id=f"report{ctx.agent_id}")
         again = parent.send(ak.user(f"report from {ctx.agent_id}"), id=f"report{ctx.agent_id}")
         assert (first.created, again.created) == (True, False)
@@ -303,7 +305,7 @@ def test_a_spawn_cut_between_create_and_first_message_is_finished_once_on_resume
     @ak.tool(durable=True)
     def spawn(ctx: ak.ToolContext, args: Args) -> str:
         """Create the child for this call (idempotently) and send its task once."""
-        system = ctx.system  # type: ignore[attr-defined]
+        system = ctx.system
         kid = f"kid{ctx.provider_call_id}"
         runs.append(kid)
         try:
@@ -358,6 +360,7 @@ class SharedCounter(ak.Feature):
         ctx.shared_kv.get_or_create("count", lambda: 0)
         while True:
             current = ctx.shared_kv.read("count")
+            assert current is not None  # created above and never deleted
             if ctx.shared_kv.compare_and_set("count", current, current + 1):
                 break
             with self.lock:

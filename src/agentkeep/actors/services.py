@@ -29,6 +29,7 @@ from agentkeep.persistence.records import MessageOptions, PendingToolCall, Queue
 from agentkeep.providers.compatibility import needs_reset
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.types import SystemMessage, ToolResultMessage
+from agentkeep.refs import AgentSystemRef
 from agentkeep.tool_hooks import ToolCallInfo
 from agentkeep.tools import Tool
 
@@ -55,8 +56,8 @@ class AgentServices:
     defaults: Settings
     steering_mode: QueueMode
     send_mode: QueueMode
+    system_ref: AgentSystemRef
     config: dict[str, Any] = field(default_factory=dict)
-    system_ref: Any = None
     new_id: Callable[[], str] = new_id
     status: AgentStatus = field(default_factory=AgentStatus)
     # Told (agent_id, settled) after a run stopped and the status says so (passivation).

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from agentkeep.actors.services import AgentServices
 from agentkeep.features import Feature, HookContext
 from agentkeep.loop.messages import ToolRun
 from agentkeep.loop.state import ABORTED_CALL
+from agentkeep.persistence.kv import ScopedKV
 from agentkeep.persistence.records import Settings
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.types import TextBlock, ToolResultMessage
+from agentkeep.refs import AgentSystemRef
 from agentkeep.tool_hooks import ToolCallInfo, ToolCallResult, decide, failed
 from agentkeep.tools import ToolError, ToolSet, execute_tool, validate_arguments
 
@@ -29,8 +30,8 @@ class CallContext:
     call_id: str
     provider_call_id: str
     cancel: CancelToken
-    kv: Any
-    system: Any = None
+    kv: ScopedKV
+    system: AgentSystemRef
 
 
 @dataclass(frozen=True, kw_only=True)

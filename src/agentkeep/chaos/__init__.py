@@ -45,6 +45,8 @@ from agentkeep.chaos.world import (
     default_providers,
     read_durable,
 )
+from agentkeep.fault_injection import FaultInjection
+from agentkeep.persistence.faults import FaultPlan
 
 __all__ = [
     "INVARIANTS",
@@ -54,6 +56,8 @@ __all__ = [
     "ChaosWorld",
     "Checker",
     "DurableState",
+    "FaultInjection",
+    "FaultPlan",
     "Ledger",
     "LedgerEntry",
     "Offer",

@@ -36,6 +36,7 @@ from agentkeep.chaos.process import (
 )
 from agentkeep.chaos.tools import Ledger, guard_tool, ledger_tools
 from agentkeep.errors import UnknownAgentError
+from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature
 from agentkeep.loop.messages import QueueMode
 from agentkeep.persistence.faults import FaultPlan
@@ -212,7 +213,7 @@ class ChaosWorld:
             features=features,
             steering_mode=self._modes[0],
             send_mode=self._modes[1],
-            faults=faults,
+            testing=FaultInjection(faults=faults),
         )
 
     def _mark_accepted(self, offer_id: str, report: ProcessReport) -> None:

@@ -32,11 +32,11 @@ from typing import Any, cast
 
 import msgspec
 
-from agentkeep.cli.model import DEMO_MODEL, DEMO_PROVIDER, DemoModel
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.config import AgentConfig
 from agentkeep.errors import AgentkeepError
 from agentkeep.providers.compatibility import PROVIDER_KINDS, ProviderKind
+from agentkeep.providers.demo import DEMO_MODEL, DEMO_PROVIDER, DemoModel
 from agentkeep.providers.protocol import Provider
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.responding import RespondingModel

@@ -30,7 +30,6 @@ from agentkeep.cli.admin import read_agent
 from agentkeep.cli.check import run_check
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.demo_verify import verify
-from agentkeep.cli.model import DEMO_MODEL, DEMO_PROVIDER
 from agentkeep.cli.output import EXIT_BAD_INPUT, EXIT_FAILURE, CliError, Console, command_line
 from agentkeep.cli.reading import open_reader
 from agentkeep.cli.runtime import Home, StreamPrinter, open_system
@@ -38,6 +37,7 @@ from agentkeep.cli.tools import ToolEnvironment
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import user
 from agentkeep.persistence.records import MessageOptions
+from agentkeep.providers.demo import DEMO_MODEL, DEMO_PROVIDER
 from agentkeep.tools import ToolContext
 
 CRASH_MARKER = "@@agentkeep-demo: crash point reached@@"

@@ -21,6 +21,7 @@ from agentkeep.cli.config import ProviderConfig, load_providers
 from agentkeep.cli.output import EXIT_NOT_FOUND, CliError, Console
 from agentkeep.cli.tools import ToolEnvironment, ToolObserver, build_tools
 from agentkeep.errors import UnknownAgentError
+from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature, HookContext
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.store import DATABASE_NAME, Store
@@ -103,7 +104,7 @@ def open_system(
         model=config.default_model,
         features=features,
         tools=tool_list,
-        faults=faults,
+        testing=FaultInjection(faults=faults),
         resume=resume,
     )
     try:

@@ -15,6 +15,7 @@ from agentkeep.providers.compatibility import (
     model_family,
     needs_reset,
 )
+from agentkeep.providers.demo import DemoModel
 from agentkeep.providers.openai_chat import OpenAICompatibleProvider
 from agentkeep.providers.openai_responses import OpenAIProvider
 from agentkeep.providers.protocol import CancelToken, Provider, Session
@@ -26,6 +27,7 @@ __all__ = [
     "PROVIDER_KINDS",
     "AnthropicProvider",
     "CancelToken",
+    "DemoModel",
     "ModelFamily",
     "OpenAICompatibleProvider",
     "OpenAIProvider",

@@ -383,6 +383,7 @@ def compaction_failed(
 __all__ = [
     "DEFAULT_TOKENS",
     "HANG",
+    "EndWithoutDone",
     "Hang",
     "Raise",
     "ScriptStep",

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agentkeep.cli.model import HELP_ANSWER, DemoModel, plan_calls, summarise_results
 from agentkeep.cli.tools import Ledger, ToolEnvironment, build_tools, evaluate
 from agentkeep.delivery import user
+from agentkeep.providers.demo import HELP_ANSWER, DemoModel, plan_calls, summarise_results
 from agentkeep.providers.types import (
     AssistantMessage,
     Context,

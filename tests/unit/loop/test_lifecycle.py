@@ -20,7 +20,7 @@ def test_a_tool_gets_a_reference_without_close_wait_delete_or_start(world: World
     @ak.tool
     def look(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Look at what the context carries."""
-        seen.append(ctx.system)  # type: ignore[attr-defined]
+        seen.append(ctx.system)
         return "ok"
 
     world.model.add(script.tool_call("look", {}), script.text("done"))
@@ -45,7 +45,7 @@ def test_a_child_created_from_inside_an_agent_gets_it_as_parent(world: World) ->
     @ak.tool
     def spawn(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Create a child agent and give it a task."""
-        child = ctx.system.create()  # type: ignore[attr-defined]
+        child = ctx.system.create()
         child.send(ak.user("child task"))
         children.append(child.id)
         return child.id

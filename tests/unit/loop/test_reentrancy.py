@@ -71,7 +71,7 @@ def test_a_tool_steering_compacting_and_sending_to_its_own_agent_settles_once(
     @ak.tool
     def busy(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Act on our own agent in every way a tool may."""
-        me = ctx.system.resolve(ctx.agent_id)  # type: ignore[attr-defined]
+        me = ctx.system.resolve(ctx.agent_id)
         me.steer(ak.user("steered"))
         me.send(ak.user("sent"))
         me.compact()
@@ -99,7 +99,7 @@ def test_agents_messaging_each_other_from_their_tools_never_deadlock(world: Worl
     def tell_other(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Send a message to the other agent and return once it is durably accepted."""
         other = ids["b"] if ctx.agent_id == ids["a"] else ids["a"]
-        delivery = ctx.system.resolve(other).send(ak.user(f"hello from {ctx.agent_id}"))  # type: ignore[attr-defined]
+        delivery = ctx.system.resolve(other).send(ak.user(f"hello from {ctx.agent_id}"))
         return f"delivered {delivery.created}"
 
     def respond(context: ak.providers.types.Context) -> script.ScriptedResponse:

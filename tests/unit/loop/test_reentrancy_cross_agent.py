@@ -86,7 +86,7 @@ def test_a_tool_sends_and_steers_to_a_busy_agent_without_waiting_for_its_loop(
     @ak.tool
     def tell(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Steer and send to agent B; return once both are durably queued."""
-        b = ctx.system.resolve(ids["b"])  # type: ignore[attr-defined]
+        b = ctx.system.resolve(ids["b"])
         steered, sent = b.steer(ak.user("steer from A")), b.send(ak.user("send from A"))
         return f"told B {steered.created} {sent.created}"
 
@@ -121,7 +121,7 @@ def test_a_tool_compacts_a_busy_agent_without_waiting_for_it(world: World) -> No
     @ak.tool
     def squeeze(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Ask for a compaction of agent B."""
-        ctx.system.compact(ids["b"])  # type: ignore[attr-defined]
+        ctx.system.compact(ids["b"])
         return "asked B to compact"
 
     script_model(world, {"a task": call("squeeze"), "b task": call("wait", text="b")})
@@ -155,7 +155,7 @@ def test_agents_sending_steering_and_compacting_each_other_at_once_never_deadloc
     def cross(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Meet the other agent's tool, then act on that agent while it acts on ours."""
         me = "a" if ctx.agent_id == ids["a"] else "b"
-        other = ctx.system.resolve(ids["b" if me == "a" else "a"])  # type: ignore[attr-defined]
+        other = ctx.system.resolve(ids["b" if me == "a" else "a"])
         together.wait()
         other.steer(ak.user(f"steer from {me}"))
         other.send(ak.user(f"hello from {me}"))
@@ -198,7 +198,7 @@ def test_aborting_another_agent_does_not_wait_for_its_blocked_stream(world: Worl
     @ak.tool
     def stop_b(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Abort agent B's turn."""
-        ctx.system.abort(ids["b"])  # type: ignore[attr-defined]
+        ctx.system.abort(ids["b"])
         return "aborted B"
 
     script_model(world, {"a task": call("stop_b"), "b task": stubborn})

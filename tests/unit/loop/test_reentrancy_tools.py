@@ -86,7 +86,7 @@ def test_a_tool_sending_and_steering_to_its_own_agent_lands_without_waiting_and_
     @ak.tool
     def notify(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Queue a steer and a send (twice, under one id) for this same agent."""
-        me = ctx.system.resolve(ctx.agent_id)  # type: ignore[attr-defined]
+        me = ctx.system.resolve(ctx.agent_id)
         deliveries.append(me.send(ak.user("sent"), id="sent1"))
         deliveries.append(me.steer(ak.user("steered")))
         deliveries.append(me.send(ak.user("sent"), id="sent1"))  # idempotent repeat
@@ -137,7 +137,7 @@ def test_a_tool_aborting_its_own_turn_ends_it_with_one_cancelled_event(world: Wo
     def stop(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Abort the turn this call belongs to."""
         world.tool_runs.append("stop")
-        ctx.system.abort(ctx.agent_id)  # type: ignore[attr-defined]
+        ctx.system.abort(ctx.agent_id)
         return "asked"
 
     events = Events()
@@ -183,7 +183,7 @@ def test_a_tool_asking_for_its_own_compaction_does_not_wait_for_it(
     def tidy(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Ask for a compaction of this agent."""
         if source == "tool":
-            ctx.system.compact(ctx.agent_id)  # type: ignore[attr-defined]
+            ctx.system.compact(ctx.agent_id)
             returned.set()
         return "asked"
 
@@ -327,7 +327,7 @@ def test_the_system_reference_handed_to_a_tool_resolves_sends_compacts_and_creat
     @ak.tool
     def manage(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Use every operation of the reference on this agent and on a new child."""
-        ref = ctx.system  # type: ignore[attr-defined]
+        ref = ctx.system
         me = ref.resolve(ctx.agent_id)
         seen["me"] = (me.id, me.parent, me.metadata)
         seen["merged"] = me.update_metadata({"step": "managed"})  # a store write: no wait

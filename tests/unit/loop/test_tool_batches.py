@@ -161,7 +161,7 @@ def test_a_tool_messaging_its_own_agent_does_not_deadlock(world: World) -> None:
     @ak.tool
     def remind(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Queue a follow-up for this same agent."""
-        ctx.system.resolve(ctx.agent_id).send(ak.user("follow-up"))  # type: ignore[attr-defined]
+        ctx.system.resolve(ctx.agent_id).send(ak.user("follow-up"))
         return "queued"
 
     world.model.add(script.tool_call("remind", {}), script.text("first"), script.text("second"))
@@ -180,7 +180,7 @@ def test_waiting_on_your_own_agent_from_a_tool_is_refused(world: World) -> None:
     @ak.tool
     def selfwait(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Try to wait for our own agent through a captured system (refs cannot wait)."""
-        assert not hasattr(ctx.system.resolve(ctx.agent_id), "wait_for_idle")  # type: ignore[attr-defined]
+        assert not hasattr(ctx.system.resolve(ctx.agent_id), "wait_for_idle")
         for wait in (
             lambda: captured[0].resolve(ctx.agent_id).wait_for_idle(),
             lambda: captured[0].resolve(ctx.agent_id).abort(wait=True),

@@ -62,7 +62,7 @@ import msgspec
 import pytest
 
 import agentkeep as ak
-from agentkeep.persistence.faults import FaultPlan
+from agentkeep.chaos import FaultInjection, FaultPlan
 from agentkeep.providers import (
     AnthropicProvider,
     OpenAICompatibleProvider,
@@ -539,7 +539,7 @@ def agent_process(
             model=adapter.model,
             tools=make_tools(bench),
             instructions=INSTRUCTIONS,
-            faults=faults,
+            testing=FaultInjection(faults=faults),
             resume=resume,
         )
         try:

@@ -1,4 +1,4 @@
-"""``DemoModel``: a deterministic local model that uses the CLI's real tools.
+"""``DemoModel``: a deterministic local model that calls real tools (the CLI's default).
 
 Like :class:`~agentkeep.RespondingModel` (which it extends) its answer is a pure function of
 the conversation, so an agent restarted after a crash hears exactly what its dead
@@ -15,14 +15,15 @@ import re
 
 import msgspec
 
-from agentkeep.cli.output import block_text
 from agentkeep.providers.responding import RespondingModel, count_conversation
 from agentkeep.providers.types import (
     AssistantMessage,
     Context,
     Done,
+    ImageBlock,
     Message,
     StreamEvent,
+    TextBlock,
     TextDelta,
     TextEnd,
     TextStart,
@@ -49,6 +50,17 @@ _NOTE = re.compile(r'\bnote\b[:\s]*"([^"]+)"', re.IGNORECASE)
 _WORDS = re.compile(r'\bcount (?:the )?words (?:in|of)\s*"([^"]+)"', re.IGNORECASE)
 _ARITHMETIC = re.compile(r"[\d(][\d\s.+\-*/%()]*[\d)]")
 _OPERATOR = re.compile(r"\d\s*\)*\s*(?:\*\*|//|[+\-*/%])\s*\(*\s*-?\d")
+
+
+def _text(blocks: tuple[object, ...]) -> str:
+    """The text of content blocks (an image as a placeholder, other blocks skipped)."""
+    parts: list[str] = []
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            parts.append(block.text)
+        elif isinstance(block, ImageBlock):
+            parts.append(f"[image {block.mime_type}]")
+    return "".join(parts)
 
 
 def plan_calls(text: str) -> list[tuple[str, dict[str, str]]]:
@@ -89,7 +101,7 @@ def summarise_results(messages: tuple[Message, ...]) -> str:
     sentences: list[str] = []
     for call in batch:
         result = results.get(call.call_id)
-        text = block_text(result.content) if result is not None else "no result"
+        text = _text(result.content) if result is not None else "no result"
         if result is not None and result.is_error:
             if call.name == "save_note":
                 sentences.append(
@@ -115,7 +127,10 @@ def _words(text: str) -> list[str]:
 
 
 class DemoModel(RespondingModel):
-    """A deterministic model that calls the CLI's tools (see the module docstring).
+    """A deterministic local model that answers arithmetic, word counts and notes with tool
+    calls (see the module docstring): ``calculator`` (``{"expression": "12 * 7"}``),
+    ``word_count`` (``{"text": ...}``) and ``save_note`` (``{"text": ...}``). Offer the
+    tools it calls; the CLI's are in ``agentkeep.cli.tools``.
 
     Args:
         latency_seconds: Delay before each stream event (waited on the cancel token), so
@@ -133,7 +148,7 @@ class DemoModel(RespondingModel):
         usage = TokenUsage(usage=Usage(input=tokens.input, output=tokens.output))
         last = messages[-1] if messages else None
         if isinstance(last, UserMessage):
-            planned = plan_calls(block_text(last.content))
+            planned = plan_calls(_text(last.content))
             if planned:
                 events: list[StreamEvent] = []
                 for offset, (name, args) in enumerate(planned):
