@@ -8,7 +8,6 @@ be sent (argv stops near 128 KB). ``send --wait`` and ``talk`` wait through
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,8 +18,9 @@ from agentkeep.agent_system import AgentSystem
 from agentkeep.cli.admin import DEFAULT_TIMEOUT_SECONDS
 from agentkeep.cli.config import load_providers, message_options
 from agentkeep.cli.context import CliState, pass_state
+from agentkeep.cli.message_input import read_message
 from agentkeep.cli.options import check_seconds
-from agentkeep.cli.output import EXIT_BAD_INPUT, EXIT_FAILURE, CliError, Console, answer_text
+from agentkeep.cli.output import EXIT_FAILURE, CliError, Console, answer_text
 from agentkeep.cli.runtime import StreamPrinter, open_store, open_system
 from agentkeep.cli.turns import EXIT_INTERRUPTED, Interrupts, RetryReporter, wait_for_turn
 from agentkeep.delivery import Delivery, user
@@ -28,8 +28,6 @@ from agentkeep.errors import UnknownAgentError
 from agentkeep.persistence.records import MessageOptions, QueueName
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_MESSAGE_FORMS = "TEXT, - (read stdin) or --file PATH"
 
 
 def _message_options(function: F) -> F:
@@ -68,61 +66,6 @@ def _message_options(function: F) -> F:
     ):
         function = option(function)
     return function
-
-
-def _bad_input(message: str, hint: str, code: str = "invalid_message_input") -> CliError:
-    return CliError(message, code=code, hint=hint, exit_code=EXIT_BAD_INPUT)
-
-
-def _decoded(data: bytes, source: str) -> str:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise _bad_input(
-            f"The message from {source} is not UTF-8 text ({error.reason} at byte {error.start}).",
-            "Convert it to UTF-8, e.g. with iconv.",
-        ) from error
-    # Like the shell's $(...): the newline(s) an editor or `echo` adds are not part of it.
-    return text.rstrip("\r\n")
-
-
-def read_message(text: str | None, file_path: Path | None) -> str:
-    """The message text from TEXT, ``-`` (stdin) or ``--file PATH``, checked non-empty.
-
-    Raises:
-        CliError: Both or neither were given, the file cannot be read, it is not UTF-8, or
-            the message is empty (exit 2, nothing queued).
-    """
-    if text is not None and file_path is not None:
-        raise _bad_input(
-            f"Pass the message once: {_MESSAGE_FORMS}, not both.",
-            "Drop TEXT or --file.",
-        )
-    if file_path is not None:
-        try:
-            content = _decoded(file_path.read_bytes(), str(file_path))
-        except OSError as error:
-            raise _bad_input(
-                f"Cannot read the message file {file_path}: {error.strerror or error}.",
-                "Pass the path of a readable text file.",
-            ) from error
-    elif text == "-":
-        content = _decoded(sys.stdin.buffer.read(), "stdin")
-    elif text is None:
-        raise _bad_input(
-            f"No message: pass {_MESSAGE_FORMS}.",
-            'e.g. agentkeep send ID "What is 2+2?", or: cat question.txt | agentkeep send ID -',
-        )
-    else:
-        content = text
-    if not content.strip():
-        raise CliError(
-            "The message is empty.",
-            code="empty_message",
-            hint='Pass the text to send, e.g. agentkeep send ID "What is 2+2?".',
-            exit_code=EXIT_BAD_INPUT,
-        )
-    return content
 
 
 def _wait(system: AgentSystem, agent_id: str, timeout_seconds: float) -> None:
