@@ -81,7 +81,10 @@ class Interrupts:
         try:
             yield self
         finally:
-            signal.signal(signal.SIGINT, previous)
+            # After a Ctrl-C the process is on its way out: a second one must still exit
+            # at once (130), not raise KeyboardInterrupt into the teardown.
+            if not self.interrupted:
+                signal.signal(signal.SIGINT, previous)
 
 
 class RetryReporter(Feature):

@@ -125,3 +125,27 @@ def test_a_second_ctrl_c_exits_at_once_and_loses_nothing(invoke: Any, home: Path
     assert answered.exit_code == 0, answered.stderr
     assert answered.stdout.strip() == "4 * 4 = 16."
     assert state_of(invoke)["state"] == "idle"
+
+
+SECOND_AFTER_THE_WAIT = """
+import signal
+from agentkeep.cli.turns import Interrupts
+
+interrupts = Interrupts()
+with interrupts.installed():
+    signal.raise_signal(signal.SIGINT)  # the first: only counted
+    assert interrupts.count == 1
+    interrupts.announced = True
+# The wait is over and the command is unwinding: a second Ctrl-C still exits at once.
+signal.raise_signal(signal.SIGINT)
+print("not reached")
+"""
+
+
+def test_a_second_ctrl_c_during_the_teardown_still_exits_130_at_once() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", SECOND_AFTER_THE_WAIT], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 130, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == ""  # no KeyboardInterrupt traceback
