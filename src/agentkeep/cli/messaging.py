@@ -22,7 +22,13 @@ from agentkeep.cli.message_input import read_message
 from agentkeep.cli.options import check_seconds
 from agentkeep.cli.output import EXIT_FAILURE, CliError, Console, answer_text
 from agentkeep.cli.runtime import StreamPrinter, open_store, open_system
-from agentkeep.cli.turns import EXIT_INTERRUPTED, Interrupts, RetryReporter, wait_for_turn
+from agentkeep.cli.turns import (
+    EXIT_INTERRUPTED,
+    Interrupts,
+    RetryReporter,
+    announce,
+    wait_for_turn,
+)
 from agentkeep.delivery import Delivery, user
 from agentkeep.errors import UnknownAgentError
 from agentkeep.persistence.records import MessageOptions, QueueName
@@ -126,6 +132,8 @@ def _run_and_wait(
         ),
     ):
         if interrupts.interrupted:  # Ctrl-C before anything was sent: send nothing
+            announce("nothing was sent", json_mode=state.json_mode)
+            interrupts.announced = True
             raise click.exceptions.Exit(EXIT_INTERRUPTED)
         delivery = system.deliver(agent_id, queue, user(message), id=message_id, options=options)
         wait_for_turn(system, agent_id, timeout_seconds, interrupts, json_mode=state.json_mode)

@@ -117,7 +117,8 @@ class RetryReporter(Feature):
         click.echo(line, err=True)
 
 
-def _announce(message: str, *, json_mode: bool) -> None:
+def announce(message: str, *, json_mode: bool) -> None:
+    """The one line a Ctrl-C prints on stderr (a JSON error object with ``--json``)."""
     if json_mode:
         error = {"error": {"code": "interrupted", "message": message, "hint": None}}
         click.echo(msgspec.json.encode(error).decode(), err=True)
@@ -145,7 +146,7 @@ def _interrupted(
     system: AgentSystem, agent_id: str, interrupts: Interrupts, *, json_mode: bool
 ) -> click.exceptions.Exit:
     """The first Ctrl-C: abort the turn, let it unwind, stop. Returns the exit to raise."""
-    _announce(f'aborted the turn of "{agent_id}" (Ctrl-C again exits at once)', json_mode=json_mode)
+    announce(f'aborted the turn of "{agent_id}" (Ctrl-C again exits at once)', json_mode=json_mode)
     interrupts.announced = True
     system.abort(agent_id, wait=False)
     if not _idle_within(system, agent_id, ABORT_UNWIND_SECONDS, None):
