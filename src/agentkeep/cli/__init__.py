@@ -9,6 +9,8 @@ names); errors go to stderr with a message saying what to do, and a non-zero exi
 2     bad input: flags, a malformed config file, an empty message
 3     the state directory is held by another process (the message names its pid)
 4     no such agent, or no store in the state directory
+5     the agent's turn failed (``send --wait``, ``talk``): the failure is printed
+130   interrupted by Ctrl-C: the turn was aborted (a second Ctrl-C exits at once)
 ====  ==============================================================================
 """
 
@@ -55,15 +57,22 @@ Errors go to stderr with what to do, and an exit code:
   2  bad input: flags, a malformed config file, an empty message
   3  the state directory is held by another process (named by pid)
   4  no such agent, or no store in the state directory
+  5  the agent's turn failed (send --wait, talk): the failure is printed
+  130  interrupted by Ctrl-C: the turn was aborted (a second Ctrl-C exits at once)
 
 \b
-Providers: the deterministic local model (provider "local", model "gym-1") is the
-default; providers.toml in the state directory registers more, e.g.
+Providers: the default is the local demo model (provider "demo", model "demo-1"):
+it really answers arithmetic ("What is 12 * 7?") and word counts with its tools.
+"local" / "gym-1" is the deterministic test model (it answers "answer-1").
+providers.toml in the state directory registers more, e.g.
   [providers.claude]
   kind = "claude"
-  class = "anthropic"          # anthropic | openai | openai-compatible | responding
-  model = "anthropic/claude-sonnet-4-6"  # the prefix names the model family
+  class = "anthropic"          # anthropic | openai | openai-compatible | responding | demo
+  model = "anthropic/claude-sonnet-4-6"  # its default model; the prefix names the family
   api_key_env = "ANTHROPIC_API_KEY"
+  max_retries = 3              # optional; retries show on stderr
+  demo_tools = true            # optional: vendor agents get the demo tools only if set
+--provider X alone switches to X's default model.
 """
 
 

@@ -11,6 +11,7 @@ import msgspec
 
 from agentkeep.cli.config import load_agent_config
 from agentkeep.cli.context import CliState, pass_state
+from agentkeep.cli.options import check_seconds
 from agentkeep.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_FAILURE,
@@ -237,6 +238,7 @@ def delete(state: CliState, agent_id: str) -> None:
     "--timeout",
     "timeout_seconds",
     type=float,
+    callback=check_seconds,
     default=DEFAULT_TIMEOUT_SECONDS,
     show_default=True,
     help="Seconds to wait for the agents to settle.",

@@ -1,8 +1,9 @@
 """Configuration the CLI reads: the providers registry and agent creation configs.
 
-The deterministic local model is always registered (id ``local``, kind ``gym``, model
-``gym-1``), so a fresh machine needs no configuration. An optional ``providers.toml`` in the
-state directory registers more::
+Two local models are always registered, so a fresh machine needs no configuration: ``demo``
+(model ``demo-1``, the default: it really answers arithmetic and word counts with the demo
+tools) and ``local`` (model ``gym-1``, the deterministic test model that answers
+``answer-<n>``). An optional ``providers.toml`` in the state directory registers more::
 
     [defaults]                  # optional: the provider and model new agents start on
     provider = "claude"
@@ -10,10 +11,20 @@ state directory registers more::
 
     [providers.claude]
     kind = "claude"             # claude | codex | grok | bedrock | gym
-    class = "anthropic"         # anthropic | openai | openai-compatible | responding
-    model = "anthropic/claude-sonnet-4-6"
+    class = "anthropic"         # anthropic | openai | openai-compatible | responding | demo
+    model = "anthropic/claude-sonnet-4-6"   # its default model (used by --provider alone)
     api_key_env = "ANTHROPIC_API_KEY"   # the name of the variable, never the key itself
     base_url = "https://..."            # optional
+    max_retries = 3                     # optional, vendor classes: retries of a failed request
+    demo_tools = true                   # optional: offer the demo tools to its agents
+
+    [providers.slow]
+    kind = "gym"
+    class = "demo"              # a local class: responding or demo
+    latency_seconds = 0.5       # optional, local classes: a pause before each stream event
+
+Agents on a local model always get the demo tools; agents on a vendor get them only when
+their provider's table says ``demo_tools = true``.
 
 Vendor adapters are imported only when a provider is first used, so a missing SDK or adapter
 affects only the commands that select that provider, with a message saying what to install.
@@ -21,8 +32,10 @@ affects only the commands that select that provider, with a message saying what 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
+import math
 import os
 import threading
 import tomllib
@@ -35,11 +48,13 @@ import msgspec
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.config import AgentConfig
 from agentkeep.errors import AgentkeepError
+from agentkeep.persistence.records import MessageOptions
 from agentkeep.providers.compatibility import PROVIDER_KINDS, ProviderKind
 from agentkeep.providers.demo import DEMO_MODEL, DEMO_PROVIDER, DemoModel
 from agentkeep.providers.protocol import Provider
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.responding import RespondingModel
+from agentkeep.providers.retry import MAX_RETRIES_CAP, RetryPolicy
 
 PROVIDERS_FILE = "providers.toml"
 LOCAL_PROVIDER = "local"
@@ -53,8 +68,22 @@ PROVIDER_CLASSES: dict[str, tuple[str, str, str | None]] = {
     "openai": ("agentkeep.providers.openai_responses", "OpenAIProvider", "openai"),
     "openai-compatible": ("agentkeep.providers.openai_chat", "OpenAICompatibleProvider", "openai"),
     "responding": ("agentkeep.providers.responding", "RespondingModel", None),
+    "demo": ("agentkeep.providers.demo", "DemoModel", None),
 }
-_ENTRY_KEYS = {"kind", "class", "model", "base_url", "api_key_env"}
+# The classes that run in this process (no network, no key): they get the demo tools.
+LOCAL_CLASSES = frozenset({"responding", "demo"})
+# A local class's own model, the default when its table names none.
+_LOCAL_CLASS_MODELS = {"responding": LOCAL_MODEL, "demo": DEMO_MODEL}
+_ENTRY_KEYS = {
+    "kind",
+    "class",
+    "model",
+    "base_url",
+    "api_key_env",
+    "latency_seconds",
+    "max_retries",
+    "demo_tools",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +96,20 @@ class ProviderEntry:
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
+    latency_seconds: float | None = None
+    max_retries: int | None = None
+    demo_tools: bool = False
+
+    @property
+    def local(self) -> bool:
+        """Whether it runs in this process (a local model class)."""
+        return self.class_name in LOCAL_CLASSES
+
+    @property
+    def default_model(self) -> str | None:
+        """The model its agents use unless told otherwise: its ``model``, else a local
+        class's own model, else None (a vendor table without ``model``)."""
+        return self.model or _LOCAL_CLASS_MODELS.get(self.class_name)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,6 +121,24 @@ class ProviderConfig:
     default_model: str | None
     entries: dict[str, ProviderEntry]
     builders: dict[str, _LazyProvider]
+
+    def model_for(self, provider_id: str) -> str | None:
+        """The configured default model of ``provider_id`` (None if it has none)."""
+        if provider_id == LOCAL_PROVIDER:
+            return LOCAL_MODEL
+        if provider_id == DEMO_PROVIDER:
+            return DEMO_MODEL
+        entry = self.entries.get(provider_id)
+        return None if entry is None else entry.default_model
+
+    def offers_demo_tools(self, provider_id: str | None) -> bool:
+        """Whether agents on ``provider_id`` (None: the default provider) get the demo
+        tools: always on a built-in or local model, on a vendor only with ``demo_tools``."""
+        chosen = provider_id or self.default_provider
+        entry = self.entries.get(chosen)
+        if entry is None:
+            return chosen in (LOCAL_PROVIDER, DEMO_PROVIDER)
+        return entry.local or entry.demo_tools
 
 
 def _bad_file(path: Path, problem: str) -> CliError:
@@ -116,10 +177,48 @@ def _parse_entry(path: Path, provider_id: str, table: Any) -> ProviderEntry:
         model=_string(path, table, "model", where),
         base_url=_string(path, table, "base_url", where),
         api_key_env=_string(path, table, "api_key_env", where),
+        latency_seconds=_latency(path, table, where),
+        max_retries=_retries(path, table, where),
+        demo_tools=_flag(path, table, "demo_tools", where),
     )
     if entry.class_name == "openai-compatible" and (entry.base_url is None or entry.model is None):
         raise _bad_file(path, f"{where}: class openai-compatible needs base_url and model")
+    if entry.local and (entry.max_retries is not None or entry.api_key_env or entry.base_url):
+        raise _bad_file(
+            path, f"{where}: max_retries, base_url and api_key_env are for vendor classes only"
+        )
+    if not entry.local and entry.latency_seconds is not None:
+        raise _bad_file(path, f"{where}: latency_seconds is for local classes only")
     return entry
+
+
+def _latency(path: Path, table: dict[str, Any], where: str) -> float | None:
+    value = table.get("latency_seconds")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _bad_file(path, f"{where}.latency_seconds must be a number of seconds")
+    if not 0 <= value <= 60:
+        raise _bad_file(path, f"{where}.latency_seconds must be within 0..60")
+    return float(value)
+
+
+def _retries(path: Path, table: dict[str, Any], where: str) -> int | None:
+    value = table.get("max_retries")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad_file(path, f"{where}.max_retries must be a whole number")
+    if not 0 <= value <= MAX_RETRIES_CAP:
+        raise _bad_file(path, f"{where}.max_retries must be within 0..{MAX_RETRIES_CAP}")
+    return value
+
+
+def _flag(path: Path, table: dict[str, Any], key: str, where: str) -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise _bad_file(path, f"{where}.{key} must be true or false")
+    return value
 
 
 def build_provider(entry: ProviderEntry) -> Provider:
@@ -142,9 +241,14 @@ def build_provider(entry: ProviderEntry) -> Provider:
             hint=f"Upgrade agentkeep, or remove [providers.{entry.id}] from providers.toml."
             + install,
         ) from error
-    if entry.class_name == "responding":
-        return cast(Provider, factory())
+    if entry.local:
+        local: dict[str, Any] = {}
+        if entry.latency_seconds is not None:
+            local["latency_seconds"] = entry.latency_seconds
+        return cast(Provider, factory(**local))
     options: dict[str, Any] = {}
+    if entry.max_retries is not None:
+        options["retry"] = RetryPolicy(max_retries=entry.max_retries)
     if entry.model is not None:
         options["model"] = entry.model
     if entry.base_url is not None:
@@ -184,7 +288,8 @@ class _LazyProvider:
 
 
 def load_providers(home: Path) -> ProviderConfig:
-    """The local model, the demo model, and whatever ``<home>/providers.toml`` registers.
+    """The demo model (the default), the local test model, and whatever
+    ``<home>/providers.toml`` registers.
 
     Raises:
         CliError: The file is not valid TOML or does not follow the format above.
@@ -195,8 +300,8 @@ def load_providers(home: Path) -> ProviderConfig:
     path = home / PROVIDERS_FILE
     entries: dict[str, ProviderEntry] = {}
     builders: dict[str, _LazyProvider] = {}
-    default_provider: str = LOCAL_PROVIDER
-    default_model: str | None = LOCAL_MODEL
+    default_provider: str = DEMO_PROVIDER
+    default_model: str | None = None
     if path.is_file():
         try:
             document = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -218,20 +323,23 @@ def load_providers(home: Path) -> ProviderConfig:
         defaults = document.get("defaults", {})
         if not isinstance(defaults, dict):
             raise _bad_file(path, "[defaults] must be a table")
+        unknown_defaults = sorted(set(defaults) - {"provider", "model"})
+        if unknown_defaults:
+            raise _bad_file(path, f"[defaults] has unknown keys: {', '.join(unknown_defaults)}")
         default_provider = _string(path, defaults, "provider", "defaults") or default_provider
         if default_provider not in providers:
             raise _bad_file(path, f'defaults.provider "{default_provider}" is not registered')
-        chosen = entries.get(default_provider)
-        fallback = chosen.model if chosen is not None else LOCAL_MODEL
-        if default_provider == DEMO_PROVIDER:
-            fallback = DEMO_MODEL
-        default_model = _string(path, defaults, "model", "defaults") or fallback
-    return ProviderConfig(
+        default_model = _string(path, defaults, "model", "defaults")
+    config = ProviderConfig(
         providers=providers,
         default_provider=default_provider,
-        default_model=default_model,
+        default_model=None,
         entries=entries,
         builders=builders,
+    )
+    # Without [defaults].model, new agents start on their provider's own default model.
+    return dataclasses.replace(
+        config, default_model=default_model or config.model_for(default_provider)
     )
 
 
@@ -250,6 +358,33 @@ def check_provider(config: ProviderConfig, provider_id: str | None) -> None:
     builder = config.builders.get(provider_id)
     if builder is not None:
         builder(provider_id, None)  # builds it now: a missing SDK or key fails here, clearly
+
+
+def message_options(
+    config: ProviderConfig, provider_id: str | None, model: str | None
+) -> MessageOptions:
+    """The options of a message sent with ``--provider`` / ``--model``.
+
+    ``--provider X`` alone switches to X's configured default model: the agent's current
+    model belongs to its current provider and means nothing to X (``gym-1`` sent to a
+    vendor). ``--model`` alone keeps the provider.
+
+    Raises:
+        CliError: The provider is unknown or cannot start, or it has no default model and
+            no ``--model`` was given.
+    """
+    check_provider(config, provider_id)
+    if provider_id is not None and model is None:
+        model = config.model_for(provider_id)
+        if model is None:
+            raise CliError(
+                f'Provider "{provider_id}" has no default model, and no --model was given.',
+                code="no_default_model",
+                hint=f"Pass --model, or add model = ... to [providers.{provider_id}] in "
+                "providers.toml.",
+                exit_code=EXIT_BAD_INPUT,
+            )
+    return MessageOptions(provider=provider_id, model=model)
 
 
 def load_agent_config(

@@ -1,24 +1,34 @@
-"""Commands that talk to an agent: send, steer, talk, abort, compact."""
+"""Commands that talk to an agent: send, steer, talk, abort, compact.
+
+The message is TEXT, ``-`` (read from stdin) or ``--file PATH``, so a message of any size can
+be sent (argv stops near 128 KB). ``send --wait`` and ``talk`` wait through
+:mod:`agentkeep.cli.turns`: a failed turn exits 5, Ctrl-C aborts the turn and exits 130, and
+``--timeout`` bounds the whole wait.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.cli.admin import DEFAULT_TIMEOUT_SECONDS
-from agentkeep.cli.config import check_provider, load_providers
+from agentkeep.cli.config import load_providers, message_options
 from agentkeep.cli.context import CliState, pass_state
-from agentkeep.cli.output import (
-    EXIT_BAD_INPUT,
-    EXIT_FAILURE,
-    CliError,
-    Console,
-    answer_text,
-)
+from agentkeep.cli.message_input import read_message
+from agentkeep.cli.options import check_seconds
+from agentkeep.cli.output import EXIT_FAILURE, CliError, Console, answer_text
 from agentkeep.cli.runtime import StreamPrinter, open_store, open_system
+from agentkeep.cli.turns import (
+    EXIT_INTERRUPTED,
+    Interrupts,
+    RetryReporter,
+    announce,
+    wait_for_turn,
+)
 from agentkeep.delivery import Delivery, user
 from agentkeep.errors import UnknownAgentError
 from agentkeep.persistence.records import MessageOptions, QueueName
@@ -29,8 +39,21 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _message_options(function: F) -> F:
     for option in reversed(
         [
-            click.option("--model", help="The model for this message (and after it)."),
-            click.option("--provider", help="The provider id (see providers.toml)."),
+            click.argument("text", required=False),
+            click.option(
+                "--file",
+                "file_path",
+                type=click.Path(path_type=Path, dir_okay=False),
+                help="Read the message from this file (UTF-8) instead of TEXT.",
+            ),
+            click.option(
+                "--model",
+                help="The model for this message (and after it); the agent's provider stays.",
+            ),
+            click.option(
+                "--provider",
+                help="The provider id (see providers.toml); without --model, its default model.",
+            ),
             click.option(
                 "--id",
                 "message_id",
@@ -40,25 +63,15 @@ def _message_options(function: F) -> F:
                 "--timeout",
                 "timeout_seconds",
                 type=float,
+                callback=check_seconds,
                 default=DEFAULT_TIMEOUT_SECONDS,
                 show_default=True,
-                help="Seconds to wait for the answer.",
+                help="Seconds to wait for the answer, retries included.",
             ),
         ]
     ):
         function = option(function)
     return function
-
-
-def _checked_text(text: str) -> str:
-    if not text.strip():
-        raise CliError(
-            "The message is empty.",
-            code="empty_message",
-            hint='Pass the text to send, e.g. agentkeep send ID "What is 2+2?".',
-            exit_code=EXIT_BAD_INPUT,
-        )
-    return text
 
 
 def _wait(system: AgentSystem, agent_id: str, timeout_seconds: float) -> None:
@@ -84,11 +97,55 @@ def _result(system: AgentSystem, agent_id: str, delivery: Delivery, waited: bool
     }
 
 
+def _prepare(
+    state: CliState,
+    text: str | None,
+    file_path: Path | None,
+    provider: str | None,
+    model: str | None,
+) -> tuple[str, MessageOptions]:
+    """Everything checked before anything is written: the message, the store, the options."""
+    message = read_message(text, file_path)
+    state.home.require_store()
+    return message, message_options(load_providers(state.home.path), provider, model)
+
+
+def _run_and_wait(
+    state: CliState,
+    queue: QueueName,
+    agent_id: str,
+    message: str,
+    options: MessageOptions,
+    *,
+    message_id: str | None,
+    timeout_seconds: float,
+    printer: StreamPrinter | None = None,
+) -> dict[str, Any]:
+    """Deliver, run the agent and wait for its turn (Ctrl-C aborts it, see ``turns``)."""
+    reporter = RetryReporter(agent_id, json_mode=state.json_mode)
+    features = [reporter] if printer is None else [printer, reporter]
+    with (
+        Interrupts().installed() as interrupts,
+        open_system(state.home, resume=False, features=features, observer=printer) as (
+            system,
+            _,
+        ),
+    ):
+        if interrupts.interrupted:  # Ctrl-C before anything was sent: send nothing
+            announce("nothing was sent", json_mode=state.json_mode)
+            interrupts.announced = True
+            raise click.exceptions.Exit(EXIT_INTERRUPTED)
+        delivery = system.deliver(agent_id, queue, user(message), id=message_id, options=options)
+        wait_for_turn(system, agent_id, timeout_seconds, interrupts, json_mode=state.json_mode)
+        return _result(system, agent_id, delivery, waited=True)
+
+
 def _deliver(
     state: CliState,
     queue: QueueName,
     agent_id: str,
-    text: str,
+    text: str | None,
+    file_path: Path | None,
     *,
     model: str | None,
     provider: str | None,
@@ -96,16 +153,13 @@ def _deliver(
     wait: bool,
     timeout_seconds: float,
 ) -> None:
-    message = user(_checked_text(text))
-    options = MessageOptions(provider=provider, model=model)
-    state.home.require_store()
-    check_provider(load_providers(state.home.path), provider)
+    message, options = _prepare(state, text, file_path, provider, model)
     if not wait:
         # Durable enqueue only: the agent runs it on `agentkeep resume` (or any later
         # command that runs it); nothing else in the store starts.
         with open_system(state.home, resume=False) as (system, _):
             delivery = system.deliver(
-                agent_id, queue, message, id=message_id, options=options, start=False
+                agent_id, queue, user(message), id=message_id, options=options, start=False
             )
             owes = system.state(agent_id) != "idle"
         value = {
@@ -118,10 +172,15 @@ def _deliver(
             "answer": None,
         }
     else:
-        with open_system(state.home, resume=False) as (system, _):
-            delivery = system.deliver(agent_id, queue, message, id=message_id, options=options)
-            _wait(system, agent_id, timeout_seconds)
-            value = _result(system, agent_id, delivery, waited=True)
+        value = _run_and_wait(
+            state,
+            queue,
+            agent_id,
+            message,
+            options,
+            message_id=message_id,
+            timeout_seconds=timeout_seconds,
+        )
 
     def render(v: dict[str, Any]) -> str:
         if v["waited"]:
@@ -135,28 +194,38 @@ def _deliver(
     state.output.result(value, render)
 
 
+_WAIT_HELP = (
+    "Run the agent and wait for its answer: a failed turn exits 5, Ctrl-C aborts the turn "
+    "(exit 130)."
+)
+
+
 @click.command()
 @click.argument("agent_id")
-@click.argument("text")
 @_message_options
-@click.option("--wait", is_flag=True, help="Run the agent and wait for its answer.")
+@click.option("--wait", is_flag=True, help=_WAIT_HELP)
 @pass_state
 def send(
     state: CliState,
     agent_id: str,
-    text: str,
+    text: str | None,
+    file_path: Path | None,
     model: str | None,
     provider: str | None,
     message_id: str | None,
     timeout_seconds: float,
     wait: bool,
 ) -> None:
-    """Queue a user message (durable on return); --wait runs the agent and prints the answer."""
+    """Queue a user message (durable on return); --wait runs the agent and prints the answer.
+
+    The message is TEXT, - (read from stdin) or --file PATH.
+    """
     _deliver(
         state,
         "send",
         agent_id,
         text,
+        file_path,
         model=model,
         provider=provider,
         message_id=message_id,
@@ -167,26 +236,30 @@ def send(
 
 @click.command()
 @click.argument("agent_id")
-@click.argument("text")
 @_message_options
-@click.option("--wait", is_flag=True, help="Run the agent and wait for its answer.")
+@click.option("--wait", is_flag=True, help=_WAIT_HELP)
 @pass_state
 def steer(
     state: CliState,
     agent_id: str,
-    text: str,
+    text: str | None,
+    file_path: Path | None,
     model: str | None,
     provider: str | None,
     message_id: str | None,
     timeout_seconds: float,
     wait: bool,
 ) -> None:
-    """Queue a steering message: it joins the current turn at its next stop."""
+    """Queue a steering message: it joins the current turn at its next stop.
+
+    The message is TEXT, - (read from stdin) or --file PATH.
+    """
     _deliver(
         state,
         "steering",
         agent_id,
         text,
+        file_path,
         model=model,
         provider=provider,
         message_id=message_id,
@@ -197,13 +270,13 @@ def steer(
 
 @click.command()
 @click.argument("agent_id")
-@click.argument("text")
 @_message_options
 @pass_state
 def talk(
     state: CliState,
     agent_id: str,
-    text: str,
+    text: str | None,
+    file_path: Path | None,
     model: str | None,
     provider: str | None,
     message_id: str | None,
@@ -211,21 +284,23 @@ def talk(
 ) -> None:
     """Send a message and stream the answer as it arrives, tool calls as they run.
 
+    The message is TEXT, - (read from stdin) or --file PATH. A failed turn exits 5 with the
+    failure on stderr; Ctrl-C aborts the turn and exits 130 (a second Ctrl-C exits at once).
     With --json, prints one JSON object per line (text_delta, tool_call, tool_started,
     tool_finished, response_done) and a final {"event": "done", ...}.
     """
-    message = user(_checked_text(text))
-    state.home.require_store()
-    check_provider(load_providers(state.home.path), provider)
+    message, options = _prepare(state, text, file_path, provider, model)
     printer = StreamPrinter(agent_id, Console(), json_lines=state.json_mode)
-    options = MessageOptions(provider=provider, model=model)
-    with open_system(state.home, resume=False, features=[printer], observer=printer) as (
-        system,
-        _,
-    ):
-        delivery = system.deliver(agent_id, "send", message, id=message_id, options=options)
-        _wait(system, agent_id, timeout_seconds)
-        value = _result(system, agent_id, delivery, waited=True)
+    value = _run_and_wait(
+        state,
+        "send",
+        agent_id,
+        message,
+        options,
+        message_id=message_id,
+        timeout_seconds=timeout_seconds,
+        printer=printer,
+    )
     if state.json_mode:
         state.output.event({"event": "done", **value})
 
@@ -233,7 +308,13 @@ def talk(
 @click.command()
 @click.argument("agent_id")
 @click.option(
-    "--timeout", "timeout_seconds", type=float, default=30.0, show_default=True, help="Seconds."
+    "--timeout",
+    "timeout_seconds",
+    type=float,
+    callback=check_seconds,
+    default=30.0,
+    show_default=True,
+    help="Seconds.",
 )
 @pass_state
 def abort(state: CliState, agent_id: str, timeout_seconds: float) -> None:
@@ -269,7 +350,12 @@ def abort(state: CliState, agent_id: str, timeout_seconds: float) -> None:
 @click.command()
 @click.argument("agent_id")
 @click.option(
-    "--timeout", "timeout_seconds", type=float, default=DEFAULT_TIMEOUT_SECONDS, show_default=True
+    "--timeout",
+    "timeout_seconds",
+    type=float,
+    callback=check_seconds,
+    default=DEFAULT_TIMEOUT_SECONDS,
+    show_default=True,
 )
 @pass_state
 def compact(state: CliState, agent_id: str, timeout_seconds: float) -> None:

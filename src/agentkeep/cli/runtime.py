@@ -19,7 +19,7 @@ import msgspec
 from agentkeep.agent_system import AgentSystem
 from agentkeep.cli.config import ProviderConfig, load_providers
 from agentkeep.cli.output import EXIT_NOT_FOUND, CliError, Console
-from agentkeep.cli.tools import ToolEnvironment, ToolObserver, build_tools
+from agentkeep.cli.tools import DemoTools, ToolEnvironment, ToolObserver, build_tools
 from agentkeep.errors import UnknownAgentError
 from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature, HookContext
@@ -88,7 +88,8 @@ def open_system(
             starts until the command sends it something.
         features: Extra features (``talk`` adds its stream printer).
         observer: Told about every tool call.
-        tools: The tool environment (defaults to one on ``home`` with ``observer``).
+        tools: The tool environment (defaults to one on ``home`` with ``observer``). Its
+            tools are offered per agent by :class:`~agentkeep.cli.tools.DemoTools`.
         faults: Chaos testing only.
         create: Allow a state directory without a store (``create``, ``demo``).
     """
@@ -96,14 +97,13 @@ def open_system(
         home.require_store()
     config = load_providers(home.path)
     environment = tools or ToolEnvironment(home=home.path, observer=observer)
-    tool_list = build_tools(environment)
+    demo_tools = DemoTools(build_tools(environment), config.offers_demo_tools)
     system = AgentSystem.open(
         home.path,
         providers=config.providers,
         provider=config.default_provider,
         model=config.default_model,
-        features=features,
-        tools=tool_list,
+        features=[*features, demo_tools],
         testing=FaultInjection(faults=faults),
         resume=resume,
     )

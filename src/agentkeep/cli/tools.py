@@ -9,6 +9,10 @@
 
 Every execution is appended to ``tool-runs.jsonl`` in the state directory (tool, call ids,
 process id), so anyone can check which side effects ran, and how often, across crashes.
+
+They are offered through :class:`DemoTools`, per agent: an agent on a local model always
+gets them; an agent on a vendor only when its provider asks for them (``demo_tools = true``
+in providers.toml), so a real model is never handed echo tools it did not ask for.
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ import ast
 import operator
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import msgspec
 
+from agentkeep.features import Feature, HookContext
 from agentkeep.tools import Tool, ToolContext, tool
 
 NOTES_FILE = "notes.txt"
@@ -218,3 +223,26 @@ def build_tools(env: ToolEnvironment) -> list[Tool[Any, Any]]:
         return f"fragile result for {args.call}"
 
     return [calculator, word_count, save_note, durable_tool, fragile_tool]
+
+
+class DemoTools(Feature):
+    """Offers the CLI's tools to the agents whose provider gets them.
+
+    Args:
+        tools: The tools (see :func:`build_tools`).
+        offered: Whether an agent on this provider id (None: the default provider) gets them.
+    """
+
+    name = "cli-demo-tools"
+
+    def __init__(
+        self, tools: Sequence[Tool[Any, Any]], offered: Callable[[str | None], bool]
+    ) -> None:
+        self._tools = tuple(tools)
+        self._offered = offered
+
+    def tools(self, ctx: HookContext) -> Sequence[Tool[Any, Any]]:
+        # Asked for each request and each tool batch, so a provider switch changes the
+        # offer at the next inference; a call to a tool no longer offered is answered
+        # with an error result, never run.
+        return self._tools if self._offered(ctx.settings.provider) else ()

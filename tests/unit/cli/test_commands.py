@@ -62,7 +62,7 @@ def test_create_reads_a_json_config_file_and_flags_override_its_metadata(
 
 def test_send_queues_durably_without_running_and_resume_answers_it(invoke: Any) -> None:
     invoke("create", "--id", "gamma")
-    queued = as_json(invoke("send", "gamma", "hello", "--id", "msg1", json_mode=True))
+    queued = as_json(invoke("send", "gamma", "What is 6 * 7?", "--id", "msg1", json_mode=True))
     assert set(queued) == DELIVERY_FIELDS
     assert queued == {
         "agent_id": "gamma",
@@ -77,9 +77,9 @@ def test_send_queues_durably_without_running_and_resume_answers_it(invoke: Any) 
     assert set(shown) == SHOW_FIELDS
     assert shown["state"] == "owes_work"
     assert [q["id"] for q in shown["queued"]] == ["msg1"]
-    assert shown["queued"][0]["text"] == "hello"
+    assert shown["queued"][0]["text"] == "What is 6 * 7?"
 
-    repeated = as_json(invoke("send", "gamma", "hello", "--id", "msg1", json_mode=True))
+    repeated = as_json(invoke("send", "gamma", "What is 6 * 7?", "--id", "msg1", json_mode=True))
     assert repeated["created"] is False  # idempotent delivery: the same id is not queued twice
 
     resumed = as_json(invoke("resume", json_mode=True))
@@ -87,17 +87,18 @@ def test_send_queues_durably_without_running_and_resume_answers_it(invoke: Any) 
     assert resumed["agents"] == [{"id": "gamma", "state": "idle"}]
     transcript = as_json(invoke("transcript", "gamma", json_mode=True))
     roles = [m["role"] for m in transcript["messages"]]
-    assert roles == ["user", "assistant", "tool", "assistant"]  # the gym model calls a tool
-    assert transcript["messages"][-1]["content"][0]["text"] == "answer-1"
+    assert roles == ["user", "assistant", "tool", "assistant"]  # the demo model calls a tool
+    assert transcript["messages"][-1]["content"][0]["text"] == "6 * 7 = 42."
 
 
 def test_send_wait_runs_the_agent_and_prints_its_answer(invoke: Any) -> None:
     invoke("create", "--id", "delta")
-    answered = as_json(invoke("send", "delta", "hi", "--wait", json_mode=True))
+    answered = as_json(invoke("send", "delta", "What is 2 + 2?", "--wait", json_mode=True))
     assert answered["waited"] is True
-    assert answered["answer"] == "answer-1"
+    assert answered["answer"] == "2 + 2 = 4."
     assert answered["state"] == "idle"
-    assert invoke("send", "delta", "again", "--wait").stdout.strip() == "answer-2"
+    again = invoke("send", "delta", 'count the words in "to be or not"', "--wait")
+    assert again.stdout.strip() == '"to be or not" has 4 words.'
 
 
 def test_steer_uses_the_steering_queue(invoke: Any) -> None:

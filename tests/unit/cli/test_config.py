@@ -17,15 +17,20 @@ from agentkeep.cli.config import (
 )
 from agentkeep.cli.output import CliError
 from agentkeep.providers import RespondingModel
+from agentkeep.providers.demo import DEMO_MODEL, DEMO_PROVIDER, DemoModel
 
 
-def test_with_no_file_the_local_model_is_the_default(tmp_path: Path) -> None:
+def test_with_no_file_the_demo_model_is_the_default(tmp_path: Path) -> None:
     config = load_providers(tmp_path)
-    assert config.default_provider == LOCAL_PROVIDER == "local"
-    assert config.default_model == LOCAL_MODEL == "gym-1"
-    assert isinstance(config.providers.resolve("local", "gym-1"), RespondingModel)
+    assert config.default_provider == DEMO_PROVIDER == "demo"
+    assert config.default_model == DEMO_MODEL == "demo-1"
+    assert isinstance(config.providers.resolve("demo", "demo-1"), DemoModel)
+    # The deterministic test model stays registered, for tests and by name.
+    assert isinstance(config.providers.resolve(LOCAL_PROVIDER, LOCAL_MODEL), RespondingModel)
     assert config.providers.kind_of("local") == "gym"
     assert config.providers.kind_of("demo") == "gym"
+    assert config.offers_demo_tools(None)
+    assert config.offers_demo_tools("local")
 
 
 def test_a_file_registers_providers_by_kind_without_building_them(tmp_path: Path) -> None:
@@ -96,6 +101,14 @@ def test_a_missing_adapter_module_is_a_clear_error(monkeypatch: pytest.MonkeyPat
         ('[providers.local]\nkind = "gym"\n', "built in"),
         ('[defaults]\nprovider = "ghost"\n', "is not registered"),
         ("surprise = 1\n", "unknown top-level keys"),
+        ('[providers.x]\nkind = "gym"\nlatency_seconds = -1\n', "within 0..60"),
+        ('[providers.x]\nkind = "gym"\nlatency_seconds = nan\n', "number of seconds"),
+        ('[providers.x]\nkind = "gym"\nmax_retries = 2\n', "for vendor classes only"),
+        ('[providers.x]\nkind = "claude"\nclass = "anthropic"\nmax_retries = 1.5\n', "whole"),
+        ('[providers.x]\nkind = "claude"\nclass = "anthropic"\nmax_retries = 101\n', "0..100"),
+        ('[providers.x]\nkind = "claude"\nclass = "anthropic"\nlatency_seconds = 1\n', "local"),
+        ('[providers.x]\nkind = "gym"\ndemo_tools = "yes"\n', "true or false"),
+        ('[defaults]\nmodle = "x"\n', "unknown keys: modle"),
     ],
 )
 def test_a_malformed_file_names_the_problem(tmp_path: Path, content: str, words: str) -> None:
@@ -112,3 +125,38 @@ def test_flags_are_merged_over_a_config_file(tmp_path: Path) -> None:
     config = load_agent_config(path, title="new", metadata={"team": "x"})
     assert config.metadata == {"title": "new", "k": 1, "team": "x"}
     assert config.features == {"memo": {"on": True}}
+
+
+def test_a_provider_table_configures_latency_retries_and_demo_tools(tmp_path: Path) -> None:
+    (tmp_path / "providers.toml").write_text(
+        """
+[providers.slow]
+kind = "gym"
+class = "demo"
+latency_seconds = 0.25
+
+[providers.claude]
+kind = "claude"
+class = "anthropic"
+model = "anthropic/claude-x"
+base_url = "http://127.0.0.1:9"
+max_retries = 3
+demo_tools = true
+
+[providers.plain]
+kind = "claude"
+class = "anthropic"
+base_url = "http://127.0.0.1:9"
+"""
+    )
+    config = load_providers(tmp_path)
+    slow = build_provider(config.entries["slow"])
+    assert isinstance(slow, DemoModel)
+    assert slow.latency_seconds == 0.25
+    assert config.model_for("slow") == DEMO_MODEL  # a local class's own model
+    assert config.model_for("claude") == "anthropic/claude-x"
+    assert config.model_for("plain") is None
+    assert config.model_for("local") == LOCAL_MODEL
+    assert config.offers_demo_tools("slow")
+    assert config.offers_demo_tools("claude")  # asked for them
+    assert not config.offers_demo_tools("plain")  # a vendor gets them only when asked

@@ -58,9 +58,9 @@ def test_json_goes_to_stdout_and_logs_to_stderr(tmp_path: Path) -> None:
 def test_the_default_log_level_keeps_output_clean(tmp_path: Path) -> None:
     home = str(tmp_path / "state")
     assert run("--home", home, "create", "--id", "a1", cwd=tmp_path).returncode == 0
-    answered = run("--home", home, "send", "a1", "hi", "--wait", cwd=tmp_path)
+    answered = run("--home", home, "send", "a1", "What is 3 * 5?", "--wait", cwd=tmp_path)
     assert answered.returncode == 0
-    assert answered.stdout == "answer-1\n"
+    assert answered.stdout == "3 * 5 = 15.\n"
     assert answered.stderr == ""
 
 

@@ -1,0 +1,70 @@
+"""Where a message comes from: TEXT, ``-`` (stdin) or ``--file PATH``.
+
+argv stops near 128 KB (one argument), so a long message is piped or read from a file; both
+are read as UTF-8, and the newline(s) an editor or ``echo`` leaves at the end are dropped,
+like the shell's ``$(...)`` does. Every refusal is exit 2 before anything is queued.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
+
+_MESSAGE_FORMS = "TEXT, - (read stdin) or --file PATH"
+
+
+def _bad_input(message: str, hint: str, code: str = "invalid_message_input") -> CliError:
+    return CliError(message, code=code, hint=hint, exit_code=EXIT_BAD_INPUT)
+
+
+def _decoded(data: bytes, source: str) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _bad_input(
+            f"The message from {source} is not UTF-8 text ({error.reason} at byte {error.start}).",
+            "Convert it to UTF-8, e.g. with iconv.",
+        ) from error
+    # Like the shell's $(...): the newline(s) an editor or `echo` adds are not part of it.
+    return text.rstrip("\r\n")
+
+
+def read_message(text: str | None, file_path: Path | None) -> str:
+    """The message text from TEXT, ``-`` (stdin) or ``--file PATH``, checked non-empty.
+
+    Raises:
+        CliError: Both or neither were given, the file cannot be read, it is not UTF-8, or
+            the message is empty (exit 2, nothing queued).
+    """
+    if text is not None and file_path is not None:
+        raise _bad_input(
+            f"Pass the message once: {_MESSAGE_FORMS}, not both.",
+            "Drop TEXT or --file.",
+        )
+    if file_path is not None:
+        try:
+            content = _decoded(file_path.read_bytes(), str(file_path))
+        except OSError as error:
+            raise _bad_input(
+                f"Cannot read the message file {file_path}: {error.strerror or error}.",
+                "Pass the path of a readable text file.",
+            ) from error
+    elif text == "-":
+        content = _decoded(sys.stdin.buffer.read(), "stdin")
+    elif text is None:
+        raise _bad_input(
+            f"No message: pass {_MESSAGE_FORMS}.",
+            'e.g. agentkeep send ID "What is 2+2?", or: cat question.txt | agentkeep send ID -',
+        )
+    else:
+        content = text
+    if not content.strip():
+        raise CliError(
+            "The message is empty.",
+            code="empty_message",
+            hint='Pass the text to send, e.g. agentkeep send ID "What is 2+2?".',
+            exit_code=EXIT_BAD_INPUT,
+        )
+    return content
