@@ -149,12 +149,15 @@ class AgentSystem:
         Raises:
             StoreLockedError: another owner holds the store.
             InvalidConfigError: a mode, provider or feature set is invalid.
+            ModelNotServedError: ``provider`` does not serve ``model``.
         """
         for name, mode in (("steering_mode", steering_mode), ("send_mode", send_mode)):
             if mode not in _MODES:
                 raise InvalidConfigError(f"{name} must be one of {_MODES}, got {mode!r}")
         if provider is not None and providers.get(provider) is None:
             raise InvalidConfigError(f'Provider "{provider}" is not registered.')
+        if provider is not None and model is not None:
+            providers.check_model(provider, model)  # ModelNotServedError for a typo
         feature_set = FeatureSet(features)
         # The system supervisor starts (and restarts) the writer: see actors/tree.py.
         store = Store.open(path, faults=faults, vfs=vfs, start_writer=False)
@@ -384,6 +387,7 @@ class AgentSystem:
             message_id=id,
             metadata=metadata,
             options=options,
+            defaults=self._defaults,
         )
         try:
             delivery, queued = self._store.transact(accept)
@@ -419,6 +423,7 @@ class AgentSystem:
                 message_id=id,
                 metadata=metadata,
                 options=options,
+                defaults=self._defaults,
             )
             delivery, queued = accept(tx)
         if queued is not None:

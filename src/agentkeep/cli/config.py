@@ -37,7 +37,7 @@ from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.config import AgentConfig
 from agentkeep.errors import AgentkeepError
 from agentkeep.providers.compatibility import PROVIDER_KINDS, ProviderKind
-from agentkeep.providers.protocol import Provider
+from agentkeep.providers.protocol import Provider, ServesModels
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.responding import RespondingModel
 
@@ -143,7 +143,8 @@ def build_provider(entry: ProviderEntry) -> Provider:
             + install,
         ) from error
     if entry.class_name == "responding":
-        return cast(Provider, factory())
+        # A local model serves exactly its configured name (gym-1 when none is given).
+        return cast(Provider, factory(models=(entry.model or LOCAL_MODEL,)))
     options: dict[str, Any] = {}
     if entry.model is not None:
         options["model"] = entry.model
@@ -181,6 +182,18 @@ class _LazyProvider:
             if self._built is None:
                 self._built = build_provider(self._entry)
             return self._built
+
+    # ServesModels: the adapter decides (built on the first question, as on first use).
+    @property
+    def served_models(self) -> str:
+        built: object = self._built
+        if isinstance(built, ServesModels):
+            return built.served_models
+        return f"the models of [providers.{self._entry.id}]"
+
+    def serves(self, model: str) -> bool:
+        built: object = self(self._entry.id, model)
+        return not isinstance(built, ServesModels) or built.serves(model)
 
 
 def load_providers(home: Path) -> ProviderConfig:

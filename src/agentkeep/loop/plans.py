@@ -35,13 +35,13 @@ from agentkeep.persistence.records import (
     BlockRecord,
     CompactionRecord,
     ConversationRecord,
-    MessageOptions,
     PendingToolCall,
     QueuedMessage,
     Settings,
     SystemRecord,
     ToolRecord,
     UserRecord,
+    apply_options,
 )
 from agentkeep.providers.types import SystemMessage, TextBlock, ToolResultMessage
 
@@ -198,23 +198,6 @@ def execute(
 def _append(tx: Transaction, agent_id: str, record: ConversationRecord) -> ConversationRecord:
     tx.append_record(agent_id, record)
     return record
-
-
-def apply_options(settings: Settings, options: MessageOptions) -> Settings:
-    """Per-message settings take effect when consumed and stay effective."""
-    return Settings(
-        provider=options.provider if options.provider is not None else settings.provider,
-        model=options.model if options.model is not None else settings.model,
-        effort=options.effort if options.effort is not None else settings.effort,
-        service_tier=(
-            options.service_tier if options.service_tier is not None else settings.service_tier
-        ),
-        permission_mode=(
-            options.permission_mode
-            if options.permission_mode is not None
-            else settings.permission_mode
-        ),
-    )
 
 
 def _consume_queue(

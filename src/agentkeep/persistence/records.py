@@ -179,6 +179,24 @@ class Settings(_Record, frozen=True):
     permission_mode: PermissionMode = "auto"
 
 
+def apply_options(settings: Settings, options: MessageOptions) -> Settings:
+    """The selection after a message with ``options`` is consumed: per-message settings take
+    effect when consumed and stay effective."""
+    return Settings(
+        provider=options.provider if options.provider is not None else settings.provider,
+        model=options.model if options.model is not None else settings.model,
+        effort=options.effort if options.effort is not None else settings.effort,
+        service_tier=(
+            options.service_tier if options.service_tier is not None else settings.service_tier
+        ),
+        permission_mode=(
+            options.permission_mode
+            if options.permission_mode is not None
+            else settings.permission_mode
+        ),
+    )
+
+
 class OwedWork(_Record, frozen=True):
     """The one liveness fact: present ⇔ the agent owes work (spec invariant 6).
 
@@ -249,5 +267,6 @@ __all__ = [
     "ToolCallBlock",
     "ToolRecord",
     "UserRecord",
+    "apply_options",
     "rebuild_messages",
 ]
