@@ -43,6 +43,7 @@ from agentkeep.features import (
     ModelChange,
     TurnInfo,
 )
+from agentkeep.history import HistoryEpoch, PurgeResult
 from agentkeep.loop.messages import CompactAction, InjectAction, SendAction, SteerAction
 from agentkeep.persistence.records import AgentEnvironment, Settings
 from agentkeep.providers import (
@@ -93,6 +94,7 @@ __all__ = [
     "DuplicateProviderError",
     "ExpiredScopeError",
     "Feature",
+    "HistoryEpoch",
     "HookContext",
     "ImageBlock",
     "InferenceInfo",
@@ -108,6 +110,7 @@ __all__ = [
     "Provider",
     "ProviderError",
     "Providers",
+    "PurgeResult",
     "ReasoningBlock",
     "RespondingModel",
     "SchemaTooNewError",

@@ -25,6 +25,7 @@ from agentkeep.cli.chaos import chaos
 from agentkeep.cli.check import db
 from agentkeep.cli.context import CliState
 from agentkeep.cli.demo import demo, demo_child
+from agentkeep.cli.history import purge
 from agentkeep.cli.logs import DEFAULT_LOG_LEVEL, LOG_LEVELS, configure_logging
 from agentkeep.cli.messaging import abort, compact, send, steer, talk
 from agentkeep.cli.output import CliError, Output, fail, from_library_error
@@ -127,6 +128,7 @@ for _command in (
     demo_child,
 ):
     cli.add_command(_command)
+cli.add_command(purge)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -10,6 +10,7 @@ import msgspec
 
 from agentkeep.cli.config import load_agent_config
 from agentkeep.cli.context import CliState, pass_state
+from agentkeep.cli.history import render_history
 from agentkeep.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_FAILURE,
@@ -22,8 +23,9 @@ from agentkeep.cli.output import (
 from agentkeep.cli.runtime import open_store, open_system, require_agent
 from agentkeep.config import current_environment
 from agentkeep.errors import UnknownAgentError
+from agentkeep.history import read_history
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import rebuild_messages
+from agentkeep.persistence.records import Settings, rebuild_messages
 
 DEFAULT_TIMEOUT_SECONDS = 120.0
 
@@ -204,9 +206,21 @@ def show(state: CliState, agent_id: str) -> None:
 
 @click.command()
 @click.argument("agent_id")
+@click.option(
+    "--all",
+    "all_epochs",
+    is_flag=True,
+    help="Also the archived epochs a model switch or a compaction took out of view.",
+)
 @pass_state
-def transcript(state: CliState, agent_id: str) -> None:
-    """Print an agent's durable conversation."""
+def transcript(state: CliState, agent_id: str, all_epochs: bool) -> None:
+    """Print an agent's durable conversation (with --all: its whole history, by epoch)."""
+    if all_epochs:
+        with open_store(state.home) as store:
+            epochs = store.read(lambda tx: read_history(tx, agent_id, Settings()))
+        everything = {"id": agent_id, "epochs": [all_fields(epoch) for epoch in epochs]}
+        state.output.result(everything, lambda _: render_history(epochs))
+        return
     with open_store(state.home) as store:
         require_agent(store, agent_id)
         messages = rebuild_messages(store.read(lambda tx: tx.load_records(agent_id)))

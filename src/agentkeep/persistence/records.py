@@ -110,6 +110,26 @@ def rebuild_messages(records: list[ConversationRecord]) -> list[Message]:
     return messages
 
 
+# -- archived history ---------------------------------------------------------------------
+
+ArchiveReason: TypeAlias = Literal["model_switch", "compaction"]
+
+
+class ArchivedEpoch(_Record, frozen=True):
+    """A stretch of history taken out of the provider's view, kept readable until a purge.
+
+    ``model_switch``: the whole conversation an incompatible switch restarted from empty;
+    ``compaction``: the records a compaction summary replaced. ``settings`` is the selection
+    in force when it was archived (None if the agent never had one).
+    """
+
+    epoch: int
+    reason: ArchiveReason
+    archived_at_ms: int
+    records: tuple[ConversationRecord, ...] = ()
+    settings: Settings | None = None
+
+
 # -- queued messages ----------------------------------------------------------------------
 
 
@@ -250,6 +270,8 @@ __all__ = [
     "RECORD_TYPES",
     "AgentEnvironment",
     "AgentRow",
+    "ArchiveReason",
+    "ArchivedEpoch",
     "BlockRecord",
     "CompactionRecord",
     "ConversationRecord",
