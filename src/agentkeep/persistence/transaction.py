@@ -10,12 +10,13 @@ they are atomic even without the enclosing transaction.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import Any
 
 import apsw
 import msgspec
 
 from agentkeep.errors import ExpiredScopeError, StoreError, UnknownAgentError
+from agentkeep.persistence.archive import ArchivedHistory
 from agentkeep.persistence.codec import (
     Statements,
     agent_row,
@@ -36,8 +37,6 @@ from agentkeep.persistence.codec import (
 from agentkeep.persistence.kv import agent_prefix
 from agentkeep.persistence.records import (
     AgentRow,
-    ArchivedEpoch,
-    ArchiveReason,
     ConversationRecord,
     JSONObject,
     OwedWork,
@@ -55,7 +54,7 @@ _QUEUE_ORDER = "CASE queue WHEN 'steering' THEN 0 ELSE 1 END, seq"
 _NOTICE_TAIL = "notice"  # queue_tails key for notices (not a QueueName)
 
 
-class SqliteTransaction:
+class SqliteTransaction(ArchivedHistory):
     """A :class:`~agentkeep.persistence.interface.Transaction` valid while its work runs.
 
     Args:
@@ -231,98 +230,6 @@ class SqliteTransaction:
                 "INSERT INTO records (agent_id, position, record_json) VALUES (?, ?, ?)",
                 (agent_id, position, encode(record)),
             )
-
-    # -- archived history --------------------------------------------------------------------
-    def archive_records(
-        self,
-        agent_id: str,
-        through_position: int | None,
-        *,
-        reason: ArchiveReason,
-        settings: Settings | None,
-    ) -> int | None:
-        self._check(write=True)
-        bound = through_position if through_position is not None else -1
-        count = int(
-            self._one(
-                "SELECT count(*) FROM records WHERE agent_id = ? AND (? < 0 OR position <= ?)",
-                (agent_id, bound, bound),
-            )
-        )
-        if count == 0:
-            return None
-        # Epochs count up per agent and are never reused: purged epochs keep their row.
-        epoch = 1 + int(
-            self._one(
-                "SELECT coalesce(max(epoch), 0) FROM archived_epochs WHERE agent_id = ?",
-                (agent_id,),
-            )
-        )
-        self._write(
-            "INSERT INTO archived_epochs (agent_id, epoch, reason, settings_json, "
-            "archived_at_ms) VALUES (?, ?, ?, ?, ?)",
-            (agent_id, epoch, reason, None if settings is None else encode(settings), now_ms()),
-        )
-        self._write(
-            "INSERT INTO archived_records (agent_id, epoch, position, record_json) "
-            "SELECT agent_id, ?, position, record_json FROM records "
-            "WHERE agent_id = ? AND (? < 0 OR position <= ?)",
-            (epoch, agent_id, bound, bound),
-        )
-        return epoch
-
-    def archived_epochs(self, agent_id: str) -> list[ArchivedEpoch]:
-        epochs: list[ArchivedEpoch] = []
-        cursor = self._read(
-            "SELECT epoch, reason, settings_json, archived_at_ms FROM archived_epochs "
-            "WHERE agent_id = ? AND purged_at_ms IS NULL ORDER BY epoch",
-            (agent_id,),
-        )
-        rows: list[Any] = cursor.fetchall()  # read whole: the loop runs more statements
-        for epoch, reason, settings_json, archived_at_ms in rows:
-            records = tuple(
-                decode_record(row[0])
-                for row in self._read(
-                    "SELECT record_json FROM archived_records WHERE agent_id = ? AND epoch = ? "
-                    "ORDER BY position",
-                    (agent_id, epoch),
-                )
-            )
-            # The column's CHECK constraint keeps reason one of ArchiveReason's values.
-            epochs.append(
-                ArchivedEpoch(
-                    epoch=int(epoch),
-                    reason=cast(ArchiveReason, reason),
-                    archived_at_ms=int(archived_at_ms),
-                    records=records,
-                    settings=None if settings_json is None else decode_settings(str(settings_json)),
-                )
-            )
-        return epochs
-
-    def last_epoch(self, agent_id: str) -> int:
-        return int(
-            self._one(
-                "SELECT coalesce(max(epoch), 0) FROM archived_epochs WHERE agent_id = ?",
-                (agent_id,),
-            )
-        )
-
-    def purge_archived(self, agent_id: str) -> tuple[int, int]:
-        self._check(write=True)
-        epochs = int(
-            self._one(
-                "SELECT count(*) FROM archived_epochs WHERE agent_id = ? AND purged_at_ms IS NULL",
-                (agent_id,),
-            )
-        )
-        records = self._write("DELETE FROM archived_records WHERE agent_id = ?", (agent_id,))
-        self._write(
-            "UPDATE archived_epochs SET purged_at_ms = ? "
-            "WHERE agent_id = ? AND purged_at_ms IS NULL",
-            (now_ms(), agent_id),
-        )
-        return epochs, records
 
     # -- message identities ------------------------------------------------------------------
     def claim_message_id(self, agent_id: str, message_id: str) -> bool:
