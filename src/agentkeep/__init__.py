@@ -27,6 +27,7 @@ from agentkeep.errors import (
     InvalidConfigError,
     InvalidMessageError,
     MissingExtraError,
+    ModelNotServedError,
     ProviderError,
     ProviderSessionBusyError,
     ProviderSessionClosedError,
@@ -48,6 +49,7 @@ from agentkeep.features import (
     ModelChange,
     TurnInfo,
 )
+from agentkeep.history import HistoryEpoch, PurgeResult
 from agentkeep.key_value import KeyValueStore
 from agentkeep.loop.messages import CompactAction, InjectAction, SendAction, SteerAction
 from agentkeep.persistence.records import AgentEnvironment, MessageOptions, Settings
@@ -58,6 +60,7 @@ from agentkeep.providers import (
     Providers,
     RespondingModel,
     ScriptedModel,
+    ServesModels,
     Session,
     script,
 )
@@ -181,6 +184,7 @@ __all__ = [
     "ExpiredScopeError",
     "Feature",
     "FeatureDefinitionError",
+    "HistoryEpoch",
     "HookContext",
     "ImageBlock",
     "InferenceInfo",
@@ -196,6 +200,7 @@ __all__ = [
     "MissingExtraError",
     "ModelChange",
     "ModelInput",
+    "ModelNotServedError",
     "ModelRef",
     "OpenedSession",
     "Provider",
@@ -204,6 +209,7 @@ __all__ = [
     "ProviderSessionBusyError",
     "ProviderSessionClosedError",
     "Providers",
+    "PurgeResult",
     "ReasoningBlock",
     "ReasoningDelta",
     "ReasoningEnd",
@@ -221,6 +227,7 @@ __all__ = [
     "Selection",
     "SendAction",
     "ServerToolResultBlock",
+    "ServesModels",
     "Session",
     "SessionOptions",
     "Settings",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkeep.delivery import Delivery
+from agentkeep.history import HistoryEpoch, PurgeResult, purge_archived, read_history
 from agentkeep.persistence.records import JSONObject, PermissionMode, Settings
 from agentkeep.providers.types import Message, QueueableMessage, ReasoningEffort, ServiceTier
 
@@ -84,6 +85,30 @@ class Agent:
 
     def transcript(self) -> list[Message]:
         return self._system.transcript(self.id)
+
+    def history(self) -> list[HistoryEpoch]:
+        """Everything the agent ever said and heard, by epoch: the archived epochs that an
+        incompatible model switch or a compaction took out of the provider's view (oldest
+        first, ``archived=True``), then the current conversation (what :meth:`transcript`
+        returns) as the last epoch. Archived epochs stay until :meth:`purge_archived`.
+
+        Raises:
+            UnknownAgentError: the agent does not exist (or was deleted).
+            AgentClosedError: the system is closing or closed.
+        """
+        system = self._system
+        return system._read(lambda tx: read_history(tx, self.id, system._defaults))
+
+    def purge_archived(self) -> PurgeResult:
+        """Physically delete the agent's archived epochs (see :meth:`history`); the current
+        conversation is untouched. Nothing else in agentkeep deletes conversation records.
+
+        Raises:
+            UnknownAgentError: the agent does not exist (or was deleted).
+            AgentClosedError: the system is closing or closed.
+        """
+        with self._system._admission.operation():
+            return self._system.store.transact(lambda tx: purge_archived(tx, self.id))
 
     @property
     def settings(self) -> Settings:

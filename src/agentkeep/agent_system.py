@@ -169,12 +169,15 @@ class AgentSystem:
             StoreLockedError: another owner holds the store.
             InvalidConfigError: a mode, provider, feature or tool is invalid (naming it).
             ToolDefinitionError: two tools share a name (in one namespace).
+            ModelNotServedError: ``provider`` does not serve ``model``.
         """
         for name, mode in (("steering_mode", steering_mode), ("send_mode", send_mode)):
             if mode not in _MODES:
                 raise InvalidConfigError(f"{name} must be one of {_MODES}, got {mode!r}")
         if provider is not None and providers.get(provider) is None:
             raise InvalidConfigError(f'Provider "{provider}" is not registered.')
+        if provider is not None and model is not None:
+            providers.check_model(provider, model)  # ModelNotServedError for a typo
         feature_set = FeatureSet(_checked("features", features, Feature, "an ak.Feature"))
         ToolSet(_checked("tools", tools, Tool, "an ak.Tool (build one with @ak.tool)"))
         # The system supervisor starts (and restarts) the writer: see actors/tree.py.
@@ -516,6 +519,7 @@ class AgentSystem:
             message_id=id,
             metadata=metadata,
             options=options,
+            defaults=self._defaults,
         )
         try:
             delivery, queued = self._store.transact(accept)
@@ -551,6 +555,7 @@ class AgentSystem:
                 message_id=id,
                 metadata=metadata,
                 options=options,
+                defaults=self._defaults,
             )
             delivery, queued = accept(tx)
         if queued is not None:

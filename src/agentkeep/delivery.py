@@ -24,6 +24,8 @@ from agentkeep.persistence.records import (
     QueuedMessage,
     QueuedNotice,
     QueueName,
+    Settings,
+    apply_options,
 )
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.types import (
@@ -210,9 +212,12 @@ def prepare_acceptance(
     message_id: str | None,
     metadata: JSONObject | None,
     options: MessageOptions | None,
+    defaults: Settings | None = None,
 ) -> Callable[[Transaction], tuple[Delivery, QueuedMessage | None]]:
     """Check a delivery now (a clear error before anything is written: the message, its id,
-    its provider); the returned work accepts it in a transaction (:func:`accept_message`)."""
+    its provider); the returned work accepts it in a transaction (:func:`accept_message`),
+    first refusing a model the selected provider does not serve (:func:`check_selection`;
+    ``defaults`` is the selection of an agent that never had its own)."""
     checked = validate_message(message)
     checked_id = check_message_id(message_id)
     opts = options or MessageOptions()
@@ -220,6 +225,7 @@ def prepare_acceptance(
         raise InvalidConfigError(f'Provider "{opts.provider}" is not registered.')
 
     def accept(tx: Transaction) -> tuple[Delivery, QueuedMessage | None]:
+        check_selection(tx, providers, agent_id, opts, defaults or Settings())
         return accept_message(
             tx,
             agent_id,
@@ -231,6 +237,38 @@ def prepare_acceptance(
         )
 
     return accept
+
+
+def check_selection(
+    tx: Transaction,
+    providers: Providers,
+    agent_id: str,
+    options: MessageOptions,
+    defaults: Settings,
+) -> None:
+    """Refuse a message whose provider/model selection its provider does not serve.
+
+    The one place a message's model is checked. The selection is the one the message will be
+    consumed under as far as the store knows now: the agent's settings (or ``defaults``), the
+    options of the messages queued before it, then its own. Only a message that changes the
+    provider or the model is checked; raising rolls its acceptance back, so nothing is
+    written (a typo'd model never reaches, let alone resets, the conversation).
+
+    Raises:
+        ModelNotServedError: The selected provider does not serve the selected model.
+        UnknownProviderError: The selected provider is not registered.
+        UnknownAgentError: ``agent_id`` names no live agent.
+    """
+    if options.provider is None and options.model is None:
+        return
+    if tx.get_agent(agent_id) is None:
+        raise UnknownAgentError(agent_id)  # the clearer error for a message to nobody
+    selection = tx.read_settings(agent_id) or defaults
+    for entry in tx.queued(agent_id):
+        selection = apply_options(selection, entry.options)
+    selection = apply_options(selection, options)
+    if selection.provider is not None and selection.model is not None:
+        providers.check_model(selection.provider, selection.model)
 
 
 def accept_notice(tx: Transaction, agent_id: str, message: SystemMessage) -> QueuedNotice:

@@ -170,6 +170,23 @@ class UnknownProviderError(ProviderError):
         self.provider_id = provider_id
 
 
+class ModelNotServedError(InvalidConfigError, ProviderError):
+    """A message (or a system default) names a model its provider does not serve.
+
+    Raised before anything is written, so a typo in a model name never reaches the agent.
+    """
+
+    code = "model_not_served"
+
+    def __init__(self, provider_id: str, model: str, served: str) -> None:
+        super().__init__(
+            f'Provider "{provider_id}" does not serve model "{model}"; it serves: {served}.'
+        )
+        self.provider_id = provider_id
+        self.model = model
+        self.served = served
+
+
 class DuplicateProviderError(ProviderError):
     """A provider id was registered twice."""
 

@@ -1,5 +1,5 @@
-"""model_switch: an incompatible codex → claude switch (the history resets), crashed around
-(spec §6.2)."""
+"""model_switch: an incompatible codex → claude switch (the provider's view restarts, the old
+conversation is archived), crashed around (spec §6.2)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from agentkeep.actors import services
 from agentkeep.chaos.campaigns import CampaignResult, first_caught, model_switch
+from agentkeep.persistence.transaction import SqliteTransaction
 
 
 def test_model_switch(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:
@@ -28,3 +29,17 @@ def test_checker_catches_old_history_under_the_new_model(
     monkeypatch.setattr(services._ConsumptionPolicy, "needs_reset", never)
     caught = first_caught(model_switch, range(20), {15})
     assert caught is not None, "the checker never noticed old history under the new model"
+
+
+def test_checker_catches_a_switch_that_deletes_the_old_history(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Mutant: the reset erases the old conversation instead of archiving it (issue 12's
+    data loss: a typo'd --model deleted the history) (§7.26)."""
+
+    def delete_instead(self: Any, agent_id: str, through: Any, **_: Any) -> None:
+        return None  # archive nothing: the reset's rewrite then deletes the records
+
+    monkeypatch.setattr(SqliteTransaction, "archive_records", delete_instead)
+    caught = first_caught(model_switch, range(3), {26})
+    assert caught is not None, "the checker never noticed the deleted history"

@@ -319,9 +319,12 @@ CLAUDE_MODEL = "anthropic/claude-sonnet-4"
 def switch_providers(seed: int) -> Providers:
     """``codex`` (kind codex) and ``claude`` (kind claude): a switch between them resets."""
     providers = Providers()
-    providers.add("codex", RespondingModel(seed=seed), kind="codex")
+    providers.add("codex", RespondingModel(seed=seed, models=(CODEX_MODEL,)), kind="codex")
     claude = RespondingModel(
-        seed=seed, durable_tool="durable_tool_b", fragile_tool="fragile_tool_b"
+        seed=seed,
+        models=(CLAUDE_MODEL,),
+        durable_tool="durable_tool_b",
+        fragile_tool="fragile_tool_b",
     )
     providers.add("claude", claude, kind="claude")
     return providers

@@ -19,7 +19,7 @@ from agentkeep.chaos.invariants import (
     check_state,
     describe_records,
 )
-from agentkeep.chaos.process import DurableState, ProcessReport
+from agentkeep.chaos.process import DurableState, ProcessReport, history_log
 from agentkeep.chaos.world import ChaosWorld
 from agentkeep.persistence.records import (
     CompactionRecord,
@@ -74,6 +74,13 @@ class Checker:
         previous = self.previous
         if previous is None:
             return []
+        return _nothing_deleted(previous, state, process) + self._one_history(
+            previous, state, process
+        )
+
+    def _one_history(
+        self, previous: DurableState, state: DurableState, process: int
+    ) -> list[Violation]:
         before, after = list(previous.records), list(state.records)
         if after[: len(before)] == before:
             return []
@@ -96,6 +103,26 @@ class Checker:
                 ),
             )
         ]
+
+
+def _nothing_deleted(previous: DurableState, state: DurableState, process: int) -> list[Violation]:
+    """§7.26: every record once durable is still readable — in the conversation or in an
+    archived epoch — in the same order (the archive-then-current log only grows)."""
+    before, after = history_log(previous), history_log(state)
+    if after[: len(before)] == before:
+        return []
+    kept = next((i for i, (b, a) in enumerate(zip(before, after, strict=False)) if b != a), None)
+    at = len(after) if kept is None else kept
+    return [
+        Violation(
+            invariant=26,
+            process=process,
+            detail=(
+                f"history physically deleted: {len(before)} records ever durable became "
+                f"{len(after)}, the first difference at {at} ({describe_records(before[at:])})"
+            ),
+        )
+    ]
 
 
 def _is_reset(records: list[ConversationRecord], switch: SwitchExpectation) -> bool:

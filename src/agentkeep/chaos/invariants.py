@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from agentkeep.chaos.process import DurableState, ProcessReport
+from agentkeep.chaos.process import DurableState, ProcessReport, archived_users
 from agentkeep.persistence.records import (
     BlockRecord,
     CompactionRecord,
@@ -50,6 +50,7 @@ INVARIANTS: dict[int, str] = {
     18: "close and delete admit nothing new and answer everything admitted",
     20: "no operation deadlocks: each returns or refuses promptly",
     23: "one owner per store, its lock held until every agent closed and no longer",
+    26: "history is never deleted: what leaves the provider's view is archived (issue 12)",
 }
 
 
@@ -112,12 +113,12 @@ def check_state(
     for message_id in set(users) | queued:
         if message_id not in offered:
             bad(1, f"message {message_id!r} was never offered")
-    compacted = any(isinstance(r, CompactionRecord) for r in state.records)
-    erasable = switch.old_ids if switch is not None else frozenset()
-    if not compacted:
-        for message_id in world.accept_order:
-            if message_id not in users and message_id not in queued | erasable:
-                bad(1, f"accepted message {message_id!r} is neither queued nor consumed")
+    # A switch or a compaction archives what it takes out of view (§7.26): an accepted
+    # message is queued, in the conversation, or in an archived epoch — never gone.
+    archived = archived_users(state)
+    for message_id in world.accept_order:
+        if message_id not in users and message_id not in queued | archived:
+            bad(1, f"accepted message {message_id!r} is neither queued, consumed nor archived")
     # §7.3: per-queue order
     if world.order_known:
         rank = {message_id: i for i, message_id in enumerate(world.accept_order)}
@@ -260,7 +261,26 @@ def _check_switch(state: DurableState, switch: SwitchExpectation, process: int) 
         problems.append(f"old messages {sorted(old)} under the new model {switch.model}")
     if new and not switched:
         problems.append(f"switch messages {sorted(new)} consumed under {settings}")
-    return [Violation(invariant=15, process=process, detail=p) for p in problems]
+    found = [Violation(invariant=15, process=process, detail=p) for p in problems]
+    # The reset restarted what the provider sees; the old conversation must stay readable
+    # in an epoch archived by the switch (§7.26), never be deleted.
+    kept = {
+        r.message_id
+        for epoch in state.archived
+        if epoch.reason == "model_switch"
+        for r in epoch.records
+        if isinstance(r, UserRecord)
+    }
+    lost = sorted(switch.old_ids - kept - users) if new else []
+    if lost:
+        found.append(
+            Violation(
+                invariant=26,
+                process=process,
+                detail=f"the switch deleted old messages {lost} instead of archiving them",
+            )
+        )
+    return found
 
 
 # -- the ledger ----------------------------------------------------------------------------------

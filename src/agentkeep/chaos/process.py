@@ -20,7 +20,9 @@ from agentkeep.features import Feature, HookContext
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.records import (
+    ArchivedEpoch,
     BlockRecord,
+    CompactionRecord,
     ConversationRecord,
     OwedWork,
     PendingToolCall,
@@ -56,10 +58,13 @@ class DurableState(msgspec.Struct, frozen=True, kw_only=True):
     pending: tuple[PendingToolCall, ...]
     owed: OwedWork | None
     settings: Settings | None
+    # What a switch or a compaction took out of the provider's view (never deleted).
+    archived: tuple[ArchivedEpoch, ...] = ()
 
 
 def read_durable(tx: Transaction, agent_id: str) -> DurableState:
     return DurableState(
+        archived=tuple(tx.archived_epochs(agent_id)),
         records=tuple(tx.load_records(agent_id)),
         queued=tuple(tx.queued(agent_id)),
         notices=tuple(tx.notices(agent_id)),
@@ -67,6 +72,24 @@ def read_durable(tx: Transaction, agent_id: str) -> DurableState:
         owed=tx.read_owed(agent_id),
         settings=tx.read_settings(agent_id),
     )
+
+
+def archived_users(state: DurableState) -> set[str]:
+    """Ids of the user messages in the archived epochs."""
+    return {
+        r.message_id for epoch in state.archived for r in epoch.records if isinstance(r, UserRecord)
+    }
+
+
+def history_log(state: DurableState) -> list[ConversationRecord]:
+    """Every record ever durable, archived epochs first, without compaction records.
+
+    A switch archives the whole conversation and a compaction the records its summary
+    replaces, so as long as nothing is physically deleted this log only grows at its end.
+    """
+    records = [r for epoch in state.archived for r in epoch.records]
+    records += state.records
+    return [r for r in records if not isinstance(r, CompactionRecord)]
 
 
 @dataclass
@@ -280,6 +303,8 @@ __all__ = [
     "Offer",
     "ProcessHandle",
     "ProcessReport",
+    "archived_users",
+    "history_log",
     "live_check",
     "quietly",
     "read_durable",

@@ -46,7 +46,7 @@ import structlog
 
 from agentkeep.chaos.campaigns import seeds_from_env
 from agentkeep.chaos.checker import Checker
-from agentkeep.chaos.process import DurableState, ProcessReport, read_durable
+from agentkeep.chaos.process import DurableState, ProcessReport, archived_users, read_durable
 from agentkeep.chaos.process_worker import AGENT_ID, KILL_AT_TOOL_ENV, MUTANT_ENV, OFFERS
 from agentkeep.chaos.tools import Ledger, LedgerEntry
 from agentkeep.chaos.world import ChaosWorld
@@ -187,6 +187,7 @@ class DiskWorld(ChaosWorld):
         before hearing back. Each process offers in the same order, so that is the order."""
         acknowledged = {e["id"] for e in self.read_ledger() if e["kind"] == "accept"}
         present = {r.message_id for r in state.records if isinstance(r, UserRecord)}
+        present |= archived_users(state)
         present |= {q.id for q in state.queued}
         self.accept_order = [o.id for o in self.offers if o.id in acknowledged | present]
         ledger = Ledger()

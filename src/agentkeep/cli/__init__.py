@@ -28,6 +28,7 @@ from agentkeep.cli.chaos import chaos
 from agentkeep.cli.check import db
 from agentkeep.cli.context import CliState
 from agentkeep.cli.demo import demo, demo_child
+from agentkeep.cli.history import purge
 from agentkeep.cli.logs import DEFAULT_LOG_LEVEL, LOG_LEVELS, configure_logging, effective_level
 from agentkeep.cli.messaging import abort, compact, send, steer, talk
 from agentkeep.cli.output import (
@@ -220,6 +221,7 @@ for _command in (
     chaos,
     demo,
     demo_child,
+    purge,
 ):
     cli.add_command(_command)
     _accept_json_after(_command)

@@ -11,6 +11,7 @@ import msgspec
 
 from agentkeep.cli.config import load_agent_config
 from agentkeep.cli.context import CliState, pass_state
+from agentkeep.cli.history import render_history
 from agentkeep.cli.options import check_seconds
 from agentkeep.cli.output import (
     EXIT_BAD_INPUT,
@@ -25,8 +26,9 @@ from agentkeep.cli.reading import open_reader
 from agentkeep.cli.runtime import open_system
 from agentkeep.config import current_environment
 from agentkeep.errors import UnknownAgentError
+from agentkeep.history import read_history
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import ConversationRecord, rebuild_messages
+from agentkeep.persistence.records import ConversationRecord, Settings, rebuild_messages
 
 DEFAULT_TIMEOUT_SECONDS = 120.0
 
@@ -207,10 +209,21 @@ def show(state: CliState, agent_id: str) -> None:
 
 @click.command()
 @click.argument("agent_id")
+@click.option(
+    "--all",
+    "all_epochs",
+    is_flag=True,
+    help="Also the archived epochs a model switch or a compaction took out of view.",
+)
 @pass_state
-def transcript(state: CliState, agent_id: str) -> None:
-    """Print an agent's durable conversation."""
+def transcript(state: CliState, agent_id: str, all_epochs: bool) -> None:
+    """Print an agent's durable conversation (with --all: its whole history, by epoch)."""
     with open_reader(state.home) as store:
+        if all_epochs:
+            epochs = store.read(lambda tx: read_history(tx, agent_id, Settings()))
+            everything = {"id": agent_id, "epochs": [all_fields(epoch) for epoch in epochs]}
+            state.output.result(everything, lambda _: render_history(epochs))
+            return
 
         def read(tx: Transaction) -> list[ConversationRecord] | None:
             return None if tx.get_agent(agent_id) is None else tx.load_records(agent_id)

@@ -51,7 +51,7 @@ from agentkeep.errors import AgentkeepError
 from agentkeep.persistence.records import MessageOptions
 from agentkeep.providers.compatibility import PROVIDER_KINDS, ProviderKind
 from agentkeep.providers.demo import DEMO_MODEL, DEMO_PROVIDER, DemoModel
-from agentkeep.providers.protocol import Provider
+from agentkeep.providers.protocol import Provider, ServesModels
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.responding import RespondingModel
 from agentkeep.providers.retry import MAX_RETRIES_CAP, RetryPolicy
@@ -242,7 +242,8 @@ def build_provider(entry: ProviderEntry) -> Provider:
             + install,
         ) from error
     if entry.local:
-        local: dict[str, Any] = {}
+        # A local model serves exactly its configured name (its class's own when none is given).
+        local: dict[str, Any] = {"models": (entry.model or _LOCAL_CLASS_MODELS[entry.class_name],)}
         if entry.latency_seconds is not None:
             local["latency_seconds"] = entry.latency_seconds
         return cast(Provider, factory(**local))
@@ -285,6 +286,18 @@ class _LazyProvider:
             if self._built is None:
                 self._built = build_provider(self._entry)
             return self._built
+
+    # ServesModels: the adapter decides (built on the first question, as on first use).
+    @property
+    def served_models(self) -> str:
+        built: object = self._built
+        if isinstance(built, ServesModels):
+            return built.served_models
+        return f"the models of [providers.{self._entry.id}]"
+
+    def serves(self, model: str) -> bool:
+        built: object = self(self._entry.id, model)
+        return not isinstance(built, ServesModels) or built.serves(model)
 
 
 def load_providers(home: Path) -> ProviderConfig:

@@ -35,13 +35,13 @@ from agentkeep.persistence.records import (
     BlockRecord,
     CompactionRecord,
     ConversationRecord,
-    MessageOptions,
     PendingToolCall,
     QueuedMessage,
     Settings,
     SystemRecord,
     ToolRecord,
     UserRecord,
+    apply_options,
 )
 from agentkeep.providers.types import SystemMessage, TextBlock, ToolResultMessage
 
@@ -49,7 +49,7 @@ from agentkeep.providers.types import SystemMessage, TextBlock, ToolResultMessag
 # re-creating the id wipes).
 KV_AREA = "kv"  # the conversation's store: outlives every run
 RUN_AREA = "run"  # erased by the settlement transaction
-HISTORY_AREA = "history"  # erased with the history it describes (compaction, reset)
+HISTORY_AREA = "history"  # erased when its history leaves the provider view (compaction, reset)
 CALL_AREA = "call"  # one scope per tool call, erased with its result
 
 
@@ -200,23 +200,6 @@ def _append(tx: Transaction, agent_id: str, record: ConversationRecord) -> Conve
     return record
 
 
-def apply_options(settings: Settings, options: MessageOptions) -> Settings:
-    """Per-message settings take effect when consumed and stay effective."""
-    return Settings(
-        provider=options.provider if options.provider is not None else settings.provider,
-        model=options.model if options.model is not None else settings.model,
-        effort=options.effort if options.effort is not None else settings.effort,
-        service_tier=(
-            options.service_tier if options.service_tier is not None else settings.service_tier
-        ),
-        permission_mode=(
-            options.permission_mode
-            if options.permission_mode is not None
-            else settings.permission_mode
-        ),
-    )
-
-
 def _consume_queue(
     tx: Transaction, agent_id: str, plan: ConsumeQueue, policy: ConsumptionPolicy
 ) -> Consumed:
@@ -256,7 +239,7 @@ def _consume_queue(
                 reset, handoff = False, None
                 current = _keep_selection(previous, current)
         if reset:
-            _erase_history(tx, agent_id)
+            _restart_history(tx, agent_id, previous)
             if handoff is not None:
                 records.append(
                     _append(tx, agent_id, SystemRecord(message=handoff, reason="handoff"))
@@ -288,11 +271,14 @@ def _keep_selection(previous: Settings, current: Settings) -> Settings:
     )
 
 
-def _erase_history(tx: Transaction, agent_id: str) -> None:
-    """An incompatible switch erases the conversation, its message identities, its history
-    store and its measured size — all inside the consumption transaction."""
+def _restart_history(tx: Transaction, agent_id: str, previous: Settings) -> None:
+    """An incompatible switch restarts what the provider sees: the conversation moves whole
+    into an archived epoch (readable until an explicit purge, never deleted here), and its
+    message identities, history store and measured size go — all inside the consumption
+    transaction."""
     released = [r.message_id for r in tx.load_records(agent_id) if isinstance(r, UserRecord)]
     tx.release_message_ids(agent_id, released)
+    tx.archive_records(agent_id, None, reason="model_switch", settings=previous)
     tx.rewrite_records(agent_id, [])
     tx.kv_clear(area_prefix(agent_id, HISTORY_AREA))
     tx.write_context_tokens(agent_id, None)
@@ -345,11 +331,18 @@ def _settle(tx: Transaction, agent_id: str) -> Settled:
 
 def _replace_with_compaction(tx: Transaction, agent_id: str, plan: ReplaceWithCompaction) -> None:
     """Replace records 1..through with the compaction, keeping everything that joined after
-    the snapshot (the boundary is a record count, so another owner's later records stay)."""
+    the snapshot (the boundary is a record count, so another owner's later records stay).
+    The replaced records move into an archived epoch, readable until an explicit purge."""
     records = tx.load_records(agent_id)
     erased = records[: plan.through_position]
     released = [r.message_id for r in erased if isinstance(r, UserRecord)]
     tx.release_message_ids(agent_id, released)
+    tx.archive_records(
+        agent_id,
+        plan.through_position,
+        reason="compaction",
+        settings=tx.read_settings(agent_id),
+    )
     tx.kv_clear(area_prefix(agent_id, HISTORY_AREA))
     suffix_owes = any(isinstance(r, UserRecord) for r in records[plan.through_position :])
     replacement = CompactionRecord(messages=plan.messages, owes_answer=plan.owes_answer)

@@ -110,6 +110,12 @@ class WorkSteps(LoopState):
     def _start_compaction(self) -> None:
         if self._children:
             return  # the provider session must be free of earlier streams first
+        if not self.records:
+            # Nothing to summarise: an empty conversation stays empty (no summary of 0
+            # messages, no provider call); the waiter is answered as for a done compaction.
+            self._compaction_done(error=None)
+            self._decide()
+            return
         self._compaction_id = self._new_id()
         self._compaction_through = len(self.records)
         self._children.add(self._compaction_id)

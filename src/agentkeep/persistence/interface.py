@@ -21,6 +21,8 @@ from typing import Any, Protocol, TypeVar
 
 from agentkeep.persistence.records import (
     AgentRow,
+    ArchivedEpoch,
+    ArchiveReason,
     ConversationRecord,
     JSONObject,
     OwedWork,
@@ -87,6 +89,33 @@ class Transaction(Protocol):
 
     def rewrite_records(self, agent_id: str, records: list[ConversationRecord]) -> None:
         """Replace the whole conversation (load repair, model reset)."""
+        ...
+
+    # -- archived history (nothing leaves it but an explicit purge) ------------------------
+    def archive_records(
+        self,
+        agent_id: str,
+        through_position: int | None,
+        *,
+        reason: ArchiveReason,
+        settings: Settings | None,
+    ) -> int | None:
+        """Copy records 1..through_position (all of them when None) into a new archived
+        epoch, before a reset or a compaction removes them from the conversation; returns
+        the epoch's number, or None (and archives nothing) when there is no such record."""
+        ...
+
+    def archived_epochs(self, agent_id: str) -> list[ArchivedEpoch]:
+        """The archived epochs not yet purged, oldest first, each with its records."""
+        ...
+
+    def last_epoch(self, agent_id: str) -> int:
+        """The highest epoch number ever archived (purged ones included); 0 if none."""
+        ...
+
+    def purge_archived(self, agent_id: str) -> tuple[int, int]:
+        """Physically delete every archived record of the agent (the current conversation is
+        untouched); returns ``(epochs, records)`` purged. Epoch numbers are not reused."""
         ...
 
     # -- message identities --------------------------------------------------------------

@@ -110,6 +110,26 @@ def rebuild_messages(records: list[ConversationRecord]) -> list[Message]:
     return messages
 
 
+# -- archived history ---------------------------------------------------------------------
+
+ArchiveReason: TypeAlias = Literal["model_switch", "compaction"]
+
+
+class ArchivedEpoch(_Record, frozen=True):
+    """A stretch of history taken out of the provider's view, kept readable until a purge.
+
+    ``model_switch``: the whole conversation an incompatible switch restarted from empty;
+    ``compaction``: the records a compaction summary replaced. ``settings`` is the selection
+    in force when it was archived (None if the agent never had one).
+    """
+
+    epoch: int
+    reason: ArchiveReason
+    archived_at_ms: int
+    records: tuple[ConversationRecord, ...] = ()
+    settings: Settings | None = None
+
+
 # -- queued messages ----------------------------------------------------------------------
 
 
@@ -179,6 +199,24 @@ class Settings(_Record, frozen=True):
     permission_mode: PermissionMode = "auto"
 
 
+def apply_options(settings: Settings, options: MessageOptions) -> Settings:
+    """The selection after a message with ``options`` is consumed: per-message settings take
+    effect when consumed and stay effective."""
+    return Settings(
+        provider=options.provider if options.provider is not None else settings.provider,
+        model=options.model if options.model is not None else settings.model,
+        effort=options.effort if options.effort is not None else settings.effort,
+        service_tier=(
+            options.service_tier if options.service_tier is not None else settings.service_tier
+        ),
+        permission_mode=(
+            options.permission_mode
+            if options.permission_mode is not None
+            else settings.permission_mode
+        ),
+    )
+
+
 class OwedWork(_Record, frozen=True):
     """The one liveness fact: present ⇔ the agent owes work (spec invariant 6).
 
@@ -232,6 +270,8 @@ __all__ = [
     "RECORD_TYPES",
     "AgentEnvironment",
     "AgentRow",
+    "ArchiveReason",
+    "ArchivedEpoch",
     "BlockRecord",
     "CompactionRecord",
     "ConversationRecord",
@@ -249,5 +289,6 @@ __all__ = [
     "ToolCallBlock",
     "ToolRecord",
     "UserRecord",
+    "apply_options",
     "rebuild_messages",
 ]

@@ -177,10 +177,37 @@ BEGIN
 END;
 """
 
+# Archived history (issue 12): what a model switch or a compaction took out of the provider's
+# view stays readable here until an explicit purge. One ``archived_epochs`` row per archived
+# stretch of history; a purge deletes its records but keeps the row (``purged_at_ms``), so
+# epoch numbers are never reused. Both cascade from agents like every per-agent table.
+_ARCHIVED_HISTORY = """
+CREATE TABLE archived_epochs (
+    agent_id TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    epoch INTEGER NOT NULL,
+    reason TEXT NOT NULL CHECK (reason IN ('model_switch', 'compaction')),
+    settings_json TEXT,
+    archived_at_ms INTEGER NOT NULL,
+    purged_at_ms INTEGER,
+    PRIMARY KEY (agent_id, epoch)
+);
+
+CREATE TABLE archived_records (
+    agent_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    record_json TEXT NOT NULL,
+    PRIMARY KEY (agent_id, epoch, position),
+    FOREIGN KEY (agent_id, epoch)
+        REFERENCES archived_epochs(agent_id, epoch) ON DELETE CASCADE
+);
+"""
+
 #: Append-only. Never edit or reorder a released entry; add a new one.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="initial_schema", sql=_INITIAL),
     Migration(version=2, name="definition_registry", sql=_DEFINITION_REGISTRY),
+    Migration(version=3, name="archived_history", sql=_ARCHIVED_HISTORY),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -16,6 +16,7 @@ import apsw
 import msgspec
 
 from agentkeep.errors import ExpiredScopeError, StoreError, UnknownAgentError
+from agentkeep.persistence.archive import ArchivedHistory
 from agentkeep.persistence.codec import (
     Statements,
     agent_row,
@@ -53,7 +54,7 @@ _QUEUE_ORDER = "CASE queue WHEN 'steering' THEN 0 ELSE 1 END, seq"
 _NOTICE_TAIL = "notice"  # queue_tails key for notices (not a QueueName)
 
 
-class SqliteTransaction:
+class SqliteTransaction(ArchivedHistory):
     """A :class:`~agentkeep.persistence.interface.Transaction` valid while its work runs.
 
     Args:

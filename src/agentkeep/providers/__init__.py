@@ -18,7 +18,13 @@ from agentkeep.providers.compatibility import (
 from agentkeep.providers.demo import DemoModel
 from agentkeep.providers.openai_chat import OpenAICompatibleProvider
 from agentkeep.providers.openai_responses import OpenAIProvider
-from agentkeep.providers.protocol import CancelToken, Provider, Session
+from agentkeep.providers.protocol import (
+    CancelToken,
+    NamedModels,
+    Provider,
+    ServesModels,
+    Session,
+)
 from agentkeep.providers.registry import ProviderFactory, Providers
 from agentkeep.providers.responding import RespondingModel
 from agentkeep.providers.scripted import ScriptedModel
@@ -29,6 +35,7 @@ __all__ = [
     "CancelToken",
     "DemoModel",
     "ModelFamily",
+    "NamedModels",
     "OpenAICompatibleProvider",
     "OpenAIProvider",
     "Provider",
@@ -37,6 +44,7 @@ __all__ = [
     "Providers",
     "RespondingModel",
     "ScriptedModel",
+    "ServesModels",
     "Session",
     "compatible",
     "model_family",

@@ -43,6 +43,15 @@ class OpenAIClientProvider(VendorProvider["openai.OpenAI"]):
         client = make_client(api_key=api_key, base_url=base_url, timeout_seconds=timeout_seconds)
         super().__init__(client, model, retry)
 
+    @property
+    def served_models(self) -> str:
+        """Any name: which models exist is the server's to say."""
+        return f"any model name the server at {self._client.base_url} knows"
+
+    def serves(self, model: str) -> bool:
+        """Any non-empty name (an OpenAI-compatible server may serve anything)."""
+        return bool(model)
+
 
 class OpenAISession(VendorSession["openai.OpenAI", str]):
     """A session over the ``openai`` SDK's sync client; its settings are the default model."""

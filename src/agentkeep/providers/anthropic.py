@@ -35,6 +35,11 @@ DEFAULT_MAX_TOKENS = 16384
 MODEL_PREFIX = "anthropic/"  # the compatibility family prefix (spec §1.8), not a model name
 
 
+def serves_anthropic(model: str) -> bool:
+    """Whether ``model`` is a name of Anthropic's family: ``claude-*`` or ``anthropic/…``."""
+    return model.startswith(("claude-", MODEL_PREFIX)) and model != MODEL_PREFIX
+
+
 @dataclass(frozen=True)
 class _Settings:
     model: str
@@ -87,6 +92,15 @@ class AnthropicProvider(VendorProvider["anthropic_sdk.Anthropic"]):
         super().__init__(client, model, retry)
         self._max_tokens = max_tokens
         self._thinking_mode: ThinkingMode = thinking_mode
+
+    @property
+    def served_models(self) -> str:
+        """Anthropic's family: ``claude-*`` names, or any ``anthropic/<name>``."""
+        return "Anthropic models (claude-* or anthropic/<name>)"
+
+    def serves(self, model: str) -> bool:
+        """Any name of Anthropic's family (the API itself knows which exist)."""
+        return serves_anthropic(model)
 
     def open_session(self, session_id: str, options: SessionOptions) -> AnthropicSession:
         """Open a session for fixed instructions and tools (spec §1.1)."""

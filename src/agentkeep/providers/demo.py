@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterable
 
 import msgspec
 
@@ -135,10 +136,13 @@ class DemoModel(RespondingModel):
     Args:
         latency_seconds: Delay before each stream event (waited on the cancel token), so
             people can watch the answer stream in.
+        models: The model names it serves; ``demo-1`` unless given.
     """
 
-    def __init__(self, *, latency_seconds: float = 0.0) -> None:
-        super().__init__(latency_seconds=latency_seconds)
+    def __init__(
+        self, *, latency_seconds: float = 0.0, models: Iterable[str] = (DEMO_MODEL,)
+    ) -> None:
+        super().__init__(latency_seconds=latency_seconds, models=models)
 
     def response(self, context: Context, rng: random.Random) -> list[StreamEvent]:
         """The events answering ``context``: a tool batch for a new user message, else text."""

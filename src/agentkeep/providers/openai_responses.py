@@ -18,6 +18,7 @@ from agentkeep.providers._openai_adapter import OpenAIClientProvider, OpenAISess
 from agentkeep.providers._responses_request import build_request
 from agentkeep.providers._vendor_session import Json
 from agentkeep.providers._wire import ToolNames
+from agentkeep.providers.anthropic import serves_anthropic
 from agentkeep.providers.retry import RetryPolicy
 from agentkeep.providers.types import Context, Selection, SessionOptions
 
@@ -57,6 +58,16 @@ class OpenAIProvider(OpenAIClientProvider):
             retry=retry,
             timeout_seconds=timeout_seconds,
         )
+
+    @property
+    def served_models(self) -> str:
+        """Any Responses API model name, except Anthropic's family."""
+        return "OpenAI Responses API models (any name but claude-* or anthropic/<name>)"
+
+    def serves(self, model: str) -> bool:
+        """Any name the Responses API may know: everything but Anthropic's family (a
+        Responses-compatible server, xAI's for one, serves its own names)."""
+        return bool(model) and not serves_anthropic(model)
 
     def open_session(self, session_id: str, options: SessionOptions) -> OpenAIResponsesSession:
         """Open a session for fixed instructions and tools (spec §1.1)."""

@@ -13,7 +13,7 @@ a blocked read returns. A cancelled stream ends with exactly one ``Done(state="c
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol, runtime_checkable
 
 from agentkeep.providers.types import (
@@ -97,6 +97,56 @@ class Session(Protocol):
 
 @runtime_checkable
 class Provider(Protocol):
-    """A model vendor (or a local model) that opens sessions."""
+    """A model vendor (or a local model) that opens sessions.
+
+    A provider should also declare which models it serves (:class:`ServesModels`): a message
+    naming a model its provider does not serve is then refused before it is accepted. One
+    that declares nothing is taken to serve every model name (it finds out at request time).
+    """
 
     def open_session(self, session_id: str, options: SessionOptions) -> Session: ...
+
+
+@runtime_checkable
+class ServesModels(Protocol):
+    """Which model names a provider (or a provider factory) serves.
+
+    Every provider in agentkeep implements it: local models serve only their own names, vendor
+    adapters any name of their family. :meth:`Providers.check_model
+    <agentkeep.providers.registry.Providers.check_model>` asks it when a message or a system
+    default names a model, inside the acceptance transaction, so ``serves`` must be pure and
+    quick (no network).
+    """
+
+    @property
+    def served_models(self) -> str:
+        """The models it serves, for people: an error refusing a model quotes it."""
+        ...
+
+    def serves(self, model: str) -> bool:
+        """Whether ``model`` is a name this provider serves."""
+        ...
+
+
+class NamedModels:
+    """:class:`ServesModels` for a local model that serves exactly the names it was given.
+
+    Args:
+        models: Its model names (at least one; each a non-empty string).
+
+    Raises:
+        ValueError: ``models`` is empty or holds something that is not a non-empty string.
+    """
+
+    def __init__(self, models: Iterable[str]) -> None:
+        names = (models,) if isinstance(models, str) else tuple(models)
+        if not names or not all(isinstance(name, str) and name for name in names):
+            raise ValueError(f"models must be one or more non-empty names, got {models!r}")
+        self.models: tuple[str, ...] = names
+
+    @property
+    def served_models(self) -> str:
+        return ", ".join(self.models)
+
+    def serves(self, model: str) -> bool:
+        return model in self.models

@@ -19,12 +19,13 @@ import msgspec
 from agentkeep.errors import (
     DuplicateProviderError,
     InvalidConfigError,
+    ModelNotServedError,
     ProviderError,
     UnknownProviderError,
 )
 from agentkeep.providers import compatibility
 from agentkeep.providers.compatibility import PROVIDER_KINDS, ProviderKind
-from agentkeep.providers.protocol import Provider
+from agentkeep.providers.protocol import Provider, ServesModels
 
 ProviderFactory: TypeAlias = Callable[[str, str | None], Provider]
 """Builds a provider for ``(provider_id, model)``; called on every :meth:`Providers.resolve`."""
@@ -125,6 +126,25 @@ class Providers:
                 "not a provider."
             )
         return built
+
+    def check_model(self, provider_id: str, model: str) -> None:
+        """Refuse ``model`` unless ``provider_id``'s provider serves it.
+
+        What was registered decides, through :class:`~agentkeep.providers.protocol.
+        ServesModels` (a provider, or a factory that declares it); one that declares nothing
+        is taken to serve every model.
+
+        Raises:
+            UnknownProviderError: Nothing is registered under ``provider_id``.
+            ModelNotServedError: The provider declares its models and ``model`` is not one.
+        """
+        with self._lock:
+            entry = self._entries.get(provider_id)
+        if entry is None:
+            raise UnknownProviderError(provider_id)
+        declared: object = entry.source  # a provider or a factory; either may declare
+        if isinstance(declared, ServesModels) and not declared.serves(model):
+            raise ModelNotServedError(provider_id, model, declared.served_models)
 
     def kind_of(self, provider_id: str) -> ProviderKind | None:
         """The kind ``provider_id`` was registered with, or None if it is not registered."""

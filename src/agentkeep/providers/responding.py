@@ -24,13 +24,13 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Literal, TypeAlias
 
 import msgspec
 
 from agentkeep.providers.local_session import GuardedStream, RawEvent, SessionRules
-from agentkeep.providers.protocol import CancelToken, Session
+from agentkeep.providers.protocol import CancelToken, NamedModels, Session
 from agentkeep.providers.types import (
     DONE_CANCELLED,
     AgentMessage,
@@ -69,6 +69,7 @@ CompactionMode: TypeAlias = Literal["summary", "fail", "cancel", "hang"]
 Range: TypeAlias = float | tuple[float, float]
 
 SUMMARY_VENDOR_KEY = "agentkeep.responding"
+LOCAL_MODEL = "gym-1"  # the name the local test models serve unless given others
 
 
 class _SummaryCounts(msgspec.Struct, frozen=True):
@@ -121,10 +122,12 @@ def _chunks(text: str, count: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-class RespondingModel:
+class RespondingModel(NamedModels):
     """A deterministic provider that answers from the conversation (spec §6.1).
 
     Args:
+        models: The model names it serves (any other is refused before acceptance);
+            ``gym-1`` unless given.
         seed: Seeds every chaos draw (mixed with the conversation's digest).
         durable_tool: The tool called on even call numbers.
         fragile_tool: The tool called on odd call numbers.
@@ -143,6 +146,7 @@ class RespondingModel:
     def __init__(
         self,
         *,
+        models: Iterable[str] = (LOCAL_MODEL,),
         seed: int = 0,
         durable_tool: str = "durable_tool",
         fragile_tool: str = "fragile_tool",
@@ -157,6 +161,7 @@ class RespondingModel:
     ) -> None:
         if not 0.0 <= failure_rate <= 1.0:
             raise ValueError("failure_rate must be within [0, 1].")
+        super().__init__(models)
         self.seed = seed
         self.durable_tool = durable_tool
         self.fragile_tool = fragile_tool

@@ -15,7 +15,8 @@ from typing import TypeAlias
 import msgspec
 
 from agentkeep.providers.local_session import GuardedStream, RawEvent, SessionRules
-from agentkeep.providers.protocol import CancelToken, Session
+from agentkeep.providers.protocol import CancelToken, NamedModels, Session
+from agentkeep.providers.responding import LOCAL_MODEL
 from agentkeep.providers.script import (
     Hang,
     Raise,
@@ -90,7 +91,7 @@ def render_call(call: ScriptedCall, call_id: str) -> list[StreamEvent]:
     return events
 
 
-class ScriptedModel:
+class ScriptedModel(NamedModels):
     """A provider that replays one scripted response per ``stream`` call.
 
     Args:
@@ -99,6 +100,8 @@ class ScriptedModel:
             :mod:`agentkeep.providers.script`), a list of stream events, or a function of the
             request's :class:`Context` returning either.
         compactions: The outcomes of successive ``compact`` calls.
+        models: The model names it serves (any other is refused before acceptance);
+            ``gym-1`` unless given.
 
     A request after the script ran out gets ``done(error)`` saying so; a compaction after the
     compactions ran out fails with ``inference_error``.
@@ -109,7 +112,9 @@ class ScriptedModel:
         responses: Iterable[ResponseScript] = (),
         *,
         compactions: Iterable[CompactionScript] = (),
+        models: Iterable[str] = (LOCAL_MODEL,),
     ) -> None:
+        super().__init__(models)
         self._lock = threading.Condition()
         self._responses: list[ResponseScript] = list(responses)
         self._compactions: list[CompactionScript] = list(compactions)

@@ -10,6 +10,8 @@ from agentkeep.providers import script
 
 from .conftest import World, roles, text_of
 
+CLAUDE_MODELS = ("anthropic/claude-x", "anthropic/claude-a", "anthropic/claude-b")
+
 
 def test_compaction_replaces_the_history_atomically_and_owes_no_answer(world: World) -> None:
     world.model.add(script.text("a1"), script.text("a2"))
@@ -72,6 +74,11 @@ def test_a_compaction_waits_for_the_tool_batch_and_keeps_queued_messages(world: 
     assert text_of(transcript[-1]) == "a2"
 
 
+def _serve_claude_too(world: World) -> None:
+    """One scripted model behind both kinds: it serves the local name and the claude ones."""
+    world.model = ak.ScriptedModel(models=("gym-1", *CLAUDE_MODELS))
+
+
 def _two_kinds(world: World) -> ak.Providers:
     providers = ak.Providers()
     providers.add("local", world.model, kind="gym")
@@ -82,6 +89,7 @@ def _two_kinds(world: World) -> ak.Providers:
 def test_an_incompatible_switch_resets_the_history_with_the_message_that_asked(
     world: World,
 ) -> None:
+    _serve_claude_too(world)
     world.model.add(script.text("a1"), script.text("a2"))
     system = world.open(providers=_two_kinds(world))
     agent = system.create()
@@ -111,6 +119,7 @@ class Handoff(ak.Feature):
 
 
 def test_the_handoff_opens_the_reset_context(world: World) -> None:
+    _serve_claude_too(world)
     handoff = Handoff()
     world.model.add(script.text("a1"), script.text("a2"))
     system = world.open(providers=_two_kinds(world), features=[handoff])
@@ -127,6 +136,7 @@ def test_the_handoff_opens_the_reset_context(world: World) -> None:
 def test_a_failing_hook_rejects_an_incompatible_switch_and_keeps_the_history(
     world: World,
 ) -> None:
+    _serve_claude_too(world)
     world.model.add(script.text("a1"), script.text("a2"))
     system = world.open(providers=_two_kinds(world), features=[Handoff(fail=True)])
     agent = system.create()
@@ -140,6 +150,7 @@ def test_a_failing_hook_rejects_an_incompatible_switch_and_keeps_the_history(
 
 
 def test_a_compatible_model_change_keeps_the_history(world: World) -> None:
+    _serve_claude_too(world)
     providers = ak.Providers()
     providers.add("local", world.model, kind="gym")
     providers.add("claude", world.model, kind="claude")

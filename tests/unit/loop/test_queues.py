@@ -135,6 +135,7 @@ def test_a_send_accepted_mid_inference_gets_one_more_request_in_the_same_turn(
 
 
 def test_message_settings_take_effect_when_consumed_and_stay(world: World) -> None:
+    world.model = ak.ScriptedModel(models=("gym-1", "gym-2"))
     world.model.add(script.text("one"), script.text("two"))
     system = world.open()
     agent = system.create()

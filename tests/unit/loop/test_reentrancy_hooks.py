@@ -365,6 +365,7 @@ class SendOnModelChange(ak.Feature):
 
 def test_model_changed_may_send_to_itself_and_to_others(world: World) -> None:
     feature = SendOnModelChange()
+    world.model = ak.ScriptedModel(models=("anthropic/claude-a", "anthropic/claude-b"))
     providers = ak.Providers()
     providers.add("claude", world.model, kind="claude")
     world.model.add(*[answer_last for _ in range(4)])

@@ -24,7 +24,7 @@ DAEMON = textwrap.dedent(
 
     providers = ak.Providers()
     providers.add("local", ak.ScriptedModel(), kind="gym")
-    system = ak.AgentSystem.open(sys.argv[1], providers=providers, provider="local", model="m")
+    system = ak.AgentSystem.open(sys.argv[1], providers=providers, provider="local", model="gym-1")
     agent = system.create(id="daemonagent")
     system.deliver(agent.id, "send", ak.user("left owed"), start=False)
     system.install_signal_handlers()
@@ -67,7 +67,7 @@ def test_a_signal_shuts_the_daemon_down_gracefully(tmp_path: Path, signum: int) 
     model.add(ak.script.text("answered after the restart"))
     providers = ak.Providers()
     providers.add("local", model, kind="gym")
-    with ak.AgentSystem.open(home, providers=providers, provider="local", model="m") as system:
+    with ak.AgentSystem.open(home, providers=providers, provider="local", model="gym-1") as system:
         assert system.wait_for_idle("daemonagent", timeout_seconds=30)
         messages = system.transcript("daemonagent")
     assert [type(m).__name__ for m in messages] == ["UserMessage", "AssistantMessage"]

@@ -1,0 +1,125 @@
+"""The archived-history statements of :class:`~agentkeep.persistence.transaction.
+SqliteTransaction` (a mixin, so that module stays readable).
+
+What a model switch or a compaction takes out of the provider's view is copied here, in the
+same transaction, before it leaves the conversation: ``archived_epochs`` holds one row per
+archived stretch, ``archived_records`` its records in order. Only :meth:`purge_archived`
+deletes them, and it keeps the epoch rows (``purged_at_ms``) so numbers are never reused.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import apsw
+
+from agentkeep.persistence.codec import decode_record, decode_settings, encode, now_ms
+from agentkeep.persistence.records import ArchivedEpoch, ArchiveReason, Settings
+
+
+class ArchivedHistory:
+    """Archived epochs over the enclosing transaction's statements (see the module)."""
+
+    # Provided by SqliteTransaction.
+    def _check(self, *, write: bool) -> None:
+        raise NotImplementedError
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
+        raise NotImplementedError
+
+    def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        raise NotImplementedError
+
+    def _one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        raise NotImplementedError
+
+    def archive_records(
+        self,
+        agent_id: str,
+        through_position: int | None,
+        *,
+        reason: ArchiveReason,
+        settings: Settings | None,
+    ) -> int | None:
+        self._check(write=True)
+        bound = through_position if through_position is not None else -1
+        count = int(
+            self._one(
+                "SELECT count(*) FROM records WHERE agent_id = ? AND (? < 0 OR position <= ?)",
+                (agent_id, bound, bound),
+            )
+        )
+        if count == 0:
+            return None
+        # Epochs count up per agent and are never reused: purged epochs keep their row.
+        epoch = 1 + int(
+            self._one(
+                "SELECT coalesce(max(epoch), 0) FROM archived_epochs WHERE agent_id = ?",
+                (agent_id,),
+            )
+        )
+        self._write(
+            "INSERT INTO archived_epochs (agent_id, epoch, reason, settings_json, "
+            "archived_at_ms) VALUES (?, ?, ?, ?, ?)",
+            (agent_id, epoch, reason, None if settings is None else encode(settings), now_ms()),
+        )
+        self._write(
+            "INSERT INTO archived_records (agent_id, epoch, position, record_json) "
+            "SELECT agent_id, ?, position, record_json FROM records "
+            "WHERE agent_id = ? AND (? < 0 OR position <= ?)",
+            (epoch, agent_id, bound, bound),
+        )
+        return epoch
+
+    def archived_epochs(self, agent_id: str) -> list[ArchivedEpoch]:
+        epochs: list[ArchivedEpoch] = []
+        cursor = self._read(
+            "SELECT epoch, reason, settings_json, archived_at_ms FROM archived_epochs "
+            "WHERE agent_id = ? AND purged_at_ms IS NULL ORDER BY epoch",
+            (agent_id,),
+        )
+        rows: list[Any] = cursor.fetchall()  # read whole: the loop runs more statements
+        for epoch, reason, settings_json, archived_at_ms in rows:
+            records = tuple(
+                decode_record(row[0])
+                for row in self._read(
+                    "SELECT record_json FROM archived_records WHERE agent_id = ? AND epoch = ? "
+                    "ORDER BY position",
+                    (agent_id, epoch),
+                )
+            )
+            # The column's CHECK constraint keeps reason one of ArchiveReason's values.
+            epochs.append(
+                ArchivedEpoch(
+                    epoch=int(epoch),
+                    reason=cast(ArchiveReason, reason),
+                    archived_at_ms=int(archived_at_ms),
+                    records=records,
+                    settings=None if settings_json is None else decode_settings(str(settings_json)),
+                )
+            )
+        return epochs
+
+    def last_epoch(self, agent_id: str) -> int:
+        return int(
+            self._one(
+                "SELECT coalesce(max(epoch), 0) FROM archived_epochs WHERE agent_id = ?",
+                (agent_id,),
+            )
+        )
+
+    def purge_archived(self, agent_id: str) -> tuple[int, int]:
+        self._check(write=True)
+        epochs = int(
+            self._one(
+                "SELECT count(*) FROM archived_epochs WHERE agent_id = ? AND purged_at_ms IS NULL",
+                (agent_id,),
+            )
+        )
+        records = self._write("DELETE FROM archived_records WHERE agent_id = ?", (agent_id,))
+        self._write(
+            "UPDATE archived_epochs SET purged_at_ms = ? "
+            "WHERE agent_id = ? AND purged_at_ms IS NULL",
+            (now_ms(), agent_id),
+        )
+        return epochs, records
