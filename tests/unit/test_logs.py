@@ -16,7 +16,7 @@ import agentkeep as ak
 SETUP
 providers = ak.Providers()
 providers.add("local", ak.ScriptedModel(), kind="gym")
-system = ak.AgentSystem.open(sys.argv[1], providers=providers, provider="local", model="m")
+system = ak.AgentSystem.open(sys.argv[1], providers=providers, provider="local", model="gym-1")
 agent = system.create(id="a1")
 system.deliver("a1", "send", ak.user("hello"))
 assert system.wait_for_idle("a1", timeout_seconds=60)

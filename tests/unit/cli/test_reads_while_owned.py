@@ -21,7 +21,7 @@ import sys
 import agentkeep as ak
 providers = ak.Providers()
 providers.add("local", ak.ScriptedModel(), kind="gym")
-system = ak.AgentSystem.open(sys.argv[1], providers=providers, provider="local", model="m")
+system = ak.AgentSystem.open(sys.argv[1], providers=providers, provider="local", model="gym-1")
 print("owned", flush=True)
 sys.stdin.readline()
 system.deliver("a1", "send", ak.user("written by the owner"))
