@@ -3,8 +3,7 @@
 The campaigns' model asks for batches of 1–3 calls and their calls finish in a seeded order
 (:mod:`agentkeep.chaos.batches`), so a later call often finishes first. Under the mutant
 :func:`~agentkeep.chaos.mutants.results_in_finish_order` the runtime commits each result as
-its call finishes; every suite driven by the :class:`~agentkeep.chaos.ChaosWorld` must catch
-that within the CI seed count.
+its call finishes; every in-process suite must catch that within the CI seed count.
 """
 
 from __future__ import annotations
@@ -22,12 +21,8 @@ from agentkeep.chaos.world import ChaosWorld
 from agentkeep.persistence.records import BlockRecord, ToolRecord
 from agentkeep.providers.types import Context, ToolCallBlock
 
-# The suites whose world uses the batching model (``lifecycle_races`` drives systems of
-# its own with one call per batch).
-BATCHING_SUITES = [name for name in SUITES if name != "lifecycle_races"]
 
-
-@pytest.mark.parametrize("suite", BATCHING_SUITES)
+@pytest.mark.parametrize("suite", list(SUITES))
 def test_each_suite_catches_results_committed_in_finish_order(suite: str) -> None:
     with results_in_finish_order():
         caught = first_caught(SUITES[suite], range(DEFAULT_SEEDS), {9})
