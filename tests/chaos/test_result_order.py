@@ -8,7 +8,10 @@ its call finishes; every in-process suite must catch that within the CI seed cou
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +22,7 @@ from agentkeep.chaos.invariants import check_state
 from agentkeep.chaos.mutants import results_in_finish_order
 from agentkeep.chaos.world import ChaosWorld
 from agentkeep.persistence.records import BlockRecord, ToolRecord
+from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.types import Context, ToolCallBlock
 
 
@@ -92,3 +96,64 @@ def _seed_holding(held: str, target: str) -> int:
         if _first_batch_size(seed) == 3 and CompletionOrder(seed).after(batch, held) == target:
             return seed
     raise AssertionError("no seed holds the call")
+
+
+# -- the completion order itself ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Call:
+    """What :meth:`CompletionOrder.hold` reads of a tool's context."""
+
+    provider_call_id: str
+    agent_id: str = "a"
+    cancel: CancelToken = field(default_factory=CancelToken)
+
+
+BATCH = ("call-0", "call-1", "call-2")
+
+
+def _always(**options: Any) -> CompletionOrder:
+    return CompletionOrder(0, hold_rate=1.0, durable=lambda call_id: True, timeout=5, **options)
+
+
+def test_holds_point_forward_and_are_a_function_of_the_seed() -> None:
+    for seed in range(50):
+        order = CompletionOrder(seed, durable=lambda call_id: True)
+        for position, call_id in enumerate(BATCH):
+            target = order.after(BATCH, call_id)
+            assert target is None or BATCH.index(target) > position
+            assert CompletionOrder(seed, durable=lambda c: True).after(BATCH, call_id) == target
+    assert CompletionOrder(0).after(BATCH, "call-2") is None  # the last call is never held
+
+
+def test_a_held_call_finishes_after_the_later_call_told_its_result() -> None:
+    order = _always()
+    held = _Call("call-1")
+    finished: list[str] = []
+
+    def first() -> None:
+        order.hold(1, held, ("call-1", "call-2"))
+        finished.append("call-1")
+
+    def second() -> None:
+        finished.append("call-2")
+        order.finished(1, "a", "call-2")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert finished == ["call-2", "call-1"]
+    assert order.timeouts == []
+
+
+def test_a_cancelled_call_stops_waiting_and_an_undispatched_call_is_not_waited_for() -> None:
+    cancelled = _Call("call-1")
+    cancelled.cancel.cancel()
+    order = _always()
+    order.hold(1, cancelled, ("call-1", "call-2"))  # call-2 never finishes
+    cut_short = _always(dispatched=lambda agent_id: frozenset({"call-1"}))
+    cut_short.hold(1, _Call("call-1"), ("call-1", "call-2"))  # call-2 never dispatched
+    assert order.timeouts == cut_short.timeouts == []

@@ -30,10 +30,11 @@ import random
 import re
 import threading
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
+from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.responding import RespondingModel
 from agentkeep.providers.types import (
     Context,
@@ -42,7 +43,20 @@ from agentkeep.providers.types import (
     ToolCallEnd,
     ToolCallStart,
 )
-from agentkeep.tools import ToolContext
+
+
+class HeldCall(Protocol):
+    """What a hold reads of a call (a :class:`~agentkeep.tools.ToolContext` has it)."""
+
+    @property
+    def agent_id(self) -> str: ...
+
+    @property
+    def provider_call_id(self) -> str: ...
+
+    @property
+    def cancel(self) -> CancelToken: ...
+
 
 _CALL = re.compile(r"^call-(\d+)$")
 # Batch sizes 1, 2, 3 with these weights: most batches hold several calls.
@@ -177,7 +191,7 @@ class CompletionOrder:
             return None
         return rng.choice(later)
 
-    def hold(self, generation: int, ctx: ToolContext, batch: Sequence[str]) -> None:
+    def hold(self, generation: int, ctx: HeldCall, batch: Sequence[str]) -> None:
         """Block the call of ``ctx`` until the call it finishes after has told its result."""
         target = self.after(batch, ctx.provider_call_id)
         if target is None:
@@ -202,6 +216,8 @@ class CompletionOrder:
             # The thread that ran the later call tells the agent its result, then ends: once
             # it has ended, that result is in the agent's mailbox ahead of this one.
             thread.join(self.timeout)
+            if thread.is_alive():
+                self.timeouts.append(f"{ctx.provider_call_id}: the thread of {target} ran on")
 
     def finished(self, generation: int, agent_id: str, call_id: str) -> None:
         """``agent_id``'s call ``call_id`` in process ``generation`` returned (or refused
@@ -223,6 +239,7 @@ __all__ = [
     "BATCH_WEIGHTS",
     "BatchingModel",
     "CompletionOrder",
+    "HeldCall",
     "call_number",
     "durable_by_parity",
 ]
