@@ -50,7 +50,7 @@ def test_failed_turn_is_answered_after_a_restart(tmp_path: Path) -> None:
     flaky store operation) appends "The last turn failed: …" and then *settles*, erasing the
     owed fact; a restarted system therefore never resumes the agent and the failed question is
     never answered (seed README: "a restarted agent now owes a response")."""
-    world = ChaosWorld(tmp_path / "state", 18)
+    world = ChaosWorld(tmp_path / "state", 18, providers=default_providers)  # one-call batches
     world.create_agent()
     flaky = FaultPlan(at=29, mode="flaky")
     world.run_process(messages=[Offer(id="f0", text="f message 0")], faults=flaky)
@@ -66,7 +66,8 @@ def test_failed_turn_is_answered_after_a_restart(tmp_path: Path) -> None:
 
 
 def _one_flaky_turn(tmp_path: Path, at: int) -> ChaosWorld:
-    world = ChaosWorld(tmp_path / "state", 0)
+    # One-call batches, as when the operation numbers below were found.
+    world = ChaosWorld(tmp_path / "state", 0, providers=default_providers)
     world.create_agent()
     flaky = FaultPlan(at=at, mode="flaky")
     world.run_process(messages=[Offer(id="f0", text="f message 0")], faults=flaky)

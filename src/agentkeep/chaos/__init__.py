@@ -4,9 +4,11 @@ its promises (spec §6 and §7).
 A campaign runs in a :class:`ChaosWorld`: a state directory that outlives each simulated
 process, a store that dies (``crash``) or hiccups (``flaky``) at a seeded operation, the
 :class:`~agentkeep.providers.RespondingModel` (which answers from the conversation, so a
-restarted agent hears what its dead predecessor heard), tools that refuse to run for a dead
-process and record every execution in a :class:`Ledger`, and a :class:`Checker` that reads
-only durable state and the ledger. The suites of spec §6.2 are in :data:`SUITES`::
+restarted agent hears what its dead predecessor heard; as a :class:`BatchingModel` it asks for
+batches of 1–3 calls), tools that refuse to run for a dead process, record every execution in
+a :class:`Ledger` and finish in a seeded order (:class:`CompletionOrder`, so a later call of a
+batch often finishes first), and a :class:`Checker` that reads only durable state and the
+ledger. The suites of spec §6.2 are in :data:`SUITES`::
 
     from agentkeep import chaos
 
@@ -19,6 +21,7 @@ seeds the runner plays, ``CHAOS_SEED=S`` replays one; ``python -m agentkeep.chao
 --seeds N`` runs a sweep from the command line.
 """
 
+from agentkeep.chaos.batches import BatchingModel, CompletionOrder
 from agentkeep.chaos.campaigns import (
     SUITES,
     CampaignResult,
@@ -42,6 +45,7 @@ from agentkeep.chaos.world import (
     Offer,
     ProcessHandle,
     ProcessReport,
+    batching_providers,
     default_providers,
     read_durable,
 )
@@ -51,10 +55,12 @@ from agentkeep.persistence.faults import FaultPlan
 __all__ = [
     "INVARIANTS",
     "SUITES",
+    "BatchingModel",
     "CallArgs",
     "CampaignResult",
     "ChaosWorld",
     "Checker",
+    "CompletionOrder",
     "DurableState",
     "FaultInjection",
     "FaultPlan",
@@ -66,6 +72,7 @@ __all__ = [
     "SwitchExpectation",
     "Violation",
     "ZombieToolError",
+    "batching_providers",
     "default_providers",
     "first_caught",
     "guard_tool",

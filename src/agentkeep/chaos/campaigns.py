@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
+from agentkeep.chaos.batches import BatchingModel
 from agentkeep.chaos.checker import Checker, SwitchExpectation, Violation
 from agentkeep.chaos.lifecycle import lifecycle_races
 from agentkeep.chaos.tools import ledger_tools
@@ -29,7 +30,6 @@ from agentkeep.loop.messages import QueueMode
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.records import QueueName
 from agentkeep.providers.registry import Providers
-from agentkeep.providers.responding import RespondingModel
 
 DEFAULT_SEEDS = 15
 SEEDS_ENV = "CHAOS_SEEDS"
@@ -118,11 +118,15 @@ def _run(
         checker = Checker(world, switch=switch)
         world.create_agent()
         body(_Campaign(suite, seed, world, checker))
+    processes = [r.describe() for r in world.reports]
+    if world.completion is not None and world.completion.timeouts:
+        # A harness defect, not a broken promise: the seeded finish order was not kept.
+        processes.append(f"completion order: holds timed out: {world.completion.timeouts}")
     return CampaignResult(
         suite=suite,
         seed=seed,
         violations=checker.violations,
-        processes=[r.describe() for r in world.reports],
+        processes=processes,
         seconds=time.monotonic() - started,
     )
 
@@ -143,7 +147,7 @@ def _modes(campaign_seed: int) -> dict[str, object]:
 
 def _chunky(seed: int) -> Providers:
     providers = Providers()
-    providers.add("local", RespondingModel(seed=seed, stream_chunks=(1, 4)), kind="gym")
+    providers.add("local", BatchingModel(seed=seed, stream_chunks=(1, 4)), kind="gym")
     return providers
 
 
@@ -319,8 +323,8 @@ CLAUDE_MODEL = "anthropic/claude-sonnet-4"
 def switch_providers(seed: int) -> Providers:
     """``codex`` (kind codex) and ``claude`` (kind claude): a switch between them resets."""
     providers = Providers()
-    providers.add("codex", RespondingModel(seed=seed, models=(CODEX_MODEL,)), kind="codex")
-    claude = RespondingModel(
+    providers.add("codex", BatchingModel(seed=seed, models=(CODEX_MODEL,)), kind="codex")
+    claude = BatchingModel(
         seed=seed,
         models=(CLAUDE_MODEL,),
         durable_tool="durable_tool_b",

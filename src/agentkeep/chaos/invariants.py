@@ -40,7 +40,7 @@ INVARIANTS: dict[int, str] = {
     1: "each accepted message reaches the conversation exactly once",
     3: "each queue keeps its acceptance order",
     6: "owed work is durable until the agent settles owing nothing",
-    9: "a result lands with the removal of its pending entry",
+    9: "results land in call order, each with the removal of its pending entry",
     10: "unique call ids, exactly one result per call, after its call",
     11: "no unanswered call behind later records",
     12: "a non-durable tool runs at most once per call",
@@ -166,6 +166,16 @@ def _check_calls(world: ChaosWorld, state: DurableState, process: int) -> list[V
                 bad(10, f"result for {call_id!r} without its call")
             elif call_id in answered:
                 bad(10, f"call {call_id!r} answered twice")
+            else:
+                # §7.9: results land in call order, so every call before this one (in its
+                # batch, and in the batches before it) is already answered.
+                skipped = [c for c, p in calls.items() if p < calls[call_id] and c not in answered]
+                if skipped:
+                    bad(
+                        9,
+                        f"result for {call_id!r} landed before the result of earlier "
+                        f"call(s) {skipped} (results land in call order)",
+                    )
             answered[call_id] = position
     pending_ids = {p.call.call_id for p in state.pending}
     for call_id in pending_ids:

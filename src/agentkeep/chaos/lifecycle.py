@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from agentkeep.agent import Agent
 from agentkeep.agent_system import AgentSystem
+from agentkeep.chaos.batches import BatchingModel, CompletionOrder
 from agentkeep.chaos.checker import Checker
 from agentkeep.chaos.invariants import Violation
 from agentkeep.chaos.lifecycle_checks import (
@@ -57,7 +58,6 @@ from agentkeep.errors import (
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
-from agentkeep.providers.responding import RespondingModel
 
 if TYPE_CHECKING:
     from agentkeep.chaos.campaigns import CampaignResult
@@ -99,6 +99,9 @@ class _Lifecycle:
         self.plan = Plan.draw(random.Random(seed))
         self.ledger = Ledger()
         self.alive: dict[int, bool] = {}
+        self.system: AgentSystem | None = None  # the running process's system
+        # Batches of 1-3 calls finishing in a seeded order, so §7.9 is checked here too.
+        self.completion = CompletionOrder(seed, dispatched=self._dispatched)
         self.checkers: dict[str, Checker] = {}
         self.violations: list[Violation] = []
         self.trace = [self.plan.describe()]
@@ -115,6 +118,8 @@ class _Lifecycle:
                 violation(v.invariant, v.process, v.detail, agent) for v in checker.violations
             ]
         self.violations += judge_fragile(self.ledger.entries, FRAGILE)
+        if self.completion.timeouts:  # a harness defect: the seeded finish order was not kept
+            self.trace.append(f"completion order: holds timed out: {self.completion.timeouts}")
 
     # -- process 1: the race ---------------------------------------------------------------
 
@@ -289,13 +294,26 @@ class _Lifecycle:
     def _open(self, generation: int) -> AgentSystem:
         self.alive[generation] = True
         providers = Providers()
-        model = RespondingModel(seed=self.seed, latency_seconds=self.plan.latency)
+        model = BatchingModel(seed=self.seed, latency_seconds=self.plan.latency)
         providers.add("local", model, kind="gym")
         alive: Callable[[], bool] = partial(self.alive.__getitem__, generation)
-        tools = [guard_tool(t, self.ledger, generation, alive) for t in ledger_tools()]
-        return AgentSystem.open(
+        tools = [
+            guard_tool(t, self.ledger, generation, alive, self.completion) for t in ledger_tools()
+        ]
+        self.system = AgentSystem.open(
             self.home, providers=providers, provider="local", model="gym-1", tools=tools
         )
+        return self.system
+
+    def _dispatched(self, agent_id: str) -> frozenset[str] | None:
+        system = self.system
+        if system is None:
+            return None
+        try:
+            pending = system.store.read(lambda tx: tx.pending_calls(agent_id))
+        except Exception:  # closed or closing: its calls' order no longer matters
+            return None
+        return frozenset(p.call.call_id for p in pending)
 
     def _dead(self, generation: int) -> None:
         self.alive[generation] = False

@@ -5,7 +5,9 @@ tool so that, before it does anything, it asks its process whether it is still a
 is dead once its store has crashed or once the campaign moved on to the next process; a zombie
 call of a dead process raises :class:`ZombieToolError` instead of running, so its side effect
 is never mistaken for the world's. A live call is written to the :class:`Ledger` first, then
-runs the wrapped tool.
+runs the wrapped tool; given a :class:`~agentkeep.chaos.batches.CompletionOrder`, it then
+finishes only after the later call of its batch the order chose (spec §7.9 is only tested if
+results can finish out of call order).
 
 ``durable_tool`` and ``fragile_tool`` are the tools the ``RespondingModel`` calls (durable on
 even call numbers, fragile — at most once — on odd ones); :func:`ledger_tools` builds them
@@ -17,11 +19,14 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from agentkeep.tools import Tool, ToolContext, tool
+
+if TYPE_CHECKING:
+    from agentkeep.chaos.batches import CompletionOrder
 
 
 class ZombieToolError(RuntimeError):
@@ -76,13 +81,30 @@ Liveness = Callable[[], bool]
 
 
 def guard_tool(
-    original: Tool[Any, Any], ledger: Ledger, generation: int, alive: Liveness
+    original: Tool[Any, Any],
+    ledger: Ledger,
+    generation: int,
+    alive: Liveness,
+    order: CompletionOrder | None = None,
 ) -> Tool[Any, Any]:
     """``original`` for one simulated process: refuses once ``alive()`` is False, records
-    every execution in ``ledger`` before running it. Works for any user tool."""
+    every execution in ``ledger`` before running it. Works for any user tool. With
+    ``order``, a call whose arguments name its batch (``args.batch``, as :class:`CallArgs`
+    do) returns only after the later call ``order`` chose for it has told its result."""
     execute = original.execute
 
     def guarded(ctx: ToolContext, args: Any) -> Any:
+        if order is None:
+            return run(ctx, args)
+        try:
+            value = run(ctx, args)
+            order.hold(generation, ctx, getattr(args, "batch", ()))
+            return value
+        finally:
+            # Also when it refused or raised: a call held for this one must not wait on.
+            order.finished(generation, ctx.agent_id, ctx.provider_call_id)
+
+    def run(ctx: ToolContext, args: Any) -> Any:
         entry = LedgerEntry(
             generation=generation,
             agent_id=ctx.agent_id,
@@ -103,9 +125,12 @@ def guard_tool(
 
 
 class CallArgs(msgspec.Struct, frozen=True):
-    """The arguments the ``RespondingModel`` sends: ``{"call": "call-<k>"}``."""
+    """The arguments the ``RespondingModel`` sends: ``{"call": "call-<k>"}``; the
+    :class:`~agentkeep.chaos.batches.BatchingModel` adds the ids of the whole batch, in call
+    order (``"batch": ["call-3", "call-4"]``)."""
 
     call: str
+    batch: tuple[str, ...] = ()
 
 
 def ledger_tools(

@@ -10,6 +10,10 @@ idempotent), optionally abort after N stream events or request a compaction, wai
 close. The store "dies" in ``crash`` mode: every later operation fails and the process's tools
 refuse to run, exactly as if it had been killed; the next process reopens the same file.
 
+The default model answers with batches of 1–3 calls, and the calls finish in a seeded order
+(:mod:`agentkeep.chaos.batches`): a later call of a batch often finishes first, so the
+checker can see whether results still land in call order (spec §7.9).
+
 The world reads nothing but durable state (:meth:`ChaosWorld.durable`) and the ledger; the
 invariant checker (:mod:`agentkeep.chaos.checker`) judges the two.
 """
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentkeep.agent_system import AgentSystem
+from agentkeep.chaos.batches import BatchingModel, CompletionOrder
 from agentkeep.chaos.process import (
     DurableState,
     Live,
@@ -50,9 +55,17 @@ Driver = Callable[["ProcessHandle"], None]
 
 
 def default_providers(seed: int) -> Providers:
-    """One ``local`` gym provider answering from the conversation."""
+    """One ``local`` gym provider answering from the conversation (one call per batch)."""
     providers = Providers()
     providers.add("local", RespondingModel(seed=seed), kind="gym")
+    return providers
+
+
+def batching_providers(seed: int) -> Providers:
+    """One ``local`` gym provider answering from the conversation with tool batches of 1–3
+    calls (:class:`~agentkeep.chaos.batches.BatchingModel`): the world's default."""
+    providers = Providers()
+    providers.add("local", BatchingModel(seed=seed), kind="gym")
     return providers
 
 
@@ -64,12 +77,14 @@ class ChaosWorld:
         seed: Seeds ``rng`` (the campaign's only source of randomness) and the models.
         agent_id: The agent every process drives.
         providers: ``seed -> Providers``, called once per process (a fresh process has fresh
-            provider objects). Default: :func:`default_providers`.
+            provider objects). Default: :func:`batching_providers`.
         provider, model: The system's default selection.
         tools: The tools, wrapped per process by :func:`~agentkeep.chaos.tools.guard_tool`.
             Default: the ledger's ``durable_tool`` and ``fragile_tool``.
         features: The user's features (the world adds its own observer after them).
         durable_tools, fragile_tools: Tool names the checker expects on even / odd calls.
+        completion: Which call of a batch finishes after which (default: drawn from
+            ``seed``); ``None`` lets the calls finish as their threads happen to.
     """
 
     def __init__(
@@ -78,7 +93,7 @@ class ChaosWorld:
         seed: int,
         *,
         agent_id: str = "chaosagent",
-        providers: ProvidersFactory = default_providers,
+        providers: ProvidersFactory = batching_providers,
         provider: str = "local",
         model: str = "gym-1",
         tools: Sequence[Tool[Any, Any]] | None = None,
@@ -88,6 +103,7 @@ class ChaosWorld:
         durable_tools: frozenset[str] = frozenset({"durable_tool"}),
         fragile_tools: frozenset[str] = frozenset({"fragile_tool"}),
         idle_timeout: float = 20.0,
+        completion: CompletionOrder | Literal["seeded"] | None = "seeded",
     ) -> None:
         self.home = Path(home)
         self.seed = seed
@@ -102,6 +118,11 @@ class ChaosWorld:
         self.durable_tools = durable_tools
         self.fragile_tools = fragile_tools
         self.idle_timeout = idle_timeout
+        self.completion = (
+            CompletionOrder(seed, dispatched=self.dispatched_calls)
+            if completion == "seeded"
+            else completion
+        )
         self._providers = providers
         self._provider = provider
         self._model = model
@@ -119,6 +140,19 @@ class ChaosWorld:
         if live is None or live.generation != generation:
             return False
         return not live.crashed()
+
+    def dispatched_calls(self, agent_id: str) -> frozenset[str] | None:
+        """The provider call ids of ``agent_id``'s pending calls, read through the running
+        process's store; None if no process runs or its store cannot answer."""
+        live = self._live
+        system = live.system if live is not None else None
+        if system is None:
+            return None
+        try:
+            pending = system.store.read(lambda tx: tx.pending_calls(agent_id))
+        except Exception:  # a dead store: its calls' order no longer matters
+            return None
+        return frozenset(p.call.call_id for p in pending)
 
     # -- processes ---------------------------------------------------------------------------
 
@@ -198,7 +232,7 @@ class ChaosWorld:
         self, faults: FaultPlan | None, *, generation: int, live: Live | None = None
     ) -> AgentSystem:
         tools = [
-            guard_tool(t, self.ledger, generation, live_check(self, generation))
+            guard_tool(t, self.ledger, generation, live_check(self, generation), self.completion)
             for t in self._tools
         ]
         features: list[Feature] = list(self._features)
@@ -232,6 +266,7 @@ __all__ = [
     "ProcessHandle",
     "ProcessReport",
     "ProvidersFactory",
+    "batching_providers",
     "default_providers",
     "read_durable",
 ]

@@ -1,9 +1,10 @@
 """The pure loop core under random interleavings (hypothesis rule-based state machine).
 
 No threads: the test is the shell. It carries out the core's effects itself — plans run in
-this thread on a real SQLite file, streams come from the deterministic ``RespondingModel``
-and are fed one event at a time, tool calls finish in any order — while rules interleave
-messages, stream events, tool completions, aborts, failing commits and crashes (a crash
+this thread on a real SQLite file, streams come from the deterministic ``BatchingModel`` (the
+``RespondingModel`` asking for batches of 1–3 calls) and are fed one event at a time, tool
+calls finish in any order (so a later call of a batch often finishes first) — while rules
+interleave messages, stream events, tool completions, aborts, failing commits and crashes (a crash
 throws the core and its children away and starts a fresh core on the same disk). After every
 step the durable state must keep spec §7's invariants; at the end, driven to quiescence, the
 agent must owe nothing and have answered every accepted message exactly once.
@@ -13,16 +14,24 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import apsw
-from hypothesis import settings
+import pytest
+from hypothesis import Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    rule,
+    run_state_machine_as_test,
+)
 
 import agentkeep as ak
+from agentkeep.chaos.batches import BatchingModel
+from agentkeep.chaos.mutants import results_in_finish_order
 from agentkeep.delivery import accept_message
 from agentkeep.errors import CommitOutcomeUnknownError
 from agentkeep.loop import plans
@@ -127,7 +136,7 @@ class Process:
         self.streams: dict[str, deque[StreamEvent]] = {}
         self.cancelled: set[str] = set()
         self.tools: dict[str, ToolRun] = {}
-        self.model = ak.RespondingModel().open_session(AGENT, SessionOptions(instructions=""))
+        self.model = BatchingModel().open_session(AGENT, SessionOptions(instructions=""))
 
     def feed(self, event: Event) -> None:
         pending: deque[Event] = deque([event])
@@ -191,6 +200,11 @@ class Process:
         return bool(self.streams or self.tools)
 
 
+def newest_first(internal_ids: Iterable[str]) -> list[str]:
+    """Running calls, the one dispatched last first (ids are ``id<counter>``)."""
+    return sorted(internal_ids, key=lambda i: int(i.removeprefix("id")), reverse=True)
+
+
 class LoopMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -235,17 +249,32 @@ class LoopMachine(RuleBasedStateMachine):
         self.accepted.append(message_id)
         self.process.feed(WorkAccepted(message=queued))
 
-    @rule(pick=st.integers(min_value=0, max_value=7))
-    def stream_event(self, pick: int) -> None:
+    @rule(pick=st.integers(min_value=0, max_value=7), count=st.integers(min_value=1, max_value=12))
+    def stream_events(self, pick: int, count: int) -> None:
+        """Up to ``count`` events of one stream (a batch of three calls takes about ten)."""
         if self.process.streams:
             keys = sorted(self.process.streams)
-            self.process.step_stream(keys[pick % len(keys)])
+            inference_id = keys[pick % len(keys)]
+            for _ in range(count):
+                if inference_id not in self.process.streams:
+                    break
+                self.process.step_stream(inference_id)
 
     @rule(pick=st.integers(min_value=0, max_value=7))
     def tool_finishes(self, pick: int) -> None:
+        """One running call finishes; the simplest pick (0) is the call dispatched last, so
+        a later call of a batch finishing first is the common case, not a rare one."""
         if self.process.tools:
-            keys = sorted(self.process.tools)
+            keys = newest_first(self.process.tools)
             self.process.finish_tool(keys[pick % len(keys)])
+
+    @rule()
+    def batch_finishes_last_call_first(self) -> None:
+        """Every running call finishes, the one dispatched last first (§7.9: the results
+        must still land in call order)."""
+        for internal_id in newest_first(self.process.tools):
+            if internal_id in self.process.tools:
+                self.process.finish_tool(internal_id)
 
     @rule()
     def abort(self) -> None:
@@ -294,7 +323,9 @@ class LoopMachine(RuleBasedStateMachine):
         # 6: work is owed whenever anything waits.
         if waiting:
             assert owed is not None
-        # 9, 10, 11: results follow their calls, once; no unanswered call behind later input.
+        # 9, 10, 11: results follow their calls, once, in call order (every earlier call is
+        # answered first, whatever order the calls finished in); no unanswered call behind
+        # later input.
         calls: dict[str, int] = {}
         answered: set[str] = set()
         for position, record in enumerate(records):
@@ -305,6 +336,11 @@ class LoopMachine(RuleBasedStateMachine):
                 call_id = record.message.call_id
                 assert call_id in calls, "a result without its call"
                 assert call_id not in answered, "a call answered twice"
+                skipped = [c for c, p in calls.items() if p < calls[call_id] and c not in answered]
+                assert not skipped, (
+                    f"§7.9: the result for {call_id} landed before the results of {skipped} "
+                    "(results land in call order)"
+                )
                 answered.add(call_id)
             elif isinstance(record, UserRecord | SystemRecord | CompactionRecord):
                 open_calls = set(calls) - answered
@@ -316,6 +352,7 @@ class LoopMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             self._drive_to_quiescence()
+            self.durable_state_keeps_its_promises()
             records, queued, pending, owed = self.durable()
             assert (queued, pending, owed) == ([], [], None), "the agent still owes work"
             if self.accepted:
@@ -336,7 +373,7 @@ class LoopMachine(RuleBasedStateMachine):
         for _ in range(2_000):
             process = self.process
             if process.tools:
-                process.finish_tool(sorted(process.tools)[0])
+                process.finish_tool(newest_first(process.tools)[0])  # out of call order
             elif process.streams:
                 process.step_stream(sorted(process.streams)[0])
             elif process.core.running:
@@ -352,3 +389,21 @@ LoopMachine.TestCase.settings = settings(
     deadline=None,
 )
 test_loop_core_under_random_interleavings = LoopMachine.TestCase
+
+
+def test_the_machine_catches_results_committed_in_finish_order() -> None:
+    """The mutant commits each result of a batch as its call finishes (spec §7.9 broken):
+    when the machine finishes a later call first, its result lands first and the invariant
+    fails. Derandomized and unshrunk, so the catch is the same every run."""
+    with results_in_finish_order(), pytest.raises(AssertionError, match=r"§7\.9"):
+        run_state_machine_as_test(
+            LoopMachine,
+            settings=settings(
+                max_examples=60,
+                stateful_step_count=40,
+                deadline=None,
+                derandomize=True,
+                database=None,
+                phases=[Phase.generate],
+            ),
+        )

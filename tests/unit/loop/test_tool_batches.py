@@ -18,24 +18,44 @@ def results(world_transcript: list[ak.Message]) -> list[ToolResultMessage]:
 def test_results_land_in_call_order_although_the_second_call_finishes_first(
     world: World,
 ) -> None:
+    """The second call finishes first, every time: the first call returns only after the
+    second has returned *and* its thread has ended. That thread tells the agent the result
+    before it ends, so the second result reaches the agent first; it must still land second
+    (spec §7.9). Results committed in finish order would land c2, c1."""
+    second_returned = threading.Event()
+    second_thread: list[threading.Thread] = []
+
+    @ak.tool
+    def first(ctx: ak.ToolContext, args: EchoArgs) -> str:
+        """Finish only after the second call has told the agent its result."""
+        assert second_returned.wait(10), "the second call never ran"
+        second_thread[0].join(10)
+        assert not second_thread[0].is_alive(), "the second call's thread never ended"
+        return "first"
+
+    @ak.tool
+    def second(ctx: ak.ToolContext, args: EchoArgs) -> str:
+        """Finish at once."""
+        second_thread.append(threading.current_thread())
+        second_returned.set()
+        return "second"
+
     world.model.add(
         script.tool_calls(
-            script.call("wait", {"text": "first"}, call_id="c1"),
-            script.call("echo", {"text": "second"}, call_id="c2"),
+            script.call("first", {}, call_id="c1"), script.call("second", {}, call_id="c2")
         ),
         script.text("done"),
     )
-    system = world.open()
+    system = world.open(tools=[first, second])
     agent = system.create()
     agent.send(ak.user("go"))
-    assert world.gate("first").entered.wait(10)
-    # Whether or not the second call has finished, no result lands before the first call's.
-    assert roles(agent.transcript()) == ["user", "assistant"]
-    world.gate("first").release.set()
-    agent.wait_for_idle(timeout_seconds=10)
+    assert agent.wait_for_idle(timeout_seconds=10)
 
     transcript = agent.transcript()
-    assert [r.call_id for r in results(transcript)] == ["c1", "c2"]
+    assert [(r.call_id, text_of(r)) for r in results(transcript)] == [
+        ("c1", "first"),
+        ("c2", "second"),
+    ]
     assert roles(transcript) == ["user", "assistant", "tool", "tool", "assistant"]
 
 
