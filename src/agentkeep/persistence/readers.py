@@ -32,6 +32,19 @@ def open_connection(path: str, *, vfs: str | None = None) -> apsw.Connection:
     return connection
 
 
+def read_snapshot(connection: apsw.Connection, work: Callable[[Transaction], T]) -> T:
+    """Run ``work`` on one read-only snapshot of ``connection``; the transaction expires when
+    it returns, and the snapshot ends (a read has nothing to commit)."""
+    connection.execute("BEGIN")
+    tx = SqliteTransaction(Statements(connection), read_only=True)
+    try:
+        return work(tx)
+    finally:
+        tx.expire()
+        if not connection.get_autocommit():
+            connection.execute("ROLLBACK")
+
+
 class ReaderPool:
     """Idle reader connections, opened on demand, one caller at a time each."""
 
@@ -67,15 +80,7 @@ class ReaderPool:
         """Run ``work`` on a read-only snapshot; the transaction expires when it returns."""
         connection = self._take()
         try:
-            connection.execute("BEGIN")
-            tx = SqliteTransaction(Statements(connection), read_only=True)
-            try:
-                return work(tx)
-            finally:
-                tx.expire()
-                if not connection.get_autocommit():
-                    # Ends the snapshot; a read-only transaction has nothing to commit.
-                    connection.execute("ROLLBACK")
+            return read_snapshot(connection, work)
         finally:
             self._give(connection)
 

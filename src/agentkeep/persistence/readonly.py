@@ -28,9 +28,9 @@ from agentkeep.errors import (
     StoreError,
 )
 from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.readers import read_snapshot
 from agentkeep.persistence.schema import MIGRATIONS, Migration, applied_migrations
 from agentkeep.persistence.store import DATABASE_NAME, resolve_home
-from agentkeep.persistence.transaction import SqliteTransaction, Statements
 
 __all__ = ["DAMAGE_ERRORS", "ReadOnlyStore"]
 
@@ -112,14 +112,7 @@ class ReadOnlyStore:
         if connection is None:
             raise StoreClosedError("The store is closed.")
         try:
-            connection.execute("BEGIN")
-            tx = SqliteTransaction(Statements(connection), read_only=True)
-            try:
-                return work(tx)
-            finally:
-                tx.expire()
-                if not connection.get_autocommit():
-                    connection.execute("ROLLBACK")
+            return read_snapshot(connection, work)
         except DAMAGE_ERRORS as error:
             raise StoreDamagedError(str(self._path), [str(error)]) from None
         except msgspec.DecodeError as error:
