@@ -50,19 +50,22 @@ from agentkeep.loop.messages import (
     Start,
     WorkAccepted,
 )
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import (
+from agentkeep.model import (
     ConversationRecord,
     JSONObject,
+    Message,
     MessageOptions,
     PermissionMode,
+    QueueableMessage,
     QueueName,
+    ReasoningEffort,
+    ServiceTier,
     Settings,
     rebuild_messages,
 )
+from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
-from agentkeep.providers.types import Message, QueueableMessage, ReasoningEffort, ServiceTier
 from agentkeep.refs import make_system_ref
 from agentkeep.registry import Registry
 from agentkeep.signals import ShutdownSignals

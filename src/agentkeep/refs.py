@@ -16,9 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery
+from agentkeep.model import (
+    JSONObject,
+    Message,
+    PermissionMode,
+    QueueableMessage,
+    ReasoningEffort,
+    ServiceTier,
+)
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import JSONObject, PermissionMode
-from agentkeep.providers.types import Message, QueueableMessage, ReasoningEffort, ServiceTier
 
 if TYPE_CHECKING:
     from agentkeep.agent_system import AgentSystem

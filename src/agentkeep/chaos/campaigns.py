@@ -26,8 +26,8 @@ from agentkeep.chaos.lifecycle import lifecycle_races
 from agentkeep.chaos.tools import ledger_tools
 from agentkeep.chaos.world import ChaosWorld, Offer, ProcessHandle, ProcessReport
 from agentkeep.loop.messages import QueueMode
+from agentkeep.model import QueueName
 from agentkeep.persistence.faults import FaultPlan
-from agentkeep.persistence.records import QueueName
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.responding import RespondingModel
 

@@ -13,7 +13,7 @@ from agentkeep.loop.messages import (
 from agentkeep.loop.response import ResponseAssembler
 from agentkeep.loop.state import ABORTED_CALL, UNDISPATCHED_CALL, LoopState
 from agentkeep.loop.view import provider_view
-from agentkeep.providers.types import Done, StreamEvent, ToolCallBlock
+from agentkeep.model import Done, StreamEvent, ToolCallBlock
 
 
 class InferenceSteps(LoopState):

@@ -72,15 +72,13 @@ from agentkeep.loop.state import (
 )
 from agentkeep.loop.view import ends_in_failure_note, tail_owes_answer, undispatched_calls
 from agentkeep.loop.work_steps import WorkSteps
-from agentkeep.persistence.records import (
+from agentkeep.model import (
+    DONE_CANCELLED,
     CompactionRecord,
     QueuedMessage,
     QueuedNotice,
     QueueName,
     UserRecord,
-)
-from agentkeep.providers.types import (
-    DONE_CANCELLED,
     done_error,
 )
 

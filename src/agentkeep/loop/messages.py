@@ -2,7 +2,8 @@
 the transactions it commits.
 
 The core never performs I/O: it returns effects, the actor shell carries them out and feeds
-the outcome back as events. Plans are plain data; ``loop.plans`` runs each one inside a store
+the outcome back as events. Plans are plain data naming *what* must commit; the layer above
+the loop and the store (``agentkeep.runtime.commit_plans``) runs each one inside a store
 transaction, so every atomic unit of the runtime is named here and committed in one place.
 """
 
@@ -12,26 +13,24 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from agentkeep.persistence.records import (
+from agentkeep.model import (
+    AssistantBlock,
+    CompactionOutcome,
     ConversationRecord,
+    Message,
     OwedWork,
     PendingToolCall,
     QueuedMessage,
     QueuedNotice,
     QueueName,
     Settings,
-    UserRecord,
-)
-from agentkeep.providers.types import (
-    AssistantBlock,
-    CompactionOutcome,
-    Message,
     StreamEvent,
     SystemMessage,
     Tokens,
     ToolCallBlock,
     ToolResultMessage,
     UserMessage,
+    UserRecord,
 )
 
 QueueMode: TypeAlias = Literal["one-at-a-time", "all"]

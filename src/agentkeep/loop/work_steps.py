@@ -20,10 +20,11 @@ from agentkeep.loop.messages import (
 from agentkeep.loop.requests import calls_recorded
 from agentkeep.loop.state import ABORTED_CALL, LoopState
 from agentkeep.loop.view import provider_view
-from agentkeep.persistence.records import ConversationRecord, PendingToolCall
-from agentkeep.providers.types import (
+from agentkeep.model import (
     CompactionCancelled,
     CompactionCompleted,
+    ConversationRecord,
+    PendingToolCall,
     ToolCallEnd,
     ToolCallStart,
 )

@@ -32,8 +32,8 @@ from agentkeep.loop.messages import (
     Plan,
     WorkAccepted,
 )
+from agentkeep.model import Context
 from agentkeep.providers import script
-from agentkeep.providers.types import Context
 
 from .conftest import EchoArgs, World, text_of
 

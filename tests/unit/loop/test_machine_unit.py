@@ -32,22 +32,20 @@ from agentkeep.loop.messages import (
     ToolFinished,
     WorkAccepted,
 )
-from agentkeep.persistence.records import (
+from agentkeep.model import (
     BlockRecord,
+    Done,
     QueuedMessage,
     Settings,
-    ToolRecord,
-    UserRecord,
-)
-from agentkeep.providers.types import (
-    Done,
     TextBlock,
     TextEnd,
     Tokens,
     ToolCallBlock,
     ToolCallEnd,
     ToolCallStart,
+    ToolRecord,
     ToolResultMessage,
+    UserRecord,
 )
 
 DEFAULTS = Settings(provider="local", model="gym-1")

@@ -1,7 +1,7 @@
 """Every protocol value survives msgspec JSON unchanged (opaque payloads byte for byte).
 
 Strategies are derived from msgspec's own view of each type (``msgspec.inspect``), so a field
-added to ``providers/types.py`` is covered without touching this file.
+added to ``model/content.py`` is covered without touching this file.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentkeep.providers import types as protocol
+from agentkeep.model import content as protocol
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 FLOATS = st.floats(allow_nan=False, allow_infinity=False)

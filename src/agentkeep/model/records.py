@@ -11,7 +11,7 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from agentkeep.providers.types import (
+from agentkeep.model.content import (
     AssistantBlock,
     AssistantMessage,
     Message,

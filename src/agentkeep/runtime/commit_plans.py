@@ -29,21 +29,23 @@ from agentkeep.loop.messages import (
 )
 from agentkeep.loop.requests import batch_through_request, request_of, requested_call
 from agentkeep.loop.state import FAILURE_NOTE
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.kv import scope_prefix
-from agentkeep.persistence.records import (
+from agentkeep.model import (
     BlockRecord,
     CompactionRecord,
     ConversationRecord,
     PendingToolCall,
     QueuedMessage,
     Settings,
+    SystemMessage,
     SystemRecord,
+    TextBlock,
     ToolRecord,
+    ToolResultMessage,
     UserRecord,
     apply_options,
 )
-from agentkeep.providers.types import SystemMessage, TextBlock, ToolResultMessage
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.kv import scope_prefix
 
 # Where an agent's scoped stores live in the kv table (all under the agent's own prefix, which
 # re-creating the id wipes).
