@@ -45,11 +45,11 @@ from agentkeep.features import Feature, FeatureSet
 from agentkeep.loop.messages import (
     AbortRequested,
     CompactRequested,
-    QueueMode,
     ShutdownRequested,
     Start,
     WorkAccepted,
 )
+from agentkeep.loop.plans import QueueMode
 from agentkeep.model import (
     ConversationRecord,
     JSONObject,

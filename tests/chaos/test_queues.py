@@ -10,7 +10,8 @@ import pytest
 
 from agentkeep.actors import agent_actor
 from agentkeep.chaos.campaigns import CampaignResult, first_caught, queues
-from agentkeep.loop.messages import CommitLanded, ConsumeQueue, Plan
+from agentkeep.loop.messages import CommitLanded
+from agentkeep.loop.plans import ConsumeQueue, Plan
 from agentkeep.model import UserRecord
 from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime import commit_plans

@@ -54,7 +54,6 @@ from agentkeep.loop.messages import (
     LoadState,
     LoopStopped,
     Observe,
-    Plan,
     RunHook,
     Start,
     StartCompaction,
@@ -64,6 +63,7 @@ from agentkeep.loop.messages import (
     ToolRun,
     WorkAccepted,
 )
+from agentkeep.loop.plans import Plan
 from agentkeep.model import Context, Selection, Settings, done_error
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.runtime import commit_plans

@@ -13,14 +13,8 @@ from agentkeep.actors.sessions import SessionSlot
 from agentkeep.actors.status import AgentStatus
 from agentkeep.delivery import accept_message, accept_notice
 from agentkeep.features import Feature, FeatureSet, HookContext, MessageAccepted, ModelChange
-from agentkeep.loop.messages import (
-    Action,
-    InjectAction,
-    QueueMode,
-    SendAction,
-    SteerAction,
-    WorkAccepted,
-)
+from agentkeep.loop.messages import Action, InjectAction, SendAction, SteerAction, WorkAccepted
+from agentkeep.loop.plans import QueueMode
 from agentkeep.model import (
     MessageOptions,
     PendingToolCall,

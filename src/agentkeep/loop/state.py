@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from agentkeep.loop.batch import ToolBatch
-from agentkeep.loop.messages import AnswerCalls, Commit, Effect, Plan, QueueMode
+from agentkeep.loop.messages import Commit, Effect
+from agentkeep.loop.plans import AnswerCalls, Plan, QueueMode
 from agentkeep.loop.response import ResponseAssembler
 from agentkeep.model import (
     AssistantBlock,

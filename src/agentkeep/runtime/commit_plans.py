@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from agentkeep.loop.messages import (
+from agentkeep.loop.plans import (
     AnswerCalls,
     AppendBlock,
     Appended,

@@ -8,29 +8,31 @@ import agentkeep as ak
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.messages import (
     AbortRequested,
-    AnswerCalls,
-    Appended,
     CancelInference,
     CancelTools,
     Commit,
     CommitLanded,
-    Consumed,
-    ConsumeQueue,
-    DispatchBatch,
     Emit,
-    FinishResponse,
     HookFinished,
     Loaded,
     LoadState,
     LoopStopped,
     Observe,
     RunHook,
-    Snapshot,
     StartInference,
     StartTools,
     StreamEventArrived,
     ToolFinished,
     WorkAccepted,
+)
+from agentkeep.loop.plans import (
+    AnswerCalls,
+    Appended,
+    Consumed,
+    ConsumeQueue,
+    DispatchBatch,
+    FinishResponse,
+    Snapshot,
 )
 from agentkeep.model import (
     BlockRecord,

@@ -22,22 +22,24 @@ from agentkeep.errors import CommitOutcomeUnknownError
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.messages import (
     AbortRequested,
-    AnswerCalls,
     Commit,
     CommitLanded,
-    CommitToolResult,
-    Consumed,
-    ConsumeQueue,
-    DispatchBatch,
     Emit,
     HookFinished,
     Loaded,
-    Snapshot,
     Start,
     StartInference,
     StartTools,
     ToolFinished,
     WorkAccepted,
+)
+from agentkeep.loop.plans import (
+    AnswerCalls,
+    CommitToolResult,
+    Consumed,
+    ConsumeQueue,
+    DispatchBatch,
+    Snapshot,
 )
 from agentkeep.loop.state import ABORTED_CALL
 from agentkeep.loop.view import provider_view
