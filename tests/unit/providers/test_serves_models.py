@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agentkeep.cli.model import DemoModel
 
 from agentkeep.cli.config import load_providers
 from agentkeep.errors import InvalidConfigError, ModelNotServedError, UnknownProviderError
@@ -20,6 +19,7 @@ from agentkeep.providers import (
     ScriptedModel,
     ServesModels,
 )
+from agentkeep.providers.demo import DemoModel
 from agentkeep.providers.protocol import Provider
 
 
