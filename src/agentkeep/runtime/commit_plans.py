@@ -1,5 +1,9 @@
 """The loop's transactions: each plan runs whole inside one store transaction, or not at all.
 
+The loop names what must commit as data (:mod:`agentkeep.loop.plans`); this module, above
+both the loop and the store, says how: :func:`execute` interprets one plan against a
+``Transaction``.
+
 These bodies run in the writer's thread (``StoreHandle.transact``). They read what they decide
 from inside the transaction — never from the caller's memory — so a queue entry another owner
 already consumed, or a result a tool already committed, is seen as it durably is.
