@@ -24,7 +24,7 @@ import structlog
 
 import agentkeep as ak
 from agentkeep.delivery import accept_message
-from agentkeep.persistence.records import AgentRow, MessageOptions
+from agentkeep.model import AgentRow, MessageOptions
 from agentkeep.persistence.store import Store
 from agentkeep.providers import script
 

@@ -25,9 +25,8 @@ import apsw
 import msgspec
 import structlog
 
+from agentkeep.model import AgentRow, OwedWork, TextBlock, UserMessage, UserRecord
 from agentkeep.persistence import Store, Transaction
-from agentkeep.persistence.records import AgentRow, OwedWork, UserRecord
-from agentkeep.providers.types import TextBlock, UserMessage
 
 SUBMITTERS = (1, 8, 64)
 AGENTS = 64

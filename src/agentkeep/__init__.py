@@ -52,20 +52,8 @@ from agentkeep.features import (
 from agentkeep.history import HistoryEpoch, PurgeResult
 from agentkeep.key_value import KeyValueStore
 from agentkeep.loop.messages import CompactAction, InjectAction, SendAction, SteerAction
-from agentkeep.persistence.records import AgentEnvironment, MessageOptions, Settings
-from agentkeep.providers import (
-    CancelToken,
-    DemoModel,
-    Provider,
-    Providers,
-    RespondingModel,
-    ScriptedModel,
-    ServesModels,
-    Session,
-    script,
-)
-from agentkeep.providers.scripted import CompactionRequest, OpenedSession, StreamRequest
-from agentkeep.providers.types import (
+from agentkeep.model import (
+    AgentEnvironment,
     AgentMessage,
     AssistantMessage,
     Author,
@@ -80,6 +68,7 @@ from agentkeep.providers.types import (
     Done,
     ImageBlock,
     Message,
+    MessageOptions,
     ProviderErrorInfo,
     ReasoningBlock,
     ReasoningDelta,
@@ -89,6 +78,7 @@ from agentkeep.providers.types import (
     Selection,
     ServerToolResultBlock,
     SessionOptions,
+    Settings,
     StreamEvent,
     SystemMessage,
     TextBlock,
@@ -110,6 +100,18 @@ from agentkeep.providers.types import (
     Usage,
     UserMessage,
 )
+from agentkeep.providers import (
+    CancelToken,
+    DemoModel,
+    Provider,
+    Providers,
+    RespondingModel,
+    ScriptedModel,
+    ServesModels,
+    Session,
+    script,
+)
+from agentkeep.providers.scripted import CompactionRequest, OpenedSession, StreamRequest
 from agentkeep.refs import AgentRef, AgentSystemRef
 from agentkeep.registry import (
     Definition,

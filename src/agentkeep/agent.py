@@ -6,8 +6,15 @@ from typing import TYPE_CHECKING
 
 from agentkeep.delivery import Delivery
 from agentkeep.history import HistoryEpoch, PurgeResult, purge_archived, read_history
-from agentkeep.persistence.records import JSONObject, PermissionMode, Settings
-from agentkeep.providers.types import Message, QueueableMessage, ReasoningEffort, ServiceTier
+from agentkeep.model import (
+    JSONObject,
+    Message,
+    PermissionMode,
+    QueueableMessage,
+    ReasoningEffort,
+    ServiceTier,
+    Settings,
+)
 
 if TYPE_CHECKING:
     from agentkeep.agent_system import AgentSystem

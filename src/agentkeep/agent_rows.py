@@ -17,10 +17,16 @@ import msgspec
 from agentkeep.config import AgentConfig
 from agentkeep.errors import AgentExistsError, InvalidConfigError, UnknownAgentError
 from agentkeep.features import FeatureSet, MetadataChange
-from agentkeep.ids import is_valid_id, new_id
+from agentkeep.model import (
+    AgentRow,
+    CompactionRecord,
+    JSONObject,
+    Message,
+    Settings,
+    is_valid_id,
+    new_id,
+)
 from agentkeep.persistence.interface import StoreHandle, Transaction
-from agentkeep.persistence.records import AgentRow, CompactionRecord, JSONObject, Settings
-from agentkeep.providers.types import Message
 
 if TYPE_CHECKING:
     from agentkeep.actors.services import AgentServices

@@ -45,24 +45,27 @@ from agentkeep.features import Feature, FeatureSet
 from agentkeep.loop.messages import (
     AbortRequested,
     CompactRequested,
-    QueueMode,
     ShutdownRequested,
     Start,
     WorkAccepted,
 )
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import (
+from agentkeep.loop.plans import QueueMode
+from agentkeep.model import (
     ConversationRecord,
     JSONObject,
+    Message,
     MessageOptions,
     PermissionMode,
+    QueueableMessage,
     QueueName,
+    ReasoningEffort,
+    ServiceTier,
     Settings,
     rebuild_messages,
 )
+from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
-from agentkeep.providers.types import Message, QueueableMessage, ReasoningEffort, ServiceTier
 from agentkeep.refs import make_system_ref
 from agentkeep.registry import Registry
 from agentkeep.signals import ShutdownSignals

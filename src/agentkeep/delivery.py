@@ -15,30 +15,29 @@ from typing import Any, Literal
 import msgspec
 
 from agentkeep.errors import InvalidConfigError, InvalidMessageError, UnknownAgentError
-from agentkeep.ids import is_valid_id, new_id
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import (
+from agentkeep.model import (
+    AgentMessage,
+    ImageBlock,
+    InputBlock,
     JSONObject,
     MessageOptions,
     OwedWork,
+    QueueableMessage,
     QueuedMessage,
     QueuedNotice,
     QueueName,
     Settings,
-    apply_options,
-)
-from agentkeep.providers.registry import Providers
-from agentkeep.providers.types import (
-    AgentMessage,
-    ImageBlock,
-    InputBlock,
-    QueueableMessage,
     SystemMessage,
     TextBlock,
     ToolCallRequestBlock,
     UserBlock,
     UserMessage,
+    apply_options,
+    is_valid_id,
+    new_id,
 )
+from agentkeep.persistence.interface import Transaction
+from agentkeep.providers.registry import Providers
 
 DeliveryKind = Literal["send", "steer"]
 

@@ -32,12 +32,19 @@ import structlog
 from agentkeep.errors import FeatureDefinitionError, InvalidConfigError
 from agentkeep.key_value import KeyValueStore
 from agentkeep.loop.messages import Action
-from agentkeep.persistence.records import JSONObject, QueueName, Settings
-from agentkeep.providers.types import QueueableMessage, StreamEvent, SystemMessage, Tokens
+from agentkeep.model import (
+    JSONObject,
+    QueueableMessage,
+    QueueName,
+    Settings,
+    StreamEvent,
+    SystemMessage,
+    Tokens,
+)
 from agentkeep.refs import AgentSystemRef
 
 if TYPE_CHECKING:
-    from agentkeep.providers.types import ToolResultMessage
+    from agentkeep.model import ToolResultMessage
     from agentkeep.tool_hooks import ToolCallDecision, ToolCallInfo, ToolCallResult
     from agentkeep.tools import Tool
 

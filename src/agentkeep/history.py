@@ -13,9 +13,8 @@ from __future__ import annotations
 import msgspec
 
 from agentkeep.errors import UnknownAgentError
+from agentkeep.model import ArchiveReason, Message, Settings, rebuild_messages
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import ArchiveReason, Settings, rebuild_messages
-from agentkeep.providers.types import Message
 
 
 class HistoryEpoch(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,18 +12,76 @@ for itself. Identities have no public constructor: the runtime builds them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery
+from agentkeep.model import (
+    JSONObject,
+    Message,
+    PermissionMode,
+    QueueableMessage,
+    QueueName,
+    ReasoningEffort,
+    ServiceTier,
+)
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import JSONObject, PermissionMode
-from agentkeep.providers.types import Message, QueueableMessage, ReasoningEffort, ServiceTier
-
-if TYPE_CHECKING:
-    from agentkeep.agent_system import AgentSystem
 
 _UNSET: Any = object()
+
+
+class _Identified(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+class SystemPort(Protocol):
+    """What these views need from the :class:`~agentkeep.AgentSystem` they belong to.
+
+    ``AgentSystem`` satisfies it structurally (mypy checks that where the system builds its
+    references). It is declared here, not imported, because references sit below the actors
+    and the system in the layering (``docs/architecture.md``): tools and features hold them,
+    and the actors run those, so naming the system here would import upward.
+    """
+
+    def parent_of(self, agent_id: str) -> str | None: ...
+
+    def children_of(self, agent_id: str) -> list[str]: ...
+
+    def metadata(self, agent_id: str) -> JSONObject: ...
+
+    def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject: ...
+
+    def compact(self, agent_id: str, *, wait: bool = False) -> None: ...
+
+    def abort(self, agent_id: str, *, wait: bool = False) -> None: ...
+
+    def create(
+        self,
+        config: AgentConfig | None = None,
+        *,
+        id: str | None = None,
+        parent: str | None = None,
+        initial_context: Sequence[Message] | None = None,
+    ) -> _Identified: ...
+
+    def resolve(self, agent_id: str) -> _Identified: ...
+
+    def _offer(
+        self,
+        tx: Transaction | None,
+        agent_id: str,
+        queue: QueueName,
+        message: QueueableMessage,
+        *,
+        id: str | None,
+        metadata: JSONObject | None,
+        provider: str | None,
+        model: str | None,
+        effort: ReasoningEffort | None,
+        service_tier: ServiceTier | None,
+        permission_mode: PermissionMode | None,
+    ) -> Delivery: ...
 
 
 class AgentRef:
@@ -37,7 +95,7 @@ class AgentRef:
 
     def __init__(
         self,
-        system: AgentSystem,
+        system: SystemPort,
         agent_id: str,
         *,
         _token: object,
@@ -135,7 +193,7 @@ class AgentSystemRef:
 
     def __init__(
         self,
-        system: AgentSystem,
+        system: SystemPort,
         agent_id: str | None,
         *,
         _token: object,
@@ -237,9 +295,9 @@ class AgentSystemRef:
         return self._system.children_of(agent_id)
 
 
-def make_agent_ref(system: AgentSystem, agent_id: str) -> AgentRef:
+def make_agent_ref(system: SystemPort, agent_id: str) -> AgentRef:
     return AgentRef(system, agent_id, _token=_UNSET)
 
 
-def make_system_ref(system: AgentSystem, agent_id: str | None) -> AgentSystemRef:
+def make_system_ref(system: SystemPort, agent_id: str | None) -> AgentSystemRef:
     return AgentSystemRef(system, agent_id, _token=_UNSET)

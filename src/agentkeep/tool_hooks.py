@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import structlog
 
+from agentkeep.model import ImageBlock, OutputBlock, TextBlock, ToolCallBlock
 from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.types import ImageBlock, OutputBlock, TextBlock, ToolCallBlock
 from agentkeep.tools import Tool, ToolError, ToolSet, validate_arguments
 
 if TYPE_CHECKING:

@@ -31,14 +31,14 @@ import msgspec
 
 from agentkeep.errors import AgentkeepError, ToolDefinitionError
 from agentkeep.key_value import KeyValueStore
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.types import (
+from agentkeep.model import (
     ImageBlock,
     OutputBlock,
     TextBlock,
     ToolCallBlock,
     ToolDescriptor,
 )
+from agentkeep.providers.protocol import CancelToken
 from agentkeep.refs import AgentSystemRef
 from agentkeep.tool_schema import issue_from_msgspec, parameters_schema, schema_issues
 

@@ -10,9 +10,10 @@ import pytest
 
 from agentkeep.actors import agent_actor
 from agentkeep.chaos.campaigns import CampaignResult, compaction, first_caught
-from agentkeep.loop.messages import CommitFailed, Plan, ReplaceWithCompaction
+from agentkeep.loop.messages import CommitFailed
+from agentkeep.loop.plans import Plan, ReplaceWithCompaction
+from agentkeep.model import UserRecord
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import UserRecord
 
 
 def test_compaction(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from agentkeep.chaos.campaigns import CampaignResult, compaction_under_load, first_caught
-from agentkeep.loop import plans
 from agentkeep.persistence.interface import Transaction
+from agentkeep.runtime import commit_plans
 
 
 def test_compaction_under_load(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:
@@ -22,13 +22,13 @@ def test_checker_catches_a_compaction_that_swallows_the_queues(
 ) -> None:
     """Mutant: the compaction's replacement also clears both queues, so messages accepted
     (and acknowledged) but not yet consumed vanish (§7.1/§7.14)."""
-    replace = plans._replace_with_compaction
+    replace = commit_plans._replace_with_compaction
 
     def greedy(tx: Transaction, agent_id: str, plan: Any) -> None:
         replace(tx, agent_id, plan)
         for entry in tx.queued(agent_id):
             tx.dequeue(agent_id, entry.queue, entry.seq)
 
-    monkeypatch.setattr(plans, "_replace_with_compaction", greedy)
+    monkeypatch.setattr(commit_plans, "_replace_with_compaction", greedy)
     caught = first_caught(compaction_under_load, range(80), {1})
     assert caught is not None, "the checker never noticed queued messages lost by compaction"

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from agentkeep.chaos.campaigns import CampaignResult, concurrency, first_caught
-from agentkeep.persistence.records import QueuedMessage
+from agentkeep.model import QueuedMessage
 from agentkeep.persistence.transaction import SqliteTransaction
 
 

@@ -10,9 +10,10 @@ import pytest
 
 from agentkeep.actors import agent_actor
 from agentkeep.chaos.campaigns import CampaignResult, first_caught, flaky_store
-from agentkeep.loop import plans
-from agentkeep.loop.messages import CommitLanded, CommitToolResult, Plan
+from agentkeep.loop.messages import CommitLanded
+from agentkeep.loop.plans import CommitToolResult, Plan
 from agentkeep.persistence.interface import Transaction
+from agentkeep.runtime import commit_plans
 
 
 def test_flaky_store(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:
@@ -38,9 +39,11 @@ def test_checker_catches_a_result_and_its_pending_entry_in_two_transactions(
     """Mutant: a tool result lands in one transaction and its pending entry is removed in a
     second; when that second write fails the call is both answered and pending, and a
     restart answers it again (§7.9/§7.10)."""
-    commit_result = plans._commit_tool_result
+    commit_result = commit_plans._commit_tool_result
     monkeypatch.setattr(
-        plans, "_commit_tool_result", lambda tx, *args: commit_result(_KeepPending(tx), *args)
+        commit_plans,
+        "_commit_tool_result",
+        lambda tx, *args: commit_result(_KeepPending(tx), *args),
     )
     commit = agent_actor.AgentActor._commit
 

@@ -10,10 +10,11 @@ import pytest
 
 from agentkeep.actors import agent_actor
 from agentkeep.chaos.campaigns import CampaignResult, first_caught, queues
-from agentkeep.loop import plans
-from agentkeep.loop.messages import CommitLanded, ConsumeQueue, Plan
+from agentkeep.loop.messages import CommitLanded
+from agentkeep.loop.plans import ConsumeQueue, Plan
+from agentkeep.model import UserRecord
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import UserRecord
+from agentkeep.runtime import commit_plans
 
 
 def test_queues(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:
@@ -38,8 +39,10 @@ def test_checker_catches_a_consumption_in_two_transactions(
 ) -> None:
     """Mutant: a consumed message joins the conversation in one transaction and leaves its
     queue in a second; a crash between them consumes it again after the restart (§7.1/§7.4)."""
-    consume = plans._consume_queue
-    monkeypatch.setattr(plans, "_consume_queue", lambda tx, *args: consume(_NoClaim(tx), *args))
+    consume = commit_plans._consume_queue
+    monkeypatch.setattr(
+        commit_plans, "_consume_queue", lambda tx, *args: consume(_NoClaim(tx), *args)
+    )
     commit = agent_actor.AgentActor._commit
 
     def two_step(self: Any, plan: Plan) -> Any:

@@ -7,8 +7,8 @@ from pathlib import Path
 import agentkeep as ak
 from agentkeep.chaos import ChaosWorld, Offer, default_providers, ledger_tools
 from agentkeep.chaos.invariants import check_final, check_state
+from agentkeep.model import SystemRecord, ToolRecord, rebuild_messages
 from agentkeep.persistence.faults import FaultPlan
-from agentkeep.persistence.records import SystemRecord, ToolRecord, rebuild_messages
 from agentkeep.providers.responding import count_conversation
 
 

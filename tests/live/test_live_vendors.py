@@ -16,8 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AssistantMessage,
     Context,
     Done,
@@ -35,6 +34,7 @@ from agentkeep.providers.types import (
     ToolResultMessage,
     UserMessage,
 )
+from agentkeep.providers.protocol import CancelToken
 
 pytestmark = pytest.mark.live
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentkeep.errors import ToolDefinitionError
-from agentkeep.providers.types import ImageBlock, OutputBlock, TextBlock, ToolCallBlock
+from agentkeep.model import ImageBlock, OutputBlock, TextBlock, ToolCallBlock
 from agentkeep.tools import (
     BasicToolContext,
     GrammarInput,

@@ -31,7 +31,6 @@ from agentkeep.actors.supervisor import SupervisedMixin
 from agentkeep.actors.tool_runner import BatchTools, ToolRunner
 from agentkeep.errors import CommitOutcomeUnknownError
 from agentkeep.features import HookContext, InferenceInfo, MessageAccepted, TurnInfo
-from agentkeep.loop import plans
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.messages import (
     EVENT_TYPES,
@@ -55,7 +54,6 @@ from agentkeep.loop.messages import (
     LoadState,
     LoopStopped,
     Observe,
-    Plan,
     RunHook,
     Start,
     StartCompaction,
@@ -65,9 +63,10 @@ from agentkeep.loop.messages import (
     ToolRun,
     WorkAccepted,
 )
-from agentkeep.persistence.records import Settings
+from agentkeep.loop.plans import Plan
+from agentkeep.model import Context, Selection, Settings, done_error
 from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.types import Context, Selection, done_error
+from agentkeep.runtime import commit_plans
 
 log = structlog.get_logger(__name__)
 
@@ -199,7 +198,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         agent_id = self._s.agent_id
         try:
             snapshot = self._s.store.read(
-                lambda tx: plans.load_snapshot(tx, agent_id, records=records)
+                lambda tx: commit_plans.load_snapshot(tx, agent_id, records=records)
             )
         except Exception as error:
             log.warning("agent_load_failed", agent_id=self._s.agent_id, error=repr(error))
@@ -212,7 +211,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         hooks = self._s.tool_call_hooks(self._core.settings)
         try:
             value = self._s.store.transact(
-                lambda tx: plans.execute(tx, agent_id, plan, policy, hooks)
+                lambda tx: commit_plans.execute(tx, agent_id, plan, policy, hooks)
             )
         except CommitOutcomeUnknownError as error:
             log.warning("agent_commit_outcome_unknown", agent_id=agent_id, error=repr(error))
@@ -269,7 +268,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
 
     def _start_compaction(self, effect: StartCompaction) -> list[Event]:
         from agentkeep.loop.messages import CompactionFinished
-        from agentkeep.providers.types import CompactionFailed
+        from agentkeep.model import CompactionFailed
 
         child_id = effect.compaction_id
         try:

@@ -54,14 +54,14 @@ from agentkeep.loop.messages import (
     StreamEventArrived,
     ToolFinished,
 )
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.types import (
+from agentkeep.model import (
     CompactionFailed,
     Done,
     TextBlock,
     ToolResultMessage,
     done_error,
 )
+from agentkeep.providers.protocol import CancelToken
 
 log = structlog.get_logger(__name__)
 

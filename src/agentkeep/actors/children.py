@@ -29,8 +29,7 @@ from agentkeep.loop.messages import (
     StreamEventArrived,
     ToolFinished,
 )
-from agentkeep.providers.protocol import CancelToken, Session
-from agentkeep.providers.types import (
+from agentkeep.model import (
     CompactionFailed,
     CompactionOutcome,
     Context,
@@ -40,6 +39,7 @@ from agentkeep.providers.types import (
     ToolResultMessage,
     done_error,
 )
+from agentkeep.providers.protocol import CancelToken, Session
 
 log = structlog.get_logger(__name__)
 

@@ -13,23 +13,23 @@ from agentkeep.actors.sessions import SessionSlot
 from agentkeep.actors.status import AgentStatus
 from agentkeep.delivery import accept_message, accept_notice
 from agentkeep.features import Feature, FeatureSet, HookContext, MessageAccepted, ModelChange
-from agentkeep.ids import new_id
-from agentkeep.loop.messages import (
-    Action,
-    InjectAction,
-    QueueMode,
-    SendAction,
-    SteerAction,
-    WorkAccepted,
+from agentkeep.loop.messages import Action, InjectAction, SendAction, SteerAction, WorkAccepted
+from agentkeep.loop.plans import QueueMode
+from agentkeep.model import (
+    MessageOptions,
+    PendingToolCall,
+    QueuedMessage,
+    Settings,
+    SystemMessage,
+    ToolResultMessage,
+    new_id,
 )
-from agentkeep.loop.plans import CALL_AREA, KV_AREA, RUN_AREA
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.kv import ScopedKV
-from agentkeep.persistence.records import MessageOptions, PendingToolCall, QueuedMessage, Settings
 from agentkeep.providers.compatibility import needs_reset
 from agentkeep.providers.registry import Providers
-from agentkeep.providers.types import SystemMessage, ToolResultMessage
 from agentkeep.refs import AgentSystemRef
+from agentkeep.runtime.commit_plans import CALL_AREA, KV_AREA, RUN_AREA
 from agentkeep.tool_hooks import ToolCallInfo
 from agentkeep.tools import Tool
 

@@ -9,10 +9,9 @@ import msgspec
 import structlog
 
 from agentkeep.errors import ProviderError
-from agentkeep.persistence.records import Settings
+from agentkeep.model import SessionOptions, Settings, ToolDescriptor
 from agentkeep.providers.protocol import Session
 from agentkeep.providers.registry import Providers
-from agentkeep.providers.types import SessionOptions, ToolDescriptor
 
 log = structlog.get_logger(__name__)
 

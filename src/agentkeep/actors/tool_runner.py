@@ -11,10 +11,9 @@ from agentkeep.actors.services import AgentServices
 from agentkeep.features import Feature, HookContext
 from agentkeep.loop.messages import ToolRun
 from agentkeep.loop.state import ABORTED_CALL
+from agentkeep.model import Settings, TextBlock, ToolResultMessage
 from agentkeep.persistence.kv import ScopedKV
-from agentkeep.persistence.records import Settings
 from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.types import TextBlock, ToolResultMessage
 from agentkeep.refs import AgentSystemRef
 from agentkeep.tool_hooks import ToolCallInfo, ToolCallResult, decide, failed
 from agentkeep.tools import ToolError, ToolSet, execute_tool, validate_arguments

@@ -26,9 +26,9 @@ from agentkeep.chaos.checker import Checker, SwitchExpectation, Violation
 from agentkeep.chaos.lifecycle import lifecycle_races
 from agentkeep.chaos.tools import ledger_tools
 from agentkeep.chaos.world import ChaosWorld, Offer, ProcessHandle, ProcessReport
-from agentkeep.loop.messages import QueueMode
+from agentkeep.loop.plans import QueueMode
+from agentkeep.model import QueueName
 from agentkeep.persistence.faults import FaultPlan
-from agentkeep.persistence.records import QueueName
 from agentkeep.providers.registry import Providers
 
 DEFAULT_SEEDS = 15

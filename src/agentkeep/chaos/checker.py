@@ -21,7 +21,7 @@ from agentkeep.chaos.invariants import (
 )
 from agentkeep.chaos.process import DurableState, ProcessReport, history_log
 from agentkeep.chaos.world import ChaosWorld
-from agentkeep.persistence.records import (
+from agentkeep.model import (
     CompactionRecord,
     ConversationRecord,
     UserRecord,

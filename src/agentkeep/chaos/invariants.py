@@ -14,22 +14,20 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from agentkeep.chaos.process import DurableState, ProcessReport, archived_users
-from agentkeep.persistence.records import (
+from agentkeep.model import (
+    AssistantMessage,
     BlockRecord,
+    CompactionMessage,
     CompactionRecord,
     ConversationRecord,
     SystemRecord,
+    TextBlock,
+    ToolCallBlock,
     ToolRecord,
     UserRecord,
     rebuild_messages,
 )
 from agentkeep.providers.responding import count_conversation
-from agentkeep.providers.types import (
-    AssistantMessage,
-    CompactionMessage,
-    TextBlock,
-    ToolCallBlock,
-)
 
 if TYPE_CHECKING:
     from agentkeep.chaos.world import ChaosWorld

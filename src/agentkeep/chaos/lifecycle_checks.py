@@ -35,8 +35,7 @@ from agentkeep.errors import (
     AgentExistsError,
     UnknownAgentError,
 )
-from agentkeep.persistence.records import BlockRecord, UserRecord
-from agentkeep.providers.types import TextBlock
+from agentkeep.model import BlockRecord, TextBlock, UserRecord
 
 Problem = tuple[int, str] | None
 

@@ -31,7 +31,7 @@ from agentkeep.agent_system import AgentSystem
 from agentkeep.chaos.process import DurableState, read_durable
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import user
-from agentkeep.persistence.records import QueueName
+from agentkeep.model import QueueName
 from agentkeep.persistence.store import Store
 
 OpKind = Literal["send", "create", "squat", "delete", "recreate", "resolve", "metadata", "close"]

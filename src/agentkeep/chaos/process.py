@@ -17,22 +17,25 @@ import msgspec
 from agentkeep.agent_system import AgentSystem
 from agentkeep.delivery import user
 from agentkeep.features import Feature, HookContext
-from agentkeep.persistence.faults import FaultPlan
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import (
+from agentkeep.model import (
     ArchivedEpoch,
     BlockRecord,
     CompactionRecord,
     ConversationRecord,
+    Done,
     OwedWork,
     PendingToolCall,
     QueuedMessage,
     QueuedNotice,
     QueueName,
     Settings,
+    StreamEvent,
+    TextBlock,
+    TextEnd,
     UserRecord,
 )
-from agentkeep.providers.types import Done, StreamEvent, TextBlock, TextEnd
+from agentkeep.persistence.faults import FaultPlan
+from agentkeep.persistence.interface import Transaction
 
 if TYPE_CHECKING:
     from agentkeep import Agent

@@ -50,8 +50,8 @@ from agentkeep.chaos.process import DurableState, ProcessReport, archived_users,
 from agentkeep.chaos.process_worker import AGENT_ID, KILL_AT_TOOL_ENV, MUTANT_ENV, OFFERS
 from agentkeep.chaos.tools import Ledger, LedgerEntry
 from agentkeep.chaos.world import ChaosWorld
+from agentkeep.model import UserRecord
 from agentkeep.persistence.faults import FAULT_AT_ENV, FAULT_MODE_ENV, FaultPlan
-from agentkeep.persistence.records import UserRecord
 from agentkeep.persistence.store import DATABASE_NAME, Store
 
 KillKind = Literal["store", "tool", "timer"]

@@ -43,7 +43,7 @@ from agentkeep.chaos.tools import Ledger, guard_tool, ledger_tools
 from agentkeep.errors import UnknownAgentError
 from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature
-from agentkeep.loop.messages import QueueMode
+from agentkeep.loop.plans import QueueMode
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers

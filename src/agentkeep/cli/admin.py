@@ -27,8 +27,8 @@ from agentkeep.cli.runtime import open_system
 from agentkeep.config import current_environment
 from agentkeep.errors import UnknownAgentError
 from agentkeep.history import read_history
+from agentkeep.model import ConversationRecord, Settings, rebuild_messages
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import ConversationRecord, Settings, rebuild_messages
 
 DEFAULT_TIMEOUT_SECONDS = 120.0
 

@@ -32,11 +32,17 @@ from agentkeep.cli.reading import open_reader
 from agentkeep.cli.runtime import Home
 from agentkeep.delivery import validate_message
 from agentkeep.errors import AgentkeepError, StoreDirectoryError
+from agentkeep.model import (
+    AssistantMessage,
+    CompactionRecord,
+    ToolCallBlock,
+    ToolResultMessage,
+    UserRecord,
+    rebuild_messages,
+)
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readonly import DAMAGE_ERRORS
-from agentkeep.persistence.records import CompactionRecord, UserRecord, rebuild_messages
 from agentkeep.persistence.store import DATABASE_NAME, check_lines
-from agentkeep.providers.types import AssistantMessage, ToolCallBlock, ToolResultMessage
 
 
 @dataclass

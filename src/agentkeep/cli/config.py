@@ -48,7 +48,7 @@ import msgspec
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.config import AgentConfig
 from agentkeep.errors import AgentkeepError
-from agentkeep.persistence.records import MessageOptions
+from agentkeep.model import MessageOptions
 from agentkeep.providers.compatibility import PROVIDER_KINDS, ProviderKind
 from agentkeep.providers.demo import DEMO_MODEL, DEMO_PROVIDER, DemoModel
 from agentkeep.providers.protocol import Provider, ServesModels

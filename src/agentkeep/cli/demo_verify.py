@@ -12,14 +12,14 @@ from agentkeep.cli.output import block_text
 from agentkeep.cli.reading import open_reader
 from agentkeep.cli.runtime import Home
 from agentkeep.cli.tools import LEDGER_FILE, NOTES_FILE, Ledger
-from agentkeep.persistence.records import rebuild_messages
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AssistantMessage,
     Message,
     TextBlock,
     ToolCallBlock,
     ToolResultMessage,
     UserMessage,
+    rebuild_messages,
 )
 
 

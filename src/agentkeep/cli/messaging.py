@@ -31,7 +31,7 @@ from agentkeep.cli.turns import (
 )
 from agentkeep.delivery import Delivery, user
 from agentkeep.errors import UnknownAgentError
-from agentkeep.persistence.records import MessageOptions, QueueName
+from agentkeep.model import MessageOptions, QueueName
 
 F = TypeVar("F", bound=Callable[..., Any])
 

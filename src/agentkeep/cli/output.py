@@ -38,7 +38,7 @@ from agentkeep.errors import (
     UnknownAgentError,
     UnknownProviderError,
 )
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AgentMessage,
     AssistantMessage,
     CompactionMessage,

@@ -23,9 +23,7 @@ from agentkeep.cli.tools import DemoTools, ToolEnvironment, ToolObserver, build_
 from agentkeep.errors import UnknownAgentError
 from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature, HookContext
-from agentkeep.persistence.faults import FaultPlan
-from agentkeep.persistence.store import DATABASE_NAME, Store
-from agentkeep.providers.types import (
+from agentkeep.model import (
     Done,
     StreamEvent,
     TextDelta,
@@ -33,6 +31,8 @@ from agentkeep.providers.types import (
     ToolCallEnd,
     ToolCallStart,
 )
+from agentkeep.persistence.faults import FaultPlan
+from agentkeep.persistence.store import DATABASE_NAME, Store
 
 
 @dataclass(frozen=True, kw_only=True)

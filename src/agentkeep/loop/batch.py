@@ -4,8 +4,7 @@ strict batch order in which results are committed (invariant 9)."""
 from __future__ import annotations
 
 from agentkeep.loop.messages import ToolRun
-from agentkeep.persistence.records import PendingToolCall
-from agentkeep.providers.types import TextBlock, ToolResultMessage
+from agentkeep.model import PendingToolCall, TextBlock, ToolResultMessage
 
 
 class ToolBatch:

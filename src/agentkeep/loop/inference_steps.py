@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from agentkeep.loop.messages import (
-    AppendBlock,
-    DispatchBatch,
-    Emit,
-    FinishResponse,
-    Observe,
-    StartInference,
-)
+from agentkeep.loop.messages import Emit, Observe, StartInference
+from agentkeep.loop.plans import AppendBlock, DispatchBatch, FinishResponse
 from agentkeep.loop.response import ResponseAssembler
 from agentkeep.loop.state import ABORTED_CALL, UNDISPATCHED_CALL, LoopState
 from agentkeep.loop.view import provider_view
-from agentkeep.providers.types import Done, StreamEvent, ToolCallBlock
+from agentkeep.model import Done, StreamEvent, ToolCallBlock
 
 
 class InferenceSteps(LoopState):

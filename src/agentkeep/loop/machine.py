@@ -25,45 +25,47 @@ from __future__ import annotations
 from agentkeep.loop.inference_steps import InferenceSteps
 from agentkeep.loop.messages import (
     AbortRequested,
-    AnswerCalls,
-    AppendBlock,
-    Appended,
-    AppendFailureNote,
     CancelCompaction,
     CancelInference,
     ChildStopped,
     CommitFailed,
     CommitLanded,
-    CommitToolResult,
     CompactionFinished,
     CompactionResolved,
     CompactRequested,
-    Consumed,
-    ConsumeNotices,
-    ConsumeQueue,
-    DispatchBatch,
     Effect,
     Emit,
     Event,
-    FinishResponse,
     HookFinished,
     Loaded,
     LoadFailed,
     LoadState,
     LoopStopped,
     Observe,
-    Plan,
-    ReplaceWithCompaction,
     RunHook,
-    Settle,
-    Settled,
     ShutdownRequested,
-    Snapshot,
-    StageOwed,
     Start,
     StreamEventArrived,
     ToolFinished,
     WorkAccepted,
+)
+from agentkeep.loop.plans import (
+    AnswerCalls,
+    AppendBlock,
+    Appended,
+    AppendFailureNote,
+    CommitToolResult,
+    Consumed,
+    ConsumeNotices,
+    ConsumeQueue,
+    DispatchBatch,
+    FinishResponse,
+    Plan,
+    ReplaceWithCompaction,
+    Settle,
+    Settled,
+    Snapshot,
+    StageOwed,
 )
 from agentkeep.loop.state import (
     ABORTED_CALL,
@@ -72,15 +74,13 @@ from agentkeep.loop.state import (
 )
 from agentkeep.loop.view import ends_in_failure_note, tail_owes_answer, undispatched_calls
 from agentkeep.loop.work_steps import WorkSteps
-from agentkeep.persistence.records import (
+from agentkeep.model import (
+    DONE_CANCELLED,
     CompactionRecord,
     QueuedMessage,
     QueuedNotice,
     QueueName,
     UserRecord,
-)
-from agentkeep.providers.types import (
-    DONE_CANCELLED,
     done_error,
 )
 

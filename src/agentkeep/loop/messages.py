@@ -1,9 +1,9 @@
-"""The loop core's vocabulary: the events it is fed, the effects it asks for, and the plans of
-the transactions it commits.
+"""The loop core's vocabulary: the events it is fed and the effects it asks for.
 
 The core never performs I/O: it returns effects, the actor shell carries them out and feeds
-the outcome back as events. Plans are plain data; ``loop.plans`` runs each one inside a store
-transaction, so every atomic unit of the runtime is named here and committed in one place.
+the outcome back as events. A ``Commit`` effect carries a plan (:mod:`agentkeep.loop.plans`):
+plain data naming *what* must commit; the layer above the loop and the store
+(:mod:`agentkeep.runtime.commit_plans`) runs it inside one store transaction.
 """
 
 from __future__ import annotations
@@ -12,175 +12,26 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from agentkeep.persistence.records import (
-    ConversationRecord,
-    OwedWork,
-    PendingToolCall,
+from agentkeep.loop.plans import Appended, Consumed, Plan, Settled, Snapshot
+from agentkeep.model import (
+    CompactionOutcome,
+    Message,
     QueuedMessage,
     QueuedNotice,
     QueueName,
     Settings,
-    UserRecord,
-)
-from agentkeep.providers.types import (
-    AssistantBlock,
-    CompactionOutcome,
-    Message,
     StreamEvent,
     SystemMessage,
     Tokens,
     ToolCallBlock,
     ToolResultMessage,
     UserMessage,
+    UserRecord,
 )
-
-QueueMode: TypeAlias = Literal["one-at-a-time", "all"]
 
 
 class _Data(msgspec.Struct, frozen=True, kw_only=True):
     pass
-
-
-class Snapshot(_Data, frozen=True):
-    """Everything durable the loop decides from, read in one consistent view.
-
-    ``records`` is None when the loader was asked to skip them (the instance vouches for its
-    mirror); ``record_count`` is always read, so a mirror that disagrees is caught.
-    """
-
-    records: tuple[ConversationRecord, ...] | None = ()
-    record_count: int = 0
-    queued: tuple[QueuedMessage, ...] = ()
-    notices: tuple[QueuedNotice, ...] = ()
-    pending: tuple[PendingToolCall, ...] = ()
-    settings: Settings | None = None
-    owed: OwedWork | None = None
-    context_tokens: int | None = None
-
-
-# -- plans: one transaction each -----------------------------------------------------------
-
-
-class StageOwed(_Data, frozen=True):
-    owed: OwedWork
-
-
-class ConsumeQueue(_Data, frozen=True):
-    """Move queued messages into the conversation: claim (delete) each entry, append its
-    user record, apply its settings, owe an inference — all or nothing.
-
-    A message with a tool request ends an all-at-once batch; its user record is followed by
-    the runtime's assistant call, whose id is ``call_id`` (unused if there is no request).
-    """
-
-    queue: QueueName
-    mode: QueueMode
-    defaults: Settings
-    owed: OwedWork
-    call_id: str
-
-
-class ConsumeNotices(_Data, frozen=True):
-    owed: OwedWork
-
-
-class AppendBlock(_Data, frozen=True):
-    block: AssistantBlock
-
-
-class FinishResponse(_Data, frozen=True):
-    """The end of a response in one transaction: its last finished blocks, its measurement,
-    and — when nothing else can follow — the settlement (checked inside the transaction: it
-    settles only if nothing is queued or pending). Nothing acts on a finished block before the
-    response ends, so committing the last ones with the end keeps every durability promise
-    while saving fsyncs."""
-
-    blocks: tuple[AssistantBlock, ...] = ()
-    tokens: Tokens | None = None
-    settle: bool = False
-
-
-class DispatchBatch(_Data, frozen=True):
-    """The whole batch durable before any call runs (invariant 8)."""
-
-    calls: tuple[PendingToolCall, ...]
-    owed: OwedWork
-
-
-class CommitToolResult(_Data, frozen=True):
-    """One result, in batch order: the first claimed result wins; the pending entry goes."""
-
-    pending: PendingToolCall
-    result: ToolResultMessage
-    owed_after: OwedWork | None = None  # set on the batch's last result
-
-
-class AnswerCalls(_Data, frozen=True):
-    """Answer calls that will never run (a response that did not end in ``tool_call``, an
-    abort, a failed turn). ``calls[i]`` is the call ``results[i]`` answers, under the durable
-    id it gets now, so ``after_tool_call_transact`` runs for it in this transaction."""
-
-    results: tuple[ToolResultMessage, ...]
-    calls: tuple[PendingToolCall, ...] = ()
-
-
-class AppendFailureNote(_Data, frozen=True):
-    message: str
-
-
-class Settle(_Data, frozen=True):
-    """Erase the owed fact — only if nothing is queued or pending (checked in the tx)."""
-
-
-class ReplaceWithCompaction(_Data, frozen=True):
-    through_position: int
-    messages: tuple[Message, ...]
-    owes_answer: bool
-    owed: OwedWork
-
-
-Plan: TypeAlias = (
-    StageOwed
-    | ConsumeQueue
-    | ConsumeNotices
-    | AppendBlock
-    | FinishResponse
-    | DispatchBatch
-    | CommitToolResult
-    | AnswerCalls
-    | AppendFailureNote
-    | Settle
-    | ReplaceWithCompaction
-)
-
-# -- plan results --------------------------------------------------------------------------
-
-
-class Consumed(_Data, frozen=True):
-    """What a consumption committed. ``reset`` ⇒ ``records`` is the whole new conversation;
-    otherwise ``records`` were appended. ``outranked``: consuming send found durable steering
-    this instance had not heard of yet (say, a hook's own steer still in the mailbox), so it
-    consumed nothing; these are the steering entries to take first."""
-
-    records: tuple[ConversationRecord, ...]
-    settings: Settings
-    remaining: tuple[QueuedMessage, ...]
-    reset: bool = False
-    outranked: tuple[QueuedMessage, ...] = ()
-
-
-class Appended(_Data, frozen=True):
-    """What an append committed. ``queued``: for a response's end, every message durably
-    queued at that moment, so input this instance has not heard of yet (a hook's own steer
-    still in the mailbox) joins the same turn instead of waiting for settlement."""
-
-    records: tuple[ConversationRecord, ...]
-    settled: bool = False
-    queued: tuple[QueuedMessage, ...] = ()
-
-
-class Settled(_Data, frozen=True):
-    settled: bool
 
 
 # -- events --------------------------------------------------------------------------------

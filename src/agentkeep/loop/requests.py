@@ -17,10 +17,12 @@ from collections.abc import Sequence
 
 import msgspec
 
-from agentkeep.persistence.records import BlockRecord, ConversationRecord, QueuedMessage
-from agentkeep.providers.types import (
+from agentkeep.model import (
+    BlockRecord,
+    ConversationRecord,
     Message,
     QueueableMessage,
+    QueuedMessage,
     ToolCallBlock,
     ToolCallRequestBlock,
     UserMessage,

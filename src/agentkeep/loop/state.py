@@ -12,9 +12,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from agentkeep.loop.batch import ToolBatch
-from agentkeep.loop.messages import AnswerCalls, Commit, Effect, Plan, QueueMode
+from agentkeep.loop.messages import Commit, Effect
+from agentkeep.loop.plans import AnswerCalls, Plan, QueueMode
 from agentkeep.loop.response import ResponseAssembler
-from agentkeep.persistence.records import (
+from agentkeep.model import (
+    AssistantBlock,
     ConversationRecord,
     OwedStage,
     OwedWork,
@@ -23,8 +25,10 @@ from agentkeep.persistence.records import (
     QueuedNotice,
     QueueName,
     Settings,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
 )
-from agentkeep.providers.types import AssistantBlock, TextBlock, ToolCallBlock, ToolResultMessage
 
 ABORTED_CALL = "The tool call was aborted."
 UNDISPATCHED_CALL = "The response ended before this tool call was dispatched."

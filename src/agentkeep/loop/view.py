@@ -5,21 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentkeep.loop.requests import without_requests
-from agentkeep.persistence.records import (
+from agentkeep.model import (
+    AssistantMessage,
     BlockRecord,
     CompactionRecord,
     ConversationRecord,
+    Message,
     PendingToolCall,
     SystemRecord,
+    ToolCallBlock,
     ToolRecord,
+    ToolResultMessage,
     UserRecord,
     rebuild_messages,
-)
-from agentkeep.providers.types import (
-    AssistantMessage,
-    Message,
-    ToolCallBlock,
-    ToolResultMessage,
 )
 
 

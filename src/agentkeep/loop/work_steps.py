@@ -7,23 +7,21 @@ from collections.abc import Sequence
 from agentkeep.loop.batch import ToolBatch
 from agentkeep.loop.messages import (
     CancelTools,
-    CommitToolResult,
     CompactionFinished,
     CompactionResolved,
-    DispatchBatch,
     Emit,
-    ReplaceWithCompaction,
-    StageOwed,
     StartCompaction,
     StartTools,
 )
+from agentkeep.loop.plans import CommitToolResult, DispatchBatch, ReplaceWithCompaction, StageOwed
 from agentkeep.loop.requests import calls_recorded
 from agentkeep.loop.state import ABORTED_CALL, LoopState
 from agentkeep.loop.view import provider_view
-from agentkeep.persistence.records import ConversationRecord, PendingToolCall
-from agentkeep.providers.types import (
+from agentkeep.model import (
     CompactionCancelled,
     CompactionCompleted,
+    ConversationRecord,
+    PendingToolCall,
     ToolCallEnd,
     ToolCallStart,
 )

@@ -13,8 +13,8 @@ from typing import Any, cast
 
 import apsw
 
+from agentkeep.model import ArchivedEpoch, ArchiveReason, Settings
 from agentkeep.persistence.codec import decode_record, decode_settings, encode, now_ms
-from agentkeep.persistence.records import ArchivedEpoch, ArchiveReason, Settings
 
 
 class ArchivedHistory:

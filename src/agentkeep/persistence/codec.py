@@ -13,16 +13,17 @@ from typing import Any
 import apsw
 import msgspec
 
-from agentkeep.persistence.faults import FaultInjector
-from agentkeep.persistence.records import (
+from agentkeep.model import (
     AgentRow,
     ConversationRecord,
     OwedWork,
     QueuedMessage,
     QueuedNotice,
     Settings,
+    ToolCallBlock,
+    ToolResultMessage,
 )
-from agentkeep.providers.types import ToolCallBlock, ToolResultMessage
+from agentkeep.persistence.faults import FaultInjector
 
 # One encoder for everything: sorted keys make equal values encode to equal text, which
 # write_owed (skip identical) and kv_compare_and_set (compare in SQL) rely on.

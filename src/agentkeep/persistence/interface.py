@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from agentkeep.persistence.records import (
+from agentkeep.model import (
     AgentRow,
     ArchivedEpoch,
     ArchiveReason,
@@ -31,8 +31,8 @@ from agentkeep.persistence.records import (
     QueuedNotice,
     QueueName,
     Settings,
+    ToolResultMessage,
 )
-from agentkeep.providers.types import ToolResultMessage
 
 T = TypeVar("T")
 

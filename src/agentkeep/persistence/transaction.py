@@ -16,6 +16,18 @@ import apsw
 import msgspec
 
 from agentkeep.errors import ExpiredScopeError, StoreError, UnknownAgentError
+from agentkeep.model import (
+    AgentRow,
+    ConversationRecord,
+    JSONObject,
+    OwedWork,
+    PendingToolCall,
+    QueuedMessage,
+    QueuedNotice,
+    QueueName,
+    Settings,
+    ToolResultMessage,
+)
 from agentkeep.persistence.archive import ArchivedHistory
 from agentkeep.persistence.codec import (
     Statements,
@@ -35,18 +47,6 @@ from agentkeep.persistence.codec import (
     prefix_upper_bound,
 )
 from agentkeep.persistence.kv import agent_prefix
-from agentkeep.persistence.records import (
-    AgentRow,
-    ConversationRecord,
-    JSONObject,
-    OwedWork,
-    PendingToolCall,
-    QueuedMessage,
-    QueuedNotice,
-    QueueName,
-    Settings,
-)
-from agentkeep.providers.types import ToolResultMessage
 
 __all__ = ["ReadOnlyTransactionError", "SqliteTransaction", "Statements"]
 

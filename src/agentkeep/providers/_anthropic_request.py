@@ -15,15 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from agentkeep.providers._wire import (
-    description_of,
-    framed_text,
-    loads_vendor,
-    parse_arguments,
-    schema_of,
-    wire_name,
-)
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AgentMessage,
     AssistantMessage,
     CompactionMessage,
@@ -40,6 +32,14 @@ from agentkeep.providers.types import (
     ToolResultMessage,
     UserMessage,
     input_blocks,
+)
+from agentkeep.providers._wire import (
+    description_of,
+    framed_text,
+    loads_vendor,
+    parse_arguments,
+    schema_of,
+    wire_name,
 )
 
 CACHE_MARKER: dict[str, str] = {"type": "ephemeral"}

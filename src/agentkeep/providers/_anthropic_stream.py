@@ -36,10 +36,7 @@ from anthropic.types import (
 )
 from anthropic.types import TextBlock as VendorTextBlock
 
-from agentkeep.providers._errors import connection_lost
-from agentkeep.providers._wire import ToolNames, dumps_vendor, is_json_object
-from agentkeep.providers.retry import AttemptOutcome
-from agentkeep.providers.types import (
+from agentkeep.model import (
     Done,
     DoneState,
     ProviderErrorInfo,
@@ -60,7 +57,10 @@ from agentkeep.providers.types import (
     Usage,
     done_error,
 )
-from agentkeep.providers.types import TextDelta as AkTextDelta
+from agentkeep.model import TextDelta as AkTextDelta
+from agentkeep.providers._errors import connection_lost
+from agentkeep.providers._wire import ToolNames, dumps_vendor, is_json_object
+from agentkeep.providers.retry import AttemptOutcome
 
 # stop_reason → (done state, end_turn). pause_turn: a long server-tool turn paused; the turn is
 # not over, so the caller should request again with this response appended.

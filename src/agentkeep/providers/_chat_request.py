@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentkeep.providers._wire import description_of, framed_text, schema_of, wire_name
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AgentMessage,
     AssistantMessage,
     CompactionMessage,
@@ -32,6 +31,7 @@ from agentkeep.providers.types import (
     UserMessage,
     input_blocks,
 )
+from agentkeep.providers._wire import description_of, framed_text, schema_of, wire_name
 
 Json = dict[str, Any]
 IMAGE_PLACEHOLDER = "[image omitted: this server takes text-only tool results]"

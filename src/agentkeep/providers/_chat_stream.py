@@ -19,10 +19,7 @@ from dataclasses import dataclass, field
 from openai.types.chat import ChatCompletionChunk
 from openai.types.chat.chat_completion_chunk import ChoiceDelta
 
-from agentkeep.providers._errors import connection_lost
-from agentkeep.providers._wire import ToolNames, is_json_object
-from agentkeep.providers.retry import AttemptOutcome
-from agentkeep.providers.types import (
+from agentkeep.model import (
     Done,
     DoneState,
     ProviderErrorInfo,
@@ -41,6 +38,9 @@ from agentkeep.providers.types import (
     Usage,
     done_error,
 )
+from agentkeep.providers._errors import connection_lost
+from agentkeep.providers._wire import ToolNames, is_json_object
+from agentkeep.providers.retry import AttemptOutcome
 
 _FINISH_STATES: dict[str, DoneState] = {
     "stop": "normal",

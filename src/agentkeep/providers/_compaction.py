@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.types import (
+from agentkeep.model import (
     CompactionCancelled,
     CompactionCompleted,
     CompactionFailed,
@@ -27,6 +26,7 @@ from agentkeep.providers.types import (
     Usage,
     UserMessage,
 )
+from agentkeep.providers.protocol import CancelToken
 
 SUMMARY_REQUEST = (
     "Summarise the conversation so far so that it can replace the conversation itself. Keep "

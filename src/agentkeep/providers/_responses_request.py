@@ -15,14 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentkeep.providers._wire import (
-    description_of,
-    framed_text,
-    loads_vendor,
-    schema_of,
-    wire_name,
-)
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AgentMessage,
     AssistantMessage,
     CompactionMessage,
@@ -39,6 +32,13 @@ from agentkeep.providers.types import (
     ToolResultMessage,
     UserMessage,
     input_blocks,
+)
+from agentkeep.providers._wire import (
+    description_of,
+    framed_text,
+    loads_vendor,
+    schema_of,
+    wire_name,
 )
 
 Json = dict[str, Any]

@@ -36,10 +36,7 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
 )
 
-from agentkeep.providers._errors import classify, connection_lost, now_ms
-from agentkeep.providers._wire import ToolNames, dumps_vendor, is_json_object
-from agentkeep.providers.retry import AttemptOutcome
-from agentkeep.providers.types import (
+from agentkeep.model import (
     Done,
     ProviderErrorInfo,
     ReasoningDelta,
@@ -59,6 +56,9 @@ from agentkeep.providers.types import (
     Usage,
     done_error,
 )
+from agentkeep.providers._errors import classify, connection_lost, now_ms
+from agentkeep.providers._wire import ToolNames, dumps_vendor, is_json_object
+from agentkeep.providers.retry import AttemptOutcome
 
 
 @dataclass

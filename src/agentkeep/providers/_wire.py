@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AgentMessage,
     ImageBlock,
     Message,

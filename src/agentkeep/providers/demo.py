@@ -16,8 +16,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from agentkeep.providers.responding import RespondingModel, count_conversation
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AssistantMessage,
     Context,
     Done,
@@ -38,6 +37,7 @@ from agentkeep.providers.types import (
     Usage,
     UserMessage,
 )
+from agentkeep.providers.responding import RespondingModel, count_conversation
 
 DEMO_PROVIDER = "demo"
 DEMO_MODEL = "demo-1"

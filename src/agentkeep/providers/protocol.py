@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol, runtime_checkable
 
-from agentkeep.providers.types import (
+from agentkeep.model import (
     CompactionOutcome,
     Context,
     Selection,

@@ -29,9 +29,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from agentkeep.providers.local_session import GuardedStream, RawEvent, SessionRules
-from agentkeep.providers.protocol import CancelToken, NamedModels, Session
-from agentkeep.providers.types import (
+from agentkeep.model import (
     DONE_CANCELLED,
     AgentMessage,
     AssistantMessage,
@@ -64,6 +62,8 @@ from agentkeep.providers.types import (
     UserMessage,
     done_error,
 )
+from agentkeep.providers.local_session import GuardedStream, RawEvent, SessionRules
+from agentkeep.providers.protocol import CancelToken, NamedModels, Session
 
 CompactionMode: TypeAlias = Literal["summary", "fail", "cancel", "hang"]
 Range: TypeAlias = float | tuple[float, float]

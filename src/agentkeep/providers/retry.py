@@ -21,8 +21,7 @@ import random
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.types import (
+from agentkeep.model import (
     DONE_CANCELLED,
     BlockReset,
     BlockStart,
@@ -34,6 +33,7 @@ from agentkeep.providers.types import (
     TokenUsage,
     done_error,
 )
+from agentkeep.providers.protocol import CancelToken
 
 DEFAULT_MAX_RETRIES = 10
 MAX_RETRIES_CAP = 100

@@ -18,8 +18,7 @@ from typing import TypeAlias, cast, get_args
 
 import msgspec
 
-from agentkeep.providers.local_session import END_WITHOUT_DONE, EndWithoutDone
-from agentkeep.providers.types import (
+from agentkeep.model import (
     BlockReset,
     BlockStart,
     BlockStop,
@@ -49,6 +48,7 @@ from agentkeep.providers.types import (
     Usage,
     done_error,
 )
+from agentkeep.providers.local_session import END_WITHOUT_DONE, EndWithoutDone
 
 
 class Hang:

@@ -14,17 +14,7 @@ from typing import TypeAlias
 
 import msgspec
 
-from agentkeep.providers.local_session import GuardedStream, RawEvent, SessionRules
-from agentkeep.providers.protocol import CancelToken, NamedModels, Session
-from agentkeep.providers.responding import LOCAL_MODEL
-from agentkeep.providers.script import (
-    Hang,
-    Raise,
-    ScriptedCall,
-    ScriptedResponse,
-    ScriptStep,
-)
-from agentkeep.providers.types import (
+from agentkeep.model import (
     DONE_CANCELLED,
     CompactionCancelled,
     CompactionFailed,
@@ -37,6 +27,16 @@ from agentkeep.providers.types import (
     ToolCallEnd,
     ToolCallStart,
     done_error,
+)
+from agentkeep.providers.local_session import GuardedStream, RawEvent, SessionRules
+from agentkeep.providers.protocol import CancelToken, NamedModels, Session
+from agentkeep.providers.responding import LOCAL_MODEL
+from agentkeep.providers.script import (
+    Hang,
+    Raise,
+    ScriptedCall,
+    ScriptedResponse,
+    ScriptStep,
 )
 
 ResponseScript: TypeAlias = (

@@ -28,7 +28,7 @@ from typing import Any, TypeAlias, TypeVar
 
 from agentkeep.admission import Admission
 from agentkeep.errors import AgentClosedError, StoreClosedError
-from agentkeep.ids import new_id
+from agentkeep.model import new_id
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.registry import tables

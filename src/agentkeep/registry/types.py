@@ -21,7 +21,7 @@ from __future__ import annotations
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from agentkeep.persistence.records import JSONObject
+from agentkeep.model import JSONObject
 
 #: The driver a definition uses when it names none: agentkeep's own durable loop.
 DEFAULT_DRIVER_ID = "agentkeep"

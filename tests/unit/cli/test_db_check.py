@@ -10,9 +10,15 @@ from typing import Any
 import pytest
 
 from agentkeep.delivery import user
+from agentkeep.model import (
+    BlockRecord,
+    QueuedMessage,
+    TextBlock,
+    ToolCallBlock,
+    ToolRecord,
+    ToolResultMessage,
+)
 from agentkeep.persistence import Store, Transaction
-from agentkeep.persistence.records import BlockRecord, QueuedMessage, ToolRecord
-from agentkeep.providers.types import TextBlock, ToolCallBlock, ToolResultMessage
 
 REPORT_FIELDS = {"ok", "path", "integrity", "agents", "problems", "notes", "advice"}
 

@@ -9,8 +9,7 @@ import pytest
 
 from agentkeep.cli.tools import Ledger, ToolEnvironment, build_tools, evaluate
 from agentkeep.delivery import user
-from agentkeep.providers.demo import HELP_ANSWER, DemoModel, plan_calls, summarise_results
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AssistantMessage,
     Context,
     Done,
@@ -22,6 +21,7 @@ from agentkeep.providers.types import (
     ToolCallStart,
     ToolResultMessage,
 )
+from agentkeep.providers.demo import HELP_ANSWER, DemoModel, plan_calls, summarise_results
 from agentkeep.tools import BasicToolContext, run_tool, validate_arguments
 
 

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 import agentkeep as ak
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AssistantMessage,
     Message,
     SystemMessage,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 import agentkeep as ak
+from agentkeep.model import Done, StreamEvent, ToolResultMessage
 from agentkeep.providers import script
-from agentkeep.providers.types import Done, StreamEvent, ToolResultMessage
 
 from .conftest import World, roles, text_of
 
@@ -30,9 +30,7 @@ def test_abort_mid_stream_keeps_finished_blocks_drops_the_open_one_and_ends_once
     world: World,
 ) -> None:
     log = EventLog()
-    world.model.add(
-        script.hang(before=[*script.text("kept").steps[:-1], ak.providers.types.TextStart()])
-    )
+    world.model.add(script.hang(before=[*script.text("kept").steps[:-1], ak.TextStart()]))
     system = world.open(features=[log])
     agent = system.create()
     agent.send(ak.user("go"))

@@ -32,18 +32,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import agentkeep as ak
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import BlockRecord, OwedWork, ToolRecord, UserRecord
-from agentkeep.providers import script
-from agentkeep.providers.types import (
+from agentkeep.model import (
+    BlockRecord,
     Done,
+    OwedWork,
     StreamEvent,
     TextDelta,
     TextEnd,
     TextStart,
     ToolCallBlock,
+    ToolRecord,
     ToolResultMessage,
+    UserRecord,
 )
+from agentkeep.persistence.interface import Transaction
+from agentkeep.providers import script
 
 from .conftest import World, roles, text_of
 

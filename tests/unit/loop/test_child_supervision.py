@@ -24,16 +24,10 @@ import agentkeep as ak
 from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.actors.children import ToolCallActor
 from agentkeep.actors.supervisor import Backoff
-from agentkeep.loop.messages import (
-    CommitFailed,
-    CommitLanded,
-    CommitToolResult,
-    Event,
-    Plan,
-    WorkAccepted,
-)
+from agentkeep.loop.messages import CommitFailed, CommitLanded, Event, WorkAccepted
+from agentkeep.loop.plans import CommitToolResult, Plan
+from agentkeep.model import Context
 from agentkeep.providers import script
-from agentkeep.providers.types import Context
 
 from .conftest import EchoArgs, World, text_of
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import agentkeep as ak
-from agentkeep.persistence.records import CompactionRecord
+from agentkeep.model import CompactionRecord
 from agentkeep.providers import script
 
 from .conftest import World, roles, text_of

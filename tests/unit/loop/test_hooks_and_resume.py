@@ -8,16 +8,17 @@ from collections.abc import Callable, Sequence
 import pytest
 
 import agentkeep as ak
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.records import (
+from agentkeep.model import (
     BlockRecord,
     OwedWork,
     PendingToolCall,
     QueuedMessage,
+    StreamEvent,
+    ToolCallBlock,
     UserRecord,
 )
+from agentkeep.persistence.interface import Transaction
 from agentkeep.providers import script
-from agentkeep.providers.types import StreamEvent, ToolCallBlock
 
 from .conftest import EchoArgs, World, roles, text_of
 

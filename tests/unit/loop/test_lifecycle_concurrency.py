@@ -31,8 +31,8 @@ import pytest
 import agentkeep as ak
 from agentkeep.actors import services
 from agentkeep.admission import Admission
+from agentkeep.model import Context, Done, StreamEvent
 from agentkeep.providers import script
-from agentkeep.providers.types import Context, Done, StreamEvent
 
 from .conftest import EchoArgs, World, text_of
 

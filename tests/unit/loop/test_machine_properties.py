@@ -34,7 +34,6 @@ from agentkeep.chaos.batches import BatchingModel
 from agentkeep.chaos.mutants import results_in_finish_order
 from agentkeep.delivery import accept_message
 from agentkeep.errors import CommitOutcomeUnknownError
-from agentkeep.loop import plans
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.messages import (
     AbortRequested,
@@ -58,29 +57,28 @@ from agentkeep.loop.messages import (
     ToolRun,
     WorkAccepted,
 )
-from agentkeep.persistence.readers import open_connection
-from agentkeep.persistence.records import (
+from agentkeep.model import (
     AgentRow,
     BlockRecord,
     CompactionRecord,
+    Context,
     MessageOptions,
+    Selection,
+    SessionOptions,
     Settings,
+    StreamEvent,
     SystemRecord,
+    TextBlock,
+    ToolCallBlock,
     ToolRecord,
+    ToolResultMessage,
     UserRecord,
 )
+from agentkeep.persistence.readers import open_connection
 from agentkeep.persistence.schema import migrate
 from agentkeep.persistence.transaction import SqliteTransaction, Statements
 from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.types import (
-    Context,
-    Selection,
-    SessionOptions,
-    StreamEvent,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultMessage,
-)
+from agentkeep.runtime import commit_plans
 
 T = TypeVar("T")
 AGENT = "agentone"
@@ -148,12 +146,18 @@ class Process:
         match effect:
             case LoadState():
                 return [
-                    Loaded(snapshot=self.disk.transact(lambda tx: plans.load_snapshot(tx, AGENT)))
+                    Loaded(
+                        snapshot=self.disk.transact(
+                            lambda tx: commit_plans.load_snapshot(tx, AGENT)
+                        )
+                    )
                 ]
             case Commit(plan=plan):
                 try:
                     value = self.disk.transact(
-                        lambda tx: plans.execute(tx, AGENT, plan, plans.KeepEverything())
+                        lambda tx: commit_plans.execute(
+                            tx, AGENT, plan, commit_plans.KeepEverything()
+                        )
                     )
                 except CommitOutcomeUnknownError as error:
                     return [CommitFailed(plan=plan, message=str(error), outcome_unknown=True)]

@@ -8,46 +8,46 @@ import agentkeep as ak
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.messages import (
     AbortRequested,
-    AnswerCalls,
-    Appended,
     CancelInference,
     CancelTools,
     Commit,
     CommitLanded,
-    Consumed,
-    ConsumeQueue,
-    DispatchBatch,
     Emit,
-    FinishResponse,
     HookFinished,
     Loaded,
     LoadState,
     LoopStopped,
     Observe,
     RunHook,
-    Snapshot,
     StartInference,
     StartTools,
     StreamEventArrived,
     ToolFinished,
     WorkAccepted,
 )
-from agentkeep.persistence.records import (
+from agentkeep.loop.plans import (
+    AnswerCalls,
+    Appended,
+    Consumed,
+    ConsumeQueue,
+    DispatchBatch,
+    FinishResponse,
+    Snapshot,
+)
+from agentkeep.model import (
     BlockRecord,
+    Done,
     QueuedMessage,
     Settings,
-    ToolRecord,
-    UserRecord,
-)
-from agentkeep.providers.types import (
-    Done,
     TextBlock,
     TextEnd,
     Tokens,
     ToolCallBlock,
     ToolCallEnd,
     ToolCallStart,
+    ToolRecord,
     ToolResultMessage,
+    UserRecord,
 )
 
 DEFAULTS = Settings(provider="local", model="gym-1")

@@ -12,9 +12,9 @@ from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.actors.supervisor import Backoff
 from agentkeep.loop.messages import ToolFinished
 from agentkeep.loop.state import FAILED_TURN_CALL
+from agentkeep.model import Message, ToolResultMessage
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.providers import script
-from agentkeep.providers.types import Message, ToolResultMessage
 
 from .conftest import EchoArgs, World, counting_tool, roles, text_of
 

@@ -19,51 +19,51 @@ from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.actors.supervisor import Backoff
 from agentkeep.delivery import accept_message
 from agentkeep.errors import CommitOutcomeUnknownError
-from agentkeep.ids import is_valid_id
-from agentkeep.loop import plans
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.messages import (
     AbortRequested,
-    AnswerCalls,
     Commit,
     CommitLanded,
-    CommitToolResult,
-    Consumed,
-    ConsumeQueue,
-    DispatchBatch,
     Emit,
     HookFinished,
     Loaded,
-    Snapshot,
     Start,
     StartInference,
     StartTools,
     ToolFinished,
     WorkAccepted,
 )
+from agentkeep.loop.plans import (
+    AnswerCalls,
+    CommitToolResult,
+    Consumed,
+    ConsumeQueue,
+    DispatchBatch,
+    Snapshot,
+)
 from agentkeep.loop.state import ABORTED_CALL
 from agentkeep.loop.view import provider_view
-from agentkeep.persistence.records import (
+from agentkeep.model import (
+    AgentMessage,
+    AssistantMessage,
+    Author,
     BlockRecord,
+    Message,
     MessageOptions,
     OwedWork,
     QueuedMessage,
     Settings,
-    UserRecord,
-)
-from agentkeep.providers import script
-from agentkeep.providers.types import (
-    AgentMessage,
-    AssistantMessage,
-    Author,
-    Message,
     ToolCallBlock,
     ToolCallEnd,
     ToolCallRequestBlock,
     ToolCallStart,
     ToolResultMessage,
     UserMessage,
+    UserRecord,
+    is_valid_id,
 )
+from agentkeep.providers import script
+from agentkeep.runtime import commit_plans
 
 from .conftest import World, counting_tool, roles, text_of, tool_calls
 from .test_machine_properties import AGENT, LoopMachine
@@ -476,7 +476,9 @@ def test_a_restart_between_acceptance_and_dispatch_runs_the_recorded_call(world:
         owed=OwedWork(stage="inference"),
         call_id="recordedcall",
     )
-    system.store.transact(lambda tx: plans.execute(tx, agent.id, consume, plans.KeepEverything()))
+    system.store.transact(
+        lambda tx: commit_plans.execute(tx, agent.id, consume, commit_plans.KeepEverything())
+    )
     system.close(timeout_seconds=TIMEOUT)
 
     world.model.add(script.text("after restart"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import agentkeep as ak
-from agentkeep.persistence.records import MessageOptions
+from agentkeep.model import MessageOptions
 from agentkeep.providers import script
 
 from .conftest import World, text_of

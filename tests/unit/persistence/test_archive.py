@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from agentkeep.model import AgentRow, Settings, TextBlock, UserMessage, UserRecord
 from agentkeep.persistence import ReadOnlyTransactionError, Store
-from agentkeep.persistence.records import AgentRow, Settings, UserRecord
-from agentkeep.providers.types import TextBlock, UserMessage
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ from agentkeep.errors import (
     StoreDamagedError,
     StoreError,
 )
+from agentkeep.model import AgentRow
 from agentkeep.persistence import DATABASE_NAME, MIGRATIONS, Migration, Store
 from agentkeep.persistence.readonly import ReadOnlyStore
-from agentkeep.persistence.records import AgentRow
 from agentkeep.persistence.transaction import ReadOnlyTransactionError
 
 from .damage import flip_bytes, make_store
@@ -28,7 +28,7 @@ from .damage import flip_bytes, make_store
 _OWNER = """
 import sys
 from agentkeep.persistence import Store
-from agentkeep.persistence.records import AgentRow
+from agentkeep.model import AgentRow
 store = Store.open(sys.argv[1])
 print("owned", flush=True)
 sys.stdin.readline()

@@ -11,9 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentkeep.persistence import Store
-from agentkeep.persistence.codec import encode as _encode
-from agentkeep.persistence.records import (
+from agentkeep.model import (
     RECORD_TYPES,
     AgentRow,
     ConversationRecord,
@@ -21,8 +19,10 @@ from agentkeep.persistence.records import (
     PendingToolCall,
     QueuedMessage,
     Settings,
+    ToolCallRequestBlock,
 )
-from agentkeep.providers.types import ToolCallRequestBlock
+from agentkeep.persistence import Store
+from agentkeep.persistence.codec import encode as _encode
 
 json_leaves = (
     st.none()

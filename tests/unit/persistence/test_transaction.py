@@ -9,8 +9,7 @@ import apsw
 import pytest
 
 from agentkeep.errors import ExpiredScopeError, UnknownAgentError
-from agentkeep.persistence import ReadOnlyTransactionError, Store, Transaction, agent_prefix
-from agentkeep.persistence.records import (
+from agentkeep.model import (
     AgentRow,
     BlockRecord,
     CompactionRecord,
@@ -19,16 +18,15 @@ from agentkeep.persistence.records import (
     QueuedMessage,
     QueuedNotice,
     Settings,
-    SystemRecord,
-    UserRecord,
-)
-from agentkeep.providers.types import (
     SystemMessage,
+    SystemRecord,
     TextBlock,
     ToolCallBlock,
     ToolResultMessage,
     UserMessage,
+    UserRecord,
 )
+from agentkeep.persistence import ReadOnlyTransactionError, Store, Transaction, agent_prefix
 
 
 @pytest.fixture

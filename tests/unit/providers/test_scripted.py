@@ -9,8 +9,7 @@ from typing import get_args
 import pytest
 
 from agentkeep.errors import ProviderSessionBusyError, ProviderSessionClosedError
-from agentkeep.providers import CancelToken, ScriptedModel, script
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AssistantMessage,
     BlockReset,
     BlockStart,
@@ -45,6 +44,7 @@ from agentkeep.providers.types import (
     Usage,
     UserMessage,
 )
+from agentkeep.providers import CancelToken, ScriptedModel, script
 
 OPTIONS = SessionOptions(instructions="Be useful.", tools=(ToolDescriptor(name="add"),))
 SELECTION = Selection(model="gym-1", effort="low")

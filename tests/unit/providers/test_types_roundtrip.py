@@ -1,7 +1,7 @@
 """Every protocol value survives msgspec JSON unchanged (opaque payloads byte for byte).
 
 Strategies are derived from msgspec's own view of each type (``msgspec.inspect``), so a field
-added to ``providers/types.py`` is covered without touching this file.
+added to the protocol modules of ``agentkeep.model`` is covered without touching this file.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentkeep.providers import types as protocol
+from agentkeep.model import content, selection, stream
+
+# The provider protocol's values live in these modules of the domain layer.
+PROTOCOL_MODULES = (content, stream, selection)
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 FLOATS = st.floats(allow_nan=False, allow_infinity=False)
@@ -64,11 +67,12 @@ def _public_structs() -> list[type[msgspec.Struct]]:
     return sorted(
         (
             value
-            for name, value in vars(protocol).items()
+            for module in PROTOCOL_MODULES
+            for name, value in vars(module).items()
             if isinstance(value, type)
             and issubclass(value, msgspec.Struct)
             and not name.startswith("_")
-            and value.__module__ == protocol.__name__
+            and value.__module__ == module.__name__
         ),
         key=lambda cls: cls.__name__,
     )
@@ -77,7 +81,8 @@ def _public_structs() -> list[type[msgspec.Struct]]:
 def _unions() -> dict[str, Any]:
     return {
         name: value
-        for name, value in vars(protocol).items()
+        for module in PROTOCOL_MODULES
+        for name, value in vars(module).items()
         if not name.startswith("_")
         and isinstance(value, pytypes.UnionType | type(typing.Union[int, str]))  # noqa: UP007
         and all(
@@ -119,11 +124,11 @@ def test_every_tagged_union_round_trips_through_json(name: str, data: st.DataObj
 
 @given(payload=st.text())
 def test_opaque_payloads_are_kept_byte_for_byte(payload: str) -> None:
-    block = protocol.ReasoningBlock(text=None, reasoning=payload, vendor=payload)
-    message = protocol.AssistantMessage(content=(block,))
-    decoded = msgspec.json.decode(msgspec.json.encode(message), type=protocol.Message)
-    assert isinstance(decoded, protocol.AssistantMessage)
+    block = content.ReasoningBlock(text=None, reasoning=payload, vendor=payload)
+    message = content.AssistantMessage(content=(block,))
+    decoded = msgspec.json.decode(msgspec.json.encode(message), type=content.Message)
+    assert isinstance(decoded, content.AssistantMessage)
     (kept,) = decoded.content
-    assert isinstance(kept, protocol.ReasoningBlock)
+    assert isinstance(kept, content.ReasoningBlock)
     assert kept.reasoning is not None
     assert kept.reasoning.encode() == payload.encode()

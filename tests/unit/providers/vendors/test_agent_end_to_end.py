@@ -63,14 +63,7 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.chaos import FaultInjection, FaultPlan
-from agentkeep.providers import (
-    AnthropicProvider,
-    OpenAICompatibleProvider,
-    OpenAIProvider,
-    ProviderKind,
-)
-from agentkeep.providers.retry import RetryPolicy
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AssistantMessage,
     Message,
     ReasoningBlock,
@@ -79,6 +72,13 @@ from agentkeep.providers.types import (
     ToolResultMessage,
     UserMessage,
 )
+from agentkeep.providers import (
+    AnthropicProvider,
+    OpenAICompatibleProvider,
+    OpenAIProvider,
+    ProviderKind,
+)
+from agentkeep.providers.retry import RetryPolicy
 
 AGENT = "agent1"
 QUESTION = "What is the weather in Oslo? Tell the team."

@@ -8,10 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentkeep.providers.anthropic import AnthropicProvider
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.retry import RetryPolicy
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AssistantMessage,
     BlockReset,
     BlockStart,
@@ -46,6 +43,9 @@ from agentkeep.providers.types import (
     Usage,
     UserMessage,
 )
+from agentkeep.providers.anthropic import AnthropicProvider
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.retry import RetryPolicy
 
 API_KEY = "sk-ant-test-not-a-real-key"
 SIGNATURE = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds+/Z0n3B4f/8a=="

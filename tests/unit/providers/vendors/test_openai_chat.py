@@ -7,10 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentkeep.providers.openai_chat import OpenAICompatibleProvider
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.retry import RetryPolicy
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AssistantMessage,
     BlockReset,
     BlockStart,
@@ -41,6 +38,9 @@ from agentkeep.providers.types import (
     Usage,
     UserMessage,
 )
+from agentkeep.providers.openai_chat import OpenAICompatibleProvider
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.retry import RetryPolicy
 
 WEATHER = ToolDescriptor(
     name="get_weather",

@@ -8,10 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentkeep.providers.openai_responses import OpenAIProvider
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.retry import RetryPolicy
-from agentkeep.providers.types import (
+from agentkeep.model import (
     AssistantMessage,
     BlockReset,
     BlockStart,
@@ -45,6 +42,9 @@ from agentkeep.providers.types import (
     Usage,
     UserMessage,
 )
+from agentkeep.providers.openai_responses import OpenAIProvider
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.retry import RetryPolicy
 
 API_KEY = "sk-openai-test-not-a-real-key"
 ENCRYPTED = "gAAAAABoX1-encrypted+/reasoning==payload"

@@ -6,17 +6,7 @@ import random
 
 import pytest
 
-from agentkeep.providers._errors import reset_at_ms
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.retry import (
-    Attempt,
-    RetryableFailure,
-    RetryPolicy,
-    backoff_delay_seconds,
-    sleep_on_cancel,
-    stream_with_retries,
-)
-from agentkeep.providers.types import (
+from agentkeep.model import (
     BlockReset,
     BlockStart,
     BlockStop,
@@ -27,6 +17,16 @@ from agentkeep.providers.types import (
     Tokens,
     TokenUsage,
     Usage,
+)
+from agentkeep.providers._errors import reset_at_ms
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.retry import (
+    Attempt,
+    RetryableFailure,
+    RetryPolicy,
+    backoff_delay_seconds,
+    sleep_on_cancel,
+    stream_with_retries,
 )
 
 OVERLOADED = RetryableFailure(

@@ -11,25 +11,17 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from agentkeep.providers.types import (
+from agentkeep.model.content import (
     AssistantBlock,
     AssistantMessage,
     Message,
     QueueableMessage,
-    ReasoningEffort,
-    ServiceTier,
     SystemMessage,
     ToolCallBlock,
     ToolResultMessage,
 )
+from agentkeep.model.selection import MessageOptions, Settings
 
-PermissionMode: TypeAlias = Literal["read_only", "workspace_write", "auto", "full_access"]
-PERMISSION_MODES: tuple[PermissionMode, ...] = (
-    "read_only",
-    "workspace_write",
-    "auto",
-    "full_access",
-)
 QueueName: TypeAlias = Literal["steering", "send"]
 OwedStage: TypeAlias = Literal["inference", "tools", "compaction", "settlement"]
 JSONObject: TypeAlias = dict[str, Any]
@@ -133,16 +125,6 @@ class ArchivedEpoch(_Record, frozen=True):
 # -- queued messages ----------------------------------------------------------------------
 
 
-class MessageOptions(_Record, frozen=True):
-    """Per-message settings; they take effect when the message is consumed and stay."""
-
-    provider: str | None = None
-    model: str | None = None
-    effort: ReasoningEffort | None = None
-    service_tier: ServiceTier | None = None
-    permission_mode: PermissionMode | None = None
-
-
 _NO_OPTIONS = MessageOptions()
 
 
@@ -187,34 +169,6 @@ class PendingToolCall(_Record, frozen=True):
 
 
 # -- per-agent facts ----------------------------------------------------------------------
-
-
-class Settings(_Record, frozen=True):
-    """The effective inference selection, updated by consumed messages."""
-
-    provider: str | None = None
-    model: str | None = None
-    effort: ReasoningEffort | None = None
-    service_tier: ServiceTier | None = None
-    permission_mode: PermissionMode = "auto"
-
-
-def apply_options(settings: Settings, options: MessageOptions) -> Settings:
-    """The selection after a message with ``options`` is consumed: per-message settings take
-    effect when consumed and stay effective."""
-    return Settings(
-        provider=options.provider if options.provider is not None else settings.provider,
-        model=options.model if options.model is not None else settings.model,
-        effort=options.effort if options.effort is not None else settings.effort,
-        service_tier=(
-            options.service_tier if options.service_tier is not None else settings.service_tier
-        ),
-        permission_mode=(
-            options.permission_mode
-            if options.permission_mode is not None
-            else settings.permission_mode
-        ),
-    )
 
 
 class OwedWork(_Record, frozen=True):
@@ -266,7 +220,6 @@ RECORD_TYPES: tuple[type[Any], ...] = (
 
 
 __all__ = [
-    "PERMISSION_MODES",
     "RECORD_TYPES",
     "AgentEnvironment",
     "AgentRow",
@@ -276,19 +229,14 @@ __all__ = [
     "CompactionRecord",
     "ConversationRecord",
     "JSONObject",
-    "MessageOptions",
     "OwedStage",
     "OwedWork",
     "PendingToolCall",
-    "PermissionMode",
     "QueueName",
     "QueuedMessage",
     "QueuedNotice",
-    "Settings",
     "SystemRecord",
-    "ToolCallBlock",
     "ToolRecord",
     "UserRecord",
-    "apply_options",
     "rebuild_messages",
 ]

@@ -1,0 +1,358 @@
+"""The loop's transactions: each plan runs whole inside one store transaction, or not at all.
+
+The loop names what must commit as data (:mod:`agentkeep.loop.plans`); this module, above
+both the loop and the store, says how: :func:`execute` interprets one plan against a
+``Transaction``.
+
+These bodies run in the writer's thread (``StoreHandle.transact``). They read what they decide
+from inside the transaction — never from the caller's memory — so a queue entry another owner
+already consumed, or a result a tool already committed, is seen as it durably is.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from agentkeep.loop.plans import (
+    AnswerCalls,
+    AppendBlock,
+    Appended,
+    AppendFailureNote,
+    CommitToolResult,
+    Consumed,
+    ConsumeNotices,
+    ConsumeQueue,
+    DispatchBatch,
+    FinishResponse,
+    Plan,
+    ReplaceWithCompaction,
+    Settle,
+    Settled,
+    Snapshot,
+    StageOwed,
+)
+from agentkeep.loop.requests import batch_through_request, request_of, requested_call
+from agentkeep.loop.state import FAILURE_NOTE
+from agentkeep.model import (
+    BlockRecord,
+    CompactionRecord,
+    ConversationRecord,
+    PendingToolCall,
+    QueuedMessage,
+    Settings,
+    SystemMessage,
+    SystemRecord,
+    TextBlock,
+    ToolRecord,
+    ToolResultMessage,
+    UserRecord,
+    apply_options,
+)
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.kv import scope_prefix
+
+# Where an agent's scoped stores live in the kv table (all under the agent's own prefix, which
+# re-creating the id wipes).
+KV_AREA = "kv"  # the conversation's store: outlives every run
+RUN_AREA = "run"  # erased by the settlement transaction
+HISTORY_AREA = "history"  # erased when its history leaves the provider view (compaction, reset)
+CALL_AREA = "call"  # one scope per tool call, erased with its result
+
+
+def area_prefix(agent_id: str, area: str, *more: str) -> str:
+    return scope_prefix("agent", agent_id, area, *more)
+
+
+class ConsumptionPolicy(Protocol):
+    """What a consumption needs from the system: the reset rule for provider/model switches
+    (spec §3.11) and the features' hooks that run inside the consumption transaction."""
+
+    def needs_reset(self, previous: Settings, current: Settings) -> bool:
+        """True if the change is incompatible and the history must be erased."""
+        ...
+
+    def model_changed(
+        self, tx: Transaction, previous: Settings, current: Settings, was_reset: bool
+    ) -> SystemMessage | None:
+        """Run the ``model_changed`` hook inside the consumption transaction; it may return
+        the handoff message that opens a reset context. Raising rejects an incompatible
+        switch (the message is still consumed under the previous selection)."""
+        ...
+
+    def message_accepted(self, tx: Transaction, entry: QueuedMessage, settings: Settings) -> None:
+        """Run ``message_accepted_transact`` for ``entry`` as it enters the conversation,
+        inside the consumption transaction; raising rolls the consumption back."""
+        ...
+
+
+class KeepEverything:
+    """A consumption policy for callers without a registry or features: never reset, no
+    hooks."""
+
+    def needs_reset(self, previous: Settings, current: Settings) -> bool:
+        return False
+
+    def model_changed(
+        self, tx: Transaction, previous: Settings, current: Settings, was_reset: bool
+    ) -> SystemMessage | None:
+        return None
+
+    def message_accepted(self, tx: Transaction, entry: QueuedMessage, settings: Settings) -> None:
+        return None
+
+
+class ToolCallHooks(Protocol):
+    """The features' transactional tool-call hooks, run inside a plan's transaction.
+    Raising rolls the whole plan back (``agentkeep.tool_hooks``)."""
+
+    def before_tool_call(self, tx: Transaction, call: PendingToolCall) -> None:
+        """Once per call of a freshly dispatched batch, inside the dispatch transaction."""
+        ...
+
+    def after_tool_call(
+        self, tx: Transaction, call: PendingToolCall, result: ToolResultMessage
+    ) -> None:
+        """Inside the transaction that appends a call's (winning) result — a dispatched
+        call's, or the error answering one that never ran (``AnswerCalls``)."""
+        ...
+
+
+class NoToolCallHooks:
+    """Tool-call hooks for callers without features: nothing runs."""
+
+    def before_tool_call(self, tx: Transaction, call: PendingToolCall) -> None:
+        return None
+
+    def after_tool_call(
+        self, tx: Transaction, call: PendingToolCall, result: ToolResultMessage
+    ) -> None:
+        return None
+
+
+NO_TOOL_CALL_HOOKS = NoToolCallHooks()
+
+
+def load_snapshot(tx: Transaction, agent_id: str, *, records: bool = True) -> Snapshot:
+    """Everything the loop decides from, in one consistent read (records only if asked)."""
+    return Snapshot(
+        records=tuple(tx.load_records(agent_id)) if records else None,
+        record_count=tx.record_count(agent_id),
+        queued=tuple(tx.queued(agent_id)),
+        notices=tuple(tx.notices(agent_id)),
+        pending=tuple(tx.pending_calls(agent_id)),
+        settings=tx.read_settings(agent_id),
+        owed=tx.read_owed(agent_id),
+        context_tokens=tx.read_context_tokens(agent_id),
+    )
+
+
+def execute(
+    tx: Transaction,
+    agent_id: str,
+    plan: Plan,
+    policy: ConsumptionPolicy,
+    hooks: ToolCallHooks = NO_TOOL_CALL_HOOKS,
+) -> Consumed | Appended | Settled | None:
+    """Run one plan inside ``tx``. Raising rolls the whole plan back."""
+    match plan:
+        case StageOwed(owed=owed):
+            tx.write_owed(agent_id, owed)
+            return None
+        case ConsumeQueue():
+            return _consume_queue(tx, agent_id, plan, policy)
+        case ConsumeNotices(owed=owed):
+            records: list[ConversationRecord] = []
+            for notice in tx.notices(agent_id):
+                if tx.remove_notice(agent_id, notice.seq):
+                    records.append(_append(tx, agent_id, SystemRecord(message=notice.message)))
+            if records:
+                tx.write_owed(agent_id, owed)
+            return Appended(records=tuple(records))
+        case AppendBlock(block=block):
+            return Appended(records=(_append(tx, agent_id, BlockRecord(block=block)),))
+        case FinishResponse(blocks=blocks, tokens=tokens, settle=settle):
+            appended = tuple(_append(tx, agent_id, BlockRecord(block=b)) for b in blocks)
+            if tokens is not None:
+                tx.write_context_tokens(agent_id, tokens.total)
+            settled = settle and _settle(tx, agent_id).settled
+            queued = () if settled else tuple(tx.queued(agent_id))
+            return Appended(records=appended, settled=settled, queued=queued)
+        case DispatchBatch(calls=calls, owed=owed):
+            # The whole batch is durable before any call runs (invariant 8).
+            tx.put_pending_calls(agent_id, list(calls))
+            for call in sorted(calls, key=lambda c: c.index):
+                hooks.before_tool_call(tx, call)
+            tx.write_owed(agent_id, owed)
+            return None
+        case CommitToolResult():
+            return _commit_tool_result(tx, agent_id, plan, hooks)
+        case AnswerCalls():
+            return _answer_calls(tx, agent_id, plan, hooks)
+        case AppendFailureNote(message=message):
+            note = SystemMessage(content=(TextBlock(text=FAILURE_NOTE.format(message)),))
+            return Appended(
+                records=(_append(tx, agent_id, SystemRecord(message=note, reason="failure")),)
+            )
+        case Settle():
+            return _settle(tx, agent_id)
+        case ReplaceWithCompaction():
+            _replace_with_compaction(tx, agent_id, plan)
+            return None
+    raise TypeError(f"unknown plan {plan!r}")  # pragma: no cover - the union is exhaustive
+
+
+def _append(tx: Transaction, agent_id: str, record: ConversationRecord) -> ConversationRecord:
+    tx.append_record(agent_id, record)
+    return record
+
+
+def _consume_queue(
+    tx: Transaction, agent_id: str, plan: ConsumeQueue, policy: ConsumptionPolicy
+) -> Consumed:
+    entries = tx.queued(agent_id, plan.queue)
+    if plan.queue == "send" and (steering := tx.queued(agent_id, "steering")):
+        # Steering outranks send by what is durable, not by what the mirror has heard of
+        # yet (invariant 7): consume nothing, and let the loop take the steering first.
+        previous = tx.read_settings(agent_id) or plan.defaults
+        return Consumed(
+            records=(), settings=previous, remaining=tuple(entries), outranked=tuple(steering)
+        )
+    # An all-at-once batch ends at a tool request: nothing later may replace its settings or
+    # come between its call and the call's result.
+    offered = entries[:1] if plan.mode == "one-at-a-time" else batch_through_request(entries)
+    # Claim each entry with an atomic delete: of two owners, exactly one consumes it.
+    claimed: list[QueuedMessage] = [e for e in offered if tx.dequeue(agent_id, plan.queue, e.seq)]
+    previous = tx.read_settings(agent_id) or plan.defaults
+    if not claimed:
+        remaining = tuple(tx.queued(agent_id, plan.queue))
+        return Consumed(records=(), settings=previous, remaining=remaining)
+    current = previous
+    for entry in claimed:
+        current = apply_options(current, entry.options)
+    reset = False
+    records: list[ConversationRecord] = []
+    switched = (current.provider, current.model) != (previous.provider, previous.model)
+    if switched and current.model is not None:
+        reset = policy.needs_reset(previous, current)
+        try:
+            handoff = policy.model_changed(tx, previous, current, reset)
+        except Exception:
+            if not reset:
+                handoff = None  # a compatible switch goes ahead without the hook's say
+            else:
+                # An incompatible switch whose hook failed is rejected: the history
+                # survives and the previous selection stays (the message is consumed).
+                reset, handoff = False, None
+                current = _keep_selection(previous, current)
+        if reset:
+            _restart_history(tx, agent_id, previous)
+            if handoff is not None:
+                records.append(
+                    _append(tx, agent_id, SystemRecord(message=handoff, reason="handoff"))
+                )
+    for entry in claimed:
+        record = UserRecord(message_id=entry.id, message=entry.message, metadata=entry.metadata)
+        records.append(_append(tx, agent_id, record))
+        policy.message_accepted(tx, entry, current)
+        request = request_of(entry.message)
+        if request is not None:
+            # The runtime's own call, in the same transaction: a restart before its dispatch
+            # finds it stranded and dispatches it under this same id.
+            call = requested_call(request, plan.call_id)
+            records.append(_append(tx, agent_id, BlockRecord(block=call)))
+    if current != previous or tx.read_settings(agent_id) is None:
+        tx.write_settings(agent_id, current)
+    tx.write_owed(agent_id, plan.owed)
+    remaining = tuple(tx.queued(agent_id, plan.queue))
+    return Consumed(records=tuple(records), settings=current, remaining=remaining, reset=reset)
+
+
+def _keep_selection(previous: Settings, current: Settings) -> Settings:
+    return Settings(
+        provider=previous.provider,
+        model=previous.model,
+        effort=current.effort,
+        service_tier=current.service_tier,
+        permission_mode=current.permission_mode,
+    )
+
+
+def _restart_history(tx: Transaction, agent_id: str, previous: Settings) -> None:
+    """An incompatible switch restarts what the provider sees: the conversation moves whole
+    into an archived epoch (readable until an explicit purge, never deleted here), and its
+    message identities, history store and measured size go — all inside the consumption
+    transaction."""
+    released = [r.message_id for r in tx.load_records(agent_id) if isinstance(r, UserRecord)]
+    tx.release_message_ids(agent_id, released)
+    tx.archive_records(agent_id, None, reason="model_switch", settings=previous)
+    tx.rewrite_records(agent_id, [])
+    tx.kv_clear(area_prefix(agent_id, HISTORY_AREA))
+    tx.write_context_tokens(agent_id, None)
+
+
+def _commit_tool_result(
+    tx: Transaction, agent_id: str, plan: CommitToolResult, hooks: ToolCallHooks
+) -> Appended:
+    pending = plan.pending
+    # First committed result wins (a tool's own ``call.commit`` may have claimed already).
+    tx.claim_tool_result(agent_id, pending.internal_id, plan.result)
+    winner = tx.tool_result_claim(agent_id, pending.internal_id) or plan.result
+    if winner.call_id != pending.call.call_id:
+        raise ValueError(
+            f"result for call {winner.call_id!r} claimed for call {pending.call.call_id!r}"
+        )
+    if not tx.remove_pending_call(agent_id, pending.internal_id):
+        raise LookupError(f"tool call {pending.internal_id!r} is no longer pending")
+    record = _append(tx, agent_id, ToolRecord(message=winner))
+    hooks.after_tool_call(tx, pending, winner)  # before the call's stores are erased
+    tx.kv_clear(area_prefix(agent_id, CALL_AREA, pending.internal_id))
+    if plan.owed_after is not None:
+        tx.write_owed(agent_id, plan.owed_after)
+    return Appended(records=(record,))
+
+
+def _answer_calls(
+    tx: Transaction, agent_id: str, plan: AnswerCalls, hooks: ToolCallHooks
+) -> Appended:
+    """Results for calls that never ran: each appended, then its ``after_tool_call_transact``
+    (spec: it runs inside the transaction that appends a result), then its call store erased."""
+    records: list[ConversationRecord] = []
+    for index, result in enumerate(plan.results):
+        records.append(_append(tx, agent_id, ToolRecord(message=result)))
+        if index < len(plan.calls):
+            call = plan.calls[index]
+            hooks.after_tool_call(tx, call, result)
+            tx.kv_clear(area_prefix(agent_id, CALL_AREA, call.internal_id))
+    return Appended(records=tuple(records))
+
+
+def _settle(tx: Transaction, agent_id: str) -> Settled:
+    """Settling is committed, never inferred: only when nothing is queued or pending."""
+    if tx.queued(agent_id) or tx.notices(agent_id) or tx.pending_calls(agent_id):
+        return Settled(settled=False)
+    tx.delete_owed(agent_id)
+    tx.kv_clear(area_prefix(agent_id, RUN_AREA))
+    return Settled(settled=True)
+
+
+def _replace_with_compaction(tx: Transaction, agent_id: str, plan: ReplaceWithCompaction) -> None:
+    """Replace records 1..through with the compaction, keeping everything that joined after
+    the snapshot (the boundary is a record count, so another owner's later records stay).
+    The replaced records move into an archived epoch, readable until an explicit purge."""
+    records = tx.load_records(agent_id)
+    erased = records[: plan.through_position]
+    released = [r.message_id for r in erased if isinstance(r, UserRecord)]
+    tx.release_message_ids(agent_id, released)
+    tx.archive_records(
+        agent_id,
+        plan.through_position,
+        reason="compaction",
+        settings=tx.read_settings(agent_id),
+    )
+    tx.kv_clear(area_prefix(agent_id, HISTORY_AREA))
+    suffix_owes = any(isinstance(r, UserRecord) for r in records[plan.through_position :])
+    replacement = CompactionRecord(messages=plan.messages, owes_answer=plan.owes_answer)
+    tx.replace_records(agent_id, plan.through_position, replacement)
+    tx.write_context_tokens(agent_id, None)
+    if plan.owes_answer or suffix_owes:
+        tx.write_owed(agent_id, plan.owed)
