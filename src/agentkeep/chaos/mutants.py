@@ -14,8 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from agentkeep.loop.batch import ToolBatch
-from agentkeep.persistence.records import PendingToolCall
-from agentkeep.providers.types import ToolResultMessage
+from agentkeep.model import PendingToolCall, ToolResultMessage
 
 
 @contextmanager
