@@ -86,6 +86,7 @@ def create_agent(
 
 
 def list_agents(tx: Transaction) -> list[AgentInfo]:
+    """Every (not deleted) agent as ``AgentSystem.agents()`` lists it, read in ``tx``."""
     owing = set(tx.agents_owing_work())
     return [
         AgentInfo(id=r.id, parent_id=r.parent_id, metadata=r.metadata, owes_work=r.id in owing)

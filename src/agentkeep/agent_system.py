@@ -226,6 +226,7 @@ class AgentSystem:
 
     @property
     def home(self) -> Path:
+        """The directory of the system's store."""
         return self._store.home
 
     @property
@@ -600,6 +601,16 @@ class AgentSystem:
     def compact(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
+        """Ask the agent to compact its context (after its current step); with ``wait``,
+        block until that compaction's outcome (callers asking meanwhile share it).
+
+        Raises:
+            UnknownAgentError: the agent was never created.
+            AgentClosedError: the system is closing or closed.
+            AwaitFromOwnLoopError: ``wait`` from inside the agent's own loop.
+            CompactionFailedError: (with ``wait``) the compaction failed or was not confirmed.
+            TimeoutError: (with ``wait``) no outcome within ``timeout_seconds``.
+        """
         self._refuse_own_wait(agent_id, wait)
         with self._admission.operation(), self._admission.agent_operation(agent_id):
             future = self._agents.get_or_make(agent_id).status.add_compaction_waiter()
@@ -634,9 +645,13 @@ class AgentSystem:
         return rebuild_messages(self._read(read))
 
     def settings(self, agent_id: str) -> Settings:
+        """The agent's current settings (the system's defaults until a message chose
+        others). Raises ``UnknownAgentError``."""
         return self._read_agent(agent_id, lambda tx: tx.read_settings(agent_id)) or self._defaults
 
     def context_tokens(self, agent_id: str) -> int | None:
+        """The agent's context size in tokens as last recorded (None while unknown).
+        Raises ``UnknownAgentError``."""
         return self._read_agent(agent_id, lambda tx: tx.read_context_tokens(agent_id))
 
     def state(self, agent_id: str) -> str:
@@ -648,6 +663,7 @@ class AgentSystem:
         return "idle" if owed is None else "owes_work"
 
     def metadata(self, agent_id: str) -> JSONObject:
+        """A copy of the agent's metadata. Raises ``UnknownAgentError``."""
         row = self._read(lambda tx: tx.get_agent(agent_id))
         if row is None:
             raise UnknownAgentError(agent_id)
@@ -668,12 +684,15 @@ class AgentSystem:
             )
 
     def parent_of(self, agent_id: str) -> str | None:
+        """The id of the agent's parent, or None. Raises ``UnknownAgentError``."""
         row = self._read(lambda tx: tx.get_agent(agent_id))
         if row is None:
             raise UnknownAgentError(agent_id)
         return row.parent_id
 
     def children_of(self, agent_id: str) -> list[str]:
+        """The ids of the live (not deleted) agents created with this one as their parent,
+        sorted. Raises ``UnknownAgentError``."""
         return self._read_agent(agent_id, lambda tx: tx.children_of(agent_id))
 
     # -- internals -------------------------------------------------------------------------
