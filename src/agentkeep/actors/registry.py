@@ -65,11 +65,13 @@ class AgentRegistry:
     actors for one agent or hand an agent's held events over out of order. Lock order: this
     lock first, then any of the parts' own locks (``AgentDirectory``, ``HeldEvents``,
     ``PassivationTimers``, an ``AgentStatus``), each a leaf that is never held while calling
-    out. While holding ``_lock`` the registry does call out, in three ways, each safe because
-    the callee never takes ``_lock``: it asks the agents supervisor to start an actor
-    (``SupervisorRef.start_child``: its restart path, :meth:`_spec`, writes ``_actors``
-    without the lock for that reason), it tells an actor (a non-blocking enqueue), and it
-    makes an agent's entry (a snapshot read of the store, which never waits on the writer).
+    out. While holding ``_lock`` the registry itself does call out, in three ways, each safe
+    because the callee never takes ``_lock``: it asks the agents supervisor to start an actor
+    (``SupervisorRef.start_child``, a blocking ask: the restart path, :meth:`_spec`, runs in
+    the supervisor's thread and writes ``_actors`` without the lock for that reason), it
+    tells an actor (a non-blocking enqueue), and it makes an agent's entry (a snapshot read
+    of the store, which never waits on the writer). It never holds ``_lock`` while waiting
+    for an agent to become idle or for an actor to stop.
     ``_supervisor`` is swapped by :meth:`start_tier` in the system supervisor's thread
     without the lock: a caller holding it may be asking the old agents supervisor.
 
@@ -114,9 +116,8 @@ class AgentRegistry:
         the agents supervisor gave up): the old actors are gone by then, so the new tier
         resumes every agent that owes work, plus any held events, from a background thread
         (this one is the system supervisor's, which must not wait on the agents it starts).
-
-        Raises:
-            ChildStartError: the agents supervisor could not start.
+        Raises nothing of its own: the agents supervisor starts with no children, and a
+        failed snapshot of the owed agents is logged (the next open resumes them).
         """
         restarted = self._supervisor is not None
         owed: set[str] = set()
