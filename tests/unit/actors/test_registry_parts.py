@@ -5,8 +5,7 @@ them (``AgentDirectory``), and the idle-grace timers (``PassivationTimers``)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -40,16 +39,6 @@ def test_held_events_are_per_agent_and_dropped_for_a_removed_agent() -> None:
     assert held.agent_ids() == {"b"}
     held.clear()
     assert held.take("b") == []
-
-
-@pytest.fixture
-def system(tmp_path: Path) -> Iterator[ak.AgentSystem]:
-    providers = ak.Providers()
-    providers.add("local", ak.ScriptedModel(), kind="gym")
-    with ak.AgentSystem.open(
-        tmp_path / "state", providers=providers, provider="local", model="gym-1"
-    ) as opened:
-        yield opened
 
 
 def _directory(system: ak.AgentSystem) -> AgentDirectory:
