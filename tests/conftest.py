@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+import agentkeep as ak
 
 settings.register_profile(
     "ci",
@@ -15,3 +20,15 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture
+def system(tmp_path: Path) -> Iterator[ak.AgentSystem]:
+    """An open system over a scripted model with nothing scripted (for tests that run no
+    turn), closed after the test."""
+    providers = ak.Providers()
+    providers.add("local", ak.ScriptedModel(), kind="gym")
+    with ak.AgentSystem.open(
+        tmp_path / "state", providers=providers, provider="local", model="gym-1"
+    ) as opened:
+        yield opened

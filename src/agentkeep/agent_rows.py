@@ -29,7 +29,7 @@ from agentkeep.model import (
 from agentkeep.persistence.interface import StoreHandle, Transaction
 
 if TYPE_CHECKING:
-    from agentkeep.actors.services import AgentServices
+    from agentkeep.actors.hook_contexts import HookContexts
 
 
 class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -92,6 +92,7 @@ def create_agent(
 
 
 def list_agents(tx: Transaction) -> list[AgentInfo]:
+    """Every (not deleted) agent as ``AgentSystem.agents()`` lists it, read in ``tx``."""
     owing = set(tx.agents_owing_work())
     return [
         AgentInfo(id=r.id, parent_id=r.parent_id, metadata=r.metadata, owes_work=r.id in owing)
@@ -102,14 +103,14 @@ def list_agents(tx: Transaction) -> list[AgentInfo]:
 def merge_metadata(
     store: StoreHandle,
     features: FeatureSet,
-    services_for: Callable[[str], AgentServices],
+    contexts_for: Callable[[str], HookContexts],
     defaults: Settings,
     agent_id: str,
     patch: JSONObject,
 ) -> JSONObject:
     """Shallow-merge ``patch`` into the agent's metadata in one transaction, with the
     features' ``metadata_changed_transact`` inside it and ``metadata_changed`` after it.
-    Without such hooks it is a single store write: no per-agent services are made.
+    Without such hooks it is a single store write: the agent's hook contexts are not made.
 
     Raises:
         UnknownAgentError: no such agent.
@@ -120,7 +121,7 @@ def merge_metadata(
     )
     if not hooked:
         return store.transact(lambda tx: _merge(tx, agent_id, patch)[1])
-    services = services_for(agent_id)  # UnknownAgentError for a stranger
+    contexts = contexts_for(agent_id)  # UnknownAgentError for a stranger
 
     def work(tx: Transaction) -> tuple[MetadataChange, Settings]:
         previous, current = _merge(tx, agent_id, patch)
@@ -129,13 +130,13 @@ def merge_metadata(
         if features.overrides("metadata_changed_transact"):
             features.transact(
                 "metadata_changed_transact",
-                lambda f: services.hook_context(f, settings, tx=tx),
+                lambda f: contexts.for_feature(f, settings, tx=tx),
                 change,
             )
         return change, settings
 
     change, settings = store.transact(work)
-    features.observe("metadata_changed", lambda f: services.hook_context(f, settings), change)
+    features.observe("metadata_changed", lambda f: contexts.for_feature(f, settings), change)
     return change.current
 
 

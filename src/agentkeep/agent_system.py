@@ -17,8 +17,12 @@ from typing import Any, TypeVar
 
 import structlog
 
+from agentkeep.actors.agent_actor import LoopOptions
+from agentkeep.actors.agent_factory import AgentFactory
+from agentkeep.actors.directory import KnownAgent
+from agentkeep.actors.loop_thread import current_loop_agent
 from agentkeep.actors.registry import AgentRegistry
-from agentkeep.actors.services import AgentServices, current_loop_agent
+from agentkeep.actors.status import AgentStatus
 from agentkeep.actors.supervisor import Backoff, RestartIntensity
 from agentkeep.actors.tree import start_system_tree
 from agentkeep.admission import Admission
@@ -115,16 +119,25 @@ class AgentSystem:
         self._providers = providers
         self._defaults = defaults
         self._features = features
-        self._tools = tuple(tools)
-        self._instructions = instructions
-        self._modes = (steering_mode, send_mode)
+        self._factory = AgentFactory(
+            store=store.handle,
+            providers=providers,
+            features=features,
+            tools=tuple(tools),
+            options=LoopOptions(
+                defaults=defaults,
+                steering_mode=steering_mode,
+                send_mode=send_mode,
+                instructions=instructions,
+            ),
+        )
         # The barrier: operations admitted before close (or a delete) finish before it goes on.
         self._admission = Admission()
         self._failure: BaseException | None = None
         self._stopped = threading.Event()
         self._shut_down = threading.Event()  # set once the store is released, however
         self._agents = AgentRegistry(
-            self._make_services,
+            self._make_agent,
             idle_grace_seconds=idle_grace_seconds,
             intensity=intensity,
             backoff=backoff,
@@ -216,6 +229,7 @@ class AgentSystem:
 
     @property
     def home(self) -> Path:
+        """The directory of the system's store."""
         return self._store.home
 
     @property
@@ -264,9 +278,9 @@ class AgentSystem:
             return  # another close or shutdown did the work
         # After the tree gave up no actor is left to finish anything: do not wait for one.
         for agent_id in self._agents.live() if self._failure is None else ():
-            services = self._agents.known(agent_id)
+            known = self._agents.known(agent_id)
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if services is not None and not services.status.wait_for_idle(remaining):
+            if known is not None and not known.status.wait_for_idle(remaining):
                 log.warning("agent_close_timed_out", agent_id=agent_id)
         self._stop_tree()
 
@@ -277,9 +291,9 @@ class AgentSystem:
             return  # another close or shutdown did the work
         self._agents.tell_all(ShutdownRequested())
         for agent_id in self._agents.live():
-            services = self._agents.known(agent_id)
-            if services is not None:
-                services.status.wait_for_idle(30.0)
+            known = self._agents.known(agent_id)
+            if known is not None:
+                known.status.wait_for_idle(30.0)
         self._stop_tree()
 
     def _stop_tree(self) -> None:
@@ -576,23 +590,33 @@ class AgentSystem:
             UnknownAgentError: the agent was never created.
         """
         self._refuse_own_wait(agent_id, wait)
-        services = self._agents.known(agent_id)
-        if services is None:
+        known = self._agents.known(agent_id)
+        if known is None:
             self._require(agent_id)
             return  # an agent with no actor has no turn to abort
-        services.status.abort_pending = True  # a hook running now loses its actions
+        known.status.abort_pending = True  # a hook running now loses its actions
         if not self._agents.tell_if_live(agent_id, AbortRequested()):
-            services.status.abort_pending = False
+            known.status.abort_pending = False
             return
         if wait:
-            services.status.wait_for_idle(timeout_seconds)
+            known.status.wait_for_idle(timeout_seconds)
 
     def compact(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
+        """Ask the agent to compact its context (after its current step); with ``wait``,
+        block until that compaction's outcome (callers asking meanwhile share it).
+
+        Raises:
+            UnknownAgentError: the agent was never created.
+            AgentClosedError: the system is closing or closed.
+            AwaitFromOwnLoopError: ``wait`` from inside the agent's own loop.
+            CompactionFailedError: (with ``wait``) the compaction failed or was not confirmed.
+            TimeoutError: (with ``wait``) no outcome within ``timeout_seconds``.
+        """
         self._refuse_own_wait(agent_id, wait)
         with self._admission.operation(), self._admission.agent_operation(agent_id):
-            future = self._agents.services(agent_id).status.add_compaction_waiter()
+            future = self._agents.get_or_make(agent_id).status.add_compaction_waiter()
             self._agents.tell(agent_id, CompactRequested(), counted=True)
         if wait:
             future.result(timeout_seconds)
@@ -604,11 +628,11 @@ class AgentSystem:
             UnknownAgentError: the agent was never created.
         """
         self._refuse_own_wait(agent_id, True)
-        services = self._agents.known(agent_id)
-        if services is None:
+        known = self._agents.known(agent_id)
+        if known is None:
             self._require(agent_id)
             return True  # no actor: nothing runs
-        return services.status.wait_for_idle(timeout_seconds)
+        return known.status.wait_for_idle(timeout_seconds)
 
     # -- reads (each raises UnknownAgentError for an id never created) ---------------------
 
@@ -624,20 +648,25 @@ class AgentSystem:
         return rebuild_messages(self._read(read))
 
     def settings(self, agent_id: str) -> Settings:
+        """The agent's current settings (the system's defaults until a message chose
+        others). Raises ``UnknownAgentError``."""
         return self._read_agent(agent_id, lambda tx: tx.read_settings(agent_id)) or self._defaults
 
     def context_tokens(self, agent_id: str) -> int | None:
+        """The agent's context size in tokens as last recorded (None while unknown).
+        Raises ``UnknownAgentError``."""
         return self._read_agent(agent_id, lambda tx: tx.read_context_tokens(agent_id))
 
     def state(self, agent_id: str) -> str:
         """``"running"``, ``"owes_work"`` or ``"idle"``; refused once close begins."""
         owed = self._read_agent(agent_id, lambda tx: tx.read_owed(agent_id))
-        services = self._agents.known(agent_id)
-        if services is not None and not services.status.idle:
+        known = self._agents.known(agent_id)
+        if known is not None and not known.status.idle:
             return "running"
         return "idle" if owed is None else "owes_work"
 
     def metadata(self, agent_id: str) -> JSONObject:
+        """A copy of the agent's metadata. Raises ``UnknownAgentError``."""
         row = self._read(lambda tx: tx.get_agent(agent_id))
         if row is None:
             raise UnknownAgentError(agent_id)
@@ -651,19 +680,22 @@ class AgentSystem:
             return merge_metadata(
                 self._store.handle,
                 self._features,
-                self._agents.services,
+                lambda agent_id: self._agents.get_or_make(agent_id).contexts,
                 self._defaults,
                 agent_id,
                 patch,
             )
 
     def parent_of(self, agent_id: str) -> str | None:
+        """The id of the agent's parent, or None. Raises ``UnknownAgentError``."""
         row = self._read(lambda tx: tx.get_agent(agent_id))
         if row is None:
             raise UnknownAgentError(agent_id)
         return row.parent_id
 
     def children_of(self, agent_id: str) -> list[str]:
+        """The ids of the live (not deleted) agents created with this one as their parent,
+        sorted. Raises ``UnknownAgentError``."""
         return self._read_agent(agent_id, lambda tx: tx.children_of(agent_id))
 
     # -- internals -------------------------------------------------------------------------
@@ -696,22 +728,23 @@ class AgentSystem:
                 f'Waiting for agent "{agent_id}" from inside its own loop would wait for itself.'
             )
 
-    def _make_services(self, agent_id: str) -> AgentServices:
+    def _make_agent(
+        self, agent_id: str, *, status: AgentStatus, on_stopped: Callable[[str, bool], None]
+    ) -> KnownAgent:
+        """The registry's entry for ``agent_id`` (``AgentFactory.make`` with its row).
+
+        Raises:
+            UnknownAgentError: the agent was never created (or has been deleted).
+        """
         row = self._store.read(lambda tx: tx.get_agent(agent_id))
         if row is None:
             raise UnknownAgentError(agent_id)
-        return AgentServices(
-            agent_id=agent_id,
-            store=self._store.handle,
-            providers=self._providers,
-            features=self._features,
-            instructions=self._instructions,
-            tools=self._tools,
-            defaults=self._defaults,
-            steering_mode=self._modes[0],
-            send_mode=self._modes[1],
+        return self._factory.make(
+            agent_id,
             config=row.config,
             system_ref=make_system_ref(self, agent_id),
+            status=status,
+            on_stopped=on_stopped,
         )
 
     def wait_for_passivation(self, agent_id: str, *, timeout_seconds: float | None = None) -> bool:

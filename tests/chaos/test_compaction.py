@@ -30,7 +30,7 @@ def test_checker_catches_a_compaction_in_two_transactions(
     def two_step(self: Any, plan: Plan) -> Any:
         if not isinstance(plan, ReplaceWithCompaction):
             return commit(self, plan)
-        agent_id = self._s.agent_id
+        agent_id = self._agent_id
 
         def erase(tx: Transaction) -> None:
             records = tx.load_records(agent_id)
@@ -41,7 +41,7 @@ def test_checker_catches_a_compaction_in_two_transactions(
             tx.rewrite_records(agent_id, records[plan.through_position :])
 
         try:
-            self._s.store.transact(erase)
+            self._store.transact(erase)
         except Exception as error:
             return CommitFailed(plan=plan, message=str(error))
         return commit(self, msgspec.structs.replace(plan, through_position=0))

@@ -181,10 +181,10 @@ def test_an_external_steer_cannot_split_one_hook_decisions_two_steers(
     """Deterministic: the moment the hook's first action is written, an outsider's steer is
     submitted and queued at the writer; one decision's actions are one transaction, so the
     outsider lands before or after both of them, never between."""
-    from agentkeep.actors import services as services_module
+    from agentkeep.actors import hook_actions
 
     box: list[ak.AgentSystem] = []
-    original = services_module.accept_message
+    original = hook_actions.accept_message
     racers: list[threading.Thread] = []
 
     def accept_then_race(tx: Any, agent_id: str, **options: Any) -> Any:
@@ -201,7 +201,7 @@ def test_an_external_steer_cannot_split_one_hook_decisions_two_steers(
             assert box[0].store.handle.wait_for_queued(1, timeout_seconds=TIMEOUT)
         return result
 
-    monkeypatch.setattr(services_module, "accept_message", accept_then_race)
+    monkeypatch.setattr(hook_actions, "accept_message", accept_then_race)
     model = ak.ScriptedModel([script.text("ok") for _ in range(6)])
     with _system(tmp_path, model, features=[TwoSteers()], steering_mode=mode) as system:
         box.append(system)

@@ -50,9 +50,9 @@ def test_checker_catches_a_result_and_its_pending_entry_in_two_transactions(
     def two_step(self: Any, plan: Plan) -> Any:
         event = commit(self, plan)
         if isinstance(plan, CommitToolResult) and isinstance(event, CommitLanded):
-            agent_id, internal_id = self._s.agent_id, plan.pending.internal_id
+            agent_id, internal_id = self._agent_id, plan.pending.internal_id
             with contextlib.suppress(Exception):
-                self._s.store.transact(lambda tx: tx.remove_pending_call(agent_id, internal_id))
+                self._store.transact(lambda tx: tx.remove_pending_call(agent_id, internal_id))
         return event
 
     monkeypatch.setattr(agent_actor.AgentActor, "_commit", two_step)

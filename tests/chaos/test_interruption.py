@@ -25,14 +25,14 @@ def test_checker_catches_an_abort_that_drops_the_queues(monkeypatch: pytest.Monk
 
     def dropping(self: Any, message: Any) -> None:
         if isinstance(message, AbortRequested):
-            agent_id = self._s.agent_id
+            agent_id = self._agent_id
 
             def clear(tx: Transaction) -> None:
                 for entry in tx.queued(agent_id):
                     tx.dequeue(agent_id, entry.queue, entry.seq)
 
             with contextlib.suppress(Exception):
-                self._s.store.transact(clear)
+                self._store.transact(clear)
         receive(self, message)
 
     monkeypatch.setattr(agent_actor.AgentActor, "on_receive", dropping)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentkeep.actors import services
+from agentkeep.actors import plan_hooks
 from agentkeep.chaos.campaigns import CampaignResult, first_caught, model_switch
 from agentkeep.persistence.transaction import SqliteTransaction
 
@@ -26,7 +26,7 @@ def test_checker_catches_old_history_under_the_new_model(
     def never(self: Any, previous: Any, current: Any) -> bool:
         return False
 
-    monkeypatch.setattr(services._ConsumptionPolicy, "needs_reset", never)
+    monkeypatch.setattr(plan_hooks.ConsumptionPolicy, "needs_reset", never)
     caught = first_caught(model_switch, range(20), {15})
     assert caught is not None, "the checker never noticed old history under the new model"
 

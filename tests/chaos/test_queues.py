@@ -48,7 +48,7 @@ def test_checker_catches_a_consumption_in_two_transactions(
     def two_step(self: Any, plan: Plan) -> Any:
         event = commit(self, plan)
         if isinstance(plan, ConsumeQueue) and isinstance(event, CommitLanded):
-            agent_id = self._s.agent_id
+            agent_id = self._agent_id
             ids = {r.message_id for r in event.value.records if isinstance(r, UserRecord)}
 
             def delete(tx: Transaction) -> None:
@@ -57,7 +57,7 @@ def test_checker_catches_a_consumption_in_two_transactions(
                         tx.dequeue(agent_id, plan.queue, entry.seq)
 
             with contextlib.suppress(Exception):
-                self._s.store.transact(delete)
+                self._store.transact(delete)
         return event
 
     monkeypatch.setattr(agent_actor.AgentActor, "_commit", two_step)

@@ -35,9 +35,7 @@ def test_the_campaign_catches_a_tier_restart_that_forgets_the_owed_agents(
         supervisor = start_supervisor(
             "agents", strategy="one_for_one", intensity=self._intensity, backoff=self._backoff
         )
-        self._restarting = False
-        for services in list(self._services.values()):
-            services.status.start_over()
+        self._directory.start_over_all(set())
         self._supervisor = supervisor
         return supervisor.actor_ref
 

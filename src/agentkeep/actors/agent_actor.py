@@ -11,6 +11,8 @@ it.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, cast
 
@@ -25,12 +27,17 @@ from agentkeep.actors.children import (
     ToolCallActor,
     run_child,
 )
-from agentkeep.actors.services import AgentServices
+from agentkeep.actors.hook_actions import accept_hook_actions
+from agentkeep.actors.hook_contexts import HookContexts
+from agentkeep.actors.loop_thread import inside_loop
+from agentkeep.actors.plan_hooks import ConsumptionPolicy, ToolCallHooks
+from agentkeep.actors.sessions import SessionSlot
+from agentkeep.actors.status import AgentStatus
 from agentkeep.actors.supervision.supervised import ChildExited
 from agentkeep.actors.supervisor import SupervisedMixin
 from agentkeep.actors.tool_runner import BatchTools, ToolRunner
 from agentkeep.errors import CommitOutcomeUnknownError
-from agentkeep.features import HookContext, InferenceInfo, MessageAccepted, TurnInfo
+from agentkeep.features import FeatureSet, HookContext, InferenceInfo, MessageAccepted, TurnInfo
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.messages import (
     EVENT_TYPES,
@@ -63,9 +70,11 @@ from agentkeep.loop.messages import (
     ToolRun,
     WorkAccepted,
 )
-from agentkeep.loop.plans import Plan
-from agentkeep.model import Context, Selection, Settings, done_error
+from agentkeep.loop.plans import Plan, QueueMode
+from agentkeep.model import Context, Selection, Settings, done_error, new_id
+from agentkeep.persistence.interface import StoreHandle
 from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.registry import Providers
 from agentkeep.runtime import commit_plans
 
 log = structlog.get_logger(__name__)
@@ -74,30 +83,81 @@ log = structlog.get_logger(__name__)
 _SIGNALS = (Start, WorkAccepted, CompactRequested)
 
 
-class AgentActor(SupervisedMixin, pykka.ThreadingActor):
-    """One agent's loop; supervised (a crash is restarted from the store)."""
+@dataclass(frozen=True, kw_only=True)
+class LoopOptions:
+    """How every agent loop of one system is configured (fixed at ``AgentSystem.open``)."""
 
-    def __init__(self, services: AgentServices) -> None:
+    defaults: Settings  # an agent's settings before any message chose others
+    steering_mode: QueueMode
+    send_mode: QueueMode
+    instructions: str  # the system prompt, before the features' ``instructions`` hooks
+    new_id: Callable[[], str] = new_id  # the ids the loop gives messages and tool calls
+
+
+class AgentActor(SupervisedMixin, pykka.ThreadingActor):
+    """One agent's loop; supervised (a crash is restarted from the store).
+
+    Started by the agent registry (``AgentRegistry``) under the agents supervisor, one
+    incarnation at a time; each incarnation rebuilds its state from the store.
+
+    Args:
+        agent_id: The agent this actor runs.
+        options: The system's loop configuration.
+        store: Where it loads the agent's state and commits its plans.
+        providers: The provider registry: its sessions, and the reset rule for switches.
+        features: The system's features, whose hooks it runs.
+        contexts: The agent's hook contexts.
+        tool_runner: Runs the agent's tool calls (in child actors).
+        status: What callers wait on (idleness, compactions); this actor keeps it current.
+        on_stopped: Told ``(agent_id, settled)`` once a run stopped (passivation).
+        child_grace_seconds: How long a cancelled child (an aborted tool call, or any child
+            of a stopping agent) may take to unwind before it is abandoned.
+    """
+
+    def __init__(
+        self,
+        agent_id: str,
+        *,
+        options: LoopOptions,
+        store: StoreHandle,
+        providers: Providers,
+        features: FeatureSet,
+        contexts: HookContexts,
+        tool_runner: ToolRunner,
+        status: AgentStatus,
+        on_stopped: Callable[[str, bool], None],
+        child_grace_seconds: float,
+    ) -> None:
         super().__init__()
-        self._s = services
+        self._agent_id = agent_id
+        self._options = options
+        self._store = store
+        self._features = features
+        self._contexts = contexts
+        self._status = status
+        self._on_stopped = on_stopped
         self._core = AgentLoop(
-            services.agent_id,
-            new_id=services.new_id,
-            defaults=services.defaults,
-            steering_mode=services.steering_mode,
-            send_mode=services.send_mode,
-            eager_settle=not services.features.has_action_hooks,
+            agent_id,
+            new_id=options.new_id,
+            defaults=options.defaults,
+            steering_mode=options.steering_mode,
+            send_mode=options.send_mode,
+            eager_settle=not features.has_action_hooks,
         )
-        self._children = AgentChildren(
-            self, services.agent_id, grace_seconds=services.child_grace_seconds
+        self._children = AgentChildren(self, agent_id, grace_seconds=child_grace_seconds)
+        self._runner = tool_runner
+        self._consumption = ConsumptionPolicy(
+            agent_id, providers=providers, features=features, contexts=contexts
         )
-        self._runner = ToolRunner(services)
-        self._sessions = services.new_session_slot()
+        self._sessions = SessionSlot(agent_id, providers)  # this incarnation's own
         self._stopped: bool | None = None  # set by LoopStopped during a feed: settled?
 
     # -- mailbox ---------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> None:
+        """Take one mailbox message: a loop event, or a child's report or exit (in the
+        actor's thread). Raises what the loop or an effect raised: the actor crashes and its
+        supervisor restarts it from the store."""
         match message:
             case ChildReport() if self._children.admit(message):
                 self._take(message.event)
@@ -115,20 +175,21 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             log.warning("agent_unexpected_message", message=repr(message))
             return
         if isinstance(message, AbortRequested):
-            self._s.status.abort_pending = False  # the loop takes it from here
+            self._status.abort_pending = False  # the loop takes it from here
         try:
             self._feed(cast(Event, message))
         except BaseException:
             # This incarnation crashed with its work unfinished: it is not idle. Its restart
             # resets the status (``start_over``); until then no waiter may see a false
             # idle because the signal that crashed it was taken.
-            self._s.status.set_running(True)
+            self._status.set_running(True)
             raise
         finally:
             if isinstance(message, _SIGNALS):
-                self._s.status.signal_taken()
+                self._status.signal_taken()
 
     def on_stop(self) -> None:
+        """Stop this incarnation's children, then close its provider session (once)."""
         # Children first: a session is closed only after the streams on it stopped.
         self._children.stop_all("agent stopped")
         self._sessions.close()  # exactly once per incarnation
@@ -139,6 +200,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         exception_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        """A crash: stop this incarnation's children and close its session (see on_stop)."""
         # A crashed incarnation stops its children too, before its restart is told of the
         # exit (ChildExited is its thread's last act): the next never runs beside them.
         self._children.stop_all("agent crashed")
@@ -153,10 +215,10 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         while pending:
             for effect in self._core.handle(pending.popleft()):
                 pending.extend(self._carry_out(effect))
-        self._s.status.set_running(self._core.running)
+        self._status.set_running(self._core.running)
         stopped, self._stopped = self._stopped, None
-        if stopped is not None and not self._core.running and self._s.on_stopped is not None:
-            self._s.on_stopped(self._s.agent_id, stopped)
+        if stopped is not None and not self._core.running:
+            self._on_stopped(self._agent_id, stopped)
 
     # -- effects ---------------------------------------------------------------------------
 
@@ -182,35 +244,37 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             case StartCompaction():
                 return self._start_compaction(effect)
             case Emit(event=event):
-                with self._s.inside_loop():  # a hook that waits on its own agent is refused
-                    self._s.features.observe("on_event", self._ctx_for, event)
+                with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
+                    self._features.observe("on_event", self._ctx_for, event)
             case Observe():
                 self._observe(effect)
             case RunHook():
                 return self._run_hook(effect)
             case CompactionResolved(error=error):
-                self._s.status.resolve_compactions(error)
+                self._status.resolve_compactions(error)
             case LoopStopped(settled=settled):
                 self._stopped = settled
         return []
 
     def _load(self, *, records: bool) -> Event:
-        agent_id = self._s.agent_id
+        agent_id = self._agent_id
         try:
-            snapshot = self._s.store.read(
+            snapshot = self._store.read(
                 lambda tx: commit_plans.load_snapshot(tx, agent_id, records=records)
             )
         except Exception as error:
-            log.warning("agent_load_failed", agent_id=self._s.agent_id, error=repr(error))
+            log.warning("agent_load_failed", agent_id=self._agent_id, error=repr(error))
             return LoadFailed(message=str(error) or type(error).__name__)
         return Loaded(snapshot=snapshot)
 
     def _commit(self, plan: Plan) -> Event:
-        agent_id = self._s.agent_id
-        policy = self._s.consumption_policy()
-        hooks = self._s.tool_call_hooks(self._core.settings)
+        agent_id = self._agent_id
+        policy = self._consumption
+        hooks = ToolCallHooks(
+            agent_id, features=self._features, contexts=self._contexts, settings=self._core.settings
+        )
         try:
-            value = self._s.store.transact(
+            value = self._store.transact(
                 lambda tx: commit_plans.execute(tx, agent_id, plan, policy, hooks)
             )
         except CommitOutcomeUnknownError as error:
@@ -239,7 +303,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
     def _session_for(self, settings: Settings) -> tuple[Any, str]:
         """The provider session for this request (recreated when its configuration changed).
         Raises if the provider is unknown or a correctness hook fails."""
-        instructions = self._s.features.instructions(self._s.instructions, self._ctx_for)
+        instructions = self._features.instructions(self._options.instructions, self._ctx_for)
         tools = self._runner.tool_set(settings)
         session = self._sessions.session_for(settings, instructions, tools.descriptors())
         return session, instructions
@@ -290,14 +354,14 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
     # -- hooks -----------------------------------------------------------------------------
 
     def _ctx_for(self, feature: Any) -> HookContext:
-        return self._s.hook_context(feature, self._core.settings)
+        return self._contexts.for_feature(feature, self._core.settings)
 
     def _observe(self, effect: Observe) -> None:
-        with self._s.inside_loop():  # a hook that waits on its own agent is refused
+        with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
             self._observe_inside(effect)
 
     def _observe_inside(self, effect: Observe) -> None:
-        features = self._s.features
+        features = self._features
         match effect.hook:
             case "after_inference":
                 info = InferenceInfo(state=effect.state, tokens=effect.tokens, error=effect.error)
@@ -318,14 +382,14 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
                 features.observe(hook, self._ctx_for, *())
 
     def _run_hook(self, effect: RunHook) -> list[Event]:
-        features = self._s.features
-        with self._s.inside_loop():
+        features = self._features
+        with inside_loop(self._agent_id):
             if effect.hook == "after_agent_loop":
                 actions = features.actions("after_agent_loop", self._ctx_for)
             else:
                 turn = TurnInfo(context_tokens=effect.context_tokens, aborted=effect.aborted)
                 actions = features.actions(effect.hook, self._ctx_for, turn)
-        if effect.drop_actions or self._s.status.abort_pending:
+        if effect.drop_actions or self._status.abort_pending:
             # The abort fired before or while the hook ran: its actions are dropped (§3.1).
             return [HookFinished(hook=effect.hook)]
         compact = any(isinstance(a, CompactAction) for a in actions)
@@ -333,7 +397,11 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         try:
             # One decision's messages commit as one batch, so a caller arriving during it
             # lands before or after all of it (invariant 2).
-            follow = list(self._s.accept_actions_from_loop(actions))
+            follow = list(
+                accept_hook_actions(
+                    self._store, self._agent_id, actions, new_id=self._options.new_id
+                )
+            )
         except Exception as error:  # a failing action never fails the run
             log.warning("hook_actions_failed", hook=effect.hook, error=repr(error))
         return [*follow, HookFinished(hook=effect.hook, compact=compact)]

@@ -67,6 +67,10 @@ log = structlog.get_logger(__name__)
 
 ChildKind = Literal["inference", "tool", "compaction"]
 
+# The default grace of a cancelled child: long enough for a tool or stream that checks its
+# cancel token to return, short enough that one that ignores it holds nobody up for long.
+CHILD_GRACE_SECONDS = 1.0
+
 
 @dataclass(frozen=True)
 class GraceExpired:

@@ -12,9 +12,19 @@ supervisor gives up and escalates to the system supervisor, which restarts the w
 tier (:meth:`AgentRegistry.start_tier`), as it does after a store writer failure
 (``rest_for_one``): every agent that owes work resumes from the store.
 
-Events for an agent whose actor is being restarted (or whose whole tier is) are *held*, and
-the restart hands them to the new incarnation: a caller whose work was durably accepted is
-never told an error because a restart happened to be in progress.
+Events for an agent whose actor is being restarted (or whose whole tier is) are *held*
+(:class:`~agentkeep.actors.held_events.HeldEvents`), and the restart hands them to the new
+incarnation: a caller whose work was durably accepted is never told an error because a
+restart happened to be in progress.
+
+The registry's jobs, one owner each:
+
+- the actors' lifecycle — start, stop, look up, passivate: :class:`AgentRegistry`;
+- the known agents and the idle accounting across them:
+  :class:`~agentkeep.actors.directory.AgentDirectory` (each agent's own counts:
+  :class:`~agentkeep.actors.status.AgentStatus`);
+- the events held for restarting agents: :class:`~agentkeep.actors.held_events.HeldEvents`;
+- the idle-grace timers: :class:`~agentkeep.actors.passivation.PassivationTimers`.
 """
 
 from __future__ import annotations
@@ -27,8 +37,9 @@ from typing import Any
 import pykka
 import structlog
 
-from agentkeep.actors.agent_actor import AgentActor
-from agentkeep.actors.services import AgentServices
+from agentkeep.actors.directory import AgentDirectory, KnownAgent, MakeAgent
+from agentkeep.actors.held_events import HeldEvents
+from agentkeep.actors.passivation import PassivationTimers
 from agentkeep.actors.supervisor import (
     Backoff,
     ChildSpec,
@@ -46,37 +57,55 @@ _STOP_TIMEOUT_SECONDS = 10
 
 
 class AgentRegistry:
+    """Starts, stops, looks up and passivates the agent actors of one system.
+
+    Locking: one lock, ``_lock`` (re-entrant, with the condition ``_changed``). It guards
+    ``_actors`` (the live actor of each agent), ``_passivating`` and ``_stopping``, and it
+    serializes every start, hand-over and stop of an actor, so two tellers cannot start two
+    actors for one agent or hand an agent's held events over out of order. Lock order: this
+    lock first, then any of the parts' own locks (``AgentDirectory``, ``HeldEvents``,
+    ``PassivationTimers``, an ``AgentStatus``), each a leaf that is never held while calling
+    out. While holding ``_lock`` the registry itself does call out, in three ways, each safe
+    because the callee never takes ``_lock``: it asks the agents supervisor to start an actor
+    (``SupervisorRef.start_child``, a blocking ask: the restart path, :meth:`_spec`, runs in
+    the supervisor's thread and writes ``_actors`` without the lock for that reason), it
+    tells an actor (a non-blocking enqueue), and it makes an agent's entry (a snapshot read
+    of the store, which never waits on the writer). It never holds ``_lock`` while waiting
+    for an agent to become idle or for an actor to stop.
+    ``_supervisor`` is swapped by :meth:`start_tier` in the system supervisor's thread
+    without the lock: a caller holding it may be asking the old agents supervisor.
+
+    Args:
+        make_agent: Makes an agent's entry on first use (reads its row; raises
+            ``UnknownAgentError`` for a stranger).
+        idle_grace_seconds: How long an agent whose run settled keeps its actor.
+        intensity: The agents supervisor's restart intensity.
+        backoff: The agents supervisor's restart backoff.
+        owed: The agents that owe work (a snapshot read), for a tier restart to resume.
+    """
+
     def __init__(
         self,
-        make_services: Callable[[str], AgentServices],
+        make_agent: MakeAgent,
         *,
         idle_grace_seconds: float,
         intensity: RestartIntensity,
         backoff: Backoff,
         owed: Callable[[], list[str]],
     ) -> None:
-        self._make_services = make_services
-        self._idle_grace_seconds = idle_grace_seconds
         self._intensity = intensity
         self._backoff = backoff
         self._owed = owed
-        # Swapped by start_tier in the system supervisor's thread, which must never wait on
-        # the registry lock (a caller holding it may be asking the old agents supervisor).
+        self._directory = AgentDirectory(make_agent, on_stopped=self._run_stopped)
+        self._held = HeldEvents()
+        self._timers = PassivationTimers(idle_grace_seconds, self._passivate)
         self._supervisor: SupervisorRef | None = None
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._actors: dict[str, pykka.ActorRef[Any]] = {}
-        self._services: dict[str, AgentServices] = {}
-        self._timers: dict[str, threading.Timer] = {}
         # Agents whose passivated actor is still stopping (it stops its children first).
         self._passivating: set[str] = set()
-        # Events waiting for a restart to hand them over; a leaf lock, never held while
-        # calling anything else.
-        self._held_lock = threading.Lock()
-        self._held: dict[str, list[tuple[Any, bool]]] = {}
         self._stopping = False
-        # Between a store writer failure and the agent tier's restart (see writer_failed).
-        self._restarting = False
 
     # -- the tier --------------------------------------------------------------------------
 
@@ -87,6 +116,8 @@ class AgentRegistry:
         the agents supervisor gave up): the old actors are gone by then, so the new tier
         resumes every agent that owes work, plus any held events, from a background thread
         (this one is the system supervisor's, which must not wait on the agents it starts).
+        Raises nothing of its own: the agents supervisor starts with no children, and a
+        failed snapshot of the owed agents is logged (the next open resumes them).
         """
         restarted = self._supervisor is not None
         owed: set[str] = set()
@@ -98,11 +129,7 @@ class AgentRegistry:
                 log.warning("agent_tier_resume_failed", error=repr(error))
             # The old actors are gone. An owed agent's waiters keep waiting for its Start
             # (counted now, so none sees a false idle); the others are idle.
-            self._restarting = False
-            for agent_id, services in list(self._services.items()):
-                services.status.start_over(pending=int(agent_id in owed))
-                if agent_id in owed:
-                    precounted.add(agent_id)
+            precounted = self._directory.start_over_all(owed)
         supervisor = start_supervisor(
             "agents", strategy="one_for_one", intensity=self._intensity, backoff=self._backoff
         )
@@ -121,23 +148,20 @@ class AgentRegistry:
         """The store writer failed; the system supervisor will restart the tier after it.
         Until then every agent counts as busy, so ``wait_for_idle`` cannot return in the
         middle of the recovery. (Called in the writer's thread: no registry lock.)"""
-        self._restarting = True  # services made from now on start held as well
-        for services in list(self._services.values()):
-            services.status.hold_for_restart()
+        self._directory.hold_all_for_restart()
 
     def _resume_tier(self, owed: set[str], precounted: set[str]) -> None:
         with self._lock:
             # Forget the old tier's dead actors (a teller may already have started a new
-            # one, which is alive and stays); an owed agent keeps its services (its waiters).
+            # one, which is alive and stays); an owed agent stays known (its waiters).
             for agent_id, ref in list(self._actors.items()):
                 if not ref.is_alive():
                     self._actors.pop(agent_id)
-                    self._cancel_timer(agent_id)
+                    self._timers.cancel(agent_id)
                     if agent_id not in owed:
-                        self._services.pop(agent_id, None)
+                        self._directory.forget(agent_id)
             self._changed.notify_all()
-        with self._held_lock:
-            agent_ids = owed | set(self._held)
+        agent_ids = owed | self._held.agent_ids()
         for agent_id in sorted(agent_ids):
             if self._stopping:
                 return
@@ -145,65 +169,59 @@ class AgentRegistry:
                 self.tell(agent_id, Start(), counted=agent_id not in precounted)
             except Exception as error:  # deleted meanwhile, or the system is stopping
                 log.debug("agent_resume_skipped", agent_id=agent_id, error=repr(error))
-                services = self.known(agent_id)
-                if agent_id in precounted and services is not None:
-                    services.status.signal_taken()  # no Start is coming: release waiters
+                known = self.known(agent_id)
+                if agent_id in precounted and known is not None:
+                    known.status.signal_taken()  # no Start is coming: release waiters
 
-    # -- services (per agent, independent of whether an actor runs) ------------------------
+    # -- known agents (independent of whether an actor runs) -------------------------------
 
-    def services(self, agent_id: str) -> AgentServices:
-        """The services of ``agent_id``, made on first use (raises for an unknown agent)."""
-        with self._lock:
-            services = self._services.get(agent_id)
-            if services is None:
-                services = self._make_services(agent_id)
-                services.on_stopped = self._run_stopped
-                if self._restarting:
-                    services.status.hold_for_restart()
-                self._services[agent_id] = services
-            return services
+    def get_or_make(self, agent_id: str) -> KnownAgent:
+        """The agent's entry (its status and hook contexts), made on first use.
 
-    def known(self, agent_id: str) -> AgentServices | None:
-        """The services of an agent that has (or had, until passivated) an actor."""
-        with self._lock:
-            return self._services.get(agent_id)
+        Raises:
+            UnknownAgentError: the agent was never created (or has been deleted).
+        """
+        return self._directory.get_or_make(agent_id)
+
+    def known(self, agent_id: str) -> KnownAgent | None:
+        """The entry of an agent that has (or had, until passivated) an actor, or None."""
+        return self._directory.known(agent_id)
 
     # -- telling ---------------------------------------------------------------------------
 
     def tell(self, agent_id: str, event: Any, *, counted: bool) -> None:
         """Hand ``event`` to the agent's actor, starting one if it has none. ``counted``
         events keep ``wait_for_idle`` waiting until the actor has taken them on. While the
-        actor (or the tier) is restarting, the event is held for the new incarnation."""
-        services = self.services(agent_id)
+        actor (or the tier) is restarting, the event is held for the new incarnation; once
+        the system stops, it is dropped (durable work resumes at the next open).
+
+        Raises:
+            UnknownAgentError: the agent was never created (or has been deleted).
+        """
+        known = self._directory.get_or_make(agent_id)
         with self._lock:
-            self._cancel_timer(agent_id)
-            self._hold(agent_id, event, counted)
-            self._hand_over(agent_id, services)
+            self._timers.cancel(agent_id)
+            self._held.hold(agent_id, event, counted=counted)
+            self._hand_over(agent_id, known)
 
-    def _hold(self, agent_id: str, event: Any, counted: bool) -> None:
-        with self._held_lock:
-            self._held.setdefault(agent_id, []).append((event, counted))
-
-    def _hand_over(self, agent_id: str, services: AgentServices) -> None:
+    def _hand_over(self, agent_id: str, known: KnownAgent) -> None:
         """Give the held events to the live actor, starting one if the agent has none. If a
         restart is pending they stay held: the restart hands them over (see _spec)."""
-        ref = self._live_actor(agent_id, services)
+        ref = self._live_actor(agent_id, known)
         if ref is None:
             return
-        with self._held_lock:
-            events = self._held.pop(agent_id, [])
+        events = self._held.take(agent_id)
         for index, (event, counted) in enumerate(events):
             if counted:
-                services.status.signal_sent()
+                known.status.signal_sent()
             try:
                 ref.tell(event)
             except pykka.ActorDeadError:
                 # It crashed just now: its restart (or the tier's) hands these over.
-                with self._held_lock:
-                    self._held[agent_id] = events[index:] + self._held.get(agent_id, [])
+                self._held.put_back(agent_id, events[index:])
                 return
 
-    def _live_actor(self, agent_id: str, services: AgentServices) -> pykka.ActorRef[Any] | None:
+    def _live_actor(self, agent_id: str, known: KnownAgent) -> pykka.ActorRef[Any] | None:
         """The agent's running actor, started now if it has none; None while it restarts or
         once the system stops (durable work the event announced resumes at the next open)."""
         if self._stopping:
@@ -216,7 +234,7 @@ class AgentRegistry:
             if supervisor is None:
                 return None  # the tier has not started yet: its start hands them over
             try:
-                ref = supervisor.start_child(self._spec(agent_id, services))
+                ref = supervisor.start_child(self._spec(agent_id, known))
             except DuplicateChildError:
                 # Restarting (its restart hands over), or just restarted: look again.
                 continue
@@ -230,22 +248,22 @@ class AgentRegistry:
             return ref
         return None
 
-    def _spec(self, agent_id: str, services: AgentServices) -> ChildSpec:
+    def _spec(self, agent_id: str, known: KnownAgent) -> ChildSpec:
         incarnations = 0
 
         def start() -> pykka.ActorRef[Any]:
             # Runs in the supervisor's thread: on the first start and on every restart.
             nonlocal incarnations
             incarnations += 1
-            ref: pykka.ActorRef[Any] = AgentActor.start(services)
+            ref = known.start_actor()
             if incarnations > 1:
                 # A restart rebuilds from the store and resumes what it owes, exactly as a
                 # process restart would. (A plain dict store: taking the registry lock here
                 # could wait on a caller that waits on this supervisor.)
                 self._actors[agent_id] = ref
-                services.status.start_over(pending=1)  # the Start below
+                known.status.start_over(pending=1)  # the Start below
                 ref.tell(Start())
-                self._release_held(agent_id, services, ref)
+                self._release_held(agent_id, known, ref)
                 log.warning("agent_restarted", agent_id=agent_id, incarnation=incarnations)
             return ref
 
@@ -255,21 +273,18 @@ class AgentRegistry:
             id=agent_id, start=start, restart="transient", shutdown_timeout_seconds=None
         )
 
-    def _release_held(
-        self, agent_id: str, services: AgentServices, ref: pykka.ActorRef[Any]
-    ) -> None:
+    def _release_held(self, agent_id: str, known: KnownAgent, ref: pykka.ActorRef[Any]) -> None:
         """A restart hands over the events held while it was pending (without the registry
         lock: see _spec). A teller that held one after this sees the new actor itself."""
-        with self._held_lock:
-            events = self._held.pop(agent_id, [])
-        for event, counted in events:
+        for event, counted in self._held.take(agent_id):
             if counted:
-                services.status.signal_sent()
+                known.status.signal_sent()
             with suppress(pykka.ActorDeadError):
                 ref.tell(event)
 
     def tell_if_live(self, agent_id: str, event: Any) -> bool:
-        """Hand ``event`` to a live actor only (an agent without one has nothing to abort)."""
+        """Hand ``event`` to a live actor only (an agent without one has nothing to abort).
+        Returns whether it was handed over."""
         with self._lock:
             ref = self._actors.get(agent_id)
             if ref is None or not ref.is_alive():
@@ -278,10 +293,12 @@ class AgentRegistry:
             return True
 
     def live(self) -> list[str]:
+        """The ids of the agents that have an actor now, sorted."""
         with self._lock:
             return sorted(self._actors)
 
     def tell_all(self, event: Any) -> None:
+        """Hand ``event`` to every live actor (one that dies meanwhile is skipped)."""
         with self._lock:
             refs = list(self._actors.values())
         for ref in refs:
@@ -291,34 +308,30 @@ class AgentRegistry:
     # -- stopping --------------------------------------------------------------------------
 
     def remove(self, agent_id: str, *, timeout_seconds: float | None) -> None:
-        """Let the agent's admitted work finish (up to the timeout), then stop its actor."""
-        services = self.known(agent_id)
-        if services is not None:
-            services.status.wait_for_idle(timeout_seconds)
+        """Let the agent's admitted work finish (up to the timeout), then stop its actor and
+        forget it (its held events are dropped). Called by ``delete``."""
+        known = self.known(agent_id)
+        if known is not None:
+            known.status.wait_for_idle(timeout_seconds)
         with self._lock:
-            self._cancel_timer(agent_id)
+            self._timers.cancel(agent_id)
             live = self._actors.pop(agent_id, None) is not None
-            self._services.pop(agent_id, None)
+            self._directory.forget(agent_id)
             self._changed.notify_all()
         if live:
             self._terminate(agent_id, hand_over_held=False)
 
     def stop_all(self) -> None:
         """Admit no more events and forget the actors; the system supervisor stops them (in
-        reverse start order, each closing its own session once)."""
+        reverse start order, each closing its own session once). Every waiter is released
+        and every pending compaction fails."""
         with self._lock:
             self._stopping = True
             self._actors.clear()
-            for timer in self._timers.values():
-                timer.cancel()
-            self._timers.clear()
+            self._timers.cancel_all()
             self._changed.notify_all()
-            services = list(self._services.values())
-        with self._held_lock:
-            self._held.clear()
-        for each in services:
-            each.status.resolve_compactions("The agent system closed before the compaction ran.")
-            each.status.start_over()  # nothing will run again: release every waiter
+        self._held.clear()
+        self._directory.close_all()
 
     def _terminate(self, agent_id: str, *, hand_over_held: bool = True) -> None:
         supervisor = self._supervisor
@@ -330,42 +343,33 @@ class AgentRegistry:
         # An event told while it was stopping found it still registered and was held: a
         # passivated agent starts again for it; a removed (deleted) agent drops it.
         with self._lock:
-            with self._held_lock:
-                waiting = agent_id in self._held
-                if not hand_over_held:
-                    self._held.pop(agent_id, None)
-            if waiting and hand_over_held and not self._stopping:
-                self._hand_over(agent_id, self.services(agent_id))
+            if not hand_over_held:
+                self._held.drop(agent_id)
+            elif self._held.waiting(agent_id) and not self._stopping:
+                self._hand_over(agent_id, self._directory.get_or_make(agent_id))
 
     # -- passivation -----------------------------------------------------------------------
 
     def _run_stopped(self, agent_id: str, settled: bool) -> None:
-        """An actor's run stopped. If it settled, passivate it after the grace period; an
-        agent that still owes work keeps its actor."""
+        """An actor's run stopped (told in its thread). If it settled, passivate it after the
+        grace period; an agent that still owes work keeps its actor."""
         if not settled:
             return
         with self._lock:
             if self._stopping or agent_id not in self._actors:
                 return
-            self._cancel_timer(agent_id)
-            timer = threading.Timer(self._idle_grace_seconds, self._passivate, (agent_id,))
-            timer.daemon = True
-            self._timers[agent_id] = timer
-            timer.start()
-
-    def _cancel_timer(self, agent_id: str) -> None:
-        timer = self._timers.pop(agent_id, None)
-        if timer is not None:
-            timer.cancel()
+            self._timers.schedule(agent_id)
 
     def _passivate(self, agent_id: str) -> None:
+        """A passivation timer fired (in its own thread): stop the agent's actor unless work
+        arrived meanwhile."""
         with self._lock:
-            self._timers.pop(agent_id, None)
-            services = self._services.get(agent_id)
-            if self._stopping or services is None or not services.status.idle:
+            self._timers.forget(agent_id)
+            known = self._directory.known(agent_id)
+            if self._stopping or known is None or not known.status.idle:
                 return  # work arrived meanwhile: the actor stays
             live = self._actors.pop(agent_id, None) is not None
-            self._services.pop(agent_id, None)
+            self._directory.forget(agent_id)
             if live:
                 self._passivating.add(agent_id)
             self._changed.notify_all()
@@ -379,8 +383,8 @@ class AgentRegistry:
             log.debug("agent_passivated", agent_id=agent_id)
 
     def wait_for_passivation(self, agent_id: str, timeout_seconds: float | None) -> bool:
-        """Wait until the agent has no actor, and the last one has stopped (its children
-        with it)."""
+        """Block until the agent has no actor, and the last one has stopped (its children
+        with it); False on timeout."""
 
         def passivated() -> bool:
             return agent_id not in self._actors and agent_id not in self._passivating

@@ -46,6 +46,8 @@ class SessionSlot:
             return self._session
 
     def close(self) -> None:
+        """Close the open session, if any (a failing close is logged, never raised); the
+        next request opens a new one."""
         with self._lock:
             self._close_locked()
 

@@ -14,6 +14,18 @@ from agentkeep.errors import CompactionFailedError
 
 
 class AgentStatus:
+    """The idle accounting of one agent, across its actor incarnations.
+
+    ``signal_sent`` / ``signal_taken`` count events handed to the actor and not yet taken on;
+    ``set_running`` says whether a run is in progress; the agent is idle when neither.
+
+    Locking: one condition, a leaf. It guards ``_running``, ``_signals`` and
+    ``_compactions`` and is notified on every change that may make the agent idle; nothing
+    is called while holding it (compaction futures are resolved after it is released), so
+    any thread may call any method under any other lock. ``abort_pending`` is a plain flag
+    outside it (one writer at a time: the system sets it, the actor clears it).
+    """
+
     def __init__(self) -> None:
         self._condition = threading.Condition()
         self._running = False
@@ -26,15 +38,18 @@ class AgentStatus:
     # -- written by the system and the actor ---------------------------------------------------
 
     def signal_sent(self) -> None:
+        """An event that counts was handed to the actor (by the registry)."""
         with self._condition:
             self._signals += 1
 
     def signal_taken(self) -> None:
+        """The actor took on a counted event (or none is coming after all)."""
         with self._condition:
             self._signals = max(0, self._signals - 1)
             self._condition.notify_all()
 
     def set_running(self, running: bool) -> None:
+        """Whether the actor's loop has a run in progress (after each event it took)."""
         with self._condition:
             self._running = running
             self._condition.notify_all()
@@ -69,6 +84,8 @@ class AgentStatus:
         return future
 
     def resolve_compactions(self, error: str | None) -> None:
+        """Resolve every compaction waiter: done (``error`` None) or failed with
+        ``CompactionFailedError(error)``."""
         with self._condition:
             waiters, self._compactions = self._compactions, []
         for future in waiters:
@@ -81,11 +98,13 @@ class AgentStatus:
 
     @property
     def idle(self) -> bool:
+        """Whether the agent has no run in progress and no work handed to it, now."""
         with self._condition:
             return not self._running and self._signals == 0
 
     def wait_for_idle(self, timeout_seconds: float | None = None) -> bool:
-        """Block until the agent has no run in progress and no work handed to it."""
+        """Block until the agent has no run in progress and no work handed to it; False
+        on timeout."""
         with self._condition:
             return self._condition.wait_for(
                 lambda: not self._running and self._signals == 0, timeout_seconds

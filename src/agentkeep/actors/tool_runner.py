@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from agentkeep.actors.services import AgentServices
-from agentkeep.features import Feature, HookContext
+from agentkeep.actors.hook_contexts import HookContexts
+from agentkeep.actors.loop_thread import inside_loop
+from agentkeep.features import Feature, FeatureSet, HookContext
 from agentkeep.loop.messages import ToolRun
 from agentkeep.loop.state import ABORTED_CALL
 from agentkeep.model import Settings, TextBlock, ToolResultMessage
@@ -16,7 +18,7 @@ from agentkeep.persistence.kv import ScopedKV
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.refs import AgentSystemRef
 from agentkeep.tool_hooks import ToolCallInfo, ToolCallResult, decide, failed
-from agentkeep.tools import ToolError, ToolSet, execute_tool, validate_arguments
+from agentkeep.tools import Tool, ToolError, ToolSet, execute_tool, validate_arguments
 
 INTERRUPTED_CALL = "The tool call was interrupted by a restart and was not retried."
 
@@ -44,17 +46,41 @@ class BatchTools:
 
 
 class ToolRunner:
-    def __init__(self, services: AgentServices) -> None:
-        self._s = services
+    """Runs one agent's tool calls, each in its own child's thread. Stateless once made (one
+    per agent, by ``AgentFactory``), so concurrent calls share it.
+
+    Args:
+        agent_id: The agent whose calls these are.
+        features: The system's features (their ``tools`` and tool-call hooks).
+        tools: The system's own tools, offered before the features'.
+        contexts: The agent's hook contexts, and the calls' stores.
+        system_ref: How a tool reaches the system (``ToolContext.system``).
+    """
+
+    def __init__(
+        self,
+        agent_id: str,
+        *,
+        features: FeatureSet,
+        tools: Sequence[Tool[Any, Any]],
+        contexts: HookContexts,
+        system_ref: AgentSystemRef,
+    ) -> None:
+        self._agent_id = agent_id
+        self._features = features
+        self._tools = tools
+        self._contexts = contexts
+        self._system_ref = system_ref
 
     def tool_set(self, settings: Settings) -> ToolSet:
         """The tools this agent offers now: the system's, then each feature's. Raises on a
         failing tools hook or a duplicate (namespace, name) — a correctness failure."""
-        ctx_for = lambda feature: self._s.hook_context(feature, settings)  # noqa: E731
-        return ToolSet(self._s.features.tools(self._s.tools, ctx_for))
+        ctx_for = lambda feature: self._contexts.for_feature(feature, settings)  # noqa: E731
+        return ToolSet(self._features.tools(self._tools, ctx_for))
 
     def batch_tools(self, settings: Settings) -> BatchTools:
-        """What a batch starting now runs against."""
+        """What a batch starting now runs against; a failing tools hook is kept as the error
+        every call of the batch answers (spec §3.6), never raised."""
         try:
             tools: ToolSet | str = self.tool_set(settings)
         except Exception as error:
@@ -64,7 +90,9 @@ class ToolRunner:
     def bind(
         self, run: ToolRun, cancel: CancelToken, batch: BatchTools
     ) -> Callable[[], ToolResultMessage]:
-        """The work of one call, to run in the call's own thread."""
+        """The work of one call, to run in the call's own thread. The work returns the call's
+        result, a failure of any kind being an error result for the model; it raises only
+        what escapes the tool machinery itself (a bug)."""
 
         def execute() -> ToolResultMessage:
             # The hooks' call stores expire when the call's work ends or it is cancelled
@@ -72,7 +100,7 @@ class ToolRunner:
             alive = [True]
             live = lambda: alive[0] and not cancel.cancelled  # noqa: E731
             try:
-                with self._s.inside_loop():  # a hook or tool waiting on its agent is refused
+                with inside_loop(self._agent_id):  # a hook or tool waiting on its agent is refused
                     return self._run(run, cancel, batch.tools, batch.settings, live)
             finally:
                 alive[0] = False
@@ -109,9 +137,11 @@ class ToolRunner:
         )
 
         def ctx_for(feature: Feature) -> HookContext:
-            return self._s.hook_context(feature, settings, call_id=run.internal_id, alive=alive)
+            return self._contexts.for_feature(
+                feature, settings, call_id=run.internal_id, alive=alive
+            )
 
-        features = self._s.features
+        features = self._features
         info, outcome = decide(features.features, ctx_for, info, tools)
         if outcome is None:
             outcome = self._execute(run, info, cancel)
@@ -132,12 +162,12 @@ class ToolRunner:
         # aborted call is answered at once, so its thread, running on unobserved, must not
         # write behind that answer (invariant 25).
         ctx = CallContext(
-            agent_id=self._s.agent_id,
+            agent_id=self._agent_id,
             call_id=run.internal_id,
             provider_call_id=info.provider_call_id,
             cancel=cancel,
-            kv=self._s.call_kv(run.internal_id, lambda: running[0] and not cancel.cancelled),
-            system=self._s.system_ref,
+            kv=self._contexts.call_kv(run.internal_id, lambda: running[0] and not cancel.cancelled),
+            system=self._system_ref,
         )
         try:
             output, value = execute_tool(tool, ctx, info.arguments)

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 import agentkeep as ak
-from agentkeep.actors import services
+from agentkeep.actors import agent_children
 from agentkeep.admission import Admission
 from agentkeep.model import Context, Done, StreamEvent
 from agentkeep.providers import script
@@ -229,7 +229,7 @@ def test_the_next_inference_waits_for_an_aborted_tool_to_unwind(
 ) -> None:
     # Within its grace an aborted tool is waited for (§3.5); past it, it is abandoned
     # (test_stray_tools.py). A long grace keeps this ordering free of the machine's pace.
-    monkeypatch.setattr(services, "CHILD_GRACE_SECONDS", 60.0)
+    monkeypatch.setattr(agent_children, "CHILD_GRACE_SECONDS", 60.0)
     order: list[str] = []
 
     @ak.tool

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +16,6 @@ import agentkeep as ak
 
 TIMEOUT = 30.0
 UNKNOWN = "neverseen"
-
-
-@pytest.fixture
-def system(tmp_path: Path) -> Iterator[ak.AgentSystem]:
-    providers = ak.Providers()
-    providers.add("local", ak.ScriptedModel(), kind="gym")
-    with ak.AgentSystem.open(
-        tmp_path / "state", providers=providers, provider="local", model="gym-1"
-    ) as opened:
-        yield opened
 
 
 SYSTEM_CALLS: dict[str, Callable[[ak.AgentSystem, str], Any]] = {

@@ -1,0 +1,98 @@
+"""Where an agent's collaborators are made and its actor is started: the one place that knows
+what an :class:`~agentkeep.actors.agent_actor.AgentActor` depends on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pykka
+
+from agentkeep.actors import agent_children
+from agentkeep.actors.agent_actor import AgentActor, LoopOptions
+from agentkeep.actors.directory import KnownAgent
+from agentkeep.actors.hook_contexts import HookContexts
+from agentkeep.actors.status import AgentStatus
+from agentkeep.actors.tool_runner import ToolRunner
+from agentkeep.features import FeatureSet
+from agentkeep.persistence.interface import StoreHandle
+from agentkeep.providers.registry import Providers
+from agentkeep.refs import AgentSystemRef
+from agentkeep.tools import Tool
+
+
+class AgentFactory:
+    """Makes the :class:`~agentkeep.actors.directory.KnownAgent` of each agent of one system.
+
+    Immutable once made (by ``AgentSystem``); any thread may call :meth:`make`.
+
+    Args:
+        store: The system's store (loads, commits, the hooks' stores).
+        providers: The system's providers.
+        features: The system's features.
+        tools: The system's own tools.
+        options: How every agent loop is configured.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: StoreHandle,
+        providers: Providers,
+        features: FeatureSet,
+        tools: Sequence[Tool[Any, Any]],
+        options: LoopOptions,
+    ) -> None:
+        self._store = store
+        self._providers = providers
+        self._features = features
+        self._tools = tools
+        self._options = options
+
+    def make(
+        self,
+        agent_id: str,
+        *,
+        config: dict[str, Any],
+        system_ref: AgentSystemRef,
+        status: AgentStatus,
+        on_stopped: Callable[[str, bool], None],
+    ) -> KnownAgent:
+        """The entry of ``agent_id``: its hook contexts and tool runner (shared by its actor
+        incarnations), and how to start one incarnation. Raises nothing.
+
+        Args:
+            agent_id: The agent.
+            config: Its feature configuration (from its row).
+            system_ref: Its reference to the system (hooks and tools send through it).
+            status: What callers wait on; every incarnation keeps it current.
+            on_stopped: Told ``(agent_id, settled)`` once a run stopped.
+        """
+        contexts = HookContexts(agent_id, store=self._store, config=config, system_ref=system_ref)
+        tool_runner = ToolRunner(
+            agent_id,
+            features=self._features,
+            tools=self._tools,
+            contexts=contexts,
+            system_ref=system_ref,
+        )
+        # Read when the agent becomes known (a test may lengthen it for its agents).
+        child_grace_seconds = agent_children.CHILD_GRACE_SECONDS
+
+        def start_actor() -> pykka.ActorRef[Any]:
+            return AgentActor.start(
+                agent_id,
+                options=self._options,
+                store=self._store,
+                providers=self._providers,
+                features=self._features,
+                contexts=contexts,
+                tool_runner=tool_runner,
+                status=status,
+                on_stopped=on_stopped,
+                child_grace_seconds=child_grace_seconds,
+            )
+
+        return KnownAgent(
+            agent_id=agent_id, status=status, contexts=contexts, start_actor=start_actor
+        )

@@ -1,0 +1,43 @@
+"""Accepting what a hook decided (its steer, send and inject actions) from inside the loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from agentkeep.delivery import accept_message, accept_notice
+from agentkeep.loop.messages import Action, InjectAction, SendAction, SteerAction, WorkAccepted
+from agentkeep.model import MessageOptions
+from agentkeep.persistence.interface import StoreHandle, Transaction
+
+
+def accept_hook_actions(
+    store: StoreHandle, agent_id: str, actions: Sequence[Action], *, new_id: Callable[[], str]
+) -> list[WorkAccepted]:
+    """Accept a hook decision's steer/send/inject actions for ``agent_id`` in one transaction
+    (so a caller arriving meanwhile lands before or after all of them, invariant 2); other
+    actions are ignored here. Returns the events that tell the loop what was accepted.
+    Raises what the store raised (nothing was accepted)."""
+    writes = [a for a in actions if isinstance(a, SteerAction | SendAction | InjectAction)]
+    if not writes:
+        return []
+
+    def work(tx: Transaction) -> list[WorkAccepted]:
+        accepted: list[WorkAccepted] = []
+        for action in writes:
+            if isinstance(action, InjectAction):
+                accepted.append(WorkAccepted(notice=accept_notice(tx, agent_id, action.message)))
+                continue
+            _, queued = accept_message(
+                tx,
+                agent_id,
+                queue="steering" if isinstance(action, SteerAction) else "send",
+                message=action.message,
+                message_id=new_id(),
+                options=MessageOptions(),
+                metadata=None,
+            )
+            if queued is not None:
+                accepted.append(WorkAccepted(message=queued))
+        return accepted
+
+    return store.transact(work)

@@ -1,0 +1,88 @@
+"""The contexts one agent's features are handed: which stores a hook sees, and how it reaches
+back into the system."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agentkeep.features import Feature, HookContext
+from agentkeep.model import Settings
+from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.persistence.kv import ScopedKV
+from agentkeep.refs import AgentSystemRef
+from agentkeep.runtime.commit_plans import CALL_AREA, KV_AREA, RUN_AREA
+
+
+class HookContexts:
+    """Makes the :class:`~agentkeep.features.HookContext` of each hook one agent runs.
+
+    Immutable once made (one per agent, by ``AgentFactory``), so any thread may use it: the
+    actor's, a tool call's, or a caller's (``update_metadata``).
+
+    Args:
+        agent_id: The agent whose hooks these are.
+        store: Where a context's stores read and write (outside a transaction).
+        config: The agent's feature configuration (``AgentConfig.features``).
+        system_ref: How a hook sends to agents; inside a transaction its sends join it.
+    """
+
+    def __init__(
+        self,
+        agent_id: str,
+        *,
+        store: StoreHandle,
+        config: dict[str, Any],
+        system_ref: AgentSystemRef,
+    ) -> None:
+        self._agent_id = agent_id
+        self._store = store
+        self._config = config
+        self._system_ref = system_ref
+
+    def for_feature(
+        self,
+        feature: Feature,
+        settings: Settings,
+        *,
+        tx: Transaction | None = None,
+        call_id: str | None = None,
+        alive: Callable[[], bool] | None = None,
+    ) -> HookContext:
+        """The context of ``feature``'s hook.
+
+        With ``tx`` (a transactional hook) every store is bound to that transaction and the
+        hook's sends and steers are told to their agents only after it commits; with
+        ``call_id`` (a tool-call hook) it also has the call's store, which refuses use once
+        ``alive()`` is False. Raises nothing itself: its stores raise when used wrongly.
+        """
+        name = feature.name
+
+        def scope(*segments: str) -> ScopedKV:
+            if tx is not None:
+                return ScopedKV.in_transaction(tx, *segments)
+            return ScopedKV.through(self._store, *segments)
+
+        call_kv = None
+        if call_id is not None:
+            call_kv = scope("agent", self._agent_id, CALL_AREA, call_id, "feature", name)
+            if alive is not None:
+                call_kv = call_kv.until(alive)
+        return HookContext(
+            agent_id=self._agent_id,
+            settings=settings,
+            config=self._config,
+            kv=scope("agent", self._agent_id, KV_AREA, "feature", name),
+            run_kv=scope("agent", self._agent_id, RUN_AREA, "feature", name),
+            shared_kv=scope("system", "feature", name),
+            call_kv=call_kv,
+            # Inside a transaction, sends and steers join it (told to the agent after commit).
+            system=self._system_ref if tx is None else self._system_ref.within(tx),
+        )
+
+    def call_kv(self, internal_id: str, alive: Callable[[], bool]) -> ScopedKV:
+        """The store a tool sees for one call; it refuses use once ``alive()`` is False (the
+        call returned), so a retained handle can never write behind its result (invariant
+        25)."""
+        scope = ScopedKV.through(self._store, "agent", self._agent_id, CALL_AREA, internal_id)
+        return scope.until(alive)

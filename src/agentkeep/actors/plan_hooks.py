@@ -1,0 +1,111 @@
+"""The features' hooks that run inside a plan's transaction, on the store writer's thread:
+the ``commit_plans.ConsumptionPolicy`` and ``commit_plans.ToolCallHooks`` of one agent's commits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentkeep.actors.hook_contexts import HookContexts
+from agentkeep.actors.loop_thread import inside_loop
+from agentkeep.features import Feature, FeatureSet, HookContext, MessageAccepted, ModelChange
+from agentkeep.model import (
+    PendingToolCall,
+    QueuedMessage,
+    Settings,
+    SystemMessage,
+    ToolResultMessage,
+)
+from agentkeep.persistence.interface import Transaction
+from agentkeep.providers.compatibility import needs_reset
+from agentkeep.providers.registry import Providers
+from agentkeep.tool_hooks import ToolCallInfo
+
+
+class ConsumptionPolicy:
+    """What one agent's consumptions need (``commit_plans.ConsumptionPolicy``): the providers' reset
+    rule for switches, and the features' ``model_changed`` and ``message_accepted_transact``
+    hooks, run inside the consumption transaction. Stateless: one per agent actor."""
+
+    def __init__(
+        self, agent_id: str, *, providers: Providers, features: FeatureSet, contexts: HookContexts
+    ) -> None:
+        self._agent_id = agent_id
+        self._providers = providers
+        self._features = features
+        self._contexts = contexts
+
+    def needs_reset(self, previous: Settings, current: Settings) -> bool:
+        """True if switching from ``previous`` to ``current`` must reset the provider's view
+        (spec §3.11)."""
+        return needs_reset(
+            previous.provider, previous.model, current.provider, current.model, self._providers
+        )
+
+    def model_changed(
+        self, tx: Transaction, previous: Settings, current: Settings, was_reset: bool
+    ) -> SystemMessage | None:
+        """Run the features' ``model_changed`` inside ``tx``; returns the handoff message a
+        hook gave. Raises what a hook raised (the switch is rejected)."""
+        change = ModelChange(previous=previous, current=current, was_reset=was_reset)
+
+        def ctx_for(feature: Feature) -> HookContext:
+            # It runs inside the consumption transaction: its stores and its sends join it.
+            return self._contexts.for_feature(feature, current, tx=tx)
+
+        return self._features.model_changed(ctx_for, change)
+
+    def message_accepted(self, tx: Transaction, entry: QueuedMessage, settings: Settings) -> None:
+        """Run the features' ``message_accepted_transact`` for ``entry`` inside ``tx``.
+        Raises what a hook raised (the consumption rolls back)."""
+        features = self._features
+        if not features.overrides("message_accepted_transact"):
+            return
+        accepted = MessageAccepted(
+            id=entry.id, kind=entry.queue, message=entry.message, metadata=entry.metadata
+        )
+
+        def ctx_for(feature: Feature) -> HookContext:
+            return self._contexts.for_feature(feature, settings, tx=tx)
+
+        with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
+            features.transact("message_accepted_transact", ctx_for, accepted)
+
+
+class ToolCallHooks:
+    """The features' ``before/after_tool_call_transact`` (``commit_plans.ToolCallHooks``), run
+    inside a plan's transaction with contexts bound to it; a failure propagates and rolls
+    the plan back. One per commit: it carries the agent's settings of that moment."""
+
+    def __init__(
+        self, agent_id: str, *, features: FeatureSet, contexts: HookContexts, settings: Settings
+    ) -> None:
+        self._agent_id = agent_id
+        self._features = features
+        self._contexts = contexts
+        self._settings = settings
+
+    def _run(self, hook: str, tx: Transaction, call: PendingToolCall, *args: Any) -> None:
+        features = self._features
+        if not features.overrides(hook):
+            return
+        info = ToolCallInfo(call_id=call.internal_id, call=call.call, requested=call.call)
+
+        def ctx_for(feature: Feature) -> HookContext:
+            return self._contexts.for_feature(
+                feature, self._settings, tx=tx, call_id=call.internal_id
+            )
+
+        with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
+            features.transact(hook, ctx_for, info, *args)
+
+    def before_tool_call(self, tx: Transaction, call: PendingToolCall) -> None:
+        """Run ``before_tool_call_transact`` for ``call`` inside the dispatch transaction.
+        Raises what a hook raised."""
+        self._run("before_tool_call_transact", tx, call)
+
+    def after_tool_call(
+        self, tx: Transaction, call: PendingToolCall, result: ToolResultMessage
+    ) -> None:
+        """Run ``after_tool_call_transact`` for ``call``'s result inside the transaction that
+        appends it. Raises what a hook raised."""
+        self._run("after_tool_call_transact", tx, call, result)
