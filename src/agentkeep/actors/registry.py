@@ -198,9 +198,15 @@ class AgentRegistry:
         Raises:
             UnknownAgentError: the agent was never created (or has been deleted).
         """
-        known = self._directory.get_or_make(agent_id)
+        known = self._directory.get_or_make(agent_id)  # outside the lock: it may read the store
         with self._lock:
             self._timers.cancel(agent_id)
+            if self._directory.known(agent_id) is not known:
+                # The idle-grace timer passivated the agent between the lookup and the lock
+                # and the directory dropped that entry: the actor started now must count in
+                # the entry wait_for_idle consults, so make it again (under the lock, as
+                # _terminate does; the directory's lock comes after ours).
+                known = self._directory.get_or_make(agent_id)
             self._held.hold(agent_id, event, counted=counted)
             self._hand_over(agent_id, known)
 
