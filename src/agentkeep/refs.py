@@ -112,10 +112,22 @@ class AgentRef:
 
     @property
     def parent(self) -> str | None:
+        """The id of this agent's parent, or None for a top-level agent.
+
+        Raises:
+            UnknownAgentError: the agent does not exist.
+            AgentClosedError: the system is closing or closed.
+        """
         return self._system.parent_of(self.id)
 
     @property
     def metadata(self) -> JSONObject:
+        """A copy of the agent's metadata, as last committed.
+
+        Raises:
+            UnknownAgentError: the agent does not exist.
+            AgentClosedError: the system is closing or closed.
+        """
         return self._system.metadata(self.id)
 
     def send(
@@ -226,6 +238,12 @@ class AgentSystemRef:
         return make_agent_ref(self._system, agent.id)
 
     def resolve(self, agent_id: str) -> AgentRef:
+        """The agent ``agent_id``, seen from here (bound to this reference's transaction, if any).
+
+        Raises:
+            UnknownAgentError: no agent has the id.
+            AgentClosedError: the system is closing or closed.
+        """
         self._system.resolve(agent_id)
         return AgentRef(self._system, agent_id, _token=_UNSET, tx=self._tx)
 
@@ -280,18 +298,51 @@ class AgentSystemRef:
         )
 
     def compact(self, agent_id: str) -> None:
+        """Ask ``agent_id`` for a compaction (:meth:`AgentRef.compact`); returns once asked.
+
+        Raises:
+            UnknownAgentError: no agent has the id.
+            AgentClosedError: the system is closing or closed.
+        """
         self.resolve(agent_id).compact()
 
     def abort(self, agent_id: str) -> None:
+        """Ask ``agent_id`` to abort its turn (:meth:`AgentRef.abort`); returns once asked.
+
+        Raises:
+            UnknownAgentError: no agent has the id.
+        """
         self.resolve(agent_id).abort()
 
     def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject:
+        """Shallow-merge ``patch`` into ``agent_id``'s metadata; committed before it shows.
+
+        Returns:
+            The merged metadata.
+
+        Raises:
+            UnknownAgentError: no agent has the id.
+            AgentClosedError: the system is closing or closed.
+            InvalidConfigError: ``patch`` is not a JSON object.
+        """
         return self._system.update_metadata(agent_id, patch)
 
     def parent_of(self, agent_id: str) -> str | None:
+        """The id of ``agent_id``'s parent, or None.
+
+        Raises:
+            UnknownAgentError: no agent has the id.
+            AgentClosedError: the system is closing or closed.
+        """
         return self._system.parent_of(agent_id)
 
     def children_of(self, agent_id: str) -> list[str]:
+        """The ids of the live agents created with ``agent_id`` as their parent, sorted.
+
+        Raises:
+            UnknownAgentError: no agent has the id.
+            AgentClosedError: the system is closing or closed.
+        """
         return self._system.children_of(agent_id)
 
 

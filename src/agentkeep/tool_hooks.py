@@ -71,14 +71,17 @@ class ToolCallInfo:
 
     @property
     def name(self) -> str:
+        """The name of the tool ``call`` names."""
         return self.call.name
 
     @property
     def namespace(self) -> str | None:
+        """The namespace of the tool ``call`` names, if any."""
         return self.call.namespace
 
     @property
     def provider_call_id(self) -> str:
+        """The provider's id of the call (what its result answers), not agentkeep's ``call_id``."""
         return self.call.call_id
 
 

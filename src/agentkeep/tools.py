@@ -63,22 +63,36 @@ class ToolContext(Protocol):
     """
 
     @property
-    def agent_id(self) -> str: ...
+    def agent_id(self) -> str:
+        """The agent running the call."""
+        ...
 
     @property
-    def call_id(self) -> str: ...
+    def call_id(self) -> str:
+        """agentkeep's own durable id of the call (stable across a restart that re-runs it)."""
+        ...
 
     @property
-    def provider_call_id(self) -> str: ...
+    def provider_call_id(self) -> str:
+        """The model's id of the call (``ToolCallBlock.call_id``)."""
+        ...
 
     @property
-    def cancel(self) -> CancelToken: ...
+    def cancel(self) -> CancelToken:
+        """Fires when the call's lifetime ends (abort, close, or the call itself); a long tool
+        should watch it.
+        """
+        ...
 
     @property
-    def kv(self) -> KeyValueStore: ...
+    def kv(self) -> KeyValueStore:
+        """The call-scoped key-value store; it refuses use once the call returned."""
+        ...
 
     @property
-    def system(self) -> AgentSystemRef: ...
+    def system(self) -> AgentSystemRef:
+        """The system as seen from inside the agent (no close, no waits)."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -60,6 +60,9 @@ class Violation(msgspec.Struct, frozen=True, kw_only=True):
     detail: str
 
     def describe(self) -> str:
+        """One line: the §7 invariant (number and name), the process after which it broke, and the
+        detail.
+        """
         name = INVARIANTS.get(self.invariant, "")
         return f"§7.{self.invariant} ({name}) after process {self.process}: {self.detail}"
 

@@ -66,6 +66,9 @@ class DurableState(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def read_durable(tx: Transaction, agent_id: str) -> DurableState:
+    """Everything durable about ``agent_id`` in one snapshot: archived epochs, records, queue,
+    notices, pending calls, owed work and settings.
+    """
     return DurableState(
         archived=tuple(tx.archived_epochs(agent_id)),
         records=tuple(tx.load_records(agent_id)),
@@ -113,6 +116,7 @@ class ProcessReport:
     live_violations: list[tuple[int, str]] = field(default_factory=list)
 
     def describe(self) -> str:
+        """One line for failure messages: the process's fault plan and what it did."""
         plan = "healthy" if self.faults is None else f"{self.faults.mode}@{self.faults.at}"
         return (
             f"process {self.generation} ({plan}): crashed={self.crashed} idle={self.idle} "
@@ -164,6 +168,9 @@ class Live:
         self.opened.set()
 
     def crashed(self) -> bool:
+        """True once this process's store has reached its crash point (a ``crash`` fault plan); the
+        process is dead from then on.
+        """
         plan = self.faults
         system = self.system
         if plan is None or plan.mode != "crash" or system is None:
@@ -232,9 +239,13 @@ class ProcessHandle:
 
     @property
     def report(self) -> ProcessReport:
+        """What this process has done so far (filled in as it runs)."""
         return self._live.report
 
     def crashed(self) -> bool:
+        """True once this process's store has reached its crash point (a ``crash`` fault plan); the
+        process is dead from then on.
+        """
         return self._live.crashed()
 
     def discover(self) -> None:
@@ -274,12 +285,18 @@ class ProcessHandle:
             self.offer(each)
 
     def request_compaction(self) -> None:
+        """Ask the agent to compact (without waiting), unless the process has crashed.
+
+        The request is noted in :attr:`report`; a failure is swallowed (a dying process fails in
+        every way it can, and the checker judges the disk).
+        """
         if self.crashed():
             return
         self.report.compaction_requested = True
         quietly(self.agent.compact)
 
     def abort(self) -> None:
+        """Abort the agent's running turn (a no-op when none runs)."""
         self.system.abort(self.world.agent_id)
 
     def _durably_present(self, offer_id: str) -> bool:
