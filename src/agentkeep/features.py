@@ -329,6 +329,7 @@ class FeatureSet:
         return any(getattr(type(f), hook) is not getattr(Feature, hook) for f in self.features)
 
     def get(self, name: str) -> Feature | None:
+        """The feature named ``name``, or None."""
         return next((f for f in self.features if f.name == name), None)
 
     def observe(self, hook: str, ctx_for: Any, *args: Any) -> None:
@@ -376,12 +377,19 @@ class FeatureSet:
         return "\n\n".join(p for p in parts if p)
 
     def tools(self, base: Sequence[Tool[Any, Any]], ctx_for: Any) -> list[Tool[Any, Any]]:
+        """The system's tools, then each feature's; a failing ``tools`` hook propagates."""
         collected = list(base)
         for feature in self.features:
             collected.extend(feature.tools(ctx_for(feature)))
         return collected
 
     def model_changed(self, ctx_for: Any, change: ModelChange) -> SystemMessage | None:
+        """Every feature observes the switch; the first handoff returned wins.
+
+        Raises:
+            Exception: the first failure of a hook, only when the switch resets the history
+                (which rejects it); otherwise failures are ignored.
+        """
         handoff: SystemMessage | None = None
         failure: Exception | None = None
         for feature in self.features:

@@ -44,17 +44,29 @@ class SystemPort(Protocol):
     and the actors run those, so naming the system here would import upward.
     """
 
-    def parent_of(self, agent_id: str) -> str | None: ...
+    def parent_of(self, agent_id: str) -> str | None:
+        """The id of the agent's parent, or None; raises ``UnknownAgentError``."""
+        ...
 
-    def children_of(self, agent_id: str) -> list[str]: ...
+    def children_of(self, agent_id: str) -> list[str]:
+        """The ids of the agent's live children, sorted; raises ``UnknownAgentError``."""
+        ...
 
-    def metadata(self, agent_id: str) -> JSONObject: ...
+    def metadata(self, agent_id: str) -> JSONObject:
+        """A copy of the agent's metadata; raises ``UnknownAgentError``."""
+        ...
 
-    def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject: ...
+    def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject:
+        """Shallow-merge ``patch`` into the agent's metadata and return the result."""
+        ...
 
-    def compact(self, agent_id: str, *, wait: bool = False) -> None: ...
+    def compact(self, agent_id: str, *, wait: bool = False) -> None:
+        """Ask the agent for a compaction (``wait``: block until its outcome)."""
+        ...
 
-    def abort(self, agent_id: str, *, wait: bool = False) -> None: ...
+    def abort(self, agent_id: str, *, wait: bool = False) -> None:
+        """Abort the agent's running turn (``wait``: block until it is idle)."""
+        ...
 
     def create(
         self,
@@ -63,9 +75,13 @@ class SystemPort(Protocol):
         id: str | None = None,
         parent: str | None = None,
         initial_context: Sequence[Message] | None = None,
-    ) -> _Identified: ...
+    ) -> _Identified:
+        """Create an agent (see :meth:`AgentSystem.create <agentkeep.AgentSystem.create>`)."""
+        ...
 
-    def resolve(self, agent_id: str) -> _Identified: ...
+    def resolve(self, agent_id: str) -> _Identified:
+        """The agent with this id; raises ``UnknownAgentError``."""
+        ...
 
     def _offer(
         self,
@@ -347,8 +363,12 @@ class AgentSystemRef:
 
 
 def make_agent_ref(system: SystemPort, agent_id: str) -> AgentRef:
+    """The :class:`AgentRef` of ``agent_id`` outside any transaction (the system builds them; users
+    resolve them).
+    """
     return AgentRef(system, agent_id, _token=_UNSET)
 
 
 def make_system_ref(system: SystemPort, agent_id: str | None) -> AgentSystemRef:
+    """The :class:`AgentSystemRef` seen from agent ``agent_id`` (None: from outside any agent)."""
     return AgentSystemRef(system, agent_id, _token=_UNSET)

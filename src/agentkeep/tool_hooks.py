@@ -160,6 +160,7 @@ class ToolCallResult:
 
 
 def failed(text: str) -> ToolCallResult:
+    """An error result carrying ``text``: the answer of a call a hook or validation refused."""
     return ToolCallResult(content=(TextBlock(text=text),), is_error=True)
 
 

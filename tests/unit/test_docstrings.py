@@ -1,13 +1,15 @@
 """Every public class, function, method and hook carries a docstring (issue 13, item 5).
 
-The public surface is what the documented packages export: ``agentkeep.__all__`` and the
-``__all__`` of :mod:`agentkeep.chaos`, :mod:`agentkeep.providers` and
-:mod:`agentkeep.registry`. For each exported name the walk checks the object itself and, for a
-class, every public member (method, classmethod, staticmethod, property) it defines or
+The public surface (``docs/architecture.md``, "Public and internal") is what the documented
+packages export — ``agentkeep.__all__`` and the ``__all__`` of :mod:`agentkeep.chaos`,
+:mod:`agentkeep.providers` and :mod:`agentkeep.registry` — and every name not starting with
+``_`` of a public module: a module of ``agentkeep`` itself or of a public package
+(``PUBLIC_PACKAGES``) whose own name does not start with ``_``. The internal packages
+(``INTERNAL_PACKAGES``) are not walked. For each object the walk checks the object itself and,
+for a class, every public member (method, classmethod, staticmethod, property) it defines or
 inherits from an agentkeep base class, hooks included (:class:`agentkeep.Feature`'s hook
-methods are members like any other); an exported module (``providers.script``) is walked for
-its own public names. A method that overrides a documented base method inherits its docstring
-(:func:`inspect.getdoc`), as ``help()`` shows it.
+methods are members like any other). A method that overrides a documented base method
+inherits its docstring (:func:`inspect.getdoc`), as ``help()`` shows it.
 
 Constants and type aliases (``SUITES``, ``Message``) cannot carry a docstring of their own and
 are skipped. So is the loop package (``agentkeep.loop``): its events and effects are being
@@ -20,6 +22,7 @@ import dataclasses
 import enum
 import importlib
 import inspect
+import pkgutil
 import types
 from collections.abc import Iterator
 from functools import cached_property
@@ -31,6 +34,40 @@ SURFACES = ("agentkeep", "agentkeep.chaos", "agentkeep.providers", "agentkeep.re
 
 # Owned by another item of issue 13 (the loop phases); see the module docstring.
 EXCLUDED_PACKAGES = ("agentkeep.loop",)
+
+# The packages whose modules are public unless ``_``-prefixed, and those internal as a whole.
+PUBLIC_PACKAGES = (
+    "agentkeep.chaos",
+    "agentkeep.providers",
+    "agentkeep.registry",
+    "agentkeep.model",
+)
+INTERNAL_PACKAGES = (
+    "agentkeep.loop",
+    "agentkeep.runtime",
+    "agentkeep.persistence",
+    "agentkeep.actors",
+    "agentkeep.cli",
+)
+
+
+def public_modules() -> list[str]:
+    """``agentkeep``'s own modules and the public packages' modules, ``_``-prefixed ones aside."""
+    import agentkeep
+
+    names: list[str] = []
+    for info in pkgutil.iter_modules(agentkeep.__path__, "agentkeep."):
+        if info.name in INTERNAL_PACKAGES:
+            continue
+        if info.name in PUBLIC_PACKAGES:
+            package = importlib.import_module(info.name)
+            names.append(info.name)
+            names += [m.name for m in pkgutil.walk_packages(package.__path__, info.name + ".")]
+        elif not info.ispkg:
+            names.append(info.name)
+        else:
+            raise AssertionError(f"{info.name} is neither a public nor an internal package")
+    return sorted(n for n in names if not any(p.startswith("_") for p in n.split(".")))
 
 
 def _ours(obj: Any) -> bool:
@@ -126,6 +163,8 @@ def public_objects() -> Iterator[tuple[str, str | None]]:
         yield f"{surface} (module)", package.__doc__
         for name in package.__all__:
             yield from visit(f"{surface}.{name}", getattr(package, name))
+    for module in public_modules():
+        yield from visit(module, importlib.import_module(module))
 
 
 def missing() -> list[str]:
@@ -140,7 +179,7 @@ def test_every_public_object_has_a_docstring() -> None:
 def test_the_walk_is_not_vacuous() -> None:
     """The walk reaches classes, their methods, Feature's hooks and exported functions."""
     names = {name for name, _ in public_objects()}
-    assert len(names) > 300
+    assert len(names) > 600
     for expected in (
         "agentkeep.features.Feature.before_turn",
         "agentkeep.features.Feature.before_tool_call_transact",
@@ -148,6 +187,8 @@ def test_the_walk_is_not_vacuous() -> None:
         "agentkeep.registry.service.Registry.create",
         "agentkeep.chaos.campaigns.run_suite",
         "agentkeep.providers.protocol.Session.stream",
+        "agentkeep.chaos.lifecycle_race.Plan.describe",  # a public module's own name
+        "agentkeep.tools.ToolSet.descriptors",
     ):
         assert expected in names, expected
 
@@ -183,3 +224,12 @@ def test_an_undocumented_member_counts_as_missing(monkeypatch: pytest.MonkeyPatc
     assert set(members) == {"_Undocumented.method", "_Undocumented.prop"}
     for qualname, value in members.items():
         assert _member_doc(_Undocumented, qualname.rsplit(".", 1)[-1], value) is None
+
+
+def test_every_package_is_public_or_internal() -> None:
+    """A new subpackage must be classified, or the walk would silently skip it."""
+    modules = public_modules()
+    assert "agentkeep.tools" in modules
+    assert "agentkeep.chaos.world" in modules
+    assert not any(m.startswith("agentkeep._") or "._" in m for m in modules)
+    assert not any(m.startswith(INTERNAL_PACKAGES) for m in modules)

@@ -77,6 +77,9 @@ class SwitchExpectation(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def describe_records(records: Sequence[ConversationRecord]) -> str:
+    """The kinds of the first 12 records, in order (``user assistant tool ...``), for a violation's
+    detail.
+    """
     return " ".join(type(r).__name__.removesuffix("Record").lower() for r in records[:12])
 
 
@@ -298,6 +301,9 @@ def _check_switch(state: DurableState, switch: SwitchExpectation, process: int) 
 
 
 def check_ledger(world: ChaosWorld, process: int) -> list[Violation]:
+    """§7.12: a non-durable (fragile) tool ran at most once per call; a violation for each call the
+    ledger shows running twice or more.
+    """
     counts = Counter(
         (e.tool, e.call_id) for e in world.ledger.entries if e.tool in world.fragile_tools
     )

@@ -126,6 +126,10 @@ class ProcessReport:
 
 
 def live_check(world: ChaosWorld, generation: int) -> Callable[[], bool]:
+    """The liveness test guarded tools of process ``generation`` ask: whether that process is still
+    the world's live one (a tool started during ``open`` first waits for it to return).
+    """
+
     def alive() -> bool:
         live = world._live
         if live is not None and live.generation == generation:
@@ -157,6 +161,9 @@ class Live:
         self._lock = threading.Lock()
 
     def attach(self, system: AgentSystem) -> None:
+        """Note the process's system once ``open`` returned (an abort asked for meanwhile is sent
+        now).
+        """
         with self._lock:
             self.system = system
             abort_now = self._abort_pending
@@ -165,6 +172,7 @@ class Live:
             system.abort(self.world.agent_id)
 
     def attach_failed(self) -> None:
+        """Note that ``open`` failed, releasing tools waiting for it."""
         self.opened.set()
 
     def crashed(self) -> bool:
@@ -181,6 +189,9 @@ class Live:
             return True
 
     def on_event(self, event: StreamEvent) -> None:
+        """Count one stream event; at the ``abort_after_events``-th, abort the agent's turn (or as
+        soon as the system is attached).
+        """
         with self._lock:
             self.report.events += 1
             count = self.report.events
@@ -219,6 +230,10 @@ class Live:
 
 
 class Observer(Feature):
+    """The feature that feeds every stream event of the process to its :class:`Live` (to abort after
+    a seeded number of events).
+    """
+
     name = "chaosobserver"
 
     def __init__(self, live: Live) -> None:
@@ -310,6 +325,9 @@ class ProcessHandle:
 
 
 def quietly(action: Callable[[], object]) -> None:
+    """Run ``action``, swallowing any exception: a dead process fails in every way it can, and the
+    checker judges the disk.
+    """
     try:
         action()
     except Exception:  # a dead process fails in every way it can; the checker judges the disk
