@@ -123,8 +123,7 @@ class Provider(Protocol):
         first). ``session_id`` is the agent's id, so a provider may key server-side state
         (a prompt cache) on it.
 
-        Opening should not touch the network: a vendor's request failures are reported by
-        ``stream``, as an error ``Done``, not raised here.
+        A vendor's request failures are reported by ``stream``, as an error ``Done``.
 
         Returns:
             A :class:`Session` its caller owns and closes exactly once.
