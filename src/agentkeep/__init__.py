@@ -7,10 +7,10 @@ on it, so a process killed at any instant resumes exactly where it stopped.
 The public API is re-exported here; everything else is private by default.
 """
 
+from agentkeep._agent_rows import AgentInfo
 from agentkeep.actors.supervision.errors import SupervisorGaveUpError
 from agentkeep.actors.supervision.specs import Backoff, RestartIntensity
 from agentkeep.agent import Agent
-from agentkeep.agent_rows import AgentInfo
 from agentkeep.agent_system import AgentSystem
 from agentkeep.config import AgentConfig, current_environment
 from agentkeep.delivery import Delivery, system, tool_request, user

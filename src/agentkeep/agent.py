@@ -82,15 +82,59 @@ class Agent:
         )
 
     def abort(self, *, wait: bool = False, timeout_seconds: float | None = None) -> None:
+        """Abort the agent's running turn; a no-op when it has none.
+
+        The abort is handled by the agent's loop at its next step (spec §3); the actions a hook
+        is returning meanwhile are dropped.
+
+        Args:
+            wait: block until the agent is idle again.
+            timeout_seconds: how long ``wait`` may block (None: no limit).
+
+        Raises:
+            UnknownAgentError: the agent was never created.
+            AwaitFromOwnLoopError: ``wait`` from inside the agent's own loop (a tool or hook).
+        """
         self._system.abort(self.id, wait=wait, timeout_seconds=timeout_seconds)
 
     def compact(self, *, wait: bool = False, timeout_seconds: float | None = None) -> None:
+        """Ask the agent to compact its context, after its current step.
+
+        Args:
+            wait: block until this compaction's outcome (callers asking meanwhile share it).
+            timeout_seconds: how long ``wait`` may block (None: no limit).
+
+        Raises:
+            UnknownAgentError: the agent was never created.
+            AgentClosedError: the system is closing or closed.
+            AwaitFromOwnLoopError: ``wait`` from inside the agent's own loop.
+            CompactionFailedError: (with ``wait``) the compaction failed or was not confirmed.
+            TimeoutError: (with ``wait``) no outcome within ``timeout_seconds``.
+        """
         self._system.compact(self.id, wait=wait, timeout_seconds=timeout_seconds)
 
     def wait_for_idle(self, *, timeout_seconds: float | None = None) -> bool:
+        """Block until the agent has nothing running.
+
+        Returns:
+            True once idle; False if ``timeout_seconds`` passed first.
+
+        Raises:
+            UnknownAgentError: the agent was never created.
+            AwaitFromOwnLoopError: called from inside the agent's own loop (it would wait for
+                itself).
+        """
         return self._system.wait_for_idle(self.id, timeout_seconds=timeout_seconds)
 
     def transcript(self) -> list[Message]:
+        """The current durable conversation, oldest message first (what the model sees next).
+
+        A deleted agent's transcript stays readable. :meth:`history` adds the archived epochs.
+
+        Raises:
+            UnknownAgentError: the agent was never created.
+            AgentClosedError: the system is closing or closed.
+        """
         return self._system.transcript(self.id)
 
     def history(self) -> list[HistoryEpoch]:
@@ -119,12 +163,30 @@ class Agent:
 
     @property
     def settings(self) -> Settings:
+        """The agent's current settings: the system's defaults until a message chose others.
+
+        Raises:
+            UnknownAgentError: the agent does not exist.
+            AgentClosedError: the system is closing or closed.
+        """
         return self._system.settings(self.id)
 
     @property
     def context_tokens(self) -> int | None:
+        """The agent's context size in tokens as last recorded; None until a response measured it.
+
+        Raises:
+            UnknownAgentError: the agent does not exist.
+            AgentClosedError: the system is closing or closed.
+        """
         return self._system.context_tokens(self.id)
 
     @property
     def state(self) -> str:
+        """``"running"`` (a turn runs now), ``"owes_work"`` (durable work is due) or ``"idle"``.
+
+        Raises:
+            UnknownAgentError: the agent does not exist.
+            AgentClosedError: the system is closing or closed.
+        """
         return self._system.state(self.id)

@@ -17,6 +17,15 @@ from typing import Any, TypeVar
 
 import structlog
 
+from agentkeep._admission import Admission
+from agentkeep._agent_rows import (
+    AgentInfo,
+    create_agent,
+    list_agents,
+    merge_metadata,
+    new_agent_row,
+)
+from agentkeep._signals import ShutdownSignals
 from agentkeep.actors.agent_actor import LoopOptions
 from agentkeep.actors.agent_factory import AgentFactory
 from agentkeep.actors.directory import KnownAgent
@@ -25,15 +34,7 @@ from agentkeep.actors.registry import AgentRegistry
 from agentkeep.actors.status import AgentStatus
 from agentkeep.actors.supervisor import Backoff, RestartIntensity
 from agentkeep.actors.tree import start_system_tree
-from agentkeep.admission import Admission
 from agentkeep.agent import Agent
-from agentkeep.agent_rows import (
-    AgentInfo,
-    create_agent,
-    list_agents,
-    merge_metadata,
-    new_agent_row,
-)
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery, prepare_acceptance
 from agentkeep.errors import (
@@ -72,7 +73,6 @@ from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.refs import make_system_ref
 from agentkeep.registry import Registry
-from agentkeep.signals import ShutdownSignals
 from agentkeep.tools import Tool, ToolSet
 
 log = structlog.get_logger(__name__)

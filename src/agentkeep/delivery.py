@@ -160,6 +160,12 @@ def _check_request(request: ToolCallRequestBlock) -> None:
 
 
 def check_message_id(message_id: str | None) -> str:
+    """The id a queued message gets: ``message_id`` if valid, else a fresh one when it is None.
+
+    Raises:
+        InvalidMessageError: ``message_id`` is not 2-32 lowercase letters and digits starting with a
+            letter.
+    """
     if message_id is None:
         return new_id()
     if not isinstance(message_id, str) or not is_valid_id(message_id):

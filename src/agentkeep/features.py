@@ -90,6 +90,12 @@ class MetadataChange:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelChange:
+    """An agent's provider or model switch, for ``model_changed``.
+
+    ``was_reset`` is True when the new model cannot read the old history, which is then archived and
+    the conversation starts again (with the handoff a hook returns).
+    """
+
     previous: Settings
     current: Settings
     was_reset: bool
@@ -147,36 +153,101 @@ class Feature:
         return
 
     def instructions(self, ctx: HookContext) -> str | None:
+        """Instructions this feature adds to the agent's system prompt, or None.
+
+        Runs before every provider request, on the agent's actor thread; the result is appended to
+        the system's base instructions (a blank line between parts). Loud: raising fails the request
+        rather than let it run with the wrong instructions.
+        """
         return None
 
     def tools(self, ctx: HookContext) -> Sequence[Tool[Any, Any]]:
+        """Tools this feature offers the agent, in addition to the system's.
+
+        Runs before every provider request and when a tool batch starts. Loud: raising fails the
+        request, or answers every call of the batch with the error; a duplicate (namespace, name) is
+        a failure too.
+        """
         return ()
 
     def on_event(self, ctx: HookContext, event: StreamEvent) -> None:
-        return None
+        """Observe each event of a provider response as it streams (text deltas included).
+
+        Runs on the agent's actor thread for every event, so it must be quick. Isolated: a failure
+        is logged and never stops the response or other features.
+        """
+        return
 
     def before_agent_loop(self, ctx: HookContext) -> None:
-        return None
+        """Observe the start of a run: the agent had settled and now has work.
+
+        Isolated: a failure is logged, never raised.
+        """
+        return
 
     def before_turn(self, ctx: HookContext, turn: TurnInfo) -> Sequence[Action] | None:
+        """Runs at the start of each turn, before the model is asked.
+
+        Durable state has just been reloaded. A failure loses only this feature's actions (it is
+        logged).
+
+        Returns:
+            Actions to take (queue a message, steer, inject a system message, compact), or None.
+        """
         return None
 
     def before_inference(self, ctx: HookContext) -> None:
-        return None
+        """Observe that a provider request is about to start. Isolated: a failure is logged."""
+        return
 
     def after_inference(self, ctx: HookContext, inference: InferenceInfo) -> None:
-        return None
+        """Observe how a provider response ended (its state, tokens or error).
+
+        Isolated: a failure is logged, never raised.
+        """
+        return
 
     def after_turn(self, ctx: HookContext, turn: TurnInfo) -> Sequence[Action] | None:
+        """Runs when a turn has nothing left to do (``turn.aborted`` if an abort ended it).
+
+        A failure loses only this feature's actions (it is logged).
+
+        Returns:
+            Actions to take, or None; an aborted turn's actions are dropped. Actions that add work
+            start another turn.
+        """
         return None
 
     def after_agent_loop(self, ctx: HookContext) -> Sequence[Action] | None:
+        """Runs when the run is about to settle: the last turn ended and none is requested.
+
+        A failure loses only this feature's actions (it is logged).
+
+        Returns:
+            Actions to take, or None; actions that add work reopen the run instead of settling it
+            (dropped when the run may not continue: aborted, shut down, blocked).
+        """
         return None
 
     def after_agent_settled(self, ctx: HookContext, error: str | None) -> None:
-        return None
+        """Observe that the agent settled: it owes no work and is idle.
+
+        ``error`` is the run's unrecovered failure, if any. Isolated: a failure is logged.
+        """
+        return
 
     def model_changed(self, ctx: HookContext, change: ModelChange) -> SystemMessage | None:
+        """Runs when a consumed message switches the agent's provider or model.
+
+        It runs inside the transaction that consumes the message (its stores and sends join it).
+        When the switch resets the history (``change.was_reset``), a returned :class:`SystemMessage`
+        starts the new conversation as a handoff (the first one returned wins); raising then rejects
+        the switch, keeping the history and the previous model. A failure on a compatible switch is
+        ignored.
+
+        Returns:
+            A handoff message, or None.
+        """
         return None
 
     def message_accepted_transact(self, ctx: HookContext, accepted: MessageAccepted) -> None:
@@ -258,6 +329,7 @@ class FeatureSet:
         return any(getattr(type(f), hook) is not getattr(Feature, hook) for f in self.features)
 
     def get(self, name: str) -> Feature | None:
+        """The feature named ``name``, or None."""
         return next((f for f in self.features if f.name == name), None)
 
     def observe(self, hook: str, ctx_for: Any, *args: Any) -> None:
@@ -305,12 +377,19 @@ class FeatureSet:
         return "\n\n".join(p for p in parts if p)
 
     def tools(self, base: Sequence[Tool[Any, Any]], ctx_for: Any) -> list[Tool[Any, Any]]:
+        """The system's tools, then each feature's; a failing ``tools`` hook propagates."""
         collected = list(base)
         for feature in self.features:
             collected.extend(feature.tools(ctx_for(feature)))
         return collected
 
     def model_changed(self, ctx_for: Any, change: ModelChange) -> SystemMessage | None:
+        """Every feature observes the switch; the first handoff returned wins.
+
+        Raises:
+            Exception: the first failure of a hook, only when the switch resets the history
+                (which rejects it); otherwise failures are ignored.
+        """
         handoff: SystemMessage | None = None
         failure: Exception | None = None
         for feature in self.features:

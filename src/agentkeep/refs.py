@@ -44,17 +44,29 @@ class SystemPort(Protocol):
     and the actors run those, so naming the system here would import upward.
     """
 
-    def parent_of(self, agent_id: str) -> str | None: ...
+    def parent_of(self, agent_id: str) -> str | None:
+        """The id of the agent's parent, or None; raises ``UnknownAgentError``."""
+        ...
 
-    def children_of(self, agent_id: str) -> list[str]: ...
+    def children_of(self, agent_id: str) -> list[str]:
+        """The ids of the agent's live children, sorted; raises ``UnknownAgentError``."""
+        ...
 
-    def metadata(self, agent_id: str) -> JSONObject: ...
+    def metadata(self, agent_id: str) -> JSONObject:
+        """A copy of the agent's metadata; raises ``UnknownAgentError``."""
+        ...
 
-    def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject: ...
+    def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject:
+        """Shallow-merge ``patch`` into the agent's metadata and return the result."""
+        ...
 
-    def compact(self, agent_id: str, *, wait: bool = False) -> None: ...
+    def compact(self, agent_id: str, *, wait: bool = False) -> None:
+        """Ask the agent for a compaction (``wait``: block until its outcome)."""
+        ...
 
-    def abort(self, agent_id: str, *, wait: bool = False) -> None: ...
+    def abort(self, agent_id: str, *, wait: bool = False) -> None:
+        """Abort the agent's running turn (``wait``: block until it is idle)."""
+        ...
 
     def create(
         self,
@@ -63,9 +75,13 @@ class SystemPort(Protocol):
         id: str | None = None,
         parent: str | None = None,
         initial_context: Sequence[Message] | None = None,
-    ) -> _Identified: ...
+    ) -> _Identified:
+        """Create an agent (see :meth:`AgentSystem.create <agentkeep.AgentSystem.create>`)."""
+        ...
 
-    def resolve(self, agent_id: str) -> _Identified: ...
+    def resolve(self, agent_id: str) -> _Identified:
+        """The agent with this id; raises ``UnknownAgentError``."""
+        ...
 
     def _offer(
         self,
@@ -112,10 +128,22 @@ class AgentRef:
 
     @property
     def parent(self) -> str | None:
+        """The id of this agent's parent, or None for a top-level agent.
+
+        Raises:
+            UnknownAgentError: the agent does not exist.
+            AgentClosedError: the system is closing or closed.
+        """
         return self._system.parent_of(self.id)
 
     @property
     def metadata(self) -> JSONObject:
+        """A copy of the agent's metadata, as last committed.
+
+        Raises:
+            UnknownAgentError: the agent does not exist.
+            AgentClosedError: the system is closing or closed.
+        """
         return self._system.metadata(self.id)
 
     def send(
@@ -226,6 +254,12 @@ class AgentSystemRef:
         return make_agent_ref(self._system, agent.id)
 
     def resolve(self, agent_id: str) -> AgentRef:
+        """The agent ``agent_id``, seen from here (bound to this reference's transaction, if any).
+
+        Raises:
+            UnknownAgentError: no agent has the id.
+            AgentClosedError: the system is closing or closed.
+        """
         self._system.resolve(agent_id)
         return AgentRef(self._system, agent_id, _token=_UNSET, tx=self._tx)
 
@@ -280,24 +314,61 @@ class AgentSystemRef:
         )
 
     def compact(self, agent_id: str) -> None:
+        """Ask ``agent_id`` for a compaction (:meth:`AgentRef.compact`); returns once asked.
+
+        Raises:
+            UnknownAgentError: no agent has the id.
+            AgentClosedError: the system is closing or closed.
+        """
         self.resolve(agent_id).compact()
 
     def abort(self, agent_id: str) -> None:
+        """Ask ``agent_id`` to abort its turn (:meth:`AgentRef.abort`); returns once asked.
+
+        Raises:
+            UnknownAgentError: no agent has the id.
+        """
         self.resolve(agent_id).abort()
 
     def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject:
+        """Shallow-merge ``patch`` into ``agent_id``'s metadata; committed before it shows.
+
+        Returns:
+            The merged metadata.
+
+        Raises:
+            UnknownAgentError: no agent has the id.
+            AgentClosedError: the system is closing or closed.
+            InvalidConfigError: ``patch`` is not a JSON object.
+        """
         return self._system.update_metadata(agent_id, patch)
 
     def parent_of(self, agent_id: str) -> str | None:
+        """The id of ``agent_id``'s parent, or None.
+
+        Raises:
+            UnknownAgentError: no agent has the id.
+            AgentClosedError: the system is closing or closed.
+        """
         return self._system.parent_of(agent_id)
 
     def children_of(self, agent_id: str) -> list[str]:
+        """The ids of the live agents created with ``agent_id`` as their parent, sorted.
+
+        Raises:
+            UnknownAgentError: no agent has the id.
+            AgentClosedError: the system is closing or closed.
+        """
         return self._system.children_of(agent_id)
 
 
 def make_agent_ref(system: SystemPort, agent_id: str) -> AgentRef:
+    """The :class:`AgentRef` of ``agent_id`` outside any transaction (the system builds them; users
+    resolve them).
+    """
     return AgentRef(system, agent_id, _token=_UNSET)
 
 
 def make_system_ref(system: SystemPort, agent_id: str | None) -> AgentSystemRef:
+    """The :class:`AgentSystemRef` seen from agent ``agent_id`` (None: from outside any agent)."""
     return AgentSystemRef(system, agent_id, _token=_UNSET)

@@ -71,14 +71,17 @@ class ToolCallInfo:
 
     @property
     def name(self) -> str:
+        """The name of the tool ``call`` names."""
         return self.call.name
 
     @property
     def namespace(self) -> str | None:
+        """The namespace of the tool ``call`` names, if any."""
         return self.call.namespace
 
     @property
     def provider_call_id(self) -> str:
+        """The provider's id of the call (what its result answers), not agentkeep's ``call_id``."""
         return self.call.call_id
 
 
@@ -157,6 +160,7 @@ class ToolCallResult:
 
 
 def failed(text: str) -> ToolCallResult:
+    """An error result carrying ``text``: the answer of a call a hook or validation refused."""
     return ToolCallResult(content=(TextBlock(text=text),), is_error=True)
 
 

@@ -29,6 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar, overload
 
 import msgspec
 
+from agentkeep._tool_schema import issue_from_msgspec, parameters_schema, schema_issues
 from agentkeep.errors import AgentkeepError, ToolDefinitionError
 from agentkeep.key_value import KeyValueStore
 from agentkeep.model import (
@@ -40,7 +41,6 @@ from agentkeep.model import (
 )
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.refs import AgentSystemRef
-from agentkeep.tool_schema import issue_from_msgspec, parameters_schema, schema_issues
 
 MAX_ISSUES = 8  # spec §3.6: a schema mismatch lists at most 8 issues
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what both Anthropic and OpenAI accept
@@ -63,22 +63,36 @@ class ToolContext(Protocol):
     """
 
     @property
-    def agent_id(self) -> str: ...
+    def agent_id(self) -> str:
+        """The agent running the call."""
+        ...
 
     @property
-    def call_id(self) -> str: ...
+    def call_id(self) -> str:
+        """agentkeep's own durable id of the call (stable across a restart that re-runs it)."""
+        ...
 
     @property
-    def provider_call_id(self) -> str: ...
+    def provider_call_id(self) -> str:
+        """The model's id of the call (``ToolCallBlock.call_id``)."""
+        ...
 
     @property
-    def cancel(self) -> CancelToken: ...
+    def cancel(self) -> CancelToken:
+        """Fires when the call's lifetime ends (abort, close, or the call itself); a long tool
+        should watch it.
+        """
+        ...
 
     @property
-    def kv(self) -> KeyValueStore: ...
+    def kv(self) -> KeyValueStore:
+        """The call-scoped key-value store; it refuses use once the call returned."""
+        ...
 
     @property
-    def system(self) -> AgentSystemRef: ...
+    def system(self) -> AgentSystemRef:
+        """The system as seen from inside the agent (no close, no waits)."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,12 +113,22 @@ class BasicToolContext:
 
     @property
     def kv(self) -> KeyValueStore:
+        """The ``kv_store`` this context was given.
+
+        Raises:
+            AgentkeepError: it was given none.
+        """
         if self.kv_store is None:
             raise AgentkeepError("This tool context has no key-value store (kv_store).")
         return self.kv_store
 
     @property
     def system(self) -> AgentSystemRef:
+        """The ``system_ref`` this context was given.
+
+        Raises:
+            AgentkeepError: it was given none.
+        """
         if self.system_ref is None:
             raise AgentkeepError("This tool context has no system (system_ref).")
         return self.system_ref
@@ -129,6 +153,7 @@ class ToolError(msgspec.Struct, frozen=True):
     message: str
 
     def to_output(self) -> ToolOutput:
+        """The error result the model is shown: the message, marked as an error."""
         return ToolOutput(content=(TextBlock(text=self.message),), is_error=True)
 
 
@@ -259,6 +284,7 @@ class ToolSet:
         return self.get(call.name, call.namespace)
 
     def descriptors(self) -> tuple[ToolDescriptor, ...]:
+        """What the provider is told about each tool, in the set's order."""
         return tuple(each.descriptor() for each in self._tools.values())
 
     def __iter__(self) -> Iterator[Tool[Any, Any]]:

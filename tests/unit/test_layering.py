@@ -40,10 +40,10 @@ LAYERS: tuple[Component, ...] = (
         (
             "agentkeep.errors",
             "agentkeep.logs",
-            "agentkeep.signals",
+            "agentkeep._signals",
             "agentkeep.key_value",
-            "agentkeep.tool_schema",
-            "agentkeep.admission",
+            "agentkeep._tool_schema",
+            "agentkeep._admission",
             "agentkeep.config",
         ),
     ),
@@ -62,7 +62,7 @@ LAYERS: tuple[Component, ...] = (
     Component(
         6,
         "system",
-        ("agentkeep", "agentkeep.agent_system", "agentkeep.agent", "agentkeep.agent_rows"),
+        ("agentkeep", "agentkeep.agent_system", "agentkeep.agent", "agentkeep._agent_rows"),
     ),
     Component(7, "chaos", ("agentkeep.chaos",)),
     Component(8, "cli", ("agentkeep.cli",)),

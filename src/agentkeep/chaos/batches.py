@@ -49,13 +49,19 @@ class HeldCall(Protocol):
     """What a hold reads of a call (a :class:`~agentkeep.tools.ToolContext` has it)."""
 
     @property
-    def agent_id(self) -> str: ...
+    def agent_id(self) -> str:
+        """The agent running the call."""
+        ...
 
     @property
-    def provider_call_id(self) -> str: ...
+    def provider_call_id(self) -> str:
+        """The model's id of the call (``call-<k>`` for the responding model)."""
+        ...
 
     @property
-    def cancel(self) -> CancelToken: ...
+    def cancel(self) -> CancelToken:
+        """Fires when the call's lifetime ends; a held call stops waiting then."""
+        ...
 
 
 _CALL = re.compile(r"^call-(\d+)$")

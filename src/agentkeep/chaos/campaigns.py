@@ -48,13 +48,16 @@ class CampaignResult:
 
     @property
     def ok(self) -> bool:
+        """True when the checker found no violation."""
         return not self.violations
 
     @property
     def replay(self) -> str:
+        """The shell command that replays exactly this seed of this suite."""
         return replay_command(self.suite, self.seed)
 
     def describe(self) -> str:
+        """A multi-line report: the violations, the processes played, and the replay command."""
         lines = [
             f"chaos suite {self.suite!r} seed {self.seed}: {len(self.violations)} violation(s)"
         ]
@@ -65,6 +68,9 @@ class CampaignResult:
 
 
 def replay_command(suite: str, seed: int) -> str:
+    """The shell command replaying one seed of a suite (``CHAOS_SEED=seed`` pytest on its test
+    file).
+    """
     return f"CHAOS_SEED={seed} .venv/bin/pytest tests/chaos/test_{suite}.py"
 
 

@@ -60,6 +60,9 @@ class Violation(msgspec.Struct, frozen=True, kw_only=True):
     detail: str
 
     def describe(self) -> str:
+        """One line: the §7 invariant (number and name), the process after which it broke, and the
+        detail.
+        """
         name = INVARIANTS.get(self.invariant, "")
         return f"§7.{self.invariant} ({name}) after process {self.process}: {self.detail}"
 
@@ -74,6 +77,9 @@ class SwitchExpectation(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def describe_records(records: Sequence[ConversationRecord]) -> str:
+    """The kinds of the first 12 records, in order (``user assistant tool ...``), for a violation's
+    detail.
+    """
     return " ".join(type(r).__name__.removesuffix("Record").lower() for r in records[:12])
 
 
@@ -295,6 +301,9 @@ def _check_switch(state: DurableState, switch: SwitchExpectation, process: int) 
 
 
 def check_ledger(world: ChaosWorld, process: int) -> list[Violation]:
+    """§7.12: a non-durable (fragile) tool ran at most once per call; a violation for each call the
+    ledger shows running twice or more.
+    """
     counts = Counter(
         (e.tool, e.call_id) for e in world.ledger.entries if e.tool in world.fragile_tools
     )

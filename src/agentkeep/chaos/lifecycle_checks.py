@@ -59,6 +59,9 @@ class Facts:
 
     @classmethod
     def of(cls, race: Race) -> Facts:
+        """The facts of a finished race: its calls, the first close, and each newcomer's successful
+        creates.
+        """
         ops = tuple(race.ops)
         closers = [op.start for op in ops if op.kind == "close"]
         winners: dict[str, list[Op]] = {n: [] for n in race.plan.newcomers}
@@ -122,6 +125,7 @@ class Facts:
         return [d for d in self.deleted if d not in self.reborn]
 
     def sends(self, agent: str) -> list[Op]:
+        """The race's ``send`` calls to ``agent``, in the order they were made."""
         return [op for op in self.ops if op.kind == "send" and op.agent == agent]
 
     def accepted(self, agent: str) -> set[str]:

@@ -69,6 +69,9 @@ class Plan:
 
     @classmethod
     def draw(cls, rng: random.Random) -> Plan:
+        """A plan drawn from ``rng``: who exists, who is created, deleted and re-created, who sends,
+        and how the system closes.
+        """
         residents = tuple(f"r{i}" for i in range(rng.randint(2, 4)))
         newcomers = tuple(f"n{i}" for i in range(rng.randint(1, 2)))
         doomed = tuple(rng.sample(residents, rng.randint(1, min(2, len(residents) - 1))))
@@ -109,6 +112,7 @@ class Plan:
         )
 
     def describe(self) -> str:
+        """A one-line description, for failure messages and replays."""
         sends = sum(len(steps) for steps in self.senders)
         closers = self.ending + (f"+{self.second_closer}" if self.second_closer else "")
         return (
@@ -128,6 +132,7 @@ class Clock:
         self._now = 0
 
     def tick(self) -> int:
+        """The next ticket (thread-safe; each is greater than every earlier one)."""
         with self._lock:
             self._now += 1
             return self._now
@@ -149,6 +154,7 @@ class Op:
 
     @property
     def ok(self) -> bool:
+        """True when the call returned without raising."""
         return self.end is not None and self.error is None
 
     def returned_before(self, other: Op) -> bool:
@@ -156,9 +162,11 @@ class Op:
         return self.end is not None and self.end < other.start
 
     def failed(self, *kinds: type[Exception]) -> bool:
+        """True when the call raised one of ``kinds``."""
         return self.error is not None and isinstance(self.error, kinds)
 
     def describe(self) -> str:
+        """A one-line description, for failure messages and replays."""
         parts = (self.message,) if self.kind == "close" else (self.kind, self.agent, self.message)
         what = " ".join(str(x) for x in parts if x is not None)
         outcome = "running" if self.end is None else repr(self.error) if self.error else "ok"
@@ -175,17 +183,22 @@ class Progress:
         self._sent: Counter[str] = Counter()
 
     def sent(self, agent: str) -> None:
+        """Count one accepted send to ``agent``, and wake the waiters."""
         with self._changed:
             self._sent[agent] += 1
             self._sent[""] += 1
             self._changed.notify_all()
 
     def sender_done(self) -> None:
+        """Note that one sender thread finished all its sends, and wake the waiters."""
         with self._changed:
             self._done += 1
             self._changed.notify_all()
 
     def wait(self, count: int, timeout: float, agent: str = "") -> None:
+        """Block until ``count`` sends were accepted (to ``agent``, or in all when it is empty),
+        every sender is done, or ``timeout`` seconds passed.
+        """
         with self._changed:
             self._changed.wait_for(
                 lambda: self._sent[agent] >= count or self._done >= self._senders, timeout

@@ -67,6 +67,7 @@ class PowerPlan:
     checkpoint_every: int  # rounds between checkpoints (0: never)
 
     def describe(self) -> str:
+        """A readable account, for failure messages: what was planned and what the cut left."""
         return (
             f"{len(self.rounds)} rounds of {list(self.rounds)}, cut {self.mode} at "
             f"{self.cut_fraction:.3f} of the run's I/O, values {self.value_bytes} B, "
@@ -75,6 +76,7 @@ class PowerPlan:
 
 
 def plan(seed: int) -> PowerPlan:
+    """The schedule seed ``seed`` plays (a pure function of the seed)."""
     rng = random.Random(seed)
     return PowerPlan(
         rounds=tuple(rng.randint(1, 5) for _ in range(rng.randint(4, 12))),
@@ -87,6 +89,10 @@ def plan(seed: int) -> PowerPlan:
 
 @dataclass
 class PowerCutResult:
+    """One seed of the power-cut campaign: what was submitted and acknowledged, what survived the
+    cut, and every problem found.
+    """
+
     seed: int
     plan: PowerPlan
     acknowledged: list[str] = field(default_factory=list)
@@ -100,13 +106,16 @@ class PowerCutResult:
 
     @property
     def ok(self) -> bool:
+        """True when no problem was found."""
         return not self.problems
 
     @property
     def replay(self) -> str:
+        """The shell command that replays exactly this seed."""
         return f"CHAOS_SEED={self.seed} .venv/bin/pytest {TEST_FILE}"
 
     def describe(self) -> str:
+        """A readable account, for failure messages: what was planned and what the cut left."""
         mutant = f" (mutant {self.mutant})" if self.mutant else ""
         lines = [f"power cut seed {self.seed}{mutant}: {len(self.problems)} problem(s)"]
         lines += [f"  - {problem}" for problem in self.problems]
@@ -270,6 +279,12 @@ def _judge(reboot: Path, schedule: PowerPlan, result: PowerCutResult) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line ``python -m agentkeep.chaos.power [--seeds N] [--start S] [--jobs J]
+    [--mutant M]``.
+
+    Returns:
+        The exit status: 0 when every seed held, 1 otherwise.
+    """
     parser = argparse.ArgumentParser(prog="python -m agentkeep.chaos.power")
     parser.add_argument("--seeds", type=int, default=None)
     parser.add_argument("--start", type=int, default=0)

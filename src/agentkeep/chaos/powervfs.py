@@ -62,6 +62,7 @@ class FileImage:
     pending: list[_Operation] = field(default_factory=list)
 
     def sync(self) -> None:
+        """Make every pending operation durable (what ``xSync`` does on a truthful disk)."""
         for operation in self.pending:
             _apply(self.durable, operation)
         self.pending.clear()
@@ -137,6 +138,7 @@ class PowerGrid:
 
     @property
     def dead(self) -> bool:
+        """True once the power was cut: every later file operation raises :class:`PowerOffError`."""
         return self._surviving is not None
 
     def arm(self, cut_at: int) -> None:
@@ -163,6 +165,7 @@ class PowerGrid:
             return dict(self._surviving)
 
     def track(self, path: str) -> None:
+        """Start modelling ``path``: its current bytes on disk become its durable image."""
         with self._lock:
             if path not in self._images:
                 real = Path(path)
@@ -170,6 +173,11 @@ class PowerGrid:
                 self._images[path] = FileImage(durable=bytearray(content))
 
     def check_alive(self) -> None:
+        """Refuse to go on once the power is off.
+
+        Raises:
+            PowerOffError: the power was cut.
+        """
         if self._surviving is not None:
             raise PowerOffError("the power is off")
 
@@ -195,12 +203,21 @@ class PowerGrid:
             return result
 
     def forget(self, path: str) -> None:
+        """Stop modelling ``path`` (it was deleted).
+
+        Raises:
+            PowerOffError: the power was cut.
+        """
         with self._lock:
             self.check_alive()
             self._images.pop(path, None)
 
 
 class PowerLossFile(apsw.VFSFile):
+    """A file opened through :class:`PowerLossVFS`: every read, write and sync goes through its
+    :class:`PowerGrid`, which counts it, models it and refuses it once the power is off.
+    """
+
     def __init__(self, name: Any, flags: list[int], grid: PowerGrid, path: str | None) -> None:
         super().__init__("", name, flags)
         self._grid = grid

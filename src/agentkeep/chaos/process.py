@@ -66,6 +66,9 @@ class DurableState(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def read_durable(tx: Transaction, agent_id: str) -> DurableState:
+    """Everything durable about ``agent_id`` in one snapshot: archived epochs, records, queue,
+    notices, pending calls, owed work and settings.
+    """
     return DurableState(
         archived=tuple(tx.archived_epochs(agent_id)),
         records=tuple(tx.load_records(agent_id)),
@@ -113,6 +116,7 @@ class ProcessReport:
     live_violations: list[tuple[int, str]] = field(default_factory=list)
 
     def describe(self) -> str:
+        """One line for failure messages: the process's fault plan and what it did."""
         plan = "healthy" if self.faults is None else f"{self.faults.mode}@{self.faults.at}"
         return (
             f"process {self.generation} ({plan}): crashed={self.crashed} idle={self.idle} "
@@ -122,6 +126,10 @@ class ProcessReport:
 
 
 def live_check(world: ChaosWorld, generation: int) -> Callable[[], bool]:
+    """The liveness test guarded tools of process ``generation`` ask: whether that process is still
+    the world's live one (a tool started during ``open`` first waits for it to return).
+    """
+
     def alive() -> bool:
         live = world._live
         if live is not None and live.generation == generation:
@@ -153,6 +161,9 @@ class Live:
         self._lock = threading.Lock()
 
     def attach(self, system: AgentSystem) -> None:
+        """Note the process's system once ``open`` returned (an abort asked for meanwhile is sent
+        now).
+        """
         with self._lock:
             self.system = system
             abort_now = self._abort_pending
@@ -161,9 +172,13 @@ class Live:
             system.abort(self.world.agent_id)
 
     def attach_failed(self) -> None:
+        """Note that ``open`` failed, releasing tools waiting for it."""
         self.opened.set()
 
     def crashed(self) -> bool:
+        """True once this process's store has reached its crash point (a ``crash`` fault plan); the
+        process is dead from then on.
+        """
         plan = self.faults
         system = self.system
         if plan is None or plan.mode != "crash" or system is None:
@@ -174,6 +189,9 @@ class Live:
             return True
 
     def on_event(self, event: StreamEvent) -> None:
+        """Count one stream event; at the ``abort_after_events``-th, abort the agent's turn (or as
+        soon as the system is attached).
+        """
         with self._lock:
             self.report.events += 1
             count = self.report.events
@@ -212,6 +230,10 @@ class Live:
 
 
 class Observer(Feature):
+    """The feature that feeds every stream event of the process to its :class:`Live` (to abort after
+    a seeded number of events).
+    """
+
     name = "chaosobserver"
 
     def __init__(self, live: Live) -> None:
@@ -232,9 +254,13 @@ class ProcessHandle:
 
     @property
     def report(self) -> ProcessReport:
+        """What this process has done so far (filled in as it runs)."""
         return self._live.report
 
     def crashed(self) -> bool:
+        """True once this process's store has reached its crash point (a ``crash`` fault plan); the
+        process is dead from then on.
+        """
         return self._live.crashed()
 
     def discover(self) -> None:
@@ -274,12 +300,18 @@ class ProcessHandle:
             self.offer(each)
 
     def request_compaction(self) -> None:
+        """Ask the agent to compact (without waiting), unless the process has crashed.
+
+        The request is noted in :attr:`report`; a failure is swallowed (a dying process fails in
+        every way it can, and the checker judges the disk).
+        """
         if self.crashed():
             return
         self.report.compaction_requested = True
         quietly(self.agent.compact)
 
     def abort(self) -> None:
+        """Abort the agent's running turn (a no-op when none runs)."""
         self.system.abort(self.world.agent_id)
 
     def _durably_present(self, offer_id: str) -> bool:
@@ -293,6 +325,9 @@ class ProcessHandle:
 
 
 def quietly(action: Callable[[], object]) -> None:
+    """Run ``action``, swallowing any exception: a dead process fails in every way it can, and the
+    checker judges the disk.
+    """
     try:
         action()
     except Exception:  # a dead process fails in every way it can; the checker judges the disk

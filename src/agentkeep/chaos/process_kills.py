@@ -75,6 +75,7 @@ class Kill:
     delay_seconds: float = 0.0
 
     def describe(self) -> str:
+        """A readable account, for failure messages and replays."""
         if self.kind is None:
             return "left alone"
         if self.kind == "timer":
@@ -98,9 +99,11 @@ class ProcessRun:
 
     @property
     def killed(self) -> bool:
+        """True when the process died of SIGKILL."""
         return self.returncode == -signal.SIGKILL
 
     def describe(self) -> str:
+        """A readable account, for failure messages and replays."""
         if self.killed:
             outcome = "killed" + (f" at {self.died_at}" if self.died_at else "")
             outcome += " (side effect without result)" if self.tool_gap else ""
@@ -111,6 +114,10 @@ class ProcessRun:
 
 @dataclass
 class KillCampaignResult:
+    """One seed of the process-kill campaign: every child process run and every problem the final
+    check found.
+    """
+
     seed: int
     runs: list[ProcessRun] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -119,13 +126,16 @@ class KillCampaignResult:
 
     @property
     def ok(self) -> bool:
+        """True when no problem was found."""
         return not self.problems
 
     @property
     def replay(self) -> str:
+        """The shell command that replays exactly this seed."""
         return f"CHAOS_SEED={self.seed} .venv/bin/pytest {TEST_FILE}"
 
     def describe(self) -> str:
+        """A readable account, for failure messages and replays."""
         mutant = f" (mutant {self.mutant})" if self.mutant else ""
         lines = [f"process kills seed {self.seed}{mutant}: {len(self.problems)} problem(s)"]
         lines += [f"  - {problem}" for problem in self.problems]
@@ -162,6 +172,9 @@ class DiskWorld(ChaosWorld):
         self.integrity_problems: list[str] = []
 
     def read_ledger(self) -> Iterator[dict[str, Any]]:
+        """The tool executions the child processes logged to the on-disk ledger, in order (none if
+        it was never written).
+        """
         if not self.ledger_path.exists():
             return
         for line in self.ledger_path.read_text().splitlines():
@@ -199,6 +212,9 @@ class DiskWorld(ChaosWorld):
 
 
 def integrity_problem(database: Path) -> str | None:
+    """SQLite's ``PRAGMA integrity_check`` of ``database``: None when it is sound (or absent), else
+    what it reported.
+    """
     if not database.exists():
         return None
     connection = apsw.Connection(str(database))
@@ -335,6 +351,12 @@ def _ledger_problems(world: DiskWorld) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line ``python -m agentkeep.chaos.process_kills [--seeds N] [--start S] [--jobs J]
+    [--mutant M]``.
+
+    Returns:
+        The exit status: 0 when every seed held, 1 otherwise.
+    """
     parser = argparse.ArgumentParser(prog="python -m agentkeep.chaos.process_kills")
     parser.add_argument("--seeds", type=int, default=None)
     parser.add_argument("--start", type=int, default=0)

@@ -67,6 +67,9 @@ class FileLedger(Ledger):
         self._executions = 0
 
     def append(self, kind: str, **fields: Any) -> None:
+        """Append one JSON line (``kind``, this process's generation and pid, ``fields``) and fsync
+        it before returning.
+        """
         line = {"kind": kind, "generation": self._generation, "pid": os.getpid(), **fields}
         # One write(2) per line: a kill lands before or after it, never inside a line.
         os.write(self._fd, json.dumps(line, sort_keys=True).encode() + b"\n")
@@ -85,6 +88,7 @@ class FileLedger(Ledger):
         self.append("refused", **msgspec.to_builtins(entry))
 
     def close(self) -> None:
+        """Close the ledger file."""
         os.close(self._fd)
 
 
@@ -148,6 +152,15 @@ def run(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[str
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The child process of the kill campaign: ``HOME LEDGER GENERATION OFFERS`` (``sys.argv``
+    unless given).
+
+    Prints ``READY``, plays one process in ``HOME`` (``OFFERS`` messages, tool executions logged to
+    ``LEDGER``), then prints ``RESULT`` and its JSON; the parent kills it at a seeded point.
+
+    Returns:
+        0 (a killed process never returns).
+    """
     home, ledger_path, generation, offers = argv if argv is not None else sys.argv[1:]
     # Warnings (the store's "store_fault_injected" names the operation it dies at) go to
     # stderr as JSON lines for the parent; nothing else is logged.

@@ -53,10 +53,14 @@ class Ledger:
         self._refused: list[LedgerEntry] = []
 
     def record(self, entry: LedgerEntry) -> None:
+        """Note one execution that is about to run (called by :func:`guard_tool` before the tool's
+        body).
+        """
         with self._lock:
             self._entries.append(entry)
 
     def refuse(self, entry: LedgerEntry) -> None:
+        """Note one call refused because its process was dead (a zombie)."""
         with self._lock:
             self._refused.append(entry)
 
@@ -73,6 +77,9 @@ class Ledger:
             return list(self._refused)
 
     def executions(self, tool_name: str, call_id: str) -> list[LedgerEntry]:
+        """Every execution of one call (by tool name and call id), in the order they started; more
+        than one means it ran twice.
+        """
         with self._lock:
             return [e for e in self._entries if e.tool == tool_name and e.call_id == call_id]
 

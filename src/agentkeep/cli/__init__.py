@@ -12,6 +12,9 @@ names); errors go to stderr with a message saying what to do, and a non-zero exi
 5     the agent's turn failed (``send --wait``, ``talk``): the failure is printed
 130   interrupted by Ctrl-C: the turn was aborted (a second Ctrl-C exits at once)
 ====  ==============================================================================
+
+The command line is the interface; the package's modules are internal (see "Public and
+internal" in ``docs/architecture.md``).
 """
 
 from __future__ import annotations

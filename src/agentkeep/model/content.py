@@ -21,6 +21,8 @@ class _Value(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class TextBlock(_Value, frozen=True, tag="text"):
+    """Plain text, in any message or tool result."""
+
     text: str
     # Opaque vendor payload kept verbatim: Anthropic citations, an OpenAI output message's
     # id and ``phase`` (which must be resent on later requests).
@@ -28,17 +30,31 @@ class TextBlock(_Value, frozen=True, tag="text"):
 
 
 class ImageBlock(_Value, frozen=True, tag="image"):
+    """An image, as base64 ``data`` of the given ``mime_type``."""
+
     data: str  # base64, without a data: prefix
     mime_type: str
 
 
 class ReasoningBlock(_Value, frozen=True, tag="reasoning"):
+    """The model's reasoning: readable ``text``, an opaque signed ``reasoning`` payload, or both.
+
+    The payload is sent back to the vendor verbatim on later requests; agentkeep never reads it.
+    """
+
     text: str | None = None
     reasoning: str | None = None  # opaque signed/encrypted payload, sent back verbatim
     vendor: str | None = None
 
 
 class ToolCallBlock(_Value, frozen=True, tag="tool_call"):
+    """A tool call the model made, as part of an assistant message.
+
+    ``arguments`` is the raw JSON text the model produced (parsed only when the call runs);
+    ``incomplete`` marks a call cut off mid-stream, which is never executed; a ``server`` call is
+    the provider's own and is neither executed nor answered by the agent.
+    """
+
     call_id: str  # the provider's own id for the call
     name: str
     arguments: str  # raw JSON text as the model produced it
@@ -85,16 +101,24 @@ class _Message(_Value, frozen=True, tag_field="role"):
 
 
 class UserMessage(_Message, frozen=True, tag="user"):
+    """A message from the user: text and images, and at most one :class:`ToolCallRequestBlock`."""
+
     # A queued message may carry one ToolCallRequestBlock; providers only ever get
     # ``input_blocks(content)``.
     content: tuple[UserBlock, ...]
 
 
 class SystemMessage(_Message, frozen=True, tag="system"):
+    """A system message queued into the conversation: text and images (see
+    :func:`agentkeep.system`).
+    """
+
     content: tuple[InputBlock, ...]
 
 
 class Author(_Value, frozen=True):
+    """Who wrote an :class:`AgentMessage`: an agent's ``id`` and an optional ``description``."""
+
     id: str
     description: str = ""
 
@@ -107,10 +131,19 @@ class AgentMessage(_Message, frozen=True, tag="agent"):
 
 
 class AssistantMessage(_Message, frozen=True, tag="assistant"):
+    """The model's reply.
+
+    Its blocks (text, reasoning, tool calls, server tool results) in the order they started.
+    """
+
     content: tuple[AssistantBlock, ...]  # in the order the blocks started
 
 
 class ToolResultMessage(_Message, frozen=True, tag="tool"):
+    """The result of one tool call, answering the call whose provider id is ``call_id``;
+    ``is_error`` marks a failure the model is told about.
+    """
+
     call_id: str  # the provider's id of the call this answers
     content: tuple[OutputBlock, ...]
     is_error: bool = False
@@ -118,6 +151,10 @@ class ToolResultMessage(_Message, frozen=True, tag="tool"):
 
 
 class CompactionMessage(_Message, frozen=True, tag="compaction"):
+    """What a compaction left in place of the history it replaced: a readable summary (``content``),
+    a vendor's opaque ``encrypted_content``, or both.
+    """
+
     content: str | None = None
     encrypted_content: str | None = None
     vendor: str | None = None
@@ -149,6 +186,7 @@ class Tokens(_Value, frozen=True):
 
     @property
     def total(self) -> int:
+        """Input plus output tokens."""
         return self.input + self.output
 
 
@@ -162,6 +200,7 @@ class Usage(_Value, frozen=True):
 
     @property
     def total(self) -> int:
+        """Input plus output tokens."""
         return self.input + self.output
 
 
@@ -182,6 +221,8 @@ class ToolDescriptor(_Value, frozen=True):
 
 
 class SessionOptions(_Value, frozen=True):
+    """What a provider session is opened with: the instructions and the tools the model may call."""
+
     instructions: str
     tools: tuple[ToolDescriptor, ...] = ()
 
@@ -201,16 +242,24 @@ class _Compaction(_Value, frozen=True, tag_field="status"):
 
 
 class CompactionCompleted(_Compaction, frozen=True, tag="completed"):
+    """A compaction that succeeded: ``messages`` is the replacement context, ``summary`` the summary
+    text if any.
+    """
+
     messages: tuple[Message, ...]  # the replacement context
     summary: str | None = None
     usage: Usage | None = None
 
 
 class CompactionCancelled(_Compaction, frozen=True, tag="cancelled"):
-    pass
+    """A compaction abandoned before it finished (its cancel token fired); history unchanged."""
 
 
 class CompactionFailed(_Compaction, frozen=True, tag="failed"):
+    """A compaction that failed (``kind`` says how, ``message`` what happened); the history is
+    unchanged.
+    """
+
     kind: Literal["inference_error", "invalid_summary", "tool_call"]
     message: str
 

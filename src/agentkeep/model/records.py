@@ -185,6 +185,13 @@ class OwedWork(_Record, frozen=True):
 
 
 class AgentEnvironment(_Record, frozen=True):
+    """The machine an agent works on, as its model is told: OS version, platform, working directory
+    and shell.
+
+    :func:`agentkeep.current_environment` reads this process's; an :class:`AgentConfig` may carry
+    one.
+    """
+
     os_version: str
     platform: str
     working_directory: str

@@ -33,6 +33,13 @@ ProviderErrorType: TypeAlias = Literal[
 
 
 class ProviderErrorInfo(_Value, frozen=True):
+    """What a provider said about a failed request, carried by an error :class:`Done`.
+
+    ``type`` classifies the failure (authentication, rate limit, ...); ``reset_at_ms`` is when a
+    limit resets, if the vendor said; ``diagnostics`` holds a bounded set of details (attempts, HTTP
+    status, request id, vendor code).
+    """
+
     type: ProviderErrorType
     reset_at_ms: int | None = None
     # Bounded diagnostics: attempts, HTTP status, request id, vendor code, ...
@@ -59,33 +66,45 @@ class BlockReset(_Event, frozen=True, tag="block_reset"):
 
 
 class TextStart(_Event, frozen=True, tag="text_start"):
-    pass
+    """A text block begins."""
 
 
 class TextDelta(_Event, frozen=True, tag="text_delta"):
+    """The next piece of the text block being streamed."""
+
     delta: str
 
 
 class TextEnd(_Event, frozen=True, tag="text_end"):
+    """The text block is finished: ``text`` is all of it."""
+
     text: str  # the whole finished text
     vendor: str | None = None  # see TextBlock.vendor
 
 
 class ReasoningStart(_Event, frozen=True, tag="reasoning_start"):
-    pass
+    """A reasoning block begins."""
 
 
 class ReasoningDelta(_Event, frozen=True, tag="reasoning_delta"):
+    """The next piece of the reasoning text being streamed."""
+
     delta: str
 
 
 class ReasoningEnd(_Event, frozen=True, tag="reasoning_end"):
+    """The reasoning block is finished: its readable ``text`` and opaque ``reasoning`` payload."""
+
     text: str | None = None
     reasoning: str | None = None  # opaque signed payload
     vendor: str | None = None
 
 
 class ToolCallStart(_Event, frozen=True, tag="toolcall_start"):
+    """A tool call begins: its provider id, the tool's name and namespace, and whether the provider
+    runs it (``server``).
+    """
+
     call_id: str
     name: str
     namespace: str | None = None
@@ -94,27 +113,39 @@ class ToolCallStart(_Event, frozen=True, tag="toolcall_start"):
 
 
 class ToolCallDelta(_Event, frozen=True, tag="toolcall_delta"):
+    """The next piece of the call's JSON arguments being streamed."""
+
     call_id: str
     delta: str
 
 
 class ToolCallEnd(_Event, frozen=True, tag="toolcall_end"):
+    """The tool call is finished: ``arguments`` is the final raw JSON text; ``incomplete`` if it was
+    cut off.
+    """
+
     call_id: str
     arguments: str  # the final raw JSON text
     incomplete: bool = False
 
 
 class ToolResultStart(_Event, frozen=True, tag="toolcall_result_start"):
+    """A provider-owned (server) tool call's result begins."""
+
     call_id: str
     vendor: str | None = None
 
 
 class ToolResultDelta(_Event, frozen=True, tag="toolcall_result_delta"):
+    """The next piece of a server tool result being streamed."""
+
     call_id: str
     delta: str
 
 
 class ToolResultEnd(_Event, frozen=True, tag="toolcall_result_end"):
+    """A server tool call's result is finished: its content and whether it failed."""
+
     call_id: str
     content: tuple[OutputBlock, ...] = ()
     is_error: bool = False
@@ -124,12 +155,18 @@ class ToolResultEnd(_Event, frozen=True, tag="toolcall_result_end"):
 
 
 class Retrying(_Event, frozen=True, tag="retrying"):
+    """The provider will retry the request (``attempt``, 1-based) after ``delay_seconds``, because
+    of ``reason``.
+    """
+
     attempt: int  # 1-based number of the retry about to happen
     reason: str
     delay_seconds: float = 0.0
 
 
 class TokenUsage(_Event, frozen=True, tag="token_usage"):
+    """Token usage of the attempt, as the provider reported it."""
+
     usage: Usage
 
 

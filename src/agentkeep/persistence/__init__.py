@@ -3,6 +3,9 @@
 Open a state directory with :meth:`Store.open`; hand ``store.handle`` (a
 :class:`StoreHandle`) to the rest of the runtime. Work runs as ``work(tx)`` inside a
 group-committed transaction; see :mod:`agentkeep.persistence.writer`.
+
+Internal: no part of the public API (see "Public and internal" in ``docs/architecture.md``);
+:class:`FaultPlan` is re-exported by :mod:`agentkeep.chaos`.
 """
 
 from agentkeep.persistence.faults import (

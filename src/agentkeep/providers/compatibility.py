@@ -103,11 +103,17 @@ def compatibility_key(
 class ProviderLookup(Protocol):
     """What :func:`needs_reset` needs from a registry (``Providers`` satisfies it)."""
 
-    def kind_of(self, provider_id: str) -> ProviderKind | None: ...
+    def kind_of(self, provider_id: str) -> ProviderKind | None:
+        """The kind ``provider_id`` was registered with, or None if it is not registered."""
+        ...
 
-    def region_of(self, provider_id: str) -> str | None: ...
+    def region_of(self, provider_id: str) -> str | None:
+        """The region ``provider_id`` was registered with (bedrock), or None."""
+        ...
 
-    def compatibility_key(self, provider_id: str, model: str | None) -> str | None: ...
+    def compatibility_key(self, provider_id: str, model: str | None) -> str | None:
+        """The context compatibility key of ``(provider_id, model)``, or None if unregistered."""
+        ...
 
 
 def needs_reset(

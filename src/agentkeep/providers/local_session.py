@@ -78,6 +78,7 @@ class SessionRules:
 
     @property
     def closed(self) -> bool:
+        """Whether the session was closed (a closed session refuses every operation)."""
         with self._lock:
             return self._closed
 

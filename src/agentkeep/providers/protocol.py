@@ -43,9 +43,15 @@ class CancelToken:
 
     @property
     def cancelled(self) -> bool:
+        """Whether :meth:`cancel` has been called."""
         return self._event.is_set()
 
     def cancel(self, reason: str = "cancelled") -> None:
+        """Cancel: set the latch, note ``reason``, and run the registered callbacks once.
+
+        Idempotent: only the first call records its reason and runs callbacks. Callbacks run in this
+        thread; one that raises is skipped.
+        """
         with self._lock:
             if self._event.is_set():
                 return
@@ -59,6 +65,11 @@ class CancelToken:
                 continue
 
     def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` when the token is cancelled, or at once (in this thread) if it already
+        is.
+
+        It must be quick; one that raises is ignored (see the class docstring).
+        """
         with self._lock:
             if not self._event.is_set():
                 self._callbacks.append(callback)
@@ -104,7 +115,20 @@ class Provider(Protocol):
     that declares nothing is taken to serve every model name (it finds out at request time).
     """
 
-    def open_session(self, session_id: str, options: SessionOptions) -> Session: ...
+    def open_session(self, session_id: str, options: SessionOptions) -> Session:
+        """Open a session with fixed instructions and tool descriptors.
+
+        Called on the agent's actor thread before its first request and again whenever the
+        provider, model, instructions or tool descriptors change (the old session is closed
+        first). ``session_id`` is the agent's id, so a provider may key server-side state
+        (a prompt cache) on it.
+
+        A vendor's request failures are reported by ``stream``, as an error ``Done``.
+
+        Returns:
+            A :class:`Session` its caller owns and closes exactly once.
+        """
+        ...
 
 
 @runtime_checkable
@@ -146,7 +170,9 @@ class NamedModels:
 
     @property
     def served_models(self) -> str:
+        """The names it was given, comma-separated (an error refusing a model quotes it)."""
         return ", ".join(self.models)
 
     def serves(self, model: str) -> bool:
+        """Whether ``model`` is one of the names it was given."""
         return model in self.models

@@ -182,6 +182,9 @@ class RespondingModel(NamedModels):
             return self._requests
 
     def open_session(self, session_id: str, options: SessionOptions) -> Session:
+        """Open a session answering from the conversation it is shown (see
+        :meth:`Provider.open_session <agentkeep.providers.protocol.Provider.open_session>`).
+        """
         return _RespondingSession(self, session_id)
 
     # -- the answer ------------------------------------------------------------------------

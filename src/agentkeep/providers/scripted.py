@@ -145,16 +145,19 @@ class ScriptedModel(NamedModels):
 
     @property
     def sessions(self) -> tuple[OpenedSession, ...]:
+        """Every session opened so far, in order: its id and the options it was opened with."""
         with self._lock:
             return tuple(self._sessions)
 
     @property
     def requests(self) -> tuple[StreamRequest, ...]:
+        """Every ``stream`` request so far, in order: what the model was shown each time."""
         with self._lock:
             return tuple(self._requests)
 
     @property
     def compactions(self) -> tuple[CompactionRequest, ...]:
+        """Every ``compact`` request so far, in order."""
         with self._lock:
             return tuple(self._compaction_requests)
 
@@ -172,6 +175,7 @@ class ScriptedModel(NamedModels):
     # -- provider --------------------------------------------------------------------------
 
     def open_session(self, session_id: str, options: SessionOptions) -> Session:
+        """Open a session replaying the shared script, and record it in :attr:`sessions`."""
         with self._lock:
             self._sessions.append(OpenedSession(session_id=session_id, options=options))
         return _ScriptedSession(self, session_id)

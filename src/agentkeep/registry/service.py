@@ -26,7 +26,7 @@ import builtins
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias, TypeVar
 
-from agentkeep.admission import Admission
+from agentkeep._admission import Admission
 from agentkeep.errors import AgentClosedError, StoreClosedError
 from agentkeep.model import new_id
 from agentkeep.persistence.codec import now_ms

@@ -108,11 +108,13 @@ def list_records(
 
 
 def read_revision(tx: Transaction, revision_id: str) -> Revision | None:
+    """The revision with this id, or None (inside ``tx``)."""
     rows = _sql(tx).query(f"{_REVISION} WHERE id = ?", (revision_id,))
     return _revision(rows[0]) if rows else None
 
 
 def read_revision_number(tx: Transaction, definition_id: str, number: int) -> Revision | None:
+    """Revision ``number`` of definition ``definition_id``, or None (inside ``tx``)."""
     rows = _sql(tx).query(
         f"{_REVISION} WHERE definition_id = ? AND number = ?", (definition_id, number)
     )

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 import agentkeep as ak
+from agentkeep._admission import Admission
 from agentkeep.actors import agent_children
-from agentkeep.admission import Admission
 from agentkeep.model import Context, Done, StreamEvent
 from agentkeep.providers import script
 
