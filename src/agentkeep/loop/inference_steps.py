@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentkeep.loop.messages import Emit, Observe, StartInference
+from agentkeep.loop.effects import Emit, Observe, StartInference
 from agentkeep.loop.plans import AppendBlock, DispatchBatch, FinishResponse
 from agentkeep.loop.response import ResponseAssembler
 from agentkeep.loop.state import ABORTED_CALL, UNDISPATCHED_CALL, LoopState

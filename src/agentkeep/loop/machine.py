@@ -22,33 +22,35 @@ Rules kept here, each cited where it is enforced:
 
 from __future__ import annotations
 
-from agentkeep.loop.inference_steps import InferenceSteps
-from agentkeep.loop.messages import (
-    AbortRequested,
+from agentkeep.loop.effects import (
     CancelCompaction,
     CancelInference,
-    ChildStopped,
-    CommitFailed,
-    CommitLanded,
-    CompactionFinished,
     CompactionResolved,
-    CompactRequested,
     Effect,
     Emit,
-    Event,
-    HookFinished,
-    Loaded,
-    LoadFailed,
     LoadState,
     LoopStopped,
     Observe,
     RunHook,
+)
+from agentkeep.loop.events import (
+    AbortRequested,
+    ChildStopped,
+    CommitFailed,
+    CommitLanded,
+    CompactionFinished,
+    CompactRequested,
+    Event,
+    HookFinished,
+    Loaded,
+    LoadFailed,
     ShutdownRequested,
     Start,
     StreamEventArrived,
     ToolFinished,
     WorkAccepted,
 )
+from agentkeep.loop.inference_steps import InferenceSteps
 from agentkeep.loop.plans import (
     AnswerCalls,
     AppendBlock,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from agentkeep.loop.batch import ToolBatch
-from agentkeep.loop.messages import Commit, Effect
+from agentkeep.loop.effects import Commit, Effect
 from agentkeep.loop.plans import AnswerCalls, Plan, QueueMode
 from agentkeep.loop.response import ResponseAssembler
 from agentkeep.model import (

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentkeep.loop.batch import ToolBatch
-from agentkeep.loop.messages import (
+from agentkeep.loop.effects import (
     CancelTools,
-    CompactionFinished,
     CompactionResolved,
     Emit,
     StartCompaction,
     StartTools,
 )
+from agentkeep.loop.events import CompactionFinished
 from agentkeep.loop.plans import CommitToolResult, DispatchBatch, ReplaceWithCompaction, StageOwed
 from agentkeep.loop.requests import calls_recorded
 from agentkeep.loop.state import ABORTED_CALL, LoopState
