@@ -11,7 +11,7 @@ import agentkeep as ak
 from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.actors.supervisor import Backoff
 from agentkeep.loop.events import ToolFinished
-from agentkeep.loop.state import FAILED_TURN_CALL
+from agentkeep.loop.texts import FAILED_TURN_CALL
 from agentkeep.model import Message, ToolResultMessage
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.providers import script

@@ -38,7 +38,7 @@ from agentkeep.loop.plans import (
     DispatchBatch,
     Snapshot,
 )
-from agentkeep.loop.state import ABORTED_CALL
+from agentkeep.loop.texts import ABORTED_CALL
 from agentkeep.loop.view import provider_view
 from agentkeep.model import (
     AgentMessage,
