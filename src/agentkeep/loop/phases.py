@@ -78,6 +78,22 @@ class Settling:
 
 Phase: TypeAlias = Idle | Loading | InHook | Passing | Inferring | Compacting | Settling
 
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    """A batch dispatched before a restart: its calls resume (spec §3.13)."""
+
+    calls: list[PendingToolCall]
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """Calls the history holds that no batch dispatched (stranded by a restart, or asked for
+    by a consumed tool request): they are dispatched fresh, or answered if the turn aborts."""
+
+    calls: list[PendingToolCall]
+
+
 ConsumeStep: TypeAlias = Literal["steering", "send", "notices", "infer"]
 
 
@@ -99,6 +115,5 @@ class Turn:
     settled_early: bool = False  # the last response's own transaction settled the run
     needs_inference: bool = False  # something awaits a provider response
     step: ConsumeStep = "steering"  # where the pass's consumption stands (invariant 7)
-    resume: list[PendingToolCall] | None = None  # a batch to run before anything else
-    resume_fresh: bool = False  # ``resume`` never ran (recorded, not dispatched)
+    resume: Dispatched | Recorded | None = None  # calls to run before anything else
     batch: ToolBatch | None = None

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from agentkeep.loop.batch import ToolBatch
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import CancelTools, Emit, StartTools
+from agentkeep.loop.phases import Recorded
 from agentkeep.loop.plans import CommitToolResult, DispatchBatch, StageOwed
 from agentkeep.loop.requests import calls_recorded
 from agentkeep.loop.texts import ABORTED_CALL
@@ -73,8 +74,7 @@ def take_requested(ctx: LoopContext, records: Sequence[ConversationRecord]) -> N
     calls = calls_recorded(records)
     if not calls:
         return
-    ctx.turn.resume = [ctx.pending(i, c) for i, c in enumerate(calls)]
-    ctx.turn.resume_fresh = True
+    ctx.turn.resume = Recorded([ctx.pending(i, c) for i, c in enumerate(calls)])
     for call in calls:
         start = ToolCallStart(call_id=call.call_id, name=call.name, namespace=call.namespace)
         ctx.out.append(Emit(event=start))
@@ -86,8 +86,8 @@ def answer_undispatched(ctx: LoopContext) -> bool:
     calls stranded by a restart) so none is left open or runs in a later turn. True if
     an answer is being committed."""
     turn = ctx.turn
-    if turn.resume is None or not turn.resume_fresh:
+    if not isinstance(turn.resume, Recorded):
         return False
-    calls, turn.resume = turn.resume, None
+    calls, turn.resume = turn.resume.calls, None
     ctx.commit(ctx.answer(calls, ABORTED_CALL))
     return True

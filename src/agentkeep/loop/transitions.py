@@ -45,7 +45,17 @@ from agentkeep.loop.events import (
     ToolFinished,
     WorkAccepted,
 )
-from agentkeep.loop.phases import Compacting, Idle, InHook, Loading, Passing, Settling, Turn
+from agentkeep.loop.phases import (
+    Compacting,
+    Dispatched,
+    Idle,
+    InHook,
+    Loading,
+    Passing,
+    Recorded,
+    Settling,
+    Turn,
+)
 from agentkeep.loop.plans import AppendFailureNote, ConsumeNotices, ConsumeQueue, Settle, Snapshot
 from agentkeep.loop.texts import ABORTED_COMPACTION
 from agentkeep.loop.view import ends_in_failure_note, tail_owes_answer, undispatched_calls
@@ -149,12 +159,11 @@ def loaded(ctx: LoopContext, snapshot: Snapshot) -> None:
     # Recovery (spec §3.13): a dispatched batch resumes; calls the history holds without a
     # batch entry never ran and are dispatched fresh; a trailing question is answered.
     if snapshot.pending:
-        turn.resume = list(snapshot.pending)
+        turn.resume = Dispatched(list(snapshot.pending))
     else:
         stranded = undispatched_calls(ctx.records, ())
         if stranded:
-            turn.resume = [ctx.pending(i, c) for i, c in enumerate(stranded)]
-            turn.resume_fresh = True
+            turn.resume = Recorded([ctx.pending(i, c) for i, c in enumerate(stranded)])
     if not ctx.resume_checked:
         ctx.resume_checked = True
         turn.needs_inference = tail_owes_answer(ctx.records)
@@ -236,7 +245,8 @@ def decide(ctx: LoopContext) -> None:
         if not (turn.aborted and tools.answer_undispatched(ctx)):
             end_turn(ctx)
     elif turn.resume is not None:
-        tools.start_batch(ctx, turn.resume, resumed=not turn.resume_fresh)
+        resumed = isinstance(turn.resume, Dispatched)
+        tools.start_batch(ctx, turn.resume.calls, resumed=resumed)
     elif ctx.compaction_requested:
         compaction.start(ctx)
     elif not consume_next(ctx):
