@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from agentkeep.loop.effects import Commit, Effect
 from agentkeep.loop.phases import Idle, Phase, Turn
@@ -33,34 +34,38 @@ def error_result(call: ToolCallBlock, text: str) -> ToolResultMessage:
     return ToolResultMessage(call_id=call.call_id, content=(TextBlock(text=text),), is_error=True)
 
 
+@dataclass(frozen=True, slots=True)
+class LoopConfig:
+    """What a loop is built with; never changes.
+
+    Attributes:
+        new_id: Makes every id the loop hands out (loops, turns, inferences, calls).
+        defaults: The settings used until the durable state names others.
+        modes: How many entries one pass consumes, per queue.
+        max_failed_turns: Failed turns in a row after which the run stops, owed kept.
+        eager_settle: No hook can add work after a response, so a response that ends the
+            run may settle in its own final transaction.
+    """
+
+    new_id: Callable[[], str]
+    defaults: Settings
+    modes: dict[QueueName, QueueMode]
+    max_failed_turns: int
+    eager_settle: bool
+
+
 class LoopContext:
     """The loop's state across stages (its one mutable object)."""
 
-    def __init__(
-        self,
-        agent_id: str,
-        *,
-        new_id: Callable[[], str],
-        defaults: Settings,
-        steering_mode: QueueMode,
-        send_mode: QueueMode,
-        max_failed_turns: int,
-        eager_settle: bool,
-    ) -> None:
-        self.agent_id = agent_id
-        self.new_id = new_id
-        self.defaults = defaults
-        self.modes: dict[QueueName, QueueMode] = {"steering": steering_mode, "send": send_mode}
-        self.max_failed_turns = max_failed_turns
-        # True when no hook can add work after a response (no action hooks): a response that
-        # ends the run may then settle in its own final transaction.
-        self.eager_settle = eager_settle
+    def __init__(self, config: LoopConfig) -> None:
+        self.config = config
+        self.new_id = config.new_id  # the id factory, used by nearly every step
         self.out: list[Effect] = []  # the effects of the event being handled
         # durable mirror (valid once loaded; every change is applied when its commit lands)
         self.records: list[ConversationRecord] = []
         self.queued: dict[QueueName, list[QueuedMessage]] = {"steering": [], "send": []}
         self.notices: list[QueuedNotice] = []
-        self.settings = defaults
+        self.settings = config.defaults
         self.owed: OwedWork | None = None
         self.context_tokens: int | None = None
         # True while this instance has seen every change to the conversation land, so a turn

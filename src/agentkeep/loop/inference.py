@@ -58,7 +58,7 @@ def maybe_finish(ctx: LoopContext) -> None:
     measured = done.state in ("normal", "tool_call", "length")
     blocks = tuple(phase.held)
     calls = response.client_calls
-    settle = ctx.eager_settle and _ends_run(ctx, phase.inference_id, done, calls)
+    settle = ctx.config.eager_settle and _ends_run(ctx, phase.inference_id, done, calls)
     if blocks or settle or (measured and done.tokens is not None):
         tokens = done.tokens if measured else None
         ctx.commit(FinishResponse(blocks=blocks, tokens=tokens, settle=settle))

@@ -78,7 +78,7 @@ def continue_from_store(ctx: LoopContext, message: str) -> None:
         ctx.turn.batch = None
     _end_compaction(ctx, error=message)
     ctx.failed_turns += 1
-    if ctx.failed_turns >= ctx.max_failed_turns:
+    if ctx.failed_turns >= ctx.config.max_failed_turns:
         transitions.stop(ctx, settled=False)
         return
     ctx.resume_checked = False  # a trailing question found on reload is owed an answer

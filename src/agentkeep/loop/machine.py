@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentkeep.loop import transitions
-from agentkeep.loop.context import LoopContext
+from agentkeep.loop.context import LoopConfig, LoopContext
 from agentkeep.loop.effects import Effect
 from agentkeep.loop.events import Event
 from agentkeep.loop.phases import Phase
@@ -73,15 +73,9 @@ class AgentLoop:
         eager_settle: bool = False,
     ) -> None:
         self.agent_id = agent_id
-        self._ctx = LoopContext(
-            agent_id,
-            new_id=new_id,
-            defaults=defaults,
-            steering_mode=steering_mode,
-            send_mode=send_mode,
-            max_failed_turns=max_failed_turns,
-            eager_settle=eager_settle,
-        )
+        modes: dict[QueueName, QueueMode] = {"steering": steering_mode, "send": send_mode}
+        config = LoopConfig(new_id, defaults, modes, max_failed_turns, eager_settle)
+        self._ctx = LoopContext(config)
 
     def handle(self, event: Event) -> list[Effect]:
         """Take one event; return the effects to carry out, in order."""

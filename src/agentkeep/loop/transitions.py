@@ -153,7 +153,7 @@ def loaded(ctx: LoopContext, snapshot: Snapshot) -> None:
         "send": [m for m in snapshot.queued if m.queue == "send"],
     }
     ctx.notices = list(snapshot.notices)
-    ctx.settings = snapshot.settings or ctx.defaults
+    ctx.settings = snapshot.settings or ctx.config.defaults
     ctx.owed = snapshot.owed
     ctx.context_tokens = snapshot.context_tokens
     # Recovery (spec §3.13): a dispatched batch resumes; calls the history holds without a
@@ -195,14 +195,14 @@ def hook_finished(ctx: LoopContext, event: HookFinished) -> None:
 
 
 def may_continue(ctx: LoopContext) -> bool:
-    stuck = ctx.failed_turns >= ctx.max_failed_turns
+    stuck = ctx.failed_turns >= ctx.config.max_failed_turns
     return not (ctx.turn.aborted or ctx.turn.blocked or ctx.shutdown or stuck)
 
 
 def finish_run(ctx: LoopContext) -> None:
     """Settle if nothing is owed; otherwise stop with the owed fact kept."""
     turn = ctx.turn
-    if turn.blocked or ctx.shutdown or ctx.failed_turns >= ctx.max_failed_turns:
+    if turn.blocked or ctx.shutdown or ctx.failed_turns >= ctx.config.max_failed_turns:
         stop(ctx, settled=False)
     elif ctx.run_failure is not None:
         # An unrecovered failure left its note: the question was never answered, so the
@@ -295,8 +295,8 @@ def consume_next(ctx: LoopContext) -> bool:
 def _consume(ctx: LoopContext, queue: QueueName) -> ConsumeQueue:
     return ConsumeQueue(
         queue=queue,
-        mode=ctx.modes[queue],
-        defaults=ctx.defaults,
+        mode=ctx.config.modes[queue],
+        defaults=ctx.config.defaults,
         owed=ctx.owed_now("inference"),
         call_id=ctx.new_id(),  # for a tool request, if the batch holds one
     )
