@@ -51,7 +51,7 @@ from agentkeep.features import (
 )
 from agentkeep.history import HistoryEpoch, PurgeResult
 from agentkeep.key_value import KeyValueStore
-from agentkeep.loop.messages import CompactAction, InjectAction, SendAction, SteerAction
+from agentkeep.loop.actions import CompactAction, InjectAction, SendAction, SteerAction
 from agentkeep.model import (
     AgentEnvironment,
     AgentMessage,

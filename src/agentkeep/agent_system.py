@@ -47,7 +47,7 @@ from agentkeep.errors import (
 )
 from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature, FeatureSet
-from agentkeep.loop.messages import (
+from agentkeep.loop.events import (
     AbortRequested,
     CompactRequested,
     ShutdownRequested,

@@ -31,7 +31,7 @@ import structlog
 
 from agentkeep.errors import FeatureDefinitionError, InvalidConfigError
 from agentkeep.key_value import KeyValueStore
-from agentkeep.loop.messages import Action
+from agentkeep.loop.actions import Action
 from agentkeep.model import (
     JSONObject,
     QueueableMessage,

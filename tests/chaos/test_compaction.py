@@ -10,7 +10,7 @@ import pytest
 
 from agentkeep.actors import agent_actor
 from agentkeep.chaos.campaigns import CampaignResult, compaction, first_caught
-from agentkeep.loop.messages import CommitFailed
+from agentkeep.loop.events import CommitFailed
 from agentkeep.loop.plans import Plan, ReplaceWithCompaction
 from agentkeep.model import UserRecord
 from agentkeep.persistence.interface import Transaction

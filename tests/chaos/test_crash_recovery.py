@@ -10,7 +10,7 @@ import pytest
 
 from agentkeep.actors import tool_runner
 from agentkeep.chaos.campaigns import CampaignResult, crash_recovery, first_caught
-from agentkeep.loop.messages import ToolRun
+from agentkeep.loop.effects import ToolRun
 
 
 def test_crash_recovery(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from agentkeep.actors import agent_actor
 from agentkeep.chaos.campaigns import CampaignResult, first_caught, flaky_store
-from agentkeep.loop.messages import CommitLanded
+from agentkeep.loop.events import CommitLanded
 from agentkeep.loop.plans import CommitToolResult, Plan
 from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime import commit_plans

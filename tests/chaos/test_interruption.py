@@ -10,7 +10,7 @@ import pytest
 
 from agentkeep.actors import agent_actor
 from agentkeep.chaos.campaigns import CampaignResult, first_caught, interruption
-from agentkeep.loop.messages import AbortRequested
+from agentkeep.loop.events import AbortRequested
 from agentkeep.persistence.interface import Transaction
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from agentkeep.actors import agent_actor
 from agentkeep.chaos.campaigns import CampaignResult, first_caught, queues
-from agentkeep.loop.messages import CommitLanded
+from agentkeep.loop.events import CommitLanded
 from agentkeep.loop.plans import ConsumeQueue, Plan
 from agentkeep.model import UserRecord
 from agentkeep.persistence.interface import Transaction

@@ -38,38 +38,40 @@ from agentkeep.actors.supervisor import SupervisedMixin
 from agentkeep.actors.tool_runner import BatchTools, ToolRunner
 from agentkeep.errors import CommitOutcomeUnknownError
 from agentkeep.features import FeatureSet, HookContext, InferenceInfo, MessageAccepted, TurnInfo
-from agentkeep.loop.machine import AgentLoop
-from agentkeep.loop.messages import (
-    EVENT_TYPES,
-    AbortRequested,
+from agentkeep.loop.actions import CompactAction
+from agentkeep.loop.effects import (
     CancelCompaction,
     CancelInference,
     CancelTools,
-    ChildStopped,
     Commit,
-    CommitFailed,
-    CommitLanded,
-    CompactAction,
     CompactionResolved,
-    CompactRequested,
     Effect,
     Emit,
-    Event,
-    HookFinished,
-    Loaded,
-    LoadFailed,
     LoadState,
     LoopStopped,
     Observe,
     RunHook,
-    Start,
     StartCompaction,
     StartInference,
     StartTools,
-    StreamEventArrived,
     ToolRun,
+)
+from agentkeep.loop.events import (
+    EVENT_TYPES,
+    AbortRequested,
+    ChildStopped,
+    CommitFailed,
+    CommitLanded,
+    CompactRequested,
+    Event,
+    HookFinished,
+    Loaded,
+    LoadFailed,
+    Start,
+    StreamEventArrived,
     WorkAccepted,
 )
+from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import Plan, QueueMode
 from agentkeep.model import Context, Selection, Settings, done_error, new_id
 from agentkeep.persistence.interface import StoreHandle
@@ -331,7 +333,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         return []
 
     def _start_compaction(self, effect: StartCompaction) -> list[Event]:
-        from agentkeep.loop.messages import CompactionFinished
+        from agentkeep.loop.events import CompactionFinished
         from agentkeep.model import CompactionFailed
 
         child_id = effect.compaction_id

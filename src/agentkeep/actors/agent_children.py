@@ -47,7 +47,7 @@ from agentkeep.actors.supervision.supervised import (
     offering_child_link,
     tell_quietly,
 )
-from agentkeep.loop.messages import (
+from agentkeep.loop.events import (
     ChildStopped,
     CompactionFinished,
     Event,

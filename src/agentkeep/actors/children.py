@@ -22,7 +22,7 @@ import pykka
 import structlog
 
 from agentkeep.actors.supervision.supervised import SupervisedMixin
-from agentkeep.loop.messages import (
+from agentkeep.loop.events import (
     ChildStopped,
     CompactionFinished,
     Event,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from agentkeep.delivery import accept_message, accept_notice
-from agentkeep.loop.messages import Action, InjectAction, SendAction, SteerAction, WorkAccepted
+from agentkeep.loop.actions import Action, InjectAction, SendAction, SteerAction
+from agentkeep.loop.events import WorkAccepted
 from agentkeep.model import MessageOptions
 from agentkeep.persistence.interface import StoreHandle, Transaction
 

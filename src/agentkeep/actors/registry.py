@@ -49,7 +49,7 @@ from agentkeep.actors.supervisor import (
     SupervisorStoppedError,
     start_supervisor,
 )
-from agentkeep.loop.messages import Start
+from agentkeep.loop.events import Start
 
 log = structlog.get_logger(__name__)
 

@@ -11,8 +11,8 @@ from typing import Any
 from agentkeep.actors.hook_contexts import HookContexts
 from agentkeep.actors.loop_thread import inside_loop
 from agentkeep.features import Feature, FeatureSet, HookContext
-from agentkeep.loop.messages import ToolRun
-from agentkeep.loop.state import ABORTED_CALL
+from agentkeep.loop.effects import ToolRun
+from agentkeep.loop.texts import ABORTED_CALL
 from agentkeep.model import Settings, TextBlock, ToolResultMessage
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.providers.protocol import CancelToken

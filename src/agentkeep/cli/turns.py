@@ -28,7 +28,7 @@ import msgspec
 from agentkeep.agent_system import AgentSystem
 from agentkeep.cli.output import EXIT_FAILURE, CliError, block_text
 from agentkeep.features import Feature, HookContext
-from agentkeep.loop.state import FAILURE_NOTE
+from agentkeep.loop.texts import FAILURE_NOTE
 from agentkeep.loop.view import ends_in_failure_note
 from agentkeep.model import Retrying, StreamEvent, SystemRecord
 

@@ -3,7 +3,7 @@ strict batch order in which results are committed (invariant 9)."""
 
 from __future__ import annotations
 
-from agentkeep.loop.messages import ToolRun
+from agentkeep.loop.effects import ToolRun
 from agentkeep.model import PendingToolCall, TextBlock, ToolResultMessage
 
 

@@ -32,7 +32,7 @@ from agentkeep.loop.plans import (
     StageOwed,
 )
 from agentkeep.loop.requests import batch_through_request, request_of, requested_call
-from agentkeep.loop.state import FAILURE_NOTE
+from agentkeep.loop.texts import FAILURE_NOTE
 from agentkeep.model import (
     BlockRecord,
     CompactionRecord,

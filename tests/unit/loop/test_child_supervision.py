@@ -24,7 +24,7 @@ import agentkeep as ak
 from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.actors.children import ToolCallActor
 from agentkeep.actors.supervisor import Backoff
-from agentkeep.loop.messages import CommitFailed, CommitLanded, Event, WorkAccepted
+from agentkeep.loop.events import CommitFailed, CommitLanded, Event, WorkAccepted
 from agentkeep.loop.plans import CommitToolResult, Plan
 from agentkeep.model import Context
 from agentkeep.providers import script

@@ -34,29 +34,31 @@ from agentkeep.chaos.batches import BatchingModel
 from agentkeep.chaos.mutants import results_in_finish_order
 from agentkeep.delivery import accept_message
 from agentkeep.errors import CommitOutcomeUnknownError
-from agentkeep.loop.machine import AgentLoop
-from agentkeep.loop.messages import (
-    AbortRequested,
+from agentkeep.loop.effects import (
     CancelInference,
     CancelTools,
-    ChildStopped,
     Commit,
+    Effect,
+    LoadState,
+    RunHook,
+    StartInference,
+    StartTools,
+    ToolRun,
+)
+from agentkeep.loop.events import (
+    AbortRequested,
+    ChildStopped,
     CommitFailed,
     CommitLanded,
-    Effect,
     Event,
     HookFinished,
     Loaded,
-    LoadState,
-    RunHook,
     Start,
-    StartInference,
-    StartTools,
     StreamEventArrived,
     ToolFinished,
-    ToolRun,
     WorkAccepted,
 )
+from agentkeep.loop.machine import AgentLoop
 from agentkeep.model import (
     AgentRow,
     BlockRecord,

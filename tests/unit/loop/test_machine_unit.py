@@ -5,26 +5,28 @@ from __future__ import annotations
 import itertools
 
 import agentkeep as ak
-from agentkeep.loop.machine import AgentLoop
-from agentkeep.loop.messages import (
-    AbortRequested,
+from agentkeep.loop.effects import (
     CancelInference,
     CancelTools,
     Commit,
-    CommitLanded,
     Emit,
-    HookFinished,
-    Loaded,
     LoadState,
     LoopStopped,
     Observe,
     RunHook,
     StartInference,
     StartTools,
+)
+from agentkeep.loop.events import (
+    AbortRequested,
+    CommitLanded,
+    HookFinished,
+    Loaded,
     StreamEventArrived,
     ToolFinished,
     WorkAccepted,
 )
+from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import (
     AnswerCalls,
     Appended,

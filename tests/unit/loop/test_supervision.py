@@ -11,7 +11,7 @@ import pytest
 import agentkeep as ak
 from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.actors.supervisor import Backoff, RestartIntensity
-from agentkeep.loop.messages import StartTools
+from agentkeep.loop.effects import StartTools
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
 from agentkeep.persistence.writer import StoreWriter

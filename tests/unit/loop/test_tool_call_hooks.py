@@ -10,8 +10,8 @@ import pytest
 import agentkeep as ak
 from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.actors.supervisor import Backoff
-from agentkeep.loop.messages import ToolFinished
-from agentkeep.loop.state import FAILED_TURN_CALL
+from agentkeep.loop.events import ToolFinished
+from agentkeep.loop.texts import FAILED_TURN_CALL
 from agentkeep.model import Message, ToolResultMessage
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.providers import script

@@ -19,20 +19,17 @@ from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.actors.supervisor import Backoff
 from agentkeep.delivery import accept_message
 from agentkeep.errors import CommitOutcomeUnknownError
-from agentkeep.loop.machine import AgentLoop
-from agentkeep.loop.messages import (
+from agentkeep.loop.effects import Commit, Emit, StartInference, StartTools
+from agentkeep.loop.events import (
     AbortRequested,
-    Commit,
     CommitLanded,
-    Emit,
     HookFinished,
     Loaded,
     Start,
-    StartInference,
-    StartTools,
     ToolFinished,
     WorkAccepted,
 )
+from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import (
     AnswerCalls,
     CommitToolResult,
@@ -41,7 +38,7 @@ from agentkeep.loop.plans import (
     DispatchBatch,
     Snapshot,
 )
-from agentkeep.loop.state import ABORTED_CALL
+from agentkeep.loop.texts import ABORTED_CALL
 from agentkeep.loop.view import provider_view
 from agentkeep.model import (
     AgentMessage,

@@ -1,0 +1,68 @@
+"""The compaction stage (spec §3.10): stage the owed fact, summarise, replace the history."""
+
+from __future__ import annotations
+
+from agentkeep.loop import transitions
+from agentkeep.loop.context import LoopContext
+from agentkeep.loop.effects import CompactionResolved, StartCompaction
+from agentkeep.loop.events import CompactionFinished
+from agentkeep.loop.phases import Compacting, Passing
+from agentkeep.loop.plans import ReplaceWithCompaction, StageOwed
+from agentkeep.loop.view import provider_view
+from agentkeep.model import CompactionCancelled, CompactionCompleted
+
+
+def start(ctx: LoopContext) -> None:
+    if ctx.children:
+        return  # the provider session must be free of earlier streams first
+    if not ctx.records:
+        # Nothing to summarise: an empty conversation stays empty (no summary of 0
+        # messages, no provider call); the waiter is answered as for a done compaction.
+        resolve(ctx, error=None)
+        transitions.decide(ctx)
+        return
+    compaction_id = ctx.new_id()
+    ctx.phase = Compacting(compaction_id=compaction_id, through=len(ctx.records))
+    ctx.children.add(compaction_id)
+    if ctx.owed is None or ctx.owed.stage != "compaction":
+        ctx.commit(StageOwed(owed=ctx.owed_now("compaction")))
+    ctx.out.append(
+        StartCompaction(
+            compaction_id=compaction_id,
+            messages=provider_view(ctx.records),
+            settings=ctx.settings,
+        )
+    )
+
+
+def finished(ctx: LoopContext, event: CompactionFinished) -> None:
+    ctx.children.discard(event.compaction_id)
+    phase = ctx.phase
+    if not isinstance(phase, Compacting) or event.compaction_id != phase.compaction_id:
+        transitions.decide(ctx)
+        return
+    outcome = event.outcome
+    if isinstance(outcome, CompactionCompleted):
+        ctx.phase = Compacting(phase.compaction_id, phase.through, summarised=True)
+        ctx.commit(
+            ReplaceWithCompaction(
+                through_position=phase.through,
+                messages=outcome.messages,
+                owes_answer=ctx.turn.needs_inference,
+                owed=ctx.owed_now("inference"),
+            )
+        )
+        return
+    if isinstance(outcome, CompactionCancelled):
+        resolve(ctx, error=None)
+    else:
+        resolve(ctx, error=outcome.message)
+    transitions.decide(ctx)
+
+
+def resolve(ctx: LoopContext, *, error: str | None) -> None:
+    """The compaction request is answered (done, cancelled or failed); the stage ends."""
+    ctx.compaction_requested = False
+    if isinstance(ctx.phase, Compacting):
+        ctx.phase = Passing()
+    ctx.out.append(CompactionResolved(error=error))

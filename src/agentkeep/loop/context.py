@@ -1,0 +1,129 @@
+"""What spans the stages of a run: configuration, the durable mirror, run-wide requests,
+the children and the commit pipeline — and the primitives every stage uses.
+
+The stage itself (:mod:`agentkeep.loop.phases`) and the turn's findings (``Turn``) are
+fields here; every rule that moves them lives in :mod:`agentkeep.loop.transitions` and the
+step modules it calls.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from agentkeep.loop.effects import Commit, Effect
+from agentkeep.loop.phases import Idle, Phase, Turn
+from agentkeep.loop.plans import AnswerCalls, Plan, QueueMode
+from agentkeep.model import (
+    ConversationRecord,
+    OwedStage,
+    OwedWork,
+    PendingToolCall,
+    QueuedMessage,
+    QueuedNotice,
+    QueueName,
+    Settings,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+)
+
+
+def error_result(call: ToolCallBlock, text: str) -> ToolResultMessage:
+    return ToolResultMessage(call_id=call.call_id, content=(TextBlock(text=text),), is_error=True)
+
+
+@dataclass(frozen=True, slots=True)
+class LoopConfig:
+    """What a loop is built with; never changes.
+
+    Attributes:
+        new_id: Makes every id the loop hands out (loops, turns, inferences, calls).
+        defaults: The settings used until the durable state names others.
+        modes: How many entries one pass consumes, per queue.
+        max_failed_turns: Failed turns in a row after which the run stops, owed kept.
+        eager_settle: No hook can add work after a response, so a response that ends the
+            run may settle in its own final transaction.
+    """
+
+    new_id: Callable[[], str]
+    defaults: Settings
+    modes: dict[QueueName, QueueMode]
+    max_failed_turns: int
+    eager_settle: bool
+
+
+class LoopContext:
+    """The loop's state across stages (its one mutable object)."""
+
+    def __init__(self, config: LoopConfig) -> None:
+        self.config = config
+        self.new_id = config.new_id  # the id factory, used by nearly every step
+        self.out: list[Effect] = []  # the effects of the event being handled
+        # durable mirror (valid once loaded; every change is applied when its commit lands)
+        self.records: list[ConversationRecord] = []
+        self.queued: dict[QueueName, list[QueuedMessage]] = {"steering": [], "send": []}
+        self.notices: list[QueuedNotice] = []
+        self.settings = config.defaults
+        self.owed: OwedWork | None = None
+        self.context_tokens: int | None = None
+        # True while this instance has seen every change to the conversation land, so a turn
+        # may re-read everything but the records (their count is still checked).
+        self.mirror_valid = False
+        # the stage and the turn
+        self.phase: Phase = Idle()
+        self.turn = Turn()
+        # the run (valid while not Idle)
+        self.loop_id: str | None = None
+        self.turn_id: str | None = None
+        self.run_failure: str | None = None
+        self.turn_requested = False
+        # requests and counts that outlive a turn
+        self.compaction_requested = False
+        self.shutdown = False
+        self.resume_checked = False  # the trailing-question check ran (once per instance)
+        self.failed_turns = 0
+        # children (streams, tools, compactions) not yet known to have stopped (§3.5)
+        self.children: set[str] = set()
+        # commits are strictly sequential: one in flight, the rest queued behind it
+        self.commits: deque[Plan] = deque()
+        self.commit_in_flight: Plan | None = None
+
+    @property
+    def running(self) -> bool:
+        return not isinstance(self.phase, Idle)
+
+    def has_input(self) -> bool:
+        return bool(self.queued["steering"] or self.queued["send"] or self.notices)
+
+    def commits_idle(self) -> bool:
+        return self.commit_in_flight is None and not self.commits
+
+    # -- commits -----------------------------------------------------------------------------
+
+    def commit(self, plan: Plan) -> None:
+        self.commits.append(plan)
+        self.pump_commits()
+
+    def pump_commits(self) -> None:
+        if self.commit_in_flight is None and self.commits:
+            self.commit_in_flight = self.commits.popleft()
+            self.out.append(Commit(plan=self.commit_in_flight))
+
+    def owed_now(self, stage: OwedStage) -> OwedWork:
+        return OwedWork(stage=stage, loop_id=self.loop_id, turn_id=self.turn_id)
+
+    def pending(self, index: int, call: ToolCallBlock) -> PendingToolCall:
+        return PendingToolCall(internal_id=self.new_id(), index=index, call=call)
+
+    def answer(self, calls: Sequence[ToolCallBlock | PendingToolCall], text: str) -> AnswerCalls:
+        """Answer calls that will never run with the error ``text``. Each keeps the durable
+        id it has (or gets one now): its result is a tool result like any other, and the
+        transaction appending it runs ``after_tool_call_transact``."""
+        pending = tuple(
+            c if isinstance(c, PendingToolCall) else self.pending(i, c) for i, c in enumerate(calls)
+        )
+        return AnswerCalls(
+            results=tuple(error_result(p.call, text) for p in pending), calls=pending
+        )

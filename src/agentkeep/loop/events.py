@@ -1,0 +1,124 @@
+"""What the actor shell tells the loop core: the events ``AgentLoop.handle`` is fed.
+
+Each event reports something that happened outside the core: a caller's request, a durable
+acceptance, the outcome of an effect the core asked for (a load, a commit, a stream event, a
+tool result, a compaction, a hook). The core answers each with effects
+(:mod:`agentkeep.loop.effects`).
+"""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import msgspec
+
+from agentkeep.loop.effects import HookName
+from agentkeep.loop.plans import Appended, Consumed, Plan, Settled, Snapshot
+from agentkeep.model import (
+    CompactionOutcome,
+    QueuedMessage,
+    QueuedNotice,
+    StreamEvent,
+    ToolResultMessage,
+)
+
+
+class _Data(msgspec.Struct, frozen=True, kw_only=True):
+    pass
+
+
+class Start(_Data, frozen=True):
+    """Begin (or continue) whatever the durable state owes.
+
+    ``explicit``: a caller named this agent (``system.start(agent_id)``): a trailing question
+    is answered even if this instance already looked (e.g. one an abort left unanswered).
+    """
+
+    explicit: bool = False
+
+
+class WorkAccepted(_Data, frozen=True):
+    """A message or notice was durably accepted for this agent (outside the loop)."""
+
+    message: QueuedMessage | None = None
+    notice: QueuedNotice | None = None
+
+
+class AbortRequested(_Data, frozen=True):
+    pass
+
+
+class CompactRequested(_Data, frozen=True):
+    pass
+
+
+class ShutdownRequested(_Data, frozen=True):
+    """Graceful shutdown: finish what is in flight, start nothing new, keep the owed fact."""
+
+
+class Loaded(_Data, frozen=True):
+    snapshot: Snapshot
+
+
+class LoadFailed(_Data, frozen=True):
+    message: str
+
+
+class CommitLanded(_Data, frozen=True):
+    plan: Plan
+    value: Consumed | Appended | Settled | None = None
+
+
+class CommitFailed(_Data, frozen=True):
+    """A commit did not land — or, with ``outcome_unknown``, may have landed (an error from
+    COMMIT itself): then nothing the core remembers can be trusted."""
+
+    plan: Plan
+    message: str
+    outcome_unknown: bool = False
+
+
+class StreamEventArrived(_Data, frozen=True):
+    inference_id: str
+    event: StreamEvent
+
+
+class ToolFinished(_Data, frozen=True):
+    internal_id: str
+    result: ToolResultMessage
+
+
+class ChildStopped(_Data, frozen=True):
+    """A child that was abandoned (cancelled stream, aborted tool) has finished unwinding."""
+
+    child_id: str
+
+
+class CompactionFinished(_Data, frozen=True):
+    compaction_id: str
+    outcome: CompactionOutcome
+
+
+class HookFinished(_Data, frozen=True):
+    hook: HookName
+    compact: bool = False  # the hook's actions asked for a compaction
+
+
+Event: TypeAlias = (
+    Start
+    | WorkAccepted
+    | AbortRequested
+    | CompactRequested
+    | ShutdownRequested
+    | Loaded
+    | LoadFailed
+    | CommitLanded
+    | CommitFailed
+    | StreamEventArrived
+    | ToolFinished
+    | ChildStopped
+    | CompactionFinished
+    | HookFinished
+)
+
+EVENT_TYPES: tuple[type, ...] = Event.__args__  # the union's members, for isinstance

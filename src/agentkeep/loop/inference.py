@@ -1,0 +1,92 @@
+"""The inference stage (spec §3.4): start a provider response, read its stream, judge its end."""
+
+from __future__ import annotations
+
+from agentkeep.loop.context import LoopContext
+from agentkeep.loop.effects import Emit, Observe, StartInference
+from agentkeep.loop.phases import Inferring, Passing
+from agentkeep.loop.plans import AppendBlock, DispatchBatch, FinishResponse
+from agentkeep.loop.texts import ABORTED_CALL, UNDISPATCHED_CALL
+from agentkeep.loop.view import provider_view
+from agentkeep.model import Done, StreamEvent, ToolCallBlock
+
+
+def start(ctx: LoopContext) -> None:
+    inference_id = ctx.new_id()
+    ctx.phase = Inferring(inference_id=inference_id)
+    ctx.children.add(inference_id)
+    ctx.turn.step = "steering"
+    ctx.out.append(Observe(hook="before_inference"))
+    ctx.out.append(
+        StartInference(
+            inference_id=inference_id,
+            messages=provider_view(ctx.records),
+            settings=ctx.settings,
+        )
+    )
+
+
+def stream_event(ctx: LoopContext, inference_id: str, event: StreamEvent) -> None:
+    phase = ctx.phase
+    if not isinstance(phase, Inferring) or inference_id != phase.inference_id:
+        return  # a cancelled response's leftovers: its terminal event was already given
+    ctx.out.append(Emit(event=event))
+    if not isinstance(event, Done):
+        flush_held(ctx, phase)
+    phase.held.extend(phase.response.feed(event))
+    maybe_finish(ctx)
+
+
+def flush_held(ctx: LoopContext, phase: Inferring) -> None:
+    """Commit the blocks the previous event finished (the response goes on)."""
+    held, phase.held = phase.held, []
+    for block in held:
+        ctx.commit(AppendBlock(block=block))
+
+
+def maybe_finish(ctx: LoopContext) -> None:
+    phase = ctx.phase
+    if not isinstance(phase, Inferring) or phase.response.done is None:
+        return
+    if not ctx.commits_idle():
+        return  # every finished block lands before the response is judged
+    response, done = phase.response, phase.response.done
+    ctx.phase = Passing()
+    ctx.out.append(
+        Observe(hook="after_inference", state=done.state, tokens=done.tokens, error=done.message)
+    )
+    measured = done.state in ("normal", "tool_call", "length")
+    blocks = tuple(phase.held)
+    calls = response.client_calls
+    settle = ctx.config.eager_settle and _ends_run(ctx, phase.inference_id, done, calls)
+    if blocks or settle or (measured and done.tokens is not None):
+        tokens = done.tokens if measured else None
+        ctx.commit(FinishResponse(blocks=blocks, tokens=tokens, settle=settle))
+    _judge(ctx, done, calls)
+
+
+def _ends_run(ctx: LoopContext, inference_id: str, done: Done, calls: list[ToolCallBlock]) -> bool:
+    """Whether nothing can follow this response in this run (so it may settle now)."""
+    turn = ctx.turn
+    if done.state not in ("normal", "length") or calls or turn.pending_error is not None:
+        return False
+    busy = ctx.turn_requested or ctx.compaction_requested or ctx.children - {inference_id}
+    return not (ctx.has_input() or busy or turn.aborted or ctx.shutdown or turn.blocked)
+
+
+def _judge(ctx: LoopContext, done: Done, calls: list[ToolCallBlock]) -> None:
+    turn = ctx.turn
+    if done.state == "error":
+        turn.pending_error = done.message or "The provider reported an error."
+    elif done.state != "cancelled":
+        turn.pending_error = None  # a later success recovers silently
+    turn.needs_inference = False
+    if done.state == "tool_call" and calls and not ctx.shutdown:
+        pending = tuple(ctx.pending(i, c) for i, c in enumerate(calls))
+        ctx.commit(DispatchBatch(calls=pending, owed=ctx.owed_now("tools")))
+        return
+    if calls and not ctx.shutdown:
+        text = ABORTED_CALL if done.state == "cancelled" else UNDISPATCHED_CALL
+        ctx.commit(ctx.answer(calls, text))
+    if done.state == "cancelled" and not turn.aborted:
+        turn.aborted = True  # the provider stopped it: the turn stops, queues stay

@@ -1,0 +1,141 @@
+"""What stops a turn short: a refused commit (spec §3.5, §3.7, §3.14), a commit whose outcome
+is unknown, a failed turn (§3.8) and an abort (§3.9, invariant 17)."""
+
+from __future__ import annotations
+
+from agentkeep.loop import compaction, inference, tools, transitions
+from agentkeep.loop.context import LoopContext
+from agentkeep.loop.effects import (
+    CancelCompaction,
+    CancelInference,
+    CompactionResolved,
+    Emit,
+    Observe,
+)
+from agentkeep.loop.phases import Compacting, Inferring, Passing
+from agentkeep.loop.plans import (
+    AnswerCalls,
+    AppendFailureNote,
+    CommitToolResult,
+    Plan,
+    ReplaceWithCompaction,
+    Settle,
+)
+from agentkeep.loop.texts import ABORTED_CALL, ABORTED_COMPACTION, FAILED_TURN_CALL
+from agentkeep.loop.view import undispatched_calls
+from agentkeep.model import DONE_CANCELLED, done_error
+
+
+def commit_failed(ctx: LoopContext, plan: Plan, message: str) -> None:
+    ctx.commit_in_flight = None
+    # The outcome may be unknown (an error from COMMIT): trust nothing remembered.
+    ctx.mirror_valid = False
+    # Nothing after a failed commit may build on it: drop what was queued behind it.
+    ctx.commits.clear()
+    turn = ctx.turn
+    match plan:
+        case Settle() | AnswerCalls():
+            # The run cannot prove it owes nothing (or cannot close a call): keep owed.
+            # (Neither is ever in flight while a response streams or a compaction runs.)
+            turn.blocked = True
+            ctx.phase = Passing()
+            if isinstance(plan, Settle):
+                transitions.stop(ctx, settled=False)
+                return
+            fail_turn(ctx, message)
+        case CommitToolResult():
+            # First failed result closes the batch; its entries and owed stay (spec §3.5).
+            turn.blocked = True
+            if turn.batch is not None:
+                tools.abandon(ctx)
+                turn.batch = None
+            fail_turn(ctx, message)
+        case ReplaceWithCompaction():
+            compaction.resolve(ctx, error=message)
+            transitions.decide(ctx)
+        case AppendFailureNote():
+            turn.ending = False
+            transitions.end_turn(ctx)
+        case _:
+            fail_turn(ctx, message)
+
+
+def continue_from_store(ctx: LoopContext, message: str) -> None:
+    """A commit may or may not have landed: nothing remembered can be trusted. Drop the
+    turn's memory (children are cancelled, nothing is written from memory) and go on from
+    the durable state, exactly as a restarted process would — the path every crash
+    campaign proves."""
+    ctx.commit_in_flight = None
+    ctx.commits.clear()
+    ctx.mirror_valid = False
+    phase = ctx.phase
+    if isinstance(phase, Inferring):
+        ctx.out.append(CancelInference(inference_id=phase.inference_id))
+        ctx.out.append(Emit(event=done_error(message)))
+        ctx.phase = Passing()  # its held blocks are dropped with it
+    if ctx.turn.batch is not None:
+        tools.abandon(ctx)  # they run on unobserved; the reload decides their calls
+        ctx.turn.batch = None
+    _end_compaction(ctx, error=message)
+    ctx.failed_turns += 1
+    if ctx.failed_turns >= ctx.config.max_failed_turns:
+        transitions.stop(ctx, settled=False)
+        return
+    ctx.resume_checked = False  # a trailing question found on reload is owed an answer
+    transitions.begin_turn(ctx)
+
+
+def fail_turn(ctx: LoopContext, message: str) -> None:
+    """The turn cannot go on: stop children, close unanswered calls, note the failure."""
+    phase, turn = ctx.phase, ctx.turn
+    if isinstance(phase, Inferring):
+        # The store refused a write: nothing more of this response is kept.
+        ctx.out.append(CancelInference(inference_id=phase.inference_id))
+        ctx.out.append(Emit(event=done_error(message)))
+        ctx.phase = Passing()
+    _end_compaction(ctx, error=message)
+    turn.pending_error = message
+    turn.failing = True
+    turn.resume = None
+    if not turn.blocked:
+        stranded = undispatched_calls(ctx.records, ())
+        if stranded:
+            ctx.commit(ctx.answer(stranded, FAILED_TURN_CALL))
+            return
+    transitions.end_turn(ctx)
+
+
+def abort(ctx: LoopContext) -> None:
+    """Cancel the whole turn; never wait for a stream or a tool (invariant 17)."""
+    turn = ctx.turn
+    if not ctx.running or turn.aborted:
+        return
+    turn.aborted = True
+    ctx.turn_requested = False
+    phase = ctx.phase
+    if isinstance(phase, Inferring):
+        inference.flush_held(ctx, phase)  # finished blocks stay in the history
+        ctx.out.append(CancelInference(inference_id=phase.inference_id))
+        ctx.out.append(Emit(event=DONE_CANCELLED))
+        turn.cancel_emitted = True
+        ctx.phase = Passing()
+        ctx.out.append(Observe(hook="after_inference", state="cancelled"))
+        calls = phase.response.client_calls
+        if calls:
+            ctx.commit(ctx.answer(calls, ABORTED_CALL))
+    tools.abandon(ctx)
+    tools.pump_results(ctx)
+    if isinstance(ctx.phase, Compacting):
+        _end_compaction(ctx, error=ABORTED_COMPACTION)
+    elif ctx.compaction_requested:
+        ctx.compaction_requested = False
+        ctx.out.append(CompactionResolved(error=ABORTED_COMPACTION))
+    transitions.decide(ctx)
+
+
+def _end_compaction(ctx: LoopContext, *, error: str) -> None:
+    """Cancel a running compaction (if any) and answer its request with ``error``."""
+    phase = ctx.phase
+    if isinstance(phase, Compacting):
+        ctx.out.append(CancelCompaction(compaction_id=phase.compaction_id))
+        compaction.resolve(ctx, error=error)

@@ -1,0 +1,132 @@
+"""What a landed commit changes: the durable mirror follows the store, then the run goes on.
+
+Every change to the mirror is applied here, when its commit lands (never before), so the
+mirror is always a state the store has held. Acceptance (``WorkAccepted``) adds queued entries
+the same way: they are durable already.
+"""
+
+from __future__ import annotations
+
+from agentkeep.loop import compaction, inference, tools, transitions
+from agentkeep.loop.context import LoopContext
+from agentkeep.loop.effects import Observe
+from agentkeep.loop.plans import (
+    AnswerCalls,
+    AppendBlock,
+    Appended,
+    AppendFailureNote,
+    CommitToolResult,
+    Consumed,
+    ConsumeNotices,
+    ConsumeQueue,
+    DispatchBatch,
+    FinishResponse,
+    Plan,
+    ReplaceWithCompaction,
+    Settle,
+    Settled,
+    StageOwed,
+)
+from agentkeep.model import CompactionRecord, QueuedMessage, QueuedNotice, UserRecord
+
+
+def accept(ctx: LoopContext, message: QueuedMessage | None, notice: QueuedNotice | None) -> None:
+    """Mirror a durably accepted entry (once, in sequence order)."""
+    if message is not None:
+        entries = ctx.queued[message.queue]
+        if all(m.seq != message.seq for m in entries):
+            entries.append(message)
+            entries.sort(key=lambda m: m.seq)
+    if notice is not None and all(n.seq != notice.seq for n in ctx.notices):
+        ctx.notices.append(notice)
+        ctx.notices.sort(key=lambda n: n.seq)
+
+
+def landed(ctx: LoopContext, plan: Plan, value: Consumed | Appended | Settled | None) -> None:
+    ctx.commit_in_flight = None
+    turn = ctx.turn
+    match plan:
+        case ConsumeQueue():
+            assert isinstance(value, Consumed)
+            _consumed(ctx, plan, value)
+        case ConsumeNotices():
+            assert isinstance(value, Appended)
+            ctx.records.extend(value.records)
+            ctx.notices = []
+            if value.records:
+                turn.needs_inference = True
+                ctx.owed = plan.owed
+        case AppendBlock() | AnswerCalls() | AppendFailureNote():
+            assert isinstance(value, Appended)
+            ctx.records.extend(value.records)
+        case FinishResponse(tokens=tokens):
+            assert isinstance(value, Appended)
+            ctx.records.extend(value.records)
+            for entry in value.queued:  # what the mailbox has not told us yet
+                accept(ctx, entry, None)
+            if tokens is not None:
+                ctx.context_tokens = tokens.total
+            if value.settled:
+                turn.settled_early = True
+                ctx.owed = None
+        case StageOwed(owed=owed):
+            ctx.owed = owed
+        case DispatchBatch(calls=calls, owed=owed):
+            ctx.owed = owed
+            tools.run_batch(ctx, calls, resumed=False)
+        case CommitToolResult():
+            assert isinstance(value, Appended)
+            ctx.records.extend(value.records)
+            if plan.owed_after is not None:
+                ctx.owed = plan.owed_after
+            if turn.batch is not None:
+                turn.batch.committed_one()
+                if turn.batch.done:
+                    turn.batch = None
+                    turn.needs_inference = True
+                    turn.step = "steering"
+                else:
+                    tools.pump_results(ctx)
+        case ReplaceWithCompaction(through_position=through, messages=messages):
+            suffix = ctx.records[through:]
+            owes = plan.owes_answer
+            ctx.records = [CompactionRecord(messages=messages, owes_answer=owes), *suffix]
+            ctx.context_tokens = None
+            ctx.owed = plan.owed
+            compaction.resolve(ctx, error=None)
+        case Settle():
+            assert isinstance(value, Settled)
+            if value.settled:
+                transitions.stop(ctx, settled=True)
+            elif transitions.may_continue(ctx):
+                transitions.begin_turn(ctx)  # work arrived while settling: it is owed
+            else:
+                transitions.stop(ctx, settled=False)
+    ctx.pump_commits()
+    if isinstance(plan, AppendFailureNote):
+        transitions.end_turn(ctx)
+    elif isinstance(plan, AppendBlock):
+        inference.maybe_finish(ctx)
+    transitions.decide(ctx)
+
+
+def _consumed(ctx: LoopContext, plan: ConsumeQueue, value: Consumed) -> None:
+    queue, turn = plan.queue, ctx.turn
+    ctx.records = list(value.records) if value.reset else [*ctx.records, *value.records]
+    if value.reset:
+        ctx.context_tokens = None
+    ctx.settings = value.settings
+    ctx.queued[queue] = list(value.remaining)
+    if value.outranked:
+        for entry in value.outranked:
+            accept(ctx, entry, None)
+        turn.step = "steering"  # take the steering this pass did not know of
+    if value.records:
+        turn.needs_inference = True
+        ctx.owed = plan.owed
+    for record in value.records:
+        if isinstance(record, UserRecord):  # durable: now it may be observed
+            ctx.out.append(Observe(hook="message_accepted", accepted=record, queue=queue))
+    tools.take_requested(ctx, value.records)
+    if not ctx.has_input():
+        ctx.turn_requested = False  # consuming the last input answers the request

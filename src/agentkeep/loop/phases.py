@@ -1,0 +1,119 @@
+"""The stages of a run, as a tagged union: each stage carries only what it needs.
+
+A loop is in exactly one :data:`Phase` at a time; :mod:`agentkeep.loop.transitions` moves it
+from one to the next. What spans stages lives in :class:`~agentkeep.loop.context.LoopContext`;
+what one turn learns (aborted, failing, what is owed next) lives in :class:`Turn`.
+
+Stage         waits for                            spec
+``Idle``      a start, a message, a compaction     §3.1 (no run)
+``Loading``   ``Loaded`` / ``LoadFailed``          §3.1 turn: reload durable state
+``InHook``    ``HookFinished`` of that hook        §3.1 before_turn, after_turn, after_agent_loop
+``Passing``   commits landing, a tool batch, or    §3.2 the pass: consume queues and notices,
+              nothing (the next step is decided)   land results (§3.3, §3.5, §3.12)
+``Inferring`` stream events of one inference       §3.4
+``Compacting`` the compaction's outcome, then      §3.10
+              its replacement commit
+``Settling``  the ``Settle`` commit                §3.14
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+from agentkeep.loop.batch import ToolBatch
+from agentkeep.loop.effects import HookName
+from agentkeep.loop.response import ResponseAssembler
+from agentkeep.model import AssistantBlock, PendingToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """No run: the loop waits for a start, a message or a compaction request."""
+
+
+@dataclass(frozen=True, slots=True)
+class Loading:
+    """A turn began: the durable state is being read (invariant 5)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InHook:
+    """An action hook runs; the shell answers with ``HookFinished(hook)``."""
+
+    hook: HookName
+
+
+@dataclass(frozen=True, slots=True)
+class Passing:
+    """The turn's pass: nothing is streamed, compacted or awaited from a hook. Consumption,
+    tool-result and other commits land here, and the next step is decided once none is in
+    flight and the turn's batch (if any) is done."""
+
+
+@dataclass(slots=True)
+class Inferring:
+    """One provider response streams in. ``held``: the blocks the latest event finished,
+    committed when the next event shows the response goes on (or with its end)."""
+
+    inference_id: str
+    response: ResponseAssembler = field(default_factory=ResponseAssembler)
+    held: list[AssistantBlock] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Compacting:
+    """A compaction of the first ``through`` records runs; once ``summarised``, its
+    replacement commit is in flight."""
+
+    compaction_id: str
+    through: int
+    summarised: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Settling:
+    """The run owes nothing: the ``Settle`` commit is in flight (spec §3.14)."""
+
+
+Phase: TypeAlias = Idle | Loading | InHook | Passing | Inferring | Compacting | Settling
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    """A batch dispatched before a restart: its calls resume (spec §3.13)."""
+
+    calls: list[PendingToolCall]
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """Calls the history holds that no batch dispatched (stranded by a restart, or asked for
+    by a consumed tool request): they are dispatched fresh, or answered if the turn aborts."""
+
+    calls: list[PendingToolCall]
+
+
+ConsumeStep: TypeAlias = Literal["steering", "send", "notices", "infer"]
+
+
+@dataclass(slots=True)
+class Turn:
+    """What one turn has learned; a new turn starts from a fresh one.
+
+    The tool batch lives here rather than in a stage: a dispatched batch's results keep
+    landing in batch order whatever else the turn does (spec §3.5).
+    """
+
+    loaded: bool = False  # the durable state was read (a failure note needs it)
+    aborted: bool = False  # an abort, or the provider cancelled the response
+    cancel_emitted: bool = False  # the one terminal ``done{cancelled}`` was given
+    pending_error: str | None = None  # an unrecovered provider error (spec §3.8)
+    failing: bool = False  # the turn cannot go on: it ends at the next decision
+    blocked: bool = False  # a failed write left the owed fact standing: no settlement
+    ending: bool = False  # after_turn was asked: nothing more is decided in this turn
+    settled_early: bool = False  # the last response's own transaction settled the run
+    needs_inference: bool = False  # something awaits a provider response
+    step: ConsumeStep = "steering"  # where the pass's consumption stands (invariant 7)
+    resume: Dispatched | Recorded | None = None  # calls to run before anything else
+    batch: ToolBatch | None = None

@@ -1,0 +1,8 @@
+"""The texts the loop writes into the conversation for calls and compactions that did not run
+as asked, and for a turn that failed (spec §3.5, §3.7, §3.8, §3.9)."""
+
+ABORTED_CALL = "The tool call was aborted."
+UNDISPATCHED_CALL = "The response ended before this tool call was dispatched."
+FAILED_TURN_CALL = "The turn failed before this tool call finished."
+ABORTED_COMPACTION = "The compaction was cancelled by an abort."
+FAILURE_NOTE = "The last turn failed: {}"

@@ -1,0 +1,334 @@
+"""Every transition of the loop, by event and by stage — the place to hold against spec §3.
+
+``handle`` dispatches each event (one ``match``); the functions below it move the run through
+its stages (:mod:`agentkeep.loop.phases`):
+
+    Idle ─start/work/compact─▶ Loading ─Loaded─▶ InHook(before_turn) ─▶ Passing
+    Passing ─decide─▶ Passing (resume a batch, consume steering/send/notices)
+                    ├▶ Compacting ─outcome/replacement landed─▶ Passing
+                    ├▶ Inferring ─done─▶ Passing (a batch dispatches: its results land here)
+                    └▶ (nothing left, failing, aborted or shut down) end_turn
+    end_turn ─▶ InHook(after_turn) ─▶ Loading (a turn was requested) | InHook(after_agent_loop)
+    InHook(after_agent_loop) ─▶ Loading (actions reopened the loop) | Settling | Idle
+    Settling ─landed─▶ Idle | Loading (work arrived while settling)
+
+Commit outcomes are in :mod:`agentkeep.loop.landing`; failures, the store's unknown
+outcome and abort in :mod:`agentkeep.loop.interruptions`.
+"""
+
+from __future__ import annotations
+
+from agentkeep.loop import compaction, inference, interruptions, landing, tools
+from agentkeep.loop.context import LoopContext
+from agentkeep.loop.effects import (
+    CompactionResolved,
+    Emit,
+    LoadState,
+    LoopStopped,
+    Observe,
+    RunHook,
+)
+from agentkeep.loop.events import (
+    AbortRequested,
+    ChildStopped,
+    CommitFailed,
+    CommitLanded,
+    CompactionFinished,
+    CompactRequested,
+    Event,
+    HookFinished,
+    Loaded,
+    LoadFailed,
+    ShutdownRequested,
+    Start,
+    StreamEventArrived,
+    ToolFinished,
+    WorkAccepted,
+)
+from agentkeep.loop.phases import (
+    Compacting,
+    Dispatched,
+    Idle,
+    InHook,
+    Loading,
+    Passing,
+    Recorded,
+    Settling,
+    Turn,
+)
+from agentkeep.loop.plans import AppendFailureNote, ConsumeNotices, ConsumeQueue, Settle, Snapshot
+from agentkeep.loop.texts import ABORTED_COMPACTION
+from agentkeep.loop.view import ends_in_failure_note, tail_owes_answer, undispatched_calls
+from agentkeep.model import DONE_CANCELLED, QueueName, done_error
+
+
+def handle(ctx: LoopContext, event: Event) -> None:
+    """Take one event; its effects are appended to ``ctx.out``."""
+    match event:
+        case Start(explicit=explicit):
+            if explicit:
+                # A caller named this agent: continue whatever the durable state owes,
+                # including a trailing question this instance already looked at.
+                ctx.resume_checked = False
+            request_turn(ctx)
+        case WorkAccepted(message=message, notice=notice):
+            landing.accept(ctx, message, notice)
+            request_turn(ctx)
+        case CompactRequested():
+            ctx.compaction_requested = True
+            request_turn(ctx)
+        case AbortRequested():
+            interruptions.abort(ctx)
+        case ShutdownRequested():
+            ctx.shutdown = True
+            decide(ctx)
+        case Loaded(snapshot=snapshot):
+            loaded(ctx, snapshot)
+        case LoadFailed(message=message):
+            ctx.phase = Passing()
+            ctx.out.append(Emit(event=done_error(message)))
+            ctx.run_failure = message
+            ctx.failed_turns += 1
+            finish_run(ctx)
+        case CommitLanded(plan=plan, value=value):
+            landing.landed(ctx, plan, value)
+        case CommitFailed(message=message, outcome_unknown=True):
+            interruptions.continue_from_store(ctx, message)
+        case CommitFailed(plan=plan, message=message):
+            interruptions.commit_failed(ctx, plan, message)
+        case StreamEventArrived(inference_id=inference_id, event=stream_event):
+            inference.stream_event(ctx, inference_id, stream_event)
+        case ToolFinished(internal_id=internal_id, result=result):
+            ctx.children.discard(internal_id)
+            batch = ctx.turn.batch
+            if batch is not None and batch.finish(internal_id, result):
+                tools.pump_results(ctx)
+            decide(ctx)
+        case ChildStopped(child_id=child_id):
+            ctx.children.discard(child_id)
+            decide(ctx)
+        case CompactionFinished():
+            compaction.finished(ctx, event)
+        case HookFinished():
+            hook_finished(ctx, event)
+
+
+# -- runs and turns (spec §3.1) ------------------------------------------------------------
+
+
+def request_turn(ctx: LoopContext) -> None:
+    if ctx.running:
+        ctx.turn_requested = True
+        decide(ctx)
+        return
+    ctx.turn_requested = True
+    ctx.loop_id = ctx.new_id()
+    ctx.run_failure = None
+    ctx.out.append(Observe(hook="before_agent_loop"))
+    begin_turn(ctx)
+
+
+def begin_turn(ctx: LoopContext) -> None:
+    ctx.turn = Turn()
+    ctx.turn_requested = False
+    ctx.turn_id = ctx.new_id()
+    ctx.phase = Loading()
+    ctx.out.append(LoadState(records=not ctx.mirror_valid))
+
+
+def loaded(ctx: LoopContext, snapshot: Snapshot) -> None:
+    if snapshot.records is None and snapshot.record_count != len(ctx.records):
+        # The durable conversation is not the one this instance remembers: read it all.
+        ctx.mirror_valid = False
+        ctx.out.append(LoadState(records=True))
+        return
+    turn = ctx.turn
+    ctx.phase = Passing()
+    turn.loaded = True
+    if snapshot.records is not None:
+        ctx.records = list(snapshot.records)
+        ctx.mirror_valid = True
+    ctx.queued = {
+        "steering": [m for m in snapshot.queued if m.queue == "steering"],
+        "send": [m for m in snapshot.queued if m.queue == "send"],
+    }
+    ctx.notices = list(snapshot.notices)
+    ctx.settings = snapshot.settings or ctx.config.defaults
+    ctx.owed = snapshot.owed
+    ctx.context_tokens = snapshot.context_tokens
+    # Recovery (spec §3.13): a dispatched batch resumes; calls the history holds without a
+    # batch entry never ran and are dispatched fresh; a trailing question is answered.
+    if snapshot.pending:
+        turn.resume = Dispatched(list(snapshot.pending))
+    else:
+        stranded = undispatched_calls(ctx.records, ())
+        if stranded:
+            turn.resume = Recorded([ctx.pending(i, c) for i, c in enumerate(stranded)])
+    if not ctx.resume_checked:
+        ctx.resume_checked = True
+        turn.needs_inference = tail_owes_answer(ctx.records)
+    elif snapshot.owed is not None and ends_in_failure_note(ctx.records):
+        # A failure note is owed an answer for as long as the owed fact stands — also
+        # when this instance already looked once (a later run must not settle over it).
+        turn.needs_inference = True
+    if turn.aborted:
+        decide(ctx)  # an abort during startup: the turn never reaches the model
+        return
+    ctx.phase = InHook("before_turn")
+    ctx.out.append(RunHook(hook="before_turn", context_tokens=ctx.context_tokens))
+
+
+def hook_finished(ctx: LoopContext, event: HookFinished) -> None:
+    ctx.phase = Passing()
+    if event.compact and not ctx.turn.aborted:
+        ctx.compaction_requested = True
+    wants_more = ctx.turn_requested or ctx.compaction_requested
+    if event.hook == "before_turn":
+        decide(ctx)
+    elif wants_more and may_continue(ctx):
+        begin_turn(ctx)  # after_turn: a turn was requested; after_agent_loop: actions reopen
+    elif event.hook == "after_turn":
+        ctx.phase = InHook("after_agent_loop")
+        ctx.out.append(RunHook(hook="after_agent_loop", drop_actions=not may_continue(ctx)))
+    else:
+        finish_run(ctx)
+
+
+def may_continue(ctx: LoopContext) -> bool:
+    stuck = ctx.failed_turns >= ctx.config.max_failed_turns
+    return not (ctx.turn.aborted or ctx.turn.blocked or ctx.shutdown or stuck)
+
+
+def finish_run(ctx: LoopContext) -> None:
+    """Settle if nothing is owed; otherwise stop with the owed fact kept."""
+    turn = ctx.turn
+    if turn.blocked or ctx.shutdown or ctx.failed_turns >= ctx.config.max_failed_turns:
+        stop(ctx, settled=False)
+    elif ctx.run_failure is not None:
+        # An unrecovered failure left its note: the question was never answered, so the
+        # owed fact stays and the next start (a restart included) answers it (issue 4).
+        stop(ctx, settled=False)
+    elif turn.aborted and ctx.has_input():
+        # Decision (spec §3.9 observed edge): input left queued after an abort keeps the
+        # owed fact, so a restarted system resumes it instead of stranding it.
+        stop(ctx, settled=False)
+    elif turn.settled_early:
+        stop(ctx, settled=True)  # the response's own transaction already settled
+    else:
+        ctx.phase = Settling()
+        ctx.commit(Settle())
+
+
+def stop(ctx: LoopContext, *, settled: bool) -> None:
+    ctx.phase = Idle()
+    error = ctx.run_failure
+    if settled:
+        ctx.owed = None
+        ctx.failed_turns = 0
+    if ctx.compaction_requested and not ctx.shutdown:
+        ctx.compaction_requested = False
+        ctx.out.append(CompactionResolved(error=ABORTED_COMPACTION))
+    ctx.out.append(LoopStopped(settled=settled, error=error))
+    if settled:
+        ctx.out.append(Observe(hook="after_agent_settled", error=error))
+
+
+# -- the pass (spec §3.2) --------------------------------------------------------------------
+
+
+def decide(ctx: LoopContext) -> None:
+    """Take the next step of the turn, if nothing is in flight."""
+    if not may_decide(ctx):
+        return
+    turn = ctx.turn
+    if turn.aborted or ctx.shutdown or turn.failing:
+        if not (turn.aborted and tools.answer_undispatched(ctx)):
+            end_turn(ctx)
+    elif turn.resume is not None:
+        resumed = isinstance(turn.resume, Dispatched)
+        tools.start_batch(ctx, turn.resume.calls, resumed=resumed)
+    elif ctx.compaction_requested:
+        compaction.start(ctx)
+    elif not consume_next(ctx):
+        if not turn.needs_inference:
+            end_turn(ctx)
+        elif not ctx.children:  # earlier streams and aborted tools unwind first (§3.5)
+            inference.start(ctx)
+
+
+def may_decide(ctx: LoopContext) -> bool:
+    """Only in the pass (or while a compaction's replacement commits), never once the turn
+    is ending, with a commit in flight, or with a batch still running."""
+    if ctx.turn.ending or not ctx.commits_idle():
+        return False
+    phase = ctx.phase
+    if not (isinstance(phase, Passing) or (isinstance(phase, Compacting) and phase.summarised)):
+        return False
+    return ctx.turn.batch is None or ctx.turn.batch.done
+
+
+def consume_next(ctx: LoopContext) -> bool:
+    """One step of the pass's consumption; True if it committed something to wait for.
+
+    Steering is consumed at every stop and outranks send; send only when nothing is
+    owed; notices last, right before the inference that sees them (invariant 7).
+    """
+    turn = ctx.turn
+    if turn.step == "steering":
+        turn.step = "send"
+        if ctx.queued["steering"]:
+            ctx.commit(_consume(ctx, "steering"))
+            return True
+    if turn.step == "send":
+        turn.step = "notices"
+        if not turn.needs_inference and ctx.queued["send"]:
+            ctx.commit(_consume(ctx, "send"))
+            return True
+    if turn.step == "notices":
+        turn.step = "infer"
+        if ctx.notices:
+            ctx.commit(ConsumeNotices(owed=ctx.owed_now("inference")))
+            return True
+    return False
+
+
+def _consume(ctx: LoopContext, queue: QueueName) -> ConsumeQueue:
+    return ConsumeQueue(
+        queue=queue,
+        mode=ctx.config.modes[queue],
+        defaults=ctx.config.defaults,
+        owed=ctx.owed_now("inference"),
+        call_id=ctx.new_id(),  # for a tool request, if the batch holds one
+    )
+
+
+def end_turn(ctx: LoopContext) -> None:
+    """Leave a failure note if one is owed (spec §3.8), then ask for ``after_turn``."""
+    turn = ctx.turn
+    if turn.ending:
+        return
+    owes_answer = turn.needs_inference or ctx.has_input()
+    if turn.aborted and not turn.cancel_emitted and owes_answer:
+        turn.cancel_emitted = True
+        ctx.out.append(Emit(event=DONE_CANCELLED))
+    note = turn.pending_error
+    may_note = turn.loaded and not turn.blocked
+    if note is not None and may_note and not undispatched_calls(ctx.records, ()):
+        # Only an unrecovered failure leaves a trace, and never behind an open call.
+        turn.pending_error = None
+        ctx.run_failure = note
+        ctx.failed_turns += 1
+        ctx.commit(AppendFailureNote(message=note))
+        return
+    if ctx.run_failure is None:
+        ctx.failed_turns = 0
+    turn.ending = True
+    ctx.phase = InHook("after_turn")
+    ctx.out.append(
+        RunHook(
+            hook="after_turn",
+            context_tokens=ctx.context_tokens,
+            aborted=turn.aborted,
+            drop_actions=turn.aborted,
+        )
+    )
