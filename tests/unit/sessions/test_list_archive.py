@@ -151,3 +151,21 @@ def test_the_store_refuses_to_move_a_pin(world: World) -> None:
     with pytest.raises(Exception, match="stays pinned"):
         system.store.transact(move)
     assert system.sessions.get("fixed1").revision_number == 2
+
+
+def test_the_driver_session_id_is_stored_per_session_and_read_back(world: World) -> None:
+    # Drivers (issue 14 item 5) set it through agentkeep.sessions.tables; here it is read-only.
+    from agentkeep.sessions import tables
+
+    system = world.open()
+    system.create(id="plain1")
+    system.create(id="other1")
+    assert system.sessions.get("plain1").driver_session_id is None
+    system.store.transact(lambda tx: tables.set_driver_session_id(tx, "plain1", "native-7", 5))
+    record = system.sessions.get("plain1")
+    assert record.driver_session_id == "native-7"
+    assert record.status == "active"
+    assert record.definition_id is None
+    assert system.sessions.get("other1").driver_session_id is None
+    system.close(timeout_seconds=10)
+    assert world.open().sessions.get("plain1").driver_session_id == "native-7"
