@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
+import structlog
 
 from agentkeep.errors import UnknownProviderError
 from agentkeep.model import Settings
@@ -30,6 +31,8 @@ from agentkeep.providers.registry import Providers
 from agentkeep.registry.types import DEFAULT_DRIVER_ID, Definition
 from agentkeep.sessions.errors import SessionConfigError, UnsupportedDriverError
 from agentkeep.tools import Tool
+
+log = structlog.get_logger(__name__)
 
 #: ``model.settings`` keys the native driver understands, and their ``Settings`` fields.
 _SETTINGS = {"effort": "effort", "serviceTier": "service_tier", "permissionMode": "permission_mode"}
@@ -42,9 +45,13 @@ def tool_id(tool: Tool[Any, Any]) -> str:
 
 
 def select_tools(tools: Sequence[Tool[Any, Any]], tool_ids: Sequence[str]) -> list[Tool[Any, Any]]:
-    """The system's tools named by ``tool_ids``, in the system's order (an id naming no tool
-    is skipped here: :func:`check` refused it when the session started)."""
+    """The system's tools named by ``tool_ids``, in the system's order. An id naming no tool
+    (:func:`check` refused it at start, so the system was reopened without it) is logged and
+    not offered."""
     wanted = set(tool_ids)
+    missing = wanted - {tool_id(tool) for tool in tools}
+    if missing:
+        log.warning("session_tools_missing", tool_ids=sorted(missing))
     return [tool for tool in tools if tool_id(tool) in wanted]
 
 

@@ -7,9 +7,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -53,8 +54,9 @@ class World:
     other: ak.ScriptedModel = field(default_factory=lambda: ak.ScriptedModel(models=["o-1"]))
     systems: list[ak.AgentSystem] = field(default_factory=list)
 
-    def open(self) -> ak.AgentSystem:
-        """A system over the store (the providers' scripts and records carry over)."""
+    def open(self, tools: Sequence[ak.Tool[Any, Any]] | None = None) -> ak.AgentSystem:
+        """A system over the store (the providers' scripts and records carry over), with
+        ``tools`` (default: all three)."""
         providers = ak.Providers()
         providers.add("local", self.local, kind="gym")
         providers.add("other", self.other, kind="gym")
@@ -63,7 +65,7 @@ class World:
             providers=providers,
             provider="other",
             model="o-1",
-            tools=[lookup, status, shell],
+            tools=[lookup, status, shell] if tools is None else tools,
             instructions=SYSTEM_INSTRUCTIONS,
         )
         self.systems.append(system)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from tests.unit.sessions.conftest import REVIEWER, SYSTEM_INSTRUCTIONS, World, run_turn
+from tests.unit.sessions.conftest import REVIEWER, SYSTEM_INSTRUCTIONS, World, lookup, run_turn
 
 import agentkeep as ak
 
@@ -243,3 +243,26 @@ def test_the_wire_names_are_seed_002s(world: World) -> None:
         "archivedAtMs",
     }
     assert msgspec.json.decode(msgspec.json.encode(session), type=ak.SessionRecord) == session
+
+
+def test_the_permission_mode_setting_becomes_the_sessions(world: World) -> None:
+    system = world.open()
+    settings = {"permissionMode": "read_only", "effort": None}
+    system.registry.create({"id": "d", "model": {"id": "local/gym-1", "settings": settings}})
+    session = system.sessions.start("d")
+    chosen = system.settings(session.id)
+    assert (chosen.provider, chosen.model) == ("local", "gym-1")
+    assert chosen.permission_mode == "read_only"
+    assert chosen.effort is None
+
+
+def test_a_pinned_tool_the_reopened_system_lacks_is_not_offered(world: World) -> None:
+    system = world.open()
+    system.registry.create({"id": "d", "toolbox": {"toolIds": ["shell", "lookup"]}})
+    session = system.sessions.start("d")
+    system.close(timeout_seconds=10)
+
+    system = world.open(tools=[lookup])  # "shell" is gone
+    world.other.add(ak.script.text("ok"))
+    run_turn(system, session.id, "go")
+    assert _tool_keys(world.other) == {(None, "lookup")}
