@@ -138,6 +138,15 @@ from agentkeep.registry import (
     Workspace,
     WorkspacePatch,
 )
+from agentkeep.sessions import (
+    SessionBusyError,
+    SessionConfigError,
+    SessionError,
+    SessionRecord,
+    Sessions,
+    UnknownSessionError,
+    UnsupportedDriverError,
+)
 from agentkeep.tool_hooks import ToolCallDecision, ToolCallInfo, ToolCallResult
 from agentkeep.tools import Tool, ToolContext, tool
 
@@ -231,7 +240,12 @@ __all__ = [
     "ServerToolResultBlock",
     "ServesModels",
     "Session",
+    "SessionBusyError",
+    "SessionConfigError",
+    "SessionError",
     "SessionOptions",
+    "SessionRecord",
+    "Sessions",
     "Settings",
     "SteerAction",
     "StoreClosedError",
@@ -271,6 +285,8 @@ __all__ = [
     "UnknownDefinitionError",
     "UnknownProviderError",
     "UnknownRevisionError",
+    "UnknownSessionError",
+    "UnsupportedDriverError",
     "Usage",
     "UserMessage",
     "Workspace",

@@ -73,6 +73,9 @@ from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.refs import make_system_ref
 from agentkeep.registry import Registry
+from agentkeep.sessions import Sessions
+from agentkeep.sessions import setup as session_setup
+from agentkeep.sessions import tables as session_tables
 from agentkeep.tools import Tool, ToolSet
 
 log = structlog.get_logger(__name__)
@@ -119,6 +122,7 @@ class AgentSystem:
         self._providers = providers
         self._defaults = defaults
         self._features = features
+        self._tools = tuple(tools)
         self._factory = AgentFactory(
             store=store.handle,
             providers=providers,
@@ -242,6 +246,24 @@ class AgentSystem:
     def registry(self) -> Registry:
         """The versioned definitions (seed 002's agents) in this system's store."""
         return Registry(self._store.handle, admission=self._admission)
+
+    @property
+    def sessions(self) -> Sessions:
+        """Sessions (seed 002's): agents started from a definition's revision and pinned to
+        it, and every other agent (see ``docs/sessions.md``)."""
+        return Sessions(
+            self._store.handle,
+            admission=self._admission,
+            providers=self._providers,
+            tools=self._tools,
+            features=self._features,
+            defaults=self._defaults,
+            is_running=self._is_running,
+        )
+
+    def _is_running(self, agent_id: str) -> bool:
+        known = self._agents.known(agent_id)
+        return known is not None and not known.status.idle
 
     def start(self, *agent_ids: str) -> list[str]:
         """Resume every agent that owes work, or — given ids — start exactly those agents:
@@ -736,15 +758,25 @@ class AgentSystem:
         Raises:
             UnknownAgentError: the agent was never created (or has been deleted).
         """
-        row = self._store.read(lambda tx: tx.get_agent(agent_id))
+        row, pinned = self._store.read(
+            lambda tx: (tx.get_agent(agent_id), session_tables.pinned_definition(tx, agent_id))
+        )
         if row is None:
             raise UnknownAgentError(agent_id)
+        # A session pinned to a revision runs with that revision's instructions and tools,
+        # whatever its definition has become since (the revision is immutable).
         return self._factory.make(
             agent_id,
             config=row.config,
             system_ref=make_system_ref(self, agent_id),
             status=status,
             on_stopped=on_stopped,
+            instructions=None if pinned is None else pinned.instructions,
+            tools=(
+                None
+                if pinned is None
+                else session_setup.select_tools(self._tools, pinned.toolbox.tool_ids)
+            ),
         )
 
     def wait_for_passivation(self, agent_id: str, *, timeout_seconds: float | None = None) -> bool:

@@ -39,6 +39,7 @@ PUBLIC_PACKAGES = (
     "agentkeep.chaos",
     "agentkeep.providers",
     "agentkeep.registry",
+    "agentkeep.sessions",
     "agentkeep.model",
 )
 INTERNAL_PACKAGES = (

@@ -62,7 +62,13 @@ LAYERS: tuple[Component, ...] = (
     Component(
         6,
         "system",
-        ("agentkeep", "agentkeep.agent_system", "agentkeep.agent", "agentkeep._agent_rows"),
+        (
+            "agentkeep",
+            "agentkeep.agent_system",
+            "agentkeep.agent",
+            "agentkeep._agent_rows",
+            "agentkeep.sessions",
+        ),
     ),
     Component(7, "chaos", ("agentkeep.chaos",)),
     Component(8, "cli", ("agentkeep.cli",)),

@@ -3,6 +3,7 @@ what an :class:`~agentkeep.actors.agent_actor.AgentActor` depends on."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -57,6 +58,8 @@ class AgentFactory:
         system_ref: AgentSystemRef,
         status: AgentStatus,
         on_stopped: Callable[[str, bool], None],
+        instructions: str | None = None,
+        tools: Sequence[Tool[Any, Any]] | None = None,
     ) -> KnownAgent:
         """The entry of ``agent_id``: its hook contexts and tool runner (shared by its actor
         incarnations), and how to start one incarnation. Raises nothing.
@@ -67,12 +70,18 @@ class AgentFactory:
             system_ref: Its reference to the system (hooks and tools send through it).
             status: What callers wait on; every incarnation keeps it current.
             on_stopped: Told ``(agent_id, settled)`` once a run stopped.
+            instructions: Its own base instructions (a session's pinned revision), instead
+                of the system's; None: the system's.
+            tools: Its own subset of the system's tools (a session's toolbox); None: all.
         """
+        options = self._options
+        if instructions is not None:
+            options = dataclasses.replace(options, instructions=instructions)
         contexts = HookContexts(agent_id, store=self._store, config=config, system_ref=system_ref)
         tool_runner = ToolRunner(
             agent_id,
             features=self._features,
-            tools=self._tools,
+            tools=self._tools if tools is None else tools,
             contexts=contexts,
             system_ref=system_ref,
         )
@@ -82,7 +91,7 @@ class AgentFactory:
         def start_actor() -> pykka.ActorRef[Any]:
             return AgentActor.start(
                 agent_id,
-                options=self._options,
+                options=options,
                 store=self._store,
                 providers=self._providers,
                 features=self._features,

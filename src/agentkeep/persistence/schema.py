@@ -203,11 +203,54 @@ CREATE TABLE archived_records (
 );
 """
 
+# Sessions (issue 14, item 2; see agentkeep.sessions): one row per agent started from a
+# definition (its pin) or whose session record changed (archived, a driver session id); an
+# agent without a row is an active session without a definition. The pin is written with the
+# agent and never changes (a trigger refuses it), and it must name a revision of its own
+# definition with that revision's number. The row cascades from agents like every per-agent
+# table; definitions and revisions are never deleted, so a pin never dangles.
+_SESSIONS = """
+CREATE TABLE sessions (
+    agent_id TEXT PRIMARY KEY REFERENCES agents(id) ON DELETE CASCADE,
+    definition_id TEXT REFERENCES definitions(id),
+    revision_id TEXT REFERENCES definition_revisions(id),
+    revision_number INTEGER,
+    driver_session_id TEXT,
+    created_at_ms INTEGER NOT NULL,
+    updated_at_ms INTEGER NOT NULL,
+    archived_at_ms INTEGER,
+    CHECK ((definition_id IS NULL) = (revision_id IS NULL)
+       AND (revision_id IS NULL) = (revision_number IS NULL))
+);
+CREATE INDEX sessions_by_definition ON sessions(definition_id, agent_id)
+    WHERE definition_id IS NOT NULL;
+
+CREATE TRIGGER session_pins_are_immutable
+BEFORE UPDATE OF definition_id, revision_id, revision_number ON sessions
+WHEN NEW.definition_id IS NOT OLD.definition_id OR NEW.revision_id IS NOT OLD.revision_id
+    OR NEW.revision_number IS NOT OLD.revision_number
+BEGIN
+    SELECT RAISE(ABORT, 'a session stays pinned to the revision it started from');
+END;
+
+CREATE TRIGGER session_pins_name_their_revision
+BEFORE INSERT ON sessions
+WHEN NEW.revision_id IS NOT NULL AND NOT EXISTS (
+    SELECT 1 FROM definition_revisions
+    WHERE id = NEW.revision_id AND definition_id = NEW.definition_id
+        AND number = NEW.revision_number
+)
+BEGIN
+    SELECT RAISE(ABORT, 'a session must pin a revision of its own definition');
+END;
+"""
+
 #: Append-only. Never edit or reorder a released entry; add a new one.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="initial_schema", sql=_INITIAL),
     Migration(version=2, name="definition_registry", sql=_DEFINITION_REGISTRY),
     Migration(version=3, name="archived_history", sql=_ARCHIVED_HISTORY),
+    Migration(version=4, name="sessions", sql=_SESSIONS),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

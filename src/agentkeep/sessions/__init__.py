@@ -1,0 +1,33 @@
+"""Sessions: agentkeep agents started from a definition's revision, pinned to it.
+
+Seed 002 calls one durable conversation a *session*; in agentkeep it is an agent, and the
+session id is the agent id (``docs/sessions.md``). Agents created without a definition are
+sessions too, so the surfaces see everything.
+
+- :mod:`~agentkeep.sessions.types`: :class:`SessionRecord` (seed 002's ``AgentSession``);
+- :mod:`~agentkeep.sessions.errors`: what is refused;
+- :mod:`~agentkeep.sessions.setup`: what a revision configures, checked at start;
+- :mod:`~agentkeep.sessions.tables`: the ``sessions`` table, inside a store transaction;
+- :mod:`~agentkeep.sessions.service`: :class:`Sessions` (``AgentSystem.sessions``).
+"""
+
+from agentkeep.sessions.errors import (
+    SessionBusyError,
+    SessionConfigError,
+    SessionError,
+    UnknownSessionError,
+    UnsupportedDriverError,
+)
+from agentkeep.sessions.service import Sessions
+from agentkeep.sessions.types import SessionRecord, SessionStatus
+
+__all__ = [
+    "SessionBusyError",
+    "SessionConfigError",
+    "SessionError",
+    "SessionRecord",
+    "SessionStatus",
+    "Sessions",
+    "UnknownSessionError",
+    "UnsupportedDriverError",
+]

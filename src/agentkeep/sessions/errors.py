@@ -1,0 +1,70 @@
+"""What starting, reading or archiving a session refuses, each error naming what was wrong.
+
+All derive from :class:`agentkeep.errors.AgentkeepError` with a stable ``code`` (the REST and
+MCP surfaces map them: config → 422, busy → 409, unknown → 404).
+"""
+
+from __future__ import annotations
+
+from agentkeep.errors import AgentkeepError, UnknownAgentError
+
+
+class SessionError(AgentkeepError):
+    """A session could not be started, read or changed as asked."""
+
+    code = "session_error"
+
+
+class SessionConfigError(SessionError):
+    """The revision a session would start from cannot configure it (an unknown tool id, a
+    provider that is not registered, a model setting agentkeep does not know); ``field``
+    names the definition's field (wire names, e.g. ``toolbox.toolIds[1]``). Nothing was
+    written."""
+
+    code = "invalid_session_config"
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+class UnsupportedDriverError(SessionConfigError):
+    """The revision names a driver this system cannot run (only ``agentkeep``, the native
+    durable loop, for now)."""
+
+    code = "unsupported_driver"
+
+    def __init__(self, driver_id: str) -> None:
+        super().__init__(
+            "driver.id",
+            f'driver "{driver_id}" is not available: this system runs only the "agentkeep" '
+            "driver (the native durable loop)",
+        )
+        self.driver_id = driver_id
+
+
+class UnknownSessionError(UnknownAgentError, SessionError):
+    """No session (agent) has this id, or it was deleted. A session id is its agent's id, so
+    this is also an :class:`~agentkeep.errors.UnknownAgentError`."""
+
+    code = "unknown_session"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id)
+        self.args = (f'Session "{session_id}" does not exist.',)
+        self.session_id = session_id
+
+
+class SessionBusyError(SessionError):
+    """The session has an active turn (it is running or owes work), so it cannot be
+    archived now; archive it once it is idle."""
+
+    code = "session_busy"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f'Session "{session_id}" has an active turn (it is running or owes work); '
+            "it can be archived once it is idle."
+        )
+        self.session_id = session_id

@@ -1,0 +1,227 @@
+"""The sessions service: start a session from a definition's revision, read, list, archive.
+
+A session is an agentkeep agent (session id = agent id; SURFACES §1). Starting one is one
+transaction through the store's writer: the revision is read (the current one, or the one
+asked for), everything it configures is checked (:mod:`agentkeep.sessions.setup`), and the
+agent's row, its pin and its starting settings are written together, so a refused start
+leaves nothing behind and a start never pins a revision an edit has since replaced without
+saying so. Later edits of the definition never change the session: its instructions and
+tools are read from the pinned (immutable) revision whenever its actor is made, and its
+model lives in its own durable settings.
+
+Archiving is refused while the session has an active turn (it is running, or owes work);
+an archived session stays readable and is listed only with ``include_archived``.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from agentkeep._admission import Admission
+from agentkeep._agent_rows import new_agent_row
+from agentkeep.config import AgentConfig
+from agentkeep.errors import AgentClosedError, AgentExistsError, StoreClosedError
+from agentkeep.features import FeatureSet
+from agentkeep.model import JSONObject, Settings
+from agentkeep.persistence.codec import now_ms
+from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.providers.registry import Providers
+from agentkeep.registry import tables as registry_tables
+from agentkeep.registry.errors import (
+    DefinitionDeletedError,
+    UnknownDefinitionError,
+    UnknownRevisionError,
+)
+from agentkeep.registry.types import Revision
+from agentkeep.sessions import setup, tables
+from agentkeep.sessions.errors import SessionBusyError, UnknownSessionError
+from agentkeep.sessions.types import SessionRecord
+from agentkeep.tools import Tool
+
+T = TypeVar("T")
+
+
+class Sessions:
+    """Sessions (seed 002's) of an ``AgentSystem``: use ``AgentSystem.sessions``.
+
+    Every method raises ``AgentClosedError`` once the system is closing.
+
+    Args:
+        store: The store's handle.
+        admission: The owning system's admission (writes are admitted like every operation).
+        providers: The system's providers (a revision's model is checked against them).
+        tools: The system's tools (a revision's ``toolbox.toolIds`` name them).
+        features: The system's features (a new agent's config is checked by them).
+        defaults: The system's default settings (for a revision without a model).
+        is_running: Whether the agent's actor is running a turn now.
+    """
+
+    def __init__(
+        self,
+        store: StoreHandle,
+        *,
+        admission: Admission,
+        providers: Providers,
+        tools: Sequence[Tool[Any, Any]],
+        features: FeatureSet,
+        defaults: Settings,
+        is_running: Callable[[str], bool],
+    ) -> None:
+        self._store = store
+        self._admission = admission
+        self._providers = providers
+        self._tools = tuple(tools)
+        self._features = features
+        self._defaults = defaults
+        self._is_running = is_running
+
+    def start(
+        self,
+        definition_id: str,
+        *,
+        revision_id: str | None = None,
+        id: str | None = None,
+        metadata: JSONObject | None = None,
+    ) -> SessionRecord:
+        """Start a session pinned to the definition's current revision (or ``revision_id``).
+
+        Its loop does not start until a message is sent to it (``AgentSystem.send(id, …)``).
+
+        Args:
+            definition_id: The definition (it must not be deleted).
+            revision_id: A revision of that definition to pin instead of the current one.
+            id: The session (agent) id; a fresh one if None.
+            metadata: The session's (agent's) metadata.
+
+        Raises:
+            UnknownDefinitionError: no such definition.
+            DefinitionDeletedError: the definition was deleted (its sessions keep working,
+                new ones are refused).
+            UnknownRevisionError: ``revision_id`` is not a revision of this definition.
+            UnsupportedDriverError: the revision names a driver other than ``agentkeep``.
+            SessionConfigError: a tool id, the provider or a model setting is refused.
+            ModelNotServedError: the provider does not serve the revision's model.
+            InvalidConfigError: the id or the metadata is invalid.
+            AgentExistsError: the id is taken.
+        """
+        row = new_agent_row(AgentConfig(metadata=metadata or {}), self._features, id, None)
+
+        def work(tx: Transaction) -> SessionRecord:
+            revision = self._revision(tx, definition_id, revision_id)
+            settings = setup.check(
+                revision.definition,
+                providers=self._providers,
+                tools=self._tools,
+                defaults=self._defaults,
+            )
+            if not tx.create_agent(row):
+                raise AgentExistsError(row.id)
+            now = now_ms()
+            tables.insert_pin(tx, row.id, revision, now)
+            if revision.definition.model is not None:
+                # Without a model the session follows the system's defaults, like any agent.
+                tx.write_settings(row.id, settings)
+            found = tables.read_session(tx, row.id)
+            assert found is not None  # written just above, in this transaction
+            return found
+
+        return self._write(work)
+
+    def get(self, session_id: str) -> SessionRecord:
+        """The session (archived ones included).
+
+        Raises:
+            UnknownSessionError: no live agent has this id.
+        """
+        found = self._read(lambda tx: tables.read_session(tx, session_id))
+        if found is None:
+            raise UnknownSessionError(session_id)
+        return found
+
+    def list(
+        self,
+        *,
+        definition_id: str | None = None,
+        include_archived: bool = False,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[SessionRecord]:
+        """Sessions in id order: every live agent, those made without a definition included.
+
+        Args:
+            definition_id: Only the sessions pinned to a revision of this definition.
+            include_archived: Include archived sessions.
+            after: Start after this id (exclusive): the last id of the previous page.
+            limit: At most this many (None: all).
+        """
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        return self._read(
+            lambda tx: tables.list_sessions(
+                tx,
+                definition_id=definition_id,
+                include_archived=include_archived,
+                after=after,
+                limit=limit,
+            )
+        )
+
+    def archive(self, session_id: str) -> SessionRecord:
+        """Archive an idle session; archiving an archived one returns it unchanged.
+
+        Raises:
+            UnknownSessionError: no live agent has this id.
+            SessionBusyError: it has an active turn (running, or owing work).
+        """
+
+        def work(tx: Transaction) -> SessionRecord:
+            found = tables.read_session(tx, session_id)
+            if found is None:
+                raise UnknownSessionError(session_id)
+            if found.archived:
+                return found
+            # Durable work owed (an accepted message, a turn in flight) is an active turn
+            # whether or not an actor runs it now.
+            if tx.read_owed(session_id) is not None or tx.queued(session_id):
+                raise SessionBusyError(session_id)
+            tables.archive(tx, session_id, now_ms())
+            archived = tables.read_session(tx, session_id)
+            assert archived is not None  # read above, in this transaction
+            return archived
+
+        with self._admission.operation(), self._admission.agent_operation(session_id):
+            if self._is_running(session_id):
+                raise SessionBusyError(session_id)
+            return self._closed_as_agent_closed(lambda: self._store.transact(work))
+
+    # -- internals -----------------------------------------------------------------------------
+    @staticmethod
+    def _revision(tx: Transaction, definition_id: str, revision_id: str | None) -> Revision:
+        found = registry_tables.read_current(tx, definition_id)
+        if found is None:
+            raise UnknownDefinitionError(definition_id)
+        if found[0].deleted:
+            raise DefinitionDeletedError(definition_id)
+        if revision_id is None:
+            return found[1]
+        revision = registry_tables.read_revision(tx, revision_id)
+        if revision is None or revision.definition_id != definition_id:
+            raise UnknownRevisionError(f'"{revision_id}" of definition "{definition_id}"')
+        return revision
+
+    def _write(self, work: Callable[[Transaction], T]) -> T:
+        with self._admission.operation():
+            return self._closed_as_agent_closed(lambda: self._store.transact(work))
+
+    def _read(self, work: Callable[[Transaction], T]) -> T:
+        self._admission.check_open()
+        return self._closed_as_agent_closed(lambda: self._store.read(work))
+
+    @staticmethod
+    def _closed_as_agent_closed(call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except StoreClosedError:
+            raise AgentClosedError("The agent system has been closed.") from None

@@ -1,0 +1,53 @@
+"""A session as the surfaces see it: seed 002's ``AgentSession``, as a msgspec struct.
+
+A session is an agentkeep agent (session id = agent id). JSON names are seed 002's
+(``agentId`` is the *definition* id, ``agentRevisionId``/``agentRevision`` its pinned
+revision), so a seed-002 client reads them unchanged. Timestamps are integer milliseconds
+(``createdAtMs``), as in the registry; the wire surfaces format them as ISO strings.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import msgspec
+
+from agentkeep.model import JSONObject
+
+#: ``active`` until archived; an archived session stays readable.
+SessionStatus: TypeAlias = Literal["active", "archived"]
+
+
+class SessionRecord(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One session (seed 002's ``AgentSession``).
+
+    Attributes:
+        id: The session id, which is its agent's id.
+        definition_id: The definition it was started from (seed 002: ``agentId``), or None
+            for an agent created without one (``AgentSystem.create``).
+        revision_id: The pinned revision's id (``agentRevisionId``), or None.
+        revision_number: The pinned revision's number (``agentRevision``), or None.
+        status: ``active`` or ``archived``.
+        driver_session_id: The driver's opaque session id for continuation, or None (set by
+            a driver; read-only here).
+        metadata: The agent's metadata (``AgentSystem.update_metadata`` changes it).
+        created_at_ms: When the session (agent) was created.
+        updated_at_ms: When its session record last changed (archive, driver session id).
+        archived_at_ms: When it was archived, or None.
+    """
+
+    id: str
+    definition_id: str | None = msgspec.field(name="agentId")
+    revision_id: str | None = msgspec.field(name="agentRevisionId")
+    revision_number: int | None = msgspec.field(name="agentRevision")
+    status: SessionStatus
+    driver_session_id: str | None
+    metadata: JSONObject
+    created_at_ms: int
+    updated_at_ms: int
+    archived_at_ms: int | None = None
+
+    @property
+    def archived(self) -> bool:
+        """True once the session was archived."""
+        return self.archived_at_ms is not None
