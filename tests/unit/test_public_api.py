@@ -59,6 +59,7 @@ PUBLIC = [
     "DriverPatch",
     "DriverRef",
     "DuplicateProviderError",
+    "EventTooLargeError",
     "ExpiredScopeError",
     "Feature",
     "FeatureDefinitionError",
@@ -107,6 +108,7 @@ PUBLIC = [
     "ServerToolResultBlock",
     "ServesModels",
     "Session",
+    "SessionEvent",
     "SessionOptions",
     "Settings",
     "SteerAction",
@@ -116,6 +118,7 @@ PUBLIC = [
     "StoreUnavailableError",
     "StreamEvent",
     "StreamRequest",
+    "Subscription",
     "SupervisorGaveUpError",
     "SystemMessage",
     "TextBlock",
@@ -166,6 +169,7 @@ NOT_PUBLIC_SIGNATURES = {
     "AgentRef.__init__": "references have no public constructor",
     "AgentSystemRef.__init__": "references have no public constructor",
     "Registry.__init__": "reach the registry as AgentSystem.registry",
+    "Subscription.__init__": "use AgentSystem.subscribe; the constructor takes the store's parts",
     "AgentSystemRef.within": "the runtime binds a reference to a hook's transaction",
 }
 
