@@ -22,6 +22,7 @@ from agentkeep.errors import (
     CommitOutcomeUnknownError,
     CompactionFailedError,
     DuplicateProviderError,
+    EventTooLargeError,
     ExpiredScopeError,
     FeatureDefinitionError,
     InvalidConfigError,
@@ -77,6 +78,7 @@ from agentkeep.model import (
     Retrying,
     Selection,
     ServerToolResultBlock,
+    SessionEvent,
     SessionOptions,
     Settings,
     StreamEvent,
@@ -100,6 +102,7 @@ from agentkeep.model import (
     Usage,
     UserMessage,
 )
+from agentkeep.persistence.ledger import Subscription
 from agentkeep.providers import (
     CancelToken,
     DemoModel,
@@ -192,6 +195,7 @@ __all__ = [
     "DriverPatch",
     "DriverRef",
     "DuplicateProviderError",
+    "EventTooLargeError",
     "ExpiredScopeError",
     "Feature",
     "FeatureDefinitionError",
@@ -243,6 +247,7 @@ __all__ = [
     "SessionBusyError",
     "SessionConfigError",
     "SessionError",
+    "SessionEvent",
     "SessionOptions",
     "SessionRecord",
     "Sessions",
@@ -254,6 +259,7 @@ __all__ = [
     "StoreUnavailableError",
     "StreamEvent",
     "StreamRequest",
+    "Subscription",
     "SupervisorGaveUpError",
     "SystemMessage",
     "TextBlock",

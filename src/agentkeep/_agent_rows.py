@@ -26,6 +26,7 @@ from agentkeep.model import (
     is_valid_id,
     new_id,
 )
+from agentkeep.model.ledger import METADATA_CHANGED
 from agentkeep.persistence.interface import StoreHandle, Transaction
 
 if TYPE_CHECKING:
@@ -144,4 +145,10 @@ def _merge(tx: Transaction, agent_id: str, patch: JSONObject) -> tuple[JSONObjec
     row = tx.get_agent(agent_id)
     if row is None:
         raise UnknownAgentError(agent_id)
-    return dict(row.metadata), tx.update_metadata(agent_id, patch)
+    # The change and its ledger event commit together; one too big for its event is refused
+    # before anything is written.
+    event: JSONObject = {"patch": patch, "metadata": {**row.metadata, **patch}}
+    tx.check_event_size(f"The metadata update of agent {agent_id!r}", event)
+    merged = tx.update_metadata(agent_id, patch)
+    tx.append_event(agent_id, METADATA_CHANGED, {"patch": patch, "metadata": merged})
+    return dict(row.metadata), merged

@@ -65,10 +65,13 @@ from agentkeep.model import (
     QueueName,
     ReasoningEffort,
     ServiceTier,
+    SessionEvent,
     Settings,
     rebuild_messages,
 )
+from agentkeep.model.ledger import DEFAULT_MAX_EVENT_BYTES
 from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.ledger import Subscription, check_page
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.refs import make_system_ref
@@ -98,6 +101,12 @@ def _checked(name: str, given: object, kind: type[T], what: str) -> list[T]:
                 f"{name}[{index}] is {item!r} ({type(item).__name__}), not {what}"
             )
     return items
+
+
+def _require_session(tx: Transaction, session_id: str) -> None:
+    """``UnknownAgentError`` unless the id names an agent, live or deleted."""
+    if not tx.session_known(session_id):
+        raise UnknownAgentError(session_id)
 
 
 class AgentSystem:
@@ -169,6 +178,7 @@ class AgentSystem:
         resume: bool = True,
         restart_intensity: RestartIntensity | None = None,
         restart_backoff: Backoff | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         testing: FaultInjection | None = None,
     ) -> AgentSystem:
         """Open the store at ``path`` (exclusively), migrate it, and resume owed work.
@@ -182,6 +192,9 @@ class AgentSystem:
         durable state stays) and surfaces the error (:attr:`failure`). The same limits apply
         to the system supervisor, which restarts the store writer and the agent tier after it
         when the writer fails (``rest_for_one``, see ``agentkeep.actors.tree``).
+        ``max_event_bytes``: the bound on one ledger event's encoded data (seed 002's
+        ``maxEventBytes``): a message or metadata update whose event would exceed it is
+        refused (``EventTooLargeError``) before anything is written.
         ``testing``: fault injection for the tests and chaos campaigns only
         (:class:`agentkeep.chaos.FaultInjection`); never set it in production.
 
@@ -202,7 +215,13 @@ class AgentSystem:
         ToolSet(_checked("tools", tools, Tool, "an ak.Tool (build one with @ak.tool)"))
         # The system supervisor starts (and restarts) the writer: see actors/tree.py.
         hooks = testing or FaultInjection()
-        store = Store.open(path, faults=hooks.faults, vfs=hooks.vfs, start_writer=False)
+        store = Store.open(
+            path,
+            faults=hooks.faults,
+            vfs=hooks.vfs,
+            start_writer=False,
+            max_event_bytes=max_event_bytes,
+        )
         try:
             system = cls(
                 store,
@@ -668,6 +687,35 @@ class AgentSystem:
             return records
 
         return rebuild_messages(self._read(read))
+
+    def events(self, session_id: str, *, after: int = 0, limit: int = 100) -> list[SessionEvent]:
+        """Up to ``limit`` (at most 1000) committed ledger events of the session (agent) with
+        a sequence above ``after``, in order; a deleted agent's ledger stays readable.
+
+        Raises:
+            UnknownAgentError: no agent was ever created with this id.
+            InvalidConfigError: ``after`` is negative or ``limit`` is not 1..1000.
+        """
+        check_page(after, limit)
+
+        def read(tx: Transaction) -> list[SessionEvent]:
+            _require_session(tx, session_id)
+            return tx.events(session_id, after, limit)
+
+        return self._read(read)
+
+    def subscribe(self, session_id: str, *, after: int = 0) -> Subscription:
+        """The session's committed events after ``after``: the backlog, then live events as
+        they commit, each exactly once, in order (usable from another thread; closed by
+        :meth:`close`). Resubscribe from ``last_sequence`` to resume without a gap.
+
+        Raises:
+            UnknownAgentError: no agent was ever created with this id.
+            InvalidConfigError: ``after`` is negative.
+        """
+        check_page(after, 1)
+        self._read(lambda tx: _require_session(tx, session_id))
+        return Subscription(session_id, after, self._store.ledger, self._read)
 
     def settings(self, agent_id: str) -> Settings:
         """The agent's current settings (the system's defaults until a message chose

@@ -36,6 +36,7 @@ from agentkeep.model import (
     is_valid_id,
     new_id,
 )
+from agentkeep.model.ledger import MESSAGE_ACCEPTED
 from agentkeep.persistence.interface import Transaction
 from agentkeep.providers.registry import Providers
 
@@ -191,6 +192,10 @@ def accept_message(
         raise UnknownAgentError(agent_id)
     check_tool_requests(message)  # hooks' actions too: nothing malformed is ever admitted
     kind: DeliveryKind = "steer" if queue == "steering" else "send"
+    # The ledger event is sized before anything is written: a message too big for its event
+    # is refused whole (EventTooLargeError), never accepted without its event.
+    event = _accepted_event(message_id, kind, message, options, metadata)
+    tx.check_event_size(f"Message {message_id!r}", event)
     if not tx.claim_message_id(agent_id, message_id):
         return Delivery(id=message_id, delivery=kind, created=False), None
     queued = tx.enqueue(
@@ -205,7 +210,31 @@ def accept_message(
         ),
     )
     owe_inference(tx, agent_id)
+    tx.append_event(agent_id, MESSAGE_ACCEPTED, event)
     return Delivery(id=message_id, delivery=kind, created=True), queued
+
+
+def _accepted_event(
+    message_id: str,
+    kind: DeliveryKind,
+    message: QueueableMessage,
+    options: MessageOptions,
+    metadata: JSONObject | None,
+) -> JSONObject:
+    """The ``message.accepted`` event's data: the message as queued (docs/ledger.md)."""
+    content = msgspec.to_builtins(message)
+    data: JSONObject = {
+        "message_id": message_id,
+        "delivery": kind,
+        "role": content["role"],
+        "message": content,
+    }
+    chosen = msgspec.to_builtins(options)
+    if chosen:
+        data["options"] = chosen
+    if metadata is not None:
+        data["metadata"] = metadata
+    return data
 
 
 def prepare_acceptance(

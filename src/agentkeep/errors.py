@@ -154,6 +154,22 @@ class InvalidMessageError(AgentkeepError):
     code = "invalid_message"
 
 
+class EventTooLargeError(InvalidMessageError):
+    """A fact's ledger event would exceed the store's ``max_event_bytes``: it was refused
+    before anything was written (an accepted message, a metadata change)."""
+
+    code = "event_too_large"
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"{what} would make a ledger event of {size} bytes, over max_event_bytes "
+            f"({limit}); nothing was written. Send less, or open the system with a larger "
+            "max_event_bytes."
+        )
+        self.size = size
+        self.limit = limit
+
+
 class ProviderError(AgentkeepError):
     """A provider registry or provider session operation failed."""
 

@@ -52,7 +52,7 @@ def test_failed_turn_is_answered_after_a_restart(tmp_path: Path) -> None:
     never answered (seed README: "a restarted agent now owes a response")."""
     world = ChaosWorld(tmp_path / "state", 18, providers=default_providers)  # one-call batches
     world.create_agent()
-    flaky = FaultPlan(at=29, mode="flaky")
+    flaky = FaultPlan(at=33, mode="flaky")  # the first block's INSERT (29 before the ledger)
     world.run_process(messages=[Offer(id="f0", text="f message 0")], faults=flaky)
     failed = world.durable()
     assert isinstance(failed.records[-1], SystemRecord), failed.records
@@ -82,7 +82,7 @@ def test_batch_commit_with_unknown_outcome_is_not_answered_as_undispatched(
     fails and settles the call as if it had never been dispatched ("The turn failed before
     this tool call finished.") while its pending entry stays; the next process resumes the
     batch and answers the call a second time (§7.9, §7.10)."""
-    world = _one_flaky_turn(tmp_path, 44)
+    world = _one_flaky_turn(tmp_path, 54)
     state = world.durable()
     answered = {r.message.call_id for r in state.records if isinstance(r, ToolRecord)}
     still_pending = {p.call.call_id for p in state.pending}
@@ -100,7 +100,7 @@ def test_block_commit_with_unknown_outcome_leaves_no_call_behind_the_note(
     block, so the call is durable but the loop believes it is not; the failing turn appends
     "The last turn failed: …" behind a call it never settled (§7.11). (With the settle-on-
     failure bug above, the call then stays unanswered for good: seeds 596, 1003.)"""
-    world = _one_flaky_turn(tmp_path, 31)
+    world = _one_flaky_turn(tmp_path, 37)
     found = check_state(world, world.durable(), process=1)
     assert not [v for v in found if v.invariant == 11], found
 
@@ -110,14 +110,15 @@ def test_settlement_with_unknown_outcome_leaves_no_orphan_failure_note(tmp_path:
     *is* settled (owed erased) but the loop reads an unknown outcome as a failed turn and
     appends "The last turn failed: COMMIT reported …" after the durable ``answer-1``, with no
     owed fact: a note nobody will answer, for a turn that had succeeded (§7.6, §7.22)."""
-    world = _one_flaky_turn(tmp_path, 74)
+    world = _one_flaky_turn(tmp_path, 92)
     found = check_state(world, world.durable(), process=1)
     assert not [v for v in found if v.invariant == 6], found
 
 
 def test_any_single_flaky_operation_of_one_turn_keeps_the_history_whole(tmp_path: Path) -> None:
-    """The three tests above pin one operation each (numbers as of the runtime they were
-    found on); this one sweeps every operation of a one-message turn, so it keeps guarding
+    """The three tests above pin one operation each (the same statements as on the runtime
+    they were found on, renumbered when the ledger added its statements: 31→37, 44→54,
+    74→92); this one sweeps every operation of a one-message turn, so it keeps guarding
     the same bugs when the operation count moves: a single flaky operation, then a healthy
     restart, must leave §7.6/§7.9/§7.10/§7.11 intact and the message answered."""
     broken: list[str] = []

@@ -59,6 +59,7 @@ PUBLIC = [
     "DriverPatch",
     "DriverRef",
     "DuplicateProviderError",
+    "EventTooLargeError",
     "ExpiredScopeError",
     "Feature",
     "FeatureDefinitionError",
@@ -110,6 +111,7 @@ PUBLIC = [
     "SessionBusyError",
     "SessionConfigError",
     "SessionError",
+    "SessionEvent",
     "SessionOptions",
     "SessionRecord",
     "Sessions",
@@ -121,6 +123,7 @@ PUBLIC = [
     "StoreUnavailableError",
     "StreamEvent",
     "StreamRequest",
+    "Subscription",
     "SupervisorGaveUpError",
     "SystemMessage",
     "TextBlock",
@@ -174,6 +177,7 @@ NOT_PUBLIC_SIGNATURES = {
     "AgentSystemRef.__init__": "references have no public constructor",
     "Registry.__init__": "reach the registry as AgentSystem.registry",
     "Sessions.__init__": "reach the sessions as AgentSystem.sessions",
+    "Subscription.__init__": "use AgentSystem.subscribe; the constructor takes the store's parts",
     "AgentSystemRef.within": "the runtime binds a reference to a hook's transaction",
 }
 

@@ -44,6 +44,7 @@ from agentkeep.model.ids import (
     is_valid_id,
     new_id,
 )
+from agentkeep.model.ledger import SessionEvent
 from agentkeep.model.records import (
     RECORD_TYPES,
     AgentEnvironment,
@@ -159,6 +160,7 @@ __all__ = [
     "Selection",
     "ServerToolResultBlock",
     "ServiceTier",
+    "SessionEvent",
     "SessionOptions",
     "Settings",
     "StreamEvent",

@@ -30,6 +30,7 @@ from agentkeep.model import (
     QueuedMessage,
     QueuedNotice,
     QueueName,
+    SessionEvent,
     Settings,
     ToolResultMessage,
 )
@@ -116,6 +117,43 @@ class Transaction(Protocol):
     def purge_archived(self, agent_id: str) -> tuple[int, int]:
         """Physically delete every archived record of the agent (the current conversation is
         untouched); returns ``(epochs, records)`` purged. Epoch numbers are not reused."""
+        ...
+
+    # -- the session event ledger (append-only; docs/ledger.md) ---------------------------
+    @property
+    def max_event_bytes(self) -> int:
+        """The bound on one event's encoded data."""
+        ...
+
+    def check_event_size(self, what: str, data: JSONObject) -> None:
+        """Raise ``EventTooLargeError`` (naming ``what`` and the limit) if ``data`` would not
+        fit in one event; writes nothing."""
+        ...
+
+    def append_event(
+        self,
+        agent_id: str,
+        type: str,
+        data: JSONObject,
+        *,
+        turn_id: str | None = None,
+        fit: bool = False,
+    ) -> int:
+        """Append one event in this transaction; returns its sequence (the session's tail
+        plus one). Oversized ``data`` raises ``EventTooLargeError``, or with ``fit`` is
+        replaced by its identities and sizes (a loop fact that cannot be refused)."""
+        ...
+
+    def last_event_sequence(self, agent_id: str) -> int:
+        """The session's highest sequence (0 before its first event)."""
+        ...
+
+    def events(self, agent_id: str, after: int = 0, limit: int = 100) -> list[SessionEvent]:
+        """Up to ``limit`` events with a sequence above ``after``, in order."""
+        ...
+
+    def session_known(self, agent_id: str) -> bool:
+        """True if the id names an agent, live or soft-deleted (its ledger is readable)."""
         ...
 
     # -- message identities --------------------------------------------------------------

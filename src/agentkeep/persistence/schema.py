@@ -245,12 +245,42 @@ BEGIN
 END;
 """
 
+# The session event ledger (issue 14, docs/ledger.md): one row per committed fact, dense per
+# session from 1. Append-only: no statement may change or delete an event; the only deletion
+# is the cascade from ``agents`` when a soft-deleted id is re-created (which wipes everything
+# the previous agent stored, its ledger included). A soft delete keeps the ledger readable,
+# like the transcript. The DELETE trigger therefore lets a row go only once its agents row is
+# gone (a cascade), and refuses every other delete; UPDATE is always refused.
+_SESSION_EVENTS = """
+CREATE TABLE session_events (
+    agent_id TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    sequence INTEGER NOT NULL CHECK (sequence >= 1),
+    type TEXT NOT NULL,
+    turn_id TEXT,
+    data_json TEXT NOT NULL,
+    created_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (agent_id, sequence)
+) WITHOUT ROWID;
+
+CREATE TRIGGER session_events_are_immutable BEFORE UPDATE ON session_events
+BEGIN
+    SELECT RAISE(ABORT, 'session events are immutable');
+END;
+
+CREATE TRIGGER session_events_are_never_deleted BEFORE DELETE ON session_events
+WHEN EXISTS (SELECT 1 FROM agents WHERE id = OLD.agent_id)
+BEGIN
+    SELECT RAISE(ABORT, 'session events are never deleted');
+END;
+"""
+
 #: Append-only. Never edit or reorder a released entry; add a new one.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="initial_schema", sql=_INITIAL),
     Migration(version=2, name="definition_registry", sql=_DEFINITION_REGISTRY),
     Migration(version=3, name="archived_history", sql=_ARCHIVED_HISTORY),
     Migration(version=4, name="sessions", sql=_SESSIONS),
+    Migration(version=5, name="session_events", sql=_SESSION_EVENTS),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

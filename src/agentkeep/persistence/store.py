@@ -27,11 +27,13 @@ from agentkeep.errors import (
     StoreError,
 )
 from agentkeep.logs import install_default_logging
+from agentkeep.model.ledger import DEFAULT_MAX_EVENT_BYTES
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
 from agentkeep.persistence.handle import StoreWriterHandle
 from agentkeep.persistence.inbox import WriterStatistics, _Counters, _Inbox
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import ScopedKV
+from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.lock import StoreLock
 from agentkeep.persistence.readers import ReaderPool, open_connection
 from agentkeep.persistence.schema import migrate
@@ -179,7 +181,9 @@ class Store:
         readers: ReaderPool,
         checkpoint_pages: int,
         restartable: bool,
+        ledger: LedgerHub | None = None,
     ) -> None:
+        self._ledger = ledger or LedgerHub()
         self._home = home
         self._lock = lock
         self._vfs = vfs
@@ -208,6 +212,7 @@ class Store:
         vfs: str | None = None,
         checkpoint_pages: int = DEFAULT_CHECKPOINT_PAGES,
         start_writer: bool = True,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> Store:
         """Open (creating if needed) the store in ``home``.
 
@@ -221,6 +226,7 @@ class Store:
             start_writer: False leaves the writer to a supervisor: it calls
                 :meth:`start_writer` from its child spec (and again after each failure);
                 until then writes raise ``StoreUnavailableError``.
+            max_event_bytes: The bound on one ledger event's encoded data.
 
         Raises:
             StoreLockedError: another owner holds the store.
@@ -229,6 +235,7 @@ class Store:
             SchemaTooNewError: the database was written by a newer agentkeep.
         """
         install_default_logging()
+        ledger = LedgerHub(max_event_bytes)  # InvalidConfigError before the lock is taken
         directory = resolve_home(home)
         prepare_directory(directory)
         database = directory / DATABASE_NAME
@@ -249,6 +256,7 @@ class Store:
                 readers=readers,
                 checkpoint_pages=checkpoint_pages,
                 restartable=not start_writer,
+                ledger=ledger,
             )
             if start_writer:
                 store.start_writer()
@@ -292,6 +300,7 @@ class Store:
                     checkpoint_pages=self._checkpoint_pages,
                     restartable=self._restartable,
                     on_failure=self._writer_failed,
+                    ledger=self._ledger,
                 )
             except BaseException:
                 connection.close()
@@ -323,6 +332,11 @@ class Store:
     def handle(self) -> StoreWriterHandle:
         """The writer's handle (a ``StoreHandle``) to give to the rest of the runtime."""
         return self._handle
+
+    @property
+    def ledger(self) -> LedgerHub:
+        """The hub told of every committed ledger event (subscriptions wait on it)."""
+        return self._ledger
 
     @property
     def closed(self) -> bool:
@@ -362,6 +376,7 @@ class Store:
             if writer is not None:
                 writer.stop(block=True, timeout=_STOP_TIMEOUT_SECONDS)
         finally:
+            self._ledger.close()
             self._inbox.close()
             if self._spare_connection is not None:
                 self._spare_connection.close()

@@ -47,6 +47,7 @@ from agentkeep.persistence.codec import (
     prefix_upper_bound,
 )
 from agentkeep.persistence.kv import agent_prefix
+from agentkeep.persistence.ledger import LedgerHub, LedgerStatements
 
 __all__ = ["ReadOnlyTransactionError", "SqliteTransaction", "Statements"]
 
@@ -54,15 +55,20 @@ _QUEUE_ORDER = "CASE queue WHEN 'steering' THEN 0 ELSE 1 END, seq"
 _NOTICE_TAIL = "notice"  # queue_tails key for notices (not a QueueName)
 
 
-class SqliteTransaction(ArchivedHistory):
+class SqliteTransaction(ArchivedHistory, LedgerStatements):
     """A :class:`~agentkeep.persistence.interface.Transaction` valid while its work runs.
 
     Args:
         statements: The executor of the enclosing SQLite transaction.
         read_only: If True every write method raises :class:`ReadOnlyTransactionError`.
+        ledger: The hub told (after COMMIT) of each event appended, and the event size
+            limit (None: the default limit, nobody told).
     """
 
-    def __init__(self, statements: Statements, *, read_only: bool = False) -> None:
+    def __init__(
+        self, statements: Statements, *, read_only: bool = False, ledger: LedgerHub | None = None
+    ) -> None:
+        self._ledger = ledger
         self._statements = statements
         self._read_only = read_only
         self._active = True

@@ -45,6 +45,7 @@ from agentkeep.errors import (
 from agentkeep.persistence.faults import FaultInjector, InjectedWriterCrashError
 from agentkeep.persistence.handle import WAKE, StoreWriterHandle
 from agentkeep.persistence.inbox import WriterStatistics, _Counters, _Inbox, _WorkItem
+from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.transaction import SqliteTransaction, Statements
 
 log = structlog.get_logger(__name__)
@@ -81,8 +82,10 @@ class StoreWriter(pykka.ThreadingActor):
         checkpoint_pages: int,
         restartable: bool = False,
         on_failure: Callable[[], None] | None = None,
+        ledger: LedgerHub | None = None,
     ) -> None:
         super().__init__()
+        self._ledger = ledger
         self._on_failure = on_failure
         self._connection = connection
         self._connection_open = True
@@ -191,7 +194,7 @@ class StoreWriter(pykka.ThreadingActor):
         failed_alone: list[tuple[_WorkItem, BaseException]] = []
         while pending:
             item = pending.popleft()
-            tx = SqliteTransaction(self._statements)
+            tx = SqliteTransaction(self._statements, ledger=self._ledger)
             try:
                 self._statements.execute(_BEGIN_ITEM)
                 value = item.work(tx)

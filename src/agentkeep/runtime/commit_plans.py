@@ -7,11 +7,20 @@ both the loop and the store, says how: :func:`execute` interprets one plan again
 These bodies run in the writer's thread (``StoreHandle.transact``). They read what they decide
 from inside the transaction — never from the caller's memory — so a queue entry another owner
 already consumed, or a result a tool already committed, is seen as it durably is.
+
+The session event ledger (``docs/ledger.md``): every fact a plan commits appends its event in
+the same transaction — each conversation record through :func:`_append`, and the batch, the
+response end, compaction, a model switch and settlement where they happen. Nothing here ever
+touches an earlier event (compaction and resets rewrite records, never the ledger). A loop
+fact cannot be refused, so an oversized event is appended with ``fit`` (its payload left out,
+the content still in the transcript).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
+
+import msgspec
 
 from agentkeep.loop.plans import (
     AnswerCalls,
@@ -48,6 +57,7 @@ from agentkeep.model import (
     UserRecord,
     apply_options,
 )
+from agentkeep.model import ledger as events
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import scope_prefix
 
@@ -174,6 +184,8 @@ def execute(
             appended = tuple(_append(tx, agent_id, BlockRecord(block=b)) for b in blocks)
             if tokens is not None:
                 tx.write_context_tokens(agent_id, tokens.total)
+            end = {} if tokens is None else {"tokens": msgspec.to_builtins(tokens)}
+            tx.append_event(agent_id, events.RESPONSE_END, end, fit=True)
             settled = settle and _settle(tx, agent_id).settled
             queued = () if settled else tuple(tx.queued(agent_id))
             return Appended(records=appended, settled=settled, queued=queued)
@@ -183,6 +195,8 @@ def execute(
             for call in sorted(calls, key=lambda c: c.index):
                 hooks.before_tool_call(tx, call)
             tx.write_owed(agent_id, owed)
+            batch = [msgspec.to_builtins(c) for c in sorted(calls, key=lambda c: c.index)]
+            tx.append_event(agent_id, events.TOOL_BATCH, {"calls": batch}, fit=True)
             return None
         case CommitToolResult():
             return _commit_tool_result(tx, agent_id, plan, hooks)
@@ -201,9 +215,46 @@ def execute(
     raise TypeError(f"unknown plan {plan!r}")  # pragma: no cover - the union is exhaustive
 
 
-def _append(tx: Transaction, agent_id: str, record: ConversationRecord) -> ConversationRecord:
-    tx.append_record(agent_id, record)
+def _append(
+    tx: Transaction, agent_id: str, record: ConversationRecord, **extra: object
+) -> ConversationRecord:
+    """Append ``record`` and, in the same transaction, its ledger event."""
+    position = tx.append_record(agent_id, record)
+    kind, data = _record_event(record)
+    tx.append_event(agent_id, kind, {**data, **extra, "position": position}, fit=True)
     return record
+
+
+def _record_event(record: ConversationRecord) -> tuple[str, dict[str, object]]:
+    """The event type and data reporting one appended conversation record."""
+    match record:
+        case UserRecord(message_id=message_id, message=message, metadata=metadata):
+            content = msgspec.to_builtins(message)
+            data: dict[str, object] = {
+                "message_id": message_id,
+                "role": content["role"],
+                "message": content,
+            }
+            if metadata is not None:
+                data["metadata"] = metadata
+            return events.MESSAGE, data
+        case BlockRecord(block=block):
+            return events.ASSISTANT_BLOCK, {"block": msgspec.to_builtins(block)}
+        case ToolRecord(message=message):
+            return events.TOOL_RESULT, {
+                "call_id": message.call_id,
+                "is_error": message.is_error,
+                "message": msgspec.to_builtins(message),
+            }
+        case SystemRecord(message=message, reason="failure"):
+            return events.FAILURE_NOTE, {"message": msgspec.to_builtins(message)}
+        case SystemRecord(message=message, reason=reason):
+            return events.MESSAGE, {
+                "role": "system",
+                "reason": reason,
+                "message": msgspec.to_builtins(message),
+            }
+    return events.MESSAGE, {"record": msgspec.to_builtins(record)}
 
 
 def _consume_queue(
@@ -234,6 +285,7 @@ def _consume_queue(
     switched = (current.provider, current.model) != (previous.provider, previous.model)
     if switched and current.model is not None:
         reset = policy.needs_reset(previous, current)
+        rejected = False
         try:
             handoff = policy.model_changed(tx, previous, current, reset)
         except Exception:
@@ -242,17 +294,23 @@ def _consume_queue(
             else:
                 # An incompatible switch whose hook failed is rejected: the history
                 # survives and the previous selection stays (the message is consumed).
-                reset, handoff = False, None
+                reset, handoff, rejected = False, None, True
                 current = _keep_selection(previous, current)
+        switch: dict[str, object] = {
+            "previous": {"provider": previous.provider, "model": previous.model},
+            "current": {"provider": current.provider, "model": current.model},
+            "reset": reset,
+            "rejected": rejected,
+        }
         if reset:
-            _restart_history(tx, agent_id, previous)
-            if handoff is not None:
-                records.append(
-                    _append(tx, agent_id, SystemRecord(message=handoff, reason="handoff"))
-                )
+            switch["epoch"] = _restart_history(tx, agent_id, previous)
+        tx.append_event(agent_id, events.MODEL_SWITCH, switch)
+        if reset and handoff is not None:
+            records.append(_append(tx, agent_id, SystemRecord(message=handoff, reason="handoff")))
     for entry in claimed:
         record = UserRecord(message_id=entry.id, message=entry.message, metadata=entry.metadata)
-        records.append(_append(tx, agent_id, record))
+        delivery = "steer" if entry.queue == "steering" else "send"
+        records.append(_append(tx, agent_id, record, delivery=delivery))
         policy.message_accepted(tx, entry, current)
         request = request_of(entry.message)
         if request is not None:
@@ -277,17 +335,18 @@ def _keep_selection(previous: Settings, current: Settings) -> Settings:
     )
 
 
-def _restart_history(tx: Transaction, agent_id: str, previous: Settings) -> None:
+def _restart_history(tx: Transaction, agent_id: str, previous: Settings) -> int | None:
     """An incompatible switch restarts what the provider sees: the conversation moves whole
     into an archived epoch (readable until an explicit purge, never deleted here), and its
     message identities, history store and measured size go — all inside the consumption
     transaction."""
     released = [r.message_id for r in tx.load_records(agent_id) if isinstance(r, UserRecord)]
     tx.release_message_ids(agent_id, released)
-    tx.archive_records(agent_id, None, reason="model_switch", settings=previous)
+    epoch = tx.archive_records(agent_id, None, reason="model_switch", settings=previous)
     tx.rewrite_records(agent_id, [])
     tx.kv_clear(area_prefix(agent_id, HISTORY_AREA))
     tx.write_context_tokens(agent_id, None)
+    return epoch
 
 
 def _commit_tool_result(
@@ -303,7 +362,7 @@ def _commit_tool_result(
         )
     if not tx.remove_pending_call(agent_id, pending.internal_id):
         raise LookupError(f"tool call {pending.internal_id!r} is no longer pending")
-    record = _append(tx, agent_id, ToolRecord(message=winner))
+    record = _append(tx, agent_id, ToolRecord(message=winner), internal_id=pending.internal_id)
     hooks.after_tool_call(tx, pending, winner)  # before the call's stores are erased
     tx.kv_clear(area_prefix(agent_id, CALL_AREA, pending.internal_id))
     if plan.owed_after is not None:
@@ -318,7 +377,8 @@ def _answer_calls(
     (spec: it runs inside the transaction that appends a result), then its call store erased."""
     records: list[ConversationRecord] = []
     for index, result in enumerate(plan.results):
-        records.append(_append(tx, agent_id, ToolRecord(message=result)))
+        answered = {"internal_id": plan.calls[index].internal_id} if index < len(plan.calls) else {}
+        records.append(_append(tx, agent_id, ToolRecord(message=result), ran=False, **answered))
         if index < len(plan.calls):
             call = plan.calls[index]
             hooks.after_tool_call(tx, call, result)
@@ -332,6 +392,7 @@ def _settle(tx: Transaction, agent_id: str) -> Settled:
         return Settled(settled=False)
     tx.delete_owed(agent_id)
     tx.kv_clear(area_prefix(agent_id, RUN_AREA))
+    tx.append_event(agent_id, events.SETTLED, {})
     return Settled(settled=True)
 
 
@@ -343,7 +404,7 @@ def _replace_with_compaction(tx: Transaction, agent_id: str, plan: ReplaceWithCo
     erased = records[: plan.through_position]
     released = [r.message_id for r in erased if isinstance(r, UserRecord)]
     tx.release_message_ids(agent_id, released)
-    tx.archive_records(
+    epoch = tx.archive_records(
         agent_id,
         plan.through_position,
         reason="compaction",
@@ -356,3 +417,10 @@ def _replace_with_compaction(tx: Transaction, agent_id: str, plan: ReplaceWithCo
     tx.write_context_tokens(agent_id, None)
     if plan.owes_answer or suffix_owes:
         tx.write_owed(agent_id, plan.owed)
+    compaction = {
+        "epoch": epoch,
+        "through_position": plan.through_position,
+        "owes_answer": plan.owes_answer,
+        "messages": [msgspec.to_builtins(m) for m in plan.messages],
+    }
+    tx.append_event(agent_id, events.COMPACTION, compaction, fit=True)

@@ -1,0 +1,84 @@
+"""The session event ledger's vocabulary (seed 002's ``SessionEvent``).
+
+One :class:`SessionEvent` is one committed fact about one session (an agent): its
+``sequence`` is dense from 1 per session and never reused, and it committed in the same
+transaction as the fact it reports. ``docs/ledger.md`` lists the types and where each is
+appended. Event data is a JSON object of at most ``max_event_bytes`` encoded bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from agentkeep.model.records import JSONObject
+
+#: The default bound on one event's encoded ``data`` (seed 002's ``maxEventBytes``).
+DEFAULT_MAX_EVENT_BYTES: Final = 1024 * 1024
+#: The most events one ``events`` page returns (seed 002: ``limit`` maximum 1000).
+MAX_EVENTS_PAGE: Final = 1000
+
+# The durable event types (seed 002 names ``message``; the others are agentkeep's facts).
+MESSAGE_ACCEPTED: Final = "message.accepted"  # a send/steer durably queued
+MESSAGE: Final = "message"  # a message entered the conversation (seed 002's type)
+ASSISTANT_BLOCK: Final = "assistant.block"  # a finished assistant block
+RESPONSE_END: Final = "response.end"  # a response ended (its measurement)
+TOOL_BATCH: Final = "tool.batch"  # a tool batch dispatched (durable before any call runs)
+TOOL_RESULT: Final = "tool.result"  # one tool result entered the conversation
+FAILURE_NOTE: Final = "failure.note"  # a failed turn's note
+COMPACTION: Final = "compaction"  # history replaced by a compaction (archived epoch)
+MODEL_SWITCH: Final = "model.switch"  # the provider/model changed (reset or not)
+METADATA_CHANGED: Final = "metadata.changed"  # the session's metadata was merged
+SETTLED: Final = "settled"  # the run settled: nothing owed
+#: Seed 002's ephemeral streaming type: never stored, never sequenced.
+TEXT_DELTA: Final = "text.delta"
+
+EVENT_TYPES: Final = (
+    MESSAGE_ACCEPTED,
+    MESSAGE,
+    ASSISTANT_BLOCK,
+    RESPONSE_END,
+    TOOL_BATCH,
+    TOOL_RESULT,
+    FAILURE_NOTE,
+    COMPACTION,
+    MODEL_SWITCH,
+    METADATA_CHANGED,
+    SETTLED,
+)
+
+
+class SessionEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """One committed ledger entry of a session.
+
+    ``turn_id`` names the turn the fact belongs to once turns exist (None until then, and for
+    facts outside any turn).
+    """
+
+    session_id: str
+    sequence: int
+    type: str
+    data: JSONObject
+    created_at_ms: int
+    turn_id: str | None = None
+
+
+__all__ = [
+    "ASSISTANT_BLOCK",
+    "COMPACTION",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "EVENT_TYPES",
+    "FAILURE_NOTE",
+    "MAX_EVENTS_PAGE",
+    "MESSAGE",
+    "MESSAGE_ACCEPTED",
+    "METADATA_CHANGED",
+    "MODEL_SWITCH",
+    "RESPONSE_END",
+    "SETTLED",
+    "TEXT_DELTA",
+    "TOOL_BATCH",
+    "TOOL_RESULT",
+    "SessionEvent",
+]

@@ -1,0 +1,311 @@
+"""The session event ledger in the store: its statements, the commit hub, subscriptions.
+
+Invariants:
+
+- An event is appended only inside the transaction of the fact it reports
+  (:meth:`LedgerStatements.append_event`); its ``sequence`` is the session's durable tail plus
+  one, read and written inside that transaction, so sequences are dense from 1 and never
+  reused (the writer is the only writer; a rolled-back append leaves no hole).
+- The hub hears of an event only after its COMMIT (an ``after_commit`` callback), and only
+  the session's highest sequence: a :class:`Subscription` never trusts a payload from memory,
+  it reads every event by sequence from the store. So a notification that is missed (a crash
+  between COMMIT and the callback) or coalesced costs at most a wait, never an event: a
+  subscriber re-reads the store whenever it wakes, and at least every ``poll`` seconds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import apsw
+import msgspec
+
+from agentkeep.errors import (
+    AgentClosedError,
+    EventTooLargeError,
+    InvalidConfigError,
+    StoreClosedError,
+)
+from agentkeep.model import JSONObject, SessionEvent
+from agentkeep.model.ledger import DEFAULT_MAX_EVENT_BYTES, MAX_EVENTS_PAGE
+from agentkeep.persistence.codec import decode_object, now_ms
+
+if TYPE_CHECKING:
+    from agentkeep.persistence.interface import Transaction
+
+_encoder = msgspec.json.Encoder(order="sorted")
+# The small fields an oversized event keeps (with every ``*_id``): what the fact was.
+_IDENTITIES = ("index", "role", "position", "delivery", "reason", "epoch", "is_error", "ran")
+
+
+def encode_event_data(data: JSONObject) -> str:
+    """``data`` as the stored JSON text (canonical key order)."""
+    return _encoder.encode(data).decode()
+
+
+def omitted(data: JSONObject, size: int, limit: int) -> JSONObject:
+    """What an oversized loop fact's event carries instead of its payload: the identities
+    (``*_id``, ``index``, ``role``) and the sizes. The content itself stays readable in the
+    transcript (or its archived epoch); only an event's copy is left out."""
+    kept = {k: v for k, v in data.items() if k.endswith("_id") or k in _IDENTITIES}
+    return {**kept, "omitted": "too_large", "bytes": size, "max_event_bytes": limit}
+
+
+class LedgerHub:
+    """Per-session high-water marks of committed events, and the condition subscribers wait
+    on. The writer calls :meth:`committed` after COMMIT; nothing else moves a mark."""
+
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        if not isinstance(max_event_bytes, int) or max_event_bytes < 256:
+            raise InvalidConfigError(
+                f"max_event_bytes must be an integer of at least 256, got {max_event_bytes!r}"
+            )
+        self.max_event_bytes = max_event_bytes
+        self._condition = threading.Condition()
+        self._latest: dict[str, int] = {}
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """True once the store closed: every subscription ends."""
+        return self._closed
+
+    def committed(self, session_id: str, sequence: int) -> None:
+        """An event up to ``sequence`` of ``session_id`` is durable: wake its subscribers."""
+        with self._condition:
+            if sequence > self._latest.get(session_id, 0):
+                self._latest[session_id] = sequence
+            self._condition.notify_all()
+
+    def wait_past(
+        self,
+        session_id: str,
+        after: int,
+        timeout_seconds: float | None,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> int:
+        """Return once an event past ``after`` was announced, the hub closed, ``stop()``
+        holds, or the timeout passed; returns the session's mark (the caller re-reads the
+        store in every case)."""
+        with self._condition:
+            self._condition.wait_for(
+                lambda: self._closed or stop() or self._latest.get(session_id, 0) > after,
+                timeout_seconds,
+            )
+            return self._latest.get(session_id, 0)
+
+    def wake(self) -> None:
+        """Wake every waiter to re-check its own stop condition."""
+        with self._condition:
+            self._condition.notify_all()
+
+    def close(self) -> None:
+        """End every subscription (the store is closing)."""
+        with self._condition:
+            self._closed = True
+            self._condition.notify_all()
+
+
+class LedgerStatements:
+    """The ledger's statements over the enclosing transaction (a mixin of
+    ``SqliteTransaction``, like ``ArchivedHistory``)."""
+
+    _ledger: LedgerHub | None
+
+    # Provided by SqliteTransaction.
+    def _check(self, *, write: bool) -> None:
+        raise NotImplementedError
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
+        raise NotImplementedError
+
+    def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        raise NotImplementedError
+
+    def _one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        raise NotImplementedError
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        raise NotImplementedError
+
+    @property
+    def max_event_bytes(self) -> int:
+        return DEFAULT_MAX_EVENT_BYTES if self._ledger is None else self._ledger.max_event_bytes
+
+    def check_event_size(self, what: str, data: JSONObject) -> None:
+        size = len(encode_event_data(data).encode())
+        if size > self.max_event_bytes:
+            raise EventTooLargeError(what, size, self.max_event_bytes)
+
+    def append_event(
+        self,
+        agent_id: str,
+        type: str,
+        data: JSONObject,
+        *,
+        turn_id: str | None = None,
+        fit: bool = False,
+    ) -> int:
+        self._check(write=True)
+        text = encode_event_data(data)
+        size = len(text.encode())
+        if size > self.max_event_bytes:
+            if not fit:
+                raise EventTooLargeError(f"A {type!r} event", size, self.max_event_bytes)
+            text = encode_event_data(omitted(data, size, self.max_event_bytes))
+        sequence = 1 + self.last_event_sequence(agent_id)
+        self._write(
+            "INSERT INTO session_events (agent_id, sequence, type, turn_id, data_json, "
+            "created_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+            (agent_id, sequence, type, turn_id, text, now_ms()),
+        )
+        hub = self._ledger
+        if hub is not None:
+            self.after_commit(lambda: hub.committed(agent_id, sequence))
+        return sequence
+
+    def last_event_sequence(self, agent_id: str) -> int:
+        return int(
+            self._one(
+                "SELECT coalesce(max(sequence), 0) FROM session_events WHERE agent_id = ?",
+                (agent_id,),
+            )
+        )
+
+    def events(self, agent_id: str, after: int = 0, limit: int = 100) -> list[SessionEvent]:
+        cursor = self._read(
+            "SELECT sequence, type, turn_id, data_json, created_at_ms FROM session_events "
+            "WHERE agent_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+            (agent_id, after, limit),
+        )
+        rows: list[Any] = cursor.fetchall()
+        return [
+            SessionEvent(
+                session_id=agent_id,
+                sequence=int(sequence),
+                type=str(type_),
+                turn_id=None if turn_id is None else str(turn_id),
+                data=decode_object(data_json),
+                created_at_ms=int(created_at_ms),
+            )
+            for sequence, type_, turn_id, data_json, created_at_ms in rows
+        ]
+
+    def session_known(self, agent_id: str) -> bool:
+        """True if ``agent_id`` was ever created and not wiped (deleted agents count: their
+        ledger stays readable)."""
+        return self._one("SELECT 1 FROM agents WHERE id = ?", (agent_id,)) is not None
+
+
+def check_page(after: int, limit: int) -> None:
+    """Refuse a page request no caller should make, naming what is wrong."""
+    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        raise InvalidConfigError(f"after must be a sequence >= 0, got {after!r}")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_EVENTS_PAGE:
+        raise InvalidConfigError(f"limit must be between 1 and {MAX_EVENTS_PAGE}, got {limit!r}")
+
+
+class Subscription:
+    """A session's committed events from ``after`` on: the backlog, then live events as they
+    commit, each exactly once and in sequence order. Iterate it (blocking until the next
+    event; the iteration ends when it or the system is closed) or call :meth:`next` with a
+    timeout. Usable from any thread; one consumer at a time.
+
+    Every event is read from the store by sequence; the hub only says when to look (see the
+    module's invariants), so nothing is skipped or repeated whatever the timing.
+    """
+
+    _PAGE = 200
+
+    def __init__(
+        self,
+        session_id: str,
+        after: int,
+        hub: LedgerHub,
+        read: Callable[[Callable[[Transaction], list[SessionEvent]]], list[SessionEvent]],
+        *,
+        poll_seconds: float = 1.0,
+    ) -> None:
+        self.session_id = session_id
+        self._last = after
+        self._hub = hub
+        self._read = read
+        self._poll = poll_seconds
+        self._buffer: deque[SessionEvent] = deque()
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+
+    @property
+    def last_sequence(self) -> int:
+        """The sequence of the last event handed out (``after`` before the first): the value
+        to resubscribe from."""
+        return self._last
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called or the system closed."""
+        return self._closed.is_set() or self._hub.closed
+
+    def close(self) -> None:
+        """Stop: a waiting :meth:`next` returns (``StopIteration``) at its next wake-up."""
+        self._closed.set()
+        self._hub.wake()
+
+    def __iter__(self) -> Iterator[SessionEvent]:
+        return self
+
+    def __next__(self) -> SessionEvent:
+        return self.next(timeout_seconds=None)
+
+    def next(self, timeout_seconds: float | None = None) -> SessionEvent:
+        """The next event, waiting for it to commit.
+
+        Raises:
+            TimeoutError: no event within ``timeout_seconds``.
+            StopIteration: the subscription or the system was closed.
+        """
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+        with self._lock:
+            # A mark the store did not bear out (an id re-created since) is not waited past
+            # again, so an empty read never spins.
+            threshold = self._last
+            while True:
+                if self.closed:
+                    raise StopIteration
+                if self._buffer:
+                    event = self._buffer.popleft()
+                    self._last = event.sequence
+                    return event
+                if self._fill():
+                    continue
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(
+                        f"no event of session {self.session_id!r} after sequence "
+                        f"{self._last} within {timeout_seconds} s"
+                    )
+                threshold = max(threshold, self._last)
+                wait = self._poll if remaining is None else min(self._poll, remaining)
+                threshold = max(
+                    threshold,
+                    self._hub.wait_past(self.session_id, threshold, wait, self._closed.is_set),
+                )
+
+    def _fill(self) -> bool:
+        """Read the next page after the last event handed out; True if it found any."""
+        after = self._last
+
+        def page(tx: Transaction) -> list[SessionEvent]:
+            return tx.events(self.session_id, after, self._PAGE)
+
+        try:
+            events = self._read(page)
+        except (StoreClosedError, AgentClosedError):
+            self._closed.set()
+            return False
+        self._buffer.extend(events)
+        return bool(events)

@@ -1,0 +1,160 @@
+"""Issue 14 item 4: every fact the runtime commits has its ledger event, dense and in order."""
+
+from __future__ import annotations
+
+import apsw
+import pytest
+
+import agentkeep as ak
+from agentkeep.providers import script
+
+from .conftest import LedgerWorld, all_events, types_of
+
+
+def test_a_turn_with_a_tool_call_reports_every_fact_in_order(world: LedgerWorld) -> None:
+    world.model.add(script.tool_call("echo", {"text": "hi"}, call_id="c1"), script.text("done"))
+    system = world.open()
+    agent = system.create()
+    agent.send(ak.user("q1"), id="m1", metadata={"k": "v"})
+    agent.wait_for_idle(timeout_seconds=10)
+
+    events = all_events(system, agent.id)
+    assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+    assert types_of(events) == [
+        "message.accepted",
+        "message",  # consumed into the conversation
+        "assistant.block",  # the tool call
+        "response.end",
+        "tool.batch",
+        "tool.result",
+        "assistant.block",  # "done"
+        "response.end",
+        "settled",
+    ]
+    accepted, consumed, call, _, batch, result, text, end, _ = events
+    assert accepted.data["message_id"] == "m1"
+    assert accepted.data["delivery"] == "send"
+    assert accepted.data["metadata"] == {"k": "v"}
+    assert accepted.data["message"]["content"] == [{"type": "text", "text": "q1"}]
+    assert (consumed.data["message_id"], consumed.data["delivery"]) == ("m1", "send")
+    assert consumed.data["position"] == 1
+    assert call.data["block"]["call_id"] == "c1"
+    assert [c["call"]["call_id"] for c in batch.data["calls"]] == ["c1"]
+    assert result.data["call_id"] == "c1"
+    assert result.data["message"]["content"] == [{"type": "text", "text": "echo hi"}]
+    assert text.data["block"] == {"type": "text", "text": "done"}
+    assert "tokens" in end.data
+    assert all(e.session_id == agent.id and e.turn_id is None for e in events)
+
+
+def test_steering_is_accepted_as_steer(world: LedgerWorld) -> None:
+    world.model.add(script.text("a"))
+    system = world.open()
+    agent = system.create()
+    agent.steer(ak.user("now"), id="s1")
+    agent.wait_for_idle(timeout_seconds=10)
+    accepted, consumed = all_events(system, agent.id)[:2]
+    assert (accepted.type, accepted.data["delivery"]) == ("message.accepted", "steer")
+    assert (consumed.type, consumed.data["delivery"]) == ("message", "steer")
+
+
+def test_an_idempotent_repeat_appends_nothing(world: LedgerWorld) -> None:
+    system = world.open()
+    agent = system.create()
+    system.deliver(agent.id, "send", ak.user("q"), id="m1", start=False)
+    system.deliver(agent.id, "send", ak.user("q"), id="m1", start=False)
+    assert types_of(all_events(system, agent.id)) == ["message.accepted"]
+
+
+def test_a_failed_turn_reports_its_failure_note(world: LedgerWorld) -> None:
+    world.model.add(script.error("internal_error", "it broke"))
+    system = world.open()
+    agent = system.create()
+    agent.send(ak.user("q"))
+    agent.wait_for_idle(timeout_seconds=10)
+    notes = [e for e in all_events(system, agent.id) if e.type == "failure.note"]
+    assert len(notes) == 1
+    assert "it broke" in notes[0].data["message"]["content"][0]["text"]
+
+
+def test_a_metadata_change_is_an_event(world: LedgerWorld) -> None:
+    system = world.open()
+    agent = system.create()
+    system.update_metadata(agent.id, {"a": 1})
+    system.update_metadata(agent.id, {"b": 2})
+    events = all_events(system, agent.id)
+    assert types_of(events) == ["metadata.changed", "metadata.changed"]
+    assert events[1].data == {"patch": {"b": 2}, "metadata": {"a": 1, "b": 2}}
+
+
+def test_sequences_stay_dense_across_a_restart(world: LedgerWorld) -> None:
+    world.model.add(script.text("a1"), script.text("a2"))
+    system = world.open()
+    agent = system.create()
+    agent.send(ak.user("q1"))
+    agent.wait_for_idle(timeout_seconds=10)
+    before = all_events(system, agent.id)
+    system.close(timeout_seconds=10)
+
+    reopened = world.open()
+    again = reopened.resolve(agent.id)
+    again.send(ak.user("q2"))
+    again.wait_for_idle(timeout_seconds=10)
+    after = all_events(reopened, agent.id)
+    assert after[: len(before)] == before
+    assert [e.sequence for e in after] == list(range(1, len(after) + 1))
+    assert len(after) > len(before)
+
+
+def test_paging_returns_exactly_the_asked_window(world: LedgerWorld) -> None:
+    system = world.open()
+    agent = system.create()
+    for n in range(25):
+        system.update_metadata(agent.id, {"n": n})
+    every = all_events(system, agent.id)
+    assert len(every) == 25
+    for after in (0, 1, 7, 24, 25, 30):
+        for limit in (1, 3, 10, 1000):
+            page = system.events(agent.id, after=after, limit=limit)
+            assert page == every[after : after + limit]
+    with pytest.raises(ak.InvalidConfigError, match="limit"):
+        system.events(agent.id, limit=1001)
+    with pytest.raises(ak.InvalidConfigError, match="limit"):
+        system.events(agent.id, limit=0)
+    with pytest.raises(ak.InvalidConfigError, match="after"):
+        system.events(agent.id, after=-1)
+    with pytest.raises(ak.UnknownAgentError):
+        system.events("nosuchagent")
+    with pytest.raises(ak.UnknownAgentError):
+        system.subscribe("nosuchagent")
+
+
+def test_a_deleted_agents_ledger_stays_readable_until_its_id_is_re_created(
+    world: LedgerWorld,
+) -> None:
+    system = world.open()
+    agent = system.create(id="keeper")
+    system.update_metadata(agent.id, {"a": 1})
+    system.delete(agent.id)
+    assert types_of(system.events("keeper")) == ["metadata.changed"]
+    # Re-creating the id wipes everything the previous agent stored, its ledger too: the new
+    # session's sequence starts at 1 again.
+    system.create(id="keeper")
+    assert system.events("keeper") == []
+    system.update_metadata("keeper", {"b": 2})
+    assert [(e.sequence, e.data["patch"]) for e in system.events("keeper")] == [(1, {"b": 2})]
+
+
+def test_no_statement_can_change_or_delete_an_event(world: LedgerWorld) -> None:
+    system = world.open()
+    agent = system.create()
+    system.update_metadata(agent.id, {"a": 1})
+    with pytest.raises(apsw.ConstraintError, match="immutable"):
+        system.store.transact(
+            lambda tx: tx.execute("UPDATE session_events SET type = 'x'")  # type: ignore[attr-defined]
+        )
+    with pytest.raises(apsw.ConstraintError, match="never deleted"):
+        system.store.transact(
+            lambda tx: tx.execute("DELETE FROM session_events")  # type: ignore[attr-defined]
+        )
+    assert types_of(system.events(agent.id)) == ["metadata.changed"]
