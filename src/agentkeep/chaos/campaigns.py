@@ -408,7 +408,7 @@ def run_suite(suite: str, seeds: Iterable[int] | None = None) -> list[CampaignRe
 
 
 def first_caught(
-    campaign: Callable[[int], CampaignResult], seeds: Iterable[int], invariants: set[int]
+    campaign: Callable[[int], CampaignResult], seeds: Iterable[int], invariants: set[int | str]
 ) -> CampaignResult | None:
     """The first seed whose run breaks one of ``invariants``, or None. Proves a checker can
     fail: run it against a deliberately broken runtime (a mutant) and expect a catch."""

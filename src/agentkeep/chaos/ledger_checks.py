@@ -21,6 +21,7 @@ simulated process and holds it against the facts of the same snapshot:
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 from collections import Counter
@@ -178,19 +179,24 @@ def check_prefix(
 def check_subscription(
     system: AgentSystem, agent_id: str, *, seed: int, process: int
 ) -> list[Violation]:
-    """``L4``: from a seeded ``after`` in ``0..last``, a subscriber (on its own thread)
-    receives exactly the committed suffix, in order. Call it while nothing else commits
-    (the final process, idle)."""
+    """``L4``: from a seeded ``after`` (0 or a committed sequence), a subscriber on its own
+    thread receives exactly the committed suffix, in order, and nothing more. Call it while
+    nothing else commits (the final process, idle)."""
     events = read_all(lambda after: system.events(agent_id, after=after, limit=_PAGE))
-    after = random.Random(seed ^ 0x1ED6E5).randint(0, len(events))
+    # A seeded reconnection point: the start, or any committed sequence.
+    after = random.Random(seed ^ 0x1ED6E5).choice([0, *(e.sequence for e in events)])
+    suffix = [e for e in events if e.sequence > after]
     received: list[SessionEvent] = []
     errors: list[BaseException] = []
 
     def subscriber() -> None:
         subscription = system.subscribe(agent_id, after=after)
         try:
-            for _ in range(len(events) - after):
+            for _ in suffix:
                 received.append(subscription.next(timeout_seconds=_SUBSCRIBER_SECONDS))
+            # Nothing more is committed: one more read must find nothing (no wait).
+            with contextlib.suppress(TimeoutError):
+                received.append(subscription.next(timeout_seconds=0))
         except BaseException as error:  # reported as the violation below
             errors.append(error)
         finally:
@@ -199,7 +205,6 @@ def check_subscription(
     thread = threading.Thread(target=subscriber, name="ledger-subscriber")
     thread.start()
     thread.join(timeout=2 * _SUBSCRIBER_SECONDS)
-    suffix = events[after:]
     if thread.is_alive() or errors or received != suffix:
         got = [e.sequence for e in received]
         why = "still waiting" if thread.is_alive() else repr(errors[0]) if errors else ""

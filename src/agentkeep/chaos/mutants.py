@@ -10,7 +10,9 @@ Three more break the session event ledger (``docs/ledger.md``; the checks are ``
 in :mod:`agentkeep.chaos.ledger_checks`), each by patching
 :meth:`SqliteTransaction.append_event <agentkeep.persistence.ledger.LedgerStatements.append_event>`:
 :func:`accepted_event_in_second_transaction` (L2 under crashes),
-:func:`settled_event_skipped` (L2) and :func:`old_event_rewritten_on_compaction` (L3).
+:func:`settled_event_skipped` (L2), :func:`old_event_rewritten_on_compaction` (L3) and
+:func:`sequence_gap_at_each_batch` (L1); :func:`subscription_resumes_one_late` patches
+:class:`~agentkeep.persistence.ledger.Subscription` instead (L4).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 from agentkeep.loop.batch import ToolBatch
 from agentkeep.model import PendingToolCall, ToolResultMessage
 from agentkeep.persistence.codec import now_ms
-from agentkeep.persistence.ledger import encode_event_data
+from agentkeep.persistence.ledger import Subscription, encode_event_data
 from agentkeep.persistence.transaction import SqliteTransaction
 
 
@@ -197,9 +199,52 @@ def old_event_rewritten_on_compaction() -> Iterator[None]:
         yield
 
 
+@contextmanager
+def sequence_gap_at_each_batch() -> Iterator[None]:
+    """While active, each ``tool.batch`` event takes the sequence after the next one, leaving
+    a hole in the session's sequence (L1)."""
+
+    def make(original: AppendEvent) -> AppendEvent:
+        def append_event(
+            self: SqliteTransaction, agent_id: str, type: str, data: Any, **options: Any
+        ) -> int:
+            if type != "tool.batch":
+                return original(self, agent_id, type, data, **options)
+            sequence = self.last_event_sequence(agent_id) + 2
+            self._statements.execute(
+                "INSERT INTO session_events (agent_id, sequence, type, data_json, "
+                "created_at_ms) VALUES (?, ?, ?, ?, ?)",
+                (agent_id, sequence, type, encode_event_data(data), now_ms()),
+            )
+            return sequence
+
+        return append_event
+
+    with _patched_append_event(make):
+        yield
+
+
+@contextmanager
+def subscription_resumes_one_late() -> Iterator[None]:
+    """While active, a subscription opened with ``after > 0`` starts one event late: the
+    event right after ``after`` is never handed out (L4)."""
+    original = Subscription.__init__
+
+    def init(self: Subscription, session_id: str, after: int, *args: Any, **kwargs: Any) -> None:
+        original(self, session_id, after + 1 if after > 0 else after, *args, **kwargs)
+
+    Subscription.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Subscription.__init__ = original  # type: ignore[method-assign]
+
+
 __all__ = [
     "accepted_event_in_second_transaction",
     "old_event_rewritten_on_compaction",
     "results_in_finish_order",
+    "sequence_gap_at_each_batch",
     "settled_event_skipped",
+    "subscription_resumes_one_late",
 ]
