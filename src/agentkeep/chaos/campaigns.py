@@ -21,8 +21,10 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
+from agentkeep.agent_system import AgentSystem
 from agentkeep.chaos.batches import BatchingModel
 from agentkeep.chaos.checker import Checker, SwitchExpectation, Violation
+from agentkeep.chaos.ledger_checks import check_subscription
 from agentkeep.chaos.lifecycle import lifecycle_races
 from agentkeep.chaos.tools import ledger_tools
 from agentkeep.chaos.world import ChaosWorld, Offer, ProcessHandle, ProcessReport
@@ -95,8 +97,21 @@ class _Campaign:
         self.rng = world.rng
 
     def process(self, *, final: bool = False, **options: object) -> ProcessReport:
+        subscribed: list[Violation] = []
+        if final:
+            # L4: a subscriber reconnecting from a seeded sequence gets exactly the suffix.
+            def subscribe(system: AgentSystem) -> None:
+                generation = self.world.generation
+                subscribed.extend(
+                    check_subscription(
+                        system, self.world.agent_id, seed=self.seed, process=generation
+                    )
+                )
+
+            options["before_close"] = subscribe
         report = self.world.run_process(**options)  # type: ignore[arg-type]
         self.checker.after_process(report, final=final)
+        self.checker.violations += subscribed
         return report
 
     def queue(self) -> QueueName:
@@ -393,7 +408,7 @@ def run_suite(suite: str, seeds: Iterable[int] | None = None) -> list[CampaignRe
 
 
 def first_caught(
-    campaign: Callable[[int], CampaignResult], seeds: Iterable[int], invariants: set[int]
+    campaign: Callable[[int], CampaignResult], seeds: Iterable[int], invariants: set[int | str]
 ) -> CampaignResult | None:
     """The first seed whose run breaks one of ``invariants``, or None. Proves a checker can
     fail: run it against a deliberately broken runtime (a mutant) and expect a catch."""

@@ -3,9 +3,11 @@
 :class:`Checker` follows a campaign: after every simulated process it reads the disk through a
 fresh open (:meth:`ChaosWorld.durable <agentkeep.chaos.world.ChaosWorld.durable>`) and checks
 what must hold at *every* durable point (well-formed history, exactly-once, queue order, owed
-work recorded, compaction whole or not at all, a switch on one side); after the final healthy
-process it also checks that the agent settled owing nothing with the expected final answer.
-Each broken promise is a :class:`Violation` naming the §7 invariant it breaks.
+work recorded, compaction whole or not at all, a switch on one side) and the session event
+ledger's ``L1``–``L3`` (:mod:`agentkeep.chaos.ledger_checks`: dense, one event per fact and
+one fact per event, never changed between reopens); after the final healthy process it also
+checks that the agent settled owing nothing with the expected final answer. Each broken
+promise is a :class:`Violation` naming the §7 invariant (or ledger ``L`` name) it breaks.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from agentkeep.chaos.invariants import (
     check_state,
     describe_records,
 )
+from agentkeep.chaos.ledger_checks import check_events, check_prefix
 from agentkeep.chaos.process import DurableState, ProcessReport, history_log
 from agentkeep.chaos.world import ChaosWorld
 from agentkeep.model import (
     CompactionRecord,
     ConversationRecord,
+    SessionEvent,
     UserRecord,
     rebuild_messages,
 )
@@ -38,6 +42,8 @@ class Checker:
         self.switch = switch
         self.previous: DurableState | None = None
         self.seen: set[str] = set()
+        # The ledger as read at the previous reopen: the next one must extend it (L3).
+        self.events: list[SessionEvent] = []
         self.violations: list[Violation] = []
         # An aborted turn may settle with its last message unanswered (spec §3.9); that tail
         # is exempt from the owed check until something is appended after it.
@@ -45,7 +51,7 @@ class Checker:
 
     def after_process(self, report: ProcessReport, *, final: bool = False) -> list[Violation]:
         """Check the disk after ``report``'s process closed; ``final`` adds the end checks."""
-        state = self.world.durable()
+        state, events = self.world.durable_with_events()
         tail = (len(state.records), state.records[-1]) if state.records else None
         exempt = report.aborted or (tail is not None and tail == self._aborted_tail)
         if report.aborted and state.owed is None:
@@ -63,6 +69,9 @@ class Checker:
         ]
         found += self._continuity(state, report.generation)
         found += check_ledger(self.world, report.generation)
+        found += check_events(state, events, process=report.generation)
+        found += check_prefix(self.events, events, process=report.generation)
+        self.events = events
         if final:
             found += check_final(self.world, state, report, switch=self.switch)
         self.seen |= {r.message_id for r in state.records if isinstance(r, UserRecord)}

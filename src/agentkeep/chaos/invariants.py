@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 _CALL = re.compile(r"^call-(\d+)$")
 
-INVARIANTS: dict[int, str] = {
+INVARIANTS: dict[int | str, str] = {
     1: "each accepted message reaches the conversation exactly once",
     3: "each queue keeps its acceptance order",
     6: "owed work is durable until the agent settles owing nothing",
@@ -49,22 +49,28 @@ INVARIANTS: dict[int, str] = {
     20: "no operation deadlocks: each returns or refuses promptly",
     23: "one owner per store, its lock held until every agent closed and no longer",
     26: "history is never deleted: what leaves the provider's view is archived (issue 12)",
+    # The session event ledger (docs/ledger.md), checked by agentkeep.chaos.ledger_checks.
+    "L1": "ledger sequences are dense from 1 and increasing",
+    "L2": "every committed fact has its event and every event its fact",
+    "L3": "ledger events are never changed: each snapshot extends the previous one",
+    "L4": "a subscriber reconnecting from any sequence receives exactly the suffix",
 }
 
 
 class Violation(msgspec.Struct, frozen=True, kw_only=True):
     """One broken promise: the §7 invariant, where it was seen, and what was wrong."""
 
-    invariant: int
+    invariant: int | str
     process: int
     detail: str
 
     def describe(self) -> str:
-        """One line: the §7 invariant (number and name), the process after which it broke, and the
-        detail.
+        """One line: the invariant (§7 number or ledger ``L`` name, and its name), the process
+        after which it broke, and the detail.
         """
         name = INVARIANTS.get(self.invariant, "")
-        return f"§7.{self.invariant} ({name}) after process {self.process}: {self.detail}"
+        label = f"§7.{self.invariant}" if isinstance(self.invariant, int) else self.invariant
+        return f"{label} ({name}) after process {self.process}: {self.detail}"
 
 
 class SwitchExpectation(msgspec.Struct, frozen=True, kw_only=True):

@@ -40,7 +40,9 @@ from agentkeep.model import BlockRecord, TextBlock, UserRecord
 Problem = tuple[int, str] | None
 
 
-def violation(invariant: int, process: int, detail: str, agent: str | None = None) -> Violation:
+def violation(
+    invariant: int | str, process: int, detail: str, agent: str | None = None
+) -> Violation:
     """A violation; one about an agent starts ``agent 'ID': ``."""
     about = "" if agent is None else f"agent {agent!r}: "
     return Violation(invariant=invariant, process=process, detail=about + detail)

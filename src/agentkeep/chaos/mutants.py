@@ -5,16 +5,27 @@ purpose, and a test runs a campaign (or the property machine) under it and expec
 
 :func:`results_in_finish_order` breaks §7.9: a tool batch commits each result as soon as its
 call finishes, so a later call that finishes first lands before an earlier one.
+
+Three more break the session event ledger (``docs/ledger.md``; the checks are ``L1``–``L4``
+in :mod:`agentkeep.chaos.ledger_checks`), each by patching
+:meth:`SqliteTransaction.append_event <agentkeep.persistence.ledger.LedgerStatements.append_event>`:
+:func:`accepted_event_in_second_transaction` (L2 under crashes),
+:func:`settled_event_skipped` (L2), :func:`old_event_rewritten_on_compaction` (L3) and
+:func:`sequence_gap_at_each_batch` (L1); :func:`subscription_resumes_one_late` patches
+:class:`~agentkeep.persistence.ledger.Subscription` instead (L4).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from agentkeep.loop.batch import ToolBatch
 from agentkeep.model import PendingToolCall, ToolResultMessage
+from agentkeep.persistence.codec import now_ms
+from agentkeep.persistence.ledger import Subscription, encode_event_data
+from agentkeep.persistence.transaction import SqliteTransaction
 
 
 @contextmanager
@@ -82,4 +93,158 @@ def results_in_finish_order() -> Iterator[None]:
             setattr(ToolBatch, name, original)
 
 
-__all__ = ["results_in_finish_order"]
+AppendEvent = Callable[..., int]
+
+
+@contextmanager
+def _patched_append_event(make: Callable[[AppendEvent], AppendEvent]) -> Iterator[None]:
+    """Replace ``SqliteTransaction.append_event`` by ``make(original)`` while active."""
+    original: AppendEvent = SqliteTransaction.append_event
+    SqliteTransaction.append_event = make(original)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        SqliteTransaction.append_event = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def accepted_event_in_second_transaction() -> Iterator[None]:
+    """While active, an acceptance's ``message.accepted`` event is not written in the
+    acceptance's transaction but by a second one right after its COMMIT (an after-commit
+    callback): a crash or a failing store operation between the two leaves an accepted
+    message without its event, and the dead process's callback never runs (L2)."""
+
+    def make(original: AppendEvent) -> AppendEvent:
+        def append_event(
+            self: SqliteTransaction, agent_id: str, type: str, data: Any, **options: Any
+        ) -> int:
+            if type != "message.accepted":
+                return original(self, agent_id, type, data, **options)
+            statements, text = self._statements, encode_event_data(data)
+
+            def second_transaction() -> None:
+                execute = statements.execute
+                execute("BEGIN IMMEDIATE")
+                try:
+                    row = execute(
+                        "SELECT coalesce(max(sequence), 0) + 1 FROM session_events "
+                        "WHERE agent_id = ?",
+                        (agent_id,),
+                    ).fetchone()
+                    sequence = int(row[0]) if row is not None else 1
+                    execute(
+                        "INSERT INTO session_events (agent_id, sequence, type, data_json, "
+                        "created_at_ms) VALUES (?, ?, ?, ?, ?)",
+                        (agent_id, sequence, type, text, now_ms()),
+                    )
+                    execute("COMMIT")
+                except BaseException:
+                    execute("ROLLBACK")
+                    raise
+
+            self.after_commit(second_transaction)
+            return 0
+
+        return append_event
+
+    with _patched_append_event(make):
+        yield
+
+
+@contextmanager
+def settled_event_skipped() -> Iterator[None]:
+    """While active, settling deletes the owed fact but appends no ``settled`` event (L2)."""
+
+    def make(original: AppendEvent) -> AppendEvent:
+        def append_event(
+            self: SqliteTransaction, agent_id: str, type: str, data: Any, **options: Any
+        ) -> int:
+            if type == "settled":
+                return self.last_event_sequence(agent_id)
+            return original(self, agent_id, type, data, **options)
+
+        return append_event
+
+    with _patched_append_event(make):
+        yield
+
+
+@contextmanager
+def old_event_rewritten_on_compaction() -> Iterator[None]:
+    """While active, a compaction's transaction also rewrites the session's first event (its
+    data replaced by the compaction's epoch), past the immutability trigger it drops and
+    re-creates in the same transaction (L3: the next reopen sees a changed prefix)."""
+
+    def make(original: AppendEvent) -> AppendEvent:
+        def append_event(
+            self: SqliteTransaction, agent_id: str, type: str, data: Any, **options: Any
+        ) -> int:
+            sequence = original(self, agent_id, type, data, **options)
+            if type == "compaction":
+                execute = self._statements.execute
+                execute("DROP TRIGGER session_events_are_immutable")
+                execute(
+                    "UPDATE session_events SET data_json = ? WHERE agent_id = ? AND sequence = 1",
+                    (encode_event_data({"rewritten_by_compaction": data.get("epoch")}), agent_id),
+                )
+                execute(
+                    "CREATE TRIGGER session_events_are_immutable BEFORE UPDATE ON "
+                    "session_events BEGIN SELECT RAISE(ABORT, 'session events are immutable'); END"
+                )
+            return sequence
+
+        return append_event
+
+    with _patched_append_event(make):
+        yield
+
+
+@contextmanager
+def sequence_gap_at_each_batch() -> Iterator[None]:
+    """While active, each ``tool.batch`` event takes the sequence after the next one, leaving
+    a hole in the session's sequence (L1)."""
+
+    def make(original: AppendEvent) -> AppendEvent:
+        def append_event(
+            self: SqliteTransaction, agent_id: str, type: str, data: Any, **options: Any
+        ) -> int:
+            if type != "tool.batch":
+                return original(self, agent_id, type, data, **options)
+            sequence = self.last_event_sequence(agent_id) + 2
+            self._statements.execute(
+                "INSERT INTO session_events (agent_id, sequence, type, data_json, "
+                "created_at_ms) VALUES (?, ?, ?, ?, ?)",
+                (agent_id, sequence, type, encode_event_data(data), now_ms()),
+            )
+            return sequence
+
+        return append_event
+
+    with _patched_append_event(make):
+        yield
+
+
+@contextmanager
+def subscription_resumes_one_late() -> Iterator[None]:
+    """While active, a subscription opened with ``after > 0`` starts one event late: the
+    event right after ``after`` is never handed out (L4)."""
+    original = Subscription.__init__
+
+    def init(self: Subscription, session_id: str, after: int, *args: Any, **kwargs: Any) -> None:
+        original(self, session_id, after + 1 if after > 0 else after, *args, **kwargs)
+
+    Subscription.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Subscription.__init__ = original  # type: ignore[method-assign]
+
+
+__all__ = [
+    "accepted_event_in_second_transaction",
+    "old_event_rewritten_on_compaction",
+    "results_in_finish_order",
+    "sequence_gap_at_each_batch",
+    "settled_event_skipped",
+    "subscription_resumes_one_late",
+]

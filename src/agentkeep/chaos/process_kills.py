@@ -46,12 +46,14 @@ import structlog
 
 from agentkeep.chaos.campaigns import seeds_from_env
 from agentkeep.chaos.checker import Checker
+from agentkeep.chaos.ledger_checks import read_all
 from agentkeep.chaos.process import DurableState, ProcessReport, archived_users, read_durable
 from agentkeep.chaos.process_worker import AGENT_ID, KILL_AT_TOOL_ENV, MUTANT_ENV, OFFERS
 from agentkeep.chaos.tools import Ledger, LedgerEntry
 from agentkeep.chaos.world import ChaosWorld
-from agentkeep.model import UserRecord
+from agentkeep.model import SessionEvent, UserRecord
 from agentkeep.persistence.faults import FAULT_AT_ENV, FAULT_MODE_ENV, FaultPlan
+from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import DATABASE_NAME, Store
 
 KillKind = Literal["store", "tool", "timer"]
@@ -181,6 +183,16 @@ class DiskWorld(ChaosWorld):
             yield json.loads(line)
 
     def durable(self) -> DurableState:
+        return self.durable_with_events()[0]
+
+    def durable_with_events(self) -> tuple[DurableState, list[SessionEvent]]:
+        agent_id = self.agent_id
+
+        def read(tx: Transaction) -> tuple[DurableState, list[SessionEvent]]:
+            return read_durable(tx, agent_id), read_all(
+                lambda after: tx.events(agent_id, after, 1000)
+            )
+
         with tempfile.TemporaryDirectory(prefix="chaos-copy-") as scratch:
             copy = Path(scratch)
             for suffix in ("", "-wal", "-journal"):  # never -shm: it is rebuilt from the WAL
@@ -191,9 +203,9 @@ class DiskWorld(ChaosWorld):
             if problem:
                 self.integrity_problems.append(problem)
             with Store.open(copy) as store:
-                state = store.read(lambda tx: read_durable(tx, self.agent_id))
+                state, events = store.read(read)
         self._learn_acceptance(state)
-        return state
+        return state, events
 
     def _learn_acceptance(self, state: DurableState) -> None:
         """Accepted = acknowledged on the ledger, or durably present though its sender died

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.chaos.batches import BatchingModel, CompletionOrder
+from agentkeep.chaos.ledger_checks import read_all
 from agentkeep.chaos.process import (
     DurableState,
     Live,
@@ -44,7 +45,9 @@ from agentkeep.errors import UnknownAgentError
 from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature
 from agentkeep.loop.plans import QueueMode
+from agentkeep.model import SessionEvent
 from agentkeep.persistence.faults import FaultPlan
+from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.responding import RespondingModel
@@ -180,8 +183,10 @@ class ChaosWorld:
         abort_after_events: int | None = None,
         driver: Driver | None = None,
         start: bool = False,
+        before_close: Callable[[AgentSystem], None] | None = None,
     ) -> ProcessReport:
-        """Play one process (see the module docstring) and return its report."""
+        """Play one process (see the module docstring) and return its report. ``before_close``
+        runs on the idle system just before it closes (unless the store died)."""
         self.offers.extend(messages)
         self.generation += 1
         report = ProcessReport(generation=self.generation, faults=faults)
@@ -208,6 +213,8 @@ class ChaosWorld:
                 report.idle = agent.wait_for_idle(timeout_seconds=self.idle_timeout) and (
                     report.idle
                 )
+            if before_close is not None and not live.crashed():
+                before_close(system)
         except Exception:
             if not live.crashed():  # only a dead store may make a process fail like this
                 raise
@@ -225,6 +232,19 @@ class ChaosWorld:
         be running)."""
         with Store.open(self.home) as store:
             return store.read(lambda tx: read_durable(tx, self.agent_id))
+
+    def durable_with_events(self) -> tuple[DurableState, list[SessionEvent]]:
+        """The agent's durable state and its whole event ledger, read in one snapshot through
+        a fresh open of the disk (no process may be running)."""
+        agent_id = self.agent_id
+
+        def read(tx: Transaction) -> tuple[DurableState, list[SessionEvent]]:
+            return read_durable(tx, agent_id), read_all(
+                lambda after: tx.events(agent_id, after, 1000)
+            )
+
+        with Store.open(self.home) as store:
+            return store.read(read)
 
     # -- internals ---------------------------------------------------------------------------
 

@@ -34,10 +34,11 @@ def replay_command(suite: str, seed: int) -> str:
 
 @dataclass(frozen=True)
 class Finding:
-    """One broken promise of one seed: the §7 invariant (None when the campaign names none,
-    e.g. a failed integrity check after a power cut) and its description."""
+    """One broken promise of one seed: the §7 invariant or ledger ``L`` name (None when the
+    campaign names none, e.g. a failed integrity check after a power cut) and its
+    description."""
 
-    invariant: int | None
+    invariant: int | str | None
     name: str | None
     description: str
 
