@@ -12,7 +12,14 @@ from typing import Final
 
 import msgspec
 
-from agentkeep.model.records import JSONObject
+from agentkeep.model.records import (
+    BlockRecord,
+    ConversationRecord,
+    JSONObject,
+    SystemRecord,
+    ToolRecord,
+    UserRecord,
+)
 
 #: The default bound on one event's encoded ``data`` (seed 002's ``maxEventBytes``).
 DEFAULT_MAX_EVENT_BYTES: Final = 1024 * 1024
@@ -81,4 +88,37 @@ __all__ = [
     "TOOL_BATCH",
     "TOOL_RESULT",
     "SessionEvent",
+    "record_event",
 ]
+
+
+def record_event(record: ConversationRecord) -> tuple[str, dict[str, object]]:
+    """The event type and data reporting one appended conversation record."""
+    match record:
+        case UserRecord(message_id=message_id, message=message, metadata=metadata):
+            content = msgspec.to_builtins(message)
+            data: dict[str, object] = {
+                "message_id": message_id,
+                "role": content["role"],
+                "message": content,
+            }
+            if metadata is not None:
+                data["metadata"] = metadata
+            return MESSAGE, data
+        case BlockRecord(block=block):
+            return ASSISTANT_BLOCK, {"block": msgspec.to_builtins(block)}
+        case ToolRecord(message=message):
+            return TOOL_RESULT, {
+                "call_id": message.call_id,
+                "is_error": message.is_error,
+                "message": msgspec.to_builtins(message),
+            }
+        case SystemRecord(message=message, reason="failure"):
+            return FAILURE_NOTE, {"message": msgspec.to_builtins(message)}
+        case SystemRecord(message=message, reason=reason):
+            return MESSAGE, {
+                "role": "system",
+                "reason": reason,
+                "message": msgspec.to_builtins(message),
+            }
+    return MESSAGE, {"record": msgspec.to_builtins(record)}

@@ -192,10 +192,11 @@ def execute(
         case DispatchBatch(calls=calls, owed=owed):
             # The whole batch is durable before any call runs (invariant 8).
             tx.put_pending_calls(agent_id, list(calls))
-            for call in sorted(calls, key=lambda c: c.index):
+            in_order = sorted(calls, key=lambda c: c.index)
+            for call in in_order:
                 hooks.before_tool_call(tx, call)
             tx.write_owed(agent_id, owed)
-            batch = [msgspec.to_builtins(c) for c in sorted(calls, key=lambda c: c.index)]
+            batch = [msgspec.to_builtins(c) for c in in_order]
             tx.append_event(agent_id, events.TOOL_BATCH, {"calls": batch}, fit=True)
             return None
         case CommitToolResult():
@@ -220,41 +221,9 @@ def _append(
 ) -> ConversationRecord:
     """Append ``record`` and, in the same transaction, its ledger event."""
     position = tx.append_record(agent_id, record)
-    kind, data = _record_event(record)
+    kind, data = events.record_event(record)
     tx.append_event(agent_id, kind, {**data, **extra, "position": position}, fit=True)
     return record
-
-
-def _record_event(record: ConversationRecord) -> tuple[str, dict[str, object]]:
-    """The event type and data reporting one appended conversation record."""
-    match record:
-        case UserRecord(message_id=message_id, message=message, metadata=metadata):
-            content = msgspec.to_builtins(message)
-            data: dict[str, object] = {
-                "message_id": message_id,
-                "role": content["role"],
-                "message": content,
-            }
-            if metadata is not None:
-                data["metadata"] = metadata
-            return events.MESSAGE, data
-        case BlockRecord(block=block):
-            return events.ASSISTANT_BLOCK, {"block": msgspec.to_builtins(block)}
-        case ToolRecord(message=message):
-            return events.TOOL_RESULT, {
-                "call_id": message.call_id,
-                "is_error": message.is_error,
-                "message": msgspec.to_builtins(message),
-            }
-        case SystemRecord(message=message, reason="failure"):
-            return events.FAILURE_NOTE, {"message": msgspec.to_builtins(message)}
-        case SystemRecord(message=message, reason=reason):
-            return events.MESSAGE, {
-                "role": "system",
-                "reason": reason,
-                "message": msgspec.to_builtins(message),
-            }
-    return events.MESSAGE, {"record": msgspec.to_builtins(record)}
 
 
 def _consume_queue(
