@@ -33,6 +33,7 @@ from agentkeep.agent_system import AgentSystem
 from agentkeep.chaos.batches import BatchingModel, CompletionOrder
 from agentkeep.chaos.checker import Checker
 from agentkeep.chaos.invariants import Violation
+from agentkeep.chaos.ledger_subscriber import SubscriberGroup
 from agentkeep.chaos.lifecycle_checks import (
     Facts,
     judge_deletes,
@@ -103,6 +104,8 @@ class _Lifecycle:
         # Batches of 1-3 calls finishing in a seeded order, so §7.9 is checked here too.
         self.completion = CompletionOrder(seed, dispatched=self._dispatched)
         self.checkers: dict[str, Checker] = {}
+        survivors = [r for r in self.plan.residents if r not in self.plan.doomed]
+        self.subscribers = SubscriberGroup(home.parent, survivors, seed)
         self.violations: list[Violation] = []
         self.trace = [self.plan.describe()]
 
@@ -127,6 +130,8 @@ class _Lifecycle:
         system = self._open(1)
         for resident in self.plan.residents:
             system.create(id=resident)
+        # L4: a subscriber per surviving resident races too, disconnecting at seeded points.
+        self.subscribers.start(system, 1)
         race = Race(system, self.plan, self.home, TIMEOUT, on_closed=partial(self._dead, 1))
         stuck = race.run()
         facts = Facts.of(race)
@@ -137,6 +142,10 @@ class _Lifecycle:
             bounded(partial(system.close, timeout_seconds=1.0), TIMEOUT)
             return None
         self.violations += judge_closed_system(system, self.plan.residents[0], TIMEOUT)
+        self.violations += [
+            violation("L4", 1, "its subscriber still waits after close returned", agent)
+            for agent in self.subscribers.still_running(TIMEOUT)
+        ]
         self.violations += [
             violation(18, 1, f"{e.tool} ran after close returned", e.agent_id)
             for e in self.ledger.refused
@@ -204,6 +213,9 @@ class _Lifecycle:
                 offers[agent] = self._recreate(system, facts, agent)
             for agent in offers:
                 idle[agent] = Agent(system, agent).wait_for_idle(timeout_seconds=TIMEOUT)
+            # Idle: each subscriber resumes from its last event and drains to the tail.
+            self.subscribers.start(system, 2)
+            self.subscribers.drain(system)
         except Exception as error:  # the reopened system must simply work
             self.violations.append(violation(18, 2, f"the reopened system raised {error!r}"))
         finally:
@@ -219,6 +231,10 @@ class _Lifecycle:
             return
         for agent, agent_offers in offers.items():
             self._judge_final(agent, agent_offers, idle.get(agent, False))
+        for agent in self.subscribers.logs:
+            ledger = self.checkers[agent].events if agent in self.checkers else []
+            found = self.subscribers.judge(agent, ledger, final_generation=2)
+            self.violations += [violation(v.invariant, v.process, v.detail, agent) for v in found]
 
     def _judge_metadata(self, system: AgentSystem, facts: Facts) -> None:
         """The durable metadata is the winning create's and the last update's (§7.18)."""

@@ -6,23 +6,30 @@ purpose, and a test runs a campaign (or the property machine) under it and expec
 :func:`results_in_finish_order` breaks §7.9: a tool batch commits each result as soon as its
 call finishes, so a later call that finishes first lands before an earlier one.
 
-Three more break the session event ledger (``docs/ledger.md``; the checks are ``L1``–``L4``
-in :mod:`agentkeep.chaos.ledger_checks`), each by patching
+More break the session event ledger (``docs/ledger.md``; the checks are ``L1``–``L4``
+in :mod:`agentkeep.chaos.ledger_checks`), most by patching
 :meth:`SqliteTransaction.append_event <agentkeep.persistence.ledger.LedgerStatements.append_event>`:
-:func:`accepted_event_in_second_transaction` (L2 under crashes),
-:func:`settled_event_skipped` (L2), :func:`old_event_rewritten_on_compaction` (L3) and
-:func:`sequence_gap_at_each_batch` (L1); :func:`subscription_resumes_one_late` patches
-:class:`~agentkeep.persistence.ledger.Subscription` instead (L4).
+:func:`accepted_event_in_second_transaction` (L2 under crashes and power cuts),
+:func:`settled_event_skipped` (L2), :func:`old_event_rewritten_on_compaction` (L3),
+:func:`first_event_retimed_on_acceptance` (L3 alone: the facts still match),
+:func:`sequence_gap_at_each_batch` and :func:`sequence_gap_at_each_acceptance` (L1);
+:func:`ledger_kept_across_recreate` patches ``create_agent`` (L2: a re-created id inherits
+its previous life's events); :func:`subscription_resumes_one_late` (a gap) and
+:func:`subscription_resumes_one_early` (a duplicate) patch
+:class:`~agentkeep.persistence.ledger.Subscription` (L4).
+
+:data:`LEDGER_MUTANTS` names them, so a campaign can install one in a child process
+(``process_kills``) or in a pool worker (``power_loss``) by name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from agentkeep.loop.batch import ToolBatch
-from agentkeep.model import PendingToolCall, ToolResultMessage
+from agentkeep.model import AgentRow, PendingToolCall, ToolResultMessage
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.ledger import Subscription, encode_event_data
 from agentkeep.persistence.transaction import SqliteTransaction
@@ -199,16 +206,14 @@ def old_event_rewritten_on_compaction() -> Iterator[None]:
         yield
 
 
-@contextmanager
-def sequence_gap_at_each_batch() -> Iterator[None]:
-    """While active, each ``tool.batch`` event takes the sequence after the next one, leaving
-    a hole in the session's sequence (L1)."""
+def _sequence_gap_at(event_type: str) -> AbstractContextManager[None]:
+    """Each ``event_type`` event takes the sequence after the next one (a hole, L1)."""
 
     def make(original: AppendEvent) -> AppendEvent:
         def append_event(
             self: SqliteTransaction, agent_id: str, type: str, data: Any, **options: Any
         ) -> int:
-            if type != "tool.batch":
+            if type != event_type:
                 return original(self, agent_id, type, data, **options)
             sequence = self.last_event_sequence(agent_id) + 2
             self._statements.execute(
@@ -220,8 +225,86 @@ def sequence_gap_at_each_batch() -> Iterator[None]:
 
         return append_event
 
+    return _patched_append_event(make)
+
+
+@contextmanager
+def sequence_gap_at_each_batch() -> Iterator[None]:
+    """While active, each ``tool.batch`` event takes the sequence after the next one, leaving
+    a hole in the session's sequence (L1)."""
+    with _sequence_gap_at("tool.batch"):
+        yield
+
+
+@contextmanager
+def sequence_gap_at_each_acceptance() -> Iterator[None]:
+    """While active, each ``message.accepted`` event takes the sequence after the next one
+    (L1; for campaigns without tool batches: ``power_loss``, ``lifecycle_races``)."""
+    with _sequence_gap_at("message.accepted"):
+        yield
+
+
+@contextmanager
+def first_event_retimed_on_acceptance() -> Iterator[None]:
+    """While active, every acceptance after the first also rewrites the session's first
+    event's ``created_at_ms`` (past the immutability trigger, dropped and re-created in the
+    same transaction). Every fact still has its event (L2 holds): only the comparison with
+    an earlier read of the ledger (L3) — or a subscriber's copy (L4) — can tell."""
+
+    def make(original: AppendEvent) -> AppendEvent:
+        def append_event(
+            self: SqliteTransaction, agent_id: str, type: str, data: Any, **options: Any
+        ) -> int:
+            sequence = original(self, agent_id, type, data, **options)
+            if type == "message.accepted" and sequence > 1:
+                execute = self._statements.execute
+                execute("DROP TRIGGER session_events_are_immutable")
+                execute(
+                    "UPDATE session_events SET created_at_ms = created_at_ms + 1 "
+                    "WHERE agent_id = ? AND sequence = 1",
+                    (agent_id,),
+                )
+                execute(
+                    "CREATE TRIGGER session_events_are_immutable BEFORE UPDATE ON "
+                    "session_events BEGIN SELECT RAISE(ABORT, 'session events are immutable'); END"
+                )
+            return sequence
+
+        return append_event
+
     with _patched_append_event(make):
         yield
+
+
+@contextmanager
+def ledger_kept_across_recreate() -> Iterator[None]:
+    """While active, re-creating a deleted id keeps its previous life's events: they are
+    read before the wipe and written back under the new agents row (L2: the new session
+    reports acceptances it has no fact for)."""
+    original = SqliteTransaction.create_agent
+
+    def create_agent(self: SqliteTransaction, row: AgentRow) -> bool:
+        execute = self._statements.execute
+        kept = execute(
+            "SELECT sequence, type, turn_id, data_json, created_at_ms FROM session_events "
+            "WHERE agent_id = ?",
+            (row.id,),
+        ).fetchall()
+        created = original(self, row)
+        if created:
+            for old in kept:
+                execute(
+                    "INSERT INTO session_events (agent_id, sequence, type, turn_id, data_json, "
+                    "created_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                    (row.id, *old),
+                )
+        return created
+
+    SqliteTransaction.create_agent = create_agent  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        SqliteTransaction.create_agent = original  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -240,11 +323,52 @@ def subscription_resumes_one_late() -> Iterator[None]:
         Subscription.__init__ = original  # type: ignore[method-assign]
 
 
+@contextmanager
+def subscription_resumes_one_early() -> Iterator[None]:
+    """While active, a subscription opened with ``after > 0`` starts one event early: the
+    event at ``after`` — which the subscriber already has — is handed out again (L4)."""
+    original = Subscription.__init__
+
+    def init(self: Subscription, session_id: str, after: int, *args: Any, **kwargs: Any) -> None:
+        original(self, session_id, after - 1 if after > 0 else after, *args, **kwargs)
+
+    Subscription.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Subscription.__init__ = original  # type: ignore[method-assign]
+
+
+Mutant = Callable[[], AbstractContextManager[None]]
+
+# The ledger mutants by name (a child process or a pool worker installs one by name).
+LEDGER_MUTANTS: dict[str, Mutant] = {
+    mutant.__name__: mutant
+    for mutant in (
+        accepted_event_in_second_transaction,
+        settled_event_skipped,
+        old_event_rewritten_on_compaction,
+        first_event_retimed_on_acceptance,
+        sequence_gap_at_each_batch,
+        sequence_gap_at_each_acceptance,
+        ledger_kept_across_recreate,
+        subscription_resumes_one_late,
+        subscription_resumes_one_early,
+    )
+}
+
+
 __all__ = [
+    "LEDGER_MUTANTS",
+    "Mutant",
     "accepted_event_in_second_transaction",
+    "first_event_retimed_on_acceptance",
+    "ledger_kept_across_recreate",
     "old_event_rewritten_on_compaction",
     "results_in_finish_order",
+    "sequence_gap_at_each_acceptance",
     "sequence_gap_at_each_batch",
     "settled_event_skipped",
+    "subscription_resumes_one_early",
     "subscription_resumes_one_late",
 ]

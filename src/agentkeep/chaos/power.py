@@ -7,13 +7,22 @@ round from several submitter threads at once so they share one group commit. A r
 composition is exact, not left to timing: a blocker work item holds the writer while the
 round's submitters queue one by one (``wait_for_queued``), then lets the whole round run as
 one group. Every transaction writes three key-value rows whose values name it, so a partial
-one is visible. The rounds are played once on a healthy disk to count their I/O operations;
-same seed, same operations, same cut.
+one is visible, and accepts one message (id: the transaction's) into a session through the
+runtime's own acceptance (:func:`agentkeep.delivery.accept_message`), which appends its
+``message.accepted`` event to the session's ledger in the same transaction. After each round
+the ledger is read through the live store. The rounds are played once on a healthy disk to
+count their I/O operations; same seed, same operations, same cut.
 
 At a seeded fraction of those operations the power is cut in a seeded
 :data:`~agentkeep.chaos.powervfs.CutMode`. The surviving image is written to
 a fresh directory and judged with the default VFS: ``PRAGMA integrity_check`` is ok, every
-transaction whose ``transact`` returned is present whole, no transaction is present in part.
+transaction whose ``transact`` returned is present whole, no transaction is present in part;
+and the ledger (:mod:`agentkeep.chaos.ledger_checks`): ``L1`` its sequences are dense from 1;
+``L2`` the queued messages and the ``message.accepted`` events match one for one, and the
+transactions present are exactly those with an event; ``L3`` every ledger read before the cut
+is a prefix of the surviving one (what was durably committed and seen stays as it was).
+``mutant=`` a name of :data:`~agentkeep.chaos.mutants.LEDGER_MUTANTS` runs the whole seed
+under that ledger mutant (tests only).
 
 ``python -m agentkeep.chaos.power --seeds N [--start S] [--jobs J]`` runs a sweep.
 """
@@ -41,8 +50,15 @@ import apsw
 import structlog
 
 from agentkeep.chaos.campaigns import seeds_from_env
-from agentkeep.chaos.powervfs import CUT_MODES, CutMode, PowerGrid, PowerLossVFS
+from agentkeep.chaos.invariants import Violation
+from agentkeep.chaos.ledger_checks import check_events, check_prefix, read_all
+from agentkeep.chaos.mutants import LEDGER_MUTANTS
+from agentkeep.chaos.powervfs import CUT_MODES, CutMode, PowerGrid, PowerLossVFS, PowerOffError
+from agentkeep.chaos.process import read_durable
+from agentkeep.delivery import accept_message, user
+from agentkeep.model import AgentRow, MessageOptions, SessionEvent
 from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.readers import read_snapshot
 from agentkeep.persistence.store import DATABASE_NAME, Store
 
 DEFAULT_SEEDS = 6
@@ -51,6 +67,7 @@ TIMEOUT_SECONDS = 60.0
 _NEVER = 1 << 30  # WAL pages: the writer never checkpoints by itself here
 TEST_FILE = "tests/chaos/test_power_loss.py"
 LYING_SYNC = "lying_sync"
+SESSION = "poweragent"  # the session every transaction accepts its message into
 _names = itertools.count()
 
 
@@ -103,6 +120,8 @@ class PowerCutResult:
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
     mutant: str | None = None
+    # The session's ledger as last read through the live store before the cut.
+    seen_events: list[SessionEvent] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -138,6 +157,16 @@ def _work(tx_id: str, size: int) -> Any:
     def work(tx: Transaction) -> str:
         for part in PARTS:
             tx.kv_write(f"tx.{tx_id}.{part}", value_of(tx_id, part, size))
+        # A runtime fact with its ledger event, in the same transaction as the rows.
+        accept_message(
+            tx,
+            SESSION,
+            queue="send",
+            message=user(tx_id),
+            message_id=tx_id,
+            options=MessageOptions(),
+            metadata=None,
+        )
         return tx_id
 
     return work
@@ -192,7 +221,8 @@ def run_campaign(
     started = time.monotonic()
     schedule = plan(seed)
     result = PowerCutResult(seed=seed, plan=schedule, mutant=mutant)
-    with tempfile.TemporaryDirectory(prefix=f"chaos-power-{seed}-") as scratch:
+    broken = LEDGER_MUTANTS[mutant]() if mutant in LEDGER_MUTANTS else contextlib.nullcontext()
+    with broken, tempfile.TemporaryDirectory(prefix=f"chaos-power-{seed}-") as scratch:
         base = Path(home or scratch)
         healthy = PowerGrid(seed=seed, mode="keep")
         total = _play(base / "count", schedule, healthy, None, PowerCutResult(seed, schedule))
@@ -222,6 +252,7 @@ def _play(
         store = Store.open(home, vfs=vfs.name, checkpoint_pages=_NEVER)
         checkpointer = apsw.Connection(str(home / DATABASE_NAME), vfs=vfs.name)
         checkpointer.execute("PRAGMA mmap_size = 0")  # every byte through the VFS
+        store.transact(lambda tx: tx.create_agent(AgentRow(id=SESSION, config={})))
         armed_at = grid.operations
         try:
             if cut_at is not None:
@@ -231,6 +262,11 @@ def _play(
                 result.submitted += tx_ids
                 outcomes = _round(store, tx_ids, schedule.value_bytes)
                 result.acknowledged += [t for t in tx_ids if outcomes.get(t)]
+                # Read through the checkpointer's connection (the same VFS, committed state
+                # only): the store's reader pool stays unopened, so its close never has to
+                # delete the WAL of a disk whose power is off.
+                with contextlib.suppress(apsw.Error, PowerOffError):
+                    result.seen_events = read_snapshot(checkpointer, _ledger)
                 every = schedule.checkpoint_every
                 if every and (number + 1) % every == 0 and not grid.dead:
                     with contextlib.suppress(apsw.Error):  # the power may fail inside it
@@ -258,6 +294,8 @@ def _judge(reboot: Path, schedule: PowerPlan, result: PowerCutResult) -> None:
         if check == [("ok",)]:
             with Store.open(reboot) as store:
                 rows: dict[str, Any] = dict(store.read(lambda tx: tx.kv_list("tx.")))
+                state = store.read(lambda tx: read_durable(tx, SESSION))
+                events = store.read(_ledger)
     except apsw.Error as exc:
         check = [(f"{type(exc).__name__}: {exc}",)]
     if check != [("ok",)]:
@@ -276,6 +314,31 @@ def _judge(reboot: Path, schedule: PowerPlan, result: PowerCutResult) -> None:
     strangers = {key.split(".")[1] for key in rows} - set(result.submitted)
     if strangers:
         result.problems.append(f"transactions nobody submitted: {sorted(strangers)}")
+    _judge_ledger(result, state, events)
+
+
+def _ledger(tx: Transaction) -> list[SessionEvent]:
+    return read_all(lambda after: tx.events(SESSION, after, 1000))
+
+
+def _judge_ledger(result: PowerCutResult, state: Any, events: list[SessionEvent]) -> None:
+    """``L1``–``L3`` after the cut (see the module docstring)."""
+    found = check_events(state, events, process=1)
+    found += check_prefix(result.seen_events, events, process=1)
+    reported = [str(e.data.get("message_id")) for e in events if e.type == "message.accepted"]
+    if sorted(reported) != sorted(result.present):
+        found.append(
+            Violation(
+                invariant="L2",
+                process=1,
+                detail=(
+                    f"transactions present whole {sorted(set(result.present) - set(reported))} "
+                    f"have no event; events {sorted(set(reported) - set(result.present))} "
+                    "have no transaction"
+                ),
+            )
+        )
+    result.problems += [v.describe() for v in found]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,13 @@ plus ``PRAGMA integrity_check``; after the last one also the end state: every ac
 once and in order, every call answered once after its call, the fragile tool at most once per
 call across all processes (from the ledger file), nothing owed, ``answer-4``.
 
+The checker's ledger checks run after every process (``L1`` dense, ``L2`` every fact with its
+event, ``L3`` the events read after the previous kill unchanged). Every worker also runs a
+:class:`~agentkeep.chaos.ledger_subscriber.RecordingSubscriber` that dies with it, disconnects
+at seeded points and resumes from the last sequence it recorded; after the last process its
+log must be exactly the durable ledger, each event once, in order (``L4``,
+:func:`~agentkeep.chaos.ledger_subscriber.judge_subscriber_log`).
+
 ``python -m agentkeep.chaos.process_kills --seeds N [--start S] [--jobs J]`` runs a sweep.
 """
 
@@ -47,8 +54,15 @@ import structlog
 from agentkeep.chaos.campaigns import seeds_from_env
 from agentkeep.chaos.checker import Checker
 from agentkeep.chaos.ledger_checks import read_all
+from agentkeep.chaos.ledger_subscriber import SUBSCRIBER_ENV, SubscriberLog, judge_subscriber_log
 from agentkeep.chaos.process import DurableState, ProcessReport, archived_users, read_durable
-from agentkeep.chaos.process_worker import AGENT_ID, KILL_AT_TOOL_ENV, MUTANT_ENV, OFFERS
+from agentkeep.chaos.process_worker import (
+    AGENT_ID,
+    KILL_AT_TOOL_ENV,
+    MUTANT_ENV,
+    OFFERS,
+    SUBSCRIBER_LOG,
+)
 from agentkeep.chaos.tools import Ledger, LedgerEntry
 from agentkeep.chaos.world import ChaosWorld
 from agentkeep.model import SessionEvent, UserRecord
@@ -246,6 +260,8 @@ def _spawn(world: DiskWorld, run: ProcessRun, mutant: str | None) -> None:
         env[KILL_AT_TOOL_ENV] = str(kill.at)
     if mutant is not None:
         env[MUTANT_ENV] = mutant
+    # The subscriber's disconnects: a pure function of the seed and the process.
+    env[SUBSCRIBER_ENV] = str(world.seed * 16 + run.generation)
     (world.ledger_path.with_name("generation")).write_text(str(run.generation))
     command = [sys.executable, "-m", "agentkeep.chaos.process_worker"]
     # Each killed process brings one more message than the last (so every restart has new
@@ -333,6 +349,13 @@ def run_campaign(
                 world, checker.previous, generation
             )
         result.problems += _ledger_problems(world)
+        subscriber = SubscriberLog(base / SUBSCRIBER_LOG)
+        result.problems += [
+            v.describe()
+            for v in judge_subscriber_log(
+                list(subscriber.lines()), checker.events, final_generation=len(result.runs)
+            )
+        ]
     result.seconds = time.monotonic() - started
     return result
 

@@ -20,11 +20,18 @@ Environment knobs, each set by the parent for one process only:
   execution's ledger entry is durable, before the tool returns (a side effect without its
   result);
 - ``AGENTKEEP_CHAOS_MUTANT=rerun_fragile``: a deliberately broken runtime whose resumed
-  non-durable calls run again (the campaign's tests prove the checker catches it).
+  non-durable calls run again (the campaign's tests prove the checker catches it); or the
+  name of a ledger mutant (:data:`agentkeep.chaos.mutants.LEDGER_MUTANTS`), installed for
+  the whole process;
+- ``AGENTKEEP_CHAOS_SUBSCRIBER=SEED``: run a
+  :class:`~agentkeep.chaos.ledger_subscriber.RecordingSubscriber` on the session, logging to
+  ``subscriber.jsonl`` beside ``LEDGER``, disconnecting at points drawn from ``SEED``; drained
+  before the system closes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -37,6 +44,9 @@ import msgspec
 import structlog
 
 from agentkeep.agent_system import AgentSystem
+from agentkeep.chaos.ledger_checks import read_all
+from agentkeep.chaos.ledger_subscriber import SUBSCRIBER_ENV, RecordingSubscriber
+from agentkeep.chaos.mutants import LEDGER_MUTANTS
 from agentkeep.chaos.process import Offer
 from agentkeep.chaos.tools import Ledger, LedgerEntry, guard_tool, ledger_tools
 from agentkeep.delivery import user
@@ -54,6 +64,7 @@ KILL_AT_TOOL_ENV = "AGENTKEEP_CHAOS_KILL_AT_TOOL"
 MUTANT_ENV = "AGENTKEEP_CHAOS_MUTANT"
 RERUN_FRAGILE = "rerun_fragile"
 IDLE_TIMEOUT_SECONDS = 30.0
+SUBSCRIBER_LOG = "subscriber.jsonl"
 
 
 class FileLedger(Ledger):
@@ -113,9 +124,16 @@ def _current_generation(marker: Path) -> int:
 
 def run(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[str, Any]:
     """Play one process; returns what it saw (only if nobody killed it)."""
-    kill_at = os.environ.get(KILL_AT_TOOL_ENV, "").strip()
-    if os.environ.get(MUTANT_ENV, "") == RERUN_FRAGILE:
+    mutant = os.environ.get(MUTANT_ENV, "")
+    if mutant == RERUN_FRAGILE:
         install_rerun_fragile_mutant()
+    with LEDGER_MUTANTS[mutant]() if mutant in LEDGER_MUTANTS else contextlib.nullcontext():
+        return _play(home, ledger_path, generation, offers)
+
+
+def _play(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[str, Any]:
+    kill_at = os.environ.get(KILL_AT_TOOL_ENV, "").strip()
+    subscriber_seed = os.environ.get(SUBSCRIBER_ENV, "").strip()
     ledger = FileLedger(ledger_path, generation, kill_at_tool=int(kill_at) if kill_at else None)
     marker = ledger_path.with_name("generation")
 
@@ -126,6 +144,7 @@ def run(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[str
     tools = [guard_tool(each, ledger, generation, alive) for each in ledger_tools()]
     providers = Providers()
     providers.add(PROVIDER, RespondingModel(seed=generation), kind="gym")
+    subscriber: RecordingSubscriber | None = None
     try:
         system = AgentSystem.open(
             home, providers=providers, provider=PROVIDER, model=MODEL, tools=tools
@@ -135,15 +154,27 @@ def run(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[str
                 agent = system.resolve(AGENT_ID)
             except UnknownAgentError:
                 agent = system.create(id=AGENT_ID)
+            if subscriber_seed:
+                log = ledger_path.with_name(SUBSCRIBER_LOG)
+                subscriber = RecordingSubscriber(
+                    system, AGENT_ID, log, generation, int(subscriber_seed)
+                )
+                subscriber.start()
             for offer in OFFERS[:offers]:
                 delivery = agent.send(user(offer.text), id=offer.id)
                 ledger.append("accept", id=offer.id, created=delivery.created)
             idle = agent.wait_for_idle(timeout_seconds=IDLE_TIMEOUT_SECONDS)
+            if subscriber is not None:
+                # Idle: nothing commits now, so the ledger's tail is the subscriber's goal.
+                tail = read_all(lambda after: system.events(AGENT_ID, after=after, limit=1000))
+                subscriber.drain(tail[-1].sequence if tail else 0)
             statistics = system.store.statistics()
         finally:
             system.close(timeout_seconds=IDLE_TIMEOUT_SECONDS)
     finally:
         ledger.close()
+        if subscriber is not None:
+            subscriber.close()
     return {
         "idle": idle,
         "operations": statistics.operations,
