@@ -24,7 +24,7 @@ SuiteKind = Literal["in-process", "processes", "power-loss"]
 PROCESS_KILLS = "process_kills"
 POWER_LOSS = "power_loss"
 
-_INVARIANT = re.compile(r"^§7\.(\d+) ")
+_INVARIANT = re.compile(r"^(?:§7\.(\d+)|(L\d)) ")
 
 
 def replay_command(suite: str, seed: int) -> str:
@@ -191,14 +191,14 @@ def _power_loss(seed: int) -> Outcome:
 
 
 def _from_problem(problem: str) -> Finding:
-    """A problem string; those the checker produced start ``§7.N (name)``."""
+    """A problem string; those the checker produced start ``§7.N (name)`` or ``LN (name)``."""
     from agentkeep.chaos.invariants import INVARIANTS
 
     match = _INVARIANT.match(problem)
     if match is None:
         return Finding(None, None, problem)
-    number = int(match.group(1))
-    return Finding(number, INVARIANTS.get(number), problem)
+    invariant: int | str = int(match.group(1)) if match.group(1) else match.group(2)
+    return Finding(invariant, INVARIANTS.get(invariant), problem)
 
 
 def crashed(suite: str, seed: int, error: Exception, seconds: float) -> Outcome:

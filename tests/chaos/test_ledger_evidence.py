@@ -1,0 +1,183 @@
+"""Issue 14's ledger evidence beyond the in-process suites: the ledger checks of the
+real-process (``process_kills``), ``lifecycle_races`` and ``power_loss`` campaigns, the
+SIGKILL-surviving subscriber, and the mutants each campaign must catch, naming the check.
+
+``python -m agentkeep.chaos.ledger_sweep --mutants`` prints the first catching seed of every
+mutant (docs/chaos.md); these tests replay catches within each campaign's CI seeds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from agentkeep.chaos.ledger_subscriber import judge_subscriber_log
+from agentkeep.chaos.ledger_sweep import CI_SEEDS, EXPECTED, first_catch, main, run_seed
+from agentkeep.chaos.process_kills import plan, run_campaign
+from agentkeep.chaos.process_worker import SUBSCRIBER_LOG
+from agentkeep.model import SessionEvent
+
+# process_kills seeds cost 1.5-4 s each (one Python process per kill). Seed 2 — one store
+# kill at operation 22, then a process left alone — is the cheapest CI seed, and catches
+# every mutant of the campaign (the sweep's first catching seed is 0 for most, 2 for
+# accepted_event_in_second_transaction).
+KILLS_SEED = 2
+
+
+def _cases(campaign: str) -> list[tuple[str, str]]:
+    return [(m, check) for m, (check, where) in EXPECTED.items() if campaign in where]
+
+
+@pytest.mark.parametrize(("mutant", "check"), _cases("process_kills"))
+def test_each_process_kills_mutant_is_caught_with_its_check_named(mutant: str, check: str) -> None:
+    assert KILLS_SEED in range(CI_SEEDS["process_kills"])
+    run = run_seed("process_kills", KILLS_SEED, mutant)
+    assert run.checks[check], f"{mutant} escaped seed {KILLS_SEED}: {run.problems}"
+
+
+@pytest.mark.parametrize(("mutant", "check"), _cases("power_loss"))
+def test_each_power_loss_mutant_is_caught_within_the_ci_seeds(mutant: str, check: str) -> None:
+    caught = first_catch("power_loss", mutant, check, range(CI_SEEDS["power_loss"]))
+    assert caught is not None, f"{mutant} escaped {CI_SEEDS['power_loss']} power-loss seeds"
+
+
+@pytest.mark.parametrize(("mutant", "check"), _cases("lifecycle_races"))
+def test_each_lifecycle_mutant_is_caught_within_the_ci_seeds(mutant: str, check: str) -> None:
+    caught = first_catch("lifecycle_races", mutant, check, range(CI_SEEDS["lifecycle_races"]))
+    assert caught is not None, f"{mutant} escaped {CI_SEEDS['lifecycle_races']} lifecycle seeds"
+
+
+def test_a_retimed_first_event_is_seen_only_by_comparing_reads() -> None:
+    """The facts all keep their events (L2 holds); the reread ledger differs (L3)."""
+    run = run_seed("lifecycle_races", 0, "first_event_retimed_on_acceptance")
+    assert run.checks["L3"], run.problems
+    assert not run.checks["L2"], run.problems
+
+
+def test_the_subscriber_survives_every_kill_and_ends_with_the_whole_ledger(
+    tmp_path: Path,
+) -> None:
+    """Seed 2's worker dies at store operation 22; the subscriber of the next one resumes
+    from its log and drains: the log holds every durable event exactly once."""
+    assert plan(KILLS_SEED)[0].kind == "store"
+    result = run_campaign(KILLS_SEED, home=tmp_path)
+    assert result.ok, result.describe()
+    lines = [json.loads(line) for line in (tmp_path / SUBSCRIBER_LOG).read_text().splitlines()]
+    connects = [line for line in lines if line["kind"] == "connect"]
+    events = [line["sequence"] for line in lines if line["kind"] == "event"]
+    assert {line["generation"] for line in connects} == {1, 2}, "it ran in both processes"
+    assert any(line["after"] > 0 for line in connects), "it reconnected mid-ledger"
+    assert events == list(range(1, len(events) + 1))
+    drained = [line for line in lines if line["kind"] == "drained"]
+    assert drained[-1]["tail"] == events[-1]
+    assert drained[-1]["extra"] is None
+
+
+# -- L4 over a subscriber log, line by line -------------------------------------------------
+
+
+def _event(sequence: int, **data: object) -> SessionEvent:
+    return SessionEvent(
+        session_id="s",
+        sequence=sequence,
+        type="message.accepted",
+        data=dict(data),
+        created_at_ms=1000 + sequence,
+    )
+
+
+LEDGER = [_event(n, message_id=f"m{n}") for n in range(1, 5)]
+
+
+def _line(kind: str, generation: int = 1, **fields: object) -> dict[str, object]:
+    return {"kind": kind, "generation": generation, **fields}
+
+
+def _received(event: SessionEvent, generation: int = 1) -> dict[str, object]:
+    """The line a subscriber writes for ``event`` (as read back from its JSON log)."""
+    return _line("event", generation, **json.loads(msgspec.json.encode(event)))
+
+
+def _drained(tail: int, generation: int = 2, extra: int | None = None) -> dict[str, object]:
+    return _line("drained", generation, tail=tail, reached=tail, extra=extra, error=None)
+
+
+def _whole() -> list[dict[str, object]]:
+    return [
+        _line("connect", after=0),
+        _received(LEDGER[0]),
+        _received(LEDGER[1]),
+        _line("connect", 2, after=2),
+        _received(LEDGER[2], 2),
+        _received(LEDGER[3], 2),
+        _drained(4),
+    ]
+
+
+Edit = Callable[[list[dict[str, object]]], None]
+
+
+def test_a_whole_log_across_a_kill_holds() -> None:
+    assert judge_subscriber_log(_whole(), LEDGER, final_generation=2) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        pytest.param(lambda log: log.pop(4), "a gap: received sequence 4 where 3", id="gap"),
+        pytest.param(
+            lambda log: log.insert(4, _received(LEDGER[1], 2)), "a duplicate", id="duplicate"
+        ),
+        pytest.param(
+            lambda log: log.__setitem__(3, _line("connect", 2, after=1)),
+            "reconnected from 1, its last recorded event was 2",
+            id="resumed-elsewhere",
+        ),
+        pytest.param(
+            lambda log: log.__setitem__(2, _received(_event(2, message_id="other"))),
+            "the ledger holds",
+            id="changed-since",
+        ),
+        pytest.param(
+            lambda log: log.insert(6, _received(_event(5), 2)),
+            "which the ledger does not hold",
+            id="phantom",
+        ),
+        pytest.param(lambda log: log.pop(), "never drained", id="no-drain"),
+        pytest.param(
+            lambda log: log.__setitem__(6, _drained(4, extra=5)), "found 5 more", id="more"
+        ),
+        pytest.param(
+            lambda log: log.__setitem__(6, _drained(3)), "tail was 3 of 4", id="short-tail"
+        ),
+    ],
+)
+def test_each_way_a_subscriber_can_go_wrong_is_named(edit: Edit, words: str) -> None:
+    log = _whole()
+    edit(log)
+    found = judge_subscriber_log(log, LEDGER, final_generation=2)
+    assert any(v.invariant == "L4" and words in v.detail for v in found), found
+
+
+# -- the sweep's command line ---------------------------------------------------------------
+
+
+def test_the_sweep_reports_each_campaign_and_fails_on_a_mutant(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--campaign", "power_loss", "--seeds", "2"]) == 0
+    table = capsys.readouterr().out
+    assert "findings by check" in table
+    assert "power_loss" in table
+    argv = ["--campaign", "power_loss", "--seeds", "1", "--start", "2"]
+    assert main([*argv, "--mutant", "sequence_gap_at_each_acceptance"]) == 1
+    assert "L1 1" in capsys.readouterr().out
+
+
+def test_a_campaign_refuses_a_mutant_it_cannot_install() -> None:
+    with pytest.raises(ValueError, match="lifecycle_races cannot install the mutant 'lying_sync'"):
+        run_seed("lifecycle_races", 0, "lying_sync")
