@@ -17,7 +17,7 @@ import pytest
 
 from agentkeep.chaos.ledger_subscriber import judge_subscriber_log
 from agentkeep.chaos.ledger_sweep import CI_SEEDS, EXPECTED, first_catch, main, run_seed
-from agentkeep.chaos.process_kills import plan, run_campaign
+from agentkeep.chaos.process_kills import Kill, plan, run_campaign
 from agentkeep.chaos.process_worker import SUBSCRIBER_LOG
 from agentkeep.model import SessionEvent
 
@@ -75,6 +75,24 @@ def test_the_subscriber_survives_every_kill_and_ends_with_the_whole_ledger(
     drained = [line for line in lines if line["kind"] == "drained"]
     assert drained[-1]["tail"] == events[-1]
     assert drained[-1]["extra"] is None
+
+
+def test_a_subscriber_killed_between_receiving_and_recording_gets_the_event_again(
+    tmp_path: Path,
+) -> None:
+    """The subscriber SIGKILLs its worker on receiving its 3rd event (the store kill is out
+    of reach): the next worker's subscriber resumes from the 2nd and hands out the 3rd."""
+    kills = [Kill("store", at=100_000, subscriber_at=3), Kill(None)]
+    result = run_campaign(KILLS_SEED, home=tmp_path, kills=kills)
+    assert result.runs[0].subscriber_killed, result.describe()
+    assert result.ok, result.describe()
+    lines = [json.loads(line) for line in (tmp_path / SUBSCRIBER_LOG).read_text().splitlines()]
+    died = next(i for i, line in enumerate(lines) if line["kind"] == "kill")
+    lost = lines[died]["sequence"]
+    resumed = lines[died + 1 :]
+    assert resumed[0] == {"kind": "connect", "generation": 2, "after": lost - 1}
+    assert resumed[1]["kind"] == "event"
+    assert resumed[1]["sequence"] == lost
 
 
 # -- L4 over a subscriber log, line by line -------------------------------------------------

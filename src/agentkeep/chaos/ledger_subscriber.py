@@ -6,7 +6,9 @@ session (``AgentSystem.subscribe``) from the last sequence it *recorded*, append
 it receives to a log file (one ``write(2)`` per JSON line, then ``fsync``) before it takes the
 next, and at seeded points closes its subscription and reconnects from that same sequence.
 The worker's SIGKILL kills it wherever it is — between receiving an event and recording it,
-inside a read, while reconnecting — and the next worker's subscriber resumes from the log.
+inside a read, while reconnecting — and the next worker's subscriber resumes from the log;
+at a seeded event it also kills the process itself, right after receiving the event and
+before recording it (a ``kill`` line names it).
 A worker that finishes drains it: the subscriber catches up with the ledger's last committed
 sequence, then one more subscription from there must find nothing (a zero-timeout read).
 
@@ -23,6 +25,7 @@ import contextlib
 import json
 import os
 import random
+import signal
 import threading
 from collections.abc import Iterator, Sequence
 from functools import partial
@@ -39,6 +42,8 @@ if TYPE_CHECKING:
     from agentkeep.agent_system import AgentSystem
 
 SUBSCRIBER_ENV = "AGENTKEEP_CHAOS_SUBSCRIBER"  # the subscriber's seed; unset: no subscriber
+# N: the subscriber SIGKILLs its process on receiving its N-th event, before recording it.
+SUBSCRIBER_KILL_ENV = "AGENTKEEP_CHAOS_SUBSCRIBER_KILL_AT"
 DRAIN_SECONDS = 20.0
 # Events between seeded disconnects (each connection takes 1..this many, then reconnects).
 MAX_EVENTS_PER_CONNECTION = 6
@@ -78,8 +83,11 @@ class RecordingSubscriber:
         seed: int,
         *,
         durable: bool = True,
+        kill_at: int = 0,
     ) -> None:
         self._durable = durable  # fsync each line (a SIGKILL may come at any instant)
+        self._kill_at = kill_at
+        self._received = 0
         self._system = system
         self._session = session_id
         self._log = SubscriberLog(log)
@@ -138,6 +146,11 @@ class RecordingSubscriber:
                     with self._changed:
                         self._stopping = True
                     return
+                self._received += 1
+                if self._received == self._kill_at:
+                    # Received and not recorded: the next process must hand it out again.
+                    self._append("kill", sequence=event.sequence)
+                    os.kill(os.getpid(), signal.SIGKILL)
                 self._append("event", **msgspec.to_builtins(event))
                 with self._changed:
                     self._last = event.sequence
@@ -283,6 +296,7 @@ def judge_subscriber_log(
 
 __all__ = [
     "SUBSCRIBER_ENV",
+    "SUBSCRIBER_KILL_ENV",
     "RecordingSubscriber",
     "SubscriberGroup",
     "SubscriberLog",

@@ -44,7 +44,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,7 +54,12 @@ import structlog
 from agentkeep.chaos.campaigns import seeds_from_env
 from agentkeep.chaos.checker import Checker
 from agentkeep.chaos.ledger_checks import read_all
-from agentkeep.chaos.ledger_subscriber import SUBSCRIBER_ENV, SubscriberLog, judge_subscriber_log
+from agentkeep.chaos.ledger_subscriber import (
+    SUBSCRIBER_ENV,
+    SUBSCRIBER_KILL_ENV,
+    SubscriberLog,
+    judge_subscriber_log,
+)
 from agentkeep.chaos.process import DurableState, ProcessReport, archived_users, read_durable
 from agentkeep.chaos.process_worker import (
     AGENT_ID,
@@ -89,14 +94,18 @@ class Kill:
     kind: KillKind | None
     at: int = 0  # the store operation or tool execution
     delay_seconds: float = 0.0
+    # Also: the ledger subscriber kills the process when it receives its N-th event of this
+    # process, before recording it (0: it does not), whichever kill comes first.
+    subscriber_at: int = 0
 
     def describe(self) -> str:
         """A readable account, for failure messages and replays."""
+        also = f" or at the subscriber's event #{self.subscriber_at}" if self.subscriber_at else ""
         if self.kind is None:
             return "left alone"
         if self.kind == "timer":
-            return f"timer SIGKILL after {self.delay_seconds:.3f} s"
-        return f"{self.kind} kill at {self.kind} #{self.at}"
+            return f"timer SIGKILL after {self.delay_seconds:.3f} s{also}"
+        return f"{self.kind} kill at {self.kind} #{self.at}{also}"
 
 
 @dataclass
@@ -110,6 +119,7 @@ class ProcessRun:
     seconds: float = 0.0  # from READY to exit
     died_at: str | None = None  # the operation the store's fault point named
     tool_gap: bool = False  # died with a side effect on record and its result not durable
+    subscriber_killed: bool = False  # the subscriber killed it, an event received, unrecorded
     hung: bool = False  # still running a minute after it was due to finish (then killed)
     stderr_tail: list[str] = field(default_factory=list)
 
@@ -122,6 +132,7 @@ class ProcessRun:
         """A readable account, for failure messages and replays."""
         if self.killed:
             outcome = "killed" + (f" at {self.died_at}" if self.died_at else "")
+            outcome += " by the subscriber" if self.subscriber_killed else ""
             outcome += " (side effect without result)" if self.tool_gap else ""
         else:
             outcome = f"exit {self.returncode} {self.result}"
@@ -173,6 +184,12 @@ def plan(seed: int) -> list[Kill]:
             kills.append(Kill("tool", at=rng.randint(1, tools)))
         else:
             kills.append(Kill("timer", delay_seconds=rng.uniform(0.0, seconds)))
+    # The subscriber's own kill points come from a second generator, so the kills above
+    # are what they were before the subscriber existed.
+    subscriber = random.Random(seed ^ 0x5B5C81BE)
+    for index, kill in enumerate(kills):
+        if subscriber.random() < 1 / 3:
+            kills[index] = replace(kill, subscriber_at=subscriber.randint(1, 10))
     return [*kills, Kill(None)]
 
 
@@ -262,6 +279,9 @@ def _spawn(world: DiskWorld, run: ProcessRun, mutant: str | None) -> None:
         env[MUTANT_ENV] = mutant
     # The subscriber's disconnects: a pure function of the seed and the process.
     env[SUBSCRIBER_ENV] = str(world.seed * 16 + run.generation)
+    env.pop(SUBSCRIBER_KILL_ENV, None)
+    if kill.subscriber_at:
+        env[SUBSCRIBER_KILL_ENV] = str(kill.subscriber_at)
     (world.ledger_path.with_name("generation")).write_text(str(run.generation))
     command = [sys.executable, "-m", "agentkeep.chaos.process_worker"]
     # Each killed process brings one more message than the last (so every restart has new
@@ -347,6 +367,10 @@ def run_campaign(
             world.integrity_problems.clear()
             run.tool_gap = run.killed and _side_effect_without_result(
                 world, checker.previous, generation
+            )
+            run.subscriber_killed = run.killed and any(
+                line["kind"] == "kill" and line["generation"] == generation
+                for line in SubscriberLog(base / SUBSCRIBER_LOG).lines()
             )
         result.problems += _ledger_problems(world)
         subscriber = SubscriberLog(base / SUBSCRIBER_LOG)
@@ -439,6 +463,8 @@ def _campaign_for_pool(seed: int, mutant: str | None) -> KillCampaignResult:
 def _coverage_key(run: ProcessRun) -> str:
     if not run.killed:
         return "finished"
+    if run.subscriber_killed:
+        return "subscriber: event received, not recorded"
     if run.tool_gap:
         return f"{run.kill.kind}: side effect without result"
     if run.died_at:

@@ -26,7 +26,8 @@ Environment knobs, each set by the parent for one process only:
 - ``AGENTKEEP_CHAOS_SUBSCRIBER=SEED``: run a
   :class:`~agentkeep.chaos.ledger_subscriber.RecordingSubscriber` on the session, logging to
   ``subscriber.jsonl`` beside ``LEDGER``, disconnecting at points drawn from ``SEED``; drained
-  before the system closes.
+  before the system closes; with ``AGENTKEEP_CHAOS_SUBSCRIBER_KILL_AT=N`` it SIGKILLs the
+  process on receiving its N-th event, before recording it.
 """
 
 from __future__ import annotations
@@ -45,7 +46,11 @@ import structlog
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.chaos.ledger_checks import read_all
-from agentkeep.chaos.ledger_subscriber import SUBSCRIBER_ENV, RecordingSubscriber
+from agentkeep.chaos.ledger_subscriber import (
+    SUBSCRIBER_ENV,
+    SUBSCRIBER_KILL_ENV,
+    RecordingSubscriber,
+)
 from agentkeep.chaos.mutants import LEDGER_MUTANTS
 from agentkeep.chaos.process import Offer
 from agentkeep.chaos.tools import Ledger, LedgerEntry, guard_tool, ledger_tools
@@ -156,8 +161,14 @@ def _play(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[s
                 agent = system.create(id=AGENT_ID)
             if subscriber_seed:
                 log = ledger_path.with_name(SUBSCRIBER_LOG)
+                kill_subscriber = os.environ.get(SUBSCRIBER_KILL_ENV, "").strip()
                 subscriber = RecordingSubscriber(
-                    system, AGENT_ID, log, generation, int(subscriber_seed)
+                    system,
+                    AGENT_ID,
+                    log,
+                    generation,
+                    int(subscriber_seed),
+                    kill_at=int(kill_subscriber or 0),
                 )
                 subscriber.start()
             for offer in OFFERS[:offers]:
