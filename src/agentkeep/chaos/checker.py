@@ -5,7 +5,8 @@ fresh open (:meth:`ChaosWorld.durable <agentkeep.chaos.world.ChaosWorld.durable>
 what must hold at *every* durable point (well-formed history, exactly-once, queue order, owed
 work recorded, compaction whole or not at all, a switch on one side) and the session event
 ledger's ``L1``–``L3`` (:mod:`agentkeep.chaos.ledger_checks`: dense, one event per fact and
-one fact per event, never changed between reopens); after the final healthy process it also
+one fact per event, never changed between reopens) and the turns' ``T1``–``T4``
+(:mod:`agentkeep.chaos.turn_checks`); after the final healthy process it also
 checks that the agent settled owing nothing with the expected final answer. Each broken
 promise is a :class:`Violation` naming the §7 invariant (or ledger ``L`` name) it breaks.
 """
@@ -23,6 +24,7 @@ from agentkeep.chaos.invariants import (
 )
 from agentkeep.chaos.ledger_checks import check_events, check_prefix
 from agentkeep.chaos.process import DurableState, ProcessReport, history_log
+from agentkeep.chaos.turn_checks import check_turns
 from agentkeep.chaos.world import ChaosWorld
 from agentkeep.model import (
     CompactionRecord,
@@ -71,6 +73,11 @@ class Checker:
         found += check_ledger(self.world, report.generation)
         found += check_events(state, events, process=report.generation)
         found += check_prefix(self.events, events, process=report.generation)
+        previous = self.previous.turns if self.previous is not None else ()
+        settled = final and state.owed is None and not state.queued
+        found += check_turns(
+            state.turns, events, previous, process=report.generation, settled=settled
+        )
         self.events = events
         if final:
             found += check_final(self.world, state, report, switch=self.switch)

@@ -54,6 +54,11 @@ INVARIANTS: dict[int | str, str] = {
     "L2": "every committed fact has its event and every event its fact",
     "L3": "ledger events are never changed: each snapshot extends the previous one",
     "L4": "a subscriber reconnecting from any sequence receives exactly the suffix",
+    # Turns (docs/turns.md), checked by agentkeep.chaos.turn_checks.
+    "T1": "every turn has exactly one terminal state or is still live",
+    "T2": "a terminal turn state never changes across a reopen",
+    "T3": "every turn's input event is in the same ledger",
+    "T4": "an idempotency key never maps to two turns nor runs a driver twice",
 }
 
 

@@ -18,8 +18,9 @@ its previous life's events); :func:`subscription_resumes_one_late` (a gap) and
 :func:`subscription_resumes_one_early` (a duplicate) patch
 :class:`~agentkeep.persistence.ledger.Subscription` (L4).
 
-:data:`LEDGER_MUTANTS` names them, so a campaign can install one in a child process
-(``process_kills``) or in a pool worker (``power_loss``) by name.
+:data:`LEDGER_MUTANTS` names them, with the turn mutants of
+:mod:`agentkeep.chaos.turn_mutants` (``T1``–``T4``), so a campaign can install one in a
+child process (``process_kills``) or in a pool worker (``power_loss``) by name.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
+from agentkeep.chaos.turn_mutants import (
+    completion_overwrites_earlier_results,
+    input_event_without_turn_id,
+    retried_key_opens_second_turn,
+    terminal_turn_event_appended_twice,
+)
 from agentkeep.loop.batch import ToolBatch
 from agentkeep.model import AgentRow, PendingToolCall, ToolResultMessage
 from agentkeep.persistence.codec import now_ms
@@ -128,6 +135,7 @@ def accepted_event_in_second_transaction() -> Iterator[None]:
             if type != "message.accepted":
                 return original(self, agent_id, type, data, **options)
             statements, text = self._statements, encode_event_data(data)
+            turn_id = options.get("turn_id")
 
             def second_transaction() -> None:
                 execute = statements.execute
@@ -140,9 +148,9 @@ def accepted_event_in_second_transaction() -> Iterator[None]:
                     ).fetchone()
                     sequence = int(row[0]) if row is not None else 1
                     execute(
-                        "INSERT INTO session_events (agent_id, sequence, type, data_json, "
-                        "created_at_ms) VALUES (?, ?, ?, ?, ?)",
-                        (agent_id, sequence, type, text, now_ms()),
+                        "INSERT INTO session_events (agent_id, sequence, type, turn_id, "
+                        "data_json, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                        (agent_id, sequence, type, turn_id, text, now_ms()),
                     )
                     execute("COMMIT")
                 except BaseException:
@@ -354,6 +362,10 @@ LEDGER_MUTANTS: dict[str, Mutant] = {
         ledger_kept_across_recreate,
         subscription_resumes_one_late,
         subscription_resumes_one_early,
+        terminal_turn_event_appended_twice,
+        completion_overwrites_earlier_results,
+        input_event_without_turn_id,
+        retried_key_opens_second_turn,
     )
 }
 

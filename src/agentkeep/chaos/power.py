@@ -20,7 +20,10 @@ transaction whose ``transact`` returned is present whole, no transaction is pres
 and the ledger (:mod:`agentkeep.chaos.ledger_checks`): ``L1`` its sequences are dense from 1;
 ``L2`` the queued messages and the ``message.accepted`` events match one for one, and the
 transactions present are exactly those with an event; ``L3`` every ledger read before the cut
-is a prefix of the surviving one (what was durably committed and seen stays as it was).
+is a prefix of the surviving one (what was durably committed and seen stays as it was); and
+the turns each acceptance opened (idempotency key ``key-<transaction>``): ``T1`` each is
+queued with its ``turn.queued`` event, ``T3`` its input's ``message.accepted`` names it,
+``T4`` no key holds two turns.
 ``mutant=`` a name of :data:`~agentkeep.chaos.mutants.LEDGER_MUTANTS` runs the whole seed
 under that ledger mutant (tests only).
 
@@ -55,6 +58,7 @@ from agentkeep.chaos.ledger_checks import check_events, check_prefix, read_all
 from agentkeep.chaos.mutants import LEDGER_MUTANTS
 from agentkeep.chaos.powervfs import CUT_MODES, CutMode, PowerGrid, PowerLossVFS, PowerOffError
 from agentkeep.chaos.process import read_durable
+from agentkeep.chaos.turn_checks import check_turns
 from agentkeep.delivery import accept_message, user
 from agentkeep.model import AgentRow, MessageOptions, SessionEvent
 from agentkeep.persistence.interface import Transaction
@@ -166,6 +170,7 @@ def _work(tx_id: str, size: int) -> Any:
             message_id=tx_id,
             options=MessageOptions(),
             metadata=None,
+            idempotency_key=f"key-{tx_id}",
         )
         return tx_id
 
@@ -325,6 +330,7 @@ def _judge_ledger(result: PowerCutResult, state: Any, events: list[SessionEvent]
     """``L1``–``L3`` after the cut (see the module docstring)."""
     found = check_events(state, events, process=1)
     found += check_prefix(result.seen_events, events, process=1)
+    found += check_turns(state.turns, events, (), process=1)
     reported = [str(e.data.get("message_id")) for e in events if e.type == "message.accepted"]
     if sorted(reported) != sorted(result.present):
         found.append(

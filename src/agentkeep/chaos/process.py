@@ -34,6 +34,7 @@ from agentkeep.model import (
     TextEnd,
     UserRecord,
 )
+from agentkeep.model.turns import TurnRecord
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
 
@@ -63,11 +64,13 @@ class DurableState(msgspec.Struct, frozen=True, kw_only=True):
     settings: Settings | None
     # What a switch or a compaction took out of the provider's view (never deleted).
     archived: tuple[ArchivedEpoch, ...] = ()
+    # The session's turns, in number order (docs/turns.md).
+    turns: tuple[TurnRecord, ...] = ()
 
 
 def read_durable(tx: Transaction, agent_id: str) -> DurableState:
     """Everything durable about ``agent_id`` in one snapshot: archived epochs, records, queue,
-    notices, pending calls, owed work and settings.
+    notices, pending calls, owed work, settings and turns.
     """
     return DurableState(
         archived=tuple(tx.archived_epochs(agent_id)),
@@ -77,7 +80,15 @@ def read_durable(tx: Transaction, agent_id: str) -> DurableState:
         pending=tuple(tx.pending_calls(agent_id)),
         owed=tx.read_owed(agent_id),
         settings=tx.read_settings(agent_id),
+        turns=tuple(_turns(tx, agent_id)),
     )
+
+
+def _turns(tx: Transaction, agent_id: str) -> list[TurnRecord]:
+    turns: list[TurnRecord] = []
+    while batch := tx.list_turns(agent_id, turns[-1].number if turns else 0, 1000):
+        turns += batch
+    return turns
 
 
 def archived_users(state: DurableState) -> set[str]:

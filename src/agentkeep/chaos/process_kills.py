@@ -23,7 +23,11 @@ event, ``L3`` the events read after the previous kill unchanged). Every worker a
 :class:`~agentkeep.chaos.ledger_subscriber.RecordingSubscriber` that dies with it, disconnects
 at seeded points and resumes from the last sequence it recorded; after the last process its
 log must be exactly the durable ledger, each event once, in order (``L4``,
-:func:`~agentkeep.chaos.ledger_subscriber.judge_subscriber_log`).
+:func:`~agentkeep.chaos.ledger_subscriber.judge_subscriber_log`). The checker's turn checks
+(``T1``–``T4``) run after every process too; every send carries an idempotency key and each
+worker retries the first with a fresh message id, so every send of a key must have got the
+same turn back, and only one of them as new (``T4``,
+:func:`~agentkeep.chaos.turn_checks.judge_keyed_sends`).
 
 ``python -m agentkeep.chaos.process_kills --seeds N [--start S] [--jobs J]`` runs a sweep.
 """
@@ -69,6 +73,7 @@ from agentkeep.chaos.process_worker import (
     SUBSCRIBER_LOG,
 )
 from agentkeep.chaos.tools import Ledger, LedgerEntry
+from agentkeep.chaos.turn_checks import judge_keyed_sends
 from agentkeep.chaos.world import ChaosWorld
 from agentkeep.model import SessionEvent, UserRecord
 from agentkeep.persistence.faults import FAULT_AT_ENV, FAULT_MODE_ENV, FaultPlan
@@ -373,6 +378,9 @@ def run_campaign(
                 for line in SubscriberLog(base / SUBSCRIBER_LOG).lines()
             )
         result.problems += _ledger_problems(world)
+        sends = [line for line in world.read_ledger() if line["kind"] in ("accept", "retry")]
+        keyed = judge_keyed_sends(sends, process=len(result.runs))
+        result.problems += [v.describe() for v in keyed]
         subscriber = SubscriberLog(base / SUBSCRIBER_LOG)
         result.problems += [
             v.describe()

@@ -3,8 +3,9 @@
 Run as ``python -m agentkeep.chaos.process_worker HOME LEDGER GENERATION OFFERS``. It opens
 the system on ``HOME`` with the :class:`~agentkeep.providers.RespondingModel` and the ledger
 tools, creates the agent if it does not exist yet, offers the first ``OFFERS`` messages of
-:data:`OFFERS` in order (fixed ids: a message already durable is an idempotent repeat), waits
-for idle and closes. It prints
+:data:`OFFERS` in order (fixed ids, each also the turn's idempotency key: a message already
+durable is an idempotent repeat), retries the first with a fresh message id and the same key
+(a repeat of its turn by the key alone), waits for idle and closes. It prints
 ``READY`` once imported (the parent's timer starts there) and ``RESULT {json}`` at the end.
 
 Every tool execution, and every acknowledged ``send``, is appended to the ``LEDGER`` file
@@ -172,8 +173,33 @@ def _play(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[s
                 )
                 subscriber.start()
             for offer in OFFERS[:offers]:
-                delivery = agent.send(user(offer.text), id=offer.id)
-                ledger.append("accept", id=offer.id, created=delivery.created)
+                # The offer's id is its idempotency key too (T4: a re-offer is a repeat).
+                delivery = system.deliver(
+                    AGENT_ID, "send", user(offer.text), id=offer.id, idempotency_key=offer.id
+                )
+                ledger.append(
+                    "accept",
+                    id=offer.id,
+                    key=offer.id,
+                    created=delivery.created,
+                    turn_id=delivery.turn_id,
+                )
+            # A client retrying the first offer with a fresh message id and the same key:
+            # the key alone must make it a repeat of the turn it opened (T4).
+            retry = system.deliver(
+                AGENT_ID,
+                "send",
+                user(OFFERS[0].text),
+                id=f"{OFFERS[0].id}retry{generation}",
+                idempotency_key=OFFERS[0].id,
+            )
+            ledger.append(
+                "retry",
+                id=retry.id,
+                key=OFFERS[0].id,
+                created=retry.created,
+                turn_id=retry.turn_id,
+            )
             idle = agent.wait_for_idle(timeout_seconds=IDLE_TIMEOUT_SECONDS)
             if subscriber is not None:
                 # Idle: nothing commits now, so the ledger's tail is the subscriber's goal.

@@ -24,7 +24,7 @@ SuiteKind = Literal["in-process", "processes", "power-loss"]
 PROCESS_KILLS = "process_kills"
 POWER_LOSS = "power_loss"
 
-_INVARIANT = re.compile(r"^(?:§7\.(\d+)|(L\d)) ")
+_INVARIANT = re.compile(r"^(?:§7\.(\d+)|([LT]\d)) ")
 
 
 def replay_command(suite: str, seed: int) -> str:
@@ -191,7 +191,7 @@ def _power_loss(seed: int) -> Outcome:
 
 
 def _from_problem(problem: str) -> Finding:
-    """A problem string; those the checker produced start ``§7.N (name)`` or ``LN (name)``."""
+    """A problem string; the checker's start ``§7.N (name)``, ``LN (name)`` or ``TN (name)``."""
     from agentkeep.chaos.invariants import INVARIANTS
 
     match = _INVARIANT.match(problem)
