@@ -15,10 +15,13 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from agentkeep.chaos.campaigns import DEFAULT_SEEDS, SUITES, first_caught
 from agentkeep.chaos.ledger_subscriber import judge_subscriber_log
 from agentkeep.chaos.ledger_sweep import CI_SEEDS, EXPECTED, first_catch, main, run_seed
+from agentkeep.chaos.mutants import LEDGER_MUTANTS
 from agentkeep.chaos.process_kills import Kill, plan, run_campaign
 from agentkeep.chaos.process_worker import SUBSCRIBER_LOG
+from agentkeep.chaos.turn_checks import judge_keyed_sends
 from agentkeep.model import SessionEvent
 
 # process_kills seeds cost 1.5-5 s each (one Python process per kill), so each mutant is
@@ -73,6 +76,35 @@ def test_each_power_loss_mutant_is_caught_within_the_ci_seeds(mutant: str, check
 def test_each_lifecycle_mutant_is_caught_within_the_ci_seeds(mutant: str, check: str) -> None:
     caught = first_catch("lifecycle_races", mutant, check, range(CI_SEEDS["lifecycle_races"]))
     assert caught is not None, f"{mutant} escaped {CI_SEEDS['lifecycle_races']} lifecycle seeds"
+
+
+@pytest.mark.parametrize(
+    ("mutant", "check"),
+    [
+        ("terminal_turn_event_appended_twice", "T1"),
+        ("completion_overwrites_earlier_results", "T2"),
+        ("input_event_without_turn_id", "T3"),
+    ],
+)
+def test_the_in_process_suites_judge_turns_too(mutant: str, check: str) -> None:
+    with LEDGER_MUTANTS[mutant]():
+        caught = first_caught(SUITES["crash_recovery"], range(DEFAULT_SEEDS), {check})
+    assert caught is not None, f"crash_recovery never caught {mutant} in {DEFAULT_SEEDS} seeds"
+
+
+def test_keyed_sends_that_got_two_turns_or_two_new_ones_are_named() -> None:
+    sends = [
+        {"key": "a", "turn_id": "t1", "created": True},
+        {"key": "a", "turn_id": "t1", "created": False},
+        {"key": "b", "turn_id": "t2", "created": True},
+    ]
+    assert judge_keyed_sends(sends, process=1) == []
+    sends.append({"key": "a", "turn_id": "t3", "created": True})
+    found = [v.detail for v in judge_keyed_sends(sends, process=1)]
+    assert found == [
+        "sends with idempotency key 'a' got turns ['t1', 't3']",
+        "2 sends with idempotency key 'a' were accepted as new",
+    ]
 
 
 def test_a_retimed_first_event_is_seen_only_by_comparing_reads() -> None:
