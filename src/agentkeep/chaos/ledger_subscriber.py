@@ -196,6 +196,8 @@ class SubscriberGroup:
 
     def __init__(self, directory: Path, sessions: Sequence[str], seed: int) -> None:
         self.logs = {session: directory / f"subscriber-{session}.jsonl" for session in sessions}
+        for log in self.logs.values():  # a campaign's subscribers start with no history
+            log.unlink(missing_ok=True)
         self._seed = seed
         self._running: dict[str, RecordingSubscriber] = {}
 

@@ -13,8 +13,11 @@ One seed plays two processes on one state directory:
    deleted id (which must start clean) and waits for every agent to settle.
 
 The checks (:mod:`agentkeep.chaos.lifecycle_checks`, and the shared
-:class:`~agentkeep.chaos.checker.Checker` per agent) judge every raced call, the disk after each
-process, and the final conversations: each accepted message once and answered, nothing owed.
+:class:`~agentkeep.chaos.checker.Checker` per agent, with its ledger and turn checks) judge
+every raced call, the disk after each process, and the final conversations: each accepted
+message once and answered, nothing owed. A subscriber per surviving resident
+(:class:`~agentkeep.chaos.ledger_subscriber.SubscriberGroup`) races too, ends with the close
+and resumes in the reopened process: its log must be exactly the final ledger (``L4``).
 The plan is a pure function of the seed; only the thread interleaving is not.
 """
 
