@@ -141,8 +141,8 @@ class SecurityPolicy:
         extra_hosts: Iterable[str] = (),
         extra_origins: Iterable[str] = (),
     ) -> SecurityPolicy:
-        """The policy for a server bound to ``host:port``: the loopback names (and the bound
-        address) with and without the port, plus the extra ones.
+        """The policy for a server bound to ``host:port``: the loopback names and the bound
+        address, with and without the port, plus the extra ones.
 
         Raises:
             DaemonConfigError: ``token`` is None and ``host`` is not a loopback address.
@@ -152,7 +152,8 @@ class SecurityPolicy:
                 f"Refusing to listen on {host} without a token: a non-loopback address is "
                 "reachable by others. Drop --no-auth (a token is generated), or bind 127.0.0.1."
             )
-        names = {*_LOOPBACK_NAMES, host.lower()} if is_loopback(host) else {host.lower()}
+        # Loopback names are always allowed: a rebinding attack arrives under its own name.
+        names = {*_LOOPBACK_NAMES, host.lower()}
         hosts: set[str] = set()
         origins: set[str] = set()
         for name in names:

@@ -135,7 +135,9 @@ def test_binding_a_non_loopback_address_without_a_token_is_refused(served: Serve
     with pytest.raises(DaemonConfigError, match="without a token"):
         SecurityPolicy.for_bind("192.168.1.10", 4317, token=None)
     # With a token, or on loopback, it is allowed.
-    SecurityPolicy.for_bind("0.0.0.0", 4317, token="x" * 32)
+    wide = SecurityPolicy.for_bind("0.0.0.0", 4317, token="x" * 32, extra_hosts=["box:4317"])
+    assert {"127.0.0.1:4317", "localhost:4317", "0.0.0.0:4317", "box:4317"} <= wide.allowed_hosts
+    assert "evil.example:4317" not in wide.allowed_hosts
     SecurityPolicy.for_bind("::1", 4317, token=None)
 
 
