@@ -69,7 +69,7 @@ from agentkeep.model import (
     Settings,
     rebuild_messages,
 )
-from agentkeep.model.ledger import DEFAULT_MAX_EVENT_BYTES
+from agentkeep.model.ledger import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_INPUT_BYTES
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.ledger import Subscription, check_page
 from agentkeep.persistence.store import Store
@@ -79,6 +79,7 @@ from agentkeep.registry import Registry
 from agentkeep.sessions import Sessions
 from agentkeep.sessions import setup as session_setup
 from agentkeep.sessions import tables as session_tables
+from agentkeep.sessions.recovery import needs_recovery, recover_turns
 from agentkeep.tools import Tool, ToolSet
 
 log = structlog.get_logger(__name__)
@@ -179,6 +180,7 @@ class AgentSystem:
         restart_intensity: RestartIntensity | None = None,
         restart_backoff: Backoff | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
         testing: FaultInjection | None = None,
     ) -> AgentSystem:
         """Open the store at ``path`` (exclusively), migrate it, and resume owed work.
@@ -194,7 +196,9 @@ class AgentSystem:
         when the writer fails (``rest_for_one``, see ``agentkeep.actors.tree``).
         ``max_event_bytes``: the bound on one ledger event's encoded data (seed 002's
         ``maxEventBytes``): a message or metadata update whose event would exceed it is
-        refused (``EventTooLargeError``) before anything is written.
+        refused (``EventTooLargeError``) before anything is written. ``max_input_bytes``: the
+        bound on one input message's encoded JSON (seed 002's ``maxInputBytes``), refused
+        (``InputTooLargeError``) before anything is written.
         ``testing``: fault injection for the tests and chaos campaigns only
         (:class:`agentkeep.chaos.FaultInjection`); never set it in production.
 
@@ -221,6 +225,7 @@ class AgentSystem:
             vfs=hooks.vfs,
             start_writer=False,
             max_event_bytes=max_event_bytes,
+            max_input_bytes=max_input_bytes,
         )
         try:
             system = cls(
@@ -241,6 +246,9 @@ class AgentSystem:
             store.close()  # a system that never came to be must not keep the lock
             raise
         try:
+            # Before any agent starts: turns the previous process left live (docs/turns.md).
+            if store.read(needs_recovery):
+                store.handle.transact(recover_turns)
             if resume:
                 system.start()
         except BaseException:
@@ -278,6 +286,7 @@ class AgentSystem:
             features=self._features,
             defaults=self._defaults,
             is_running=self._is_running,
+            runtime=self,
         )
 
     def _is_running(self, agent_id: str) -> bool:
@@ -297,6 +306,12 @@ class AgentSystem:
         for agent_id in started:
             self._agents.tell(agent_id, Start(explicit=bool(agent_ids)), counted=True)
         return started
+
+    def wake(self, agent_id: str) -> None:
+        """Let the agent continue what its durable state owes (queued messages first), as
+        accepting a message would; unlike ``start(agent_id)`` it does not answer again a
+        question an abort left unanswered in this process."""
+        self._agents.tell(agent_id, Start(), counted=True)
 
     def close(self, *, timeout_seconds: float | None = 30.0) -> None:
         """Admit nothing new, let admitted work finish (up to the timeout), stop every actor
@@ -550,14 +565,18 @@ class AgentSystem:
         metadata: JSONObject | None = None,
         options: MessageOptions | None = None,
         start: bool = True,
+        idempotency_key: str | None = None,
     ) -> Delivery:
         """Queue a message durably and wake the agent; returns once it is durable.
 
         ``start=False`` only queues it (the owed fact is written, so the next ``open`` or
-        ``start`` resumes it) without starting the agent now.
+        ``start`` resumes it) without starting the agent now. ``idempotency_key``: the
+        turn's key (docs/turns.md); a repeat returns the turn it made, writing nothing.
         """
         with self._admission.operation(), self._admission.agent_operation(agent_id):
-            return self._deliver(agent_id, queue, message, id, metadata, options, start)
+            return self._deliver(
+                agent_id, queue, message, id, metadata, options, start, idempotency_key
+            )
 
     def _deliver(
         self,
@@ -568,6 +587,7 @@ class AgentSystem:
         metadata: JSONObject | None,
         options: MessageOptions | None,
         start: bool,
+        idempotency_key: str | None = None,
     ) -> Delivery:
         accept = prepare_acceptance(
             self._providers,
@@ -578,6 +598,7 @@ class AgentSystem:
             metadata=metadata,
             options=options,
             defaults=self._defaults,
+            idempotency_key=idempotency_key,
         )
         try:
             delivery, queued = self._store.transact(accept)

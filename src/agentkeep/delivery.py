@@ -14,7 +14,12 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentkeep.errors import InvalidConfigError, InvalidMessageError, UnknownAgentError
+from agentkeep.errors import (
+    InvalidConfigError,
+    InvalidMessageError,
+    SessionArchivedError,
+    UnknownAgentError,
+)
 from agentkeep.model import (
     AgentMessage,
     ImageBlock,
@@ -37,6 +42,7 @@ from agentkeep.model import (
     new_id,
 )
 from agentkeep.model.ledger import MESSAGE_ACCEPTED
+from agentkeep.model.turns import MAX_IDEMPOTENCY_KEY_LENGTH, NATIVE_DRIVER
 from agentkeep.persistence.interface import Transaction
 from agentkeep.providers.registry import Providers
 
@@ -48,7 +54,8 @@ class Delivery(msgspec.Struct, frozen=True, kw_only=True):
 
     id: str
     delivery: DeliveryKind
-    created: bool  # False: a message with this id was already durable (an idempotent repeat)
+    created: bool  # False: this id (or idempotency key) was already durable: a repeat
+    turn_id: str | None = None  # the turn it opened or joined (docs/turns.md)
 
 
 def _blocks(content: str | Sequence[InputBlock]) -> tuple[InputBlock, ...]:
@@ -177,6 +184,29 @@ def check_message_id(message_id: str | None) -> str:
     return message_id
 
 
+def check_idempotency_key(key: object) -> str | None:
+    """An idempotency key is any string of 1..255 characters without control characters
+    (not limited by the message-id rule); None means a fresh key per message.
+
+    Raises:
+        InvalidMessageError: naming what is wrong with ``key``.
+    """
+    if key is None:
+        return None
+    if not isinstance(key, str):
+        raise InvalidMessageError(f"an idempotency key must be a string, got {type(key).__name__}")
+    if not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY_LENGTH:
+        raise InvalidMessageError(
+            f"an idempotency key must be 1 to {MAX_IDEMPOTENCY_KEY_LENGTH} characters, "
+            f"got {len(key)}"
+        )
+    if any(ord(c) < 32 or ord(c) == 127 for c in key):
+        raise InvalidMessageError(
+            f"an idempotency key must not contain control characters: {key!r}"
+        )
+    return key
+
+
 def accept_message(
     tx: Transaction,
     agent_id: str,
@@ -186,18 +216,52 @@ def accept_message(
     message_id: str,
     options: MessageOptions,
     metadata: JSONObject | None,
+    idempotency_key: str | None = None,
 ) -> tuple[Delivery, QueuedMessage | None]:
-    """Queue one message durably (in ``tx``); None if its id was already durable."""
+    """Queue one message durably (in ``tx``), opening its turn (or joining the running one,
+    for a steer) with the ``turn.queued`` and ``message.accepted`` events; None if its id or
+    its idempotency key was already durable (the turn it made is returned, nothing written).
+
+    Raises:
+        UnknownAgentError: no live agent has this id.
+        SessionArchivedError: the session was archived.
+        IdempotencyConflictError: the key was used by a different input.
+        InputTooLargeError / EventTooLargeError: the message is over the system's limits.
+    """
     if tx.get_agent(agent_id) is None:
         raise UnknownAgentError(agent_id)
+    if tx.session_archived(agent_id):
+        raise SessionArchivedError(agent_id)
     check_tool_requests(message)  # hooks' actions too: nothing malformed is ever admitted
     kind: DeliveryKind = "steer" if queue == "steering" else "send"
+    content = msgspec.to_builtins(message)
+    tx.check_input_size(content)
+    if idempotency_key is not None:
+        repeated = tx.turn_of_key(agent_id, idempotency_key, kind, content)
+        if repeated is not None:
+            return Delivery(
+                id=repeated.message_id or message_id,
+                delivery=kind,
+                created=False,
+                turn_id=repeated.id,
+            ), None
     # The ledger event is sized before anything is written: a message too big for its event
     # is refused whole (EventTooLargeError), never accepted without its event.
     event = _accepted_event(message_id, kind, message, options, metadata)
     tx.check_event_size(f"Message {message_id!r}", event)
     if not tx.claim_message_id(agent_id, message_id):
-        return Delivery(id=message_id, delivery=kind, created=False), None
+        known = tx.turn_of_message(agent_id, message_id)
+        turn_id = None if known is None else known.id
+        return Delivery(id=message_id, delivery=kind, created=False, turn_id=turn_id), None
+    turn, _ = tx.open_turn(
+        agent_id,
+        key=idempotency_key,
+        driver=NATIVE_DRIVER,
+        delivery=kind,
+        input=content,
+        message_id=message_id,
+    )
+    event["turn_id"] = turn.id
     queued = tx.enqueue(
         agent_id,
         QueuedMessage(
@@ -210,8 +274,8 @@ def accept_message(
         ),
     )
     owe_inference(tx, agent_id)
-    tx.append_event(agent_id, MESSAGE_ACCEPTED, event)
-    return Delivery(id=message_id, delivery=kind, created=True), queued
+    tx.append_event(agent_id, MESSAGE_ACCEPTED, event, turn_id=turn.id)
+    return Delivery(id=message_id, delivery=kind, created=True, turn_id=turn.id), queued
 
 
 def _accepted_event(
@@ -247,6 +311,7 @@ def prepare_acceptance(
     metadata: JSONObject | None,
     options: MessageOptions | None,
     defaults: Settings | None = None,
+    idempotency_key: str | None = None,
 ) -> Callable[[Transaction], tuple[Delivery, QueuedMessage | None]]:
     """Check a delivery now (a clear error before anything is written: the message, its id,
     its provider); the returned work accepts it in a transaction (:func:`accept_message`),
@@ -254,6 +319,7 @@ def prepare_acceptance(
     ``defaults`` is the selection of an agent that never had its own)."""
     checked = validate_message(message)
     checked_id = check_message_id(message_id)
+    key = check_idempotency_key(idempotency_key)
     opts = options or MessageOptions()
     if opts.provider is not None and providers.get(opts.provider) is None:
         raise InvalidConfigError(f'Provider "{opts.provider}" is not registered.')
@@ -268,6 +334,7 @@ def prepare_acceptance(
             message_id=checked_id,
             options=opts,
             metadata=metadata,
+            idempotency_key=key,
         )
 
     return accept

@@ -170,6 +170,55 @@ class EventTooLargeError(InvalidMessageError):
         self.limit = limit
 
 
+class InputTooLargeError(InvalidMessageError):
+    """A message is larger than the system's ``max_input_bytes`` (seed 002's
+    ``maxInputBytes``): it was refused before anything was written."""
+
+    code = "input_too_large"
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"The message is {size} bytes, over max_input_bytes ({limit}); nothing was "
+            "written. Send less, or open the system with a larger max_input_bytes."
+        )
+        self.size = size
+        self.limit = limit
+
+
+class IdempotencyConflictError(InvalidMessageError):
+    """An idempotency key was sent again with a different input. A key names one input of a
+    session forever (it is never released); nothing was written."""
+
+    code = "idempotency_conflict"
+
+    def __init__(self, session_id: str, key: str) -> None:
+        super().__init__(
+            f'Idempotency key "{key}" of session "{session_id}" was already used for a '
+            "different input; nothing was written. Use a new key for a new input."
+        )
+        self.session_id = session_id
+        self.key = key
+
+
+class SessionArchivedError(AgentkeepError):
+    """The session was archived: it takes no new messages (it stays readable)."""
+
+    code = "session_archived"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f'Session "{session_id}" is archived: it takes no new messages (it stays readable).'
+        )
+        self.session_id = session_id
+
+
+class TurnStateError(AgentkeepError):
+    """A turn cannot make the asked move (it does not exist, or its status does not allow
+    it: a terminal status never changes)."""
+
+    code = "turn_state"
+
+
 class ProviderError(AgentkeepError):
     """A provider registry or provider session operation failed."""
 

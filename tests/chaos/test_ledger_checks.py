@@ -92,8 +92,13 @@ def test_the_other_crash_suites_catch_the_second_transaction_too() -> None:
 
 
 def test_an_accepted_message_without_its_event_is_named() -> None:
-    """Queues seed 1 crashes between an acceptance's commit and its event's transaction."""
-    with accepted_event_in_second_transaction():
-        result = SUITES["queues"](1)
-    details = [v.detail for v in result.violations if v.invariant == "L2"]
-    assert any("1 durable fact(s) but 0 message.accepted" in d for d in details), details
+    """Some queues seed of the CI range crashes between an acceptance's commit and its
+    event's transaction (which one depends on a send's timing against the loop)."""
+    details: list[str] = []
+    for seed in range(15):
+        with accepted_event_in_second_transaction():
+            result = SUITES["queues"](seed)
+        details = [v.detail for v in result.violations if v.invariant == "L2"]
+        if any("1 durable fact(s) but 0 message.accepted" in d for d in details):
+            return
+    raise AssertionError(f"no queues seed in 0-14 named the missing event; last: {details}")

@@ -59,9 +59,11 @@ def maybe_finish(ctx: LoopContext) -> None:
     blocks = tuple(phase.held)
     calls = response.client_calls
     settle = ctx.config.eager_settle and _ends_run(ctx, phase.inference_id, done, calls)
-    if blocks or settle or (measured and done.tokens is not None):
+    answers = done.state in ("normal", "length") and not calls
+    answer = tuple(response.blocks) if answers else None
+    if blocks or settle or answers or (measured and done.tokens is not None):
         tokens = done.tokens if measured else None
-        ctx.commit(FinishResponse(blocks=blocks, tokens=tokens, settle=settle))
+        ctx.commit(FinishResponse(blocks=blocks, tokens=tokens, settle=settle, answer=answer))
     _judge(ctx, done, calls)
 
 

@@ -93,6 +93,10 @@ class FinishResponse(_Data, frozen=True):
     blocks: tuple[AssistantBlock, ...] = ()
     tokens: Tokens | None = None
     settle: bool = False
+    # The whole response when it answers (it ended normally without calling a tool): the
+    # session's running turns whose input is all consumed complete with it, in this same
+    # transaction (docs/turns.md). None for a response that calls tools or was cut short.
+    answer: tuple[AssistantBlock, ...] | None = None
 
 
 class DispatchBatch(_Data, frozen=True):

@@ -23,6 +23,8 @@ from agentkeep.model.records import (
 
 #: The default bound on one event's encoded ``data`` (seed 002's ``maxEventBytes``).
 DEFAULT_MAX_EVENT_BYTES: Final = 1024 * 1024
+#: The default bound on one input message's encoded JSON (seed 002's ``maxInputBytes``).
+DEFAULT_MAX_INPUT_BYTES: Final = 512 * 1024
 #: The most events one ``events`` page returns (seed 002: ``limit`` maximum 1000).
 MAX_EVENTS_PAGE: Final = 1000
 
@@ -75,6 +77,7 @@ __all__ = [
     "ASSISTANT_BLOCK",
     "COMPACTION",
     "DEFAULT_MAX_EVENT_BYTES",
+    "DEFAULT_MAX_INPUT_BYTES",
     "EVENT_TYPES",
     "FAILURE_NOTE",
     "MAX_EVENTS_PAGE",

@@ -34,6 +34,7 @@ from agentkeep.model import (
     Settings,
     ToolResultMessage,
 )
+from agentkeep.model.turns import TurnDelivery, TurnFailure, TurnRecord, TurnStatus
 
 T = TypeVar("T")
 
@@ -125,6 +126,11 @@ class Transaction(Protocol):
         """The bound on one event's encoded data."""
         ...
 
+    def check_input_size(self, input: JSONObject) -> None:
+        """Raise ``InputTooLargeError`` if an input message (its JSON) is over the system's
+        ``max_input_bytes``; writes nothing."""
+        ...
+
     def check_event_size(self, what: str, data: JSONObject) -> None:
         """Raise ``EventTooLargeError`` (naming ``what`` and the limit) if ``data`` would not
         fit in one event; writes nothing."""
@@ -154,6 +160,87 @@ class Transaction(Protocol):
 
     def session_known(self, agent_id: str) -> bool:
         """True if the id names an agent, live or soft-deleted (its ledger is readable)."""
+        ...
+
+    # -- turns (docs/turns.md) -------------------------------------------------------------
+    def read_turn(self, agent_id: str, turn_id: str) -> TurnRecord | None: ...
+
+    def list_turns(self, agent_id: str, after: int = 0, limit: int = 100) -> list[TurnRecord]:
+        """Up to ``limit`` turns numbered above ``after``, in order."""
+        ...
+
+    def live_turns(self, agent_id: str) -> list[TurnRecord]:
+        """The session's queued, running and cancelling turns, in order."""
+        ...
+
+    def all_live_turns(self) -> list[TurnRecord]:
+        """Every session's live turns (startup recovery)."""
+        ...
+
+    def running_turn_id(self, agent_id: str) -> str | None:
+        """The latest running or cancelling turn (what loop facts and steers belong to)."""
+        ...
+
+    def turn_of_message(self, agent_id: str, message_id: str) -> TurnRecord | None:
+        """The turn the latest accepted input with this message id belongs to."""
+        ...
+
+    def turn_message_ids(self, agent_id: str, turn_id: str) -> list[str]:
+        """The message ids of the turn's inputs, in acceptance order."""
+        ...
+
+    def turn_inputs_queued(self, agent_id: str, turn_id: str) -> bool:
+        """True while an input of the turn still waits in a queue."""
+        ...
+
+    def turn_of_key(
+        self, agent_id: str, key: str, delivery: TurnDelivery, input: JSONObject
+    ) -> TurnRecord | None:
+        """The turn an earlier input with ``key`` made, None for a new key;
+        ``IdempotencyConflictError`` if the key was used by a different input."""
+        ...
+
+    def session_archived(self, agent_id: str) -> bool:
+        """True once the session was archived."""
+        ...
+
+    def open_turn(
+        self,
+        agent_id: str,
+        *,
+        key: str | None,
+        driver: str,
+        delivery: TurnDelivery,
+        input: JSONObject,
+        message_id: str | None,
+    ) -> tuple[TurnRecord, bool]:
+        """Open a turn for an accepted input, or join the running one (a steer); a repeated
+        key returns its turn with ``False`` and writes nothing, or raises
+        ``IdempotencyConflictError`` for a different input."""
+        ...
+
+    def move_turn(
+        self,
+        agent_id: str,
+        turn_id: str,
+        status: TurnStatus,
+        *,
+        result: JSONObject | None = None,
+        error: TurnFailure | None = None,
+        extra: JSONObject | None = None,
+    ) -> TurnRecord:
+        """One allowed status move, with its ``turn.<status>`` event; ``TurnStateError``
+        otherwise."""
+        ...
+
+    def move_turns(
+        self,
+        agent_id: str,
+        status: TurnStatus,
+        select: Callable[[TurnRecord], bool],
+        **fields: Any,
+    ) -> list[TurnRecord]:
+        """Move every live turn ``select`` picks that may make the move."""
         ...
 
     # -- message identities --------------------------------------------------------------

@@ -27,11 +27,16 @@ import msgspec
 from agentkeep.errors import (
     AgentClosedError,
     EventTooLargeError,
+    InputTooLargeError,
     InvalidConfigError,
     StoreClosedError,
 )
 from agentkeep.model import JSONObject, SessionEvent
-from agentkeep.model.ledger import DEFAULT_MAX_EVENT_BYTES, MAX_EVENTS_PAGE
+from agentkeep.model.ledger import (
+    DEFAULT_MAX_EVENT_BYTES,
+    DEFAULT_MAX_INPUT_BYTES,
+    MAX_EVENTS_PAGE,
+)
 from agentkeep.persistence.codec import decode_object, now_ms
 
 if TYPE_CHECKING:
@@ -59,12 +64,21 @@ class LedgerHub:
     """Per-session high-water marks of committed events, and the condition subscribers wait
     on. The writer calls :meth:`committed` after COMMIT; nothing else moves a mark."""
 
-    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
-        if not isinstance(max_event_bytes, int) or max_event_bytes < 256:
-            raise InvalidConfigError(
-                f"max_event_bytes must be an integer of at least 256, got {max_event_bytes!r}"
-            )
+    def __init__(
+        self,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+    ) -> None:
+        for name, value in (
+            ("max_event_bytes", max_event_bytes),
+            ("max_input_bytes", max_input_bytes),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 256:
+                raise InvalidConfigError(
+                    f"{name} must be an integer of at least 256, got {value!r}"
+                )
         self.max_event_bytes = max_event_bytes
+        self.max_input_bytes = max_input_bytes
         self._condition = threading.Condition()
         self._latest: dict[str, int] = {}
         self._closed = False
@@ -135,6 +149,12 @@ class LedgerStatements:
     @property
     def max_event_bytes(self) -> int:
         return DEFAULT_MAX_EVENT_BYTES if self._ledger is None else self._ledger.max_event_bytes
+
+    def check_input_size(self, input: JSONObject) -> None:
+        limit = DEFAULT_MAX_INPUT_BYTES if self._ledger is None else self._ledger.max_input_bytes
+        size = len(encode_event_data(input).encode())
+        if size > limit:
+            raise InputTooLargeError(size, limit)
 
     def check_event_size(self, what: str, data: JSONObject) -> None:
         size = len(encode_event_data(data).encode())

@@ -274,6 +274,80 @@ BEGIN
 END;
 """
 
+# Turns (issue 14, docs/turns.md): one row per turn, and one row per accepted input that
+# belongs to a turn (a send's opens it, a steer's joins it). An idempotency key is unique per
+# session and never released: neither table is ever pruned (compaction and model resets touch
+# neither). A terminal status never changes; a turn's identity and input never change; rows go
+# only with their agent (the cascade when a soft-deleted id is re-created).
+_TURNS = """
+CREATE TABLE turns (
+    agent_id TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    number INTEGER NOT NULL CHECK (number >= 1),
+    id TEXT NOT NULL UNIQUE,
+    idempotency_key TEXT NOT NULL,
+    driver TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'cancelling', 'completed',
+        'failed', 'cancelled', 'interrupted')),
+    input_json TEXT NOT NULL,
+    message_id TEXT,
+    result_json TEXT,
+    error_json TEXT,
+    created_at_ms INTEGER NOT NULL,
+    started_at_ms INTEGER,
+    completed_at_ms INTEGER,
+    PRIMARY KEY (agent_id, number),
+    UNIQUE (agent_id, idempotency_key)
+);
+
+CREATE INDEX turns_live ON turns (agent_id, number)
+WHERE status IN ('queued', 'running', 'cancelling');
+
+CREATE TABLE turn_inputs (
+    agent_id TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    idempotency_key TEXT NOT NULL,
+    turn_id TEXT NOT NULL REFERENCES turns(id) ON DELETE CASCADE,
+    delivery TEXT NOT NULL CHECK (delivery IN ('send', 'steer')),
+    input_hash TEXT NOT NULL,
+    message_id TEXT,
+    PRIMARY KEY (agent_id, idempotency_key)
+);
+
+CREATE INDEX turn_inputs_by_message ON turn_inputs (agent_id, message_id);
+CREATE INDEX turn_inputs_by_turn ON turn_inputs (turn_id);
+
+CREATE TRIGGER turn_terminal_status_is_final BEFORE UPDATE OF status ON turns
+WHEN OLD.status IN ('completed', 'failed', 'cancelled', 'interrupted')
+    AND NEW.status IS NOT OLD.status
+BEGIN
+    SELECT RAISE(ABORT, 'a terminal turn status never changes');
+END;
+
+CREATE TRIGGER turn_identity_is_immutable BEFORE UPDATE ON turns
+WHEN NEW.id IS NOT OLD.id OR NEW.agent_id IS NOT OLD.agent_id OR NEW.number IS NOT OLD.number
+    OR NEW.idempotency_key IS NOT OLD.idempotency_key OR NEW.input_json IS NOT OLD.input_json
+    OR NEW.driver IS NOT OLD.driver
+BEGIN
+    SELECT RAISE(ABORT, 'a turn keeps its id, number, key, driver and input');
+END;
+
+CREATE TRIGGER turns_are_never_deleted BEFORE DELETE ON turns
+WHEN EXISTS (SELECT 1 FROM agents WHERE id = OLD.agent_id)
+BEGIN
+    SELECT RAISE(ABORT, 'turns are never deleted');
+END;
+
+CREATE TRIGGER turn_inputs_are_immutable BEFORE UPDATE ON turn_inputs
+BEGIN
+    SELECT RAISE(ABORT, 'turn inputs are immutable');
+END;
+
+CREATE TRIGGER turn_inputs_are_never_deleted BEFORE DELETE ON turn_inputs
+WHEN EXISTS (SELECT 1 FROM agents WHERE id = OLD.agent_id)
+BEGIN
+    SELECT RAISE(ABORT, 'idempotency keys are never released');
+END;
+"""
+
 #: Append-only. Never edit or reorder a released entry; add a new one.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="initial_schema", sql=_INITIAL),
@@ -281,6 +355,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=3, name="archived_history", sql=_ARCHIVED_HISTORY),
     Migration(version=4, name="sessions", sql=_SESSIONS),
     Migration(version=5, name="session_events", sql=_SESSION_EVENTS),
+    Migration(version=6, name="turns", sql=_TURNS),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

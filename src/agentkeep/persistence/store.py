@@ -27,7 +27,7 @@ from agentkeep.errors import (
     StoreError,
 )
 from agentkeep.logs import install_default_logging
-from agentkeep.model.ledger import DEFAULT_MAX_EVENT_BYTES
+from agentkeep.model.ledger import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_INPUT_BYTES
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
 from agentkeep.persistence.handle import StoreWriterHandle
 from agentkeep.persistence.inbox import WriterStatistics, _Counters, _Inbox
@@ -213,6 +213,7 @@ class Store:
         checkpoint_pages: int = DEFAULT_CHECKPOINT_PAGES,
         start_writer: bool = True,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
     ) -> Store:
         """Open (creating if needed) the store in ``home``.
 
@@ -227,6 +228,7 @@ class Store:
                 :meth:`start_writer` from its child spec (and again after each failure);
                 until then writes raise ``StoreUnavailableError``.
             max_event_bytes: The bound on one ledger event's encoded data.
+            max_input_bytes: The bound on one input message's encoded JSON.
 
         Raises:
             StoreLockedError: another owner holds the store.
@@ -235,7 +237,9 @@ class Store:
             SchemaTooNewError: the database was written by a newer agentkeep.
         """
         install_default_logging()
-        ledger = LedgerHub(max_event_bytes)  # InvalidConfigError before the lock is taken
+        ledger = LedgerHub(
+            max_event_bytes, max_input_bytes
+        )  # InvalidConfigError before the lock is taken
         directory = resolve_home(home)
         prepare_directory(directory)
         database = directory / DATABASE_NAME

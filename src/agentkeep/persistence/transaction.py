@@ -48,6 +48,7 @@ from agentkeep.persistence.codec import (
 )
 from agentkeep.persistence.kv import agent_prefix
 from agentkeep.persistence.ledger import LedgerHub, LedgerStatements
+from agentkeep.persistence.turns import TurnStatements
 
 __all__ = ["ReadOnlyTransactionError", "SqliteTransaction", "Statements"]
 
@@ -55,7 +56,7 @@ _QUEUE_ORDER = "CASE queue WHEN 'steering' THEN 0 ELSE 1 END, seq"
 _NOTICE_TAIL = "notice"  # queue_tails key for notices (not a QueueName)
 
 
-class SqliteTransaction(ArchivedHistory, LedgerStatements):
+class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
     """A :class:`~agentkeep.persistence.interface.Transaction` valid while its work runs.
 
     Args:

@@ -46,6 +46,7 @@ from agentkeep.model import (
     BlockRecord,
     CompactionRecord,
     ConversationRecord,
+    JSONObject,
     PendingToolCall,
     QueuedMessage,
     Settings,
@@ -60,6 +61,7 @@ from agentkeep.model import (
 from agentkeep.model import ledger as events
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import scope_prefix
+from agentkeep.runtime import session_turns
 
 # Where an agent's scoped stores live in the kv table (all under the agent's own prefix, which
 # re-creating the id wipes).
@@ -180,12 +182,14 @@ def execute(
             return Appended(records=tuple(records))
         case AppendBlock(block=block):
             return Appended(records=(_append(tx, agent_id, BlockRecord(block=block)),))
-        case FinishResponse(blocks=blocks, tokens=tokens, settle=settle):
+        case FinishResponse(blocks=blocks, tokens=tokens, settle=settle, answer=answer):
             appended = tuple(_append(tx, agent_id, BlockRecord(block=b)) for b in blocks)
             if tokens is not None:
                 tx.write_context_tokens(agent_id, tokens.total)
             end = {} if tokens is None else {"tokens": msgspec.to_builtins(tokens)}
-            tx.append_event(agent_id, events.RESPONSE_END, end, fit=True)
+            _event(tx, agent_id, events.RESPONSE_END, end)
+            if answer is not None:
+                session_turns.answered(tx, agent_id, answer)
             settled = settle and _settle(tx, agent_id).settled
             queued = () if settled else tuple(tx.queued(agent_id))
             return Appended(records=appended, settled=settled, queued=queued)
@@ -197,7 +201,7 @@ def execute(
                 hooks.before_tool_call(tx, call)
             tx.write_owed(agent_id, owed)
             batch = [msgspec.to_builtins(c) for c in in_order]
-            tx.append_event(agent_id, events.TOOL_BATCH, {"calls": batch}, fit=True)
+            _event(tx, agent_id, events.TOOL_BATCH, {"calls": batch})
             return None
         case CommitToolResult():
             return _commit_tool_result(tx, agent_id, plan, hooks)
@@ -205,9 +209,9 @@ def execute(
             return _answer_calls(tx, agent_id, plan, hooks)
         case AppendFailureNote(message=message):
             note = SystemMessage(content=(TextBlock(text=FAILURE_NOTE.format(message)),))
-            return Appended(
-                records=(_append(tx, agent_id, SystemRecord(message=note, reason="failure")),)
-            )
+            record = _append(tx, agent_id, SystemRecord(message=note, reason="failure"))
+            session_turns.failed(tx, agent_id, message)
+            return Appended(records=(record,))
         case Settle():
             return _settle(tx, agent_id)
         case ReplaceWithCompaction():
@@ -222,8 +226,14 @@ def _append(
     """Append ``record`` and, in the same transaction, its ledger event."""
     position = tx.append_record(agent_id, record)
     kind, data = events.record_event(record)
-    tx.append_event(agent_id, kind, {**data, **extra, "position": position}, fit=True)
+    _event(tx, agent_id, kind, {**data, **extra, "position": position})
     return record
+
+
+def _event(tx: Transaction, agent_id: str, type: str, data: JSONObject) -> None:
+    """Append a loop fact's event, attributed to the session's running turn (if any). A loop
+    fact cannot be refused, so an oversized one is fitted (docs/ledger.md)."""
+    tx.append_event(agent_id, type, data, turn_id=tx.running_turn_id(agent_id), fit=True)
 
 
 def _consume_queue(
@@ -248,6 +258,7 @@ def _consume_queue(
         return Consumed(records=(), settings=previous, remaining=remaining)
     current = previous
     for entry in claimed:
+        session_turns.consumed(tx, agent_id, entry.id)  # first: what follows is its turn's
         current = apply_options(current, entry.options)
     reset = False
     records: list[ConversationRecord] = []
@@ -273,7 +284,7 @@ def _consume_queue(
         }
         if reset:
             switch["epoch"] = _restart_history(tx, agent_id, previous)
-        tx.append_event(agent_id, events.MODEL_SWITCH, switch)
+        _event(tx, agent_id, events.MODEL_SWITCH, switch)
         if reset and handoff is not None:
             records.append(_append(tx, agent_id, SystemRecord(message=handoff, reason="handoff")))
     for entry in claimed:
@@ -361,7 +372,7 @@ def _settle(tx: Transaction, agent_id: str) -> Settled:
         return Settled(settled=False)
     tx.delete_owed(agent_id)
     tx.kv_clear(area_prefix(agent_id, RUN_AREA))
-    tx.append_event(agent_id, events.SETTLED, {})
+    _event(tx, agent_id, events.SETTLED, {})
     return Settled(settled=True)
 
 
@@ -392,4 +403,4 @@ def _replace_with_compaction(tx: Transaction, agent_id: str, plan: ReplaceWithCo
         "owes_answer": plan.owes_answer,
         "messages": [msgspec.to_builtins(m) for m in plan.messages],
     }
-    tx.append_event(agent_id, events.COMPACTION, compaction, fit=True)
+    _event(tx, agent_id, events.COMPACTION, compaction)

@@ -8,6 +8,7 @@ sessions too, so the surfaces see everything.
 - :mod:`~agentkeep.sessions.errors`: what is refused;
 - :mod:`~agentkeep.sessions.setup`: what a revision configures, checked at start;
 - :mod:`~agentkeep.sessions.tables`: the ``sessions`` table, inside a store transaction;
+- :mod:`~agentkeep.sessions.turning`: sending, reading, waiting for and cancelling turns;
 - :mod:`~agentkeep.sessions.service`: :class:`Sessions` (``AgentSystem.sessions``).
 """
 
@@ -16,9 +17,11 @@ from agentkeep.sessions.errors import (
     SessionConfigError,
     SessionError,
     UnknownSessionError,
+    UnknownTurnError,
     UnsupportedDriverError,
 )
 from agentkeep.sessions.service import Sessions
+from agentkeep.sessions.turning import TurnHandle
 from agentkeep.sessions.types import SessionRecord, SessionStatus
 
 __all__ = [
@@ -28,6 +31,8 @@ __all__ = [
     "SessionRecord",
     "SessionStatus",
     "Sessions",
+    "TurnHandle",
     "UnknownSessionError",
+    "UnknownTurnError",
     "UnsupportedDriverError",
 ]

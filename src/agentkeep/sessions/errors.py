@@ -57,8 +57,8 @@ class UnknownSessionError(UnknownAgentError, SessionError):
 
 
 class SessionBusyError(SessionError):
-    """The session has an active turn (it is running or owes work), so it cannot be
-    archived now; archive it once it is idle."""
+    """The session has an active turn (a live turn, or work owed), so it cannot be archived
+    now; archive it once it is idle."""
 
     code = "session_busy"
 
@@ -68,3 +68,14 @@ class SessionBusyError(SessionError):
             "it can be archived once it is idle."
         )
         self.session_id = session_id
+
+
+class UnknownTurnError(SessionError):
+    """The session has no turn with this id."""
+
+    code = "unknown_turn"
+
+    def __init__(self, session_id: str, turn_id: str) -> None:
+        super().__init__(f'Session "{session_id}" has no turn "{turn_id}".')
+        self.session_id = session_id
+        self.turn_id = turn_id

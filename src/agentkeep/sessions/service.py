@@ -22,11 +22,19 @@ from typing import Any, TypeVar
 from agentkeep._admission import Admission
 from agentkeep._agent_rows import new_agent_row
 from agentkeep.config import AgentConfig
-from agentkeep.errors import AgentClosedError, AgentExistsError, StoreClosedError
+from agentkeep.delivery import DeliveryKind, user
+from agentkeep.errors import (
+    AgentClosedError,
+    AgentExistsError,
+    InvalidMessageError,
+    StoreClosedError,
+)
 from agentkeep.features import FeatureSet
-from agentkeep.model import JSONObject, Settings
+from agentkeep.model import JSONObject, MessageOptions, QueueableMessage, Settings
+from agentkeep.model.turns import TurnRecord
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.persistence.ledger import check_page
 from agentkeep.providers.registry import Providers
 from agentkeep.registry import tables as registry_tables
 from agentkeep.registry.errors import (
@@ -37,6 +45,7 @@ from agentkeep.registry.errors import (
 from agentkeep.registry.types import Revision
 from agentkeep.sessions import setup, tables
 from agentkeep.sessions.errors import SessionBusyError, UnknownSessionError
+from agentkeep.sessions.turning import TurnHandle, TurnRuntime, TurnService
 from agentkeep.sessions.types import SessionRecord
 from agentkeep.tools import Tool
 
@@ -56,6 +65,7 @@ class Sessions:
         features: The system's features (a new agent's config is checked by them).
         defaults: The system's default settings (for a revision without a model).
         is_running: Whether the agent's actor is running a turn now.
+        runtime: How turns are delivered, aborted and followed (the system itself).
     """
 
     def __init__(
@@ -68,6 +78,7 @@ class Sessions:
         features: FeatureSet,
         defaults: Settings,
         is_running: Callable[[str], bool],
+        runtime: TurnRuntime,
     ) -> None:
         self._store = store
         self._admission = admission
@@ -76,6 +87,7 @@ class Sessions:
         self._features = features
         self._defaults = defaults
         self._is_running = is_running
+        self._turns = TurnService(store, runtime)
 
     def start(
         self,
@@ -184,7 +196,8 @@ class Sessions:
                 return found
             # Durable work owed (an accepted message, a turn in flight) is an active turn
             # whether or not an actor runs it now.
-            if tx.read_owed(session_id) is not None or tx.queued(session_id):
+            busy = tx.read_owed(session_id) is not None or tx.queued(session_id)
+            if busy or tx.live_turns(session_id):
                 raise SessionBusyError(session_id)
             tables.archive(tx, session_id, now_ms())
             archived = tables.read_session(tx, session_id)
@@ -195,6 +208,115 @@ class Sessions:
             if self._is_running(session_id):
                 raise SessionBusyError(session_id)
             return self._closed_as_agent_closed(lambda: self._store.transact(work))
+
+    # -- turns (docs/turns.md) -------------------------------------------------------------------
+    def send(
+        self,
+        session_id: str,
+        message: str | QueueableMessage,
+        *,
+        idempotency_key: str | None = None,
+        delivery: DeliveryKind = "send",
+        message_id: str | None = None,
+        metadata: JSONObject | None = None,
+        options: MessageOptions | None = None,
+    ) -> TurnHandle:
+        """Send a message to the session as a turn; returns once it is durable.
+
+        A ``send`` opens a new turn (queued behind the session's earlier ones); a ``steer``
+        joins the running turn — it becomes part of that turn's input — or opens one when
+        none runs. Repeating an ``idempotency_key`` returns the turn it made
+        (``duplicate=True``) and writes nothing; keys are never released.
+
+        Args:
+            session_id: The session (agent).
+            message: Text (a user message) or a message (``ak.user(...)``).
+            idempotency_key: Any string of 1-255 characters (no control characters),
+                unique in the session; None gives the message a fresh one.
+            delivery: ``send`` or ``steer``.
+            message_id: The queued message's id (the message-id rule); None: a fresh one.
+            metadata: Stored with the message.
+            options: Provider/model/effort… from this message on.
+
+        Raises:
+            UnknownSessionError: no such session.
+            SessionArchivedError: the session is archived.
+            IdempotencyConflictError: the key was used for a different input.
+            InvalidMessageError: the message, its id or the key is invalid (naming it);
+                ``InputTooLargeError``/``EventTooLargeError`` for one over the limits.
+        """
+        if delivery not in ("send", "steer"):
+            raise InvalidMessageError(f'delivery must be "send" or "steer", got {delivery!r}')
+        content = user(message) if isinstance(message, str) else message
+        with self._admission.operation():
+            self._require(session_id)
+            return self._turns.send(
+                session_id,
+                content,
+                idempotency_key=idempotency_key,
+                delivery=delivery,
+                message_id=message_id,
+                metadata=metadata,
+                options=options,
+            )
+
+    def turn(self, session_id: str, turn_id: str) -> TurnRecord:
+        """One turn of the session.
+
+        Raises:
+            UnknownSessionError: no such session.
+            UnknownTurnError: the session has no such turn.
+        """
+        self._admission.check_open()
+        return self._closed_as_agent_closed(lambda: self._turns.get(session_id, turn_id))
+
+    def turns(
+        self, session_id: str, *, after: int = 0, limit: int = 100
+    ) -> builtins.list[TurnRecord]:
+        """The session's turns in order, numbered above ``after``, at most ``limit`` (1..1000).
+
+        Raises:
+            UnknownSessionError: no such session.
+        """
+        check_page(after, limit)
+        self._admission.check_open()
+        return self._closed_as_agent_closed(lambda: self._turns.list(session_id, after, limit))
+
+    def wait(
+        self, session_id: str, turn_id: str, *, timeout_seconds: float | None = None
+    ) -> TurnRecord:
+        """Block until the turn is terminal; returns it (as it stands if the system closes).
+
+        Raises:
+            UnknownSessionError / UnknownTurnError: no such session or turn.
+            TimeoutError: it is still live after ``timeout_seconds``.
+        """
+        self._admission.check_open()
+        return self._closed_as_agent_closed(
+            lambda: self._turns.wait(session_id, turn_id, timeout_seconds)
+        )
+
+    def cancel(
+        self, session_id: str, turn_id: str | None = None, *, timeout_seconds: float | None = 30.0
+    ) -> TurnRecord:
+        """Cancel a turn: the active one (None), or the given one. A queued turn is taken out
+        of the queue and ``cancelled`` at once; a running one becomes ``cancelling``
+        (durably) before its work is aborted, then ``cancelled``. A terminal turn is
+        returned unchanged. Turns queued behind it still run.
+
+        Raises:
+            UnknownSessionError / UnknownTurnError: no such session or turn.
+            TurnStateError: ``turn_id`` is None and the session has no live turn.
+        """
+        with self._admission.operation():
+            self._require(session_id)
+            return self._closed_as_agent_closed(
+                lambda: self._turns.cancel(session_id, turn_id, timeout_seconds)
+            )
+
+    def _require(self, session_id: str) -> None:
+        if self._read(lambda tx: tables.read_session(tx, session_id)) is None:
+            raise UnknownSessionError(session_id)
 
     # -- internals -----------------------------------------------------------------------------
     @staticmethod

@@ -21,7 +21,9 @@ def test_a_turn_with_a_tool_call_reports_every_fact_in_order(world: LedgerWorld)
     events = all_events(system, agent.id)
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
     assert types_of(events) == [
-        "message.accepted",
+        "turn.queued",  # the send opened a turn ...
+        "message.accepted",  # ... with its input, in the same transaction
+        "turn.running",  # consumed: the turn runs
         "message",  # consumed into the conversation
         "assistant.block",  # the tool call
         "response.end",
@@ -29,9 +31,14 @@ def test_a_turn_with_a_tool_call_reports_every_fact_in_order(world: LedgerWorld)
         "tool.result",
         "assistant.block",  # "done"
         "response.end",
+        "turn.completed",  # the answer completes the turn
         "settled",
     ]
-    accepted, consumed, call, _, batch, result, text, end, _ = events
+    queued, accepted, _running, consumed, call, _, batch, result, text, end, done, settled = events
+    turn_id = queued.data["turn_id"]
+    assert done.data["result"] == {
+        "message": {"role": "assistant", "content": [text.data["block"]]}
+    }
     assert accepted.data["message_id"] == "m1"
     assert accepted.data["delivery"] == "send"
     assert accepted.data["metadata"] == {"k": "v"}
@@ -44,7 +51,9 @@ def test_a_turn_with_a_tool_call_reports_every_fact_in_order(world: LedgerWorld)
     assert result.data["message"]["content"] == [{"type": "text", "text": "echo hi"}]
     assert text.data["block"] == {"type": "text", "text": "done"}
     assert "tokens" in end.data
-    assert all(e.session_id == agent.id and e.turn_id is None for e in events)
+    # Every fact of the turn names it; settling comes after the turn ended.
+    assert all(e.session_id == agent.id and e.turn_id == turn_id for e in events[:-1])
+    assert settled.turn_id is None
 
 
 def test_steering_is_accepted_as_steer(world: LedgerWorld) -> None:
@@ -53,7 +62,7 @@ def test_steering_is_accepted_as_steer(world: LedgerWorld) -> None:
     agent = system.create()
     agent.steer(ak.user("now"), id="s1")
     agent.wait_for_idle(timeout_seconds=10)
-    accepted, consumed = all_events(system, agent.id)[:2]
+    _, accepted, _, consumed = all_events(system, agent.id)[:4]
     assert (accepted.type, accepted.data["delivery"]) == ("message.accepted", "steer")
     assert (consumed.type, consumed.data["delivery"]) == ("message", "steer")
 
@@ -61,9 +70,10 @@ def test_steering_is_accepted_as_steer(world: LedgerWorld) -> None:
 def test_an_idempotent_repeat_appends_nothing(world: LedgerWorld) -> None:
     system = world.open()
     agent = system.create()
-    system.deliver(agent.id, "send", ak.user("q"), id="m1", start=False)
-    system.deliver(agent.id, "send", ak.user("q"), id="m1", start=False)
-    assert types_of(all_events(system, agent.id)) == ["message.accepted"]
+    first = system.deliver(agent.id, "send", ak.user("q"), id="m1", start=False)
+    again = system.deliver(agent.id, "send", ak.user("q"), id="m1", start=False)
+    assert types_of(all_events(system, agent.id)) == ["turn.queued", "message.accepted"]
+    assert (again.created, again.turn_id) == (False, first.turn_id)
 
 
 def test_a_failed_turn_reports_its_failure_note(world: LedgerWorld) -> None:
@@ -75,6 +85,10 @@ def test_a_failed_turn_reports_its_failure_note(world: LedgerWorld) -> None:
     notes = [e for e in all_events(system, agent.id) if e.type == "failure.note"]
     assert len(notes) == 1
     assert "it broke" in notes[0].data["message"]["content"][0]["text"]
+    # The turn the failure ended is failed, in the note's transaction (docs/turns.md).
+    failed = [e for e in all_events(system, agent.id) if e.type == "turn.failed"]
+    assert [e.sequence for e in failed] == [notes[0].sequence + 1]
+    assert failed[0].data["error"]["code"] == "inference_failed"
 
 
 def test_a_metadata_change_is_an_event(world: LedgerWorld) -> None:

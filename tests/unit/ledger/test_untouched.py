@@ -57,8 +57,15 @@ def test_a_model_reset_appends_its_event_and_leaves_the_ledger_untouched(
     after = all_events(system, agent.id)
     assert after[: len(before)] == before
     new = after[len(before) :]
-    assert types_of(new)[:3] == ["message.accepted", "model.switch", "message"]
-    switch = new[1].data
+    assert types_of(new)[:5] == [
+        "turn.queued",
+        "message.accepted",
+        "turn.running",
+        "model.switch",
+        "message",
+    ]
+    switch = new[3].data
+    assert new[3].turn_id == new[0].data["turn_id"]  # the switch belongs to the turn
     assert switch["reset"] is True
     assert switch["epoch"] == 1
     assert switch["previous"] == {"provider": "local", "model": "gym-1"}
@@ -86,7 +93,7 @@ def test_a_message_too_big_for_its_event_is_refused_before_anything_is_written(
     # Nothing was claimed either: the id is still free for a message that fits.
     delivery = system.deliver(agent.id, "send", ak.user("short"), id="m1", start=False)
     assert delivery.created
-    assert types_of(system.events(agent.id)) == ["message.accepted"]
+    assert types_of(system.events(agent.id)) == ["turn.queued", "message.accepted"]
 
 
 def test_a_metadata_update_too_big_for_its_event_is_refused(world: LedgerWorld) -> None:

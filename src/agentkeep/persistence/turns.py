@@ -1,0 +1,349 @@
+"""Turns in the store: their statements, inside the enclosing transaction (docs/turns.md).
+
+Invariants:
+
+- A turn is opened in the transaction that accepts its input, with its ``turn.queued`` event
+  (the caller appends the input's ``message.accepted`` event in the same transaction).
+- An idempotency key names one input of one session forever: :meth:`TurnStatements.open_turn`
+  returns the existing turn for a repeated key (and refuses a repeated key with another
+  input), so a key never opens two turns and never runs a driver twice.
+- Every status move is checked against :data:`~agentkeep.model.turns.TRANSITIONS` and appends
+  its ``turn.<status>`` event in the same transaction; the schema's triggers refuse a change
+  of a terminal status whatever the caller does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import apsw
+import msgspec
+
+from agentkeep.errors import IdempotencyConflictError, TurnStateError
+from agentkeep.model import JSONObject, new_id
+from agentkeep.model.turns import (
+    LIVE_STATUSES,
+    TERMINAL_STATUSES,
+    TRANSITIONS,
+    TurnDelivery,
+    TurnFailure,
+    TurnRecord,
+    TurnStatus,
+    turn_event_type,
+)
+from agentkeep.persistence.codec import decode_object, now_ms
+from agentkeep.persistence.ledger import encode_event_data
+
+_COLUMNS = (
+    "agent_id, number, id, idempotency_key, driver, status, input_json, message_id, "
+    "result_json, error_json, created_at_ms, started_at_ms, completed_at_ms"
+)
+_LIVE = "('queued', 'running', 'cancelling')"
+_failure_decoder = msgspec.json.Decoder(TurnFailure)
+_encoder = msgspec.json.Encoder()
+
+
+def input_hash(delivery: TurnDelivery, input: JSONObject) -> str:
+    """What makes two inputs "the same" for an idempotency key: the delivery and the message
+    (canonical JSON), so a retried send matches and a different one is refused."""
+    text = encode_event_data({"delivery": delivery, "input": input})
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _turn(row: tuple[Any, ...]) -> TurnRecord:
+    (
+        agent_id,
+        number,
+        turn_id,
+        key,
+        driver,
+        status,
+        input_json,
+        message_id,
+        result_json,
+        error_json,
+        created,
+        started,
+        completed,
+    ) = row
+    return TurnRecord(
+        id=str(turn_id),
+        session_id=str(agent_id),
+        number=int(number),
+        idempotency_key=str(key),
+        driver=str(driver),
+        status=status,
+        input=decode_object(input_json),
+        message_id=None if message_id is None else str(message_id),
+        result=None if result_json is None else decode_object(result_json),
+        error=None if error_json is None else _failure_decoder.decode(error_json),
+        created_at_ms=int(created),
+        started_at_ms=None if started is None else int(started),
+        completed_at_ms=None if completed is None else int(completed),
+    )
+
+
+class TurnStatements:
+    """The turns' statements over the enclosing transaction (a mixin of
+    ``SqliteTransaction``, like ``LedgerStatements``)."""
+
+    # Provided by SqliteTransaction / LedgerStatements.
+    def _check(self, *, write: bool) -> None:
+        raise NotImplementedError
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
+        raise NotImplementedError
+
+    def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        raise NotImplementedError
+
+    def _one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        raise NotImplementedError
+
+    def append_event(
+        self,
+        agent_id: str,
+        type: str,
+        data: JSONObject,
+        *,
+        turn_id: str | None = None,
+        fit: bool = False,
+    ) -> int:
+        raise NotImplementedError
+
+    # -- reads -----------------------------------------------------------------------------
+    def _turns(self, where: str, params: tuple[Any, ...]) -> list[TurnRecord]:
+        cursor = self._read(f"SELECT {_COLUMNS} FROM turns WHERE {where}", params)
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+        return [_turn(row) for row in rows]
+
+    def read_turn(self, agent_id: str, turn_id: str) -> TurnRecord | None:
+        found = self._turns("agent_id = ? AND id = ?", (agent_id, turn_id))
+        return found[0] if found else None
+
+    def list_turns(self, agent_id: str, after: int = 0, limit: int = 100) -> list[TurnRecord]:
+        return self._turns(
+            "agent_id = ? AND number > ? ORDER BY number LIMIT ?", (agent_id, after, limit)
+        )
+
+    def live_turns(self, agent_id: str) -> list[TurnRecord]:
+        return self._turns(f"agent_id = ? AND status IN {_LIVE} ORDER BY number", (agent_id,))
+
+    def all_live_turns(self) -> list[TurnRecord]:
+        return self._turns(f"status IN {_LIVE} ORDER BY agent_id, number", ())
+
+    def running_turn_id(self, agent_id: str) -> str | None:
+        """The session's latest running (or cancelling) turn: the one a loop fact belongs to
+        and a steer joins; None between turns."""
+        found = self._one(
+            f"SELECT id FROM turns WHERE agent_id = ? AND status IN {_LIVE} "
+            "AND status != 'queued' ORDER BY number DESC LIMIT 1",
+            (agent_id,),
+        )
+        return None if found is None else str(found)
+
+    def turn_of_message(self, agent_id: str, message_id: str) -> TurnRecord | None:
+        """The turn the latest input with this message id belongs to (message ids can be
+        reused once compaction releases them; keys and turns never are)."""
+        turn_id = self._one(
+            "SELECT turn_id FROM turn_inputs WHERE agent_id = ? AND message_id = ? "
+            "ORDER BY rowid DESC LIMIT 1",
+            (agent_id, message_id),
+        )
+        return None if turn_id is None else self.read_turn(agent_id, str(turn_id))
+
+    def turn_message_ids(self, agent_id: str, turn_id: str) -> list[str]:
+        """The message ids of the turn's inputs, in acceptance order."""
+        cursor = self._read(
+            "SELECT message_id FROM turn_inputs WHERE agent_id = ? AND turn_id = ? "
+            "AND message_id IS NOT NULL ORDER BY rowid",
+            (agent_id, turn_id),
+        )
+        return [str(row[0]) for row in cursor.fetchall()]
+
+    def turn_inputs_queued(self, agent_id: str, turn_id: str) -> bool:
+        """True while any input of the turn is still waiting in a queue."""
+        return (
+            self._one(
+                "SELECT 1 FROM turn_inputs AS i JOIN queue AS q "
+                "ON q.agent_id = i.agent_id AND q.message_id = i.message_id "
+                "WHERE i.agent_id = ? AND i.turn_id = ? LIMIT 1",
+                (agent_id, turn_id),
+            )
+            is not None
+        )
+
+    def turn_of_key(
+        self, agent_id: str, key: str, delivery: TurnDelivery, input: JSONObject
+    ) -> TurnRecord | None:
+        """The turn an earlier input with ``key`` opened or joined, or None if the key is new.
+
+        Raises:
+            IdempotencyConflictError: the key was used by a different input.
+        """
+        found = self._read(
+            "SELECT turn_id, input_hash FROM turn_inputs "
+            "WHERE agent_id = ? AND idempotency_key = ?",
+            (agent_id, key),
+        ).fetchall()
+        if not found:
+            return None
+        turn_id, known = found[0]
+        if known != input_hash(delivery, input):
+            raise IdempotencyConflictError(agent_id, key)
+        return self.read_turn(agent_id, str(turn_id))
+
+    def session_archived(self, agent_id: str) -> bool:
+        """True once the session was archived (it takes no new input)."""
+        return (
+            self._one(
+                "SELECT 1 FROM sessions WHERE agent_id = ? AND archived_at_ms IS NOT NULL",
+                (agent_id,),
+            )
+            is not None
+        )
+
+    # -- writes ----------------------------------------------------------------------------
+    def open_turn(
+        self,
+        agent_id: str,
+        *,
+        key: str | None,
+        driver: str,
+        delivery: TurnDelivery,
+        input: JSONObject,
+        message_id: str | None,
+    ) -> tuple[TurnRecord, bool]:
+        """Open a turn for an accepted input (or join the running one, for a steer); returns
+        ``(turn, new)``. ``new`` is False when ``key`` was already used by the same input:
+        the turn it opened or joined comes back and nothing is written.
+
+        Raises:
+            IdempotencyConflictError: ``key`` was used by a different input.
+        """
+        self._check(write=True)
+        digest = input_hash(delivery, input)
+        if key is not None and (known := self.turn_of_key(agent_id, key, delivery, input)):
+            return known, False
+        now = now_ms()
+        key = key if key is not None else new_id()
+        joined = self.running_turn_id(agent_id) if delivery == "steer" else None
+        if joined is not None:
+            self._write(
+                "INSERT INTO turn_inputs (agent_id, idempotency_key, turn_id, delivery, "
+                "input_hash, message_id) VALUES (?, ?, ?, ?, ?, ?)",
+                (agent_id, key, joined, delivery, digest, message_id),
+            )
+            turn = self.read_turn(agent_id, joined)
+            assert turn is not None  # just found running
+            return turn, True
+        number = 1 + int(
+            self._one("SELECT coalesce(max(number), 0) FROM turns WHERE agent_id = ?", (agent_id,))
+        )
+        turn_id = new_id()
+        self._write(
+            f"INSERT INTO turns ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, NULL, NULL, "
+            "?, NULL, NULL)",
+            (
+                agent_id,
+                number,
+                turn_id,
+                key,
+                driver,
+                encode_event_data(input),
+                message_id,
+                now,
+            ),
+        )
+        self._write(
+            "INSERT INTO turn_inputs (agent_id, idempotency_key, turn_id, delivery, input_hash, "
+            "message_id) VALUES (?, ?, ?, ?, ?, ?)",
+            (agent_id, key, turn_id, delivery, digest, message_id),
+        )
+        self.append_event(
+            agent_id,
+            turn_event_type("queued"),
+            {
+                "turn_id": turn_id,
+                "number": number,
+                "idempotency_key": key,
+                "driver": driver,
+                "status": "queued",
+            },
+            turn_id=turn_id,
+            fit=True,
+        )
+        turn = self.read_turn(agent_id, turn_id)
+        assert turn is not None  # written just above
+        return turn, True
+
+    def move_turn(
+        self,
+        agent_id: str,
+        turn_id: str,
+        status: TurnStatus,
+        *,
+        result: JSONObject | None = None,
+        error: TurnFailure | None = None,
+        extra: JSONObject | None = None,
+    ) -> TurnRecord:
+        """Move the turn to ``status`` (one allowed step), with its ``turn.<status>`` event.
+
+        Raises:
+            TurnStateError: the move is not allowed from the turn's status (a terminal
+                status never changes), or there is no such turn.
+        """
+        self._check(write=True)
+        turn = self.read_turn(agent_id, turn_id)
+        if turn is None:
+            raise TurnStateError(f'Turn "{turn_id}" of session "{agent_id}" does not exist.')
+        if status not in TRANSITIONS[turn.status]:
+            raise TurnStateError(f'Turn "{turn_id}" is {turn.status}; it cannot become {status}.')
+        now = now_ms()
+        started = turn.started_at_ms
+        if started is None and status == "running":
+            started = now
+        completed = now if status in TERMINAL_STATUSES else None
+        self._write(
+            "UPDATE turns SET status = ?, result_json = coalesce(?, result_json), "
+            "error_json = coalesce(?, error_json), started_at_ms = ?, completed_at_ms = ? "
+            "WHERE agent_id = ? AND id = ?",
+            (
+                status,
+                None if result is None else encode_event_data(result),
+                None if error is None else _encoder.encode(error).decode(),
+                started,
+                completed,
+                agent_id,
+                turn_id,
+            ),
+        )
+        data: JSONObject = {"turn_id": turn_id, "status": status, **(extra or {})}
+        if result is not None:
+            data["result"] = result
+        if error is not None:
+            data["error"] = msgspec.to_builtins(error)
+        self.append_event(agent_id, turn_event_type(status), data, turn_id=turn_id, fit=True)
+        moved = self.read_turn(agent_id, turn_id)
+        assert moved is not None  # updated just above
+        return moved
+
+    def move_turns(
+        self,
+        agent_id: str,
+        status: TurnStatus,
+        select: Callable[[TurnRecord], bool],
+        **fields: Any,
+    ) -> list[TurnRecord]:
+        """Move every live turn of the session that ``select`` picks (and may make the move)
+        to ``status``; returns the moved turns."""
+        moved = []
+        for turn in self.live_turns(agent_id):
+            if status in TRANSITIONS[turn.status] and select(turn):
+                moved.append(self.move_turn(agent_id, turn.id, status, **fields))
+        return moved
+
+
+__all__ = ["LIVE_STATUSES", "TurnStatements", "input_hash"]

@@ -1,0 +1,63 @@
+"""How the native loop's transactions move its session's turns (docs/turns.md).
+
+Each function runs inside the transaction of the loop fact that causes the move, so a turn's
+status and the fact it reports commit together or not at all:
+
+- a queued message consumed into the conversation starts its turn (``running``);
+- a response that answers (it ended without calling a tool) completes every running turn
+  whose input is all consumed — a steer that joined a turn and still waits keeps it running,
+  so the turn ends only with the answer that saw all of its input; a turn whose cancellation
+  was asked (``cancelling``) becomes ``cancelled`` instead;
+- a failure note (the loop gave up on a response) fails the running turns; the runtime still
+  owes the answer (the next start answers it), but the turn's outcome is final.
+
+A crash between these transactions leaves the turn ``queued`` or ``running``: the native loop
+resumes exactly where it stopped, so its turns are never interrupted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from agentkeep.model import AssistantBlock
+from agentkeep.model.turns import NATIVE_DRIVER, TurnFailure, TurnRecord
+from agentkeep.persistence.interface import Transaction
+
+#: The failure code of a native turn whose response failed past its retries.
+INFERENCE_FAILED = "inference_failed"
+
+
+def consumed(tx: Transaction, agent_id: str, message_id: str) -> None:
+    """The queued message ``message_id`` entered the conversation: its turn runs."""
+    turn = tx.turn_of_message(agent_id, message_id)
+    if turn is not None and turn.status == "queued" and turn.driver == NATIVE_DRIVER:
+        tx.move_turn(agent_id, turn.id, "running")
+
+
+def answered(tx: Transaction, agent_id: str, answer: Sequence[AssistantBlock]) -> None:
+    """A response answered: complete (or, if asked, cancel) the turns it answers."""
+    message = {"role": "assistant", "content": [msgspec.to_builtins(b) for b in answer]}
+    for turn in _native(tx, agent_id):
+        if turn.status == "queued" or tx.turn_inputs_queued(agent_id, turn.id):
+            continue
+        if turn.status == "cancelling":
+            tx.move_turn(agent_id, turn.id, "cancelled")
+        else:
+            tx.move_turn(agent_id, turn.id, "completed", result={"message": message})
+
+
+def failed(tx: Transaction, agent_id: str, reason: str) -> None:
+    """The loop gave up on a response (its failure note is appended in this transaction)."""
+    error = TurnFailure(code=INFERENCE_FAILED, message=reason)
+    for turn in _native(tx, agent_id):
+        if turn.status == "cancelling":
+            tx.move_turn(agent_id, turn.id, "cancelled")
+        elif turn.status == "running":
+            tx.move_turn(agent_id, turn.id, "failed", error=error)
+
+
+def _native(tx: Transaction, agent_id: str) -> list[TurnRecord]:
+    # Only the native loop's own turns: an injected driver's turns move by its runner.
+    return [t for t in tx.live_turns(agent_id) if t.driver == NATIVE_DRIVER]

@@ -1,0 +1,49 @@
+"""What opening a store does to the turns the previous process left live (docs/turns.md).
+
+- A native turn (the ``agentkeep`` driver) that is ``queued`` or ``running`` is left alone:
+  the loop resumes exactly where it stopped, so the turn ends as if nothing had happened.
+- A native turn that is ``cancelling`` becomes ``cancelled``: its cancellation was asked and
+  durable; whatever the resumed loop still owes belongs to no turn.
+- Any other driver's live turn becomes ``interrupted`` (seed 002's rule): its driver may have
+  done external work before the crash, so it is never guessed at and never replayed.
+
+All of it in one transaction, before any agent starts.
+"""
+
+from __future__ import annotations
+
+from agentkeep.model.turns import NATIVE_DRIVER, TurnFailure, TurnRecord
+from agentkeep.persistence.interface import Transaction
+
+#: Why an injected driver's turn was interrupted.
+INTERRUPTED = TurnFailure(
+    code="interrupted",
+    message="The process running this turn stopped before it ended; it is not replayed.",
+)
+#: Why a native turn whose cancellation was asked ended cancelled at startup.
+CANCELLED_AT_RESTART = TurnFailure(
+    code="cancelled", message="Cancelled; the process stopped before the cancellation landed."
+)
+
+
+def needs_recovery(tx: Transaction) -> bool:
+    """True if a live turn is one :func:`recover_turns` moves (read first, so an open with
+    nothing to recover writes nothing)."""
+    return any(_moves(turn) for turn in tx.all_live_turns())
+
+
+def _moves(turn: TurnRecord) -> bool:
+    return turn.driver != NATIVE_DRIVER or turn.status == "cancelling"
+
+
+def recover_turns(tx: Transaction) -> list[TurnRecord]:
+    """Apply the module's rules to every live turn; returns the turns moved."""
+    moved: list[TurnRecord] = []
+    for turn in tx.all_live_turns():
+        if turn.driver != NATIVE_DRIVER:
+            moved.append(tx.move_turn(turn.session_id, turn.id, "interrupted", error=INTERRUPTED))
+        elif turn.status == "cancelling":
+            moved.append(
+                tx.move_turn(turn.session_id, turn.id, "cancelled", error=CANCELLED_AT_RESTART)
+            )
+    return moved

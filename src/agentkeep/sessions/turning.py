@@ -1,0 +1,263 @@
+"""Sending, reading, waiting for and cancelling a session's turns (docs/turns.md).
+
+A turn is written by the acceptance transaction (:func:`agentkeep.delivery.accept_message`)
+and moved by the loop's transactions (:mod:`agentkeep.runtime.session_turns`); this module
+is the caller's side of it. Its rules:
+
+- **Waiting reads the ledger, never memory.** :meth:`TurnHandle.wait` reads the turn and the
+  session's last sequence in one snapshot, then follows the ledger from there: a terminal
+  ``turn.*`` event that commits at any moment after the snapshot is seen, so a wait never
+  misses its turn's end, whatever the timing.
+- **Cancellation intent is durable before anything acts on it.** A running turn becomes
+  ``cancelling`` in its own transaction before the loop is aborted; a queued turn's waiting
+  input is removed and the turn ``cancelled`` in one transaction (of two cancellers, or a
+  canceller and the loop consuming the input, exactly one wins: the queue delete is the
+  claim).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from agentkeep.delivery import Delivery, DeliveryKind
+from agentkeep.errors import TurnStateError
+from agentkeep.model import JSONObject, MessageOptions, QueueableMessage, QueueName, SessionEvent
+from agentkeep.model.turns import TERMINAL_STATUSES, TurnFailure, TurnRecord, turn_event_type
+from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.persistence.ledger import Subscription
+from agentkeep.sessions.errors import UnknownSessionError, UnknownTurnError
+
+_TERMINAL_EVENTS = frozenset(turn_event_type(s) for s in TERMINAL_STATUSES)
+#: Why a turn that never ran was cancelled.
+CANCELLED_QUEUED = TurnFailure(code="cancelled", message="Cancelled before it started.")
+#: Why a running turn was cancelled.
+CANCELLED_RUNNING = TurnFailure(code="cancelled", message="Cancelled while it ran.")
+
+
+class TurnRuntime(Protocol):
+    """What the turn service needs from the system (``AgentSystem`` provides it)."""
+
+    def deliver(
+        self,
+        agent_id: str,
+        queue: QueueName,
+        message: QueueableMessage,
+        *,
+        id: str | None = None,
+        metadata: JSONObject | None = None,
+        options: MessageOptions | None = None,
+        start: bool = True,
+        idempotency_key: str | None = None,
+    ) -> Delivery:
+        """Accept a message durably (opening or joining its turn) and wake the agent."""
+        ...
+
+    def abort(
+        self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
+    ) -> None:
+        """Abort the agent's running work (with ``wait``: until its loop is idle)."""
+        ...
+
+    def wake(self, agent_id: str) -> None:
+        """Let the agent continue what it owes (queued turns)."""
+        ...
+
+    def subscribe(self, session_id: str, *, after: int = 0) -> Subscription:
+        """The session's committed events after ``after``, then live ones."""
+        ...
+
+
+class TurnHandle:
+    """A sent turn (seed 002's ``EnqueuedTurn``): the turn as durably accepted, whether an
+    earlier send with the same idempotency key had made it, and :meth:`wait` for its end."""
+
+    def __init__(
+        self, turn: TurnRecord, duplicate: bool, wait: Callable[[float | None], TurnRecord]
+    ) -> None:
+        self.turn = turn
+        self.duplicate = duplicate
+        self._wait = wait
+
+    def wait(self, timeout_seconds: float | None = None) -> TurnRecord:
+        """Block until the turn is terminal and return it.
+
+        Raises:
+            TimeoutError: it is still live after ``timeout_seconds``.
+        """
+        return self._wait(timeout_seconds)
+
+    def __repr__(self) -> str:
+        return (
+            f"TurnHandle(turn={self.turn.id!r}, status={self.turn.status!r}, "
+            f"duplicate={self.duplicate})"
+        )
+
+
+class TurnService:
+    """The turn operations of ``AgentSystem.sessions`` (see the module docstring)."""
+
+    def __init__(self, store: StoreHandle, runtime: TurnRuntime) -> None:
+        self._store = store
+        self._runtime = runtime
+
+    # -- sending ---------------------------------------------------------------------------
+    def send(
+        self,
+        session_id: str,
+        message: QueueableMessage,
+        *,
+        idempotency_key: str | None,
+        delivery: DeliveryKind,
+        message_id: str | None,
+        metadata: JSONObject | None,
+        options: MessageOptions | None,
+    ) -> TurnHandle:
+        """Accept ``message`` as a turn (or a steer joining one); see ``Sessions.send``."""
+        queue: QueueName = "steering" if delivery == "steer" else "send"
+        accepted = self._runtime.deliver(
+            session_id,
+            queue,
+            message,
+            id=message_id,
+            metadata=metadata,
+            options=options,
+            idempotency_key=idempotency_key,
+        )
+        if accepted.turn_id is None:  # pragma: no cover - every accepted message has a turn
+            raise TurnStateError(f'Message "{accepted.id}" belongs to no turn.')
+        turn = self.get(session_id, accepted.turn_id)
+        return self.handle(turn, duplicate=not accepted.created)
+
+    def handle(self, turn: TurnRecord, *, duplicate: bool) -> TurnHandle:
+        """A handle whose ``wait`` follows ``turn`` to its end."""
+        return TurnHandle(
+            turn, duplicate, lambda timeout: self.wait(turn.session_id, turn.id, timeout)
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+    def get(self, session_id: str, turn_id: str) -> TurnRecord:
+        """The turn; ``UnknownSessionError``/``UnknownTurnError`` if there is none."""
+
+        def read(tx: Transaction) -> TurnRecord | None:
+            _require_session(tx, session_id)
+            return tx.read_turn(session_id, turn_id)
+
+        found = self._store.read(read)
+        if found is None:
+            raise UnknownTurnError(session_id, turn_id)
+        return found
+
+    def list(self, session_id: str, after: int, limit: int) -> list[TurnRecord]:
+        """The session's turns numbered above ``after``, at most ``limit``, in order."""
+
+        def read(tx: Transaction) -> list[TurnRecord]:
+            _require_session(tx, session_id)
+            return tx.list_turns(session_id, after, limit)
+
+        return self._store.read(read)
+
+    def wait(self, session_id: str, turn_id: str, timeout_seconds: float | None) -> TurnRecord:
+        """Block until the turn is terminal (see the module's rules); ``TimeoutError``."""
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+
+        def snapshot(tx: Transaction) -> tuple[TurnRecord | None, int]:
+            _require_session(tx, session_id)
+            return tx.read_turn(session_id, turn_id), tx.last_event_sequence(session_id)
+
+        turn, last = self._store.read(snapshot)
+        if turn is None:
+            raise UnknownTurnError(session_id, turn_id)
+        if turn.terminal:
+            return turn
+        subscription = self._runtime.subscribe(session_id, after=last)
+        try:
+            while True:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(
+                        f'Turn "{turn_id}" of session "{session_id}" is still {turn.status} '
+                        f"after {timeout_seconds} s."
+                    )
+                try:
+                    event = subscription.next(timeout_seconds=remaining)
+                except TimeoutError:
+                    continue  # the deadline check above raises with the turn's status
+                except StopIteration:
+                    return self.get(session_id, turn_id)  # the system closed: as it stands
+                if _ends(event, turn_id):
+                    return self.get(session_id, turn_id)
+        finally:
+            subscription.close()
+
+    # -- cancelling ------------------------------------------------------------------------
+    def cancel(
+        self, session_id: str, turn_id: str | None, timeout_seconds: float | None
+    ) -> TurnRecord:
+        """Cancel the turn (the active one if None); see the module's rules."""
+
+        def mark(tx: Transaction) -> tuple[TurnRecord, bool]:
+            _require_session(tx, session_id)
+            turn = _target(tx, session_id, turn_id)
+            if turn.terminal or turn.status == "cancelling":
+                return turn, False
+            if turn.status == "queued" and _unqueue(tx, session_id, turn.id):
+                return tx.move_turn(session_id, turn.id, "cancelled", error=CANCELLED_QUEUED), False
+            # Running (or its input was consumed just now): the intent is durable first.
+            current = tx.read_turn(session_id, turn.id)
+            assert current is not None  # read above, in this transaction
+            if current.status == "queued":
+                tx.move_turn(session_id, turn.id, "running")
+            return tx.move_turn(session_id, turn.id, "cancelling"), True
+
+        turn, abort = self._store.transact(mark)
+        if turn.status == "cancelling":
+            if abort:
+                self._runtime.abort(session_id, wait=True, timeout_seconds=timeout_seconds)
+            turn = self._store.transact(lambda tx: _finish_cancel(tx, session_id, turn.id))
+            # Turns queued behind the cancelled one still run: the abort left them waiting.
+            if self._store.read(lambda tx: bool(tx.queued(session_id))):
+                self._runtime.wake(session_id)
+        return turn
+
+
+def _finish_cancel(tx: Transaction, session_id: str, turn_id: str) -> TurnRecord:
+    """After the abort: a turn the loop has not ended yet is cancelled now (the abort
+    stopped the work it asked for; anything the resumed loop still owes belongs to no turn)."""
+    turn = tx.read_turn(session_id, turn_id)
+    assert turn is not None  # turns are never deleted while their session exists
+    if turn.status == "cancelling":
+        return tx.move_turn(session_id, turn_id, "cancelled", error=CANCELLED_RUNNING)
+    return turn
+
+
+def _target(tx: Transaction, session_id: str, turn_id: str | None) -> TurnRecord:
+    if turn_id is not None:
+        found = tx.read_turn(session_id, turn_id)
+        if found is None:
+            raise UnknownTurnError(session_id, turn_id)
+        return found
+    live = tx.live_turns(session_id)
+    active = [t for t in live if t.status != "queued"] or live
+    if not active:
+        raise TurnStateError(f'Session "{session_id}" has no active turn to cancel.')
+    return active[-1]
+
+
+def _unqueue(tx: Transaction, session_id: str, turn_id: str) -> bool:
+    """Remove the turn's waiting input; True if none of it had been consumed yet."""
+    mine = set(tx.turn_message_ids(session_id, turn_id))
+    waiting = [m for m in tx.queued(session_id) if m.id in mine]
+    if not waiting:
+        return False
+    return all(tx.dequeue(session_id, m.queue, m.seq) for m in waiting)
+
+
+def _ends(event: SessionEvent, turn_id: str) -> bool:
+    return event.turn_id == turn_id and event.type in _TERMINAL_EVENTS
+
+
+def _require_session(tx: Transaction, session_id: str) -> None:
+    if not tx.session_known(session_id):
+        raise UnknownSessionError(session_id)
