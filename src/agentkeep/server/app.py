@@ -23,7 +23,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentkeep.agent_system import AgentSystem
-from agentkeep.server import routes_agents, routes_events, routes_sessions
+from agentkeep.server import routes_agents, routes_events, routes_sessions, routes_turns
 from agentkeep.server.context import ServerContext
 from agentkeep.server.errors import ApiError, error_response, json_response
 from agentkeep.server.openapi import Operation, document
@@ -68,6 +68,7 @@ def operations() -> tuple[Operation, ...]:
         ),
         *routes_agents.OPERATIONS,
         *routes_sessions.OPERATIONS,
+        *routes_turns.OPERATIONS,
         *routes_events.OPERATIONS,
     )
 

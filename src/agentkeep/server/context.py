@@ -7,11 +7,14 @@ future may block for as long as the store is busy.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import anyio
+import anyio.to_thread
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
@@ -59,6 +62,11 @@ class OpenStreams:
             stop()
         return len(stops)
 
+    @property
+    def closed(self) -> bool:
+        """True once shutdown began (:meth:`close_all`)."""
+        return self._closed
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._stops)
@@ -72,13 +80,17 @@ class ServerContext:
         system: The embedded system (the server never closes it; its owner does).
         streams: The open SSE streams.
         heartbeat_seconds: The interval of SSE heartbeat comments.
-        wait_seconds: How long a request that waits (a compaction with ``wait``) may wait.
+        wait_seconds: How long a request that waits (a turn's end, a compaction) may wait.
+        wait_threads: How many waiting requests may wait at once.
+        wait_limiter: Their threads' limiter (made on the event loop, at first use).
     """
 
     system: AgentSystem
     streams: OpenStreams = field(default_factory=OpenStreams)
     heartbeat_seconds: float = 15.0
     wait_seconds: float = 120.0
+    wait_threads: int = 256
+    wait_limiter: anyio.CapacityLimiter | None = None
 
 
 def context(request: Request) -> ServerContext:
@@ -90,11 +102,24 @@ def context(request: Request) -> ServerContext:
 async def call(function: Callable[..., T], *args: object, **kwargs: object) -> T:
     """Run a blocking system call in a worker thread; a library error becomes its
     :class:`ApiError`."""
+    return await run_in_threadpool(functools.partial(_translated, function, *args, **kwargs))
 
-    def run() -> T:
-        try:
-            return function(*args, **kwargs)
-        except AgentkeepError as error:
-            raise from_library(error) from error
 
-    return await run_in_threadpool(run)
+async def call_waiting(
+    ctx: ServerContext, function: Callable[..., T], *args: object, **kwargs: object
+) -> T:
+    """:func:`call` for a call that waits (for a turn's end, an abort): it runs on threads of
+    its own (:attr:`ServerContext.wait_threads` at most), so waiting requests never take the
+    worker threads every other request needs."""
+    if ctx.wait_limiter is None:
+        ctx.wait_limiter = anyio.CapacityLimiter(ctx.wait_threads)
+    return await anyio.to_thread.run_sync(
+        functools.partial(_translated, function, *args, **kwargs), limiter=ctx.wait_limiter
+    )
+
+
+def _translated(function: Callable[..., T], *args: object, **kwargs: object) -> T:
+    try:
+        return function(*args, **kwargs)
+    except AgentkeepError as error:
+        raise from_library(error) from error

@@ -23,7 +23,9 @@ from agentkeep.errors import (
     CompactionFailedError,
     InvalidConfigError,
     InvalidMessageError,
+    SessionArchivedError,
     StoreUnavailableError,
+    TurnStateError,
     UnknownAgentError,
 )
 from agentkeep.registry import (
@@ -34,7 +36,7 @@ from agentkeep.registry import (
     UnknownRevisionError,
 )
 from agentkeep.server.wire import ErrorBody, ErrorEnvelope
-from agentkeep.sessions import SessionBusyError, SessionConfigError
+from agentkeep.sessions import SessionBusyError, SessionConfigError, UnknownTurnError
 
 _encoder = msgspec.json.Encoder()
 
@@ -58,21 +60,34 @@ _STATUS: tuple[tuple[type[AgentkeepError], int], ...] = (
     (UnknownDefinitionError, 404),
     (UnknownRevisionError, 404),
     (UnknownAgentError, 404),  # UnknownSessionError included
+    (UnknownTurnError, 404),
     (DefinitionExistsError, 409),
     (AgentExistsError, 409),
     (SessionBusyError, 409),
+    (SessionArchivedError, 409),
+    (TurnStateError, 409),
     (CompactionFailedError, 409),
     (InvalidDefinitionError, 422),
     (SessionConfigError, 422),  # UnsupportedDriverError included
     (InvalidConfigError, 422),  # ModelNotServedError included
-    (InvalidMessageError, 422),  # EventTooLargeError included
+    (InvalidMessageError, 422),  # EventTooLarge, InputTooLarge, IdempotencyConflict
     (AgentClosedError, 503),
     (StoreUnavailableError, 503),
     (CommitOutcomeUnknownError, 503),
 )
 
 # Attributes of library errors that are safe and useful to show as details.
-_DETAILS = ("field", "deleted", "definition_id", "session_id", "agent_id", "size", "limit")
+_DETAILS = (
+    "field",
+    "deleted",
+    "definition_id",
+    "session_id",
+    "agent_id",
+    "turn_id",
+    "key",
+    "size",
+    "limit",
+)
 
 
 def from_library(error: AgentkeepError) -> ApiError:
