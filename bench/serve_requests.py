@@ -6,6 +6,8 @@ in-process subscription it is built on.
   encoding) against ``GET /bare`` (a Starlette route answering ``{"ok": true}``, no
   middleware), each served by uvicorn (h11) in a thread on 127.0.0.1 and driven by
   ``--clients`` httpx clients with keep-alive, each in its own thread.
+- ``POST /v1/sessions/:id/messages`` with ``wait: false`` (a durable turn per request; each
+  client has its own session, whose loop answers meanwhile).
 - Streaming a backlog of ``--events`` committed events through
   ``/v1/sessions/:id/events/stream`` against iterating ``system.subscribe`` directly.
 
@@ -30,21 +32,41 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 import agentkeep as ak
+from agentkeep.providers import script
 from agentkeep.server import RunningServer, ServeOptions
 
 TOKEN = "bench-token-0123456789abcdef"
 
 
-def drive(url: str, path: str, *, clients: int, seconds: float, headers: dict[str, str]) -> float:
-    """Requests per second from ``clients`` keep-alive clients for ``seconds``."""
+def drive(
+    url: str,
+    path: str,
+    *,
+    clients: int,
+    seconds: float,
+    headers: dict[str, str],
+    post: bool = False,
+) -> float:
+    """Requests per second from ``clients`` keep-alive clients for ``seconds`` (``post``: each
+    client sends ``wait: false`` messages to its own session, ``path`` formatted with its
+    index)."""
     counts = [0] * clients
     stop = time.monotonic() + seconds
 
     def run(index: int) -> None:
+        target = path.format(index)
+
+        def once() -> None:
+            if post:
+                body = {"message": "ping", "wait": False}
+                client.post(target, json=body).raise_for_status()
+            else:
+                client.get(target).raise_for_status()
+
         with httpx.Client(base_url=url, headers=headers) as client:
-            client.get(path).raise_for_status()  # warm up the connection
+            once()  # warm up the connection
             while time.monotonic() < stop:
-                client.get(path).raise_for_status()
+                once()
                 counts[index] += 1
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
@@ -85,7 +107,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=2000)
     args = parser.parse_args()
     providers = ak.Providers()
-    providers.add("local", ak.ScriptedModel(), kind="gym")
+    # Every turn sent by the POST measurement is answered (the loop runs meanwhile, as it would).
+    providers.add("local", ak.ScriptedModel([script.text("ok")] * 200_000), kind="gym")
     with tempfile.TemporaryDirectory() as tmp:
         system = ak.AgentSystem.open(
             Path(tmp) / "state", providers=providers, provider="local", model="gym-1"
@@ -93,6 +116,8 @@ def main() -> None:
         agent = system.create(id="bench")
         for n in range(args.events):
             system.update_metadata(agent.id, {"n": n})
+        for index in range(args.clients):
+            system.create(id=f"post{index}")
         server = RunningServer(system, ServeOptions(port=0, token=TOKEN)).start()
         bare, bare_thread, bare_url = bare_server()
         auth = {"Authorization": f"Bearer {TOKEN}"}
@@ -106,6 +131,14 @@ def main() -> None:
                 clients=args.clients,
                 seconds=args.seconds,
                 headers=auth,
+            )
+            posts = drive(
+                server.url,
+                "/v1/sessions/post{}/messages",
+                clients=args.clients,
+                seconds=args.seconds,
+                headers=auth,
+                post=True,
             )
             started = time.monotonic()
             subscription = system.subscribe("bench")
@@ -132,6 +165,7 @@ def main() -> None:
             system.close()
     print(f"GET /bare (bare Starlette route)            {baseline:9.0f} req/s")
     print(f"GET /v1/sessions/:id/events?limit=20         {events:9.0f} req/s")
+    print(f"POST /v1/sessions/:id/messages (wait=false)  {posts:9.0f} req/s")
     print(f"system.subscribe, in process                 {direct:9.0f} events/s")
     print(f"GET /v1/sessions/:id/events/stream (SSE)     {streamed:9.0f} events/s")
 
