@@ -179,5 +179,5 @@ def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_port_in_use_is_a_clear_error(served: Served) -> None:
-    with pytest.raises(DaemonConfigError, match="Cannot listen on 127.0.0.1"):
+    with pytest.raises(DaemonConfigError, match=r"Cannot listen on 127\.0\.0\.1"):
         RunningServer(served.system, ServeOptions(port=served.server.port, token="t" * 32))
