@@ -41,6 +41,7 @@ PUBLIC_PACKAGES = (
     "agentkeep.registry",
     "agentkeep.sessions",
     "agentkeep.model",
+    "agentkeep.server",
 )
 INTERNAL_PACKAGES = (
     "agentkeep.loop",

@@ -71,6 +71,7 @@ LAYERS: tuple[Component, ...] = (
         ),
     ),
     Component(7, "chaos", ("agentkeep.chaos",)),
+    Component(7, "server", ("agentkeep.server",)),
     Component(8, "cli", ("agentkeep.cli",)),
 )
 

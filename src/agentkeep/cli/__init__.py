@@ -45,6 +45,7 @@ from agentkeep.cli.output import (
     not_utf8,
 )
 from agentkeep.cli.runtime import Home
+from agentkeep.cli.serve import serve
 from agentkeep.errors import AgentkeepError
 from agentkeep.persistence.store import HOME_ENV, resolve_home
 
@@ -225,6 +226,7 @@ for _command in (
     demo,
     demo_child,
     purge,
+    serve,
 ):
     cli.add_command(_command)
     _accept_json_after(_command)
