@@ -100,10 +100,13 @@ class RecordingSubscriber:
         self._current: Any = None
         self._thread = threading.Thread(target=self._run, name="ledger-subscriber", daemon=True)
         self.error: BaseException | None = None
+        self._listening = threading.Event()  # set once the first subscription is open
 
     def start(self) -> None:
-        """Start the subscriber thread."""
+        """Start the subscriber thread; returns once its first subscription is open (or it
+        failed or stopped), so whatever the caller does next happens while it listens."""
         self._thread.start()
+        self._listening.wait(DRAIN_SECONDS)
 
     def _append(self, kind: str, **fields: Any) -> None:
         line = {"kind": kind, "generation": self._generation, **fields}
@@ -119,6 +122,7 @@ class RecordingSubscriber:
         except BaseException as error:  # reported by drain()
             self.error = error
         finally:
+            self._listening.set()
             with self._changed:
                 self._stopping = True
                 self._changed.notify_all()
@@ -138,6 +142,7 @@ class RecordingSubscriber:
             self._current = subscription
             if self._stopping:
                 subscription.close()
+        self._listening.set()
         try:
             for _ in range(self._rng.randint(1, MAX_EVENTS_PER_CONNECTION)):
                 try:
