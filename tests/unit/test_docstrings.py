@@ -41,6 +41,7 @@ PUBLIC_PACKAGES = (
     "agentkeep.registry",
     "agentkeep.sessions",
     "agentkeep.model",
+    "agentkeep.mcp",
 )
 INTERNAL_PACKAGES = (
     "agentkeep.loop",
