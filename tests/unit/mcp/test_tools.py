@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from mcp import Client
 from tests.unit.mcp.conftest import TIMEOUT, World, call
 
@@ -211,5 +213,37 @@ def test_background_talk_then_steer_joins_the_turn_and_cancel_turn_cancels_it(
         assert cancelled["turn"]["status"] == "cancelled"
         read = await call(client, "agents_get_conversation", {"session_id": conversation})
         assert [t["status"] for t in read["turns"]] == ["cancelled"]
+
+    world.session(body)
+
+
+def test_cancel_turn_reaches_a_turn_that_talk_to_agent_is_waiting_for(world: World) -> None:
+    world.model.add(script.hang())
+    world.system.registry.create({"id": "helper"})
+
+    async def body(client: Client) -> None:
+        talked: dict[str, Any] = {}
+
+        async def talk() -> None:
+            talked.update(
+                await call(
+                    client,
+                    "talk_to_agent",
+                    {"agent_id": "helper", "message": "slow", "idempotency_key": "t1"},
+                )
+            )
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(talk)
+            # The server answers while the talk waits: the model is asked, then the cancel
+            # (a second request of the same client) ends the turn the talk is waiting for.
+            await anyio.to_thread.run_sync(
+                lambda: world.model.wait_for_requests(1, timeout_seconds=TIMEOUT)
+            )
+            session = talk_session_id("helper", "t1")
+            cancelled = await call(client, "cancel_turn", {"session_id": session})
+            assert cancelled["turn"]["status"] == "cancelled"
+        assert (talked["status"], talked["answer"]) == ("cancelled", None)
+        assert talked["turn"]["error"]["code"] == "cancelled"
 
     world.session(body)
