@@ -97,8 +97,7 @@ def agents_delete(backend: Backend, args: DeleteAgentArgs) -> DefinitionRecord:
 # -- sessions and turns -------------------------------------------------------------------------
 def agents_get_conversation(backend: Backend, args: GetConversationArgs) -> Conversation:
     """A session with a page of its turns and of its events, and its latest answer."""
-    session_id = _session_id(args.session_id, args.conversation_id, required=True)
-    assert session_id is not None  # required
+    session_id = _named_session(args.session_id, args.conversation_id)
     session = backend.get_session(session_id)
     turns = backend.turns(session_id, after=args.turns_after, limit=args.turns_limit)
     events = backend.events(session_id, after=args.events_after, limit=args.events_limit)
@@ -117,7 +116,7 @@ def talk_to_agent(backend: Backend, args: TalkArgs) -> TalkResult:
     """Start (without a session) or continue a session, send the message as a turn, and
     wait for its end unless ``run_in_background`` (see the module docstring)."""
     agent_id = _one("agent_id", args.agent_id, "agent", args.agent)
-    session_id = _session_id(args.session_id, args.conversation_id, required=False)
+    session_id = _one("session_id", args.session_id, "conversation_id", args.conversation_id)
     message = _message(args.message, args.prompt)
     metadata: JSONObject | None = (
         {"description": args.description} if args.description is not None else None
@@ -160,8 +159,7 @@ def talk_to_agent(backend: Backend, args: TalkArgs) -> TalkResult:
 
 def steer_agent(backend: Backend, args: SteerArgs) -> SteerResult:
     """Send a steer: it joins the running turn, or opens one when none runs."""
-    session_id = _session_id(args.session_id, args.conversation_id, required=True)
-    assert session_id is not None  # required
+    session_id = _named_session(args.session_id, args.conversation_id)
     sent = backend.send(
         session_id,
         require_content(args.message),
@@ -174,8 +172,7 @@ def steer_agent(backend: Backend, args: SteerArgs) -> SteerResult:
 
 def cancel_turn(backend: Backend, args: CancelArgs) -> CancelResult:
     """Cancel the active turn (or ``turn_id``); a terminal turn is returned unchanged."""
-    session_id = _session_id(args.session_id, args.conversation_id, required=True)
-    assert session_id is not None  # required
+    session_id = _named_session(args.session_id, args.conversation_id)
     return CancelResult(
         conversation_id=session_id, turn=backend.cancel_turn(session_id, args.turn_id)
     )
@@ -233,11 +230,9 @@ def _one(name: str, value: str | None, legacy: str, legacy_value: str | None) ->
     return value if value is not None else legacy_value
 
 
-def _session_id(
-    session_id: str | None, conversation_id: str | None, *, required: bool
-) -> str | None:
+def _named_session(session_id: str | None, conversation_id: str | None) -> str:
     found = _one("session_id", session_id, "conversation_id", conversation_id)
-    if found is None and required:
+    if found is None:
         raise InvalidArgumentsError("Name the session: session_id (or conversation_id).")
     return found
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,11 +11,14 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from tests.unit.mcp.conftest import TIMEOUT, call
+from tests.unit.mcp.conftest import call
 
 from agentkeep.persistence import Store
 
 SRC = Path(__file__).resolve().parents[3] / "src"
+#: The whole session (a Python start, the SDK's imports, one turn of the demo model) is
+#: bounded by this; it takes about 3 s on an idle machine.
+PROCESS_TIMEOUT = 60.0
 
 
 def test_talk_in_the_background_then_read_the_conversation_over_stdio(tmp_path: Path) -> None:
@@ -28,7 +32,7 @@ def test_talk_in_the_background_then_read_the_conversation_over_stdio(tmp_path: 
     stderr_path = tmp_path / "server-stderr.log"
 
     async def main() -> dict[str, Any]:
-        with stderr_path.open("w") as errlog, anyio.fail_after(TIMEOUT):
+        with stderr_path.open("w") as errlog, anyio.fail_after(PROCESS_TIMEOUT):
             async with Client(stdio_client(params, errlog=errlog)) as client:
                 names = {tool.name for tool in (await client.list_tools()).tools}
                 assert {"talk_to_agent", "agents_get_conversation", "cancel_turn"} <= names
@@ -77,3 +81,23 @@ def test_talk_in_the_background_then_read_the_conversation_over_stdio(tmp_path: 
         store.close()
     assert stored is not None
     assert stored.status == "completed"
+
+
+def test_a_home_held_by_another_process_exits_3_with_nothing_on_stdout(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    holder = Store.open(home)  # this process owns the store
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "agentkeep.cli", "mcp", "--home", str(home)],
+            env={**os.environ, "PYTHONPATH": str(SRC)},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=PROCESS_TIMEOUT,
+            check=False,
+        )
+    finally:
+        holder.close()
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == ""  # stdout is the protocol's: the error goes to stderr
+    assert str(os.getpid()) in done.stderr
