@@ -45,11 +45,10 @@ def _doc(text: str) -> msgspec.Meta:
     return msgspec.Meta(description=text)
 
 
-AgentId = Annotated[str, _doc("The agent (definition) id: 1-128 of [a-z0-9._-].")]
-SessionId = Annotated[
-    str,
-    _doc("A session (conversation) id, as returned in conversation_id by talk_to_agent."),
-]
+_AGENT_ID = "The agent (definition) id: 1-128 of [a-z0-9._-]."
+_SESSION_ID = "A session (conversation) id, as returned in conversation_id by talk_to_agent."
+_MESSAGE = "The message: text, or a structured {role: 'user', parts: [...]} (seed 002)."
+AgentId = Annotated[str, _doc(_AGENT_ID)]
 Page = Annotated[int, msgspec.Meta(ge=1, le=MAX_PAGE, description="At most this many (1-1000).")]
 After = Annotated[int, msgspec.Meta(ge=0, description="Only those numbered above this.")]
 
@@ -102,10 +101,7 @@ def require_content(message: str | AgentMessage) -> str | AgentMessage:
     return message
 
 
-MessageInput = Annotated[
-    str | AgentMessage,
-    _doc("The message: text, or a structured {role: 'user', parts: [...]} (seed 002)."),
-]
+MessageInput = Annotated[str | AgentMessage, _doc(_MESSAGE)]
 
 
 # -- arguments ----------------------------------------------------------------------------------
@@ -144,7 +140,7 @@ class DeleteAgentArgs(_Args, frozen=True, kw_only=True):
 class _SessionRef(_Args, frozen=True, kw_only=True):
     """Names a session as ``session_id`` or, as seed 002's legacy tools do, ``conversation_id``."""
 
-    session_id: SessionId | None = None
+    session_id: Annotated[str | None, _doc(_SESSION_ID)] = None
     conversation_id: Annotated[str | None, _doc("Legacy name of session_id.")] = None
 
 
@@ -162,9 +158,9 @@ class GetConversationArgs(_SessionRef, frozen=True, kw_only=True):
 class TalkArgs(_SessionRef, frozen=True, kw_only=True):
     """talk_to_agent: start or continue a session and send it a message as a turn."""
 
-    agent_id: AgentId | None = None
+    agent_id: Annotated[str | None, _doc(_AGENT_ID)] = None
     agent: Annotated[str | None, _doc("Legacy name of agent_id.")] = None
-    message: MessageInput | None = None
+    message: Annotated[str | AgentMessage | None, _doc(_MESSAGE)] = None
     prompt: Annotated[str | None, _doc("Legacy name of message (text).")] = None
     description: Annotated[
         str | None, _doc("A short label of the request (legacy); kept in the turn's metadata.")
