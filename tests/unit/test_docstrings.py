@@ -42,6 +42,7 @@ PUBLIC_PACKAGES = (
     "agentkeep.sessions",
     "agentkeep.model",
     "agentkeep.server",
+    "agentkeep.mcp",
 )
 INTERNAL_PACKAGES = (
     "agentkeep.loop",

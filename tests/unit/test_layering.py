@@ -70,6 +70,7 @@ LAYERS: tuple[Component, ...] = (
             "agentkeep.sessions",
         ),
     ),
+    Component(7, "mcp", ("agentkeep.mcp",)),
     Component(7, "chaos", ("agentkeep.chaos",)),
     Component(7, "server", ("agentkeep.server",)),
     Component(8, "cli", ("agentkeep.cli",)),

@@ -33,6 +33,7 @@ from agentkeep.cli.context import CliState
 from agentkeep.cli.demo import demo, demo_child
 from agentkeep.cli.history import purge
 from agentkeep.cli.logs import DEFAULT_LOG_LEVEL, LOG_LEVELS, configure_logging, effective_level
+from agentkeep.cli.mcp import mcp
 from agentkeep.cli.messaging import abort, compact, send, steer, talk
 from agentkeep.cli.output import (
     CliError,
@@ -227,6 +228,7 @@ for _command in (
     demo_child,
     purge,
     serve,
+    mcp,
 ):
     cli.add_command(_command)
     _accept_json_after(_command)
