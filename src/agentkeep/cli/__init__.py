@@ -31,6 +31,7 @@ from agentkeep.cli.chaos import chaos
 from agentkeep.cli.check import db
 from agentkeep.cli.context import CliState
 from agentkeep.cli.demo import demo, demo_child
+from agentkeep.cli.demo_daemon import demo_daemon
 from agentkeep.cli.history import purge
 from agentkeep.cli.logs import DEFAULT_LOG_LEVEL, LOG_LEVELS, configure_logging, effective_level
 from agentkeep.cli.mcp import mcp
@@ -226,6 +227,7 @@ for _command in (
     chaos,
     demo,
     demo_child,
+    demo_daemon,
     purge,
     serve,
     mcp,
