@@ -8,12 +8,10 @@ protocol's; logs go to stderr.
 
 from __future__ import annotations
 
-import anyio
 import click
 
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.runtime import Home, open_system
-from agentkeep.mcp import SystemBackend, build_server, serve_stdio
 from agentkeep.persistence.store import HOME_ENV, resolve_home
 
 
@@ -31,6 +29,12 @@ def mcp(state: CliState, home: str | None) -> None:
     Point an MCP client at `agentkeep mcp --home DIR`. The server owns DIR's store while it
     runs (other commands on DIR then exit 3) and creates it if it does not exist yet.
     """
+    # The SDK (and anyio) load only when this command runs: every other command starts
+    # without paying for them.
+    import anyio
+
+    from agentkeep.mcp import SystemBackend, build_server, serve_stdio
+
     target = state.home if home is None else Home(path=resolve_home(home))
     with open_system(target, resume=True, create=True) as (system, _):
         anyio.run(serve_stdio, build_server(SystemBackend(system)))
