@@ -1,0 +1,114 @@
+"""Seed 002's crash rule, with a real SIGKILL: an injected driver's live turns are
+``interrupted`` at the next open and never replayed (the native driver resumes instead)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import agentkeep as ak
+
+from .conftest import DriverWorld, Scripted
+
+SRC = Path(__file__).resolve().parents[3] / "src"
+
+# Opens the system with a driver that records each run() in a file, emits one event and
+# blocks for ever; sends two turns (the second waits behind the first) and reports.
+_OWNER = """
+import sys, time
+from pathlib import Path
+import structlog
+structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+import agentkeep as ak
+
+home, calls = sys.argv[1], Path(sys.argv[2])
+
+class Recorder:
+    id = "remote"
+
+    def run(self, request, context):
+        with calls.open("a") as f:
+            f.write(request.turn.id + "\\n")
+        context.emit("progress", {"step": 1})
+        print("running", request.turn.id, flush=True)
+        while True:
+            time.sleep(1)
+
+providers = ak.Providers()
+providers.add("local", ak.ScriptedModel(), kind="gym")
+system = ak.AgentSystem.open(
+    home, providers=providers, provider="local", model="gym-1", drivers=[Recorder()]
+)
+system.registry.create({"id": "remote", "driver": {"id": "remote"}})
+session = system.sessions.start("remote")
+first = system.sessions.send(session.id, "one", idempotency_key="k1")
+second = system.sessions.send(session.id, "two", idempotency_key="k2")
+print("sent", session.id, first.turn.id, second.turn.id, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_sigkilled_driver_turn_is_interrupted_and_never_run_again(
+    world: DriverWorld, tmp_path: Path
+) -> None:
+    calls = tmp_path / "calls.txt"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    with subprocess.Popen(
+        [sys.executable, "-c", _OWNER, str(world.home), str(calls)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    ) as owner:
+        try:
+            assert owner.stdout is not None
+            # Two lines, in either order (the run prints from its own thread).
+            lines = {
+                words[0]: words[1:] for words in (owner.stdout.readline().split() for _ in "ab")
+            }
+            session_id, first_id, second_id = lines["sent"]
+            assert lines["running"] == [first_id]
+        finally:
+            owner.send_signal(signal.SIGKILL)
+            owner.wait(30)
+    assert owner.returncode == -signal.SIGKILL
+    assert calls.read_text().split() == [first_id]
+
+    reopened = Scripted("remote", lambda request, context: ak.DriverResult())
+    system = world.open([reopened])
+    first = system.sessions.turn(session_id, first_id)
+    second = system.sessions.turn(session_id, second_id)
+    assert (first.status, second.status) == ("interrupted", "interrupted")
+    assert first.error is not None
+    assert first.error.code == "interrupted"
+    assert first.started_at_ms is not None
+    assert second.started_at_ms is None
+    ledger = [(e.type, e.turn_id) for e in system.events(session_id, limit=1000)]
+    # The second send may commit before or after the first turn started running.
+    assert sorted(ledger[:5]) == sorted(
+        [
+            ("turn.queued", first_id),
+            ("message.accepted", first_id),
+            ("turn.queued", second_id),
+            ("message.accepted", second_id),
+            ("turn.running", first_id),
+        ]
+    )
+    assert ledger[5:] == [
+        ("progress", first_id),  # committed before the kill: it stays
+        ("turn.interrupted", first_id),
+        ("turn.interrupted", second_id),
+    ]
+    # A repeated key returns the interrupted turn; nothing runs it again.
+    again = system.sessions.send(session_id, "one", idempotency_key="k1")
+    assert again.duplicate
+    assert again.turn.status == "interrupted"
+    # A new turn runs (the driver is called for it alone).
+    fresh = system.sessions.send(session_id, "three").wait(timeout_seconds=10)
+    assert fresh.status == "completed"
+    assert [r.turn.id for r in reopened.requests] == [fresh.id]
+    assert calls.read_text().split() == [first_id]
