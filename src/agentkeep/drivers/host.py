@@ -241,6 +241,7 @@ class DriverHost:
             return True
 
     def turn_ended(self, session_id: str) -> None:
+        """A runner ended a turn: wake whoever waits for the runners to go idle."""
         with self._lock:
             self._changed.notify_all()
 

@@ -92,12 +92,14 @@ class RunState:
             context.signal(reason)
 
     def finish(self, result: object, error: BaseException | None) -> None:
+        """The run returned ``result`` or raised ``error`` (the first outcome counts)."""
         with self.cond:
             if not self.done:
                 self.done, self.result, self.error = True, result, error
             self.cond.notify_all()
 
     def refuse(self, error: InvalidDriverEventError) -> None:
+        """The run emitted something invalid: the turn fails ``invalid_event``."""
         with self.cond:
             if self.invalid is None:
                 self.invalid = error
@@ -133,6 +135,7 @@ class DriverRunActor(OneShotChild):
 
 
 def turn_failure(code: str, message: str, **details: Any) -> TurnFailure:
+    """A turn's failure with ``details`` as its JSON details."""
     return TurnFailure(code=code, message=message, details=details)
 
 
