@@ -42,6 +42,7 @@ from agentkeep.actors.supervision.supervised import (
 from agentkeep.drivers.context import DriverContext, as_json, check_assistant_message
 from agentkeep.drivers.types import (
     Driver,
+    DriverContextClosedError,
     DriverResult,
     DriverRunRequest,
     InvalidDriverEventError,
@@ -151,6 +152,14 @@ class DriverRunner(SupervisedActor):
         self._session_id = session_id
         self._store: StoreHandle = host.store
         self._hub: LedgerHub = host.hub
+        self._current: RunState | None = None  # the run in progress, if any
+
+    def _cut_off(self, reason: str) -> None:
+        """A run this incarnation leaves behind can write nothing more."""
+        state, self._current = self._current, None
+        if state is not None and state.context is not None:
+            state.context.signal(reason)
+            state.context.close()
 
     def on_start(self) -> None:
         self.actor_ref.tell(_WAKE)  # a restarted incarnation looks for work by itself
@@ -224,6 +233,8 @@ class DriverRunner(SupervisedActor):
             with state.cond:
                 state.context = context
                 cancelled_early = state.cancel_at is not None
+            # If this runner dies from here on, the run is cut off: signalled and closed.
+            self._current = state
             if cancelled_early:
                 context.signal("cancelled")
             with offering_child_link(self, turn.id):
@@ -240,7 +251,11 @@ class DriverRunner(SupervisedActor):
                     why=outcome,
                 )
             self._store.transact(lambda tx: self._end(tx, turn, state, outcome))
+        except BaseException:
+            self._cut_off("its runner failed")
+            raise
         finally:
+            self._current = None
             self._host.active.pop(turn.id, None)
             self._host.turn_ended(self._session_id)
 
@@ -292,6 +307,14 @@ class DriverRunner(SupervisedActor):
         )
 
     def _append(self, tx: Transaction, turn_id: str, type: str, data: JSONObject) -> SessionEvent:
+        # Checked in the transaction too: whatever happened to the runner, no event of a
+        # run lands after its turn's terminal event.
+        current = tx.read_turn(self._session_id, turn_id)
+        if current is None or current.terminal:
+            raise DriverContextClosedError(
+                f'Turn "{turn_id}" is {"gone" if current is None else current.status}: '
+                "nothing more is written for it."
+            )
         sequence = tx.append_event(self._session_id, type, data, turn_id=turn_id)
         return tx.events(self._session_id, sequence - 1, 1)[0]
 

@@ -125,3 +125,17 @@ def test_closing_the_system_interrupts_a_running_turn_never_replayed(
     assert turn.error is not None
     assert "closed" in turn.error.message
     assert len(driver.requests) == 1
+
+
+def test_a_delta_that_is_not_text_fails_the_turn(world: DriverWorld) -> None:
+    def wrong(request: ak.DriverRunRequest, context: ak.DriverContext) -> ak.DriverResult:
+        with pytest.raises(ak.InvalidDriverEventError, match="must be a string"):
+            context.delta(42)  # type: ignore[arg-type]
+        return ak.DriverResult()
+
+    system = world.open([Scripted("remote", wrong)])
+    session_id = world.session(system, "remote")
+    done = system.sessions.send(session_id, "go").wait(timeout_seconds=10)
+    assert done.status == "failed"
+    assert done.error is not None
+    assert done.error.code == "invalid_event"

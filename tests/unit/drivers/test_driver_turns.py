@@ -305,3 +305,24 @@ def test_unregistered_and_reserved_drivers_are_refused(world: DriverWorld) -> No
         system.sessions.send(session_id, "anyone there?")
     assert system.sessions.turns(session_id) == []
     assert system.events(session_id) == []
+
+
+def test_the_cancel_intent_is_durable_before_the_signal_fires(world: DriverWorld) -> None:
+    holder: list[ak.AgentSystem] = []
+    seen: list[str] = []
+    started = threading.Event()
+
+    def watcher(request: ak.DriverRunRequest, context: ak.DriverContext) -> None:
+        started.set()
+        assert context.wait_cancelled(10)
+        # What the store says the moment the signal fired.
+        seen.append(holder[0].sessions.turn(request.session.id, request.turn.id).status)
+        context.raise_if_cancelled()
+
+    system = world.open([Scripted("remote", watcher)])
+    holder.append(system)
+    session_id = world.session(system, "remote")
+    system.sessions.send(session_id, "watch")
+    assert started.wait(10)
+    assert system.sessions.cancel(session_id).status == "cancelled"
+    assert seen == ["cancelling"]
