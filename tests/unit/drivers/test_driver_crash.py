@@ -26,6 +26,13 @@ import agentkeep as ak
 
 home, calls = sys.argv[1], Path(sys.argv[2])
 
+
+def say(line):
+    # One write per line (two threads report): lines never interleave.
+    sys.stdout.write(line + "\\n")
+    sys.stdout.flush()
+
+
 class Recorder:
     id = "remote"
 
@@ -33,7 +40,7 @@ class Recorder:
         with calls.open("a") as f:
             f.write(request.turn.id + "\\n")
         context.emit("progress", {"step": 1})
-        print("running", request.turn.id, flush=True)
+        say("running " + request.turn.id)
         while True:
             time.sleep(1)
 
@@ -46,7 +53,7 @@ system.registry.create({"id": "remote", "driver": {"id": "remote"}})
 session = system.sessions.start("remote")
 first = system.sessions.send(session.id, "one", idempotency_key="k1")
 second = system.sessions.send(session.id, "two", idempotency_key="k2")
-print("sent", session.id, first.turn.id, second.turn.id, flush=True)
+say(f"sent {session.id} {first.turn.id} {second.turn.id}")
 sys.stdin.read()
 """
 

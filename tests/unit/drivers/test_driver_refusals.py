@@ -110,7 +110,7 @@ def test_closing_the_system_interrupts_a_running_turn_never_replayed(
     world: DriverWorld, tmp_path: Path
 ) -> None:
     driver = Gated("remote", honour=True)
-    system = world.open([driver], driver_cancel_grace_seconds=2.0)
+    system = world.open([driver], driver_cancel_grace_seconds=30)
     session_id = world.session(system, "remote")
     sent = system.sessions.send(session_id, "long")
     assert driver.started[0].wait(10)
