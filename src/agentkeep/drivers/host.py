@@ -78,6 +78,7 @@ log = structlog.get_logger(__name__)
 DEFAULT_TURN_TIMEOUT_SECONDS = 600.0
 #: How long a cancelled run may take to return before it is abandoned.
 DEFAULT_CANCEL_GRACE_SECONDS = 1.0
+_RUNNER_SHUTDOWN_SECONDS = 0.5
 
 
 def check_drivers(drivers: object) -> list[Driver]:
@@ -147,6 +148,8 @@ class DriverHost:
         self.cancel_grace_seconds = cancel_grace_seconds
         self.active: dict[str, RunState] = {}  # by turn id, while its runner runs it
         self.stopping = False
+        # Bumped by a tier restart: runners of an older generation stop looking for work.
+        self.generation = 0
         self._intensity = intensity
         self._backoff = backoff
         self._supervisor: SupervisorRef | None = None
@@ -176,6 +179,13 @@ class DriverHost:
         )
         self._supervisor = supervisor
         if restarted:
+            # The old runners may still be watching a run (pykka cannot stop an actor busy
+            # in a message): cut their runs off and let them end; the new runners interrupt
+            # the turns they were running, never running two turns of a session at once
+            # (an old runner writes nothing more: its run's context is closed).
+            self.generation += 1
+            for state in list(self.active.values()):
+                state.request_cancel("the drivers tier restarted", stopping=True)
             self._runners.clear()
             threading.Thread(
                 target=self._resume, name="agentkeep-drivers-resume", daemon=True
@@ -207,7 +217,8 @@ class DriverHost:
                 id=f"{session_id}#{next(self._numbers)}",
                 start=lambda: self._make_runner(session_id),
                 restart="transient",
-                shutdown_timeout_seconds=self.cancel_grace_seconds + 5.0,
+                # A runner busy with a run stops once the run ends (it was signalled first).
+                shutdown_timeout_seconds=_RUNNER_SHUTDOWN_SECONDS,
             )
             try:
                 self._runners[session_id] = supervisor.start_child(spec)
@@ -257,11 +268,15 @@ class DriverHost:
             return self._changed.wait_for(lambda: not self._runners, timeout_seconds)
 
     def stop(self) -> None:
-        """No new runs; signal every run still going (the system is closing)."""
+        """No new runs; signal every run still going (the system is closing) and wait, at
+        most the cancel grace and a second, for their runners to end their turns (while the
+        store's writer still runs)."""
         with self._lock:
             self.stopping = True
         for state in list(self.active.values()):
             state.request_cancel("the system is closing", stopping=True)
+        with self._changed:
+            self._changed.wait_for(lambda: not self.active, self.cancel_grace_seconds + 1.0)
 
     # -- acceptance ------------------------------------------------------------------------
     def prepare(

@@ -153,6 +153,7 @@ class DriverRunner(SupervisedActor):
         self._store: StoreHandle = host.store
         self._hub: LedgerHub = host.hub
         self._current: RunState | None = None  # the run in progress, if any
+        self._generation = host.generation
 
     def _cut_off(self, reason: str) -> None:
         """A run this incarnation leaves behind can write nothing more."""
@@ -169,7 +170,7 @@ class DriverRunner(SupervisedActor):
             return  # a run's thread ended: its outcome went to its RunState already
         if message is not _WAKE:
             return
-        while not self._host.stopping:
+        while not self._host.stopping and self._generation == self._host.generation:
             turn = self._store.read(self._next_turn)
             if turn is None:
                 if self._host.retire(self._session_id, self.actor_ref):

@@ -8,10 +8,15 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import agentkeep as ak
+from agentkeep.actors.supervisor import Backoff
+from agentkeep.persistence.writer import StoreWriter
 
-from .conftest import DriverWorld, Scripted
+from .conftest import DriverWorld, Gated, Scripted
 
 SRC = Path(__file__).resolve().parents[3] / "src"
 
@@ -119,3 +124,50 @@ def test_a_sigkilled_driver_turn_is_interrupted_and_never_run_again(
     assert fresh.status == "completed"
     assert [r.turn.id for r in reopened.requests] == [fresh.id]
     assert calls.read_text().split() == [first_id]
+
+
+class _WriterBugError(RuntimeError):
+    """Raised inside the store writer's actor on purpose (a bug outside any transaction)."""
+
+
+def test_a_writer_failure_restarts_the_runners_which_interrupt_the_running_turn(
+    world: DriverWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The writer fails once, on demand: the system supervisor restarts it and every tier
+    # after it (rest_for_one), the drivers' included. The run in flight cannot be stopped
+    # (a thread), so it is cut off: interrupted, never replayed, writing nothing more; the
+    # session's queued turn then runs on the new runner.
+    armed = [0]
+    original = StoreWriter._run_group
+
+    def run_group(writer: StoreWriter, pending: Any) -> None:
+        if armed[0] > 0:
+            armed[0] -= 1
+            raise _WriterBugError("the store writer broke")
+        original(writer, pending)
+
+    monkeypatch.setattr(StoreWriter, "_run_group", run_group)
+    driver = Gated("remote", honour=False)
+    world.released.extend(driver.release)
+    system = world.open([driver], restart_backoff=Backoff(initial_seconds=0))
+    session_id = world.session(system, "remote")
+    first = system.sessions.send(session_id, "one")
+    second = system.sessions.send(session_id, "two")
+    assert driver.started[0].wait(10)
+
+    armed[0] = 1
+    with pytest.raises(ak.CommitOutcomeUnknownError):
+        system.store.transact(lambda tx: tx.kv_read("probe"))
+
+    driver.release[1].set()
+    assert second.wait(timeout_seconds=20).status == "completed"
+    interrupted = system.sessions.turn(session_id, first.turn.id)
+    assert interrupted.status == "interrupted"
+    with pytest.raises(ak.DriverContextClosedError):
+        driver.contexts[0].emit("progress", {"late": True})
+    driver.release[0].set()
+    assert driver.returned[0].wait(10)
+    assert [r.turn.id for r in driver.requests] == [first.turn.id, second.turn.id]
+    assert system.sessions.turn(session_id, first.turn.id).status == "interrupted"
+    assert "progress" not in [e.type for e in system.events(session_id, limit=1000)]
+    assert system.failure is None
