@@ -220,7 +220,7 @@ class DriverRunner(SupervisedActor):
                 return
             request = self._store.transact(lambda tx: self._start(tx, turn))
             if request is None:
-                return  # cancelled before it started
+                return  # cancelled before it started (or its session is gone)
             context = DriverContext(
                 session_id=self._session_id,
                 turn_id=turn.id,
@@ -289,15 +289,18 @@ class DriverRunner(SupervisedActor):
         current = tx.read_turn(self._session_id, turn.id)
         if current is None or current.status != "queued":
             return None
-        running = tx.move_turn(self._session_id, turn.id, "running")
         session = session_tables.read_session(tx, self._session_id)
         revision = (
             None
             if session is None or session.revision_id is None
             else registry_tables.read_revision(tx, session.revision_id)
         )
-        assert session is not None
-        assert revision is not None
+        if session is None or revision is None:
+            # The session was deleted after the turn was accepted: nothing to run it for.
+            gone = turn_failure("session_deleted", "The session was deleted before it ran.")
+            tx.move_turn(self._session_id, turn.id, "failed", error=gone)
+            return None
+        running = tx.move_turn(self._session_id, turn.id, "running")
         return DriverRunRequest(
             revision=revision,
             session=session,

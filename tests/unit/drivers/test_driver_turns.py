@@ -328,3 +328,24 @@ def test_the_cancel_intent_is_durable_before_the_signal_fires(world: DriverWorld
     assert started.wait(10)
     assert system.sessions.cancel(session_id).status == "cancelled"
     assert seen == ["cancelling"]
+
+
+def test_a_queued_turn_of_a_deleted_session_fails_instead_of_wedging_its_runner(
+    world: DriverWorld,
+) -> None:
+    driver = Gated("remote")
+    world.released.extend(driver.release)
+    system = world.open([driver])
+    session_id = world.session(system, "remote")
+    first = system.sessions.send(session_id, "one")
+    second = system.sessions.send(session_id, "two")
+    assert driver.started[0].wait(10)
+    system.delete(session_id)
+    driver.release[0].set()
+    assert first.wait(timeout_seconds=10).status == "completed"
+    ended = second.wait(timeout_seconds=10)
+    assert ended.status == "failed"
+    assert ended.error is not None
+    assert ended.error.code == "session_deleted"
+    assert len(driver.requests) == 1
+    assert system.failure is None
