@@ -622,7 +622,8 @@ class AgentSystem:
         """Queue a message durably and wake the agent; returns once it is durable.
 
         ``start=False`` only queues it (the owed fact is written, so the next ``open`` or
-        ``start`` resumes it) without starting the agent now. ``idempotency_key``: the
+        ``start`` resumes it) without starting the agent now (a turn of an injected driver
+        runs regardless). ``idempotency_key``: the
         turn's key (docs/turns.md); a repeat returns the turn it made, writing nothing.
         """
         with self._admission.operation(), self._admission.agent_operation(agent_id):
@@ -666,8 +667,10 @@ class AgentSystem:
             raise
         if queued is not None and start:
             self._agents.tell(agent_id, WorkAccepted(message=queued), counted=True)
-        elif queued is None and delivery.created and start:
-            self._drivers.wake(agent_id)  # a driver turn: its runner runs it
+        elif queued is None and delivery.created:
+            # A driver turn: its runner runs it now, ``start`` or not (a driver turn left
+            # queued would only be interrupted at the next open: docs/drivers.md).
+            self._drivers.wake(agent_id)
         return delivery
 
     def _routed(
