@@ -86,6 +86,7 @@ from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.refs import make_system_ref
 from agentkeep.registry import Registry
+from agentkeep.runtime import session_turns
 from agentkeep.sessions import Sessions
 from agentkeep.sessions import setup as session_setup
 from agentkeep.sessions import tables as session_tables
@@ -743,7 +744,10 @@ class AgentSystem:
     def abort(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
-        """Abort the agent's running turn (a no-op when it has none).
+        """Abort the agent's running turn (a no-op when it has none). The turn ends
+        ``cancelled``: it is ``cancelling`` durably before the loop hears of the abort
+        (docs/turns.md), and ``cancelled`` once the aborted work stopped (with ``wait``),
+        or when the run settles.
 
         Raises:
             UnknownAgentError: the agent was never created.
@@ -753,12 +757,26 @@ class AgentSystem:
         if known is None:
             self._require(agent_id)
             return  # an agent with no actor has no turn to abort
+        self._mark_turns(agent_id, "running", session_turns.cancelling)
         known.status.abort_pending = True  # a hook running now loses its actions
         if not self._agents.tell_if_live(agent_id, AbortRequested()):
             known.status.abort_pending = False
             return
         if wait:
             known.status.wait_for_idle(timeout_seconds)
+            self._mark_turns(agent_id, "cancelling", session_turns.cancelled)
+
+    def _mark_turns(
+        self, agent_id: str, status: str, move: Callable[[Transaction, str], object]
+    ) -> None:
+        """Move the agent's turns in ``status`` with ``move``, in a transaction of its own —
+        only if there is one (an abort without a turn commits nothing), and not from inside
+        a transaction (a hook's: its turn then ends with the run's settlement)."""
+        handle = self._store.handle
+        if handle.in_transaction:
+            return
+        if any(t.status == status for t in self._read(lambda tx: tx.live_turns(agent_id))):
+            handle.transact(lambda tx: move(tx, agent_id))
 
     def compact(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None

@@ -42,6 +42,8 @@ PUBLIC_PACKAGES = (
     "agentkeep.sessions",
     "agentkeep.drivers",
     "agentkeep.model",
+    "agentkeep.server",
+    "agentkeep.mcp",
 )
 INTERNAL_PACKAGES = (
     "agentkeep.loop",

@@ -71,7 +71,9 @@ LAYERS: tuple[Component, ...] = (
             "agentkeep.drivers",
         ),
     ),
+    Component(7, "mcp", ("agentkeep.mcp",)),
     Component(7, "chaos", ("agentkeep.chaos",)),
+    Component(7, "server", ("agentkeep.server",)),
     Component(8, "cli", ("agentkeep.cli",)),
 )
 

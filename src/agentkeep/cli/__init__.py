@@ -33,6 +33,7 @@ from agentkeep.cli.context import CliState
 from agentkeep.cli.demo import demo, demo_child
 from agentkeep.cli.history import purge
 from agentkeep.cli.logs import DEFAULT_LOG_LEVEL, LOG_LEVELS, configure_logging, effective_level
+from agentkeep.cli.mcp import mcp
 from agentkeep.cli.messaging import abort, compact, send, steer, talk
 from agentkeep.cli.output import (
     CliError,
@@ -45,6 +46,7 @@ from agentkeep.cli.output import (
     not_utf8,
 )
 from agentkeep.cli.runtime import Home
+from agentkeep.cli.serve import serve
 from agentkeep.errors import AgentkeepError
 from agentkeep.persistence.store import HOME_ENV, resolve_home
 
@@ -225,6 +227,8 @@ for _command in (
     demo,
     demo_child,
     purge,
+    serve,
+    mcp,
 ):
     cli.add_command(_command)
     _accept_json_after(_command)

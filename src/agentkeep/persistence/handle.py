@@ -79,6 +79,12 @@ class StoreWriterHandle:
             ) from None
         return result
 
+    @property
+    def in_transaction(self) -> bool:
+        """True when called from the writer's thread (inside a transaction's work), where
+        :meth:`transact` is refused."""
+        return self._inbox.writer_thread == threading.get_ident()
+
     def read(self, work: Callable[[Transaction], T]) -> T:
         """Run read-only ``work`` on a snapshot of committed state, in this thread."""
         return self._readers.read(work)

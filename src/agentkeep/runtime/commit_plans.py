@@ -372,6 +372,7 @@ def _settle(tx: Transaction, agent_id: str) -> Settled:
         return Settled(settled=False)
     tx.delete_owed(agent_id)
     tx.kv_clear(area_prefix(agent_id, RUN_AREA))
+    session_turns.settled(tx, agent_id)  # an aborted turn ends by the time its run settles
     _event(tx, agent_id, events.SETTLED, {})
     return Settled(settled=True)
 

@@ -9,7 +9,10 @@ status and the fact it reports commit together or not at all:
   so the turn ends only with the answer that saw all of its input; a turn whose cancellation
   was asked (``cancelling``) becomes ``cancelled`` instead;
 - a failure note (the loop gave up on a response) fails the running turns; the runtime still
-  owes the answer (the next start answers it), but the turn's outcome is final.
+  owes the answer (the next start answers it), but the turn's outcome is final;
+- an abort makes the running turns ``cancelling`` before the loop hears of it, and they are
+  ``cancelled`` when the aborted work has stopped, when the run settles, or by the next
+  answer — whichever commits first.
 
 A crash between these transactions leaves the turn ``queued`` or ``running``: the native loop
 resumes exactly where it stopped, so its turns are never interrupted.
@@ -27,6 +30,8 @@ from agentkeep.persistence.interface import Transaction
 
 #: The failure code of a native turn whose response failed past its retries.
 INFERENCE_FAILED = "inference_failed"
+#: Why a running native turn was cancelled (an abort, or ``Sessions.cancel``).
+CANCELLED = TurnFailure(code="cancelled", message="Cancelled while it ran.")
 
 
 def consumed(tx: Transaction, agent_id: str, message_id: str) -> None:
@@ -56,6 +61,34 @@ def failed(tx: Transaction, agent_id: str, reason: str) -> None:
             tx.move_turn(agent_id, turn.id, "cancelled")
         elif turn.status == "running":
             tx.move_turn(agent_id, turn.id, "failed", error=error)
+
+
+def cancelling(tx: Transaction, agent_id: str) -> list[TurnRecord]:
+    """An abort is asked: the running turns become ``cancelling`` (the intent is durable
+    before the loop hears of it); returns them."""
+    return [
+        tx.move_turn(agent_id, turn.id, "cancelling")
+        for turn in _native(tx, agent_id)
+        if turn.status == "running"
+    ]
+
+
+def cancelled(tx: Transaction, agent_id: str) -> None:
+    """The aborted work stopped: ``cancelling`` turns are ``cancelled``."""
+    for turn in _native(tx, agent_id):
+        if turn.status == "cancelling":
+            tx.move_turn(agent_id, turn.id, "cancelled", error=CANCELLED)
+
+
+def settled(tx: Transaction, agent_id: str) -> None:
+    """The run settled (nothing is queued or owed): a turn still live was aborted — the
+    answer that would have ended it will not come — so it is ``cancelled`` (an abort from
+    inside a transaction's hook, which cannot mark it ``cancelling`` first, ends here)."""
+    for turn in _native(tx, agent_id):
+        if turn.status in ("running", "cancelling"):
+            if turn.status == "running":
+                tx.move_turn(agent_id, turn.id, "cancelling")
+            tx.move_turn(agent_id, turn.id, "cancelled", error=CANCELLED)
 
 
 def _native(tx: Transaction, agent_id: str) -> list[TurnRecord]:

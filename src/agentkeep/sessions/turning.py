@@ -245,7 +245,8 @@ class TurnService:
         if turn.status == "cancelling":
             if abort:
                 self._runtime.abort(session_id, wait=True, timeout_seconds=timeout_seconds)
-            turn = self._store.transact(lambda tx: _finish_cancel(tx, session_id, turn.id))
+            cancelling_id = turn.id
+            turn = self._store.transact(lambda tx: _finish_cancel(tx, session_id, cancelling_id))
             # Turns queued behind the cancelled one still run: the abort left them waiting.
             if self._store.read(lambda tx: bool(tx.queued(session_id))):
                 self._runtime.wake(session_id)

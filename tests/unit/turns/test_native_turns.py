@@ -283,3 +283,24 @@ def test_unknown_session_and_turn_are_named(world: TurnWorld) -> None:
         system.sessions.turn(session.id, "t404")
     with pytest.raises(ak.TurnStateError, match="no active turn"):
         system.sessions.cancel(session.id)
+
+
+def test_an_abort_cancels_the_running_turn(world: TurnWorld) -> None:
+    world.model.add(script.hang(), script.hang())
+    system = world.open()
+    session = system.create()
+    waited = system.sessions.send(session.id, "one")
+    assert world.model.wait_for_requests(1, timeout_seconds=10)
+    system.abort(session.id, wait=True, timeout_seconds=10)
+    assert system.sessions.turn(session.id, waited.turn.id).status == "cancelled"
+
+    # Without waiting: the intent is durable at once, the end comes with the settlement.
+    told = system.sessions.send(session.id, "two")
+    assert world.model.wait_for_requests(2, timeout_seconds=10)
+    system.abort(session.id)
+    assert system.sessions.turn(session.id, told.turn.id).status in ("cancelling", "cancelled")
+    done = told.wait(timeout_seconds=10)
+    assert done.status == "cancelled"
+    assert done.error is not None
+    assert done.error.code == "cancelled"
+    assert system.sessions.archive(session.id).status == "archived"  # nothing live

@@ -1,0 +1,135 @@
+"""``agentkeep serve``: the daemon (REST + SSE) over the state directory (``docs/daemon.md``).
+
+It owns the state directory while it runs (the store's lock), so other commands exit 3 until
+it stops. Access logs go to stderr (``info`` unless ``--log-level`` says otherwise); stdout
+gets one line once it listens: the URL (or JSON with ``--json``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+import msgspec
+
+from agentkeep.cli.context import CliState, pass_state
+from agentkeep.cli.logs import configure_logging
+from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
+from agentkeep.cli.runtime import open_system
+from agentkeep.server import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    TOKEN_ENV,
+    TOKEN_FILE,
+    DaemonConfigError,
+    RunningServer,
+    ServeOptions,
+    is_loopback,
+    load_token,
+    run_daemon,
+)
+
+
+@click.command()
+@click.option("--host", default=DEFAULT_HOST, show_default=True, help="The address to bind.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    help="The port; 0 picks a free one (printed).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help=f"Read the token from this file (mode 0600) instead of $HOME/{TOKEN_FILE}.",
+)
+@click.option(
+    "--no-auth",
+    is_flag=True,
+    help="Serve without a token (refused unless the address is loopback).",
+)
+@click.option(
+    "--allow-host",
+    multiple=True,
+    help="Another accepted Host header value (name or name:port); repeatable.",
+)
+@click.option(
+    "--allow-origin",
+    multiple=True,
+    help="Another accepted Origin (scheme://host:port); repeatable. No CORS headers are sent.",
+)
+@click.option(
+    "--heartbeat",
+    "heartbeat_seconds",
+    type=click.FloatRange(0.05, 3600),
+    default=15.0,
+    show_default=True,
+    help="Seconds between SSE heartbeat comments.",
+)
+@click.pass_context
+@pass_state
+def serve(
+    state: CliState,
+    ctx: click.Context,
+    host: str,
+    port: int,
+    token_file: Path | None,
+    no_auth: bool,
+    allow_host: tuple[str, ...],
+    allow_origin: tuple[str, ...],
+    heartbeat_seconds: float,
+) -> None:
+    """Serve the state directory over HTTP: seed 002's REST API and SSE event streams.
+
+    A token is generated on first start into daemon.token in the state directory (mode
+    0600); send it as `Authorization: Bearer TOKEN`. SIGTERM or Ctrl-C stops it gracefully.
+    """
+    parent = ctx.find_root()
+    if parent.get_parameter_source("log_level") == click.core.ParameterSource.DEFAULT:
+        configure_logging("info" if state.log_level != "debug" else "debug")
+    if no_auth and not is_loopback(host):
+        raise CliError(
+            f"Refusing to listen on {host} without a token: a non-loopback address is "
+            "reachable by others.",
+            code="unsafe_bind",
+            hint="Drop --no-auth (a token is generated), or bind 127.0.0.1.",
+            exit_code=EXIT_BAD_INPUT,
+        )
+    try:
+        token = None if no_auth else load_token(state.home.path, token_file=token_file)
+    except DaemonConfigError as error:
+        raise CliError(
+            str(error),
+            code=error.code,
+            hint=f"Fix the token file, or set ${TOKEN_ENV}.",
+            exit_code=EXIT_BAD_INPUT,
+        ) from None
+    options = ServeOptions(
+        host=host,
+        port=port,
+        token=token,
+        allowed_hosts=allow_host,
+        allowed_origins=allow_origin,
+        heartbeat_seconds=heartbeat_seconds,
+    )
+
+    def listening(server: RunningServer) -> None:
+        if state.json_mode:
+            line = msgspec.json.encode(
+                {"url": server.url, "port": server.port, "pid": os.getpid()}
+            ).decode()
+        else:
+            line = f"agentkeep serving {state.home.path} at {server.url} (pid {os.getpid()})"
+        click.echo(line)
+        sys.stdout.flush()
+
+    with open_system(state.home, resume=True, create=True) as (system, _config):
+        try:
+            run_daemon(system, options, on_listening=listening)
+        except DaemonConfigError as error:
+            raise CliError(
+                str(error), code=error.code, hint="Choose another --host/--port.", exit_code=1
+            ) from None

@@ -1,0 +1,171 @@
+"""The Starlette app: the route table, the guard, the error envelope and the access log.
+
+:func:`create_app` makes an app over an open :class:`~agentkeep.AgentSystem` that it does
+not own (its embedder closes it). Middleware, outermost first: the access log (one
+structured line per request on stderr: method, path, status, duration — never a header, so
+never the token, and never the query), then the :class:`~agentkeep.server.security.Guard`.
+Every error leaves as seed 002's envelope, the router's own 404 and 405 included.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+import structlog
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agentkeep.agent_system import AgentSystem
+from agentkeep.server import routes_agents, routes_events, routes_sessions, routes_turns
+from agentkeep.server.context import ServerContext
+from agentkeep.server.errors import ApiError, error_response, json_response
+from agentkeep.server.openapi import Operation, document
+from agentkeep.server.security import Guard, SecurityPolicy
+from agentkeep.server.wire import Health
+
+log = structlog.get_logger("agentkeep.server.access")
+
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+
+
+async def healthz(request: Request) -> Response:
+    """GET /healthz: unauthenticated liveness, nothing else."""
+    return json_response(Health())
+
+
+async def openapi_json(request: Request) -> Response:
+    """GET /v1/openapi.json: the API's OpenAPI 3.1 document."""
+    body: bytes = request.app.state.openapi
+    return Response(body, media_type="application/json")
+
+
+def operations() -> tuple[Operation, ...]:
+    """Every route the app serves, as documented in ``/v1/openapi.json``."""
+    return (
+        Operation(
+            method="GET",
+            path="/healthz",
+            operation_id="healthz",
+            summary="Liveness (no token needed).",
+            handler=healthz,
+            responses={200: Health},
+            auth=False,
+        ),
+        Operation(
+            method="GET",
+            path="/v1/openapi.json",
+            operation_id="openapi",
+            summary="This document.",
+            handler=openapi_json,
+            responses={200: dict[str, Any]},
+        ),
+        *routes_agents.OPERATIONS,
+        *routes_sessions.OPERATIONS,
+        *routes_turns.OPERATIONS,
+        *routes_events.OPERATIONS,
+    )
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return error_response(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    message = "No such route." if exc.status_code == 404 else str(exc.detail)
+    return error_response(ApiError(exc.status_code, code, message), dict(exc.headers or {}))
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    log.error("request_failed", path=request.url.path, error=repr(exc))
+    return error_response(
+        ApiError(500, "internal_error", "The server failed to handle the request.")
+    )
+
+
+class AccessLog:
+    """One structured log line per request, when its response has been sent."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, noting its status and duration."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.monotonic()
+        status = 0
+
+        async def noting(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, noting)
+        finally:
+            client = scope.get("client")
+            log.info(
+                "http_request",
+                method=scope["method"],
+                path=scope["path"],
+                status=status,
+                duration_ms=round((time.monotonic() - started) * 1000, 2),
+                client=f"{client[0]}:{client[1]}" if client else None,
+            )
+
+
+def create_app(
+    system: AgentSystem,
+    policy: SecurityPolicy,
+    *,
+    heartbeat_seconds: float = 15.0,
+    wait_seconds: float = 120.0,
+) -> Starlette:
+    """The daemon's ASGI app over ``system`` (which the caller keeps owning and closes).
+
+    Args:
+        system: An open system.
+        policy: The token, the allowed hosts and origins, the body limit.
+        heartbeat_seconds: Seconds between SSE heartbeat comments.
+        wait_seconds: The longest a waiting request (``compact`` with ``wait``) waits.
+
+    Returns:
+        The app; ``app.state.agentkeep`` is its :class:`ServerContext` (its ``streams`` are
+        what :meth:`~agentkeep.server.context.OpenStreams.close_all` ends at shutdown).
+    """
+    ops = operations()
+    app = Starlette(
+        routes=[Route(op.path, op.handler, methods=[op.method]) for op in ops],
+        middleware=[Middleware(AccessLog), Middleware(Guard, policy=policy)],
+        exception_handlers={
+            ApiError: _api_error,
+            HTTPException: _http_error,
+            Exception: _internal_error,
+        },
+    )
+    app.state.agentkeep = ServerContext(
+        system=system, heartbeat_seconds=heartbeat_seconds, wait_seconds=wait_seconds
+    )
+    app.state.openapi = msgspec.json.encode(document(ops, version=_version()))
+    return app
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentkeep")
+    except PackageNotFoundError:
+        return "0"

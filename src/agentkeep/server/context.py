@@ -1,0 +1,125 @@
+"""What every route handler reaches: the system, the open streams, the timing knobs.
+
+Handlers run on the event loop and never call the system there: every system call goes to
+a worker thread (:func:`call`), because a store read, a write through the writer or a pykka
+future may block for as long as the store is busy.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
+from agentkeep.agent_system import AgentSystem
+from agentkeep.errors import AgentkeepError
+from agentkeep.server.errors import from_library
+
+T = TypeVar("T")
+
+
+class OpenStreams:
+    """The SSE streams being served, so shutdown can end each of them.
+
+    The invariant: once :meth:`close_all` ran, no stream stays open — those registered are
+    told to stop, and :meth:`add` refuses (returns False) any that starts afterwards.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stops: dict[int, Callable[[], None]] = {}
+        self._next = 0
+        self._closed = False
+
+    def add(self, stop: Callable[[], None]) -> int | None:
+        """Register a stream's stop callback; None once shutdown began."""
+        with self._lock:
+            if self._closed:
+                return None
+            self._next += 1
+            self._stops[self._next] = stop
+            return self._next
+
+    def remove(self, key: int) -> None:
+        """The stream ended on its own (its client left, or it finished)."""
+        with self._lock:
+            self._stops.pop(key, None)
+
+    def close_all(self) -> int:
+        """Stop every open stream and refuse new ones; returns how many were open."""
+        with self._lock:
+            self._closed = True
+            stops = list(self._stops.values())
+            self._stops.clear()
+        for stop in stops:
+            stop()
+        return len(stops)
+
+    @property
+    def closed(self) -> bool:
+        """True once shutdown began (:meth:`close_all`)."""
+        return self._closed
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._stops)
+
+
+@dataclass(kw_only=True)
+class ServerContext:
+    """The state the app's handlers share.
+
+    Attributes:
+        system: The embedded system (the server never closes it; its owner does).
+        streams: The open SSE streams.
+        heartbeat_seconds: The interval of SSE heartbeat comments.
+        wait_seconds: How long a request that waits (a turn's end, a compaction) may wait.
+        wait_threads: How many waiting requests may wait at once.
+        wait_limiter: Their threads' limiter (made on the event loop, at first use).
+    """
+
+    system: AgentSystem
+    streams: OpenStreams = field(default_factory=OpenStreams)
+    heartbeat_seconds: float = 15.0
+    wait_seconds: float = 120.0
+    wait_threads: int = 256
+    wait_limiter: anyio.CapacityLimiter | None = None
+
+
+def context(request: Request) -> ServerContext:
+    """The :class:`ServerContext` of the app serving ``request``."""
+    found: ServerContext = request.app.state.agentkeep
+    return found
+
+
+async def call(function: Callable[..., T], *args: object, **kwargs: object) -> T:
+    """Run a blocking system call in a worker thread; a library error becomes its
+    :class:`ApiError`."""
+    return await run_in_threadpool(functools.partial(_translated, function, *args, **kwargs))
+
+
+async def call_waiting(
+    ctx: ServerContext, function: Callable[..., T], *args: object, **kwargs: object
+) -> T:
+    """:func:`call` for a call that waits (for a turn's end, an abort): it runs on threads of
+    its own (:attr:`ServerContext.wait_threads` at most), so waiting requests never take the
+    worker threads every other request needs."""
+    if ctx.wait_limiter is None:
+        ctx.wait_limiter = anyio.CapacityLimiter(ctx.wait_threads)
+    return await anyio.to_thread.run_sync(
+        functools.partial(_translated, function, *args, **kwargs), limiter=ctx.wait_limiter
+    )
+
+
+def _translated(function: Callable[..., T], *args: object, **kwargs: object) -> T:
+    try:
+        return function(*args, **kwargs)
+    except AgentkeepError as error:
+        raise from_library(error) from error

@@ -1,0 +1,244 @@
+"""Running the app: uvicorn in a thread over an embedded system, and the daemon around it.
+
+:class:`RunningServer` is the embedding API: it binds the socket itself (so ``port=0`` is
+known before anything is served), runs ``uvicorn.Server`` in its own thread and event loop,
+and stops in a bounded time. :func:`run_daemon` is ``agentkeep serve``: it writes
+``<home>/daemon.json`` once listening and, on SIGTERM/SIGINT, shuts down in this order —
+
+1. stop accepting (uvicorn closes its listening socket) and remove ``daemon.json``;
+2. end every open SSE stream (uvicorn would otherwise wait for them forever);
+3. ``AgentSystem.shutdown()``: in-flight steps finish and commit, owed work resumes at the
+   next start.
+
+The invariant of the ordering: no request can reach the system after it began shutting down
+except as a refusal (503), and no stream outlives the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+import structlog
+import uvicorn
+
+from agentkeep.agent_system import AgentSystem
+from agentkeep.server.app import create_app
+from agentkeep.server.context import ServerContext
+from agentkeep.server.security import DaemonConfigError, SecurityPolicy
+
+log = structlog.get_logger(__name__)
+
+#: The default address (seed 002's).
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 4317
+#: The file naming a running daemon, in the state directory.
+DAEMON_FILE = "daemon.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeOptions:
+    """How to serve.
+
+    Attributes:
+        host: The address to bind (loopback by default).
+        port: The port; 0 picks a free one.
+        token: The token every ``/v1`` request must carry; None serves without one (refused
+            on a non-loopback address).
+        allowed_hosts: ``Host`` values accepted besides the bound address's.
+        allowed_origins: ``Origin`` values accepted besides the bound address's.
+        heartbeat_seconds: Seconds between SSE heartbeat comments.
+        wait_seconds: The longest a waiting request waits.
+        graceful_seconds: How long uvicorn waits for open requests at shutdown before
+            cancelling them.
+    """
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    token: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    heartbeat_seconds: float = 15.0
+    wait_seconds: float = 120.0
+    graceful_seconds: int = 3
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as error:
+        raise DaemonConfigError(f"Cannot use the address {host}:{port}: {error}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as error:
+        sock.close()
+        raise DaemonConfigError(f"Cannot listen on {host}:{port}: {error}") from None
+    return sock
+
+
+class RunningServer:
+    """The REST + SSE app over ``system``, served by uvicorn in a thread.
+
+    The server never closes ``system``: whoever opened it does, after :meth:`stop`.
+
+    Raises:
+        DaemonConfigError: the address is refused (non-loopback without a token) or cannot
+            be bound.
+    """
+
+    def __init__(self, system: AgentSystem, options: ServeOptions) -> None:
+        self._sock = _bind(options.host, options.port)
+        try:
+            self.host = options.host
+            self.port: int = self._sock.getsockname()[1]
+            policy = SecurityPolicy.for_bind(
+                options.host,
+                self.port,
+                token=options.token,
+                extra_hosts=options.allowed_hosts,
+                extra_origins=options.allowed_origins,
+            )
+        except BaseException:
+            self._sock.close()
+            raise
+        self.app = create_app(
+            system,
+            policy,
+            heartbeat_seconds=options.heartbeat_seconds,
+            wait_seconds=options.wait_seconds,
+        )
+        config = uvicorn.Config(
+            self.app,
+            log_config=None,
+            access_log=False,  # the app logs each request itself, structured
+            lifespan="off",
+            ws="none",
+            http="h11",
+            proxy_headers=False,
+            server_header=False,
+            timeout_graceful_shutdown=options.graceful_seconds,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._run, name="agentkeep-http", daemon=True)
+        self.error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL, e.g. ``http://127.0.0.1:4317``."""
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{shown}:{self.port}"
+
+    @property
+    def context(self) -> ServerContext:
+        """The app's shared state (its open streams)."""
+        found: ServerContext = self.app.state.agentkeep
+        return found
+
+    @property
+    def alive(self) -> bool:
+        """True while the server thread runs."""
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            self._server.run(sockets=[self._sock])
+        except BaseException as error:  # surfaced by start() and the daemon loop
+            self.error = error
+            log.error("http_server_failed", error=repr(error))
+
+    def start(self, timeout_seconds: float = 10.0) -> RunningServer:
+        """Start serving; returns once the socket accepts connections.
+
+        Raises:
+            RuntimeError: the server failed to start in time.
+        """
+        self._thread.start()
+        deadline = time.monotonic() + timeout_seconds
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self._server.should_exit = True
+                raise RuntimeError(f"the HTTP server did not start: {self.error!r}")
+            time.sleep(0.01)
+        return self
+
+    def stop(self, timeout_seconds: float = 5.0) -> bool:
+        """Stop accepting, end every SSE stream, wait for the server thread (bounded).
+
+        Returns:
+            True if the server stopped within the timeout (it is forced after that).
+        """
+        self._server.should_exit = True
+        streams = self.context.streams.close_all()
+        self._thread.join(timeout_seconds)
+        if self._thread.is_alive():
+            self._server.force_exit = True
+            self._thread.join(1.0)
+        log.info("http_server_stopped", streams_ended=streams, clean=not self.alive)
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        return not self.alive
+
+
+def write_daemon_file(home: Path, url: str) -> Path:
+    """``<home>/daemon.json`` (pid, url), written atomically."""
+    path = home / DAEMON_FILE
+    staged = home / f".{DAEMON_FILE}.{os.getpid()}"
+    staged.write_text(json.dumps({"pid": os.getpid(), "url": url}) + "\n", encoding="utf-8")
+    os.replace(staged, path)
+    return path
+
+
+def remove_daemon_file(home: Path) -> None:
+    """Remove ``daemon.json`` if it is this process's."""
+    path = home / DAEMON_FILE
+    with contextlib.suppress(OSError, ValueError):
+        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+            path.unlink()
+
+
+def run_daemon(
+    system: AgentSystem,
+    options: ServeOptions,
+    *,
+    on_listening: Callable[[RunningServer], None] = lambda server: None,
+) -> None:
+    """Serve ``system`` until SIGTERM or SIGINT, then shut everything down (module doc).
+
+    Call from the main thread. ``system`` is shut down before this returns.
+    """
+    stop = threading.Event()
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        log.info("shutdown_signal", signal=signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server = RunningServer(system, options).start()
+        try:
+            write_daemon_file(system.home, server.url)
+            on_listening(server)
+            while not stop.wait(0.2):
+                if not server.alive:
+                    break
+            started = time.monotonic()
+            server.stop()
+            remove_daemon_file(system.home)
+            log.info("daemon_http_stopped", seconds=round(time.monotonic() - started, 3))
+        finally:
+            remove_daemon_file(system.home)
+    finally:
+        system.shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,193 @@
+"""Turns over HTTP: send a message, read turns, cancel (seed 002's REST plus SURFACES §6).
+
+``POST /v1/sessions/{id}/messages`` accepts a message as a turn once it is durable:
+
+- ``wait: false`` → **202** with ``Location: /v1/sessions/{id}/turns/{turn_id}`` (the turn as
+  accepted, ``queued``);
+- ``wait: true`` (the default, as seed 002) → **200** with the terminal turn; a turn still
+  live when the server's wait ends (or the daemon stops) is a 202 with its ``Location``;
+- the ``Idempotency-Key`` header is an alias of the body's ``idempotencyKey`` (both given
+  and different: 422). A key sent again with the same input returns its turn with
+  ``duplicate: true`` and **200**, and the driver is never invoked twice; with a different
+  input it is a 422 (``idempotency_conflict``). Keys are never released.
+
+Waiting happens on threads of their own (:func:`~agentkeep.server.context.call_waiting`), in
+slices, so a waiting request ends promptly at shutdown with the turn as it stands.
+"""
+
+from __future__ import annotations
+
+import time
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from agentkeep.model.turns import TurnRecord
+from agentkeep.server.context import ServerContext, call, call_waiting, context
+from agentkeep.server.errors import ApiError, json_response
+from agentkeep.server.openapi import Operation, Param, path_id
+from agentkeep.server.requests import json_body, query_int
+from agentkeep.server.turn_wire import (
+    CancelRequest,
+    SendMessage,
+    SentTurnOut,
+    TurnList,
+    TurnOut,
+    to_user_message,
+    turn_out,
+)
+from agentkeep.sessions import Sessions
+
+_ID = path_id("The session's id (an agent id).")
+_TURN_ID = Param(
+    name="turn_id", where="path", schema={"type": "string"}, description="The turn.", required=True
+)
+_SLICE_SECONDS = 0.5
+
+
+def _wait(ctx: ServerContext, session_id: str, turn: TurnRecord) -> TurnRecord:
+    """The turn once terminal, or as it stands when the wait ends or the daemon stops."""
+    sessions = ctx.system.sessions
+    deadline = time.monotonic() + ctx.wait_seconds
+    while not turn.terminal:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or ctx.streams.closed:
+            return sessions.turn(session_id, turn.id)
+        try:
+            turn = sessions.wait(
+                session_id, turn.id, timeout_seconds=min(_SLICE_SECONDS, remaining)
+            )
+        except TimeoutError:
+            continue
+    return turn
+
+
+def _idempotency_key(request: Request, body: SendMessage) -> str | None:
+    header = request.headers.get("idempotency-key")
+    if header is None:
+        return body.idempotency_key
+    if body.idempotency_key is not None and body.idempotency_key != header:
+        raise ApiError(
+            422,
+            "invalid_request",
+            "The Idempotency-Key header and the body's idempotencyKey differ.",
+            {"field": "idempotencyKey"},
+        )
+    return header
+
+
+async def send_message(request: Request) -> Response:
+    """POST /v1/sessions/{id}/messages: a turn (module doc)."""
+    session_id = request.path_params["id"]
+    body = await json_body(request, SendMessage)
+    key = _idempotency_key(request, body)
+    message = to_user_message(body.message)
+    ctx = context(request)
+    sessions: Sessions = ctx.system.sessions
+    sent = await call(
+        sessions.send, session_id, message, idempotency_key=key, delivery=body.delivery
+    )
+    turn = sent.turn
+    if body.wait and not turn.terminal:
+        turn = await call_waiting(ctx, _wait, ctx, session_id, turn)
+    status = 200 if turn.terminal or sent.duplicate else 202
+    return json_response(
+        SentTurnOut(turn=turn_out(turn), duplicate=sent.duplicate),
+        status,
+        {"Location": f"/v1/sessions/{session_id}/turns/{turn.id}"},
+    )
+
+
+async def list_turns(request: Request) -> Response:
+    """GET /v1/sessions/{id}/turns: the session's turns by number."""
+    after = query_int(request, "after", default=0, low=0, high=2**63 - 1)
+    limit = query_int(request, "limit", default=100, low=1, high=1000)
+    sessions = context(request).system.sessions
+    turns = await call(sessions.turns, request.path_params["id"], after=after, limit=limit)
+    next_after = turns[-1].number if len(turns) == limit else None
+    return json_response(TurnList(turns=[turn_out(t) for t in turns], next_after=next_after))
+
+
+async def get_turn(request: Request) -> Response:
+    """GET /v1/sessions/{id}/turns/{turn_id}."""
+    sessions = context(request).system.sessions
+    turn = await call(sessions.turn, request.path_params["id"], request.path_params["turn_id"])
+    return json_response(turn_out(turn))
+
+
+async def cancel_turn(request: Request) -> Response:
+    """POST /v1/sessions/{id}/cancel: cancel the active turn (or ``turnId``)."""
+    ask = await json_body(request, CancelRequest, empty_ok=True)
+    ctx = context(request)
+    turn = await call_waiting(
+        ctx,
+        ctx.system.sessions.cancel,
+        request.path_params["id"],
+        ask.turn_id,
+        timeout_seconds=ctx.wait_seconds,
+    )
+    return json_response(turn_out(turn))
+
+
+OPERATIONS = (
+    Operation(
+        method="POST",
+        path="/v1/sessions/{id}/messages",
+        operation_id="sendMessage",
+        summary="Send a message as a turn (wait: false → 202 + Location; a replayed key → 200).",
+        handler=send_message,
+        params=(
+            _ID,
+            Param(
+                name="Idempotency-Key",
+                where="header",
+                schema={"type": "string"},
+                description="An alias of the body's idempotencyKey.",
+            ),
+        ),
+        body=SendMessage,
+        responses={200: SentTurnOut, 202: SentTurnOut},
+    ),
+    Operation(
+        method="GET",
+        path="/v1/sessions/{id}/turns",
+        operation_id="listTurns",
+        summary="The session's turns, in order.",
+        handler=list_turns,
+        params=(
+            _ID,
+            Param(
+                name="after",
+                where="query",
+                schema={"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                description="Only turns numbered above this.",
+            ),
+            Param(
+                name="limit",
+                where="query",
+                schema={"type": "integer", "minimum": 1, "maximum": 1000},
+                description="At most this many (default 100).",
+            ),
+        ),
+        responses={200: TurnList},
+    ),
+    Operation(
+        method="GET",
+        path="/v1/sessions/{id}/turns/{turn_id}",
+        operation_id="getTurn",
+        summary="One turn.",
+        handler=get_turn,
+        params=(_ID, _TURN_ID),
+        responses={200: TurnOut},
+    ),
+    Operation(
+        method="POST",
+        path="/v1/sessions/{id}/cancel",
+        operation_id="cancelTurn",
+        summary="Cancel the active turn (or turnId); returns it once cancelled.",
+        handler=cancel_turn,
+        params=(_ID,),
+        body=CancelRequest,
+        responses={200: TurnOut},
+    ),
+)
