@@ -40,6 +40,7 @@ PUBLIC_PACKAGES = (
     "agentkeep.providers",
     "agentkeep.registry",
     "agentkeep.sessions",
+    "agentkeep.drivers",
     "agentkeep.model",
     "agentkeep.server",
     "agentkeep.mcp",

@@ -68,6 +68,7 @@ LAYERS: tuple[Component, ...] = (
             "agentkeep.agent",
             "agentkeep._agent_rows",
             "agentkeep.sessions",
+            "agentkeep.drivers",
         ),
     ),
     Component(7, "mcp", ("agentkeep.mcp",)),
