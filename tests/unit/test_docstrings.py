@@ -50,6 +50,7 @@ INTERNAL_PACKAGES = (
     "agentkeep.persistence",
     "agentkeep.actors",
     "agentkeep.cli",
+    "agentkeep.client",
 )
 
 

@@ -20,6 +20,7 @@ internal" in ``docs/architecture.md``).
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,11 +31,13 @@ from agentkeep.cli.admin import create, delete, list_agents, resume, show, trans
 from agentkeep.cli.chaos import chaos
 from agentkeep.cli.check import db
 from agentkeep.cli.context import CliState
+from agentkeep.cli.conversations import session
+from agentkeep.cli.definitions import agent
 from agentkeep.cli.demo import demo, demo_child
 from agentkeep.cli.history import purge
 from agentkeep.cli.logs import DEFAULT_LOG_LEVEL, LOG_LEVELS, configure_logging, effective_level
 from agentkeep.cli.mcp import mcp
-from agentkeep.cli.messaging import abort, compact, send, steer, talk
+from agentkeep.cli.messaging import abort, compact, send, steer
 from agentkeep.cli.output import (
     CliError,
     Output,
@@ -47,6 +50,8 @@ from agentkeep.cli.output import (
 )
 from agentkeep.cli.runtime import Home
 from agentkeep.cli.serve import serve
+from agentkeep.cli.talking import talk
+from agentkeep.cli.transport import refuse_under_daemon
 from agentkeep.errors import AgentkeepError
 from agentkeep.persistence.store import HOME_ENV, resolve_home
 
@@ -208,9 +213,16 @@ def cli(
         output=Output(json_mode=json_mode),
         log_level=level,
     )
+    if ctx.invoked_subcommand is not None:
+        try:
+            refuse_under_daemon(ctx.obj, ctx.invoked_subcommand)
+        except CliError as error:
+            fail(error, json_mode=json_mode or "--json" in sys.argv)
 
 
 for _command in (
+    agent,
+    session,
     create,
     list_agents,
     show,
