@@ -19,11 +19,14 @@ from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.definitions import PAGE_LIMIT, wire
 from agentkeep.cli.message_input import read_message
 from agentkeep.cli.options import check_seconds
+from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.cli.transport import open_backend
 from agentkeep.cli.turn_waiting import finish
+from agentkeep.errors import AgentExistsError
 from agentkeep.model import SessionEvent
 from agentkeep.server.turn_wire import turn_out
 from agentkeep.server.wire import EventList, SessionList, event_out, session_out
+from agentkeep.sessions import SessionRecord
 
 EVENTS_PAGE = 100  # `session events` without --limit: the daemon's default page
 
@@ -90,14 +93,40 @@ def start(
     metadata: tuple[str, ...],
 ) -> None:
     """Start a session of an agent definition (pinned to its current revision)."""
+    wanted = parse_metadata(metadata) or None
     with open_backend(state) as backend:
-        record = backend.start_session(
-            definition_id,
-            session_id=session_id,
-            metadata=parse_metadata(metadata) or None,
-            revision_id=revision_id,
-        )
+        try:
+            record = backend.start_session(
+                definition_id, session_id=session_id, metadata=wanted, revision_id=revision_id
+            )
+        except AgentExistsError:
+            # Seed 002: a client-chosen id makes the start idempotent (the daemon's rule).
+            assert session_id is not None
+            record = backend.get_session(session_id)
+            if not _same_start(record, definition_id, revision_id, wanted):
+                raise CliError(
+                    f'Session "{session_id}" already exists with a different agent, revision '
+                    "or metadata.",
+                    code="session_exists",
+                    hint="Choose another --id.",
+                    exit_code=EXIT_BAD_INPUT,
+                ) from None
     state.output.result(wire(session_out(record)), lambda v: v["id"])
+
+
+def _same_start(
+    existing: SessionRecord,
+    definition_id: str,
+    revision_id: str | None,
+    metadata: dict[str, Any] | None,
+) -> bool:
+    """A repeated start (the daemon's ``_same_start``): same definition, revision if given,
+    and the asked-for metadata present."""
+    if existing.definition_id != definition_id:
+        return False
+    if revision_id is not None and existing.revision_id != revision_id:
+        return False
+    return all(existing.metadata.get(k) == v for k, v in (metadata or {}).items())
 
 
 @session.command(name="show")

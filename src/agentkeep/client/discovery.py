@@ -69,8 +69,6 @@ def find_daemon(home: Path) -> DaemonLookup:
             raise TypeError
     except (ValueError, KeyError, TypeError):
         return DaemonLookup(daemon=None, stale=f"{path} is not a daemon file (pid, url)")
-    if pid == os.getpid():
-        return DaemonLookup(daemon=None, stale=f"{path} names this process")
     if not _alive(pid):
         return DaemonLookup(daemon=None, stale=f"{path} names process {pid}, which is gone")
     holder = _lock_holder(home)

@@ -27,7 +27,7 @@ from agentkeep.client.records import (
     turn_record,
 )
 from agentkeep.delivery import DeliveryKind
-from agentkeep.errors import AgentkeepError
+from agentkeep.errors import AgentExistsError, AgentkeepError
 from agentkeep.mcp.backend import Backend, message_text_parts
 from agentkeep.mcp.types import AgentMessage
 from agentkeep.model import JSONObject, SessionEvent
@@ -72,6 +72,17 @@ class HttpBackend(Backend):
         body: Any = None,
         params: dict[str, Any] | None = None,
     ) -> Any:
+        return self._exchange(method, path, body=body, params=params)[1]
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+    ) -> tuple[int, Any]:
+        """One request: its status and decoded body (a refusal raised as its error)."""
         query = {k: _query(v) for k, v in (params or {}).items() if v is not None}
         try:
             if body is None:
@@ -95,7 +106,7 @@ class HttpBackend(Backend):
             value = None
         if response.status_code >= 400:
             raise library_error(response.status_code, value)
-        return value
+        return response.status_code, value
 
     # -- definitions -------------------------------------------------------------------------
     def list_definitions(
@@ -152,7 +163,17 @@ class HttpBackend(Backend):
             body["metadata"] = metadata
         if revision_id is not None:
             body["revisionId"] = revision_id
-        return session_record(self._call("POST", "/v1/sessions", body=body))
+        try:
+            status, created = self._exchange("POST", "/v1/sessions", body=body)
+        except AgentkeepError as error:
+            if session_id is not None and error.code == "session_exists":
+                raise AgentExistsError(session_id) from None
+            raise
+        if status != 201 and session_id is not None:
+            # The daemon's idempotent start found it; the Backend contract is the library's
+            # (a taken id is AgentExistsError), so callers handle a retry the same either way.
+            raise AgentExistsError(session_id)
+        return session_record(created)
 
     def get_session(self, session_id: str) -> SessionRecord:
         return session_record(self._call("GET", f"/v1/sessions/{_seg(session_id)}"))
@@ -231,6 +252,7 @@ class HttpBackend(Backend):
 
     # -- events ------------------------------------------------------------------------------
     def events(self, session_id: str, *, after: int, limit: int) -> list[SessionEvent]:
+        self.get_session(session_id)  # as SystemBackend: an unknown session is unknown_session
         page = self._call(
             "GET",
             f"/v1/sessions/{_seg(session_id)}/events",
