@@ -162,13 +162,22 @@ def show(state: CliState, session_id: str) -> None:
     is_flag=True,
     help="Keep printing events as they commit (the daemon's SSE stream); Ctrl-C stops.",
 )
+@click.option(
+    "--turn",
+    "turn_id",
+    help="With --follow: only this turn's events, ending after its last one.",
+)
 @pass_state
-def events(state: CliState, session_id: str, after: int, limit: int, follow: bool) -> None:
+def events(
+    state: CliState, session_id: str, after: int, limit: int, follow: bool, turn_id: str | None
+) -> None:
     """The session's event ledger after sequence --after (one JSON line each with --follow)."""
+    if turn_id is not None and not follow:
+        raise click.BadParameter("--turn goes with --follow.", param_hint="--turn")
     with open_backend(state) as backend:
         if follow:
             try:
-                for event in backend.follow(session_id, after=after):
+                for event in backend.follow(session_id, after=after, turn_id=turn_id):
                     if state.json_mode:
                         state.output.event(wire(event_out(event)))
                     else:

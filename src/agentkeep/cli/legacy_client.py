@@ -3,9 +3,10 @@ fields as the direct path, reached through the daemon's REST API.
 
 Directly, these commands open the store (which a daemon holds, so they used to exit 3). Under
 a daemon the message becomes a turn of the session (session id = agent id): ``--id`` is its
-idempotency key, ``id`` in the result is that key, and the daemon runs the turn at once (so a
-queued message's ``state`` is ``running``, not ``owes_work``). ``abort`` cancels the active
-turn and waits for it to stop. ``--model``/``--provider`` need the store itself (exit 2).
+idempotency key, ``id`` in the result is that key (or the turn's own), and the daemon runs
+the turn at once (so a queued message's ``state`` is ``running``, not ``owes_work``).
+``abort`` cancels the active turn and waits for it to stop. ``--model``/``--provider`` need
+the store itself (exit 2).
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def deliver(
             turn = finish_quietly(state, backend, turn, timeout_seconds=timeout_seconds)
     return {
         "agent_id": agent_id,
-        "id": turn.idempotency_key,
+        # --id as given; else the turn's key (a steer joins the running turn: that turn's key).
+        "id": message_id if message_id is not None else turn.idempotency_key,
         "delivery": "steering" if delivery == "steer" else "send",
         "created": not sent.duplicate,
         "waited": wait,

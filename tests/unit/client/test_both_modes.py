@@ -89,8 +89,11 @@ def test_the_daemon_really_answered(homes: tuple[Path, Path], kit: Any) -> None:
     run = kit.invoker(homes[1])
     assert run("session", "start", "quick", "--id", "onlyserved").exit_code == 0
     served = [s["id"] for s in kit.stdout_json(run("session", "list"))["sessions"]]
-    direct = [s["id"] for s in kit.stdout_json(kit.invoker(homes[0])("session", "list"))["sessions"]]
-    assert "onlyserved" in served and "onlyserved" not in direct
+    direct = [
+        s["id"] for s in kit.stdout_json(kit.invoker(homes[0])("session", "list"))["sessions"]
+    ]
+    assert "onlyserved" in served
+    assert "onlyserved" not in direct
     assert run("session", "archive", "onlyserved").exit_code == 0
 
 
@@ -156,4 +159,5 @@ def test_writes_print_the_same_in_both_modes(tmp_path: Path, kit: Any) -> None:
     codes = [exit_code for exit_code, _, _ in direct]
     assert codes == [0, 2, 2, 2, 0, 0, 0, 0, 4, 0, 0, 2, 1, 0, 2, 0, 1, 0, 0, 4, 0, 0, 0]
     answer = json.loads(direct[9][1])
-    assert answer["answer"] == "12 * 7 = 84." and answer["turn"]["status"] == "completed"
+    assert answer["answer"] == "12 * 7 = 84."
+    assert answer["turn"]["status"] == "completed"
