@@ -7,9 +7,10 @@ names); errors go to stderr with a message saying what to do, and a non-zero exi
 0     success
 1     the command failed (or ``db check`` found a problem)
 2     bad input: flags, a malformed config file, an empty message
-3     the state directory is held by another process (the message names its pid)
-4     no such agent, or no store in the state directory
-5     the agent's turn failed (``send --wait``, ``talk``): the failure is printed
+3     the state directory is held by another process (the message names its pid), or a
+      daemon owns it and the command needs the store itself
+4     no such agent, definition, session or turn, or no store in the state directory
+5     the agent's turn failed (``send --wait``, ``session send --wait``, ``talk``)
 130   interrupted by Ctrl-C: the turn was aborted (a second Ctrl-C exits at once)
 ====  ==============================================================================
 
@@ -60,14 +61,16 @@ __all__ = ["cli", "main"]
 _HELP = """Run and inspect durable agents in a state directory.
 
 Start with `agentkeep demo`. Output is text for people, or one JSON document with --json.
+When a daemon (`agentkeep serve`) owns the state directory, commands go through it.
 Errors go to stderr with what to do, and an exit code:
 
 \b
   0  success
   1  the command failed (or `db check` found a problem)
   2  bad input: flags, a malformed config file, an empty message
-  3  the state directory is held by another process (named by pid)
-  4  no such agent, or no store in the state directory
+  3  the state directory is held by another process (named by pid), or a daemon
+     owns it and the command needs the store itself
+  4  no such agent, definition, session or turn, or no store in the state directory
   5  the agent's turn failed (send --wait, talk): the failure is printed
   130  interrupted by Ctrl-C: the turn was aborted (a second Ctrl-C exits at once)
 

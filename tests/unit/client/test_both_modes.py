@@ -113,6 +113,7 @@ WRITES: list[tuple[tuple[str, ...], str | None]] = [
     (("session", "cancel", "s1"), None),  # nothing live
     (("talk", "quick", "What is 2 + 3?", "--session", "s1", "--key", "k2"), None),
     (("talk", "slowpoke", "hello", "--session", "s1"), None),  # not its session
+    (("session", "send", "s1", "What is 1 + 1?", "--steer", "--key", "k3", "--wait"), None),
     (("session", "archive", "s1"), None),
     (("session", "send", "s1", "late"), None),  # archived
     (("agent", "delete", "quick"), None),
@@ -157,7 +158,26 @@ def test_writes_print_the_same_in_both_modes(tmp_path: Path, kit: Any) -> None:
     for (args, _), left, right in zip(WRITES, direct, served, strict=True):
         assert right == left, " ".join(args)
     codes = [exit_code for exit_code, _, _ in direct]
-    assert codes == [0, 2, 2, 2, 0, 0, 0, 0, 4, 0, 0, 2, 1, 0, 2, 0, 1, 0, 0, 4, 0, 0, 0]
+    assert codes == [0, 2, 2, 2, 0, 0, 0, 0, 4, 0, 0, 2, 1, 0, 2, 0, 0, 1, 0, 0, 4, 0, 0, 0]
     answer = json.loads(direct[9][1])
     assert answer["answer"] == "12 * 7 = 84."
     assert answer["turn"]["status"] == "completed"
+
+
+def test_talk_streams_the_same_text_in_both_modes(tmp_path: Path, kit: Any) -> None:
+    """``talk DEFINITION MESSAGE`` for people: the answer on stdout, the new session's id on
+    stderr, directly and through the daemon."""
+    outputs = []
+    for name in ("direct", "served"):
+        home = kit.make_home(tmp_path / name)
+        run = kit.invoker(home)
+        assert run("agent", "create", "-", stdin=QUICK).exit_code == 0
+        if name == "direct":
+            result = run("talk", "quick", "What is 12 * 7?", json_mode=False)
+        else:
+            with kit.daemon_on(home):
+                result = run("talk", "quick", "What is 12 * 7?", json_mode=False)
+        assert result.exit_code == 0, result.stderr
+        assert re.search(r"^session: [a-z0-9]{24,25}$", result.stderr, re.MULTILINE)
+        outputs.append(result.stdout)
+    assert outputs == ["12 * 7 = 84.\n", "12 * 7 = 84.\n"]
