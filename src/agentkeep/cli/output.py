@@ -169,6 +169,13 @@ def from_library_error(error: AgentkeepError, *, home: str | None = None) -> Cli
             code=error.code,
             hint=f"Run `{command_line(home, 'resume')}` once to migrate it.",
         )
+    if error.code == "unauthorized":  # the daemon refused this client's token
+        return CliError(
+            str(error),
+            code=error.code,
+            hint="The daemon was started with another token (--token-file): set "
+            "AGENTKEEP_DAEMON_TOKEN to it.",
+        )
     return CliError(
         str(error) or type(error).__name__, code=error.code, exit_code=exit_code_of(error.code)
     )

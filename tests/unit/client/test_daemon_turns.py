@@ -175,3 +175,35 @@ def test_mcp_tools_over_the_daemon(tmp_path: Path, kit: Any) -> None:
     assert results["read"]["answer"] == "12 * 7 = 84."
     assert results["missing"][0] is True
     assert results["missing"][1].startswith("unknown_definition")
+
+
+def test_a_wrong_token_is_a_clear_error(tmp_path: Path, kit: Any, monkeypatch: Any) -> None:
+    home = kit.make_home(tmp_path / "state")
+    run = kit.invoker(home)
+    assert run("agent", "create", "-", stdin=QUICK).exit_code == 0
+    with kit.daemon_on(home):
+        monkeypatch.setenv("AGENTKEEP_DAEMON_TOKEN", "not-the-token-0123456789")
+        refused = run("agent", "list")
+    assert refused.exit_code == 1
+    error = json.loads(refused.stderr)["error"]
+    assert error["code"] == "unauthorized"
+    assert "AGENTKEEP_DAEMON_TOKEN" in error["hint"]
+
+
+def test_talk_to_an_agent_id_goes_through_the_daemon(tmp_path: Path, kit: Any) -> None:
+    """Today's ``talk AGENT_ID`` (an agent made without a definition) works under a daemon:
+    the agent is a session, continued through the daemon's REST API."""
+    home = kit.make_home(tmp_path / "state")
+    run = kit.invoker(home)
+    created = run("create", "--id", "plain")
+    assert created.exit_code == 0, created.stderr
+    with kit.daemon_on(home) as daemon:
+        talked = run("talk", "plain", "What is 2 + 3?")
+        assert talked.exit_code == 0, talked.stderr
+        value = kit.stdout_json(talked)
+        assert value["answer"] == "2 + 3 = 5."
+        assert value["turn"]["sessionId"] == "plain"
+        assert daemon.system.sessions.turns("plain")[-1].status == "completed"
+        missing = run("talk", "nothing", "hello")
+        assert missing.exit_code == 4
+        assert json.loads(missing.stderr)["error"]["code"] == "unknown_definition"
