@@ -65,7 +65,7 @@ def session() -> None:
 @pass_state
 def list_sessions(state: CliState, definition_id: str | None, include_archived: bool) -> None:
     """List sessions in id order (agents made without a definition too)."""
-    with open_backend(state) as backend:
+    with open_backend(state, read_only=True) as backend:
         records = backend.list_sessions(
             definition_id=definition_id,
             include_archived=include_archived,
@@ -134,7 +134,7 @@ def _same_start(
 @pass_state
 def show(state: CliState, session_id: str) -> None:
     """The session, its turns and its event ledger together (the first 1000 of each)."""
-    with open_backend(state) as backend:
+    with open_backend(state, read_only=True) as backend:
         record = backend.get_session(session_id)
         turns = backend.turns(session_id, after=0, limit=PAGE_LIMIT)
         events = backend.events(session_id, after=0, limit=PAGE_LIMIT)
@@ -174,7 +174,7 @@ def events(
     """The session's event ledger after sequence --after (one JSON line each with --follow)."""
     if turn_id is not None and not follow:
         raise click.BadParameter("--turn goes with --follow.", param_hint="--turn")
-    with open_backend(state) as backend:
+    with open_backend(state, read_only=not follow) as backend:
         if follow:
             try:
                 for event in backend.follow(session_id, after=after, turn_id=turn_id):

@@ -89,7 +89,7 @@ def agent() -> None:
 @pass_state
 def list_definitions(state: CliState, include_deleted: bool) -> None:
     """List the definitions in id order."""
-    with open_backend(state) as backend:
+    with open_backend(state, read_only=True) as backend:
         records = backend.list_definitions(
             include_deleted=include_deleted, after=None, limit=PAGE_LIMIT
         )
@@ -106,7 +106,7 @@ def list_definitions(state: CliState, include_deleted: bool) -> None:
 @pass_state
 def show_definition(state: CliState, definition_id: str, include_deleted: bool) -> None:
     """Show a definition and its current revision."""
-    with open_backend(state) as backend:
+    with open_backend(state, read_only=True) as backend:
         record = backend.get_definition(definition_id, include_deleted=include_deleted)
     _show(state, record)
 

@@ -17,7 +17,9 @@ import click
 
 from agentkeep.cli.context import CliState
 from agentkeep.cli.output import EXIT_STORE_LOCKED, CliError
+from agentkeep.cli.reading import open_reader
 from agentkeep.cli.runtime import open_system
+from agentkeep.cli.store_reader import StoreReader
 from agentkeep.client import Daemon, HttpBackend, client_token, find_daemon
 from agentkeep.mcp.backend import Backend, SystemBackend
 
@@ -57,12 +59,17 @@ def http_backend(state: CliState, daemon: Daemon) -> HttpBackend:
 
 
 @contextmanager
-def open_backend(state: CliState, *, create: bool = False) -> Iterator[Backend]:
+def open_backend(
+    state: CliState, *, create: bool = False, read_only: bool = False
+) -> Iterator[Backend]:
     """The command's backend: the daemon's when one owns the home, else the store's.
 
     Args:
         state: The command's state (its home and output mode).
         create: Direct mode only: allow a home without a store yet (``agent create``).
+        read_only: Direct mode only: the command only reads, so the store is read without
+            its lock (:class:`~agentkeep.cli.store_reader.StoreReader`) and the command
+            works while another process owns it.
     """
     daemon = daemon_of(state)
     if daemon is not None:
@@ -71,6 +78,10 @@ def open_backend(state: CliState, *, create: bool = False) -> Iterator[Backend]:
             yield backend
         finally:
             backend.close()
+        return
+    if read_only:
+        with open_reader(state.home) as reader:
+            yield StoreReader(reader)
         return
     with open_system(state.home, resume=False, create=create) as (system, _):
         yield SystemBackend(system)

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from agentkeep.cli.runtime import Home, open_system
+
 QUICK = '{"id": "quick", "name": "Quick", "instructions": "Answer briefly."}'
 
 
@@ -181,3 +183,16 @@ def test_talk_streams_the_same_text_in_both_modes(tmp_path: Path, kit: Any) -> N
         assert re.search(r"^session: [a-z0-9]{24,25}$", result.stderr, re.MULTILINE)
         outputs.append(result.stdout)
     assert outputs == ["12 * 7 = 84.\n", "12 * 7 = 84.\n"]
+
+
+def test_reads_need_no_lock(homes: tuple[Path, Path], kit: Any) -> None:
+    """Directly, the read commands read the store without its lock: they work while another
+    process (here an open system, no daemon) owns it, and print what they print otherwise."""
+    run = kit.invoker(homes[0])
+    before = {args: run(*args).stdout for args in READS[:3] + READS[6:10]}
+    with open_system(Home(path=homes[0]), resume=False):
+        for args, expected in before.items():
+            held = run(*args)
+            assert held.exit_code == 0, held.stderr
+            assert held.stdout == expected
+        assert run("session", "start", "quick").exit_code == 3  # a write needs the lock
