@@ -51,6 +51,7 @@ INTERNAL_PACKAGES = (
     "agentkeep.persistence",
     "agentkeep.actors",
     "agentkeep.cli",
+    "agentkeep.client",
 )
 
 

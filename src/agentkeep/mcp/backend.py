@@ -1,9 +1,9 @@
 """What the MCP tools need from agentkeep: the :class:`Backend` protocol, and
 :class:`SystemBackend`, its implementation over an ``AgentSystem`` the server owns.
 
-The tools (:mod:`agentkeep.mcp.tools`) call only this protocol, so another implementation —
-a client of the daemon's REST API when a daemon owns the home — can be added without
-touching a tool. An implementation raises the library's errors
+The tools (:mod:`agentkeep.mcp.tools`) and the CLI's commands call only this protocol; its
+other implementation, :class:`agentkeep.client.HttpBackend`, is a client of the daemon's
+REST API, used when a daemon owns the home. An implementation raises the library's errors
 (:class:`~agentkeep.errors.AgentkeepError` subclasses, ``TimeoutError``) for everything a
 caller can get wrong; the server turns them into tool errors the model reads.
 
@@ -13,6 +13,7 @@ worker thread.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Protocol
 
 import msgspec
@@ -21,7 +22,7 @@ from agentkeep.agent_system import AgentSystem
 from agentkeep.delivery import DeliveryKind, user
 from agentkeep.mcp.types import AgentMessage, DataPart, ReferencePart, TextPart, require_content
 from agentkeep.model import JSONObject, SessionEvent, UserMessage
-from agentkeep.model.turns import SentTurn, TurnRecord
+from agentkeep.model.turns import TERMINAL_STATUSES, TURN_EVENT_PREFIX, SentTurn, TurnRecord
 from agentkeep.registry import DefinitionRecord, DefinitionUpdate
 from agentkeep.sessions import SessionRecord
 
@@ -54,14 +55,35 @@ class Backend(Protocol):
         ...
 
     def start_session(
-        self, definition_id: str, *, session_id: str | None, metadata: JSONObject | None
+        self,
+        definition_id: str,
+        *,
+        session_id: str | None,
+        metadata: JSONObject | None,
+        revision_id: str | None = None,
     ) -> SessionRecord:
-        """Start a session of the definition's current revision (``AgentExistsError`` if
+        """Start a session of the definition's current revision, or ``revision_id``
+        (``AgentExistsError`` if
         ``session_id`` is taken; the refusals of ``Sessions.start``)."""
         ...
 
     def get_session(self, session_id: str) -> SessionRecord:
         """One session (``UnknownSessionError``)."""
+        ...
+
+    def list_sessions(
+        self,
+        *,
+        definition_id: str | None,
+        include_archived: bool,
+        after: str | None,
+        limit: int,
+    ) -> list[SessionRecord]:
+        """Sessions in id order after ``after`` (of one definition if ``definition_id``)."""
+        ...
+
+    def archive_session(self, session_id: str) -> SessionRecord:
+        """Archive (``SessionBusyError`` while a turn is live)."""
         ...
 
     def send(
@@ -81,12 +103,24 @@ class Backend(Protocol):
         """The turn once terminal (``TimeoutError`` if it is still live by then)."""
         ...
 
+    def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
+        """One turn (``UnknownTurnError``)."""
+        ...
+
     def turns(self, session_id: str, *, after: int, limit: int) -> list[TurnRecord]:
         """The session's turns numbered above ``after``."""
         ...
 
     def events(self, session_id: str, *, after: int, limit: int) -> list[SessionEvent]:
         """The session's ledger after sequence ``after``."""
+        ...
+
+    def follow(
+        self, session_id: str, *, after: int, turn_id: str | None = None
+    ) -> Iterator[SessionEvent]:
+        """The ledger after ``after``, then each event as it commits; with ``turn_id`` only
+        that turn's events, ending after its terminal ``turn.*`` event (the daemon's SSE
+        stream with ``until_turn_end``)."""
         ...
 
     def cancel_turn(self, session_id: str, turn_id: str | None) -> TurnRecord:
@@ -124,12 +158,37 @@ class SystemBackend(Backend):
         return self._system.registry.delete(definition_id)
 
     def start_session(
-        self, definition_id: str, *, session_id: str | None, metadata: JSONObject | None
+        self,
+        definition_id: str,
+        *,
+        session_id: str | None,
+        metadata: JSONObject | None,
+        revision_id: str | None = None,
     ) -> SessionRecord:
-        return self._system.sessions.start(definition_id, id=session_id, metadata=metadata)
+        return self._system.sessions.start(
+            definition_id, revision_id=revision_id, id=session_id, metadata=metadata
+        )
 
     def get_session(self, session_id: str) -> SessionRecord:
         return self._system.sessions.get(session_id)
+
+    def list_sessions(
+        self,
+        *,
+        definition_id: str | None,
+        include_archived: bool,
+        after: str | None,
+        limit: int,
+    ) -> list[SessionRecord]:
+        return self._system.sessions.list(
+            definition_id=definition_id,
+            include_archived=include_archived,
+            after=after,
+            limit=limit,
+        )
+
+    def archive_session(self, session_id: str) -> SessionRecord:
+        return self._system.sessions.archive(session_id)
 
     def send(
         self,
@@ -152,6 +211,9 @@ class SystemBackend(Backend):
     def wait_turn(self, session_id: str, turn_id: str, *, timeout_seconds: float) -> TurnRecord:
         return self._system.sessions.wait(session_id, turn_id, timeout_seconds=timeout_seconds)
 
+    def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
+        return self._system.sessions.turn(session_id, turn_id)
+
     def turns(self, session_id: str, *, after: int, limit: int) -> list[TurnRecord]:
         return self._system.sessions.turns(session_id, after=after, limit=limit)
 
@@ -159,10 +221,38 @@ class SystemBackend(Backend):
         self._system.sessions.get(session_id)  # an unknown session is an error, not []
         return self._system.events(session_id, after=after, limit=limit)
 
+    def follow(
+        self, session_id: str, *, after: int, turn_id: str | None = None
+    ) -> Iterator[SessionEvent]:
+        subscription = self._system.subscribe(session_id, after=after)
+        try:
+            for event in subscription:
+                if turn_id is not None and event.turn_id != turn_id:
+                    continue
+                yield event
+                if turn_id is not None and _ends_turn(event):
+                    return
+        finally:
+            subscription.close()
+
     def cancel_turn(self, session_id: str, turn_id: str | None) -> TurnRecord:
         return self._system.sessions.cancel(
             session_id, turn_id, timeout_seconds=self._cancel_timeout
         )
+
+
+def _ends_turn(event: SessionEvent) -> bool:
+    """A ``turn.<status>`` event moving its turn to a terminal status."""
+    prefix, _, status = event.type.partition(".")
+    return f"{prefix}." == TURN_EVENT_PREFIX and status in TERMINAL_STATUSES
+
+
+def message_text_parts(message: AgentMessage) -> JSONObject:
+    """Seed 002's message with every part as text (as :func:`user_message` reads it): the
+    form the daemon's driver accepts."""
+    require_content(message)
+    parts = [{"type": "text", "text": _part_text(part)} for part in message.parts]
+    return {"role": "user", "parts": parts}
 
 
 def user_message(message: str | AgentMessage) -> UserMessage:
