@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-package
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck unit chaos bench clean
+.PHONY: demo demo-daemon test check lint typecheck unit chaos bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ chaos: $(STAMP)
 ## demo: the main job, on the embedded defaults
 demo: $(DEMO_STAMP)
 	$(BIN)/agentkeep demo
+
+## demo-daemon: the same through the daemon (`agentkeep serve`), SIGKILLed mid-turn
+demo-daemon: $(DEMO_STAMP)
+	$(BIN)/agentkeep demo-daemon
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet --group bench

@@ -14,6 +14,16 @@ from agentkeep.agent import Agent
 from agentkeep.agent_system import AgentSystem
 from agentkeep.config import AgentConfig, current_environment
 from agentkeep.delivery import Delivery, system, tool_request, user
+from agentkeep.drivers import (
+    Driver,
+    DriverCancelledError,
+    DriverContext,
+    DriverContextClosedError,
+    DriverError,
+    DriverResult,
+    DriverRunRequest,
+    InvalidDriverEventError,
+)
 from agentkeep.errors import (
     AgentClosedError,
     AgentExistsError,
@@ -199,8 +209,15 @@ __all__ = [
     "Delivery",
     "DemoModel",
     "Done",
+    "Driver",
+    "DriverCancelledError",
+    "DriverContext",
+    "DriverContextClosedError",
+    "DriverError",
     "DriverPatch",
     "DriverRef",
+    "DriverResult",
+    "DriverRunRequest",
     "DuplicateProviderError",
     "EventTooLargeError",
     "ExpiredScopeError",
@@ -215,6 +232,7 @@ __all__ = [
     "InputTooLargeError",
     "InvalidConfigError",
     "InvalidDefinitionError",
+    "InvalidDriverEventError",
     "InvalidMessageError",
     "KeyValueStore",
     "Message",

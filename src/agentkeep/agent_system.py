@@ -37,6 +37,14 @@ from agentkeep.actors.tree import start_system_tree
 from agentkeep.agent import Agent
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery, prepare_acceptance
+from agentkeep.drivers.host import (
+    DEFAULT_CANCEL_GRACE_SECONDS,
+    DEFAULT_TURN_TIMEOUT_SECONDS,
+    DriverHost,
+    check_drivers,
+    check_seconds,
+)
+from agentkeep.drivers.types import Driver
 from agentkeep.errors import (
     AgentClosedError,
     AwaitFromOwnLoopError,
@@ -62,6 +70,7 @@ from agentkeep.model import (
     MessageOptions,
     PermissionMode,
     QueueableMessage,
+    QueuedMessage,
     QueueName,
     ReasoningEffort,
     ServiceTier,
@@ -70,6 +79,7 @@ from agentkeep.model import (
     rebuild_messages,
 )
 from agentkeep.model.ledger import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_INPUT_BYTES
+from agentkeep.model.turns import NATIVE_DRIVER
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.ledger import Subscription, check_page
 from agentkeep.persistence.store import Store
@@ -128,6 +138,9 @@ class AgentSystem:
         idle_grace_seconds: float,
         intensity: RestartIntensity,
         backoff: Backoff,
+        drivers: Sequence[Driver] = (),
+        turn_timeout_seconds: float = DEFAULT_TURN_TIMEOUT_SECONDS,
+        driver_cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS,
     ) -> None:
         self._store = store
         self._providers = providers
@@ -144,7 +157,17 @@ class AgentSystem:
                 steering_mode=steering_mode,
                 send_mode=send_mode,
                 instructions=instructions,
+                publish=store.ledger.publish,
             ),
+        )
+        # Injected drivers (docs/drivers.md): their runners are the tree's third tier.
+        self._drivers = DriverHost(
+            store,
+            drivers,
+            turn_timeout_seconds=turn_timeout_seconds,
+            cancel_grace_seconds=driver_cancel_grace_seconds,
+            intensity=intensity,
+            backoff=backoff,
         )
         # The barrier: operations admitted before close (or a delete) finish before it goes on.
         self._admission = Admission()
@@ -160,7 +183,12 @@ class AgentSystem:
         )
         store.on_writer_failure = self._agents.writer_failed
         self._tree = start_system_tree(
-            store, self._agents, intensity=intensity, backoff=backoff, on_give_up=self._gave_up
+            store,
+            self._agents,
+            intensity=intensity,
+            backoff=backoff,
+            on_give_up=self._gave_up,
+            drivers=self._drivers.start_tier if drivers else None,
         )
 
     @classmethod
@@ -182,6 +210,9 @@ class AgentSystem:
         restart_backoff: Backoff | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+        drivers: Sequence[Driver] = (),
+        turn_timeout_seconds: float = DEFAULT_TURN_TIMEOUT_SECONDS,
+        driver_cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS,
         testing: FaultInjection | None = None,
     ) -> AgentSystem:
         """Open the store at ``path`` (exclusively), migrate it, and resume owed work.
@@ -200,12 +231,17 @@ class AgentSystem:
         refused (``EventTooLargeError``) before anything is written. ``max_input_bytes``: the
         bound on one input message's encoded JSON (seed 002's ``maxInputBytes``), refused
         (``InputTooLargeError``) before anything is written.
+        ``drivers``: injected drivers (:class:`agentkeep.Driver`), selected by a session's
+        pinned ``driver.id`` (docs/drivers.md); ``turn_timeout_seconds`` bounds one of their
+        turns (seed 002's ``turnTimeoutMs``), ``driver_cancel_grace_seconds`` how long a
+        cancelled run may take to return before it is abandoned.
         ``testing``: fault injection for the tests and chaos campaigns only
         (:class:`agentkeep.chaos.FaultInjection`); never set it in production.
 
         Raises:
             StoreLockedError: another owner holds the store.
-            InvalidConfigError: a mode, provider, feature or tool is invalid (naming it).
+            InvalidConfigError: a mode, provider, feature, tool or driver is invalid (naming
+                it: a duplicate or reserved driver id, a bad timeout).
             ToolDefinitionError: two tools share a name (in one namespace).
             ModelNotServedError: ``provider`` does not serve ``model``.
         """
@@ -218,6 +254,9 @@ class AgentSystem:
             providers.check_model(provider, model)  # ModelNotServedError for a typo
         feature_set = FeatureSet(_checked("features", features, Feature, "an ak.Feature"))
         ToolSet(_checked("tools", tools, Tool, "an ak.Tool (build one with @ak.tool)"))
+        checked_drivers = check_drivers(drivers)
+        timeout = check_seconds("turn_timeout_seconds", turn_timeout_seconds, zero=False)
+        grace = check_seconds("driver_cancel_grace_seconds", driver_cancel_grace_seconds, zero=True)
         # The system supervisor starts (and restarts) the writer: see actors/tree.py.
         hooks = testing or FaultInjection()
         store = Store.open(
@@ -242,6 +281,9 @@ class AgentSystem:
                 intensity=restart_intensity
                 or RestartIntensity(max_restarts=5, period_seconds=10.0),
                 backoff=restart_backoff or Backoff(initial_seconds=0.05, max_seconds=2.0),
+                drivers=checked_drivers,
+                turn_timeout_seconds=timeout,
+                driver_cancel_grace_seconds=grace,
             )
         except BaseException:
             store.close()  # a system that never came to be must not keep the lock
@@ -288,6 +330,7 @@ class AgentSystem:
             defaults=self._defaults,
             is_running=self._is_running,
             runtime=self,
+            drivers=self._drivers.ids,
         )
 
     def _is_running(self, agent_id: str) -> bool:
@@ -314,6 +357,11 @@ class AgentSystem:
         question an abort left unanswered in this process."""
         self._agents.tell(agent_id, Start(), counted=True)
 
+    def cancel_driver_turn(self, session_id: str, turn_id: str) -> None:
+        """Fire the cancel signal of an injected driver's running turn (``sessions.cancel``
+        calls this once the turn's ``cancelling`` is durable)."""
+        self._drivers.cancel(turn_id)
+
     def close(self, *, timeout_seconds: float | None = 30.0) -> None:
         """Admit nothing new, let admitted work finish (up to the timeout), stop every actor
         (destroying sessions once), and release the store's lock.
@@ -339,6 +387,9 @@ class AgentSystem:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             if known is not None and not known.status.wait_for_idle(remaining):
                 log.warning("agent_close_timed_out", agent_id=agent_id)
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if self._failure is None and not self._drivers.wait_idle(remaining):
+            log.warning("driver_close_timed_out")
         self._stop_tree()
 
     def shutdown(self) -> None:
@@ -355,6 +406,7 @@ class AgentSystem:
 
     def _stop_tree(self) -> None:
         """Stop the agents, then the writer (reverse start order), then release the store."""
+        self._drivers.stop()  # runs still going get their cancel signal and grace
         self._agents.stop_all()
         try:
             self._tree.stop(timeout_seconds=_TREE_STOP_SECONDS)
@@ -571,7 +623,8 @@ class AgentSystem:
         """Queue a message durably and wake the agent; returns once it is durable.
 
         ``start=False`` only queues it (the owed fact is written, so the next ``open`` or
-        ``start`` resumes it) without starting the agent now. ``idempotency_key``: the
+        ``start`` resumes it) without starting the agent now (a turn of an injected driver
+        runs regardless). ``idempotency_key``: the
         turn's key (docs/turns.md); a repeat returns the turn it made, writing nothing.
         """
         with self._admission.operation(), self._admission.agent_operation(agent_id):
@@ -601,17 +654,56 @@ class AgentSystem:
             defaults=self._defaults,
             idempotency_key=idempotency_key,
         )
+        routed = self._routed(
+            agent_id, queue, message, accept, id, metadata, options, idempotency_key
+        )
         try:
-            delivery, queued = self._store.transact(accept)
+            delivery, queued = self._store.transact(routed)
         except CommitOutcomeUnknownError:
             # It may have landed: wake the agent so a message that did is not left waiting
             # for the next start. The caller re-offers with the same id (idempotent).
             if start:
                 self._agents.tell(agent_id, Start(), counted=True)
+                self._drivers.wake(agent_id)
             raise
         if queued is not None and start:
             self._agents.tell(agent_id, WorkAccepted(message=queued), counted=True)
+        elif queued is None and delivery.created:
+            # A driver turn: its runner runs it now, ``start`` or not (a driver turn left
+            # queued would only be interrupted at the next open: docs/drivers.md).
+            self._drivers.wake(agent_id)
         return delivery
+
+    def _routed(
+        self,
+        agent_id: str,
+        queue: QueueName,
+        message: QueueableMessage,
+        native: Callable[[Transaction], tuple[Delivery, QueuedMessage | None]],
+        id: str | None,
+        metadata: JSONObject | None,
+        options: MessageOptions | None,
+        idempotency_key: str | None,
+    ) -> Callable[[Transaction], tuple[Delivery, QueuedMessage | None]]:
+        """The acceptance of a message to ``agent_id``: the native queue, or a turn of the
+        session's injected driver (decided inside the transaction: docs/drivers.md)."""
+        as_driver_turn = self._drivers.prepare(
+            agent_id,
+            queue,
+            message,
+            message_id=id,
+            metadata=metadata,
+            options=options,
+            idempotency_key=idempotency_key,
+        )
+
+        def accept(tx: Transaction) -> tuple[Delivery, QueuedMessage | None]:
+            driver = session_tables.session_driver(tx, agent_id)
+            if driver == NATIVE_DRIVER:
+                return native(tx)
+            return as_driver_turn(tx, driver), None
+
+        return accept
 
     def _deliver_within(
         self,
@@ -637,11 +729,16 @@ class AgentSystem:
                 options=options,
                 defaults=self._defaults,
             )
-            delivery, queued = accept(tx)
+            routed = self._routed(agent_id, queue, message, accept, id, metadata, options, None)
+            delivery, queued = routed(tx)
         if queued is not None:
             tx.after_commit(
                 lambda: self._agents.tell(agent_id, WorkAccepted(message=queued), counted=True)
             )
+        elif delivery.created:
+            # A driver turn. Waking may start a runner (an ask to its supervisor): never in
+            # the writer's thread, where after-commit callbacks run.
+            tx.after_commit(lambda: self._drivers.wake_soon(agent_id))
         return delivery
 
     def abort(
@@ -743,10 +840,16 @@ class AgentSystem:
 
         return self._read(read)
 
-    def subscribe(self, session_id: str, *, after: int = 0) -> Subscription:
+    def subscribe(
+        self, session_id: str, *, after: int = 0, ephemeral: bool = False
+    ) -> Subscription:
         """The session's committed events after ``after``: the backlog, then live events as
         they commit, each exactly once, in order (usable from another thread; closed by
         :meth:`close`). Resubscribe from ``last_sequence`` to resume without a gap.
+
+        ``ephemeral=True`` also delivers, interleaved, the live-only ``text.delta`` events
+        published while the subscription is open (``sequence == 0``: never stored, never
+        replayed; a slow subscriber loses the oldest of them, never a durable event).
 
         Raises:
             UnknownAgentError: no agent was ever created with this id.
@@ -754,7 +857,7 @@ class AgentSystem:
         """
         check_page(after, 1)
         self._read(lambda tx: _require_session(tx, session_id))
-        return Subscription(session_id, after, self._store.ledger, self._read)
+        return Subscription(session_id, after, self._store.ledger, self._read, ephemeral=ephemeral)
 
     def settings(self, agent_id: str) -> Settings:
         """The agent's current settings (the system's defaults until a message chose

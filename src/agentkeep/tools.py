@@ -182,7 +182,8 @@ class Tool(Generic[ArgsT, ResultT]):
         execute: ``(ctx, args) -> result``; may raise (the call then answers an error).
         namespace: Optional grouping; the key of a tool is ``(namespace, name)``.
         durable: May re-run after a restart (else it runs at most once).
-        transactional: Execute, validation and result commit in one store transaction.
+        transactional: Execute, validation and result commit in one store transaction
+            (seed 001). Not provided yet: ``True`` is refused (``ToolDefinitionError``).
         grammar: A Lark grammar: the model's raw input becomes ``{"input": raw}``.
         defer: Tell the provider it may load this tool's definition lazily.
         review_in_auto_mode: Read by permission features only.
@@ -221,6 +222,14 @@ class Tool(Generic[ArgsT, ResultT]):
             )
         if not callable(self.execute):
             raise ToolDefinitionError(f'Tool "{self.name}" needs a callable execute.')
+        if self.transactional:
+            # Refused, never ignored: a user relying on the flag would get no atomicity.
+            raise ToolDefinitionError(
+                f'Tool "{self.name}" asks for transactional=True, which agentkeep does not '
+                "provide yet (seed 001: execution, validation and the result's commit in one "
+                "store transaction); it is refused rather than silently ignored. Drop the flag, "
+                "or write what must be atomic through the call's stores."
+            )
         try:
             raw = msgspec.json.schema(self.args_type)
             parameters = parameters_schema(self.args_type)

@@ -40,8 +40,10 @@ PUBLIC_PACKAGES = (
     "agentkeep.providers",
     "agentkeep.registry",
     "agentkeep.sessions",
+    "agentkeep.drivers",
     "agentkeep.model",
     "agentkeep.server",
+    "agentkeep.mcp",
 )
 INTERNAL_PACKAGES = (
     "agentkeep.loop",
@@ -49,6 +51,7 @@ INTERNAL_PACKAGES = (
     "agentkeep.persistence",
     "agentkeep.actors",
     "agentkeep.cli",
+    "agentkeep.client",
 )
 
 

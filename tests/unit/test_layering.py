@@ -68,11 +68,14 @@ LAYERS: tuple[Component, ...] = (
             "agentkeep.agent",
             "agentkeep._agent_rows",
             "agentkeep.sessions",
+            "agentkeep.drivers",
         ),
     ),
+    Component(7, "mcp", ("agentkeep.mcp",)),
     Component(7, "chaos", ("agentkeep.chaos",)),
     Component(7, "server", ("agentkeep.server",)),
-    Component(8, "cli", ("agentkeep.cli",)),
+    Component(8, "client", ("agentkeep.client",)),
+    Component(9, "cli", ("agentkeep.cli",)),
 )
 
 

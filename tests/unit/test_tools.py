@@ -88,7 +88,7 @@ def rich(ctx: ToolContext, args: RichArgs) -> str:
     return "ok"
 
 
-@tool(name="status", transactional=True)
+@tool(name="status")
 def status_tool(ctx: ToolContext, args: Defaults) -> dict[str, bool]:
     """Report status."""
     return {"verbose": args.verbose}
@@ -118,8 +118,18 @@ def test_the_decorator_reads_name_docstring_and_types() -> None:
     assert add.description == "Add two integers.\n\nReturns their sum."
     assert (add.args_type, add.result_type) == (AddArgs, Answer)
     assert add.key == ("math", "add")
-    assert (status_tool.name, status_tool.transactional) == ("status", True)
+    assert (status_tool.name, status_tool.transactional) == ("status", False)
     assert rich.description is None
+
+
+def test_a_transactional_tool_is_refused_until_it_is_built() -> None:
+    # Seed 001's transactional tools are not built: the flag must be refused, not ignored
+    # (a user relying on it would otherwise get no atomicity; issue 18 item 2).
+    with pytest.raises(ToolDefinitionError, match=r"transactional=True.*refused"):
+
+        @tool(name="atomic", transactional=True)
+        def atomic(ctx: ToolContext, args: Defaults) -> str:
+            return "never"
 
 
 def test_the_descriptor_is_a_plain_object_schema() -> None:

@@ -73,7 +73,16 @@ from agentkeep.loop.events import (
 )
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import Plan, QueueMode
-from agentkeep.model import Context, Selection, Settings, done_error, new_id
+from agentkeep.model import (
+    Context,
+    JSONObject,
+    Selection,
+    Settings,
+    TextDelta,
+    done_error,
+    new_id,
+)
+from agentkeep.model.ledger import TEXT_DELTA
 from agentkeep.persistence.interface import StoreHandle
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.registry import Providers
@@ -94,6 +103,8 @@ class LoopOptions:
     send_mode: QueueMode
     instructions: str  # the system prompt, before the features' ``instructions`` hooks
     new_id: Callable[[], str] = new_id  # the ids the loop gives messages and tool calls
+    # Hands an ephemeral event (session id, type, data, turn id) to live subscribers.
+    publish: Callable[[str, str, JSONObject, str | None], None] | None = None
 
 
 class AgentActor(SupervisedMixin, pykka.ThreadingActor):
@@ -246,6 +257,9 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             case StartCompaction():
                 return self._start_compaction(effect)
             case Emit(event=event):
+                if isinstance(event, TextDelta) and self._options.publish is not None:
+                    # Streamed text, live only (ephemeral: the finished block is durable).
+                    self._options.publish(self._agent_id, TEXT_DELTA, {"text": event.delta}, None)
                 with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
                     self._features.observe("on_event", self._ctx_for, event)
             case Observe():

@@ -2,8 +2,10 @@
 
     system (rest_for_one)
     ├── store_writer      the single writing connection (Store.start_writer)
-    └── agents (one_for_one)
-        └── <agent id> ... one AgentActor per agent with work (transient)
+    ├── agents (one_for_one)
+    │   └── <agent id> ... one AgentActor per agent with work (transient)
+    └── drivers (one_for_one, when given)
+        └── <session id>#<n> ... one DriverRunner per session with injected-driver turns
 
 ``rest_for_one``: when the store writer fails, everything started after it (the agent tier)
 is stopped, the writer restarts on a fresh connection, and the agent tier starts again and
@@ -16,6 +18,9 @@ stays) and ``on_give_up`` surfaces the error.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
+
+import pykka
 
 from agentkeep.actors.registry import AgentRegistry
 from agentkeep.actors.supervisor import (
@@ -38,8 +43,11 @@ def start_system_tree(
     intensity: RestartIntensity,
     backoff: Backoff,
     on_give_up: Callable[[SupervisorGaveUpError], None],
+    drivers: Callable[[], pykka.ActorRef[Any]] | None = None,
 ) -> SupervisorRef:
-    """Start the tree over ``store`` (opened with ``start_writer=False``) and ``agents``.
+    """Start the tree over ``store`` (opened with ``start_writer=False``) and ``agents``;
+    ``drivers`` starts the injected drivers' tier (last: stopped first, restarted with the
+    writer).
 
     Raises:
         ChildStartError: the writer or the agent tier could not start.
@@ -56,6 +64,11 @@ def start_system_tree(
             ),
             # No shutdown timeout: the tier stops its agents, each bounded by its own turn.
             ChildSpec(id="agents", start=agents.start_tier, shutdown_timeout_seconds=None),
+            *(
+                []
+                if drivers is None
+                else [ChildSpec(id="drivers", start=drivers, shutdown_timeout_seconds=None)]
+            ),
         ],
         intensity=intensity,
         backoff=backoff,

@@ -7,9 +7,10 @@ names); errors go to stderr with a message saying what to do, and a non-zero exi
 0     success
 1     the command failed (or ``db check`` found a problem)
 2     bad input: flags, a malformed config file, an empty message
-3     the state directory is held by another process (the message names its pid)
-4     no such agent, or no store in the state directory
-5     the agent's turn failed (``send --wait``, ``talk``): the failure is printed
+3     the state directory is held by another process (the message names its pid), or a
+      daemon owns it and the command needs the store itself
+4     no such agent, definition, session or turn, or no store in the state directory
+5     the agent's turn failed (``send --wait``, ``session send --wait``, ``talk``)
 130   interrupted by Ctrl-C: the turn was aborted (a second Ctrl-C exits at once)
 ====  ==============================================================================
 
@@ -20,6 +21,7 @@ internal" in ``docs/architecture.md``).
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,10 +32,14 @@ from agentkeep.cli.admin import create, delete, list_agents, resume, show, trans
 from agentkeep.cli.chaos import chaos
 from agentkeep.cli.check import db
 from agentkeep.cli.context import CliState
+from agentkeep.cli.conversations import session
+from agentkeep.cli.definitions import agent
 from agentkeep.cli.demo import demo, demo_child
+from agentkeep.cli.demo_daemon import demo_daemon
 from agentkeep.cli.history import purge
 from agentkeep.cli.logs import DEFAULT_LOG_LEVEL, LOG_LEVELS, configure_logging, effective_level
-from agentkeep.cli.messaging import abort, compact, send, steer, talk
+from agentkeep.cli.mcp import mcp
+from agentkeep.cli.messaging import abort, compact, send, steer
 from agentkeep.cli.output import (
     CliError,
     Output,
@@ -46,6 +52,8 @@ from agentkeep.cli.output import (
 )
 from agentkeep.cli.runtime import Home
 from agentkeep.cli.serve import serve
+from agentkeep.cli.talking import talk
+from agentkeep.cli.transport import refuse_under_daemon
 from agentkeep.errors import AgentkeepError
 from agentkeep.persistence.store import HOME_ENV, resolve_home
 
@@ -54,14 +62,16 @@ __all__ = ["cli", "main"]
 _HELP = """Run and inspect durable agents in a state directory.
 
 Start with `agentkeep demo`. Output is text for people, or one JSON document with --json.
+When a daemon (`agentkeep serve`) owns the state directory, commands go through it.
 Errors go to stderr with what to do, and an exit code:
 
 \b
   0  success
   1  the command failed (or `db check` found a problem)
   2  bad input: flags, a malformed config file, an empty message
-  3  the state directory is held by another process (named by pid)
-  4  no such agent, or no store in the state directory
+  3  the state directory is held by another process (named by pid), or a daemon
+     owns it and the command needs the store itself
+  4  no such agent, definition, session or turn, or no store in the state directory
   5  the agent's turn failed (send --wait, talk): the failure is printed
   130  interrupted by Ctrl-C: the turn was aborted (a second Ctrl-C exits at once)
 
@@ -207,9 +217,16 @@ def cli(
         output=Output(json_mode=json_mode),
         log_level=level,
     )
+    if ctx.invoked_subcommand is not None:
+        try:
+            refuse_under_daemon(ctx.obj, ctx.invoked_subcommand)
+        except CliError as error:
+            fail(error, json_mode=json_mode or "--json" in sys.argv)
 
 
 for _command in (
+    agent,
+    session,
     create,
     list_agents,
     show,
@@ -225,8 +242,10 @@ for _command in (
     chaos,
     demo,
     demo_child,
+    demo_daemon,
     purge,
     serve,
+    mcp,
 ):
     cli.add_command(_command)
     _accept_json_after(_command)

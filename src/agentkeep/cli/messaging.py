@@ -1,4 +1,5 @@
-"""Commands that talk to an agent: send, steer, talk, abort, compact.
+"""Commands that talk to an agent: send, steer, abort, compact (and today's form of talk,
+which :mod:`agentkeep.cli.talking` runs).
 
 The message is TEXT, ``-`` (read from stdin) or ``--file PATH``, so a message of any size can
 be sent (argv stops near 128 KB). ``send --wait`` and ``talk`` wait through
@@ -15,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from agentkeep.agent_system import AgentSystem
+from agentkeep.cli import legacy_client
 from agentkeep.cli.admin import DEFAULT_TIMEOUT_SECONDS
 from agentkeep.cli.config import load_providers, message_options
 from agentkeep.cli.context import CliState, pass_state
@@ -22,6 +24,7 @@ from agentkeep.cli.message_input import read_message
 from agentkeep.cli.options import check_seconds
 from agentkeep.cli.output import EXIT_FAILURE, CliError, Console, answer_text
 from agentkeep.cli.runtime import StreamPrinter, open_store, open_system
+from agentkeep.cli.transport import daemon_of
 from agentkeep.cli.turns import (
     EXIT_INTERRUPTED,
     Interrupts,
@@ -36,7 +39,7 @@ from agentkeep.model import MessageOptions, QueueName
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _message_options(function: F) -> F:
+def message_flags(function: F) -> F:
     for option in reversed(
         [
             click.argument("text", required=False),
@@ -153,6 +156,19 @@ def _deliver(
     wait: bool,
     timeout_seconds: float,
 ) -> None:
+    if daemon_of(state) is not None:
+        legacy_client.refuse_options(model, provider)
+        value = legacy_client.deliver(
+            state,
+            "steer" if queue == "steering" else "send",
+            agent_id,
+            read_message(text, file_path),
+            message_id=message_id,
+            wait=wait,
+            timeout_seconds=timeout_seconds,
+        )
+        state.output.result(value, _render_delivery)
+        return
     message, options = _prepare(state, text, file_path, provider, model)
     if not wait:
         # Durable enqueue only: the agent runs it on `agentkeep resume` (or any later
@@ -181,17 +197,19 @@ def _deliver(
             message_id=message_id,
             timeout_seconds=timeout_seconds,
         )
+    state.output.result(value, _render_delivery)
 
-    def render(v: dict[str, Any]) -> str:
-        if v["waited"]:
-            return v["answer"] or f"(no answer; the agent is {v['state']})"
-        verb = "queued" if v["created"] else "already queued"
-        return (
-            f"{verb} message {v['id']} for {v['agent_id']} ({v['delivery']}); "
-            "run `agentkeep resume` to let it answer, or pass --wait"
-        )
 
-    state.output.result(value, render)
+def _render_delivery(v: dict[str, Any]) -> str:
+    if v["waited"]:
+        return v["answer"] or f"(no answer; the agent is {v['state']})"
+    verb = "queued" if v["created"] else "already queued"
+    if v["state"] == "running":  # a daemon runs it now
+        return f"{verb} message {v['id']} for {v['agent_id']} ({v['delivery']}); it is running"
+    return (
+        f"{verb} message {v['id']} for {v['agent_id']} ({v['delivery']}); "
+        "run `agentkeep resume` to let it answer, or pass --wait"
+    )
 
 
 _WAIT_HELP = (
@@ -202,7 +220,7 @@ _WAIT_HELP = (
 
 @click.command()
 @click.argument("agent_id")
-@_message_options
+@message_flags
 @click.option("--wait", is_flag=True, help=_WAIT_HELP)
 @pass_state
 def send(
@@ -236,7 +254,7 @@ def send(
 
 @click.command()
 @click.argument("agent_id")
-@_message_options
+@message_flags
 @click.option("--wait", is_flag=True, help=_WAIT_HELP)
 @pass_state
 def steer(
@@ -268,26 +286,21 @@ def steer(
     )
 
 
-@click.command()
-@click.argument("agent_id")
-@_message_options
-@pass_state
-def talk(
+def talk_to_agent_id(
     state: CliState,
     agent_id: str,
     text: str | None,
     file_path: Path | None,
+    *,
     model: str | None,
     provider: str | None,
     message_id: str | None,
     timeout_seconds: float,
 ) -> None:
-    """Send a message and stream the answer as it arrives, tool calls as they run.
-
-    The message is TEXT, - (read from stdin) or --file PATH. A failed turn exits 5 with the
-    failure on stderr; Ctrl-C aborts the turn and exits 130 (a second Ctrl-C exits at once).
-    With --json, prints one JSON object per line (text_delta, tool_call, tool_started,
-    tool_finished, response_done) and a final {"event": "done", ...}.
+    """Today's ``talk AGENT_ID``, run by this process: the answer streams as the model writes
+    it (text deltas, tool calls as they run). A failed turn exits 5; Ctrl-C aborts the turn
+    and exits 130. With --json, one JSON object per line (text_delta, tool_call,
+    tool_started, tool_finished, response_done) and a final {"event": "done", ...}.
     """
     message, options = _prepare(state, text, file_path, provider, model)
     printer = StreamPrinter(agent_id, Console(), json_lines=state.json_mode)
@@ -318,7 +331,13 @@ def talk(
 )
 @pass_state
 def abort(state: CliState, agent_id: str, timeout_seconds: float) -> None:
-    """Abort the agent's turn in progress (an interrupted turn is not resumed); queues stay."""
+    """Abort the agent's turn in progress (an interrupted turn is not resumed); queues stay.
+
+    While a daemon owns the state directory, its running turn is cancelled through it.
+    """
+    if daemon_of(state) is not None:
+        state.output.result(legacy_client.abort(state, agent_id), _render_abort)
+        return
     with open_store(state.home) as store:
         row, owed = store.read(lambda tx: (tx.get_agent(agent_id), tx.read_owed(agent_id)))
     if row is None:
@@ -337,14 +356,13 @@ def abort(state: CliState, agent_id: str, timeout_seconds: float) -> None:
         else:
             final_state = system.state(agent_id)
     value = {"agent_id": agent_id, "aborted": aborted, "state": final_state}
-    state.output.result(
-        value,
-        lambda v: (
-            f"aborted the turn of {v['agent_id']} (now {v['state']})"
-            if v["aborted"]
-            else f"{v['agent_id']} had no turn in progress"
-        ),
-    )
+    state.output.result(value, _render_abort)
+
+
+def _render_abort(v: dict[str, Any]) -> str:
+    if v["aborted"]:
+        return f"aborted the turn of {v['agent_id']} (now {v['state']})"
+    return f"{v['agent_id']} had no turn in progress"
 
 
 @click.command()

@@ -169,7 +169,53 @@ def from_library_error(error: AgentkeepError, *, home: str | None = None) -> Cli
             code=error.code,
             hint=f"Run `{command_line(home, 'resume')}` once to migrate it.",
         )
-    return CliError(str(error) or type(error).__name__, code=error.code)
+    if error.code == "unauthorized":  # the daemon refused this client's token
+        return CliError(
+            str(error),
+            code=error.code,
+            hint="The daemon was started with another token (--token-file): set "
+            "AGENTKEEP_DAEMON_TOKEN to it.",
+        )
+    return CliError(
+        str(error) or type(error).__name__, code=error.code, exit_code=exit_code_of(error.code)
+    )
+
+
+# The exit code of a library error no branch above names, by its stable code (the same
+# codes the daemon sends, so a command exits alike directly and through the daemon).
+_NOT_FOUND_CODES = frozenset(
+    {
+        "unknown_definition",
+        "definition_deleted",
+        "unknown_revision",
+        "unknown_session",
+        "unknown_turn",
+        "not_found",
+    }
+)
+_BAD_INPUT_CODES = frozenset(
+    {
+        "invalid_definition",
+        "definition_exists",
+        "invalid_session_config",
+        "unsupported_driver",
+        "idempotency_conflict",
+        "event_too_large",
+        "input_too_large",
+        "model_not_served",
+        "invalid_request",
+        "invalid_query",
+    }
+)
+
+
+def exit_code_of(code: str) -> int:
+    """4 for a record that does not exist, 2 for input refused, else 1."""
+    if code in _NOT_FOUND_CODES:
+        return EXIT_NOT_FOUND
+    if code in _BAD_INPUT_CODES:
+        return EXIT_BAD_INPUT
+    return EXIT_FAILURE
 
 
 def damaged(path: str, message: str, *, home: str | None) -> CliError:

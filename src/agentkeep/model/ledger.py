@@ -62,7 +62,8 @@ class SessionEvent(msgspec.Struct, frozen=True, kw_only=True):
     """One committed ledger entry of a session.
 
     ``turn_id`` names the turn the fact belongs to once turns exist (None until then, and for
-    facts outside any turn).
+    facts outside any turn). An *ephemeral* event (``text.delta``, delivered live only to a
+    subscription made with ``ephemeral=True``) is never stored: its ``sequence`` is 0.
     """
 
     session_id: str
@@ -71,6 +72,11 @@ class SessionEvent(msgspec.Struct, frozen=True, kw_only=True):
     data: JSONObject
     created_at_ms: int
     turn_id: str | None = None
+
+    @property
+    def ephemeral(self) -> bool:
+        """True for a live-only event: not stored, no sequence, never replayed."""
+        return self.sequence == 0
 
 
 __all__ = [

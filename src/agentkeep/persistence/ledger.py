@@ -11,6 +11,11 @@ Invariants:
   it reads every event by sequence from the store. So a notification that is missed (a crash
   between COMMIT and the callback) or coalesced costs at most a wait, never an event: a
   subscriber re-reads the store whenever it wakes, and at least every ``poll`` seconds.
+- Ephemeral events (streamed ``text.delta``) are never stored and have no sequence
+  (``sequence == 0``): the hub hands each one to the live subscriptions that asked for them
+  (``ephemeral=True``), each into its own bounded queue that drops its oldest ephemeral when
+  full. They never touch a subscription's durable cursor, so the durable events stay exactly
+  once and in order whatever is published; an ephemeral is never replayed.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ from agentkeep.persistence.codec import decode_object, now_ms
 if TYPE_CHECKING:
     from agentkeep.persistence.interface import Transaction
 
+#: The most ephemeral events one subscription holds unread; past it the oldest is dropped.
+MAX_PENDING_EPHEMERALS = 1000
+
 _encoder = msgspec.json.Encoder(order="sorted")
 # The small fields an oversized event keeps (with every ``*_id``): what the fact was.
 _IDENTITIES = ("index", "role", "position", "delivery", "reason", "epoch", "is_error", "ran")
@@ -58,6 +66,30 @@ def omitted(data: JSONObject, size: int, limit: int) -> JSONObject:
     transcript (or its archived epoch); only an event's copy is left out."""
     kept = {k: v for k, v in data.items() if k.endswith("_id") or k in _IDENTITIES}
     return {**kept, "omitted": "too_large", "bytes": size, "max_event_bytes": limit}
+
+
+class EphemeralQueue:
+    """One subscription's unread ephemeral events, bounded: when full, the oldest is dropped
+    (and counted), never a durable event. Guarded by the hub's condition."""
+
+    def __init__(self, limit: int = MAX_PENDING_EPHEMERALS) -> None:
+        # (the session's committed mark when it was published, the event)
+        self._items: deque[tuple[int, SessionEvent]] = deque(maxlen=limit)
+        self.dropped = 0
+
+    def put(self, mark: int, event: SessionEvent) -> None:
+        if len(self._items) == self._items.maxlen:
+            self.dropped += 1
+        self._items.append((mark, event))
+
+    def peek_mark(self) -> int | None:
+        return self._items[0][0] if self._items else None
+
+    def pop(self) -> SessionEvent | None:
+        return self._items.popleft()[1] if self._items else None
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
 
 
 class LedgerHub:
@@ -82,6 +114,8 @@ class LedgerHub:
         self._condition = threading.Condition()
         self._latest: dict[str, int] = {}
         self._closed = False
+        # Per session: the ephemeral queues of its live subscriptions that want them.
+        self._ephemeral: dict[str, list[EphemeralQueue]] = {}
 
     @property
     def closed(self) -> bool:
@@ -111,6 +145,52 @@ class LedgerHub:
                 timeout_seconds,
             )
             return self._latest.get(session_id, 0)
+
+    def publish(self, session_id: str, type: str, data: JSONObject, turn_id: str | None) -> None:
+        """Hand an ephemeral event to the session's live subscriptions that want them; it is
+        not stored, has no sequence and is never replayed (nobody listening: it is gone)."""
+        with self._condition:
+            queues = self._ephemeral.get(session_id)
+            if not queues:
+                return
+            event = SessionEvent(
+                session_id=session_id,
+                sequence=0,
+                type=type,
+                data=data,
+                created_at_ms=now_ms(),
+                turn_id=turn_id,
+            )
+            mark = self._latest.get(session_id, 0)
+            for queue in queues:
+                queue.put(mark, event)
+            self._condition.notify_all()
+
+    def take_ephemeral(self, queue: EphemeralQueue, upto: int | None) -> SessionEvent | None:
+        """The oldest unread ephemeral of ``queue``; with ``upto``, only one published when
+        the session's committed mark was at most ``upto`` (so it goes out before the durable
+        events committed after it)."""
+        with self._condition:
+            mark = queue.peek_mark()
+            if mark is None or (upto is not None and mark > upto):
+                return None
+            return queue.pop()
+
+    def listen(self, session_id: str) -> EphemeralQueue:
+        """A new bounded queue receiving the session's ephemeral events from now on."""
+        queue = EphemeralQueue()
+        with self._condition:
+            self._ephemeral.setdefault(session_id, []).append(queue)
+        return queue
+
+    def unlisten(self, session_id: str, queue: EphemeralQueue) -> None:
+        """Stop delivering the session's ephemeral events to ``queue``."""
+        with self._condition:
+            queues = self._ephemeral.get(session_id, [])
+            if queue in queues:
+                queues.remove(queue)
+            if not queues:
+                self._ephemeral.pop(session_id, None)
 
     def wake(self) -> None:
         """Wake every waiter to re-check its own stop condition."""
@@ -249,6 +329,7 @@ class Subscription:
         read: Callable[[Callable[[Transaction], list[SessionEvent]]], list[SessionEvent]],
         *,
         poll_seconds: float = 1.0,
+        ephemeral: bool = False,
     ) -> None:
         self.session_id = session_id
         self._last = after
@@ -258,6 +339,13 @@ class Subscription:
         self._buffer: deque[SessionEvent] = deque()
         self._closed = threading.Event()
         self._lock = threading.Lock()
+        # Ephemeral events go to their own bounded queue, never into the durable cursor.
+        self._ephemeral = hub.listen(session_id) if ephemeral else None
+
+    @property
+    def dropped_ephemerals(self) -> int:
+        """How many ephemeral events were dropped unread (the subscriber was too slow)."""
+        return 0 if self._ephemeral is None else self._ephemeral.dropped
 
     @property
     def last_sequence(self) -> int:
@@ -273,6 +361,8 @@ class Subscription:
     def close(self) -> None:
         """Stop: a waiting :meth:`next` returns (``StopIteration``) at its next wake-up."""
         self._closed.set()
+        if self._ephemeral is not None:
+            self._hub.unlisten(self.session_id, self._ephemeral)
         self._hub.wake()
 
     def __iter__(self) -> Iterator[SessionEvent]:
@@ -296,12 +386,17 @@ class Subscription:
             while True:
                 if self.closed:
                     raise StopIteration
+                # An ephemeral published before the next durable event committed goes first.
+                if (early := self._take_ephemeral(self._last)) is not None:
+                    return early
                 if self._buffer:
                     event = self._buffer.popleft()
                     self._last = event.sequence
                     return event
                 if self._fill():
                     continue
+                if (late := self._take_ephemeral(None)) is not None:
+                    return late
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError(
@@ -312,8 +407,17 @@ class Subscription:
                 wait = self._poll if remaining is None else min(self._poll, remaining)
                 threshold = max(
                     threshold,
-                    self._hub.wait_past(self.session_id, threshold, wait, self._closed.is_set),
+                    self._hub.wait_past(self.session_id, threshold, wait, self._woken),
                 )
+
+    def _woken(self) -> bool:
+        """Stop waiting (called under the hub's condition): closed, or an ephemeral came."""
+        return self._closed.is_set() or bool(self._ephemeral)
+
+    def _take_ephemeral(self, upto: int | None) -> SessionEvent | None:
+        if self._ephemeral is None:
+            return None
+        return self._hub.take_ephemeral(self._ephemeral, upto)
 
     def _fill(self) -> bool:
         """Read the next page after the last event handed out; True if it found any."""

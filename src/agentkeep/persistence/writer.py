@@ -230,13 +230,12 @@ class StoreWriter(pykka.ThreadingActor):
         with self._counters.lock:
             largest = max(self._counters.values.max_group_size, size)
         self._counters.set(max_group_size=largest)
-        for item, error in failed_alone:
-            item.fail(error)
         try:
             self._statements.execute("COMMIT")
         except BaseException as exc:
             _end_writer_if_injected(exc)
             self._rollback()
+            _answer_failed(failed_alone)
             self._fail_unknown(done, exc)
             self._counters.add(
                 groups=1, commit_errors=1, failed_transactions=len(done) + len(failed_alone)
@@ -249,6 +248,7 @@ class StoreWriter(pykka.ThreadingActor):
             self._statements.tick("after_commit")
         except BaseException as exc:
             _end_writer_if_injected(exc)
+            _answer_failed(failed_alone)
             self._fail_unknown(done, exc)
             self._counters.add(
                 groups=1, commits=1, failed_transactions=len(done) + len(failed_alone)
@@ -260,6 +260,7 @@ class StoreWriter(pykka.ThreadingActor):
                     callback()
                 except Exception as exc:  # committed already: report, never un-answer
                     log.exception("store_after_commit_callback_failed", error=repr(exc))
+        _answer_failed(failed_alone)
         for item, value, _callbacks in done:
             item.succeed(value)
         self._counters.add(
@@ -335,3 +336,12 @@ class StoreWriter(pykka.ThreadingActor):
             self._connection.close()
         except apsw.Error as exc:
             log.error("store_writer_close_failed", error=repr(exc))
+
+
+def _answer_failed(failed_alone: list[tuple[_WorkItem, BaseException]]) -> None:
+    """Answer the items that failed alone (their savepoint rolled back, nothing of theirs is
+    written) only once the group's COMMIT has returned: a failure can rest on what a
+    group-mate wrote (``AgentExistsError`` for an id a mate created), and a caller acting on
+    it — reading that id back — must find the mate's write committed."""
+    for item, error in failed_alone:
+        item.fail(error)

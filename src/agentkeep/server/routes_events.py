@@ -9,6 +9,9 @@ A reconnecting client sends ``Last-Event-ID`` (browsers do it by themselves), wh
 ``after``: it resumes exactly after the last event it saw, with no gap and no duplicate, from
 any sequence, forever (no TTL; the ledger is append-only). A heartbeat comment keeps idle
 connections open. Shutdown ends every stream (see :class:`~agentkeep.server.context.OpenStreams`).
+Live ``text.delta`` events (ephemeral: ``sequence`` 0, never stored or replayed) are sent
+without an SSE ``id`` unless ``ephemeral=false``; with a ``turn_id`` filter they are kept only
+if they name that turn.
 """
 
 from __future__ import annotations
@@ -101,7 +104,10 @@ async def stream_events(request: Request) -> Response:
         turn = await call(ctx.system.sessions.turn, session_id, turn_id)
         if turn.terminal and not await call(_end_ahead, ctx.system, session_id, turn_id, after):
             return EventSourceResponse(_nothing(), ping=ctx.heartbeat_seconds, sep="\n")
-    subscription = await call(ctx.system.subscribe, session_id, after=after)
+    # Live text deltas unless asked not to: ephemeral events (never stored, never replayed)
+    # go out without an SSE id, so a reconnect's Last-Event-ID is always a durable sequence.
+    deltas = request.query_params.get("ephemeral") is None or query_bool(request, "ephemeral")
+    subscription = await call(ctx.system.subscribe, session_id, after=after, ephemeral=deltas)
     bridge = EventBridge(subscription, asyncio.get_running_loop())
     key = ctx.streams.add(bridge.stop)
     if key is None:
@@ -115,6 +121,9 @@ async def stream_events(request: Request) -> Response:
                 if turn_id is not None and event.turn_id != turn_id:
                     continue
                 data = _encoder.encode(event_out(event)).decode()
+                if event.ephemeral:
+                    yield ServerSentEvent(data=data)  # no id: it moves no resume point
+                    continue
                 yield ServerSentEvent(data=data, id=str(event.sequence))
                 if until_turn_end and event.type in _TURN_ENDS:
                     return  # the turn is terminal: its last event was sent
@@ -164,6 +173,15 @@ OPERATIONS = (
                 where="query",
                 schema={"type": "boolean"},
                 description="Close the stream after turn_id's terminal event.",
+            ),
+            Param(
+                name="ephemeral",
+                where="query",
+                schema={"type": "boolean"},
+                description=(
+                    "Also send live text.delta events (sequence 0, no SSE id, never "
+                    "replayed); default true."
+                ),
             ),
             Param(
                 name="Last-Event-ID",

@@ -85,7 +85,12 @@ async def send_message(request: Request) -> Response:
     ctx = context(request)
     sessions: Sessions = ctx.system.sessions
     sent = await call(
-        sessions.send, session_id, message, idempotency_key=key, delivery=body.delivery
+        sessions.send,
+        session_id,
+        message,
+        idempotency_key=key,
+        delivery=body.delivery,
+        metadata=body.metadata,
     )
     turn = sent.turn
     if body.wait and not turn.terminal:

@@ -80,6 +80,7 @@ class SendMessage(
     idempotency_key: str | None = None
     wait: bool = True
     delivery: Literal["send", "steer"] = "send"
+    metadata: JSONObject | None = None  # the turn's caller-owned JSON (agentkeep's addition)
 
 
 class CancelRequest(

@@ -6,6 +6,8 @@ MCP surfaces map them: config → 422, busy → 409, unknown → 404).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from agentkeep.errors import AgentkeepError, UnknownAgentError
 
 
@@ -30,16 +32,17 @@ class SessionConfigError(SessionError):
 
 
 class UnsupportedDriverError(SessionConfigError):
-    """The revision names a driver this system cannot run (only ``agentkeep``, the native
-    durable loop, for now)."""
+    """The revision names a driver this system cannot run: neither ``agentkeep`` (the native
+    durable loop) nor one registered at ``AgentSystem.open(drivers=...)``."""
 
     code = "unsupported_driver"
 
-    def __init__(self, driver_id: str) -> None:
+    def __init__(self, driver_id: str, available: Iterable[str] = ()) -> None:
+        names = ", ".join(f'"{name}"' for name in ["agentkeep", *sorted(available)])
         super().__init__(
             "driver.id",
-            f'driver "{driver_id}" is not available: this system runs only the "agentkeep" '
-            "driver (the native durable loop)",
+            f'driver "{driver_id}" is not registered in this system (it runs {names}; '
+            "register injected drivers with AgentSystem.open(drivers=[...]))",
         )
         self.driver_id = driver_id
 

@@ -79,6 +79,7 @@ class Sessions:
         defaults: Settings,
         is_running: Callable[[str], bool],
         runtime: TurnRuntime,
+        drivers: frozenset[str] = frozenset(),
     ) -> None:
         self._store = store
         self._admission = admission
@@ -87,6 +88,7 @@ class Sessions:
         self._features = features
         self._defaults = defaults
         self._is_running = is_running
+        self._drivers = drivers
         self._turns = TurnService(store, runtime)
 
     def start(
@@ -112,7 +114,8 @@ class Sessions:
             DefinitionDeletedError: the definition was deleted (its sessions keep working,
                 new ones are refused).
             UnknownRevisionError: ``revision_id`` is not a revision of this definition.
-            UnsupportedDriverError: the revision names a driver other than ``agentkeep``.
+            UnsupportedDriverError: the revision names a driver that is neither
+                ``agentkeep`` nor registered (``AgentSystem.open(drivers=...)``).
             SessionConfigError: a tool id, the provider or a model setting is refused.
             ModelNotServedError: the provider does not serve the revision's model.
             InvalidConfigError: the id or the metadata is invalid.
@@ -127,12 +130,13 @@ class Sessions:
                 providers=self._providers,
                 tools=self._tools,
                 defaults=self._defaults,
+                drivers=self._drivers,
             )
             if not tx.create_agent(row):
                 raise AgentExistsError(row.id)
             now = now_ms()
             tables.insert_pin(tx, row.id, revision, now)
-            if revision.definition.model is not None:
+            if settings is not None and revision.definition.model is not None:
                 # Without a model the session follows the system's defaults, like any agent.
                 tx.write_settings(row.id, settings)
             found = tables.read_session(tx, row.id)
@@ -225,7 +229,8 @@ class Sessions:
 
         A ``send`` opens a new turn (queued behind the session's earlier ones); a ``steer``
         joins the running turn — it becomes part of that turn's input — or opens one when
-        none runs. Repeating an ``idempotency_key`` returns the turn it made
+        none runs (a session of an injected driver refuses a steer: docs/drivers.md).
+        Repeating an ``idempotency_key`` returns the turn it made
         (``duplicate=True``) and writes nothing; keys are never released.
 
         Args:

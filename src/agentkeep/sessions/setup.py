@@ -2,8 +2,10 @@
 
 Checked when the session starts, never at its first turn (SURFACES §2):
 
-- ``driver.id`` must be ``agentkeep`` (injected drivers come later):
-  :class:`UnsupportedDriverError` otherwise.
+- ``driver.id`` must be ``agentkeep`` or a driver registered at
+  ``AgentSystem.open(drivers=...)``: :class:`UnsupportedDriverError` otherwise. An injected
+  driver interprets its revision itself: the checks below are the native driver's and are
+  not made for it (docs/drivers.md).
 - ``model.id`` is ``provider/model`` (split at the first ``/``; the model part may hold more
   slashes). The provider must be registered and serve the model (``ModelNotServedError``).
   ``model`` None: the system's default provider and model.
@@ -96,16 +98,20 @@ def check(
     providers: Providers,
     tools: Sequence[Tool[Any, Any]],
     defaults: Settings,
-) -> Settings:
-    """Check everything ``definition`` configures (module docstring); returns its settings.
+    drivers: frozenset[str] = frozenset(),
+) -> Settings | None:
+    """Check everything ``definition`` configures (module docstring); returns its settings
+    (None for a session of an injected driver, whose revision configures that driver).
 
     Raises:
-        UnsupportedDriverError: the driver is not ``agentkeep``.
+        UnsupportedDriverError: the driver is neither ``agentkeep`` nor one of ``drivers``.
         SessionConfigError: a tool id is unknown, or the model is refused.
         ModelNotServedError: the provider does not serve the model.
     """
     if definition.driver.id != DEFAULT_DRIVER_ID:
-        raise UnsupportedDriverError(definition.driver.id)
+        if definition.driver.id in drivers:
+            return None
+        raise UnsupportedDriverError(definition.driver.id, available=drivers)
     known = {tool_id(tool) for tool in tools}
     for index, wanted in enumerate(definition.toolbox.tool_ids):
         if wanted not in known:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentkeep.errors import StoreError
+from agentkeep.model.turns import NATIVE_DRIVER
 from agentkeep.persistence.codec import decode_object
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.transaction import SqliteTransaction
@@ -96,6 +97,17 @@ def pinned_definition(tx: Transaction, session_id: str) -> Definition | None:
         (session_id,),
     )
     return decode_definition(rows[0][0]) if rows else None
+
+
+def session_driver(tx: Transaction, session_id: str) -> str:
+    """The driver that runs the session's turns: its pinned revision's ``driver.id``, or
+    ``agentkeep`` (the native loop) for a session without a pin."""
+    rows = _sql(tx).query(
+        "SELECT json_extract(r.definition_json, '$.driver.id') FROM sessions AS s "
+        "JOIN definition_revisions AS r ON r.id = s.revision_id WHERE s.agent_id = ?",
+        (session_id,),
+    )
+    return NATIVE_DRIVER if not rows or rows[0][0] is None else str(rows[0][0])
 
 
 # -- writes ------------------------------------------------------------------------------------

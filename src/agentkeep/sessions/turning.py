@@ -9,7 +9,8 @@ is the caller's side of it. Its rules:
   ``turn.*`` event that commits at any moment after the snapshot is seen, so a wait never
   misses its turn's end, whatever the timing.
 - **Cancellation intent is durable before anything acts on it.** A running turn becomes
-  ``cancelling`` in its own transaction before the loop is aborted; a queued turn's waiting
+  ``cancelling`` in its own transaction before the loop is aborted (or an injected driver's
+  cancel signal fires: its runner then ends the turn ``cancelled``); a queued turn's waiting
   input is removed and the turn ``cancelled`` in one transaction (of two cancellers, or a
   canceller and the loop consuming the input, exactly one wins: the queue delete is the
   claim).
@@ -24,7 +25,13 @@ from typing import Protocol
 from agentkeep.delivery import Delivery, DeliveryKind
 from agentkeep.errors import TurnStateError
 from agentkeep.model import JSONObject, MessageOptions, QueueableMessage, QueueName, SessionEvent
-from agentkeep.model.turns import TERMINAL_STATUSES, TurnFailure, TurnRecord, turn_event_type
+from agentkeep.model.turns import (
+    NATIVE_DRIVER,
+    TERMINAL_STATUSES,
+    TurnFailure,
+    TurnRecord,
+    turn_event_type,
+)
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.ledger import Subscription
 from agentkeep.sessions.errors import UnknownSessionError, UnknownTurnError
@@ -62,6 +69,11 @@ class TurnRuntime(Protocol):
 
     def wake(self, agent_id: str) -> None:
         """Let the agent continue what it owes (queued turns)."""
+        ...
+
+    def cancel_driver_turn(self, session_id: str, turn_id: str) -> None:
+        """Fire the cancel signal of an injected driver's running turn (its ``cancelling``
+        is durable already)."""
         ...
 
     def subscribe(self, session_id: str, *, after: int = 0) -> Subscription:
@@ -202,6 +214,15 @@ class TurnService:
             turn = _target(tx, session_id, turn_id)
             if turn.terminal or turn.status == "cancelling":
                 return turn, False
+            if turn.driver != NATIVE_DRIVER:
+                # An injected driver's turn: only its runner moves it to running (in the
+                # writer, so this transaction sees whether it did).
+                if turn.status == "queued":
+                    cancelled = tx.move_turn(
+                        session_id, turn.id, "cancelled", error=CANCELLED_QUEUED
+                    )
+                    return cancelled, False
+                return tx.move_turn(session_id, turn.id, "cancelling"), True
             if turn.status == "queued" and _unqueue(tx, session_id, turn.id):
                 return tx.move_turn(session_id, turn.id, "cancelled", error=CANCELLED_QUEUED), False
             # Running (or its input was consumed just now): the intent is durable first.
@@ -212,6 +233,15 @@ class TurnService:
             return tx.move_turn(session_id, turn.id, "cancelling"), True
 
         turn, abort = self._store.transact(mark)
+        if turn.status == "cancelling" and turn.driver != NATIVE_DRIVER:
+            # The intent is durable: now the signal; the runner ends the turn when the run
+            # returns or raises, or abandons it after the grace.
+            if abort:
+                self._runtime.cancel_driver_turn(session_id, turn.id)
+            try:
+                return self.wait(session_id, turn.id, timeout_seconds)
+            except TimeoutError:
+                return self.get(session_id, turn.id)
         if turn.status == "cancelling":
             if abort:
                 self._runtime.abort(session_id, wait=True, timeout_seconds=timeout_seconds)

@@ -207,3 +207,46 @@ def test_statistics_count_operations(store: Store) -> None:
     store.transact(_write("k", 1))
     # BEGIN, SAVEPOINT, INSERT, RELEASE, COMMIT, after_commit.
     assert store.statistics().operations - before == 6
+
+
+def test_a_failure_resting_on_a_group_mates_write_is_answered_after_the_commit(
+    store: Store,
+) -> None:
+    # Found by the daemon's concurrent session starts (a 404 after "already exists"): an
+    # item that failed because a group-mate wrote a key was answered before the group's
+    # COMMIT, so its caller, reading the key back at once, did not find it.
+    seen_after_failure: list[object] = []
+
+    def claim(tx: Transaction) -> str:
+        if tx.kv_read("owner") is not None:
+            raise BoomError("taken")
+        tx.kv_write("owner", "first")
+        return "claimed"
+
+    def claim_and_look(tx: Transaction) -> str:
+        return claim(tx)
+
+    release, blocker = _hold_writer(store)
+    outcomes: list[object] = []
+
+    def first() -> None:
+        outcomes.append(store.transact(claim))
+
+    def second() -> None:
+        try:
+            store.transact(claim_and_look)
+        except BoomError:
+            # Acting on the failure: the owner it rests on must be readable now.
+            seen_after_failure.append(store.read(lambda tx: tx.kv_read("owner")))
+
+    one = threading.Thread(target=first)
+    one.start()
+    assert store.handle.wait_for_queued(1, timeout_seconds=TIMEOUT)
+    two = threading.Thread(target=second)
+    two.start()
+    assert store.handle.wait_for_queued(2, timeout_seconds=TIMEOUT)
+    release.set()
+    for thread in (blocker, one, two):
+        thread.join(TIMEOUT)
+    assert outcomes == ["claimed"]
+    assert seen_after_failure == ["first"]

@@ -195,3 +195,63 @@ def _shutdown_with_open_streams(served: Served) -> None:
         thread.join(TIMEOUT)
     assert elapsed < 5.0
     assert ended == [[1], [1], [1]]  # each stream ended cleanly (no error in the reader)
+
+
+def _raw_frames(
+    client: httpx.Client, session: str, opened: threading.Event | None = None, **params: object
+) -> list[tuple[str | None, dict[str, object]]]:
+    """(the frame's own ``id:`` field or None, its event) of every data frame, read from the
+    raw SSE text up to the end of a turn; ``opened`` is set once the first frame arrived."""
+    frames: list[tuple[str | None, dict[str, object]]] = []
+    with client.stream("GET", STREAM.format(session), params=params) as response:  # type: ignore[arg-type]
+        assert response.status_code == 200
+        frame_id: str | None = None
+        data: str | None = None
+        for line in response.iter_lines():
+            if line.startswith("id:"):
+                frame_id = line[3:].strip()
+            elif line.startswith("data:"):
+                data = line[5:].strip()
+            elif line == "" and data is not None:
+                event = json.loads(data)
+                frames.append((frame_id, event))
+                if opened is not None:
+                    opened.set()
+                frame_id, data = None, None
+                if str(event["type"]) in ("turn.completed", "turn.failed"):
+                    break
+    return frames
+
+
+def test_live_text_deltas_are_ephemeral_frames_without_an_id(
+    served: Served, client: httpx.Client
+) -> None:
+    from agentkeep.providers import script
+
+    served.model.add(script.text("one two three four", chunks=4))
+    agent = served.system.create(id="deltas1")
+    served.system.update_metadata(agent.id, {"before": True})  # event 1: the stream is live
+    seen: list[list[tuple[str | None, dict[str, object]]]] = []
+    opened = threading.Event()
+
+    def follow() -> None:
+        with httpx.Client(base_url=served.url, headers=client.headers, timeout=TIMEOUT) as own:
+            seen.append(_raw_frames(own, "deltas1", opened))
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    assert opened.wait(TIMEOUT)  # it received event 1: it is subscribed before the turn
+    served.system.sessions.send(agent.id, "count").wait(timeout_seconds=TIMEOUT)
+    reader.join(TIMEOUT)
+    frames = seen[0]
+    durable = [(i, e) for i, e in frames if e["sequence"] != 0]
+    deltas = [(i, e) for i, e in frames if e["sequence"] == 0]
+    # Every durable event carries its sequence as the SSE id, densely; no delta has an id.
+    assert [i for i, _ in durable] == [str(n) for n in range(1, len(durable) + 1)]
+    assert [i for i, _ in deltas] == [None] * len(deltas)
+    assert {e["type"] for _, e in deltas} == {"text.delta"}
+    assert "".join(str(e["data"]["text"]) for _, e in deltas) == "one two three four"
+
+    # ephemeral=false: the durable events only, the same ones.
+    plain = _raw_frames(client, "deltas1", after=0, ephemeral="false")
+    assert [e["sequence"] for _, e in plain] == [e["sequence"] for _, e in durable]

@@ -303,4 +303,5 @@ def test_an_abort_cancels_the_running_turn(world: TurnWorld) -> None:
     assert done.status == "cancelled"
     assert done.error is not None
     assert done.error.code == "cancelled"
+    assert system.wait_for_idle(session.id, timeout_seconds=10)  # the actor ends its run
     assert system.sessions.archive(session.id).status == "archived"  # nothing live

@@ -1,0 +1,259 @@
+"""``agentkeep session …``: seed 002's sessions (``list/start/show/events/send/cancel/
+archive``), over a :class:`~agentkeep.mcp.backend.Backend` (:mod:`agentkeep.cli.transport`),
+printing the daemon's JSON (``server.wire``) in both modes.
+
+A session id is an agent id (SURFACES §1): ``agentkeep send AGENT`` and ``agentkeep session
+send AGENT`` reach the same conversation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+
+from agentkeep.cli.admin import DEFAULT_TIMEOUT_SECONDS, parse_metadata
+from agentkeep.cli.context import CliState, pass_state
+from agentkeep.cli.definitions import PAGE_LIMIT, wire
+from agentkeep.cli.message_input import read_message
+from agentkeep.cli.options import check_seconds
+from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
+from agentkeep.cli.transport import open_backend
+from agentkeep.cli.turn_waiting import finish
+from agentkeep.errors import AgentExistsError
+from agentkeep.model import SessionEvent
+from agentkeep.server.turn_wire import turn_out
+from agentkeep.server.wire import EventList, SessionList, event_out, session_out
+from agentkeep.sessions import SessionRecord
+
+EVENTS_PAGE = 100  # `session events` without --limit: the daemon's default page
+
+
+def event_line(event: SessionEvent) -> str:
+    """One event for people: sequence, type, turn, data."""
+    turn = f" [{event.turn_id}]" if event.turn_id else ""
+    data = msgspec.json.encode(event.data).decode()
+    return f"{event.sequence:>5}  {event.type}{turn}  {data}"
+
+
+def _session_line(value: dict[str, Any]) -> str:
+    agent = value["agentId"] or "(no definition)"
+    return f"{value['id']}  {agent}  {value['status']}"
+
+
+timeout_option = click.option(
+    "--timeout",
+    "timeout_seconds",
+    type=float,
+    callback=check_seconds,
+    default=DEFAULT_TIMEOUT_SECONDS,
+    show_default=True,
+    help="Seconds to wait for the turn's end (it goes on after).",
+)
+
+
+@click.group(name="session")
+def session() -> None:
+    """Sessions (seed 002's `session` commands): durable conversations, their turns and events."""
+
+
+@session.command(name="list")
+@click.option("--agent", "definition_id", help="Only the sessions of this agent definition.")
+@click.option("--include-archived", is_flag=True, help="Show archived sessions too.")
+@pass_state
+def list_sessions(state: CliState, definition_id: str | None, include_archived: bool) -> None:
+    """List sessions in id order (agents made without a definition too)."""
+    with open_backend(state, read_only=True) as backend:
+        records = backend.list_sessions(
+            definition_id=definition_id,
+            include_archived=include_archived,
+            after=None,
+            limit=PAGE_LIMIT,
+        )
+    next_after = records[-1].id if len(records) == PAGE_LIMIT else None
+    value = wire(SessionList(sessions=[session_out(r) for r in records], next_after=next_after))
+    state.output.result(
+        value, lambda v: "\n".join(_session_line(s) for s in v["sessions"]) or "(no sessions)"
+    )
+
+
+@session.command(name="start")
+@click.argument("definition_id", metavar="AGENT_ID")
+@click.option("--id", "session_id", help="The session's id (a retry with it is a no-op).")
+@click.option("--revision", "revision_id", help="Pin this revision instead of the current one.")
+@click.option("--metadata", "metadata", multiple=True, metavar="KEY=VALUE", help="Repeatable.")
+@pass_state
+def start(
+    state: CliState,
+    definition_id: str,
+    session_id: str | None,
+    revision_id: str | None,
+    metadata: tuple[str, ...],
+) -> None:
+    """Start a session of an agent definition (pinned to its current revision)."""
+    wanted = parse_metadata(metadata) or None
+    with open_backend(state) as backend:
+        try:
+            record = backend.start_session(
+                definition_id, session_id=session_id, metadata=wanted, revision_id=revision_id
+            )
+        except AgentExistsError:
+            # Seed 002: a client-chosen id makes the start idempotent (the daemon's rule).
+            assert session_id is not None
+            record = backend.get_session(session_id)
+            if not _same_start(record, definition_id, revision_id, wanted):
+                raise CliError(
+                    f'Session "{session_id}" already exists with a different agent, revision '
+                    "or metadata.",
+                    code="session_exists",
+                    hint="Choose another --id.",
+                    exit_code=EXIT_BAD_INPUT,
+                ) from None
+    state.output.result(wire(session_out(record)), lambda v: v["id"])
+
+
+def _same_start(
+    existing: SessionRecord,
+    definition_id: str,
+    revision_id: str | None,
+    metadata: dict[str, Any] | None,
+) -> bool:
+    """A repeated start (the daemon's ``_same_start``): same definition, revision if given,
+    and the asked-for metadata present."""
+    if existing.definition_id != definition_id:
+        return False
+    if revision_id is not None and existing.revision_id != revision_id:
+        return False
+    return all(existing.metadata.get(k) == v for k, v in (metadata or {}).items())
+
+
+@session.command(name="show")
+@click.argument("session_id")
+@pass_state
+def show(state: CliState, session_id: str) -> None:
+    """The session, its turns and its event ledger together (the first 1000 of each)."""
+    with open_backend(state, read_only=True) as backend:
+        record = backend.get_session(session_id)
+        turns = backend.turns(session_id, after=0, limit=PAGE_LIMIT)
+        events = backend.events(session_id, after=0, limit=PAGE_LIMIT)
+    value = {
+        "session": wire(session_out(record)),
+        "turns": [wire(turn_out(t)) for t in turns],
+        "events": [wire(event_out(e)) for e in events],
+    }
+
+    def render(v: dict[str, Any]) -> str:
+        lines = [_session_line(v["session"])]
+        lines += [f"  turn {t['number']} {t['id']}: {t['status']}" for t in v["turns"]]
+        lines += [f"  {event_line(e)}" for e in events]
+        return "\n".join(lines)
+
+    state.output.result(value, render)
+
+
+@session.command(name="events")
+@click.argument("session_id")
+@click.option("--after", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--limit", type=click.IntRange(1, 1000), default=EVENTS_PAGE, show_default=True)
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep printing events as they commit (the daemon's SSE stream); Ctrl-C stops.",
+)
+@click.option(
+    "--turn",
+    "turn_id",
+    help="With --follow: only this turn's events, ending after its last one.",
+)
+@pass_state
+def events(
+    state: CliState, session_id: str, after: int, limit: int, follow: bool, turn_id: str | None
+) -> None:
+    """The session's event ledger after sequence --after (one JSON line each with --follow)."""
+    if turn_id is not None and not follow:
+        raise click.BadParameter("--turn goes with --follow.", param_hint="--turn")
+    with open_backend(state, read_only=not follow) as backend:
+        if follow:
+            try:
+                for event in backend.follow(session_id, after=after, turn_id=turn_id):
+                    if state.json_mode:
+                        state.output.event(wire(event_out(event)))
+                    else:
+                        click.echo(event_line(event))
+            except KeyboardInterrupt:
+                pass
+            return
+        page = backend.events(session_id, after=after, limit=limit)
+    next_after = page[-1].sequence if len(page) == limit else None
+    value = wire(EventList(events=[event_out(e) for e in page], next_after=next_after))
+    state.output.result(
+        value,
+        lambda v: "\n".join(event_line(e) for e in page) or f"(no events after {after})",
+    )
+
+
+@session.command(name="send")
+@click.argument("session_id")
+@click.argument("text", required=False)
+@click.option(
+    "--file",
+    "file_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Read the message from this file (UTF-8) instead of TEXT.",
+)
+@click.option("--key", "idempotency_key", help="An idempotency key: a retry is a no-op.")
+@click.option("--steer", is_flag=True, help="Join the running turn instead of queueing a new one.")
+@click.option("--wait", is_flag=True, help="Wait for the turn's end and print its answer.")
+@timeout_option
+@pass_state
+def send(
+    state: CliState,
+    session_id: str,
+    text: str | None,
+    file_path: Path | None,
+    idempotency_key: str | None,
+    steer: bool,
+    wait: bool,
+    timeout_seconds: float,
+) -> None:
+    """Send a message as a turn (TEXT, - for stdin, or --file); durable on return."""
+    message = read_message(text, file_path)
+    with open_backend(state) as backend:
+        sent = backend.send(
+            session_id,
+            message,
+            delivery="steer" if steer else "send",
+            idempotency_key=idempotency_key,
+            metadata=None,
+        )
+        finish(
+            state,
+            backend,
+            sent,
+            wait=wait,
+            stream=not state.json_mode,
+            timeout_seconds=timeout_seconds,
+        )
+
+
+@session.command(name="cancel")
+@click.argument("session_id")
+@click.option("--turn", "turn_id", help="The turn to cancel (default: the active one).")
+@pass_state
+def cancel(state: CliState, session_id: str, turn_id: str | None) -> None:
+    """Cancel the session's active turn (or --turn); prints it once it stopped."""
+    with open_backend(state) as backend:
+        turn = backend.cancel_turn(session_id, turn_id)
+    state.output.result(wire(turn_out(turn)), lambda v: f"turn {v['id']}: {v['status']}")
+
+
+@session.command(name="archive")
+@click.argument("session_id")
+@pass_state
+def archive(state: CliState, session_id: str) -> None:
+    """Archive a session (refused while a turn is live); it stays readable."""
+    with open_backend(state) as backend:
+        record = backend.archive_session(session_id)
+    state.output.result(wire(session_out(record)), lambda v: f"{v['id']}: {v['status']}")

@@ -1,0 +1,156 @@
+"""The read half of the :class:`~agentkeep.mcp.backend.Backend` over a store read without its
+lock, for the read-only commands (``agent list/show``, ``session list/show/events``): they
+work while another process owns the store, as ``list``, ``show`` and ``transcript`` do.
+
+Definitions are read by the registry itself (over the read-only store), so its refusals
+(``unknown_definition``, ``definition_deleted``) are the ones the daemon sends; sessions,
+turns and events by the same table reads the sessions service makes. Anything that writes
+or waits is not a read: it raises ``NotImplementedError`` (no read-only command calls it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import NoReturn, TypeVar
+
+from agentkeep.cli.reading import Reader
+from agentkeep.delivery import DeliveryKind
+from agentkeep.mcp.backend import Backend
+from agentkeep.mcp.types import AgentMessage
+from agentkeep.model import JSONObject, SessionEvent
+from agentkeep.model.ledger import MAX_EVENTS_PAGE
+from agentkeep.model.turns import SentTurn, TurnRecord
+from agentkeep.persistence.interface import Transaction
+from agentkeep.registry import DefinitionRecord, DefinitionUpdate, Registry
+from agentkeep.sessions import SessionRecord, UnknownSessionError, UnknownTurnError
+from agentkeep.sessions import tables as session_tables
+
+T = TypeVar("T")
+
+
+class _ReadHandle:
+    """A store handle that only reads (the registry's reads call ``read`` only)."""
+
+    def __init__(self, reader: Reader) -> None:
+        self._reader = reader
+
+    def read(self, work: Callable[[Transaction], T]) -> T:
+        return self._reader.read(work)
+
+    def transact(self, work: Callable[[Transaction], T], **_: object) -> T:
+        raise NotImplementedError("a read-only store does not write")
+
+
+def _not_a_read(name: str) -> NoReturn:
+    raise NotImplementedError(f"{name} writes or waits: open the system, not a reader")
+
+
+class StoreReader(Backend):
+    """The reads of :class:`~agentkeep.mcp.backend.Backend` over ``reader`` (no lock)."""
+
+    def __init__(self, reader: Reader) -> None:
+        self._reader = reader
+        self._registry = Registry(_ReadHandle(reader))
+
+    # -- reads -------------------------------------------------------------------------------
+    def list_definitions(
+        self, *, include_deleted: bool, after: str | None, limit: int
+    ) -> list[DefinitionRecord]:
+        return self._registry.list(include_deleted=include_deleted, after=after, limit=limit)
+
+    def get_definition(self, definition_id: str, *, include_deleted: bool) -> DefinitionRecord:
+        return self._registry.get(definition_id, include_deleted=include_deleted)
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        found = self._reader.read(lambda tx: session_tables.read_session(tx, session_id))
+        if found is None:
+            raise UnknownSessionError(session_id)
+        return found
+
+    def list_sessions(
+        self,
+        *,
+        definition_id: str | None,
+        include_archived: bool,
+        after: str | None,
+        limit: int,
+    ) -> list[SessionRecord]:
+        return self._reader.read(
+            lambda tx: session_tables.list_sessions(
+                tx,
+                definition_id=definition_id,
+                include_archived=include_archived,
+                after=after,
+                limit=limit,
+            )
+        )
+
+    def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
+        found = self._reader.read(
+            lambda tx: self._known(tx, session_id).read_turn(session_id, turn_id)
+        )
+        if found is None:
+            raise UnknownTurnError(session_id, turn_id)
+        return found
+
+    def turns(self, session_id: str, *, after: int, limit: int) -> list[TurnRecord]:
+        return self._reader.read(
+            lambda tx: self._known(tx, session_id).list_turns(session_id, after, limit)
+        )
+
+    def events(self, session_id: str, *, after: int, limit: int) -> list[SessionEvent]:
+        self.get_session(session_id)  # as SystemBackend: an unknown session is an error
+        return self._reader.read(
+            lambda tx: tx.events(session_id, after, min(limit, MAX_EVENTS_PAGE))
+        )
+
+    @staticmethod
+    def _known(tx: Transaction, session_id: str) -> Transaction:
+        if not tx.session_known(session_id):
+            raise UnknownSessionError(session_id)
+        return tx
+
+    # -- not reads ---------------------------------------------------------------------------
+    def create_definition(self, definition: JSONObject) -> DefinitionRecord:
+        _not_a_read("create_definition")
+
+    def update_definition(self, definition_id: str, patch: JSONObject) -> DefinitionUpdate:
+        _not_a_read("update_definition")
+
+    def delete_definition(self, definition_id: str) -> DefinitionRecord:
+        _not_a_read("delete_definition")
+
+    def start_session(
+        self,
+        definition_id: str,
+        *,
+        session_id: str | None,
+        metadata: JSONObject | None,
+        revision_id: str | None = None,
+    ) -> SessionRecord:
+        _not_a_read("start_session")
+
+    def archive_session(self, session_id: str) -> SessionRecord:
+        _not_a_read("archive_session")
+
+    def send(
+        self,
+        session_id: str,
+        message: str | AgentMessage,
+        *,
+        delivery: DeliveryKind,
+        idempotency_key: str | None,
+        metadata: JSONObject | None,
+    ) -> SentTurn:
+        _not_a_read("send")
+
+    def wait_turn(self, session_id: str, turn_id: str, *, timeout_seconds: float) -> TurnRecord:
+        _not_a_read("wait_turn")
+
+    def follow(
+        self, session_id: str, *, after: int, turn_id: str | None = None
+    ) -> Iterator[SessionEvent]:
+        _not_a_read("follow")
+
+    def cancel_turn(self, session_id: str, turn_id: str | None) -> TurnRecord:
+        _not_a_read("cancel_turn")

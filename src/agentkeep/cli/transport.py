@@ -1,0 +1,87 @@
+"""Which transport a command runs on: the daemon's REST API, or the store itself.
+
+Every command written over a :class:`~agentkeep.mcp.backend.Backend` runs one code path on
+either :func:`open_backend` gives it: an :class:`~agentkeep.client.HttpBackend` when a daemon
+owns the home (``daemon.json`` names a live pid that holds the store lock), else a
+:class:`~agentkeep.mcp.backend.SystemBackend` over an ``AgentSystem`` this process opens
+(nothing owed resumes: only what the command sends runs). A stale ``daemon.json`` (a
+SIGKILLed daemon) is ignored, and said so on stderr at ``-v``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+
+from agentkeep.cli.context import CliState
+from agentkeep.cli.output import EXIT_STORE_LOCKED, CliError
+from agentkeep.cli.reading import open_reader
+from agentkeep.cli.runtime import open_system
+from agentkeep.cli.store_reader import StoreReader
+from agentkeep.client import Daemon, HttpBackend, client_token, find_daemon
+from agentkeep.mcp.backend import Backend, SystemBackend
+
+# Commands that need to own the store (or run a process that does): refused while a daemon
+# owns the home, with this exit code (the same as a held lock: the home is in use).
+OWNER_ONLY = frozenset({"create", "delete", "resume", "compact", "purge", "chaos", "demo", "serve"})
+
+
+def daemon_of(state: CliState) -> Daemon | None:
+    """The daemon owning the command's home, if any (a stale file is reported at ``-v``)."""
+    lookup = find_daemon(state.home.path)
+    if lookup.stale is not None and state.log_level in ("info", "debug"):
+        click.echo(f"note: ignoring a stale daemon file: {lookup.stale}", err=True)
+    return lookup.daemon
+
+
+def refuse_under_daemon(state: CliState, command: str) -> None:
+    """Exit 3 if a daemon owns the home and ``command`` needs the store itself."""
+    if command not in OWNER_ONLY:
+        return
+    daemon = daemon_of(state)
+    if daemon is None:
+        return
+    raise CliError(
+        f"`agentkeep {command}` needs the store itself, and the daemon (process "
+        f"{daemon.pid}, {daemon.url}) owns {state.home.path}.",
+        code="daemon_owns_home",
+        hint="Stop the daemon (SIGTERM) and run the command again, or use the commands that "
+        "go through it (`agentkeep agent …`, `agentkeep session …`, `agentkeep talk`).",
+        exit_code=EXIT_STORE_LOCKED,
+    )
+
+
+def http_backend(state: CliState, daemon: Daemon) -> HttpBackend:
+    """A client of ``daemon`` with the home's token (``$AGENTKEEP_DAEMON_TOKEN`` first)."""
+    return HttpBackend(daemon.url, client_token(state.home.path))
+
+
+@contextmanager
+def open_backend(
+    state: CliState, *, create: bool = False, read_only: bool = False
+) -> Iterator[Backend]:
+    """The command's backend: the daemon's when one owns the home, else the store's.
+
+    Args:
+        state: The command's state (its home and output mode).
+        create: Direct mode only: allow a home without a store yet (``agent create``).
+        read_only: Direct mode only: the command only reads, so the store is read without
+            its lock (:class:`~agentkeep.cli.store_reader.StoreReader`) and the command
+            works while another process owns it.
+    """
+    daemon = daemon_of(state)
+    if daemon is not None:
+        backend = http_backend(state, daemon)
+        try:
+            yield backend
+        finally:
+            backend.close()
+        return
+    if read_only:
+        with open_reader(state.home) as reader:
+            yield StoreReader(reader)
+        return
+    with open_system(state.home, resume=False, create=create) as (system, _):
+        yield SystemBackend(system)

@@ -1,0 +1,147 @@
+"""Sending a turn and waiting for it over a :class:`~agentkeep.mcp.backend.Backend`: the
+shared end of ``session send`` and ``talk``, the same through the daemon or directly.
+
+* The answer streams as its blocks commit (``assistant.block`` events of the turn, read
+  from the ledger: the daemon's SSE stream, or ``AgentSystem.subscribe``).
+* A wait shows its progress on stderr (every :data:`PROGRESS_SECONDS`) and is bounded by
+  ``--timeout``: past it the command exits 1 and the turn goes on (it is durable).
+* The turn's end decides the exit code: ``completed`` 0, ``failed`` 5, ``cancelled`` or
+  ``interrupted`` 1. Ctrl-C cancels the turn and exits 130.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+import msgspec
+
+from agentkeep.cli.context import CliState
+from agentkeep.cli.output import EXIT_FAILURE, CliError
+from agentkeep.cli.turns import EXIT_INTERRUPTED, EXIT_TURN_FAILED, announce
+from agentkeep.mcp.backend import Backend
+from agentkeep.mcp.tools import answer_of
+from agentkeep.model.ledger import ASSISTANT_BLOCK
+from agentkeep.model.turns import SentTurn, TurnRecord
+from agentkeep.server.turn_wire import turn_out
+
+PROGRESS_SECONDS = 5.0  # a line on stderr this often while a turn is still live
+
+
+def sent_value(turn: TurnRecord, duplicate: bool) -> dict[str, Any]:
+    """What ``session send`` and ``talk`` print with ``--json``: the daemon's ``SentTurnOut``
+    (``turn``, ``duplicate``) and the answer's text once the turn completed."""
+    return {
+        "turn": msgspec.to_builtins(turn_out(turn)),
+        "duplicate": duplicate,
+        "answer": answer_of(turn),
+    }
+
+
+def _stream(backend: Backend, turn: TurnRecord) -> bool:
+    """Print the turn's answer as its text blocks commit; True if anything was printed."""
+    printed = False
+    for event in backend.follow(turn.session_id, after=0, turn_id=turn.id):
+        block = event.data.get("block") if event.type == ASSISTANT_BLOCK else None
+        if isinstance(block, dict) and block.get("type") == "text" and block.get("text"):
+            click.echo(str(block["text"]))
+            printed = True
+    return printed
+
+
+def _wait(backend: Backend, turn: TurnRecord, timeout_seconds: float, quiet: bool) -> TurnRecord:
+    started = time.monotonic()
+    deadline = started + timeout_seconds
+    while not turn.terminal:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise CliError(
+                f'Turn "{turn.id}" of session "{turn.session_id}" is still {turn.status} after '
+                f"{timeout_seconds:g}s; it goes on.",
+                code="timeout",
+                hint=f"Follow it with `agentkeep session events {turn.session_id} --follow`, "
+                f"or cancel it with `agentkeep session cancel {turn.session_id}`.",
+                exit_code=EXIT_FAILURE,
+            )
+        try:
+            return backend.wait_turn(
+                turn.session_id, turn.id, timeout_seconds=min(PROGRESS_SECONDS, remaining)
+            )
+        except TimeoutError:
+            turn = backend.get_turn(turn.session_id, turn.id)
+            if not quiet:
+                waited = time.monotonic() - started
+                click.echo(f"… turn {turn.id} is {turn.status} ({waited:.0f}s)", err=True)
+    return turn
+
+
+def judge(turn: TurnRecord) -> None:
+    """Raise the CLI error of a turn that did not complete (module docstring)."""
+    if turn.status == "failed":
+        reason = turn.error.message if turn.error is not None else "no reason recorded"
+        raise CliError(
+            f'Turn "{turn.id}" of session "{turn.session_id}" failed: {reason}',
+            code="turn_failed",
+            hint="Send the message again (a new --key), or read "
+            f"`agentkeep session events {turn.session_id}`.",
+            exit_code=EXIT_TURN_FAILED,
+        )
+    if turn.status in ("cancelled", "interrupted"):
+        raise CliError(
+            f'Turn "{turn.id}" of session "{turn.session_id}" was {turn.status}.',
+            code=f"turn_{turn.status}",
+            exit_code=EXIT_FAILURE,
+        )
+
+
+def finish_quietly(
+    state: CliState, backend: Backend, turn: TurnRecord, *, timeout_seconds: float
+) -> TurnRecord:
+    """Wait for the turn's end without streaming it (progress on stderr) and judge it."""
+    turn = _wait(backend, turn, timeout_seconds, quiet=state.json_mode)
+    judge(turn)
+    return turn
+
+
+def finish(
+    state: CliState,
+    backend: Backend,
+    sent: SentTurn,
+    *,
+    wait: bool,
+    stream: bool,
+    timeout_seconds: float,
+) -> None:
+    """Print the sent turn (``wait`` False), or wait for its end, streaming the answer when
+    ``stream`` (text mode), and print it; a turn that did not complete exits non-zero."""
+    turn = sent.turn
+    if not wait:
+        state.output.result(
+            sent_value(turn, sent.duplicate),
+            lambda v: f"turn {turn.id} of session {turn.session_id}: {turn.status}",
+        )
+        return
+    printed = False
+    try:
+        if stream and not turn.terminal:
+            printed = _stream(backend, turn)
+        turn = _wait(
+            backend,
+            backend.get_turn(turn.session_id, turn.id),
+            timeout_seconds,
+            quiet=state.json_mode,
+        )
+    except KeyboardInterrupt:
+        announce(
+            f'cancelled turn "{turn.id}" of session "{turn.session_id}"',
+            json_mode=state.json_mode,
+        )
+        backend.cancel_turn(turn.session_id, turn.id)
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+    value = sent_value(turn, sent.duplicate)
+    if state.json_mode:
+        state.output.result(value)
+    elif not printed and value["answer"]:
+        click.echo(value["answer"])
+    judge(turn)

@@ -1,0 +1,294 @@
+"""The :class:`~agentkeep.mcp.backend.Backend` over a daemon's REST API (``docs/daemon.md``).
+
+Every method is one request (``update_definition``: two; ``wait_turn``: a bounded poll), and
+returns the library's records decoded from the wire (:mod:`agentkeep.client.records`), so
+the commands and tools above it cannot tell which transport they run on. A refusal is raised
+as the library error of the envelope's ``code``; a daemon that cannot be reached is a
+:class:`DaemonUnreachableError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import urllib.parse
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import msgspec
+from httpx_sse import connect_sse
+
+from agentkeep.client.records import (
+    definition_record,
+    library_error,
+    session_event,
+    session_record,
+    turn_record,
+)
+from agentkeep.delivery import DeliveryKind
+from agentkeep.errors import AgentExistsError, AgentkeepError
+from agentkeep.mcp.backend import Backend, message_text_parts
+from agentkeep.mcp.types import AgentMessage
+from agentkeep.model import JSONObject, SessionEvent
+from agentkeep.model.turns import SentTurn, TurnRecord
+from agentkeep.registry import DefinitionRecord, DefinitionUpdate, Revision
+from agentkeep.sessions import SessionRecord
+
+# How often wait_turn asks whether a turn is terminal: short next to any model call.
+POLL_SECONDS = 0.1
+
+
+class DaemonUnreachableError(AgentkeepError):
+    """The daemon named by ``daemon.json`` did not answer (it may be stopping)."""
+
+    code = "daemon_unreachable"
+
+
+class HttpBackend(Backend):
+    """:class:`~agentkeep.mcp.backend.Backend` over the daemon at ``url``.
+
+    Args:
+        url: The daemon's base URL (``daemon.json``'s ``url``).
+        token: The bearer token, or None for a ``--no-auth`` daemon.
+        timeout_seconds: The bound on one request (a cancel waits for the turn to stop).
+    """
+
+    def __init__(self, url: str, token: str | None, *, timeout_seconds: float = 60.0) -> None:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.url = url
+        self._http = httpx.Client(base_url=url, headers=headers, timeout=timeout_seconds)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    # -- transport ---------------------------------------------------------------------------
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+    ) -> Any:
+        return self._exchange(method, path, body=body, params=params)[1]
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+    ) -> tuple[int, Any]:
+        """One request: its status and decoded body (a refusal raised as its error)."""
+        query = {k: _query(v) for k, v in (params or {}).items() if v is not None}
+        try:
+            if body is None:
+                response = self._http.request(method, path, params=query)
+            else:
+                response = self._http.request(
+                    method,
+                    path,
+                    params=query,
+                    content=msgspec.json.encode(body),
+                    headers={"content-type": "application/json"},
+                )
+        except httpx.TransportError as error:
+            raise DaemonUnreachableError(
+                f"The daemon at {self.url} did not answer ({type(error).__name__}): it may be "
+                "stopping; run the command again."
+            ) from error
+        try:
+            value = response.json()
+        except ValueError:
+            value = None
+        if response.status_code >= 400:
+            raise library_error(response.status_code, value)
+        return response.status_code, value
+
+    # -- definitions -------------------------------------------------------------------------
+    def list_definitions(
+        self, *, include_deleted: bool, after: str | None, limit: int
+    ) -> list[DefinitionRecord]:
+        page = self._call(
+            "GET",
+            "/v1/agents",
+            params={"include_deleted": include_deleted, "after": after, "limit": limit},
+        )
+        return [definition_record(item) for item in page["agents"]]
+
+    def get_definition(self, definition_id: str, *, include_deleted: bool) -> DefinitionRecord:
+        body = self._call(
+            "GET", f"/v1/agents/{_seg(definition_id)}", params={"include_deleted": include_deleted}
+        )
+        return definition_record(body)
+
+    def create_definition(self, definition: JSONObject) -> DefinitionRecord:
+        return definition_record(self._call("POST", "/v1/agents", body=definition))
+
+    def update_definition(self, definition_id: str, patch: JSONObject) -> DefinitionUpdate:
+        before = self.get_definition(definition_id, include_deleted=False)
+        record = definition_record(
+            self._call("PATCH", f"/v1/agents/{_seg(definition_id)}", body=patch)
+        )
+        revision = Revision(
+            id=record.current_revision_id,
+            definition_id=record.id,
+            number=record.current_revision,
+            hash=record.hash,
+            definition=record.definition,
+            created_at_ms=record.updated_at_ms,
+        )
+        changed = record.current_revision_id != before.current_revision_id
+        return DefinitionUpdate(record=record, revision=revision, changed=changed)
+
+    def delete_definition(self, definition_id: str) -> DefinitionRecord:
+        return definition_record(self._call("DELETE", f"/v1/agents/{_seg(definition_id)}"))
+
+    # -- sessions ----------------------------------------------------------------------------
+    def start_session(
+        self,
+        definition_id: str,
+        *,
+        session_id: str | None,
+        metadata: JSONObject | None,
+        revision_id: str | None = None,
+    ) -> SessionRecord:
+        body: JSONObject = {"agentId": definition_id}
+        if session_id is not None:
+            body["sessionId"] = session_id
+        if metadata is not None:
+            body["metadata"] = metadata
+        if revision_id is not None:
+            body["revisionId"] = revision_id
+        try:
+            status, created = self._exchange("POST", "/v1/sessions", body=body)
+        except AgentkeepError as error:
+            if session_id is not None and error.code == "session_exists":
+                raise AgentExistsError(session_id) from None
+            raise
+        if status != 201 and session_id is not None:
+            # The daemon's idempotent start found it; the Backend contract is the library's
+            # (a taken id is AgentExistsError), so callers handle a retry the same either way.
+            raise AgentExistsError(session_id)
+        return session_record(created)
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        return session_record(self._call("GET", f"/v1/sessions/{_seg(session_id)}"))
+
+    def list_sessions(
+        self,
+        *,
+        definition_id: str | None,
+        include_archived: bool,
+        after: str | None,
+        limit: int,
+    ) -> list[SessionRecord]:
+        page = self._call(
+            "GET",
+            "/v1/sessions",
+            params={
+                "agent_id": definition_id,
+                "include_archived": include_archived,
+                "after": after,
+                "limit": limit,
+            },
+        )
+        return [session_record(item) for item in page["sessions"]]
+
+    def archive_session(self, session_id: str) -> SessionRecord:
+        return session_record(self._call("DELETE", f"/v1/sessions/{_seg(session_id)}"))
+
+    # -- turns -------------------------------------------------------------------------------
+    def send(
+        self,
+        session_id: str,
+        message: str | AgentMessage,
+        *,
+        delivery: DeliveryKind,
+        idempotency_key: str | None,
+        metadata: JSONObject | None,
+    ) -> SentTurn:
+        body: JSONObject = {
+            # As SystemBackend does: reference and data parts become text the model reads.
+            "message": message if isinstance(message, str) else message_text_parts(message),
+            "wait": False,
+            "delivery": delivery,
+        }
+        if idempotency_key is not None:
+            body["idempotencyKey"] = idempotency_key
+        if metadata is not None:
+            body["metadata"] = metadata
+        sent = self._call("POST", f"/v1/sessions/{_seg(session_id)}/messages", body=body)
+        return SentTurn(turn=turn_record(sent["turn"]), duplicate=bool(sent["duplicate"]))
+
+    def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
+        return turn_record(
+            self._call("GET", f"/v1/sessions/{_seg(session_id)}/turns/{_seg(turn_id)}")
+        )
+
+    def wait_turn(self, session_id: str, turn_id: str, *, timeout_seconds: float) -> TurnRecord:
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            turn = self.get_turn(session_id, turn_id)
+            if turn.terminal:
+                return turn
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f'Turn "{turn_id}" is still {turn.status}.')
+            time.sleep(min(POLL_SECONDS, remaining))
+
+    def turns(self, session_id: str, *, after: int, limit: int) -> list[TurnRecord]:
+        page = self._call(
+            "GET", f"/v1/sessions/{_seg(session_id)}/turns", params={"after": after, "limit": limit}
+        )
+        return [turn_record(item) for item in page["turns"]]
+
+    def cancel_turn(self, session_id: str, turn_id: str | None) -> TurnRecord:
+        body: JSONObject = {} if turn_id is None else {"turnId": turn_id}
+        return turn_record(self._call("POST", f"/v1/sessions/{_seg(session_id)}/cancel", body=body))
+
+    # -- events ------------------------------------------------------------------------------
+    def events(self, session_id: str, *, after: int, limit: int) -> list[SessionEvent]:
+        self.get_session(session_id)  # as SystemBackend: an unknown session is unknown_session
+        page = self._call(
+            "GET",
+            f"/v1/sessions/{_seg(session_id)}/events",
+            params={"after": after, "limit": limit},
+        )
+        return [session_event(item) for item in page["events"]]
+
+    def follow(
+        self, session_id: str, *, after: int, turn_id: str | None = None
+    ) -> Iterator[SessionEvent]:
+        params: dict[str, Any] = {"after": after}
+        if turn_id is not None:
+            params.update(turn_id=turn_id, until_turn_end="true")
+        path = f"/v1/sessions/{_seg(session_id)}/events/stream"
+        # No read timeout: a stream is quiet between events (heartbeats keep it alive).
+        timeout = httpx.Timeout(self._http.timeout.connect, read=None)
+        try:
+            with connect_sse(self._http, "GET", path, params=params, timeout=timeout) as source:
+                if source.response.status_code >= 400:
+                    source.response.read()
+                    with contextlib.suppress(ValueError):
+                        raise library_error(source.response.status_code, source.response.json())
+                    raise library_error(source.response.status_code, None)
+                for sse in source.iter_sse():
+                    if sse.data:
+                        yield session_event(msgspec.json.decode(sse.data))
+        except httpx.TransportError as error:
+            raise DaemonUnreachableError(
+                f"The event stream of {self.url} ended ({type(error).__name__})."
+            ) from error
+
+
+def _seg(value: str) -> str:
+    """One path segment (ids are plain, but a caller's typo must not change the route)."""
+    return urllib.parse.quote(value, safe="")
+
+
+def _query(value: Any) -> Any:
+    return ("true" if value else "false") if isinstance(value, bool) else value

@@ -1,0 +1,32 @@
+"""Injected drivers (seed 002's ``AgentDriver``): sessions whose pinned revision names a
+driver other than ``agentkeep`` run their turns through it (docs/drivers.md).
+
+- :mod:`~agentkeep.drivers.types`: :class:`Driver`, :class:`DriverRunRequest`,
+  :class:`DriverResult` and the errors;
+- :mod:`~agentkeep.drivers.context`: :class:`DriverContext` (cancel signal, ``emit``,
+  ``delta``) and the checks of what a driver emits;
+- :mod:`~agentkeep.drivers.runner`: one session's runner actor and the run's child actor;
+- :mod:`~agentkeep.drivers.host`: registration, acceptance, waking, cancel and stop.
+"""
+
+from agentkeep.drivers.context import DriverContext
+from agentkeep.drivers.types import (
+    Driver,
+    DriverCancelledError,
+    DriverContextClosedError,
+    DriverError,
+    DriverResult,
+    DriverRunRequest,
+    InvalidDriverEventError,
+)
+
+__all__ = [
+    "Driver",
+    "DriverCancelledError",
+    "DriverContext",
+    "DriverContextClosedError",
+    "DriverError",
+    "DriverResult",
+    "DriverRunRequest",
+    "InvalidDriverEventError",
+]

@@ -1,0 +1,122 @@
+"""The injected-driver API (seed 002's ``AgentDriver``): what a driver is, what it is given,
+what it returns, and what it may raise or be refused (docs/drivers.md).
+
+A driver runs the turns of the sessions whose pinned revision names it (``driver.id``). It is
+registered at ``AgentSystem.open(drivers=[...])`` and called once per turn, in a child actor's
+thread, never in an agent's own thread; it gets no store handle: everything durable it does
+goes through its :class:`~agentkeep.drivers.context.DriverContext`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import msgspec
+
+from agentkeep.errors import AgentkeepError
+from agentkeep.model import JSONObject
+from agentkeep.model.turns import TurnRecord
+from agentkeep.registry.types import Revision
+from agentkeep.sessions.types import SessionRecord
+
+if TYPE_CHECKING:
+    from agentkeep.drivers.context import DriverContext
+
+
+class DriverRunRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """What a driver's ``run`` is given for one turn (seed 002's ``DriverRunRequest``).
+
+    Attributes:
+        revision: The session's pinned (immutable) revision: instructions, model, driver
+            config, … as they were when the session started.
+        session: The session as it stands when the turn starts.
+        turn: The turn, already ``running``.
+        history: The ordered completed history before this turn: for each earlier
+            ``completed`` turn, its input then the assistant messages it produced (its
+            ``message`` events), each a JSON message object (``role``, ``content``).
+        input: The turn's input message (``turn.input``).
+        driver_session_id: The opaque id the last turn that returned one gave, or None.
+    """
+
+    revision: Revision
+    session: SessionRecord
+    turn: TurnRecord
+    history: tuple[JSONObject, ...]
+    input: JSONObject
+    driver_session_id: str | None
+
+
+class DriverResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """What a driver's ``run`` returns (seed 002's ``DriverRunResult``); returning None is
+    the same as ``DriverResult()``.
+
+    Attributes:
+        message: The final assistant message (``{"role": "assistant", "content": [...]}``),
+            appended once as a ``message`` event before the turn completes; None: none.
+        driver_session_id: Replaces the session's opaque driver session id; None keeps it.
+        metadata: A JSON object kept in the turn's result.
+    """
+
+    message: JSONObject | None = None
+    driver_session_id: str | None = None
+    metadata: JSONObject = msgspec.field(default_factory=dict)
+
+
+@runtime_checkable
+class Driver(Protocol):
+    """An injected driver (seed 002's ``AgentDriver``).
+
+    Attributes:
+        id: What a definition's ``driver.id`` names to select it (not ``agentkeep``, which is
+            the native durable loop).
+    """
+
+    id: str
+
+    def run(self, request: DriverRunRequest, context: DriverContext) -> DriverResult | None:
+        """Run one turn; return its result (or None), or raise to fail it.
+
+        Called in a worker thread with the turn already ``running``. Observe
+        ``context.cancelled`` (or ``raise_if_cancelled``) and stop promptly when it is set:
+        a run that ignores it is abandoned after the grace and its later emits refused.
+        """
+        ...
+
+
+class DriverError(AgentkeepError):
+    """A driver was misused, refused, or stopped."""
+
+    code = "driver_error"
+
+
+class DriverCancelledError(DriverError):
+    """Raised by ``DriverContext.raise_if_cancelled`` once the turn was cancelled or timed
+    out (a driver may let it escape: the turn ends ``cancelled`` or ``failed`` as decided)."""
+
+    code = "cancelled"
+
+
+class InvalidDriverEventError(DriverError):
+    """A driver emitted an event agentkeep refuses (a reserved or empty type, data that is
+    not a JSON object, over ``max_event_bytes``, a ``message`` that is not an assistant
+    message); nothing was written and the turn fails with ``error.code = "invalid_event"``."""
+
+    code = "invalid_event"
+
+
+class DriverContextClosedError(DriverError):
+    """The run this context belongs to is over (it returned, raised, timed out or was
+    abandoned): nothing it emits now is written."""
+
+    code = "driver_context_closed"
+
+
+__all__ = [
+    "Driver",
+    "DriverCancelledError",
+    "DriverContextClosedError",
+    "DriverError",
+    "DriverResult",
+    "DriverRunRequest",
+    "InvalidDriverEventError",
+]

@@ -1,0 +1,278 @@
+"""What the MCP tools need from agentkeep: the :class:`Backend` protocol, and
+:class:`SystemBackend`, its implementation over an ``AgentSystem`` the server owns.
+
+The tools (:mod:`agentkeep.mcp.tools`) and the CLI's commands call only this protocol; its
+other implementation, :class:`agentkeep.client.HttpBackend`, is a client of the daemon's
+REST API, used when a daemon owns the home. An implementation raises the library's errors
+(:class:`~agentkeep.errors.AgentkeepError` subclasses, ``TimeoutError``) for everything a
+caller can get wrong; the server turns them into tool errors the model reads.
+
+Every method blocks (the store and the actors are synchronous); the server calls them from a
+worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+import msgspec
+
+from agentkeep.agent_system import AgentSystem
+from agentkeep.delivery import DeliveryKind, user
+from agentkeep.mcp.types import AgentMessage, DataPart, ReferencePart, TextPart, require_content
+from agentkeep.model import JSONObject, SessionEvent, UserMessage
+from agentkeep.model.turns import TERMINAL_STATUSES, TURN_EVENT_PREFIX, SentTurn, TurnRecord
+from agentkeep.registry import DefinitionRecord, DefinitionUpdate
+from agentkeep.sessions import SessionRecord
+
+
+class Backend(Protocol):
+    """The operations behind the MCP tools (seed 002's ``Agents`` service, as far as MCP
+    uses it). Definitions are passed as seed 002's JSON objects, so they are checked (and
+    refused, naming the field) exactly once, by the registry."""
+
+    def list_definitions(
+        self, *, include_deleted: bool, after: str | None, limit: int
+    ) -> list[DefinitionRecord]:
+        """Definitions in id order after ``after``, at most ``limit``."""
+        ...
+
+    def get_definition(self, definition_id: str, *, include_deleted: bool) -> DefinitionRecord:
+        """One definition (``UnknownDefinitionError``, ``DefinitionDeletedError``)."""
+        ...
+
+    def create_definition(self, definition: JSONObject) -> DefinitionRecord:
+        """Create (``InvalidDefinitionError``, ``DefinitionExistsError``)."""
+        ...
+
+    def update_definition(self, definition_id: str, patch: JSONObject) -> DefinitionUpdate:
+        """PATCH (``InvalidDefinitionError``, ``UnknownDefinitionError``, …)."""
+        ...
+
+    def delete_definition(self, definition_id: str) -> DefinitionRecord:
+        """Tombstone (``UnknownDefinitionError``)."""
+        ...
+
+    def start_session(
+        self,
+        definition_id: str,
+        *,
+        session_id: str | None,
+        metadata: JSONObject | None,
+        revision_id: str | None = None,
+    ) -> SessionRecord:
+        """Start a session of the definition's current revision, or ``revision_id``
+        (``AgentExistsError`` if
+        ``session_id`` is taken; the refusals of ``Sessions.start``)."""
+        ...
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        """One session (``UnknownSessionError``)."""
+        ...
+
+    def list_sessions(
+        self,
+        *,
+        definition_id: str | None,
+        include_archived: bool,
+        after: str | None,
+        limit: int,
+    ) -> list[SessionRecord]:
+        """Sessions in id order after ``after`` (of one definition if ``definition_id``)."""
+        ...
+
+    def archive_session(self, session_id: str) -> SessionRecord:
+        """Archive (``SessionBusyError`` while a turn is live)."""
+        ...
+
+    def send(
+        self,
+        session_id: str,
+        message: str | AgentMessage,
+        *,
+        delivery: DeliveryKind,
+        idempotency_key: str | None,
+        metadata: JSONObject | None,
+    ) -> SentTurn:
+        """Accept a message as a turn, durably (``SessionArchivedError``,
+        ``IdempotencyConflictError``, ``InvalidMessageError``, ``UnknownSessionError``)."""
+        ...
+
+    def wait_turn(self, session_id: str, turn_id: str, *, timeout_seconds: float) -> TurnRecord:
+        """The turn once terminal (``TimeoutError`` if it is still live by then)."""
+        ...
+
+    def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
+        """One turn (``UnknownTurnError``)."""
+        ...
+
+    def turns(self, session_id: str, *, after: int, limit: int) -> list[TurnRecord]:
+        """The session's turns numbered above ``after``."""
+        ...
+
+    def events(self, session_id: str, *, after: int, limit: int) -> list[SessionEvent]:
+        """The session's ledger after sequence ``after``."""
+        ...
+
+    def follow(
+        self, session_id: str, *, after: int, turn_id: str | None = None
+    ) -> Iterator[SessionEvent]:
+        """The ledger after ``after``, then each event as it commits; with ``turn_id`` only
+        that turn's events, ending after its terminal ``turn.*`` event (the daemon's SSE
+        stream with ``until_turn_end``)."""
+        ...
+
+    def cancel_turn(self, session_id: str, turn_id: str | None) -> TurnRecord:
+        """Cancel the active turn or ``turn_id`` (``TurnStateError`` if none is live)."""
+        ...
+
+
+class SystemBackend(Backend):
+    """:class:`Backend` over an ``AgentSystem`` this process owns (the store's owner).
+
+    Args:
+        system: The open system; the caller closes it.
+        cancel_timeout_seconds: How long a cancel waits for a running turn's work to stop.
+    """
+
+    def __init__(self, system: AgentSystem, *, cancel_timeout_seconds: float = 30.0) -> None:
+        self._system = system
+        self._cancel_timeout = cancel_timeout_seconds
+
+    def list_definitions(
+        self, *, include_deleted: bool, after: str | None, limit: int
+    ) -> list[DefinitionRecord]:
+        return self._system.registry.list(include_deleted=include_deleted, after=after, limit=limit)
+
+    def get_definition(self, definition_id: str, *, include_deleted: bool) -> DefinitionRecord:
+        return self._system.registry.get(definition_id, include_deleted=include_deleted)
+
+    def create_definition(self, definition: JSONObject) -> DefinitionRecord:
+        return self._system.registry.create(definition)
+
+    def update_definition(self, definition_id: str, patch: JSONObject) -> DefinitionUpdate:
+        return self._system.registry.update(definition_id, patch)
+
+    def delete_definition(self, definition_id: str) -> DefinitionRecord:
+        return self._system.registry.delete(definition_id)
+
+    def start_session(
+        self,
+        definition_id: str,
+        *,
+        session_id: str | None,
+        metadata: JSONObject | None,
+        revision_id: str | None = None,
+    ) -> SessionRecord:
+        return self._system.sessions.start(
+            definition_id, revision_id=revision_id, id=session_id, metadata=metadata
+        )
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        return self._system.sessions.get(session_id)
+
+    def list_sessions(
+        self,
+        *,
+        definition_id: str | None,
+        include_archived: bool,
+        after: str | None,
+        limit: int,
+    ) -> list[SessionRecord]:
+        return self._system.sessions.list(
+            definition_id=definition_id,
+            include_archived=include_archived,
+            after=after,
+            limit=limit,
+        )
+
+    def archive_session(self, session_id: str) -> SessionRecord:
+        return self._system.sessions.archive(session_id)
+
+    def send(
+        self,
+        session_id: str,
+        message: str | AgentMessage,
+        *,
+        delivery: DeliveryKind,
+        idempotency_key: str | None,
+        metadata: JSONObject | None,
+    ) -> SentTurn:
+        handle = self._system.sessions.send(
+            session_id,
+            user_message(message),
+            delivery=delivery,
+            idempotency_key=idempotency_key,
+            metadata=metadata,
+        )
+        return SentTurn(turn=handle.turn, duplicate=handle.duplicate)
+
+    def wait_turn(self, session_id: str, turn_id: str, *, timeout_seconds: float) -> TurnRecord:
+        return self._system.sessions.wait(session_id, turn_id, timeout_seconds=timeout_seconds)
+
+    def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
+        return self._system.sessions.turn(session_id, turn_id)
+
+    def turns(self, session_id: str, *, after: int, limit: int) -> list[TurnRecord]:
+        return self._system.sessions.turns(session_id, after=after, limit=limit)
+
+    def events(self, session_id: str, *, after: int, limit: int) -> list[SessionEvent]:
+        self._system.sessions.get(session_id)  # an unknown session is an error, not []
+        return self._system.events(session_id, after=after, limit=limit)
+
+    def follow(
+        self, session_id: str, *, after: int, turn_id: str | None = None
+    ) -> Iterator[SessionEvent]:
+        subscription = self._system.subscribe(session_id, after=after)
+        try:
+            for event in subscription:
+                if turn_id is not None and event.turn_id != turn_id:
+                    continue
+                yield event
+                if turn_id is not None and _ends_turn(event):
+                    return
+        finally:
+            subscription.close()
+
+    def cancel_turn(self, session_id: str, turn_id: str | None) -> TurnRecord:
+        return self._system.sessions.cancel(
+            session_id, turn_id, timeout_seconds=self._cancel_timeout
+        )
+
+
+def _ends_turn(event: SessionEvent) -> bool:
+    """A ``turn.<status>`` event moving its turn to a terminal status."""
+    prefix, _, status = event.type.partition(".")
+    return f"{prefix}." == TURN_EVENT_PREFIX and status in TERMINAL_STATUSES
+
+
+def message_text_parts(message: AgentMessage) -> JSONObject:
+    """Seed 002's message with every part as text (as :func:`user_message` reads it): the
+    form the daemon's driver accepts."""
+    require_content(message)
+    parts = [{"type": "text", "text": _part_text(part)} for part in message.parts]
+    return {"role": "user", "parts": parts}
+
+
+def user_message(message: str | AgentMessage) -> UserMessage:
+    """Seed 002's message as an agentkeep user message: text stays text; a reference or a
+    data part becomes a line of text naming it (the native driver's models read text).
+
+    Raises:
+        InvalidMessageError: the message is empty.
+    """
+    require_content(message)
+    if isinstance(message, str):
+        return user(message)
+    return user([_part_text(part) for part in message.parts])
+
+
+def _part_text(part: TextPart | ReferencePart | DataPart) -> str:
+    if isinstance(part, TextPart):
+        return part.text
+    if isinstance(part, ReferencePart):
+        label = f"{part.name} " if part.name else ""
+        kind = f" ({part.media_type})" if part.media_type else ""
+        return f"[reference: {label}<{part.uri}>{kind}]"
+    return f"[data {part.name}: {msgspec.json.encode(part.data).decode()}]"

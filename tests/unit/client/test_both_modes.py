@@ -1,0 +1,198 @@
+"""Every seed-002 command gives the same output directly and through a daemon.
+
+Reads: one state is built directly, copied, and served by a daemon; each command must print
+byte-identical stdout (JSON and text) and exit alike on the original (direct) and the copy
+(through the daemon). Writes: the same script runs on two fresh homes, one direct and one
+under a daemon; outputs must match once the ids and timestamps only a run can choose (cuid2
+ids, clock times) are numbered in order of appearance.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentkeep.cli.runtime import Home, open_system
+
+QUICK = '{"id": "quick", "name": "Quick", "instructions": "Answer briefly."}'
+
+
+def _build(run: Any) -> None:
+    """The state the read commands look at (made directly)."""
+    assert run("agent", "create", "-", stdin=QUICK).exit_code == 0
+    slow = '{"id": "slowpoke", "name": "Slow", "model": {"id": "slow/demo-1"}}'
+    assert run("agent", "create", "-", stdin=slow).exit_code == 0
+    assert run("agent", "create", "-", stdin='{"id": "gone", "name": "Gone"}').exit_code == 0
+    assert run("agent", "delete", "gone").exit_code == 0
+    assert run("session", "start", "quick", "--id", "sone").exit_code == 0
+    talked = run("talk", "quick", "What is 12 * 7?", "--session", "sone", "--key", "k1")
+    assert talked.exit_code == 0, talked.stderr
+    assert run("session", "start", "quick", "--id", "stwo").exit_code == 0
+    assert run("session", "archive", "stwo").exit_code == 0
+
+
+@pytest.fixture(scope="module")
+def homes(tmp_path_factory: pytest.TempPathFactory, kit: Any) -> Iterator[tuple[Path, Path]]:
+    """(direct home, daemon-owned copy of it)."""
+    direct = kit.make_home(tmp_path_factory.mktemp("direct") / "state")
+    _build(kit.invoker(direct))
+    served = tmp_path_factory.mktemp("served") / "state"
+    shutil.copytree(direct, served)
+    with kit.daemon_on(served):
+        yield direct, served
+
+
+READS = [
+    ("agent", "list"),
+    ("agent", "list", "--include-deleted"),
+    ("agent", "show", "quick"),
+    ("agent", "show", "gone", "--include-deleted"),
+    ("agent", "show", "gone"),
+    ("agent", "show", "nope"),
+    ("session", "list"),
+    ("session", "list", "--include-archived"),
+    ("session", "list", "--agent", "slowpoke"),
+    ("session", "show", "sone"),
+    ("session", "show", "nope"),
+    ("session", "events", "sone", "--after", "0"),
+    ("session", "events", "sone", "--after", "3", "--limit", "2"),
+    ("session", "events", "nope"),
+]
+
+
+def _same_error(direct: Any, served: Any, homes: tuple[Path, Path]) -> None:
+    if direct.exit_code == 0:
+        return
+    left = direct.stderr.replace(str(homes[0]), "HOME")
+    right = served.stderr.replace(str(homes[1]), "HOME")
+    assert left == right
+
+
+@pytest.mark.parametrize("json_mode", [True, False], ids=["json", "text"])
+@pytest.mark.parametrize("args", READS, ids=" ".join)
+def test_reads_print_the_same_in_both_modes(
+    homes: tuple[Path, Path], kit: Any, args: tuple[str, ...], json_mode: bool
+) -> None:
+    direct = kit.invoker(homes[0])(*args, json_mode=json_mode)
+    served = kit.invoker(homes[1])(*args, json_mode=json_mode)
+    assert (served.exit_code, served.stdout) == (direct.exit_code, direct.stdout)
+    _same_error(direct, served, homes)
+
+
+def test_the_daemon_really_answered(homes: tuple[Path, Path], kit: Any) -> None:
+    """The served copy is read through the daemon: a session made only there is listed, and
+    the direct home (no daemon) does not see it."""
+    run = kit.invoker(homes[1])
+    assert run("session", "start", "quick", "--id", "onlyserved").exit_code == 0
+    served = [s["id"] for s in kit.stdout_json(run("session", "list"))["sessions"]]
+    direct = [
+        s["id"] for s in kit.stdout_json(kit.invoker(homes[0])("session", "list"))["sessions"]
+    ]
+    assert "onlyserved" in served
+    assert "onlyserved" not in direct
+    assert run("session", "archive", "onlyserved").exit_code == 0
+
+
+WRITES: list[tuple[tuple[str, ...], str | None]] = [
+    (("agent", "create", "-"), QUICK),
+    (("agent", "create", "-"), QUICK),  # definition_exists
+    (("agent", "create", "-"), "{not json"),
+    (("agent", "create", "-"), '{"id": "BAD ID", "name": "x"}'),
+    (("agent", "update", "quick", "-"), '{"description": "second"}'),
+    (("agent", "update", "quick", "-"), '{"description": "second"}'),  # unchanged
+    (("session", "start", "quick", "--id", "s1", "--metadata", "team=a"), None),
+    (("session", "start", "quick", "--id", "s1", "--metadata", "team=a"), None),
+    (("session", "start", "nope"), None),
+    (("session", "send", "s1", "What is 12 * 7?", "--key", "k1", "--wait"), None),
+    (("session", "send", "s1", "What is 12 * 7?", "--key", "k1"), None),  # duplicate
+    (("session", "send", "s1", "something else", "--key", "k1"), None),  # conflict
+    (("session", "cancel", "s1"), None),  # nothing live
+    (("talk", "quick", "What is 2 + 3?", "--session", "s1", "--key", "k2"), None),
+    (("talk", "slowpoke", "hello", "--session", "s1"), None),  # not its session
+    (("session", "send", "s1", "What is 1 + 1?", "--steer", "--key", "k3", "--wait"), None),
+    (("session", "archive", "s1"), None),
+    (("session", "send", "s1", "late"), None),  # archived
+    (("agent", "delete", "quick"), None),
+    (("agent", "delete", "quick"), None),
+    (("agent", "show", "quick"), None),  # deleted
+    (("agent", "list", "--include-deleted"), None),
+    (("session", "show", "s1"), None),
+    (("session", "events", "s1", "--after", "0", "--limit", "1000"), None),
+]
+
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+_ID = re.compile(r"\b[a-z0-9]{24,25}\b")
+
+
+class _Numbering:
+    """Ids a run chose, numbered in order of first appearance (the same order both ways)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, str] = {}
+
+    def __call__(self, text: str) -> str:
+        text = _TIME.sub("<time>", text)
+        return _ID.sub(lambda m: self.ids.setdefault(m.group(0), f"<id{len(self.ids)}>"), text)
+
+
+def _script(kit: Any, home: Path) -> list[tuple[int, str, str]]:
+    run = kit.invoker(home)
+    number = _Numbering()
+    outcomes = []
+    for args, stdin in WRITES:
+        result = run(*args, stdin=stdin)
+        stderr = result.stderr.replace(str(home), "HOME") if result.exit_code else ""
+        outcomes.append((result.exit_code, number(result.stdout), number(stderr)))
+    return outcomes
+
+
+def test_writes_print_the_same_in_both_modes(tmp_path: Path, kit: Any) -> None:
+    direct = _script(kit, kit.make_home(tmp_path / "direct"))
+    served_home = kit.make_home(tmp_path / "served")
+    with kit.daemon_on(served_home):
+        served = _script(kit, served_home)
+    for (args, _), left, right in zip(WRITES, direct, served, strict=True):
+        assert right == left, " ".join(args)
+    codes = [exit_code for exit_code, _, _ in direct]
+    assert codes == [0, 2, 2, 2, 0, 0, 0, 0, 4, 0, 0, 2, 1, 0, 2, 0, 0, 1, 0, 0, 4, 0, 0, 0]
+    answer = json.loads(direct[9][1])
+    assert answer["answer"] == "12 * 7 = 84."
+    assert answer["turn"]["status"] == "completed"
+
+
+def test_talk_streams_the_same_text_in_both_modes(tmp_path: Path, kit: Any) -> None:
+    """``talk DEFINITION MESSAGE`` for people: the answer on stdout, the new session's id on
+    stderr, directly and through the daemon."""
+    outputs = []
+    for name in ("direct", "served"):
+        home = kit.make_home(tmp_path / name)
+        run = kit.invoker(home)
+        assert run("agent", "create", "-", stdin=QUICK).exit_code == 0
+        if name == "direct":
+            result = run("talk", "quick", "What is 12 * 7?", json_mode=False)
+        else:
+            with kit.daemon_on(home):
+                result = run("talk", "quick", "What is 12 * 7?", json_mode=False)
+        assert result.exit_code == 0, result.stderr
+        assert re.search(r"^session: [a-z0-9]{24,25}$", result.stderr, re.MULTILINE)
+        outputs.append(result.stdout)
+    assert outputs == ["12 * 7 = 84.\n", "12 * 7 = 84.\n"]
+
+
+def test_reads_need_no_lock(homes: tuple[Path, Path], kit: Any) -> None:
+    """Directly, the read commands read the store without its lock: they work while another
+    process (here an open system, no daemon) owns it, and print what they print otherwise."""
+    run = kit.invoker(homes[0])
+    before = {args: run(*args).stdout for args in READS[:3] + READS[6:10]}
+    with open_system(Home(path=homes[0]), resume=False):
+        for args, expected in before.items():
+            held = run(*args)
+            assert held.exit_code == 0, held.stderr
+            assert held.stdout == expected
+        assert run("session", "start", "quick").exit_code == 3  # a write needs the lock
