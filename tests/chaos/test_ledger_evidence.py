@@ -46,6 +46,7 @@ def _cases(campaign: str) -> list[tuple[str, str]]:
     return [(m, check) for m, (check, where) in EXPECTED.items() if campaign in where]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mutant", "check"),
     [c for c in _cases("process_kills") if c[0] != "accepted_event_in_second_transaction"],
@@ -58,6 +59,7 @@ def test_each_process_kills_mutant_is_caught_with_its_check_named(mutant: str, c
     assert named, f"{mutant} escaped: {result.describe()}"
 
 
+@pytest.mark.slow
 def test_a_kill_between_an_acceptance_and_its_late_event_is_caught() -> None:
     kills = [Kill("store", at=SECOND_TRANSACTION_WINDOW), Kill(None)]
     result = run_campaign(KILLS_SEED, kills=kills, mutant="accepted_event_in_second_transaction")
@@ -114,6 +116,7 @@ def test_a_retimed_first_event_is_seen_only_by_comparing_reads() -> None:
     assert not run.checks["L2"], run.problems
 
 
+@pytest.mark.slow
 def test_the_subscriber_survives_every_kill_and_ends_with_the_whole_ledger(
     tmp_path: Path,
 ) -> None:
@@ -133,6 +136,7 @@ def test_the_subscriber_survives_every_kill_and_ends_with_the_whole_ledger(
     assert drained[-1]["extra"] is None
 
 
+@pytest.mark.slow
 def test_a_subscriber_killed_between_receiving_and_recording_gets_the_event_again(
     tmp_path: Path,
 ) -> None:
