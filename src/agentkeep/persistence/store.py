@@ -380,13 +380,20 @@ class Store:
             if writer is not None:
                 writer.stop(block=True, timeout=_STOP_TIMEOUT_SECONDS)
         finally:
-            self._ledger.close()
-            self._inbox.close()
-            if self._spare_connection is not None:
-                self._spare_connection.close()
-            self._readers.close()
-            self._lock.release()
-            log.info("store_closed", path=str(self.path))
+            try:
+                self._ledger.close()
+                self._inbox.close()
+                try:
+                    if self._spare_connection is not None:
+                        self._spare_connection.close()
+                finally:
+                    self._readers.close()
+            finally:
+                # Whatever closing a connection raised (an I/O error, a VFS refusing the WAL's
+                # deletion), the lock is released: a store that failed to close cleanly must
+                # not stay owned by a process that no longer uses it.
+                self._lock.release()
+                log.info("store_closed", path=str(self.path))
 
     def __enter__(self) -> Store:
         return self

@@ -88,3 +88,24 @@ def test_a_failed_open_releases_the_lock(tmp_path: Path) -> None:
     lock.release()
     lock.release()
     assert not lock.held
+
+
+def test_a_connection_that_fails_to_close_still_releases_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by the power-loss campaign: a reader opened through its VFS failed to close after
+    # the cut, and Store.close never reached the lock's release.
+    from agentkeep.persistence.readers import ReaderPool
+
+    store = Store.open(tmp_path)
+    store.read(lambda tx: tx.last_epoch("nobody"))  # a reader connection exists
+
+    def failing_close(self: ReaderPool) -> None:
+        raise OSError("the VFS refused to delete the WAL")
+
+    monkeypatch.setattr(ReaderPool, "close", failing_close)
+    with pytest.raises(OSError, match="refused"):
+        store.close()
+    monkeypatch.undo()
+    with Store.open(tmp_path) as again:  # the lock was released
+        assert again.read(lambda tx: tx.last_epoch("nobody")) == 0
