@@ -78,6 +78,7 @@ class _Stream:
     seen: Observed
     started: float = field(default_factory=time.monotonic)
     completed: bool = False
+    deltas: int = 0  # live text deltas seen (ephemeral frames without an id)
 
     @property
     def last_id(self) -> int | None:
@@ -97,6 +98,9 @@ class _Stream:
                     _expect(response, 200)
                 for frame in parse_sse(response.iter_lines()):
                     event: dict[str, Any] = json.loads(frame.data)
+                    if event["sequence"] == 0 and frame.id is None:
+                        self.deltas += 1  # a live text delta: ephemeral, no id, not replayed
+                        continue
                     if frame.id != str(event["sequence"]):
                         raise demo_failed(f"SSE id {frame.id} ≠ sequence {event['sequence']}.")
                     self._record(event)
