@@ -70,7 +70,7 @@ def test_send_queues_durably_without_running_and_resume_answers_it(invoke: Any) 
         "delivery": "send",
         "created": True,
         "waited": False,
-        "state": "owes_work",
+        "state": "accepted",  # durable; directly, it runs on `resume` (a daemon runs it now)
         "answer": None,
     }
     shown = as_json(invoke("show", "gamma", json_mode=True))
