@@ -2,9 +2,13 @@
 which :mod:`agentkeep.cli.talking` runs).
 
 The message is TEXT, ``-`` (read from stdin) or ``--file PATH``, so a message of any size can
-be sent (argv stops near 128 KB). ``send --wait`` and ``talk`` wait through
-:mod:`agentkeep.cli.turns`: a failed turn exits 5, Ctrl-C aborts the turn and exits 130, and
-``--timeout`` bounds the whole wait.
+be sent (argv stops near 128 KB). ``send``, ``steer``, ``abort`` and ``compact`` are each one
+code path over the command's :class:`~agentkeep.mcp.backend.Backend`
+(:mod:`agentkeep.cli.transport`: the daemon's REST API, or this process's system), so they
+print the same in both modes. ``send --wait`` waits through
+:mod:`agentkeep.cli.turn_waiting`: a failed turn exits 5, Ctrl-C cancels the turn and exits
+130, and ``--timeout`` bounds the whole wait. Today's ``talk AGENT_ID`` without a daemon
+streams token by token through :mod:`agentkeep.cli.turns`.
 """
 
 from __future__ import annotations
