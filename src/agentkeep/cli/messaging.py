@@ -2,29 +2,34 @@
 which :mod:`agentkeep.cli.talking` runs).
 
 The message is TEXT, ``-`` (read from stdin) or ``--file PATH``, so a message of any size can
-be sent (argv stops near 128 KB). ``send --wait`` and ``talk`` wait through
-:mod:`agentkeep.cli.turns`: a failed turn exits 5, Ctrl-C aborts the turn and exits 130, and
-``--timeout`` bounds the whole wait.
+be sent (argv stops near 128 KB). ``send``, ``steer``, ``abort`` and ``compact`` are each one
+code path over the command's :class:`~agentkeep.mcp.backend.Backend`
+(:mod:`agentkeep.cli.transport`: the daemon's REST API, or this process's system), so they
+print the same in both modes. ``send --wait`` waits through
+:mod:`agentkeep.cli.turn_waiting`: a failed turn exits 5, Ctrl-C cancels the turn and exits
+130, and ``--timeout`` bounds the whole wait. Today's ``talk AGENT_ID`` without a daemon
+streams token by token through :mod:`agentkeep.cli.turns`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from agentkeep.agent_system import AgentSystem
-from agentkeep.cli import legacy_client
 from agentkeep.cli.admin import DEFAULT_TIMEOUT_SECONDS
 from agentkeep.cli.config import load_providers, message_options
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.message_input import read_message
 from agentkeep.cli.options import check_seconds
 from agentkeep.cli.output import EXIT_FAILURE, CliError, Console, answer_text
-from agentkeep.cli.runtime import StreamPrinter, open_store, open_system
-from agentkeep.cli.transport import daemon_of
+from agentkeep.cli.runtime import StreamPrinter, open_system
+from agentkeep.cli.transport import open_backend, runs_on_after_exit
+from agentkeep.cli.turn_waiting import finish_quietly
 from agentkeep.cli.turns import (
     EXIT_INTERRUPTED,
     Interrupts,
@@ -32,9 +37,12 @@ from agentkeep.cli.turns import (
     announce,
     wait_for_turn,
 )
-from agentkeep.delivery import Delivery, user
-from agentkeep.errors import UnknownAgentError
+from agentkeep.delivery import Delivery, DeliveryKind, user
+from agentkeep.errors import TurnStateError, UnknownAgentError
+from agentkeep.mcp.tools import answer_of
 from agentkeep.model import MessageOptions, QueueName
+from agentkeep.model.ids import new_id
+from agentkeep.sessions import UnknownSessionError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -75,16 +83,6 @@ def message_flags(function: F) -> F:
     ):
         function = option(function)
     return function
-
-
-def _wait(system: AgentSystem, agent_id: str, timeout_seconds: float) -> None:
-    if not system.wait_for_idle(agent_id, timeout_seconds=timeout_seconds):
-        raise CliError(
-            f'Agent "{agent_id}" was still working after {timeout_seconds:g}s.',
-            code="timeout",
-            hint="Its work is durable: run `agentkeep resume` to let it finish.",
-            exit_code=EXIT_FAILURE,
-        )
 
 
 def _result(system: AgentSystem, agent_id: str, delivery: Delivery, waited: bool) -> dict[str, Any]:
@@ -143,9 +141,19 @@ def _run_and_wait(
         return _result(system, agent_id, delivery, waited=True)
 
 
+@contextmanager
+def agent_errors(agent_id: str) -> Iterator[None]:
+    """Today's commands name agents: a session the backend does not know (the same id,
+    SURFACES §1) is reported as the unknown agent, in both modes."""
+    try:
+        yield
+    except UnknownSessionError:
+        raise UnknownAgentError(agent_id) from None
+
+
 def _deliver(
     state: CliState,
-    queue: QueueName,
+    delivery: DeliveryKind,
     agent_id: str,
     text: str | None,
     file_path: Path | None,
@@ -156,60 +164,60 @@ def _deliver(
     wait: bool,
     timeout_seconds: float,
 ) -> None:
-    if daemon_of(state) is not None:
-        legacy_client.refuse_options(model, provider)
-        value = legacy_client.deliver(
-            state,
-            "steer" if queue == "steering" else "send",
-            agent_id,
-            read_message(text, file_path),
-            message_id=message_id,
-            wait=wait,
-            timeout_seconds=timeout_seconds,
-        )
-        state.output.result(value, _render_delivery)
-        return
-    message, options = _prepare(state, text, file_path, provider, model)
-    if not wait:
-        # Durable enqueue only: the agent runs it on `agentkeep resume` (or any later
-        # command that runs it); nothing else in the store starts.
-        with open_system(state.home, resume=False) as (system, _):
-            delivery = system.deliver(
-                agent_id, queue, user(message), id=message_id, options=options, start=False
-            )
-            owes = system.state(agent_id) != "idle"
-        value = {
-            "agent_id": agent_id,
-            "id": delivery.id,
-            "delivery": delivery.delivery,
-            "created": delivery.created,
-            "waited": False,
-            "state": "owes_work" if owes else "idle",
-            "answer": None,
-        }
-    else:
-        value = _run_and_wait(
-            state,
-            queue,
+    """``send``/``steer``: one path over the command's backend (``transport``).
+
+    The message id is chosen here when ``--id`` is not given, so the result names it in
+    both modes. Without ``--wait`` the message is accepted durably and the command returns:
+    a daemon runs it at once, directly it waits for ``agentkeep resume`` (said on stderr).
+    """
+    message = read_message(text, file_path)
+    state.home.require_store()
+    chosen = message_options(load_providers(state.home.path), provider, model)
+    key = new_id() if message_id is None else message_id
+    reporter = RetryReporter(agent_id, json_mode=state.json_mode)
+    with (
+        agent_errors(agent_id),
+        open_backend(
+            state, run_sends=wait, cancel_timeout_seconds=timeout_seconds, features=[reporter]
+        ) as backend,
+    ):
+        sent = backend.send(
             agent_id,
             message,
-            options,
-            message_id=message_id,
-            timeout_seconds=timeout_seconds,
+            delivery=delivery,
+            idempotency_key=None,
+            metadata=None,
+            message_id=key,
+            options=None if chosen == MessageOptions() else chosen,
         )
+        answer = None
+        if wait:
+            answer = answer_of(
+                finish_quietly(state, backend, sent.turn, timeout_seconds=timeout_seconds)
+            )
+        elif not runs_on_after_exit(backend) and not state.json_mode:
+            click.echo(
+                "note: nothing runs it until `agentkeep resume` (or send with --wait)", err=True
+            )
+    value = {
+        "agent_id": agent_id,
+        "id": key,
+        "delivery": delivery,
+        "created": not sent.duplicate,
+        "waited": wait,
+        # Waited: the turn completed (anything else exited non-zero). Not waited: the
+        # message is durable ("accepted"); whether it runs yet depends on the transport.
+        "state": "idle" if wait else "accepted",
+        "answer": answer,
+    }
     state.output.result(value, _render_delivery)
 
 
 def _render_delivery(v: dict[str, Any]) -> str:
     if v["waited"]:
-        return v["answer"] or f"(no answer; the agent is {v['state']})"
+        return v["answer"] or "(no answer)"
     verb = "queued" if v["created"] else "already queued"
-    if v["state"] == "running":  # a daemon runs it now
-        return f"{verb} message {v['id']} for {v['agent_id']} ({v['delivery']}); it is running"
-    return (
-        f"{verb} message {v['id']} for {v['agent_id']} ({v['delivery']}); "
-        "run `agentkeep resume` to let it answer, or pass --wait"
-    )
+    return f"{verb} message {v['id']} for {v['agent_id']} ({v['delivery']})"
 
 
 _WAIT_HELP = (
@@ -274,7 +282,7 @@ def steer(
     """
     _deliver(
         state,
-        "steering",
+        "steer",
         agent_id,
         text,
         file_path,
@@ -331,31 +339,24 @@ def talk_to_agent_id(
 )
 @pass_state
 def abort(state: CliState, agent_id: str, timeout_seconds: float) -> None:
-    """Abort the agent's turn in progress (an interrupted turn is not resumed); queues stay.
-
-    While a daemon owns the state directory, its running turn is cancelled through it.
+    """Abort the agent's turn in progress: its active turn is cancelled (the running one,
+    else the queued one); turns queued behind it stay. Through a daemon or directly alike.
     """
-    if daemon_of(state) is not None:
-        state.output.result(legacy_client.abort(state, agent_id), _render_abort)
-        return
-    with open_store(state.home) as store:
-        row, owed = store.read(lambda tx: (tx.get_agent(agent_id), tx.read_owed(agent_id)))
-    if row is None:
-        raise UnknownAgentError(agent_id)
-    was_owed = owed is not None
-    aborted = False
-    with open_system(state.home, resume=was_owed) as (system, _):
-        if was_owed:
-            # Only a running turn can be aborted, and between commands nothing runs: open
-            # resumed the owed work, so abort it now, then stop everything else at its next
-            # step (shutdown) instead of letting other agents run to completion.
-            system.abort(agent_id, wait=True, timeout_seconds=timeout_seconds)
-            aborted = True
-            final_state = system.state(agent_id)
-            system.shutdown()
+    with (
+        agent_errors(agent_id),
+        open_backend(state, cancel_timeout_seconds=timeout_seconds) as backend,
+    ):
+        backend.get_session(agent_id)  # an unknown agent is exit 4, not "nothing to abort"
+        try:
+            turn = backend.cancel_turn(agent_id, None)
+        except TurnStateError:
+            value = {"agent_id": agent_id, "aborted": False, "state": "idle"}
         else:
-            final_state = system.state(agent_id)
-    value = {"agent_id": agent_id, "aborted": aborted, "state": final_state}
+            value = {
+                "agent_id": agent_id,
+                "aborted": True,
+                "state": "idle" if turn.terminal else "running",
+            }
     state.output.result(value, _render_abort)
 
 
@@ -377,18 +378,24 @@ def _render_abort(v: dict[str, Any]) -> str:
 )
 @pass_state
 def compact(state: CliState, agent_id: str, timeout_seconds: float) -> None:
-    """Compact the agent's history now and wait for it."""
-    with open_system(state.home, resume=False) as (system, _):
-        before = system.context_tokens(agent_id)
-        system.compact(agent_id, wait=True, timeout_seconds=timeout_seconds)
-        _wait(system, agent_id, timeout_seconds)
-        value = {
-            "agent_id": agent_id,
-            "compacted": True,
-            "context_tokens_before": before,
-            "messages": len(system.transcript(agent_id)),
-            "state": system.state(agent_id),
-        }
+    """Compact the agent's history now and wait for it (through a daemon: its wait bound)."""
+    with agent_errors(agent_id), open_backend(state) as backend:
+        try:
+            done = backend.compact(agent_id, timeout_seconds=timeout_seconds)
+        except TimeoutError:
+            raise CliError(
+                f'The compaction of agent "{agent_id}" did not finish within the wait; it goes on.',
+                code="timeout",
+                hint="Look at it later with `agentkeep show`, or pass a larger --timeout.",
+                exit_code=EXIT_FAILURE,
+            ) from None
+    value = {
+        "agent_id": agent_id,
+        "compacted": True,
+        "context_tokens_before": done.context_tokens_before,
+        "messages": done.messages,
+        "state": done.state,
+    }
     state.output.result(
         value, lambda v: f"compacted {v['agent_id']}: {v['messages']} message(s) left"
     )

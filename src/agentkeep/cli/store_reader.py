@@ -17,13 +17,14 @@ from agentkeep.cli.reading import Reader
 from agentkeep.delivery import DeliveryKind
 from agentkeep.mcp.backend import Backend
 from agentkeep.mcp.types import AgentMessage
-from agentkeep.model import JSONObject, SessionEvent
+from agentkeep.model import JSONObject, MessageOptions, SessionEvent
 from agentkeep.model.ledger import MAX_EVENTS_PAGE
 from agentkeep.model.turns import SentTurn, TurnRecord
 from agentkeep.persistence.interface import Transaction
 from agentkeep.registry import DefinitionRecord, DefinitionUpdate, Registry
 from agentkeep.sessions import SessionRecord, UnknownSessionError, UnknownTurnError
 from agentkeep.sessions import tables as session_tables
+from agentkeep.sessions.compaction import Compaction
 
 T = TypeVar("T")
 
@@ -141,6 +142,8 @@ class StoreReader(Backend):
         delivery: DeliveryKind,
         idempotency_key: str | None,
         metadata: JSONObject | None,
+        message_id: str | None = None,
+        options: MessageOptions | None = None,
     ) -> SentTurn:
         _not_a_read("send")
 
@@ -154,3 +157,6 @@ class StoreReader(Backend):
 
     def cancel_turn(self, session_id: str, turn_id: str | None) -> TurnRecord:
         _not_a_read("cancel_turn")
+
+    def compact(self, session_id: str, *, timeout_seconds: float) -> Compaction:
+        _not_a_read("compact")

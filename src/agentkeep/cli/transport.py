@@ -10,7 +10,7 @@ SIGKILLed daemon) is ignored, and said so on stderr at ``-v``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import click
@@ -21,11 +21,14 @@ from agentkeep.cli.reading import open_reader
 from agentkeep.cli.runtime import open_system
 from agentkeep.cli.store_reader import StoreReader
 from agentkeep.client import Daemon, HttpBackend, client_token, find_daemon
+from agentkeep.features import Feature
 from agentkeep.mcp.backend import Backend, SystemBackend
 
 # Commands that need to own the store (or run a process that does): refused while a daemon
 # owns the home, with this exit code (the same as a held lock: the home is in use).
-OWNER_ONLY = frozenset({"create", "delete", "resume", "compact", "purge", "chaos", "demo", "serve"})
+# (`create` and `delete` of an agent without a definition, `resume` of everything owed,
+# `purge` of archived epochs have no REST operation: README "The CLI over the daemon".)
+OWNER_ONLY = frozenset({"create", "delete", "resume", "purge", "chaos", "demo", "serve"})
 
 
 def daemon_of(state: CliState) -> Daemon | None:
@@ -58,9 +61,21 @@ def http_backend(state: CliState, daemon: Daemon) -> HttpBackend:
     return HttpBackend(daemon.url, client_token(state.home.path))
 
 
+def runs_on_after_exit(backend: Backend) -> bool:
+    """Whether what the command sends goes on running once it exits (a daemon runs it);
+    directly, an unwaited turn waits, durably, for the next ``agentkeep resume``."""
+    return isinstance(backend, HttpBackend)
+
+
 @contextmanager
 def open_backend(
-    state: CliState, *, create: bool = False, read_only: bool = False
+    state: CliState,
+    *,
+    create: bool = False,
+    read_only: bool = False,
+    run_sends: bool = True,
+    cancel_timeout_seconds: float = 30.0,
+    features: Sequence[Feature] = (),
 ) -> Iterator[Backend]:
     """The command's backend: the daemon's when one owns the home, else the store's.
 
@@ -70,6 +85,12 @@ def open_backend(
         read_only: Direct mode only: the command only reads, so the store is read without
             its lock (:class:`~agentkeep.cli.store_reader.StoreReader`) and the command
             works while another process owns it.
+        run_sends: Direct mode only: False accepts a sent turn without running it (this
+            process exits at once; ``resume`` runs it). A daemon always runs it.
+        cancel_timeout_seconds: Direct mode only: how long a cancel waits for a running
+            turn to stop (the daemon bounds its own).
+        features: Direct mode only: features of this process's system (a stream printer,
+            the retry reporter).
     """
     daemon = daemon_of(state)
     if daemon is not None:
@@ -83,5 +104,14 @@ def open_backend(
         with open_reader(state.home) as reader:
             yield StoreReader(reader)
         return
-    with open_system(state.home, resume=False, create=create) as (system, _):
-        yield SystemBackend(system)
+    with open_system(state.home, resume=False, create=create, features=features) as (system, _):
+        try:
+            yield SystemBackend(
+                system, cancel_timeout_seconds=cancel_timeout_seconds, run_sends=run_sends
+            )
+        except BaseException:
+            # The command failed (a wait past --timeout, Ctrl-C, a refusal): nobody waits for
+            # what still runs here, so stop it now instead of letting close wait for it. It
+            # stays owed (every step committed before it acted); `resume` continues it.
+            system.close(timeout_seconds=0)
+            raise

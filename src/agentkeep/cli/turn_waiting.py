@@ -19,6 +19,7 @@ import msgspec
 
 from agentkeep.cli.context import CliState
 from agentkeep.cli.output import EXIT_FAILURE, CliError
+from agentkeep.cli.transport import runs_on_after_exit
 from agentkeep.cli.turns import EXIT_INTERRUPTED, EXIT_TURN_FAILED, announce
 from agentkeep.mcp.backend import Backend
 from agentkeep.mcp.tools import answer_of
@@ -56,14 +57,7 @@ def _wait(backend: Backend, turn: TurnRecord, timeout_seconds: float, quiet: boo
     while not turn.terminal:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise CliError(
-                f'Turn "{turn.id}" of session "{turn.session_id}" is still {turn.status} after '
-                f"{timeout_seconds:g}s; it goes on.",
-                code="timeout",
-                hint=f"Follow it with `agentkeep session events {turn.session_id} --follow`, "
-                f"or cancel it with `agentkeep session cancel {turn.session_id}`.",
-                exit_code=EXIT_FAILURE,
-            )
+            raise _timed_out(backend, turn, timeout_seconds)
         try:
             return backend.wait_turn(
                 turn.session_id, turn.id, timeout_seconds=min(PROGRESS_SECONDS, remaining)
@@ -74,6 +68,27 @@ def _wait(backend: Backend, turn: TurnRecord, timeout_seconds: float, quiet: boo
                 waited = time.monotonic() - started
                 click.echo(f"… turn {turn.id} is {turn.status} ({waited:.0f}s)", err=True)
     return turn
+
+
+def _timed_out(backend: Backend, turn: TurnRecord, timeout_seconds: float) -> CliError:
+    """A wait past ``--timeout``: through a daemon the turn goes on; directly this process
+    stops it as it exits (``transport.open_backend``) and it stays owed."""
+    where = f'Turn "{turn.id}" of session "{turn.session_id}"'
+    if runs_on_after_exit(backend):
+        return CliError(
+            f"{where} is still {turn.status} after {timeout_seconds:g}s; it goes on.",
+            code="timeout",
+            hint=f"Follow it with `agentkeep session events {turn.session_id} --follow`, "
+            f"or cancel it with `agentkeep session cancel {turn.session_id}`.",
+            exit_code=EXIT_FAILURE,
+        )
+    return CliError(
+        f"{where} is still {turn.status} after {timeout_seconds:g}s; it was stopped and "
+        "stays owed.",
+        code="timeout",
+        hint="Run `agentkeep resume` to let it finish, or pass a larger --timeout.",
+        exit_code=EXIT_FAILURE,
+    )
 
 
 def judge(turn: TurnRecord) -> None:
@@ -98,10 +113,24 @@ def judge(turn: TurnRecord) -> None:
 def finish_quietly(
     state: CliState, backend: Backend, turn: TurnRecord, *, timeout_seconds: float
 ) -> TurnRecord:
-    """Wait for the turn's end without streaming it (progress on stderr) and judge it."""
-    turn = _wait(backend, turn, timeout_seconds, quiet=state.json_mode)
+    """Wait for the turn's end without streaming it (progress on stderr) and judge it;
+    Ctrl-C cancels the turn and exits 130."""
+    try:
+        turn = _wait(backend, turn, timeout_seconds, quiet=state.json_mode)
+    except KeyboardInterrupt:
+        raise _cancelled(state, backend, turn) from None
     judge(turn)
     return turn
+
+
+def _cancelled(state: CliState, backend: Backend, turn: TurnRecord) -> click.exceptions.Exit:
+    """The first Ctrl-C of a wait: cancel the turn; returns the exit (130) to raise."""
+    announce(
+        f'cancelled turn "{turn.id}" of session "{turn.session_id}"',
+        json_mode=state.json_mode,
+    )
+    backend.cancel_turn(turn.session_id, turn.id)
+    return click.exceptions.Exit(EXIT_INTERRUPTED)
 
 
 def finish(
@@ -133,12 +162,7 @@ def finish(
             quiet=state.json_mode,
         )
     except KeyboardInterrupt:
-        announce(
-            f'cancelled turn "{turn.id}" of session "{turn.session_id}"',
-            json_mode=state.json_mode,
-        )
-        backend.cancel_turn(turn.session_id, turn.id)
-        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+        raise _cancelled(state, backend, turn) from None
     value = sent_value(turn, sent.duplicate)
     if state.json_mode:
         state.output.result(value)

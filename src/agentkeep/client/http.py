@@ -20,6 +20,7 @@ import msgspec
 from httpx_sse import connect_sse
 
 from agentkeep.client.records import (
+    DaemonError,
     definition_record,
     library_error,
     session_event,
@@ -27,13 +28,14 @@ from agentkeep.client.records import (
     turn_record,
 )
 from agentkeep.delivery import DeliveryKind
-from agentkeep.errors import AgentExistsError, AgentkeepError
+from agentkeep.errors import AgentExistsError, AgentkeepError, InvalidMessageError
 from agentkeep.mcp.backend import Backend, message_text_parts
 from agentkeep.mcp.types import AgentMessage
-from agentkeep.model import JSONObject, SessionEvent
+from agentkeep.model import JSONObject, MessageOptions, SessionEvent
 from agentkeep.model.turns import SentTurn, TurnRecord
 from agentkeep.registry import DefinitionRecord, DefinitionUpdate, Revision
 from agentkeep.sessions import SessionRecord
+from agentkeep.sessions.compaction import Compaction
 
 # How often wait_turn asks whether a turn is terminal: short next to any model call.
 POLL_SECONDS = 0.1
@@ -210,6 +212,8 @@ class HttpBackend(Backend):
         delivery: DeliveryKind,
         idempotency_key: str | None,
         metadata: JSONObject | None,
+        message_id: str | None = None,
+        options: MessageOptions | None = None,
     ) -> SentTurn:
         body: JSONObject = {
             # As SystemBackend does: reference and data parts become text the model reads.
@@ -221,6 +225,19 @@ class HttpBackend(Backend):
             body["idempotencyKey"] = idempotency_key
         if metadata is not None:
             body["metadata"] = metadata
+        if message_id is not None:
+            body["messageId"] = message_id
+        if options is not None:
+            # The wire carries the provider/model selection (what the CLI can choose); the
+            # daemon checks it exactly as the library does.
+            if options != MessageOptions(provider=options.provider, model=options.model):
+                raise InvalidMessageError(
+                    "Only a provider and a model can be chosen per message through the daemon."
+                )
+            if options.provider is not None:
+                body["provider"] = options.provider
+            if options.model is not None:
+                body["model"] = options.model
         sent = self._call("POST", f"/v1/sessions/{_seg(session_id)}/messages", body=body)
         return SentTurn(turn=turn_record(sent["turn"]), duplicate=bool(sent["duplicate"]))
 
@@ -249,6 +266,22 @@ class HttpBackend(Backend):
     def cancel_turn(self, session_id: str, turn_id: str | None) -> TurnRecord:
         body: JSONObject = {} if turn_id is None else {"turnId": turn_id}
         return turn_record(self._call("POST", f"/v1/sessions/{_seg(session_id)}/cancel", body=body))
+
+    def compact(self, session_id: str, *, timeout_seconds: float) -> Compaction:
+        # The daemon bounds the wait itself (its --wait-seconds); a longer one is a 504.
+        try:
+            done = self._call(
+                "POST", f"/v1/sessions/{_seg(session_id)}/compact", body={"wait": True}
+            )
+        except DaemonError as error:
+            if error.code == "timeout":
+                raise TimeoutError(str(error)) from None
+            raise
+        return Compaction(
+            context_tokens_before=done.get("contextTokensBefore"),
+            messages=done["messages"],
+            state=done["state"],
+        )
 
     # -- events ------------------------------------------------------------------------------
     def events(self, session_id: str, *, after: int, limit: int) -> list[SessionEvent]:

@@ -21,10 +21,11 @@ import msgspec
 from agentkeep.agent_system import AgentSystem
 from agentkeep.delivery import DeliveryKind, user
 from agentkeep.mcp.types import AgentMessage, DataPart, ReferencePart, TextPart, require_content
-from agentkeep.model import JSONObject, SessionEvent, UserMessage
+from agentkeep.model import JSONObject, MessageOptions, SessionEvent, UserMessage
 from agentkeep.model.turns import TERMINAL_STATUSES, TURN_EVENT_PREFIX, SentTurn, TurnRecord
 from agentkeep.registry import DefinitionRecord, DefinitionUpdate
 from agentkeep.sessions import SessionRecord
+from agentkeep.sessions.compaction import Compaction, compact_now
 
 
 class Backend(Protocol):
@@ -94,9 +95,14 @@ class Backend(Protocol):
         delivery: DeliveryKind,
         idempotency_key: str | None,
         metadata: JSONObject | None,
+        message_id: str | None = None,
+        options: MessageOptions | None = None,
     ) -> SentTurn:
         """Accept a message as a turn, durably (``SessionArchivedError``,
-        ``IdempotencyConflictError``, ``InvalidMessageError``, ``UnknownSessionError``)."""
+        ``IdempotencyConflictError``, ``InvalidMessageError``, ``UnknownSessionError``;
+        ``InvalidConfigError``/``ModelNotServedError`` for ``options`` naming a provider or
+        model that cannot take it). ``message_id``: the message's id (resending it is a
+        no-op, ``duplicate``); ``options``: the provider/model from this message on."""
         ...
 
     def wait_turn(self, session_id: str, turn_id: str, *, timeout_seconds: float) -> TurnRecord:
@@ -127,6 +133,11 @@ class Backend(Protocol):
         """Cancel the active turn or ``turn_id`` (``TurnStateError`` if none is live)."""
         ...
 
+    def compact(self, session_id: str, *, timeout_seconds: float) -> Compaction:
+        """Compact the session's context now and wait for it (``CompactionFailedError``;
+        ``TimeoutError`` if it is not done by then: it goes on)."""
+        ...
+
 
 class SystemBackend(Backend):
     """:class:`Backend` over an ``AgentSystem`` this process owns (the store's owner).
@@ -134,11 +145,21 @@ class SystemBackend(Backend):
     Args:
         system: The open system; the caller closes it.
         cancel_timeout_seconds: How long a cancel waits for a running turn's work to stop.
+        run_sends: Run a sent turn now (the default). False only accepts it, durably: it
+            runs at the next start of the store (``agentkeep resume``), as a command that
+            does not wait for its turn and owns the store only until it exits leaves it.
     """
 
-    def __init__(self, system: AgentSystem, *, cancel_timeout_seconds: float = 30.0) -> None:
+    def __init__(
+        self,
+        system: AgentSystem,
+        *,
+        cancel_timeout_seconds: float = 30.0,
+        run_sends: bool = True,
+    ) -> None:
         self._system = system
         self._cancel_timeout = cancel_timeout_seconds
+        self._run_sends = run_sends
 
     def list_definitions(
         self, *, include_deleted: bool, after: str | None, limit: int
@@ -198,6 +219,8 @@ class SystemBackend(Backend):
         delivery: DeliveryKind,
         idempotency_key: str | None,
         metadata: JSONObject | None,
+        message_id: str | None = None,
+        options: MessageOptions | None = None,
     ) -> SentTurn:
         handle = self._system.sessions.send(
             session_id,
@@ -205,6 +228,9 @@ class SystemBackend(Backend):
             delivery=delivery,
             idempotency_key=idempotency_key,
             metadata=metadata,
+            message_id=message_id,
+            options=options,
+            start=self._run_sends,
         )
         return SentTurn(turn=handle.turn, duplicate=handle.duplicate)
 
@@ -239,6 +265,9 @@ class SystemBackend(Backend):
         return self._system.sessions.cancel(
             session_id, turn_id, timeout_seconds=self._cancel_timeout
         )
+
+    def compact(self, session_id: str, *, timeout_seconds: float) -> Compaction:
+        return compact_now(self._system, session_id, timeout_seconds=timeout_seconds)
 
 
 def _ends_turn(event: SessionEvent) -> bool:

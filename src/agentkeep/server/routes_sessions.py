@@ -26,6 +26,7 @@ from agentkeep.server.wire import (
     session_out,
 )
 from agentkeep.sessions import SessionRecord, Sessions
+from agentkeep.sessions.compaction import compact_now
 
 _ID = path_id("The session's id (an agent id).")
 
@@ -122,14 +123,22 @@ async def compact_session(request: Request) -> Response:
         await call(ctx.system.compact, session_id)
         return json_response(CompactOut(session_id=session_id, status="requested"), 202)
     try:
-        await call(ctx.system.compact, session_id, wait=True, timeout_seconds=ctx.wait_seconds)
+        done = await call(compact_now, ctx.system, session_id, timeout_seconds=ctx.wait_seconds)
     except TimeoutError:
         raise ApiError(
             504,
             "timeout",
             f"The compaction did not finish within {ctx.wait_seconds:g} s; it goes on.",
         ) from None
-    return json_response(CompactOut(session_id=session_id, status="completed"))
+    return json_response(
+        CompactOut(
+            session_id=session_id,
+            status="completed",
+            context_tokens_before=done.context_tokens_before,
+            messages=done.messages,
+            state=done.state,
+        )
+    )
 
 
 OPERATIONS = (

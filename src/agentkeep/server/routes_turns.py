@@ -91,6 +91,8 @@ async def send_message(request: Request) -> Response:
         idempotency_key=key,
         delivery=body.delivery,
         metadata=body.metadata,
+        message_id=body.message_id,
+        options=body.options(),
     )
     turn = sent.turn
     if body.wait and not turn.terminal:

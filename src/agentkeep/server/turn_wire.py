@@ -15,7 +15,7 @@ from typing import Any, Literal
 import msgspec
 
 from agentkeep.delivery import user
-from agentkeep.model import JSONObject, UserMessage
+from agentkeep.model import JSONObject, MessageOptions, UserMessage
 from agentkeep.model.turns import TurnRecord, TurnStatus
 from agentkeep.server.errors import ApiError
 from agentkeep.server.wire import iso, iso_or_none
@@ -74,13 +74,24 @@ class SendMessage(
     msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True
 ):
     """``POST /v1/sessions/:id/messages`` (seed 002's ``SendInput`` plus ``wait`` and
-    agentkeep's ``delivery``)."""
+    agentkeep's ``delivery``, ``metadata``, ``messageId``, ``provider`` and ``model``)."""
 
     message: str | MessageIn
     idempotency_key: str | None = None
     wait: bool = True
     delivery: Literal["send", "steer"] = "send"
     metadata: JSONObject | None = None  # the turn's caller-owned JSON (agentkeep's addition)
+    # agentkeep's additions, checked by the library exactly as ``Sessions.send`` checks them
+    # (a malformed id, an unregistered provider, a model the provider does not serve: 422):
+    message_id: str | None = None  # the queued message's id: resending it is a no-op
+    provider: str | None = None  # the provider from this message on
+    model: str | None = None  # the model from this message on
+
+    def options(self) -> MessageOptions | None:
+        """The message's provider/model selection, or None when it names neither."""
+        if self.provider is None and self.model is None:
+            return None
+        return MessageOptions(provider=self.provider, model=self.model)
 
 
 class CancelRequest(

@@ -129,11 +129,16 @@ class MessagesOut(_Out, frozen=True, kw_only=True):
     messages: list[Message]
 
 
-class CompactOut(_Out, frozen=True, kw_only=True):
+class CompactOut(_Out, frozen=True, kw_only=True, omit_defaults=True):
     """A compaction was asked for (``requested``) or waited for and done (``completed``)."""
 
     session_id: str
     status: Literal["requested", "completed"]
+    # Once ``completed`` (absent while only ``requested``): the context size in tokens
+    # before it (absent while unknown), the messages left in view, and the agent's state.
+    context_tokens_before: int | None = None
+    messages: int | None = None
+    state: Literal["running", "owes_work", "idle"] | None = None
 
 
 # -- requests ----------------------------------------------------------------------------------

@@ -224,6 +224,7 @@ class Sessions:
         message_id: str | None = None,
         metadata: JSONObject | None = None,
         options: MessageOptions | None = None,
+        start: bool = True,
     ) -> TurnHandle:
         """Send a message to the session as a turn; returns once it is durable.
 
@@ -242,6 +243,8 @@ class Sessions:
             message_id: The queued message's id (the message-id rule); None: a fresh one.
             metadata: Stored with the message.
             options: Provider/model/effort… from this message on.
+            start: False only accepts it (as ``AgentSystem.deliver(start=False)``): it runs
+                at the next ``open``/``start`` of the session, not now.
 
         Raises:
             UnknownSessionError: no such session.
@@ -263,6 +266,7 @@ class Sessions:
                 message_id=message_id,
                 metadata=metadata,
                 options=options,
+                start=start,
             )
 
     def turn(self, session_id: str, turn_id: str) -> TurnRecord:

@@ -125,6 +125,7 @@ class TurnService:
         message_id: str | None,
         metadata: JSONObject | None,
         options: MessageOptions | None,
+        start: bool = True,
     ) -> TurnHandle:
         """Accept ``message`` as a turn (or a steer joining one); see ``Sessions.send``."""
         queue: QueueName = "steering" if delivery == "steer" else "send"
@@ -135,6 +136,7 @@ class TurnService:
             id=message_id,
             metadata=metadata,
             options=options,
+            start=start,
             idempotency_key=idempotency_key,
         )
         if accepted.turn_id is None:  # pragma: no cover - every accepted message has a turn

@@ -70,7 +70,7 @@ def test_send_queues_durably_without_running_and_resume_answers_it(invoke: Any) 
         "delivery": "send",
         "created": True,
         "waited": False,
-        "state": "owes_work",
+        "state": "accepted",  # durable; directly, it runs on `resume` (a daemon runs it now)
         "answer": None,
     }
     shown = as_json(invoke("show", "gamma", json_mode=True))
@@ -81,6 +81,9 @@ def test_send_queues_durably_without_running_and_resume_answers_it(invoke: Any) 
 
     repeated = as_json(invoke("send", "gamma", "What is 6 * 7?", "--id", "msg1", json_mode=True))
     assert repeated["created"] is False  # idempotent delivery: the same id is not queued twice
+    said = invoke("send", "gamma", "What is 6 * 7?", "--id", "msg1")
+    assert said.stdout == "already queued message msg1 for gamma (send)\n"
+    assert "nothing runs it until `agentkeep resume`" in said.stderr  # directly only
 
     resumed = as_json(invoke("resume", json_mode=True))
     assert resumed["resumed"] == ["gamma"]

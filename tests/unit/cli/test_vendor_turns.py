@@ -155,7 +155,7 @@ def test_a_refusing_vendor_shows_its_retries_and_the_failed_turn_exits_5(
     retries = [line for line in result.stderr.splitlines() if line.startswith("retrying")]
     assert [line.split(":")[0] for line in retries] == ["retrying (1)", "retrying (2)"]
     assert len(wire.bodies) == 3  # the first attempt and two retries
-    assert 'error: The turn of agent "a1" failed:' in result.stderr
+    assert 'of session "a1" failed:' in result.stderr
     assert "(after 3 attempts)" in result.stderr
     # Nothing is lost: the question stays owed, for `resume` to ask again.
     after = shown(invoke)
@@ -191,7 +191,7 @@ def test_timeout_bounds_the_whole_wait_on_a_vendor_that_keeps_retrying(
     elapsed = time.monotonic() - started
     assert result.exit_code == 1, (result.stdout, result.stderr)
     assert elapsed < 6.0, elapsed  # the wait, then a prompt stop: not the retries' minute
-    assert "still working after 1s" in result.stderr
+    assert "after 1s; it was stopped and stays owed." in result.stderr
     assert "retrying (1)" in result.stderr
     after = shown(invoke)
     assert after["state"] == "owes_work"  # stopped, not dropped: `resume` continues it

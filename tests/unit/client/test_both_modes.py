@@ -196,3 +196,76 @@ def test_reads_need_no_lock(homes: tuple[Path, Path], kit: Any) -> None:
             assert held.exit_code == 0, held.stderr
             assert held.stdout == expected
         assert run("session", "start", "quick").exit_code == 3  # a write needs the lock
+
+
+# Today's commands that talk to an agent (send, steer, abort, compact): one code path over the
+# Backend, so the same script prints the same stdout, stderr on failure, and exit codes on a
+# home it opens itself and on one a daemon owns. The agents are made directly first (`create`
+# needs the store itself: it exits 3 under a daemon, see test_daemon_turns).
+LEGACY: list[tuple[tuple[str, ...], bool]] = [
+    (("send", "plain", "What is 12 * 7?", "--id", "mone", "--wait"), True),
+    (("send", "plain", "What is 12 * 7?", "--id", "mone"), True),  # resent: a no-op
+    (("send", "plain", "What is 12 * 7?", "--id", "mone"), False),
+    (("steer", "plain", "What is 2 + 3?", "--id", "mtwo", "--wait"), True),
+    (("steer", "plain", "What is 2 + 3?", "--id", "mtwo", "--wait"), False),
+    (
+        ("send", "plain", "What is 1 + 1?", "--provider", "demo", "--model", "demo-1", "--wait"),
+        True,
+    ),
+    (("send", "plain", "hi", "--id", "Not Valid"), True),  # a malformed message id
+    (("send", "plain", "hi", "--provider", "nope"), True),  # checked before anything is sent
+    (("send", "plain", "hi", "--provider", "demo", "--model", "demo-9", "--wait"), True),
+    (("send", "nobody", "hi"), True),
+    (("steer", "nobody", "hi", "--wait"), True),
+    (("abort", "plain"), True),  # nothing in progress
+    (("abort", "plain"), False),
+    (("abort", "nobody"), True),
+    (("compact", "plain"), True),
+    (("compact", "plain"), False),
+    (("compact", "nobody"), True),
+    # A slow turn: directly it waits, queued, for `resume`; a daemon runs it. Either way
+    # abort cancels it (the same result), and a second abort finds nothing.
+    (("send", "slowplain", "What is 12 * 7?", "--provider", "slow", "--model", "demo-1"), True),
+    (("abort", "slowplain"), True),
+    (("abort", "slowplain"), True),
+    (("transcript", "plain"), True),
+]
+
+
+def _legacy(kit: Any, home: Path) -> list[tuple[int, str, str]]:
+    run = kit.invoker(home)
+    number = _Numbering()  # message ids the command chose (--id not given)
+    outcomes = []
+    for args, json_mode in LEGACY:
+        result = run(*args, json_mode=json_mode)
+        stderr = result.stderr.replace(str(home), "HOME") if result.exit_code else ""
+        outcomes.append((result.exit_code, number(result.stdout), number(stderr)))
+    return outcomes
+
+
+def test_todays_agent_commands_print_the_same_in_both_modes(tmp_path: Path, kit: Any) -> None:
+    homes = []
+    for name in ("direct", "served"):
+        home = kit.make_home(tmp_path / name)
+        run = kit.invoker(home)
+        assert run("create", "--id", "plain").exit_code == 0
+        assert run("create", "--id", "slowplain").exit_code == 0
+        homes.append(home)
+    direct = _legacy(kit, homes[0])
+    with kit.daemon_on(homes[1]) as daemon:
+        served = _legacy(kit, homes[1])
+        slow = daemon.system.sessions.turns("slowplain")
+    for (args, _), left, right in zip(LEGACY, direct, served, strict=True):
+        assert right == left, " ".join(args)
+    codes = [exit_code for exit_code, _, _ in direct]
+    assert codes == [0, 0, 0, 0, 0, 0, 2, 2, 2, 4, 4, 0, 0, 4, 0, 0, 4, 0, 0, 0, 0]
+    assert json.loads(direct[0][1])["answer"] == "12 * 7 = 84."
+    assert json.loads(direct[1][1])["created"] is False
+    assert direct[2][1] == "already queued message mone for plain (send)\n"
+    assert json.loads(direct[3][1])["delivery"] == "steer"
+    assert direct[4][1] == "2 + 3 = 5.\n"
+    assert json.loads(direct[18][1]) == {"agent_id": "slowplain", "aborted": True, "state": "idle"}
+    assert json.loads(direct[19][1])["aborted"] is False
+    # Through the daemon the slow turn ran (it was cancelled while running, not queued).
+    assert [t.status for t in slow] == ["cancelled"]
+    assert slow[0].started_at_ms is not None

@@ -47,10 +47,10 @@ def test_steer_and_abort_reach_a_slow_turn_through_the_daemon(tmp_path: Path, ki
         assert kit.stdout_json(steered) == {
             "agent_id": session,
             "id": "st1",
-            "delivery": "steering",
+            "delivery": "steer",
             "created": True,
             "waited": False,
-            "state": "running",
+            "state": "accepted",
             "answer": None,
         }
         aborted = run("abort", session)
@@ -97,7 +97,7 @@ def test_owner_only_commands_refuse_under_a_daemon_and_reads_still_work(
     run = kit.invoker(home)
     assert run("agent", "create", "-", stdin=QUICK).exit_code == 0
     with kit.daemon_on(home) as daemon:
-        for args in (("create",), ("resume",), ("compact", "x"), ("purge", "x"), ("delete", "x")):
+        for args in (("create",), ("resume",), ("purge", "x"), ("delete", "x")):
             refused = run(*args)
             assert refused.exit_code == 3, args
             error = json.loads(refused.stderr)["error"]

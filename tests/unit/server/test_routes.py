@@ -9,6 +9,7 @@ import threading
 import httpx
 
 import agentkeep as ak
+from agentkeep.model import CompactionMessage
 from agentkeep.providers import script
 
 from .conftest import TIMEOUT, Served
@@ -192,6 +193,8 @@ def test_events_and_the_conversation_view_after_a_turn(
 def test_compact_is_accepted_or_waited_for(client: httpx.Client, served: Served) -> None:
     served.system.create(id="comp1")
     served.model.add(script.text("hi"))
+    summary = CompactionMessage(content="summary")
+    served.model.add_compactions(*[script.compacted(summary, summary="summary")] * 2)
     served.system.send("comp1", ak.user("hello"))
     assert served.system.wait_for_idle("comp1", timeout_seconds=TIMEOUT)
     asked = client.post("/v1/sessions/comp1/compact")
@@ -199,3 +202,9 @@ def test_compact_is_accepted_or_waited_for(client: httpx.Client, served: Served)
     assert asked.json() == {"sessionId": "comp1", "status": "requested"}
     assert client.post("/v1/sessions/nosuch/compact", json={}).status_code == 404
     assert client.post("/v1/sessions/comp1/compact", json={"wait": "yes"}).status_code == 422
+    # Waited for: what it did (what `agentkeep compact` prints through a daemon).
+    waited = client.post("/v1/sessions/comp1/compact", json={"wait": True})
+    assert waited.status_code == 200, waited.text
+    body = waited.json()
+    assert (body["status"], body["messages"], body["state"]) == ("completed", 1, "idle")
+    assert body["messages"] == len(served.system.transcript("comp1"))

@@ -208,3 +208,33 @@ def test_a_waiting_request_ends_promptly_at_shutdown(tmp_path: Path) -> None:
     finally:
         served.system.abort("t7", wait=True, timeout_seconds=TIMEOUT)  # the hung inference
         served.stop()
+
+
+def test_a_message_id_and_a_provider_or_model_are_checked_as_the_library_checks_them(
+    served: Served, client: httpx.Client
+) -> None:
+    """``messageId``, ``provider`` and ``model`` (what ``agentkeep send --id/--provider/
+    --model`` sends through a daemon): the message id makes resending a no-op; a malformed
+    id, an unregistered provider or a model it does not serve is a 422 and writes nothing."""
+    _session(client, "t7")
+    served.model.add(script.text("One."))
+    body = {"message": "Hi.", "messageId": "msgone", "provider": "local", "model": "gym-1"}
+    sent = client.post(MESSAGES.format("t7"), json=body)
+    assert sent.status_code == 200, sent.text
+    first = sent.json()
+    assert (first["duplicate"], first["turn"]["status"]) == (False, "completed")
+    again = client.post(MESSAGES.format("t7"), json={"message": "Hi.", "messageId": "msgone"})
+    assert again.status_code == 200, again.text
+    assert (again.json()["duplicate"], again.json()["turn"]["id"]) == (True, first["turn"]["id"])
+    refusals = [
+        ({"messageId": "Not Valid"}, "invalid_message"),
+        ({"provider": "nope"}, "invalid_config"),
+        ({"model": "gym-2"}, "model_not_served"),
+    ]
+    for extra, code in refusals:
+        refused = client.post(MESSAGES.format("t7"), json={"message": "x", **extra})
+        assert (refused.status_code, refused.json()["error"]["code"]) == (422, code), extra
+    accepted = [e for e in served.system.events("t7", limit=1000) if e.type == "message.accepted"]
+    assert [e.data["message_id"] for e in accepted] == ["msgone"]
+    assert accepted[0].data["options"] == {"provider": "local", "model": "gym-1"}
+    assert [t["number"] for t in client.get("/v1/sessions/t7/turns").json()["turns"]] == [1]
