@@ -108,8 +108,11 @@ def test_a_persistently_failing_provider_cannot_loop(world: World) -> None:
     world.model.add(*(script.error("overloaded") for _ in range(3)))
     system = world.open()
     agent = system.create()
-    agent.send(ak.user("one"))
-    agent.send(ak.user("two"))
+    # Both queued before the loop starts (sent one by one, a loaded machine could run the
+    # first before the second is accepted, which asks the model once more).
+    system.deliver(agent.id, "send", ak.user("one"), start=False)
+    system.deliver(agent.id, "send", ak.user("two"), start=False)
+    system.wake(agent.id)
     agent.wait_for_idle(timeout_seconds=10)
 
     # Each drain consumed from a finite queue; one note for the failed turn.
