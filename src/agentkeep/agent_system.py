@@ -121,6 +121,29 @@ def _require_session(tx: Transaction, session_id: str) -> None:
         raise UnknownAgentError(session_id)
 
 
+#: How often opening retries the turn recovery's transaction before going on without it.
+_RECOVERY_ATTEMPTS = 4
+
+
+def _recover_turns(store: Store) -> None:
+    """Run the startup turn recovery (``sessions/recovery.py``), retrying a failing store
+    (a writer being restarted, an I/O error) with a short backoff. If it still fails, the
+    system opens anyway — a store that fails now fails the work that follows just as clearly
+    — and the turns end later: a native ``cancelling`` turn with its run's settlement or next
+    answer, a driver turn when its session's runner finds it orphaned."""
+    for attempt in range(_RECOVERY_ATTEMPTS):
+        try:
+            if store.read(needs_recovery):
+                store.handle.transact(recover_turns)
+            return
+        except Exception as error:  # the next attempt, or the log below, says what failed
+            if attempt == _RECOVERY_ATTEMPTS - 1:
+                log.error("turn_recovery_deferred", error=repr(error))
+                return
+            log.warning("turn_recovery_retried", attempt=attempt + 1, error=repr(error))
+            time.sleep(0.05 * 2**attempt)
+
+
 class AgentSystem:
     """Use :meth:`open`. A context manager: leaving the block closes the system."""
 
@@ -290,8 +313,7 @@ class AgentSystem:
             raise
         try:
             # Before any agent starts: turns the previous process left live (docs/turns.md).
-            if store.read(needs_recovery):
-                store.handle.transact(recover_turns)
+            _recover_turns(store)
             if resume:
                 system.start()
         except BaseException:

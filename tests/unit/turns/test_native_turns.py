@@ -305,3 +305,55 @@ def test_an_abort_cancels_the_running_turn(world: TurnWorld) -> None:
     assert done.error.code == "cancelled"
     assert system.wait_for_idle(session.id, timeout_seconds=10)  # the actor ends its run
     assert system.sessions.archive(session.id).status == "archived"  # nothing live
+
+
+def test_open_survives_a_failing_recovery_transaction(
+    world: TurnWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by the interruption chaos suite (seed 27): a store fault in the recovery's
+    # transaction made AgentSystem.open raise. It is retried, and never fails the open.
+    import agentkeep.agent_system as agent_system_module
+    from agentkeep.sessions import recovery
+
+    system = world.open(resume=False)
+    session = system.create()
+
+    def cancelling(tx: Transaction) -> str:
+        turn, _ = tx.open_turn(
+            session.id, key="n", driver="agentkeep", delivery="send", input={}, message_id=None
+        )
+        tx.move_turn(session.id, turn.id, "running")
+        tx.move_turn(session.id, turn.id, "cancelling")
+        return turn.id
+
+    turn_id = system.store.handle.transact(cancelling)
+    system.close()
+
+    failures = [OSError("disk I/O error")]
+
+    def flaky(tx: Transaction) -> list[ak.TurnRecord]:
+        if failures:
+            raise failures.pop()
+        return recovery.recover_turns(tx)
+
+    monkeypatch.setattr(agent_system_module, "recover_turns", flaky)
+    system = world.open(resume=False)  # the first attempt fails, the second recovers
+    assert system.sessions.turn(session.id, turn_id).status == "cancelled"
+
+    def cancelling_again(tx: Transaction) -> str:
+        turn, _ = tx.open_turn(
+            session.id, key="m", driver="agentkeep", delivery="send", input={}, message_id=None
+        )
+        tx.move_turn(session.id, turn.id, "running")
+        tx.move_turn(session.id, turn.id, "cancelling")
+        return turn.id
+
+    second = system.store.handle.transact(cancelling_again)
+    system.close()
+
+    def broken(tx: Transaction) -> list[ak.TurnRecord]:
+        raise OSError("disk I/O error")
+
+    monkeypatch.setattr(agent_system_module, "recover_turns", broken)
+    system = world.open(resume=False)  # every attempt fails: it opens anyway, deferred
+    assert system.sessions.turn(session.id, second).status == "cancelling"
