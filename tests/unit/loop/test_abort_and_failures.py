@@ -108,8 +108,11 @@ def test_a_persistently_failing_provider_cannot_loop(world: World) -> None:
     world.model.add(*(script.error("overloaded") for _ in range(3)))
     system = world.open()
     agent = system.create()
-    agent.send(ak.user("one"))
-    agent.send(ak.user("two"))
+    # Both durable before the loop runs (a send may otherwise land after the first failure
+    # ended the turn: then it is a turn of its own).
+    system.deliver(agent.id, "send", ak.user("one"), start=False)
+    system.deliver(agent.id, "send", ak.user("two"), start=False)
+    system.start(agent.id)
     agent.wait_for_idle(timeout_seconds=10)
 
     # Each drain consumed from a finite queue; one note for the failed turn.
