@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from agentkeep.loop.effects import Commit, Effect
 from agentkeep.loop.phases import Idle, Phase, Turn
 from agentkeep.loop.plans import AnswerCalls, Plan, QueueMode
-from agentkeep.loop.view import ProviderViews
+from agentkeep.loop.view import OpenCalls, ProviderViews
 from agentkeep.model import (
     ConversationRecord,
     OwedStage,
@@ -75,6 +75,7 @@ class LoopContext:
         # What the provider saw of ``records``, extended as they grow (rebuilt after a
         # compaction, a reset or a reload: ``ProviderViews`` compares the records).
         self.views = ProviderViews()
+        self.open_calls = OpenCalls()  # unanswered calls of ``records``, the same way
         # the stage and the turn
         self.phase: Phase = Idle()
         self.turn = Turn()

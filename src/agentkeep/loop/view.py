@@ -28,6 +28,12 @@ def unanswered_calls(records: Sequence[ConversationRecord]) -> list[ToolCallBloc
     directly (a compaction restarts the scan from its replacement messages).
     """
     calls: dict[str, ToolCallBlock] = {}
+    _scan_calls(calls, records)
+    return list(calls.values())
+
+
+def _scan_calls(calls: dict[str, ToolCallBlock], records: Sequence[ConversationRecord]) -> None:
+    """Fold ``records`` into ``calls`` (the open calls so far, in call order)."""
 
     def note(block: object) -> None:
         if isinstance(block, ToolCallBlock) and not block.server:
@@ -39,14 +45,36 @@ def unanswered_calls(records: Sequence[ConversationRecord]) -> list[ToolCallBloc
         elif isinstance(record, ToolRecord):
             calls.pop(record.message.call_id, None)
         elif isinstance(record, CompactionRecord):
-            calls = {}
+            calls.clear()
             for message in record.messages:
                 if isinstance(message, AssistantMessage):
                     for block in message.content:
                         note(block)
                 elif isinstance(message, ToolResultMessage):
                     calls.pop(message.call_id, None)
-    return list(calls.values())
+
+
+class OpenCalls:
+    """``unanswered_calls(records)`` for a conversation that grows by appending: the open
+    calls of the records seen last time are kept and only the records after them are read
+    (issue 17: every turn scanned the whole history). Records that differ from those seen
+    (a compaction, a reset, a reload) are read again whole, so the answer is always exactly
+    ``unanswered_calls(records)``."""
+
+    def __init__(self) -> None:
+        self._seen: list[ConversationRecord] = []
+        self._open: dict[str, ToolCallBlock] = {}
+
+    def calls(self, records: Sequence[ConversationRecord]) -> list[ToolCallBlock]:
+        """The client calls of ``records`` that no tool record answers, in call order."""
+        size = len(self._seen)
+        if len(records) >= size and list(records[:size]) == self._seen:
+            calls, suffix = dict(self._open), records[size:]
+        else:
+            calls, suffix = {}, records
+        _scan_calls(calls, suffix)
+        self._seen, self._open = list(records), calls
+        return list(calls.values())
 
 
 def undispatched_calls(

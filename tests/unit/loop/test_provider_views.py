@@ -9,7 +9,7 @@ import random
 import pytest
 
 from agentkeep.loop import view as views
-from agentkeep.loop.view import ProviderViews, provider_view
+from agentkeep.loop.view import OpenCalls, ProviderViews, provider_view, unanswered_calls
 from agentkeep.model import (
     AssistantMessage,
     BlockRecord,
@@ -107,3 +107,33 @@ def test_plain_turns_read_only_the_records_after_the_kept_prefix(
     cached_reads = read[::2]
     assert cached_reads[0] == 1
     assert max(cached_reads[1:]) == 2  # the last answer and the new message
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_incremental_open_calls_are_always_the_whole_scan(seed: int) -> None:
+    rng = random.Random(seed)
+    cache = OpenCalls()
+    records: list[ConversationRecord] = []
+    calls: list[str] = []
+    for n in range(120):
+        records = _grow(rng, records, calls, n)
+        assert cache.calls(records) == unanswered_calls(records), f"seed {seed}, step {n}"
+
+
+def test_open_calls_of_a_growing_conversation_read_only_the_new_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    read: list[int] = []
+    scan = views._scan_calls
+
+    def counting(calls: dict[str, ToolCallBlock], records: list[ConversationRecord]) -> None:
+        read.append(len(records))
+        scan(calls, records)
+
+    monkeypatch.setattr(views, "_scan_calls", counting)
+    cache = OpenCalls()
+    records: list[ConversationRecord] = []
+    for n in range(200):
+        records += [_user(n), _call(f"c{n}"), _result(f"c{n}"), _text(n)]
+        assert cache.calls(records) == []
+    assert read == [4] * 200
