@@ -59,6 +59,8 @@ class Run:
     wall: float
     cpu: float
     disk: dict[int, int] = field(default_factory=dict)
+    # Process CPU (every thread) during each step: meaningful with one agent only.
+    cpu_per_step: list[float] = field(default_factory=list)
 
     @property
     def steps_per_second(self) -> float:
@@ -98,15 +100,18 @@ def _in_threads(count: int, step: Callable[[int, int], None], steps: int) -> Run
     """Run ``steps`` steps in each of ``count`` threads (``step(thread, n)``), timing only
     the steps: the threads are started and parked on a barrier before the timer starts."""
     latencies: list[list[float]] = [[] for _ in range(count)]
+    cpu: list[float] = []
     ready = threading.Barrier(count + 1)
 
     def work(thread: int) -> None:
         mine = latencies[thread]
         ready.wait()
         for n in range(steps):
-            started = time.perf_counter()
+            started, used = time.perf_counter(), time.process_time()
             step(thread, n)
             mine.append(time.perf_counter() - started)
+            if count == 1:
+                cpu.append(time.process_time() - used)
 
     threads = [threading.Thread(target=work, args=(t,)) for t in range(count)]
     for thread in threads:
@@ -117,7 +122,7 @@ def _in_threads(count: int, step: Callable[[int, int], None], steps: int) -> Run
         for thread in threads:
             thread.join()
     ordered = [x for mine in latencies for x in mine]
-    return Run(ordered, timer.wall, timer.cpu)
+    return Run(ordered, timer.wall, timer.cpu, cpu_per_step=cpu)
 
 
 def _disk_bytes(directory: Path) -> int:
@@ -388,6 +393,13 @@ def _history(steps: int) -> None:
     print(
         f"  agentkeep  steps 1-{window}: {early:.0f}   steps {steps - window + 1}-{steps}: "
         f"{late:.0f}   {_ratio(late, early, '<= 1.2x')}"
+    )
+    cpu_early = statistics.median(ours.cpu_per_step[:window]) * 1e6
+    cpu_late = statistics.median(ours.cpu_per_step[steps - window :]) * 1e6
+    print(
+        f"  agentkeep  CPU µs per step (less sensitive to load), steps 1-{window}: "
+        f"{cpu_early:.0f}   steps {steps - window + 1}-{steps}: {cpu_late:.0f}   "
+        f"{cpu_late / cpu_early:.2f}x"
     )
     previous_mark, previous_size = 0, 0
     for mark, size in sorted(ours.disk.items()):
