@@ -1,57 +1,244 @@
-"""Durable agent steps per second, agentkeep against LangGraph and DBOS measured in the same run.
+"""Durable agent steps: agentkeep against its physical floors, LangGraph and DBOS, in one run.
 
 One *step*: accept a user message durably, consume it into the conversation, run one
-zero-latency inference answering with one text block, persist it, settle. Every engine runs on
-SQLite with synchronous=FULL (agentkeep's default; LangGraph's SqliteSaver and DBOS are set to
-it explicitly) in a fresh temporary directory.
+zero-latency inference answering with one text block, persist it, settle (the agent is idle
+again). Every engine runs on SQLite in WAL mode with ``synchronous=FULL`` in a fresh temporary
+directory. Only the steps are timed: imports, opening, warm-up and teardown are outside every
+timer (issue 17).
 
-Run: ``.venv/bin/python bench/agent_step.py [--steps N] [--agents 64]``. The baselines need the
-``bench`` dependency group (``pip install --group bench``); a missing one is reported, not faked.
+The floors, measured in the same run, are what the disk allows for the same writes (a
+user message and a reply per step) with nothing else around them:
+
+- ``apsw, 1 tx/step``: raw apsw, one ``BEGIN IMMEDIATE … COMMIT`` per step (one fsync);
+- ``apsw group commit``: the 64 agents' threads hand their step to one writer thread, which
+  commits everything waiting in one transaction (what agentkeep's writer does).
+
+Figures (each printed next to its baseline and the ratio; the issue's goals in brackets):
+
+- 1 agent: median and p99 µs per step against the 1-tx floor's median [≤ 4x, ≤ 8x];
+- 64 agents: steps/s against the group-commit floor [≥ 0.25x], and process CPU µs per step
+  [≤ 400 µs];
+- history: the median of steps 451–500 of one conversation against steps 1–50 [≤ 1.2x], and
+  bytes on disk per step at 50/200/400 steps.
+
+Run: ``PYTHONPATH=src .venv/bin/python bench/agent_step.py [--steps N] [--agents 64]``. The
+baselines need the ``bench`` dependency group (``pip install --group bench``); a missing one
+is reported, not faked.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import queue
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import apsw
 
 import agentkeep as ak
 from agentkeep.providers import script
 
+_BODY = b'{"role":"user","content":[{"type":"text","text":"step %d"}]}'
+_REPLY = b'{"role":"assistant","content":[{"type":"text","text":"ok"}]}'
 
-def agentkeep_steps(home: Path, *, agents: int, steps: int) -> list[float]:
-    """Per-step latencies (seconds) with ``agents`` agents stepping concurrently."""
-    model = ak.ScriptedModel([script.text("ok") for _ in range(agents * steps + agents)])
+
+@dataclass
+class Run:
+    """What one engine measured: per-step latencies (s), the wall and CPU time of the timed
+    region (s), and bytes on disk after some step counts (history runs)."""
+
+    latencies: list[float]
+    wall: float
+    cpu: float
+    disk: dict[int, int] = field(default_factory=dict)
+    # Process CPU (every thread) during each step: meaningful with one agent only.
+    cpu_per_step: list[float] = field(default_factory=list)
+
+    @property
+    def steps_per_second(self) -> float:
+        return len(self.latencies) / self.wall
+
+    @property
+    def cpu_us_per_step(self) -> float:
+        return self.cpu / len(self.latencies) * 1e6
+
+    def median_us(self, start: int = 0, stop: int | None = None) -> float:
+        return statistics.median(self.latencies[start:stop]) * 1e6
+
+    def p99_us(self) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1e6
+
+
+Engine = Callable[[Path, int, int], "Run | str"]
+
+
+class _Timer:
+    """The timed region: wall and process CPU time (every thread), started on a barrier."""
+
+    def __init__(self) -> None:
+        self.wall = 0.0
+        self.cpu = 0.0
+
+    @contextmanager
+    def measure(self) -> Iterator[None]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        yield
+        self.wall = time.perf_counter() - wall
+        self.cpu = time.process_time() - cpu
+
+
+def _in_threads(count: int, step: Callable[[int, int], None], steps: int) -> Run:
+    """Run ``steps`` steps in each of ``count`` threads (``step(thread, n)``), timing only
+    the steps: the threads are started and parked on a barrier before the timer starts."""
+    latencies: list[list[float]] = [[] for _ in range(count)]
+    cpu: list[float] = []
+    ready = threading.Barrier(count + 1)
+
+    def work(thread: int) -> None:
+        mine = latencies[thread]
+        ready.wait()
+        for n in range(steps):
+            started, used = time.perf_counter(), time.process_time()
+            step(thread, n)
+            mine.append(time.perf_counter() - started)
+            if count == 1:
+                cpu.append(time.process_time() - used)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(count)]
+    for thread in threads:
+        thread.start()
+    timer = _Timer()
+    with timer.measure():
+        ready.wait()
+        for thread in threads:
+            thread.join()
+    ordered = [x for mine in latencies for x in mine]
+    return Run(ordered, timer.wall, timer.cpu, cpu_per_step=cpu)
+
+
+def _disk_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.iterdir() if p.is_file())
+
+
+# -- agentkeep -------------------------------------------------------------------------------
+
+
+def agentkeep_steps(home: Path, agents: int, steps: int, *, disk_at: tuple[int, ...] = ()) -> Run:
+    model = ak.ScriptedModel([script.text("ok") for _ in range(agents * (steps + 1))])
     providers = ak.Providers()
     providers.add("local", model, kind="gym")
-    latencies: list[float] = []
-    lock = threading.Lock()
     with ak.AgentSystem.open(home, providers=providers, provider="local", model="gym-1") as system:
         handles = [system.create() for _ in range(agents)]
-        for agent in handles:  # warm up: actor, session, statement cache
+        for agent in handles:  # warm up (untimed): actor, session, statement cache
             agent.send(ak.user("warm up"))
             agent.wait_for_idle(timeout_seconds=30)
+        disk: dict[int, int] = {}
+        base = _disk_bytes(home)
 
-        def run(agent: ak.Agent) -> None:
-            mine = []
-            for n in range(steps):
-                started = time.perf_counter()
-                agent.send(ak.user(f"step {n}"))
-                agent.wait_for_idle(timeout_seconds=30)
-                mine.append(time.perf_counter() - started)
-            with lock:
-                latencies.extend(mine)
+        def step(thread: int, n: int) -> None:
+            agent = handles[thread]
+            agent.send(ak.user(f"step {n}"))
+            agent.wait_for_idle(timeout_seconds=30)
+            if n + 1 in disk_at:  # one agent only: the pause is outside no one else's step
+                disk[n + 1] = _disk_bytes(home) - base
 
-        _run_threads([lambda a=a: run(a) for a in handles])
-    return latencies
+        run = _in_threads(agents, step, steps)
+    run.disk = disk
+    return run
 
 
-def langgraph_steps(home: Path, *, agents: int, steps: int) -> list[float] | str:
+# -- the floors: raw apsw --------------------------------------------------------------------
+
+
+def _apsw_connection(path: Path) -> apsw.Connection:
+    connection = apsw.Connection(str(path))
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=FULL")
+    connection.execute(
+        "CREATE TABLE IF NOT EXISTS messages "
+        "(agent INTEGER, seq INTEGER, body BLOB, PRIMARY KEY (agent, seq))"
+    )
+    return connection
+
+
+def _write_step(connection: apsw.Connection, agent: int, n: int) -> None:
+    connection.execute(
+        "INSERT INTO messages VALUES (?, ?, ?), (?, ?, ?)",
+        (agent, 2 * n, _BODY % n, agent, 2 * n + 1, _REPLY),
+    )
+
+
+def apsw_one_tx_steps(home: Path, agents: int, steps: int) -> Run:
+    """One transaction (one fsync) per step; agents take turns on one connection."""
+    connection = _apsw_connection(home / "floor.db")
+    lock = threading.Lock()
+
+    def step(thread: int, n: int) -> None:
+        with lock:
+            connection.execute("BEGIN IMMEDIATE")
+            _write_step(connection, thread, n)
+            connection.execute("COMMIT")
+
+    try:
+        return _in_threads(agents, step, steps)
+    finally:
+        connection.close()
+
+
+def apsw_group_commit_steps(home: Path, agents: int, steps: int) -> Run:
+    """Every agent hands its step to one writer thread, which commits all that waits in one
+    transaction and then answers each."""
+    connection = _apsw_connection(home / "group.db")
+    inbox: queue.SimpleQueue[tuple[int, int, threading.Event] | None] = queue.SimpleQueue()
+
+    def writer() -> None:
+        while (first := inbox.get()) is not None:
+            group = [first]
+            while True:
+                try:
+                    more = inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    inbox.put(None)
+                    break
+                group.append(more)
+            connection.execute("BEGIN IMMEDIATE")
+            for agent, n, _done in group:
+                _write_step(connection, agent, n)
+            connection.execute("COMMIT")
+            for _agent, _n, done in group:
+                done.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+
+    def step(agent: int, n: int) -> None:
+        done = threading.Event()
+        inbox.put((agent, n, done))
+        done.wait()
+
+    try:
+        return _in_threads(agents, step, steps)
+    finally:
+        inbox.put(None)
+        thread.join()
+        connection.close()
+
+
+# -- the peers ---------------------------------------------------------------------------------
+
+
+def langgraph_steps(home: Path, agents: int, steps: int) -> Run | str:
     try:
         import sqlite3
 
@@ -66,32 +253,29 @@ def langgraph_steps(home: Path, *, agents: int, steps: int) -> list[float] | str
     connection = sqlite3.connect(str(home / "langgraph.db"), check_same_thread=False)
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute("PRAGMA synchronous=FULL")
-    saver = SqliteSaver(connection)
     builder = StateGraph(MessagesState)
     builder.add_node("model", model)
     builder.add_edge(START, "model")
     builder.add_edge("model", END)
-    graph = builder.compile(checkpointer=saver)
-    latencies: list[float] = []
-    lock = threading.Lock()
+    graph = builder.compile(checkpointer=SqliteSaver(connection))
 
-    def run(thread: int) -> None:
+    def invoke(thread: int, text: str) -> None:
         config = {"configurable": {"thread_id": f"agent-{thread}"}}
-        graph.invoke({"messages": [("user", "warm up")]}, config)
-        mine = []
-        for n in range(steps):
-            started = time.perf_counter()
-            graph.invoke({"messages": [("user", f"step {n}")]}, config)
-            mine.append(time.perf_counter() - started)
-        with lock:
-            latencies.extend(mine)
+        # sync durability: each checkpoint is written before the next step starts
+        graph.invoke({"messages": [("user", text)]}, config, durability="sync")  # type: ignore[call-arg]
 
-    _run_threads([lambda t=t: run(t) for t in range(agents)])
-    connection.close()
-    return latencies
+    try:
+        try:
+            for thread in range(agents):  # warm up (untimed)
+                invoke(thread, "warm up")
+        except TypeError as error:
+            return f"this langgraph has no durability='sync' ({error})"
+        return _in_threads(agents, lambda t, n: invoke(t, f"step {n}"), steps)
+    finally:
+        connection.close()
 
 
-def dbos_steps(home: Path, *, agents: int, steps: int) -> list[float] | str:
+def dbos_steps(home: Path, agents: int, steps: int) -> Run | str:
     try:
         from dbos import DBOS, DBOSConfig
     except ImportError as error:
@@ -99,9 +283,14 @@ def dbos_steps(home: Path, *, agents: int, steps: int) -> list[float] | str:
     import logging
 
     logging.getLogger("dbos").setLevel(logging.ERROR)
+    database = home / "dbos.sqlite"
+    # WAL is a property of the file: set it before DBOS opens it (its default is the rollback
+    # journal, 16 fsyncs per step instead of 4). synchronous=FULL is SQLite's default.
+    with apsw.Connection(str(database)) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
     config: DBOSConfig = {
         "name": "agentstep",
-        "system_database_url": f"sqlite:///{home / 'dbos.sqlite'}",
+        "system_database_url": f"sqlite:///{database}",
         "run_admin_server": False,
     }
     DBOS(config=config)
@@ -112,77 +301,147 @@ def dbos_steps(home: Path, *, agents: int, steps: int) -> list[float] | str:
 
     @DBOS.workflow()
     def turn(text: str) -> str:
-        return infer(text)
+        return str(infer(text))
 
     DBOS.launch()
     try:
-        latencies: list[float] = []
-        lock = threading.Lock()
-
-        def run(thread: int) -> None:
-            turn("warm up")
-            mine = []
-            for n in range(steps):
-                started = time.perf_counter()
-                turn(f"agent {thread} step {n}")
-                mine.append(time.perf_counter() - started)
-            with lock:
-                latencies.extend(mine)
-
-        _run_threads([lambda t=t: run(t) for t in range(agents)])
-        return latencies
+        for thread in range(agents):  # warm up (untimed)
+            turn(f"agent {thread} warm up")
+        return _in_threads(agents, lambda t, n: turn(f"agent {t} step {n}"), steps)
     finally:
         DBOS.destroy(destroy_registry=True)
 
 
-def _run_threads(work: list[Callable[[], None]]) -> None:
-    threads = [threading.Thread(target=w) for w in work]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+# -- the report ------------------------------------------------------------------------------
 
 
-def _summary(name: str, agents: int, latencies: list[float] | str, wall: float) -> float | None:
-    if isinstance(latencies, str):
-        print(f"  {name:<22} {agents:>3} agents  {latencies}")
-        return None
-    count = len(latencies)
-    ordered = sorted(latencies)
-    per_step_us = wall / count * 1e6  # wall time per completed step, all agents together
-    p50 = statistics.median(ordered) * 1e6
-    p99 = ordered[min(count - 1, int(count * 0.99))] * 1e6
+def _measure(engine: Engine, agents: int, steps: int) -> Run | str:
+    with tempfile.TemporaryDirectory() as directory:
+        return engine(Path(directory), agents, steps)
+
+
+def _ratio(ours: float, theirs: float, goal: str) -> str:
+    return f"{ours / theirs:6.2f}x  (goal {goal})"
+
+
+def _one_agent(steps: int) -> None:
+    print(f"\n1 agent, {steps} steps: median / p99 µs per step")
+    floor = _measure(apsw_one_tx_steps, 1, steps)
+    ours = _measure(agentkeep_steps, 1, steps)
+    assert isinstance(floor, Run)
+    assert isinstance(ours, Run)
+    base = floor.median_us()
+    print(f"  {'apsw, 1 tx/step':<24} {base:>8.0f} / {floor.p99_us():>8.0f}   (the floor)")
     print(
-        f"  {name:<22} {agents:>3} agents  {count / wall:>9.0f} steps/s  "
-        f"{per_step_us:>8.0f} µs/step  p50 {p50:>8.0f} µs  p99 {p99:>8.0f} µs"
+        f"  {'agentkeep':<24} {ours.median_us():>8.0f} / {ours.p99_us():>8.0f}   "
+        f"median {_ratio(ours.median_us(), base, '<= 4x')}   "
+        f"p99 {_ratio(ours.p99_us(), base, '<= 8x')}   CPU {ours.cpu_us_per_step:.0f} µs/step"
     )
-    return per_step_us
+    for name, engine in (("langgraph (sync)", langgraph_steps), ("dbos (sqlite, WAL)", dbos_steps)):
+        theirs = _measure(engine, 1, steps)
+        if isinstance(theirs, str):
+            print(f"  {name:<24} {theirs}")
+            continue
+        print(
+            f"  {name:<24} {theirs.median_us():>8.0f} / {theirs.p99_us():>8.0f}   "
+            f"median {theirs.median_us() / base:6.2f}x the floor, "
+            f"{theirs.median_us() / ours.median_us():.2f}x agentkeep"
+        )
+
+
+def _many_agents(agents: int, steps: int) -> None:
+    print(f"\n{agents} agents, {steps} steps each: steps/s, CPU µs per step")
+    floors: dict[str, Run] = {}
+    for name, engine in (
+        ("apsw, 1 tx/step", apsw_one_tx_steps),
+        ("apsw group commit", apsw_group_commit_steps),
+    ):
+        run = _measure(engine, agents, steps)
+        assert isinstance(run, Run)
+        floors[name] = run
+        print(
+            f"  {name:<24} {run.steps_per_second:>9.0f} steps/s  CPU {run.cpu_us_per_step:>5.0f} µs"
+        )
+    base = floors["apsw group commit"].steps_per_second
+    ours = _measure(agentkeep_steps, agents, steps)
+    assert isinstance(ours, Run)
+    print(
+        f"  {'agentkeep':<24} {ours.steps_per_second:>9.0f} steps/s  "
+        f"CPU {ours.cpu_us_per_step:>5.0f} µs (goal <= 400)   "
+        f"{_ratio(ours.steps_per_second, base, '>= 0.25x')} the group-commit floor"
+    )
+    for name, engine in (("langgraph (sync)", langgraph_steps), ("dbos (sqlite, WAL)", dbos_steps)):
+        theirs = _measure(engine, agents, steps)
+        if isinstance(theirs, str):
+            print(f"  {name:<24} {theirs}")
+            continue
+        print(
+            f"  {name:<24} {theirs.steps_per_second:>9.0f} steps/s  "
+            f"CPU {theirs.cpu_us_per_step:>5.0f} µs   "
+            f"{theirs.steps_per_second / ours.steps_per_second:.2f}x agentkeep"
+        )
+
+
+def _history(steps: int) -> None:
+    window = max(1, steps // 10)
+    marks = tuple(m for m in (50, 200, 400) if m <= steps)
+    print(f"\nhistory: one conversation of {steps} steps, median µs per step by position")
+    with tempfile.TemporaryDirectory() as directory:
+        ours = agentkeep_steps(Path(directory), 1, steps, disk_at=marks)
+    early = ours.median_us(0, window)
+    late = ours.median_us(steps - window, steps)
+    print(
+        f"  agentkeep  steps 1-{window}: {early:.0f}   steps {steps - window + 1}-{steps}: "
+        f"{late:.0f}   {_ratio(late, early, '<= 1.2x')}"
+    )
+    cpu_early = statistics.median(ours.cpu_per_step[:window]) * 1e6
+    cpu_late = statistics.median(ours.cpu_per_step[steps - window :]) * 1e6
+    print(
+        f"  agentkeep  CPU µs per step (less sensitive to load), steps 1-{window}: "
+        f"{cpu_early:.0f}   steps {steps - window + 1}-{steps}: {cpu_late:.0f}   "
+        f"{cpu_late / cpu_early:.2f}x"
+    )
+    previous_mark, previous_size = 0, 0
+    for mark, size in sorted(ours.disk.items()):
+        added = (size - previous_size) / (mark - previous_mark)
+        print(
+            f"  bytes on disk after {mark:>3} steps: {size:>10,} (database and WAL file); "
+            f"{added:>8,.0f} per step since step {previous_mark}"
+        )
+        previous_mark, previous_size = mark, size
+    for name, engine in (("langgraph (sync)", langgraph_steps),):
+        theirs = _measure(engine, 1, steps)
+        if isinstance(theirs, str):
+            print(f"  {name:<24} {theirs}")
+            continue
+        early, late = theirs.median_us(0, window), theirs.median_us(steps - window, steps)
+        print(
+            f"  {name:<10} steps 1-{window}: {early:.0f}   last {window}: {late:.0f}   "
+            f"{late / early:.2f}x"
+        )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=300, help="steps per agent")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--steps", type=int, default=300, help="steps of the 1-agent run")
     parser.add_argument("--agents", type=int, default=64, help="agents in the concurrent run")
+    parser.add_argument("--agent-steps", type=int, default=30, help="steps per agent there")
+    parser.add_argument("--history", type=int, default=500, help="steps of the history run")
+    parser.add_argument(
+        "--only", choices=("one", "many", "history"), help="run one part of the bench"
+    )
     args = parser.parse_args()
-    engines: dict[str, Callable[..., list[float] | str]] = {
-        "agentkeep": agentkeep_steps,
-        "langgraph+SqliteSaver": langgraph_steps,
-        "dbos (sqlite)": dbos_steps,
-    }
-    print(f"durable agent steps, synchronous=FULL, {args.steps} steps per agent")
-    for agents in (1, args.agents):
-        steps = args.steps if agents == 1 else max(10, args.steps // 10)
-        results: dict[str, float | None] = {}
-        for name, engine in engines.items():
-            with tempfile.TemporaryDirectory() as directory:
-                started = time.perf_counter()
-                latencies = engine(Path(directory), agents=agents, steps=steps)
-                wall = time.perf_counter() - started
-                results[name] = _summary(name, agents, latencies, wall)
-        ours = results["agentkeep"]
-        for name, theirs in results.items():
-            if name != "agentkeep" and theirs and ours:
-                print(f"    {name} / agentkeep µs per step: {theirs / ours:.1f}x")
+    load = os.getloadavg()
+    print(
+        f"durable agent steps, WAL + synchronous=FULL; load average "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs"
+    )
+    if args.only in (None, "one"):
+        _one_agent(args.steps)
+    if args.only in (None, "many"):
+        _many_agents(args.agents, args.agent_steps)
+    if args.only in (None, "history"):
+        _history(args.history)
     return 0
 
 

@@ -23,12 +23,12 @@ from agentkeep.actors.agent_children import AgentChildren, GraceExpired
 from agentkeep.actors.children import (
     ChildReport,
     CompactionActor,
-    InferenceActor,
     ToolCallActor,
     run_child,
 )
 from agentkeep.actors.hook_actions import accept_hook_actions
 from agentkeep.actors.hook_contexts import HookContexts
+from agentkeep.actors.inference_worker import InferenceWorker, StreamJob
 from agentkeep.actors.loop_thread import inside_loop
 from agentkeep.actors.plan_hooks import ConsumptionPolicy, ToolCallHooks
 from agentkeep.actors.sessions import SessionSlot
@@ -163,6 +163,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             agent_id, providers=providers, features=features, contexts=contexts
         )
         self._sessions = SessionSlot(agent_id, providers)  # this incarnation's own
+        self._streams = InferenceWorker(agent_id)  # this incarnation's own, one thread
         self._stopped: bool | None = None  # set by LoopStopped during a feed: settled?
 
     # -- mailbox ---------------------------------------------------------------------------
@@ -205,6 +206,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         """Stop this incarnation's children, then close its provider session (once)."""
         # Children first: a session is closed only after the streams on it stopped.
         self._children.stop_all("agent stopped")
+        self._streams.close()
         self._sessions.close()  # exactly once per incarnation
 
     def on_failure(
@@ -217,6 +219,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         # A crashed incarnation stops its children too, before its restart is told of the
         # exit (ChildExited is its thread's last act): the next never runs beside them.
         self._children.stop_all("agent crashed")
+        self._streams.close()
         self._sessions.close()
 
     def _feed_all(self, events: list[Event]) -> None:
@@ -338,10 +341,8 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         context = Context(instructions=instructions, messages=effect.messages)
         selection = _selection(effect.settings)
 
-        def start(token: CancelToken) -> pykka.ActorRef[Any]:
-            return run_child(
-                InferenceActor, self.actor_ref, child_id, session, context, selection, token
-            )
+        def start(token: CancelToken) -> StreamJob:
+            return self._streams.start(self.actor_ref, child_id, session, context, selection, token)
 
         self._children.start(child_id, "inference", start)
         return []

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, cast
 
 import pykka
 import structlog
@@ -72,6 +72,18 @@ ChildKind = Literal["inference", "tool", "compaction"]
 CHILD_GRACE_SECONDS = 1.0
 
 
+class ChildRef(Protocol):
+    """What an agent keeps of a child: a pykka actor ref, or a stream on the agent's
+    inference worker (``actors.inference_worker.StreamJob``)."""
+
+    actor_urn: str  # the child incarnation's name (its reports carry it)
+    actor_stopped: threading.Event  # set once the child's work has returned
+
+    def stop(self, *, block: bool = True, timeout: float | None = None) -> Any:
+        """Ask the child to stop (after its work returns)."""
+        ...
+
+
 @dataclass(frozen=True)
 class GraceExpired:
     """Told to the agent by a timer: a cancelled child's grace to unwind has passed."""
@@ -83,7 +95,7 @@ class GraceExpired:
 class _Child:
     child_id: str
     kind: ChildKind
-    ref: pykka.ActorRef[Any]
+    ref: ChildRef
     token: CancelToken
     call_id: str = ""  # a tool call: the provider's call id
     tool: str = ""  # a tool call: the tool's name
@@ -108,7 +120,7 @@ class AgentChildren:
         self,
         child_id: str,
         kind: ChildKind,
-        run: Callable[[CancelToken], pykka.ActorRef[Any]],
+        run: Callable[[CancelToken], ChildRef],
         *,
         call_id: str = "",
         tool: str = "",
@@ -220,7 +232,8 @@ class AgentChildren:
     def _abandon(self, child: _Child, why: str) -> None:
         child.abandoned = True
         # Out of pykka's registry: nothing (ActorRegistry.stop_all included) waits on it.
-        pykka.ActorRegistry.unregister(child.ref)
+        # (A stream on the inference worker was never registered: nothing to remove.)
+        pykka.ActorRegistry.unregister(cast(Any, child.ref))
         log.warning(
             "agent_child_abandoned",
             kind=child.kind,

@@ -119,31 +119,47 @@ class InferenceActor(OneShotChild):
         self._cancel = cancel
 
     def _work(self) -> None:
-        done: Done | None = None
-        stream = None
-        try:
-            stream = self._session.stream(self._context, self._selection, self._cancel)
-            for event in stream:
-                self._tell(StreamEventArrived(inference_id=self._id, event=event))
-                if isinstance(event, Done):
-                    done = event
-                    break
-        except Exception as error:
-            log.warning("inference_failed", inference_id=self._id, error=repr(error))
-            if done is None:
-                done = done_error(f"The provider failed: {error}")
-                self._tell(StreamEventArrived(inference_id=self._id, event=done))
-        finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                try:
-                    close()  # a generator left early is closed before the next request
-                except Exception as error:
-                    log.warning("inference_close_failed", error=repr(error))
+        stream_response(
+            self._tell, self._id, self._session, self._context, self._selection, self._cancel
+        )
+
+
+def stream_response(
+    tell: Callable[[Event], None],
+    inference_id: str,
+    session: Session,
+    context: Context,
+    selection: Selection,
+    cancel: CancelToken,
+) -> None:
+    """Stream one response, telling each event; exactly one terminal ``done`` (a stream that
+    ends without one, or raises, is reported as a failed response), then ``ChildStopped``
+    once the stream is closed. Raises nothing a provider raises."""
+    done: Done | None = None
+    stream = None
+    try:
+        stream = session.stream(context, selection, cancel)
+        for event in stream:
+            tell(StreamEventArrived(inference_id=inference_id, event=event))
+            if isinstance(event, Done):
+                done = event
+                break
+    except Exception as error:
+        log.warning("inference_failed", inference_id=inference_id, error=repr(error))
         if done is None:
-            event = done_error("The response ended without a terminal event.")
-            self._tell(StreamEventArrived(inference_id=self._id, event=event))
-        self._tell(ChildStopped(child_id=self._id))
+            done = done_error(f"The provider failed: {error}")
+            tell(StreamEventArrived(inference_id=inference_id, event=done))
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            try:
+                close()  # a generator left early is closed before the next request
+            except Exception as error:
+                log.warning("inference_close_failed", error=repr(error))
+    if done is None:
+        event = done_error("The response ended without a terminal event.")
+        tell(StreamEventArrived(inference_id=inference_id, event=event))
+    tell(ChildStopped(child_id=inference_id))
 
 
 class ToolCallActor(OneShotChild):

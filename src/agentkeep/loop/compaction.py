@@ -8,7 +8,6 @@ from agentkeep.loop.effects import CompactionResolved, StartCompaction
 from agentkeep.loop.events import CompactionFinished
 from agentkeep.loop.phases import Compacting, Passing
 from agentkeep.loop.plans import ReplaceWithCompaction, StageOwed
-from agentkeep.loop.view import provider_view
 from agentkeep.model import CompactionCancelled, CompactionCompleted
 
 
@@ -29,7 +28,7 @@ def start(ctx: LoopContext) -> None:
     ctx.out.append(
         StartCompaction(
             compaction_id=compaction_id,
-            messages=provider_view(ctx.records),
+            messages=ctx.views.view(ctx.records),
             settings=ctx.settings,
         )
     )

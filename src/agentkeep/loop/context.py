@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from agentkeep.loop.effects import Commit, Effect
 from agentkeep.loop.phases import Idle, Phase, Turn
 from agentkeep.loop.plans import AnswerCalls, Plan, QueueMode
+from agentkeep.loop.view import OpenCalls, ProviderViews
 from agentkeep.model import (
     ConversationRecord,
     OwedStage,
@@ -71,6 +72,10 @@ class LoopContext:
         # True while this instance has seen every change to the conversation land, so a turn
         # may re-read everything but the records (their count is still checked).
         self.mirror_valid = False
+        # What the provider saw of ``records``, extended as they grow (rebuilt after a
+        # compaction, a reset or a reload: ``ProviderViews`` compares the records).
+        self.views = ProviderViews()
+        self.open_calls = OpenCalls()  # unanswered calls of ``records``, the same way
         # the stage and the turn
         self.phase: Phase = Idle()
         self.turn = Turn()

@@ -7,7 +7,6 @@ from agentkeep.loop.effects import Emit, Observe, StartInference
 from agentkeep.loop.phases import Inferring, Passing
 from agentkeep.loop.plans import AppendBlock, DispatchBatch, FinishResponse
 from agentkeep.loop.texts import ABORTED_CALL, UNDISPATCHED_CALL
-from agentkeep.loop.view import provider_view
 from agentkeep.model import Done, StreamEvent, ToolCallBlock
 
 
@@ -20,7 +19,7 @@ def start(ctx: LoopContext) -> None:
     ctx.out.append(
         StartInference(
             inference_id=inference_id,
-            messages=provider_view(ctx.records),
+            messages=ctx.views.view(ctx.records),
             settings=ctx.settings,
         )
     )

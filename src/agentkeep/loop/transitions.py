@@ -58,7 +58,7 @@ from agentkeep.loop.phases import (
 )
 from agentkeep.loop.plans import AppendFailureNote, ConsumeNotices, ConsumeQueue, Settle, Snapshot
 from agentkeep.loop.texts import ABORTED_COMPACTION
-from agentkeep.loop.view import ends_in_failure_note, tail_owes_answer, undispatched_calls
+from agentkeep.loop.view import ends_in_failure_note, tail_owes_answer
 from agentkeep.model import DONE_CANCELLED, QueueName, done_error
 
 
@@ -161,7 +161,7 @@ def loaded(ctx: LoopContext, snapshot: Snapshot) -> None:
     if snapshot.pending:
         turn.resume = Dispatched(list(snapshot.pending))
     else:
-        stranded = undispatched_calls(ctx.records, ())
+        stranded = ctx.open_calls.calls(ctx.records)
         if stranded:
             turn.resume = Recorded([ctx.pending(i, c) for i, c in enumerate(stranded)])
     if not ctx.resume_checked:
@@ -313,7 +313,7 @@ def end_turn(ctx: LoopContext) -> None:
         ctx.out.append(Emit(event=DONE_CANCELLED))
     note = turn.pending_error
     may_note = turn.loaded and not turn.blocked
-    if note is not None and may_note and not undispatched_calls(ctx.records, ()):
+    if note is not None and may_note and not ctx.open_calls.calls(ctx.records):
         # Only an unrecovered failure leaves a trace, and never behind an open call.
         turn.pending_error = None
         ctx.run_failure = note

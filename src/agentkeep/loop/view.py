@@ -28,6 +28,12 @@ def unanswered_calls(records: Sequence[ConversationRecord]) -> list[ToolCallBloc
     directly (a compaction restarts the scan from its replacement messages).
     """
     calls: dict[str, ToolCallBlock] = {}
+    _scan_calls(calls, records)
+    return list(calls.values())
+
+
+def _scan_calls(calls: dict[str, ToolCallBlock], records: Sequence[ConversationRecord]) -> None:
+    """Fold ``records`` into ``calls`` (the open calls so far, in call order)."""
 
     def note(block: object) -> None:
         if isinstance(block, ToolCallBlock) and not block.server:
@@ -39,14 +45,36 @@ def unanswered_calls(records: Sequence[ConversationRecord]) -> list[ToolCallBloc
         elif isinstance(record, ToolRecord):
             calls.pop(record.message.call_id, None)
         elif isinstance(record, CompactionRecord):
-            calls = {}
+            calls.clear()
             for message in record.messages:
                 if isinstance(message, AssistantMessage):
                     for block in message.content:
                         note(block)
                 elif isinstance(message, ToolResultMessage):
                     calls.pop(message.call_id, None)
-    return list(calls.values())
+
+
+class OpenCalls:
+    """``unanswered_calls(records)`` for a conversation that grows by appending: the open
+    calls of the records seen last time are kept and only the records after them are read
+    (issue 17: every turn scanned the whole history). Records that differ from those seen
+    (a compaction, a reset, a reload) are read again whole, so the answer is always exactly
+    ``unanswered_calls(records)``."""
+
+    def __init__(self) -> None:
+        self._seen: list[ConversationRecord] = []
+        self._open: dict[str, ToolCallBlock] = {}
+
+    def calls(self, records: Sequence[ConversationRecord]) -> list[ToolCallBlock]:
+        """The client calls of ``records`` that no tool record answers, in call order."""
+        size = len(self._seen)
+        if len(records) >= size and list(records[:size]) == self._seen:
+            calls, suffix = dict(self._open), records[size:]
+        else:
+            calls, suffix = {}, records
+        _scan_calls(calls, suffix)
+        self._seen, self._open = list(records), calls
+        return list(calls.values())
 
 
 def undispatched_calls(
@@ -93,20 +121,44 @@ def provider_view(records: Sequence[ConversationRecord]) -> tuple[Message, ...]:
     control data, never context: the provider gets the message's ordinary content, and
     nothing for a tool-only message (the runtime's call and its result follow it).
     """
-    messages = [
-        shown
-        for message in rebuild_messages(list(records))
-        if (shown := without_requests(message)) is not None
-    ]
+    return _view(records).messages
+
+
+class _Part:
+    """The provider view of a run of records, with what splicing it after others needs."""
+
+    __slots__ = ("ends_in_assistant", "issued", "messages", "open", "results")
+
+    def __init__(
+        self,
+        messages: tuple[Message, ...],
+        issued: set[str],
+        results: set[str],
+        open: set[str],
+        ends_in_assistant: bool,
+    ) -> None:
+        self.messages = messages
+        self.issued = issued  # client calls issued in it
+        self.results = results  # call ids of every tool result in it
+        self.open = open  # issued calls whose result is not placed beside them in it
+        self.ends_in_assistant = ends_in_assistant  # a following block would join it
+
+
+def _view(records: Sequence[ConversationRecord]) -> _Part:
+    rebuilt = rebuild_messages(list(records))
+    messages = [shown for message in rebuilt if (shown := without_requests(message)) is not None]
     results: dict[str, ToolResultMessage] = {}
     issued: set[str] = set()
+    every_result: set[str] = set()
     for message in messages:
         if isinstance(message, AssistantMessage):
             issued.update(
                 b.call_id for b in message.content if isinstance(b, ToolCallBlock) and not b.server
             )
-        elif isinstance(message, ToolResultMessage) and message.call_id in issued:
-            results.setdefault(message.call_id, message)
+        elif isinstance(message, ToolResultMessage):
+            every_result.add(message.call_id)
+            if message.call_id in issued:
+                results.setdefault(message.call_id, message)
     view: list[Message] = []
     placed: set[str] = set()
     for message in messages:
@@ -120,4 +172,55 @@ def provider_view(records: Sequence[ConversationRecord]) -> tuple[Message, ...]:
                 if block.call_id in results and block.call_id not in placed:
                     placed.add(block.call_id)
                     view.append(results[block.call_id])
-    return tuple(view)
+    ends = bool(rebuilt) and isinstance(rebuilt[-1], AssistantMessage)
+    return _Part(tuple(view), issued, every_result, issued - placed, ends)
+
+
+class ProviderViews:
+    """``provider_view(records)`` for a conversation that grows by appending: the view of a
+    prefix is kept and only the records after it are read again (issue 17: rebuilding the
+    whole view every inference made a step's cost grow with the history).
+
+    The kept prefix is one whose view no later record can change: every call issued in it
+    has its result placed in it. A later record is spliced after it only if it neither
+    joins the prefix's last assistant message (a block right after one), nor replaces the
+    history (a compaction), nor answers a call of the prefix. Whatever differs from the kept
+    prefix (a compaction, a reset, a reload) is seen by comparing the records themselves, so
+    the view is always exactly ``provider_view(records)``.
+    """
+
+    def __init__(self) -> None:
+        self._prefix: list[ConversationRecord] = []
+        self._part = _Part((), set(), set(), set(), False)
+
+    def view(self, records: Sequence[ConversationRecord]) -> tuple[Message, ...]:
+        """The provider view of ``records`` (see :func:`provider_view`)."""
+        size = len(self._prefix)
+        kept = self._part
+        if size and len(records) >= size and list(records[:size]) == self._prefix:
+            suffix = records[size:]
+            if not suffix:
+                return kept.messages
+            joins = isinstance(suffix[0], BlockRecord) and kept.ends_in_assistant
+            if not joins and not any(isinstance(r, CompactionRecord) for r in suffix):
+                part = _view(suffix)
+                if not (part.results & kept.issued):
+                    messages = kept.messages + part.messages
+                    if not part.open:
+                        kept.issued |= part.issued
+                        self._keep(records, messages, kept.issued, part.ends_in_assistant)
+                    return messages
+        whole = _view(records)
+        if not whole.open:
+            self._keep(records, whole.messages, whole.issued, whole.ends_in_assistant)
+        return whole.messages
+
+    def _keep(
+        self,
+        records: Sequence[ConversationRecord],
+        messages: tuple[Message, ...],
+        issued: set[str],
+        ends_in_assistant: bool,
+    ) -> None:
+        self._prefix = list(records)
+        self._part = _Part(messages, issued, set(), set(), ends_in_assistant)

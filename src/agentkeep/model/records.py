@@ -157,7 +157,7 @@ class QueuedNotice(_Record, frozen=True):
 class PendingToolCall(_Record, frozen=True):
     """One call of a dispatched batch, durable before any call of the batch runs.
 
-    ``internal_id`` is agentkeep's cuid2 for the call (KV scopes, hooks, claims);
+    ``internal_id`` is agentkeep's id for the call (KV scopes, hooks, claims);
     ``call.call_id`` is the provider's. ``committed`` holds a result a tool claimed with
     ``call.commit`` before the batch got to write it.
     """

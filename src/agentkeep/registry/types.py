@@ -172,7 +172,7 @@ class Revision(_Wire, frozen=True, kw_only=True):
     """One immutable version of a definition (seed 002's ``AgentRevision``).
 
     Attributes:
-        id: The revision's own id (a cuid2), unique across definitions.
+        id: The revision's own id (see ``model.ids``), unique across definitions.
         definition_id: The definition it belongs to (seed 002: ``agentId``).
         number: 1, 2, 3, … per definition, dense, never reused.
         hash: sha256 hex of the definition's canonical JSON.

@@ -139,16 +139,44 @@ def test_a_timer_fires_passivate_with_its_agent_id() -> None:
 def test_a_rescheduled_or_cancelled_timer_never_fires() -> None:
     fired: list[str] = []
     timers = PassivationTimers(3600.0, fired.append)
-    first = _timer_started_by(lambda: timers.schedule("a"))
-    second = _timer_started_by(lambda: timers.schedule("a"))
-    first.join(TIMEOUT)
-    assert not first.is_alive(), "the replaced timer is still pending"
-    assert second.is_alive()
+    timers.schedule("a")
+    timers.schedule("a")  # replaces the first deadline
+    assert timers.pending() == ["a"]
     timers.cancel("a")
-    second.join(TIMEOUT)
-    assert not second.is_alive(), "the cancelled timer is still pending"
-    third = _timer_started_by(lambda: timers.schedule("b"))
+    assert timers.pending() == []
+    timers.schedule("b")
     timers.cancel_all()
-    third.join(TIMEOUT)
-    assert not third.is_alive()
+    assert timers.pending() == []
     assert fired == []
+
+
+def test_one_sweeper_thread_serves_every_agent_and_exits_when_none_waits() -> None:
+    # Issue 17: a threading.Timer per settlement started a thread on every step.
+    fired: list[str] = []
+    timers = PassivationTimers(3600.0, fired.append)
+    sweeper = _timer_started_by(lambda: timers.schedule("a"))
+    before = set(threading.enumerate())
+    for agent_id in ("b", "c", "d", "a"):
+        timers.schedule(agent_id)
+    assert set(threading.enumerate()) - before == set()
+    assert timers.pending() == ["a", "b", "c", "d"]
+    timers.cancel_all()
+    sweeper.join(TIMEOUT)
+    assert not sweeper.is_alive(), "the sweeper outlived the last deadline"
+    assert fired == []
+
+
+def test_agents_due_together_are_all_passivated() -> None:
+    fired: list[str] = []
+    done = threading.Event()
+
+    def passivate(agent_id: str) -> None:
+        fired.append(agent_id)
+        if len(fired) == 3:
+            done.set()
+
+    timers = PassivationTimers(0.0, passivate)
+    for agent_id in ("a", "b", "c"):
+        timers.schedule(agent_id)
+    assert done.wait(TIMEOUT)
+    assert sorted(fired) == ["a", "b", "c"]

@@ -23,6 +23,7 @@ import pytest
 import agentkeep as ak
 from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.actors.children import ToolCallActor
+from agentkeep.actors.inference_worker import running_streams
 from agentkeep.actors.supervisor import Backoff
 from agentkeep.loop.events import CommitFailed, CommitLanded, Event, WorkAccepted
 from agentkeep.loop.plans import CommitToolResult, Plan
@@ -52,12 +53,14 @@ def _children_of_earlier_tests() -> None:
     _BEFORE.update(r.actor_urn for r in _all_child_actors())
 
 
-def _all_child_actors() -> list[pykka.ActorRef[Any]]:
+def _all_child_actors() -> list[Any]:
+    """The child actors pykka lists, and the streams running on inference workers."""
     refs = pykka.ActorRegistry.get_all()
-    return [r for r in refs if r.actor_class.__module__ == "agentkeep.actors.children"]
+    actors = [r for r in refs if r.actor_class.__module__ == "agentkeep.actors.children"]
+    return [*actors, *running_streams()]
 
 
-def child_actors() -> list[pykka.ActorRef[Any]]:
+def child_actors() -> list[Any]:
     """The per-call child actors (streams, tool calls, compactions) of this test that pykka
     still lists."""
     return [r for r in _all_child_actors() if r.actor_urn not in _BEFORE]

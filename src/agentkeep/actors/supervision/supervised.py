@@ -242,3 +242,27 @@ def offering_child_link(parent: SupervisedMixin, child_id: str) -> Iterator[_Lin
         parent.actor_ref, child_id, supervisor_link=parent._supervision_link
     ) as slot:
         yield slot
+
+
+def claim_offered_link(urn: str) -> _LinkSlot | None:
+    """Claim the link offered in this block for a child that is not an actor (a job on a
+    long-lived worker thread, named ``urn``), as a :class:`SupervisedMixin` would in its
+    ``__init__``; None if none is offered or it was claimed already. The child must then
+    tell its supervisor :class:`ChildExited` itself, as the last thing it does."""
+    slot = _offered_link.get()
+    if slot is None or slot.claimed_urn is not None:
+        return None
+    slot.claimed_urn = urn
+    return slot
+
+
+@contextmanager
+def running_linked(link: _LinkSlot | None) -> Iterator[None]:
+    """Run the block as the child ``link`` names (its ancestry, for :func:`ancestry_here`),
+    restoring the thread's own afterwards (a worker thread runs many children in turn)."""
+    previous = getattr(_running, "link", None)
+    _running.link = link
+    try:
+        yield
+    finally:
+        _running.link = previous

@@ -1,0 +1,139 @@
+"""An agent's long-lived inference worker: one thread per agent actor incarnation that runs
+its provider streams one after the other (issue 17: a one-shot pykka actor per response cost
+a thread and an actor start on every step).
+
+Each stream is a child of the agent exactly as a one-shot actor was (see
+:mod:`agentkeep.actors.agent_children`): it claims the link its agent offers, tells its reports
+(``ChildReport``, with its own urn) and, as the last thing it does, ``ChildExited`` — with the
+failure that ended it if anything escaped the stream. Its handle (:class:`StreamJob`) has the
+parts of an actor ref the agent uses: the urn, ``actor_stopped``, ``stop``.
+
+Why one thread is enough: the loop starts a response only once every earlier stream has told
+``ChildStopped`` (spec §3.5), which a job tells right before its exit report, so a new job
+never waits behind a running one. A stream that ignores its cancellation as its agent stops is
+abandoned with the worker (a daemon thread): the next incarnation has a worker of its own.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pykka
+import structlog
+
+from agentkeep.actors.children import ChildReport, stream_response
+from agentkeep.actors.supervision.supervised import (
+    ChildExited,
+    claim_offered_link,
+    running_linked,
+    tell_quietly,
+)
+from agentkeep.loop.events import Event
+from agentkeep.model import Context, Selection, new_id
+from agentkeep.providers.protocol import CancelToken, Session
+
+log = structlog.get_logger(__name__)
+
+# The streams whose work has not returned, in every worker of the process (diagnostics: what
+# pykka's registry lists for actor children).
+_running: set[StreamJob] = set()
+_running_lock = threading.Lock()
+
+
+def running_streams() -> list[StreamJob]:
+    """The streams of every agent whose work has not returned yet (a stopped agent's are
+    gone unless abandoned: they ignored their cancellation)."""
+    with _running_lock:
+        return list(_running)
+
+
+class StreamJob:
+    """One stream on the worker, as its agent's children see it (an actor ref's parts)."""
+
+    def __init__(self) -> None:
+        self.actor_urn = f"urn:agentkeep:stream:{new_id()}"
+        self.actor_stopped = threading.Event()  # set when the stream's work has returned
+
+    def stop(self, *, block: bool = True, timeout: float | None = None) -> None:
+        """A stream ends when its cancel token is cancelled (its agent cancels it first);
+        with ``block``, wait up to ``timeout`` for that."""
+        if block:
+            self.actor_stopped.wait(timeout)
+
+    def is_alive(self) -> bool:
+        """Whether the stream's work has not returned yet."""
+        return not self.actor_stopped.is_set()
+
+
+class InferenceWorker:
+    """The thread that runs one agent incarnation's streams. Used from that agent's thread
+    (``start``, ``close``); the thread itself is started with the first stream.
+
+    Args:
+        agent_id: The agent whose streams it runs (names the thread).
+    """
+
+    def __init__(self, agent_id: str) -> None:
+        self._agent_id = agent_id
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def start(
+        self,
+        parent: pykka.ActorRef[Any],
+        inference_id: str,
+        session: Session,
+        context: Context,
+        selection: Selection,
+        cancel: CancelToken,
+    ) -> StreamJob:
+        """Queue a stream for the worker; call it inside the link the agent offers for the
+        child (``AgentChildren.start``), which the stream claims now."""
+        job = StreamJob()
+        link = claim_offered_link(job.actor_urn)
+        with _running_lock:
+            _running.add(job)
+
+        def tell(event: Event) -> None:
+            try:
+                parent.tell(ChildReport(actor_urn=job.actor_urn, event=event))
+            except pykka.ActorDeadError:
+                log.debug("agent_child_result_unheard", child="stream")
+
+        def run() -> None:
+            failure: BaseException | None = None
+            try:
+                with running_linked(link):
+                    stream_response(tell, inference_id, session, context, selection, cancel)
+            except BaseException as error:  # reported in ChildExited; the worker goes on
+                log.warning("agent_child_failed", child="stream", error=repr(error))
+                failure = error
+            finally:
+                with _running_lock:
+                    _running.discard(job)
+                job.actor_stopped.set()
+                if link is not None:  # the last thing the child does, as an actor's would
+                    exited = ChildExited(
+                        child_id=link.child_id, actor_urn=job.actor_urn, failure=failure
+                    )
+                    tell_quietly(link.supervisor, exited)
+
+        self._jobs.put(run)
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._serve, name=f"agentkeep-inference-{self._agent_id}", daemon=True
+            )
+            self._thread.start()
+        return job
+
+    def close(self) -> None:
+        """Let the thread end once the streams queued before have run (its agent stopped)."""
+        if self._thread is not None:
+            self._jobs.put(None)
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()

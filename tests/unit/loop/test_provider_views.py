@@ -1,0 +1,139 @@
+"""The incremental provider view (issue 17): ``ProviderViews.view(records)`` is always exactly
+``provider_view(records)``, and a conversation that grows by plain turns is read only from
+where the kept prefix ends (the cost of a step no longer grows with the history)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from agentkeep.loop import view as views
+from agentkeep.loop.view import OpenCalls, ProviderViews, provider_view, unanswered_calls
+from agentkeep.model import (
+    AssistantMessage,
+    BlockRecord,
+    CompactionRecord,
+    ConversationRecord,
+    SystemMessage,
+    SystemRecord,
+    TextBlock,
+    ToolCallBlock,
+    ToolRecord,
+    ToolResultMessage,
+    UserMessage,
+    UserRecord,
+)
+
+
+def _user(n: int) -> UserRecord:
+    return UserRecord(message_id=f"m{n}", message=UserMessage(content=(TextBlock(text=f"u{n}"),)))
+
+
+def _text(n: int) -> BlockRecord:
+    return BlockRecord(block=TextBlock(text=f"a{n}"))
+
+
+def _call(call_id: str) -> BlockRecord:
+    return BlockRecord(block=ToolCallBlock(call_id=call_id, name="t", arguments="{}"))
+
+
+def _result(call_id: str) -> ToolRecord:
+    return ToolRecord(
+        message=ToolResultMessage(call_id=call_id, content=(TextBlock(text=f"r{call_id}"),))
+    )
+
+
+def _grow(
+    rng: random.Random, records: list[ConversationRecord], calls: list[str], n: int
+) -> list[ConversationRecord]:
+    """One random change of the conversation: mostly appends, sometimes a compaction (a new
+    list), a result out of order, a stray or repeated result, a note."""
+    roll = rng.random()
+    if roll < 0.25:
+        records.append(_user(n))
+    elif roll < 0.45:
+        records.append(_text(n))
+    elif roll < 0.6:
+        call_id = f"c{n}"
+        calls.append(call_id)
+        records.append(_call(call_id))
+    elif roll < 0.8 and calls:
+        records.append(_result(rng.choice(calls)))  # in order, late, or a repeat
+    elif roll < 0.85:
+        records.append(_result(f"stray{n}"))
+    elif roll < 0.9:
+        note = SystemMessage(content=(TextBlock(text=f"n{n}"),))
+        records.append(SystemRecord(message=note))
+    elif roll < 0.95:
+        kept = records[rng.randrange(len(records) + 1) :] if records else []
+        summary = AssistantMessage(content=(TextBlock(text=f"summary {n}"),))
+        kept = [r for r in kept if not isinstance(r, CompactionRecord)]
+        return [CompactionRecord(messages=(summary,)), *kept]
+    else:
+        return list(records)  # a reload: equal records, new objects
+    return records
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_incremental_view_is_always_the_whole_view(seed: int) -> None:
+    rng = random.Random(seed)
+    cache = ProviderViews()
+    records: list[ConversationRecord] = []
+    calls: list[str] = []
+    for n in range(120):
+        records = _grow(rng, records, calls, n)
+        assert cache.view(records) == provider_view(records), f"seed {seed}, step {n}"
+
+
+def test_plain_turns_read_only_the_records_after_the_kept_prefix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    read: list[int] = []
+    whole = views._view
+
+    def counting(records: list[ConversationRecord]) -> views._Part:
+        read.append(len(records))
+        return whole(records)
+
+    monkeypatch.setattr(views, "_view", counting)
+    cache = ProviderViews()
+    records: list[ConversationRecord] = []
+    for n in range(200):
+        records.append(_user(n))
+        assert cache.view(records) == provider_view(records)
+        records.append(_text(n))
+    # provider_view above reads everything; the cache's own reads are each one turn long
+    cached_reads = read[::2]
+    assert cached_reads[0] == 1
+    assert max(cached_reads[1:]) == 2  # the last answer and the new message
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_incremental_open_calls_are_always_the_whole_scan(seed: int) -> None:
+    rng = random.Random(seed)
+    cache = OpenCalls()
+    records: list[ConversationRecord] = []
+    calls: list[str] = []
+    for n in range(120):
+        records = _grow(rng, records, calls, n)
+        assert cache.calls(records) == unanswered_calls(records), f"seed {seed}, step {n}"
+
+
+def test_open_calls_of_a_growing_conversation_read_only_the_new_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    read: list[int] = []
+    scan = views._scan_calls
+
+    def counting(calls: dict[str, ToolCallBlock], records: list[ConversationRecord]) -> None:
+        read.append(len(records))
+        scan(calls, records)
+
+    monkeypatch.setattr(views, "_scan_calls", counting)
+    cache = OpenCalls()
+    records: list[ConversationRecord] = []
+    for n in range(200):
+        records += [_user(n), _call(f"c{n}"), _result(f"c{n}"), _text(n)]
+        assert cache.calls(records) == []
+    assert read == [4] * 200
