@@ -74,6 +74,13 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         self._read_only = read_only
         self._active = True
         self._after_commit: list[Callable[[], None]] = []
+        # Per-transaction caches (docs/ledger.md, "Dense sequences"): each session's last
+        # event sequence and running turn, read once and kept current by this transaction's
+        # own writes. They live exactly as long as this object — one work item — so another
+        # writer's transaction (or a rolled-back item, whose object is expired) is never seen
+        # through them.
+        self._event_tails: dict[str, int] = {}
+        self._running_turns: dict[str, str | None] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -134,6 +141,9 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         # Cascades wipe the previous agent's records, queues, calls and facts; its kv rows
         # live under its prefix and go with a range delete.
         self._write("DELETE FROM agents WHERE id = ?", (row.id,))
+        # The cascade wiped the previous life's ledger and turns: forget what was cached.
+        self._event_tails.pop(row.id, None)
+        self._running_turns.pop(row.id, None)
         self.kv_clear(agent_prefix(row.id))
         self._write(
             "INSERT INTO agents (id, config_json, metadata_json, parent_id, created_at_ms) "

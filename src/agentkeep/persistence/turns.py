@@ -89,6 +89,10 @@ class TurnStatements:
     """The turns' statements over the enclosing transaction (a mixin of
     ``SqliteTransaction``, like ``LedgerStatements``)."""
 
+    # Each session's running turn as this transaction knows it (set by SqliteTransaction, one
+    # per work item): read once, forgotten by every status move or new turn of the session.
+    _running_turns: dict[str, str | None]
+
     # Provided by SqliteTransaction / LedgerStatements.
     def _check(self, *, write: bool) -> None:
         raise NotImplementedError
@@ -137,12 +141,17 @@ class TurnStatements:
     def running_turn_id(self, agent_id: str) -> str | None:
         """The session's latest running (or cancelling) turn: the one a loop fact belongs to
         and a steer joins; None between turns."""
+        if agent_id in self._running_turns:
+            self._check(write=False)
+            return self._running_turns[agent_id]
         found = self._one(
             f"SELECT id FROM turns WHERE agent_id = ? AND status IN {_LIVE} "
             "AND status != 'queued' ORDER BY number DESC LIMIT 1",
             (agent_id,),
         )
-        return None if found is None else str(found)
+        running = None if found is None else str(found)
+        self._running_turns[agent_id] = running
+        return running
 
     def turn_of_message(self, agent_id: str, message_id: str) -> TurnRecord | None:
         """The turn the latest input with this message id belongs to (message ids can be
@@ -243,6 +252,8 @@ class TurnStatements:
             self._one("SELECT coalesce(max(number), 0) FROM turns WHERE agent_id = ?", (agent_id,))
         )
         turn_id = new_id()
+        input_json = encode_event_data(input)
+        self._running_turns.pop(agent_id, None)
         self._write(
             f"INSERT INTO turns ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, NULL, NULL, "
             "?, NULL, NULL)",
@@ -252,7 +263,7 @@ class TurnStatements:
                 turn_id,
                 key,
                 driver,
-                encode_event_data(input),
+                input_json,
                 message_id,
                 now,
             ),
@@ -275,8 +286,23 @@ class TurnStatements:
             turn_id=turn_id,
             fit=True,
         )
-        turn = self.read_turn(agent_id, turn_id)
-        assert turn is not None  # written just above
+        # The row just written, without reading it back (decoded from the same JSON, so it
+        # equals what read_turn would return).
+        turn = TurnRecord(
+            id=turn_id,
+            session_id=agent_id,
+            number=number,
+            idempotency_key=key,
+            driver=driver,
+            status="queued",
+            input=decode_object(input_json),
+            message_id=message_id,
+            result=None,
+            error=None,
+            created_at_ms=now,
+            started_at_ms=None,
+            completed_at_ms=None,
+        )
         return turn, True
 
     def move_turn(
@@ -306,14 +332,17 @@ class TurnStatements:
         if started is None and status == "running":
             started = now
         completed = now if status in TERMINAL_STATUSES else None
+        result_json = None if result is None else encode_event_data(result)
+        error_json = None if error is None else _encoder.encode(error).decode()
+        self._moved_running(agent_id, turn_id, status)
         self._write(
             "UPDATE turns SET status = ?, result_json = coalesce(?, result_json), "
             "error_json = coalesce(?, error_json), started_at_ms = ?, completed_at_ms = ? "
             "WHERE agent_id = ? AND id = ?",
             (
                 status,
-                None if result is None else encode_event_data(result),
-                None if error is None else _encoder.encode(error).decode(),
+                result_json,
+                error_json,
                 started,
                 completed,
                 agent_id,
@@ -326,9 +355,27 @@ class TurnStatements:
         if error is not None:
             data["error"] = msgspec.to_builtins(error)
         self.append_event(agent_id, turn_event_type(status), data, turn_id=turn_id, fit=True)
-        moved = self.read_turn(agent_id, turn_id)
-        assert moved is not None  # updated just above
-        return moved
+        # The row as the UPDATE left it, without reading it back (the same coalesces, decoded
+        # from the same JSON, so it equals what read_turn would return).
+        return msgspec.structs.replace(
+            turn,
+            status=status,
+            result=turn.result if result_json is None else decode_object(result_json),
+            error=turn.error if error_json is None else _failure_decoder.decode(error_json),
+            started_at_ms=started,
+            completed_at_ms=completed,
+        )
+
+    def _moved_running(self, agent_id: str, turn_id: str, status: TurnStatus) -> None:
+        # Keep the cached running turn true across a move, or forget it when the move could
+        # make it another turn. With none running, a turn that starts is the running one; the
+        # running turn staying live keeps it; anything else is re-read when next asked.
+        known = self._running_turns.get(agent_id, "")
+        live = status in ("running", "cancelling")
+        if live and known in (None, turn_id):
+            self._running_turns[agent_id] = turn_id
+        else:
+            self._running_turns.pop(agent_id, None)
 
     def move_turns(
         self,
