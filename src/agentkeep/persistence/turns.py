@@ -92,6 +92,10 @@ class TurnStatements:
     # Each session's running turn as this transaction knows it (set by SqliteTransaction, one
     # per work item): read once, forgotten by every status move or new turn of the session.
     _running_turns: dict[str, str | None]
+    # The turn rows this transaction read or wrote, by (session, turn id): move_turn starts
+    # from them instead of reading the row again. Only move_turn changes a turn's row, and it
+    # keeps its entry current.
+    _turn_rows: dict[tuple[str, str], TurnRecord]
 
     # Provided by SqliteTransaction / LedgerStatements.
     def _check(self, *, write: bool) -> None:
@@ -121,7 +125,10 @@ class TurnStatements:
     def _turns(self, where: str, params: tuple[Any, ...]) -> list[TurnRecord]:
         cursor = self._read(f"SELECT {_COLUMNS} FROM turns WHERE {where}", params)
         rows: list[tuple[Any, ...]] = cursor.fetchall()
-        return [_turn(row) for row in rows]
+        turns = [_turn(row) for row in rows]
+        for turn in turns:
+            self._turn_rows[turn.session_id, turn.id] = turn
+        return turns
 
     def read_turn(self, agent_id: str, turn_id: str) -> TurnRecord | None:
         found = self._turns("agent_id = ? AND id = ?", (agent_id, turn_id))
@@ -133,7 +140,11 @@ class TurnStatements:
         )
 
     def live_turns(self, agent_id: str) -> list[TurnRecord]:
-        return self._turns(f"agent_id = ? AND status IN {_LIVE} ORDER BY number", (agent_id,))
+        live = self._turns(f"agent_id = ? AND status IN {_LIVE} ORDER BY number", (agent_id,))
+        # The same answer running_turn_id would read: the latest live turn not queued.
+        started = [turn.id for turn in live if turn.status != "queued"]
+        self._running_turns[agent_id] = started[-1] if started else None
+        return live
 
     def all_live_turns(self) -> list[TurnRecord]:
         return self._turns(f"status IN {_LIVE} ORDER BY agent_id, number", ())
@@ -156,12 +167,12 @@ class TurnStatements:
     def turn_of_message(self, agent_id: str, message_id: str) -> TurnRecord | None:
         """The turn the latest input with this message id belongs to (message ids can be
         reused once compaction releases them; keys and turns never are)."""
-        turn_id = self._one(
-            "SELECT turn_id FROM turn_inputs WHERE agent_id = ? AND message_id = ? "
-            "ORDER BY rowid DESC LIMIT 1",
+        found = self._turns(
+            "agent_id = ?1 AND id = (SELECT turn_id FROM turn_inputs WHERE agent_id = ?1 "
+            "AND message_id = ?2 ORDER BY rowid DESC LIMIT 1)",
             (agent_id, message_id),
         )
-        return None if turn_id is None else self.read_turn(agent_id, str(turn_id))
+        return found[0] if found else None
 
     def turn_message_ids(self, agent_id: str, turn_id: str) -> list[str]:
         """The message ids of the turn's inputs, in acceptance order."""
@@ -303,6 +314,7 @@ class TurnStatements:
             started_at_ms=None,
             completed_at_ms=None,
         )
+        self._turn_rows[agent_id, turn_id] = turn
         return turn, True
 
     def move_turn(
@@ -322,7 +334,7 @@ class TurnStatements:
                 status never changes), or there is no such turn.
         """
         self._check(write=True)
-        turn = self.read_turn(agent_id, turn_id)
+        turn = self._turn_rows.get((agent_id, turn_id)) or self.read_turn(agent_id, turn_id)
         if turn is None:
             raise TurnStateError(f'Turn "{turn_id}" of session "{agent_id}" does not exist.')
         if status not in TRANSITIONS[turn.status]:
@@ -357,7 +369,7 @@ class TurnStatements:
         self.append_event(agent_id, turn_event_type(status), data, turn_id=turn_id, fit=True)
         # The row as the UPDATE left it, without reading it back (the same coalesces, decoded
         # from the same JSON, so it equals what read_turn would return).
-        return msgspec.structs.replace(
+        moved = msgspec.structs.replace(
             turn,
             status=status,
             result=turn.result if result_json is None else decode_object(result_json),
@@ -365,6 +377,8 @@ class TurnStatements:
             started_at_ms=started,
             completed_at_ms=completed,
         )
+        self._turn_rows[agent_id, turn_id] = moved
+        return moved
 
     def _moved_running(self, agent_id: str, turn_id: str, status: TurnStatus) -> None:
         # Keep the cached running turn true across a move, or forget it when the move could

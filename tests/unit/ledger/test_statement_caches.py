@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentkeep.model import AgentRow
+from agentkeep.model import AgentRow, Settings
 from agentkeep.model.turns import TurnFailure
 from agentkeep.persistence import Store, Transaction
 from agentkeep.persistence.codec import Statements
@@ -20,6 +20,8 @@ TIMEOUT = 30.0
 SESSION = "s1"
 MAX_SEQUENCE = "SELECT coalesce(max(sequence), 0) FROM session_events"
 RUNNING_TURN = "SELECT id FROM turns WHERE agent_id = ? AND status IN"
+SETTINGS = "SELECT settings_json FROM settings"
+TURN_ROW = "SELECT agent_id, number, id, idempotency_key"
 
 
 class BoomError(Exception):
@@ -145,7 +147,9 @@ def test_the_running_turn_is_read_once_and_follows_the_transactions_moves(
     assert _count(executed, RUNNING_TURN) == 1
 
 
-def test_the_returned_turns_equal_the_stored_rows(store: Store) -> None:
+def test_the_returned_turns_equal_the_stored_rows_without_reading_them(
+    store: Store, executed: list[str]
+) -> None:
     def scenario(tx: Transaction) -> list[Any]:
         turn, _ = tx.open_turn(
             SESSION,
@@ -169,5 +173,55 @@ def test_the_returned_turns_equal_the_stored_rows(store: Store) -> None:
         pairs.append((done, tx.read_turn(SESSION, other.id)))
         return pairs
 
+    executed.clear()
     for returned, stored in store.transact(scenario):
         assert returned == stored
+    # Only the four read_turn calls above read a turn row: opening and moving a turn known
+    # to the transaction reads none.
+    assert _count(executed, TURN_ROW) == 4
+
+
+def test_settings_are_read_once_and_follow_the_transactions_writes(
+    store: Store, executed: list[str]
+) -> None:
+    def scenario(tx: Transaction) -> list[Settings | None]:
+        seen = [tx.read_settings(SESSION), tx.read_settings(SESSION)]
+        tx.write_settings(SESSION, Settings(provider="p", model="m1"))
+        seen.append(tx.read_settings(SESSION))
+        return seen
+
+    executed.clear()
+    assert store.transact(scenario) == [None, None, Settings(provider="p", model="m1")]
+    assert _count(executed, SETTINGS) == 1
+    # A transaction that changes them leaves the next one to read the store.
+    store.transact(lambda tx: tx.write_settings(SESSION, Settings(provider="p", model="m2")))
+    executed.clear()
+    assert store.transact(lambda tx: tx.read_settings(SESSION)) == Settings(
+        provider="p", model="m2"
+    )
+    assert _count(executed, SETTINGS) == 1
+
+
+def test_live_turns_tell_the_running_turn_without_another_read(
+    store: Store, executed: list[str]
+) -> None:
+    def scenario(tx: Transaction) -> list[str]:
+        ids = []
+        for _ in range(3):
+            turn, _new = tx.open_turn(
+                SESSION, key=None, driver="native", delivery="send", input={}, message_id=None
+            )
+            ids.append(turn.id)
+        tx.move_turn(SESSION, ids[0], "running")
+        tx.move_turn(SESSION, ids[1], "running")
+        tx.move_turn(SESSION, ids[1], "cancelling")
+        return ids
+
+    ids = store.transact(scenario)
+    executed.clear()
+
+    def read(tx: Transaction) -> tuple[list[str], str | None]:
+        return [t.id for t in tx.live_turns(SESSION)], tx.running_turn_id(SESSION)
+
+    assert store.transact(read) == (ids, ids[1])
+    assert _count(executed, RUNNING_TURN) == 0
