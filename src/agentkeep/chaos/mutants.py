@@ -229,6 +229,7 @@ def _sequence_gap_at(event_type: str) -> AbstractContextManager[None]:
                 "created_at_ms) VALUES (?, ?, ?, ?, ?)",
                 (agent_id, sequence, type, encode_event_data(data), now_ms()),
             )
+            self.noted_event_sequence(agent_id, sequence)
             return sequence
 
         return append_event

@@ -28,6 +28,7 @@ from agentkeep.model import (
     Settings,
     ToolResultMessage,
 )
+from agentkeep.model.turns import TurnRecord
 from agentkeep.persistence.archive import ArchivedHistory
 from agentkeep.persistence.codec import (
     Statements,
@@ -74,6 +75,16 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         self._read_only = read_only
         self._active = True
         self._after_commit: list[Callable[[], None]] = []
+        # Per-transaction caches (docs/ledger.md, "Dense sequences"): each session's last
+        # event sequence and running turn, read once and kept current by this transaction's
+        # own writes. They live exactly as long as this object — one work item — so another
+        # writer's transaction (or a rolled-back item, whose object is expired) is never seen
+        # through them.
+        self._event_tails: dict[str, int] = {}
+        self._running_turns: dict[str, str | None] = {}
+        self._turn_rows: dict[tuple[str, str], TurnRecord] = {}
+        # Each agent's stored settings JSON (None: no row), kept by write_settings.
+        self._settings_json: dict[str, str | None] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -134,6 +145,11 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         # Cascades wipe the previous agent's records, queues, calls and facts; its kv rows
         # live under its prefix and go with a range delete.
         self._write("DELETE FROM agents WHERE id = ?", (row.id,))
+        # The cascade wiped the previous life's ledger and turns: forget what was cached.
+        self._event_tails.pop(row.id, None)
+        self._running_turns.pop(row.id, None)
+        self._settings_json.pop(row.id, None)
+        self._turn_rows = {k: v for k, v in self._turn_rows.items() if k[0] != row.id}
         self.kv_clear(agent_prefix(row.id))
         self._write(
             "INSERT INTO agents (id, config_json, metadata_json, parent_id, created_at_ms) "
@@ -409,15 +425,24 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
 
     # -- per-agent facts ---------------------------------------------------------------------
     def read_settings(self, agent_id: str) -> Settings | None:
-        raw = self._one("SELECT settings_json FROM settings WHERE agent_id = ?", (agent_id,))
+        # Read once per transaction: write_settings (their only writer) keeps the copy true.
+        if agent_id in self._settings_json:
+            self._check(write=False)
+            raw = self._settings_json[agent_id]
+        else:
+            raw = self._one("SELECT settings_json FROM settings WHERE agent_id = ?", (agent_id,))
+            self._settings_json[agent_id] = None if raw is None else str(raw)
         return None if raw is None else decode_settings(raw)
 
     def write_settings(self, agent_id: str, settings: Settings) -> None:
+        text = encode(settings)
+        self._settings_json.pop(agent_id, None)
         self._write(
             "INSERT INTO settings (agent_id, settings_json) VALUES (?, ?) "
             "ON CONFLICT (agent_id) DO UPDATE SET settings_json = excluded.settings_json",
-            (agent_id, encode(settings)),
+            (agent_id, text),
         )
+        self._settings_json[agent_id] = text
 
     def read_owed(self, agent_id: str) -> OwedWork | None:
         raw = self._one("SELECT owed_json FROM owed_work WHERE agent_id = ?", (agent_id,))

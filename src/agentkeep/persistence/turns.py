@@ -89,6 +89,14 @@ class TurnStatements:
     """The turns' statements over the enclosing transaction (a mixin of
     ``SqliteTransaction``, like ``LedgerStatements``)."""
 
+    # Each session's running turn as this transaction knows it (set by SqliteTransaction, one
+    # per work item): read once, forgotten by every status move or new turn of the session.
+    _running_turns: dict[str, str | None]
+    # The turn rows this transaction read or wrote, by (session, turn id): move_turn starts
+    # from them instead of reading the row again. Only move_turn changes a turn's row, and it
+    # keeps its entry current.
+    _turn_rows: dict[tuple[str, str], TurnRecord]
+
     # Provided by SqliteTransaction / LedgerStatements.
     def _check(self, *, write: bool) -> None:
         raise NotImplementedError
@@ -117,7 +125,10 @@ class TurnStatements:
     def _turns(self, where: str, params: tuple[Any, ...]) -> list[TurnRecord]:
         cursor = self._read(f"SELECT {_COLUMNS} FROM turns WHERE {where}", params)
         rows: list[tuple[Any, ...]] = cursor.fetchall()
-        return [_turn(row) for row in rows]
+        turns = [_turn(row) for row in rows]
+        for turn in turns:
+            self._turn_rows[turn.session_id, turn.id] = turn
+        return turns
 
     def read_turn(self, agent_id: str, turn_id: str) -> TurnRecord | None:
         found = self._turns("agent_id = ? AND id = ?", (agent_id, turn_id))
@@ -129,7 +140,11 @@ class TurnStatements:
         )
 
     def live_turns(self, agent_id: str) -> list[TurnRecord]:
-        return self._turns(f"agent_id = ? AND status IN {_LIVE} ORDER BY number", (agent_id,))
+        live = self._turns(f"agent_id = ? AND status IN {_LIVE} ORDER BY number", (agent_id,))
+        # The same answer running_turn_id would read: the latest live turn not queued.
+        started = [turn.id for turn in live if turn.status != "queued"]
+        self._running_turns[agent_id] = started[-1] if started else None
+        return live
 
     def all_live_turns(self) -> list[TurnRecord]:
         return self._turns(f"status IN {_LIVE} ORDER BY agent_id, number", ())
@@ -137,22 +152,27 @@ class TurnStatements:
     def running_turn_id(self, agent_id: str) -> str | None:
         """The session's latest running (or cancelling) turn: the one a loop fact belongs to
         and a steer joins; None between turns."""
+        if agent_id in self._running_turns:
+            self._check(write=False)
+            return self._running_turns[agent_id]
         found = self._one(
             f"SELECT id FROM turns WHERE agent_id = ? AND status IN {_LIVE} "
             "AND status != 'queued' ORDER BY number DESC LIMIT 1",
             (agent_id,),
         )
-        return None if found is None else str(found)
+        running = None if found is None else str(found)
+        self._running_turns[agent_id] = running
+        return running
 
     def turn_of_message(self, agent_id: str, message_id: str) -> TurnRecord | None:
         """The turn the latest input with this message id belongs to (message ids can be
         reused once compaction releases them; keys and turns never are)."""
-        turn_id = self._one(
-            "SELECT turn_id FROM turn_inputs WHERE agent_id = ? AND message_id = ? "
-            "ORDER BY rowid DESC LIMIT 1",
+        found = self._turns(
+            "agent_id = ?1 AND id = (SELECT turn_id FROM turn_inputs WHERE agent_id = ?1 "
+            "AND message_id = ?2 ORDER BY rowid DESC LIMIT 1)",
             (agent_id, message_id),
         )
-        return None if turn_id is None else self.read_turn(agent_id, str(turn_id))
+        return found[0] if found else None
 
     def turn_message_ids(self, agent_id: str, turn_id: str) -> list[str]:
         """The message ids of the turn's inputs, in acceptance order."""
@@ -243,6 +263,8 @@ class TurnStatements:
             self._one("SELECT coalesce(max(number), 0) FROM turns WHERE agent_id = ?", (agent_id,))
         )
         turn_id = new_id()
+        input_json = encode_event_data(input)
+        self._running_turns.pop(agent_id, None)
         self._write(
             f"INSERT INTO turns ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, NULL, NULL, "
             "?, NULL, NULL)",
@@ -252,7 +274,7 @@ class TurnStatements:
                 turn_id,
                 key,
                 driver,
-                encode_event_data(input),
+                input_json,
                 message_id,
                 now,
             ),
@@ -275,8 +297,24 @@ class TurnStatements:
             turn_id=turn_id,
             fit=True,
         )
-        turn = self.read_turn(agent_id, turn_id)
-        assert turn is not None  # written just above
+        # The row just written, without reading it back (decoded from the same JSON, so it
+        # equals what read_turn would return).
+        turn = TurnRecord(
+            id=turn_id,
+            session_id=agent_id,
+            number=number,
+            idempotency_key=key,
+            driver=driver,
+            status="queued",
+            input=decode_object(input_json),
+            message_id=message_id,
+            result=None,
+            error=None,
+            created_at_ms=now,
+            started_at_ms=None,
+            completed_at_ms=None,
+        )
+        self._turn_rows[agent_id, turn_id] = turn
         return turn, True
 
     def move_turn(
@@ -296,7 +334,7 @@ class TurnStatements:
                 status never changes), or there is no such turn.
         """
         self._check(write=True)
-        turn = self.read_turn(agent_id, turn_id)
+        turn = self._turn_rows.get((agent_id, turn_id)) or self.read_turn(agent_id, turn_id)
         if turn is None:
             raise TurnStateError(f'Turn "{turn_id}" of session "{agent_id}" does not exist.')
         if status not in TRANSITIONS[turn.status]:
@@ -306,14 +344,17 @@ class TurnStatements:
         if started is None and status == "running":
             started = now
         completed = now if status in TERMINAL_STATUSES else None
+        result_json = None if result is None else encode_event_data(result)
+        error_json = None if error is None else _encoder.encode(error).decode()
+        self._moved_running(agent_id, turn_id, status)
         self._write(
             "UPDATE turns SET status = ?, result_json = coalesce(?, result_json), "
             "error_json = coalesce(?, error_json), started_at_ms = ?, completed_at_ms = ? "
             "WHERE agent_id = ? AND id = ?",
             (
                 status,
-                None if result is None else encode_event_data(result),
-                None if error is None else _encoder.encode(error).decode(),
+                result_json,
+                error_json,
                 started,
                 completed,
                 agent_id,
@@ -326,9 +367,29 @@ class TurnStatements:
         if error is not None:
             data["error"] = msgspec.to_builtins(error)
         self.append_event(agent_id, turn_event_type(status), data, turn_id=turn_id, fit=True)
-        moved = self.read_turn(agent_id, turn_id)
-        assert moved is not None  # updated just above
+        # The row as the UPDATE left it, without reading it back (the same coalesces, decoded
+        # from the same JSON, so it equals what read_turn would return).
+        moved = msgspec.structs.replace(
+            turn,
+            status=status,
+            result=turn.result if result_json is None else decode_object(result_json),
+            error=turn.error if error_json is None else _failure_decoder.decode(error_json),
+            started_at_ms=started,
+            completed_at_ms=completed,
+        )
+        self._turn_rows[agent_id, turn_id] = moved
         return moved
+
+    def _moved_running(self, agent_id: str, turn_id: str, status: TurnStatus) -> None:
+        # Keep the cached running turn true across a move, or forget it when the move could
+        # make it another turn. With none running, a turn that starts is the running one; the
+        # running turn staying live keeps it; anything else is re-read when next asked.
+        known = self._running_turns.get(agent_id, "")
+        live = status in ("running", "cancelling")
+        if live and known in (None, turn_id):
+            self._running_turns[agent_id] = turn_id
+        else:
+            self._running_turns.pop(agent_id, None)
 
     def move_turns(
         self,

@@ -1,0 +1,227 @@
+"""The per-transaction caches of a session's last event sequence and running turn (issue 17):
+read once per transaction, kept current by the transaction's own writes, never carried into
+another transaction (a group-mate's, or after a rolled-back item)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentkeep.model import AgentRow, Settings
+from agentkeep.model.turns import TurnFailure
+from agentkeep.persistence import Store, Transaction
+from agentkeep.persistence.codec import Statements
+
+TIMEOUT = 30.0
+SESSION = "s1"
+MAX_SEQUENCE = "SELECT coalesce(max(sequence), 0) FROM session_events"
+RUNNING_TURN = "SELECT id FROM turns WHERE agent_id = ? AND status IN"
+SETTINGS = "SELECT settings_json FROM settings"
+TURN_ROW = "SELECT agent_id, number, id, idempotency_key"
+
+
+class BoomError(Exception):
+    pass
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.open(tmp_path) as opened:
+        opened.transact(lambda tx: tx.create_agent(AgentRow(id=SESSION, config={})))
+        yield opened
+
+
+@pytest.fixture
+def executed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement any transaction runs from now on."""
+    seen: list[str] = []
+    original = Statements.execute
+
+    def execute(self: Statements, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        seen.append(sql)
+        return original(self, sql, params)
+
+    monkeypatch.setattr(Statements, "execute", execute)
+    return seen
+
+
+def _count(executed: list[str], prefix: str) -> int:
+    return sum(sql.startswith(prefix) for sql in executed)
+
+
+def _sequences(store: Store) -> list[int]:
+    return [e.sequence for e in store.read(lambda tx: tx.events(SESSION, 0, 1000))]
+
+
+def test_appends_in_one_transaction_are_dense_and_read_the_tail_once(
+    store: Store, executed: list[str]
+) -> None:
+    store.transact(lambda tx: tx.append_event(SESSION, "note", {"n": 0}))
+
+    def three(tx: Transaction) -> list[int]:
+        appended = [tx.append_event(SESSION, "note", {"n": n}) for n in (1, 2, 3)]
+        return [*appended, tx.last_event_sequence(SESSION)]
+
+    executed.clear()
+    assert store.transact(three) == [2, 3, 4, 4]
+    assert _count(executed, MAX_SEQUENCE) == 1
+    assert _sequences(store) == [1, 2, 3, 4]
+
+
+def test_a_rolled_back_group_item_leaves_no_hole_for_its_mates(store: Store) -> None:
+    store.transact(lambda tx: tx.append_event(SESSION, "note", {"n": 0}))
+    started, release = threading.Event(), threading.Event()
+
+    def blocker(tx: Transaction) -> None:
+        started.set()
+        assert release.wait(TIMEOUT)
+
+    def fails(tx: Transaction) -> None:
+        tx.append_event(SESSION, "note", {"lost": 1})
+        tx.append_event(SESSION, "note", {"lost": 2})
+        raise BoomError
+
+    def appends(tx: Transaction) -> list[int]:
+        return [tx.append_event(SESSION, "note", {"kept": n}) for n in (1, 2)]
+
+    # Hold the writer so the three items below form one group (one BEGIN … COMMIT).
+    holder = threading.Thread(target=store.transact, args=(blocker,))
+    holder.start()
+    assert started.wait(TIMEOUT)
+    outcomes: dict[str, Any] = {}
+
+    def submit(name: str, work: Any) -> None:
+        try:
+            outcomes[name] = store.transact(work)
+        except BoomError as exc:
+            outcomes[name] = exc
+
+    order = [("first", appends), ("fails", fails), ("after", appends)]
+    threads = []
+    for queued, (name, work) in enumerate(order, start=1):
+        thread = threading.Thread(target=submit, args=(name, work))
+        thread.start()
+        threads.append(thread)
+        assert store.handle.wait_for_queued(queued, timeout_seconds=TIMEOUT)
+    release.set()
+    for thread in [holder, *threads]:
+        thread.join(TIMEOUT)
+
+    assert store.statistics().max_group_size == 3
+    assert outcomes["first"] == [2, 3]
+    assert isinstance(outcomes["fails"], BoomError)
+    # The failed item's appends (4, 5) were rolled back: its mate starts right after "first".
+    assert outcomes["after"] == [4, 5]
+    assert store.transact(lambda tx: tx.append_event(SESSION, "note", {})) == 6
+    assert _sequences(store) == [1, 2, 3, 4, 5, 6]
+
+
+def test_the_running_turn_is_read_once_and_follows_the_transactions_moves(
+    store: Store, executed: list[str]
+) -> None:
+    def scenario(tx: Transaction) -> list[str | None]:
+        turn, _ = tx.open_turn(
+            SESSION, key=None, driver="native", delivery="send", input={}, message_id=None
+        )
+        seen = [tx.running_turn_id(SESSION), tx.running_turn_id(SESSION)]
+        tx.move_turn(SESSION, turn.id, "running")
+        seen += [tx.running_turn_id(SESSION), tx.running_turn_id(SESSION)]
+        tx.move_turn(SESSION, turn.id, "cancelling")
+        seen.append(tx.running_turn_id(SESSION))
+        tx.move_turn(SESSION, turn.id, "cancelled")
+        seen.append(tx.running_turn_id(SESSION))
+        return [turn.id, *seen]
+
+    executed.clear()
+    turn_id, *seen = store.transact(scenario)
+    assert seen == [None, None, turn_id, turn_id, turn_id, None]
+    # Read once while none ran, and again only after the turn ended (another might run).
+    assert _count(executed, RUNNING_TURN) == 2
+    # A new transaction reads the store again.
+    executed.clear()
+    assert store.transact(lambda tx: tx.running_turn_id(SESSION)) is None
+    assert _count(executed, RUNNING_TURN) == 1
+
+
+def test_the_returned_turns_equal_the_stored_rows_without_reading_them(
+    store: Store, executed: list[str]
+) -> None:
+    def scenario(tx: Transaction) -> list[Any]:
+        turn, _ = tx.open_turn(
+            SESSION,
+            key="k1",
+            driver="native",
+            delivery="send",
+            input={"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            message_id="m1",
+        )
+        pairs = [(turn, tx.read_turn(SESSION, turn.id))]
+        running = tx.move_turn(SESSION, turn.id, "running")
+        pairs.append((running, tx.read_turn(SESSION, turn.id)))
+        failure = TurnFailure(code="x", message="y", details={"a": [1, 2]})
+        failed = tx.move_turn(SESSION, turn.id, "failed", error=failure)
+        pairs.append((failed, tx.read_turn(SESSION, turn.id)))
+        other, _ = tx.open_turn(
+            SESSION, key=None, driver="native", delivery="send", input={}, message_id=None
+        )
+        tx.move_turn(SESSION, other.id, "running")
+        done = tx.move_turn(SESSION, other.id, "completed", result={"message": {"n": 1}})
+        pairs.append((done, tx.read_turn(SESSION, other.id)))
+        return pairs
+
+    executed.clear()
+    for returned, stored in store.transact(scenario):
+        assert returned == stored
+    # Only the four read_turn calls above read a turn row: opening and moving a turn known
+    # to the transaction reads none.
+    assert _count(executed, TURN_ROW) == 4
+
+
+def test_settings_are_read_once_and_follow_the_transactions_writes(
+    store: Store, executed: list[str]
+) -> None:
+    def scenario(tx: Transaction) -> list[Settings | None]:
+        seen = [tx.read_settings(SESSION), tx.read_settings(SESSION)]
+        tx.write_settings(SESSION, Settings(provider="p", model="m1"))
+        seen.append(tx.read_settings(SESSION))
+        return seen
+
+    executed.clear()
+    assert store.transact(scenario) == [None, None, Settings(provider="p", model="m1")]
+    assert _count(executed, SETTINGS) == 1
+    # A transaction that changes them leaves the next one to read the store.
+    store.transact(lambda tx: tx.write_settings(SESSION, Settings(provider="p", model="m2")))
+    executed.clear()
+    assert store.transact(lambda tx: tx.read_settings(SESSION)) == Settings(
+        provider="p", model="m2"
+    )
+    assert _count(executed, SETTINGS) == 1
+
+
+def test_live_turns_tell_the_running_turn_without_another_read(
+    store: Store, executed: list[str]
+) -> None:
+    def scenario(tx: Transaction) -> list[str]:
+        ids = []
+        for _ in range(3):
+            turn, _new = tx.open_turn(
+                SESSION, key=None, driver="native", delivery="send", input={}, message_id=None
+            )
+            ids.append(turn.id)
+        tx.move_turn(SESSION, ids[0], "running")
+        tx.move_turn(SESSION, ids[1], "running")
+        tx.move_turn(SESSION, ids[1], "cancelling")
+        return ids
+
+    ids = store.transact(scenario)
+    executed.clear()
+
+    def read(tx: Transaction) -> tuple[list[str], str | None]:
+        return [t.id for t in tx.live_turns(SESSION)], tx.running_turn_id(SESSION)
+
+    assert store.transact(read) == (ids, ids[1])
+    assert _count(executed, RUNNING_TURN) == 0
