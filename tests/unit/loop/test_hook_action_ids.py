@@ -92,3 +92,42 @@ def test_an_action_id_is_checked_with_sends_rule_and_error(world: World) -> None
             action(message=ak.user("x"), id="Not-An-Id")
         assert str(from_action.value) == str(from_send.value)
     assert agent.transcript() == []
+
+
+class Reopener(ak.Feature):
+    """Records the loop brackets; its first after_agent_loop reopens the loop."""
+
+    name = "reopener"
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+
+    def before_agent_loop(self, ctx: ak.HookContext) -> None:
+        self.order.append("before_agent_loop")
+
+    def before_turn(self, ctx: ak.HookContext, turn: ak.TurnInfo) -> None:
+        self.order.append("before_turn")
+
+    def after_agent_loop(self, ctx: ak.HookContext) -> Sequence[ak.SendAction]:
+        self.order.append("after_agent_loop")
+        if self.order.count("after_agent_loop") > 1:
+            return ()
+        return (ak.SendAction(message=ak.user("one more thing")),)
+
+    def after_agent_settled(self, ctx: ak.HookContext, error: str | None) -> None:
+        self.order.append("settled")
+
+
+def test_a_loop_reopened_by_after_agent_loop_fires_before_agent_loop_again(
+    world: World,
+) -> None:
+    feature = Reopener()
+    world.model.add(script.text("first"), script.text("reopened"))
+    system = world.open(features=[feature])
+    agent = system.create()
+    agent.send(ak.user("go"))
+    assert agent.wait_for_idle(timeout_seconds=10)
+
+    assert [text_of(m) for m in agent.transcript()][-2:] == ["one more thing", "reopened"]
+    loop = ["before_agent_loop", "before_turn", "after_agent_loop"]
+    assert feature.order == [*loop, *loop, "settled"]
