@@ -122,7 +122,9 @@ class Agent:
         Raises:
             UnknownAgentError: the agent was never created.
             AgentClosedError: the system is closing or closed.
-            AwaitFromOwnLoopError: ``wait`` from inside the agent's own loop.
+            AwaitFromOwnLoopError: ``wait`` from inside the agent's own loop, or from inside
+                another agent's loop while this agent runs a tool (they could wait for each
+                other).
             CompactionFailedError: (with ``wait``) the compaction failed or was not confirmed.
             TimeoutError: (with ``wait``) no outcome within ``timeout_seconds``.
         """

@@ -809,11 +809,15 @@ class AgentSystem:
         Raises:
             UnknownAgentError: the agent was never created.
             AgentClosedError: the system is closing or closed.
-            AwaitFromOwnLoopError: ``wait`` from inside the agent's own loop.
+            AwaitFromOwnLoopError: ``wait`` from inside the agent's own loop, or from inside
+                another agent's loop while this agent runs a tool (that tool may be waiting
+                for the caller: two agents would wait for each other).
             CompactionFailedError: (with ``wait``) the compaction failed or was not confirmed.
             TimeoutError: (with ``wait``) no outcome within ``timeout_seconds``.
         """
         self._refuse_own_wait(agent_id, wait)
+        if wait:
+            self._refuse_tool_to_tool_compact(agent_id)
         with self._admission.operation(), self._admission.agent_operation(agent_id):
             future = self._agents.get_or_make(agent_id).status.add_compaction_waiter()
             self._agents.tell(agent_id, CompactRequested(), counted=True)
@@ -960,6 +964,21 @@ class AgentSystem:
         if wait and current_loop_agent() == agent_id:
             raise AwaitFromOwnLoopError(
                 f'Waiting for agent "{agent_id}" from inside its own loop would wait for itself.'
+            )
+
+    def _refuse_tool_to_tool_compact(self, agent_id: str) -> None:
+        """A waited compact asked from inside one agent's loop of an agent running a tool is
+        refused outright: the compaction waits for that tool, which may be waiting for the
+        caller (seed: the one cross-agent wait that cannot be allowed)."""
+        caller = current_loop_agent()
+        if caller is None or caller == agent_id:
+            return
+        known = self._agents.known(agent_id)
+        if known is not None and known.status.tool_running:
+            raise AwaitFromOwnLoopError(
+                f'Waiting from inside agent "{caller}"\'s loop for a compaction of agent '
+                f'"{agent_id}", which is running a tool, could deadlock: that tool may be '
+                f'waiting for agent "{caller}". Ask without wait=True.'
             )
 
     def _make_agent(
