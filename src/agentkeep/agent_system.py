@@ -414,16 +414,25 @@ class AgentSystem:
             log.warning("driver_close_timed_out")
         self._stop_tree()
 
-    def shutdown(self) -> None:
+    def shutdown(self, *, timeout_seconds: float | None = 30.0) -> None:
         """Graceful shutdown: refuse new work, let in-flight inferences and tool calls finish
-        and commit, stop before the next step; owed work resumes at the next open."""
+        and commit, stop before the next step; owed work resumes at the next open.
+
+        Args:
+            timeout_seconds: how long, in all (one deadline shared by every agent), the
+                in-flight work may take to finish (None: no limit). Past it the agents are
+                stopped anyway — a stream that never ends is cancelled, its response is not
+                kept — and the work they owe stays durable for the next open.
+        """
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         if not self._admission.begin_close(_TREE_STOP_SECONDS):
             return  # another close or shutdown did the work
         self._agents.tell_all(ShutdownRequested())
         for agent_id in self._agents.live():
             known = self._agents.known(agent_id)
-            if known is not None:
-                known.status.wait_for_idle(30.0)
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if known is not None and not known.status.wait_for_idle(remaining):
+                log.warning("agent_shutdown_timed_out", agent_id=agent_id)
         self._stop_tree()
 
     def _stop_tree(self) -> None:
