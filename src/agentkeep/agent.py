@@ -81,6 +81,21 @@ class Agent:
             permission_mode=permission_mode,
         )
 
+    def update_metadata(self, patch: JSONObject) -> JSONObject:
+        """Shallow-merge ``patch`` into the agent's metadata; committed before it shows (the
+        ``metadata_changed_transact`` and ``metadata_changed`` hooks fire, as for
+        :meth:`AgentSystem.update_metadata`).
+
+        Returns:
+            The merged metadata.
+
+        Raises:
+            UnknownAgentError: the agent does not exist.
+            AgentClosedError: the system is closing or closed.
+            InvalidConfigError: ``patch`` is not a JSON object.
+        """
+        return self._system.update_metadata(self.id, patch)
+
     def abort(self, *, wait: bool = False, timeout_seconds: float | None = None) -> None:
         """Abort the agent's running turn; a no-op when it has none.
 
@@ -107,7 +122,9 @@ class Agent:
         Raises:
             UnknownAgentError: the agent was never created.
             AgentClosedError: the system is closing or closed.
-            AwaitFromOwnLoopError: ``wait`` from inside the agent's own loop.
+            AwaitFromOwnLoopError: ``wait`` from inside the agent's own loop, or from inside
+                another agent's loop while this agent runs a tool (they could wait for each
+                other).
             CompactionFailedError: (with ``wait``) the compaction failed or was not confirmed.
             TimeoutError: (with ``wait``) no outcome within ``timeout_seconds``.
         """

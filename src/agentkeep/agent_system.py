@@ -414,16 +414,25 @@ class AgentSystem:
             log.warning("driver_close_timed_out")
         self._stop_tree()
 
-    def shutdown(self) -> None:
+    def shutdown(self, *, timeout_seconds: float | None = 30.0) -> None:
         """Graceful shutdown: refuse new work, let in-flight inferences and tool calls finish
-        and commit, stop before the next step; owed work resumes at the next open."""
+        and commit, stop before the next step; owed work resumes at the next open.
+
+        Args:
+            timeout_seconds: how long, in all (one deadline shared by every agent), the
+                in-flight work may take to finish (None: no limit). Past it the agents are
+                stopped anyway — a stream that never ends is cancelled, its response is not
+                kept — and the work they owe stays durable for the next open.
+        """
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         if not self._admission.begin_close(_TREE_STOP_SECONDS):
             return  # another close or shutdown did the work
         self._agents.tell_all(ShutdownRequested())
         for agent_id in self._agents.live():
             known = self._agents.known(agent_id)
-            if known is not None:
-                known.status.wait_for_idle(30.0)
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if known is not None and not known.status.wait_for_idle(remaining):
+                log.warning("agent_shutdown_timed_out", agent_id=agent_id)
         self._stop_tree()
 
     def _stop_tree(self) -> None:
@@ -809,11 +818,15 @@ class AgentSystem:
         Raises:
             UnknownAgentError: the agent was never created.
             AgentClosedError: the system is closing or closed.
-            AwaitFromOwnLoopError: ``wait`` from inside the agent's own loop.
+            AwaitFromOwnLoopError: ``wait`` from inside the agent's own loop, or from inside
+                another agent's loop while this agent runs a tool (that tool may be waiting
+                for the caller: two agents would wait for each other).
             CompactionFailedError: (with ``wait``) the compaction failed or was not confirmed.
             TimeoutError: (with ``wait``) no outcome within ``timeout_seconds``.
         """
         self._refuse_own_wait(agent_id, wait)
+        if wait:
+            self._refuse_tool_to_tool_compact(agent_id)
         with self._admission.operation(), self._admission.agent_operation(agent_id):
             future = self._agents.get_or_make(agent_id).status.add_compaction_waiter()
             self._agents.tell(agent_id, CompactRequested(), counted=True)
@@ -960,6 +973,21 @@ class AgentSystem:
         if wait and current_loop_agent() == agent_id:
             raise AwaitFromOwnLoopError(
                 f'Waiting for agent "{agent_id}" from inside its own loop would wait for itself.'
+            )
+
+    def _refuse_tool_to_tool_compact(self, agent_id: str) -> None:
+        """A waited compact asked from inside one agent's loop of an agent running a tool is
+        refused outright: the compaction waits for that tool, which may be waiting for the
+        caller (seed: the one cross-agent wait that cannot be allowed)."""
+        caller = current_loop_agent()
+        if caller is None or caller == agent_id:
+            return
+        known = self._agents.known(agent_id)
+        if known is not None and known.status.tool_running:
+            raise AwaitFromOwnLoopError(
+                f'Waiting from inside agent "{caller}"\'s loop for a compaction of agent '
+                f'"{agent_id}", which is running a tool, could deadlock: that tool may be '
+                f'waiting for agent "{caller}". Ask without wait=True.'
             )
 
     def _make_agent(

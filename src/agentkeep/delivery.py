@@ -20,6 +20,7 @@ from agentkeep.errors import (
     SessionArchivedError,
     UnknownAgentError,
 )
+from agentkeep.loop.actions import check_message_id as check_action_message_id
 from agentkeep.model import (
     AgentMessage,
     ImageBlock,
@@ -38,7 +39,6 @@ from agentkeep.model import (
     UserBlock,
     UserMessage,
     apply_options,
-    is_valid_id,
     new_id,
 )
 from agentkeep.model.ledger import MESSAGE_ACCEPTED
@@ -176,12 +176,7 @@ def check_message_id(message_id: str | None) -> str:
     """
     if message_id is None:
         return new_id()
-    if not isinstance(message_id, str) or not is_valid_id(message_id):
-        raise InvalidMessageError(
-            f"message id {message_id!r} is invalid: use 2-32 lowercase letters and digits, "
-            "starting with a letter"
-        )
-    return message_id
+    return check_action_message_id(message_id)  # one rule and one error for every message id
 
 
 def check_idempotency_key(key: object) -> str | None:

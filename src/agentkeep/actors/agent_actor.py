@@ -79,6 +79,7 @@ from agentkeep.model import (
     Selection,
     Settings,
     TextDelta,
+    ToolResultMessage,
     done_error,
     new_id,
 )
@@ -310,8 +311,15 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         return CommitLanded(plan=plan, value=value)
 
     def _start_tool(self, run: ToolRun, batch: BatchTools) -> None:
+        status = self._status
+
         def start(token: CancelToken) -> pykka.ActorRef[Any]:
-            execute = self._runner.bind(run, token, batch)
+            bound = self._runner.bind(run, token, batch)
+
+            def execute() -> ToolResultMessage:
+                with status.running_tool():  # a waited compact from another loop checks it
+                    return bound()
+
             return run_child(
                 ToolCallActor, self.actor_ref, run.internal_id, run.call.call_id, execute
             )

@@ -16,7 +16,9 @@ def accept_hook_actions(
 ) -> list[WorkAccepted]:
     """Accept a hook decision's steer/send/inject actions for ``agent_id`` in one transaction
     (so a caller arriving meanwhile lands before or after all of them, invariant 2); other
-    actions are ignored here. Returns the events that tell the loop what was accepted.
+    actions are ignored here. A message action whose ``id`` is already durable is an
+    idempotent repeat (a hook run again after a crash): nothing is written for it.
+    Returns the events that tell the loop what was accepted.
     Raises what the store raised (nothing was accepted)."""
     writes = [a for a in actions if isinstance(a, SteerAction | SendAction | InjectAction)]
     if not writes:
@@ -33,9 +35,9 @@ def accept_hook_actions(
                 agent_id,
                 queue="steering" if isinstance(action, SteerAction) else "send",
                 message=action.message,
-                message_id=new_id(),
+                message_id=action.id if action.id is not None else new_id(),
                 options=MessageOptions(),
-                metadata=None,
+                metadata=action.metadata,
             )
             if queued is not None:
                 accepted.append(WorkAccepted(message=queued))

@@ -8,7 +8,9 @@ right after a ``send`` waits for that message's turn rather than returning early
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 
 from agentkeep.errors import CompactionFailedError
 
@@ -31,6 +33,7 @@ class AgentStatus:
         self._running = False
         self._signals = 0
         self._compactions: list[Future[None]] = []
+        self._tools = 0  # tool executions in progress (what a waited cross-agent compact checks)
         # Set the moment abort() is called, before the AbortRequested reaches the mailbox:
         # a hook running meanwhile loses its actions (spec §3.1). Cleared when it is taken.
         self.abort_pending = False
@@ -53,6 +56,17 @@ class AgentStatus:
         with self._condition:
             self._running = running
             self._condition.notify_all()
+
+    @contextmanager
+    def running_tool(self) -> Iterator[None]:
+        """Count one tool execution of this agent for the block (``running_tool``)."""
+        with self._condition:
+            self._tools += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._tools -= 1
 
     def hold_for_restart(self) -> None:
         """A restart of this agent's actor is coming (its store writer failed): no waiter may
@@ -95,6 +109,12 @@ class AgentStatus:
                 future.set_exception(CompactionFailedError(error))
 
     # -- read by anyone ------------------------------------------------------------------------
+
+    @property
+    def tool_running(self) -> bool:
+        """Whether one of the agent's tools is executing now."""
+        with self._condition:
+            return self._tools > 0
 
     @property
     def idle(self) -> bool:

@@ -11,25 +11,58 @@ from typing import TypeAlias
 
 import msgspec
 
-from agentkeep.model import SystemMessage, UserMessage
+from agentkeep.errors import InvalidMessageError
+from agentkeep.model import JSONObject, SystemMessage, UserMessage, is_valid_id
 
 
 class _Data(msgspec.Struct, frozen=True, kw_only=True):
     pass
 
 
-class SteerAction(_Data, frozen=True):
+def check_message_id(message_id: object) -> str:
+    """``message_id`` if it is a valid message id (what ``send``/``steer`` and the message
+    actions accept).
+
+    Raises:
+        InvalidMessageError: ``message_id`` is not 2-32 lowercase letters and digits starting with a
+            letter.
+    """
+    if not isinstance(message_id, str) or not is_valid_id(message_id):
+        raise InvalidMessageError(
+            f"message id {message_id!r} is invalid: use 2-32 lowercase letters and digits, "
+            "starting with a letter"
+        )
+    return message_id
+
+
+class _MessageAction(_Data, frozen=True):
+    """A message a hook queues, with ``send``/``steer``'s ``id`` and ``metadata``.
+
+    ``id`` makes the action idempotent: a hook that runs again after a crash (or returns the
+    same action twice) and queues an id still in the conversation makes no second message
+    and no second turn. ``metadata`` travels beside the message to the message-accepted hooks.
+    An invalid ``id`` raises ``InvalidMessageError`` when the action is made, like ``send``.
+    """
+
+    message: UserMessage | SystemMessage
+    id: str | None = None
+    metadata: JSONObject | None = None
+
+    def __post_init__(self) -> None:
+        if self.id is not None:
+            check_message_id(self.id)
+
+
+class SteerAction(_MessageAction, frozen=True):
     """Queue ``message`` on the agent's steering queue, durably, once the hook returns (in one
-    transaction with the hook's other message actions); it outranks queued sends."""
+    transaction with the hook's other message actions); it outranks queued sends. ``id`` and
+    ``metadata`` are ``steer``'s (an id already queued makes no second message)."""
 
-    message: UserMessage | SystemMessage
 
-
-class SendAction(_Data, frozen=True):
+class SendAction(_MessageAction, frozen=True):
     """Queue ``message`` on the agent's send queue, durably, once the hook returns (in one
-    transaction with the hook's other message actions)."""
-
-    message: UserMessage | SystemMessage
+    transaction with the hook's other message actions). ``id`` and ``metadata`` are
+    ``send``'s (an id already queued makes no second message)."""
 
 
 class CompactAction(_Data, frozen=True):

@@ -9,7 +9,8 @@ its stages (:mod:`agentkeep.loop.phases`):
                     ├▶ Inferring ─done─▶ Passing (a batch dispatches: its results land here)
                     └▶ (nothing left, failing, aborted or shut down) end_turn
     end_turn ─▶ InHook(after_turn) ─▶ Loading (a turn was requested) | InHook(after_agent_loop)
-    InHook(after_agent_loop) ─▶ Loading (actions reopened the loop) | Settling | Idle
+    InHook(after_agent_loop) ─▶ Loading (actions reopened the loop: before_agent_loop again)
+                                 | Settling | Idle
     Settling ─landed─▶ Idle | Loading (work arrived while settling)
 
 Commit outcomes are in :mod:`agentkeep.loop.landing`; failures, the store's unknown
@@ -186,6 +187,10 @@ def hook_finished(ctx: LoopContext, event: HookFinished) -> None:
     if event.hook == "before_turn":
         decide(ctx)
     elif wants_more and may_continue(ctx):
+        if event.hook == "after_agent_loop":
+            # Its actions reopen the loop: every loop is bracketed by before_agent_loop and
+            # after_agent_loop (spec §3.1 ``loops``); the loop id stays until the run settles.
+            ctx.out.append(Observe(hook="before_agent_loop"))
         begin_turn(ctx)  # after_turn: a turn was requested; after_agent_loop: actions reopen
     elif event.hook == "after_turn":
         ctx.phase = InHook("after_agent_loop")

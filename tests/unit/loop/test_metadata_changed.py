@@ -69,3 +69,22 @@ def test_an_unknown_agent_is_refused_with_or_without_hooks(world: World) -> None
     hooked = world.open(features=[Watcher()])
     with pytest.raises(ak.UnknownAgentError):
         hooked.update_metadata("nosuchagent", {"a": 1})
+
+
+def test_an_agent_handle_updates_its_metadata_like_the_system(world: World) -> None:
+    watcher = Watcher(refuse="secret")
+    system = world.open(features=[watcher])
+    agent = system.create(ak.AgentConfig(metadata={"title": "old", "keep": 1}))
+
+    merged = agent.update_metadata({"title": "new"})
+
+    assert merged == {"title": "new", "keep": 1} == system.metadata(agent.id)
+    (change,) = watcher.transacted
+    assert change.patch == {"title": "new"}
+    assert watcher.observed == [change]
+    with pytest.raises(ak.InvalidConfigError, match="refuses 'secret'"):
+        agent.update_metadata({"secret": True})
+    with pytest.raises(ak.InvalidConfigError, match="JSON object"):
+        agent.update_metadata(["not", "a", "patch"])  # type: ignore[arg-type]
+    assert system.metadata(agent.id) == merged
+    assert system.live_agents() == []  # relabelling starts no loop

@@ -304,3 +304,43 @@ def test_a_system_close_from_one_agents_tool_waits_for_the_other_agents_admitted
     ]
     for agent_id in ("aaa", "bbb"):
         assert reopened.store.read(lambda tx, i=agent_id: tx.read_owed(i)) is None
+
+
+def test_a_waited_compact_of_an_agent_running_a_tool_from_another_loop_is_refused(
+    world: World,
+) -> None:
+    # Seed 000: two agents each inside a tool are the one cross-agent case that cannot wait —
+    # B's compaction waits for B's tool, which may be waiting for A.
+    ids: dict[str, str] = {}
+    outcome: list[BaseException | None] = []
+    systems: list[ak.AgentSystem] = []
+
+    @ak.tool
+    def squeeze_and_wait(ctx: ak.ToolContext, args: EchoArgs) -> str:
+        """Compact agent B and wait for it (a bounded wait: the old code would block)."""
+        try:
+            systems[0].compact(ids["b"], wait=True, timeout_seconds=3)
+        except (ak.AwaitFromOwnLoopError, TimeoutError) as error:
+            outcome.append(error)
+            return "refused"
+        outcome.append(None)
+        return "compacted"
+
+    script_model(world, {"a task": call("squeeze_and_wait"), "b task": call("wait", text="b")})
+    system = world.open(tools=[squeeze_and_wait, *world.tools()])
+    systems.append(system)
+    a, b = system.create(), system.create()
+    ids.update(a=a.id, b=b.id)
+    b.send(ak.user("b task"))
+    assert world.gate("b").entered.wait(TIMEOUT)  # B is inside its tool
+    a.send(ak.user("a task"))
+    assert a.wait_for_idle(timeout_seconds=TIMEOUT)
+
+    (error,) = outcome
+    assert isinstance(error, ak.AwaitFromOwnLoopError)
+    assert f'compaction of agent "{b.id}", which is running a tool' in str(error)
+    assert texts(a.transcript())[-1] == "answer refused"
+    world.gate("b").release.set()
+    assert b.wait_for_idle(timeout_seconds=TIMEOUT)
+    assert world.model.compactions == ()  # refused outright: nothing was asked of B
+    assert texts(b.transcript())[0] == "b task"
