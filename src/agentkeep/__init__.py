@@ -62,6 +62,7 @@ from agentkeep.features import (
     MessageAccepted,
     MetadataChange,
     ModelChange,
+    PermissionModeChange,
     TurnInfo,
 )
 from agentkeep.history import HistoryEpoch, PurgeResult
@@ -245,6 +246,7 @@ __all__ = [
     "ModelNotServedError",
     "ModelRef",
     "OpenedSession",
+    "PermissionModeChange",
     "Provider",
     "ProviderError",
     "ProviderErrorInfo",

@@ -11,6 +11,9 @@ handed. Composition rules (seed: AgentFeature), kept by :class:`FeatureSet`:
   failing feature fails the turn rather than run with a wrong configuration;
 - action hooks (``before_turn``, ``after_turn``, ``after_agent_loop``) concatenate their
   actions; a failing feature loses only its own;
+- ``permission_mode_changed_transact`` (like ``message_accepted_transact``) chains in order
+  inside the consumption transaction and propagates a failure, rolling the consumption back;
+  ``permission_mode_changed`` observes after it committed, with per-feature isolation;
 - ``model_changed``: every feature observes; the first returned handoff wins; a failure is
   re-raised only when the change resets the history (which rejects the switch);
 - tool-call hooks (:mod:`agentkeep.tool_hooks`): the transactional ones
@@ -34,6 +37,7 @@ from agentkeep.key_value import KeyValueStore
 from agentkeep.loop.actions import Action
 from agentkeep.model import (
     JSONObject,
+    PermissionMode,
     QueueableMessage,
     QueueName,
     Settings,
@@ -89,6 +93,15 @@ class MetadataChange:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PermissionModeChange:
+    """A consumed message changing the agent's permission mode, for
+    ``permission_mode_changed_transact`` / ``permission_mode_changed``."""
+
+    previous: PermissionMode
+    current: PermissionMode
+
+
+@dataclass(frozen=True, kw_only=True)
 class ModelChange:
     """An agent's provider or model switch, for ``model_changed``.
 
@@ -122,6 +135,12 @@ class HookContext:
     shared_kv: KeyValueStore
     call_kv: KeyValueStore | None = None
     config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def permission_mode(self) -> PermissionMode:
+        """The agent's effective permission mode for this hook: the durable mode when the
+        response or tool batch it belongs to started (the runtime enforces nothing)."""
+        return self.settings.permission_mode
 
 
 class Feature:
@@ -257,6 +276,19 @@ class Feature:
 
     def message_accepted(self, ctx: HookContext, accepted: MessageAccepted) -> None:
         """After that transaction committed; failures are logged, never raised."""
+        return
+
+    def permission_mode_changed_transact(
+        self, ctx: HookContext, change: PermissionModeChange
+    ) -> None:
+        """Inside the transaction that consumes the message changing the permission mode
+        (its stores and sends join it), once per change; raising rolls the consumption back
+        and fails the turn, like ``message_accepted_transact``."""
+        return
+
+    def permission_mode_changed(self, ctx: HookContext, change: PermissionModeChange) -> None:
+        """After that transaction committed, once per change; failures are logged, never
+        raised."""
         return
 
     def metadata_changed_transact(self, ctx: HookContext, change: MetadataChange) -> None:

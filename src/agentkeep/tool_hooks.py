@@ -14,6 +14,9 @@ In the order a call meets them:
    model made (a refusal becomes the call's error result); the first ``answer`` wins and
    the tool never runs. Raising gives the call an error result (the tool never runs).
    It runs again whenever a durable call runs again after a restart (``call.resumed``).
+   A decision may also choose another permission mode for this one execution: the tool's
+   ``ctx.permission_mode`` (and the later hooks' ``call.permission_mode``) show it; the
+   agent's durable mode is unchanged.
 3. ``after_tool_call(ctx, call, result)`` observes what a call that reached
    ``before_tool_call`` produced — executed, answered or failed — in the call's thread;
    a failing observer is logged and never affects the call or the run.
@@ -35,7 +38,14 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import structlog
 
-from agentkeep.model import ImageBlock, OutputBlock, TextBlock, ToolCallBlock
+from agentkeep.model import (
+    PERMISSION_MODES,
+    ImageBlock,
+    OutputBlock,
+    PermissionMode,
+    TextBlock,
+    ToolCallBlock,
+)
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.tools import Tool, ToolError, ToolSet, validate_arguments
 
@@ -59,6 +69,8 @@ class ToolCallInfo:
         resumed: The call runs again after a restart interrupted it.
         cancel: Fires when the call's lifetime ends (abort, close); None in the
             transactional hooks. A ``before_tool_call`` that waits should watch it.
+        permission_mode: The permission mode the call runs under: the agent's when its
+            batch started, or the one an earlier ``before_tool_call`` chose for it.
     """
 
     call_id: str
@@ -68,6 +80,7 @@ class ToolCallInfo:
     arguments: Any = None
     resumed: bool = False
     cancel: CancelToken | None = None
+    permission_mode: PermissionMode = "auto"
 
     @property
     def name(self) -> str:
@@ -96,6 +109,10 @@ class ToolCallDecision:
 
     ``arguments`` is a msgspec Struct, a JSON-compatible value, or a JSON string as a model
     would send it (for a grammar tool: the raw input).
+
+    ``permission_mode`` (an amendment too, alone or with the others) runs this one execution
+    under another permission mode: the tool's ``ctx.permission_mode`` shows it, while the
+    agent's durable mode stays as it is.
     """
 
     tool: str | None = None
@@ -103,14 +120,21 @@ class ToolCallDecision:
     arguments: Any = None
     answer: str | Sequence[OutputBlock] | None = None
     is_error: bool = False
+    permission_mode: PermissionMode | None = None
 
     def __post_init__(self) -> None:
-        amends = self.tool is not None or self.arguments is not None
+        mode = self.permission_mode
+        if mode is not None and mode not in PERMISSION_MODES:
+            raise ValueError(
+                f"a tool-call decision's permission_mode must be one of {PERMISSION_MODES}, "
+                f"not {mode!r}"
+            )
+        amends = self.tool is not None or self.arguments is not None or mode is not None
         if self.answer is not None and amends:
             raise ValueError("a tool-call decision either amends the call or answers it")
         if self.answer is None and not amends:
             raise ValueError(
-                "a tool-call decision needs tool, arguments or answer "
+                "a tool-call decision needs tool, arguments, permission_mode or answer "
                 "(return None to leave the call alone)"
             )
         if self.namespace is not None and self.tool is None:
@@ -201,8 +225,10 @@ def decide(
             text = f'The before_tool_call hook of feature "{feature.name}" failed: {error}'
             return info, failed(text)
         tool = tools.for_call(amended)
+        mode = decision.permission_mode or info.permission_mode
         arguments = validate_arguments(tool, amended)
         if isinstance(arguments, ToolError):
-            return replace(info, call=amended, tool=tool, arguments=None), failed(arguments.message)
-        info = replace(info, call=amended, tool=tool, arguments=arguments)
+            refused = replace(info, call=amended, tool=tool, arguments=None, permission_mode=mode)
+            return refused, failed(arguments.message)
+        info = replace(info, call=amended, tool=tool, arguments=arguments, permission_mode=mode)
     return info, None

@@ -35,6 +35,7 @@ from agentkeep.key_value import KeyValueStore
 from agentkeep.model import (
     ImageBlock,
     OutputBlock,
+    PermissionMode,
     TextBlock,
     ToolCallBlock,
     ToolDescriptor,
@@ -60,6 +61,9 @@ class ToolContext(Protocol):
         kv: The call-scoped key-value store; it refuses use once the call returned.
         system: The system as seen from inside the agent (no close, no waits): message,
             create, resolve, compact or abort agents from a tool.
+        permission_mode: The permission mode this execution runs under: the agent's mode
+            when the call's batch started, or the one a ``before_tool_call`` chose for it.
+            The runtime enforces nothing; a tool that touches the world should honour it.
     """
 
     @property
@@ -94,6 +98,11 @@ class ToolContext(Protocol):
         """The system as seen from inside the agent (no close, no waits)."""
         ...
 
+    @property
+    def permission_mode(self) -> PermissionMode:
+        """The permission mode this execution runs under (the runtime enforces nothing)."""
+        ...
+
 
 @dataclass(frozen=True, kw_only=True)
 class BasicToolContext:
@@ -110,6 +119,7 @@ class BasicToolContext:
     cancel: CancelToken = field(default_factory=CancelToken)
     kv_store: KeyValueStore | None = None
     system_ref: AgentSystemRef | None = None
+    permission_mode: PermissionMode = "auto"
 
     @property
     def kv(self) -> KeyValueStore:

@@ -92,6 +92,7 @@ PUBLIC = [
     "ModelNotServedError",
     "ModelRef",
     "OpenedSession",
+    "PermissionModeChange",
     "Provider",
     "ProviderError",
     "ProviderErrorInfo",

@@ -37,7 +37,14 @@ from agentkeep.actors.supervision.supervised import ChildExited
 from agentkeep.actors.supervisor import SupervisedMixin
 from agentkeep.actors.tool_runner import BatchTools, ToolRunner
 from agentkeep.errors import CommitOutcomeUnknownError
-from agentkeep.features import FeatureSet, HookContext, InferenceInfo, MessageAccepted, TurnInfo
+from agentkeep.features import (
+    FeatureSet,
+    HookContext,
+    InferenceInfo,
+    MessageAccepted,
+    PermissionModeChange,
+    TurnInfo,
+)
 from agentkeep.loop.actions import CompactAction
 from agentkeep.loop.effects import (
     CancelCompaction,
@@ -403,6 +410,11 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
                         metadata=record.metadata,
                     )
                     features.observe("message_accepted", self._ctx_for, accepted)
+            case "permission_mode_changed":
+                if effect.permission_change is not None:
+                    previous, current = effect.permission_change
+                    change = PermissionModeChange(previous=previous, current=current)
+                    features.observe("permission_mode_changed", self._ctx_for, change)
             case hook:
                 features.observe(hook, self._ctx_for, *())
 

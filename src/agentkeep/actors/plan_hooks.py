@@ -7,7 +7,14 @@ from typing import Any
 
 from agentkeep.actors.hook_contexts import HookContexts
 from agentkeep.actors.loop_thread import inside_loop
-from agentkeep.features import Feature, FeatureSet, HookContext, MessageAccepted, ModelChange
+from agentkeep.features import (
+    Feature,
+    FeatureSet,
+    HookContext,
+    MessageAccepted,
+    ModelChange,
+    PermissionModeChange,
+)
 from agentkeep.model import (
     PendingToolCall,
     QueuedMessage,
@@ -70,6 +77,24 @@ class ConsumptionPolicy:
         with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
             features.transact("message_accepted_transact", ctx_for, accepted)
 
+    def permission_mode_changed(
+        self, tx: Transaction, previous: Settings, current: Settings
+    ) -> None:
+        """Run the features' ``permission_mode_changed_transact`` inside ``tx``. Raises what a
+        hook raised (the consumption rolls back)."""
+        features = self._features
+        if not features.overrides("permission_mode_changed_transact"):
+            return
+        change = PermissionModeChange(
+            previous=previous.permission_mode, current=current.permission_mode
+        )
+
+        def ctx_for(feature: Feature) -> HookContext:
+            return self._contexts.for_feature(feature, current, tx=tx)
+
+        with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
+            features.transact("permission_mode_changed_transact", ctx_for, change)
+
 
 class ToolCallHooks:
     """The features' ``before/after_tool_call_transact`` (``commit_plans.ToolCallHooks``), run
@@ -88,7 +113,12 @@ class ToolCallHooks:
         features = self._features
         if not features.overrides(hook):
             return
-        info = ToolCallInfo(call_id=call.internal_id, call=call.call, requested=call.call)
+        info = ToolCallInfo(
+            call_id=call.internal_id,
+            call=call.call,
+            requested=call.call,
+            permission_mode=self._settings.permission_mode,
+        )
 
         def ctx_for(feature: Feature) -> HookContext:
             return self._contexts.for_feature(

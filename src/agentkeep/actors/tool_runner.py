@@ -13,7 +13,7 @@ from agentkeep.actors.loop_thread import inside_loop
 from agentkeep.features import Feature, FeatureSet, HookContext
 from agentkeep.loop.effects import ToolRun
 from agentkeep.loop.texts import ABORTED_CALL
-from agentkeep.model import Settings, TextBlock, ToolResultMessage
+from agentkeep.model import PermissionMode, Settings, TextBlock, ToolResultMessage
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.refs import AgentSystemRef
@@ -33,6 +33,7 @@ class CallContext:
     cancel: CancelToken
     kv: ScopedKV
     system: AgentSystemRef
+    permission_mode: PermissionMode
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,6 +135,9 @@ class ToolRunner:
             arguments=args,
             resumed=run.resumed,
             cancel=cancel,
+            # The mode the batch started under (a steer consumed meanwhile changes the
+            # next batch's, never this one's).
+            permission_mode=settings.permission_mode,
         )
 
         def ctx_for(feature: Feature) -> HookContext:
@@ -168,6 +172,7 @@ class ToolRunner:
             cancel=cancel,
             kv=self._contexts.call_kv(run.internal_id, lambda: running[0] and not cancel.cancelled),
             system=self._system_ref,
+            permission_mode=info.permission_mode,  # the batch's, or a hook's for this run
         )
         try:
             output, value = execute_tool(tool, ctx, info.arguments)

@@ -15,6 +15,7 @@ import msgspec
 from agentkeep.loop.plans import Plan
 from agentkeep.model import (
     Message,
+    PermissionMode,
     QueueName,
     Settings,
     StreamEvent,
@@ -88,6 +89,7 @@ ObserverName: TypeAlias = Literal[
     "after_inference",
     "after_agent_settled",
     "message_accepted",
+    "permission_mode_changed",
 ]
 
 
@@ -100,6 +102,8 @@ class Observe(_Data, frozen=True):
     error: str | None = None
     accepted: UserRecord | None = None  # message_accepted: the record, from ``queue``
     queue: QueueName | None = None
+    # permission_mode_changed: the (previous, current) mode the consumption committed
+    permission_change: tuple[PermissionMode, PermissionMode] | None = None
 
 
 class RunHook(_Data, frozen=True):

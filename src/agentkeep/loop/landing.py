@@ -127,6 +127,9 @@ def _consumed(ctx: LoopContext, plan: ConsumeQueue, value: Consumed) -> None:
     for record in value.records:
         if isinstance(record, UserRecord):  # durable: now it may be observed
             ctx.out.append(Observe(hook="message_accepted", accepted=record, queue=queue))
+    if value.permission_change is not None:  # committed: now it may be observed
+        change = value.permission_change
+        ctx.out.append(Observe(hook="permission_mode_changed", permission_change=change))
     tools.take_requested(ctx, value.records)
     if not ctx.has_input():
         ctx.turn_requested = False  # consuming the last input answers the request

@@ -21,6 +21,7 @@ from agentkeep.model import (
     Message,
     OwedWork,
     PendingToolCall,
+    PermissionMode,
     QueuedMessage,
     QueuedNotice,
     QueueName,
@@ -159,13 +160,15 @@ class Consumed(_Data, frozen=True):
     """What a consumption committed. ``reset`` ⇒ ``records`` is the whole new conversation;
     otherwise ``records`` were appended. ``outranked``: consuming send found durable steering
     this instance had not heard of yet (say, a hook's own steer still in the mailbox), so it
-    consumed nothing; these are the steering entries to take first."""
+    consumed nothing; these are the steering entries to take first. ``permission_change``:
+    the (previous, current) permission mode when this consumption changed it."""
 
     records: tuple[ConversationRecord, ...]
     settings: Settings
     remaining: tuple[QueuedMessage, ...]
     reset: bool = False
     outranked: tuple[QueuedMessage, ...] = ()
+    permission_change: tuple[PermissionMode, PermissionMode] | None = None
 
 
 class Appended(_Data, frozen=True):

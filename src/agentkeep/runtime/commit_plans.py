@@ -96,6 +96,13 @@ class ConsumptionPolicy(Protocol):
         inside the consumption transaction; raising rolls the consumption back."""
         ...
 
+    def permission_mode_changed(
+        self, tx: Transaction, previous: Settings, current: Settings
+    ) -> None:
+        """Run ``permission_mode_changed_transact`` for a consumption that changes the
+        permission mode, inside its transaction; raising rolls the consumption back."""
+        ...
+
 
 class KeepEverything:
     """A consumption policy for callers without a registry or features: never reset, no
@@ -110,6 +117,11 @@ class KeepEverything:
         return None
 
     def message_accepted(self, tx: Transaction, entry: QueuedMessage, settings: Settings) -> None:
+        return None
+
+    def permission_mode_changed(
+        self, tx: Transaction, previous: Settings, current: Settings
+    ) -> None:
         return None
 
 
@@ -298,11 +310,23 @@ def _consume_queue(
             # finds it stranded and dispatches it under this same id.
             call = requested_call(request, plan.call_id)
             records.append(_append(tx, agent_id, BlockRecord(block=call)))
+    # Compared with the durable mode read in this transaction: each change is reported by
+    # exactly the consumption that commits it, once.
+    mode_change = None
+    if current.permission_mode != previous.permission_mode:
+        policy.permission_mode_changed(tx, previous, current)
+        mode_change = (previous.permission_mode, current.permission_mode)
     if current != previous or tx.read_settings(agent_id) is None:
         tx.write_settings(agent_id, current)
     tx.write_owed(agent_id, plan.owed)
     remaining = tuple(tx.queued(agent_id, plan.queue))
-    return Consumed(records=tuple(records), settings=current, remaining=remaining, reset=reset)
+    return Consumed(
+        records=tuple(records),
+        settings=current,
+        remaining=remaining,
+        reset=reset,
+        permission_change=mode_change,
+    )
 
 
 def _keep_selection(previous: Settings, current: Settings) -> Settings:

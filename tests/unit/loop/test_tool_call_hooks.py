@@ -217,7 +217,7 @@ def test_features_chain_amendments_in_order_and_the_first_answer_wins(world: Wor
 
 
 def test_a_decision_must_amend_or_answer() -> None:
-    with pytest.raises(ValueError, match="needs tool, arguments or answer"):
+    with pytest.raises(ValueError, match="needs tool, arguments, permission_mode or answer"):
         ak.ToolCallDecision()
     with pytest.raises(ValueError, match="either amends the call or answers it"):
         ak.ToolCallDecision(tool="echo", answer="both")
