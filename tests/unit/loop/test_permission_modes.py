@@ -46,6 +46,7 @@ class Journal(ak.Feature):
         self.ctx_modes: list[str] = []
         self.durable_when_observed: list[bool] = []
         self.tool_hook_modes: list[str] = []
+        self.dispatch_modes: list[tuple[str, str]] = []
 
     def permission_mode_changed_transact(
         self, ctx: ak.HookContext, change: ak.PermissionModeChange
@@ -59,6 +60,9 @@ class Journal(ak.Feature):
         self.observed.append((change.previous, change.current))
         self.ctx_modes.append(ctx.permission_mode)
         self.durable_when_observed.append(ctx.kv.read(f"change.{change.current}") is not None)
+
+    def before_tool_call_transact(self, ctx: ak.HookContext, call: ak.ToolCallInfo) -> None:
+        self.dispatch_modes.append((ctx.permission_mode, call.permission_mode))
 
     def before_tool_call(
         self, ctx: ak.HookContext, call: ak.ToolCallInfo
@@ -81,6 +85,7 @@ def test_a_tool_and_its_hooks_read_the_agent_mode(world: World) -> None:
 
     assert seen == [("a", "auto"), ("b", "read_only")]
     assert journal.tool_hook_modes == ["auto", "read_only"]
+    assert journal.dispatch_modes == [("auto", "auto"), ("read_only", "read_only")]
     assert agent.settings.permission_mode == "read_only"
 
 
