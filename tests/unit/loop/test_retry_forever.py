@@ -3,6 +3,7 @@ abort, close and shutdown stop it. The default still gives up (docs/decisions.md
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from typing import Any
@@ -10,7 +11,21 @@ from typing import Any
 import pytest
 
 import agentkeep as ak
-from agentkeep.model import Done, StreamEvent
+from agentkeep.loop.context import RetryPolicy
+from agentkeep.loop.effects import CancelTimer, LoadState, LoopStopped, StartTimer
+from agentkeep.loop.events import (
+    AbortRequested,
+    CommitFailed,
+    HookFinished,
+    Loaded,
+    LoadFailed,
+    ShutdownRequested,
+    TimerFired,
+    WorkAccepted,
+)
+from agentkeep.loop.machine import AgentLoop
+from agentkeep.loop.plans import Snapshot
+from agentkeep.model import Done, QueuedMessage, Settings, StreamEvent
 from agentkeep.providers import script
 
 from .conftest import World, counting_tool, roles, text_of
@@ -160,3 +175,63 @@ def test_a_bad_retry_backoff_is_refused_naming_it(
 ) -> None:
     with pytest.raises(ak.InvalidConfigError, match=named):
         world.open(**options)
+
+
+# -- the pure core: run-stage failures, event by event ------------------------------------
+
+MESSAGE = QueuedMessage(id="m1", queue="send", message=ak.user("hi"), seq=1)
+
+
+def retrying_loop() -> AgentLoop:
+    counter = itertools.count()
+    return AgentLoop(
+        "agent",
+        new_id=lambda: f"id{next(counter)}",
+        defaults=Settings(provider="local", model="gym-1"),
+        retry=RetryPolicy(initial_seconds=0.1, max_seconds=0.15),
+    )
+
+
+def test_a_failed_load_is_retried_with_capped_backoff_until_shutdown_keeps_it_owed() -> None:
+    loop = retrying_loop()
+    loop.handle(WorkAccepted(message=MESSAGE))
+    delays = []
+    for _ in range(3):
+        (timer,) = loop.handle(LoadFailed(message="disk"))
+        assert isinstance(timer, StartTimer)
+        delays.append(timer.seconds)
+        assert loop.running  # the run (and its turn) goes on through the wait
+        assert loop.handle(TimerFired(timer_id="stale")) == []  # not this wait's tick
+        assert isinstance(loop.handle(TimerFired(timer_id=timer.timer_id))[0], LoadState)
+    assert delays == [0.1, 0.15, 0.15]  # doubling, capped
+
+    (timer,) = loop.handle(LoadFailed(message="disk"))
+    effects = loop.handle(ShutdownRequested())
+    assert effects[0] == CancelTimer(timer_id=timer.timer_id)
+    loop.handle(HookFinished(hook="after_turn"))
+    assert loop.handle(HookFinished(hook="after_agent_loop")) == [
+        LoopStopped(settled=False, error=None)
+    ]
+
+
+def test_an_abort_during_a_load_backoff_never_settles_unread_state() -> None:
+    loop = retrying_loop()
+    loop.handle(WorkAccepted(message=MESSAGE))
+    (timer,) = loop.handle(LoadFailed(message="disk"))
+    effects = loop.handle(AbortRequested())
+    assert effects[0] == CancelTimer(timer_id=timer.timer_id)
+    loop.handle(HookFinished(hook="after_turn"))
+    stopped = loop.handle(HookFinished(hook="after_agent_loop"))
+    assert stopped == [LoopStopped(settled=False, error=None)]
+
+
+def test_a_refused_commit_is_retried_from_the_durable_state_without_a_note() -> None:
+    loop = retrying_loop()
+    loop.handle(WorkAccepted(message=MESSAGE))
+    loop.handle(Loaded(snapshot=Snapshot(queued=(MESSAGE,))))
+    (consume,) = loop.handle(HookFinished(hook="before_turn"))
+    plan = consume.plan  # type: ignore[attr-defined]
+
+    (timer,) = loop.handle(CommitFailed(plan=plan, message="disk full"))
+    assert isinstance(timer, StartTimer)  # no AppendFailureNote, no stop
+    assert loop.handle(TimerFired(timer_id=timer.timer_id)) == [LoadState(records=True)]
