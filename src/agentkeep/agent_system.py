@@ -55,11 +55,13 @@ from agentkeep.errors import (
 )
 from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature, FeatureSet
+from agentkeep.loop.context import RetryPolicy
 from agentkeep.loop.events import (
     AbortRequested,
     CompactRequested,
     ShutdownRequested,
     Start,
+    StopRetrying,
     WorkAccepted,
 )
 from agentkeep.loop.plans import QueueMode
@@ -144,6 +146,27 @@ def _recover_turns(store: Store) -> None:
             time.sleep(0.05 * 2**attempt)
 
 
+def _retry_policy(forever: bool, initial: float, maximum: float) -> RetryPolicy | None:
+    """The backoff of ``retry_forever`` (None: give up after three failed turns).
+
+    Raises:
+        InvalidConfigError: a bound is not a positive finite number, or the cap is below
+            the initial wait.
+    """
+    for name, value in (("retry_initial_seconds", initial), ("retry_max_seconds", maximum)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidConfigError(f"{name} must be a number of seconds, got {value!r}")
+        if not (0 < value < float("inf")):
+            raise InvalidConfigError(f"{name} must be positive and finite, got {value!r}")
+    if maximum < initial:
+        raise InvalidConfigError(
+            f"retry_max_seconds ({maximum!r}) must not be below retry_initial_seconds ({initial!r})"
+        )
+    if not isinstance(forever, bool):
+        raise InvalidConfigError(f"retry_forever must be True or False, got {forever!r}")
+    return RetryPolicy(float(initial), float(maximum)) if forever else None
+
+
 class AgentSystem:
     """Use :meth:`open`. A context manager: leaving the block closes the system."""
 
@@ -164,6 +187,7 @@ class AgentSystem:
         drivers: Sequence[Driver] = (),
         turn_timeout_seconds: float = DEFAULT_TURN_TIMEOUT_SECONDS,
         driver_cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self._store = store
         self._providers = providers
@@ -181,6 +205,7 @@ class AgentSystem:
                 send_mode=send_mode,
                 instructions=instructions,
                 publish=store.ledger.publish,
+                retry=retry,
             ),
         )
         # Injected drivers (docs/drivers.md): their runners are the tree's third tier.
@@ -236,6 +261,9 @@ class AgentSystem:
         drivers: Sequence[Driver] = (),
         turn_timeout_seconds: float = DEFAULT_TURN_TIMEOUT_SECONDS,
         driver_cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS,
+        retry_forever: bool = False,
+        retry_initial_seconds: float = 0.1,
+        retry_max_seconds: float = 30.0,
         testing: FaultInjection | None = None,
     ) -> AgentSystem:
         """Open the store at ``path`` (exclusively), migrate it, and resume owed work.
@@ -258,13 +286,20 @@ class AgentSystem:
         pinned ``driver.id`` (docs/drivers.md); ``turn_timeout_seconds`` bounds one of their
         turns (seed 002's ``turnTimeoutMs``), ``driver_cancel_grace_seconds`` how long a
         cancelled run may take to return before it is abandoned.
+        ``retry_forever``: seed 001's ``retryForever`` (docs/decisions.md): provider errors,
+        failed compactions and fatal run-stage failures (a refused or unknown commit, a failed
+        load) are retried with bounded exponential backoff — ``retry_initial_seconds``,
+        doubling, at most ``retry_max_seconds`` — instead of leaving a failure note and
+        giving up after three failed turns (the default). The owed stage stays between
+        attempts (committed tool effects are not replayed) and the turn stays ``running``;
+        only abort, close and shutdown stop the retrying.
         ``testing``: fault injection for the tests and chaos campaigns only
         (:class:`agentkeep.chaos.FaultInjection`); never set it in production.
 
         Raises:
             StoreLockedError: another owner holds the store.
             InvalidConfigError: a mode, provider, feature, tool or driver is invalid (naming
-                it: a duplicate or reserved driver id, a bad timeout).
+                it: a duplicate or reserved driver id, a bad timeout, a bad retry backoff).
             ToolDefinitionError: two tools share a name (in one namespace).
             ModelNotServedError: ``provider`` does not serve ``model``.
         """
@@ -280,6 +315,7 @@ class AgentSystem:
         checked_drivers = check_drivers(drivers)
         timeout = check_seconds("turn_timeout_seconds", turn_timeout_seconds, zero=False)
         grace = check_seconds("driver_cancel_grace_seconds", driver_cancel_grace_seconds, zero=True)
+        retry = _retry_policy(retry_forever, retry_initial_seconds, retry_max_seconds)
         # The system supervisor starts (and restarts) the writer: see actors/tree.py.
         hooks = testing or FaultInjection()
         store = Store.open(
@@ -307,6 +343,7 @@ class AgentSystem:
                 drivers=checked_drivers,
                 turn_timeout_seconds=timeout,
                 driver_cancel_grace_seconds=grace,
+                retry=retry,
             )
         except BaseException:
             store.close()  # a system that never came to be must not keep the lock
@@ -403,6 +440,8 @@ class AgentSystem:
         deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         if not self._admission.begin_close(timeout_seconds):
             return  # another close or shutdown did the work
+        # Retrying forever never finishes on its own: closing stops it (the work stays owed).
+        self._agents.tell_all(StopRetrying())
         # After the tree gave up no actor is left to finish anything: do not wait for one.
         for agent_id in self._agents.live() if self._failure is None else ():
             known = self._agents.known(agent_id)

@@ -30,6 +30,7 @@ from agentkeep.actors.hook_actions import accept_hook_actions
 from agentkeep.actors.hook_contexts import HookContexts
 from agentkeep.actors.inference_worker import InferenceWorker, StreamJob
 from agentkeep.actors.loop_thread import inside_loop
+from agentkeep.actors.loop_timers import LoopTimers
 from agentkeep.actors.plan_hooks import ConsumptionPolicy, ToolCallHooks
 from agentkeep.actors.sessions import SessionSlot
 from agentkeep.actors.status import AgentStatus
@@ -46,9 +47,11 @@ from agentkeep.features import (
     TurnInfo,
 )
 from agentkeep.loop.actions import CompactAction
+from agentkeep.loop.context import RetryPolicy
 from agentkeep.loop.effects import (
     CancelCompaction,
     CancelInference,
+    CancelTimer,
     CancelTools,
     Commit,
     CompactionResolved,
@@ -60,6 +63,7 @@ from agentkeep.loop.effects import (
     RunHook,
     StartCompaction,
     StartInference,
+    StartTimer,
     StartTools,
     ToolRun,
 )
@@ -76,6 +80,7 @@ from agentkeep.loop.events import (
     LoadFailed,
     Start,
     StreamEventArrived,
+    TimerFired,
     WorkAccepted,
 )
 from agentkeep.loop.machine import AgentLoop
@@ -113,6 +118,7 @@ class LoopOptions:
     new_id: Callable[[], str] = new_id  # the ids the loop gives messages and tool calls
     # Hands an ephemeral event (session id, type, data, turn id) to live subscribers.
     publish: Callable[[str, str, JSONObject, str | None], None] | None = None
+    retry: RetryPolicy | None = None  # retry forever with this backoff (None: give up)
 
 
 class AgentActor(SupervisedMixin, pykka.ThreadingActor):
@@ -164,7 +170,9 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             steering_mode=options.steering_mode,
             send_mode=options.send_mode,
             eager_settle=not features.has_action_hooks,
+            retry=options.retry,
         )
+        self._timers = LoopTimers()  # this incarnation's own waits (retry backoffs)
         self._children = AgentChildren(self, agent_id, grace_seconds=child_grace_seconds)
         self._runner = tool_runner
         self._consumption = ConsumptionPolicy(
@@ -198,6 +206,8 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             return
         if isinstance(message, AbortRequested):
             self._status.abort_pending = False  # the loop takes it from here
+        elif isinstance(message, TimerFired):
+            self._timers.forget(message.timer_id)
         try:
             self._feed(cast(Event, message))
         except BaseException:
@@ -212,6 +222,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
 
     def on_stop(self) -> None:
         """Stop this incarnation's children, then close its provider session (once)."""
+        self._timers.cancel_all()
         # Children first: a session is closed only after the streams on it stopped.
         self._children.stop_all("agent stopped")
         self._streams.close()
@@ -226,6 +237,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         """A crash: stop this incarnation's children and close its session (see on_stop)."""
         # A crashed incarnation stops its children too, before its restart is told of the
         # exit (ChildExited is its thread's last act): the next never runs beside them.
+        self._timers.cancel_all()
         self._children.stop_all("agent crashed")
         self._streams.close()
         self._sessions.close()
@@ -267,6 +279,10 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
                     self._children.cancel(child_id, abandon_after_grace=True)
             case StartCompaction():
                 return self._start_compaction(effect)
+            case StartTimer(timer_id=timer_id, seconds=seconds):
+                self._timers.start(self.actor_ref, timer_id, seconds)
+            case CancelTimer(timer_id=timer_id):
+                self._timers.cancel(timer_id)
             case Emit(event=event):
                 if isinstance(event, TextDelta) and self._options.publish is not None:
                     # Streamed text, live only (ephemeral: the finished block is durable).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentkeep.loop import transitions
+from agentkeep.loop import retry, transitions
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import CompactionResolved, StartCompaction
 from agentkeep.loop.events import CompactionFinished
@@ -42,6 +42,7 @@ def finished(ctx: LoopContext, event: CompactionFinished) -> None:
         return
     outcome = event.outcome
     if isinstance(outcome, CompactionCompleted):
+        retry.succeeded(ctx)
         ctx.phase = Compacting(phase.compaction_id, phase.through, summarised=True)
         ctx.commit(
             ReplaceWithCompaction(
@@ -54,6 +55,10 @@ def finished(ctx: LoopContext, event: CompactionFinished) -> None:
         return
     if isinstance(outcome, CompactionCancelled):
         resolve(ctx, error=None)
+    elif retry.should_retry(ctx):
+        # Retrying forever: the request (and its waiter) stays; the next pass compacts again.
+        retry.back_off(ctx, then="pass")
+        return
     else:
         resolve(ctx, error=outcome.message)
     transitions.decide(ctx)

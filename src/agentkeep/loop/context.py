@@ -36,6 +36,19 @@ def error_result(call: ToolCallBlock, text: str) -> ToolResultMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Bounded exponential backoff for retrying forever (:mod:`agentkeep.loop.retry`):
+    ``initial_seconds``, doubling after each failed attempt, at most ``max_seconds``."""
+
+    initial_seconds: float = 0.1
+    max_seconds: float = 30.0
+
+    def delay(self, attempt: int) -> float:
+        """The wait before retry number ``attempt`` (1-based)."""
+        return min(self.max_seconds, self.initial_seconds * 2.0 ** min(attempt - 1, 64))
+
+
+@dataclass(frozen=True, slots=True)
 class LoopConfig:
     """What a loop is built with; never changes.
 
@@ -46,6 +59,8 @@ class LoopConfig:
         max_failed_turns: Failed turns in a row after which the run stops, owed kept.
         eager_settle: No hook can add work after a response, so a response that ends the
             run may settle in its own final transaction.
+        retry: Retry forever with this backoff (``agentkeep.loop.retry``); None: give up
+            after ``max_failed_turns``.
     """
 
     new_id: Callable[[], str]
@@ -53,6 +68,7 @@ class LoopConfig:
     modes: dict[QueueName, QueueMode]
     max_failed_turns: int
     eager_settle: bool
+    retry: RetryPolicy | None = None
 
 
 class LoopContext:
@@ -89,6 +105,8 @@ class LoopContext:
         self.shutdown = False
         self.resume_checked = False  # the trailing-question check ran (once per instance)
         self.failed_turns = 0
+        self.retry_attempts = 0  # failed attempts in a row while retrying forever
+        self.retry_stopped = False  # the system is closing: failures are no longer retried
         # children (streams, tools, compactions) not yet known to have stopped (§3.5)
         self.children: set[str] = set()
         # commits are strictly sequential: one in flight, the rest queued behind it

@@ -77,6 +77,18 @@ class CancelCompaction(_Data, frozen=True):
     compaction_id: str
 
 
+class StartTimer(_Data, frozen=True):
+    """Tell the loop ``TimerFired(timer_id)`` after ``seconds`` (a retry's backoff); the
+    wait must be cancellable (``CancelTimer``), never a sleep in the loop's thread."""
+
+    timer_id: str
+    seconds: float
+
+
+class CancelTimer(_Data, frozen=True):
+    timer_id: str
+
+
 class Emit(_Data, frozen=True):
     """Forward a stream event (real or synthetic) to the ``on_event`` observers."""
 
@@ -136,6 +148,8 @@ Effect: TypeAlias = (
     | CancelTools
     | StartCompaction
     | CancelCompaction
+    | StartTimer
+    | CancelTimer
     | Emit
     | Observe
     | RunHook

@@ -56,6 +56,17 @@ class ShutdownRequested(_Data, frozen=True):
     """Graceful shutdown: finish what is in flight, start nothing new, keep the owed fact."""
 
 
+class StopRetrying(_Data, frozen=True):
+    """The system is closing: a failure from now on is not retried, and a retry's backoff
+    under way ends the run with the owed fact kept."""
+
+
+class TimerFired(_Data, frozen=True):
+    """A ``StartTimer`` wait ended."""
+
+    timer_id: str
+
+
 class Loaded(_Data, frozen=True):
     snapshot: Snapshot
 
@@ -110,6 +121,8 @@ Event: TypeAlias = (
     | AbortRequested
     | CompactRequested
     | ShutdownRequested
+    | StopRetrying
+    | TimerFired
     | Loaded
     | LoadFailed
     | CommitLanded

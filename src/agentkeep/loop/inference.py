@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentkeep.loop import retry
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import Emit, Observe, StartInference
 from agentkeep.loop.phases import Inferring, Passing
@@ -77,10 +78,19 @@ def _ends_run(ctx: LoopContext, inference_id: str, done: Done, calls: list[ToolC
 
 def _judge(ctx: LoopContext, done: Done, calls: list[ToolCallBlock]) -> None:
     turn = ctx.turn
+    if done.state == "error" and retry.should_retry(ctx):
+        # Retrying forever: no note, the owed fact stays; the same question is asked again
+        # after the backoff (calls of the failed response are answered, never run).
+        if calls:
+            ctx.commit(ctx.answer(calls, UNDISPATCHED_CALL))
+        turn.needs_inference = True
+        retry.back_off(ctx, then="pass")
+        return
     if done.state == "error":
         turn.pending_error = done.message or "The provider reported an error."
     elif done.state != "cancelled":
         turn.pending_error = None  # a later success recovers silently
+        retry.succeeded(ctx)
     turn.needs_inference = False
     if done.state == "tool_call" and calls and not ctx.shutdown:
         pending = tuple(ctx.pending(i, c) for i, c in enumerate(calls))

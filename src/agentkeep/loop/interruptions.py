@@ -3,7 +3,7 @@ is unknown, a failed turn (§3.8) and an abort (§3.9, invariant 17)."""
 
 from __future__ import annotations
 
-from agentkeep.loop import compaction, inference, tools, transitions
+from agentkeep.loop import compaction, inference, retry, tools, transitions
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import (
     CancelCompaction,
@@ -27,6 +27,11 @@ from agentkeep.model import DONE_CANCELLED, done_error
 
 
 def commit_failed(ctx: LoopContext, plan: Plan, message: str) -> None:
+    if retry.should_retry(ctx):
+        # Retrying forever: a refused write is a failed attempt like any other — go on from
+        # the durable state after the backoff (the owed stage stays; no note is appended).
+        continue_from_store(ctx, message)
+        return
     ctx.commit_in_flight = None
     # The outcome may be unknown (an error from COMMIT): trust nothing remembered.
     ctx.mirror_valid = False
@@ -76,6 +81,13 @@ def continue_from_store(ctx: LoopContext, message: str) -> None:
     if ctx.turn.batch is not None:
         tools.abandon(ctx)  # they run on unobserved; the reload decides their calls
         ctx.turn.batch = None
+    if retry.should_retry(ctx):
+        # Retrying forever: the compaction request stays for the next turn.
+        retry.cancel(ctx)
+        _cancel_compaction(ctx)
+        ctx.resume_checked = False
+        transitions.begin_turn(ctx, backoff=True)
+        return
     _end_compaction(ctx, error=message)
     ctx.failed_turns += 1
     if ctx.failed_turns >= ctx.config.max_failed_turns:
@@ -87,6 +99,7 @@ def continue_from_store(ctx: LoopContext, message: str) -> None:
 
 def fail_turn(ctx: LoopContext, message: str) -> None:
     """The turn cannot go on: stop children, close unanswered calls, note the failure."""
+    retry.cancel(ctx)  # a backoff under way (retrying stopped meanwhile) ends with the turn
     phase, turn = ctx.phase, ctx.turn
     if isinstance(phase, Inferring):
         # The store refused a write: nothing more of this response is kept.
@@ -112,6 +125,7 @@ def abort(ctx: LoopContext) -> None:
         return
     turn.aborted = True
     ctx.turn_requested = False
+    retry.cancel(ctx)  # a backoff under way ends now; the turn ends at the next decision
     phase = ctx.phase
     if isinstance(phase, Inferring):
         inference.flush_held(ctx, phase)  # finished blocks stay in the history
@@ -131,6 +145,14 @@ def abort(ctx: LoopContext) -> None:
         ctx.compaction_requested = False
         ctx.out.append(CompactionResolved(error=ABORTED_COMPACTION))
     transitions.decide(ctx)
+
+
+def _cancel_compaction(ctx: LoopContext) -> None:
+    """Cancel a running compaction (if any), keeping its request for a later attempt."""
+    phase = ctx.phase
+    if isinstance(phase, Compacting):
+        ctx.out.append(CancelCompaction(compaction_id=phase.compaction_id))
+        ctx.phase = Passing()
 
 
 def _end_compaction(ctx: LoopContext, *, error: str) -> None:

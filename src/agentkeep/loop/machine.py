@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentkeep.loop import transitions
-from agentkeep.loop.context import LoopConfig, LoopContext
+from agentkeep.loop.context import LoopConfig, LoopContext, RetryPolicy
 from agentkeep.loop.effects import Effect
 from agentkeep.loop.events import Event
 from agentkeep.loop.phases import Phase
@@ -59,6 +59,9 @@ class AgentLoop:
         max_failed_turns: Failed turns in a row after which the run stops, owed kept.
         eager_settle: No hook can add work after a response, so a response that ends the
             run may settle in its own transaction.
+        retry: Retry provider errors, failed compactions and fatal run-stage failures
+            forever with this backoff (:mod:`~agentkeep.loop.retry`); None (the default):
+            a failure leaves a note and the run gives up after ``max_failed_turns``.
     """
 
     def __init__(
@@ -71,10 +74,11 @@ class AgentLoop:
         send_mode: QueueMode = "one-at-a-time",
         max_failed_turns: int = 3,
         eager_settle: bool = False,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.agent_id = agent_id
         modes: dict[QueueName, QueueMode] = {"steering": steering_mode, "send": send_mode}
-        config = LoopConfig(new_id, defaults, modes, max_failed_turns, eager_settle)
+        config = LoopConfig(new_id, defaults, modes, max_failed_turns, eager_settle, retry)
         self._ctx = LoopContext(config)
 
     def handle(self, event: Event) -> list[Effect]:

@@ -14,6 +14,7 @@ Stage         waits for                            spec
 ``Compacting`` the compaction's outcome, then      §3.10
               its replacement commit
 ``Settling``  the ``Settle`` commit                §3.14
+``BackingOff`` ``TimerFired`` before a retry         seed 001 ``retryForever``
 """
 
 from __future__ import annotations
@@ -76,7 +77,18 @@ class Settling:
     """The run owes nothing: the ``Settle`` commit is in flight (spec §3.14)."""
 
 
-Phase: TypeAlias = Idle | Loading | InHook | Passing | Inferring | Compacting | Settling
+@dataclass(frozen=True, slots=True)
+class BackingOff:
+    """Retrying forever: a failed attempt waits for ``TimerFired(timer_id)``; then the pass
+    (``then="pass"``) or the turn's load (``then="load"``) goes on (:mod:`agentkeep.loop.retry`)."""
+
+    timer_id: str
+    then: Literal["pass", "load"]
+
+
+Phase: TypeAlias = (
+    Idle | Loading | InHook | Passing | Inferring | Compacting | Settling | BackingOff
+)
 
 
 @dataclass(frozen=True, slots=True)

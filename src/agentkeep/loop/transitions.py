@@ -19,7 +19,7 @@ outcome and abort in :mod:`agentkeep.loop.interruptions`.
 
 from __future__ import annotations
 
-from agentkeep.loop import compaction, inference, interruptions, landing, tools
+from agentkeep.loop import compaction, inference, interruptions, landing, retry, tools
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import (
     CompactionResolved,
@@ -42,7 +42,9 @@ from agentkeep.loop.events import (
     LoadFailed,
     ShutdownRequested,
     Start,
+    StopRetrying,
     StreamEventArrived,
+    TimerFired,
     ToolFinished,
     WorkAccepted,
 )
@@ -82,9 +84,20 @@ def handle(ctx: LoopContext, event: Event) -> None:
             interruptions.abort(ctx)
         case ShutdownRequested():
             ctx.shutdown = True
+            retry.cancel(ctx)
             decide(ctx)
+        case StopRetrying():
+            ctx.retry_stopped = True
+            if retry.cancel(ctx):
+                # Closing during a backoff: stop now, the owed fact kept (nothing settles).
+                ctx.shutdown = True
+                decide(ctx)
+        case TimerFired(timer_id=timer_id):
+            retry.fired(ctx, timer_id)
         case Loaded(snapshot=snapshot):
             loaded(ctx, snapshot)
+        case LoadFailed() if retry.should_retry(ctx):
+            retry.back_off(ctx, then="load")  # the same turn reads the store again
         case LoadFailed(message=message):
             ctx.phase = Passing()
             ctx.out.append(Emit(event=done_error(message)))
@@ -129,11 +142,15 @@ def request_turn(ctx: LoopContext) -> None:
     begin_turn(ctx)
 
 
-def begin_turn(ctx: LoopContext) -> None:
+def begin_turn(ctx: LoopContext, *, backoff: bool = False) -> None:
+    """A new turn reads the durable state — at once, or (``backoff``) after a retry's wait."""
     ctx.turn = Turn()
     ctx.turn_requested = False
     ctx.turn_id = ctx.new_id()
     ctx.phase = Loading()
+    if backoff:
+        retry.back_off(ctx, then="load")
+        return
     ctx.out.append(LoadState(records=not ctx.mirror_valid))
 
 
@@ -200,7 +217,7 @@ def hook_finished(ctx: LoopContext, event: HookFinished) -> None:
 
 
 def may_continue(ctx: LoopContext) -> bool:
-    stuck = ctx.failed_turns >= ctx.config.max_failed_turns
+    stuck = ctx.failed_turns >= ctx.config.max_failed_turns and ctx.config.retry is None
     return not (ctx.turn.aborted or ctx.turn.blocked or ctx.shutdown or stuck)
 
 
