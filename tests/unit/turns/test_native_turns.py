@@ -312,7 +312,7 @@ def test_open_survives_a_failing_recovery_transaction(
 ) -> None:
     # Found by the interruption chaos suite (seed 27): a store fault in the recovery's
     # transaction made AgentSystem.open raise. It is retried, and never fails the open.
-    import agentkeep.agent_system as agent_system_module
+    import agentkeep._system_opening as opening_module
     from agentkeep.sessions import recovery
 
     system = world.open(resume=False)
@@ -336,7 +336,7 @@ def test_open_survives_a_failing_recovery_transaction(
             raise failures.pop()
         return recovery.recover_turns(tx)
 
-    monkeypatch.setattr(agent_system_module, "recover_turns", flaky)
+    monkeypatch.setattr(opening_module, "recover_turns", flaky)
     system = world.open(resume=False)  # the first attempt fails, the second recovers
     assert system.sessions.turn(session.id, turn_id).status == "cancelled"
 
@@ -354,6 +354,6 @@ def test_open_survives_a_failing_recovery_transaction(
     def broken(tx: Transaction) -> list[ak.TurnRecord]:
         raise OSError("disk I/O error")
 
-    monkeypatch.setattr(agent_system_module, "recover_turns", broken)
+    monkeypatch.setattr(opening_module, "recover_turns", broken)
     system = world.open(resume=False)  # every attempt fails: it opens anyway, deferred
     assert system.sessions.turn(session.id, second).status == "cancelling"

@@ -1,0 +1,145 @@
+"""How ``AgentSystem`` stops: ``close`` (admit nothing new, let admitted work finish),
+``shutdown`` (stop before the next step; owed work resumes at the next open), stopping on its
+own when the system supervisor gives up, and the signal handlers of a daemon.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from agentkeep._admission import Admission
+from agentkeep._signals import ShutdownSignals
+from agentkeep.actors.loop_thread import current_loop_agent
+from agentkeep.actors.registry import AgentRegistry
+from agentkeep.actors.supervisor import SupervisorRef
+from agentkeep.drivers.host import DriverHost
+from agentkeep.errors import AgentClosedError
+from agentkeep.loop.events import ShutdownRequested, StopRetrying
+from agentkeep.persistence.store import Store
+
+log = structlog.get_logger(__name__)
+
+_TREE_STOP_SECONDS = 60.0
+
+
+class SystemStopping:
+    """``AgentSystem``'s stopping (a mixin: ``AgentSystem.__init__`` sets the attributes)."""
+
+    # Declared for the type checker only: a runtime annotation would make these
+    # internals look like fields of the public ``AgentSystem``.
+    if TYPE_CHECKING:
+        _store: Store
+        _admission: Admission
+        _agents: AgentRegistry
+        _drivers: DriverHost
+        _tree: SupervisorRef
+        _failure: BaseException | None
+        _stopped: threading.Event
+        _shut_down: threading.Event
+        _signals: ShutdownSignals
+
+    def close(self, *, timeout_seconds: float | None = 30.0) -> None:
+        """Admit nothing new, let admitted work finish (up to the timeout), stop every actor
+        (destroying sessions once), and release the store's lock.
+
+        Raises:
+            AgentClosedError: called from inside an agent's own loop (a hook or a tool): that
+                would wait for a turn that cannot finish. The close then goes on in the
+                background.
+        """
+        inside = current_loop_agent()
+        if inside is not None:
+            threading.Thread(target=self.close, name="agentkeep-close", daemon=True).start()
+            raise AgentClosedError(
+                f'Closing the system from inside agent "{inside}"\'s loop would wait for a turn '
+                "that cannot finish; the system is closing in the background."
+            )
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+        if not self._admission.begin_close(timeout_seconds):
+            return  # another close or shutdown did the work
+        # Retrying forever never finishes on its own: closing stops it (the work stays owed).
+        self._agents.tell_all(StopRetrying())
+        # After the tree gave up no actor is left to finish anything: do not wait for one.
+        for agent_id in self._agents.live() if self._failure is None else ():
+            known = self._agents.known(agent_id)
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if known is not None and not known.status.wait_for_idle(remaining):
+                log.warning("agent_close_timed_out", agent_id=agent_id)
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if self._failure is None and not self._drivers.wait_idle(remaining):
+            log.warning("driver_close_timed_out")
+        self._stop_tree()
+
+    def shutdown(self, *, timeout_seconds: float | None = 30.0) -> None:
+        """Graceful shutdown: refuse new work, let in-flight inferences and tool calls finish
+        and commit, stop before the next step; owed work resumes at the next open.
+
+        Args:
+            timeout_seconds: how long, in all (one deadline shared by every agent), the
+                in-flight work may take to finish (None: no limit). Past it the agents are
+                stopped anyway — a stream that never ends is cancelled, its response is not
+                kept — and the work they owe stays durable for the next open.
+        """
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+        if not self._admission.begin_close(_TREE_STOP_SECONDS):
+            return  # another close or shutdown did the work
+        self._agents.tell_all(ShutdownRequested())
+        for agent_id in self._agents.live():
+            known = self._agents.known(agent_id)
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if known is not None and not known.status.wait_for_idle(remaining):
+                log.warning("agent_shutdown_timed_out", agent_id=agent_id)
+        self._stop_tree()
+
+    def _stop_tree(self) -> None:
+        """Stop the agents, then the writer (reverse start order), then release the store."""
+        self._drivers.stop()  # runs still going get their cancel signal and grace
+        self._agents.stop_all()
+        try:
+            self._tree.stop(timeout_seconds=_TREE_STOP_SECONDS)
+        except Exception as error:  # it gave up (and stopped) already, or timed out
+            log.warning("agent_system_tree_stop_failed", error=repr(error))
+        finally:
+            self._store.close()
+            self._admission.closed()
+            self._shut_down.set()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the system stopped on its own (a failure storm past the restart intensity)."""
+        return self._failure
+
+    def wait_for_failure(self, timeout_seconds: float | None = None) -> BaseException | None:
+        """Block until the system stopped on its own; returns the error (None on timeout)."""
+        self._stopped.wait(timeout_seconds)
+        return self._failure
+
+    def _gave_up(self, error: BaseException) -> None:
+        """The system supervisor gave up (it has stopped the agents and the writer): release
+        the store cleanly, keep the durable state, surface the error."""
+        log.error("agent_system_gave_up", error=repr(error))
+        self._failure = error
+
+        def stop() -> None:
+            try:
+                self.close(timeout_seconds=5.0)
+            finally:
+                self._stopped.set()
+
+        threading.Thread(target=stop, name="agentkeep-give-up", daemon=True).start()
+
+    def install_signal_handlers(self) -> None:
+        """For a daemon: SIGTERM and SIGINT start a graceful :meth:`shutdown` (call from the
+        main thread). :meth:`wait_for_shutdown` blocks until it has finished."""
+        self._signals = ShutdownSignals(self.shutdown)
+        self._signals.install()
+
+    def wait_for_shutdown(self, timeout_seconds: float | None = None) -> bool:
+        """Block until the system has shut down and released the store — by a signal (see
+        :meth:`install_signal_handlers`), :meth:`shutdown`, :meth:`close` or giving up;
+        False on timeout."""
+        return self._shut_down.wait(timeout_seconds)
