@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from agentkeep.agent_system import AgentSystem
 from agentkeep.cli import cli
 from agentkeep.cli.runtime import Home, open_system
 from agentkeep.server import RunningServer, ServeOptions, load_token
+from agentkeep.server import app as server_app
 from agentkeep.server.daemon import remove_daemon_file, write_daemon_file
 
 # A local model that pauses before each stream event: its turns run for seconds.
@@ -70,14 +73,26 @@ def daemon_on(home: Path) -> Iterator[Daemon]:
     """Serve ``home`` as ``agentkeep serve`` does (its providers, daemon.json, the token file)
     until the block ends."""
     token = load_token(home)
-    with open_system(Home(path=home), resume=True, create=True) as (system, _):
-        server = RunningServer(system, ServeOptions(port=0, token=token)).start()
-        write_daemon_file(home, server.url)
-        try:
-            yield Daemon(system=system, server=server, home=home)
-        finally:
-            remove_daemon_file(home)
-            server.stop()
+    # The daemon runs in this process, next to in-process CLI invocations that each point
+    # structlog at their own captured stream: its access log, written by its threads at any
+    # moment, would land in whichever invocation is capturing then (a direct run's stdout
+    # once held a served run's late "http_request" line). It logs to the real stderr here.
+    access = server_app.log
+    server_app.log = structlog.wrap_logger(
+        structlog.PrintLogger(sys.__stderr__),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+    )
+    try:
+        with open_system(Home(path=home), resume=True, create=True) as (system, _):
+            server = RunningServer(system, ServeOptions(port=0, token=token)).start()
+            write_daemon_file(home, server.url)
+            try:
+                yield Daemon(system=system, server=server, home=home)
+            finally:
+                remove_daemon_file(home)
+                server.stop()
+    finally:
+        server_app.log = access
 
 
 def stdout_json(result: Result) -> object:
