@@ -16,9 +16,10 @@ from typing import Any
 import httpx
 
 from agentkeep.cli.context import CliState
-from agentkeep.cli.demo_daemon_client import Daemon, demo_failed, parse_sse, pid_alive, start_daemon
+from agentkeep.cli.demo_daemon_client import Daemon, demo_failed, pid_alive, start_daemon
 from agentkeep.cli.demo_daemon_verify import Observed, epoch_ms, judge, summarize
 from agentkeep.cli.output import Console, command_line
+from agentkeep.client.sse import response_frames
 from agentkeep.server import DAEMON_FILE, TOKEN_FILE
 
 PROVIDER = "slow"
@@ -96,7 +97,7 @@ class _Stream:
                 if response.status_code != 200:
                     response.read()
                     _expect(response, 200)
-                for frame in parse_sse(response.iter_lines()):
+                for frame in response_frames(response):
                     event: dict[str, Any] = json.loads(frame.data)
                     if event["sequence"] == 0 and frame.id is None:
                         self.deltas += 1  # a live text delta: ephemeral, no id, not replayed
