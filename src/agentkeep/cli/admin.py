@@ -12,7 +12,7 @@ import msgspec
 from agentkeep.cli.config import load_agent_config
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.history import render_history
-from agentkeep.cli.options import check_seconds
+from agentkeep.cli.options import timeout_option
 from agentkeep.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_FAILURE,
@@ -29,8 +29,6 @@ from agentkeep.errors import UnknownAgentError
 from agentkeep.history import read_history
 from agentkeep.model import ConversationRecord, Settings, rebuild_messages
 from agentkeep.persistence.interface import Transaction
-
-DEFAULT_TIMEOUT_SECONDS = 120.0
 
 
 def parse_metadata(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -247,15 +245,7 @@ def delete(state: CliState, agent_id: str) -> None:
 
 
 @click.command()
-@click.option(
-    "--timeout",
-    "timeout_seconds",
-    type=float,
-    callback=check_seconds,
-    default=DEFAULT_TIMEOUT_SECONDS,
-    show_default=True,
-    help="Seconds to wait for the agents to settle.",
-)
+@timeout_option("Seconds to wait for the agents to settle.")
 @pass_state
 def resume(state: CliState, timeout_seconds: float) -> None:
     """Start every agent that owes work and wait until each has settled."""

@@ -21,11 +21,10 @@ from typing import Any, TypeVar
 import click
 
 from agentkeep.agent_system import AgentSystem
-from agentkeep.cli.admin import DEFAULT_TIMEOUT_SECONDS
 from agentkeep.cli.config import load_providers, message_options
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.message_input import read_message
-from agentkeep.cli.options import check_seconds
+from agentkeep.cli.options import timeout_option
 from agentkeep.cli.output import EXIT_FAILURE, CliError, Console, answer_text
 from agentkeep.cli.runtime import StreamPrinter, open_system
 from agentkeep.cli.transport import open_backend, runs_on_after_exit
@@ -70,15 +69,7 @@ def message_flags(function: F) -> F:
                 "message_id",
                 help="A message id for idempotent delivery: resending it is a no-op.",
             ),
-            click.option(
-                "--timeout",
-                "timeout_seconds",
-                type=float,
-                callback=check_seconds,
-                default=DEFAULT_TIMEOUT_SECONDS,
-                show_default=True,
-                help="Seconds to wait for the answer, retries included.",
-            ),
+            timeout_option("Seconds to wait for the answer, retries included."),
         ]
     ):
         function = option(function)
@@ -328,15 +319,7 @@ def talk_to_agent_id(
 
 @click.command()
 @click.argument("agent_id")
-@click.option(
-    "--timeout",
-    "timeout_seconds",
-    type=float,
-    callback=check_seconds,
-    default=30.0,
-    show_default=True,
-    help="Seconds.",
-)
+@timeout_option("Seconds.", default=30.0)
 @pass_state
 def abort(state: CliState, agent_id: str, timeout_seconds: float) -> None:
     """Abort the agent's turn in progress: its active turn is cancelled (the running one,
@@ -368,14 +351,7 @@ def _render_abort(v: dict[str, Any]) -> str:
 
 @click.command()
 @click.argument("agent_id")
-@click.option(
-    "--timeout",
-    "timeout_seconds",
-    type=float,
-    callback=check_seconds,
-    default=DEFAULT_TIMEOUT_SECONDS,
-    show_default=True,
-)
+@timeout_option()
 @pass_state
 def compact(state: CliState, agent_id: str, timeout_seconds: float) -> None:
     """Compact the agent's history now and wait for it (through a daemon: its wait bound)."""
