@@ -217,72 +217,51 @@ _WAIT_HELP = (
 )
 
 
-@click.command()
-@click.argument("agent_id")
-@message_flags
-@click.option("--wait", is_flag=True, help=_WAIT_HELP)
-@pass_state
-def send(
-    state: CliState,
-    agent_id: str,
-    text: str | None,
-    file_path: Path | None,
-    model: str | None,
-    provider: str | None,
-    message_id: str | None,
-    timeout_seconds: float,
-    wait: bool,
-) -> None:
-    """Queue a user message (durable on return); --wait runs the agent and prints the answer.
+def _delivery_command(delivery: DeliveryKind, summary: str) -> click.Command:
+    """The ``send`` or ``steer`` command: the same arguments and flags, one delivery each."""
 
-    The message is TEXT, - (read from stdin) or --file PATH.
-    """
-    _deliver(
-        state,
-        "send",
-        agent_id,
-        text,
-        file_path,
-        model=model,
-        provider=provider,
-        message_id=message_id,
-        wait=wait,
-        timeout_seconds=timeout_seconds,
+    @click.command(
+        name=delivery,
+        help=f"{summary}\n\nThe message is TEXT, - (read from stdin) or --file PATH.",
     )
+    @click.argument("agent_id")
+    @message_flags
+    @click.option("--wait", is_flag=True, help=_WAIT_HELP)
+    @pass_state
+    def command(
+        state: CliState,
+        agent_id: str,
+        text: str | None,
+        file_path: Path | None,
+        model: str | None,
+        provider: str | None,
+        message_id: str | None,
+        timeout_seconds: float,
+        wait: bool,
+    ) -> None:
+        _deliver(
+            state,
+            delivery,
+            agent_id,
+            text,
+            file_path,
+            model=model,
+            provider=provider,
+            message_id=message_id,
+            wait=wait,
+            timeout_seconds=timeout_seconds,
+        )
+
+    return command
 
 
-@click.command()
-@click.argument("agent_id")
-@message_flags
-@click.option("--wait", is_flag=True, help=_WAIT_HELP)
-@pass_state
-def steer(
-    state: CliState,
-    agent_id: str,
-    text: str | None,
-    file_path: Path | None,
-    model: str | None,
-    provider: str | None,
-    message_id: str | None,
-    timeout_seconds: float,
-    wait: bool,
-) -> None:
-    """Queue a steering message: it joins the current turn at its next stop.
-
-    The message is TEXT, - (read from stdin) or --file PATH.
-    """
-    _deliver(
-        state,
-        "steer",
-        agent_id,
-        text,
-        file_path,
-        model=model,
-        provider=provider,
-        message_id=message_id,
-        wait=wait,
-        timeout_seconds=timeout_seconds,
-    )
+send = _delivery_command(
+    "send",
+    "Queue a user message (durable on return); --wait runs the agent and prints the answer.",
+)
+steer = _delivery_command(
+    "steer", "Queue a steering message: it joins the current turn at its next stop."
+)
 
 
 def talk_to_agent_id(
