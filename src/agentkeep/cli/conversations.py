@@ -21,7 +21,7 @@ from agentkeep.cli.message_input import read_message
 from agentkeep.cli.options import timeout_option
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.cli.transport import open_backend
-from agentkeep.cli.turn_waiting import finish
+from agentkeep.cli.turn_waiting import send_turn
 from agentkeep.errors import AgentExistsError
 from agentkeep.model import SessionEvent
 from agentkeep.server.turn_wire import turn_out
@@ -210,19 +210,14 @@ def send(
     """Send a message as a turn (TEXT, - for stdin, or --file); durable on return."""
     message = read_message(text, file_path)
     with open_backend(state) as backend:
-        sent = backend.send(
+        send_turn(
+            state,
+            backend,
             session_id,
             message,
             delivery="steer" if steer else "send",
             idempotency_key=idempotency_key,
-            metadata=None,
-        )
-        finish(
-            state,
-            backend,
-            sent,
             wait=wait,
-            stream=not state.json_mode,
             timeout_seconds=timeout_seconds,
         )
 
