@@ -23,13 +23,14 @@ class HistoryEpoch(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         number: Counts from 1 per agent; numbers are never reused, not even after a purge.
         archived: False only for the last epoch: the conversation the provider sees now.
-        reason: Why it was archived: ``"model_switch"`` (an incompatible switch restarted the
-            conversation) or ``"compaction"`` (a summary replaced these records); None for
-            the current epoch.
+        reason: Why it was archived: ``"model_switch"`` (an incompatible model switch or a
+            change of profile restarted the conversation) or ``"compaction"`` (a summary
+            replaced these records); None for the current epoch.
         archived_at_ms: When it was archived (Unix ms); None for the current epoch.
         provider: The provider selected when it was archived (now, for the current epoch).
         model: The model selected then (now, for the current epoch).
         messages: Its messages, rebuilt as the provider saw them.
+        profile: The profile in effect then (now, for the current epoch); None: the null one.
     """
 
     number: int
@@ -39,6 +40,7 @@ class HistoryEpoch(msgspec.Struct, frozen=True, kw_only=True):
     provider: str | None
     model: str | None
     messages: tuple[Message, ...]
+    profile: str | None = None
 
 
 class PurgeResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,6 +69,7 @@ def read_history(tx: Transaction, agent_id: str, defaults: Settings) -> list[His
             provider=None if archived.settings is None else archived.settings.provider,
             model=None if archived.settings is None else archived.settings.model,
             messages=tuple(rebuild_messages(list(archived.records))),
+            profile=None if archived.settings is None else archived.settings.profile,
         )
         for archived in tx.archived_epochs(agent_id)
     ]
@@ -80,6 +83,7 @@ def read_history(tx: Transaction, agent_id: str, defaults: Settings) -> list[His
             provider=settings.provider,
             model=settings.model,
             messages=tuple(rebuild_messages(tx.load_records(agent_id))),
+            profile=settings.profile,
         )
     )
     return epochs

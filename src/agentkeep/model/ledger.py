@@ -113,6 +113,8 @@ def record_event(record: ConversationRecord) -> tuple[str, dict[str, object]]:
             }
             if metadata is not None:
                 data["metadata"] = metadata
+            if record.profile is not None:
+                data["profile"] = record.profile
             return MESSAGE, data
         case BlockRecord(block=block):
             return ASSISTANT_BLOCK, {"block": msgspec.to_builtins(block)}

@@ -39,11 +39,13 @@ class _ConversationRecord(_Record, frozen=True, tag_field="type"):
 
 
 class UserRecord(_ConversationRecord, frozen=True, tag="user"):
-    """A consumed queue entry: the message joined the conversation."""
+    """A consumed queue entry: the message joined the conversation. ``profile`` is the one
+    it selected (durable control data, never part of what the provider sees)."""
 
     message_id: str
     message: QueueableMessage
     metadata: JSONObject | None = None
+    profile: str | None = None
 
 
 class BlockRecord(_ConversationRecord, frozen=True, tag="block"):

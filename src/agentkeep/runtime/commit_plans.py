@@ -275,8 +275,11 @@ def _consume_queue(
     reset = False
     records: list[ConversationRecord] = []
     switched = (current.provider, current.model) != (previous.provider, previous.model)
-    if switched and current.model is not None:
-        reset = policy.needs_reset(previous, current)
+    # Profiles never share model context (seed 001): changing the profile in effect always
+    # resets, exactly as an incompatible model switch does.
+    reprofiled = current.profile != previous.profile
+    if (switched and current.model is not None) or reprofiled:
+        reset = reprofiled or policy.needs_reset(previous, current)
         rejected = False
         try:
             handoff = policy.model_changed(tx, previous, current, reset)
@@ -289,8 +292,8 @@ def _consume_queue(
                 reset, handoff, rejected = False, None, True
                 current = _keep_selection(previous, current)
         switch: dict[str, object] = {
-            "previous": {"provider": previous.provider, "model": previous.model},
-            "current": {"provider": current.provider, "model": current.model},
+            "previous": _selection_event(previous, reprofiled),
+            "current": _selection_event(current, reprofiled),
             "reset": reset,
             "rejected": rejected,
         }
@@ -300,7 +303,12 @@ def _consume_queue(
         if reset and handoff is not None:
             records.append(_append(tx, agent_id, SystemRecord(message=handoff, reason="handoff")))
     for entry in claimed:
-        record = UserRecord(message_id=entry.id, message=entry.message, metadata=entry.metadata)
+        record = UserRecord(
+            message_id=entry.id,
+            message=entry.message,
+            metadata=entry.metadata,
+            profile=entry.options.profile,
+        )
         delivery = "steer" if entry.queue == "steering" else "send"
         records.append(_append(tx, agent_id, record, delivery=delivery))
         policy.message_accepted(tx, entry, current)
@@ -330,13 +338,23 @@ def _consume_queue(
 
 
 def _keep_selection(previous: Settings, current: Settings) -> Settings:
+    """A rejected switch keeps what would have reset: provider, model and profile."""
     return Settings(
         provider=previous.provider,
         model=previous.model,
         effort=current.effort,
         service_tier=current.service_tier,
         permission_mode=current.permission_mode,
+        profile=previous.profile,
     )
+
+
+def _selection_event(settings: Settings, reprofiled: bool) -> dict[str, object]:
+    """One side of a ``model.switch`` event; the profile only when it was to change."""
+    side: dict[str, object] = {"provider": settings.provider, "model": settings.model}
+    if reprofiled:
+        side["profile"] = settings.profile
+    return side
 
 
 def _restart_history(tx: Transaction, agent_id: str, previous: Settings) -> int | None:
