@@ -13,7 +13,7 @@ from __future__ import annotations
 import msgspec
 
 from agentkeep.errors import UnknownAgentError
-from agentkeep.model import ArchiveReason, Message, Settings, rebuild_messages
+from agentkeep.model import ArchiveReason, Message, Settings, published_messages
 from agentkeep.persistence.interface import Transaction
 
 
@@ -68,7 +68,7 @@ def read_history(tx: Transaction, agent_id: str, defaults: Settings) -> list[His
             archived_at_ms=archived.archived_at_ms,
             provider=None if archived.settings is None else archived.settings.provider,
             model=None if archived.settings is None else archived.settings.model,
-            messages=tuple(rebuild_messages(list(archived.records))),
+            messages=tuple(published_messages(list(archived.records))),
             profile=None if archived.settings is None else archived.settings.profile,
         )
         for archived in tx.archived_epochs(agent_id)
@@ -82,7 +82,7 @@ def read_history(tx: Transaction, agent_id: str, defaults: Settings) -> list[His
             archived_at_ms=None,
             provider=settings.provider,
             model=settings.model,
-            messages=tuple(rebuild_messages(tx.load_records(agent_id))),
+            messages=tuple(published_messages(tx.load_records(agent_id))),
             profile=settings.profile,
         )
     )

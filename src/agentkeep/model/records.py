@@ -49,9 +49,15 @@ class UserRecord(_ConversationRecord, frozen=True, tag="user"):
 
 
 class BlockRecord(_ConversationRecord, frozen=True, tag="block"):
-    """One finished assistant block; consecutive block records form one assistant message."""
+    """One finished assistant block; consecutive block records form one assistant message.
+
+    ``private``: the call or result of a server tool declared ``persist_in_history=False``:
+    part of the private model context (the provider sees it), never published (no ledger
+    event; left out of :func:`published_messages`).
+    """
 
     block: AssistantBlock
+    private: bool = False
 
 
 class ToolRecord(_ConversationRecord, frozen=True, tag="tool"):
@@ -102,6 +108,12 @@ def rebuild_messages(records: list[ConversationRecord]) -> list[Message]:
         else:
             messages.append(record.message)
     return messages
+
+
+def published_messages(records: list[ConversationRecord]) -> list[Message]:
+    """The conversation as history reads publish it: :func:`rebuild_messages` without the
+    private blocks (server tools declared ``persist_in_history=False``)."""
+    return rebuild_messages([r for r in records if not (isinstance(r, BlockRecord) and r.private)])
 
 
 # -- archived history ---------------------------------------------------------------------
@@ -247,5 +259,6 @@ __all__ = [
     "SystemRecord",
     "ToolRecord",
     "UserRecord",
+    "published_messages",
     "rebuild_messages",
 ]

@@ -41,8 +41,10 @@ from agentkeep.loop.plans import (
     StageOwed,
 )
 from agentkeep.loop.requests import batch_through_request, request_of, requested_call
+from agentkeep.loop.server_calls import is_private
 from agentkeep.loop.texts import FAILURE_NOTE
 from agentkeep.model import (
+    AssistantBlock,
     BlockRecord,
     CompactionRecord,
     ConversationRecord,
@@ -192,10 +194,11 @@ def execute(
             if records:
                 tx.write_owed(agent_id, owed)
             return Appended(records=tuple(records))
-        case AppendBlock(block=block):
-            return Appended(records=(_append(tx, agent_id, BlockRecord(block=block)),))
+        case AppendBlock(block=block, private_calls=private):
+            return Appended(records=(_append(tx, agent_id, _block_record(block, private)),))
         case FinishResponse(blocks=blocks, tokens=tokens, settle=settle, answer=answer):
-            appended = tuple(_append(tx, agent_id, BlockRecord(block=b)) for b in blocks)
+            private = plan.private_calls
+            appended = tuple(_append(tx, agent_id, _block_record(b, private)) for b in blocks)
             if tokens is not None:
                 tx.write_context_tokens(agent_id, tokens.total)
             end = {} if tokens is None else {"tokens": msgspec.to_builtins(tokens)}
@@ -235,11 +238,20 @@ def execute(
 def _append(
     tx: Transaction, agent_id: str, record: ConversationRecord, **extra: object
 ) -> ConversationRecord:
-    """Append ``record`` and, in the same transaction, its ledger event."""
+    """Append ``record`` and, in the same transaction, its ledger event (none for a private
+    block: it is not published, ``agentkeep.server_tools``)."""
     position = tx.append_record(agent_id, record)
+    if isinstance(record, BlockRecord) and record.private:
+        return record
     kind, data = events.record_event(record)
     _event(tx, agent_id, kind, {**data, **extra, "position": position})
     return record
+
+
+def _block_record(block: AssistantBlock, private_calls: tuple[str, ...]) -> BlockRecord:
+    return BlockRecord(
+        block=block, private=bool(private_calls) and is_private(block, private_calls)
+    )
 
 
 def _event(tx: Transaction, agent_id: str, type: str, data: JSONObject) -> None:
