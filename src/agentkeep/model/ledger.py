@@ -37,7 +37,7 @@ TOOL_BATCH: Final = "tool.batch"  # a tool batch dispatched (durable before any 
 TOOL_RESULT: Final = "tool.result"  # one tool result entered the conversation
 FAILURE_NOTE: Final = "failure.note"  # a failed turn's note
 COMPACTION: Final = "compaction"  # history replaced by a compaction (archived epoch)
-MODEL_SWITCH: Final = "model.switch"  # the provider/model changed (reset or not)
+MODEL_SWITCH: Final = "model.switch"  # the provider/model or profile changed (reset or not)
 METADATA_CHANGED: Final = "metadata.changed"  # the session's metadata was merged
 SETTLED: Final = "settled"  # the run settled: nothing owed
 #: Seed 002's ephemeral streaming type: never stored, never sequenced.
