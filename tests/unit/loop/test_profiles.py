@@ -10,6 +10,7 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.providers import script
+from agentkeep.runtime.commit_plans import HISTORY_AREA, area_prefix
 
 from .conftest import World, roles, text_of
 
@@ -176,3 +177,25 @@ def test_a_profile_must_be_a_string(world: World) -> None:
     with pytest.raises(ak.InvalidMessageError, match="profile must be a string"):
         agent.send(ak.user("q"), profile=7)  # type: ignore[arg-type]
     assert agent.transcript() == []
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_history_store_is_cleared_with_the_reset_and_kept_when_rejected(
+    world: World, fail: bool
+) -> None:
+    """The history KV belongs to the conversation the provider sees: a profile reset clears
+    it in the consumption transaction; a rejected change keeps both."""
+    world.model.add(script.text("a1"), script.text("a2"))
+    system = world.open(features=[Handoff(fail=fail)])
+    agent = system.create()
+    agent.send(ak.user("q1"))
+    agent.wait_for_idle(timeout_seconds=10)
+    key = area_prefix(agent.id, HISTORY_AREA) + "announced"
+    system.store.transact(lambda tx: tx.kv_write(key, "q1"))
+
+    agent.send(ak.user("q2"), profile="reviewer")
+    agent.wait_for_idle(timeout_seconds=10)
+
+    kept = system.store.read(lambda tx: tx.kv_read(key))
+    assert kept == ("q1" if fail else None)
+    assert (len(agent.history()) == 1) is fail
