@@ -27,7 +27,7 @@ from agentkeep.cli.runtime import open_system
 from agentkeep.config import current_environment
 from agentkeep.errors import UnknownAgentError
 from agentkeep.history import read_history
-from agentkeep.model import ConversationRecord, Settings, rebuild_messages
+from agentkeep.model import ConversationRecord, Settings, published_messages, rebuild_messages
 from agentkeep.persistence.interface import Transaction
 
 
@@ -229,7 +229,7 @@ def transcript(state: CliState, agent_id: str, all_epochs: bool) -> None:
         records = store.read(read)
     if records is None:
         raise UnknownAgentError(agent_id)
-    messages = rebuild_messages(records)
+    messages = published_messages(records)
     value = {"id": agent_id, "messages": to_builtins(messages)}
     state.output.result(value, lambda _: render_transcript(messages) or "(no messages yet)")
 

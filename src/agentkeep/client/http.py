@@ -228,16 +228,22 @@ class HttpBackend(Backend):
         if message_id is not None:
             body["messageId"] = message_id
         if options is not None:
-            # The wire carries the provider/model selection (what the CLI can choose); the
-            # daemon checks it exactly as the library does.
-            if options != MessageOptions(provider=options.provider, model=options.model):
+            # The wire carries the provider/model/profile selection; the daemon checks it
+            # exactly as the library does.
+            carried = MessageOptions(
+                provider=options.provider, model=options.model, profile=options.profile
+            )
+            if options != carried:
                 raise InvalidMessageError(
-                    "Only a provider and a model can be chosen per message through the daemon."
+                    "Only a provider, a model and a profile can be chosen per message "
+                    "through the daemon."
                 )
             if options.provider is not None:
                 body["provider"] = options.provider
             if options.model is not None:
                 body["model"] = options.model
+            if options.profile is not None:
+                body["profile"] = options.profile
         sent = self._call("POST", f"/v1/sessions/{_seg(session_id)}/messages", body=body)
         return SentTurn(turn=turn_record(sent["turn"]), duplicate=bool(sent["duplicate"]))
 

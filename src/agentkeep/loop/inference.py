@@ -7,13 +7,16 @@ from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import Emit, Observe, StartInference
 from agentkeep.loop.phases import Inferring, Passing
 from agentkeep.loop.plans import AppendBlock, DispatchBatch, FinishResponse
+from agentkeep.loop.server_calls import ServerCalls, is_private
 from agentkeep.loop.texts import ABORTED_CALL, UNDISPATCHED_CALL
 from agentkeep.model import Done, StreamEvent, ToolCallBlock
 
 
 def start(ctx: LoopContext) -> None:
     inference_id = ctx.new_id()
-    ctx.phase = Inferring(inference_id=inference_id)
+    ctx.phase = Inferring(
+        inference_id=inference_id, server_calls=ServerCalls(policy=ctx.config.server_tools)
+    )
     ctx.children.add(inference_id)
     ctx.turn.step = "steering"
     ctx.out.append(Observe(hook="before_inference"))
@@ -30,7 +33,8 @@ def stream_event(ctx: LoopContext, inference_id: str, event: StreamEvent) -> Non
     phase = ctx.phase
     if not isinstance(phase, Inferring) or inference_id != phase.inference_id:
         return  # a cancelled response's leftovers: its terminal event was already given
-    ctx.out.append(Emit(event=event))
+    if phase.server_calls.observe(event):  # a hidden server call's events are not observed
+        ctx.out.append(Emit(event=event))
     if not isinstance(event, Done):
         flush_held(ctx, phase)
     phase.held.extend(phase.response.feed(event))
@@ -41,7 +45,8 @@ def flush_held(ctx: LoopContext, phase: Inferring) -> None:
     """Commit the blocks the previous event finished (the response goes on)."""
     held, phase.held = phase.held, []
     for block in held:
-        ctx.commit(AppendBlock(block=block))
+        private = phase.server_calls.private_ids((block,))
+        ctx.commit(AppendBlock(block=block, private_calls=private))
 
 
 def maybe_finish(ctx: LoopContext) -> None:
@@ -60,10 +65,20 @@ def maybe_finish(ctx: LoopContext) -> None:
     calls = response.client_calls
     settle = ctx.config.eager_settle and _ends_run(ctx, phase.inference_id, done, calls)
     answers = done.state in ("normal", "length") and not calls
-    answer = tuple(response.blocks) if answers else None
+    private = phase.server_calls.private_ids(response.blocks)
+    # The turn's answer is published: a server call kept out of the history is not in it.
+    answer = tuple(b for b in response.blocks if not is_private(b, private)) if answers else None
     if blocks or settle or answers or (measured and done.tokens is not None):
         tokens = done.tokens if measured else None
-        ctx.commit(FinishResponse(blocks=blocks, tokens=tokens, settle=settle, answer=answer))
+        ctx.commit(
+            FinishResponse(
+                blocks=blocks,
+                tokens=tokens,
+                settle=settle,
+                answer=answer,
+                private_calls=phase.server_calls.private_ids(blocks),
+            )
+        )
     _judge(ctx, done, calls)
 
 

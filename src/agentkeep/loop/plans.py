@@ -82,6 +82,9 @@ class ConsumeNotices(_Data, frozen=True):
 
 class AppendBlock(_Data, frozen=True):
     block: AssistantBlock
+    # Provider call ids of server calls kept out of the published history (their blocks
+    # stay in the private model context: ``agentkeep.server_tools``).
+    private_calls: tuple[str, ...] = ()
 
 
 class FinishResponse(_Data, frozen=True):
@@ -98,6 +101,7 @@ class FinishResponse(_Data, frozen=True):
     # session's running turns whose input is all consumed complete with it, in this same
     # transaction (docs/turns.md). None for a response that calls tools or was cut short.
     answer: tuple[AssistantBlock, ...] | None = None
+    private_calls: tuple[str, ...] = ()  # as for ``AppendBlock``
 
 
 class DispatchBatch(_Data, frozen=True):
