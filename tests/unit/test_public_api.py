@@ -153,6 +153,7 @@ PUBLIC = [
     "ToolCallRequestBlock",
     "ToolCallResult",
     "ToolCallStart",
+    "ToolCommitError",
     "ToolContext",
     "ToolDefinitionError",
     "ToolDescriptor",
