@@ -25,8 +25,18 @@ Lifetime flags (seed 001) say what may happen to a call that is still running:
   runs, a transactional tool must be short, bounded and free of effects outside the store
   (no network, no sleeping, no waiting on an agent; ``ctx.system.create`` and other calls
   that need their own transaction are refused with ``StoreError``).
-- ``reloadable=True`` and ``steerable=True`` are not provided yet and are refused
-  (:class:`~agentkeep.errors.ToolDefinitionError`) rather than ignored.
+- ``reloadable=True``: a graceful drain (``AgentSystem.shutdown``) abandons the live execution
+  without writing a result (its ``cancel`` fires and its ``ctx.kv`` expires), leaving the same
+  call pending for the next process, which runs it again with the same ``call_id`` and call
+  store. The tool declares itself retry-safe, so it also runs again after a crash.
+- ``steerable=True``: newly accepted steering interrupts the execution — the call is answered
+  at once ("The tool call was interrupted by new steering."), its ``cancel`` fires and its late
+  return is ignored, like an abort of that call alone — and a drain answers it as interrupted
+  instead of waiting for it.
+- Ordinary calls finish (and their results commit) before a graceful drain stops the loop.
+
+The flags that apply are those of the tool the call names (a ``before_tool_call`` redirect
+does not change them).
 
 ``ctx.commit(result)`` saves a call's result durably before ``execute`` returns: the result is
 validated and rendered as a return would be, then claimed in one transaction that also erases
@@ -251,8 +261,10 @@ class Tool(Generic[ArgsT, ResultT]):
         transactional: Execute, validation, rendering and the result commit in one store
             transaction on the writer thread (see the module docstring): a raise rolls the
             tool's writes back. The tool must be short and free of external effects.
-        reloadable: Not provided yet: ``True`` is refused (``ToolDefinitionError``).
-        steerable: Not provided yet: ``True`` is refused (``ToolDefinitionError``).
+        reloadable: A graceful drain abandons the execution and leaves the call pending for
+            the next process, which runs it again (retry-safe, so a crash re-runs it too).
+        steerable: Newly accepted steering, and a drain, interrupt the execution (the call
+            is answered as interrupted; its ``cancel`` fires).
         grammar: A Lark grammar: the model's raw input becomes ``{"input": raw}``.
         defer: Tell the provider it may load this tool's definition lazily.
         review_in_auto_mode: Read by permission features only.
@@ -293,14 +305,6 @@ class Tool(Generic[ArgsT, ResultT]):
             )
         if not callable(self.execute):
             raise ToolDefinitionError(f'Tool "{self.name}" needs a callable execute.')
-        for flag in ("reloadable", "steerable"):
-            if getattr(self, flag):
-                # Refused, never ignored: a user relying on the flag would get no guarantee.
-                raise ToolDefinitionError(
-                    f'Tool "{self.name}" asks for {flag}=True, which agentkeep does not '
-                    "provide yet (seed 001's tool lifetime flags); it is refused rather than "
-                    "silently ignored. Drop the flag."
-                )
         try:
             raw = msgspec.json.schema(self.args_type)
             parameters = parameters_schema(self.args_type)
@@ -559,7 +563,7 @@ def tool(
     the function's, the description to its docstring, the arguments and result types to
     its annotations (``args_type`` / ``result_type`` override them). ``durable``,
     ``transactional``, ``reloadable`` and ``steerable`` are the lifetime flags of the
-    module docstring (a flag agentkeep does not provide yet is refused).
+    module docstring.
 
     Raises:
         ToolDefinitionError: Missing annotations, a bad name, or unsupported types.

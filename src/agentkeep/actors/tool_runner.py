@@ -14,6 +14,7 @@ from agentkeep.actors.loop_thread import inside_loop
 from agentkeep.errors import AgentkeepError
 from agentkeep.features import Feature, FeatureSet, HookContext
 from agentkeep.loop.effects import ToolRun
+from agentkeep.loop.events import Event, ToolLifetimes
 from agentkeep.loop.texts import ABORTED_CALL
 from agentkeep.model import Settings, TextBlock, ToolResultMessage
 from agentkeep.persistence.interface import Transaction
@@ -87,6 +88,23 @@ class ToolRunner:
         except Exception as error:
             tools = str(error) or type(error).__name__
         return BatchTools(tools=tools, settings=settings)
+
+    def lifetimes(self, runs: Sequence[ToolRun], batch: BatchTools) -> list[Event]:
+        """The lifetime flags of the tools ``runs`` name, for the loop: which calls newly
+        accepted steering interrupts and which a drain leaves pending (none: no event)."""
+        if isinstance(batch.tools, str):
+            return []
+        steerable: list[str] = []
+        reloadable: list[str] = []
+        for run in runs:
+            tool = batch.tools.for_call(run.call)
+            if tool is not None and tool.steerable:
+                steerable.append(run.internal_id)
+            if tool is not None and tool.reloadable:
+                reloadable.append(run.internal_id)
+        if not (steerable or reloadable):
+            return []
+        return [ToolLifetimes(steerable=tuple(steerable), reloadable=tuple(reloadable))]
 
     def bind(
         self, run: ToolRun, cancel: CancelToken, batch: BatchTools
@@ -163,6 +181,15 @@ class ToolRunner:
             return failed(ABORTED_CALL)  # aborted while the hooks decided: never start it
         if tool.transactional:
             return self._execute_in_transaction(run, info, cancel)
+        return self._execute_plain(run, info, cancel)
+
+    def _execute_plain(
+        self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken
+    ) -> ToolCallResult:
+        """An ordinary tool, in the call's thread: each of its writes is its own transaction;
+        ``ctx.commit`` claims its result in one more."""
+        tool = info.tool
+        assert tool is not None
         store = self._contexts.store
         agent_id, internal_id = self._agent_id, run.internal_id
         commits = CallCommits(
@@ -274,10 +301,10 @@ class _RolledBackError(Exception):
 
 
 def _may_run_again(tool: Tool[Any, Any]) -> bool:
-    """Whether a call interrupted by a crash may run again: a durable tool says so, and a
-    transactional one left nothing behind (its transaction never committed, or its result
-    was claimed and the call is not run at all)."""
-    return tool.durable or tool.transactional
+    """Whether a call interrupted by a crash may run again: a durable or reloadable tool
+    says so (a reloadable one is retry-safe), and a transactional one left nothing behind
+    (its transaction never committed, or its result was claimed and it is not run at all)."""
+    return tool.durable or tool.transactional or tool.reloadable
 
 
 def _ran_and_failed(text: str) -> ToolCallResult:

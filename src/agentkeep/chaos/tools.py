@@ -10,8 +10,9 @@ finishes only after the later call of its batch the order chose (spec §7.9 is o
 results can finish out of call order).
 
 ``durable_tool`` and ``fragile_tool`` are the tools the ``RespondingModel`` calls (durable on
-even call numbers, fragile — at most once — on odd ones); :func:`ledger_tools` builds them
-under any names, so two providers can call tools of their own.
+even call numbers, fragile — at most once — on odd ones); the durable one is also
+``transactional`` (its call-store write lands only with its result); :func:`ledger_tools`
+builds them under any names, so two providers can call tools of their own.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from agentkeep.tools import Tool, ToolContext, tool
 
 if TYPE_CHECKING:
     from agentkeep.chaos.batches import CompletionOrder
+
+
+# What the transactional durable tool writes into its call store (see ``ledger_tools``).
+EFFECT_KEY = "effect"
 
 
 class ZombieToolError(RuntimeError):
@@ -101,8 +106,19 @@ def guard_tool(
     execute = original.execute
 
     def guarded(ctx: ToolContext, args: Any) -> Any:
-        if order is None:
-            return run(ctx, args)
+        if order is None or original.transactional:
+            # A transactional call runs on the store's writer: it must never wait for
+            # another call (which may need the writer), so it finishes in its own order.
+            try:
+                return run(ctx, args)
+            finally:
+                if order is not None:
+                    order.finished(
+                        generation,
+                        ctx.agent_id,
+                        ctx.provider_call_id,
+                        in_call_thread=not original.transactional,
+                    )
         try:
             value = run(ctx, args)
             order.hold(generation, ctx, getattr(args, "batch", ()))
@@ -145,9 +161,12 @@ def ledger_tools(
 ) -> tuple[Tool[CallArgs, str], Tool[CallArgs, str]]:
     """A durable tool (may re-run after a restart) and a fragile one (runs at most once)."""
 
-    @tool(name=durable_name, durable=True)
+    @tool(name=durable_name, durable=True, transactional=True)
     def durable_tool(ctx: ToolContext, args: CallArgs) -> str:
-        """A tool that may safely run again after a restart."""
+        """A tool that may safely run again after a restart. Transactional: its call-store
+        write commits with its result's claim (which erases it) or not at all, so no
+        unclaimed pending call ever holds it (checked as ``X1``)."""
+        ctx.kv.write(EFFECT_KEY, args.call)
         return f"durable {args.call}"
 
     @tool(name=fragile_name)
@@ -159,6 +178,7 @@ def ledger_tools(
 
 
 __all__ = [
+    "EFFECT_KEY",
     "CallArgs",
     "Ledger",
     "LedgerEntry",

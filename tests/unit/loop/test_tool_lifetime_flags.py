@@ -36,6 +36,9 @@ from agentkeep.providers import script
 
 from .conftest import EchoArgs, Gate, World, text_of
 
+STEERED = "The tool call was interrupted by new steering."
+DRAINED = "The tool call was interrupted by a shutdown."
+
 
 def tool_results(system: ak.AgentSystem, agent_id: str) -> list[tuple[str, str, bool]]:
     return [
@@ -408,17 +411,165 @@ def test_a_call_committed_before_a_sigkill_keeps_its_result_and_never_runs_again
         system.close(timeout_seconds=10)
 
 
-# -- flags not built yet ------------------------------------------------------------------------
+# -- steerable and reloadable ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("flag", ["reloadable", "steerable"])
-def test_a_lifetime_flag_not_built_yet_is_refused(flag: str) -> None:
-    with pytest.raises(ak.ToolDefinitionError, match=rf"{flag}=True.*refused"):
+class Seen:
+    """What tools noted, in order; a test waits for the n-th note without sleeping."""
 
-        @ak.tool(**{flag: True})
-        def unsafe(ctx: ak.ToolContext, args: EchoArgs) -> str:
-            """Anything."""
-            return "x"
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self._changed = threading.Condition()
+
+    def append(self, note: str) -> None:
+        with self._changed:
+            self.notes.append(note)
+            self._changed.notify_all()
+
+    def wait_for(self, count: int, timeout_seconds: float = 10) -> None:
+        with self._changed:
+            assert self._changed.wait_for(lambda: len(self.notes) >= count, timeout_seconds)
+
+
+def cancellable(name: str, seen: Seen, **flags: bool) -> ak.Tool[Any, Any]:
+    """A tool that runs until its call is cancelled, noting each run and its cancellation."""
+
+    @ak.tool(name=name, **flags)
+    def until_cancelled(ctx: ak.ToolContext, args: EchoArgs) -> str:
+        """Run until cancelled."""
+        seen.append(f"run {ctx.call_id}")
+        ctx.kv.write("attempts", (ctx.kv.read("attempts") or 0) + 1)
+        assert ctx.cancel.wait_cancelled(30), "never cancelled"
+        seen.append(f"cancelled {ctx.call_id}")
+        return "returned late"
+
+    return until_cancelled
+
+
+def test_new_steering_interrupts_a_steerable_call(world: World) -> None:
+    seen = Seen()
+    watch = cancellable("watch", seen, steerable=True)
+    world.model.add(
+        script.tool_calls(script.call("watch", {}, call_id="c1")), script.text("steered")
+    )
+    finished = Finished()
+    system = world.open(tools=[watch], features=[finished])
+    agent = system.create()
+    agent.send(ak.user("go"))
+    seen.wait_for(1)
+    agent.steer(ak.user("change course"))
+    assert agent.wait_for_idle(timeout_seconds=10)
+    assert finished.event("c1").wait(10)
+
+    assert tool_results(system, agent.id) == [("c1", STEERED, True)]
+    seen.wait_for(2)
+    assert seen.notes[1].startswith("cancelled")  # its lifetime ended; the late return is ignored
+    transcript = system.transcript(agent.id)
+    assert [text_of(m) for m in transcript][-2:] == ["change course", "steered"]
+
+
+def test_steering_leaves_an_ordinary_call_running(world: World) -> None:
+    world.model.add(
+        script.tool_calls(script.call("wait", {"text": "g"}, call_id="c1")), script.text("done")
+    )
+    system = world.open()
+    agent = system.create()
+    agent.send(ak.user("go"))
+    assert world.gate("g").entered.wait(10)
+    agent.steer(ak.user("change course"))
+    world.gate("g").release.set()
+    assert agent.wait_for_idle(timeout_seconds=10)
+    assert tool_results(system, agent.id) == [("c1", "waited g", False)]
+
+
+def test_a_drain_settles_a_steerable_call_and_waits_for_an_ordinary_one(world: World) -> None:
+    seen = Seen()
+    watch = cancellable("watch", seen, steerable=True)
+    world.model.add(
+        script.tool_calls(
+            script.call("watch", {}, call_id="c1"),
+            script.call("wait", {"text": "g"}, call_id="c2"),
+        ),
+        script.text("after restart"),
+    )
+    system = world.open(tools=[*world.tools(), watch])
+    agent = system.create()
+    agent.send(ak.user("go"))
+    seen.wait_for(1)
+    assert world.gate("g").entered.wait(10)
+    stopping = threading.Thread(target=system.shutdown, kwargs={"timeout_seconds": 30})
+    stopping.start()
+    seen.wait_for(2)  # the drain interrupted the steerable call at once...
+    assert stopping.is_alive()  # ...and waits for the ordinary one, still held
+    world.gate("g").release.set()
+    stopping.join(20)
+    assert not stopping.is_alive()
+
+    reopened = world.open(tools=[*world.tools(), watch])
+    assert reopened.wait_for_idle(agent.id, timeout_seconds=10)
+    assert tool_results(reopened, agent.id) == [
+        ("c1", DRAINED, True),
+        ("c2", "waited g", False),
+    ]
+    assert text_of(reopened.transcript(agent.id)[-1]) == "after restart"
+    assert world.tool_runs == ["wait:g"]
+
+
+def test_a_drain_leaves_a_reloadable_call_pending_and_the_next_process_runs_it_again(
+    world: World,
+) -> None:
+    seen = Seen()
+    reload = cancellable("reload", seen, reloadable=True)
+    world.model.add(
+        script.tool_calls(
+            script.call("reload", {}, call_id="c1"),
+            script.call("echo", {"text": "x"}, call_id="c2"),
+        ),
+        script.text("after restart"),
+    )
+    finished = Finished()
+    system = world.open(tools=[*world.tools(), reload], features=[finished])
+    agent = system.create()
+    agent.send(ak.user("go"))
+    seen.wait_for(1)
+    assert finished.event("c2").wait(10)  # its result waits behind the reloadable call
+    system.shutdown(timeout_seconds=30)
+    seen.wait_for(2)
+    assert seen.notes[1].startswith("cancelled")
+    (first_id,) = {entry.split()[1] for entry in seen.notes}
+
+    calls_run: list[str] = []
+
+    @ak.tool(name="reload", reloadable=True)
+    def reloaded(ctx: ak.ToolContext, args: EchoArgs) -> str:
+        """The next process's run: the same call, its store kept."""
+        calls_run.append(ctx.call_id)
+        return f"reloaded after {ctx.kv.read('attempts')} attempt"
+
+    reopened = world.open(tools=[*world.tools(), reloaded])
+    # Before it runs again, the call is still pending, without a result; the echo's result
+    # was claimed by the drain.
+    assert reopened.wait_for_idle(agent.id, timeout_seconds=10)
+    assert calls_run == [first_id]  # the same call id, run again
+    assert world.tool_runs == ["echo:x"]  # the ordinary call ran once
+    assert tool_results(reopened, agent.id) == [
+        ("c1", "reloaded after 1 attempt", False),
+        ("c2", "echo x", False),
+    ]
+    assert text_of(reopened.transcript(agent.id)[-1]) == "after restart"
+
+
+def test_an_abort_answers_a_reloadable_call_as_aborted(world: World) -> None:
+    seen = Seen()
+    reload = cancellable("reload", seen, reloadable=True)
+    world.model.add(script.tool_calls(script.call("reload", {}, call_id="c1")))
+    system = world.open(tools=[reload])
+    agent = system.create()
+    agent.send(ak.user("go"))
+    seen.wait_for(1)
+    agent.abort()
+    assert agent.wait_for_idle(timeout_seconds=10)
+    assert tool_results(system, agent.id) == [("c1", "The tool call was aborted.", True)]
 
 
 # -- helpers --------------------------------------------------------------------------------
