@@ -336,6 +336,38 @@ def test_a_committed_call_left_by_a_crash_lands_in_batch_order_and_never_runs_ag
     ]
 
 
+def test_a_call_committed_before_its_system_closed_mid_call_is_not_run_after_reopening(
+    world: World,
+) -> None:
+    held = Gate()
+    runs: list[str] = []
+
+    @ak.tool
+    def saver(ctx: ak.ToolContext, args: EchoArgs) -> str:
+        """Commit, then run on until the close cancels the call."""
+        runs.append(ctx.call_id)
+        assert ctx.commit("saved before closing")
+        held.entered.set()
+        ctx.cancel.wait_cancelled(30)
+        return "returned after closing"
+
+    world.model.add(script.tool_calls(script.call("saver", {}, call_id="c1")))
+    system = world.open(tools=[saver])
+    agent = system.create()
+    agent.send(ak.user("go"))
+    assert held.entered.wait(10)
+    # The call is still running: the close gives up waiting for it and stops the agent
+    # (its call cancelled), as a process ending mid-call would.
+    system.close(timeout_seconds=0.5)
+
+    world.model.add(script.text("after reopening"))
+    reopened = world.open(tools=[saver])
+    reopened.start(agent.id)
+    assert reopened.wait_for_idle(agent.id, timeout_seconds=10)
+    assert len(runs) == 1
+    assert tool_results(reopened, agent.id) == [("c1", "saved before closing", False)]
+
+
 CHILD = textwrap.dedent(
     """
     import os, signal, sys
