@@ -1,6 +1,6 @@
 """Seed 001's transactional tools under crashes: ``X1`` and the mutant it must catch.
 
-The chaos world's durable tool is ``transactional`` and writes into its call store; the write
+The chaos world's fragile tool is ``transactional`` and writes into its call store; the write
 commits in the transaction that claims its result (which erases it), or not at all. So no
 pending call may ever hold it durably (``X1``, :mod:`agentkeep.chaos.checker`). The mutant
 :func:`~agentkeep.chaos.mutants.transactional_writes_outside_the_transaction` runs the tool's
@@ -16,7 +16,8 @@ from agentkeep.chaos.invariants import INVARIANTS
 from agentkeep.chaos.mutants import transactional_writes_outside_the_transaction
 
 
-@pytest.mark.parametrize("suite", ["crash_recovery", "interruption"])
+# The first catching seeds: crash_recovery 0, queues 8 (interruption only at 18).
+@pytest.mark.parametrize("suite", ["crash_recovery", "queues"])
 def test_the_suites_catch_transactional_writes_outside_the_transaction(suite: str) -> None:
     with transactional_writes_outside_the_transaction():
         caught = first_caught(SUITES[suite], range(DEFAULT_SEEDS), {"X1"})

@@ -301,10 +301,10 @@ class _RolledBackError(Exception):
 
 
 def _may_run_again(tool: Tool[Any, Any]) -> bool:
-    """Whether a call interrupted by a crash may run again: a durable or reloadable tool
-    says so (a reloadable one is retry-safe), and a transactional one left nothing behind
-    (its transaction never committed, or its result was claimed and it is not run at all)."""
-    return tool.durable or tool.transactional or tool.reloadable
+    """Whether a call interrupted by a crash may run again: a durable or a reloadable tool
+    says so (a reloadable one is retry-safe). ``transactional`` alone does not: seed 001
+    keeps the flags apart, and a tool's effects outside the store are its own."""
+    return tool.durable or tool.reloadable
 
 
 def _ran_and_failed(text: str) -> ToolCallResult:

@@ -10,7 +10,7 @@ finishes only after the later call of its batch the order chose (spec §7.9 is o
 results can finish out of call order).
 
 ``durable_tool`` and ``fragile_tool`` are the tools the ``RespondingModel`` calls (durable on
-even call numbers, fragile — at most once — on odd ones); the durable one is also
+even call numbers, fragile — at most once — on odd ones); the fragile one is also
 ``transactional`` (its call-store write lands only with its result); :func:`ledger_tools`
 builds them under any names, so two providers can call tools of their own.
 """
@@ -108,7 +108,8 @@ def guard_tool(
     def guarded(ctx: ToolContext, args: Any) -> Any:
         if order is None or original.transactional:
             # A transactional call runs on the store's writer: it must never wait for
-            # another call (which may need the writer), so it finishes in its own order.
+            # another call (which may need the writer), so it finishes in its own order
+            # (never a hold's target either: those are durable calls).
             try:
                 return run(ctx, args)
             finally:
@@ -161,17 +162,17 @@ def ledger_tools(
 ) -> tuple[Tool[CallArgs, str], Tool[CallArgs, str]]:
     """A durable tool (may re-run after a restart) and a fragile one (runs at most once)."""
 
-    @tool(name=durable_name, durable=True, transactional=True)
+    @tool(name=durable_name, durable=True)
     def durable_tool(ctx: ToolContext, args: CallArgs) -> str:
-        """A tool that may safely run again after a restart. Transactional: its call-store
-        write commits with its result's claim (which erases it) or not at all, so no
-        unclaimed pending call ever holds it (checked as ``X1``)."""
-        ctx.kv.write(EFFECT_KEY, args.call)
+        """A tool that may safely run again after a restart."""
         return f"durable {args.call}"
 
-    @tool(name=fragile_name)
+    @tool(name=fragile_name, transactional=True)
     def fragile_tool(ctx: ToolContext, args: CallArgs) -> str:
-        """A tool with a side effect that must never happen twice."""
+        """A tool with a side effect that must never happen twice. Transactional: its
+        call-store write commits with its result's claim (which erases it) or not at all,
+        so no pending call ever holds it (checked as ``X1``)."""
+        ctx.kv.write(EFFECT_KEY, args.call)
         return f"fragile {args.call}"
 
     return durable_tool, fragile_tool
