@@ -17,6 +17,7 @@ from agentkeep.chaos.invariants import (
     INVARIANTS,
     SwitchExpectation,
     Violation,
+    check_commits,
     check_final,
     check_ledger,
     check_state,
@@ -72,6 +73,7 @@ class Checker:
         found += self._continuity(state, report.generation)
         found += _transactional_writes(state, report.generation)
         found += check_ledger(self.world, report.generation)
+        found += check_commits(self.world, report.generation)
         found += check_events(state, events, process=report.generation)
         found += check_prefix(self.events, events, process=report.generation)
         previous = self.previous.turns if self.previous is not None else ()

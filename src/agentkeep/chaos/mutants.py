@@ -19,7 +19,9 @@ its previous life's events); :func:`subscription_resumes_one_late` (a gap) and
 :class:`~agentkeep.persistence.ledger.Subscription` (L4).
 
 :func:`transactional_writes_outside_the_transaction` breaks ``X1`` (seed 001's transactional
-tools): the tool's writes commit one by one, outside the transaction that claims its result.
+tools): the tool's writes commit one by one, outside the transaction that claims its result;
+:func:`committed_results_run_again` breaks ``X2``: a call whose result its tool committed
+early (``ctx.commit``) runs again after a restart.
 
 :data:`LEDGER_MUTANTS` names them, with the turn mutants of
 :mod:`agentkeep.chaos.turn_mutants` (``T1``–``T4``), so a campaign can install one in a
@@ -31,6 +33,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
+
+import msgspec
 
 from agentkeep.actors.tool_runner import ToolRunner
 from agentkeep.chaos.turn_mutants import (
@@ -347,6 +351,23 @@ def transactional_writes_outside_the_transaction() -> Iterator[None]:
 
 
 @contextmanager
+def committed_results_run_again() -> Iterator[None]:
+    """While active, a batch ignores the results its tools committed early (``ctx.commit``)
+    and runs those calls again (X2: a crash after the commit shows it)."""
+    original = ToolBatch.__init__
+
+    def init(self: ToolBatch, calls: tuple[PendingToolCall, ...], *, resumed: bool) -> None:
+        forgotten = tuple(msgspec.structs.replace(c, committed=None) for c in calls)
+        original(self, forgotten, resumed=resumed)
+
+    ToolBatch.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ToolBatch.__init__ = original  # type: ignore[method-assign]
+
+
+@contextmanager
 def subscription_resumes_one_late() -> Iterator[None]:
     """While active, a subscription opened with ``after > 0`` starts one event late: the
     event right after ``after`` is never handed out (L4)."""
@@ -405,6 +426,7 @@ __all__ = [
     "LEDGER_MUTANTS",
     "Mutant",
     "accepted_event_in_second_transaction",
+    "committed_results_run_again",
     "first_event_retimed_on_acceptance",
     "ledger_kept_across_recreate",
     "old_event_rewritten_on_compaction",

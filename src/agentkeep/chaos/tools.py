@@ -11,7 +11,8 @@ results can finish out of call order).
 
 ``durable_tool`` and ``fragile_tool`` are the tools the ``RespondingModel`` calls (durable on
 even call numbers, fragile — at most once — on odd ones); the fragile one is also
-``transactional`` (its call-store write lands only with its result); :func:`ledger_tools`
+``transactional`` (its call-store write lands only with its result) and the durable one
+saves its result with ``ctx.commit`` before returning; :func:`ledger_tools`
 builds them under any names, so two providers can call tools of their own.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -56,6 +57,7 @@ class Ledger:
         self._lock = threading.Lock()
         self._entries: list[LedgerEntry] = []
         self._refused: list[LedgerEntry] = []
+        self._commits: list[LedgerEntry] = []
 
     def record(self, entry: LedgerEntry) -> None:
         """Note one execution that is about to run (called by :func:`guard_tool` before the tool's
@@ -63,6 +65,19 @@ class Ledger:
         """
         with self._lock:
             self._entries.append(entry)
+
+    def committed(self, entry: LedgerEntry) -> None:
+        """Note that the execution ``entry`` (the very object :meth:`record` was given: the
+        check tells executions apart by identity) saved its call's result with
+        ``ctx.commit``; called once the commit returned True, so it is durable."""
+        with self._lock:
+            self._commits.append(entry)
+
+    @property
+    def commits(self) -> list[LedgerEntry]:
+        """Every execution whose ``ctx.commit`` won, in the order they committed."""
+        with self._lock:
+            return list(self._commits)
 
     def refuse(self, entry: LedgerEntry) -> None:
         """Note one call refused because its process was dead (a zombie)."""
@@ -143,9 +158,28 @@ def guard_tool(
                 f"tool {original.name!r} refused: process generation {generation} is dead"
             )
         ledger.record(entry)
-        return execute(ctx, args)
+        return execute(
+            cast(ToolContext, _NotingCommits(ctx, lambda: ledger.committed(entry))), args
+        )
 
     return dataclasses.replace(original, execute=guarded)
+
+
+class _NotingCommits:
+    """A tool's context that notes in the ledger each ``commit`` that won."""
+
+    def __init__(self, ctx: ToolContext, noted: Callable[[], None]) -> None:
+        self._ctx = ctx
+        self._noted = noted
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+    def commit(self, result: Any) -> bool:
+        won = self._ctx.commit(result)
+        if won:
+            self._noted()
+        return won
 
 
 class CallArgs(msgspec.Struct, frozen=True):
@@ -164,8 +198,10 @@ def ledger_tools(
 
     @tool(name=durable_name, durable=True)
     def durable_tool(ctx: ToolContext, args: CallArgs) -> str:
-        """A tool that may safely run again after a restart."""
-        return f"durable {args.call}"
+        """A tool that may safely run again after a restart, unless it committed its result
+        (``ctx.commit``, then an ignored return): a committed call never runs again (X2)."""
+        ctx.commit(f"durable {args.call}")
+        return "ignored: the committed result won"
 
     @tool(name=fragile_name, transactional=True)
     def fragile_tool(ctx: ToolContext, args: CallArgs) -> str:
