@@ -43,9 +43,10 @@ does not change them).
 ``ctx.commit(result)`` saves a call's result durably before ``execute`` returns: the result is
 validated and rendered as a return would be, then claimed in one transaction that also erases
 the call's ``ctx.kv`` (inside a transactional tool: the tool's own transaction, so the result
-commits atomically with the tool's writes). The first successful commit wins; later commits
-return False, and the tool's eventual return or raise is ignored. A committed result survives a
-crash — the call is not run again — and still lands in its batch's order.
+commits atomically with the tool's writes, and a later raise rolls it back with them). The
+first successful commit wins; later commits return False, and the tool's eventual return or
+raise is ignored. A committed result survives a crash — the call is not run again — and still
+lands in its batch's order; in a live process the batch takes it when ``execute`` returns.
 
 Nothing a model sends can raise out of here: :func:`validate_arguments` and
 :func:`validate_result` return either the validated value or a :class:`ToolError` whose
