@@ -13,6 +13,41 @@ one directly or with the :func:`tool` decorator from a typed function::
         \"\"\"Add two numbers.\"\"\"
         return args.a + args.b
 
+Lifetime flags (seed 001) say what may happen to a call that is still running:
+
+- ``durable=True``: after a crash the unfinished call may execute again (else it is answered
+  "interrupted by a restart").
+- ``transactional=True``: ``execute``, the result's validation and rendering, and the automatic
+  result commit run in ONE store transaction, on the store's single writer thread: the call's
+  ``ctx.kv`` writes and the sends of ``ctx.system`` commit together with the result, or not at
+  all. A raise (or a result that does not validate) rolls every write of the tool back, and
+  the call is answered with the usual error result. Because the whole store waits while it
+  runs, a transactional tool must be short, bounded and free of effects outside the store
+  (no network, no sleeping, no waiting on an agent; ``ctx.system.create`` and other calls
+  that need their own transaction are refused with ``StoreError``). A crash leaves either
+  its result committed (the call is not run again) or none of its writes; whether the
+  interrupted call runs again is still ``durable``'s to say.
+- ``reloadable=True``: a graceful drain (``AgentSystem.shutdown``) abandons the live execution
+  without writing a result (its ``cancel`` fires and its ``ctx.kv`` expires), leaving the same
+  call pending for the next process, which runs it again with the same ``call_id`` and call
+  store. The tool declares itself retry-safe, so it also runs again after a crash.
+- ``steerable=True``: newly accepted steering interrupts the execution — the call is answered
+  at once ("The tool call was interrupted by new steering."), its ``cancel`` fires and its late
+  return is ignored, like an abort of that call alone — and a drain answers it as interrupted
+  instead of waiting for it.
+- Ordinary calls finish (and their results commit) before a graceful drain stops the loop.
+
+The flags that apply are those of the tool the call names (a ``before_tool_call`` redirect
+does not change them).
+
+``ctx.commit(result)`` saves a call's result durably before ``execute`` returns: the result is
+validated and rendered as a return would be, then claimed in one transaction that also erases
+the call's ``ctx.kv`` (inside a transactional tool: the tool's own transaction, so the result
+commits atomically with the tool's writes, and a later raise rolls it back with them). The
+first successful commit wins; later commits return False, and the tool's eventual return or
+raise is ignored. A committed result survives a crash — the call is not run again — and still
+lands in its batch's order; in a live process the batch takes it when ``execute`` returns.
+
 Nothing a model sends can raise out of here: :func:`validate_arguments` and
 :func:`validate_result` return either the validated value or a :class:`ToolError` whose
 message the loop hands back to the model as an error result.
@@ -64,6 +99,9 @@ class ToolContext(Protocol):
         permission_mode: The permission mode this execution runs under: the agent's mode
             when the call's batch started, or the one a ``before_tool_call`` chose for it.
             The runtime enforces nothing; a tool that touches the world should honour it.
+
+    Inside a ``transactional`` tool, ``kv`` and ``system`` are bound to the call's transaction
+    (they refuse use once it ended) and ``commit`` joins it.
     """
 
     @property
@@ -103,6 +141,26 @@ class ToolContext(Protocol):
         """The permission mode this execution runs under (the runtime enforces nothing)."""
         ...
 
+    def commit(self, result: Any) -> bool:
+        """Durably save ``result`` as this call's result now (seed 001 ``call.commit``).
+
+        ``result`` is validated against the tool's result type and rendered as a return
+        would be, then claimed in one store transaction that also erases the call's ``kv``
+        (which refuses use afterwards). Inside a transactional tool that transaction is the
+        tool's own, so the result commits atomically with the tool's writes (and rolls back
+        with them if the tool then raises). The first successful commit wins: the tool's
+        later return or raise is ignored, the call is never run again (not even after a
+        crash), and the result lands in its batch's order.
+
+        Returns:
+            True if this commit saved the result; False if a result was committed already.
+
+        Raises:
+            ToolCommitError: ``result`` does not match the result type or cannot be
+                rendered, or the call is no longer live (it was aborted or had returned).
+        """
+        ...
+
 
 @dataclass(frozen=True, kw_only=True)
 class BasicToolContext:
@@ -120,6 +178,17 @@ class BasicToolContext:
     kv_store: KeyValueStore | None = None
     system_ref: AgentSystemRef | None = None
     permission_mode: PermissionMode = "auto"
+    committed: list[Any] = field(default_factory=list)
+
+    def commit(self, result: Any) -> bool:
+        """Keep the first ``result`` committed in ``committed``; True for that first one.
+
+        Outside an agent nothing is validated or stored: a test reads ``committed``.
+        """
+        if self.committed:
+            return False  # the first commit wins
+        self.committed.append(result)
+        return True
 
     @property
     def kv(self) -> KeyValueStore:
@@ -192,8 +261,13 @@ class Tool(Generic[ArgsT, ResultT]):
         execute: ``(ctx, args) -> result``; may raise (the call then answers an error).
         namespace: Optional grouping; the key of a tool is ``(namespace, name)``.
         durable: May re-run after a restart (else it runs at most once).
-        transactional: Execute, validation and result commit in one store transaction
-            (seed 001). Not provided yet: ``True`` is refused (``ToolDefinitionError``).
+        transactional: Execute, validation, rendering and the result commit in one store
+            transaction on the writer thread (see the module docstring): a raise rolls the
+            tool's writes back. The tool must be short and free of external effects.
+        reloadable: A graceful drain abandons the execution and leaves the call pending for
+            the next process, which runs it again (retry-safe, so a crash re-runs it too).
+        steerable: Newly accepted steering, and a drain, interrupt the execution (the call
+            is answered as interrupted; its ``cancel`` fires).
         grammar: A Lark grammar: the model's raw input becomes ``{"input": raw}``.
         defer: Tell the provider it may load this tool's definition lazily.
         review_in_auto_mode: Read by permission features only.
@@ -213,6 +287,8 @@ class Tool(Generic[ArgsT, ResultT]):
     namespace_description: str | None = None
     durable: bool = False
     transactional: bool = False
+    reloadable: bool = False
+    steerable: bool = False
     grammar: str | None = None
     defer: bool = False
     review_in_auto_mode: bool = True
@@ -237,14 +313,6 @@ class Tool(Generic[ArgsT, ResultT]):
             )
         if not callable(self.execute):
             raise ToolDefinitionError(f'Tool "{self.name}" needs a callable execute.')
-        if self.transactional:
-            # Refused, never ignored: a user relying on the flag would get no atomicity.
-            raise ToolDefinitionError(
-                f'Tool "{self.name}" asks for transactional=True, which agentkeep does not '
-                "provide yet (seed 001: execution, validation and the result's commit in one "
-                "store transaction); it is refused rather than silently ignored. Drop the flag, "
-                "or write what must be atomic through the call's stores."
-            )
         _refuse_hiding(self.name, self.visible_to_user, self.persist_in_history)
         try:
             raw = msgspec.json.schema(self.args_type)
@@ -481,6 +549,8 @@ def tool(
     namespace_description: str | None = None,
     durable: bool = False,
     transactional: bool = False,
+    reloadable: bool = False,
+    steerable: bool = False,
     grammar: str | None = None,
     defer: bool = False,
     review_in_auto_mode: bool = True,
@@ -503,6 +573,8 @@ def tool(
     namespace_description: str | None = None,
     durable: bool = False,
     transactional: bool = False,
+    reloadable: bool = False,
+    steerable: bool = False,
     grammar: str | None = None,
     defer: bool = False,
     review_in_auto_mode: bool = True,
@@ -517,7 +589,9 @@ def tool(
 
     Used bare (``@tool``) or with options (``@tool(durable=True)``). The name defaults to
     the function's, the description to its docstring, the arguments and result types to
-    its annotations (``args_type`` / ``result_type`` override them).
+    its annotations (``args_type`` / ``result_type`` override them). ``durable``,
+    ``transactional``, ``reloadable`` and ``steerable`` are the lifetime flags of the
+    module docstring.
 
     Raises:
         ToolDefinitionError: Missing annotations, a bad name, or unsupported types.
@@ -529,6 +603,8 @@ def tool(
         "namespace_description": namespace_description,
         "durable": durable,
         "transactional": transactional,
+        "reloadable": reloadable,
+        "steerable": steerable,
         "grammar": grammar,
         "defer": defer,
         "review_in_auto_mode": review_in_auto_mode,

@@ -154,6 +154,7 @@ PUBLIC = [
     "ToolCallRequestBlock",
     "ToolCallResult",
     "ToolCallStart",
+    "ToolCommitError",
     "ToolContext",
     "ToolDefinitionError",
     "ToolDescriptor",

@@ -275,6 +275,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
                 batch = self._runner.batch_tools(self._core.settings)
                 for run in runs:
                     self._start_tool(run, batch)
+                return self._runner.lifetimes(runs, batch)  # which calls steering interrupts
             case CancelTools(internal_ids=ids):
                 # Answered already: a call that ignores its cancellation past the grace is
                 # abandoned, so it cannot hold up the next request (issue 12, item 5).

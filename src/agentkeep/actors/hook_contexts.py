@@ -40,6 +40,11 @@ class HookContexts:
         self._config = config
         self._system_ref = system_ref
 
+    @property
+    def store(self) -> StoreHandle:
+        """The store the contexts read and write (a transactional tool's transaction)."""
+        return self._store
+
     def for_feature(
         self,
         feature: Feature,

@@ -60,6 +60,9 @@ INVARIANTS: dict[int | str, str] = {
     "T2": "a terminal turn state never changes across a reopen",
     "T3": "every turn's input event is in the same ledger",
     "T4": "an idempotency key never maps to two turns nor runs a driver twice",
+    # Seed 001's transactional tools, checked by agentkeep.chaos.checker.
+    "X1": "a transactional tool's writes commit with its result or not at all",
+    "X2": "a call whose result was committed (ctx.commit) never runs again",
 }
 
 
@@ -335,6 +338,31 @@ def check_ledger(world: ChaosWorld, process: int) -> list[Violation]:
         for (tool, call_id), count in sorted(counts.items())
         if count > 1
     ]
+
+
+def check_commits(world: ChaosWorld, process: int) -> list[Violation]:
+    """X2: once an execution's ``ctx.commit`` won, its call is never executed again (the
+    batch reuses the committed result, after a crash too)."""
+    entries = world.ledger.entries
+    found = []
+    for commit in world.ledger.commits:
+        key = (commit.agent_id, commit.tool, commit.call_id)
+        runs = [e for e in entries if (e.agent_id, e.tool, e.call_id) == key]
+        # By identity: two executions of one call in one process are equal entries.
+        at = next((i for i, e in enumerate(runs) if e is commit), len(runs))
+        later = runs[at + 1 :]
+        if later:
+            found.append(
+                Violation(
+                    invariant="X2",
+                    process=process,
+                    detail=(
+                        f"{commit.tool} committed {commit.call_id}'s result in process "
+                        f"{commit.generation}, then ran it again in process {later[0].generation}"
+                    ),
+                )
+            )
+    return found
 
 
 # -- the end -------------------------------------------------------------------------------------

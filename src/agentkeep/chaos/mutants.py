@@ -18,6 +18,11 @@ its previous life's events); :func:`subscription_resumes_one_late` (a gap) and
 :func:`subscription_resumes_one_early` (a duplicate) patch
 :class:`~agentkeep.persistence.ledger.Subscription` (L4).
 
+:func:`transactional_writes_outside_the_transaction` breaks ``X1`` (seed 001's transactional
+tools): the tool's writes commit one by one, outside the transaction that claims its result;
+:func:`committed_results_run_again` breaks ``X2``: a call whose result its tool committed
+early (``ctx.commit``) runs again after a restart.
+
 :data:`LEDGER_MUTANTS` names them, with the turn mutants of
 :mod:`agentkeep.chaos.turn_mutants` (``T1``–``T4``), so a campaign can install one in a
 child process (``process_kills``) or in a pool worker (``power_loss``) by name.
@@ -29,6 +34,9 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
+import msgspec
+
+from agentkeep.actors.tool_runner import ToolRunner
 from agentkeep.chaos.turn_mutants import (
     completion_overwrites_earlier_results,
     input_event_without_turn_id,
@@ -40,6 +48,7 @@ from agentkeep.model import AgentRow, PendingToolCall, ToolResultMessage
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.ledger import Subscription, encode_event_data
 from agentkeep.persistence.transaction import SqliteTransaction
+from agentkeep.runtime.tool_claims import claim_result
 
 
 @contextmanager
@@ -317,6 +326,48 @@ def ledger_kept_across_recreate() -> Iterator[None]:
 
 
 @contextmanager
+def transactional_writes_outside_the_transaction() -> Iterator[None]:
+    """While active, a transactional tool runs like an ordinary one — each of its writes its
+    own transaction, in the call's thread — and only its result is claimed afterwards, in a
+    transaction of its own (X1: a crash between the two leaves the writes without the
+    result)."""
+    original = ToolRunner._execute_in_transaction
+
+    def outside(self: ToolRunner, run: Any, info: Any, cancel: Any) -> Any:
+        outcome = self._execute_plain(run, info, cancel)
+        if not outcome.is_error:
+            result = ToolResultMessage(call_id=run.call.call_id, content=outcome.content)
+            agent_id, internal_id = self._agent_id, run.internal_id
+            self._contexts.store.transact(
+                lambda tx: claim_result(tx, agent_id, internal_id, result)
+            )
+        return outcome
+
+    ToolRunner._execute_in_transaction = outside  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ToolRunner._execute_in_transaction = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def committed_results_run_again() -> Iterator[None]:
+    """While active, a batch ignores the results its tools committed early (``ctx.commit``)
+    and runs those calls again (X2: a crash after the commit shows it)."""
+    original = ToolBatch.__init__
+
+    def init(self: ToolBatch, calls: tuple[PendingToolCall, ...], *, resumed: bool) -> None:
+        forgotten = tuple(msgspec.structs.replace(c, committed=None) for c in calls)
+        original(self, forgotten, resumed=resumed)
+
+    ToolBatch.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ToolBatch.__init__ = original  # type: ignore[method-assign]
+
+
+@contextmanager
 def subscription_resumes_one_late() -> Iterator[None]:
     """While active, a subscription opened with ``after > 0`` starts one event late: the
     event right after ``after`` is never handed out (L4)."""
@@ -375,6 +426,7 @@ __all__ = [
     "LEDGER_MUTANTS",
     "Mutant",
     "accepted_event_in_second_transaction",
+    "committed_results_run_again",
     "first_event_retimed_on_acceptance",
     "ledger_kept_across_recreate",
     "old_event_rewritten_on_compaction",
@@ -384,4 +436,5 @@ __all__ = [
     "settled_event_skipped",
     "subscription_resumes_one_early",
     "subscription_resumes_one_late",
+    "transactional_writes_outside_the_transaction",
 ]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from agentkeep.agent_system import AgentSystem
+from agentkeep.chaos.tools import EFFECT_KEY
 from agentkeep.delivery import user
 from agentkeep.features import Feature, HookContext
 from agentkeep.model import (
@@ -37,6 +38,8 @@ from agentkeep.model import (
 from agentkeep.model.turns import TurnRecord
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.kv import scope_prefix
+from agentkeep.runtime.commit_plans import CALL_AREA
 
 if TYPE_CHECKING:
     from agentkeep import Agent
@@ -67,6 +70,9 @@ class DurableState(msgspec.Struct, frozen=True, kw_only=True):
     archived: tuple[ArchivedEpoch, ...] = ()
     # The session's turns, in number order (docs/turns.md).
     turns: tuple[TurnRecord, ...] = ()
+    # Internal ids of pending calls whose call store holds the transactional chaos tool's
+    # write (``chaos.tools.EFFECT_KEY``), each with whether its result is claimed (X1).
+    call_effects: tuple[tuple[str, bool], ...] = ()
 
 
 def read_durable(tx: Transaction, agent_id: str) -> DurableState:
@@ -82,7 +88,17 @@ def read_durable(tx: Transaction, agent_id: str) -> DurableState:
         owed=tx.read_owed(agent_id),
         settings=tx.read_settings(agent_id),
         turns=tuple(_turns(tx, agent_id)),
+        call_effects=tuple(_call_effects(tx, agent_id)),
     )
+
+
+def _call_effects(tx: Transaction, agent_id: str) -> list[tuple[str, bool]]:
+    found = []
+    for call in tx.pending_calls(agent_id):
+        key = scope_prefix("agent", agent_id, CALL_AREA, call.internal_id) + EFFECT_KEY
+        if tx.kv_read(key) is not None:
+            found.append((call.internal_id, call.committed is not None))
+    return found
 
 
 def _turns(tx: Transaction, agent_id: str) -> list[TurnRecord]:

@@ -15,6 +15,7 @@ from agentkeep.loop.plans import (
     AppendBlock,
     Appended,
     AppendFailureNote,
+    ClaimToolResults,
     CommitToolResult,
     Consumed,
     ConsumeNotices,
@@ -87,6 +88,8 @@ def landed(ctx: LoopContext, plan: Plan, value: Consumed | Appended | Settled | 
                     turn.step = "steering"
                 else:
                     tools.pump_results(ctx)
+        case ClaimToolResults():
+            tools.claimed(ctx)
         case ReplaceWithCompaction(through_position=through, messages=messages):
             suffix = ctx.records[through:]
             owes = plan.owes_answer

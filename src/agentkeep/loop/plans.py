@@ -119,6 +119,14 @@ class CommitToolResult(_Data, frozen=True):
     owed_after: OwedWork | None = None  # set on the batch's last result
 
 
+class ClaimToolResults(_Data, frozen=True):
+    """A drain left a reloadable call pending: the results that finished behind it cannot
+    land in batch order now, so each is claimed for its pending call (first claim wins);
+    the next process lands them in order without running their calls again."""
+
+    claims: tuple[tuple[PendingToolCall, ToolResultMessage], ...]
+
+
 class AnswerCalls(_Data, frozen=True):
     """Answer calls that will never run (a response that did not end in ``tool_call``, an
     abort, a failed turn). ``calls[i]`` is the call ``results[i]`` answers, under the durable
@@ -151,6 +159,7 @@ Plan: TypeAlias = (
     | FinishResponse
     | DispatchBatch
     | CommitToolResult
+    | ClaimToolResults
     | AnswerCalls
     | AppendFailureNote
     | Settle

@@ -2,6 +2,8 @@
 as asked, and for a turn that failed (spec §3.5, §3.7, §3.8, §3.9)."""
 
 ABORTED_CALL = "The tool call was aborted."
+STEERED_CALL = "The tool call was interrupted by new steering."
+DRAINED_CALL = "The tool call was interrupted by a shutdown."
 UNDISPATCHED_CALL = "The response ended before this tool call was dispatched."
 FAILED_TURN_CALL = "The turn failed before this tool call finished."
 ABORTED_COMPACTION = "The compaction was cancelled by an abort."

@@ -46,6 +46,7 @@ from agentkeep.loop.events import (
     StreamEventArrived,
     TimerFired,
     ToolFinished,
+    ToolLifetimes,
     WorkAccepted,
 )
 from agentkeep.loop.phases import (
@@ -75,6 +76,8 @@ def handle(ctx: LoopContext, event: Event) -> None:
                 ctx.resume_checked = False
             request_turn(ctx)
         case WorkAccepted(message=message, notice=notice):
+            if message is not None:
+                tools.steer(ctx, message)  # before the mirror takes it: is it new?
             landing.accept(ctx, message, notice)
             request_turn(ctx)
         case CompactRequested():
@@ -85,6 +88,7 @@ def handle(ctx: LoopContext, event: Event) -> None:
         case ShutdownRequested():
             ctx.shutdown = True
             retry.cancel(ctx)
+            tools.drain(ctx)
             decide(ctx)
         case StopRetrying():
             ctx.retry_stopped = True
@@ -117,6 +121,9 @@ def handle(ctx: LoopContext, event: Event) -> None:
             batch = ctx.turn.batch
             if batch is not None and batch.finish(internal_id, result):
                 tools.pump_results(ctx)
+            decide(ctx)
+        case ToolLifetimes():
+            tools.note_lifetimes(ctx, event)
             decide(ctx)
         case ChildStopped(child_id=child_id):
             ctx.children.discard(child_id)

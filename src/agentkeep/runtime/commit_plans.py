@@ -27,6 +27,7 @@ from agentkeep.loop.plans import (
     AppendBlock,
     Appended,
     AppendFailureNote,
+    ClaimToolResults,
     CommitToolResult,
     Consumed,
     ConsumeNotices,
@@ -220,6 +221,12 @@ def execute(
             return None
         case CommitToolResult():
             return _commit_tool_result(tx, agent_id, plan, hooks)
+        case ClaimToolResults(claims=claims):
+            from agentkeep.runtime.tool_claims import claim_result  # it builds on this module
+
+            for pending, result in claims:
+                claim_result(tx, agent_id, pending.internal_id, result)
+            return None
         case AnswerCalls():
             return _answer_calls(tx, agent_id, plan, hooks)
         case AppendFailureNote(message=message):
