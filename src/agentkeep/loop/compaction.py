@@ -49,7 +49,7 @@ def finished(ctx: LoopContext, event: CompactionFinished) -> None:
                 through_position=phase.through,
                 messages=outcome.messages,
                 owes_answer=ctx.turn.needs_inference,
-                owed=ctx.owed_now("inference"),
+                owed=ctx.owed_for_inference(),
             )
         )
         return

@@ -60,6 +60,7 @@ class Inferring:
     inference_id: str
     response: ResponseAssembler = field(default_factory=ResponseAssembler)
     held: list[AssistantBlock] = field(default_factory=list)
+    opened: bool = False  # a finished block was committed (the owed fact marks it open)
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,6 +175,21 @@ class OwedWork(_Record, frozen=True):
     """The one liveness fact: present ⇔ the agent owes work (spec invariant 6).
 
     Written with the change that made work due; erased only by the settlement transaction.
+
+    It also carries the run's lifecycle ids (seed 001, ``docs/lifecycle.md``), written before
+    the first hook that is told them, so a restart continues the same loop and turn:
+
+    Attributes:
+        stage: What is owed next.
+        loop_id: The settled-to-settled loop (run) the work belongs to.
+        turn_id: The turn within that loop.
+        inference_id: The provider request the owed inference is (or will be) made under;
+            None once a response finished (its id is spent).
+        settlement_id: Unused in the owed fact (a settlement erases it): kept for old rows.
+        response_open: The request ``inference_id`` has committed completed content (a
+            finished block) but its response never finished (the transaction that ends it
+            did not commit): the content ends the conversation truncated. A restart retires
+            the id and continues the response (``Continue from where you left off.``).
     """
 
     stage: OwedStage
@@ -182,6 +197,7 @@ class OwedWork(_Record, frozen=True):
     turn_id: str | None = None
     inference_id: str | None = None
     settlement_id: str | None = None
+    response_open: bool = False
 
 
 class AgentEnvironment(_Record, frozen=True):

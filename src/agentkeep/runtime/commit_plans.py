@@ -41,7 +41,7 @@ from agentkeep.loop.plans import (
     StageOwed,
 )
 from agentkeep.loop.requests import batch_through_request, request_of, requested_call
-from agentkeep.loop.texts import FAILURE_NOTE
+from agentkeep.loop.texts import CONTINUE_NOTICE, FAILURE_NOTE
 from agentkeep.model import (
     BlockRecord,
     CompactionRecord,
@@ -184,16 +184,21 @@ def execute(
             return None
         case ConsumeQueue():
             return _consume_queue(tx, agent_id, plan, policy)
-        case ConsumeNotices(owed=owed):
+        case ConsumeNotices(owed=owed, continue_response=continues):
             records: list[ConversationRecord] = []
+            if continues:  # ahead of the boundary's queued notices (docs/lifecycle.md)
+                records.append(_append(tx, agent_id, SystemRecord(message=CONTINUE_NOTICE)))
             for notice in tx.notices(agent_id):
                 if tx.remove_notice(agent_id, notice.seq):
                     records.append(_append(tx, agent_id, SystemRecord(message=notice.message)))
             if records:
                 tx.write_owed(agent_id, owed)
             return Appended(records=tuple(records))
-        case AppendBlock(block=block):
-            return Appended(records=(_append(tx, agent_id, BlockRecord(block=block)),))
+        case AppendBlock(block=block, owed=owed_open):
+            record = _append(tx, agent_id, BlockRecord(block=block))
+            if owed_open is not None:
+                tx.write_owed(agent_id, owed_open)
+            return Appended(records=(record,))
         case FinishResponse(blocks=blocks, tokens=tokens, settle=settle, answer=answer):
             appended = tuple(_append(tx, agent_id, BlockRecord(block=b)) for b in blocks)
             if tokens is not None:
@@ -203,6 +208,8 @@ def execute(
             if answer is not None:
                 session_turns.answered(tx, agent_id, answer)
             settled = settle and _settle(tx, agent_id).settled
+            if not settled and plan.owed is not None:
+                tx.write_owed(agent_id, plan.owed)
             queued = () if settled else tuple(tx.queued(agent_id))
             return Appended(records=appended, settled=settled, queued=queued)
         case DispatchBatch(calls=calls, owed=owed):
