@@ -24,7 +24,10 @@ def start(ctx: LoopContext) -> None:
     ctx.phase = Compacting(compaction_id=compaction_id, through=len(ctx.records))
     ctx.children.add(compaction_id)
     if ctx.owed is None or ctx.owed.stage != "compaction":
-        ctx.commit(StageOwed(owed=ctx.owed_now("compaction")))
+        # A response cut short stays marked open: a crash before the replacement lands must
+        # still continue it (docs/lifecycle.md).
+        cut = ctx.owed is not None and ctx.owed.response_open
+        ctx.commit(StageOwed(owed=ctx.owed_now("compaction", response_open=cut)))
     ctx.out.append(
         StartCompaction(
             compaction_id=compaction_id,

@@ -225,6 +225,7 @@ def lifecycle_ids(ctx: LoopContext, owed: OwedWork | None) -> None:
     later turn of the run gets a fresh turn id. A request whose completed content never
     finished its response (``response_open``) has its id retired here — before its calls are
     recovered or another request is made — so two requests never share an inference id.
+    (A request under an owed id that committed no content may be made again under it.)
     """
     first = ctx.loop_id is None
     if first:
@@ -236,7 +237,10 @@ def lifecycle_ids(ctx: LoopContext, owed: OwedWork | None) -> None:
         return  # nothing is outstanding: there is nothing to write the ids with
     staged = msgspec.structs.replace(owed, loop_id=ctx.loop_id, turn_id=ctx.turn_id)
     if owed.response_open:
-        staged = msgspec.structs.replace(staged, inference_id=ctx.new_id(), response_open=False)
+        # Retired: the id leaves the owed fact, and the next request gets a fresh one from
+        # the transaction that continues the response. ``response_open`` stays until that
+        # transaction appends after the cut content, so a crash before it still continues.
+        staged = msgspec.structs.replace(staged, inference_id=None)
     if staged != owed:
         # Committed ahead of the hooks that follow: the shell carries out effects in order
         # and commits synchronously, and commits are strictly sequential.

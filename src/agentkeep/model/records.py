@@ -184,12 +184,14 @@ class OwedWork(_Record, frozen=True):
         loop_id: The settled-to-settled loop (run) the work belongs to.
         turn_id: The turn within that loop.
         inference_id: The provider request the owed inference is (or will be) made under;
-            None once a response finished (its id is spent).
+            None once its response finished (the id is spent) or it was retired.
         settlement_id: Unused in the owed fact (a settlement erases it): kept for old rows.
-        response_open: The request ``inference_id`` has committed completed content (a
-            finished block) but its response never finished (the transaction that ends it
-            did not commit): the content ends the conversation truncated. A restart retires
-            the id and continues the response (``Continue from where you left off.``).
+        response_open: A request committed completed content (a finished block) but its
+            response never finished (the transaction that ends it did not commit), and
+            nothing was appended after that content since. A restart retires the request's
+            id (``inference_id`` becomes None) and continues the response after the notice
+            ``Continue from where you left off.``; the transaction appending after the
+            content clears it.
     """
 
     stage: OwedStage
