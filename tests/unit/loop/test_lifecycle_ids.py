@@ -188,6 +188,41 @@ def test_every_hook_of_a_run_is_told_its_ids_and_a_new_run_gets_new_ones(world: 
     assert not ids_of[0] & ids_of[1], "a new settled-to-settled loop shares no id"
 
 
+class TransactionalRecorder(Recorder):
+    """Also records the transactional hooks inside a run's commits."""
+
+    name = "transactional-recorder"
+
+    def message_accepted_transact(self, ctx: ak.HookContext, accepted: Any) -> None:
+        self._note("message_accepted_transact", ctx)
+
+    def before_tool_call_transact(self, ctx: ak.HookContext, call: Any) -> None:
+        self._note("before_tool_call_transact", ctx)
+
+    def after_tool_call_transact(self, ctx: ak.HookContext, call: Any, result: Any) -> None:
+        self._note("after_tool_call_transact", ctx)
+
+
+def test_transactional_hooks_inside_a_run_are_told_its_loop_and_turn(world: World) -> None:
+    world.model.add(script.tool_call("echo", {"text": "x"}), script.text("done"))
+    recorder = TransactionalRecorder()
+    system = world.open(features=[recorder])
+    agent = system.create()
+    agent.send(ak.user("go"))
+    assert agent.wait_for_idle(timeout_seconds=10)
+
+    ((loop_id, turn_id, _, _),) = recorder.ids("before_turn")
+    for hook in (
+        "message_accepted_transact",
+        "before_tool_call_transact",
+        "after_tool_call_transact",
+    ):
+        assert recorder.ids(hook) == [(loop_id, turn_id, None, None)], hook
+    # The two requests of the turn have two ids.
+    first, second = (ids[2] for ids in recorder.ids("before_inference"))
+    assert first != second
+
+
 def test_a_retry_forever_retry_after_committed_blocks_continues_after_the_notice(
     world: World,
 ) -> None:
