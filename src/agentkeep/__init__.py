@@ -157,6 +157,7 @@ from agentkeep.registry import (
     Workspace,
     WorkspacePatch,
 )
+from agentkeep.server_tools import ServerTool
 from agentkeep.sessions import (
     SessionBusyError,
     SessionConfigError,
@@ -270,6 +271,7 @@ __all__ = [
     "ScriptedModel",
     "Selection",
     "SendAction",
+    "ServerTool",
     "ServerToolResultBlock",
     "ServesModels",
     "Session",

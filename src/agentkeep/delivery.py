@@ -316,6 +316,10 @@ def prepare_acceptance(
     checked_id = check_message_id(message_id)
     key = check_idempotency_key(idempotency_key)
     opts = options or MessageOptions()
+    if opts.profile is not None and not isinstance(opts.profile, str):
+        raise InvalidMessageError(
+            f"a message's profile must be a string or None, got {type(opts.profile).__name__}"
+        )
     if opts.provider is not None and providers.get(opts.provider) is None:
         raise InvalidConfigError(f'Provider "{opts.provider}" is not registered.')
 

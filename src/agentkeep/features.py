@@ -103,15 +103,31 @@ class PermissionModeChange:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelChange:
-    """An agent's provider or model switch, for ``model_changed``.
+    """An agent's provider, model or profile switch, for ``model_changed``.
 
-    ``was_reset`` is True when the new model cannot read the old history, which is then archived and
-    the conversation starts again (with the handoff a hook returns).
+    ``was_reset`` is True when the new model cannot read the old history, or the profile in
+    effect changed (profiles never share model context), so the old history is archived and the
+    conversation starts again (with the handoff a hook returns).
     """
 
     previous: Settings
     current: Settings
     was_reset: bool
+
+    @property
+    def previous_profile(self) -> str | None:
+        """The profile in effect before the consumed message (None: the null profile)."""
+        return self.previous.profile
+
+    @property
+    def profile(self) -> str | None:
+        """The profile the consumed message selects (None: the null profile)."""
+        return self.current.profile
+
+    @property
+    def profile_changed(self) -> bool:
+        """True when the switch changes the profile in effect (it then always resets)."""
+        return self.previous.profile != self.current.profile
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,6 +175,12 @@ class HookContext:
         """The agent's effective permission mode for this hook: the durable mode when the
         response or tool batch it belongs to started (the runtime enforces nothing)."""
         return self.settings.permission_mode
+
+    @property
+    def profile(self) -> str | None:
+        """The agent's effective profile for this hook (opaque; None: the null profile): the
+        one the last consumed message selected. It is never sent to the provider."""
+        return self.settings.profile
 
 
 class Feature:
@@ -274,13 +296,14 @@ class Feature:
         return
 
     def model_changed(self, ctx: HookContext, change: ModelChange) -> SystemMessage | None:
-        """Runs when a consumed message switches the agent's provider or model.
+        """Runs when a consumed message switches the agent's provider, model or profile.
 
         It runs inside the transaction that consumes the message (its stores and sends join it).
-        When the switch resets the history (``change.was_reset``), a returned :class:`SystemMessage`
-        starts the new conversation as a handoff (the first one returned wins); raising then rejects
-        the switch, keeping the history and the previous model. A failure on a compatible switch is
-        ignored.
+        When the switch resets the history (``change.was_reset``: an incompatible model, or any
+        change of the profile in effect — ``change.previous_profile`` / ``change.profile``), a
+        returned :class:`SystemMessage` starts the new conversation as a handoff (the first one
+        returned wins); raising then rejects the switch, keeping the history and the previous
+        model and profile. A failure on a compatible switch is ignored.
 
         Returns:
             A handoff message, or None.

@@ -199,6 +199,9 @@ class Tool(Generic[ArgsT, ResultT]):
         review_in_auto_mode: Read by permission features only.
         to_llm: Renders a validated result as content blocks.
         is_error: Whether a validated result is an error result.
+        visible_to_user: Only a provider-owned :class:`~agentkeep.ServerTool` may hide;
+            ``False`` is refused here (``ToolDefinitionError``).
+        persist_in_history: Likewise: ``False`` is refused for an executable tool.
     """
 
     name: str
@@ -215,6 +218,8 @@ class Tool(Generic[ArgsT, ResultT]):
     review_in_auto_mode: bool = True
     to_llm: Callable[[ResultT], tuple[OutputBlock, ...]] = default_to_llm
     is_error: Callable[[ResultT], bool] = _never_error
+    visible_to_user: bool = True
+    persist_in_history: bool = True
     _raw_schema: dict[str, Any] = field(init=False, repr=False, default_factory=dict)
     _parameters: dict[str, Any] = field(init=False, repr=False, default_factory=dict)
 
@@ -240,6 +245,7 @@ class Tool(Generic[ArgsT, ResultT]):
                 "store transaction); it is refused rather than silently ignored. Drop the flag, "
                 "or write what must be atomic through the call's stores."
             )
+        _refuse_hiding(self.name, self.visible_to_user, self.persist_in_history)
         try:
             raw = msgspec.json.schema(self.args_type)
             parameters = parameters_schema(self.args_type)
@@ -277,6 +283,21 @@ class Tool(Generic[ArgsT, ResultT]):
             defer=self.defer,
             grammar=self.grammar,
         )
+
+
+def _refuse_hiding(name: str, visible_to_user: object, persist_in_history: object) -> None:
+    """An executable tool cannot hide from correctness or security observers (seed 001):
+    only a provider-owned server tool may suppress its live events or its history."""
+    for flag, value in (
+        ("visible_to_user", visible_to_user),
+        ("persist_in_history", persist_in_history),
+    ):
+        if value is not True:
+            raise ToolDefinitionError(
+                f'Tool "{name}" sets {flag}={value!r}, but an executable tool cannot hide '
+                "from correctness or security observers; only a provider-owned server tool "
+                "(ak.ServerTool, passed as AgentSystem.open(server_tools=...)) may set it."
+            )
 
 
 class ToolSet:
@@ -467,6 +488,8 @@ def tool(
     is_error: Callable[[Any], bool] | None = None,
     args_type: type[Any] | None = None,
     result_type: Any = _MISSING,
+    visible_to_user: bool = True,
+    persist_in_history: bool = True,
 ) -> Callable[[Callable[[ToolContext, Any], Any]], Tool[Any, Any]]: ...
 
 
@@ -487,6 +510,8 @@ def tool(
     is_error: Callable[[Any], bool] | None = None,
     args_type: type[Any] | None = None,
     result_type: Any = _MISSING,
+    visible_to_user: bool = True,
+    persist_in_history: bool = True,
 ) -> Tool[Any, Any] | Callable[[Callable[[ToolContext, Any], Any]], Tool[Any, Any]]:
     """Build a :class:`Tool` from a typed function ``(ctx, args: SomeStruct) -> Result``.
 
@@ -511,6 +536,8 @@ def tool(
         "is_error": is_error,
         "args_type": args_type,
         "result_type": result_type,
+        "visible_to_user": visible_to_user,
+        "persist_in_history": persist_in_history,
     }
     if function is not None:
         return _build(function, options)

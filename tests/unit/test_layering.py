@@ -56,7 +56,13 @@ LAYERS: tuple[Component, ...] = (
     Component(
         4,
         "extension",
-        ("agentkeep.refs", "agentkeep.tools", "agentkeep.features", "agentkeep.tool_hooks"),
+        (
+            "agentkeep.refs",
+            "agentkeep.tools",
+            "agentkeep.server_tools",
+            "agentkeep.features",
+            "agentkeep.tool_hooks",
+        ),
     ),
     Component(5, "actors", ("agentkeep.actors",)),
     Component(

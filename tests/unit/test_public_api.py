@@ -116,6 +116,7 @@ PUBLIC = [
     "ScriptedModel",
     "Selection",
     "SendAction",
+    "ServerTool",
     "ServerToolResultBlock",
     "ServesModels",
     "Session",

@@ -101,6 +101,7 @@ from agentkeep.persistence.interface import StoreHandle
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.registry import Providers
 from agentkeep.runtime import commit_plans
+from agentkeep.server_tools import ServerTool, check_server_tools, policy_of
 
 log = structlog.get_logger(__name__)
 
@@ -120,6 +121,7 @@ class LoopOptions:
     # Hands an ephemeral event (session id, type, data, turn id) to live subscribers.
     publish: Callable[[str, str, JSONObject, str | None], None] | None = None
     retry: RetryPolicy | None = None  # retry forever with this backoff (None: give up)
+    server_tools: tuple[ServerTool, ...] = ()  # provider-owned tools, told beside the tools
 
 
 class AgentActor(SupervisedMixin, pykka.ThreadingActor):
@@ -172,6 +174,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             send_mode=options.send_mode,
             eager_settle=not features.has_action_hooks,
             retry=options.retry,
+            server_tools=policy_of(options.server_tools),
         )
         self._timers = LoopTimers()  # this incarnation's own waits (retry backoffs)
         self._children = AgentChildren(self, agent_id, grace_seconds=child_grace_seconds)
@@ -361,7 +364,10 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         Raises if the provider is unknown or a correctness hook fails."""
         instructions = self._features.instructions(self._options.instructions, self._ctx_for)
         tools = self._runner.tool_set(settings)
-        session = self._sessions.session_for(settings, instructions, tools.descriptors())
+        servers = self._options.server_tools
+        check_server_tools(tools, servers)  # a feature's tool may not take a server tool's name
+        descriptors = (*tools.descriptors(), *(each.descriptor() for each in servers))
+        session = self._sessions.session_for(settings, instructions, descriptors)
         return session, instructions
 
     def _start_inference(self, effect: StartInference) -> list[Event]:

@@ -21,6 +21,8 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
+import msgspec
+
 from agentkeep.agent_system import AgentSystem
 from agentkeep.chaos.batches import BatchingModel
 from agentkeep.chaos.checker import Checker, SwitchExpectation, Violation
@@ -369,16 +371,39 @@ SWITCH = SwitchExpectation(
     provider="claude",
     model=CLAUDE_MODEL,
 )
+PROFILE = "reviewer"
+
+
+def _switch_of(seed: int) -> tuple[SwitchExpectation, Offer]:
+    """The seed's switch: to claude (half the seeds) or to claude under a new profile.
+
+    A switch to a new profile alone resets too, but is left to the unit tests: the chaos
+    model numbers its calls per conversation, so the reset conversation on the same provider
+    would reuse the old one's call ids, which the §7.12 ledger check keys on (a model switch
+    moves to the ``_b`` tools instead)."""
+    import random
+
+    profile = PROFILE if random.Random(seed ^ 0x5717C4).random() < 0.5 else None
+    expected = msgspec.structs.replace(SWITCH, profile=profile)
+    offer = Offer(
+        id="after",
+        text="after the switch",
+        provider="claude",
+        model=CLAUDE_MODEL,
+        profile=profile,
+    )
+    return expected, offer
 
 
 def model_switch(seed: int, *, home: str | Path | None = None) -> CampaignResult:
     """A codex conversation, then a message switching to claude (incompatible: the history
-    resets) under crashes: the history is always one whole side; finally only ``after``,
-    the settings name claude, ``answer-1``."""
+    resets), on half the seeds under a new profile too, under crashes: the history is always
+    one whole side; finally only ``after``, the settings name the target (with its profile),
+    ``answer-1``."""
+    expected, switch = _switch_of(seed)
 
     def body(c: _Campaign) -> None:
         c.process(messages=[Offer(id="before", text="before the switch")])
-        switch = Offer(id="after", text="after the switch", provider="claude", model=CLAUDE_MODEL)
         c.world.offer(switch)
         for _ in range(c.rng.randint(1, 4)):
             c.process(faults=c.crash(120))
@@ -392,7 +417,7 @@ def model_switch(seed: int, *, home: str | Path | None = None) -> CampaignResult
         "durable_tools": frozenset({"durable_tool", "durable_tool_b"}),
         "fragile_tools": frozenset({"fragile_tool", "fragile_tool_b"}),
     }
-    return _run("model_switch", seed, body, world_options=options, switch=SWITCH, home=home)
+    return _run("model_switch", seed, body, world_options=options, switch=expected, home=home)
 
 
 SUITES: dict[str, Callable[[int], CampaignResult]] = {

@@ -21,6 +21,7 @@ from agentkeep.model import (
     CompactionRecord,
     ConversationRecord,
     ReasoningBlock,
+    Settings,
     SystemRecord,
     TextBlock,
     ToolCallBlock,
@@ -83,12 +84,22 @@ class Violation(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SwitchExpectation(msgspec.Struct, frozen=True, kw_only=True):
-    """A campaign's model switch: the messages before it, those switching, and the target."""
+    """A campaign's model or profile switch: the messages before it, those switching, and
+    the target (a profile change resets the history like an incompatible model does)."""
 
     old_ids: frozenset[str]
     new_ids: frozenset[str]
     provider: str
     model: str
+    profile: str | None = None
+
+    def reached(self, settings: Settings | None) -> bool:
+        """Whether ``settings`` are the switch's target selection."""
+        return settings is not None and (settings.provider, settings.model, settings.profile) == (
+            self.provider,
+            self.model,
+            self.profile,
+        )
 
 
 def describe_records(records: Sequence[ConversationRecord]) -> str:
@@ -307,10 +318,7 @@ def _check_compaction(state: DurableState, process: int) -> list[Violation]:
 def _check_switch(state: DurableState, switch: SwitchExpectation, process: int) -> list[Violation]:
     users = {r.message_id for r in state.records if isinstance(r, UserRecord)}
     settings = state.settings
-    switched = settings is not None and (settings.provider, settings.model) == (
-        switch.provider,
-        switch.model,
-    )
+    switched = switch.reached(settings)
     old = users & switch.old_ids
     new = users & switch.new_ids
     problems: list[str] = []
@@ -416,11 +424,9 @@ def check_final(
         bad(6, f"the conversation ends in {type(last).__name__}, expected {answer!r}")
     if switch is not None:
         settings = state.settings
-        if settings is None or (settings.provider, settings.model) != (
-            switch.provider,
-            switch.model,
-        ):
-            bad(15, f"final settings {settings} are not {switch.provider}/{switch.model}")
+        if not switch.reached(settings):
+            target = f"{switch.provider}/{switch.model} (profile {switch.profile!r})"
+            bad(15, f"final settings {settings} are not {target}")
     return found
 
 

@@ -51,6 +51,7 @@ class Offer(msgspec.Struct, frozen=True, kw_only=True):
     queue: QueueName = "send"
     provider: str | None = None
     model: str | None = None
+    profile: str | None = None  # the profile the message selects (None: the null one)
 
 
 class DurableState(msgspec.Struct, frozen=True, kw_only=True):
@@ -297,7 +298,13 @@ class ProcessHandle:
             return False  # a dead process sends nothing
         method = self.agent.steer if offer.queue == "steering" else self.agent.send
         try:
-            method(user(offer.text), id=offer.id, provider=offer.provider, model=offer.model)
+            method(
+                user(offer.text),
+                id=offer.id,
+                provider=offer.provider,
+                model=offer.model,
+                profile=offer.profile,
+            )
         except Exception:
             self.report.failed_offers.append(offer.id)
             if not self._durably_present(offer.id):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from agentkeep.loop.effects import Commit, Effect, LifecycleIds
 from agentkeep.loop.phases import Idle, Phase, Turn
 from agentkeep.loop.plans import AnswerCalls, Plan, QueueMode
+from agentkeep.loop.server_calls import NO_SERVER_TOOLS, ServerToolPolicy
 from agentkeep.loop.view import OpenCalls, ProviderViews
 from agentkeep.model import (
     ConversationRecord,
@@ -61,6 +62,7 @@ class LoopConfig:
             run may settle in its own final transaction.
         retry: Retry forever with this backoff (``agentkeep.loop.retry``); None: give up
             after ``max_failed_turns``.
+        server_tools: What the system's server tools hide (``agentkeep.server_tools``).
     """
 
     new_id: Callable[[], str]
@@ -69,6 +71,7 @@ class LoopConfig:
     max_failed_turns: int
     eager_settle: bool
     retry: RetryPolicy | None = None
+    server_tools: ServerToolPolicy = NO_SERVER_TOOLS
 
 
 class LoopContext:

@@ -13,6 +13,7 @@ from agentkeep.loop.plans import (
     FinishResponse,
     StageOwed,
 )
+from agentkeep.loop.server_calls import ServerCalls, is_private
 from agentkeep.loop.texts import ABORTED_CALL, UNDISPATCHED_CALL
 from agentkeep.loop.view import ends_with_own_message
 from agentkeep.model import Done, StreamEvent, ToolCallBlock
@@ -32,7 +33,9 @@ def start(ctx: LoopContext) -> None:
         ctx.commit(StageOwed(owed=ctx.owed_for_inference()))
         return
     ctx.inference_id = ctx.last_request_id = inference_id
-    ctx.phase = Inferring(inference_id=inference_id)
+    ctx.phase = Inferring(
+        inference_id=inference_id, server_calls=ServerCalls(policy=ctx.config.server_tools)
+    )
     ctx.children.add(inference_id)
     ctx.turn.step = "steering"
     ctx.out.append(Observe(hook="before_inference", ids=ctx.ids(inference=True)))
@@ -49,7 +52,8 @@ def stream_event(ctx: LoopContext, inference_id: str, event: StreamEvent) -> Non
     phase = ctx.phase
     if not isinstance(phase, Inferring) or inference_id != phase.inference_id:
         return  # a cancelled response's leftovers: its terminal event was already given
-    ctx.out.append(Emit(event=event))
+    if phase.server_calls.observe(event):  # a hidden server call's events are not observed
+        ctx.out.append(Emit(event=event))
     if not isinstance(event, Done):
         flush_held(ctx, phase)
     phase.held.extend(phase.response.feed(event))
@@ -62,11 +66,12 @@ def flush_held(ctx: LoopContext, phase: Inferring) -> None:
     (a restart retires its id and continues the response)."""
     held, phase.held = phase.held, []
     for block in held:
+        private = phase.server_calls.private_ids((block,))
         owed = None
         if not phase.opened:
             phase.opened = True
             owed = ctx.owed_now("inference", inference_id=phase.inference_id, response_open=True)
-        ctx.commit(AppendBlock(block=block, owed=owed))
+        ctx.commit(AppendBlock(block=block, private_calls=private, owed=owed))
 
 
 def maybe_finish(ctx: LoopContext) -> None:
@@ -92,7 +97,9 @@ def maybe_finish(ctx: LoopContext) -> None:
     calls = response.client_calls
     settle = ctx.config.eager_settle and _ends_run(ctx, phase.inference_id, done, calls)
     answers = done.state in ("normal", "length") and not calls
-    answer = tuple(response.blocks) if answers else None
+    private = phase.server_calls.private_ids(response.blocks)
+    # The turn's answer is published: a server call kept out of the history is not in it.
+    answer = tuple(b for b in response.blocks if not is_private(b, private)) if answers else None
     if settle:
         ctx.settlement_id = ctx.new_id()
     if blocks or settle or answers or (measured and done.tokens is not None):
@@ -100,7 +107,14 @@ def maybe_finish(ctx: LoopContext) -> None:
         # The response finished: its id is spent and its content no longer open.
         owed = ctx.owed_now("inference")
         ctx.commit(
-            FinishResponse(blocks=blocks, tokens=tokens, settle=settle, answer=answer, owed=owed)
+            FinishResponse(
+                blocks=blocks,
+                tokens=tokens,
+                settle=settle,
+                answer=answer,
+                private_calls=phase.server_calls.private_ids(blocks),
+                owed=owed,
+            )
         )
     _judge(ctx, done, calls)
 

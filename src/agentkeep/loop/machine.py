@@ -37,6 +37,7 @@ from agentkeep.loop.effects import Effect, LifecycleIds
 from agentkeep.loop.events import Event
 from agentkeep.loop.phases import Phase
 from agentkeep.loop.plans import QueueMode
+from agentkeep.loop.server_calls import NO_SERVER_TOOLS, ServerToolPolicy
 from agentkeep.model import (
     ConversationRecord,
     OwedWork,
@@ -62,6 +63,8 @@ class AgentLoop:
         retry: Retry provider errors, failed compactions and fatal run-stage failures
             forever with this backoff (:mod:`~agentkeep.loop.retry`); None (the default):
             a failure leaves a note and the run gives up after ``max_failed_turns``.
+        server_tools: What the system's server tools hide from the live events and the
+            published history (:mod:`agentkeep.server_tools`).
     """
 
     def __init__(
@@ -75,10 +78,13 @@ class AgentLoop:
         max_failed_turns: int = 3,
         eager_settle: bool = False,
         retry: RetryPolicy | None = None,
+        server_tools: ServerToolPolicy = NO_SERVER_TOOLS,
     ) -> None:
         self.agent_id = agent_id
         modes: dict[QueueName, QueueMode] = {"steering": steering_mode, "send": send_mode}
-        config = LoopConfig(new_id, defaults, modes, max_failed_turns, eager_settle, retry)
+        config = LoopConfig(
+            new_id, defaults, modes, max_failed_turns, eager_settle, retry, server_tools
+        )
         self._ctx = LoopContext(config)
 
     def handle(self, event: Event) -> list[Effect]:

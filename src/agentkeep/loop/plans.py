@@ -93,6 +93,9 @@ class AppendBlock(_Data, frozen=True):
     (``OwedWork.response_open``), in the same transaction."""
 
     block: AssistantBlock
+    # Provider call ids of server calls kept out of the published history (their blocks
+    # stay in the private model context: ``agentkeep.server_tools``).
+    private_calls: tuple[str, ...] = ()
     owed: OwedWork | None = None
 
 
@@ -110,6 +113,7 @@ class FinishResponse(_Data, frozen=True):
     # session's running turns whose input is all consumed complete with it, in this same
     # transaction (docs/turns.md). None for a response that calls tools or was cut short.
     answer: tuple[AssistantBlock, ...] | None = None
+    private_calls: tuple[str, ...] = ()  # as for ``AppendBlock``
     # The owed fact after the response (when it does not settle): its request's id is spent
     # and its content finished (``response_open`` cleared), so a restart never reuses the id.
     owed: OwedWork | None = None

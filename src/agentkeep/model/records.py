@@ -39,17 +39,25 @@ class _ConversationRecord(_Record, frozen=True, tag_field="type"):
 
 
 class UserRecord(_ConversationRecord, frozen=True, tag="user"):
-    """A consumed queue entry: the message joined the conversation."""
+    """A consumed queue entry: the message joined the conversation. ``profile`` is the one
+    it selected (durable control data, never part of what the provider sees)."""
 
     message_id: str
     message: QueueableMessage
     metadata: JSONObject | None = None
+    profile: str | None = None
 
 
 class BlockRecord(_ConversationRecord, frozen=True, tag="block"):
-    """One finished assistant block; consecutive block records form one assistant message."""
+    """One finished assistant block; consecutive block records form one assistant message.
+
+    ``private``: the call or result of a server tool declared ``persist_in_history=False``:
+    part of the private model context (the provider sees it), never published (no ledger
+    event; left out of :func:`published_messages`).
+    """
 
     block: AssistantBlock
+    private: bool = False
 
 
 class ToolRecord(_ConversationRecord, frozen=True, tag="tool"):
@@ -100,6 +108,12 @@ def rebuild_messages(records: list[ConversationRecord]) -> list[Message]:
         else:
             messages.append(record.message)
     return messages
+
+
+def published_messages(records: list[ConversationRecord]) -> list[Message]:
+    """The conversation as history reads publish it: :func:`rebuild_messages` without the
+    private blocks (server tools declared ``persist_in_history=False``)."""
+    return rebuild_messages([r for r in records if not (isinstance(r, BlockRecord) and r.private)])
 
 
 # -- archived history ---------------------------------------------------------------------
@@ -263,5 +277,6 @@ __all__ = [
     "SystemRecord",
     "ToolRecord",
     "UserRecord",
+    "published_messages",
     "rebuild_messages",
 ]
