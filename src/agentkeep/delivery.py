@@ -379,8 +379,12 @@ def accept_notice(tx: Transaction, agent_id: str, message: SystemMessage) -> Que
 
 
 def owe_inference(tx: Transaction, agent_id: str) -> None:
-    """Record that the agent owes work, with the change that made it due (invariant 6)."""
-    if tx.claim_owed(agent_id, OwedWork(stage="inference")):
+    """Record that the agent owes work, with the change that made it due (invariant 6).
+
+    Work owed from nothing starts a loop: its loop and turn ids are allocated here, so the
+    run adopts them at its load without another commit before its first hook is told them
+    (docs/lifecycle.md)."""
+    if tx.claim_owed(agent_id, OwedWork(stage="inference", loop_id=new_id(), turn_id=new_id())):
         return
     owed = tx.read_owed(agent_id)
     if owed is not None and owed.stage == "settlement":

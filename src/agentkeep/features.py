@@ -141,6 +141,20 @@ class HookContext:
     every store is bound to that transaction (its writes commit or roll back with it, and it
     refuses use once the hook returned).
     ``system`` is the system as seen from inside an agent (no close, no wait).
+
+    The lifecycle ids (seed 001, ``docs/lifecycle.md``) name what the hook belongs to; each
+    is None where the hook belongs to none (outside a run, say). They are written with the
+    agent's outstanding work before the first hook is told them and survive a restart, so a
+    hook may key durable state on them:
+
+    Attributes:
+        loop_id: The loop (a run, settled to settled): every hook of a run.
+        turn_id: The turn within the loop: every hook of a run but ``before_agent_loop``'s
+            reopening and the settlement's.
+        inference_id: The provider request: ``before_inference`` and ``after_inference``.
+            Never shared by two requests (a request whose completed content a crash cut
+            short is retired and continued under a new id).
+        settlement_id: The settlement: ``after_agent_settled``.
     """
 
     agent_id: str
@@ -151,6 +165,10 @@ class HookContext:
     shared_kv: KeyValueStore
     call_kv: KeyValueStore | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    loop_id: str | None = None
+    turn_id: str | None = None
+    inference_id: str | None = None
+    settlement_id: str | None = None
 
     @property
     def permission_mode(self) -> PermissionMode:

@@ -57,6 +57,7 @@ from agentkeep.loop.effects import (
     CompactionResolved,
     Effect,
     Emit,
+    LifecycleIds,
     LoadState,
     LoopStopped,
     Observe,
@@ -316,9 +317,14 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
 
     def _commit(self, plan: Plan) -> Event:
         agent_id = self._agent_id
-        policy = self._consumption
+        ids = self._core.lifecycle_ids  # the loop and turn the plan's hooks belong to
+        policy = self._consumption.with_ids(ids)
         hooks = ToolCallHooks(
-            agent_id, features=self._features, contexts=self._contexts, settings=self._core.settings
+            agent_id,
+            features=self._features,
+            contexts=self._contexts,
+            settings=self._core.settings,
+            ids=ids,
         )
         try:
             value = self._store.transact(
@@ -411,18 +417,23 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
     def _ctx_for(self, feature: Any) -> HookContext:
         return self._contexts.for_feature(feature, self._core.settings)
 
+    def _ctx_told(self, ids: LifecycleIds) -> Callable[[Any], HookContext]:
+        """Contexts for a lifecycle hook: told the ids the effect that asked for it carries."""
+        return lambda feature: self._contexts.for_feature(feature, self._core.settings, ids=ids)
+
     def _observe(self, effect: Observe) -> None:
         with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
             self._observe_inside(effect)
 
     def _observe_inside(self, effect: Observe) -> None:
         features = self._features
+        ctx_for = self._ctx_told(effect.ids)
         match effect.hook:
             case "after_inference":
                 info = InferenceInfo(state=effect.state, tokens=effect.tokens, error=effect.error)
-                features.observe("after_inference", self._ctx_for, info)
+                features.observe("after_inference", ctx_for, info)
             case "after_agent_settled":
-                features.observe("after_agent_settled", self._ctx_for, effect.error)
+                features.observe("after_agent_settled", ctx_for, effect.error)
             case "message_accepted":
                 record, queue = effect.accepted, effect.queue
                 if record is not None and queue is not None:
@@ -432,23 +443,24 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
                         message=record.message,
                         metadata=record.metadata,
                     )
-                    features.observe("message_accepted", self._ctx_for, accepted)
+                    features.observe("message_accepted", ctx_for, accepted)
             case "permission_mode_changed":
                 if effect.permission_change is not None:
                     previous, current = effect.permission_change
                     change = PermissionModeChange(previous=previous, current=current)
-                    features.observe("permission_mode_changed", self._ctx_for, change)
+                    features.observe("permission_mode_changed", ctx_for, change)
             case hook:
-                features.observe(hook, self._ctx_for, *())
+                features.observe(hook, ctx_for, *())
 
     def _run_hook(self, effect: RunHook) -> list[Event]:
         features = self._features
+        ctx_for = self._ctx_told(effect.ids)
         with inside_loop(self._agent_id):
             if effect.hook == "after_agent_loop":
-                actions = features.actions("after_agent_loop", self._ctx_for)
+                actions = features.actions("after_agent_loop", ctx_for)
             else:
                 turn = TurnInfo(context_tokens=effect.context_tokens, aborted=effect.aborted)
-                actions = features.actions(effect.hook, self._ctx_for, turn)
+                actions = features.actions(effect.hook, ctx_for, turn)
         if effect.drop_actions or self._status.abort_pending:
             # The abort fired before or while the hook ran: its actions are dropped (§3.1).
             return [HookFinished(hook=effect.hook)]

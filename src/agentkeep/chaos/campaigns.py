@@ -177,11 +177,19 @@ def _chunky(seed: int) -> Providers:
 # -- the suites ----------------------------------------------------------------------------------
 
 
+def _reasoning(seed: int) -> Providers:
+    providers = Providers()
+    providers.add("local", BatchingModel(seed=seed, reasoning=True), kind="gym")
+    return providers
+
+
 def crash_recovery(seed: int, *, home: str | Path | None = None) -> CampaignResult:
     """3 sends; the process dies at a random store operation (≤ 150: a whole healthy run is
     about 210 statement-level operations) 1–5 times, then a
     healthy process finishes: each message once, in order, every call settled once, the
-    fragile tool never re-run, nothing owed, ``answer-3``."""
+    fragile tool never re-run, nothing owed, ``answer-3``. Every response starts with a
+    reasoning block, so a crash may cut one after its first block: it must be continued,
+    never settled over (C2), and no request may end with the model's message (C1)."""
 
     def body(c: _Campaign) -> None:
         c.world.offer(*_messages("m", 3))
@@ -189,7 +197,7 @@ def crash_recovery(seed: int, *, home: str | Path | None = None) -> CampaignResu
             c.process(faults=c.crash(150))
         c.process(final=True, start=True)
 
-    return _run("crash_recovery", seed, body, home=home)
+    return _run("crash_recovery", seed, body, world_options={"providers": _reasoning}, home=home)
 
 
 def queues(seed: int, *, home: str | Path | None = None) -> CampaignResult:

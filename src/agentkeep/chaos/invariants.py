@@ -20,6 +20,7 @@ from agentkeep.model import (
     CompactionMessage,
     CompactionRecord,
     ConversationRecord,
+    ReasoningBlock,
     Settings,
     SystemRecord,
     TextBlock,
@@ -50,6 +51,9 @@ INVARIANTS: dict[int | str, str] = {
     20: "no operation deadlocks: each returns or refuses promptly",
     23: "one owner per store, its lock held until every agent closed and no longer",
     26: "history is never deleted: what leaves the provider's view is archived (issue 12)",
+    # Seed 001's continuation (docs/lifecycle.md): a response cut short is continued.
+    "C1": "a provider request never ends with the model's own message",
+    "C2": "no settled history ends with a response cut short",
     # The session event ledger (docs/ledger.md), checked by agentkeep.chaos.ledger_checks.
     "L1": "ledger sequences are dense from 1 and increasing",
     "L2": "every committed fact has its event and every event its fact",
@@ -160,6 +164,7 @@ def check_state(
                 bad(3, f"{queue} queue consumed out of acceptance order: {sequence}")
     found += _check_calls(world, state, process)
     found += _check_owed(state, process, aborted=aborted)
+    found += _check_continued(world, state, process, aborted=aborted)
     found += _check_compaction(state, process)
     if switch is not None:
         found += _check_switch(state, switch, process)
@@ -253,6 +258,35 @@ def _check_owed(state: DurableState, process: int, *, aborted: bool) -> list[Vio
             invariant=6, process=process, detail=f"settled (no owed fact) with {', '.join(reasons)}"
         )
     ]
+
+
+def _check_continued(
+    world: ChaosWorld, state: DurableState, process: int, *, aborted: bool
+) -> list[Violation]:
+    """C2: the campaigns' model never ends a response with its reasoning, so a reasoning block
+    that ends a settled history, or that a consumed ``send`` message directly follows, is a
+    response a crash cut short that was never continued (seed 001: it is continued after
+    "Continue from where you left off." before any send is consumed; steering may come
+    first). An abort may settle a cut response (§3.9): a campaign that aborted is exempt."""
+    if aborted or any(report.aborted for report in world.reports):
+        return []
+    records = state.records
+    offered = {o.id: o.queue for o in world.offers}
+    for index, record in enumerate(records):
+        if not (isinstance(record, BlockRecord) and isinstance(record.block, ReasoningBlock)):
+            continue
+        following = records[index + 1] if index + 1 < len(records) else None
+        if following is None and state.owed is None:
+            detail = "settled over a response cut short after its reasoning (never continued)"
+        elif isinstance(following, UserRecord) and offered.get(following.message_id) == "send":
+            detail = (
+                f"send message {following.message_id!r} consumed right after a response cut "
+                "short after its reasoning (never continued)"
+            )
+        else:
+            continue
+        return [Violation(invariant="C2", process=process, detail=detail)]
+    return []
 
 
 def _check_compaction(state: DurableState, process: int) -> list[Violation]:

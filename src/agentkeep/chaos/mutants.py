@@ -6,6 +6,11 @@ purpose, and a test runs a campaign (or the property machine) under it and expec
 :func:`results_in_finish_order` breaks §7.9: a tool batch commits each result as soon as its
 call finishes, so a later call that finishes first lands before an earlier one.
 
+:func:`settles_over_a_truncated_answer` restores the behaviour before seed 001's
+continuation (probe P29): a response a crash cut after its first block is never continued —
+the resume ignores the owed fact's open response and adds no continue notice, so the cut
+answer may become final (C2) or a request may end with the model's own message (C1).
+
 More break the session event ledger (``docs/ledger.md``; the checks are ``L1``–``L4``
 in :mod:`agentkeep.chaos.ledger_checks`), most by patching
 :meth:`SqliteTransaction.append_event <agentkeep.persistence.ledger.LedgerStatements.append_event>`:
@@ -43,6 +48,7 @@ from agentkeep.chaos.turn_mutants import (
     retried_key_opens_second_turn,
     terminal_turn_event_appended_twice,
 )
+from agentkeep.loop import inference, transitions
 from agentkeep.loop.batch import ToolBatch
 from agentkeep.model import AgentRow, PendingToolCall, ToolResultMessage
 from agentkeep.persistence.codec import now_ms
@@ -399,6 +405,39 @@ def subscription_resumes_one_early() -> Iterator[None]:
         Subscription.__init__ = original  # type: ignore[method-assign]
 
 
+@contextmanager
+def settles_over_a_truncated_answer() -> Iterator[None]:
+    """While active, every loop forgets that a response was cut short: the load drops the
+    owed fact's ``response_open`` and no request is preceded by the continue notice (the
+    behaviour of probe P29). Patches module globals, so it reaches every agent in this
+    process; not thread-safe against a second patch of the same functions."""
+    original_loaded = transitions.loaded
+
+    def never(records: object) -> bool:
+        return False
+
+    def loaded(ctx: Any, snapshot: Any) -> None:
+        owed = snapshot.owed
+        if owed is not None and owed.response_open:
+            owed = msgspec.structs.replace(owed, response_open=False)
+            snapshot = msgspec.structs.replace(snapshot, owed=owed)
+        original_loaded(ctx, snapshot)
+
+    patches = [
+        (transitions, "loaded", loaded),
+        (transitions, "ends_with_own_message", never),
+        (inference, "ends_with_own_message", never),
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
+    for module, name, value in patches:
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
 Mutant = Callable[[], AbstractContextManager[None]]
 
 # The ledger mutants by name (a child process or a pool worker installs one by name).
@@ -434,6 +473,7 @@ __all__ = [
     "sequence_gap_at_each_acceptance",
     "sequence_gap_at_each_batch",
     "settled_event_skipped",
+    "settles_over_a_truncated_answer",
     "subscription_resumes_one_early",
     "subscription_resumes_one_late",
     "transactional_writes_outside_the_transaction",

@@ -140,8 +140,8 @@ class ProcessReport:
     aborted: bool = False
     compaction_requested: bool = False
     # (invariant, detail) pairs observed while the process ran (e.g. a response reported
-    # finished whose answer was not durable).
-    live_violations: list[tuple[int, str]] = field(default_factory=list)
+    # finished whose answer was not durable, a request that ended with the model's message).
+    live_violations: list[tuple[int | str, str]] = field(default_factory=list)
 
     def describe(self) -> str:
         """One line for failure messages: the process's fault plan and what it did."""

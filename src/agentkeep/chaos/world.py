@@ -134,6 +134,7 @@ class ChaosWorld:
         self._modes: tuple[QueueMode, QueueMode] = (steering_mode, send_mode)
         self._lock = threading.Lock()
         self._live: Live | None = None
+        self._models: list[RespondingModel] = []  # the running process's, to read its requests
 
     # -- liveness ----------------------------------------------------------------------------
 
@@ -224,6 +225,12 @@ class ChaosWorld:
                 quietly(lambda: system.close(timeout_seconds=self.idle_timeout))
             live.attach_failed()
             self._live = None
+            for model in self._models:  # C1: no request ends with the model's own message
+                report.live_violations += [
+                    ("C1", f"request {n} ended with the model's own message (a prefill)")
+                    for n in model.prefills
+                ]
+            self._models = []
         self.reports.append(report)
         return report
 
@@ -258,9 +265,12 @@ class ChaosWorld:
         features: list[Feature] = list(self._features)
         if live is not None:
             features.append(Observer(live))
+        providers = self._providers(self.seed)
+        models = (providers.get(name) for name in providers.ids())
+        self._models = [m for m in models if isinstance(m, RespondingModel)]
         return AgentSystem.open(
             self.home,
-            providers=self._providers(self.seed),
+            providers=providers,
             provider=self._provider,
             model=self._model,
             tools=tools,

@@ -60,9 +60,13 @@ def landed(ctx: LoopContext, plan: Plan, value: Consumed | Appended | Settled | 
         case AppendBlock() | AnswerCalls() | AppendFailureNote():
             assert isinstance(value, Appended)
             ctx.records.extend(value.records)
+            if isinstance(plan, AppendBlock) and plan.owed is not None:
+                ctx.owed = plan.owed
         case FinishResponse(tokens=tokens):
             assert isinstance(value, Appended)
             ctx.records.extend(value.records)
+            if plan.owed is not None and not value.settled:
+                ctx.owed = plan.owed
             for entry in value.queued:  # what the mailbox has not told us yet
                 accept(ctx, entry, None)
             if tokens is not None:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 from agentkeep.loop import transitions
 from agentkeep.loop.context import LoopConfig, LoopContext, RetryPolicy
-from agentkeep.loop.effects import Effect
+from agentkeep.loop.effects import Effect, LifecycleIds
 from agentkeep.loop.events import Event
 from agentkeep.loop.phases import Phase
 from agentkeep.loop.plans import QueueMode
@@ -127,6 +127,12 @@ class AgentLoop:
     def notices(self) -> list[QueuedNotice]:
         """The queued notices this loop knows of."""
         return self._ctx.notices
+
+    @property
+    def lifecycle_ids(self) -> LifecycleIds:
+        """The loop and turn ids of the run under way (None outside one): what the hooks
+        inside this moment's transaction are told."""
+        return self._ctx.ids()
 
     @property
     def owed(self) -> OwedWork | None:

@@ -62,6 +62,7 @@ class Inferring:
     response: ResponseAssembler = field(default_factory=ResponseAssembler)
     held: list[AssistantBlock] = field(default_factory=list)
     server_calls: ServerCalls = field(default_factory=ServerCalls)  # what they hide
+    opened: bool = False  # a finished block was committed (the owed fact marks it open)
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,7 @@ def pump_results(ctx: LoopContext) -> None:
         CommitToolResult(
             pending=pending,
             result=result,
-            owed_after=ctx.owed_now("inference") if last else None,
+            owed_after=ctx.owed_for_inference() if last else None,
         )
     )
 

@@ -189,6 +189,23 @@ class OwedWork(_Record, frozen=True):
     """The one liveness fact: present ⇔ the agent owes work (spec invariant 6).
 
     Written with the change that made work due; erased only by the settlement transaction.
+
+    It also carries the run's lifecycle ids (seed 001, ``docs/lifecycle.md``), written before
+    the first hook that is told them, so a restart continues the same loop and turn:
+
+    Attributes:
+        stage: What is owed next.
+        loop_id: The settled-to-settled loop (run) the work belongs to.
+        turn_id: The turn within that loop.
+        inference_id: The provider request the owed inference is (or will be) made under;
+            None once its response finished (the id is spent) or it was retired.
+        settlement_id: Unused in the owed fact (a settlement erases it): kept for old rows.
+        response_open: A request committed completed content (a finished block) but its
+            response never finished (the transaction that ends it did not commit), and
+            nothing was appended after that content since. A restart retires the request's
+            id (``inference_id`` becomes None) and continues the response after the notice
+            ``Continue from where you left off.``; the transaction appending after the
+            content clears it.
     """
 
     stage: OwedStage
@@ -196,6 +213,7 @@ class OwedWork(_Record, frozen=True):
     turn_id: str | None = None
     inference_id: str | None = None
     settlement_id: str | None = None
+    response_open: bool = False
 
 
 class AgentEnvironment(_Record, frozen=True):

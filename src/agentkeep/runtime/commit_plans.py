@@ -43,7 +43,7 @@ from agentkeep.loop.plans import (
 )
 from agentkeep.loop.requests import batch_through_request, request_of, requested_call
 from agentkeep.loop.server_calls import is_private
-from agentkeep.loop.texts import FAILURE_NOTE
+from agentkeep.loop.texts import CONTINUE_NOTICE, FAILURE_NOTE
 from agentkeep.model import (
     AssistantBlock,
     BlockRecord,
@@ -187,16 +187,21 @@ def execute(
             return None
         case ConsumeQueue():
             return _consume_queue(tx, agent_id, plan, policy)
-        case ConsumeNotices(owed=owed):
+        case ConsumeNotices(owed=owed, continue_response=continues):
             records: list[ConversationRecord] = []
+            if continues:  # ahead of the boundary's queued notices (docs/lifecycle.md)
+                records.append(_append(tx, agent_id, SystemRecord(message=CONTINUE_NOTICE)))
             for notice in tx.notices(agent_id):
                 if tx.remove_notice(agent_id, notice.seq):
                     records.append(_append(tx, agent_id, SystemRecord(message=notice.message)))
             if records:
                 tx.write_owed(agent_id, owed)
             return Appended(records=tuple(records))
-        case AppendBlock(block=block, private_calls=private):
-            return Appended(records=(_append(tx, agent_id, _block_record(block, private)),))
+        case AppendBlock(block=block, private_calls=private, owed=owed_open):
+            record = _append(tx, agent_id, _block_record(block, private))
+            if owed_open is not None:
+                tx.write_owed(agent_id, owed_open)
+            return Appended(records=(record,))
         case FinishResponse(blocks=blocks, tokens=tokens, settle=settle, answer=answer):
             private = plan.private_calls
             appended = tuple(_append(tx, agent_id, _block_record(b, private)) for b in blocks)
@@ -207,6 +212,8 @@ def execute(
             if answer is not None:
                 session_turns.answered(tx, agent_id, answer)
             settled = settle and _settle(tx, agent_id).settled
+            if not settled and plan.owed is not None:
+                tx.write_owed(agent_id, plan.owed)
             queued = () if settled else tuple(tx.queued(agent_id))
             return Appended(records=appended, settled=settled, queued=queued)
         case DispatchBatch(calls=calls, owed=owed):
