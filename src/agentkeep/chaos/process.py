@@ -25,6 +25,7 @@ from agentkeep.model import (
     Done,
     OwedWork,
     PendingToolCall,
+    PermissionMode,
     QueuedMessage,
     QueuedNotice,
     QueueName,
@@ -51,6 +52,7 @@ class Offer(msgspec.Struct, frozen=True, kw_only=True):
     queue: QueueName = "send"
     provider: str | None = None
     model: str | None = None
+    permission_mode: PermissionMode | None = None  # from this message on, once consumed
 
 
 class DurableState(msgspec.Struct, frozen=True, kw_only=True):
@@ -297,7 +299,13 @@ class ProcessHandle:
             return False  # a dead process sends nothing
         method = self.agent.steer if offer.queue == "steering" else self.agent.send
         try:
-            method(user(offer.text), id=offer.id, provider=offer.provider, model=offer.model)
+            method(
+                user(offer.text),
+                id=offer.id,
+                provider=offer.provider,
+                model=offer.model,
+                permission_mode=offer.permission_mode,
+            )
         except Exception:
             self.report.failed_offers.append(offer.id)
             if not self._durably_present(offer.id):
