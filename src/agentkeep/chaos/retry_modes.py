@@ -15,7 +15,7 @@ store (through the live process) to see whether that call's result is already du
 committed effect replayed. What is judged, beyond the shared :class:`~agentkeep.chaos.Checker`:
 
 - ``R1``: under ``retry_forever`` no failure note is ever written and no turn ever fails;
-  at each ``done(error)`` a durable turn is still running.
+  at each ``done(error)`` no durable turn has failed.
 - ``R2``: under ``retry_forever`` no tool execution starts for a call whose result is
   durable (a committed effect is never replayed).
 - ``R3``: under ``retry_forever`` a process whose store survives ends settled: idle,
@@ -103,7 +103,7 @@ FAILURE_RATE = 0.35
 class ModeJournal(Feature):
     """Records the permission mode each tool execution and ``before_tool_call`` sees, and
     (``retrying``) any execution of a call whose result was already durable, and any
-    ``done(error)`` seen while the durable turn was not running."""
+    ``done(error)`` seen while a durable turn had failed."""
 
     name = "chaosmodes"
 
@@ -116,7 +116,7 @@ class ModeJournal(Feature):
         # (generation, provider call id, the hook context's mode, the call info's mode)
         self.hook_modes: list[tuple[int, str, str, str]] = []
         self.replays: list[tuple[int, str]] = []
-        self.errors_not_running: list[tuple[int, str]] = []
+        self.errors_after_failure: list[tuple[int, str]] = []
 
     def attach(self, world: ChaosWorld) -> None:
         """Read the world's live process from now on (call before its first process)."""
@@ -147,9 +147,11 @@ class ModeJournal(Feature):
         if turns is None:
             return
         statuses = [t.status for t in turns]
-        if "failed" in statuses or not {"running", "cancelling"} & set(statuses):
+        # Not "some turn is running": a run resumed after an abort and a reopen answers the
+        # aborted turn's message under no running turn (docs/chaos.md).
+        if "failed" in statuses:
             with self._lock:
-                self.errors_not_running.append((self._generation(), ",".join(statuses)))
+                self.errors_after_failure.append((self._generation(), ",".join(statuses)))
 
     def _executing(self, ctx: ToolContext) -> None:
         generation = self._generation()
@@ -253,10 +255,10 @@ class ModeChecks:
         journal = self.journal
         for generation, call_id in journal.replays[self._seen_replays :]:
             bad("R2", f"{call_id} ran again in process {generation} after its result was durable")
-        for generation, statuses in journal.errors_not_running[self._seen_errors :]:
-            bad("R1", f"done(error) in process {generation} with no turn running ({statuses})")
+        for generation, statuses in journal.errors_after_failure[self._seen_errors :]:
+            bad("R1", f"done(error) in process {generation} after a turn failed ({statuses})")
         self._seen_replays = len(journal.replays)
-        self._seen_errors = len(journal.errors_not_running)
+        self._seen_errors = len(journal.errors_after_failure)
         notes = [
             r for r in history_log(state) if isinstance(r, SystemRecord) and r.reason == "failure"
         ]
@@ -265,7 +267,12 @@ class ModeChecks:
         failed = [t.number for t in state.turns if t.status == "failed"]
         if failed:
             bad("R1", f"turns {failed} failed while retrying forever")
-        if report.crashed or report.aborted:
+        if report.crashed:
+            return []
+        if report.aborted:
+            # An abort stops the run (its work may stay owed), so the process became idle.
+            if not report.idle:
+                bad("R3", "an abort did not stop the retrying: the process never became idle")
             return []
         left = {
             "never became idle": [] if report.idle else ["idle"],
@@ -327,15 +334,24 @@ def _campaign(suite: str, seed: int, *, retrying: bool, home: str | Path | None)
             c.checker.violations += checks.after_process(state, report)
             return report
 
-        offers = _offers(c.rng, "p", 4)
+        offers = _offers(c.rng, "p", 6)
         for _ in range(c.rng.randint(2, 4)):
-            take = c.rng.randint(0, 2)
+            take = c.rng.randint(0, 3)
             fresh, offers = offers[:take], offers[take:]
             crash = not retrying or c.rng.random() < 0.35
             plan = c.crash(150) if crash else _flaky(c.rng)
-            process(messages=fresh, faults=plan)
+            # Retrying, an abort (often during a backoff) is one of the few things that
+            # stop a run: the process must still become idle.
+            abort = retrying and not crash and c.rng.random() < 0.3
+            process(
+                messages=fresh,
+                faults=plan,
+                abort_after_events=c.rng.randint(1, 8) if abort else None,
+            )
         c.world.offer(*offers)
-        process(final=True, start=True)
+        # An aborted turn may settle leaving its message unanswered (spec §3.9); a last
+        # message makes the agent answer the whole conversation.
+        process(final=True, start=True, messages=[Offer(id="last", text="last")])
 
     return campaigns._run(suite, seed, body, world_options=options, home=home)
 
@@ -345,15 +361,16 @@ def _flaky(rng: random.Random) -> FaultPlan:
 
 
 def retry_forever(seed: int, *, home: str | Path | None = None) -> CampaignResult:
-    """``retry_forever=True`` under a flaky provider and a flaky or dying store, 4 messages
-    (send or steer, each perhaps changing the permission mode) over 2–4 processes, then a
-    healthy one: the shared checks, ``R1``–``R3`` and ``P1``–``P2``, ``answer-4``."""
+    """``retry_forever=True`` under a flaky provider and a flaky or dying store, 6 messages
+    (send or steer, each perhaps changing the permission mode) over 2–4 processes (some
+    aborting after 1–8 stream events), then a healthy one with a last message: the shared
+    checks, ``R1``–``R3`` and ``P1``–``P2``, ``answer-7``."""
     return _campaign("retry_forever", seed, retrying=True, home=home)
 
 
 def permission_modes(seed: int, *, home: str | Path | None = None) -> CampaignResult:
-    """4 messages changing the permission mode (send or steer) over 2–4 crashing processes,
-    then a healthy one: the shared checks, ``P1``–``P2``, ``answer-4``."""
+    """6 messages changing the permission mode (send or steer) over 2–4 crashing processes,
+    then a healthy one with a last message: the shared checks, ``P1``–``P2``, ``answer-7``."""
     return _campaign("permission_modes", seed, retrying=False, home=home)
 
 
