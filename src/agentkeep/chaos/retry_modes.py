@@ -14,8 +14,9 @@ execution and every ``before_tool_call`` sees, and before an execution runs it r
 store (through the live process) to see whether that call's result is already durable — a
 committed effect replayed. What is judged, beyond the shared :class:`~agentkeep.chaos.Checker`:
 
-- ``R1``: under ``retry_forever`` no failure note is ever written and no turn ever fails;
-  at each ``done(error)`` no durable turn has failed.
+- ``R1``: under ``retry_forever`` no failure note is ever written and no turn ever fails,
+  at the end of each process and at each ``done(error)`` — but for one per aborting process
+  (an abort stops the retrying; a write of its wind-down the store refuses gives up).
 - ``R2``: under ``retry_forever`` no tool execution starts for a call whose result is
   durable (a committed effect is never replayed).
 - ``R3``: under ``retry_forever`` a process whose store survives ends settled: idle,
@@ -116,7 +117,8 @@ class ModeJournal(Feature):
         # (generation, provider call id, the hook context's mode, the call info's mode)
         self.hook_modes: list[tuple[int, str, str, str]] = []
         self.replays: list[tuple[int, str]] = []
-        self.errors_after_failure: list[tuple[int, str]] = []
+        # (generation, how many turns had failed, the statuses) at each done(error)
+        self.errors_after_failure: list[tuple[int, int, str]] = []
 
     def attach(self, world: ChaosWorld) -> None:
         """Read the world's live process from now on (call before its first process)."""
@@ -149,9 +151,11 @@ class ModeJournal(Feature):
         statuses = [t.status for t in turns]
         # Not "some turn is running": a run resumed after an abort and a reopen answers the
         # aborted turn's message under no running turn (docs/chaos.md).
-        if "failed" in statuses:
+        failed = statuses.count("failed")
+        if failed:
             with self._lock:
-                self.errors_after_failure.append((self._generation(), ",".join(statuses)))
+                entry = (self._generation(), failed, ",".join(statuses))
+                self.errors_after_failure.append(entry)
 
     def _executing(self, ctx: ToolContext) -> None:
         generation = self._generation()
@@ -213,6 +217,10 @@ class ModeChecks:
         self._seen_hooks = 0
         self._seen_replays = 0
         self._seen_errors = 0
+        # An abort stops the retrying: a write of its own wind-down that the store refuses
+        # takes the give-up path, so each aborting process may leave one note (and fail
+        # its turn).
+        self._aborts = 0
 
     def after_process(self, state: DurableState, report: ProcessReport) -> list[Violation]:
         """Judge the process that just closed, from the disk and the journal."""
@@ -255,18 +263,20 @@ class ModeChecks:
         journal = self.journal
         for generation, call_id in journal.replays[self._seen_replays :]:
             bad("R2", f"{call_id} ran again in process {generation} after its result was durable")
-        for generation, statuses in journal.errors_after_failure[self._seen_errors :]:
-            bad("R1", f"done(error) in process {generation} after a turn failed ({statuses})")
+        self._aborts += report.aborted
+        for generation, count, statuses in journal.errors_after_failure[self._seen_errors :]:
+            if count > self._aborts:
+                bad("R1", f"done(error) in process {generation} after a turn failed ({statuses})")
         self._seen_replays = len(journal.replays)
         self._seen_errors = len(journal.errors_after_failure)
         notes = [
             r for r in history_log(state) if isinstance(r, SystemRecord) and r.reason == "failure"
         ]
-        if notes:
+        if len(notes) > self._aborts:
             bad("R1", f"{len(notes)} failure note(s) written while retrying forever")
-        failed = [t.number for t in state.turns if t.status == "failed"]
-        if failed:
-            bad("R1", f"turns {failed} failed while retrying forever")
+        numbers = [t.number for t in state.turns if t.status == "failed"]
+        if len(numbers) > self._aborts:
+            bad("R1", f"turns {numbers} failed while retrying forever")
         if report.crashed:
             return []
         if report.aborted:
