@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentkeep.chaos.campaigns import DEFAULT_SEEDS, CampaignResult, first_caught
-from agentkeep.chaos.retry_modes import mode_changes_at_acceptance, permission_modes
+from agentkeep.chaos.retry_mode_mutants import mode_changes_at_acceptance
+from agentkeep.chaos.retry_modes import permission_modes
 
 
 def test_permission_modes(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:

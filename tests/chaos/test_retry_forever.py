@@ -7,7 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentkeep.chaos.campaigns import DEFAULT_SEEDS, CampaignResult, first_caught
-from agentkeep.chaos.retry_modes import retry_forever, retry_gives_up_after_two_failures
+from agentkeep.chaos.retry_mode_mutants import (
+    retry_gives_up_after_two_failures,
+    retry_replays_the_last_batch,
+)
+from agentkeep.chaos.retry_modes import retry_forever
 
 
 def test_retry_forever(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:
@@ -22,3 +26,13 @@ def test_a_retry_that_gives_up_after_two_failures_is_caught() -> None:
     assert caught is not None, "the retry checks never noticed a retry that gives up"
     named = {v.invariant for v in caught.violations}
     assert "R1" in named, caught.describe()
+
+
+def test_a_retry_that_replays_the_committed_batch_is_caught() -> None:
+    """Mutant: the load after a retry's backoff hands the loop the last answered batch again
+    as pending, so its calls run again although their results are durable (``R2``). First
+    caught at seed 1; the replayed batch keeps the run retrying, so that seed waits out its
+    idle timeout (about 20 s)."""
+    with retry_replays_the_last_batch():
+        caught = first_caught(retry_forever, range(DEFAULT_SEEDS), {"R2"})
+    assert caught is not None, "the replay check never noticed a committed effect run again"

@@ -27,8 +27,9 @@ committed effect replayed. What is judged, beyond the shared :class:`~agentkeep.
 - ``P2``: the durable mode (settings) is that of the last consumed message that set one,
   after every process, crashed or not.
 
-Mutants: :func:`retry_gives_up_after_two_failures` (``R1``/``R3``) and
-:func:`mode_changes_at_acceptance` (``P1``/``P2``).
+Mutants (:mod:`agentkeep.chaos.retry_mode_mutants`): ``retry_gives_up_after_two_failures``
+(``R1``/``R3``), ``retry_replays_the_last_batch`` (``R2``) and ``mode_changes_at_acceptance``
+(``P1``/``P2``).
 """
 
 from __future__ import annotations
@@ -36,25 +37,18 @@ from __future__ import annotations
 import dataclasses
 import random
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from agentkeep import delivery
 from agentkeep.chaos.batches import BatchingModel
 from agentkeep.chaos.invariants import INVARIANTS, Violation
 from agentkeep.chaos.process import DurableState, Offer, ProcessReport, history_log
 from agentkeep.chaos.tools import ledger_tools
 from agentkeep.features import Feature, HookContext
-from agentkeep.loop import retry
-from agentkeep.loop.context import LoopContext
 from agentkeep.model import (
     BlockRecord,
     Done,
-    MessageOptions,
     PermissionMode,
     QueueName,
     StreamEvent,
@@ -384,54 +378,11 @@ def permission_modes(seed: int, *, home: str | Path | None = None) -> CampaignRe
     return _campaign("permission_modes", seed, retrying=False, home=home)
 
 
-# -- mutants -----------------------------------------------------------------------------------
-
-
-@contextmanager
-def retry_gives_up_after_two_failures() -> Iterator[None]:
-    """While active, ``retry_forever`` retries a failure only twice in a row, then falls back
-    to the give-up path (a failure note, a failed turn)."""
-    original = retry.should_retry
-
-    def should_retry(ctx: LoopContext) -> bool:
-        return original(ctx) and ctx.retry_attempts < 2
-
-    retry.should_retry = should_retry
-    try:
-        yield
-    finally:
-        retry.should_retry = original
-
-
-@contextmanager
-def mode_changes_at_acceptance() -> Iterator[None]:
-    """While active, accepting a message that sets a permission mode writes it to the
-    durable settings at once, instead of when the message is consumed."""
-    original = delivery.accept_message
-
-    def accept_message(tx: Transaction, agent_id: str, **kwargs: Any) -> Any:
-        accepted = original(tx, agent_id, **kwargs)
-        options: MessageOptions = kwargs["options"]
-        settings = tx.read_settings(agent_id)  # None until a first consumption chose some
-        if options.permission_mode is not None and accepted[1] is not None and settings:
-            mode = options.permission_mode
-            tx.write_settings(agent_id, msgspec.structs.replace(settings, permission_mode=mode))
-        return accepted
-
-    delivery.accept_message = accept_message
-    try:
-        yield
-    finally:
-        delivery.accept_message = original
-
-
 __all__ = [
     "FAILURE_RATE",
     "ModeChecks",
     "ModeJournal",
     "expected_modes",
-    "mode_changes_at_acceptance",
     "permission_modes",
     "retry_forever",
-    "retry_gives_up_after_two_failures",
 ]
