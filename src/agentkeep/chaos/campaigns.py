@@ -28,6 +28,7 @@ from agentkeep.chaos.batches import BatchingModel
 from agentkeep.chaos.checker import Checker, SwitchExpectation, Violation
 from agentkeep.chaos.ledger_checks import check_subscription
 from agentkeep.chaos.lifecycle import lifecycle_races
+from agentkeep.chaos.retry_modes import permission_modes, retry_forever
 from agentkeep.chaos.tools import ledger_tools
 from agentkeep.chaos.world import ChaosWorld, Offer, ProcessHandle, ProcessReport
 from agentkeep.loop.plans import QueueMode
@@ -431,6 +432,8 @@ SUITES: dict[str, Callable[[int], CampaignResult]] = {
     "compaction_under_load": compaction_under_load,
     "model_switch": model_switch,
     "lifecycle_races": lifecycle_races,
+    "retry_forever": retry_forever,
+    "permission_modes": permission_modes,
 }
 
 

@@ -26,6 +26,7 @@ from agentkeep.model import (
     Done,
     OwedWork,
     PendingToolCall,
+    PermissionMode,
     QueuedMessage,
     QueuedNotice,
     QueueName,
@@ -55,6 +56,7 @@ class Offer(msgspec.Struct, frozen=True, kw_only=True):
     provider: str | None = None
     model: str | None = None
     profile: str | None = None  # the profile the message selects (None: the null one)
+    permission_mode: PermissionMode | None = None  # from this message on, once consumed
 
 
 class DurableState(msgspec.Struct, frozen=True, kw_only=True):
@@ -320,6 +322,7 @@ class ProcessHandle:
                 provider=offer.provider,
                 model=offer.model,
                 profile=offer.profile,
+                permission_mode=offer.permission_mode,
             )
         except Exception:
             self.report.failed_offers.append(offer.id)
