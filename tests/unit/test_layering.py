@@ -59,6 +59,11 @@ LAYERS: tuple[Component, ...] = (
         (
             "agentkeep.refs",
             "agentkeep.tools",
+            "agentkeep._tool_context",
+            "agentkeep._tool_arguments",
+            "agentkeep._tool_results",
+            "agentkeep._tool_checks",
+            "agentkeep._tool_signature",
             "agentkeep.server_tools",
             "agentkeep.features",
             "agentkeep.tool_hooks",
