@@ -66,6 +66,7 @@ LAYERS: tuple[Component, ...] = (
             "agentkeep._tool_signature",
             "agentkeep.server_tools",
             "agentkeep.features",
+            "agentkeep._feature_arguments",
             "agentkeep.tool_hooks",
         ),
     ),
