@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 import agentkeep as ak
+from agentkeep.model import Context
 from agentkeep.providers import script
 
 from .conftest import EchoArgs, World, text_of
@@ -157,4 +158,29 @@ def test_steering_before_a_steerable_tool_started_answers_its_call_at_once(
     held.release.set()
     assert held.finished.wait(10)
     assert seen.notes == []  # cancelled before its tool started: it never ran
+    assert [text_of(m) for m in system.transcript(agent.id)][-2:] == ["change course", "steered"]
+
+
+def test_steering_accepted_while_the_model_asks_for_a_steerable_call_interrupts_it(
+    world: World,
+) -> None:
+    asked, steered = threading.Event(), threading.Event()
+
+    def respond(context: Context) -> script.ScriptedResponse:
+        # The request is made, its response not streamed: the steering is taken by the
+        # loop (told before ``steer`` returns) ahead of the response's calls.
+        asked.set()
+        assert steered.wait(30), "never steered"
+        return script.tool_calls(script.call("watch", {}, call_id="c1"))
+
+    world.model.add(respond, script.text("steered"))
+    system = world.open(tools=[cancellable("watch", Seen(), steerable=True)])
+    agent = system.create()
+    agent.send(ak.user("go"))
+    assert asked.wait(10)
+    agent.steer(ak.user("change course"))
+    steered.set()
+    # Not left waiting behind a call that runs until cancelled: answered as steered.
+    assert agent.wait_for_idle(timeout_seconds=10)
+    assert tool_results(system, agent.id) == [("c1", STEERED, True)]
     assert [text_of(m) for m in system.transcript(agent.id)][-2:] == ["change course", "steered"]
