@@ -34,7 +34,9 @@ Lifetime flags (seed 001) say what may happen to a call that is still running:
 - ``steerable=True``: newly accepted steering interrupts the execution — the call is answered
   at once ("The tool call was interrupted by new steering."), its ``cancel`` fires and its late
   return is ignored, like an abort of that call alone — and a drain answers it as interrupted
-  instead of waiting for it.
+  instead of waiting for it. Steering the model had not seen when the call started (accepted
+  while the response streamed, or still queued) interrupts it as it starts: steering never
+  waits behind a steerable call.
 - Ordinary calls finish (and their results commit) before a graceful drain stops the loop.
 
 The flags that apply are those of the tool the call names (a ``before_tool_call`` redirect

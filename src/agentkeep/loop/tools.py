@@ -89,7 +89,8 @@ def claimed(ctx: LoopContext) -> None:
 
 
 def note_lifetimes(ctx: LoopContext, lifetimes: ToolLifetimes) -> None:
-    """The runtime told which running calls are steerable or reloadable."""
+    """The runtime told which running calls are steerable or reloadable (right after they
+    started, before any later event): a drain or steering that came first applies now."""
     batch = ctx.turn.batch
     if batch is None:
         return
@@ -97,6 +98,11 @@ def note_lifetimes(ctx: LoopContext, lifetimes: ToolLifetimes) -> None:
     batch.reloadable.update(lifetimes.reloadable)
     if ctx.shutdown:
         drain(ctx)  # started while draining (a dispatch that landed meanwhile)
+    elif ctx.queued["steering"]:
+        # Steering still queued was never seen by the model that asked for these calls (it
+        # was accepted while the response streamed, or is next in line): it would wait
+        # behind the batch, so it interrupts the steerable calls as if accepted now.
+        _interrupt(ctx, batch.steerable, STEERED_CALL)
 
 
 def steer(ctx: LoopContext, message: QueuedMessage) -> None:

@@ -4,7 +4,9 @@
   transaction; a raise rolls the tool's writes back.
 - ``ctx.commit(result)``: the first commit wins, the later return or raise is ignored, the call
   store is erased with it, and a committed call survives a crash without running again.
-- ``reloadable`` / ``steerable``: refused until they are built.
+- ``reloadable`` / ``steerable``: a drain leaves a reloadable call pending for the next
+  process; steering and a drain answer a steerable call at once (the interleavings at the
+  edges of a call's life: ``test_tool_lifetime_races``).
 """
 
 from __future__ import annotations
@@ -469,8 +471,12 @@ def cancellable(name: str, seen: Seen, **flags: bool) -> ak.Tool[Any, Any]:
     @ak.tool(name=name, **flags)
     def until_cancelled(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Run until cancelled."""
-        seen.append(f"run {ctx.call_id}")
+        # Noted once the write landed: a drain or a steer may cancel the call at any moment
+        # after it started, and its store expires with the cancel (a later write is refused:
+        # the tool would raise and never note its cancellation). A test that waits for the
+        # run therefore knows the write is durable before it interrupts the call.
         ctx.kv.write("attempts", (ctx.kv.read("attempts") or 0) + 1)
+        seen.append(f"run {ctx.call_id}")
         assert ctx.cancel.wait_cancelled(30), "never cancelled"
         seen.append(f"cancelled {ctx.call_id}")
         return "returned late"
