@@ -26,6 +26,7 @@ from agentkeep.actors.children import (
     ToolCallActor,
     run_child,
 )
+from agentkeep.actors.consume_claim import ClaimTold, ConsumeClaim, ConsumedHere
 from agentkeep.actors.hook_actions import accept_hook_actions
 from agentkeep.actors.hook_contexts import HookContexts
 from agentkeep.actors.inference_worker import InferenceWorker, StreamJob
@@ -70,10 +71,12 @@ from agentkeep.loop.effects import (
 from agentkeep.loop.events import (
     EVENT_TYPES,
     AbortRequested,
+    AcceptanceOutcomeUnknown,
     ChildStopped,
     CommitFailed,
     CommitLanded,
     CompactRequested,
+    ConsumedAtAcceptance,
     Event,
     HookFinished,
     Loaded,
@@ -171,6 +174,11 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             send_mode=options.send_mode,
             eager_settle=not features.has_action_hooks,
             retry=options.retry,
+            # A run's hooks before its consumption are unobservable without these two, so
+            # the acceptance that wakes an idle loop may consume for it (loop.offers).
+            consume_at_acceptance=not (
+                features.overrides("before_agent_loop") or features.overrides("before_turn")
+            ),
         )
         self._timers = LoopTimers()  # this incarnation's own waits (retry backoffs)
         self._children = AgentChildren(self, agent_id, grace_seconds=child_grace_seconds)
@@ -181,13 +189,24 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         self._sessions = SessionSlot(agent_id, providers)  # this incarnation's own
         self._streams = InferenceWorker(agent_id)  # this incarnation's own, one thread
         self._stopped: bool | None = None  # set by LoopStopped during a feed: settled?
+        self._claim: ConsumeClaim | None = None  # published while idle (actors.consume_claim)
+        self._incarnation = object()  # what a claim this incarnation fed names
 
     # -- mailbox ---------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> None:
         """Take one mailbox message: a loop event, or a child's report or exit (in the
         actor's thread). Raises what the loop or an effect raised: the actor crashes and its
-        supervisor restarts it from the store."""
+        supervisor restarts it from the store.
+
+        Before the loop is fed anything, a published consumption claim is withdrawn (and a
+        taken one's outcome fed first), so the loop sees the consumption land before
+        anything after it; a claim is published again once the loop is idle (``_feed``,
+        before the status says so)."""
+        self._receive(message)
+        self._publish_claim()  # a message that fed the loop nothing leaves it as it was
+
+    def _receive(self, message: Any) -> None:
         match message:
             case ChildReport() if self._children.admit(message):
                 self._take(message.event)
@@ -197,6 +216,8 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
                 self._feed_all(self._children.exited(message))
             case GraceExpired():
                 self._feed_all(self._children.grace_expired(message))
+            case ClaimTold(claim=claim):
+                self._take_told(claim)
             case _:
                 self._take(message)
 
@@ -220,8 +241,57 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             if isinstance(message, _SIGNALS):
                 self._status.signal_taken()
 
+    # -- consume at acceptance (actors.consume_claim) ------------------------------------------
+
+    def _publish_claim(self) -> None:
+        """Idle, with an offer from the loop: publish a claim an acceptance may take."""
+        if self._claim is not None or self._core.running:
+            return
+        offer = self._core.offer()
+        if offer is not None:
+            self._claim = ConsumeClaim(offer, self._consumption)
+            self._status.claim = self._claim
+
+    def _withdraw_claim(self, *, feed: bool = True) -> None:
+        """Withdraw the published claim; feed a taken one's outcome to the loop (unless
+        stopping: a taken claim's ``ClaimTold`` then starts the next incarnation)."""
+        claim, self._claim = self._claim, None
+        if claim is None:
+            return
+        try:
+            outcome = claim.withdraw(wait=feed)
+            if not feed:
+                return
+            if isinstance(outcome, ConsumedHere):
+                claim.fed_by = self._incarnation
+                self._take(ConsumedAtAcceptance(plan=outcome.plan, value=outcome.value))
+            elif outcome == "unknown":
+                self._take(AcceptanceOutcomeUnknown())
+        finally:
+            # Only now (the run it started is under way): until then a passivation finds
+            # the taken claim and leaves the actor be (AgentRegistry._passivate).
+            if self._status.claim is claim:
+                self._status.claim = None
+
+    def _take_told(self, claim: ConsumeClaim) -> None:
+        """An acceptance consumed under ``claim`` (a counted signal). If this incarnation fed
+        its outcome (when it withdrew it), nothing is left to do; otherwise (another
+        incarnation's claim, or an outcome it could not wait for) the store holds the
+        consumption, and a run starts from it."""
+        try:
+            if claim is self._claim:
+                self._withdraw_claim()  # its outcome is fed now
+            if claim.fed_by is not self._incarnation:
+                self._feed(Start())
+        except BaseException:
+            self._status.set_running(True)  # crashed with work unfinished (as in _take)
+            raise
+        finally:
+            self._status.signal_taken()
+
     def on_stop(self) -> None:
         """Stop this incarnation's children, then close its provider session (once)."""
+        self._withdraw_claim(feed=False)
         self._timers.cancel_all()
         # Children first: a session is closed only after the streams on it stopped.
         self._children.stop_all("agent stopped")
@@ -237,6 +307,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         """A crash: stop this incarnation's children and close its session (see on_stop)."""
         # A crashed incarnation stops its children too, before its restart is told of the
         # exit (ChildExited is its thread's last act): the next never runs beside them.
+        self._withdraw_claim(feed=False)
         self._timers.cancel_all()
         self._children.stop_all("agent crashed")
         self._streams.close()
@@ -247,10 +318,17 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             self._take(event)
 
     def _feed(self, first: Event) -> None:
+        if not (isinstance(first, ChildStopped) and not self._core.running):
+            # No event reaches a loop whose offer is out — but the last stream's stop, which
+            # an idle loop only notes (the offer does not depend on it), leaves the offer out:
+            # it lands right after a run ends, when the next send is most likely.
+            self._withdraw_claim()
         pending: deque[Event] = deque([first])
         while pending:
             for effect in self._core.handle(pending.popleft()):
                 pending.extend(self._carry_out(effect))
+        # Before the status says idle: a caller that saw the agent idle finds the claim.
+        self._publish_claim()
         self._status.set_running(self._core.running)
         stopped, self._stopped = self._stopped, None
         if stopped is not None and not self._core.running:

@@ -31,12 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agentkeep.loop import transitions
+from agentkeep.loop import offers, transitions
 from agentkeep.loop.context import LoopConfig, LoopContext, RetryPolicy
 from agentkeep.loop.effects import Effect
 from agentkeep.loop.events import Event
 from agentkeep.loop.phases import Phase
-from agentkeep.loop.plans import QueueMode
+from agentkeep.loop.plans import ConsumeOffer, QueueMode
 from agentkeep.model import (
     ConversationRecord,
     OwedWork,
@@ -62,6 +62,9 @@ class AgentLoop:
         retry: Retry provider errors, failed compactions and fatal run-stage failures
             forever with this backoff (:mod:`~agentkeep.loop.retry`); None (the default):
             a failure leaves a note and the run gives up after ``max_failed_turns``.
+        consume_at_acceptance: Nothing can observe the hooks a run runs before it consumes
+            (no ``before_agent_loop`` or ``before_turn``), so an idle loop may offer its
+            next consumption to the acceptance that wakes it (:meth:`offer`).
     """
 
     def __init__(
@@ -75,10 +78,19 @@ class AgentLoop:
         max_failed_turns: int = 3,
         eager_settle: bool = False,
         retry: RetryPolicy | None = None,
+        consume_at_acceptance: bool = False,
     ) -> None:
         self.agent_id = agent_id
         modes: dict[QueueName, QueueMode] = {"steering": steering_mode, "send": send_mode}
-        config = LoopConfig(new_id, defaults, modes, max_failed_turns, eager_settle, retry)
+        config = LoopConfig(
+            new_id,
+            defaults,
+            modes,
+            max_failed_turns,
+            eager_settle,
+            retry,
+            consume_at_acceptance,
+        )
         self._ctx = LoopContext(config)
 
     def handle(self, event: Event) -> list[Effect]:
@@ -86,6 +98,12 @@ class AgentLoop:
         self._ctx.out = []
         transitions.handle(self._ctx, event)
         return self._ctx.out
+
+    def offer(self) -> ConsumeOffer | None:
+        """The consumption this idle loop offers the next acceptance (``loop.offers``), or
+        None. Taken, it comes back as ``ConsumedAtAcceptance``; until then no other event
+        may be fed (the shell withdraws the offer first)."""
+        return offers.offer(self._ctx)
 
     @property
     def phase(self) -> Phase:

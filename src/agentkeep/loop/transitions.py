@@ -19,7 +19,7 @@ outcome and abort in :mod:`agentkeep.loop.interruptions`.
 
 from __future__ import annotations
 
-from agentkeep.loop import compaction, inference, interruptions, landing, retry, tools
+from agentkeep.loop import compaction, inference, interruptions, landing, offers, retry, tools
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import (
     CompactionResolved,
@@ -31,11 +31,13 @@ from agentkeep.loop.effects import (
 )
 from agentkeep.loop.events import (
     AbortRequested,
+    AcceptanceOutcomeUnknown,
     ChildStopped,
     CommitFailed,
     CommitLanded,
     CompactionFinished,
     CompactRequested,
+    ConsumedAtAcceptance,
     Event,
     HookFinished,
     Loaded,
@@ -77,6 +79,10 @@ def handle(ctx: LoopContext, event: Event) -> None:
         case WorkAccepted(message=message, notice=notice):
             landing.accept(ctx, message, notice)
             request_turn(ctx)
+        case ConsumedAtAcceptance(plan=plan, value=value):
+            offers.consumed_at_acceptance(ctx, plan, value)
+        case AcceptanceOutcomeUnknown():
+            offers.acceptance_outcome_unknown(ctx)
         case CompactRequested():
             ctx.compaction_requested = True
             request_turn(ctx)
