@@ -179,7 +179,9 @@ def accept_consuming(
         raise
     except BaseException as error:
         if taken:
-            claim.resolve("declined")
+            # An error from the store means nothing of it committed; anything else (an
+            # interrupt while waiting) says nothing of the transaction still under way.
+            claim.resolve("declined" if isinstance(error, Exception) else "unknown")
         if consumption_failed and isinstance(error, Exception):
             log.warning("consume_at_acceptance_failed", agent_id=agent_id, error=repr(error))
             return None

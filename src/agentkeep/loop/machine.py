@@ -12,6 +12,10 @@ resume a dispatched batch, compact if asked, consume steering (always) or send (
 nothing is owed), consume notices, infer; a tool batch runs and the pass repeats. A turn ends
 when a pass finds nothing to do; the run settles when no turn is requested.
 
+A run an acceptance started by consuming under the idle loop's offer (:meth:`AgentLoop.offer`,
+:mod:`~agentkeep.loop.offers`) begins in the pass, its message consumed: the acceptance's
+transaction checked the store is the mirror its reload would have read.
+
 Where things are: the stages of a run (:mod:`~agentkeep.loop.phases`), what spans them
 (:mod:`~agentkeep.loop.context`), every transition (:mod:`~agentkeep.loop.transitions`) and
 the steps it calls: :mod:`~agentkeep.loop.inference`, :mod:`~agentkeep.loop.tools`,
