@@ -67,7 +67,8 @@ def test_a_step_to_an_idle_agent_commits_twice(world: World) -> None:
 
     before = system.store.statistics().commits
     for n in range(steps):
-        agent.send(ak.user(f"step {n}"), id=f"s{n}")
+        deliver = agent.steer if n % 2 else agent.send  # a steer to an idle agent too
+        deliver(ak.user(f"step {n}"), id=f"s{n}")
         # Consumed in the acceptance's own transaction: durable in the conversation, its
         # turn running, the moment send returns.
         assert consumed_when_sent(system, agent.id, f"s{n}")[:2] == ([], True)
@@ -77,6 +78,42 @@ def test_a_step_to_an_idle_agent_commits_twice(world: World) -> None:
     transcript = agent.transcript()
     assert roles(transcript) == ["user", "assistant"] * (steps + 1)
     assert text_of(transcript[-1]) == f"answer {steps}"
+    assert ledger_problems(system, agent.id) == []
+
+
+def test_concurrent_sends_to_an_idle_agent_are_each_answered_once(world: World) -> None:
+    """Of racing acceptances at most one takes the idle agent's claim; the others queue as
+    always, and the run that the taker started picks them up."""
+    senders = 4
+    world.model.add(*[script.text(f"answer {n}") for n in range(senders + 1)])
+    system = world.open()
+    agent = system.create()
+    agent.send(ak.user("warm up"))
+    assert agent.wait_for_idle(timeout_seconds=20)
+
+    barrier = threading.Barrier(senders)
+    errors: list[BaseException] = []
+
+    def send(n: int) -> None:
+        try:
+            barrier.wait(10)
+            assert agent.send(ak.user(f"racer {n}"), id=f"r{n}").created
+        except BaseException as error:  # reported below, in the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=send, args=(n,)) for n in range(senders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert errors == []
+    assert agent.wait_for_idle(timeout_seconds=20)
+
+    transcript = agent.transcript()
+    users = [text_of(m) for m in transcript if roles([m]) == ["user"]]
+    assert sorted(users[1:]) == [f"racer {n}" for n in range(senders)]
+    assert roles(transcript)[-1] == "assistant"
+    assert all(t.status == "completed" for t in system.sessions.turns(agent.id))
     assert ledger_problems(system, agent.id) == []
 
 
