@@ -26,7 +26,8 @@ from agentkeep.actors.children import (
     ToolCallActor,
     run_child,
 )
-from agentkeep.actors.consume_claim import ClaimTold, ConsumeClaim, ConsumedHere
+from agentkeep.actors.claiming import ClaimingMixin
+from agentkeep.actors.consume_claim import ClaimTold, ConsumeClaim
 from agentkeep.actors.hook_actions import accept_hook_actions
 from agentkeep.actors.hook_contexts import HookContexts
 from agentkeep.actors.inference_worker import InferenceWorker, StreamJob
@@ -71,12 +72,10 @@ from agentkeep.loop.effects import (
 from agentkeep.loop.events import (
     EVENT_TYPES,
     AbortRequested,
-    AcceptanceOutcomeUnknown,
     ChildStopped,
     CommitFailed,
     CommitLanded,
     CompactRequested,
-    ConsumedAtAcceptance,
     Event,
     HookFinished,
     Loaded,
@@ -124,7 +123,7 @@ class LoopOptions:
     retry: RetryPolicy | None = None  # retry forever with this backoff (None: give up)
 
 
-class AgentActor(SupervisedMixin, pykka.ThreadingActor):
+class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
     """One agent's loop; supervised (a crash is restarted from the store).
 
     Started by the agent registry (``AgentRegistry``) under the agents supervisor, one
@@ -240,54 +239,6 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         finally:
             if isinstance(message, _SIGNALS):
                 self._status.signal_taken()
-
-    # -- consume at acceptance (actors.consume_claim) ------------------------------------------
-
-    def _publish_claim(self) -> None:
-        """Idle, with an offer from the loop: publish a claim an acceptance may take."""
-        if self._claim is not None or self._core.running:
-            return
-        offer = self._core.offer()
-        if offer is not None:
-            self._claim = ConsumeClaim(offer, self._consumption)
-            self._status.claim = self._claim
-
-    def _withdraw_claim(self, *, feed: bool = True) -> None:
-        """Withdraw the published claim; feed a taken one's outcome to the loop (unless
-        stopping: a taken claim's ``ClaimTold`` then starts the next incarnation)."""
-        claim, self._claim = self._claim, None
-        if claim is None:
-            return
-        try:
-            outcome = claim.withdraw(wait=feed)
-            if not feed:
-                return
-            if isinstance(outcome, ConsumedHere):
-                claim.fed_by = self._incarnation
-                self._take(ConsumedAtAcceptance(plan=outcome.plan, value=outcome.value))
-            elif outcome == "unknown":
-                self._take(AcceptanceOutcomeUnknown())
-        finally:
-            # Only now (the run it started is under way): until then a passivation finds
-            # the taken claim and leaves the actor be (AgentRegistry._passivate).
-            if self._status.claim is claim:
-                self._status.claim = None
-
-    def _take_told(self, claim: ConsumeClaim) -> None:
-        """An acceptance consumed under ``claim`` (a counted signal). If this incarnation fed
-        its outcome (when it withdrew it), nothing is left to do; otherwise (another
-        incarnation's claim, or an outcome it could not wait for) the store holds the
-        consumption, and a run starts from it."""
-        try:
-            if claim is self._claim:
-                self._withdraw_claim()  # its outcome is fed now
-            if claim.fed_by is not self._incarnation:
-                self._feed(Start())
-        except BaseException:
-            self._status.set_running(True)  # crashed with work unfinished (as in _take)
-            raise
-        finally:
-            self._status.signal_taken()
 
     def on_stop(self) -> None:
         """Stop this incarnation's children, then close its provider session (once)."""
