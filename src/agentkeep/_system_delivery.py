@@ -194,7 +194,7 @@ class SystemDelivery(SystemReads):
         claim = None if known is None else known.status.claim
         if claim is not None:
             # The agent is idle and offers its next consumption: accept and consume in one
-            # transaction (docs/architecture.md, "Consume at acceptance").
+            # transaction (docs/architecture.md, "Commit boundaries of a step").
             consuming = self._deliver_consuming(agent_id, routed, claim)
             if consuming is not None:
                 return consuming

@@ -1,6 +1,6 @@
 """Consume at acceptance: an idle loop offers its next consumption to the acceptance that
 wakes it, so a step commits twice (acceptance with consumption, then the reply), not three
-times (``docs/architecture.md``, "Consume at acceptance").
+times (``docs/architecture.md``, "Commit boundaries of a step").
 
 The run a message starts is, step by step: ``before_agent_loop``, a reload, ``before_turn``,
 the consumption commit, the inference. When the loop is idle and its mirror is the store —

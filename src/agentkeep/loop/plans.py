@@ -78,7 +78,7 @@ class ConsumeQueue(_Data, frozen=True):
 
 class ConsumeOffer(_Data, frozen=True):
     """An idle loop's offer to have the next message consumed inside its own acceptance's
-    transaction (``docs/architecture.md``, "Consume at acceptance"). It names the plan the
+    transaction (``docs/architecture.md``, "Commit boundaries of a step"). It names the plan the
     loop would commit for each queue (``plan``) and the durable state its mirror holds: the
     transaction consumes only if the store, read inside it, is exactly that state with the
     one accepted message queued — what the turn's reload would have read.
