@@ -50,6 +50,7 @@ from agentkeep.errors import (
     StoreError,
     StoreLockedError,
     StoreUnavailableError,
+    ToolCommitError,
     ToolDefinitionError,
     TurnStateError,
     UnknownAgentError,
@@ -157,6 +158,7 @@ from agentkeep.registry import (
     Workspace,
     WorkspacePatch,
 )
+from agentkeep.server_tools import ServerTool
 from agentkeep.sessions import (
     SessionBusyError,
     SessionConfigError,
@@ -270,6 +272,7 @@ __all__ = [
     "ScriptedModel",
     "Selection",
     "SendAction",
+    "ServerTool",
     "ServerToolResultBlock",
     "ServesModels",
     "Session",
@@ -307,6 +310,7 @@ __all__ = [
     "ToolCallRequestBlock",
     "ToolCallResult",
     "ToolCallStart",
+    "ToolCommitError",
     "ToolContext",
     "ToolDefinitionError",
     "ToolDescriptor",

@@ -53,6 +53,7 @@ class SystemDelivery(SystemReads):
         effort: ReasoningEffort | None = None,
         service_tier: ServiceTier | None = None,
         permission_mode: PermissionMode | None = None,
+        profile: str | None = None,
     ) -> Delivery:
         """Queue ``message`` on the agent's send queue; returns once it is durable.
 
@@ -66,6 +67,11 @@ class SystemDelivery(SystemReads):
             effort: Reasoning effort from this message on.
             service_tier: Service tier from this message on.
             permission_mode: Permission mode from this message on.
+            profile: The opaque profile this message selects (None when omitted: every
+                message selects one; it never persists to the next). It is durable control
+                data, never sent to the provider; when the profile in effect changes at
+                consumption the private model history resets (archived, still readable) and
+                a fresh provider session starts, with ``model_changed`` handling the handoff.
         """
         return self._offer(
             None,
@@ -79,6 +85,7 @@ class SystemDelivery(SystemReads):
             effort=effort,
             service_tier=service_tier,
             permission_mode=permission_mode,
+            profile=profile,
         )
 
     def steer(
@@ -93,6 +100,7 @@ class SystemDelivery(SystemReads):
         effort: ReasoningEffort | None = None,
         service_tier: ServiceTier | None = None,
         permission_mode: PermissionMode | None = None,
+        profile: str | None = None,
     ) -> Delivery:
         """Queue ``message`` on the steering queue (it outranks queued sends); the options
         are :meth:`send`'s."""
@@ -108,6 +116,7 @@ class SystemDelivery(SystemReads):
             effort=effort,
             service_tier=service_tier,
             permission_mode=permission_mode,
+            profile=profile,
         )
 
     def _offer(
@@ -124,6 +133,7 @@ class SystemDelivery(SystemReads):
         effort: ReasoningEffort | None,
         service_tier: ServiceTier | None,
         permission_mode: PermissionMode | None,
+        profile: str | None,
     ) -> Delivery:
         """Every ``send``/``steer`` of every surface (``Agent``, ``AgentRef``, the system and
         its reference) ends here, so they cannot disagree: inside ``tx`` (a hook running in
@@ -134,6 +144,7 @@ class SystemDelivery(SystemReads):
             effort=effort,
             service_tier=service_tier,
             permission_mode=permission_mode,
+            profile=profile,
         )
         if tx is not None:
             return self._deliver_within(

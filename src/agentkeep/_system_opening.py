@@ -18,6 +18,7 @@ from agentkeep.features import Feature, FeatureSet
 from agentkeep.loop.context import RetryPolicy
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
+from agentkeep.server_tools import ServerTool, check_server_tools
 from agentkeep.sessions.recovery import needs_recovery, recover_turns
 from agentkeep.tools import Tool, ToolSet
 
@@ -36,6 +37,7 @@ class OpenArguments(NamedTuple):
     turn_timeout_seconds: float
     driver_cancel_grace_seconds: float
     retry: RetryPolicy | None
+    server_tools: tuple[ServerTool, ...] = ()
 
 
 def check_open_arguments(
@@ -53,6 +55,7 @@ def check_open_arguments(
     retry_forever: bool,
     retry_initial_seconds: float,
     retry_max_seconds: float,
+    server_tools: object = (),
 ) -> OpenArguments:
     """``open``'s arguments checked, in ``open``'s documented order of refusal.
 
@@ -69,12 +72,14 @@ def check_open_arguments(
     if provider is not None and model is not None:
         providers.check_model(provider, model)  # ModelNotServedError for a typo
     feature_set = FeatureSet(_checked("features", features, Feature, "an ak.Feature"))
-    ToolSet(_checked("tools", tools, Tool, "an ak.Tool (build one with @ak.tool)"))
+    tool_set = ToolSet(_checked("tools", tools, Tool, "an ak.Tool (build one with @ak.tool)"))
+    servers = _checked("server_tools", server_tools, ServerTool, "an ak.ServerTool")
+    check_server_tools(tool_set, servers)
     checked_drivers = check_drivers(drivers)
     timeout = check_seconds("turn_timeout_seconds", turn_timeout_seconds, zero=False)
     grace = check_seconds("driver_cancel_grace_seconds", driver_cancel_grace_seconds, zero=True)
     retry = _retry_policy(retry_forever, retry_initial_seconds, retry_max_seconds)
-    return OpenArguments(feature_set, checked_drivers, timeout, grace, retry)
+    return OpenArguments(feature_set, checked_drivers, timeout, grace, retry, tuple(servers))
 
 
 def _checked(name: str, given: object, kind: type[T], what: str) -> list[T]:

@@ -24,7 +24,7 @@ from agentkeep.model import (
     Message,
     SessionEvent,
     Settings,
-    rebuild_messages,
+    published_messages,
 )
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.ledger import Subscription, check_page
@@ -60,7 +60,7 @@ class SystemReads:
                 raise UnknownAgentError(agent_id)
             return records
 
-        return rebuild_messages(self._read(read))
+        return published_messages(self._read(read))
 
     def events(self, session_id: str, *, after: int = 0, limit: int = 100) -> list[SessionEvent]:
         """Up to ``limit`` (at most 1000) committed ledger events of the session (agent) with

@@ -41,6 +41,7 @@ class Agent:
         effort: ReasoningEffort | None = None,
         service_tier: ServiceTier | None = None,
         permission_mode: PermissionMode | None = None,
+        profile: str | None = None,
     ) -> Delivery:
         """Queue a message on the send queue; returns once it is durable (the options are
         :meth:`AgentSystem.send`'s)."""
@@ -54,6 +55,7 @@ class Agent:
             effort=effort,
             service_tier=service_tier,
             permission_mode=permission_mode,
+            profile=profile,
         )
 
     def steer(
@@ -67,6 +69,7 @@ class Agent:
         effort: ReasoningEffort | None = None,
         service_tier: ServiceTier | None = None,
         permission_mode: PermissionMode | None = None,
+        profile: str | None = None,
     ) -> Delivery:
         """Queue a message on the steering queue; returns once it is durable."""
         return self._system.steer(
@@ -79,6 +82,7 @@ class Agent:
             effort=effort,
             service_tier=service_tier,
             permission_mode=permission_mode,
+            profile=profile,
         )
 
     def update_metadata(self, patch: JSONObject) -> JSONObject:

@@ -50,6 +50,7 @@ from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.refs import make_system_ref
 from agentkeep.registry import Registry
+from agentkeep.server_tools import ServerTool
 from agentkeep.sessions import Sessions
 from agentkeep.sessions import setup as session_setup
 from agentkeep.sessions import tables as session_tables
@@ -77,6 +78,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
         turn_timeout_seconds: float = DEFAULT_TURN_TIMEOUT_SECONDS,
         driver_cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS,
         retry: RetryPolicy | None = None,
+        server_tools: Sequence[ServerTool] = (),
     ) -> None:
         self._store = store
         self._providers = providers
@@ -95,6 +97,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
                 instructions=instructions,
                 publish=store.ledger.publish,
                 retry=retry,
+                server_tools=tuple(server_tools),
             ),
         )
         # Injected drivers (docs/drivers.md): their runners are the tree's third tier.
@@ -153,6 +156,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
         retry_forever: bool = False,
         retry_initial_seconds: float = 0.1,
         retry_max_seconds: float = 30.0,
+        server_tools: Sequence[ServerTool] = (),
         testing: FaultInjection | None = None,
     ) -> AgentSystem:
         """Open the store at ``path`` (exclusively), migrate it, and resume owed work.
@@ -182,6 +186,9 @@ class AgentSystem(SystemStopping, SystemDelivery):
         giving up after three failed turns (the default). The owed stage stays between
         attempts (committed tool effects are not replayed) and the turn stays ``running``;
         only abort, close and shutdown stop the retrying.
+        ``server_tools``: provider-owned tools (:class:`agentkeep.ServerTool`), declared to
+        the provider beside ``tools`` and never executed; each may hide its live events
+        (``visible_to_user=False``) or its history (``persist_in_history=False``).
         ``testing``: fault injection for the tests and chaos campaigns only
         (:class:`agentkeep.chaos.FaultInjection`); never set it in production.
 
@@ -206,6 +213,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
             retry_forever=retry_forever,
             retry_initial_seconds=retry_initial_seconds,
             retry_max_seconds=retry_max_seconds,
+            server_tools=server_tools,
         )
         # The system supervisor starts (and restarts) the writer: see actors/tree.py.
         hooks = testing or FaultInjection()
@@ -235,6 +243,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
                 turn_timeout_seconds=checked.turn_timeout_seconds,
                 driver_cancel_grace_seconds=checked.driver_cancel_grace_seconds,
                 retry=checked.retry,
+                server_tools=checked.server_tools,
             )
         except BaseException:
             store.close()  # a system that never came to be must not keep the lock

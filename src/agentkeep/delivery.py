@@ -316,6 +316,10 @@ def prepare_acceptance(
     checked_id = check_message_id(message_id)
     key = check_idempotency_key(idempotency_key)
     opts = options or MessageOptions()
+    if opts.profile is not None and not isinstance(opts.profile, str):
+        raise InvalidMessageError(
+            f"a message's profile must be a string or None, got {type(opts.profile).__name__}"
+        )
     if opts.provider is not None and providers.get(opts.provider) is None:
         raise InvalidConfigError(f'Provider "{opts.provider}" is not registered.')
 
@@ -375,8 +379,12 @@ def accept_notice(tx: Transaction, agent_id: str, message: SystemMessage) -> Que
 
 
 def owe_inference(tx: Transaction, agent_id: str) -> None:
-    """Record that the agent owes work, with the change that made it due (invariant 6)."""
-    if tx.claim_owed(agent_id, OwedWork(stage="inference")):
+    """Record that the agent owes work, with the change that made it due (invariant 6).
+
+    Work owed from nothing starts a loop: its loop and turn ids are allocated here, so the
+    run adopts them at its load without another commit before its first hook is told them
+    (docs/lifecycle.md)."""
+    if tx.claim_owed(agent_id, OwedWork(stage="inference", loop_id=new_id(), turn_id=new_id())):
         return
     owed = tx.read_owed(agent_id)
     if owed is not None and owed.stage == "settlement":

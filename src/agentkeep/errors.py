@@ -304,6 +304,13 @@ class ToolDefinitionError(AgentkeepError):
     code = "tool_definition"
 
 
+class ToolCommitError(AgentkeepError):
+    """A tool's ``ctx.commit(result)`` was refused: the result does not match the tool's
+    result type or cannot be rendered, or the call it names is no longer live."""
+
+    code = "tool_commit"
+
+
 class FeatureDefinitionError(AgentkeepError):
     """A feature was defined wrongly (a method whose name is a misspelled hook)."""
 

@@ -21,31 +21,30 @@ handed. Composition rules (seed: AgentFeature), kept by :class:`FeatureSet`:
   a failure, rolling their transaction back; ``before_tool_call`` chains amendments, the
   first answer wins, and a failure becomes the call's error result; ``after_tool_call``
   observes with per-feature isolation.
+
+The values hooks are handed (:class:`HookContext`, :class:`TurnInfo`, :class:`ModelChange`
+and the rest) are defined in ``_feature_arguments`` and re-exported here: import them from
+this module.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from agentkeep._feature_arguments import HookContext as HookContext
+from agentkeep._feature_arguments import InferenceInfo as InferenceInfo
+from agentkeep._feature_arguments import MessageAccepted as MessageAccepted
+from agentkeep._feature_arguments import MetadataChange as MetadataChange
+from agentkeep._feature_arguments import ModelChange as ModelChange
+from agentkeep._feature_arguments import PermissionModeChange as PermissionModeChange
+from agentkeep._feature_arguments import TurnInfo as TurnInfo
 from agentkeep.errors import FeatureDefinitionError, InvalidConfigError
-from agentkeep.key_value import KeyValueStore
 from agentkeep.loop.actions import Action
-from agentkeep.model import (
-    JSONObject,
-    PermissionMode,
-    QueueableMessage,
-    QueueName,
-    Settings,
-    StreamEvent,
-    SystemMessage,
-    Tokens,
-)
-from agentkeep.refs import AgentSystemRef
+from agentkeep.model import StreamEvent, SystemMessage
 
 if TYPE_CHECKING:
     from agentkeep.model import ToolResultMessage
@@ -53,94 +52,6 @@ if TYPE_CHECKING:
     from agentkeep.tools import Tool
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, kw_only=True)
-class TurnInfo:
-    """What ``before_turn``/``after_turn`` are told."""
-
-    context_tokens: int | None
-    aborted: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class InferenceInfo:
-    """How a response ended, for ``after_inference``."""
-
-    state: str | None
-    tokens: Tokens | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class MessageAccepted:
-    """A queued message entering the conversation, as it was queued (a tool request block
-    included), for ``message_accepted_transact`` / ``message_accepted``."""
-
-    id: str
-    kind: QueueName
-    message: QueueableMessage
-    metadata: JSONObject | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class MetadataChange:
-    """A shallow merge of an agent's metadata, for ``metadata_changed(_transact)``."""
-
-    previous: JSONObject
-    current: JSONObject
-    patch: JSONObject
-
-
-@dataclass(frozen=True, kw_only=True)
-class PermissionModeChange:
-    """A consumed message changing the agent's permission mode, for
-    ``permission_mode_changed_transact`` / ``permission_mode_changed``."""
-
-    previous: PermissionMode
-    current: PermissionMode
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelChange:
-    """An agent's provider or model switch, for ``model_changed``.
-
-    ``was_reset`` is True when the new model cannot read the old history, which is then archived and
-    the conversation starts again (with the handoff a hook returns).
-    """
-
-    previous: Settings
-    current: Settings
-    was_reset: bool
-
-
-@dataclass(frozen=True, kw_only=True)
-class HookContext:
-    """What every hook receives: the agent it serves and the stores it may use.
-
-    ``kv`` (this agent's conversation), ``run_kv`` (erased when the agent settles) and
-    ``shared_kv`` (shared by every agent of the system) are narrowed to ``feature.<name>``.
-    Tool-call hooks also get ``call_kv``: the call's own store for this feature, erased in the
-    transaction that appends the call's result. In a transactional hook (``…_transact``)
-    every store is bound to that transaction (its writes commit or roll back with it, and it
-    refuses use once the hook returned).
-    ``system`` is the system as seen from inside an agent (no close, no wait).
-    """
-
-    agent_id: str
-    settings: Settings
-    system: AgentSystemRef
-    kv: KeyValueStore
-    run_kv: KeyValueStore
-    shared_kv: KeyValueStore
-    call_kv: KeyValueStore | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def permission_mode(self) -> PermissionMode:
-        """The agent's effective permission mode for this hook: the durable mode when the
-        response or tool batch it belongs to started (the runtime enforces nothing)."""
-        return self.settings.permission_mode
 
 
 class Feature:
@@ -256,13 +167,14 @@ class Feature:
         return
 
     def model_changed(self, ctx: HookContext, change: ModelChange) -> SystemMessage | None:
-        """Runs when a consumed message switches the agent's provider or model.
+        """Runs when a consumed message switches the agent's provider, model or profile.
 
         It runs inside the transaction that consumes the message (its stores and sends join it).
-        When the switch resets the history (``change.was_reset``), a returned :class:`SystemMessage`
-        starts the new conversation as a handoff (the first one returned wins); raising then rejects
-        the switch, keeping the history and the previous model. A failure on a compatible switch is
-        ignored.
+        When the switch resets the history (``change.was_reset``: an incompatible model, or any
+        change of the profile in effect — ``change.previous_profile`` / ``change.profile``), a
+        returned :class:`SystemMessage` starts the new conversation as a handoff (the first one
+        returned wins); raising then rejects the switch, keeping the history and the previous
+        model and profile. A failure on a compatible switch is ignored.
 
         Returns:
             A handoff message, or None.

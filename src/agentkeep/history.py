@@ -13,7 +13,7 @@ from __future__ import annotations
 import msgspec
 
 from agentkeep.errors import UnknownAgentError
-from agentkeep.model import ArchiveReason, Message, Settings, rebuild_messages
+from agentkeep.model import ArchiveReason, Message, Settings, published_messages
 from agentkeep.persistence.interface import Transaction
 
 
@@ -23,13 +23,14 @@ class HistoryEpoch(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         number: Counts from 1 per agent; numbers are never reused, not even after a purge.
         archived: False only for the last epoch: the conversation the provider sees now.
-        reason: Why it was archived: ``"model_switch"`` (an incompatible switch restarted the
-            conversation) or ``"compaction"`` (a summary replaced these records); None for
-            the current epoch.
+        reason: Why it was archived: ``"model_switch"`` (an incompatible model switch or a
+            change of profile restarted the conversation) or ``"compaction"`` (a summary
+            replaced these records); None for the current epoch.
         archived_at_ms: When it was archived (Unix ms); None for the current epoch.
         provider: The provider selected when it was archived (now, for the current epoch).
         model: The model selected then (now, for the current epoch).
         messages: Its messages, rebuilt as the provider saw them.
+        profile: The profile in effect then (now, for the current epoch); None: the null one.
     """
 
     number: int
@@ -39,6 +40,7 @@ class HistoryEpoch(msgspec.Struct, frozen=True, kw_only=True):
     provider: str | None
     model: str | None
     messages: tuple[Message, ...]
+    profile: str | None = None
 
 
 class PurgeResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,7 +68,8 @@ def read_history(tx: Transaction, agent_id: str, defaults: Settings) -> list[His
             archived_at_ms=archived.archived_at_ms,
             provider=None if archived.settings is None else archived.settings.provider,
             model=None if archived.settings is None else archived.settings.model,
-            messages=tuple(rebuild_messages(list(archived.records))),
+            messages=tuple(published_messages(list(archived.records))),
+            profile=None if archived.settings is None else archived.settings.profile,
         )
         for archived in tx.archived_epochs(agent_id)
     ]
@@ -79,7 +82,8 @@ def read_history(tx: Transaction, agent_id: str, defaults: Settings) -> list[His
             archived_at_ms=None,
             provider=settings.provider,
             model=settings.model,
-            messages=tuple(rebuild_messages(tx.load_records(agent_id))),
+            messages=tuple(published_messages(tx.load_records(agent_id))),
+            profile=settings.profile,
         )
     )
     return epochs

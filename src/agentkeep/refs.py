@@ -97,6 +97,7 @@ class SystemPort(Protocol):
         effort: ReasoningEffort | None,
         service_tier: ServiceTier | None,
         permission_mode: PermissionMode | None,
+        profile: str | None,
     ) -> Delivery: ...
 
 
@@ -157,6 +158,7 @@ class AgentRef:
         effort: ReasoningEffort | None = None,
         service_tier: ServiceTier | None = None,
         permission_mode: PermissionMode | None = None,
+        profile: str | None = None,
     ) -> Delivery:
         """Queue on the send queue; returns once durably accepted (never waits for a loop).
         The options are :meth:`AgentSystem.send`'s."""
@@ -172,6 +174,7 @@ class AgentRef:
             effort=effort,
             service_tier=service_tier,
             permission_mode=permission_mode,
+            profile=profile,
         )
 
     def steer(
@@ -185,6 +188,7 @@ class AgentRef:
         effort: ReasoningEffort | None = None,
         service_tier: ServiceTier | None = None,
         permission_mode: PermissionMode | None = None,
+        profile: str | None = None,
     ) -> Delivery:
         """Queue on the steering queue; returns once durably accepted."""
         return self._system._offer(
@@ -199,6 +203,7 @@ class AgentRef:
             effort=effort,
             service_tier=service_tier,
             permission_mode=permission_mode,
+            profile=profile,
         )
 
     def compact(self) -> None:
@@ -275,6 +280,7 @@ class AgentSystemRef:
         effort: ReasoningEffort | None = None,
         service_tier: ServiceTier | None = None,
         permission_mode: PermissionMode | None = None,
+        profile: str | None = None,
     ) -> Delivery:
         """Queue on ``agent_id``'s send queue (:meth:`AgentRef.send`)."""
         return self.resolve(agent_id).send(
@@ -286,6 +292,7 @@ class AgentSystemRef:
             effort=effort,
             service_tier=service_tier,
             permission_mode=permission_mode,
+            profile=profile,
         )
 
     def steer(
@@ -300,6 +307,7 @@ class AgentSystemRef:
         effort: ReasoningEffort | None = None,
         service_tier: ServiceTier | None = None,
         permission_mode: PermissionMode | None = None,
+        profile: str | None = None,
     ) -> Delivery:
         """Queue on ``agent_id``'s steering queue (:meth:`AgentRef.steer`)."""
         return self.resolve(agent_id).steer(
@@ -311,6 +319,7 @@ class AgentSystemRef:
             effort=effort,
             service_tier=service_tier,
             permission_mode=permission_mode,
+            profile=profile,
         )
 
     def compact(self, agent_id: str) -> None:

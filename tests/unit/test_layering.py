@@ -56,7 +56,19 @@ LAYERS: tuple[Component, ...] = (
     Component(
         4,
         "extension",
-        ("agentkeep.refs", "agentkeep.tools", "agentkeep.features", "agentkeep.tool_hooks"),
+        (
+            "agentkeep.refs",
+            "agentkeep.tools",
+            "agentkeep._tool_context",
+            "agentkeep._tool_arguments",
+            "agentkeep._tool_results",
+            "agentkeep._tool_checks",
+            "agentkeep._tool_signature",
+            "agentkeep.server_tools",
+            "agentkeep.features",
+            "agentkeep._feature_arguments",
+            "agentkeep.tool_hooks",
+        ),
     ),
     Component(5, "actors", ("agentkeep.actors",)),
     Component(

@@ -122,14 +122,21 @@ def test_the_decorator_reads_name_docstring_and_types() -> None:
     assert rich.description is None
 
 
-def test_a_transactional_tool_is_refused_until_it_is_built() -> None:
-    # Seed 001's transactional tools are not built: the flag must be refused, not ignored
-    # (a user relying on it would otherwise get no atomicity; issue 18 item 2).
-    with pytest.raises(ToolDefinitionError, match=r"transactional=True.*refused"):
+def test_a_transactional_tool_is_accepted_and_keeps_its_flag() -> None:
+    # Built now (issue 18 item 2): the flag is kept for the runtime, which runs the call in
+    # one transaction (tests/unit/loop/test_tool_lifetime_flags.py).
+    @tool(name="atomic", transactional=True)
+    def atomic(ctx: ToolContext, args: Defaults) -> str:
+        return "done"
 
-        @tool(name="atomic", transactional=True)
-        def atomic(ctx: ToolContext, args: Defaults) -> str:
-            return "never"
+    assert atomic.transactional
+
+
+def test_a_basic_context_keeps_what_a_tool_commits_first_wins() -> None:
+    ctx = BasicToolContext()
+    assert ctx.commit("first")
+    assert not ctx.commit("second")
+    assert ctx.committed == ["first"]
 
 
 def test_the_descriptor_is_a_plain_object_schema() -> None:

@@ -59,6 +59,7 @@ from agentkeep.loop.effects import (
     CompactionResolved,
     Effect,
     Emit,
+    LifecycleIds,
     LoadState,
     LoopStopped,
     Observe,
@@ -102,6 +103,7 @@ from agentkeep.persistence.interface import StoreHandle
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.registry import Providers
 from agentkeep.runtime import commit_plans
+from agentkeep.server_tools import ServerTool, check_server_tools, policy_of
 
 log = structlog.get_logger(__name__)
 
@@ -121,6 +123,7 @@ class LoopOptions:
     # Hands an ephemeral event (session id, type, data, turn id) to live subscribers.
     publish: Callable[[str, str, JSONObject, str | None], None] | None = None
     retry: RetryPolicy | None = None  # retry forever with this backoff (None: give up)
+    server_tools: tuple[ServerTool, ...] = ()  # provider-owned tools, told beside the tools
 
 
 class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
@@ -178,6 +181,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
             consume_at_acceptance=not (
                 features.overrides("before_agent_loop") or features.overrides("before_turn")
             ),
+            server_tools=policy_of(options.server_tools),
         )
         self._timers = LoopTimers()  # this incarnation's own waits (retry backoffs)
         self._children = AgentChildren(self, agent_id, grace_seconds=child_grace_seconds)
@@ -301,6 +305,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
                 batch = self._runner.batch_tools(self._core.settings)
                 for run in runs:
                     self._start_tool(run, batch)
+                return self._runner.lifetimes(runs, batch)  # which calls steering interrupts
             case CancelTools(internal_ids=ids):
                 # Answered already: a call that ignores its cancellation past the grace is
                 # abandoned, so it cannot hold up the next request (issue 12, item 5).
@@ -341,9 +346,14 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
 
     def _commit(self, plan: Plan) -> Event:
         agent_id = self._agent_id
-        policy = self._consumption
+        ids = self._core.lifecycle_ids  # the loop and turn the plan's hooks belong to
+        policy = self._consumption.with_ids(ids)
         hooks = ToolCallHooks(
-            agent_id, features=self._features, contexts=self._contexts, settings=self._core.settings
+            agent_id,
+            features=self._features,
+            contexts=self._contexts,
+            settings=self._core.settings,
+            ids=ids,
         )
         try:
             value = self._store.transact(
@@ -384,7 +394,10 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
         Raises if the provider is unknown or a correctness hook fails."""
         instructions = self._features.instructions(self._options.instructions, self._ctx_for)
         tools = self._runner.tool_set(settings)
-        session = self._sessions.session_for(settings, instructions, tools.descriptors())
+        servers = self._options.server_tools
+        check_server_tools(tools, servers)  # a feature's tool may not take a server tool's name
+        descriptors = (*tools.descriptors(), *(each.descriptor() for each in servers))
+        session = self._sessions.session_for(settings, instructions, descriptors)
         return session, instructions
 
     def _start_inference(self, effect: StartInference) -> list[Event]:
@@ -433,18 +446,23 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
     def _ctx_for(self, feature: Any) -> HookContext:
         return self._contexts.for_feature(feature, self._core.settings)
 
+    def _ctx_told(self, ids: LifecycleIds) -> Callable[[Any], HookContext]:
+        """Contexts for a lifecycle hook: told the ids the effect that asked for it carries."""
+        return lambda feature: self._contexts.for_feature(feature, self._core.settings, ids=ids)
+
     def _observe(self, effect: Observe) -> None:
         with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
             self._observe_inside(effect)
 
     def _observe_inside(self, effect: Observe) -> None:
         features = self._features
+        ctx_for = self._ctx_told(effect.ids)
         match effect.hook:
             case "after_inference":
                 info = InferenceInfo(state=effect.state, tokens=effect.tokens, error=effect.error)
-                features.observe("after_inference", self._ctx_for, info)
+                features.observe("after_inference", ctx_for, info)
             case "after_agent_settled":
-                features.observe("after_agent_settled", self._ctx_for, effect.error)
+                features.observe("after_agent_settled", ctx_for, effect.error)
             case "message_accepted":
                 record, queue = effect.accepted, effect.queue
                 if record is not None and queue is not None:
@@ -454,23 +472,24 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
                         message=record.message,
                         metadata=record.metadata,
                     )
-                    features.observe("message_accepted", self._ctx_for, accepted)
+                    features.observe("message_accepted", ctx_for, accepted)
             case "permission_mode_changed":
                 if effect.permission_change is not None:
                     previous, current = effect.permission_change
                     change = PermissionModeChange(previous=previous, current=current)
-                    features.observe("permission_mode_changed", self._ctx_for, change)
+                    features.observe("permission_mode_changed", ctx_for, change)
             case hook:
-                features.observe(hook, self._ctx_for, *())
+                features.observe(hook, ctx_for, *())
 
     def _run_hook(self, effect: RunHook) -> list[Event]:
         features = self._features
+        ctx_for = self._ctx_told(effect.ids)
         with inside_loop(self._agent_id):
             if effect.hook == "after_agent_loop":
-                actions = features.actions("after_agent_loop", self._ctx_for)
+                actions = features.actions("after_agent_loop", ctx_for)
             else:
                 turn = TurnInfo(context_tokens=effect.context_tokens, aborted=effect.aborted)
-                actions = features.actions(effect.hook, self._ctx_for, turn)
+                actions = features.actions(effect.hook, ctx_for, turn)
         if effect.drop_actions or self._status.abort_pending:
             # The abort fired before or while the hook ran: its actions are dropped (§3.1).
             return [HookFinished(hook=effect.hook)]

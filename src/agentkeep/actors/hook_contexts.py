@@ -7,11 +7,14 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkeep.features import Feature, HookContext
+from agentkeep.loop.effects import LifecycleIds
 from agentkeep.model import Settings
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.refs import AgentSystemRef
 from agentkeep.runtime.commit_plans import CALL_AREA, KV_AREA, RUN_AREA
+
+_NO_IDS = LifecycleIds()
 
 
 class HookContexts:
@@ -40,6 +43,11 @@ class HookContexts:
         self._config = config
         self._system_ref = system_ref
 
+    @property
+    def store(self) -> StoreHandle:
+        """The store the contexts read and write (a transactional tool's transaction)."""
+        return self._store
+
     def for_feature(
         self,
         feature: Feature,
@@ -48,14 +56,17 @@ class HookContexts:
         tx: Transaction | None = None,
         call_id: str | None = None,
         alive: Callable[[], bool] | None = None,
+        ids: LifecycleIds | None = None,
     ) -> HookContext:
         """The context of ``feature``'s hook.
 
         With ``tx`` (a transactional hook) every store is bound to that transaction and the
         hook's sends and steers are told to their agents only after it commits; with
         ``call_id`` (a tool-call hook) it also has the call's store, which refuses use once
-        ``alive()`` is False. Raises nothing itself: its stores raise when used wrongly.
+        ``alive()`` is False. ``ids``: the lifecycle ids the hook is told (none outside a
+        run). Raises nothing itself: its stores raise when used wrongly.
         """
+        ids = ids or _NO_IDS
         name = feature.name
 
         def scope(*segments: str) -> ScopedKV:
@@ -78,6 +89,10 @@ class HookContexts:
             call_kv=call_kv,
             # Inside a transaction, sends and steers join it (told to the agent after commit).
             system=self._system_ref if tx is None else self._system_ref.within(tx),
+            loop_id=ids.loop_id,
+            turn_id=ids.turn_id,
+            inference_id=ids.inference_id,
+            settlement_id=ids.settlement_id,
         )
 
     def call_kv(self, internal_id: str, alive: Callable[[], bool]) -> ScopedKV:

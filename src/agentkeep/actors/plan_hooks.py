@@ -15,6 +15,7 @@ from agentkeep.features import (
     ModelChange,
     PermissionModeChange,
 )
+from agentkeep.loop.effects import LifecycleIds
 from agentkeep.model import (
     PendingToolCall,
     QueuedMessage,
@@ -31,15 +32,33 @@ from agentkeep.tool_hooks import ToolCallInfo
 class ConsumptionPolicy:
     """What one agent's consumptions need (``commit_plans.ConsumptionPolicy``): the providers' reset
     rule for switches, and the features' ``model_changed`` and ``message_accepted_transact``
-    hooks, run inside the consumption transaction. Stateless: one per agent actor."""
+    hooks, run inside the consumption transaction. Stateless: one per agent actor, and one
+    per commit bound to the lifecycle ids its hooks are told (:meth:`with_ids`)."""
 
     def __init__(
-        self, agent_id: str, *, providers: Providers, features: FeatureSet, contexts: HookContexts
+        self,
+        agent_id: str,
+        *,
+        providers: Providers,
+        features: FeatureSet,
+        contexts: HookContexts,
+        ids: LifecycleIds | None = None,
     ) -> None:
         self._agent_id = agent_id
         self._providers = providers
         self._features = features
         self._contexts = contexts
+        self._ids = ids
+
+    def with_ids(self, ids: LifecycleIds) -> ConsumptionPolicy:
+        """This policy, its hooks told ``ids``."""
+        return ConsumptionPolicy(
+            self._agent_id,
+            providers=self._providers,
+            features=self._features,
+            contexts=self._contexts,
+            ids=ids,
+        )
 
     def needs_reset(self, previous: Settings, current: Settings) -> bool:
         """True if switching from ``previous`` to ``current`` must reset the provider's view
@@ -57,7 +76,7 @@ class ConsumptionPolicy:
 
         def ctx_for(feature: Feature) -> HookContext:
             # It runs inside the consumption transaction: its stores and its sends join it.
-            return self._contexts.for_feature(feature, current, tx=tx)
+            return self._contexts.for_feature(feature, current, tx=tx, ids=self._ids)
 
         return self._features.model_changed(ctx_for, change)
 
@@ -72,7 +91,7 @@ class ConsumptionPolicy:
         )
 
         def ctx_for(feature: Feature) -> HookContext:
-            return self._contexts.for_feature(feature, settings, tx=tx)
+            return self._contexts.for_feature(feature, settings, tx=tx, ids=self._ids)
 
         with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
             features.transact("message_accepted_transact", ctx_for, accepted)
@@ -90,7 +109,7 @@ class ConsumptionPolicy:
         )
 
         def ctx_for(feature: Feature) -> HookContext:
-            return self._contexts.for_feature(feature, current, tx=tx)
+            return self._contexts.for_feature(feature, current, tx=tx, ids=self._ids)
 
         with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
             features.transact("permission_mode_changed_transact", ctx_for, change)
@@ -102,12 +121,19 @@ class ToolCallHooks:
     the plan back. One per commit: it carries the agent's settings of that moment."""
 
     def __init__(
-        self, agent_id: str, *, features: FeatureSet, contexts: HookContexts, settings: Settings
+        self,
+        agent_id: str,
+        *,
+        features: FeatureSet,
+        contexts: HookContexts,
+        settings: Settings,
+        ids: LifecycleIds | None = None,
     ) -> None:
         self._agent_id = agent_id
         self._features = features
         self._contexts = contexts
         self._settings = settings
+        self._ids = ids
 
     def _run(self, hook: str, tx: Transaction, call: PendingToolCall, *args: Any) -> None:
         features = self._features
@@ -122,7 +148,7 @@ class ToolCallHooks:
 
         def ctx_for(feature: Feature) -> HookContext:
             return self._contexts.for_feature(
-                feature, self._settings, tx=tx, call_id=call.internal_id
+                feature, self._settings, tx=tx, call_id=call.internal_id, ids=self._ids
             )
 
         with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused

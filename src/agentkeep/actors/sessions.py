@@ -31,11 +31,13 @@ class SessionSlot:
         self, settings: Settings, instructions: str, tools: tuple[ToolDescriptor, ...]
     ) -> Session:
         """The session for this configuration; a changed provider, model, prompt or tool
-        descriptor recreates it, so the model always sees the tools the agent would run."""
+        descriptor recreates it, so the model always sees the tools the agent would run. A
+        changed profile recreates it too: a new profile starts a fresh provider session (the
+        profile is part of the key only, never of what the provider is told)."""
         if settings.provider is None:
             raise ProviderError("No provider is selected: pass provider= when opening the system.")
         options = SessionOptions(instructions=instructions, tools=tools)
-        key = msgspec.json.encode((settings.provider, settings.model, options))
+        key = msgspec.json.encode((settings.provider, settings.model, settings.profile, options))
         with self._lock:
             if self._session is not None and key == self._key:
                 return self._session

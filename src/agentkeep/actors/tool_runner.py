@@ -8,32 +8,33 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentkeep.actors.call_context import CallCommits, CallContext
 from agentkeep.actors.hook_contexts import HookContexts
 from agentkeep.actors.loop_thread import inside_loop
+from agentkeep.errors import AgentkeepError
 from agentkeep.features import Feature, FeatureSet, HookContext
 from agentkeep.loop.effects import ToolRun
+from agentkeep.loop.events import Event, ToolLifetimes
 from agentkeep.loop.texts import ABORTED_CALL
-from agentkeep.model import PermissionMode, Settings, TextBlock, ToolResultMessage
+from agentkeep.model import Settings, TextBlock, ToolResultMessage
+from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.refs import AgentSystemRef
+from agentkeep.runtime.commit_plans import CALL_AREA
+from agentkeep.runtime.tool_claims import claim_result
 from agentkeep.tool_hooks import ToolCallInfo, ToolCallResult, decide, failed
-from agentkeep.tools import Tool, ToolError, ToolSet, execute_tool, validate_arguments
+from agentkeep.tools import (
+    Tool,
+    ToolError,
+    ToolOutput,
+    ToolSet,
+    execute_tool,
+    validate_arguments,
+    validate_result,
+)
 
 INTERRUPTED_CALL = "The tool call was interrupted by a restart and was not retried."
-
-
-@dataclass(frozen=True, kw_only=True)
-class CallContext:
-    """The :class:`~agentkeep.tools.ToolContext` the runtime hands a tool."""
-
-    agent_id: str
-    call_id: str
-    provider_call_id: str
-    cancel: CancelToken
-    kv: ScopedKV
-    system: AgentSystemRef
-    permission_mode: PermissionMode
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +89,23 @@ class ToolRunner:
             tools = str(error) or type(error).__name__
         return BatchTools(tools=tools, settings=settings)
 
+    def lifetimes(self, runs: Sequence[ToolRun], batch: BatchTools) -> list[Event]:
+        """The lifetime flags of the tools ``runs`` name, for the loop: which calls newly
+        accepted steering interrupts and which a drain leaves pending (none: no event)."""
+        if isinstance(batch.tools, str):
+            return []
+        steerable: list[str] = []
+        reloadable: list[str] = []
+        for run in runs:
+            tool = batch.tools.for_call(run.call)
+            if tool is not None and tool.steerable:
+                steerable.append(run.internal_id)
+            if tool is not None and tool.reloadable:
+                reloadable.append(run.internal_id)
+        if not (steerable or reloadable):
+            return []
+        return [ToolLifetimes(steerable=tuple(steerable), reloadable=tuple(reloadable))]
+
     def bind(
         self, run: ToolRun, cancel: CancelToken, batch: BatchTools
     ) -> Callable[[], ToolResultMessage]:
@@ -120,7 +138,7 @@ class ToolRunner:
         if isinstance(tools, str):
             return _error(call.call_id, tools)
         tool = tools.for_call(call)
-        if tool is not None and run.resumed and not tool.durable:
+        if tool is not None and run.resumed and not _may_run_again(tool):
             # It may have had its side effect before the crash: never run it twice.
             return _error(call.call_id, INTERRUPTED_CALL)
         args = validate_arguments(tool, call)
@@ -157,34 +175,148 @@ class ToolRunner:
     def _execute(self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken) -> ToolCallResult:
         tool = info.tool
         assert tool is not None  # decide() resolves every call it lets run
-        if run.resumed and not tool.durable:
+        if run.resumed and not _may_run_again(tool):
             return failed(INTERRUPTED_CALL)  # redirected to a tool that must not run twice
         if cancel.cancelled:
             return failed(ABORTED_CALL)  # aborted while the hooks decided: never start it
-        running = [True]
-        # The call's store expires when the call returns, and when it is cancelled: an
-        # aborted call is answered at once, so its thread, running on unobserved, must not
-        # write behind that answer (invariant 25).
+        if tool.transactional:
+            return self._execute_in_transaction(run, info, cancel)
+        return self._execute_plain(run, info, cancel)
+
+    def _execute_plain(
+        self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken
+    ) -> ToolCallResult:
+        """An ordinary tool, in the call's thread: each of its writes is its own transaction;
+        ``ctx.commit`` claims its result in one more."""
+        tool = info.tool
+        assert tool is not None
+        store = self._contexts.store
+        agent_id, internal_id = self._agent_id, run.internal_id
+        commits = CallCommits(
+            tool,
+            run.call.call_id,
+            cancel,
+            lambda result: store.transact(
+                lambda tx: claim_result(tx, agent_id, internal_id, result)
+            ),
+        )
+        # The call's store expires when the call returns, when it is cancelled (an aborted
+        # call is answered at once, so its thread, running on unobserved, must not write
+        # behind that answer, invariant 25) and when a result was committed (erased with it).
         ctx = CallContext(
-            agent_id=self._agent_id,
-            call_id=run.internal_id,
+            agent_id=agent_id,
+            call_id=internal_id,
             provider_call_id=info.provider_call_id,
             cancel=cancel,
-            kv=self._contexts.call_kv(run.internal_id, lambda: running[0] and not cancel.cancelled),
+            kv=self._contexts.call_kv(internal_id, lambda: commits.open),
             system=self._system_ref,
             permission_mode=info.permission_mode,  # the batch's, or a hook's for this run
+            commits=commits,
         )
         try:
             output, value = execute_tool(tool, ctx, info.arguments)
         finally:
-            running[0] = False  # the call's store expires with the call
-        if isinstance(output, ToolError):
+            commits.close()  # no commit after the return; the call's store expires
+        if commits.result is not None:  # the first commit wins; the return is ignored
+            committed = commits.result
             return ToolCallResult(
-                content=(TextBlock(text=output.message),), is_error=True, executed=True
+                content=committed.content,
+                is_error=committed.is_error,
+                executed=True,
+                value=commits.value,
             )
+        return _outcome(output, value)
+
+    def _execute_in_transaction(
+        self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken
+    ) -> ToolCallResult:
+        """A transactional tool: execute, validation, rendering and the result's claim in
+        one store transaction on the writer's thread. Any failure rolls the tool's writes
+        back; the call then answers an error result through the batch as usual."""
+        tool = info.tool
+        assert tool is not None
+        agent_id, internal_id = self._agent_id, run.internal_id
+
+        def work(tx: Transaction) -> tuple[ToolResultMessage, Any]:
+            if cancel.cancelled:
+                # Aborted while queued: never start it.
+                raise _RolledBackError(ABORTED_CALL, ran=False)
+            commits = CallCommits(
+                tool,
+                run.call.call_id,
+                cancel,
+                lambda result: claim_result(tx, agent_id, internal_id, result),
+            )
+            kv = ScopedKV.in_transaction(tx, "agent", agent_id, CALL_AREA, internal_id)
+            ctx = CallContext(
+                agent_id=agent_id,
+                call_id=internal_id,
+                provider_call_id=info.provider_call_id,
+                cancel=cancel,
+                kv=kv.until(lambda: commits.open),
+                system=self._system_ref.within(tx),  # its sends commit with the result
+                permission_mode=info.permission_mode,
+                commits=commits,
+            )
+            try:
+                with inside_loop(agent_id):
+                    value = tool.execute(ctx, info.arguments)
+            except BaseException as error:  # never let a tool's raise reach the writer
+                raise _RolledBackError(f'The tool "{tool.name}" failed: {error}') from error
+            finally:
+                commits.close()
+            if commits.result is not None:  # committed from inside: the return is ignored
+                return commits.result, commits.value
+            output = validate_result(tool, value)
+            if isinstance(output, ToolError):
+                raise _RolledBackError(output.message)
+            result = ToolResultMessage(
+                call_id=run.call.call_id, content=output.content, is_error=output.is_error
+            )
+            # The automatic result commit. Refused (the call was answered meanwhile, by an
+            # abort): the tool's writes must not outlive a result that never landed.
+            if not claim_result(tx, agent_id, internal_id, result):
+                raise _RolledBackError(ABORTED_CALL)
+            return result, value
+
+        try:
+            result, value = self._contexts.store.transact(work)
+        except _RolledBackError as rolled:
+            return failed(rolled.message) if not rolled.ran else _ran_and_failed(rolled.message)
+        except AgentkeepError as error:  # the store failed the transaction: nothing of it stays
+            return _ran_and_failed(f'The tool "{tool.name}" could not commit: {error}')
         return ToolCallResult(
-            content=output.content, is_error=output.is_error, executed=True, value=value
+            content=result.content, is_error=result.is_error, executed=True, value=value
         )
+
+
+class _RolledBackError(Exception):
+    """Raised out of a transactional tool's transaction to roll its writes back; carries
+    the error result the call answers instead."""
+
+    def __init__(self, message: str, *, ran: bool = True) -> None:
+        super().__init__(message)
+        self.message = message
+        self.ran = ran
+
+
+def _may_run_again(tool: Tool[Any, Any]) -> bool:
+    """Whether a call interrupted by a crash may run again: a durable or a reloadable tool
+    says so (a reloadable one is retry-safe). ``transactional`` alone does not: seed 001
+    keeps the flags apart, and a tool's effects outside the store are its own."""
+    return tool.durable or tool.reloadable
+
+
+def _ran_and_failed(text: str) -> ToolCallResult:
+    return ToolCallResult(content=(TextBlock(text=text),), is_error=True, executed=True)
+
+
+def _outcome(output: ToolOutput | ToolError, value: Any) -> ToolCallResult:
+    if isinstance(output, ToolError):
+        return _ran_and_failed(output.message)
+    return ToolCallResult(
+        content=output.content, is_error=output.is_error, executed=True, value=value
+    )
 
 
 def _error(call_id: str, text: str) -> ToolResultMessage:

@@ -225,12 +225,15 @@ class CompletionOrder:
             if thread.is_alive():
                 self.timeouts.append(f"{ctx.provider_call_id}: the thread of {target} ran on")
 
-    def finished(self, generation: int, agent_id: str, call_id: str) -> None:
+    def finished(
+        self, generation: int, agent_id: str, call_id: str, *, in_call_thread: bool = True
+    ) -> None:
         """``agent_id``'s call ``call_id`` in process ``generation`` returned (or refused
-        to run or raised)."""
+        to run or raised). ``in_call_thread=False``: it ran elsewhere (a transactional call,
+        on the store's writer), so a held call waits for its return only, not for a thread."""
         finish = self._finish(generation, agent_id, call_id)
         with self._lock:
-            finish.thread = threading.current_thread()
+            finish.thread = threading.current_thread() if in_call_thread else None
             finish.done = True
             waiters = list(finish.waiters)
         for woken in waiters:

@@ -21,11 +21,14 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
+import msgspec
+
 from agentkeep.agent_system import AgentSystem
 from agentkeep.chaos.batches import BatchingModel
 from agentkeep.chaos.checker import Checker, SwitchExpectation, Violation
 from agentkeep.chaos.ledger_checks import check_subscription
 from agentkeep.chaos.lifecycle import lifecycle_races
+from agentkeep.chaos.retry_modes import permission_modes, retry_forever
 from agentkeep.chaos.tools import ledger_tools
 from agentkeep.chaos.world import ChaosWorld, Offer, ProcessHandle, ProcessReport
 from agentkeep.loop.plans import QueueMode
@@ -175,11 +178,19 @@ def _chunky(seed: int) -> Providers:
 # -- the suites ----------------------------------------------------------------------------------
 
 
+def _reasoning(seed: int) -> Providers:
+    providers = Providers()
+    providers.add("local", BatchingModel(seed=seed, reasoning=True), kind="gym")
+    return providers
+
+
 def crash_recovery(seed: int, *, home: str | Path | None = None) -> CampaignResult:
     """3 sends; the process dies at a random store operation (≤ 150: a whole healthy run is
     about 210 statement-level operations) 1–5 times, then a
     healthy process finishes: each message once, in order, every call settled once, the
-    fragile tool never re-run, nothing owed, ``answer-3``."""
+    fragile tool never re-run, nothing owed, ``answer-3``. Every response starts with a
+    reasoning block, so a crash may cut one after its first block: it must be continued,
+    never settled over (C2), and no request may end with the model's message (C1)."""
 
     def body(c: _Campaign) -> None:
         c.world.offer(*_messages("m", 3))
@@ -187,7 +198,7 @@ def crash_recovery(seed: int, *, home: str | Path | None = None) -> CampaignResu
             c.process(faults=c.crash(150))
         c.process(final=True, start=True)
 
-    return _run("crash_recovery", seed, body, home=home)
+    return _run("crash_recovery", seed, body, world_options={"providers": _reasoning}, home=home)
 
 
 def queues(seed: int, *, home: str | Path | None = None) -> CampaignResult:
@@ -361,16 +372,39 @@ SWITCH = SwitchExpectation(
     provider="claude",
     model=CLAUDE_MODEL,
 )
+PROFILE = "reviewer"
+
+
+def _switch_of(seed: int) -> tuple[SwitchExpectation, Offer]:
+    """The seed's switch: to claude (half the seeds) or to claude under a new profile.
+
+    A switch to a new profile alone resets too, but is left to the unit tests: the chaos
+    model numbers its calls per conversation, so the reset conversation on the same provider
+    would reuse the old one's call ids, which the §7.12 ledger check keys on (a model switch
+    moves to the ``_b`` tools instead)."""
+    import random
+
+    profile = PROFILE if random.Random(seed ^ 0x5717C4).random() < 0.5 else None
+    expected = msgspec.structs.replace(SWITCH, profile=profile)
+    offer = Offer(
+        id="after",
+        text="after the switch",
+        provider="claude",
+        model=CLAUDE_MODEL,
+        profile=profile,
+    )
+    return expected, offer
 
 
 def model_switch(seed: int, *, home: str | Path | None = None) -> CampaignResult:
     """A codex conversation, then a message switching to claude (incompatible: the history
-    resets) under crashes: the history is always one whole side; finally only ``after``,
-    the settings name claude, ``answer-1``."""
+    resets), on half the seeds under a new profile too, under crashes: the history is always
+    one whole side; finally only ``after``, the settings name the target (with its profile),
+    ``answer-1``."""
+    expected, switch = _switch_of(seed)
 
     def body(c: _Campaign) -> None:
         c.process(messages=[Offer(id="before", text="before the switch")])
-        switch = Offer(id="after", text="after the switch", provider="claude", model=CLAUDE_MODEL)
         c.world.offer(switch)
         for _ in range(c.rng.randint(1, 4)):
             c.process(faults=c.crash(120))
@@ -384,7 +418,7 @@ def model_switch(seed: int, *, home: str | Path | None = None) -> CampaignResult
         "durable_tools": frozenset({"durable_tool", "durable_tool_b"}),
         "fragile_tools": frozenset({"fragile_tool", "fragile_tool_b"}),
     }
-    return _run("model_switch", seed, body, world_options=options, switch=SWITCH, home=home)
+    return _run("model_switch", seed, body, world_options=options, switch=expected, home=home)
 
 
 SUITES: dict[str, Callable[[int], CampaignResult]] = {
@@ -398,6 +432,8 @@ SUITES: dict[str, Callable[[int], CampaignResult]] = {
     "compaction_under_load": compaction_under_load,
     "model_switch": model_switch,
     "lifecycle_races": lifecycle_races,
+    "retry_forever": retry_forever,
+    "permission_modes": permission_modes,
 }
 
 

@@ -17,6 +17,7 @@ from agentkeep.chaos.invariants import (
     INVARIANTS,
     SwitchExpectation,
     Violation,
+    check_commits,
     check_final,
     check_ledger,
     check_state,
@@ -70,7 +71,9 @@ class Checker:
             for number, detail in report.live_violations
         ]
         found += self._continuity(state, report.generation)
+        found += _transactional_writes(state, report.generation)
         found += check_ledger(self.world, report.generation)
+        found += check_commits(self.world, report.generation)
         found += check_events(state, events, process=report.generation)
         found += check_prefix(self.events, events, process=report.generation)
         previous = self.previous.turns if self.previous is not None else ()
@@ -138,6 +141,22 @@ def _nothing_deleted(previous: DurableState, state: DurableState, process: int) 
                 f"{len(after)}, the first difference at {at} ({describe_records(before[at:])})"
             ),
         )
+    ]
+
+
+def _transactional_writes(state: DurableState, process: int) -> list[Violation]:
+    """X1: the transactional chaos tool's call-store write commits in the transaction that
+    claims its result, which erases the call store: so no pending call ever holds it."""
+    return [
+        Violation(
+            invariant="X1",
+            process=process,
+            detail=(
+                f"call {internal_id}'s call store holds its transactional tool's write "
+                f"({'with' if claimed else 'without'} a claimed result)"
+            ),
+        )
+        for internal_id, claimed in state.call_effects
     ]
 
 

@@ -20,6 +20,8 @@ from agentkeep.model import (
     CompactionMessage,
     CompactionRecord,
     ConversationRecord,
+    ReasoningBlock,
+    Settings,
     SystemRecord,
     TextBlock,
     ToolCallBlock,
@@ -49,6 +51,9 @@ INVARIANTS: dict[int | str, str] = {
     20: "no operation deadlocks: each returns or refuses promptly",
     23: "one owner per store, its lock held until every agent closed and no longer",
     26: "history is never deleted: what leaves the provider's view is archived (issue 12)",
+    # Seed 001's continuation (docs/lifecycle.md): a response cut short is continued.
+    "C1": "a provider request never ends with the model's own message",
+    "C2": "no settled history ends with a response cut short",
     # The session event ledger (docs/ledger.md), checked by agentkeep.chaos.ledger_checks.
     "L1": "ledger sequences are dense from 1 and increasing",
     "L2": "every committed fact has its event and every event its fact",
@@ -59,6 +64,9 @@ INVARIANTS: dict[int | str, str] = {
     "T2": "a terminal turn state never changes across a reopen",
     "T3": "every turn's input event is in the same ledger",
     "T4": "an idempotency key never maps to two turns nor runs a driver twice",
+    # Seed 001's transactional tools, checked by agentkeep.chaos.checker.
+    "X1": "a transactional tool's writes commit with its result or not at all",
+    "X2": "a call whose result was committed (ctx.commit) never runs again",
 }
 
 
@@ -79,12 +87,22 @@ class Violation(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SwitchExpectation(msgspec.Struct, frozen=True, kw_only=True):
-    """A campaign's model switch: the messages before it, those switching, and the target."""
+    """A campaign's model or profile switch: the messages before it, those switching, and
+    the target (a profile change resets the history like an incompatible model does)."""
 
     old_ids: frozenset[str]
     new_ids: frozenset[str]
     provider: str
     model: str
+    profile: str | None = None
+
+    def reached(self, settings: Settings | None) -> bool:
+        """Whether ``settings`` are the switch's target selection."""
+        return settings is not None and (settings.provider, settings.model, settings.profile) == (
+            self.provider,
+            self.model,
+            self.profile,
+        )
 
 
 def describe_records(records: Sequence[ConversationRecord]) -> str:
@@ -146,6 +164,7 @@ def check_state(
                 bad(3, f"{queue} queue consumed out of acceptance order: {sequence}")
     found += _check_calls(world, state, process)
     found += _check_owed(state, process, aborted=aborted)
+    found += _check_continued(world, state, process, aborted=aborted)
     found += _check_compaction(state, process)
     if switch is not None:
         found += _check_switch(state, switch, process)
@@ -241,6 +260,35 @@ def _check_owed(state: DurableState, process: int, *, aborted: bool) -> list[Vio
     ]
 
 
+def _check_continued(
+    world: ChaosWorld, state: DurableState, process: int, *, aborted: bool
+) -> list[Violation]:
+    """C2: the campaigns' model never ends a response with its reasoning, so a reasoning block
+    that ends a settled history, or that a consumed ``send`` message directly follows, is a
+    response a crash cut short that was never continued (seed 001: it is continued after
+    "Continue from where you left off." before any send is consumed; steering may come
+    first). An abort may settle a cut response (§3.9): a campaign that aborted is exempt."""
+    if aborted or any(report.aborted for report in world.reports):
+        return []
+    records = state.records
+    offered = {o.id: o.queue for o in world.offers}
+    for index, record in enumerate(records):
+        if not (isinstance(record, BlockRecord) and isinstance(record.block, ReasoningBlock)):
+            continue
+        following = records[index + 1] if index + 1 < len(records) else None
+        if following is None and state.owed is None:
+            detail = "settled over a response cut short after its reasoning (never continued)"
+        elif isinstance(following, UserRecord) and offered.get(following.message_id) == "send":
+            detail = (
+                f"send message {following.message_id!r} consumed right after a response cut "
+                "short after its reasoning (never continued)"
+            )
+        else:
+            continue
+        return [Violation(invariant="C2", process=process, detail=detail)]
+    return []
+
+
 def _check_compaction(state: DurableState, process: int) -> list[Violation]:
     found: list[Violation] = []
     positions = [i for i, r in enumerate(state.records) if isinstance(r, CompactionRecord)]
@@ -273,10 +321,7 @@ def _check_compaction(state: DurableState, process: int) -> list[Violation]:
 def _check_switch(state: DurableState, switch: SwitchExpectation, process: int) -> list[Violation]:
     users = {r.message_id for r in state.records if isinstance(r, UserRecord)}
     settings = state.settings
-    switched = settings is not None and (settings.provider, settings.model) == (
-        switch.provider,
-        switch.model,
-    )
+    switched = switch.reached(settings)
     old = users & switch.old_ids
     new = users & switch.new_ids
     problems: list[str] = []
@@ -327,6 +372,31 @@ def check_ledger(world: ChaosWorld, process: int) -> list[Violation]:
         for (tool, call_id), count in sorted(counts.items())
         if count > 1
     ]
+
+
+def check_commits(world: ChaosWorld, process: int) -> list[Violation]:
+    """X2: once an execution's ``ctx.commit`` won, its call is never executed again (the
+    batch reuses the committed result, after a crash too)."""
+    entries = world.ledger.entries
+    found = []
+    for commit in world.ledger.commits:
+        key = (commit.agent_id, commit.tool, commit.call_id)
+        runs = [e for e in entries if (e.agent_id, e.tool, e.call_id) == key]
+        # By identity: two executions of one call in one process are equal entries.
+        at = next((i for i, e in enumerate(runs) if e is commit), len(runs))
+        later = runs[at + 1 :]
+        if later:
+            found.append(
+                Violation(
+                    invariant="X2",
+                    process=process,
+                    detail=(
+                        f"{commit.tool} committed {commit.call_id}'s result in process "
+                        f"{commit.generation}, then ran it again in process {later[0].generation}"
+                    ),
+                )
+            )
+    return found
 
 
 # -- the end -------------------------------------------------------------------------------------
@@ -382,11 +452,9 @@ def check_final(
         bad(6, f"the conversation ends in {type(last).__name__}, expected {answer!r}")
     if switch is not None:
         settings = state.settings
-        if settings is None or (settings.provider, settings.model) != (
-            switch.provider,
-            switch.model,
-        ):
-            bad(15, f"final settings {settings} are not {switch.provider}/{switch.model}")
+        if not switch.reached(settings):
+            target = f"{switch.provider}/{switch.model} (profile {switch.profile!r})"
+            bad(15, f"final settings {settings} are not {target}")
     return found
 
 

@@ -6,6 +6,11 @@ purpose, and a test runs a campaign (or the property machine) under it and expec
 :func:`results_in_finish_order` breaks §7.9: a tool batch commits each result as soon as its
 call finishes, so a later call that finishes first lands before an earlier one.
 
+:func:`settles_over_a_truncated_answer` restores the behaviour before seed 001's
+continuation (probe P29): a response a crash cut after its first block is never continued —
+the resume ignores the owed fact's open response and adds no continue notice, so the cut
+answer may become final (C2) or a request may end with the model's own message (C1).
+
 More break the session event ledger (``docs/ledger.md``; the checks are ``L1``–``L4``
 in :mod:`agentkeep.chaos.ledger_checks`), most by patching
 :meth:`SqliteTransaction.append_event <agentkeep.persistence.ledger.LedgerStatements.append_event>`:
@@ -18,6 +23,11 @@ its previous life's events); :func:`subscription_resumes_one_late` (a gap) and
 :func:`subscription_resumes_one_early` (a duplicate) patch
 :class:`~agentkeep.persistence.ledger.Subscription` (L4).
 
+:func:`transactional_writes_outside_the_transaction` breaks ``X1`` (seed 001's transactional
+tools): the tool's writes commit one by one, outside the transaction that claims its result;
+:func:`committed_results_run_again` breaks ``X2``: a call whose result its tool committed
+early (``ctx.commit``) runs again after a restart.
+
 :data:`LEDGER_MUTANTS` names them, with the turn mutants of
 :mod:`agentkeep.chaos.turn_mutants` (``T1``–``T4``), so a campaign can install one in a
 child process (``process_kills``) or in a pool worker (``power_loss``) by name.
@@ -29,17 +39,22 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
+import msgspec
+
+from agentkeep.actors.tool_runner import ToolRunner
 from agentkeep.chaos.turn_mutants import (
     completion_overwrites_earlier_results,
     input_event_without_turn_id,
     retried_key_opens_second_turn,
     terminal_turn_event_appended_twice,
 )
+from agentkeep.loop import inference, transitions
 from agentkeep.loop.batch import ToolBatch
 from agentkeep.model import AgentRow, PendingToolCall, ToolResultMessage
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.ledger import Subscription, encode_event_data
 from agentkeep.persistence.transaction import SqliteTransaction
+from agentkeep.runtime.tool_claims import claim_result
 
 
 @contextmanager
@@ -317,6 +332,48 @@ def ledger_kept_across_recreate() -> Iterator[None]:
 
 
 @contextmanager
+def transactional_writes_outside_the_transaction() -> Iterator[None]:
+    """While active, a transactional tool runs like an ordinary one — each of its writes its
+    own transaction, in the call's thread — and only its result is claimed afterwards, in a
+    transaction of its own (X1: a crash between the two leaves the writes without the
+    result)."""
+    original = ToolRunner._execute_in_transaction
+
+    def outside(self: ToolRunner, run: Any, info: Any, cancel: Any) -> Any:
+        outcome = self._execute_plain(run, info, cancel)
+        if not outcome.is_error:
+            result = ToolResultMessage(call_id=run.call.call_id, content=outcome.content)
+            agent_id, internal_id = self._agent_id, run.internal_id
+            self._contexts.store.transact(
+                lambda tx: claim_result(tx, agent_id, internal_id, result)
+            )
+        return outcome
+
+    ToolRunner._execute_in_transaction = outside  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ToolRunner._execute_in_transaction = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def committed_results_run_again() -> Iterator[None]:
+    """While active, a batch ignores the results its tools committed early (``ctx.commit``)
+    and runs those calls again (X2: a crash after the commit shows it)."""
+    original = ToolBatch.__init__
+
+    def init(self: ToolBatch, calls: tuple[PendingToolCall, ...], *, resumed: bool) -> None:
+        forgotten = tuple(msgspec.structs.replace(c, committed=None) for c in calls)
+        original(self, forgotten, resumed=resumed)
+
+    ToolBatch.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ToolBatch.__init__ = original  # type: ignore[method-assign]
+
+
+@contextmanager
 def subscription_resumes_one_late() -> Iterator[None]:
     """While active, a subscription opened with ``after > 0`` starts one event late: the
     event right after ``after`` is never handed out (L4)."""
@@ -348,6 +405,39 @@ def subscription_resumes_one_early() -> Iterator[None]:
         Subscription.__init__ = original  # type: ignore[method-assign]
 
 
+@contextmanager
+def settles_over_a_truncated_answer() -> Iterator[None]:
+    """While active, every loop forgets that a response was cut short: the load drops the
+    owed fact's ``response_open`` and no request is preceded by the continue notice (the
+    behaviour of probe P29). Patches module globals, so it reaches every agent in this
+    process; not thread-safe against a second patch of the same functions."""
+    original_loaded = transitions.loaded
+
+    def never(records: object) -> bool:
+        return False
+
+    def loaded(ctx: Any, snapshot: Any) -> None:
+        owed = snapshot.owed
+        if owed is not None and owed.response_open:
+            owed = msgspec.structs.replace(owed, response_open=False)
+            snapshot = msgspec.structs.replace(snapshot, owed=owed)
+        original_loaded(ctx, snapshot)
+
+    patches = [
+        (transitions, "loaded", loaded),
+        (transitions, "ends_with_own_message", never),
+        (inference, "ends_with_own_message", never),
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in patches]
+    for module, name, value in patches:
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
 Mutant = Callable[[], AbstractContextManager[None]]
 
 # The ledger mutants by name (a child process or a pool worker installs one by name).
@@ -375,6 +465,7 @@ __all__ = [
     "LEDGER_MUTANTS",
     "Mutant",
     "accepted_event_in_second_transaction",
+    "committed_results_run_again",
     "first_event_retimed_on_acceptance",
     "ledger_kept_across_recreate",
     "old_event_rewritten_on_compaction",
@@ -382,6 +473,8 @@ __all__ = [
     "sequence_gap_at_each_acceptance",
     "sequence_gap_at_each_batch",
     "settled_event_skipped",
+    "settles_over_a_truncated_answer",
     "subscription_resumes_one_early",
     "subscription_resumes_one_late",
+    "transactional_writes_outside_the_transaction",
 ]

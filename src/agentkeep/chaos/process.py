@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from agentkeep.agent_system import AgentSystem
+from agentkeep.chaos.tools import EFFECT_KEY
 from agentkeep.delivery import user
 from agentkeep.features import Feature, HookContext
 from agentkeep.model import (
@@ -25,6 +26,7 @@ from agentkeep.model import (
     Done,
     OwedWork,
     PendingToolCall,
+    PermissionMode,
     QueuedMessage,
     QueuedNotice,
     QueueName,
@@ -37,6 +39,8 @@ from agentkeep.model import (
 from agentkeep.model.turns import TurnRecord
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.kv import scope_prefix
+from agentkeep.runtime.commit_plans import CALL_AREA
 
 if TYPE_CHECKING:
     from agentkeep import Agent
@@ -51,6 +55,8 @@ class Offer(msgspec.Struct, frozen=True, kw_only=True):
     queue: QueueName = "send"
     provider: str | None = None
     model: str | None = None
+    profile: str | None = None  # the profile the message selects (None: the null one)
+    permission_mode: PermissionMode | None = None  # from this message on, once consumed
 
 
 class DurableState(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,6 +72,9 @@ class DurableState(msgspec.Struct, frozen=True, kw_only=True):
     archived: tuple[ArchivedEpoch, ...] = ()
     # The session's turns, in number order (docs/turns.md).
     turns: tuple[TurnRecord, ...] = ()
+    # Internal ids of pending calls whose call store holds the transactional chaos tool's
+    # write (``chaos.tools.EFFECT_KEY``), each with whether its result is claimed (X1).
+    call_effects: tuple[tuple[str, bool], ...] = ()
 
 
 def read_durable(tx: Transaction, agent_id: str) -> DurableState:
@@ -81,7 +90,17 @@ def read_durable(tx: Transaction, agent_id: str) -> DurableState:
         owed=tx.read_owed(agent_id),
         settings=tx.read_settings(agent_id),
         turns=tuple(_turns(tx, agent_id)),
+        call_effects=tuple(_call_effects(tx, agent_id)),
     )
+
+
+def _call_effects(tx: Transaction, agent_id: str) -> list[tuple[str, bool]]:
+    found = []
+    for call in tx.pending_calls(agent_id):
+        key = scope_prefix("agent", agent_id, CALL_AREA, call.internal_id) + EFFECT_KEY
+        if tx.kv_read(key) is not None:
+            found.append((call.internal_id, call.committed is not None))
+    return found
 
 
 def _turns(tx: Transaction, agent_id: str) -> list[TurnRecord]:
@@ -123,8 +142,8 @@ class ProcessReport:
     aborted: bool = False
     compaction_requested: bool = False
     # (invariant, detail) pairs observed while the process ran (e.g. a response reported
-    # finished whose answer was not durable).
-    live_violations: list[tuple[int, str]] = field(default_factory=list)
+    # finished whose answer was not durable, a request that ended with the model's message).
+    live_violations: list[tuple[int | str, str]] = field(default_factory=list)
 
     def describe(self) -> str:
         """One line for failure messages: the process's fault plan and what it did."""
@@ -297,7 +316,14 @@ class ProcessHandle:
             return False  # a dead process sends nothing
         method = self.agent.steer if offer.queue == "steering" else self.agent.send
         try:
-            method(user(offer.text), id=offer.id, provider=offer.provider, model=offer.model)
+            method(
+                user(offer.text),
+                id=offer.id,
+                provider=offer.provider,
+                model=offer.model,
+                profile=offer.profile,
+                permission_mode=offer.permission_mode,
+            )
         except Exception:
             self.report.failed_offers.append(offer.id)
             if not self._durably_present(offer.id):

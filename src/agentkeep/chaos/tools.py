@@ -10,8 +10,10 @@ finishes only after the later call of its batch the order chose (spec §7.9 is o
 results can finish out of call order).
 
 ``durable_tool`` and ``fragile_tool`` are the tools the ``RespondingModel`` calls (durable on
-even call numbers, fragile — at most once — on odd ones); :func:`ledger_tools` builds them
-under any names, so two providers can call tools of their own.
+even call numbers, fragile — at most once — on odd ones); the fragile one is also
+``transactional`` (its call-store write lands only with its result) and the durable one
+saves its result with ``ctx.commit`` before returning; :func:`ledger_tools`
+builds them under any names, so two providers can call tools of their own.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -27,6 +29,10 @@ from agentkeep.tools import Tool, ToolContext, tool
 
 if TYPE_CHECKING:
     from agentkeep.chaos.batches import CompletionOrder
+
+
+# What the transactional durable tool writes into its call store (see ``ledger_tools``).
+EFFECT_KEY = "effect"
 
 
 class ZombieToolError(RuntimeError):
@@ -51,6 +57,7 @@ class Ledger:
         self._lock = threading.Lock()
         self._entries: list[LedgerEntry] = []
         self._refused: list[LedgerEntry] = []
+        self._commits: list[LedgerEntry] = []
 
     def record(self, entry: LedgerEntry) -> None:
         """Note one execution that is about to run (called by :func:`guard_tool` before the tool's
@@ -58,6 +65,19 @@ class Ledger:
         """
         with self._lock:
             self._entries.append(entry)
+
+    def committed(self, entry: LedgerEntry) -> None:
+        """Note that the execution ``entry`` (the very object :meth:`record` was given: the
+        check tells executions apart by identity) saved its call's result with
+        ``ctx.commit``; called once the commit returned True, so it is durable."""
+        with self._lock:
+            self._commits.append(entry)
+
+    @property
+    def commits(self) -> list[LedgerEntry]:
+        """Every execution whose ``ctx.commit`` won, in the order they committed."""
+        with self._lock:
+            return list(self._commits)
 
     def refuse(self, entry: LedgerEntry) -> None:
         """Note one call refused because its process was dead (a zombie)."""
@@ -101,8 +121,20 @@ def guard_tool(
     execute = original.execute
 
     def guarded(ctx: ToolContext, args: Any) -> Any:
-        if order is None:
-            return run(ctx, args)
+        if order is None or original.transactional:
+            # A transactional call runs on the store's writer: it must never wait for
+            # another call (which may need the writer), so it finishes in its own order
+            # (never a hold's target either: those are durable calls).
+            try:
+                return run(ctx, args)
+            finally:
+                if order is not None:
+                    order.finished(
+                        generation,
+                        ctx.agent_id,
+                        ctx.provider_call_id,
+                        in_call_thread=not original.transactional,
+                    )
         try:
             value = run(ctx, args)
             order.hold(generation, ctx, getattr(args, "batch", ()))
@@ -126,9 +158,28 @@ def guard_tool(
                 f"tool {original.name!r} refused: process generation {generation} is dead"
             )
         ledger.record(entry)
-        return execute(ctx, args)
+        return execute(
+            cast(ToolContext, _NotingCommits(ctx, lambda: ledger.committed(entry))), args
+        )
 
     return dataclasses.replace(original, execute=guarded)
+
+
+class _NotingCommits:
+    """A tool's context that notes in the ledger each ``commit`` that won."""
+
+    def __init__(self, ctx: ToolContext, noted: Callable[[], None]) -> None:
+        self._ctx = ctx
+        self._noted = noted
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+    def commit(self, result: Any) -> bool:
+        won = self._ctx.commit(result)
+        if won:
+            self._noted()
+        return won
 
 
 class CallArgs(msgspec.Struct, frozen=True):
@@ -147,18 +198,24 @@ def ledger_tools(
 
     @tool(name=durable_name, durable=True)
     def durable_tool(ctx: ToolContext, args: CallArgs) -> str:
-        """A tool that may safely run again after a restart."""
-        return f"durable {args.call}"
+        """A tool that may safely run again after a restart, unless it committed its result
+        (``ctx.commit``, then an ignored return): a committed call never runs again (X2)."""
+        ctx.commit(f"durable {args.call}")
+        return "ignored: the committed result won"
 
-    @tool(name=fragile_name)
+    @tool(name=fragile_name, transactional=True)
     def fragile_tool(ctx: ToolContext, args: CallArgs) -> str:
-        """A tool with a side effect that must never happen twice."""
+        """A tool with a side effect that must never happen twice. Transactional: its
+        call-store write commits with its result's claim (which erases it) or not at all,
+        so no pending call ever holds it (checked as ``X1``)."""
+        ctx.kv.write(EFFECT_KEY, args.call)
         return f"fragile {args.call}"
 
     return durable_tool, fragile_tool
 
 
 __all__ = [
+    "EFFECT_KEY",
     "CallArgs",
     "Ledger",
     "LedgerEntry",

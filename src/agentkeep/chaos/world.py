@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.chaos.batches import BatchingModel, CompletionOrder
@@ -52,6 +53,9 @@ from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.responding import RespondingModel
 from agentkeep.tools import Tool
+
+if TYPE_CHECKING:
+    from agentkeep import Agent
 
 ProvidersFactory = Callable[[int], Providers]
 Driver = Callable[["ProcessHandle"], None]
@@ -88,6 +92,8 @@ class ChaosWorld:
         durable_tools, fragile_tools: Tool names the checker expects on even / odd calls.
         completion: Which call of a batch finishes after which (default: drawn from
             ``seed``); ``None`` lets the calls finish as their threads happen to.
+        system_options: More keyword arguments for every ``AgentSystem.open`` (e.g.
+            ``retry_forever=True`` with a short backoff).
     """
 
     def __init__(
@@ -107,6 +113,7 @@ class ChaosWorld:
         fragile_tools: frozenset[str] = frozenset({"fragile_tool"}),
         idle_timeout: float = 20.0,
         completion: CompletionOrder | Literal["seeded"] | None = "seeded",
+        system_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.home = Path(home)
         self.seed = seed
@@ -134,6 +141,8 @@ class ChaosWorld:
         self._modes: tuple[QueueMode, QueueMode] = (steering_mode, send_mode)
         self._lock = threading.Lock()
         self._live: Live | None = None
+        self._models: list[RespondingModel] = []  # the running process's, to read its requests
+        self._system_options = dict(system_options or {})
 
     # -- liveness ----------------------------------------------------------------------------
 
@@ -207,7 +216,7 @@ class ChaosWorld:
                 quietly(system.start)
             if compact == "after_offers":
                 handle.request_compaction()
-            report.idle = agent.wait_for_idle(timeout_seconds=self.idle_timeout)
+            report.idle = self._wait_for_idle(agent, live)
             if compact == "when_idle" and not live.crashed():
                 handle.request_compaction()
                 report.idle = agent.wait_for_idle(timeout_seconds=self.idle_timeout) and (
@@ -224,6 +233,12 @@ class ChaosWorld:
                 quietly(lambda: system.close(timeout_seconds=self.idle_timeout))
             live.attach_failed()
             self._live = None
+            for model in self._models:  # C1: no request ends with the model's own message
+                report.live_violations += [
+                    ("C1", f"request {n} ended with the model's own message (a prefill)")
+                    for n in model.prefills
+                ]
+            self._models = []
         self.reports.append(report)
         return report
 
@@ -258,9 +273,12 @@ class ChaosWorld:
         features: list[Feature] = list(self._features)
         if live is not None:
             features.append(Observer(live))
+        providers = self._providers(self.seed)
+        models = (providers.get(name) for name in providers.ids())
+        self._models = [m for m in models if isinstance(m, RespondingModel)]
         return AgentSystem.open(
             self.home,
-            providers=self._providers(self.seed),
+            providers=providers,
             provider=self._provider,
             model=self._model,
             tools=tools,
@@ -268,7 +286,19 @@ class ChaosWorld:
             steering_mode=self._modes[0],
             send_mode=self._modes[1],
             testing=FaultInjection(faults=faults),
+            **self._system_options,
         )
+
+    def _wait_for_idle(self, agent: Agent, live: Live) -> bool:
+        """Wait for the agent to be idle. Retrying forever, a dead store is retried until
+        the close: the wait also ends (not idle) once the process's store died."""
+        if not self._system_options.get("retry_forever"):
+            return agent.wait_for_idle(timeout_seconds=self.idle_timeout)
+        deadline = time.monotonic() + self.idle_timeout
+        while not live.crashed() and time.monotonic() < deadline:
+            if agent.wait_for_idle(timeout_seconds=0.02):
+                return True
+        return False
 
     def _mark_accepted(self, offer_id: str, report: ProcessReport) -> None:
         with self._lock:

@@ -12,7 +12,7 @@ import msgspec
 from agentkeep.cli.config import load_agent_config
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.history import render_history
-from agentkeep.cli.options import check_seconds
+from agentkeep.cli.options import timeout_option
 from agentkeep.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_FAILURE,
@@ -27,10 +27,8 @@ from agentkeep.cli.runtime import open_system
 from agentkeep.config import current_environment
 from agentkeep.errors import UnknownAgentError
 from agentkeep.history import read_history
-from agentkeep.model import ConversationRecord, Settings, rebuild_messages
+from agentkeep.model import ConversationRecord, Settings, published_messages, rebuild_messages
 from agentkeep.persistence.interface import Transaction
-
-DEFAULT_TIMEOUT_SECONDS = 120.0
 
 
 def parse_metadata(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -231,7 +229,7 @@ def transcript(state: CliState, agent_id: str, all_epochs: bool) -> None:
         records = store.read(read)
     if records is None:
         raise UnknownAgentError(agent_id)
-    messages = rebuild_messages(records)
+    messages = published_messages(records)
     value = {"id": agent_id, "messages": to_builtins(messages)}
     state.output.result(value, lambda _: render_transcript(messages) or "(no messages yet)")
 
@@ -247,15 +245,7 @@ def delete(state: CliState, agent_id: str) -> None:
 
 
 @click.command()
-@click.option(
-    "--timeout",
-    "timeout_seconds",
-    type=float,
-    callback=check_seconds,
-    default=DEFAULT_TIMEOUT_SECONDS,
-    show_default=True,
-    help="Seconds to wait for the agents to settle.",
-)
+@timeout_option("Seconds to wait for the agents to settle.")
 @pass_state
 def resume(state: CliState, timeout_seconds: float) -> None:
     """Start every agent that owes work and wait until each has settled."""

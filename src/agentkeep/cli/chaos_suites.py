@@ -24,7 +24,7 @@ SuiteKind = Literal["in-process", "processes", "power-loss"]
 PROCESS_KILLS = "process_kills"
 POWER_LOSS = "power_loss"
 
-_INVARIANT = re.compile(r"^(?:§7\.(\d+)|([LT]\d)) ")
+_INVARIANT = re.compile(r"^(?:§7\.(\d+)|([LTC]\d)) ")
 
 
 def replay_command(suite: str, seed: int) -> str:

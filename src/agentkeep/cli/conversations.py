@@ -14,14 +14,14 @@ from typing import Any
 import click
 import msgspec
 
-from agentkeep.cli.admin import DEFAULT_TIMEOUT_SECONDS, parse_metadata
+from agentkeep.cli.admin import parse_metadata
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.definitions import PAGE_LIMIT, wire
 from agentkeep.cli.message_input import read_message
-from agentkeep.cli.options import check_seconds
+from agentkeep.cli.options import timeout_option
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.cli.transport import open_backend
-from agentkeep.cli.turn_waiting import finish
+from agentkeep.cli.turn_waiting import send_turn
 from agentkeep.errors import AgentExistsError
 from agentkeep.model import SessionEvent
 from agentkeep.server.turn_wire import turn_out
@@ -41,17 +41,6 @@ def event_line(event: SessionEvent) -> str:
 def _session_line(value: dict[str, Any]) -> str:
     agent = value["agentId"] or "(no definition)"
     return f"{value['id']}  {agent}  {value['status']}"
-
-
-timeout_option = click.option(
-    "--timeout",
-    "timeout_seconds",
-    type=float,
-    callback=check_seconds,
-    default=DEFAULT_TIMEOUT_SECONDS,
-    show_default=True,
-    help="Seconds to wait for the turn's end (it goes on after).",
-)
 
 
 @click.group(name="session")
@@ -206,7 +195,7 @@ def events(
 @click.option("--key", "idempotency_key", help="An idempotency key: a retry is a no-op.")
 @click.option("--steer", is_flag=True, help="Join the running turn instead of queueing a new one.")
 @click.option("--wait", is_flag=True, help="Wait for the turn's end and print its answer.")
-@timeout_option
+@timeout_option("Seconds to wait for the turn's end (it goes on after).")
 @pass_state
 def send(
     state: CliState,
@@ -221,19 +210,14 @@ def send(
     """Send a message as a turn (TEXT, - for stdin, or --file); durable on return."""
     message = read_message(text, file_path)
     with open_backend(state) as backend:
-        sent = backend.send(
+        send_turn(
+            state,
+            backend,
             session_id,
             message,
             delivery="steer" if steer else "send",
             idempotency_key=idempotency_key,
-            metadata=None,
-        )
-        finish(
-            state,
-            backend,
-            sent,
             wait=wait,
-            stream=not state.json_mode,
             timeout_seconds=timeout_seconds,
         )
 

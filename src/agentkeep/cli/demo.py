@@ -30,6 +30,7 @@ from agentkeep.cli.admin import read_agent
 from agentkeep.cli.check import run_check
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.demo_verify import verify
+from agentkeep.cli.narrator import Narrator
 from agentkeep.cli.output import EXIT_BAD_INPUT, EXIT_FAILURE, CliError, Console, command_line
 from agentkeep.cli.reading import open_reader
 from agentkeep.cli.runtime import Home, StreamPrinter, open_system
@@ -63,18 +64,6 @@ def demo_home(base: Path) -> Path:
     return candidate
 
 
-class _Narrator:
-    def __init__(self, console: Console) -> None:
-        self.console = console
-
-    def step(self, number: int, title: str) -> None:
-        self.console.line("")
-        self.console.line(f"{number}. {title}")
-
-    def say(self, text: str) -> None:
-        self.console.line(f"   {text}")
-
-
 def _talk_in_process(home: Home, agent_id: str, console: Console, *, resume: bool) -> None:
     printer = StreamPrinter(agent_id, console, prefix="   ")
     with open_system(home, resume=resume, features=[printer], observer=printer) as (system, _):
@@ -84,7 +73,7 @@ def _talk_in_process(home: Home, agent_id: str, console: Console, *, resume: boo
             raise CliError("The agent did not settle in time.", code="demo_timeout")
 
 
-def _run_child(home: Home, agent_id: str, state: CliState, narrator: _Narrator) -> int:
+def _run_child(home: Home, agent_id: str, state: CliState, narrator: Narrator) -> int:
     """Run the crash conversation in a child process and SIGKILL it at the crash point."""
     command = [
         sys.executable,
@@ -130,7 +119,7 @@ def _run_child(home: Home, agent_id: str, state: CliState, narrator: _Narrator) 
     return child.pid
 
 
-def _show_crash_state(home: Home, agent_id: str, narrator: _Narrator) -> None:
+def _show_crash_state(home: Home, agent_id: str, narrator: Narrator) -> None:
     with open_reader(home) as store:
         shown = store.read(lambda tx: read_agent(tx, agent_id))
     assert shown is not None
@@ -166,7 +155,7 @@ def demo(state: CliState, directory: Path | None) -> None:
     home = Home(path=directory or demo_home(state.home.path))
     home.path.mkdir(parents=True, exist_ok=True)
     console = Console(sys.stderr if state.json_mode else None)
-    narrator = _Narrator(console)
+    narrator = Narrator(console)
     console.line("agentkeep demo: a durable agent survives a crash")
     console.line(f"state directory: {home.path}")
 

@@ -1,6 +1,6 @@
 """The client side of ``agentkeep demo-daemon``: a real ``agentkeep serve`` process, found the
-way any client finds it (``daemon.json`` for the URL, ``daemon.token`` for the token), and
-the SSE frames of its event stream, parsed from the wire.
+way any client finds it (``daemon.json`` for the URL, ``daemon.token`` for the token). Its
+event stream is parsed by the clients' one SSE parser, :mod:`agentkeep.client.sse`.
 
 Nothing here reaches into the daemon: everything the demo learns comes over HTTP or from the
 two files the daemon writes for its clients.
@@ -15,7 +15,6 @@ import selectors
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,40 +26,6 @@ from agentkeep.server import DAEMON_FILE, TOKEN_ENV, TOKEN_FILE
 def demo_failed(message: str, *, hint: str | None = None) -> CliError:
     """The error every failed step of the demo raises (exit 1)."""
     return CliError(message, code="demo_failed", hint=hint or "Run it again with -v.")
-
-
-@dataclass(frozen=True, kw_only=True)
-class SseFrame:
-    """One dispatched SSE event: its ``id:`` (None if the frame had none) and its data."""
-
-    id: str | None
-    data: str
-
-
-def parse_sse(lines: Iterable[str]) -> Iterator[SseFrame]:
-    """SSE frames from the stream's lines (the ``text/event-stream`` rules we rely on).
-
-    A frame is dispatched only at the blank line that ends it, so a frame cut short by a dead
-    server (an ``id:`` without its data, or data without its blank line) is never yielded:
-    the client resumes from the last *complete* frame's id. Comment lines (``: ping``) and
-    frames without data are skipped.
-    """
-    frame_id: str | None = None
-    data: list[str] = []
-    for line in lines:
-        if line == "":
-            if data:
-                yield SseFrame(id=frame_id, data="\n".join(data))
-            frame_id, data = None, []
-            continue
-        if line.startswith(":"):
-            continue
-        field, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if field == "id":
-            frame_id = value
-        elif field == "data":
-            data.append(value)
 
 
 @dataclass(kw_only=True)

@@ -16,9 +16,11 @@ from typing import Any
 import httpx
 
 from agentkeep.cli.context import CliState
-from agentkeep.cli.demo_daemon_client import Daemon, demo_failed, parse_sse, pid_alive, start_daemon
+from agentkeep.cli.demo_daemon_client import Daemon, demo_failed, pid_alive, start_daemon
 from agentkeep.cli.demo_daemon_verify import Observed, epoch_ms, judge, summarize
+from agentkeep.cli.narrator import Narrator
 from agentkeep.cli.output import Console, command_line
+from agentkeep.client.sse import response_frames
 from agentkeep.server import DAEMON_FILE, TOKEN_FILE
 
 PROVIDER = "slow"
@@ -96,7 +98,7 @@ class _Stream:
                 if response.status_code != 200:
                     response.read()
                     _expect(response, 200)
-                for frame in parse_sse(response.iter_lines()):
+                for frame in response_frames(response):
                     event: dict[str, Any] = json.loads(frame.data)
                     if event["sequence"] == 0 and frame.id is None:
                         self.deltas += 1  # a live text delta: ephemeral, no id, not replayed
@@ -134,18 +136,6 @@ class _Run:
     seen: Observed = field(default_factory=Observed)
 
 
-class _Narrator:
-    def __init__(self, console: Console) -> None:
-        self.console = console
-
-    def step(self, number: int, title: str) -> None:
-        self.console.line("")
-        self.console.line(f"{number}. {title}")
-
-    def say(self, text: str) -> None:
-        self.console.line(f"   {text}")
-
-
 def _create(daemon: Daemon, run: _Run, say: Callable[[str], None]) -> None:
     with _client(daemon) as client:
         definition = _expect(client.post("/v1/agents", json=DEFINITION), 201)
@@ -164,7 +154,7 @@ def _send(daemon: Daemon, run: _Run) -> httpx.Response:
         )
 
 
-def _kill_mid_turn(daemon: Daemon, run: _Run, stream: _Stream, narrator: _Narrator) -> None:
+def _kill_mid_turn(daemon: Daemon, run: _Run, stream: _Stream, narrator: Narrator) -> None:
     seen = run.seen
 
     def on_event(event: dict[str, Any]) -> None:
@@ -224,7 +214,7 @@ def _resend(daemon: Daemon, run: _Run, say: Callable[[str], None]) -> None:
         seen.ledger = list(events["events"])
 
 
-def _run(run: _Run, narrator: _Narrator, daemons: list[Daemon]) -> None:
+def _run(run: _Run, narrator: Narrator, daemons: list[Daemon]) -> None:
     say = narrator.say
     narrator.step(1, "Start the daemon: agentkeep serve --port 0 (a real process)")
     first = start_daemon(run.home, run.home / "daemon-1.log", timeout_seconds=START_TIMEOUT_SECONDS)
@@ -281,7 +271,7 @@ def run_demo(home: Path, state: CliState) -> bool:
     started = time.monotonic()
     (home / "providers.toml").write_text(PROVIDERS_TOML, encoding="utf-8")
     console = Console(sys.stderr if state.json_mode else None)
-    narrator = _Narrator(console)
+    narrator = Narrator(console)
     console.line("agentkeep demo-daemon: the daemon's event stream survives a SIGKILL")
     console.line(f"state directory: {home}")
     run = _Run(home=home)

@@ -21,11 +21,10 @@ from typing import Any, TypeVar
 import click
 
 from agentkeep.agent_system import AgentSystem
-from agentkeep.cli.admin import DEFAULT_TIMEOUT_SECONDS
 from agentkeep.cli.config import load_providers, message_options
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.message_input import read_message
-from agentkeep.cli.options import check_seconds
+from agentkeep.cli.options import timeout_option
 from agentkeep.cli.output import EXIT_FAILURE, CliError, Console, answer_text
 from agentkeep.cli.runtime import StreamPrinter, open_system
 from agentkeep.cli.transport import open_backend, runs_on_after_exit
@@ -70,15 +69,7 @@ def message_flags(function: F) -> F:
                 "message_id",
                 help="A message id for idempotent delivery: resending it is a no-op.",
             ),
-            click.option(
-                "--timeout",
-                "timeout_seconds",
-                type=float,
-                callback=check_seconds,
-                default=DEFAULT_TIMEOUT_SECONDS,
-                show_default=True,
-                help="Seconds to wait for the answer, retries included.",
-            ),
+            timeout_option("Seconds to wait for the answer, retries included."),
         ]
     ):
         function = option(function)
@@ -226,72 +217,51 @@ _WAIT_HELP = (
 )
 
 
-@click.command()
-@click.argument("agent_id")
-@message_flags
-@click.option("--wait", is_flag=True, help=_WAIT_HELP)
-@pass_state
-def send(
-    state: CliState,
-    agent_id: str,
-    text: str | None,
-    file_path: Path | None,
-    model: str | None,
-    provider: str | None,
-    message_id: str | None,
-    timeout_seconds: float,
-    wait: bool,
-) -> None:
-    """Queue a user message (durable on return); --wait runs the agent and prints the answer.
+def _delivery_command(delivery: DeliveryKind, summary: str) -> click.Command:
+    """The ``send`` or ``steer`` command: the same arguments and flags, one delivery each."""
 
-    The message is TEXT, - (read from stdin) or --file PATH.
-    """
-    _deliver(
-        state,
-        "send",
-        agent_id,
-        text,
-        file_path,
-        model=model,
-        provider=provider,
-        message_id=message_id,
-        wait=wait,
-        timeout_seconds=timeout_seconds,
+    @click.command(
+        name=delivery,
+        help=f"{summary}\n\nThe message is TEXT, - (read from stdin) or --file PATH.",
     )
+    @click.argument("agent_id")
+    @message_flags
+    @click.option("--wait", is_flag=True, help=_WAIT_HELP)
+    @pass_state
+    def command(
+        state: CliState,
+        agent_id: str,
+        text: str | None,
+        file_path: Path | None,
+        model: str | None,
+        provider: str | None,
+        message_id: str | None,
+        timeout_seconds: float,
+        wait: bool,
+    ) -> None:
+        _deliver(
+            state,
+            delivery,
+            agent_id,
+            text,
+            file_path,
+            model=model,
+            provider=provider,
+            message_id=message_id,
+            wait=wait,
+            timeout_seconds=timeout_seconds,
+        )
+
+    return command
 
 
-@click.command()
-@click.argument("agent_id")
-@message_flags
-@click.option("--wait", is_flag=True, help=_WAIT_HELP)
-@pass_state
-def steer(
-    state: CliState,
-    agent_id: str,
-    text: str | None,
-    file_path: Path | None,
-    model: str | None,
-    provider: str | None,
-    message_id: str | None,
-    timeout_seconds: float,
-    wait: bool,
-) -> None:
-    """Queue a steering message: it joins the current turn at its next stop.
-
-    The message is TEXT, - (read from stdin) or --file PATH.
-    """
-    _deliver(
-        state,
-        "steer",
-        agent_id,
-        text,
-        file_path,
-        model=model,
-        provider=provider,
-        message_id=message_id,
-        wait=wait,
-        timeout_seconds=timeout_seconds,
-    )
+send = _delivery_command(
+    "send",
+    "Queue a user message (durable on return); --wait runs the agent and prints the answer.",
+)
+steer = _delivery_command(
+    "steer", "Queue a steering message: it joins the current turn at its next stop."
+)
 
 
 def talk_to_agent_id(
@@ -328,15 +298,7 @@ def talk_to_agent_id(
 
 @click.command()
 @click.argument("agent_id")
-@click.option(
-    "--timeout",
-    "timeout_seconds",
-    type=float,
-    callback=check_seconds,
-    default=30.0,
-    show_default=True,
-    help="Seconds.",
-)
+@timeout_option("Seconds.", default=30.0)
 @pass_state
 def abort(state: CliState, agent_id: str, timeout_seconds: float) -> None:
     """Abort the agent's turn in progress: its active turn is cancelled (the running one,
@@ -368,14 +330,7 @@ def _render_abort(v: dict[str, Any]) -> str:
 
 @click.command()
 @click.argument("agent_id")
-@click.option(
-    "--timeout",
-    "timeout_seconds",
-    type=float,
-    callback=check_seconds,
-    default=DEFAULT_TIMEOUT_SECONDS,
-    show_default=True,
-)
+@timeout_option()
 @pass_state
 def compact(state: CliState, agent_id: str, timeout_seconds: float) -> None:
     """Compact the agent's history now and wait for it (through a daemon: its wait bound)."""

@@ -1,10 +1,17 @@
-"""Checks shared by the commands' options."""
+"""Options and checks shared by the commands."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# How long a command waits for an answer, a turn or the agents by default.
+DEFAULT_TIMEOUT_SECONDS = 120.0
 
 
 def check_seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -21,3 +28,19 @@ def check_seconds(ctx: click.Context, param: click.Parameter, value: float) -> f
             param=param,
         )
     return value
+
+
+def timeout_option(
+    help: str | None = None, *, default: float = DEFAULT_TIMEOUT_SECONDS
+) -> Callable[[F], F]:
+    """The ``--timeout SECONDS`` option, passed as ``timeout_seconds``: a finite number of
+    seconds, zero or more (:func:`check_seconds`), its default shown in ``--help``."""
+    return click.option(
+        "--timeout",
+        "timeout_seconds",
+        type=float,
+        callback=check_seconds,
+        default=default,
+        show_default=True,
+        help=help,
+    )

@@ -26,7 +26,7 @@ from agentkeep.cli.messaging import message_flags, talk_to_agent_id
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.cli.reading import open_reader
 from agentkeep.cli.transport import daemon_of, open_backend
-from agentkeep.cli.turn_waiting import finish
+from agentkeep.cli.turn_waiting import send_turn
 from agentkeep.errors import UnknownAgentError
 from agentkeep.mcp.backend import Backend
 from agentkeep.registry import UnknownDefinitionError
@@ -121,18 +121,13 @@ def talk(
         session = _session_for(backend, agent, session_id)
         if not state.json_mode:
             click.echo(f"session: {session.id}", err=True)
-        sent = backend.send(
+        send_turn(
+            state,
+            backend,
             session.id,
             message,
             delivery="send",
             idempotency_key=idempotency_key,
-            metadata=None,
-        )
-        finish(
-            state,
-            backend,
-            sent,
             wait=not background,
-            stream=not state.json_mode,
             timeout_seconds=timeout_seconds,
         )

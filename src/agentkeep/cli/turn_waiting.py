@@ -21,6 +21,7 @@ from agentkeep.cli.context import CliState
 from agentkeep.cli.output import EXIT_FAILURE, CliError
 from agentkeep.cli.transport import runs_on_after_exit
 from agentkeep.cli.turns import EXIT_INTERRUPTED, EXIT_TURN_FAILED, announce
+from agentkeep.delivery import DeliveryKind
 from agentkeep.mcp.backend import Backend
 from agentkeep.mcp.tools import answer_of
 from agentkeep.model.ledger import ASSISTANT_BLOCK
@@ -131,6 +132,27 @@ def _cancelled(state: CliState, backend: Backend, turn: TurnRecord) -> click.exc
     )
     backend.cancel_turn(turn.session_id, turn.id)
     return click.exceptions.Exit(EXIT_INTERRUPTED)
+
+
+def send_turn(
+    state: CliState,
+    backend: Backend,
+    session_id: str,
+    message: str,
+    *,
+    delivery: DeliveryKind,
+    idempotency_key: str | None,
+    wait: bool,
+    timeout_seconds: float,
+) -> None:
+    """Send ``message`` as a turn of the session (durable on return), then :func:`finish` it,
+    streaming the answer in text mode."""
+    sent = backend.send(
+        session_id, message, delivery=delivery, idempotency_key=idempotency_key, metadata=None
+    )
+    finish(
+        state, backend, sent, wait=wait, stream=not state.json_mode, timeout_seconds=timeout_seconds
+    )
 
 
 def finish(

@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 import msgspec
-from httpx_sse import connect_sse
 
 from agentkeep.client.records import (
     DaemonError,
@@ -27,6 +26,7 @@ from agentkeep.client.records import (
     session_record,
     turn_record,
 )
+from agentkeep.client.sse import response_frames
 from agentkeep.delivery import DeliveryKind
 from agentkeep.errors import AgentExistsError, AgentkeepError, InvalidMessageError
 from agentkeep.mcp.backend import Backend, message_text_parts
@@ -228,16 +228,22 @@ class HttpBackend(Backend):
         if message_id is not None:
             body["messageId"] = message_id
         if options is not None:
-            # The wire carries the provider/model selection (what the CLI can choose); the
-            # daemon checks it exactly as the library does.
-            if options != MessageOptions(provider=options.provider, model=options.model):
+            # The wire carries the provider/model/profile selection; the daemon checks it
+            # exactly as the library does.
+            carried = MessageOptions(
+                provider=options.provider, model=options.model, profile=options.profile
+            )
+            if options != carried:
                 raise InvalidMessageError(
-                    "Only a provider and a model can be chosen per message through the daemon."
+                    "Only a provider, a model and a profile can be chosen per message "
+                    "through the daemon."
                 )
             if options.provider is not None:
                 body["provider"] = options.provider
             if options.model is not None:
                 body["model"] = options.model
+            if options.profile is not None:
+                body["profile"] = options.profile
         sent = self._call("POST", f"/v1/sessions/{_seg(session_id)}/messages", body=body)
         return SentTurn(turn=turn_record(sent["turn"]), duplicate=bool(sent["duplicate"]))
 
@@ -302,16 +308,24 @@ class HttpBackend(Backend):
         path = f"/v1/sessions/{_seg(session_id)}/events/stream"
         # No read timeout: a stream is quiet between events (heartbeats keep it alive).
         timeout = httpx.Timeout(self._http.timeout.connect, read=None)
+        headers = {"accept": "text/event-stream", "cache-control": "no-store"}
         try:
-            with connect_sse(self._http, "GET", path, params=params, timeout=timeout) as source:
-                if source.response.status_code >= 400:
-                    source.response.read()
+            with self._http.stream(
+                "GET", path, params=params, headers=headers, timeout=timeout
+            ) as response:
+                if response.status_code >= 400:
+                    response.read()
                     with contextlib.suppress(ValueError):
-                        raise library_error(source.response.status_code, source.response.json())
-                    raise library_error(source.response.status_code, None)
-                for sse in source.iter_sse():
-                    if sse.data:
-                        yield session_event(msgspec.json.decode(sse.data))
+                        raise library_error(response.status_code, response.json())
+                    raise library_error(response.status_code, None)
+                content_type = response.headers.get("content-type", "").partition(";")[0]
+                if "text/event-stream" not in content_type:
+                    raise DaemonUnreachableError(
+                        f"{self.url} answered {path} with {content_type!r}, not an event stream."
+                    )
+                for frame in response_frames(response):
+                    if frame.data:
+                        yield session_event(msgspec.json.decode(frame.data))
         except httpx.TransportError as error:
             raise DaemonUnreachableError(
                 f"The event stream of {self.url} ended ({type(error).__name__})."

@@ -5,7 +5,10 @@ driver other than ``agentkeep`` run their turns through it (docs/drivers.md).
   :class:`DriverResult` and the errors;
 - :mod:`~agentkeep.drivers.context`: :class:`DriverContext` (cancel signal, ``emit``,
   ``delta``) and the checks of what a driver emits;
-- :mod:`~agentkeep.drivers.runner`: one session's runner actor and the run's child actor;
+- :mod:`~agentkeep.drivers.runner`: one session's runner actor;
+- :mod:`~agentkeep.drivers.driver_run`: a run's shared state and its child actor;
+- :mod:`~agentkeep.drivers.turn_start`, :mod:`~agentkeep.drivers.turn_endings`: the
+  transactions that start a turn and end it;
 - :mod:`~agentkeep.drivers.host`: registration, acceptance, waking, cancel and stop.
 """
 

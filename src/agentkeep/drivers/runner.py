@@ -4,13 +4,15 @@ The runner is a supervised pykka actor under the ``drivers`` supervisor (one per
 with work; it retires when none is left). For each turn it:
 
 1. commits ``queued → running`` (``turn.running``) **before** the driver is called, reading
-   the request (revision, session, history) in the same transaction;
-2. starts a one-shot child actor (:class:`DriverRunActor`) whose thread calls
-   ``driver.run(request, context)``, and watches it with the turn timeout;
-3. ends the turn in one transaction: ``completed`` (the result's message appended as a
-   ``message`` event, the driver session id stored), ``failed`` (``driver_error``,
-   ``timeout``, ``invalid_event``, ``invalid_result``) or, if the turn is ``cancelling``
-   (the intent is durable before the signal fires), ``cancelled``.
+   the request (revision, session, history) in the same transaction
+   (:func:`~agentkeep.drivers.turn_start.start_turn`);
+2. starts a one-shot child actor (:class:`~agentkeep.drivers.driver_run.DriverRunActor`)
+   whose thread calls ``driver.run(request, context)``, and watches it with the turn timeout;
+3. ends the turn in one transaction (:func:`~agentkeep.drivers.turn_endings.end_turn`):
+   ``completed`` (the result's message appended as a ``message`` event, the driver session
+   id stored), ``failed`` (``driver_error``, ``timeout``, ``invalid_event``,
+   ``invalid_result``) or, if the turn is ``cancelling`` (the intent is durable before the
+   signal fires), ``cancelled``.
 
 A run that does not return is never waited for past its deadline (the turn timeout, or the
 cancel grace once cancelled): the runner closes its context (its later emits are refused,
@@ -24,37 +26,33 @@ previous incarnation (a crash of the runner or of its tier): it becomes ``interr
 
 from __future__ import annotations
 
-import threading
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import pykka
 import structlog
 
-from agentkeep.actors.children import OneShotChild, run_child
+from agentkeep.actors.children import run_child
 from agentkeep.actors.supervision.supervised import (
     ChildExited,
     SupervisedActor,
     offering_child_link,
 )
-from agentkeep.drivers.context import DriverContext, as_json, check_assistant_message
-from agentkeep.drivers.types import (
-    Driver,
-    DriverContextClosedError,
-    DriverResult,
-    DriverRunRequest,
-    InvalidDriverEventError,
+from agentkeep.drivers.context import DriverContext
+from agentkeep.drivers.driver_run import DriverRunActor, RunState
+from agentkeep.drivers.turn_endings import (
+    CANCELLED_RUNNING,
+    INTERRUPTED_RUN,
+    end_turn,
+    turn_failure,
 )
+from agentkeep.drivers.turn_start import start_turn
+from agentkeep.drivers.types import DriverContextClosedError
 from agentkeep.model import JSONObject, SessionEvent
-from agentkeep.model.ledger import MAX_EVENTS_PAGE, MESSAGE
-from agentkeep.model.turns import NATIVE_DRIVER, TurnFailure, TurnRecord
+from agentkeep.model.turns import NATIVE_DRIVER, TurnRecord
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.ledger import LedgerHub
-from agentkeep.registry import tables as registry_tables
-from agentkeep.sessions import tables as session_tables
 
 if TYPE_CHECKING:
     from agentkeep.drivers.host import DriverHost
@@ -62,82 +60,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 _WAKE = object()
-
-
-@dataclass(eq=False)
-class RunState:
-    """One run, shared by the runner, its child and the cancelling caller; ``cond`` guards
-    the fields and wakes the runner."""
-
-    turn_id: str
-    cond: threading.Condition = field(default_factory=threading.Condition)
-    context: DriverContext | None = None
-    done: bool = False
-    result: object = None
-    error: BaseException | None = None
-    invalid: InvalidDriverEventError | None = None
-    cancel_at: float | None = None  # monotonic time the cancel signal fired
-    stopping: bool = False  # the system is closing
-
-    def request_cancel(self, reason: str, *, stopping: bool = False) -> None:
-        """Mark the run cancelled (the durable intent is written already) and fire the
-        signal."""
-        with self.cond:
-            if stopping:
-                self.stopping = True
-            if self.cancel_at is None:
-                self.cancel_at = time.monotonic()
-            context = self.context
-            self.cond.notify_all()
-        if context is not None:
-            context.signal(reason)
-
-    def finish(self, result: object, error: BaseException | None) -> None:
-        """The run returned ``result`` or raised ``error`` (the first outcome counts)."""
-        with self.cond:
-            if not self.done:
-                self.done, self.result, self.error = True, result, error
-            self.cond.notify_all()
-
-    def refuse(self, error: InvalidDriverEventError) -> None:
-        """The run emitted something invalid: the turn fails ``invalid_event``."""
-        with self.cond:
-            if self.invalid is None:
-                self.invalid = error
-            self.cond.notify_all()
-
-
-class DriverRunActor(OneShotChild):
-    """The one-shot child whose thread calls ``driver.run`` (a daemon thread: an abandoned
-    run never keeps the process alive). Whatever ``run`` returns or raises goes to the
-    run's state; nothing escapes into the runner."""
-
-    def __init__(
-        self,
-        parent: pykka.ActorRef[Any],
-        driver: Driver,
-        request: DriverRunRequest,
-        context: DriverContext,
-        state: RunState,
-    ) -> None:
-        super().__init__(parent)
-        self._driver = driver
-        self._request = request
-        self._context = context
-        self._state = state
-
-    def _work(self) -> None:
-        try:
-            result = self._driver.run(self._request, self._context)
-        except BaseException as error:  # a driver must never take its runner down
-            self._state.finish(None, error)
-        else:
-            self._state.finish(result, None)
-
-
-def turn_failure(code: str, message: str, **details: Any) -> TurnFailure:
-    """A turn's failure with ``details`` as its JSON details."""
-    return TurnFailure(code=code, message=message, details=details)
 
 
 class DriverRunner(SupervisedActor):
@@ -218,7 +140,7 @@ class DriverRunner(SupervisedActor):
             if driver is None:  # pragma: no cover - acceptance refuses unregistered drivers
                 self._store.transact(lambda tx: self._refuse_unregistered(tx, turn))
                 return
-            request = self._store.transact(lambda tx: self._start(tx, turn))
+            request = self._store.transact(lambda tx: start_turn(tx, self._session_id, turn))
             if request is None:
                 return  # cancelled before it started (or its session is gone)
             context = DriverContext(
@@ -251,7 +173,12 @@ class DriverRunner(SupervisedActor):
                     driver=turn.driver,
                     why=outcome,
                 )
-            self._store.transact(lambda tx: self._end(tx, turn, state, outcome))
+            timeout = self._host.turn_timeout_seconds
+            self._store.transact(
+                lambda tx: end_turn(
+                    tx, self._session_id, turn, state, outcome, turn_timeout_seconds=timeout
+                )
+            )
         except BaseException:
             self._cut_off("its runner failed")
             raise
@@ -285,31 +212,6 @@ class DriverRunner(SupervisedActor):
         state.request_cancel("the turn failed" if reason == "invalid" else "the turn timed out")
         return reason
 
-    def _start(self, tx: Transaction, turn: TurnRecord) -> DriverRunRequest | None:
-        current = tx.read_turn(self._session_id, turn.id)
-        if current is None or current.status != "queued":
-            return None
-        session = session_tables.read_session(tx, self._session_id)
-        revision = (
-            None
-            if session is None or session.revision_id is None
-            else registry_tables.read_revision(tx, session.revision_id)
-        )
-        if session is None or revision is None:
-            # The session was deleted after the turn was accepted: nothing to run it for.
-            gone = turn_failure("session_deleted", "The session was deleted before it ran.")
-            tx.move_turn(self._session_id, turn.id, "failed", error=gone)
-            return None
-        running = tx.move_turn(self._session_id, turn.id, "running")
-        return DriverRunRequest(
-            revision=revision,
-            session=session,
-            turn=running,
-            history=tuple(_history(tx, self._session_id, running.number)),
-            input=running.input,
-            driver_session_id=session.driver_session_id,
-        )
-
     def _append(self, tx: Transaction, turn_id: str, type: str, data: JSONObject) -> SessionEvent:
         # Checked in the transaction too: whatever happened to the runner, no event of a
         # run lands after its turn's terminal event.
@@ -333,138 +235,11 @@ class DriverRunner(SupervisedActor):
             turn_id=turn_id,
         )
 
-    def _end(self, tx: Transaction, turn: TurnRecord, state: RunState, outcome: str) -> None:
-        sid = self._session_id
-        current = tx.read_turn(sid, turn.id)
-        if current is None or current.terminal:
-            return
-        if current.status == "cancelling":
-            tx.move_turn(sid, turn.id, "cancelled", error=CANCELLED_RUNNING)
-            return
-        if state.stopping and (outcome != "returned" or state.error is not None):
-            tx.move_turn(sid, turn.id, "interrupted", error=INTERRUPTED_CLOSE)
-            return
-        failure = self._failure(state, outcome)
-        if failure is not None:
-            tx.move_turn(sid, turn.id, "failed", error=failure)
-            return
-        try:
-            result = _checked_result(state.result)
-        except InvalidDriverEventError as error:
-            failed = turn_failure("invalid_result", str(error))
-            tx.move_turn(sid, turn.id, "failed", error=failed)
-            return
-        if result.message is not None:
-            data: JSONObject = {"role": "assistant", "message": result.message}
-            tx.append_event(sid, MESSAGE, data, turn_id=turn.id, fit=True)
-        driver_session_id: str | None
-        if result.driver_session_id is not None:
-            session_tables.set_driver_session_id(tx, sid, result.driver_session_id, now_ms())
-            driver_session_id = result.driver_session_id
-        else:
-            found = session_tables.read_session(tx, sid)
-            driver_session_id = None if found is None else found.driver_session_id
-        tx.move_turn(
-            sid,
-            turn.id,
-            "completed",
-            result={
-                "message": result.message,
-                "metadata": result.metadata,
-                "driverSessionId": driver_session_id,
-            },
-        )
-
-    def _failure(self, state: RunState, outcome: str) -> TurnFailure | None:
-        timeout = self._host.turn_timeout_seconds
-        if outcome == "invalid" and state.invalid is not None:
-            return turn_failure("invalid_event", str(state.invalid))
-        if outcome == "timeout":
-            return turn_failure(
-                "timeout", f"The driver did not finish the turn within {timeout} s."
-            )
-        if outcome == "abandoned":  # cancelled, yet the turn is running: the system stops
-            return turn_failure("driver_error", "The driver ignored its cancellation.")
-        if state.error is not None:
-            error = state.error
-            return turn_failure("driver_error", str(error), type=type(error).__name__)
-        return None
-
     def _refuse_unregistered(self, tx: Transaction, turn: TurnRecord) -> None:
         failed = turn_failure(
             "unsupported_driver", f'Driver "{turn.driver}" is not registered in this system.'
         )
         tx.move_turn(self._session_id, turn.id, "failed", error=failed)
-
-
-#: Why a running driver turn was cancelled.
-CANCELLED_RUNNING = TurnFailure(code="cancelled", message="Cancelled while it ran.")
-#: Why a driver turn whose runner died was interrupted.
-INTERRUPTED_RUN = TurnFailure(
-    code="interrupted",
-    message="The runner of this turn stopped before it ended; it is not replayed.",
-)
-#: Why a driver turn still running when the system closed was interrupted.
-INTERRUPTED_CLOSE = TurnFailure(
-    code="interrupted",
-    message="The system closed while this turn ran; it is not replayed.",
-)
-
-
-def _checked_result(result: object) -> DriverResult:
-    """The run's return value as a :class:`DriverResult` (None: an empty one).
-
-    Raises:
-        InvalidDriverEventError: it is something else, or its fields are invalid.
-    """
-    if result is None:
-        return DriverResult()
-    if not isinstance(result, DriverResult):
-        raise InvalidDriverEventError(
-            f"run() must return a DriverResult or None, got {type(result).__name__}"
-        )
-    message = (
-        None
-        if result.message is None
-        else check_assistant_message(result.message, "the result's message")
-    )
-    if result.driver_session_id is not None and not isinstance(result.driver_session_id, str):
-        raise InvalidDriverEventError(
-            "the result's driver_session_id must be a string or None, got "
-            f"{type(result.driver_session_id).__name__}"
-        )
-    metadata = as_json(result.metadata, "the result's metadata")
-    return msgspec.structs.replace(result, message=message, metadata=metadata)
-
-
-def _history(tx: Transaction, session_id: str, before: int) -> list[JSONObject]:
-    """Each earlier completed turn's input, then its ``message`` events' messages."""
-    completed: dict[str, TurnRecord] = {}
-    after = 0
-    while True:
-        page = tx.list_turns(session_id, after, MAX_EVENTS_PAGE)
-        for turn in page:
-            if turn.number < before and turn.status == "completed":
-                completed[turn.id] = turn
-        if len(page) < MAX_EVENTS_PAGE or page[-1].number >= before:
-            break
-        after = page[-1].number
-    outputs: dict[str, list[JSONObject]] = {turn_id: [] for turn_id in completed}
-    sequence = 0
-    while True:
-        events = tx.events(session_id, sequence, MAX_EVENTS_PAGE)
-        for event in events:
-            message = event.data.get("message")
-            if event.type == MESSAGE and event.turn_id in outputs and isinstance(message, dict):
-                outputs[event.turn_id].append(message)
-        if len(events) < MAX_EVENTS_PAGE:
-            break
-        sequence = events[-1].sequence
-    history: list[JSONObject] = []
-    for turn in sorted(completed.values(), key=lambda t: t.number):
-        history.append(turn.input)
-        history.extend(outputs[turn.id])
-    return history
 
 
 __all__ = ["DriverRunActor", "DriverRunner", "RunState"]

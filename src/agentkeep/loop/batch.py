@@ -23,6 +23,11 @@ class ToolBatch:
         self.running: set[str] = {c.internal_id for c in self.calls if c.committed is None}
         self.next_index = 0  # position in ``calls`` of the next result to commit
         self.committing = False
+        # Lifetime flags of the running calls' tools (told by ``ToolLifetimes``).
+        self.steerable: set[str] = set()
+        self.reloadable: set[str] = set()
+        # Reloadable calls a drain left without a result: pending for the next process.
+        self.parked: set[str] = set()
 
     @property
     def done(self) -> bool:
@@ -58,15 +63,56 @@ class ToolBatch:
         self.next_index += 1
 
     def abort_running(self, text: str) -> tuple[str, ...]:
-        """Answer every still-running call with an error now; return their ids (to cancel).
+        """Answer every still-running (or parked) call with an error now; return their ids
+        (to cancel).
 
         The aborted tools keep running until they notice; their late results are ignored.
         """
-        aborted = tuple(c.internal_id for c in self.calls if c.internal_id in self.running)
+        aborted = self.interrupt(self.running | self.parked, text)
+        self.parked.clear()
+        return aborted
+
+    def interrupt(self, internal_ids: set[str], text: str) -> tuple[str, ...]:
+        """Answer those of ``internal_ids`` still running (or parked) with the error
+        ``text`` now; return their ids, in call order (to cancel)."""
+        answered = tuple(
+            c.internal_id
+            for c in self.calls
+            if c.internal_id in internal_ids and c.internal_id in self.running | self.parked
+        )
         for call in self.calls:
-            if call.internal_id in self.running:
+            if call.internal_id in answered:
                 self.results[call.internal_id] = ToolResultMessage(
                     call_id=call.call.call_id, content=(TextBlock(text=text),), is_error=True
                 )
-        self.running.clear()
-        return aborted
+                self.running.discard(call.internal_id)
+                self.parked.discard(call.internal_id)
+        return answered
+
+    def park(self, internal_ids: set[str]) -> tuple[str, ...]:
+        """Stop waiting for those of ``internal_ids`` still running, leaving them without a
+        result (a drain's reloadable calls); return their ids, in call order (to cancel)."""
+        parked = tuple(
+            c.internal_id for c in self.calls if c.internal_id in internal_ids & self.running
+        )
+        self.running.difference_update(parked)
+        self.parked.update(parked)
+        return parked
+
+    @property
+    def stalled(self) -> bool:
+        """Nothing runs and the next result to commit is a parked call's: this process can
+        take the batch no further."""
+        return (
+            not self.done
+            and not self.running
+            and self.calls[self.next_index].internal_id in self.parked
+        )
+
+    def unclaimed(self) -> tuple[tuple[PendingToolCall, ToolResultMessage], ...]:
+        """The results in memory behind the next one to commit that are not durable yet."""
+        return tuple(
+            (c, self.results[c.internal_id])
+            for c in self.calls[self.next_index :]
+            if c.committed is None and c.internal_id in self.results
+        )

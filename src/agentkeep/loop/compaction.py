@@ -24,7 +24,10 @@ def start(ctx: LoopContext) -> None:
     ctx.phase = Compacting(compaction_id=compaction_id, through=len(ctx.records))
     ctx.children.add(compaction_id)
     if ctx.owed is None or ctx.owed.stage != "compaction":
-        ctx.commit(StageOwed(owed=ctx.owed_now("compaction")))
+        # A response cut short stays marked open: a crash before the replacement lands must
+        # still continue it (docs/lifecycle.md).
+        cut = ctx.owed is not None and ctx.owed.response_open
+        ctx.commit(StageOwed(owed=ctx.owed_now("compaction", response_open=cut)))
     ctx.out.append(
         StartCompaction(
             compaction_id=compaction_id,
@@ -49,7 +52,7 @@ def finished(ctx: LoopContext, event: CompactionFinished) -> None:
                 through_position=phase.through,
                 messages=outcome.messages,
                 owes_answer=ctx.turn.needs_inference,
-                owed=ctx.owed_now("inference"),
+                owed=ctx.owed_for_inference(),
             )
         )
         return

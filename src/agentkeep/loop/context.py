@@ -12,9 +12,10 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agentkeep.loop.effects import Commit, Effect
+from agentkeep.loop.effects import Commit, Effect, LifecycleIds
 from agentkeep.loop.phases import Idle, Phase, Turn
 from agentkeep.loop.plans import AnswerCalls, Plan, QueueMode
+from agentkeep.loop.server_calls import NO_SERVER_TOOLS, ServerToolPolicy
 from agentkeep.loop.view import OpenCalls, ProviderViews
 from agentkeep.model import (
     ConversationRecord,
@@ -64,6 +65,7 @@ class LoopConfig:
         consume_at_acceptance: An idle loop may offer its next consumption to the
             acceptance that wakes it (``agentkeep.loop.offers``): nothing observes the
             hooks a run runs before it consumes.
+        server_tools: What the system's server tools hide (``agentkeep.server_tools``).
     """
 
     new_id: Callable[[], str]
@@ -73,6 +75,7 @@ class LoopConfig:
     eager_settle: bool
     retry: RetryPolicy | None = None
     consume_at_acceptance: bool = False
+    server_tools: ServerToolPolicy = NO_SERVER_TOOLS
 
 
 class LoopContext:
@@ -99,17 +102,26 @@ class LoopContext:
         # the stage and the turn
         self.phase: Phase = Idle()
         self.turn = Turn()
-        # the run (valid while not Idle)
+        # the run (valid while not Idle). Lifecycle ids (docs/lifecycle.md): the loop and
+        # turn ids are settled at the turn's load (the owed fact's, after a restart) and
+        # written with the owed fact before the first hook is told them; ``inference_id`` is
+        # the latest provider request's; ``last_request_id`` the latest a request was sent
+        # under in this process (never used again); ``settlement_id`` the run's settlement.
         self.loop_id: str | None = None
         self.turn_id: str | None = None
+        self.inference_id: str | None = None
+        self.last_request_id: str | None = None
+        self.settlement_id: str | None = None
+        self.loop_hook_due = False  # before_agent_loop is observed once the ids are settled
         self.run_failure: str | None = None
         self.turn_requested = False
         # requests and counts that outlive a turn
         self.compaction_requested = False
         self.shutdown = False
         self.resume_checked = False  # the trailing-question check ran (once per instance)
-        # The (loop, turn, call) ids an idle loop's consumption offer names (loop.offers).
-        self.offer_ids: tuple[str, str, str] | None = None
+        # The (loop, turn, call, inference) ids an idle loop's consumption offer names
+        # (loop.offers).
+        self.offer_ids: tuple[str, str, str, str] | None = None
         self.failed_turns = 0
         self.retry_attempts = 0  # failed attempts in a row while retrying forever
         self.retry_stopped = False  # the system is closing: failures are no longer retried
@@ -140,8 +152,47 @@ class LoopContext:
             self.commit_in_flight = self.commits.popleft()
             self.out.append(Commit(plan=self.commit_in_flight))
 
-    def owed_now(self, stage: OwedStage) -> OwedWork:
-        return OwedWork(stage=stage, loop_id=self.loop_id, turn_id=self.turn_id)
+    def owed_now(
+        self, stage: OwedStage, *, inference_id: str | None = None, response_open: bool = False
+    ) -> OwedWork:
+        return OwedWork(
+            stage=stage,
+            loop_id=self.loop_id,
+            turn_id=self.turn_id,
+            inference_id=inference_id,
+            response_open=response_open,
+        )
+
+    def ids(self, *, inference: bool = False, settlement: bool = False) -> LifecycleIds:
+        """The lifecycle ids a hook is told: the loop's and turn's, and (if asked) the
+        latest request's and the settlement's."""
+        return LifecycleIds(
+            loop_id=self.loop_id,
+            turn_id=self.turn_id,
+            inference_id=self.inference_id if inference else None,
+            settlement_id=self.settlement_id if settlement else None,
+        )
+
+    def usable_inference_id(self) -> str | None:
+        """The inference id the durable owed fact holds for this turn's next request, if a
+        request may be made under it: one no request of this process used, whose request
+        (before a restart) committed no completed content (seed 001: an inference id
+        survives only while its request has produced no completed block)."""
+        owed = self.owed
+        if owed is None or owed.stage != "inference" or owed.inference_id is None:
+            return None
+        if owed.response_open or owed.inference_id == self.last_request_id:
+            return None
+        if (owed.loop_id, owed.turn_id) != (self.loop_id, self.turn_id):
+            return None
+        return owed.inference_id
+
+    def owed_for_inference(self) -> OwedWork:
+        """The owed fact of an inference made due now: the next request's id (the one
+        already owed if still usable, else a fresh one) is written with it, so the request
+        and its hooks never wait for another commit to name it."""
+        inference_id = self.usable_inference_id() or self.new_id()
+        return self.owed_now("inference", inference_id=inference_id)
 
     def pending(self, index: int, call: ToolCallBlock) -> PendingToolCall:
         return PendingToolCall(internal_id=self.new_id(), index=index, call=call)

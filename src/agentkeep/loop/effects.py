@@ -32,6 +32,17 @@ class _Data(msgspec.Struct, frozen=True, kw_only=True):
 HookName: TypeAlias = Literal["before_turn", "after_turn", "after_agent_loop"]
 
 
+class LifecycleIds(_Data, frozen=True):
+    """The lifecycle ids a hook is told (seed 001; ``docs/lifecycle.md``): the loop (a run,
+    settled to settled), the turn, the provider request and the settlement it belongs to;
+    None where the hook belongs to none."""
+
+    loop_id: str | None = None
+    turn_id: str | None = None
+    inference_id: str | None = None
+    settlement_id: str | None = None
+
+
 class LoadState(_Data, frozen=True):
     """Read the durable state; ``records=False`` skips the conversation records (the core
     still gets their count, and asks again with ``records=True`` on any mismatch)."""
@@ -116,6 +127,7 @@ class Observe(_Data, frozen=True):
     queue: QueueName | None = None
     # permission_mode_changed: the (previous, current) mode the consumption committed
     permission_change: tuple[PermissionMode, PermissionMode] | None = None
+    ids: LifecycleIds = LifecycleIds()  # the lifecycle ids the hook is told
 
 
 class RunHook(_Data, frozen=True):
@@ -125,6 +137,7 @@ class RunHook(_Data, frozen=True):
     context_tokens: int | None = None
     aborted: bool = False
     drop_actions: bool = False  # after an abort: run it, but carry out none of its actions
+    ids: LifecycleIds = LifecycleIds()  # the lifecycle ids the hook is told
 
 
 class CompactionResolved(_Data, frozen=True):

@@ -114,6 +114,16 @@ class ToolFinished(_Data, frozen=True):
     result: ToolResultMessage
 
 
+class ToolLifetimes(_Data, frozen=True):
+    """Which of the calls just started run tools with lifetime flags (told by the runtime,
+    which knows the tools, right after ``StartTools``): ``steerable`` calls are interrupted
+    by newly accepted steering and by a drain, ``reloadable`` ones are left pending by a
+    drain (seed 001)."""
+
+    steerable: tuple[str, ...] = ()
+    reloadable: tuple[str, ...] = ()
+
+
 class ChildStopped(_Data, frozen=True):
     """A child that was abandoned (cancelled stream, aborted tool) has finished unwinding."""
 
@@ -146,6 +156,7 @@ Event: TypeAlias = (
     | CommitFailed
     | StreamEventArrived
     | ToolFinished
+    | ToolLifetimes
     | ChildStopped
     | CompactionFinished
     | HookFinished

@@ -6,17 +6,39 @@ from agentkeep.loop import retry
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import Emit, Observe, StartInference
 from agentkeep.loop.phases import Inferring, Passing
-from agentkeep.loop.plans import AppendBlock, DispatchBatch, FinishResponse
+from agentkeep.loop.plans import (
+    AppendBlock,
+    ConsumeNotices,
+    DispatchBatch,
+    FinishResponse,
+    StageOwed,
+)
+from agentkeep.loop.server_calls import ServerCalls, is_private
 from agentkeep.loop.texts import ABORTED_CALL, UNDISPATCHED_CALL
+from agentkeep.loop.view import ends_with_own_message
 from agentkeep.model import Done, StreamEvent, ToolCallBlock
 
 
 def start(ctx: LoopContext) -> None:
-    inference_id = ctx.new_id()
-    ctx.phase = Inferring(inference_id=inference_id)
+    if ends_with_own_message(ctx.records):
+        # Never a request that ends with the model's own message: the inference stage's
+        # transaction appends "Continue from where you left off." first (the pass's notice
+        # step normally has; this is the same rule for any path that skipped it).
+        ctx.commit(ConsumeNotices(owed=ctx.owed_for_inference(), continue_response=True))
+        return
+    inference_id = ctx.usable_inference_id()
+    if inference_id is None:
+        # The request's id is written with the owed work before its first hook is told it
+        # (seed 001): decided again once this lands.
+        ctx.commit(StageOwed(owed=ctx.owed_for_inference()))
+        return
+    ctx.inference_id = ctx.last_request_id = inference_id
+    ctx.phase = Inferring(
+        inference_id=inference_id, server_calls=ServerCalls(policy=ctx.config.server_tools)
+    )
     ctx.children.add(inference_id)
     ctx.turn.step = "steering"
-    ctx.out.append(Observe(hook="before_inference"))
+    ctx.out.append(Observe(hook="before_inference", ids=ctx.ids(inference=True)))
     ctx.out.append(
         StartInference(
             inference_id=inference_id,
@@ -30,7 +52,8 @@ def stream_event(ctx: LoopContext, inference_id: str, event: StreamEvent) -> Non
     phase = ctx.phase
     if not isinstance(phase, Inferring) or inference_id != phase.inference_id:
         return  # a cancelled response's leftovers: its terminal event was already given
-    ctx.out.append(Emit(event=event))
+    if phase.server_calls.observe(event):  # a hidden server call's events are not observed
+        ctx.out.append(Emit(event=event))
     if not isinstance(event, Done):
         flush_held(ctx, phase)
     phase.held.extend(phase.response.feed(event))
@@ -38,10 +61,17 @@ def stream_event(ctx: LoopContext, inference_id: str, event: StreamEvent) -> Non
 
 
 def flush_held(ctx: LoopContext, phase: Inferring) -> None:
-    """Commit the blocks the previous event finished (the response goes on)."""
+    """Commit the blocks the previous event finished (the response goes on). The first one
+    marks the owed fact: this request has completed content its response has not finished
+    (a restart retires its id and continues the response)."""
     held, phase.held = phase.held, []
     for block in held:
-        ctx.commit(AppendBlock(block=block))
+        private = phase.server_calls.private_ids((block,))
+        owed = None
+        if not phase.opened:
+            phase.opened = True
+            owed = ctx.owed_now("inference", inference_id=phase.inference_id, response_open=True)
+        ctx.commit(AppendBlock(block=block, private_calls=private, owed=owed))
 
 
 def maybe_finish(ctx: LoopContext) -> None:
@@ -52,18 +82,40 @@ def maybe_finish(ctx: LoopContext) -> None:
         return  # every finished block lands before the response is judged
     response, done = phase.response, phase.response.done
     ctx.phase = Passing()
+    ids = ctx.ids(inference=True)
     ctx.out.append(
-        Observe(hook="after_inference", state=done.state, tokens=done.tokens, error=done.message)
+        Observe(
+            hook="after_inference",
+            state=done.state,
+            tokens=done.tokens,
+            error=done.message,
+            ids=ids,
+        )
     )
     measured = done.state in ("normal", "tool_call", "length")
     blocks = tuple(phase.held)
     calls = response.client_calls
     settle = ctx.config.eager_settle and _ends_run(ctx, phase.inference_id, done, calls)
     answers = done.state in ("normal", "length") and not calls
-    answer = tuple(response.blocks) if answers else None
+    private = phase.server_calls.private_ids(response.blocks)
+    # The turn's answer is published: a server call kept out of the history is not in it.
+    answer = tuple(b for b in response.blocks if not is_private(b, private)) if answers else None
+    if settle:
+        ctx.settlement_id = ctx.new_id()
     if blocks or settle or answers or (measured and done.tokens is not None):
         tokens = done.tokens if measured else None
-        ctx.commit(FinishResponse(blocks=blocks, tokens=tokens, settle=settle, answer=answer))
+        # The response finished: its id is spent and its content no longer open.
+        owed = ctx.owed_now("inference")
+        ctx.commit(
+            FinishResponse(
+                blocks=blocks,
+                tokens=tokens,
+                settle=settle,
+                answer=answer,
+                private_calls=phase.server_calls.private_ids(blocks),
+                owed=owed,
+            )
+        )
     _judge(ctx, done, calls)
 
 

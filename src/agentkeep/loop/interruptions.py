@@ -16,6 +16,7 @@ from agentkeep.loop.phases import Compacting, Inferring, Passing
 from agentkeep.loop.plans import (
     AnswerCalls,
     AppendFailureNote,
+    ClaimToolResults,
     CommitToolResult,
     Plan,
     ReplaceWithCompaction,
@@ -55,6 +56,11 @@ def commit_failed(ctx: LoopContext, plan: Plan, message: str) -> None:
                 tools.abandon(ctx)
                 turn.batch = None
             fail_turn(ctx, message)
+        case ClaimToolResults():
+            # Draining: the claims are lost, the batch stays durable; the next process
+            # decides those calls as any restart does.
+            tools.claimed(ctx)
+            transitions.decide(ctx)
         case ReplaceWithCompaction():
             compaction.resolve(ctx, error=message)
             transitions.decide(ctx)

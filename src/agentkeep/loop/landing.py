@@ -15,6 +15,7 @@ from agentkeep.loop.plans import (
     AppendBlock,
     Appended,
     AppendFailureNote,
+    ClaimToolResults,
     CommitToolResult,
     Consumed,
     ConsumeNotices,
@@ -59,9 +60,13 @@ def landed(ctx: LoopContext, plan: Plan, value: Consumed | Appended | Settled | 
         case AppendBlock() | AnswerCalls() | AppendFailureNote():
             assert isinstance(value, Appended)
             ctx.records.extend(value.records)
+            if isinstance(plan, AppendBlock) and plan.owed is not None:
+                ctx.owed = plan.owed
         case FinishResponse(tokens=tokens):
             assert isinstance(value, Appended)
             ctx.records.extend(value.records)
+            if plan.owed is not None and not value.settled:
+                ctx.owed = plan.owed
             for entry in value.queued:  # what the mailbox has not told us yet
                 accept(ctx, entry, None)
             if tokens is not None:
@@ -87,6 +92,8 @@ def landed(ctx: LoopContext, plan: Plan, value: Consumed | Appended | Settled | 
                     turn.step = "steering"
                 else:
                     tools.pump_results(ctx)
+        case ClaimToolResults():
+            tools.claimed(ctx)
         case ReplaceWithCompaction(through_position=through, messages=messages):
             suffix = ctx.records[through:]
             owes = plan.owes_answer

@@ -37,10 +37,11 @@ from collections.abc import Callable
 
 from agentkeep.loop import offers, transitions
 from agentkeep.loop.context import LoopConfig, LoopContext, RetryPolicy
-from agentkeep.loop.effects import Effect
+from agentkeep.loop.effects import Effect, LifecycleIds
 from agentkeep.loop.events import Event
 from agentkeep.loop.phases import Phase
 from agentkeep.loop.plans import ConsumeOffer, QueueMode
+from agentkeep.loop.server_calls import NO_SERVER_TOOLS, ServerToolPolicy
 from agentkeep.model import (
     ConversationRecord,
     OwedWork,
@@ -69,6 +70,8 @@ class AgentLoop:
         consume_at_acceptance: Nothing can observe the hooks a run runs before it consumes
             (no ``before_agent_loop`` or ``before_turn``), so an idle loop may offer its
             next consumption to the acceptance that wakes it (:meth:`offer`).
+        server_tools: What the system's server tools hide from the live events and the
+            published history (:mod:`agentkeep.server_tools`).
     """
 
     def __init__(
@@ -83,6 +86,7 @@ class AgentLoop:
         eager_settle: bool = False,
         retry: RetryPolicy | None = None,
         consume_at_acceptance: bool = False,
+        server_tools: ServerToolPolicy = NO_SERVER_TOOLS,
     ) -> None:
         self.agent_id = agent_id
         modes: dict[QueueName, QueueMode] = {"steering": steering_mode, "send": send_mode}
@@ -94,6 +98,7 @@ class AgentLoop:
             eager_settle,
             retry,
             consume_at_acceptance,
+            server_tools,
         )
         self._ctx = LoopContext(config)
 
@@ -143,6 +148,12 @@ class AgentLoop:
     def notices(self) -> list[QueuedNotice]:
         """The queued notices this loop knows of."""
         return self._ctx.notices
+
+    @property
+    def lifecycle_ids(self) -> LifecycleIds:
+        """The loop and turn ids of the run under way (None outside one): what the hooks
+        inside this moment's transaction are told."""
+        return self._ctx.ids()
 
     @property
     def owed(self) -> OwedWork | None:

@@ -35,9 +35,12 @@ def offer(ctx: LoopContext) -> ConsumeOffer | None:
         return None
     if ctx.offer_ids is None:
         # Reserved until a run uses them: an offer nobody took leaves no trace of them.
-        ctx.offer_ids = (ctx.new_id(), ctx.new_id(), ctx.new_id())
-    loop_id, turn_id, call_id = ctx.offer_ids
-    owed = OwedWork(stage="inference", loop_id=loop_id, turn_id=turn_id)
+        ctx.offer_ids = (ctx.new_id(), ctx.new_id(), ctx.new_id(), ctx.new_id())
+    loop_id, turn_id, call_id, inference_id = ctx.offer_ids
+    # The run's lifecycle ids (docs/lifecycle.md) are written with the owed fact by the
+    # consumption, as the run's own load and consumption would have: the loop and turn ids
+    # before the first hook is told them, the next request's id with the inference it owes.
+    owed = OwedWork(stage="inference", loop_id=loop_id, turn_id=turn_id, inference_id=inference_id)
     config = ctx.config
 
     def plan(queue: QueueName) -> ConsumeQueue:
@@ -89,16 +92,20 @@ def consumed_at_acceptance(ctx: LoopContext, plan: ConsumeQueue, value: Consumed
         transitions.request_turn(ctx)
         return
     ctx.offer_ids = None
-    # request_turn: the run opens, bracketed by before_agent_loop.
+    # request_turn + the load's lifecycle_ids: the run opens with the ids the consumption
+    # wrote, bracketed by before_agent_loop (told them).
     ctx.loop_id = owed.loop_id
+    ctx.turn_id = owed.turn_id
+    ctx.inference_id = None
+    ctx.settlement_id = None
+    ctx.loop_hook_due = False
     ctx.run_failure = None
-    ctx.out.append(Observe(hook="before_agent_loop"))
+    ctx.out.append(Observe(hook="before_agent_loop", ids=ctx.ids()))
     # begin_turn + loaded: the reload would have read the mirror back (the acceptance's
     # transaction checked it), found nothing to resume and no question owed; no feature
     # overrides before_turn. The pass is past steering and send: what it consumed landed.
     ctx.turn = Turn(loaded=True, step="notices")
     ctx.turn_requested = False
-    ctx.turn_id = owed.turn_id
     ctx.phase = Passing()
     landing.consumed(ctx, plan, value)
     transitions.decide(ctx)

@@ -25,6 +25,7 @@ from typing import Literal, TypeAlias
 from agentkeep.loop.batch import ToolBatch
 from agentkeep.loop.effects import HookName
 from agentkeep.loop.response import ResponseAssembler
+from agentkeep.loop.server_calls import ServerCalls
 from agentkeep.model import AssistantBlock, PendingToolCall
 
 
@@ -60,6 +61,8 @@ class Inferring:
     inference_id: str
     response: ResponseAssembler = field(default_factory=ResponseAssembler)
     held: list[AssistantBlock] = field(default_factory=list)
+    server_calls: ServerCalls = field(default_factory=ServerCalls)  # what they hide
+    opened: bool = False  # a finished block was committed (the owed fact marks it open)
 
 
 @dataclass(frozen=True, slots=True)

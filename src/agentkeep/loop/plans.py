@@ -96,11 +96,26 @@ class ConsumeOffer(_Data, frozen=True):
 
 
 class ConsumeNotices(_Data, frozen=True):
+    """The inference stage's transaction: append the queued notices and owe the inference
+    (``owed`` names its request). ``continue_response``: the conversation ends with the
+    model's own completed blocks, so the notice "Continue from where you left off." is
+    appended first, ahead of the queued notices (a request never ends with the model's own
+    message; docs/lifecycle.md)."""
+
     owed: OwedWork
+    continue_response: bool = False
 
 
 class AppendBlock(_Data, frozen=True):
+    """A finished block of a response that goes on. ``owed`` (the response's first block
+    only): the owed fact marking the request's completed content as not yet finished
+    (``OwedWork.response_open``), in the same transaction."""
+
     block: AssistantBlock
+    # Provider call ids of server calls kept out of the published history (their blocks
+    # stay in the private model context: ``agentkeep.server_tools``).
+    private_calls: tuple[str, ...] = ()
+    owed: OwedWork | None = None
 
 
 class FinishResponse(_Data, frozen=True):
@@ -117,6 +132,10 @@ class FinishResponse(_Data, frozen=True):
     # session's running turns whose input is all consumed complete with it, in this same
     # transaction (docs/turns.md). None for a response that calls tools or was cut short.
     answer: tuple[AssistantBlock, ...] | None = None
+    private_calls: tuple[str, ...] = ()  # as for ``AppendBlock``
+    # The owed fact after the response (when it does not settle): its request's id is spent
+    # and its content finished (``response_open`` cleared), so a restart never reuses the id.
+    owed: OwedWork | None = None
 
 
 class DispatchBatch(_Data, frozen=True):
@@ -132,6 +151,14 @@ class CommitToolResult(_Data, frozen=True):
     pending: PendingToolCall
     result: ToolResultMessage
     owed_after: OwedWork | None = None  # set on the batch's last result
+
+
+class ClaimToolResults(_Data, frozen=True):
+    """A drain left a reloadable call pending: the results that finished behind it cannot
+    land in batch order now, so each is claimed for its pending call (first claim wins);
+    the next process lands them in order without running their calls again."""
+
+    claims: tuple[tuple[PendingToolCall, ToolResultMessage], ...]
 
 
 class AnswerCalls(_Data, frozen=True):
@@ -166,6 +193,7 @@ Plan: TypeAlias = (
     | FinishResponse
     | DispatchBatch
     | CommitToolResult
+    | ClaimToolResults
     | AnswerCalls
     | AppendFailureNote
     | Settle

@@ -41,8 +41,15 @@ def request_of(message: QueueableMessage) -> ToolCallRequestBlock | None:
 
 
 def batch_through_request(entries: Sequence[QueuedMessage]) -> list[QueuedMessage]:
-    """An all-at-once batch: every entry up to and including the first tool request."""
+    """An all-at-once batch: the leading entries that select the first entry's profile, up to
+    and including the first tool request. Entries of different profiles never share a batch
+    (seed 001): they may not share model context, so the next pass takes the rest."""
+    if not entries:
+        return []
+    profile = entries[0].options.profile
     for index, entry in enumerate(entries):
+        if entry.options.profile != profile:
+            return list(entries[:index])
         if request_of(entry.message) is not None:
             return list(entries[: index + 1])
     return list(entries)

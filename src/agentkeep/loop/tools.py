@@ -1,4 +1,6 @@
-"""The tool-batch steps (spec §3.5): dispatch, run, land results in batch order, abandon."""
+"""The tool-batch steps (spec §3.5): dispatch, run, land results in batch order, abandon;
+and the lifetime flags of seed 001 (steering interrupts ``steerable`` calls; a drain
+interrupts them too and leaves ``reloadable`` calls pending for the next process)."""
 
 from __future__ import annotations
 
@@ -7,11 +9,18 @@ from collections.abc import Sequence
 from agentkeep.loop.batch import ToolBatch
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import CancelTools, Emit, StartTools
+from agentkeep.loop.events import ToolLifetimes
 from agentkeep.loop.phases import Recorded
-from agentkeep.loop.plans import CommitToolResult, DispatchBatch, StageOwed
+from agentkeep.loop.plans import ClaimToolResults, CommitToolResult, DispatchBatch, StageOwed
 from agentkeep.loop.requests import calls_recorded
-from agentkeep.loop.texts import ABORTED_CALL
-from agentkeep.model import ConversationRecord, PendingToolCall, ToolCallEnd, ToolCallStart
+from agentkeep.loop.texts import ABORTED_CALL, DRAINED_CALL, STEERED_CALL
+from agentkeep.model import (
+    ConversationRecord,
+    PendingToolCall,
+    QueuedMessage,
+    ToolCallEnd,
+    ToolCallStart,
+)
 
 
 def start_batch(ctx: LoopContext, calls: list[PendingToolCall], *, resumed: bool) -> None:
@@ -45,6 +54,8 @@ def pump_results(ctx: LoopContext) -> None:
         return
     ready = batch.next_ready()
     if ready is None:
+        if ctx.shutdown and batch.stalled:
+            _leave_drained(ctx)
         return
     pending, result = ready
     last = batch.is_last(pending)
@@ -53,9 +64,73 @@ def pump_results(ctx: LoopContext) -> None:
         CommitToolResult(
             pending=pending,
             result=result,
-            owed_after=ctx.owed_now("inference") if last else None,
+            owed_after=ctx.owed_for_inference() if last else None,
         )
     )
+
+
+def _leave_drained(ctx: LoopContext) -> None:
+    """A drain stopped the batch at a reloadable call it left pending: the results that
+    finished behind it are claimed (they land in order in the next process, never run
+    again), then the batch is left as it durably is."""
+    batch = ctx.turn.batch
+    assert batch is not None
+    claims = batch.unclaimed()
+    if claims:
+        batch.committing = True
+        ctx.commit(ClaimToolResults(claims=claims))
+    else:
+        ctx.turn.batch = None  # the pending calls and ``owed`` stay for the next process
+
+
+def claimed(ctx: LoopContext) -> None:
+    """The drained batch's results are claimed: it goes no further in this process."""
+    ctx.turn.batch = None
+
+
+def note_lifetimes(ctx: LoopContext, lifetimes: ToolLifetimes) -> None:
+    """The runtime told which running calls are steerable or reloadable."""
+    batch = ctx.turn.batch
+    if batch is None:
+        return
+    batch.steerable.update(lifetimes.steerable)
+    batch.reloadable.update(lifetimes.reloadable)
+    if ctx.shutdown:
+        drain(ctx)  # started while draining (a dispatch that landed meanwhile)
+
+
+def steer(ctx: LoopContext, message: QueuedMessage) -> None:
+    """Newly accepted steering interrupts the running steerable calls (seed 001): each is
+    answered at once and cancelled, like an abort of that call alone."""
+    batch = ctx.turn.batch
+    if batch is None or message.queue != "steering" or not batch.steerable:
+        return
+    if any(m.seq == message.seq for m in ctx.queued["steering"]):
+        return  # not new: the mirror knew it already
+    _interrupt(ctx, batch.steerable, STEERED_CALL)
+
+
+def drain(ctx: LoopContext) -> None:
+    """Graceful drain: reloadable calls are abandoned without a result (pending for the
+    next process, which runs them again), steerable ones are answered as interrupted
+    instead of waited for; ordinary calls finish and commit."""
+    batch = ctx.turn.batch
+    if batch is None:
+        return
+    parked = batch.park(batch.reloadable)
+    if parked:
+        ctx.out.append(CancelTools(internal_ids=parked))
+    _interrupt(ctx, batch.steerable - batch.reloadable, DRAINED_CALL)
+    pump_results(ctx)
+
+
+def _interrupt(ctx: LoopContext, internal_ids: set[str], text: str) -> None:
+    batch = ctx.turn.batch
+    assert batch is not None
+    answered = batch.interrupt(internal_ids, text)
+    if answered:
+        ctx.out.append(CancelTools(internal_ids=answered))
+        pump_results(ctx)
 
 
 def abandon(ctx: LoopContext) -> None:

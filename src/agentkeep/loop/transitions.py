@@ -20,6 +20,8 @@ outcome and abort in :mod:`agentkeep.loop.interruptions`.
 
 from __future__ import annotations
 
+import msgspec
+
 from agentkeep.loop import compaction, inference, interruptions, landing, offers, retry, tools
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import (
@@ -49,6 +51,7 @@ from agentkeep.loop.events import (
     StreamEventArrived,
     TimerFired,
     ToolFinished,
+    ToolLifetimes,
     WorkAccepted,
 )
 from agentkeep.loop.phases import (
@@ -62,10 +65,17 @@ from agentkeep.loop.phases import (
     Settling,
     Turn,
 )
-from agentkeep.loop.plans import AppendFailureNote, ConsumeNotices, ConsumeQueue, Settle, Snapshot
+from agentkeep.loop.plans import (
+    AppendFailureNote,
+    ConsumeNotices,
+    ConsumeQueue,
+    Settle,
+    Snapshot,
+    StageOwed,
+)
 from agentkeep.loop.texts import ABORTED_COMPACTION
-from agentkeep.loop.view import ends_in_failure_note, tail_owes_answer
-from agentkeep.model import DONE_CANCELLED, QueueName, done_error
+from agentkeep.loop.view import ends_in_failure_note, ends_with_own_message, tail_owes_answer
+from agentkeep.model import DONE_CANCELLED, OwedWork, QueueName, done_error
 
 
 def handle(ctx: LoopContext, event: Event) -> None:
@@ -78,6 +88,8 @@ def handle(ctx: LoopContext, event: Event) -> None:
                 ctx.resume_checked = False
             request_turn(ctx)
         case WorkAccepted(message=message, notice=notice):
+            if message is not None:
+                tools.steer(ctx, message)  # before the mirror takes it: is it new?
             landing.accept(ctx, message, notice)
             request_turn(ctx)
         case ConsumedAtAcceptance(plan=plan, value=value):
@@ -92,6 +104,7 @@ def handle(ctx: LoopContext, event: Event) -> None:
         case ShutdownRequested():
             ctx.shutdown = True
             retry.cancel(ctx)
+            tools.drain(ctx)
             decide(ctx)
         case StopRetrying():
             ctx.retry_stopped = True
@@ -125,6 +138,9 @@ def handle(ctx: LoopContext, event: Event) -> None:
             if batch is not None and batch.finish(internal_id, result):
                 tools.pump_results(ctx)
             decide(ctx)
+        case ToolLifetimes():
+            tools.note_lifetimes(ctx, event)
+            decide(ctx)
         case ChildStopped(child_id=child_id):
             ctx.children.discard(child_id)
             decide(ctx)
@@ -143,9 +159,12 @@ def request_turn(ctx: LoopContext) -> None:
         decide(ctx)
         return
     ctx.turn_requested = True
-    ctx.loop_id = ctx.new_id()
+    # The loop's id is settled at its first load (the owed fact's, after a restart), and
+    # before_agent_loop is told it then (docs/lifecycle.md).
+    ctx.loop_id = None
+    ctx.settlement_id = None
+    ctx.loop_hook_due = True
     ctx.run_failure = None
-    ctx.out.append(Observe(hook="before_agent_loop"))
     begin_turn(ctx)
 
 
@@ -153,7 +172,8 @@ def begin_turn(ctx: LoopContext, *, backoff: bool = False) -> None:
     """A new turn reads the durable state — at once, or (``backoff``) after a retry's wait."""
     ctx.turn = Turn()
     ctx.turn_requested = False
-    ctx.turn_id = ctx.new_id()
+    ctx.turn_id = None  # settled at the load (``lifecycle_ids``)
+    ctx.inference_id = None
     ctx.phase = Loading()
     if backoff:
         retry.back_off(ctx, then="load")
@@ -196,11 +216,49 @@ def loaded(ctx: LoopContext, snapshot: Snapshot) -> None:
         # A failure note is owed an answer for as long as the owed fact stands — also
         # when this instance already looked once (a later run must not settle over it).
         turn.needs_inference = True
+    if snapshot.owed is not None and snapshot.owed.response_open:
+        # A response was cut after completed content (a crash, or its stream failed): the
+        # truncated answer is never final — it is continued while the owed fact stands.
+        turn.needs_inference = True
+    lifecycle_ids(ctx, snapshot.owed)
+    if ctx.loop_hook_due:
+        ctx.loop_hook_due = False
+        ctx.out.append(Observe(hook="before_agent_loop", ids=ctx.ids()))
     if turn.aborted:
         decide(ctx)  # an abort during startup: the turn never reaches the model
         return
     ctx.phase = InHook("before_turn")
-    ctx.out.append(RunHook(hook="before_turn", context_tokens=ctx.context_tokens))
+    ctx.out.append(RunHook(hook="before_turn", context_tokens=ctx.context_tokens, ids=ctx.ids()))
+
+
+def lifecycle_ids(ctx: LoopContext, owed: OwedWork | None) -> None:
+    """Settle the loop's and turn's ids at the turn's load, and write them with the owed
+    work before any hook is told them (seed 001; docs/lifecycle.md).
+
+    A run's first load continues the owed fact's loop and turn (a restart resumes them); a
+    later turn of the run gets a fresh turn id. A request whose completed content never
+    finished its response (``response_open``) has its id retired here — before its calls are
+    recovered or another request is made — so two requests never share an inference id.
+    (A request under an owed id that committed no content may be made again under it.)
+    """
+    first = ctx.loop_id is None
+    if first:
+        ctx.loop_id = (owed.loop_id if owed is not None else None) or ctx.new_id()
+    if ctx.turn_id is None:
+        resumed = owed.turn_id if first and owed is not None else None
+        ctx.turn_id = resumed or ctx.new_id()
+    if owed is None:
+        return  # nothing is outstanding: there is nothing to write the ids with
+    staged = msgspec.structs.replace(owed, loop_id=ctx.loop_id, turn_id=ctx.turn_id)
+    if owed.response_open:
+        # Retired: the id leaves the owed fact, and the next request gets a fresh one from
+        # the transaction that continues the response. ``response_open`` stays until that
+        # transaction appends after the cut content, so a crash before it still continues.
+        staged = msgspec.structs.replace(staged, inference_id=None)
+    if staged != owed:
+        # Committed ahead of the hooks that follow: the shell carries out effects in order
+        # and commits synchronously, and commits are strictly sequential.
+        ctx.commit(StageOwed(owed=staged))
 
 
 def hook_finished(ctx: LoopContext, event: HookFinished) -> None:
@@ -214,11 +272,12 @@ def hook_finished(ctx: LoopContext, event: HookFinished) -> None:
         if event.hook == "after_agent_loop":
             # Its actions reopen the loop: every loop is bracketed by before_agent_loop and
             # after_agent_loop (spec §3.1 ``loops``); the loop id stays until the run settles.
-            ctx.out.append(Observe(hook="before_agent_loop"))
+            ctx.out.append(Observe(hook="before_agent_loop", ids=ctx.ids()))
         begin_turn(ctx)  # after_turn: a turn was requested; after_agent_loop: actions reopen
     elif event.hook == "after_turn":
         ctx.phase = InHook("after_agent_loop")
-        ctx.out.append(RunHook(hook="after_agent_loop", drop_actions=not may_continue(ctx)))
+        drop = not may_continue(ctx)
+        ctx.out.append(RunHook(hook="after_agent_loop", drop_actions=drop, ids=ctx.ids()))
     else:
         finish_run(ctx)
 
@@ -245,6 +304,7 @@ def finish_run(ctx: LoopContext) -> None:
         stop(ctx, settled=True)  # the response's own transaction already settled
     else:
         ctx.phase = Settling()
+        ctx.settlement_id = ctx.new_id()
         ctx.commit(Settle())
 
 
@@ -259,7 +319,8 @@ def stop(ctx: LoopContext, *, settled: bool) -> None:
         ctx.out.append(CompactionResolved(error=ABORTED_COMPACTION))
     ctx.out.append(LoopStopped(settled=settled, error=error))
     if settled:
-        ctx.out.append(Observe(hook="after_agent_settled", error=error))
+        ids = ctx.ids(settlement=True)
+        ctx.out.append(Observe(hook="after_agent_settled", error=error, ids=ids))
 
 
 # -- the pass (spec §3.2) --------------------------------------------------------------------
@@ -315,8 +376,14 @@ def consume_next(ctx: LoopContext) -> bool:
             return True
     if turn.step == "notices":
         turn.step = "infer"
-        if ctx.notices:
-            ctx.commit(ConsumeNotices(owed=ctx.owed_now("inference")))
+        # The inference stage's transaction: a request never ends with the model's own
+        # message, so a response whose completed blocks end the conversation (after a
+        # restart, a notice that reopened it, or a retry) is continued after the durable
+        # notice "Continue from where you left off.", ahead of the queued notices.
+        continues = ends_with_own_message(ctx.records) and (turn.needs_inference or ctx.notices)
+        if ctx.notices or continues:
+            owed = ctx.owed_for_inference()
+            ctx.commit(ConsumeNotices(owed=owed, continue_response=bool(continues)))
             return True
     return False
 
@@ -326,7 +393,7 @@ def _consume(ctx: LoopContext, queue: QueueName) -> ConsumeQueue:
         queue=queue,
         mode=ctx.config.modes[queue],
         defaults=ctx.config.defaults,
-        owed=ctx.owed_now("inference"),
+        owed=ctx.owed_for_inference(),
         call_id=ctx.new_id(),  # for a tool request, if the batch holds one
     )
 
@@ -359,5 +426,6 @@ def end_turn(ctx: LoopContext) -> None:
             context_tokens=ctx.context_tokens,
             aborted=turn.aborted,
             drop_actions=turn.aborted,
+            ids=ctx.ids(),
         )
     )

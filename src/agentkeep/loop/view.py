@@ -105,6 +105,13 @@ def tail_owes_answer(records: Sequence[ConversationRecord]) -> bool:
     return False
 
 
+def ends_with_own_message(records: Sequence[ConversationRecord]) -> bool:
+    """Whether the conversation ends with the model's own completed blocks (a request made
+    now would end with an assistant message). A trailing compaction is continued as it
+    stands, whatever its replacement ends with."""
+    return bool(records) and isinstance(records[-1], BlockRecord)
+
+
 def ends_in_failure_note(records: Sequence[ConversationRecord]) -> bool:
     """Whether the conversation ends in "The last turn failed: …" (still owed an answer)."""
     return (

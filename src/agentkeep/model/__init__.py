@@ -65,6 +65,7 @@ from agentkeep.model.records import (
     SystemRecord,
     ToolRecord,
     UserRecord,
+    published_messages,
     rebuild_messages,
 )
 from agentkeep.model.selection import (
@@ -193,5 +194,6 @@ __all__ = [
     "input_blocks",
     "is_valid_id",
     "new_id",
+    "published_messages",
     "rebuild_messages",
 ]

@@ -37,7 +37,7 @@ TOOL_BATCH: Final = "tool.batch"  # a tool batch dispatched (durable before any 
 TOOL_RESULT: Final = "tool.result"  # one tool result entered the conversation
 FAILURE_NOTE: Final = "failure.note"  # a failed turn's note
 COMPACTION: Final = "compaction"  # history replaced by a compaction (archived epoch)
-MODEL_SWITCH: Final = "model.switch"  # the provider/model changed (reset or not)
+MODEL_SWITCH: Final = "model.switch"  # the provider/model or profile changed (reset or not)
 METADATA_CHANGED: Final = "metadata.changed"  # the session's metadata was merged
 SETTLED: Final = "settled"  # the run settled: nothing owed
 #: Seed 002's ephemeral streaming type: never stored, never sequenced.
@@ -113,6 +113,8 @@ def record_event(record: ConversationRecord) -> tuple[str, dict[str, object]]:
             }
             if metadata is not None:
                 data["metadata"] = metadata
+            if record.profile is not None:
+                data["profile"] = record.profile
             return MESSAGE, data
         case BlockRecord(block=block):
             return ASSISTANT_BLOCK, {"block": msgspec.to_builtins(block)}

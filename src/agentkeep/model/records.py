@@ -39,17 +39,25 @@ class _ConversationRecord(_Record, frozen=True, tag_field="type"):
 
 
 class UserRecord(_ConversationRecord, frozen=True, tag="user"):
-    """A consumed queue entry: the message joined the conversation."""
+    """A consumed queue entry: the message joined the conversation. ``profile`` is the one
+    it selected (durable control data, never part of what the provider sees)."""
 
     message_id: str
     message: QueueableMessage
     metadata: JSONObject | None = None
+    profile: str | None = None
 
 
 class BlockRecord(_ConversationRecord, frozen=True, tag="block"):
-    """One finished assistant block; consecutive block records form one assistant message."""
+    """One finished assistant block; consecutive block records form one assistant message.
+
+    ``private``: the call or result of a server tool declared ``persist_in_history=False``:
+    part of the private model context (the provider sees it), never published (no ledger
+    event; left out of :func:`published_messages`).
+    """
 
     block: AssistantBlock
+    private: bool = False
 
 
 class ToolRecord(_ConversationRecord, frozen=True, tag="tool"):
@@ -100,6 +108,12 @@ def rebuild_messages(records: list[ConversationRecord]) -> list[Message]:
         else:
             messages.append(record.message)
     return messages
+
+
+def published_messages(records: list[ConversationRecord]) -> list[Message]:
+    """The conversation as history reads publish it: :func:`rebuild_messages` without the
+    private blocks (server tools declared ``persist_in_history=False``)."""
+    return rebuild_messages([r for r in records if not (isinstance(r, BlockRecord) and r.private)])
 
 
 # -- archived history ---------------------------------------------------------------------
@@ -175,6 +189,23 @@ class OwedWork(_Record, frozen=True):
     """The one liveness fact: present ⇔ the agent owes work (spec invariant 6).
 
     Written with the change that made work due; erased only by the settlement transaction.
+
+    It also carries the run's lifecycle ids (seed 001, ``docs/lifecycle.md``), written before
+    the first hook that is told them, so a restart continues the same loop and turn:
+
+    Attributes:
+        stage: What is owed next.
+        loop_id: The settled-to-settled loop (run) the work belongs to.
+        turn_id: The turn within that loop.
+        inference_id: The provider request the owed inference is (or will be) made under;
+            None once its response finished (the id is spent) or it was retired.
+        settlement_id: Unused in the owed fact (a settlement erases it): kept for old rows.
+        response_open: A request committed completed content (a finished block) but its
+            response never finished (the transaction that ends it did not commit), and
+            nothing was appended after that content since. A restart retires the request's
+            id (``inference_id`` becomes None) and continues the response after the notice
+            ``Continue from where you left off.``; the transaction appending after the
+            content clears it.
     """
 
     stage: OwedStage
@@ -182,6 +213,7 @@ class OwedWork(_Record, frozen=True):
     turn_id: str | None = None
     inference_id: str | None = None
     settlement_id: str | None = None
+    response_open: bool = False
 
 
 class AgentEnvironment(_Record, frozen=True):
@@ -245,5 +277,6 @@ __all__ = [
     "SystemRecord",
     "ToolRecord",
     "UserRecord",
+    "published_messages",
     "rebuild_messages",
 ]

@@ -174,6 +174,15 @@ class RespondingModel(NamedModels):
         self._lock = threading.Lock()
         self._asked: dict[str, int] = {}
         self._requests = 0
+        self._prefills: list[int] = []
+
+    @property
+    def prefills(self) -> tuple[int, ...]:
+        """The numbers (from 1) of the requests whose input ended with the model's own message
+        (an assistant prefill, which providers such as Claude reject): a runtime must never
+        send one (seed 001). Chaos campaigns report each as a violation."""
+        with self._lock:
+            return tuple(self._prefills)
 
     @property
     def request_count(self) -> int:
@@ -206,6 +215,9 @@ class RespondingModel(NamedModels):
             self._asked[key] = attempt + 1
             if purpose == "stream":
                 self._requests += 1
+                messages = context.messages
+                if messages and isinstance(messages[-1], AssistantMessage):
+                    self._prefills.append(self._requests)
         shape = f"{self.seed}:{purpose}:{digest}"
         failure = f"{self.seed}:{purpose}:failure:{session_id}:{digest}:{attempt}"
         return _seeded(shape), _seeded(failure)

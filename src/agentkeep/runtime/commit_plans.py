@@ -27,6 +27,7 @@ from agentkeep.loop.plans import (
     AppendBlock,
     Appended,
     AppendFailureNote,
+    ClaimToolResults,
     CommitToolResult,
     Consumed,
     ConsumeNotices,
@@ -41,8 +42,10 @@ from agentkeep.loop.plans import (
     StageOwed,
 )
 from agentkeep.loop.requests import batch_through_request, request_of, requested_call
-from agentkeep.loop.texts import FAILURE_NOTE
+from agentkeep.loop.server_calls import is_private
+from agentkeep.loop.texts import CONTINUE_NOTICE, FAILURE_NOTE
 from agentkeep.model import (
+    AssistantBlock,
     BlockRecord,
     CompactionRecord,
     ConversationRecord,
@@ -184,18 +187,24 @@ def execute(
             return None
         case ConsumeQueue():
             return _consume_queue(tx, agent_id, plan, policy)
-        case ConsumeNotices(owed=owed):
+        case ConsumeNotices(owed=owed, continue_response=continues):
             records: list[ConversationRecord] = []
+            if continues:  # ahead of the boundary's queued notices (docs/lifecycle.md)
+                records.append(_append(tx, agent_id, SystemRecord(message=CONTINUE_NOTICE)))
             for notice in tx.notices(agent_id):
                 if tx.remove_notice(agent_id, notice.seq):
                     records.append(_append(tx, agent_id, SystemRecord(message=notice.message)))
             if records:
                 tx.write_owed(agent_id, owed)
             return Appended(records=tuple(records))
-        case AppendBlock(block=block):
-            return Appended(records=(_append(tx, agent_id, BlockRecord(block=block)),))
+        case AppendBlock(block=block, private_calls=private, owed=owed_open):
+            record = _append(tx, agent_id, _block_record(block, private))
+            if owed_open is not None:
+                tx.write_owed(agent_id, owed_open)
+            return Appended(records=(record,))
         case FinishResponse(blocks=blocks, tokens=tokens, settle=settle, answer=answer):
-            appended = tuple(_append(tx, agent_id, BlockRecord(block=b)) for b in blocks)
+            private = plan.private_calls
+            appended = tuple(_append(tx, agent_id, _block_record(b, private)) for b in blocks)
             if tokens is not None:
                 tx.write_context_tokens(agent_id, tokens.total)
             end = {} if tokens is None else {"tokens": msgspec.to_builtins(tokens)}
@@ -203,6 +212,8 @@ def execute(
             if answer is not None:
                 session_turns.answered(tx, agent_id, answer)
             settled = settle and _settle(tx, agent_id).settled
+            if not settled and plan.owed is not None:
+                tx.write_owed(agent_id, plan.owed)
             queued = () if settled else tuple(tx.queued(agent_id))
             return Appended(records=appended, settled=settled, queued=queued)
         case DispatchBatch(calls=calls, owed=owed):
@@ -217,6 +228,12 @@ def execute(
             return None
         case CommitToolResult():
             return _commit_tool_result(tx, agent_id, plan, hooks)
+        case ClaimToolResults(claims=claims):
+            from agentkeep.runtime.tool_claims import claim_result  # it builds on this module
+
+            for pending, result in claims:
+                claim_result(tx, agent_id, pending.internal_id, result)
+            return None
         case AnswerCalls():
             return _answer_calls(tx, agent_id, plan, hooks)
         case AppendFailureNote(message=message):
@@ -235,11 +252,20 @@ def execute(
 def _append(
     tx: Transaction, agent_id: str, record: ConversationRecord, **extra: object
 ) -> ConversationRecord:
-    """Append ``record`` and, in the same transaction, its ledger event."""
+    """Append ``record`` and, in the same transaction, its ledger event (none for a private
+    block: it is not published, ``agentkeep.server_tools``)."""
     position = tx.append_record(agent_id, record)
+    if isinstance(record, BlockRecord) and record.private:
+        return record
     kind, data = events.record_event(record)
     _event(tx, agent_id, kind, {**data, **extra, "position": position})
     return record
+
+
+def _block_record(block: AssistantBlock, private_calls: tuple[str, ...]) -> BlockRecord:
+    return BlockRecord(
+        block=block, private=bool(private_calls) and is_private(block, private_calls)
+    )
 
 
 def _event(tx: Transaction, agent_id: str, type: str, data: JSONObject) -> None:
@@ -275,8 +301,11 @@ def _consume_queue(
     reset = False
     records: list[ConversationRecord] = []
     switched = (current.provider, current.model) != (previous.provider, previous.model)
-    if switched and current.model is not None:
-        reset = policy.needs_reset(previous, current)
+    # Profiles never share model context (seed 001): changing the profile in effect always
+    # resets, exactly as an incompatible model switch does.
+    reprofiled = current.profile != previous.profile
+    if (switched and current.model is not None) or reprofiled:
+        reset = reprofiled or policy.needs_reset(previous, current)
         rejected = False
         try:
             handoff = policy.model_changed(tx, previous, current, reset)
@@ -289,8 +318,8 @@ def _consume_queue(
                 reset, handoff, rejected = False, None, True
                 current = _keep_selection(previous, current)
         switch: dict[str, object] = {
-            "previous": {"provider": previous.provider, "model": previous.model},
-            "current": {"provider": current.provider, "model": current.model},
+            "previous": _selection_event(previous, reprofiled),
+            "current": _selection_event(current, reprofiled),
             "reset": reset,
             "rejected": rejected,
         }
@@ -300,7 +329,12 @@ def _consume_queue(
         if reset and handoff is not None:
             records.append(_append(tx, agent_id, SystemRecord(message=handoff, reason="handoff")))
     for entry in claimed:
-        record = UserRecord(message_id=entry.id, message=entry.message, metadata=entry.metadata)
+        record = UserRecord(
+            message_id=entry.id,
+            message=entry.message,
+            metadata=entry.metadata,
+            profile=entry.options.profile,
+        )
         delivery = "steer" if entry.queue == "steering" else "send"
         records.append(_append(tx, agent_id, record, delivery=delivery))
         policy.message_accepted(tx, entry, current)
@@ -330,13 +364,23 @@ def _consume_queue(
 
 
 def _keep_selection(previous: Settings, current: Settings) -> Settings:
+    """A rejected switch keeps what would have reset: provider, model and profile."""
     return Settings(
         provider=previous.provider,
         model=previous.model,
         effort=current.effort,
         service_tier=current.service_tier,
         permission_mode=current.permission_mode,
+        profile=previous.profile,
     )
+
+
+def _selection_event(settings: Settings, reprofiled: bool) -> dict[str, object]:
+    """One side of a ``model.switch`` event; the profile only when it was to change."""
+    side: dict[str, object] = {"provider": settings.provider, "model": settings.model}
+    if reprofiled:
+        side["profile"] = settings.profile
+    return side
 
 
 def _restart_history(tx: Transaction, agent_id: str, previous: Settings) -> int | None:

@@ -74,7 +74,8 @@ class SendMessage(
     msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True
 ):
     """``POST /v1/sessions/:id/messages`` (seed 002's ``SendInput`` plus ``wait`` and
-    agentkeep's ``delivery``, ``metadata``, ``messageId``, ``provider`` and ``model``)."""
+    agentkeep's ``delivery``, ``metadata``, ``messageId``, ``provider``, ``model`` and
+    ``profile``)."""
 
     message: str | MessageIn
     idempotency_key: str | None = None
@@ -86,12 +87,13 @@ class SendMessage(
     message_id: str | None = None  # the queued message's id: resending it is a no-op
     provider: str | None = None  # the provider from this message on
     model: str | None = None  # the model from this message on
+    profile: str | None = None  # the opaque profile this message selects (omitted: None)
 
     def options(self) -> MessageOptions | None:
-        """The message's provider/model selection, or None when it names neither."""
-        if self.provider is None and self.model is None:
+        """The message's provider/model/profile selection, or None when it names none."""
+        if self.provider is None and self.model is None and self.profile is None:
             return None
-        return MessageOptions(provider=self.provider, model=self.model)
+        return MessageOptions(provider=self.provider, model=self.model, profile=self.profile)
 
 
 class CancelRequest(

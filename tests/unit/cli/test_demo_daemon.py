@@ -16,7 +16,6 @@ import pytest
 from click.testing import CliRunner
 
 from agentkeep.cli import cli
-from agentkeep.cli.demo_daemon_client import SseFrame, parse_sse
 from agentkeep.cli.demo_daemon_verify import Observed, judge, stream_problems
 
 CHECKS = (
@@ -147,23 +146,3 @@ def test_each_broken_promise_fails_its_check(change: dict[str, object], failed: 
     assert not verdict.ok
     assert not verdict.checks[failed]
     assert any(line.startswith("FAIL") for line in verdict.lines)
-
-
-def test_sse_frames_are_dispatched_only_when_complete() -> None:
-    lines = [
-        ": ping",
-        "id: 1",
-        'data: {"a": 1}',
-        "",
-        "id: 2",
-        "data: first",
-        "data: second",
-        "",
-        "",  # a stray blank line dispatches nothing
-        "id: 3",
-        "data: cut off by a SIGKILL",  # no blank line: never dispatched
-    ]
-    assert list(parse_sse(lines)) == [
-        SseFrame(id="1", data='{"a": 1}'),
-        SseFrame(id="2", data="first\nsecond"),
-    ]

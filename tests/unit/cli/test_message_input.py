@@ -119,6 +119,7 @@ def test_a_bad_message_source_is_refused_before_anything_is_queued(
         ("abort", "a1"),
         ("compact", "a1"),
         ("resume",),
+        ("session", "send", "a1", "hi", "--wait"),
     ],
 )
 def test_timeout_refuses_negative_and_non_finite_values(

@@ -63,10 +63,12 @@ from agentkeep.loop.events import (
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.model import (
     AgentRow,
+    AssistantMessage,
     BlockRecord,
     CompactionRecord,
     Context,
     MessageOptions,
+    ReasoningBlock,
     Selection,
     SessionOptions,
     Settings,
@@ -140,7 +142,9 @@ class Process:
         self.streams: dict[str, deque[StreamEvent]] = {}
         self.cancelled: set[str] = set()
         self.tools: dict[str, ToolRun] = {}
-        self.model = BatchingModel().open_session(AGENT, SessionOptions(instructions=""))
+        # Reasoning first: a crash mid-stream can cut a response after its first block.
+        model = BatchingModel(reasoning=True)
+        self.model = model.open_session(AGENT, SessionOptions(instructions=""))
 
     def feed(self, event: Event) -> None:
         pending: deque[Event] = deque([event])
@@ -171,6 +175,8 @@ class Process:
                     return [CommitFailed(plan=plan, message=str(error))]
                 return [CommitLanded(plan=plan, value=value)]
             case StartInference(inference_id=inference_id, messages=messages):
+                if messages and isinstance(messages[-1], AssistantMessage):
+                    self.ledger.append(("prefill", inference_id))  # C1, judged by the machine
                 context = Context(instructions="", messages=messages)
                 events = self.model.stream(context, Selection(model="gym-1"), CancelToken())
                 self.streams[inference_id] = deque(events)
@@ -226,6 +232,8 @@ class LoopMachine(RuleBasedStateMachine):
         self.ids = lambda: f"id{next(counter)}"
         self.ledger: list[tuple[str, str]] = []
         self.accepted: list[str] = []
+        self.aborted = False
+        self.sends: set[str] = set()
         self.process = Process(self.disk, self.ids, self.ledger)
         self.sequence = itertools.count()
 
@@ -273,6 +281,8 @@ class LoopMachine(RuleBasedStateMachine):
             return
         assert delivery.created
         self.accepted.append(message_id)
+        if queue == "send":
+            self.sends.add(message_id)
         if offer is not None and consumed is not None:
             plan = offer.plan(queued.queue)
             self.process.feed(ConsumedAtAcceptance(plan=plan, value=consumed))
@@ -308,6 +318,7 @@ class LoopMachine(RuleBasedStateMachine):
 
     @rule()
     def abort(self) -> None:
+        self.aborted = True
         self.process.feed(AbortRequested())
 
     @rule()
@@ -378,6 +389,17 @@ class LoopMachine(RuleBasedStateMachine):
         # 12: a non-durable tool never runs twice.
         fragile = [c for name, c in self.ledger if name == "fragile_tool"]
         assert len(fragile) == len(set(fragile))
+        # C2 (seed 001): a response cut after its reasoning (the model never ends one with
+        # reasoning) is continued before any send is consumed; an abort may settle one.
+        for before, after in itertools.pairwise(records):
+            cut = isinstance(before, BlockRecord) and isinstance(before.block, ReasoningBlock)
+            send = isinstance(after, UserRecord) and after.message_id in self.sends
+            assert self.aborted or not (cut and send), (
+                "C2: a send was consumed right after a response cut short"
+            )
+        # C1 (seed 001): no request ends with the model's own message.
+        prefills = [c for name, c in self.ledger if name == "prefill"]
+        assert not prefills, f"C1: requests {prefills} ended with the model's own message"
 
     def teardown(self) -> None:
         try:
@@ -388,6 +410,10 @@ class LoopMachine(RuleBasedStateMachine):
             if self.accepted:
                 last = records[-1]
                 assert isinstance(last, BlockRecord | SystemRecord), f"unanswered tail {last}"
+                # C2 (seed 001): a response cut after its reasoning was continued (the model
+                # never ends one with reasoning); an abort may settle a cut one (§3.9).
+                cut = isinstance(last, BlockRecord) and isinstance(last.block, ReasoningBlock)
+                assert self.aborted or not cut, "C2: settled over a response cut short"
         finally:
             self.disk.close()
             self.directory.cleanup()

@@ -70,12 +70,10 @@ def kinds(effects: list[object]) -> list[str]:
 
 def start_turn(loop: AgentLoop, queued: tuple[QueuedMessage, ...]) -> list[object]:
     """Accept, load, run before_turn: returns the effects up to the first consumption."""
-    assert kinds(loop.handle(WorkAccepted(message=queued[0]))) == [
-        "Observe",
-        "LoadState",
-    ]
+    # before_agent_loop waits for the load: it is told the loop id the owed fact holds.
+    assert kinds(loop.handle(WorkAccepted(message=queued[0]))) == ["LoadState"]
     effects = loop.handle(Loaded(snapshot=Snapshot(queued=queued)))
-    assert kinds(effects) == ["RunHook"]
+    assert kinds(effects) == ["Observe", "RunHook"]
     return list(loop.handle(HookFinished(hook="before_turn")))
 
 

@@ -137,3 +137,15 @@ def test_open_calls_of_a_growing_conversation_read_only_the_new_records(
         records += [_user(n), _call(f"c{n}"), _result(f"c{n}"), _text(n)]
         assert cache.calls(records) == []
     assert read == [4] * 200
+
+
+def test_a_trailing_compaction_is_continued_as_it_stands_without_the_continue_notice() -> None:
+    """Seed 001: "A trailing native compaction is continued as it stands" — only the model's
+    own completed blocks at the end call for "Continue from where you left off.", even when
+    the compaction's replacement itself ends with an assistant message."""
+    summary = AssistantMessage(content=(TextBlock(text="the summary"),))
+    compaction = CompactionRecord(messages=(summary,), owes_answer=True)
+    assert not views.ends_with_own_message([compaction])
+    assert views.ends_with_own_message([_user(1), _text(1)])
+    assert not views.ends_with_own_message([_user(1), _text(1), _user(2)])
+    assert not views.ends_with_own_message([])

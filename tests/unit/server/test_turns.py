@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import msgspec
 from httpx_sse import connect_sse
 
 from agentkeep.providers import script
@@ -238,3 +239,20 @@ def test_a_message_id_and_a_provider_or_model_are_checked_as_the_library_checks_
     assert [e.data["message_id"] for e in accepted] == ["msgone"]
     assert accepted[0].data["options"] == {"provider": "local", "model": "gym-1"}
     assert [t["number"] for t in client.get("/v1/sessions/t7/turns").json()["turns"]] == [1]
+
+
+def test_a_profile_is_carried_over_rest_and_never_reaches_the_provider(
+    served: Served, client: httpx.Client
+) -> None:
+    """``profile`` selects the message's opaque profile, as ``AgentSystem.send(profile=)``:
+    durable in the settings and the events, never shown to the provider."""
+    _session(client, "t9")
+    served.model.add(script.text("One."))
+    body = {"message": "Hi.", "profile": "reviewer-9"}
+    sent = client.post(MESSAGES.format("t9"), json=body)
+    assert sent.status_code == 200, sent.text
+    assert served.system.settings("t9").profile == "reviewer-9"
+    accepted = [e for e in served.system.events("t9", limit=1000) if e.type == "message.accepted"]
+    assert accepted[0].data["options"] == {"profile": "reviewer-9"}
+    shown = [*served.model.sessions, *served.model.requests]
+    assert not any("reviewer-9" in msgspec.json.encode(each).decode() for each in shown)

@@ -1,0 +1,145 @@
+"""What a tool's ``execute`` is handed: the :class:`ToolContext` protocol and a plain one.
+
+Re-exported by :mod:`agentkeep.tools` (import them from there). The runtime's own context
+(``agentkeep.actors.call_context``) satisfies the protocol structurally;
+:class:`BasicToolContext` is the one tests and code outside an agent build.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agentkeep.errors import AgentkeepError
+from agentkeep.key_value import KeyValueStore
+from agentkeep.model import PermissionMode
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.refs import AgentSystemRef
+
+
+class ToolContext(Protocol):
+    """What a tool's ``execute`` receives. The runtime supplies it; tools never build one.
+
+    Attributes:
+        agent_id: The agent running the call.
+        call_id: agentkeep's own durable id of the call.
+        provider_call_id: The model's id of the call (``ToolCallBlock.call_id``).
+        cancel: Fires when the call's lifetime ends (abort, close, or the call itself).
+        kv: The call-scoped key-value store; it refuses use once the call returned.
+        system: The system as seen from inside the agent (no close, no waits): message,
+            create, resolve, compact or abort agents from a tool.
+        permission_mode: The permission mode this execution runs under: the agent's mode
+            when the call's batch started, or the one a ``before_tool_call`` chose for it.
+            The runtime enforces nothing; a tool that touches the world should honour it.
+
+    Inside a ``transactional`` tool, ``kv`` and ``system`` are bound to the call's transaction
+    (they refuse use once it ended) and ``commit`` joins it.
+    """
+
+    @property
+    def agent_id(self) -> str:
+        """The agent running the call."""
+        ...
+
+    @property
+    def call_id(self) -> str:
+        """agentkeep's own durable id of the call (stable across a restart that re-runs it)."""
+        ...
+
+    @property
+    def provider_call_id(self) -> str:
+        """The model's id of the call (``ToolCallBlock.call_id``)."""
+        ...
+
+    @property
+    def cancel(self) -> CancelToken:
+        """Fires when the call's lifetime ends (abort, close, or the call itself); a long tool
+        should watch it.
+        """
+        ...
+
+    @property
+    def kv(self) -> KeyValueStore:
+        """The call-scoped key-value store; it refuses use once the call returned."""
+        ...
+
+    @property
+    def system(self) -> AgentSystemRef:
+        """The system as seen from inside the agent (no close, no waits)."""
+        ...
+
+    @property
+    def permission_mode(self) -> PermissionMode:
+        """The permission mode this execution runs under (the runtime enforces nothing)."""
+        ...
+
+    def commit(self, result: Any) -> bool:
+        """Durably save ``result`` as this call's result now (seed 001 ``call.commit``).
+
+        ``result`` is validated against the tool's result type and rendered as a return
+        would be, then claimed in one store transaction that also erases the call's ``kv``
+        (which refuses use afterwards). Inside a transactional tool that transaction is the
+        tool's own, so the result commits atomically with the tool's writes (and rolls back
+        with them if the tool then raises). The first successful commit wins: the tool's
+        later return or raise is ignored, the call is never run again (not even after a
+        crash), and the result lands in its batch's order.
+
+        Returns:
+            True if this commit saved the result; False if a result was committed already.
+
+        Raises:
+            ToolCommitError: ``result`` does not match the result type or cannot be
+                rendered, or the call is no longer live (it was aborted or had returned).
+        """
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class BasicToolContext:
+    """A plain :class:`ToolContext`, for tests and for calling a tool outside an agent.
+
+    Outside an agent there may be no store or system: ``kv`` and ``system`` then raise
+    :class:`~agentkeep.errors.AgentkeepError` saying so (pass ``kv_store`` /
+    ``system_ref`` to give them).
+    """
+
+    agent_id: str = "agent"
+    call_id: str = "call"
+    provider_call_id: str = "call"
+    cancel: CancelToken = field(default_factory=CancelToken)
+    kv_store: KeyValueStore | None = None
+    system_ref: AgentSystemRef | None = None
+    permission_mode: PermissionMode = "auto"
+    committed: list[Any] = field(default_factory=list)
+
+    def commit(self, result: Any) -> bool:
+        """Keep the first ``result`` committed in ``committed``; True for that first one.
+
+        Outside an agent nothing is validated or stored: a test reads ``committed``.
+        """
+        if self.committed:
+            return False  # the first commit wins
+        self.committed.append(result)
+        return True
+
+    @property
+    def kv(self) -> KeyValueStore:
+        """The ``kv_store`` this context was given.
+
+        Raises:
+            AgentkeepError: it was given none.
+        """
+        if self.kv_store is None:
+            raise AgentkeepError("This tool context has no key-value store (kv_store).")
+        return self.kv_store
+
+    @property
+    def system(self) -> AgentSystemRef:
+        """The ``system_ref`` this context was given.
+
+        Raises:
+            AgentkeepError: it was given none.
+        """
+        if self.system_ref is None:
+            raise AgentkeepError("This tool context has no system (system_ref).")
+        return self.system_ref

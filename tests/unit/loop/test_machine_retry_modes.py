@@ -1,0 +1,292 @@
+"""The loop core's property machine (``test_machine_properties``) learns retry_forever and
+permission modes (issue 18).
+
+``RetryModesMachine`` extends ``LoopMachine`` with a core built with a ``RetryPolicy``, the
+backoff timers it asks for (a rule fires the oldest; nothing else does), a rule that makes the
+next 1–4 responses fail after a chosen number of their events (often after some of its calls
+streamed), and a rule accepting messages that change the permission mode. After every step,
+beyond the base machine's invariants:
+
+- no failure note is written and no turn fails (a failure is retried, the turn stays
+  running) — but an abort stops the retrying, and a write of its own wind-down that the
+  store refuses takes the give-up path: each abort may leave one note and fail its turn;
+- no call is dispatched whose result is already durable (committed effects are never
+  replayed by a retry);
+- the durable mode is that of the last consumed message that set one, and each tool batch
+  was dispatched under the mode in force when its response began (the last such message
+  before the call's block).
+
+At the end, driven to quiescence (timers fired as they come), the agent owes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+from hypothesis import Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import invariant, rule, run_state_machine_as_test
+
+import agentkeep as ak
+from agentkeep import delivery
+from agentkeep.chaos.retry_mode_mutants import (
+    mode_changes_at_acceptance,
+    retry_gives_up_after_two_failures,
+)
+from agentkeep.errors import CommitOutcomeUnknownError
+from agentkeep.loop.context import RetryPolicy
+from agentkeep.loop.effects import (
+    CancelTimer,
+    Effect,
+    LoadState,
+    StartInference,
+    StartTimer,
+    StartTools,
+)
+from agentkeep.loop.events import Event, Loaded, LoadFailed, Start, TimerFired, WorkAccepted
+from agentkeep.loop.machine import AgentLoop
+from agentkeep.model import (
+    BlockRecord,
+    MessageOptions,
+    PermissionMode,
+    Settings,
+    SystemRecord,
+    ToolCallBlock,
+    ToolRecord,
+    UserRecord,
+    done_error,
+)
+from agentkeep.runtime import commit_plans
+
+from .test_machine_properties import AGENT, Disk, LoopMachine, Process, newest_first
+
+MODES: tuple[PermissionMode, ...] = ("read_only", "workspace_write", "auto", "full_access")
+
+
+class RetryProcess(Process):
+    """A process whose core retries forever; it keeps the core's timers and can make the
+    next response fail."""
+
+    def __init__(
+        self, disk: Disk, ids: object, ledger: list[tuple[str, str]], failing: list[int]
+    ) -> None:
+        super().__init__(disk, ids, ledger)  # type: ignore[arg-type]
+        self.core = AgentLoop(
+            AGENT,
+            new_id=ids,  # type: ignore[arg-type]
+            defaults=Settings(provider="local", model="gym-1"),
+            eager_settle=True,
+            retry=RetryPolicy(initial_seconds=0.01, max_seconds=0.02),
+        )
+        self.timers: list[str] = []
+        # The provider's (it outlives a crash): each response started fails after the first
+        # entry's count of its events.
+        self.failing = failing
+        # (provider call id, the core's mode when its batch was dispatched)
+        self.dispatched: list[tuple[str, str]] = []
+        # calls dispatched although their result was durable (a replayed effect)
+        self.replayed: list[str] = []
+
+    def carry_out(self, effect: Effect) -> list[Event]:
+        match effect:
+            case LoadState():
+                # As the actor does: a read the store refuses is a failed load (retried).
+                try:
+                    snapshot = self.disk.transact(lambda tx: commit_plans.load_snapshot(tx, AGENT))
+                except Exception as error:
+                    return [LoadFailed(message=str(error))]
+                return [Loaded(snapshot=snapshot)]
+            case StartTimer(timer_id=timer_id):
+                self.timers.append(timer_id)
+                return []
+            case CancelTimer(timer_id=timer_id):
+                if timer_id in self.timers:
+                    self.timers.remove(timer_id)
+                return []
+            case StartTools(runs=runs):
+                answered = self.disk.read(
+                    lambda tx: {
+                        r.message.call_id
+                        for r in tx.load_records(AGENT)
+                        if isinstance(r, ToolRecord)
+                    }
+                )
+                mode = self.core.settings.permission_mode
+                for run in runs:
+                    self.dispatched.append((run.call.call_id, mode))
+                    if run.call.call_id in answered:
+                        self.replayed.append(run.call.call_id)
+        events = super().carry_out(effect)
+        if isinstance(effect, StartInference) and self.failing:
+            after = self.failing.pop(0)
+            stream = list(self.streams[effect.inference_id])
+            kept = stream[: min(after, len(stream) - 1)]
+            failure = done_error("The provider is overloaded.")
+            self.streams[effect.inference_id] = deque([*kept, failure])
+        return events
+
+    def fire_oldest_timer(self) -> None:
+        self.feed(TimerFired(timer_id=self.timers.pop(0)))
+
+
+class RetryModesMachine(LoopMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.modes: dict[str, PermissionMode] = {}
+        # An abort stops the retrying: a write of its own wind-down that fails takes the
+        # give-up path, so each abort may leave one failure note (and fail its turn).
+        self.aborts = 0
+        self.failing: list[int] = []
+        self.process: RetryProcess = RetryProcess(self.disk, self.ids, self.ledger, self.failing)
+
+    # -- rules -------------------------------------------------------------------------------
+
+    @rule(queue=st.sampled_from(["send", "steering"]), mode=st.sampled_from(MODES))
+    def accept_with_mode(self, queue: str, mode: PermissionMode) -> None:
+        """A message that changes the permission mode once consumed (through the module's
+        ``accept_message``, so a mutant patching it reaches this machine)."""
+        message_id = f"msg{next(self.sequence)}"
+
+        def work(tx: object) -> object:
+            return delivery.accept_message(
+                tx,  # type: ignore[arg-type]
+                AGENT,
+                queue=queue,  # type: ignore[arg-type]
+                message=ak.user(message_id),
+                message_id=message_id,
+                options=MessageOptions(permission_mode=mode),
+                metadata=None,
+            )
+
+        try:
+            _, queued = self.disk.transact(work)  # type: ignore[misc]
+        except CommitOutcomeUnknownError:
+            self.accepted.append(message_id)
+            self.modes[message_id] = mode
+            self.process.feed(Start())
+            return
+        except Exception:  # refused (the briefly unavailable store): nothing accepted
+            return
+        self.accepted.append(message_id)
+        self.modes[message_id] = mode
+        self.process.feed(WorkAccepted(message=queued))
+
+    @rule(after=st.integers(min_value=0, max_value=12), times=st.integers(min_value=1, max_value=4))
+    def next_responses_fail(self, after: int, times: int) -> None:
+        """The next ``times`` responses each fail after ``after`` of their events (the calls
+        streamed so far are answered, never run)."""
+        self.process.failing += [after] * times
+
+    @rule()
+    def a_backoff_ends(self) -> None:
+        if self.process.timers:
+            self.process.fire_oldest_timer()
+
+    @rule()
+    def abort(self) -> None:
+        self.aborts += 1
+        super().abort()
+
+    @rule()
+    def crash(self) -> None:
+        self.disk.fail_next = False
+        self.disk.lie_next = False
+        self.process = RetryProcess(self.disk, self.ids, self.ledger, self.failing)
+        if self.disk.read(lambda tx: tx.read_owed(AGENT)) is not None:
+            self.process.feed(Start())
+
+    # -- invariants --------------------------------------------------------------------------
+
+    @invariant()
+    def retrying_never_gives_up_nor_replays(self) -> None:
+        records, turns = self.disk.read(
+            lambda tx: (tx.load_records(AGENT), tx.list_turns(AGENT, 0, 1000))
+        )
+        notes = [r for r in records if isinstance(r, SystemRecord) and r.reason == "failure"]
+        assert len(notes) <= self.aborts, (
+            f"retry_forever: a failure note was written ({len(notes)} notes, {self.aborts} aborts)"
+        )
+        failed = [t.number for t in turns if t.status == "failed"]
+        assert len(failed) <= self.aborts, f"retry_forever: turns {failed} failed"
+
+        assert not self.process.replayed, (
+            f"retry_forever: calls {self.process.replayed} dispatched after their result landed"
+        )
+
+    @invariant()
+    def the_mode_is_the_last_consumed_one(self) -> None:
+        records, durable = self.disk.read(
+            lambda tx: (tx.load_records(AGENT), tx.read_settings(AGENT))
+        )
+        mode: str = "auto"
+        at_call: dict[str, str] = {}
+        for record in records:
+            if isinstance(record, UserRecord) and record.message_id in self.modes:
+                mode = self.modes[record.message_id]
+            elif isinstance(record, BlockRecord) and isinstance(record.block, ToolCallBlock):
+                at_call.setdefault(record.block.call_id, mode)
+        durable_mode = durable.permission_mode if durable is not None else "auto"
+        assert durable_mode == mode, f"durable mode {durable_mode}, last consumed {mode}"
+        for call_id, seen in self.process.dispatched:
+            expected = at_call.get(call_id)
+            assert expected is None or seen == expected, (
+                f"{call_id} dispatched under {seen}, its response began under {expected}"
+            )
+
+    def _drive_to_quiescence(self) -> None:
+        self.disk.fail_next = False
+        self.disk.lie_next = False
+        self.process = RetryProcess(self.disk, self.ids, self.ledger, self.failing)
+        self.process.feed(Start())
+        for _ in range(2_000):
+            process = self.process
+            if process.tools:
+                process.finish_tool(newest_first(process.tools)[0])
+            elif process.streams:
+                process.step_stream(sorted(process.streams)[0])
+            elif process.timers:
+                process.fire_oldest_timer()
+            elif process.core.running:
+                raise AssertionError("the core is running with nothing in flight: a stall")
+            else:
+                return
+        raise AssertionError("the agent did not settle")
+
+
+RetryModesMachine.TestCase.settings = settings(
+    max_examples=int(__import__("os").environ.get("LOOP_MACHINE_EXAMPLES", "60")),
+    stateful_step_count=40,
+    deadline=None,
+)
+test_retry_forever_and_modes_under_random_interleavings = RetryModesMachine.TestCase
+
+_REPLAY = settings(
+    max_examples=100,
+    stateful_step_count=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.generate],
+)
+
+
+def test_the_machine_catches_a_retry_that_gives_up() -> None:
+    """Mutant: two failures in a row fall back to the give-up path: a failure note, or (the
+    provider still failing at the end) a run that stops owing work with nobody stopping it."""
+    with (
+        retry_gives_up_after_two_failures(),
+        pytest.raises(
+            AssertionError, match=r"retry_forever: (a failure note|turns)|the agent still owes work"
+        ),
+    ):
+        run_state_machine_as_test(RetryModesMachine, settings=_REPLAY)
+
+
+def test_the_machine_catches_a_mode_changed_at_acceptance() -> None:
+    """Mutant: accepting a message that sets a mode writes it to the settings at once."""
+    with (
+        mode_changes_at_acceptance(),
+        pytest.raises(AssertionError, match=r"durable mode|its response began under"),
+    ):
+        run_state_machine_as_test(RetryModesMachine, settings=_REPLAY)
