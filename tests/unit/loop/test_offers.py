@@ -61,7 +61,9 @@ def test_an_idle_loaded_loop_offers_the_consumption_its_next_run_would_commit() 
     assert (plan.queue, plan.mode, plan.defaults) == ("send", "one-at-a-time", DEFAULTS)
     assert offer.plan("steering").queue == "steering"
     # The run's ids are reserved once: asking again offers the same plan.
-    assert plan.owed == OwedWork(stage="inference", loop_id="id2", turn_id="id3")
+    assert plan.owed == OwedWork(
+        stage="inference", loop_id="id3", turn_id="id4", inference_id="id6"
+    )
     assert loop.offer() == offer
 
 
