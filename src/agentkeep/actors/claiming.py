@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agentkeep.actors.consume_claim import ConsumeClaim, ConsumedHere
+from agentkeep.loop.effects import LifecycleIds
 from agentkeep.loop.events import AcceptanceOutcomeUnknown, ConsumedAtAcceptance, Event, Start
 
 if TYPE_CHECKING:
@@ -36,7 +37,11 @@ class ClaimingMixin:
             return
         offer = self._core.offer()
         if offer is not None:
-            self._claim = ConsumeClaim(offer, self._consumption)
+            # The consumption's transactional hooks are told the run's loop and turn, as
+            # the run's own consumption commit would tell them (docs/lifecycle.md).
+            owed = offer.send.owed
+            ids = LifecycleIds(loop_id=owed.loop_id, turn_id=owed.turn_id)
+            self._claim = ConsumeClaim(offer, self._consumption.with_ids(ids))
             self._status.claim = self._claim
 
     def _withdraw_claim(self, *, feed: bool = True) -> None:

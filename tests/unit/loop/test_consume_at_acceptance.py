@@ -328,3 +328,64 @@ def test_a_process_killed_after_a_consuming_acceptance_answers_on_reopen(
     assert text_of(transcript[-1]) == "second"
     assert [t.status for t in system.sessions.turns(agent.id)] == ["completed", "completed"]
     assert ledger_problems(system, agent.id) == []
+
+
+class IdsAfterConsumption(ak.Feature):
+    """Records the lifecycle ids (docs/lifecycle.md) of every hook a run consumed at
+    acceptance still runs: nothing overrides before_agent_loop or before_turn."""
+
+    name = "ids-after-consumption"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str | None, str | None, str | None]] = []
+
+    def _note(self, hook: str, ctx: ak.HookContext) -> None:
+        self.seen.append((hook, ctx.loop_id, ctx.turn_id, ctx.inference_id))
+
+    def message_accepted_transact(self, ctx: ak.HookContext, accepted: Any) -> None:
+        self._note("message_accepted_transact", ctx)
+
+    def before_inference(self, ctx: ak.HookContext) -> None:
+        self._note("before_inference", ctx)
+
+    def after_turn(self, ctx: ak.HookContext, turn: ak.TurnInfo) -> None:
+        self._note("after_turn", ctx)
+
+    def after_agent_loop(self, ctx: ak.HookContext) -> None:
+        self._note("after_agent_loop", ctx)
+
+
+def test_a_run_consumed_at_acceptance_tells_its_hooks_one_loop_and_turn(world: World) -> None:
+    world.model.add(script.text("a1"), script.text("a2"))
+    recorder = IdsAfterConsumption()
+    system = world.open(features=[recorder])
+    agent = system.create()
+    agent.send(ak.user("q1"))
+    assert agent.wait_for_idle(timeout_seconds=20)
+    first = list(recorder.seen)
+    recorder.seen.clear()
+
+    before = system.store.statistics().commits
+    agent.send(ak.user("q2"), id="q2")
+    assert consumed_when_sent(system, agent.id, "q2")[:2] == ([], True)  # the fast path
+    assert agent.wait_for_idle(timeout_seconds=20)
+    # The acceptance with its consumption, the reply, and the settlement (which action hooks
+    # such as after_agent_loop keep in its own transaction): one fewer than before.
+    assert system.store.statistics().commits - before == 3
+
+    for run in (first, recorder.seen):
+        assert [hook for hook, *_ in run] == [
+            "message_accepted_transact",
+            "before_inference",
+            "after_turn",
+            "after_agent_loop",
+        ]
+        loops_and_turns = {(loop_id, turn_id) for _, loop_id, turn_id, _ in run}
+        assert len(loops_and_turns) == 1
+        ((loop_id, turn_id),) = loops_and_turns
+        assert loop_id
+        assert turn_id
+        inference_ids = [i for hook, _, _, i in run if hook == "before_inference"]
+        assert inference_ids
+        assert all(inference_ids)
+    assert first[0][1:3] != recorder.seen[0][1:3], "a new loop gets new ids"
