@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from agentkeep._system_reads import SystemReads
+from agentkeep.actors.consume_claim import ClaimTold, ConsumeClaim, accept_consuming
 from agentkeep.actors.loop_thread import current_loop_agent
 from agentkeep.delivery import Delivery, prepare_acceptance
 from agentkeep.drivers.host import DriverHost
@@ -200,6 +201,15 @@ class SystemDelivery(SystemReads):
         routed = self._routed(
             agent_id, queue, message, accept, id, metadata, options, idempotency_key
         )
+        known = self._agents.known(agent_id) if start else None
+        claim = None if known is None else known.status.claim
+        if claim is not None:
+            # The agent is idle and offers its next consumption: accept and consume in one
+            # transaction (docs/architecture.md, "Commit boundaries of a step").
+            consuming = self._deliver_consuming(agent_id, routed, claim)
+            if consuming is not None:
+                return consuming
+            # The consumption raised and rolled everything back: accept alone, as always.
         try:
             delivery, queued = self._store.transact(routed)
         except CommitOutcomeUnknownError:
@@ -214,6 +224,32 @@ class SystemDelivery(SystemReads):
         elif queued is None and delivery.created:
             # A driver turn: its runner runs it now, ``start`` or not (a driver turn left
             # queued would only be interrupted at the next open: docs/drivers.md).
+            self._drivers.wake(agent_id)
+        return delivery
+
+    def _deliver_consuming(
+        self,
+        agent_id: str,
+        routed: Callable[[Transaction], tuple[Delivery, QueuedMessage | None]],
+        claim: ConsumeClaim,
+    ) -> Delivery | None:
+        """The acceptance, consuming under the idle actor's ``claim`` if it can; None if the
+        consumption failed (nothing was committed: the caller accepts alone)."""
+        try:
+            outcome = accept_consuming(self._store, agent_id, claim, routed)
+        except CommitOutcomeUnknownError:
+            # As in _deliver: it may have landed (consumed, even); the actor reloads.
+            self._agents.tell(agent_id, Start(), counted=True)
+            self._drivers.wake(agent_id)
+            raise
+        if outcome is None:
+            return None
+        delivery, queued, consumed = outcome
+        if consumed:
+            self._agents.tell(agent_id, ClaimTold(claim=claim), counted=True)
+        elif queued is not None:
+            self._agents.tell(agent_id, WorkAccepted(message=queued), counted=True)
+        elif delivery.created:
             self._drivers.wake(agent_id)
         return delivery
 

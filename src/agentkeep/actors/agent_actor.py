@@ -26,6 +26,8 @@ from agentkeep.actors.children import (
     ToolCallActor,
     run_child,
 )
+from agentkeep.actors.claiming import ClaimingMixin
+from agentkeep.actors.consume_claim import ClaimTold, ConsumeClaim
 from agentkeep.actors.hook_actions import accept_hook_actions
 from agentkeep.actors.hook_contexts import HookContexts
 from agentkeep.actors.inference_worker import InferenceWorker, StreamJob
@@ -124,7 +126,7 @@ class LoopOptions:
     server_tools: tuple[ServerTool, ...] = ()  # provider-owned tools, told beside the tools
 
 
-class AgentActor(SupervisedMixin, pykka.ThreadingActor):
+class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
     """One agent's loop; supervised (a crash is restarted from the store).
 
     Started by the agent registry (``AgentRegistry``) under the agents supervisor, one
@@ -174,6 +176,11 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             send_mode=options.send_mode,
             eager_settle=not features.has_action_hooks,
             retry=options.retry,
+            # A run's hooks before its consumption are unobservable without these two, so
+            # the acceptance that wakes an idle loop may consume for it (loop.offers).
+            consume_at_acceptance=not (
+                features.overrides("before_agent_loop") or features.overrides("before_turn")
+            ),
             server_tools=policy_of(options.server_tools),
         )
         self._timers = LoopTimers()  # this incarnation's own waits (retry backoffs)
@@ -185,13 +192,24 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         self._sessions = SessionSlot(agent_id, providers)  # this incarnation's own
         self._streams = InferenceWorker(agent_id)  # this incarnation's own, one thread
         self._stopped: bool | None = None  # set by LoopStopped during a feed: settled?
+        self._claim: ConsumeClaim | None = None  # published while idle (actors.consume_claim)
+        self._incarnation = object()  # what a claim this incarnation fed names
 
     # -- mailbox ---------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> None:
         """Take one mailbox message: a loop event, or a child's report or exit (in the
         actor's thread). Raises what the loop or an effect raised: the actor crashes and its
-        supervisor restarts it from the store."""
+        supervisor restarts it from the store.
+
+        Before the loop is fed anything, a published consumption claim is withdrawn (and a
+        taken one's outcome fed first), so the loop sees the consumption land before
+        anything after it; a claim is published again once the loop is idle (``_feed``,
+        before the status says so)."""
+        self._receive(message)
+        self._publish_claim()  # a message that fed the loop nothing leaves it as it was
+
+    def _receive(self, message: Any) -> None:
         match message:
             case ChildReport() if self._children.admit(message):
                 self._take(message.event)
@@ -201,6 +219,8 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
                 self._feed_all(self._children.exited(message))
             case GraceExpired():
                 self._feed_all(self._children.grace_expired(message))
+            case ClaimTold(claim=claim):
+                self._take_told(claim)
             case _:
                 self._take(message)
 
@@ -226,6 +246,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
 
     def on_stop(self) -> None:
         """Stop this incarnation's children, then close its provider session (once)."""
+        self._withdraw_claim(feed=False)
         self._timers.cancel_all()
         # Children first: a session is closed only after the streams on it stopped.
         self._children.stop_all("agent stopped")
@@ -241,6 +262,7 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
         """A crash: stop this incarnation's children and close its session (see on_stop)."""
         # A crashed incarnation stops its children too, before its restart is told of the
         # exit (ChildExited is its thread's last act): the next never runs beside them.
+        self._withdraw_claim(feed=False)
         self._timers.cancel_all()
         self._children.stop_all("agent crashed")
         self._streams.close()
@@ -251,10 +273,17 @@ class AgentActor(SupervisedMixin, pykka.ThreadingActor):
             self._take(event)
 
     def _feed(self, first: Event) -> None:
+        if not (isinstance(first, ChildStopped) and not self._core.running):
+            # No event reaches a loop whose offer is out — but the last stream's stop, which
+            # an idle loop only notes (the offer does not depend on it), leaves the offer out:
+            # it lands right after a run ends, when the next send is most likely.
+            self._withdraw_claim()
         pending: deque[Event] = deque([first])
         while pending:
             for effect in self._core.handle(pending.popleft()):
                 pending.extend(self._carry_out(effect))
+        # Before the status says idle: a caller that saw the agent idle finds the claim.
+        self._publish_claim()
         self._status.set_running(self._core.running)
         stopped, self._stopped = self._stopped, None
         if stopped is not None and not self._core.running:

@@ -374,6 +374,9 @@ class AgentRegistry:
             known = self._directory.known(agent_id)
             if self._stopping or known is None or not known.status.idle:
                 return  # work arrived meanwhile: the actor stays
+            claim = known.status.claim
+            if claim is not None and not claim.retire():
+                return  # an acceptance is consuming for it (actors.consume_claim)
             live = self._actors.pop(agent_id, None) is not None
             self._directory.forget(agent_id)
             if live:

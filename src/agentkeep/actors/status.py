@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 
+from agentkeep.actors.consume_claim import ConsumeClaim
 from agentkeep.errors import CompactionFailedError
 
 
@@ -37,6 +38,10 @@ class AgentStatus:
         # Set the moment abort() is called, before the AbortRequested reaches the mailbox:
         # a hook running meanwhile loses its actions (spec §3.1). Cleared when it is taken.
         self.abort_pending = False
+        # The idle actor's published consumption claim (``actors.consume_claim``), or None.
+        # A plain reference: the actor replaces it, an acceptance reads it and takes the
+        # claim itself, atomically.
+        self.claim: ConsumeClaim | None = None
 
     # -- written by the system and the actor ---------------------------------------------------
 

@@ -62,6 +62,9 @@ class LoopConfig:
             run may settle in its own final transaction.
         retry: Retry forever with this backoff (``agentkeep.loop.retry``); None: give up
             after ``max_failed_turns``.
+        consume_at_acceptance: An idle loop may offer its next consumption to the
+            acceptance that wakes it (``agentkeep.loop.offers``): nothing observes the
+            hooks a run runs before it consumes.
         server_tools: What the system's server tools hide (``agentkeep.server_tools``).
     """
 
@@ -71,6 +74,7 @@ class LoopConfig:
     max_failed_turns: int
     eager_settle: bool
     retry: RetryPolicy | None = None
+    consume_at_acceptance: bool = False
     server_tools: ServerToolPolicy = NO_SERVER_TOOLS
 
 
@@ -115,6 +119,9 @@ class LoopContext:
         self.compaction_requested = False
         self.shutdown = False
         self.resume_checked = False  # the trailing-question check ran (once per instance)
+        # The (loop, turn, call, inference) ids an idle loop's consumption offer names
+        # (loop.offers).
+        self.offer_ids: tuple[str, str, str, str] | None = None
         self.failed_turns = 0
         self.retry_attempts = 0  # failed attempts in a row while retrying forever
         self.retry_stopped = False  # the system is closing: failures are no longer retried

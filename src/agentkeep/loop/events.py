@@ -13,7 +13,7 @@ from typing import TypeAlias
 import msgspec
 
 from agentkeep.loop.effects import HookName
-from agentkeep.loop.plans import Appended, Consumed, Plan, Settled, Snapshot
+from agentkeep.loop.plans import Appended, Consumed, ConsumeQueue, Plan, Settled, Snapshot
 from agentkeep.model import (
     CompactionOutcome,
     QueuedMessage,
@@ -42,6 +42,21 @@ class WorkAccepted(_Data, frozen=True):
 
     message: QueuedMessage | None = None
     notice: QueuedNotice | None = None
+
+
+class ConsumedAtAcceptance(_Data, frozen=True):
+    """A message was accepted and consumed in one transaction, taking this idle loop's
+    ``ConsumeOffer`` (``loop.offers``): ``plan`` is the offer's plan for its queue, ``value``
+    what it committed. The run starts from there, without a reload or a consumption commit.
+    """
+
+    plan: ConsumeQueue
+    value: Consumed
+
+
+class AcceptanceOutcomeUnknown(_Data, frozen=True):
+    """An acceptance that took this loop's offer got an unknown commit outcome: it may have
+    consumed the message. Nothing remembered is trusted; a ``Start`` follows."""
 
 
 class AbortRequested(_Data, frozen=True):
@@ -128,6 +143,8 @@ class HookFinished(_Data, frozen=True):
 Event: TypeAlias = (
     Start
     | WorkAccepted
+    | ConsumedAtAcceptance
+    | AcceptanceOutcomeUnknown
     | AbortRequested
     | CompactRequested
     | ShutdownRequested

@@ -49,7 +49,7 @@ def landed(ctx: LoopContext, plan: Plan, value: Consumed | Appended | Settled | 
     match plan:
         case ConsumeQueue():
             assert isinstance(value, Consumed)
-            _consumed(ctx, plan, value)
+            consumed(ctx, plan, value)
         case ConsumeNotices():
             assert isinstance(value, Appended)
             ctx.records.extend(value.records)
@@ -117,7 +117,8 @@ def landed(ctx: LoopContext, plan: Plan, value: Consumed | Appended | Settled | 
     transitions.decide(ctx)
 
 
-def _consumed(ctx: LoopContext, plan: ConsumeQueue, value: Consumed) -> None:
+def consumed(ctx: LoopContext, plan: ConsumeQueue, value: Consumed) -> None:
+    """Mirror a landed consumption (its own commit, or an acceptance's: ``loop.offers``)."""
     queue, turn = plan.queue, ctx.turn
     ctx.records = list(value.records) if value.reset else [*ctx.records, *value.records]
     if value.reset:

@@ -12,6 +12,10 @@ resume a dispatched batch, compact if asked, consume steering (always) or send (
 nothing is owed), consume notices, infer; a tool batch runs and the pass repeats. A turn ends
 when a pass finds nothing to do; the run settles when no turn is requested.
 
+A run an acceptance started by consuming under the idle loop's offer (:meth:`AgentLoop.offer`,
+:mod:`~agentkeep.loop.offers`) begins in the pass, its message consumed: the acceptance's
+transaction checked the store is the mirror its reload would have read.
+
 Where things are: the stages of a run (:mod:`~agentkeep.loop.phases`), what spans them
 (:mod:`~agentkeep.loop.context`), every transition (:mod:`~agentkeep.loop.transitions`) and
 the steps it calls: :mod:`~agentkeep.loop.inference`, :mod:`~agentkeep.loop.tools`,
@@ -31,12 +35,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agentkeep.loop import transitions
+from agentkeep.loop import offers, transitions
 from agentkeep.loop.context import LoopConfig, LoopContext, RetryPolicy
 from agentkeep.loop.effects import Effect, LifecycleIds
 from agentkeep.loop.events import Event
 from agentkeep.loop.phases import Phase
-from agentkeep.loop.plans import QueueMode
+from agentkeep.loop.plans import ConsumeOffer, QueueMode
 from agentkeep.loop.server_calls import NO_SERVER_TOOLS, ServerToolPolicy
 from agentkeep.model import (
     ConversationRecord,
@@ -63,6 +67,9 @@ class AgentLoop:
         retry: Retry provider errors, failed compactions and fatal run-stage failures
             forever with this backoff (:mod:`~agentkeep.loop.retry`); None (the default):
             a failure leaves a note and the run gives up after ``max_failed_turns``.
+        consume_at_acceptance: Nothing can observe the hooks a run runs before it consumes
+            (no ``before_agent_loop`` or ``before_turn``), so an idle loop may offer its
+            next consumption to the acceptance that wakes it (:meth:`offer`).
         server_tools: What the system's server tools hide from the live events and the
             published history (:mod:`agentkeep.server_tools`).
     """
@@ -78,12 +85,20 @@ class AgentLoop:
         max_failed_turns: int = 3,
         eager_settle: bool = False,
         retry: RetryPolicy | None = None,
+        consume_at_acceptance: bool = False,
         server_tools: ServerToolPolicy = NO_SERVER_TOOLS,
     ) -> None:
         self.agent_id = agent_id
         modes: dict[QueueName, QueueMode] = {"steering": steering_mode, "send": send_mode}
         config = LoopConfig(
-            new_id, defaults, modes, max_failed_turns, eager_settle, retry, server_tools
+            new_id,
+            defaults,
+            modes,
+            max_failed_turns,
+            eager_settle,
+            retry,
+            consume_at_acceptance,
+            server_tools,
         )
         self._ctx = LoopContext(config)
 
@@ -92,6 +107,12 @@ class AgentLoop:
         self._ctx.out = []
         transitions.handle(self._ctx, event)
         return self._ctx.out
+
+    def offer(self) -> ConsumeOffer | None:
+        """The consumption this idle loop offers the next acceptance (``loop.offers``), or
+        None. Taken, it comes back as ``ConsumedAtAcceptance``; until then no other event
+        may be fed (the shell withdraws the offer first)."""
+        return offers.offer(self._ctx)
 
     @property
     def phase(self) -> Phase:

@@ -76,6 +76,25 @@ class ConsumeQueue(_Data, frozen=True):
     call_id: str
 
 
+class ConsumeOffer(_Data, frozen=True):
+    """An idle loop's offer to have the next message consumed inside its own acceptance's
+    transaction (``docs/architecture.md``, "Commit boundaries of a step"). It names the plan the
+    loop would commit for each queue (``plan``) and the durable state its mirror holds: the
+    transaction consumes only if the store, read inside it, is exactly that state with the
+    one accepted message queued — what the turn's reload would have read.
+    """
+
+    steering: ConsumeQueue
+    send: ConsumeQueue
+    record_count: int
+    settings: Settings
+    context_tokens: int | None
+
+    def plan(self, queue: QueueName) -> ConsumeQueue:
+        """The consumption of ``queue`` this offer stands for."""
+        return self.steering if queue == "steering" else self.send
+
+
 class ConsumeNotices(_Data, frozen=True):
     """The inference stage's transaction: append the queued notices and owe the inference
     (``owed`` names its request). ``continue_response``: the conversation ends with the

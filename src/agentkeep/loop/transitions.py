@@ -4,6 +4,7 @@
 its stages (:mod:`agentkeep.loop.phases`):
 
     Idle ─start/work/compact─▶ Loading ─Loaded─▶ InHook(before_turn) ─▶ Passing
+    Idle ─consumed at acceptance─▶ Passing (its reload and consumption done: loop.offers)
     Passing ─decide─▶ Passing (resume a batch, consume steering/send/notices)
                     ├▶ Compacting ─outcome/replacement landed─▶ Passing
                     ├▶ Inferring ─done─▶ Passing (a batch dispatches: its results land here)
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import msgspec
 
-from agentkeep.loop import compaction, inference, interruptions, landing, retry, tools
+from agentkeep.loop import compaction, inference, interruptions, landing, offers, retry, tools
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import (
     CompactionResolved,
@@ -33,11 +34,13 @@ from agentkeep.loop.effects import (
 )
 from agentkeep.loop.events import (
     AbortRequested,
+    AcceptanceOutcomeUnknown,
     ChildStopped,
     CommitFailed,
     CommitLanded,
     CompactionFinished,
     CompactRequested,
+    ConsumedAtAcceptance,
     Event,
     HookFinished,
     Loaded,
@@ -89,6 +92,10 @@ def handle(ctx: LoopContext, event: Event) -> None:
                 tools.steer(ctx, message)  # before the mirror takes it: is it new?
             landing.accept(ctx, message, notice)
             request_turn(ctx)
+        case ConsumedAtAcceptance(plan=plan, value=value):
+            offers.consumed_at_acceptance(ctx, plan, value)
+        case AcceptanceOutcomeUnknown():
+            offers.acceptance_outcome_unknown(ctx)
         case CompactRequested():
             ctx.compaction_requested = True
             request_turn(ctx)

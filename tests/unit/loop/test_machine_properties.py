@@ -47,9 +47,11 @@ from agentkeep.loop.effects import (
 )
 from agentkeep.loop.events import (
     AbortRequested,
+    AcceptanceOutcomeUnknown,
     ChildStopped,
     CommitFailed,
     CommitLanded,
+    ConsumedAtAcceptance,
     Event,
     HookFinished,
     Loaded,
@@ -83,6 +85,7 @@ from agentkeep.persistence.schema import migrate
 from agentkeep.persistence.transaction import SqliteTransaction, Statements
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.runtime import commit_plans
+from agentkeep.runtime.offered_consumption import consume_offered
 
 T = TypeVar("T")
 AGENT = "agentone"
@@ -134,6 +137,7 @@ class Process:
             new_id=ids,
             defaults=Settings(provider="local", model="gym-1"),
             eager_settle=True,
+            consume_at_acceptance=True,
         )
         self.streams: dict[str, deque[StreamEvent]] = {}
         self.cancelled: set[str] = set()
@@ -235,12 +239,15 @@ class LoopMachine(RuleBasedStateMachine):
 
     # -- rules -------------------------------------------------------------------------------
 
-    @rule(queue=st.sampled_from(["send", "steering"]))
-    def accept(self, queue: str) -> None:
+    @rule(queue=st.sampled_from(["send", "steering"]), at_acceptance=st.booleans())
+    def accept(self, queue: str, at_acceptance: bool) -> None:
         message_id = f"msg{next(self.sequence)}"
+        # The shell's claim: an idle loop's offer, taken by this acceptance (loop.offers).
+        offer = self.process.core.offer() if at_acceptance else None
 
         def work(tx: Any) -> Any:
-            return accept_message(
+            owed_before = tx.read_owed(AGENT)
+            delivery, queued = accept_message(
                 tx,
                 AGENT,
                 queue=queue,  # type: ignore[arg-type]
@@ -249,21 +256,38 @@ class LoopMachine(RuleBasedStateMachine):
                 options=MessageOptions(),
                 metadata=None,
             )
+            consumed = None
+            if offer is not None and queued is not None:
+                consumed = consume_offered(
+                    tx,
+                    AGENT,
+                    offer,
+                    queued,
+                    owed_before=owed_before,
+                    policy=commit_plans.KeepEverything(),
+                )
+            return delivery, queued, consumed
 
         try:
-            delivery, queued = self.disk.transact(work)
+            delivery, queued, consumed = self.disk.transact(work)
         except apsw.IOError:
             return  # refused: the caller was told, nothing was accepted
         except CommitOutcomeUnknownError:
             # It landed (this store only lies after committing); the system wakes the agent.
             self.accepted.append(message_id)
+            if offer is not None:
+                self.process.feed(AcceptanceOutcomeUnknown())
             self.process.feed(Start())
             return
         assert delivery.created
         self.accepted.append(message_id)
         if queue == "send":
             self.sends.add(message_id)
-        self.process.feed(WorkAccepted(message=queued))
+        if offer is not None and consumed is not None:
+            plan = offer.plan(queued.queue)
+            self.process.feed(ConsumedAtAcceptance(plan=plan, value=consumed))
+        else:
+            self.process.feed(WorkAccepted(message=queued))
 
     @rule(pick=st.integers(min_value=0, max_value=7), count=st.integers(min_value=1, max_value=12))
     def stream_events(self, pick: int, count: int) -> None:
