@@ -31,6 +31,10 @@ class ToolContext(Protocol):
         permission_mode: The permission mode this execution runs under: the agent's mode
             when the call's batch started, or the one a ``before_tool_call`` chose for it.
             The runtime enforces nothing; a tool that touches the world should honour it.
+        loop_id: The run (settled to settled) the call belongs to (``docs/lifecycle.md``).
+        turn_id: The turn the call belongs to.
+        inference_id: The provider request whose response asked for the call; None for a
+            call recovered after a restart or requested by a user message.
 
     Inside a ``transactional`` tool, ``kv`` and ``system`` are bound to the call's transaction
     (they refuse use once it ended) and ``commit`` joins it.
@@ -73,6 +77,25 @@ class ToolContext(Protocol):
         """The permission mode this execution runs under (the runtime enforces nothing)."""
         ...
 
+    @property
+    def loop_id(self) -> str | None:
+        """The run (settled to settled) the call belongs to: the ``loop_id`` its agent's
+        lifecycle hooks are told (None outside an agent)."""
+        ...
+
+    @property
+    def turn_id(self) -> str | None:
+        """The turn the call belongs to: the ``turn_id`` its agent's lifecycle hooks are told
+        (None outside an agent)."""
+        ...
+
+    @property
+    def inference_id(self) -> str | None:
+        """The provider request whose response asked for the call: the ``inference_id`` its
+        ``before_inference`` / ``after_inference`` hooks were told. None for a call recovered
+        after a restart (that request is not known then) or requested by a user message."""
+        ...
+
     def commit(self, result: Any) -> bool:
         """Durably save ``result`` as this call's result now (seed 001 ``call.commit``).
 
@@ -111,6 +134,9 @@ class BasicToolContext:
     system_ref: AgentSystemRef | None = None
     permission_mode: PermissionMode = "auto"
     committed: list[Any] = field(default_factory=list)
+    loop_id: str | None = None
+    turn_id: str | None = None
+    inference_id: str | None = None
 
     def commit(self, result: Any) -> bool:
         """Keep the first ``result`` committed in ``committed``; True for that first one.

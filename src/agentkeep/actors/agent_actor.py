@@ -301,8 +301,8 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
                 return self._start_inference(effect)
             case CancelInference(inference_id=child_id) | CancelCompaction(compaction_id=child_id):
                 self._children.cancel(child_id)
-            case StartTools(runs=runs):
-                batch = self._runner.batch_tools(self._core.settings)
+            case StartTools(runs=runs, ids=ids):
+                batch = self._runner.batch_tools(self._core.settings, ids)
                 for run in runs:
                     self._start_tool(run, batch)
                 return self._runner.lifetimes(runs, batch)  # which calls steering interrupts

@@ -34,6 +34,9 @@ class CallContext:
     system: AgentSystemRef
     permission_mode: PermissionMode
     commits: CallCommits
+    loop_id: str | None = None
+    turn_id: str | None = None
+    inference_id: str | None = None
 
     def commit(self, result: Any) -> bool:
         """See :meth:`agentkeep.tools.ToolContext.commit`."""

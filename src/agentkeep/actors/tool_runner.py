@@ -13,7 +13,7 @@ from agentkeep.actors.hook_contexts import HookContexts
 from agentkeep.actors.loop_thread import inside_loop
 from agentkeep.errors import AgentkeepError
 from agentkeep.features import Feature, FeatureSet, HookContext
-from agentkeep.loop.effects import ToolRun
+from agentkeep.loop.effects import LifecycleIds, ToolRun
 from agentkeep.loop.events import Event, ToolLifetimes
 from agentkeep.loop.texts import ABORTED_CALL
 from agentkeep.model import Settings, TextBlock, ToolResultMessage
@@ -35,16 +35,19 @@ from agentkeep.tools import (
 )
 
 INTERRUPTED_CALL = "The tool call was interrupted by a restart and was not retried."
+_NO_IDS = LifecycleIds()
 
 
 @dataclass(frozen=True, kw_only=True)
 class BatchTools:
     """What the calls of one batch run against: the tools of the moment (or why there are
-    none: a failing tools hook's error, which every call then answers, spec §3.6) and the
-    agent's settings, which their hooks see."""
+    none: a failing tools hook's error, which every call then answers, spec §3.6), the
+    agent's settings, which their hooks see, and the lifecycle ids their plain hooks and
+    the tools are told (the loop, the turn, the request whose response asked for them)."""
 
     tools: ToolSet | str
     settings: Settings
+    ids: LifecycleIds = _NO_IDS
 
 
 class ToolRunner:
@@ -80,14 +83,15 @@ class ToolRunner:
         ctx_for = lambda feature: self._contexts.for_feature(feature, settings)  # noqa: E731
         return ToolSet(self._features.tools(self._tools, ctx_for))
 
-    def batch_tools(self, settings: Settings) -> BatchTools:
-        """What a batch starting now runs against; a failing tools hook is kept as the error
-        every call of the batch answers (spec §3.6), never raised."""
+    def batch_tools(self, settings: Settings, ids: LifecycleIds | None = None) -> BatchTools:
+        """What a batch starting now runs against, its calls told ``ids``; a failing tools
+        hook is kept as the error every call of the batch answers (spec §3.6), never
+        raised."""
         try:
             tools: ToolSet | str = self.tool_set(settings)
         except Exception as error:
             tools = str(error) or type(error).__name__
-        return BatchTools(tools=tools, settings=settings)
+        return BatchTools(tools=tools, settings=settings, ids=ids or _NO_IDS)
 
     def lifetimes(self, runs: Sequence[ToolRun], batch: BatchTools) -> list[Event]:
         """The lifetime flags of the tools ``runs`` name, for the loop: which calls newly
@@ -120,7 +124,7 @@ class ToolRunner:
             live = lambda: alive[0] and not cancel.cancelled  # noqa: E731
             try:
                 with inside_loop(self._agent_id):  # a hook or tool waiting on its agent is refused
-                    return self._run(run, cancel, batch.tools, batch.settings, live)
+                    return self._run(run, cancel, batch, live)
             finally:
                 alive[0] = False
 
@@ -130,11 +134,11 @@ class ToolRunner:
         self,
         run: ToolRun,
         cancel: CancelToken,
-        tools: ToolSet | str,
-        settings: Settings,
+        batch: BatchTools,
         alive: Callable[[], bool],
     ) -> ToolResultMessage:
         call = run.call
+        tools, settings, ids = batch.tools, batch.settings, batch.ids
         if isinstance(tools, str):
             return _error(call.call_id, tools)
         tool = tools.for_call(call)
@@ -160,19 +164,21 @@ class ToolRunner:
 
         def ctx_for(feature: Feature) -> HookContext:
             return self._contexts.for_feature(
-                feature, settings, call_id=run.internal_id, alive=alive
+                feature, settings, call_id=run.internal_id, alive=alive, ids=ids
             )
 
         features = self._features
         info, outcome = decide(features.features, ctx_for, info, tools)
         if outcome is None:
-            outcome = self._execute(run, info, cancel)
+            outcome = self._execute(run, info, cancel, ids)
         features.observe("after_tool_call", ctx_for, info, outcome)
         return ToolResultMessage(
             call_id=call.call_id, content=outcome.content, is_error=outcome.is_error
         )
 
-    def _execute(self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken) -> ToolCallResult:
+    def _execute(
+        self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken, ids: LifecycleIds
+    ) -> ToolCallResult:
         tool = info.tool
         assert tool is not None  # decide() resolves every call it lets run
         if run.resumed and not _may_run_again(tool):
@@ -180,11 +186,11 @@ class ToolRunner:
         if cancel.cancelled:
             return failed(ABORTED_CALL)  # aborted while the hooks decided: never start it
         if tool.transactional:
-            return self._execute_in_transaction(run, info, cancel)
-        return self._execute_plain(run, info, cancel)
+            return self._execute_in_transaction(run, info, cancel, ids)
+        return self._execute_plain(run, info, cancel, ids)
 
     def _execute_plain(
-        self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken
+        self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken, ids: LifecycleIds
     ) -> ToolCallResult:
         """An ordinary tool, in the call's thread: each of its writes is its own transaction;
         ``ctx.commit`` claims its result in one more."""
@@ -212,6 +218,9 @@ class ToolRunner:
             system=self._system_ref,
             permission_mode=info.permission_mode,  # the batch's, or a hook's for this run
             commits=commits,
+            loop_id=ids.loop_id,
+            turn_id=ids.turn_id,
+            inference_id=ids.inference_id,
         )
         try:
             output, value = execute_tool(tool, ctx, info.arguments)
@@ -228,7 +237,7 @@ class ToolRunner:
         return _outcome(output, value)
 
     def _execute_in_transaction(
-        self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken
+        self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken, ids: LifecycleIds
     ) -> ToolCallResult:
         """A transactional tool: execute, validation, rendering and the result's claim in
         one store transaction on the writer's thread. Any failure rolls the tool's writes
@@ -257,6 +266,9 @@ class ToolRunner:
                 system=self._system_ref.within(tx),  # its sends commit with the result
                 permission_mode=info.permission_mode,
                 commits=commits,
+                loop_id=ids.loop_id,
+                turn_id=ids.turn_id,
+                inference_id=ids.inference_id,
             )
             try:
                 with inside_loop(agent_id):

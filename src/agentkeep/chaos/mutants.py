@@ -339,8 +339,8 @@ def transactional_writes_outside_the_transaction() -> Iterator[None]:
     result)."""
     original = ToolRunner._execute_in_transaction
 
-    def outside(self: ToolRunner, run: Any, info: Any, cancel: Any) -> Any:
-        outcome = self._execute_plain(run, info, cancel)
+    def outside(self: ToolRunner, run: Any, info: Any, cancel: Any, ids: Any) -> Any:
+        outcome = self._execute_plain(run, info, cancel, ids)
         if not outcome.is_error:
             result = ToolResultMessage(call_id=run.call.call_id, content=outcome.content)
             agent_id, internal_id = self._agent_id, run.internal_id

@@ -72,6 +72,9 @@ class ToolRun(_Data, frozen=True):
 
 class StartTools(_Data, frozen=True):
     runs: tuple[ToolRun, ...]
+    # What the calls' plain hooks and the tools are told: the loop, the turn, and the
+    # request whose response asked for the calls (None for calls recovered by a load).
+    ids: LifecycleIds = LifecycleIds()
 
 
 class CancelTools(_Data, frozen=True):

@@ -146,6 +146,7 @@ def _judge(ctx: LoopContext, done: Done, calls: list[ToolCallBlock]) -> None:
     turn.needs_inference = False
     if done.state == "tool_call" and calls and not ctx.shutdown:
         pending = tuple(ctx.pending(i, c) for i, c in enumerate(calls))
+        turn.asked_by = ctx.inference_id  # the request whose response asked for them
         ctx.commit(DispatchBatch(calls=pending, owed=ctx.owed_now("tools")))
         return
     if calls and not ctx.shutdown:

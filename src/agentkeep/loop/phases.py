@@ -132,3 +132,5 @@ class Turn:
     step: ConsumeStep = "steering"  # where the pass's consumption stands (invariant 7)
     resume: Dispatched | Recorded | None = None  # calls to run before anything else
     batch: ToolBatch | None = None
+    # The request whose response the next dispatch comes from (None: calls a load found).
+    asked_by: str | None = None

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from agentkeep.loop.batch import ToolBatch
 from agentkeep.loop.context import LoopContext
-from agentkeep.loop.effects import CancelTools, Emit, StartTools
+from agentkeep.loop.effects import CancelTools, Emit, LifecycleIds, StartTools
 from agentkeep.loop.events import ToolLifetimes
 from agentkeep.loop.phases import Recorded
 from agentkeep.loop.plans import ClaimToolResults, CommitToolResult, DispatchBatch, StageOwed
@@ -25,6 +25,7 @@ from agentkeep.model import (
 
 def start_batch(ctx: LoopContext, calls: list[PendingToolCall], *, resumed: bool) -> None:
     ctx.turn.resume = None
+    ctx.turn.asked_by = None  # recovered calls: the request that asked is not known
     if resumed:
         if ctx.owed is None or ctx.owed.stage != "tools":
             ctx.commit(StageOwed(owed=ctx.owed_now("tools")))
@@ -43,7 +44,8 @@ def run_batch(ctx: LoopContext, calls: tuple[PendingToolCall, ...], *, resumed: 
     runs = batch.runs()
     ctx.children.update(r.internal_id for r in runs)
     if runs:
-        ctx.out.append(StartTools(runs=runs))
+        ids = LifecycleIds(loop_id=ctx.loop_id, turn_id=ctx.turn_id, inference_id=ctx.turn.asked_by)
+        ctx.out.append(StartTools(runs=runs, ids=ids))
     pump_results(ctx)
 
 
