@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -38,6 +39,7 @@ class SystemStopping:
         _drivers: DriverHost
         _tree: SupervisorRef
         _failure: BaseException | None
+        _providers_off: Callable[[], None]
         _stopped: threading.Event
         _shut_down: threading.Event
         _signals: ShutdownSignals
@@ -104,6 +106,7 @@ class SystemStopping:
         except Exception as error:  # it gave up (and stopped) already, or timed out
             log.warning("agent_system_tree_stop_failed", error=repr(error))
         finally:
+            self._providers_off()
             self._store.close()
             self._admission.closed()
             self._shut_down.set()

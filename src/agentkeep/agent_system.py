@@ -42,7 +42,7 @@ from agentkeep.errors import UnknownAgentError
 from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature, FeatureSet
 from agentkeep.loop.context import RetryPolicy
-from agentkeep.loop.events import Start
+from agentkeep.loop.events import ProviderRemoved, Start
 from agentkeep.loop.plans import QueueMode
 from agentkeep.model import Message, Settings
 from agentkeep.model.ledger import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_INPUT_BYTES
@@ -122,6 +122,11 @@ class AgentSystem(SystemStopping, SystemDelivery):
             owed=lambda: store.read(lambda tx: tx.agents_owing_work()),
         )
         store.on_writer_failure = self._agents.writer_failed
+        # A removed provider is disabled: its agents learn it at once (a retry_forever
+        # backoff against it ends now). Unsubscribed when the system stops.
+        self._providers_off = providers.on_remove(
+            lambda provider_id: self._agents.tell_all(ProviderRemoved(provider_id=provider_id))
+        )
         self._tree = start_system_tree(
             store,
             self._agents,

@@ -39,7 +39,7 @@ from agentkeep.actors.status import AgentStatus
 from agentkeep.actors.supervision.supervised import ChildExited
 from agentkeep.actors.supervisor import SupervisedMixin
 from agentkeep.actors.tool_runner import BatchTools, ToolRunner
-from agentkeep.errors import CommitOutcomeUnknownError
+from agentkeep.errors import CommitOutcomeUnknownError, UnknownProviderError
 from agentkeep.features import (
     FeatureSet,
     HookContext,
@@ -81,6 +81,7 @@ from agentkeep.loop.events import (
     HookFinished,
     Loaded,
     LoadFailed,
+    ProviderRemoved,
     Start,
     StreamEventArrived,
     TimerFired,
@@ -405,9 +406,11 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
         try:
             session, instructions = self._session_for(effect.settings)
         except Exception as error:
-            # A correctness hook or an unknown provider fails this response loudly.
+            # A correctness hook or an unknown provider fails this response loudly; an
+            # unknown (removed) provider also stops a retry_forever run's retrying.
             failed = done_error(str(error) or type(error).__name__)
             return [
+                *_disabled(error),
                 StreamEventArrived(inference_id=child_id, event=failed),
                 ChildStopped(child_id=child_id),
             ]
@@ -429,7 +432,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
             session, instructions = self._session_for(effect.settings)
         except Exception as error:
             outcome = CompactionFailed(kind="inference_error", message=str(error))
-            return [CompactionFinished(compaction_id=child_id, outcome=outcome)]
+            return [*_disabled(error), CompactionFinished(compaction_id=child_id, outcome=outcome)]
         context = Context(instructions=instructions, messages=effect.messages)
         selection = _selection(effect.settings)
 
@@ -512,3 +515,11 @@ def _selection(settings: Settings) -> Selection:
     return Selection(
         model=settings.model, effort=settings.effort, service_tier=settings.service_tier
     )
+
+
+def _disabled(error: Exception) -> list[Event]:
+    """What a failed provider resolution tells the loop besides the failure: the provider is
+    not registered (removed), so a run against it stops retrying."""
+    if isinstance(error, UnknownProviderError):
+        return [ProviderRemoved(provider_id=error.provider_id)]
+    return []

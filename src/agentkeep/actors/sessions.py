@@ -8,7 +8,7 @@ import threading
 import msgspec
 import structlog
 
-from agentkeep.errors import ProviderError
+from agentkeep.errors import ProviderError, UnknownProviderError
 from agentkeep.model import SessionOptions, Settings, ToolDescriptor
 from agentkeep.providers.protocol import Session
 from agentkeep.providers.registry import Providers
@@ -39,6 +39,10 @@ class SessionSlot:
         options = SessionOptions(instructions=instructions, tools=tools)
         key = msgspec.json.encode((settings.provider, settings.model, settings.profile, options))
         with self._lock:
+            if settings.provider not in self._providers:
+                # Removed (disabled): its open session is not used again.
+                self._close_locked()
+                raise UnknownProviderError(settings.provider)
             if self._session is not None and key == self._key:
                 return self._session
             self._close_locked()

@@ -125,6 +125,9 @@ class LoopContext:
         self.failed_turns = 0
         self.retry_attempts = 0  # failed attempts in a row while retrying forever
         self.retry_stopped = False  # the system is closing: failures are no longer retried
+        # The run's provider was removed (seed 001 provider disablement): this run's failures
+        # are not retried; reset when a run starts.
+        self.provider_disabled = False
         # children (streams, tools, compactions) not yet known to have stopped (§3.5)
         self.children: set[str] = set()
         # commits are strictly sequential: one in flight, the rest queued behind it

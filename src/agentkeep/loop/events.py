@@ -76,6 +76,13 @@ class StopRetrying(_Data, frozen=True):
     under way ends the run with the owed fact kept."""
 
 
+class ProviderRemoved(_Data, frozen=True):
+    """The provider ``provider_id`` was removed from the registry, or a request found it
+    unregistered (seed 001 provider disablement): a run against it stops retrying."""
+
+    provider_id: str
+
+
 class TimerFired(_Data, frozen=True):
     """A ``StartTimer`` wait ended."""
 
@@ -149,6 +156,7 @@ Event: TypeAlias = (
     | CompactRequested
     | ShutdownRequested
     | StopRetrying
+    | ProviderRemoved
     | TimerFired
     | Loaded
     | LoadFailed

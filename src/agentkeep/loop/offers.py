@@ -100,6 +100,7 @@ def consumed_at_acceptance(ctx: LoopContext, plan: ConsumeQueue, value: Consumed
     ctx.settlement_id = None
     ctx.loop_hook_due = False
     ctx.run_failure = None
+    ctx.provider_disabled = False
     ctx.out.append(Observe(hook="before_agent_loop", ids=ctx.ids()))
     # begin_turn + loaded: the reload would have read the mirror back (the acceptance's
     # transaction checked it), found nothing to resume and no question owed; no feature

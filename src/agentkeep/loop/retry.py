@@ -7,6 +7,14 @@ answers with ``TimerFired``: the loop's thread never sleeps, so an abort, a clos
 shutdown arriving during the wait takes effect at once (``cancel``). Between attempts the
 outstanding durable stage (the owed fact) stays as it is, so committed tool effects are never
 replayed, no failure note is appended, and the turn stays ``running``.
+
+Provider disablement (seed 001) stops it too: once the run's provider is removed from the
+registry (``Providers.remove``, told at once as ``ProviderRemoved``; a request that finds its
+provider unregistered tells the same), the run's failures are no longer retried. A wait under
+way ends at once and the next attempt is made now; it fails (the provider is gone) and takes
+the give-up path of a run without ``retry_forever``: the failure note, the turn failed, the
+run stopped with the work still owed, so the next start or message (with the provider added
+back) answers it. The next run retries forever again.
 """
 
 from __future__ import annotations
@@ -18,15 +26,24 @@ from agentkeep.loop.context import LoopContext, RetryPolicy
 from agentkeep.loop.effects import CancelTimer, LoadState, StartTimer
 from agentkeep.loop.phases import BackingOff, Loading, Passing
 
-__all__ = ["RetryPolicy", "back_off", "cancel", "fired", "should_retry", "succeeded"]
+__all__ = [
+    "RetryPolicy",
+    "back_off",
+    "cancel",
+    "fired",
+    "provider_removed",
+    "should_retry",
+    "succeeded",
+]
 
 
 def should_retry(ctx: LoopContext) -> bool:
     """Whether a failure now is retried rather than given up on: only when the system retries
-    forever and nothing (abort, shutdown, close, a blocked write) has stopped the run."""
+    forever and nothing (abort, shutdown, close, a blocked write, the removal of the run's
+    provider) has stopped the run."""
     turn = ctx.turn
     stopped = turn.aborted or turn.blocked or ctx.shutdown or ctx.retry_stopped
-    return ctx.config.retry is not None and not stopped
+    return ctx.config.retry is not None and not (stopped or ctx.provider_disabled)
 
 
 def back_off(ctx: LoopContext, *, then: Literal["pass", "load"]) -> None:
@@ -67,3 +84,17 @@ def cancel(ctx: LoopContext) -> bool:
         ctx.turn.blocked = True
     ctx.phase = Passing()
     return True
+
+
+def provider_removed(ctx: LoopContext, provider_id: str) -> None:
+    """The run's provider was removed (or a request found it unregistered): stop retrying.
+    A wait under way is cut short — the next attempt is made now and fails on the give-up
+    path — so the agent does not wait out a backoff for a provider that no longer exists.
+    Another provider's removal, or one while no run is under way, changes nothing."""
+    if provider_id != ctx.settings.provider or not ctx.running:
+        return
+    ctx.provider_disabled = True
+    phase = ctx.phase
+    if isinstance(phase, BackingOff):
+        ctx.out.append(CancelTimer(timer_id=phase.timer_id))
+        fired(ctx, phase.timer_id)

@@ -45,6 +45,7 @@ from agentkeep.loop.events import (
     HookFinished,
     Loaded,
     LoadFailed,
+    ProviderRemoved,
     ShutdownRequested,
     Start,
     StopRetrying,
@@ -112,6 +113,8 @@ def handle(ctx: LoopContext, event: Event) -> None:
                 # Closing during a backoff: stop now, the owed fact kept (nothing settles).
                 ctx.shutdown = True
                 decide(ctx)
+        case ProviderRemoved(provider_id=provider_id):
+            retry.provider_removed(ctx, provider_id)
         case TimerFired(timer_id=timer_id):
             retry.fired(ctx, timer_id)
         case Loaded(snapshot=snapshot):
@@ -165,6 +168,7 @@ def request_turn(ctx: LoopContext) -> None:
     ctx.settlement_id = None
     ctx.loop_hook_due = True
     ctx.run_failure = None
+    ctx.provider_disabled = False
     begin_turn(ctx)
 
 
@@ -283,7 +287,8 @@ def hook_finished(ctx: LoopContext, event: HookFinished) -> None:
 
 
 def may_continue(ctx: LoopContext) -> bool:
-    stuck = ctx.failed_turns >= ctx.config.max_failed_turns and ctx.config.retry is None
+    retrying = ctx.config.retry is not None and not ctx.provider_disabled
+    stuck = ctx.failed_turns >= ctx.config.max_failed_turns and not retrying
     return not (ctx.turn.aborted or ctx.turn.blocked or ctx.shutdown or stuck)
 
 

@@ -48,6 +48,7 @@ class Providers:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
+        self._removal_listeners: list[Callable[[str], None]] = []
 
     def add(
         self,
@@ -90,9 +91,40 @@ class Providers:
             self._entries[provider_id] = _Entry(provider, kind, region)
 
     def remove(self, provider_id: str) -> bool:
-        """Unregister ``provider_id``; returns whether it was registered."""
+        """Unregister ``provider_id``; returns whether it was registered.
+
+        Removing a provider disables it (seed 001 "provider disablement"): an agent's next
+        request to it fails with :class:`~agentkeep.errors.UnknownProviderError`, and a
+        ``retry_forever`` run waiting to retry against it stops retrying at once and gives
+        up as a run without ``retry_forever`` would (``docs/decisions.md``). Adding it back
+        lets the next start or message try again.
+        """
         with self._lock:
-            return self._entries.pop(provider_id, None) is not None
+            removed = self._entries.pop(provider_id, None) is not None
+            listeners = list(self._removal_listeners)
+        if removed:
+            for listener in listeners:  # outside the lock: a listener may read the registry
+                listener(provider_id)
+        return removed
+
+    def on_remove(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``listener(provider_id)`` after each :meth:`remove` that unregistered one.
+
+        ``AgentSystem`` uses it to tell its agents at once; a listener must be quick and must
+        not raise (it runs in the remover's thread).
+
+        Returns:
+            A function that unsubscribes ``listener`` (idempotent).
+        """
+        with self._lock:
+            self._removal_listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in self._removal_listeners:
+                    self._removal_listeners.remove(listener)
+
+        return unsubscribe
 
     def get(self, provider_id: str) -> Provider | ProviderFactory | None:
         """What was registered under ``provider_id`` (instance or factory), or None."""

@@ -1,5 +1,6 @@
 """``retry_forever`` (seed 001 ``retryForever``): failures retry with bounded backoff; only
-abort, close and shutdown stop it. The default still gives up (docs/decisions.md)."""
+abort, close, shutdown and removing the provider stop it. The default still gives up
+(docs/decisions.md)."""
 
 from __future__ import annotations
 
@@ -157,6 +158,66 @@ def test_close_during_the_backoff_returns_promptly_and_the_work_stays_owed(
     transcript = again.transcript()
     assert roles(transcript) == ["user", "assistant"]  # no failure note was left
     assert text_of(transcript[-1]) == "answered after reopening"
+
+
+def test_removing_the_provider_during_the_backoff_gives_up_and_stays_resumable(
+    world: World,
+) -> None:
+    seen = ErrorSeen()
+    providers = ak.Providers()
+    providers.add("local", world.model, kind="gym")
+    world.model.add(script.error("overloaded"))
+    system = world.open(providers=providers, features=[seen], **SLOW)
+    agent = system.create()
+    agent.send(ak.user("go"))
+    assert seen.failed.wait(10)
+
+    started = time.monotonic()
+    assert providers.remove("local")  # provider disablement, while it waits to retry
+    assert agent.wait_for_idle(timeout_seconds=10)
+
+    assert time.monotonic() - started < 10  # not the 60 s backoff
+    assert len(world.model.requests) == 1  # nothing reached the removed provider again
+    # The give-up path of a run without retry_forever: a note, the work still owed.
+    transcript = agent.transcript()
+    assert roles(transcript) == ["user", "system"]
+    assert text_of(transcript[-1]) == 'The last turn failed: Provider "local" is not registered.'
+    assert agent.state == "owes_work"
+
+    # Added back, the next run (the reopened system resumes the owed work) retries forever
+    # again and answers.
+    world.model.add(script.error("overloaded"), script.text("answered"))
+    providers.add("local", world.model, kind="gym")
+    system.close(timeout_seconds=10)
+    reopened = world.open(providers=providers, **FAST)
+    again = reopened.resolve(agent.id)  # open resumed it: it owes work
+    assert world.model.wait_for_requests(3, timeout_seconds=10)
+    assert again.wait_for_idle(timeout_seconds=10)
+    transcript = again.transcript()
+    assert roles(transcript) == ["user", "system", "assistant"]
+    assert text_of(transcript[-1]) == "answered"
+
+
+def test_a_run_that_finds_its_provider_removed_gives_up_instead_of_retrying(
+    world: World,
+) -> None:
+    providers = ak.Providers()
+    providers.add("local", world.model, kind="gym")
+    world.model.add(script.text("a1"))
+    system = world.open(providers=providers, **FAST)
+    agent = system.create()
+    agent.send(ak.user("q1"))
+    assert agent.wait_for_idle(timeout_seconds=10)
+    providers.remove("local")  # while no run is under way: the next request finds it gone
+
+    agent.send(ak.user("q2"))
+    assert agent.wait_for_idle(timeout_seconds=10)
+
+    assert len(world.model.requests) == 1
+    transcript = agent.transcript()
+    assert roles(transcript) == ["user", "assistant", "user", "system"]
+    assert text_of(transcript[-1]) == 'The last turn failed: Provider "local" is not registered.'
+    assert agent.state == "owes_work"
 
 
 @pytest.mark.parametrize(

@@ -72,6 +72,21 @@ def test_remove_frees_the_id() -> None:
     assert providers.kind_of("local") == "claude"
 
 
+def test_removal_listeners_hear_each_removal_until_unsubscribed() -> None:
+    providers = Providers()
+    providers.add("local", RespondingModel(), kind="gym")
+    heard: list[str] = []
+    unsubscribe = providers.on_remove(heard.append)
+    assert providers.remove("nope") is False  # nothing removed: nothing told
+    assert providers.remove("local") is True
+    assert heard == ["local"]
+    unsubscribe()
+    unsubscribe()  # idempotent
+    providers.add("local", RespondingModel(), kind="gym")
+    providers.remove("local")
+    assert heard == ["local"]
+
+
 def test_a_factory_is_called_with_the_id_and_model_on_every_resolve() -> None:
     calls: list[tuple[str, str | None]] = []
 
