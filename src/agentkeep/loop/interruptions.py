@@ -34,6 +34,8 @@ def commit_failed(ctx: LoopContext, plan: Plan, message: str) -> None:
         continue_from_store(ctx, message)
         return
     ctx.commit_in_flight = None
+    # A turn whose ids failed to stage never opens its hooks: it fails like any other.
+    ctx.turn.opening = False
     # The outcome may be unknown (an error from COMMIT): trust nothing remembered.
     ctx.mirror_valid = False
     # Nothing after a failed commit may build on it: drop what was queued behind it.
@@ -77,6 +79,7 @@ def continue_from_store(ctx: LoopContext, message: str) -> None:
     the durable state, exactly as a restarted process would — the path every crash
     campaign proves."""
     ctx.commit_in_flight = None
+    ctx.turn.opening = False  # its hooks never open: the reload (or the stop) replaces it
     ctx.commits.clear()
     ctx.mirror_valid = False
     phase = ctx.phase

@@ -76,6 +76,9 @@ def landed(ctx: LoopContext, plan: Plan, value: Consumed | Appended | Settled | 
                 ctx.owed = None
         case StageOwed(owed=owed):
             ctx.owed = owed
+            if turn.opening:
+                turn.opening = False
+                transitions.open_turn(ctx)  # the ids its hooks are told are durable now
         case DispatchBatch(calls=calls, owed=owed):
             ctx.owed = owed
             tools.run_batch(ctx, calls, resumed=False)

@@ -127,6 +127,7 @@ class Turn:
     failing: bool = False  # the turn cannot go on: it ends at the next decision
     blocked: bool = False  # a failed write left the owed fact standing: no settlement
     ending: bool = False  # after_turn was asked: nothing more is decided in this turn
+    opening: bool = False  # the load staged the turn's ids: its hooks wait for that commit
     settled_early: bool = False  # the last response's own transaction settled the run
     needs_inference: bool = False  # something awaits a provider response
     step: ConsumeStep = "steering"  # where the pass's consumption stands (invariant 7)

@@ -224,18 +224,29 @@ def loaded(ctx: LoopContext, snapshot: Snapshot) -> None:
         # A response was cut after completed content (a crash, or its stream failed): the
         # truncated answer is never final — it is continued while the owed fact stands.
         turn.needs_inference = True
-    lifecycle_ids(ctx, snapshot.owed)
+    if lifecycle_ids(ctx, snapshot.owed):
+        # The ids are durable before any hook is told them (seed 001): the turn's hooks
+        # wait for the staging commit (``landing.landed``), so a failure of it meets a turn
+        # with no hook running — and no hook was told ids that never became durable.
+        turn.opening = True
+        return
+    open_turn(ctx)
+
+
+def open_turn(ctx: LoopContext) -> None:
+    """The loaded turn's ids are durable: before_agent_loop (a run's first turn), then
+    before_turn — or, after an abort during startup, straight to the turn's end."""
     if ctx.loop_hook_due:
         ctx.loop_hook_due = False
         ctx.out.append(Observe(hook="before_agent_loop", ids=ctx.ids()))
-    if turn.aborted:
+    if ctx.turn.aborted:
         decide(ctx)  # an abort during startup: the turn never reaches the model
         return
     ctx.phase = InHook("before_turn")
     ctx.out.append(RunHook(hook="before_turn", context_tokens=ctx.context_tokens, ids=ctx.ids()))
 
 
-def lifecycle_ids(ctx: LoopContext, owed: OwedWork | None) -> None:
+def lifecycle_ids(ctx: LoopContext, owed: OwedWork | None) -> bool:
     """Settle the loop's and turn's ids at the turn's load, and write them with the owed
     work before any hook is told them (seed 001; docs/lifecycle.md).
 
@@ -252,17 +263,17 @@ def lifecycle_ids(ctx: LoopContext, owed: OwedWork | None) -> None:
         resumed = owed.turn_id if first and owed is not None else None
         ctx.turn_id = resumed or ctx.new_id()
     if owed is None:
-        return  # nothing is outstanding: there is nothing to write the ids with
+        return False  # nothing is outstanding: there is nothing to write the ids with
     staged = msgspec.structs.replace(owed, loop_id=ctx.loop_id, turn_id=ctx.turn_id)
     if owed.response_open:
         # Retired: the id leaves the owed fact, and the next request gets a fresh one from
         # the transaction that continues the response. ``response_open`` stays until that
         # transaction appends after the cut content, so a crash before it still continues.
         staged = msgspec.structs.replace(staged, inference_id=None)
-    if staged != owed:
-        # Committed ahead of the hooks that follow: the shell carries out effects in order
-        # and commits synchronously, and commits are strictly sequential.
-        ctx.commit(StageOwed(owed=staged))
+    if staged == owed:
+        return False
+    ctx.commit(StageOwed(owed=staged))
+    return True
 
 
 def hook_finished(ctx: LoopContext, event: HookFinished) -> None:
@@ -354,7 +365,7 @@ def decide(ctx: LoopContext) -> None:
 def may_decide(ctx: LoopContext) -> bool:
     """Only in the pass (or while a compaction's replacement commits), never once the turn
     is ending, with a commit in flight, or with a batch still running."""
-    if ctx.turn.ending or not ctx.commits_idle():
+    if ctx.turn.ending or ctx.turn.opening or not ctx.commits_idle():
         return False
     phase = ctx.phase
     if not (isinstance(phase, Passing) or (isinstance(phase, Compacting) and phase.summarised)):

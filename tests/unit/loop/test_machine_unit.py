@@ -19,9 +19,11 @@ from agentkeep.loop.effects import (
 )
 from agentkeep.loop.events import (
     AbortRequested,
+    CommitFailed,
     CommitLanded,
     HookFinished,
     Loaded,
+    Start,
     StreamEventArrived,
     ToolFinished,
     WorkAccepted,
@@ -31,16 +33,21 @@ from agentkeep.loop.plans import (
     AnswerCalls,
     Appended,
     Consumed,
+    ConsumeNotices,
     ConsumeQueue,
     DispatchBatch,
     FinishResponse,
+    Settle,
     Snapshot,
+    StageOwed,
 )
 from agentkeep.model import (
     BlockRecord,
     Done,
+    OwedWork,
     QueuedMessage,
     Settings,
+    SystemRecord,
     TextBlock,
     TextEnd,
     Tokens,
@@ -245,3 +252,50 @@ def test_a_loaded_history_with_a_stranded_call_is_dispatched_as_a_fresh_batch() 
     assert isinstance(commit.plan, DispatchBatch)
     assert [p.call.call_id for p in commit.plan.calls] == ["s"]
     assert kinds([LoadState()]) == ["LoadState"]
+
+
+def test_the_turn_s_hooks_wait_for_its_ids_to_be_durable_and_a_failed_staging_runs_none() -> None:
+    """flaky_store seeds 427, 704 and 985: a load that must stage the run's ids (here: a
+    response cut after its first block, whose inference id is retired) committed them and
+    started ``before_turn`` in the same step. The commit's outcome was unknown, the loop went
+    back to loading while the hook still ran, and that hook's late finish was taken for the
+    next stage's — the run settled over an unanswered failure note (§7.6). The hooks now wait
+    for the staging commit, so they are never told ids that did not become durable."""
+    loop = new_loop()
+    owed = OwedWork(
+        stage="inference", loop_id="L", turn_id="T", inference_id="I", response_open=True
+    )
+    records = (
+        UserRecord(message_id="m1", message=ak.user("q")),
+        BlockRecord(block=TextBlock(text="cut")),
+        SystemRecord(message=ak.system("The last turn failed: boom"), reason="failure"),
+    )
+    assert kinds(loop.handle(Start())) == ["LoadState"]
+    effects = loop.handle(Loaded(snapshot=Snapshot(records=records, record_count=3, owed=owed)))
+    (stage,) = effects  # no hook yet: nothing is told ids that are not durable
+    assert isinstance(stage, Commit)
+    assert isinstance(stage.plan, StageOwed)
+    assert stage.plan.owed.inference_id is None  # the cut request's id is retired
+
+    # Its outcome is unknown: go on from the store, with no hook running to finish later.
+    effects = loop.handle(CommitFailed(plan=stage.plan, message="io", outcome_unknown=True))
+    assert kinds(effects) == ["LoadState"]
+    effects = loop.handle(Loaded(snapshot=Snapshot(records=records, record_count=3, owed=owed)))
+    (stage,) = effects
+    assert isinstance(stage, Commit)
+    assert isinstance(stage.plan, StageOwed)
+
+    # Landed: now the run's hooks are told the durable ids, and the question is answered.
+    effects = loop.handle(CommitLanded(plan=stage.plan, value=None))
+    assert kinds(effects) == ["Observe", "RunHook"]
+    observe, hook = effects
+    assert isinstance(observe, Observe)
+    assert observe.hook == "before_agent_loop"
+    assert isinstance(hook, RunHook)
+    assert hook.hook == "before_turn"
+    assert (hook.ids.loop_id, hook.ids.turn_id) == ("L", stage.plan.owed.turn_id)
+    effects = loop.handle(HookFinished(hook="before_turn"))
+    assert not any(isinstance(e, Commit) and isinstance(e.plan, Settle) for e in effects)
+    assert any(
+        isinstance(e, Commit) and isinstance(e.plan, StageOwed | ConsumeNotices) for e in effects
+    ) or any(isinstance(e, StartInference) for e in effects)
