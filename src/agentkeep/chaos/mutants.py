@@ -42,6 +42,7 @@ from typing import Any
 import msgspec
 
 from agentkeep.actors.tool_runner import ToolRunner
+from agentkeep.chaos.patching import patched
 from agentkeep.chaos.turn_mutants import (
     completion_overwrites_earlier_results,
     input_event_without_turn_id,
@@ -129,11 +130,8 @@ AppendEvent = Callable[..., int]
 def _patched_append_event(make: Callable[[AppendEvent], AppendEvent]) -> Iterator[None]:
     """Replace ``SqliteTransaction.append_event`` by ``make(original)`` while active."""
     original: AppendEvent = SqliteTransaction.append_event
-    SqliteTransaction.append_event = make(original)  # type: ignore[method-assign]
-    try:
+    with patched(SqliteTransaction, "append_event", make(original)):
         yield
-    finally:
-        SqliteTransaction.append_event = original  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -324,11 +322,8 @@ def ledger_kept_across_recreate() -> Iterator[None]:
                 )
         return created
 
-    SqliteTransaction.create_agent = create_agent  # type: ignore[method-assign]
-    try:
+    with patched(SqliteTransaction, "create_agent", create_agent):
         yield
-    finally:
-        SqliteTransaction.create_agent = original  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -337,7 +332,6 @@ def transactional_writes_outside_the_transaction() -> Iterator[None]:
     own transaction, in the call's thread — and only its result is claimed afterwards, in a
     transaction of its own (X1: a crash between the two leaves the writes without the
     result)."""
-    original = ToolRunner._execute_in_transaction
 
     def outside(self: ToolRunner, run: Any, info: Any, cancel: Any, ids: Any) -> Any:
         outcome = self._execute_plain(run, info, cancel, ids)
@@ -349,11 +343,8 @@ def transactional_writes_outside_the_transaction() -> Iterator[None]:
             )
         return outcome
 
-    ToolRunner._execute_in_transaction = outside  # type: ignore[method-assign]
-    try:
+    with patched(ToolRunner, "_execute_in_transaction", outside):
         yield
-    finally:
-        ToolRunner._execute_in_transaction = original  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -366,11 +357,8 @@ def committed_results_run_again() -> Iterator[None]:
         forgotten = tuple(msgspec.structs.replace(c, committed=None) for c in calls)
         original(self, forgotten, resumed=resumed)
 
-    ToolBatch.__init__ = init  # type: ignore[method-assign]
-    try:
+    with patched(ToolBatch, "__init__", init):
         yield
-    finally:
-        ToolBatch.__init__ = original  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -382,11 +370,8 @@ def subscription_resumes_one_late() -> Iterator[None]:
     def init(self: Subscription, session_id: str, after: int, *args: Any, **kwargs: Any) -> None:
         original(self, session_id, after + 1 if after > 0 else after, *args, **kwargs)
 
-    Subscription.__init__ = init  # type: ignore[method-assign]
-    try:
+    with patched(Subscription, "__init__", init):
         yield
-    finally:
-        Subscription.__init__ = original  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -398,11 +383,8 @@ def subscription_resumes_one_early() -> Iterator[None]:
     def init(self: Subscription, session_id: str, after: int, *args: Any, **kwargs: Any) -> None:
         original(self, session_id, after - 1 if after > 0 else after, *args, **kwargs)
 
-    Subscription.__init__ = init  # type: ignore[method-assign]
-    try:
+    with patched(Subscription, "__init__", init):
         yield
-    finally:
-        Subscription.__init__ = original  # type: ignore[method-assign]
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import msgspec
 
 from agentkeep import delivery
+from agentkeep.chaos.patching import patched
 from agentkeep.loop import retry
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.plans import Snapshot
@@ -41,11 +42,8 @@ def retry_gives_up_after_two_failures() -> Iterator[None]:
     def should_retry(ctx: LoopContext) -> bool:
         return original(ctx) and ctx.retry_attempts < 2
 
-    retry.should_retry = should_retry
-    try:
+    with patched(retry, "should_retry", should_retry):
         yield
-    finally:
-        retry.should_retry = original
 
 
 @contextmanager
@@ -109,11 +107,8 @@ def mode_changes_at_acceptance() -> Iterator[None]:
             tx.write_settings(agent_id, msgspec.structs.replace(settings, permission_mode=mode))
         return accepted
 
-    delivery.accept_message = accept_message
-    try:
+    with patched(delivery, "accept_message", accept_message):
         yield
-    finally:
-        delivery.accept_message = original
 
 
 __all__ = [

@@ -24,24 +24,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from agentkeep.chaos.patching import patched
 from agentkeep.model.turns import TERMINAL_STATUSES, TurnStatus, turn_event_type
 from agentkeep.persistence.ledger import encode_event_data
 from agentkeep.persistence.transaction import SqliteTransaction
-
-
-@contextmanager
-def _patched(name: str, replacement: Any) -> Iterator[None]:
-    """Replace the ``SqliteTransaction`` method ``name`` while active (a mixin's method is
-    shadowed, then uncovered again)."""
-    own = SqliteTransaction.__dict__.get(name)
-    setattr(SqliteTransaction, name, replacement)
-    try:
-        yield
-    finally:
-        if own is None:
-            delattr(SqliteTransaction, name)
-        else:
-            setattr(SqliteTransaction, name, own)
 
 
 @contextmanager
@@ -58,7 +44,7 @@ def terminal_turn_event_appended_twice() -> Iterator[None]:
             self.append_event(agent_id, turn_event_type(status), data, turn_id=turn_id)
         return moved
 
-    with _patched("move_turn", move_turn):
+    with patched(SqliteTransaction, "move_turn", move_turn):
         yield
 
 
@@ -81,7 +67,7 @@ def completion_overwrites_earlier_results() -> Iterator[None]:
             )
         return moved
 
-    with _patched("move_turn", move_turn):
+    with patched(SqliteTransaction, "move_turn", move_turn):
         yield
 
 
@@ -98,7 +84,7 @@ def input_event_without_turn_id() -> Iterator[None]:
             options.pop("turn_id", None)
         return original(self, agent_id, type, data, **options)
 
-    with _patched("append_event", append_event):
+    with patched(SqliteTransaction, "append_event", append_event):
         yield
 
 
@@ -121,7 +107,10 @@ def retried_key_opens_second_turn() -> Iterator[None]:
         )
         return original(self, agent_id, key=None if taken else key, **kwargs)
 
-    with _patched("turn_of_key", turn_of_key), _patched("open_turn", open_turn):
+    with (
+        patched(SqliteTransaction, "turn_of_key", turn_of_key),
+        patched(SqliteTransaction, "open_turn", open_turn),
+    ):
         yield
 
 
