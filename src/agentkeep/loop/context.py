@@ -85,7 +85,9 @@ class LoopContext:
         self.config = config
         self.new_id = config.new_id  # the id factory, used by nearly every step
         self.out: list[Effect] = []  # the effects of the event being handled
-        # durable mirror (valid once loaded; every change is applied when its commit lands)
+        # durable mirror (valid once loaded; every change is applied when its commit lands).
+        # ``records`` is only ever extended in place; any other change (a compaction, a
+        # reset, a reload) assigns a new list: the incremental readings below rely on it.
         self.records: list[ConversationRecord] = []
         self.queued: dict[QueueName, list[QueuedMessage]] = {"steering": [], "send": []}
         self.notices: list[QueuedNotice] = []
@@ -96,7 +98,7 @@ class LoopContext:
         # may re-read everything but the records (their count is still checked).
         self.mirror_valid = False
         # What the provider saw of ``records``, extended as they grow (rebuilt after a
-        # compaction, a reset or a reload: ``ProviderViews`` compares the records).
+        # compaction, a reset or a reload: a new list).
         self.views = ProviderViews()
         self.open_calls = OpenCalls()  # unanswered calls of ``records``, the same way
         # the stage and the turn

@@ -123,9 +123,11 @@ def landed(ctx: LoopContext, plan: Plan, value: Consumed | Appended | Settled | 
 def consumed(ctx: LoopContext, plan: ConsumeQueue, value: Consumed) -> None:
     """Mirror a landed consumption (its own commit, or an acceptance's: ``loop.offers``)."""
     queue, turn = plan.queue, ctx.turn
-    ctx.records = list(value.records) if value.reset else [*ctx.records, *value.records]
     if value.reset:
+        ctx.records = list(value.records)
         ctx.context_tokens = None
+    else:
+        ctx.records.extend(value.records)
     ctx.settings = value.settings
     ctx.queued[queue] = list(value.remaining)
     if value.outranked:

@@ -54,26 +54,53 @@ def _scan_calls(calls: dict[str, ToolCallBlock], records: Sequence[ConversationR
                     calls.pop(message.call_id, None)
 
 
+class _Seen:
+    """Which records a cache has read, checked in constant time: the list it was handed, how
+    long it was then, and its last record. Sound because the loop's records are only ever
+    extended in place: any other change (a compaction, a reset, a reload) makes a new list
+    (``LoopContext.records``). Handed another list, a cache reads it whole."""
+
+    __slots__ = ("last", "records", "size")
+
+    def __init__(self) -> None:
+        self.records: Sequence[ConversationRecord] | None = None
+        self.size = 0
+        self.last: ConversationRecord | None = None
+
+    def grew(self, records: Sequence[ConversationRecord]) -> bool:
+        """Whether ``records`` is the list seen, only extended since."""
+        size = self.size
+        return (
+            records is self.records
+            and len(records) >= size
+            and (size == 0 or records[size - 1] is self.last)
+        )
+
+    def keep(self, records: Sequence[ConversationRecord]) -> None:
+        self.records, self.size = records, len(records)
+        self.last = records[-1] if records else None
+
+
 class OpenCalls:
     """``unanswered_calls(records)`` for a conversation that grows by appending: the open
     calls of the records seen last time are kept and only the records after them are read
-    (issue 17: every turn scanned the whole history). Records that differ from those seen
-    (a compaction, a reset, a reload) are read again whole, so the answer is always exactly
-    ``unanswered_calls(records)``."""
+    (issue 17: every turn scanned the whole history). Records that are not the list seen,
+    extended (a compaction, a reset, a reload: ``_Seen``), are read again whole, so the
+    answer is always exactly ``unanswered_calls(records)``."""
 
     def __init__(self) -> None:
-        self._seen: list[ConversationRecord] = []
+        self._seen = _Seen()
         self._open: dict[str, ToolCallBlock] = {}
 
     def calls(self, records: Sequence[ConversationRecord]) -> list[ToolCallBlock]:
         """The client calls of ``records`` that no tool record answers, in call order."""
-        size = len(self._seen)
-        if len(records) >= size and list(records[:size]) == self._seen:
-            calls, suffix = dict(self._open), records[size:]
+        if self._seen.grew(records):
+            calls, suffix = dict(self._open), records[self._seen.size :]
         else:
             calls, suffix = {}, records
         _scan_calls(calls, suffix)
-        self._seen, self._open = list(records), calls
+        self._seen.keep(records)
+        self._open = calls
         return list(calls.values())
 
 
@@ -191,20 +218,20 @@ class ProviderViews:
     The kept prefix is one whose view no later record can change: every call issued in it
     has its result placed in it. A later record is spliced after it only if it neither
     joins the prefix's last assistant message (a block right after one), nor replaces the
-    history (a compaction), nor answers a call of the prefix. Whatever differs from the kept
-    prefix (a compaction, a reset, a reload) is seen by comparing the records themselves, so
+    history (a compaction), nor answers a call of the prefix. Records that are not the list
+    seen, extended (a compaction, a reset, a reload: ``_Seen``), are read again whole, so
     the view is always exactly ``provider_view(records)``.
     """
 
     def __init__(self) -> None:
-        self._prefix: list[ConversationRecord] = []
+        self._prefix = _Seen()
         self._part = _Part((), set(), set(), set(), False)
 
     def view(self, records: Sequence[ConversationRecord]) -> tuple[Message, ...]:
         """The provider view of ``records`` (see :func:`provider_view`)."""
-        size = len(self._prefix)
+        size = self._prefix.size
         kept = self._part
-        if size and len(records) >= size and list(records[:size]) == self._prefix:
+        if size and self._prefix.grew(records):
             suffix = records[size:]
             if not suffix:
                 return kept.messages
@@ -229,5 +256,5 @@ class ProviderViews:
         issued: set[str],
         ends_in_assistant: bool,
     ) -> None:
-        self._prefix = list(records)
+        self._prefix.keep(records)
         self._part = _Part(messages, issued, set(), set(), ends_in_assistant)

@@ -5,6 +5,8 @@ where the kept prefix ends (the cost of a step no longer grows with the history)
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -149,3 +151,45 @@ def test_a_trailing_compaction_is_continued_as_it_stands_without_the_continue_no
     assert views.ends_with_own_message([_user(1), _text(1)])
     assert not views.ends_with_own_message([_user(1), _text(1), _user(2)])
     assert not views.ends_with_own_message([])
+
+
+class _Touches(list[ConversationRecord]):
+    """The loop's records, counting the elements each read touches (a slice, an iteration)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.touched: list[int] = []
+
+    def __getitem__(self, index: Any) -> Any:
+        got = super().__getitem__(index)
+        self.touched.append(len(got) if isinstance(index, slice) else 1)
+        return got
+
+    def __iter__(self) -> Iterator[ConversationRecord]:
+        self.touched.append(len(self))
+        return super().__iter__()
+
+
+def test_the_caches_never_reread_the_prefix_of_records_that_grew_in_place() -> None:
+    # Issue 17: checking that the records are the ones seen, extended, took a copy of the
+    # whole prefix and compared it (and keeping them another copy) on every call, so a
+    # step's cost still grew with the history. The list seen, only extended in place, is
+    # recognised in constant time; only the new records are read.
+    records = _Touches()
+    views_cache, calls_cache = ProviderViews(), OpenCalls()
+    for n in range(300):
+        records.extend([_user(n), _call(f"c{n}"), _result(f"c{n}"), _text(n)])
+        records.touched.clear()
+        assert calls_cache.calls(records) == []
+        views_cache.view(records)
+        assert max(records.touched) <= 4, f"turn {n}: read {records.touched}"
+    assert views_cache.view(records) == provider_view(list(records))
+
+
+def test_a_new_list_is_read_whole_even_with_the_same_records() -> None:
+    records: list[ConversationRecord] = [_user(0), _call("c0")]
+    cache = OpenCalls()
+    assert [c.call_id for c in cache.calls(records)] == ["c0"]
+    answered = [*records, _result("c0")]  # a reload: a new list
+    assert cache.calls(answered) == []
+    assert [c.call_id for c in cache.calls(records)] == ["c0"]  # and back: the list it is
