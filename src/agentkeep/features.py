@@ -243,10 +243,11 @@ HOOKS: frozenset[str] = frozenset(
 _MISSPELLING = 0.8
 
 
-def _check_hook(hook: str) -> None:
-    """A misspelled hook name in the runtime must fail loudly, not as a logged warning."""
-    if hook not in HOOKS:
-        raise ValueError(f"{hook!r} is not a feature hook")
+def _overrides(feature: Feature, hook: str) -> bool:
+    """Whether ``feature`` (its class, or the instance itself) replaces ``hook``'s no-op."""
+    if hook in getattr(feature, "__dict__", {}):
+        return True
+    return getattr(type(feature), hook) is not getattr(Feature, hook)
 
 
 class FeatureSet:
@@ -261,6 +262,13 @@ class FeatureSet:
         if duplicates:
             raise InvalidConfigError(f"feature names must be unique: {sorted(duplicates)}")
         self.features = tuple(features)
+        # The features that override each hook, in order, worked out once (issue 17: every
+        # hook of every step asked each feature, and made each one a context). Only they are
+        # called: a hook a feature leaves alone is the base class's no-op, so skipping it
+        # changes nothing but the cost (no context is made for it).
+        self._overriding = {
+            hook: tuple(f for f in self.features if _overrides(f, hook)) for hook in HOOKS
+        }
 
     @property
     def has_action_hooks(self) -> bool:
@@ -269,8 +277,15 @@ class FeatureSet:
 
     def overrides(self, hook: str) -> bool:
         """Whether any feature overrides ``hook``."""
-        _check_hook(hook)
-        return any(getattr(type(f), hook) is not getattr(Feature, hook) for f in self.features)
+        return bool(self._hooked(hook))
+
+    def _hooked(self, hook: str) -> tuple[Feature, ...]:
+        """The features that override ``hook``, in order. A misspelled hook name in the
+        runtime fails loudly, not as a logged warning."""
+        try:
+            return self._overriding[hook]
+        except KeyError:
+            raise ValueError(f"{hook!r} is not a feature hook") from None
 
     def get(self, name: str) -> Feature | None:
         """The feature named ``name``, or None."""
@@ -278,15 +293,13 @@ class FeatureSet:
 
     def observe(self, hook: str, ctx_for: Any, *args: Any) -> None:
         """Run an observing hook on every feature; failures are logged, never raised."""
-        _check_hook(hook)
-        for feature in self.features:
+        for feature in self._hooked(hook):
             self._call(feature, hook, ctx_for, args, propagate=False)
 
     def actions(self, hook: str, ctx_for: Any, *args: Any) -> list[Action]:
         """Concatenate the actions of an action hook; a failing feature loses its own."""
-        _check_hook(hook)
         collected: list[Action] = []
-        for feature in self.features:
+        for feature in self._hooked(hook):
             try:
                 collected.extend(getattr(feature, hook)(ctx_for(feature), *args) or ())
             except Exception as error:
@@ -298,8 +311,7 @@ class FeatureSet:
     def transact(self, hook: str, ctx_for: Any, *args: Any) -> None:
         """Run a transactional hook on every feature in order; a failure propagates (and
         rolls the hook's transaction back)."""
-        _check_hook(hook)
-        for feature in self.features:
+        for feature in self._hooked(hook):
             self._call(feature, hook, ctx_for, args, propagate=True)
 
     @staticmethod
@@ -317,13 +329,15 @@ class FeatureSet:
 
     def instructions(self, base: str, ctx_for: Any) -> str:
         """Base instructions then each feature's, non-empty parts joined by a blank line."""
-        parts = [base] + [f.instructions(ctx_for(f)) or "" for f in self.features]
+        parts = [base] + [
+            f.instructions(ctx_for(f)) or "" for f in self._overriding["instructions"]
+        ]
         return "\n\n".join(p for p in parts if p)
 
     def tools(self, base: Sequence[Tool[Any, Any]], ctx_for: Any) -> list[Tool[Any, Any]]:
         """The system's tools, then each feature's; a failing ``tools`` hook propagates."""
         collected = list(base)
-        for feature in self.features:
+        for feature in self._overriding["tools"]:
             collected.extend(feature.tools(ctx_for(feature)))
         return collected
 
@@ -336,7 +350,7 @@ class FeatureSet:
         """
         handoff: SystemMessage | None = None
         failure: Exception | None = None
-        for feature in self.features:
+        for feature in self._overriding["model_changed"]:
             try:
                 answer = feature.model_changed(ctx_for(feature), change)
             except Exception as error:
