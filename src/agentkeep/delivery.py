@@ -242,7 +242,7 @@ def accept_message(
             ), None
     # The ledger event is sized before anything is written: a message too big for its event
     # is refused whole (EventTooLargeError), never accepted without its event.
-    event = _accepted_event(message_id, kind, message, options, metadata)
+    event = _accepted_event(message_id, kind, content, options, metadata)
     tx.check_event_size(f"Message {message_id!r}", event)
     if not tx.claim_message_id(agent_id, message_id):
         known = tx.turn_of_message(agent_id, message_id)
@@ -276,12 +276,12 @@ def accept_message(
 def _accepted_event(
     message_id: str,
     kind: DeliveryKind,
-    message: QueueableMessage,
+    content: JSONObject,
     options: MessageOptions,
     metadata: JSONObject | None,
 ) -> JSONObject:
-    """The ``message.accepted`` event's data: the message as queued (docs/ledger.md)."""
-    content = msgspec.to_builtins(message)
+    """The ``message.accepted`` event's data: the message as queued (``content``, its
+    builtins form), docs/ledger.md."""
     data: JSONObject = {
         "message_id": message_id,
         "delivery": kind,

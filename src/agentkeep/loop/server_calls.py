@@ -70,6 +70,8 @@ class ServerCalls:
 
     def private_ids(self, blocks: Iterable[AssistantBlock]) -> tuple[str, ...]:
         """The call ids among ``blocks`` whose call and result stay out of the history."""
+        if not self.private:
+            return ()  # the common case: this response called no such tool
         ids = {
             b.call_id
             for b in blocks

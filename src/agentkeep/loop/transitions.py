@@ -82,6 +82,17 @@ from agentkeep.model import DONE_CANCELLED, OwedWork, QueueName, done_error
 def handle(ctx: LoopContext, event: Event) -> None:
     """Take one event; its effects are appended to ``ctx.out``."""
     match event:
+        # The events of every step first: a match tries its cases in order (these four
+        # classes match no other case).
+        case StreamEventArrived(inference_id=inference_id, event=stream_event):
+            inference.stream_event(ctx, inference_id, stream_event)
+        case CommitLanded(plan=plan, value=value):
+            landing.landed(ctx, plan, value)
+        case HookFinished():
+            hook_finished(ctx, event)
+        case ChildStopped(child_id=child_id):
+            ctx.children.discard(child_id)
+            decide(ctx)
         case Start(explicit=explicit):
             if explicit:
                 # A caller named this agent: continue whatever the durable state owes,
@@ -127,14 +138,10 @@ def handle(ctx: LoopContext, event: Event) -> None:
             ctx.run_failure = message
             ctx.failed_turns += 1
             finish_run(ctx)
-        case CommitLanded(plan=plan, value=value):
-            landing.landed(ctx, plan, value)
         case CommitFailed(message=message, outcome_unknown=True):
             interruptions.continue_from_store(ctx, message)
         case CommitFailed(plan=plan, message=message):
             interruptions.commit_failed(ctx, plan, message)
-        case StreamEventArrived(inference_id=inference_id, event=stream_event):
-            inference.stream_event(ctx, inference_id, stream_event)
         case ToolFinished(internal_id=internal_id, result=result):
             ctx.children.discard(internal_id)
             batch = ctx.turn.batch
@@ -144,13 +151,8 @@ def handle(ctx: LoopContext, event: Event) -> None:
         case ToolLifetimes():
             tools.note_lifetimes(ctx, event)
             decide(ctx)
-        case ChildStopped(child_id=child_id):
-            ctx.children.discard(child_id)
-            decide(ctx)
         case CompactionFinished():
             compaction.finished(ctx, event)
-        case HookFinished():
-            hook_finished(ctx, event)
 
 
 # -- runs and turns (spec §3.1) ------------------------------------------------------------
