@@ -22,19 +22,27 @@ from agentkeep.model import (
     BlockStop,
     Done,
     ReasoningBlock,
+    ReasoningDelta,
     ReasoningEnd,
     ReasoningStart,
     ServerToolResultBlock,
     StreamEvent,
     TextBlock,
+    TextDelta,
     TextEnd,
     TextStart,
     ToolCallBlock,
+    ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
+    ToolResultDelta,
     ToolResultEnd,
     ToolResultStart,
 )
+
+# The pieces a block streams in: most of a response's events, and none finishes a block
+# (its end event carries the whole of it).
+_DELTAS = (TextDelta, ReasoningDelta, ToolCallDelta, ToolResultDelta)
 
 
 class ResponseAssembler:
@@ -57,8 +65,8 @@ class ResponseAssembler:
 
     def feed(self, event: StreamEvent) -> list[AssistantBlock]:
         """Take one event; return the blocks it made final (to persist now, in order)."""
-        if self.done is not None:
-            return []  # nothing after the terminal event counts
+        if self.done is not None or isinstance(event, _DELTAS):
+            return []  # nothing after the terminal event counts; a delta finishes nothing
         finished: AssistantBlock | None = None
         match event:
             case BlockStart():
