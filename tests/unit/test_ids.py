@@ -28,7 +28,7 @@ def test_an_id_is_drawn_from_the_operating_systems_random_bytes(
     # Each character is one random byte translated: the first byte's low 4 bits pick a
     # letter a-p, every other byte's low 5 bits a base32 character (4 + 23 * 5 = 119 bits).
     pattern = bytes([255, 26, 31, 32 + 27, 224])
-    monkeypatch.setattr(ids.os, "urandom", lambda n: (pattern * n)[:n])
+    monkeypatch.setattr(os, "urandom", lambda n: (pattern * n)[:n])
     monkeypatch.setattr(ids, "_made", [])
     # 255 -> p; then 26 -> 2, 31 -> 7, 59 -> 3, 224 -> a, 255 -> 7, ...
     assert new_id() == "p" + "273a7" * 4 + "273"
@@ -44,7 +44,7 @@ def test_one_read_of_random_bytes_makes_many_ids(monkeypatch: pytest.MonkeyPatch
         reads.append(n)
         return real(n)
 
-    monkeypatch.setattr(ids.os, "urandom", urandom)
+    monkeypatch.setattr(os, "urandom", urandom)
     monkeypatch.setattr(ids, "_made", [])
     made = [new_id() for _ in range(640)]
     assert reads == [24 * 64] * 10

@@ -277,8 +277,15 @@ def _event(tx: Transaction, agent_id: str, type: str, data: JSONObject) -> None:
 def _consume_queue(
     tx: Transaction, agent_id: str, plan: ConsumeQueue, policy: ConsumptionPolicy
 ) -> Consumed:
-    entries = tx.queued(agent_id, plan.queue)
-    if plan.queue == "send" and (steering := tx.queued(agent_id, "steering")):
+    if plan.queue == "send":
+        # One read of both queues, steering first: a send is consumed only when no steering
+        # is queued (below).
+        both = tx.queued(agent_id)
+        steering = [e for e in both if e.queue == "steering"]
+        entries = [e for e in both if e.queue == "send"]
+    else:
+        steering, entries = [], tx.queued(agent_id, plan.queue)
+    if steering:
         # Steering outranks send by what is durable, not by what the mirror has heard of
         # yet (invariant 7): consume nothing, and let the loop take the steering first.
         previous = tx.read_settings(agent_id) or plan.defaults

@@ -70,7 +70,7 @@ def test_a_hook_asks_only_the_features_that_override_it_for_a_context() -> None:
 
 def test_what_overrides_a_hook_is_known_per_feature_class_and_instance() -> None:
     quiet = Quiet()
-    seen: list[str] = []
+    seen: list[Any] = []
     quiet.before_inference = lambda ctx: seen.append(ctx)  # type: ignore[method-assign]
     features = FeatureSet([quiet, Watcher()])
     asked, ctx_for = _contexts()

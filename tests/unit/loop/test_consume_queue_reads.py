@@ -1,0 +1,87 @@
+"""A send's consumption reads the queue table once to learn both what it consumes and
+whether steering outranks it (issue 17: it read the send queue and then the steering queue,
+two statements in every step's transaction)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentkeep as ak
+from agentkeep.loop.plans import Consumed, ConsumeQueue
+from agentkeep.model import AgentRow, OwedWork, QueuedMessage, Settings, UserRecord
+from agentkeep.persistence import Store
+from agentkeep.persistence.codec import Statements
+from agentkeep.runtime import commit_plans
+
+AGENT = "a1"
+QUEUE_READ = "SELECT envelope_json FROM queue"
+DEFAULTS = Settings(provider="local", model="gym-1")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.open(tmp_path) as opened:
+        opened.transact(lambda tx: tx.create_agent(AgentRow(id=AGENT, config={})))
+        yield opened
+
+
+@pytest.fixture
+def executed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+    original = Statements.execute
+
+    def execute(self: Statements, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        seen.append(sql)
+        return original(self, sql, params)
+
+    monkeypatch.setattr(Statements, "execute", execute)
+    return seen
+
+
+def _queue(store: Store, queue: str, message_id: str) -> None:
+    entry = QueuedMessage(id=message_id, queue=queue, message=ak.user(message_id))  # type: ignore[arg-type]
+    store.transact(lambda tx: tx.enqueue(AGENT, entry))
+
+
+def _consume(store: Store, queue: str) -> Consumed:
+    owed = OwedWork(stage="inference", loop_id="l1", turn_id="t1")
+    plan = ConsumeQueue(
+        queue=queue,  # type: ignore[arg-type]
+        mode="one-at-a-time",
+        defaults=DEFAULTS,
+        owed=owed,
+        call_id="c1",
+    )
+    policy = commit_plans.KeepEverything()
+    value = store.transact(lambda tx: commit_plans.execute(tx, AGENT, plan, policy))
+    assert isinstance(value, Consumed)
+    return value
+
+
+def test_a_send_consumption_reads_both_queues_in_one_statement(
+    store: Store, executed: list[str]
+) -> None:
+    _queue(store, "send", "m1")
+    _queue(store, "send", "m2")
+    executed.clear()
+    value = _consume(store, "send")
+    assert [r.message_id for r in value.records if isinstance(r, UserRecord)] == ["m1"]
+    assert [e.id for e in value.remaining] == ["m2"]
+    # the entries and the steering that would outrank them; then what remains after it
+    assert sum(sql.startswith(QUEUE_READ) for sql in executed) == 2
+
+
+def test_queued_steering_still_outranks_a_send(store: Store) -> None:
+    _queue(store, "send", "m1")
+    _queue(store, "steering", "s1")
+    value = _consume(store, "send")
+    assert value.records == ()
+    assert [e.id for e in value.remaining] == ["m1"]
+    assert [e.id for e in value.outranked] == ["s1"]
+    steered = _consume(store, "steering")
+    assert [r.message_id for r in steered.records if isinstance(r, UserRecord)] == ["s1"]
+    assert steered.remaining == ()
