@@ -454,6 +454,8 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
         return lambda feature: self._contexts.for_feature(feature, self._core.settings, ids=ids)
 
     def _observe(self, effect: Observe) -> None:
+        if not self._features.overrides(effect.hook):
+            return  # no feature observes it: nothing to build or run (issue 17)
         with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
             self._observe_inside(effect)
 
