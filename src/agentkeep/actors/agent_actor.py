@@ -322,8 +322,9 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
                 if isinstance(event, TextDelta) and self._options.publish is not None:
                     # Streamed text, live only (ephemeral: the finished block is durable).
                     self._options.publish(self._agent_id, TEXT_DELTA, {"text": event.delta}, None)
-                with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
-                    self._features.observe("on_event", self._ctx_for, event)
+                if self._features.overrides("on_event"):  # else nothing to mark or run
+                    with inside_loop(self._agent_id):  # waiting on its own agent is refused
+                        self._features.observe("on_event", self._ctx_for, event)
             case Observe():
                 self._observe(effect)
             case RunHook():
