@@ -21,6 +21,7 @@ import msgspec
 import structlog
 
 from agentkeep.errors import SchemaTooNewError, StoreError
+from agentkeep.persistence.schema_storage import FEWER_PAGES
 
 log = structlog.get_logger(__name__)
 
@@ -348,6 +349,7 @@ BEGIN
 END;
 """
 
+
 #: Append-only. Never edit or reorder a released entry; add a new one.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="initial_schema", sql=_INITIAL),
@@ -356,6 +358,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=4, name="sessions", sql=_SESSIONS),
     Migration(version=5, name="session_events", sql=_SESSION_EVENTS),
     Migration(version=6, name="turns", sql=_TURNS),
+    Migration(version=7, name="fewer_pages_per_commit", sql=FEWER_PAGES),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version
