@@ -36,7 +36,7 @@ from agentkeep.persistence.kv import ScopedKV
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.lock import StoreLock
 from agentkeep.persistence.readers import ReaderPool, open_connection
-from agentkeep.persistence.schema import migrate
+from agentkeep.persistence.schema import migrate, set_new_page_size
 from agentkeep.persistence.writer import StoreWriter
 
 log = structlog.get_logger(__name__)
@@ -130,6 +130,7 @@ def _open_writer_connection(database: Path, vfs: str | None) -> apsw.Connection:
         if connection.readonly("main"):
             raise _read_only(database, "the file is write-protected")
         refuse_damaged(connection, database)
+        set_new_page_size(connection)  # before WAL mode writes the first page
         _configure_writer(connection)
     except (apsw.CantOpenError, apsw.ReadOnlyError) as error:
         if connection is not None:

@@ -8,8 +8,9 @@ import apsw
 import pytest
 
 from agentkeep.errors import SchemaTooNewError, StoreError
+from agentkeep.model import AgentRow
 from agentkeep.persistence import MIGRATIONS, SCHEMA_VERSION, Migration, Store
-from agentkeep.persistence.schema import applied_migrations, migrate
+from agentkeep.persistence.schema import PAGE_SIZE, applied_migrations, migrate
 
 
 def _connect(path: Path) -> apsw.Connection:
@@ -70,3 +71,29 @@ def test_the_store_opens_with_wal_full_sync_and_foreign_keys(tmp_path: Path) -> 
             ]
         )
     assert pragmas == ["wal", 2, 1, 0]
+
+
+def _page_size(store: Store) -> int:
+    rows = store.read(lambda tx: tx.query("PRAGMA page_size"))
+    return int(rows[0][0])
+
+
+def test_a_new_store_gets_the_smaller_page_size(tmp_path: Path) -> None:
+    # Issue 17: a commit appends each dirtied page whole; smaller pages, fewer bytes to fsync.
+    with Store.open(tmp_path) as store:
+        assert _page_size(store) == PAGE_SIZE == 2048
+
+
+def test_an_existing_store_keeps_its_page_size_and_works(tmp_path: Path) -> None:
+    connection = _connect(tmp_path / "agents.db")
+    connection.execute("PRAGMA page_size = 4096")
+    connection.execute("PRAGMA journal_mode = WAL")
+    migrate(connection)
+    connection.close()
+    with Store.open(tmp_path) as store:
+        assert _page_size(store) == 4096
+        store.transact(lambda tx: tx.create_agent(AgentRow(id="a", config={})))
+        assert store.read(lambda tx: tx.get_agent("a")) is not None
+    connection = _connect(tmp_path / "agents.db")
+    assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    connection.close()
