@@ -43,6 +43,7 @@ from agentkeep.model.ledger import (
     MAX_EVENTS_PAGE,
 )
 from agentkeep.persistence.codec import decode_object, now_ms
+from agentkeep.persistence.memo import MISSING, WriterMemo
 
 if TYPE_CHECKING:
     from agentkeep.persistence.interface import Transaction
@@ -209,9 +210,9 @@ class LedgerStatements:
     ``SqliteTransaction``, like ``ArchivedHistory``)."""
 
     _ledger: LedgerHub | None
-    # Each session's last event sequence as this transaction knows it (set by
-    # SqliteTransaction, one per work item): read once, then advanced by every append.
-    _event_tails: dict[str, int]
+    # The writer's memo (set by SqliteTransaction): each session's last event sequence is
+    # read once, then advanced by every append (persistence/memo.py states the invariant).
+    _memo: WriterMemo
 
     # Provided by SqliteTransaction.
     def _check(self, *, write: bool) -> None:
@@ -267,34 +268,35 @@ class LedgerStatements:
             (agent_id, sequence, type, turn_id, text, now_ms()),
         )
         # Only once the row is in: a failed INSERT leaves the tail where the store has it.
-        self._event_tails[agent_id] = sequence
+        self._memo.put(("event_tail", agent_id), sequence)
         hub = self._ledger
         if hub is not None:
             self.after_commit(lambda: hub.committed(agent_id, sequence))
         return sequence
 
     def last_event_sequence(self, agent_id: str) -> int:
-        # Invariant: every event this transaction writes goes through append_event (or
-        # noted_event_sequence), so after the first read the cached tail is the store's max.
-        cached = self._event_tails.get(agent_id)
-        if cached is not None:
-            self._check(write=False)
-            return cached
+        # Invariant: every event written goes through append_event (any other write makes the
+        # memo forget), so after the first read the remembered tail is the store's max.
+        self._check(write=False)
+        key = ("event_tail", agent_id)
+        cached = self._memo.get(key)
+        if cached is not MISSING:
+            return int(cached)
         last = int(
             self._one(
                 "SELECT coalesce(max(sequence), 0) FROM session_events WHERE agent_id = ?",
                 (agent_id,),
             )
         )
-        self._event_tails[agent_id] = last
+        self._memo.put(key, last)
         return last
 
     def noted_event_sequence(self, agent_id: str, sequence: int) -> None:
         """Tell this transaction an event ``sequence`` of ``agent_id`` was written past
-        :meth:`append_event` (raw SQL, e.g. a chaos mutant), so its cached tail stays true."""
-        cached = self._event_tails.get(agent_id)
-        if cached is not None and sequence > cached:
-            self._event_tails[agent_id] = sequence
+        :meth:`append_event` (raw SQL, e.g. a chaos mutant), so its remembered tail stays
+        true (raw SQL made the memo forget everything already; this forgets the tail again)."""
+        del sequence
+        self._memo.forget(("event_tail", agent_id))
 
     def events(self, agent_id: str, after: int = 0, limit: int = 100) -> list[SessionEvent]:
         cursor = self._read(
