@@ -114,6 +114,12 @@ class WriterMemo:
             for key in [key for key in layer if key[1] == agent_id]:
                 del layer[key]
 
+    def forget_kind(self, kind: str) -> None:
+        """Forget every remembered value of ``kind`` (keys are ``(kind, ...)``)."""
+        for layer in (self._item, self._group, self._committed):
+            for key in [key for key in layer if key[0] == kind]:
+                del layer[key]
+
     def clear(self) -> None:
         """Forget everything and stay off until the next transaction starts."""
         self._committed.clear()

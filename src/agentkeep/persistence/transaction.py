@@ -135,6 +135,22 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         """
         return list(self._read(sql, params).fetchall())
 
+    def query_remembered(
+        self, agent_id: str, sql: str, params: tuple[Any, ...] = ()
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`query`, its rows remembered by the writer until anything may change them.
+
+        Only for a read of the agent's rows in tables written by :meth:`execute` alone (which
+        forgets everything it could change) or by the ``agents`` cascade (``create_agent``
+        forgets the agent); e.g. ``sessions`` and the immutable ``definition_revisions``.
+        """
+        key = ("query", agent_id, sql, *map(repr, params))
+        known: tuple[tuple[Any, ...], ...] = self._memo_get(key)
+        if known is MISSING:
+            known = tuple(self._read(sql, params).fetchall())
+            self._memo.put(key, known)
+        return list(known)
+
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
         """Run one write statement in this transaction; returns how many rows it changed.
         Refused (``ReadOnlyTransactionError``) in a read. The memo cannot know what it
@@ -170,13 +186,20 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         return True
 
     def get_agent(self, agent_id: str) -> AgentRow | None:
+        # create_agent, delete_agent and update_metadata forget what they change.
+        key = ("agent", agent_id)
+        known: AgentRow | None = self._memo_get(key)
+        if known is not MISSING:
+            return known
         cursor = self._read(
             "SELECT id, config_json, metadata_json, parent_id, created_at_ms FROM agents "
             "WHERE id = ? AND deleted_at_ms IS NULL",
             (agent_id,),
         )
         row = cursor.fetchone()
-        return None if row is None else agent_row(row)
+        found = None if row is None else agent_row(row)
+        self._memo.put(key, found)
+        return found
 
     def list_agents(self) -> list[AgentRow]:
         cursor = self._read(
@@ -186,6 +209,8 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         return [agent_row(row) for row in cursor]
 
     def delete_agent(self, agent_id: str) -> bool:
+        # Its children's rows change too (parent_id): forget every remembered agents row.
+        self._memo.forget_kind("agent")
         deleted = self._write(
             "UPDATE agents SET deleted_at_ms = ? WHERE id = ? AND deleted_at_ms IS NULL",
             (now_ms(), agent_id),
@@ -202,6 +227,7 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         if raw is None:
             raise UnknownAgentError(agent_id)
         merged = {**decode_object(raw), **patch}
+        self._memo.forget(("agent", agent_id))
         self._write("UPDATE agents SET metadata_json = ? WHERE id = ?", (encode(merged), agent_id))
         return merged
 

@@ -260,13 +260,21 @@ class TurnStatements:
 
     def session_archived(self, agent_id: str) -> bool:
         """True once the session was archived (it takes no new input)."""
-        return (
-            self._one(
-                "SELECT 1 FROM sessions WHERE agent_id = ? AND archived_at_ms IS NOT NULL",
-                (agent_id,),
+        # ``sessions`` is written only by raw SQL (sessions.tables), which makes the memo
+        # forget everything, and by the agents cascade (create_agent forgets the agent).
+        self._check(write=False)
+        key = ("archived", agent_id)
+        known: bool = self._memo.get(key)
+        if known is MISSING:
+            known = (
+                self._one(
+                    "SELECT 1 FROM sessions WHERE agent_id = ? AND archived_at_ms IS NOT NULL",
+                    (agent_id,),
+                )
+                is not None
             )
-            is not None
-        )
+            self._memo.put(key, known)
+        return known
 
     # -- writes ----------------------------------------------------------------------------
     def open_turn(

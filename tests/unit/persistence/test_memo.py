@@ -376,3 +376,46 @@ def test_a_durable_step_runs_at_most_40_statements(tmp_path: Path, executed: lis
         statements = list(executed)
     assert statements.count("COMMIT") <= 2
     assert len(statements) <= 40, statements
+
+
+def test_remembered_agents_and_sessions_follow_every_change(
+    store: Store, executed: list[str]
+) -> None:
+    from agentkeep.sessions import tables
+
+    store.transact(lambda tx: tx.create_agent(AgentRow(id="child", config={}, parent_id=A)))
+
+    def facts(tx: Transaction) -> tuple[Any, ...]:
+        child = tx.get_agent("child")
+        return (
+            tx.get_agent(A) is not None,
+            None if child is None else child.parent_id,
+            None if child is None else child.metadata,
+            tx.session_archived(A),
+            tables.session_driver(tx, A),
+        )
+
+    assert store.transact(facts) == (True, A, {}, False, "agentkeep")
+    executed.clear()
+    assert store.transact(facts) == (True, A, {}, False, "agentkeep")
+    assert [sql for sql in executed if sql.startswith("SELECT")] == []
+
+    def renamed(tx: Transaction) -> tuple[Any, ...]:
+        tx.update_metadata("child", {"k": 1})
+        return facts(tx)
+
+    def deleted(tx: Transaction) -> tuple[Any, ...]:
+        tx.delete_agent(A)  # the child's parent_id goes too
+        return facts(tx)
+
+    def archived(tx: Transaction) -> tuple[Any, ...]:
+        tables.archive(tx, A, 5)  # raw SQL: the memo forgets everything
+        return facts(tx)
+
+    assert store.transact(renamed) == (True, A, {"k": 1}, False, "agentkeep")
+    assert store.transact(facts) == (True, A, {"k": 1}, False, "agentkeep")
+    assert store.transact(deleted) == (False, None, {"k": 1}, False, "agentkeep")
+    assert store.transact(facts) == (False, None, {"k": 1}, False, "agentkeep")
+    assert store.transact(archived) == (False, None, {"k": 1}, True, "agentkeep")
+    assert store.transact(facts) == (False, None, {"k": 1}, True, "agentkeep")
+    assert store.read(facts) == (False, None, {"k": 1}, True, "agentkeep")
