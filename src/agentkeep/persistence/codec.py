@@ -8,6 +8,7 @@ and each column decodes with the exact type (tagged unions for records).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import apsw
@@ -24,7 +25,7 @@ from agentkeep.model import (
     ToolResultMessage,
 )
 from agentkeep.persistence.faults import FaultInjector
-from agentkeep.persistence.memo import WriterMemo
+from agentkeep.persistence.memo import BEGIN_GROUP, BEGIN_ITEM, WriterMemo
 
 # One encoder for everything: sorted keys make equal values encode to equal text, which
 # write_owed (skip identical) and kv_compare_and_set (compare in SQL) rely on.
@@ -80,6 +81,10 @@ class Statements:
         self._cursor = connection.cursor()
         self.memo = WriterMemo()
         self._kept = False
+        # The running work item's buffered writes (its ledger events), written by one
+        # statement before any other statement runs that is not a memo-keeping write: a read,
+        # raw SQL, the item's RELEASE. Set by the transaction; None when nothing is buffered.
+        self.flush: Callable[[], None] | None = None
 
     def tick(self, label: str) -> None:
         """Count one operation that is not a statement (e.g. "after COMMIT")."""
@@ -87,6 +92,11 @@ class Statements:
             self._faults.tick(label)
 
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
+        if self.flush is not None and not self._kept:
+            if sql in (BEGIN_ITEM, BEGIN_GROUP):  # left by an item that failed: not written
+                self.flush = None
+            else:
+                self.flush()
         if self._faults is not None:
             self._faults.tick(sql)
         if self._kept or sql.startswith("SELECT"):

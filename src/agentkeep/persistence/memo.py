@@ -79,6 +79,11 @@ class WriterMemo:
         # While a COMMIT runs: what becomes the committed layer if it returns without error.
         self._pending: dict[Key, Any] | None = None
 
+    @property
+    def in_group(self) -> bool:
+        """True inside a writer's ``BEGIN IMMEDIATE`` transaction (its items end in RELEASE)."""
+        return self._in_group
+
     # -- reads and writes by memo-keeping methods -----------------------------------------
     def get(self, key: Key) -> Any:
         """The remembered value of ``key``, or :data:`MISSING`."""

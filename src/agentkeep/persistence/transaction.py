@@ -85,6 +85,8 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         # once its statement ran; a new transaction object starts a new work item in it.
         self._memo = statements.memo
         self._memo.new_transaction_object()
+        # Ledger rows appended but not yet written (LedgerStatements.append_event).
+        self._pending_events: list[tuple[Any, ...]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -94,6 +96,11 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
     def expire(self) -> list[Callable[[], None]]:
         """End this transaction's validity; returns the registered after-commit callbacks."""
         self._active = False
+        # Buffered events are written before the item's RELEASE; any left over belong to an
+        # item that failed, whose savepoint is rolled back: drop them.
+        self._pending_events.clear()
+        if self._statements.flush == self._flush_events:
+            self._statements.flush = None
         callbacks, self._after_commit = self._after_commit, []
         return callbacks
 

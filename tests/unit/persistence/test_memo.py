@@ -271,10 +271,35 @@ def test_a_commit_that_fails_leaves_nothing_remembered(tmp_path: Path) -> None:
         vfs.unregister()
 
 
+def test_an_items_events_are_written_by_one_statement_and_seen_by_its_reads(
+    store: Store, executed: list[str]
+) -> None:
+    store.transact(step(1))
+
+    def appends(tx: Transaction) -> list[Any]:
+        first = [tx.append_event(A, "note", {"n": n}) for n in range(3)]
+        seen = [event.sequence for event in tx.events(A, first[0] - 1, 10)]
+        second = [tx.append_event(A, "note", {"n": n}) for n in range(3, 5)]
+        return [first, seen, second]
+
+    executed.clear()
+    first, seen, second = store.transact(appends)
+    assert seen == first  # the read wrote the buffered events first
+    assert second == [first[-1] + 1, first[-1] + 2]
+    inserts = [sql for sql in executed if sql.startswith("INSERT INTO session_events")]
+    assert len(inserts) == 2  # one before the read, one before RELEASE
+    events = store.read(lambda tx: tx.events(A, first[0] - 1, 10))
+    assert [(e.sequence, e.data) for e in events] == [
+        (sequence, {"n": n}) for n, sequence in enumerate(first + second)
+    ]
+    check_memo_matches_the_store(store)
+
+
 def test_raw_sql_makes_the_writer_forget(store: Store) -> None:
     store.transact(step(1))
 
     def raw(tx: Transaction) -> None:
+        tx.append_event(A, "note", {"before": "raw"})  # buffered until the raw SQL runs
         tx.execute(  # type: ignore[attr-defined]
             "INSERT INTO session_events (agent_id, sequence, type, data_json, created_at_ms) "
             "SELECT agent_id, max(sequence) + 1, 'raw', '{}', 0 FROM session_events "
