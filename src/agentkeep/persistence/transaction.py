@@ -163,6 +163,9 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         Refused (``ReadOnlyTransactionError``) in a read. The memo cannot know what it
         changed, so it forgets everything (until the next transaction)."""
         self._check(write=True)
+        # Even a statement the executor would follow (a SAVEPOINT of the writer's name). The
+        # executor writes the item's buffered events first, so the statement sees them.
+        self._memo.clear()
         self._statements.execute(sql, params)
         return self._statements.changes()
 

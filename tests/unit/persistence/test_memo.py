@@ -312,6 +312,21 @@ def test_raw_sql_makes_the_writer_forget(store: Store) -> None:
     check_memo_matches_the_store(store)
 
 
+def test_raw_savepoints_of_the_writers_name_make_the_writer_forget(store: Store) -> None:
+    store.transact(step(1))
+
+    def nested(tx: Transaction) -> None:
+        raw = tx.execute  # type: ignore[attr-defined]
+        raw("SAVEPOINT agentkeep_work_item")
+        tx.append_event(A, "note", {"inner": True})
+        raw("RELEASE agentkeep_work_item")
+        raise BoomError  # the item's own savepoint rolls the event back
+
+    with pytest.raises(BoomError):
+        store.transact(nested)
+    check_memo_matches_the_store(store)
+
+
 class Restarting:
     """Runs transactions on a supervised store, restarting its writer when a fault ended it
     (what the supervisor does); a transaction that fails is not retried."""
