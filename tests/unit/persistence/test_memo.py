@@ -15,9 +15,27 @@ import apsw
 import pytest
 
 from agentkeep.errors import CommitOutcomeUnknownError, StoreError, StoreUnavailableError
-from agentkeep.model import AgentRow, QueuedMessage, TextBlock, UserMessage, UserRecord
+from agentkeep.model import (
+    AgentRow,
+    OwedWork,
+    PendingToolCall,
+    QueuedMessage,
+    QueuedNotice,
+    Settings,
+    SystemMessage,
+    TextBlock,
+    ToolCallBlock,
+    UserMessage,
+    UserRecord,
+)
 from agentkeep.persistence import FaultPlan, Store, Transaction
-from agentkeep.persistence.codec import Statements, decode_message
+from agentkeep.persistence.codec import (
+    Statements,
+    decode_message,
+    decode_notice,
+    decode_owed,
+    decode_settings,
+)
 from agentkeep.persistence.faults import InjectedWriterCrashError
 from agentkeep.persistence.memo import BEGIN_GROUP, BEGIN_ITEM, COMMIT_GROUP, END_ITEM
 from agentkeep.persistence.schema import migrate
@@ -60,9 +78,10 @@ def _record(text: str) -> UserRecord:
     return UserRecord(message_id=text, message=UserMessage(content=(TextBlock(text=text),)))
 
 
-def step(i: int) -> Callable[[Transaction], None]:
+def step(i: int, *, others: bool = True) -> Callable[[Transaction], None]:
     """One transaction touching every remembered fact of session ``A`` (like a durable step:
-    finish the running turn, open and start the next, consume and enqueue, append)."""
+    finish the running turn, open and start the next, consume and enqueue, append); with
+    ``others``, also owed work, settings, notices and pending calls."""
 
     def work(tx: Transaction) -> None:
         tx.append_event(A, "note", {"i": i})
@@ -81,9 +100,34 @@ def step(i: int) -> Callable[[Transaction], None]:
         tx.write_context_tokens(A, i)
         tx.turn_inputs_queued(A, turn.id)
         tx.turn_of_message(A, f"m{i}")
+        if others:
+            _others(tx, i, turn.id)
         tx.append_event(A, "note", {"i": i, "end": True}, turn_id=tx.running_turn_id(A))
 
     return work
+
+
+def _others(tx: Transaction, i: int, turn_id: str) -> None:
+    """Change and read the other remembered facts: owed work, settings, notices, calls."""
+    ours = OwedWork(stage="inference", turn_id=turn_id)
+    if not tx.claim_owed(A, ours):
+        assert tx.read_owed(A) != ours  # refused: an earlier turn's fact stays
+        tx.write_owed(A, OwedWork(stage="tools"))
+        tx.read_owed(A)
+        if i % 2 == 0:
+            tx.delete_owed(A)
+    tx.read_owed(A)
+    tx.write_settings(A, Settings(model=f"m{i % 3}"))
+    tx.read_settings(A)
+    for notice in tx.notices(A)[:1]:
+        tx.remove_notice(A, notice.seq)
+    tx.inject_notice(A, QueuedNotice(message=SystemMessage(content=(TextBlock(text="n"),))))
+    for call in tx.pending_calls(A)[1:]:
+        tx.remove_pending_call(A, call.internal_id)
+    block = ToolCallBlock(call_id=f"c{i}", name="t", arguments="{}")
+    tx.put_pending_calls(A, [PendingToolCall(internal_id=f"p{i}", index=i, call=block)])
+    tx.notices(A)
+    tx.pending_calls(A)
 
 
 def check_memo_matches_the_store(store: Store) -> None:
@@ -139,6 +183,14 @@ def check_memo_matches_the_store(store: Store) -> None:
             )
         tokens = sql("SELECT tokens FROM context_tokens WHERE agent_id = ?", (A,))
         assert tx.read_context_tokens(A) == (tokens[0][0] if tokens else None)
+        owed = sql("SELECT owed_json FROM owed_work WHERE agent_id = ?", (A,))
+        assert tx.read_owed(A) == (decode_owed(owed[0][0]) if owed else None)
+        settings = sql("SELECT settings_json FROM settings WHERE agent_id = ?", (A,))
+        assert tx.read_settings(A) == (decode_settings(settings[0][0]) if settings else None)
+        notices = sql("SELECT notice_json FROM notices WHERE agent_id = ? ORDER BY seq", (A,))
+        assert tx.notices(A) == [decode_notice(row[0]) for row in notices]
+        calls = sql("SELECT internal_id FROM pending_calls WHERE agent_id = ? ORDER BY idx", (A,))
+        assert [call.internal_id for call in tx.pending_calls(A)] == [row[0] for row in calls]
 
     store.transact(compare)
     store.transact(step(1000))
@@ -148,9 +200,9 @@ def check_memo_matches_the_store(store: Store) -> None:
 def test_later_transactions_read_nothing_the_writer_knows(
     store: Store, executed: list[str]
 ) -> None:
-    store.transact(step(1))
+    store.transact(step(1, others=False))
     executed.clear()
-    store.transact(step(2))
+    store.transact(step(2, others=False))
     # Every tail, queue, turn and fact was remembered from the first step.
     assert [sql for sql in executed if sql.startswith("SELECT")] == []
     check_memo_matches_the_store(store)
@@ -350,7 +402,7 @@ class Restarting:
         for _ in range(2):  # a fault may hit the creation: once more then
             if self.store.read(lambda tx: tx.get_agent(A)) is None:
                 self.run(lambda tx: tx.create_agent(AgentRow(id=A, config={})))
-        for i in range(1, 4):
+        for i in range(1, 3):
             self.run(step(i))
         self.run(lambda tx: None)  # restarts the writer if the last step's fault ended it
 
