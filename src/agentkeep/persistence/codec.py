@@ -8,6 +8,7 @@ and each column decodes with the exact type (tagged unions for records).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import apsw
@@ -24,6 +25,7 @@ from agentkeep.model import (
     ToolResultMessage,
 )
 from agentkeep.persistence.faults import FaultInjector
+from agentkeep.persistence.memo import BEGIN_GROUP, BEGIN_ITEM, WriterMemo
 
 # One encoder for everything: sorted keys make equal values encode to equal text, which
 # write_owed (skip identical) and kv_compare_and_set (compare in SQL) rely on.
@@ -62,7 +64,13 @@ def prefix_upper_bound(prefix: str) -> str | None:
 
 
 class Statements:
-    """Runs statements on one connection, counting each as a store operation."""
+    """Runs statements on one connection, counting each as a store operation.
+
+    It also keeps the connection's :class:`~agentkeep.persistence.memo.WriterMemo`
+    (``memo``): reads go straight through; a write goes through :meth:`write` when the method
+    issuing it keeps the memo true, else (raw SQL, the writer's BEGIN/SAVEPOINT/RELEASE/COMMIT)
+    the memo is told before and after it runs.
+    """
 
     def __init__(self, connection: apsw.Connection, faults: FaultInjector | None = None) -> None:
         self.connection = connection
@@ -71,6 +79,12 @@ class Statements:
         # Transaction method consumes its rows before it returns, so no statement is ever
         # still being read when the next one starts.
         self._cursor = connection.cursor()
+        self.memo = WriterMemo()
+        self._kept = False
+        # The running work item's buffered writes (its ledger events), written by one
+        # statement before any other statement runs that is not a memo-keeping write: a read,
+        # raw SQL, the item's RELEASE. Set by the transaction; None when nothing is buffered.
+        self.flush: Callable[[], None] | None = None
 
     def tick(self, label: str) -> None:
         """Count one operation that is not a statement (e.g. "after COMMIT")."""
@@ -78,9 +92,29 @@ class Statements:
             self._faults.tick(label)
 
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
+        if self.flush is not None and not self._kept:
+            if sql in (BEGIN_ITEM, BEGIN_GROUP):  # left by an item that failed: not written
+                self.flush = None
+            else:
+                self.flush()
         if self._faults is not None:
             self._faults.tick(sql)
-        return self._cursor.execute(sql, params)
+        if self._kept or sql.startswith("SELECT"):
+            return self._cursor.execute(sql, params)
+        memo = self.memo
+        memo.before(sql)
+        cursor = self._cursor.execute(sql, params)
+        memo.after(sql)
+        return cursor
+
+    def write(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
+        """Run a write whose caller keeps the memo true (it records or forgets what the
+        statement changed, once it ran)."""
+        self._kept = True
+        try:
+            return self.execute(sql, params)
+        finally:
+            self._kept = False
 
     def changes(self) -> int:
         return int(self.connection.changes())

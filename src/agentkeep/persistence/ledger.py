@@ -42,7 +42,16 @@ from agentkeep.model.ledger import (
     DEFAULT_MAX_INPUT_BYTES,
     MAX_EVENTS_PAGE,
 )
-from agentkeep.persistence.codec import decode_object, now_ms
+from agentkeep.persistence.codec import Statements, decode_object, now_ms
+from agentkeep.persistence.memo import MISSING, WriterMemo
+
+_INSERT_EVENTS = (
+    "INSERT INTO session_events (agent_id, sequence, type, turn_id, data_json, created_at_ms) "
+    "VALUES "
+)
+_EVENT_ROW = "(?, ?, ?, ?, ?, ?)"
+# 6 parameters a row, well under SQLite's 32,766 variables a statement.
+_EVENTS_PER_INSERT = 500
 
 if TYPE_CHECKING:
     from agentkeep.persistence.interface import Transaction
@@ -209,9 +218,12 @@ class LedgerStatements:
     ``SqliteTransaction``, like ``ArchivedHistory``)."""
 
     _ledger: LedgerHub | None
-    # Each session's last event sequence as this transaction knows it (set by
-    # SqliteTransaction, one per work item): read once, then advanced by every append.
-    _event_tails: dict[str, int]
+    # The writer's memo (set by SqliteTransaction): each session's last event sequence is
+    # read once, then advanced by every append (persistence/memo.py states the invariant).
+    _memo: WriterMemo
+    _statements: Statements
+    # Rows appended in a writer's work item and not yet written (see append_event).
+    _pending_events: list[tuple[Any, ...]]
 
     # Provided by SqliteTransaction.
     def _check(self, *, write: bool) -> None:
@@ -261,40 +273,56 @@ class LedgerStatements:
                 raise EventTooLargeError(f"A {type!r} event", size, self.max_event_bytes)
             text = encode_event_data(omitted(data, size, self.max_event_bytes))
         sequence = 1 + self.last_event_sequence(agent_id)
-        self._write(
-            "INSERT INTO session_events (agent_id, sequence, type, turn_id, data_json, "
-            "created_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
-            (agent_id, sequence, type, turn_id, text, now_ms()),
-        )
-        # Only once the row is in: a failed INSERT leaves the tail where the store has it.
-        self._event_tails[agent_id] = sequence
+        row = (agent_id, sequence, type, turn_id, text, now_ms())
+        if self._memo.in_group:
+            # In a writer's work item: buffered, and written with the item's other events by
+            # one statement before any statement that could see them runs (a read, raw SQL,
+            # the item's RELEASE; see Statements.flush). A failed write keeps the rows
+            # buffered, so the remembered tail stays the store's tail plus the buffer.
+            self._pending_events.append(row)
+            self._statements.flush = self._flush_events
+        else:
+            self._write(_INSERT_EVENTS + _EVENT_ROW, row)
+        self._memo.put(("event_tail", agent_id), sequence)
         hub = self._ledger
         if hub is not None:
             self.after_commit(lambda: hub.committed(agent_id, sequence))
         return sequence
 
+    def _flush_events(self) -> None:
+        """Write the buffered events (a multi-row INSERT per chunk); rows stay buffered
+        until their statement ran."""
+        pending = self._pending_events
+        while pending:
+            chunk = pending[:_EVENTS_PER_INSERT]
+            sql = _INSERT_EVENTS + ", ".join([_EVENT_ROW] * len(chunk))
+            self._statements.write(sql, tuple(value for row in chunk for value in row))
+            del pending[: len(chunk)]
+        self._statements.flush = None
+
     def last_event_sequence(self, agent_id: str) -> int:
-        # Invariant: every event this transaction writes goes through append_event (or
-        # noted_event_sequence), so after the first read the cached tail is the store's max.
-        cached = self._event_tails.get(agent_id)
-        if cached is not None:
-            self._check(write=False)
-            return cached
+        # Invariant: every event written goes through append_event (any other write makes the
+        # memo forget), so after the first read the remembered tail is the store's max.
+        self._check(write=False)
+        key = ("event_tail", agent_id)
+        cached = self._memo.get(key)
+        if cached is not MISSING:
+            return int(cached)
         last = int(
             self._one(
                 "SELECT coalesce(max(sequence), 0) FROM session_events WHERE agent_id = ?",
                 (agent_id,),
             )
         )
-        self._event_tails[agent_id] = last
+        self._memo.put(key, last)
         return last
 
     def noted_event_sequence(self, agent_id: str, sequence: int) -> None:
         """Tell this transaction an event ``sequence`` of ``agent_id`` was written past
-        :meth:`append_event` (raw SQL, e.g. a chaos mutant), so its cached tail stays true."""
-        cached = self._event_tails.get(agent_id)
-        if cached is not None and sequence > cached:
-            self._event_tails[agent_id] = sequence
+        :meth:`append_event` (raw SQL, e.g. a chaos mutant), so its remembered tail stays
+        true (raw SQL made the memo forget everything already; this forgets the tail again)."""
+        del sequence
+        self._memo.forget(("event_tail", agent_id))
 
     def events(self, agent_id: str, after: int = 0, limit: int = 100) -> list[SessionEvent]:
         cursor = self._read(

@@ -28,7 +28,6 @@ from agentkeep.model import (
     Settings,
     ToolResultMessage,
 )
-from agentkeep.model.turns import TurnRecord
 from agentkeep.persistence.archive import ArchivedHistory
 from agentkeep.persistence.codec import (
     Statements,
@@ -49,12 +48,18 @@ from agentkeep.persistence.codec import (
 )
 from agentkeep.persistence.kv import agent_prefix
 from agentkeep.persistence.ledger import LedgerHub, LedgerStatements
+from agentkeep.persistence.memo import MISSING
 from agentkeep.persistence.turns import TurnStatements
 
 __all__ = ["ReadOnlyTransactionError", "SqliteTransaction", "Statements"]
 
 _QUEUE_ORDER = "CASE queue WHEN 'steering' THEN 0 ELSE 1 END, seq"
 _NOTICE_TAIL = "notice"  # queue_tails key for notices (not a QueueName)
+
+
+def _queue_rank(message: QueuedMessage) -> tuple[int, int]:
+    """The sort key of ``_QUEUE_ORDER``."""
+    return (0 if message.queue == "steering" else 1, message.seq)
 
 
 class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
@@ -75,16 +80,13 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         self._read_only = read_only
         self._active = True
         self._after_commit: list[Callable[[], None]] = []
-        # Per-transaction caches (docs/ledger.md, "Dense sequences"): each session's last
-        # event sequence and running turn, read once and kept current by this transaction's
-        # own writes. They live exactly as long as this object — one work item — so another
-        # writer's transaction (or a rolled-back item, whose object is expired) is never seen
-        # through them.
-        self._event_tails: dict[str, int] = {}
-        self._running_turns: dict[str, str | None] = {}
-        self._turn_rows: dict[tuple[str, str], TurnRecord] = {}
-        # Each agent's stored settings JSON (None: no row), kept by write_settings.
-        self._settings_json: dict[str, str | None] = {}
+        # What the store holds, remembered across statements (persistence/memo.py states the
+        # invariant). Every method below that writes a memoised fact records or forgets it
+        # once its statement ran; a new transaction object starts a new work item in it.
+        self._memo = statements.memo
+        self._memo.new_transaction_object()
+        # Ledger rows appended but not yet written (LedgerStatements.append_event).
+        self._pending_events: list[tuple[Any, ...]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -94,6 +96,11 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
     def expire(self) -> list[Callable[[], None]]:
         """End this transaction's validity; returns the registered after-commit callbacks."""
         self._active = False
+        # Buffered events are written before the item's RELEASE; any left over belong to an
+        # item that failed, whose savepoint is rolled back: drop them.
+        self._pending_events.clear()
+        if self._statements.flush == self._flush_events:
+            self._statements.flush = None
         callbacks, self._after_commit = self._after_commit, []
         return callbacks
 
@@ -114,9 +121,14 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         return self._statements.execute(sql, params)
 
     def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        # Only for statements whose method keeps the memo true (see Statements.write).
         self._check(write=True)
-        self._statements.execute(sql, params)
+        self._statements.write(sql, params)
         return self._statements.changes()
+
+    def _memo_get(self, key: tuple[str, ...]) -> Any:
+        self._check(write=False)
+        return self._memo.get(key)
 
     def _one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         row = self._read(sql, params).fetchone()
@@ -130,10 +142,32 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         """
         return list(self._read(sql, params).fetchall())
 
+    def query_remembered(
+        self, agent_id: str, sql: str, params: tuple[Any, ...] = ()
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`query`, its rows remembered by the writer until anything may change them.
+
+        Only for a read of the agent's rows in tables written by :meth:`execute` alone (which
+        forgets everything it could change) or by the ``agents`` cascade (``create_agent``
+        forgets the agent); e.g. ``sessions`` and the immutable ``definition_revisions``.
+        """
+        key = ("query", agent_id, sql, *map(repr, params))
+        known: tuple[tuple[Any, ...], ...] = self._memo_get(key)
+        if known is MISSING:
+            known = tuple(self._read(sql, params).fetchall())
+            self._memo.put(key, known)
+        return list(known)
+
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
         """Run one write statement in this transaction; returns how many rows it changed.
-        Refused (``ReadOnlyTransactionError``) in a read."""
-        return self._write(sql, params)
+        Refused (``ReadOnlyTransactionError``) in a read. The memo cannot know what it
+        changed, so it forgets everything (until the next transaction)."""
+        self._check(write=True)
+        # Even a statement the executor would follow (a SAVEPOINT of the writer's name). The
+        # executor writes the item's buffered events first, so the statement sees them.
+        self._memo.clear()
+        self._statements.execute(sql, params)
+        return self._statements.changes()
 
     # -- agents ------------------------------------------------------------------------------
     def create_agent(self, row: AgentRow) -> bool:
@@ -145,11 +179,8 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         # Cascades wipe the previous agent's records, queues, calls and facts; its kv rows
         # live under its prefix and go with a range delete.
         self._write("DELETE FROM agents WHERE id = ?", (row.id,))
-        # The cascade wiped the previous life's ledger and turns: forget what was cached.
-        self._event_tails.pop(row.id, None)
-        self._running_turns.pop(row.id, None)
-        self._settings_json.pop(row.id, None)
-        self._turn_rows = {k: v for k, v in self._turn_rows.items() if k[0] != row.id}
+        # The cascade wiped everything the previous life stored: forget all of it.
+        self._memo.forget_agent(row.id)
         self.kv_clear(agent_prefix(row.id))
         self._write(
             "INSERT INTO agents (id, config_json, metadata_json, parent_id, created_at_ms) "
@@ -165,13 +196,20 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         return True
 
     def get_agent(self, agent_id: str) -> AgentRow | None:
+        # create_agent, delete_agent and update_metadata forget what they change.
+        key = ("agent", agent_id)
+        known: AgentRow | None = self._memo_get(key)
+        if known is not MISSING:
+            return known
         cursor = self._read(
             "SELECT id, config_json, metadata_json, parent_id, created_at_ms FROM agents "
             "WHERE id = ? AND deleted_at_ms IS NULL",
             (agent_id,),
         )
         row = cursor.fetchone()
-        return None if row is None else agent_row(row)
+        found = None if row is None else agent_row(row)
+        self._memo.put(key, found)
+        return found
 
     def list_agents(self) -> list[AgentRow]:
         cursor = self._read(
@@ -181,6 +219,8 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         return [agent_row(row) for row in cursor]
 
     def delete_agent(self, agent_id: str) -> bool:
+        # Its children's rows change too (parent_id): forget every remembered agents row.
+        self._memo.forget_kind("agent")
         deleted = self._write(
             "UPDATE agents SET deleted_at_ms = ? WHERE id = ? AND deleted_at_ms IS NULL",
             (now_ms(), agent_id),
@@ -197,6 +237,7 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         if raw is None:
             raise UnknownAgentError(agent_id)
         merged = {**decode_object(raw), **patch}
+        self._memo.forget(("agent", agent_id))
         self._write("UPDATE agents SET metadata_json = ? WHERE id = ?", (encode(merged), agent_id))
         return merged
 
@@ -215,28 +256,44 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         return [decode_record(row[0]) for row in cursor]
 
     def record_count(self, agent_id: str) -> int:
-        return int(self._one("SELECT count(*) FROM records WHERE agent_id = ?", (agent_id,)))
+        key = ("record_count", agent_id)
+        count = self._memo_get(key)
+        if count is MISSING:
+            count = int(self._one("SELECT count(*) FROM records WHERE agent_id = ?", (agent_id,)))
+            self._memo.put(key, count)
+        return int(count)
 
     def append_record(self, agent_id: str, record: ConversationRecord) -> int:
         self._check(write=True)
         # Positions are dense from 1 (replace_records renumbers), so the next one follows
         # the durable tail.
-        position = 1 + int(
-            self._one(
+        key = ("record_tail", agent_id)
+        last = self._memo.get(key)
+        if last is MISSING:
+            last = self._one(
                 "SELECT coalesce(max(position), 0) FROM records WHERE agent_id = ?", (agent_id,)
             )
-        )
+        position = 1 + int(last)
         self._write(
             "INSERT INTO records (agent_id, position, record_json) VALUES (?, ?, ?)",
             (agent_id, position, encode(record)),
         )
+        self._memo.put(key, position)
+        count = self._memo.get(("record_count", agent_id))
+        if count is not MISSING:
+            self._memo.put(("record_count", agent_id), count + 1)
         return position
+
+    def _forget_records(self, agent_id: str) -> None:
+        self._memo.forget(("record_tail", agent_id))
+        self._memo.forget(("record_count", agent_id))
 
     def replace_records(
         self, agent_id: str, through_position: int, replacement: ConversationRecord
     ) -> None:
         if through_position < 0:
             raise ValueError(f"through_position must be >= 0, got {through_position}")
+        self._forget_records(agent_id)
         # Invariant: positions are always exactly 1..count, so a position is also the
         # number of records up to it (callers snapshot a count and pass it here). Records
         # that joined after the snapshot shift down behind the replacement at position 1.
@@ -260,6 +317,7 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         )
 
     def rewrite_records(self, agent_id: str, records: list[ConversationRecord]) -> None:
+        self._forget_records(agent_id)
         self._write("DELETE FROM records WHERE agent_id = ?", (agent_id,))
         for position, record in enumerate(records, start=1):
             self._write(
@@ -289,7 +347,7 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         # One statement: bump the durable high-water mark and read it back, so seqs grow
         # strictly per (agent, queue) across restarts and are never reused.
         self._check(write=True)
-        cursor = self._statements.execute(
+        cursor = self._statements.write(
             "INSERT INTO queue_tails (agent_id, queue, last_seq) VALUES (?, ?, 1) "
             "ON CONFLICT (agent_id, queue) DO UPDATE SET last_seq = last_seq + 1 "
             "RETURNING last_seq",
@@ -301,37 +359,52 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
 
     def enqueue(self, agent_id: str, message: QueuedMessage) -> QueuedMessage:
         stored = msgspec.structs.replace(message, seq=self._next_seq(agent_id, message.queue))
+        key = ("queue", agent_id)
+        before = self._memo.get(key)
+        self._memo.forget(key)
         self._write(
             "INSERT INTO queue (agent_id, queue, seq, message_id, envelope_json) "
             "VALUES (?, ?, ?, ?, ?)",
             (agent_id, stored.queue, stored.seq, stored.id, encode(stored)),
         )
+        if before is not MISSING:
+            self._memo.put(key, tuple(sorted((*before, stored), key=_queue_rank)))
         return stored
 
     def queued(self, agent_id: str, queue: QueueName | None = None) -> list[QueuedMessage]:
         """Steering before send when both are asked for (steering outranks sends)."""
-        if queue is None:
+        key = ("queue", agent_id)
+        everything: tuple[QueuedMessage, ...] = self._memo_get(key)
+        if everything is MISSING:
             cursor = self._read(
                 f"SELECT envelope_json FROM queue WHERE agent_id = ? ORDER BY {_QUEUE_ORDER}",
                 (agent_id,),
             )
-        else:
-            cursor = self._read(
-                "SELECT envelope_json FROM queue WHERE agent_id = ? AND queue = ? ORDER BY seq",
-                (agent_id, queue),
-            )
-        return [decode_message(row[0]) for row in cursor]
+            everything = tuple(decode_message(row[0]) for row in cursor)
+            self._memo.put(key, everything)
+        # The whole queue in (rank, seq) order, so each queue's own part is in seq order.
+        if queue is None:
+            return list(everything)
+        return [message for message in everything if message.queue == queue]
 
     def dequeue(self, agent_id: str, queue: QueueName, seq: int) -> bool:
-        return (
+        key = ("queue", agent_id)
+        before = self._memo.get(key)
+        self._memo.forget(key)
+        removed = (
             self._write(
                 "DELETE FROM queue WHERE agent_id = ? AND queue = ? AND seq = ?",
                 (agent_id, queue, seq),
             )
             == 1
         )
+        if before is not MISSING and removed:
+            kept = tuple(m for m in before if not (m.queue == queue and m.seq == seq))
+            self._memo.put(key, kept)
+        return removed
 
     def inject_notice(self, agent_id: str, notice: QueuedNotice) -> QueuedNotice:
+        self._memo.forget(("notices", agent_id))
         stored = msgspec.structs.replace(notice, seq=self._next_seq(agent_id, _NOTICE_TAIL))
         self._write(
             "INSERT INTO notices (agent_id, seq, notice_json) VALUES (?, ?, ?)",
@@ -340,18 +413,25 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         return stored
 
     def notices(self, agent_id: str) -> list[QueuedNotice]:
-        cursor = self._read(
-            "SELECT notice_json FROM notices WHERE agent_id = ? ORDER BY seq", (agent_id,)
-        )
-        return [decode_notice(row[0]) for row in cursor]
+        key = ("notices", agent_id)
+        found: tuple[QueuedNotice, ...] = self._memo_get(key)
+        if found is MISSING:
+            cursor = self._read(
+                "SELECT notice_json FROM notices WHERE agent_id = ? ORDER BY seq", (agent_id,)
+            )
+            found = tuple(decode_notice(row[0]) for row in cursor)
+            self._memo.put(key, found)
+        return list(found)
 
     def remove_notice(self, agent_id: str, seq: int) -> bool:
+        self._memo.forget(("notices", agent_id))
         return (
             self._write("DELETE FROM notices WHERE agent_id = ? AND seq = ?", (agent_id, seq)) == 1
         )
 
     # -- tool batches ------------------------------------------------------------------------
     def put_pending_calls(self, agent_id: str, calls: list[PendingToolCall]) -> None:
+        self._memo.forget(("calls", agent_id))
         for call in calls:
             self._write(
                 "INSERT INTO pending_calls (agent_id, internal_id, idx, call_json, "
@@ -366,6 +446,14 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
             )
 
     def pending_calls(self, agent_id: str) -> list[PendingToolCall]:
+        key = ("calls", agent_id)
+        found: tuple[PendingToolCall, ...] = self._memo_get(key)
+        if found is MISSING:
+            found = tuple(self._read_pending_calls(agent_id))
+            self._memo.put(key, found)
+        return list(found)
+
+    def _read_pending_calls(self, agent_id: str) -> list[PendingToolCall]:
         cursor = self._read(
             "SELECT internal_id, idx, call_json, committed_json FROM pending_calls "
             "WHERE agent_id = ? ORDER BY idx, internal_id",
@@ -404,6 +492,7 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
     def mark_call_committed(
         self, agent_id: str, internal_id: str, result: ToolResultMessage
     ) -> bool:
+        self._memo.forget(("calls", agent_id))
         return (
             self._write(
                 "UPDATE pending_calls SET committed_json = ? "
@@ -415,6 +504,7 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
 
     def remove_pending_call(self, agent_id: str, internal_id: str) -> bool:
         # The claim cascades with the call (tool_result_claims' foreign key).
+        self._memo.forget(("calls", agent_id))
         return (
             self._write(
                 "DELETE FROM pending_calls WHERE agent_id = ? AND internal_id = ?",
@@ -425,49 +515,70 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
 
     # -- per-agent facts ---------------------------------------------------------------------
     def read_settings(self, agent_id: str) -> Settings | None:
-        # Read once per transaction: write_settings (their only writer) keeps the copy true.
-        if agent_id in self._settings_json:
-            self._check(write=False)
-            raw = self._settings_json[agent_id]
-        else:
+        # write_settings (their only writer) keeps the remembered JSON true.
+        key = ("settings", agent_id)
+        raw = self._memo_get(key)
+        if raw is MISSING:
             raw = self._one("SELECT settings_json FROM settings WHERE agent_id = ?", (agent_id,))
-            self._settings_json[agent_id] = None if raw is None else str(raw)
+            raw = None if raw is None else str(raw)
+            self._memo.put(key, raw)
         return None if raw is None else decode_settings(raw)
 
     def write_settings(self, agent_id: str, settings: Settings) -> None:
         text = encode(settings)
-        self._settings_json.pop(agent_id, None)
+        key = ("settings", agent_id)
+        self._memo.forget(key)
         self._write(
             "INSERT INTO settings (agent_id, settings_json) VALUES (?, ?) "
             "ON CONFLICT (agent_id) DO UPDATE SET settings_json = excluded.settings_json",
             (agent_id, text),
         )
-        self._settings_json[agent_id] = text
+        self._memo.put(key, text)
 
     def read_owed(self, agent_id: str) -> OwedWork | None:
-        raw = self._one("SELECT owed_json FROM owed_work WHERE agent_id = ?", (agent_id,))
+        key = ("owed", agent_id)
+        raw = self._memo_get(key)
+        if raw is MISSING:
+            raw = self._one("SELECT owed_json FROM owed_work WHERE agent_id = ?", (agent_id,))
+            raw = None if raw is None else str(raw)
+            self._memo.put(key, raw)
         return None if raw is None else decode_owed(raw)
 
     def write_owed(self, agent_id: str, owed: OwedWork) -> None:
         # The WHERE skips the write when the stored value is identical (canonical JSON).
+        key, text = ("owed", agent_id), encode(owed)
+        self._memo.forget(key)
         self._write(
             "INSERT INTO owed_work (agent_id, owed_json) VALUES (?, ?) "
             "ON CONFLICT (agent_id) DO UPDATE SET owed_json = excluded.owed_json "
             "WHERE owed_json IS NOT excluded.owed_json",
-            (agent_id, encode(owed)),
+            (agent_id, text),
         )
+        self._memo.put(key, text)
 
     def claim_owed(self, agent_id: str, owed: OwedWork) -> bool:
-        return (
+        key, text = ("owed", agent_id), encode(owed)
+        before = self._memo.get(key)
+        self._memo.forget(key)
+        claimed = (
             self._write(
                 "INSERT OR IGNORE INTO owed_work (agent_id, owed_json) VALUES (?, ?)",
-                (agent_id, encode(owed)),
+                (agent_id, text),
             )
             == 1
         )
+        if claimed:
+            self._memo.put(key, text)
+        elif before is not MISSING:  # ignored: the row is what it was
+            self._memo.put(key, before)
+        return claimed
 
     def delete_owed(self, agent_id: str) -> bool:
-        return self._write("DELETE FROM owed_work WHERE agent_id = ?", (agent_id,)) == 1
+        key = ("owed", agent_id)
+        self._memo.forget(key)
+        deleted = self._write("DELETE FROM owed_work WHERE agent_id = ?", (agent_id,)) == 1
+        self._memo.put(key, None)
+        return deleted
 
     def agents_owing_work(self) -> list[str]:
         cursor = self._read(
@@ -477,18 +588,26 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         return [str(row[0]) for row in cursor]
 
     def read_context_tokens(self, agent_id: str) -> int | None:
-        raw = self._one("SELECT tokens FROM context_tokens WHERE agent_id = ?", (agent_id,))
+        key = ("tokens", agent_id)
+        raw = self._memo_get(key)
+        if raw is MISSING:
+            raw = self._one("SELECT tokens FROM context_tokens WHERE agent_id = ?", (agent_id,))
+            raw = None if raw is None else int(raw)
+            self._memo.put(key, raw)
         return None if raw is None else int(raw)
 
     def write_context_tokens(self, agent_id: str, tokens: int | None) -> None:
+        key = ("tokens", agent_id)
+        self._memo.forget(key)
         if tokens is None:
             self._write("DELETE FROM context_tokens WHERE agent_id = ?", (agent_id,))
-            return
-        self._write(
-            "INSERT INTO context_tokens (agent_id, tokens) VALUES (?, ?) "
-            "ON CONFLICT (agent_id) DO UPDATE SET tokens = excluded.tokens",
-            (agent_id, tokens),
-        )
+        else:
+            self._write(
+                "INSERT INTO context_tokens (agent_id, tokens) VALUES (?, ?) "
+                "ON CONFLICT (agent_id) DO UPDATE SET tokens = excluded.tokens",
+                (agent_id, tokens),
+            )
+        self._memo.put(key, tokens)
 
     # -- sorted key-value table --------------------------------------------------------------
     def kv_read(self, key: str) -> Any | None:

@@ -35,6 +35,7 @@ from agentkeep.model.turns import (
 )
 from agentkeep.persistence.codec import decode_object, now_ms
 from agentkeep.persistence.ledger import encode_event_data
+from agentkeep.persistence.memo import MISSING, WriterMemo
 
 _COLUMNS = (
     "agent_id, number, id, idempotency_key, driver, status, input_json, message_id, "
@@ -89,13 +90,13 @@ class TurnStatements:
     """The turns' statements over the enclosing transaction (a mixin of
     ``SqliteTransaction``, like ``LedgerStatements``)."""
 
-    # Each session's running turn as this transaction knows it (set by SqliteTransaction, one
-    # per work item): read once, forgotten by every status move or new turn of the session.
-    _running_turns: dict[str, str | None]
-    # The turn rows this transaction read or wrote, by (session, turn id): move_turn starts
-    # from them instead of reading the row again. Only move_turn changes a turn's row, and it
-    # keeps its entry current.
-    _turn_rows: dict[tuple[str, str], TurnRecord]
+    # The writer's memo (set by SqliteTransaction; persistence/memo.py states the invariant).
+    # Per session: its last turn number ("turn_tail"), its running turn ("running_turn"),
+    # its live turns' ids in number order ("live_turns"), the turn of a message id
+    # ("message_turn"); per turn: its row ("turn"). Only open_turn
+    # and move_turn write turns and turn_inputs, and they keep these true; a finished turn's
+    # row is remembered only until its transaction ends (it is rarely read again).
+    _memo: WriterMemo
 
     # Provided by SqliteTransaction / LedgerStatements.
     def _check(self, *, write: bool) -> None:
@@ -127,10 +128,19 @@ class TurnStatements:
         rows: list[tuple[Any, ...]] = cursor.fetchall()
         turns = [_turn(row) for row in rows]
         for turn in turns:
-            self._turn_rows[turn.session_id, turn.id] = turn
+            self._remember_turn(turn)
         return turns
 
+    def _remember_turn(self, turn: TurnRecord) -> None:
+        self._memo.put(
+            ("turn", turn.session_id, turn.id), turn, transient=turn.status in TERMINAL_STATUSES
+        )
+
     def read_turn(self, agent_id: str, turn_id: str) -> TurnRecord | None:
+        self._check(write=False)
+        known: TurnRecord | None = self._memo.get(("turn", agent_id, turn_id))
+        if known is not MISSING:
+            return known
         found = self._turns("agent_id = ? AND id = ?", (agent_id, turn_id))
         return found[0] if found else None
 
@@ -140,11 +150,24 @@ class TurnStatements:
         )
 
     def live_turns(self, agent_id: str) -> list[TurnRecord]:
+        self._check(write=False)
+        remembered = self._remembered_live(agent_id)
+        if remembered is not None:
+            return remembered
         live = self._turns(f"agent_id = ? AND status IN {_LIVE} ORDER BY number", (agent_id,))
+        self._memo.put(("live_turns", agent_id), tuple(turn.id for turn in live))
         # The same answer running_turn_id would read: the latest live turn not queued.
         started = [turn.id for turn in live if turn.status != "queued"]
-        self._running_turns[agent_id] = started[-1] if started else None
+        self._memo.put(("running_turn", agent_id), started[-1] if started else None)
         return live
+
+    def _remembered_live(self, agent_id: str) -> list[TurnRecord] | None:
+        """The session's live turns by number if the memo holds them all, else None."""
+        ids: tuple[str, ...] = self._memo.get(("live_turns", agent_id))
+        if ids is MISSING:
+            return None
+        rows = [self._memo.get(("turn", agent_id, turn_id)) for turn_id in ids]
+        return None if MISSING in rows else rows
 
     def all_live_turns(self) -> list[TurnRecord]:
         return self._turns(f"status IN {_LIVE} ORDER BY agent_id, number", ())
@@ -152,26 +175,40 @@ class TurnStatements:
     def running_turn_id(self, agent_id: str) -> str | None:
         """The session's latest running (or cancelling) turn: the one a loop fact belongs to
         and a steer joins; None between turns."""
-        if agent_id in self._running_turns:
-            self._check(write=False)
-            return self._running_turns[agent_id]
+        self._check(write=False)
+        key = ("running_turn", agent_id)
+        known: str | None = self._memo.get(key)
+        if known is not MISSING:
+            return known
+        live = self._remembered_live(agent_id)
+        if live is not None:  # the same answer, from the remembered live turns
+            started = [turn.id for turn in live if turn.status != "queued"]
+            running = started[-1] if started else None
+            self._memo.put(key, running)
+            return running
         found = self._one(
             f"SELECT id FROM turns WHERE agent_id = ? AND status IN {_LIVE} "
             "AND status != 'queued' ORDER BY number DESC LIMIT 1",
             (agent_id,),
         )
         running = None if found is None else str(found)
-        self._running_turns[agent_id] = running
+        self._memo.put(key, running)
         return running
 
     def turn_of_message(self, agent_id: str, message_id: str) -> TurnRecord | None:
         """The turn the latest input with this message id belongs to (message ids can be
         reused once compaction releases them; keys and turns never are)."""
+        self._check(write=False)
+        key = ("message_turn", agent_id, message_id)
+        turn_id: str | None = self._memo.get(key)
+        if turn_id is not MISSING:
+            return None if turn_id is None else self.read_turn(agent_id, turn_id)
         found = self._turns(
             "agent_id = ?1 AND id = (SELECT turn_id FROM turn_inputs WHERE agent_id = ?1 "
             "AND message_id = ?2 ORDER BY rowid DESC LIMIT 1)",
             (agent_id, message_id),
         )
+        self._memo.put(key, found[0].id if found else None)
         return found[0] if found else None
 
     def turn_message_ids(self, agent_id: str, turn_id: str) -> list[str]:
@@ -185,6 +222,12 @@ class TurnStatements:
 
     def turn_inputs_queued(self, agent_id: str, turn_id: str) -> bool:
         """True while any input of the turn is still waiting in a queue."""
+        self._check(write=False)
+        ids: tuple[str, ...] = self._memo.get(("turn_messages", agent_id, turn_id))
+        queued: tuple[Any, ...] = self._memo.get(("queue", agent_id))
+        if ids is not MISSING and queued is not MISSING:
+            # The same join, over the remembered inputs' message ids and queue.
+            return any(message.id in ids for message in queued)
         return (
             self._one(
                 "SELECT 1 FROM turn_inputs AS i JOIN queue AS q "
@@ -217,13 +260,21 @@ class TurnStatements:
 
     def session_archived(self, agent_id: str) -> bool:
         """True once the session was archived (it takes no new input)."""
-        return (
-            self._one(
-                "SELECT 1 FROM sessions WHERE agent_id = ? AND archived_at_ms IS NOT NULL",
-                (agent_id,),
+        # ``sessions`` is written only by raw SQL (sessions.tables), which makes the memo
+        # forget everything, and by the agents cascade (create_agent forgets the agent).
+        self._check(write=False)
+        key = ("archived", agent_id)
+        known: bool = self._memo.get(key)
+        if known is MISSING:
+            known = (
+                self._one(
+                    "SELECT 1 FROM sessions WHERE agent_id = ? AND archived_at_ms IS NOT NULL",
+                    (agent_id,),
+                )
+                is not None
             )
-            is not None
-        )
+            self._memo.put(key, known)
+        return known
 
     # -- writes ----------------------------------------------------------------------------
     def open_turn(
@@ -256,15 +307,22 @@ class TurnStatements:
                 "input_hash, message_id) VALUES (?, ?, ?, ?, ?, ?)",
                 (agent_id, key, joined, delivery, digest, message_id),
             )
+            if message_id is not None:
+                self._memo.put(("message_turn", agent_id, message_id), joined)
+                ids = self._memo.get(("turn_messages", agent_id, joined))
+                if ids is not MISSING:
+                    self._memo.put(("turn_messages", agent_id, joined), (*ids, message_id))
             turn = self.read_turn(agent_id, joined)
             assert turn is not None  # just found running
             return turn, True
-        number = 1 + int(
-            self._one("SELECT coalesce(max(number), 0) FROM turns WHERE agent_id = ?", (agent_id,))
-        )
+        last = self._memo.get(("turn_tail", agent_id))
+        if last is MISSING:
+            last = self._one(
+                "SELECT coalesce(max(number), 0) FROM turns WHERE agent_id = ?", (agent_id,)
+            )
+        number = 1 + int(last)
         turn_id = new_id()
         input_json = encode_event_data(input)
-        self._running_turns.pop(agent_id, None)
         self._write(
             f"INSERT INTO turns ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, NULL, NULL, "
             "?, NULL, NULL)",
@@ -283,6 +341,16 @@ class TurnStatements:
             "INSERT INTO turn_inputs (agent_id, idempotency_key, turn_id, delivery, input_hash, "
             "message_id) VALUES (?, ?, ?, ?, ?, ?)",
             (agent_id, key, turn_id, delivery, digest, message_id),
+        )
+        self._memo.put(("turn_tail", agent_id), number)
+        live = self._memo.get(("live_turns", agent_id))
+        if live is not MISSING:  # the new turn is live and has the highest number
+            self._memo.put(("live_turns", agent_id), (*live, turn_id))
+        if message_id is not None:
+            self._memo.put(("message_turn", agent_id, message_id), turn_id)
+        # A new turn's only input so far; a finished turn takes no more inputs.
+        self._memo.put(
+            ("turn_messages", agent_id, turn_id), () if message_id is None else (message_id,)
         )
         self.append_event(
             agent_id,
@@ -314,7 +382,7 @@ class TurnStatements:
             started_at_ms=None,
             completed_at_ms=None,
         )
-        self._turn_rows[agent_id, turn_id] = turn
+        self._remember_turn(turn)
         return turn, True
 
     def move_turn(
@@ -334,7 +402,7 @@ class TurnStatements:
                 status never changes), or there is no such turn.
         """
         self._check(write=True)
-        turn = self._turn_rows.get((agent_id, turn_id)) or self.read_turn(agent_id, turn_id)
+        turn = self.read_turn(agent_id, turn_id)
         if turn is None:
             raise TurnStateError(f'Turn "{turn_id}" of session "{agent_id}" does not exist.')
         if status not in TRANSITIONS[turn.status]:
@@ -346,7 +414,6 @@ class TurnStatements:
         completed = now if status in TERMINAL_STATUSES else None
         result_json = None if result is None else encode_event_data(result)
         error_json = None if error is None else _encoder.encode(error).decode()
-        self._moved_running(agent_id, turn_id, status)
         self._write(
             "UPDATE turns SET status = ?, result_json = coalesce(?, result_json), "
             "error_json = coalesce(?, error_json), started_at_ms = ?, completed_at_ms = ? "
@@ -361,6 +428,15 @@ class TurnStatements:
                 turn_id,
             ),
         )
+        self._moved_running(agent_id, turn_id, status)
+        live = self._memo.get(("live_turns", agent_id))
+        if status in TERMINAL_STATUSES:  # bound the memo: a finished turn is rarely asked
+            ids = self._memo.get(("turn_messages", agent_id, turn_id))
+            for message_id in () if ids is MISSING else ids:
+                self._memo.forget(("message_turn", agent_id, message_id))
+            self._memo.forget(("turn_messages", agent_id, turn_id))
+            if live is not MISSING:
+                self._memo.put(("live_turns", agent_id), tuple(i for i in live if i != turn_id))
         data: JSONObject = {"turn_id": turn_id, "status": status, **(extra or {})}
         if result is not None:
             data["result"] = result
@@ -377,19 +453,20 @@ class TurnStatements:
             started_at_ms=started,
             completed_at_ms=completed,
         )
-        self._turn_rows[agent_id, turn_id] = moved
+        self._remember_turn(moved)
         return moved
 
     def _moved_running(self, agent_id: str, turn_id: str, status: TurnStatus) -> None:
         # Keep the cached running turn true across a move, or forget it when the move could
         # make it another turn. With none running, a turn that starts is the running one; the
         # running turn staying live keeps it; anything else is re-read when next asked.
-        known = self._running_turns.get(agent_id, "")
+        key = ("running_turn", agent_id)
+        known = self._memo.get(key)
         live = status in ("running", "cancelling")
-        if live and known in (None, turn_id):
-            self._running_turns[agent_id] = turn_id
+        if live and (known is None or known == turn_id):
+            self._memo.put(key, turn_id)
         else:
-            self._running_turns.pop(agent_id, None)
+            self._memo.forget(key)
 
     def move_turns(
         self,

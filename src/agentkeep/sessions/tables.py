@@ -104,7 +104,10 @@ def session_driver(tx: Transaction, session_id: str) -> str:
     ``agentkeep`` (the native loop) for a session without a pin."""
     # Read on every acceptance: a scalar subquery, measured ~8x cheaper than the equivalent
     # join (same answer: no session, no pin or no driver id all read as the native loop).
-    rows = _sql(tx).query(
+    # Remembered by the writer: sessions rows change only through execute() or the agents
+    # cascade, and revisions never change.
+    rows = _sql(tx).query_remembered(
+        session_id,
         "SELECT (SELECT json_extract(r.definition_json, '$.driver.id') "
         "FROM definition_revisions AS r WHERE r.id = s.revision_id) "
         "FROM sessions AS s WHERE s.agent_id = ?",

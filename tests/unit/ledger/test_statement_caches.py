@@ -1,6 +1,7 @@
-"""The per-transaction caches of a session's last event sequence and running turn (issue 17):
-read once per transaction, kept current by the transaction's own writes, never carried into
-another transaction (a group-mate's, or after a rolled-back item)."""
+"""What the writer remembers of a session's last event sequence, running turn, turn rows and
+settings (issue 17, persistence/memo.py): read once, kept current by the writes that change
+them, carried into the writer's later transactions once committed, never out of a rolled-back
+item (a group-mate's transaction does not see it)."""
 
 from __future__ import annotations
 
@@ -57,10 +58,10 @@ def _sequences(store: Store) -> list[int]:
     return [e.sequence for e in store.read(lambda tx: tx.events(SESSION, 0, 1000))]
 
 
-def test_appends_in_one_transaction_are_dense_and_read_the_tail_once(
-    store: Store, executed: list[str]
-) -> None:
+def test_appends_are_dense_and_read_the_tail_only_once(store: Store, executed: list[str]) -> None:
+    executed.clear()
     store.transact(lambda tx: tx.append_event(SESSION, "note", {"n": 0}))
+    assert _count(executed, MAX_SEQUENCE) == 1
 
     def three(tx: Transaction) -> list[int]:
         appended = [tx.append_event(SESSION, "note", {"n": n}) for n in (1, 2, 3)]
@@ -68,7 +69,8 @@ def test_appends_in_one_transaction_are_dense_and_read_the_tail_once(
 
     executed.clear()
     assert store.transact(three) == [2, 3, 4, 4]
-    assert _count(executed, MAX_SEQUENCE) == 1
+    # The committed tail of the first transaction is remembered by the writer.
+    assert _count(executed, MAX_SEQUENCE) == 0
     assert _sequences(store) == [1, 2, 3, 4]
 
 
@@ -141,10 +143,11 @@ def test_the_running_turn_is_read_once_and_follows_the_transactions_moves(
     assert seen == [None, None, turn_id, turn_id, turn_id, None]
     # Read once while none ran, and again only after the turn ended (another might run).
     assert _count(executed, RUNNING_TURN) == 2
-    # A new transaction reads the store again.
+    # A later transaction of the writer is answered from what it committed.
     executed.clear()
     assert store.transact(lambda tx: tx.running_turn_id(SESSION)) is None
-    assert _count(executed, RUNNING_TURN) == 1
+    assert _count(executed, RUNNING_TURN) == 0
+    assert store.read(lambda tx: tx.running_turn_id(SESSION)) is None
 
 
 def test_the_returned_turns_equal_the_stored_rows_without_reading_them(
@@ -174,11 +177,15 @@ def test_the_returned_turns_equal_the_stored_rows_without_reading_them(
         return pairs
 
     executed.clear()
-    for returned, stored in store.transact(scenario):
-        assert returned == stored
-    # Only the four read_turn calls above read a turn row: opening and moving a turn known
-    # to the transaction reads none.
-    assert _count(executed, TURN_ROW) == 4
+    pairs = store.transact(scenario)
+    # Opening, moving and reading back a turn the writer knows reads no turn row ...
+    assert _count(executed, TURN_ROW) == 0
+    for returned, known in pairs:
+        assert returned == known
+    # ... and what it returned is what the store holds (read back on a reader's snapshot).
+    assert store.read(lambda tx: tx.read_turn(SESSION, pairs[-1][0].id)) == pairs[-1][0]
+    first = store.read(lambda tx: tx.read_turn(SESSION, pairs[0][0].id))
+    assert first == pairs[2][0]
 
 
 def test_settings_are_read_once_and_follow_the_transactions_writes(
@@ -193,13 +200,24 @@ def test_settings_are_read_once_and_follow_the_transactions_writes(
     executed.clear()
     assert store.transact(scenario) == [None, None, Settings(provider="p", model="m1")]
     assert _count(executed, SETTINGS) == 1
-    # A transaction that changes them leaves the next one to read the store.
+    # A committed change is what the writer's next transaction sees, without a read.
     store.transact(lambda tx: tx.write_settings(SESSION, Settings(provider="p", model="m2")))
     executed.clear()
     assert store.transact(lambda tx: tx.read_settings(SESSION)) == Settings(
         provider="p", model="m2"
     )
-    assert _count(executed, SETTINGS) == 1
+    assert _count(executed, SETTINGS) == 0
+
+    # A rolled-back change is not.
+    def changes_then_fails(tx: Transaction) -> None:
+        tx.write_settings(SESSION, Settings(provider="p", model="lost"))
+        raise BoomError
+
+    with pytest.raises(BoomError):
+        store.transact(changes_then_fails)
+    assert store.transact(lambda tx: tx.read_settings(SESSION)) == Settings(
+        provider="p", model="m2"
+    )
 
 
 def test_live_turns_tell_the_running_turn_without_another_read(
