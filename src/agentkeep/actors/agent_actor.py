@@ -30,7 +30,7 @@ from agentkeep.actors.claiming import ClaimingMixin
 from agentkeep.actors.consume_claim import ClaimTold, ConsumeClaim
 from agentkeep.actors.hook_actions import accept_hook_actions
 from agentkeep.actors.hook_contexts import HookContexts
-from agentkeep.actors.inference_worker import InferenceWorker, StreamJob
+from agentkeep.actors.inference_worker import InferenceWorker, StreamJob, StreamReports
 from agentkeep.actors.loop_thread import inside_loop
 from agentkeep.actors.loop_timers import LoopTimers
 from agentkeep.actors.plan_hooks import ConsumptionPolicy, ToolCallHooks
@@ -216,6 +216,9 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
                 self._take(message.event)
             case ChildReport():
                 pass  # an abandoned or replaced child's: discarded (and logged)
+            case StreamReports(job=job):
+                for report in job.take_reports():  # each as if it came on its own
+                    self._receive(report)
             case ChildExited():
                 self._feed_all(self._children.exited(message))
             case GraceExpired():

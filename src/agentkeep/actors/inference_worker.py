@@ -3,10 +3,18 @@ its provider streams one after the other (issue 17: a one-shot pykka actor per r
 a thread and an actor start on every step).
 
 Each stream is a child of the agent exactly as a one-shot actor was (see
-:mod:`agentkeep.actors.agent_children`): it claims the link its agent offers, tells its reports
-(``ChildReport``, with its own urn) and, as the last thing it does, ``ChildExited`` — with the
-failure that ended it if anything escaped the stream. Its handle (:class:`StreamJob`) has the
-parts of an actor ref the agent uses: the urn, ``actor_stopped``, ``stop``.
+:mod:`agentkeep.actors.agent_children`): it claims the link its agent offers, reports its events
+(each a ``ChildReport`` with its own urn, to the agent) and, as the last thing it does, tells
+``ChildExited`` — with the failure that ended it if anything escaped the stream. Its handle
+(:class:`StreamJob`) has the parts of an actor ref the agent uses: the urn, ``actor_stopped``,
+``stop``.
+
+Reports are coalesced (issue 17: a response's events and its exit were one mailbox message
+each, six per step): a report — and last, the exit — goes into the job's outbox, and only the
+one that finds the outbox empty tells the agent :class:`StreamReports`; the agent then takes
+everything queued by that time, in order, each as if it had come as a message of its own.
+Nothing is reordered: what one job queued is taken in the order queued, and it is taken no
+later than it would have been as separate messages.
 
 Why one thread is enough: the loop starts a response only once every earlier stream has told
 ``ChildStopped`` (spec §3.5), which a job tells right before its exit report, so a new job
@@ -19,6 +27,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pykka
@@ -56,6 +65,23 @@ class StreamJob:
     def __init__(self) -> None:
         self.actor_urn = f"urn:agentkeep:stream:{new_id()}"
         self.actor_stopped = threading.Event()  # set when the stream's work has returned
+        # Reports (and, last, the exit) not yet taken by the agent; non-empty exactly while
+        # a StreamReports for them is on its way (the push that found it empty told one).
+        self._outbox: list[ChildReport | ChildExited] = []
+        self._outbox_lock = threading.Lock()
+
+    def push(self, message: ChildReport | ChildExited) -> bool:
+        """Queue a message for the agent; True if the agent must be told (:class:`StreamReports`):
+        the outbox was empty, so no message for it is on its way."""
+        with self._outbox_lock:
+            self._outbox.append(message)
+            return len(self._outbox) == 1
+
+    def take_reports(self) -> list[ChildReport | ChildExited]:
+        """Every message queued so far, oldest first (the agent's thread, on StreamReports)."""
+        with self._outbox_lock:
+            reports, self._outbox = self._outbox, []
+            return reports
 
     def stop(self, *, block: bool = True, timeout: float | None = None) -> None:
         """A stream ends when its cancel token is cancelled (its agent cancels it first);
@@ -66,6 +92,13 @@ class StreamJob:
     def is_alive(self) -> bool:
         """Whether the stream's work has not returned yet."""
         return not self.actor_stopped.is_set()
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReports:
+    """The agent's mailbox message: ``job`` has reports queued (take them all, in order)."""
+
+    job: StreamJob
 
 
 class InferenceWorker:
@@ -97,11 +130,16 @@ class InferenceWorker:
         with _running_lock:
             _running.add(job)
 
-        def tell(event: Event) -> None:
+        def post(message: ChildReport | ChildExited) -> None:
+            if not job.push(message):
+                return  # the agent is told already: it takes this one with the others
             try:
-                parent.tell(ChildReport(actor_urn=job.actor_urn, event=event))
+                parent.tell(StreamReports(job=job))
             except pykka.ActorDeadError:
                 log.debug("agent_child_result_unheard", child="stream")
+
+        def tell(event: Event) -> None:
+            post(ChildReport(actor_urn=job.actor_urn, event=event))
 
         def run() -> None:
             failure: BaseException | None = None
@@ -119,7 +157,10 @@ class InferenceWorker:
                     exited = ChildExited(
                         child_id=link.child_id, actor_urn=job.actor_urn, failure=failure
                     )
-                    tell_quietly(link.supervisor, exited)
+                    if link.supervisor.actor_urn == parent.actor_urn:
+                        post(exited)  # after its reports, in the same outbox
+                    else:
+                        tell_quietly(link.supervisor, exited)
 
         self._jobs.put(run)
         if self._thread is None:

@@ -23,7 +23,9 @@ class AgentStatus:
     ``set_running`` says whether a run is in progress; the agent is idle when neither.
 
     Locking: one condition, a leaf. It guards ``_running``, ``_signals`` and
-    ``_compactions`` and is notified on every change that may make the agent idle; nothing
+    ``_compactions``; its only waiters wait for idleness, so it is notified exactly when the
+    agent turns idle (a change that leaves it busy, or idle, wakes nobody: on the step's
+    critical path a waiter woken only to wait again costs a thread switch); nothing
     is called while holding it (compaction futures are resolved after it is released), so
     any thread may call any method under any other lock. ``abort_pending`` is a plain flag
     outside it (one writer at a time: the system sets it, the actor clears it).
@@ -53,13 +55,24 @@ class AgentStatus:
     def signal_taken(self) -> None:
         """The actor took on a counted event (or none is coming after all)."""
         with self._condition:
+            was_idle = self._is_idle()
             self._signals = max(0, self._signals - 1)
-            self._condition.notify_all()
+            self._notify_if_turned_idle(was_idle)
 
     def set_running(self, running: bool) -> None:
         """Whether the actor's loop has a run in progress (after each event it took)."""
         with self._condition:
+            was_idle = self._is_idle()
             self._running = running
+            self._notify_if_turned_idle(was_idle)
+
+    def _is_idle(self) -> bool:
+        # Called holding the condition.
+        return not self._running and self._signals == 0
+
+    def _notify_if_turned_idle(self, was_idle: bool) -> None:
+        # Called holding the condition: the waiters' predicate became true just now.
+        if not was_idle and self._is_idle():
             self._condition.notify_all()
 
     @contextmanager
@@ -125,12 +138,10 @@ class AgentStatus:
     def idle(self) -> bool:
         """Whether the agent has no run in progress and no work handed to it, now."""
         with self._condition:
-            return not self._running and self._signals == 0
+            return self._is_idle()
 
     def wait_for_idle(self, timeout_seconds: float | None = None) -> bool:
         """Block until the agent has no run in progress and no work handed to it; False
         on timeout."""
         with self._condition:
-            return self._condition.wait_for(
-                lambda: not self._running and self._signals == 0, timeout_seconds
-            )
+            return self._condition.wait_for(self._is_idle, timeout_seconds)

@@ -97,6 +97,11 @@ class StoreWriterHandle:
         """
         return self._inbox.wait_for_size(count, timeout_seconds)
 
+    def wait_for_checkpoints(self, count: int, *, timeout_seconds: float | None = None) -> bool:
+        """Wait until at least ``count`` checkpoints have finished or failed (they run in the
+        background). For tests and diagnostics; returns False on timeout."""
+        return self._counters.wait_for_checkpoints(count, timeout_seconds)
+
     def statistics(self) -> WriterStatistics:
         """A snapshot of the writer's counters."""
         with self._counters.lock:

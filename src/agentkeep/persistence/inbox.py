@@ -30,7 +30,8 @@ class WriterStatistics(msgspec.Struct, frozen=True, kw_only=True):
         commits: ``COMMIT`` statements that succeeded.
         commit_errors: ``COMMIT`` statements that failed (outcome unknown).
         max_group_size: The most work items one group held.
-        checkpoints: WAL checkpoints the writer ran.
+        checkpoints: WAL checkpoints that finished (the idle ones run in the background,
+            ``persistence.checkpointer``; the final one as the store closes).
         checkpoint_errors: Checkpoints that failed (logged; never a caller's error).
         operations: Store operations counted for the fault points.
         wal_pages: Pages in the WAL after the last commit.
@@ -172,6 +173,8 @@ class _Inbox:
 class _Counters:
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        # Notified when a checkpoint finished (they run in the background: tests wait).
+        self._checkpointed = threading.Condition(self.lock)
         self.values = WriterStatistics()
 
     def add(self, **deltas: int) -> None:
@@ -180,6 +183,17 @@ class _Counters:
             self.values = msgspec.structs.replace(
                 current, **{name: getattr(current, name) + delta for name, delta in deltas.items()}
             )
+            if "checkpoints" in deltas or "checkpoint_errors" in deltas:
+                self._checkpointed.notify_all()
+
+    def wait_for_checkpoints(self, count: int, timeout_seconds: float | None) -> bool:
+        """Wait until ``count`` checkpoints have finished (or failed); False on timeout."""
+
+        def finished() -> bool:
+            return self.values.checkpoints + self.values.checkpoint_errors >= count
+
+        with self.lock:
+            return self._checkpointed.wait_for(finished, timeout_seconds)
 
     def set(self, **values: int) -> None:
         with self.lock:

@@ -1,0 +1,93 @@
+"""The idle writer's checkpoints run in the background (issue 17): a commit arriving while one
+copies the WAL does not wait for it, and the WAL still restarts, so it stays bounded."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import apsw
+import pytest
+
+from agentkeep.persistence import Store, Transaction, checkpointer
+
+TIMEOUT = 30.0
+
+
+def _write(key: str, value: int) -> Callable[[Transaction], None]:
+    def work(tx: Transaction) -> None:
+        tx.kv_write(key, value)
+
+    return work
+
+
+def test_a_commit_does_not_wait_for_a_checkpoint_under_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = threading.Event()
+    release = threading.Event()
+    copy_all = checkpointer._copy_all
+
+    def held(connection: apsw.Connection) -> None:
+        started.set()
+        assert release.wait(TIMEOUT)
+        copy_all(connection)
+
+    monkeypatch.setattr(checkpointer, "_copy_all", held)
+    Store.open(tmp_path).close()  # migrated, and its WAL checkpointed away: empty
+    with Store.open(tmp_path, checkpoint_pages=2) as store:
+        store.transact(_write("k0", 0))
+        store.transact(_write("k1", 1))  # past the threshold, and nothing queued after it
+        assert started.wait(TIMEOUT)  # the checkpoint is under way, and held there
+        try:
+            # On the writer's thread this commit would wait behind the checkpoint forever.
+            store.transact(_write("during", 2), timeout_seconds=TIMEOUT)
+            assert store.read(lambda tx: tx.kv_read("during")) == 2
+            assert store.statistics().checkpoints == 0  # not finished: it is still held
+        finally:
+            release.set()
+        assert store.handle.wait_for_checkpoints(1, timeout_seconds=TIMEOUT)
+    with Store.open(tmp_path) as reopened:
+        assert reopened.read(lambda tx: [tx.kv_read(k) for k in ("k0", "k1", "during")]) == [
+            0,
+            1,
+            2,
+        ]
+
+
+def test_the_wal_restarts_though_a_commit_raced_the_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copied = threading.Event()
+    release = threading.Event()
+    copy_all = checkpointer._copy_all
+
+    def then_held(connection: apsw.Connection) -> None:
+        copy_all(connection)
+        copied.set()  # every frame so far is copied; the checkpoint has not returned yet
+        assert release.wait(TIMEOUT)
+
+    monkeypatch.setattr(checkpointer, "_copy_all", then_held)
+    Store.open(tmp_path).close()  # migrated, and its WAL checkpointed away: empty
+    threshold = 4  # 4x (the writer's last resort) is far off
+    with Store.open(tmp_path, checkpoint_pages=threshold) as store:
+        for n in range(2 * threshold):  # until past the threshold, with nothing queued
+            store.transact(_write(f"k{n}", n))
+            if copied.is_set():
+                break
+        assert copied.wait(TIMEOUT)
+        # These frames race the checkpoint: it copied before them, so the WAL cannot
+        # restart on its account alone.
+        for n in range(3):
+            store.transact(_write(f"raced{n}", n))
+        grown = store.statistics().wal_pages
+        release.set()
+        assert store.handle.wait_for_checkpoints(1, timeout_seconds=TIMEOUT)
+        # At its next idle moment the writer copies the tail itself; the commit after that
+        # restarts the WAL (a few frames, not the grown count plus more).
+        pages = []
+        for n in range(3):
+            store.transact(_write(f"after{n}", n))
+            pages.append(store.statistics().wal_pages)
+        assert min(pages) < grown < 4 * threshold, (grown, pages)
