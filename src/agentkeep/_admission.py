@@ -41,7 +41,10 @@ class Admission:
         finally:
             with self._changed:
                 self._admitted -= 1
-                self._changed.notify_all()
+                # Only a close waits for the count, and it sets _closing (under this lock)
+                # before it waits: no close, no waiter to wake.
+                if self._closing_now():
+                    self._changed.notify_all()
 
     @contextmanager
     def agent_operation(self, agent_id: str) -> Iterator[None]:
@@ -57,7 +60,10 @@ class Admission:
                 left = self._busy.pop(agent_id) - 1
                 if left:
                     self._busy[agent_id] = left
-                self._changed.notify_all()
+                # Only a delete waits for an agent's operations, and it adds the agent to
+                # _deleting (under this lock) before it waits: none, no waiter to wake.
+                if self._deleting:
+                    self._changed.notify_all()
 
     @contextmanager
     def deleting(self, agent_id: str, timeout_seconds: float | None) -> Iterator[None]:
@@ -71,6 +77,10 @@ class Admission:
         finally:
             with self._changed:
                 self._deleting.discard(agent_id)
+
+    def _closing_now(self) -> bool:
+        # (read anew after the yield: a close may have begun while the operation ran)
+        return self._closing
 
     def check_open(self) -> None:
         """Raise ``AgentClosedError`` once closing has begun (for reads, which need no slot)."""

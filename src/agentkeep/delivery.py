@@ -44,6 +44,7 @@ from agentkeep.model import (
 from agentkeep.model.ledger import MESSAGE_ACCEPTED
 from agentkeep.model.turns import MAX_IDEMPOTENCY_KEY_LENGTH, NATIVE_DRIVER
 from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.ledger import encode_event_data, encode_event_data_value
 from agentkeep.providers.registry import Providers
 
 DeliveryKind = Literal["send", "steer"]
@@ -230,7 +231,10 @@ def accept_message(
     check_tool_requests(message)  # hooks' actions too: nothing malformed is ever admitted
     kind: DeliveryKind = "steer" if queue == "steering" else "send"
     content = msgspec.to_builtins(message)
-    tx.check_input_size(content)
+    # The message's stored JSON, encoded once: the size check, the turn's input and its
+    # hash use these very bytes (each would encode it identically).
+    content_json = encode_event_data(content)
+    tx.check_input_size(content, encoded=content_json)
     if idempotency_key is not None:
         repeated = tx.turn_of_key(agent_id, idempotency_key, kind, content)
         if repeated is not None:
@@ -243,7 +247,8 @@ def accept_message(
     # The ledger event is sized before anything is written: a message too big for its event
     # is refused whole (EventTooLargeError), never accepted without its event.
     event = _accepted_event(message_id, kind, content, options, metadata)
-    tx.check_event_size(f"Message {message_id!r}", event)
+    event_json = encode_event_data(event)
+    tx.check_event_size(f"Message {message_id!r}", event, encoded=event_json)
     if not tx.claim_message_id(agent_id, message_id):
         known = tx.turn_of_message(agent_id, message_id)
         turn_id = None if known is None else known.id
@@ -255,8 +260,10 @@ def accept_message(
         delivery=kind,
         input=content,
         message_id=message_id,
+        input_json=content_json,
     )
     event["turn_id"] = turn.id
+    event_json = _with_turn_id(event_json, turn.id)
     queued = tx.enqueue(
         agent_id,
         QueuedMessage(
@@ -269,8 +276,16 @@ def accept_message(
         ),
     )
     owe_inference(tx, agent_id)
-    tx.append_event(agent_id, MESSAGE_ACCEPTED, event, turn_id=turn.id)
+    tx.append_event(agent_id, MESSAGE_ACCEPTED, event, turn_id=turn.id, encoded=event_json)
     return Delivery(id=message_id, delivery=kind, created=True, turn_id=turn.id), queued
+
+
+def _with_turn_id(event_json: str, turn_id: str) -> str:
+    """The ``message.accepted`` event's stored JSON with ``turn_id`` added, from its JSON
+    without it: ``turn_id`` sorts after every other key of the event (``delivery``,
+    ``message``, ``message_id``, ``metadata``, ``options``, ``role``), so in the canonical
+    (sorted) encoding it is the last member: the same bytes as encoding the whole again."""
+    return f'{event_json[:-1]},"turn_id":{encode_event_data_value(turn_id)}}}'
 
 
 def _accepted_event(

@@ -126,14 +126,15 @@ class Transaction(Protocol):
         """The bound on one event's encoded data."""
         ...
 
-    def check_input_size(self, input: JSONObject) -> None:
+    def check_input_size(self, input: JSONObject, *, encoded: str | None = None) -> None:
         """Raise ``InputTooLargeError`` if an input message (its JSON) is over the system's
-        ``max_input_bytes``; writes nothing."""
+        ``max_input_bytes``; writes nothing. ``encoded``: ``input``'s stored JSON, if the
+        caller has it already."""
         ...
 
-    def check_event_size(self, what: str, data: JSONObject) -> None:
+    def check_event_size(self, what: str, data: JSONObject, *, encoded: str | None = None) -> None:
         """Raise ``EventTooLargeError`` (naming ``what`` and the limit) if ``data`` would not
-        fit in one event; writes nothing."""
+        fit in one event; writes nothing. ``encoded``: ``data``'s stored JSON, if known."""
         ...
 
     def append_event(
@@ -144,10 +145,13 @@ class Transaction(Protocol):
         *,
         turn_id: str | None = None,
         fit: bool = False,
+        encoded: str | None = None,
     ) -> int:
         """Append one event in this transaction; returns its sequence (the session's tail
         plus one). Oversized ``data`` raises ``EventTooLargeError``, or with ``fit`` is
-        replaced by its identities and sizes (a loop fact that cannot be refused)."""
+        replaced by its identities and sizes (a loop fact that cannot be refused).
+        ``encoded``: ``data``'s stored JSON (:func:`encode_event_data`), if the caller has it
+        already; it must be exactly that text."""
         ...
 
     def last_event_sequence(self, agent_id: str) -> int:
@@ -213,10 +217,12 @@ class Transaction(Protocol):
         delivery: TurnDelivery,
         input: JSONObject,
         message_id: str | None,
+        input_json: str | None = None,
     ) -> tuple[TurnRecord, bool]:
         """Open a turn for an accepted input, or join the running one (a steer); a repeated
         key returns its turn with ``False`` and writes nothing, or raises
-        ``IdempotencyConflictError`` for a different input."""
+        ``IdempotencyConflictError`` for a different input. ``input_json``: ``input``'s
+        stored JSON, if the caller encoded it already."""
         ...
 
     def move_turn(

@@ -69,6 +69,12 @@ def encode_event_data(data: JSONObject) -> str:
     return _encoder.encode(data).decode()
 
 
+def encode_event_data_value(value: object) -> str:
+    """One JSON value as :func:`encode_event_data` writes it inside an object (the same
+    encoder, so splicing it into stored text gives the same bytes as encoding the whole)."""
+    return _encoder.encode(value).decode()
+
+
 def omitted(data: JSONObject, size: int, limit: int) -> JSONObject:
     """What an oversized loop fact's event carries instead of its payload: the identities
     (``*_id``, ``index``, ``role``) and the sizes. The content itself stays readable in the
@@ -245,14 +251,14 @@ class LedgerStatements:
     def max_event_bytes(self) -> int:
         return DEFAULT_MAX_EVENT_BYTES if self._ledger is None else self._ledger.max_event_bytes
 
-    def check_input_size(self, input: JSONObject) -> None:
+    def check_input_size(self, input: JSONObject, *, encoded: str | None = None) -> None:
         limit = DEFAULT_MAX_INPUT_BYTES if self._ledger is None else self._ledger.max_input_bytes
-        size = len(encode_event_data(input).encode())
+        size = len((encode_event_data(input) if encoded is None else encoded).encode())
         if size > limit:
             raise InputTooLargeError(size, limit)
 
-    def check_event_size(self, what: str, data: JSONObject) -> None:
-        size = len(encode_event_data(data).encode())
+    def check_event_size(self, what: str, data: JSONObject, *, encoded: str | None = None) -> None:
+        size = len((encode_event_data(data) if encoded is None else encoded).encode())
         if size > self.max_event_bytes:
             raise EventTooLargeError(what, size, self.max_event_bytes)
 
@@ -264,9 +270,10 @@ class LedgerStatements:
         *,
         turn_id: str | None = None,
         fit: bool = False,
+        encoded: str | None = None,
     ) -> int:
         self._check(write=True)
-        text = encode_event_data(data)
+        text = encode_event_data(data) if encoded is None else encoded
         size = len(text.encode())
         if size > self.max_event_bytes:
             if not fit:

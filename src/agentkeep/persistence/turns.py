@@ -34,7 +34,7 @@ from agentkeep.model.turns import (
     turn_event_type,
 )
 from agentkeep.persistence.codec import decode_object, now_ms
-from agentkeep.persistence.ledger import encode_event_data
+from agentkeep.persistence.ledger import encode_event_data, encode_event_data_value
 from agentkeep.persistence.memo import MISSING, WriterMemo
 
 _COLUMNS = (
@@ -46,10 +46,18 @@ _failure_decoder = msgspec.json.Decoder(TurnFailure)
 _encoder = msgspec.json.Encoder()
 
 
-def input_hash(delivery: TurnDelivery, input: JSONObject) -> str:
+def input_hash(delivery: TurnDelivery, input: JSONObject, *, encoded: str | None = None) -> str:
     """What makes two inputs "the same" for an idempotency key: the delivery and the message
-    (canonical JSON), so a retried send matches and a different one is refused."""
-    text = encode_event_data({"delivery": delivery, "input": input})
+    (canonical JSON), so a retried send matches and a different one is refused.
+
+    ``encoded``: ``input``'s stored JSON (:func:`encode_event_data`), if the caller has it;
+    the hashed text is the same either way, as the canonical (sorted) encoding of
+    ``{"delivery": …, "input": …}`` is exactly ``{"delivery":<delivery>,"input":<input>}``.
+    """
+    if encoded is None:
+        text = encode_event_data({"delivery": delivery, "input": input})
+    else:
+        text = f'{{"delivery":{encode_event_data_value(delivery)},"input":{encoded}}}'
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -286,16 +294,20 @@ class TurnStatements:
         delivery: TurnDelivery,
         input: JSONObject,
         message_id: str | None,
+        input_json: str | None = None,
     ) -> tuple[TurnRecord, bool]:
         """Open a turn for an accepted input (or join the running one, for a steer); returns
         ``(turn, new)``. ``new`` is False when ``key`` was already used by the same input:
-        the turn it opened or joined comes back and nothing is written.
+        the turn it opened or joined comes back and nothing is written. ``input_json``:
+        ``input``'s stored JSON (:func:`encode_event_data`), if the caller encoded it already.
 
         Raises:
             IdempotencyConflictError: ``key`` was used by a different input.
         """
         self._check(write=True)
-        digest = input_hash(delivery, input)
+        if input_json is None:
+            input_json = encode_event_data(input)
+        digest = input_hash(delivery, input, encoded=input_json)
         if key is not None and (known := self.turn_of_key(agent_id, key, delivery, input)):
             return known, False
         now = now_ms()
@@ -322,7 +334,6 @@ class TurnStatements:
             )
         number = 1 + int(last)
         turn_id = new_id()
-        input_json = encode_event_data(input)
         self._write(
             f"INSERT INTO turns ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, NULL, NULL, "
             "?, NULL, NULL)",
