@@ -37,6 +37,7 @@ import apsw
 import pykka
 import structlog
 
+from agentkeep.actors.supervision.inbox import SimpleInboxMixin
 from agentkeep.errors import (
     CommitOutcomeUnknownError,
     StoreClosedError,
@@ -67,7 +68,7 @@ def _end_writer_if_injected(error: BaseException) -> None:
         raise error
 
 
-class StoreWriter(pykka.ThreadingActor):
+class StoreWriter(SimpleInboxMixin, pykka.ThreadingActor):  # a C mailbox: woken every commit
     """The actor owning the writing connection (see the module docstring).
 
     ``restartable``: a supervisor restarts this writer when it fails (``Store.start_writer``),
