@@ -292,9 +292,10 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
                 pending.extend(self._carry_out(effect))
         # Before the status says idle: a caller that saw the agent idle finds the claim.
         self._publish_claim()
-        self._status.set_running(self._core.running)
+        running = self._core.running  # nothing below feeds the loop
+        self._status.set_running(running)
         stopped, self._stopped = self._stopped, None
-        if stopped is not None and not self._core.running:
+        if stopped is not None and not running:
             self._on_stopped(self._agent_id, stopped)
 
     # -- effects ---------------------------------------------------------------------------
