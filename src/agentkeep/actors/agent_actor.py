@@ -36,6 +36,7 @@ from agentkeep.actors.loop_timers import LoopTimers
 from agentkeep.actors.plan_hooks import ConsumptionPolicy, ToolCallHooks
 from agentkeep.actors.sessions import SessionSlot
 from agentkeep.actors.status import AgentStatus
+from agentkeep.actors.supervision.inbox import SimpleInboxMixin
 from agentkeep.actors.supervision.supervised import ChildExited
 from agentkeep.actors.supervisor import SupervisedMixin
 from agentkeep.actors.tool_runner import BatchTools, ToolRunner
@@ -127,8 +128,9 @@ class LoopOptions:
     server_tools: tuple[ServerTool, ...] = ()  # provider-owned tools, told beside the tools
 
 
-class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
-    """One agent's loop; supervised (a crash is restarted from the store).
+class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.ThreadingActor):
+    """One agent's loop; supervised (a crash is restarted from the store). Its mailbox is a
+    ``SimpleQueue`` (``supervision.inbox``): every step takes two or more messages.
 
     Started by the agent registry (``AgentRegistry``) under the agents supervisor, one
     incarnation at a time; each incarnation rebuilds its state from the store.
@@ -195,6 +197,8 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
         self._stopped: bool | None = None  # set by LoopStopped during a feed: settled?
         self._claim: ConsumeClaim | None = None  # published while idle (actors.consume_claim)
         self._incarnation = object()  # what a claim this incarnation fed names
+        # A system's features are fixed: whether any observes the loop's events, asked once.
+        self._observes_events = features.overrides("on_event")
 
     # -- mailbox ---------------------------------------------------------------------------
 
@@ -288,15 +292,29 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
                 pending.extend(self._carry_out(effect))
         # Before the status says idle: a caller that saw the agent idle finds the claim.
         self._publish_claim()
-        self._status.set_running(self._core.running)
+        running = self._core.running  # nothing below feeds the loop
+        self._status.set_running(running)
         stopped, self._stopped = self._stopped, None
-        if stopped is not None and not self._core.running:
+        if stopped is not None and not running:
             self._on_stopped(self._agent_id, stopped)
 
     # -- effects ---------------------------------------------------------------------------
 
     def _carry_out(self, effect: Effect) -> list[Event]:
+        # Effect types are distinct classes, so the order of the cases is only their cost:
+        # the ones every step carries out several times come first (issue 17).
         match effect:
+            case Observe():
+                self._observe(effect)
+            case Emit(event=event):
+                if isinstance(event, TextDelta) and self._options.publish is not None:
+                    # Streamed text, live only (ephemeral: the finished block is durable).
+                    self._options.publish(self._agent_id, TEXT_DELTA, {"text": event.delta}, None)
+                if self._observes_events:  # else nothing to mark or run
+                    with inside_loop(self._agent_id):  # waiting on its own agent is refused
+                        self._features.observe("on_event", self._ctx_for, event)
+            case RunHook():
+                return self._run_hook(effect)
             case LoadState(records=records):
                 return [self._load(records=records)]
             case Commit(plan=plan):
@@ -321,17 +339,6 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
                 self._timers.start(self.actor_ref, timer_id, seconds)
             case CancelTimer(timer_id=timer_id):
                 self._timers.cancel(timer_id)
-            case Emit(event=event):
-                if isinstance(event, TextDelta) and self._options.publish is not None:
-                    # Streamed text, live only (ephemeral: the finished block is durable).
-                    self._options.publish(self._agent_id, TEXT_DELTA, {"text": event.delta}, None)
-                if self._features.overrides("on_event"):  # else nothing to mark or run
-                    with inside_loop(self._agent_id):  # waiting on its own agent is refused
-                        self._features.observe("on_event", self._ctx_for, event)
-            case Observe():
-                self._observe(effect)
-            case RunHook():
-                return self._run_hook(effect)
             case CompactionResolved(error=error):
                 self._status.resolve_compactions(error)
             case LoopStopped(settled=settled):
@@ -492,6 +499,10 @@ class AgentActor(ClaimingMixin, SupervisedMixin, pykka.ThreadingActor):
 
     def _run_hook(self, effect: RunHook) -> list[Event]:
         features = self._features
+        if not features.overrides(effect.hook):
+            # No feature overrides it: it decides nothing (no actions, no compaction), so
+            # nothing is built or run — the same outcome as running it (issue 17).
+            return [HookFinished(hook=effect.hook)]
         ctx_for = self._ctx_told(effect.ids)
         with inside_loop(self._agent_id):
             if effect.hook == "after_agent_loop":

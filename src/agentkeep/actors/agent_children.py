@@ -72,12 +72,24 @@ ChildKind = Literal["inference", "tool", "compaction"]
 CHILD_GRACE_SECONDS = 1.0
 
 
+class StopSignal(Protocol):
+    """How a child's end is seen: a ``threading.Event`` (an actor's) or a ``Latch`` (a stream's)."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
 class ChildRef(Protocol):
     """What an agent keeps of a child: a pykka actor ref, or a stream on the agent's
     inference worker (``actors.inference_worker.StreamJob``)."""
 
     actor_urn: str  # the child incarnation's name (its reports carry it)
-    actor_stopped: threading.Event  # set once the child's work has returned
+
+    @property
+    def actor_stopped(self) -> StopSignal:
+        """Set once the child's work has returned."""
+        ...
 
     def stop(self, *, block: bool = True, timeout: float | None = None) -> Any:
         """Ask the child to stop (after its work returns)."""

@@ -23,6 +23,7 @@ from typing import Literal, Protocol, TypeAlias, TypeVar
 
 import structlog
 
+from agentkeep.actors.latch import Latch
 from agentkeep.errors import CommitOutcomeUnknownError
 from agentkeep.loop.plans import Consumed, ConsumeOffer, ConsumeQueue
 from agentkeep.model import QueuedMessage
@@ -64,7 +65,7 @@ class ConsumeClaim:
         self._lock = threading.Lock()
         self._state: Literal["open", "taken", "withdrawn", "resolved"] = "open"
         self._outcome: ClaimOutcome = "declined"
-        self._resolved = threading.Event()
+        self._resolved = Latch()  # set once, by ``resolve`` (the state moved to resolved)
         # The incarnation (its token) that fed a ``ConsumedHere`` outcome to its loop: the
         # ``ClaimTold`` that follows has nothing left to do there; any other incarnation (the
         # feeder stopped meanwhile) must start a run from the store.

@@ -34,6 +34,7 @@ import pykka
 import structlog
 
 from agentkeep.actors.children import ChildReport, stream_response
+from agentkeep.actors.latch import Latch
 from agentkeep.actors.supervision.supervised import (
     ChildExited,
     claim_offered_link,
@@ -64,7 +65,7 @@ class StreamJob:
 
     def __init__(self) -> None:
         self.actor_urn = f"urn:agentkeep:stream:{new_id()}"
-        self.actor_stopped = threading.Event()  # set when the stream's work has returned
+        self.actor_stopped = Latch()  # set when the stream's work has returned (by the worker)
         # Reports (and, last, the exit) not yet taken by the agent; non-empty exactly while
         # a StreamReports for them is on its way (the push that found it empty told one).
         self._outbox: list[ChildReport | ChildExited] = []

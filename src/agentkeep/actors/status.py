@@ -61,6 +61,12 @@ class AgentStatus:
 
     def set_running(self, running: bool) -> None:
         """Whether the actor's loop has a run in progress (after each event it took)."""
+        if running == self._running:
+            # Unchanged (most events of a step): idleness cannot change, nobody is woken, so
+            # the condition is not taken (issue 17). Read without it: only the actor writes
+            # ``_running`` but for ``start_over`` (a restart), and this check then orders
+            # before it, as if taken first.
+            return
         with self._condition:
             was_idle = self._is_idle()
             self._running = running

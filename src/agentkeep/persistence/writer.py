@@ -28,10 +28,11 @@ the background (:mod:`agentkeep.persistence.checkpointer`, see ``_maybe_checkpoi
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 import pykka
@@ -49,6 +50,9 @@ from agentkeep.persistence.handle import WAKE, StoreWriterHandle
 from agentkeep.persistence.inbox import WriterStatistics, _Counters, _Inbox, _WorkItem
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.transaction import SqliteTransaction, Statements
+
+if TYPE_CHECKING:
+    from pykka._actor import ActorInbox
 
 log = structlog.get_logger(__name__)
 
@@ -75,6 +79,13 @@ class StoreWriter(pykka.ThreadingActor):
     cleanup (answer every caller, close the connection) finishes in the actor's own thread
     *before* pykka marks it stopped, so a restart never overlaps the incarnation it replaces.
     """
+
+    @staticmethod
+    def _create_actor_inbox() -> ActorInbox:
+        # A C mailbox (issue 17): woken on every commit, and pykka only puts, gets and asks
+        # ``empty`` on it — see ``agentkeep.actors.supervision.inbox`` (not imported: layering).
+        inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        return inbox
 
     def __init__(
         self,
