@@ -103,6 +103,7 @@ class _Inbox:
         self._changed = threading.Condition(self._lock)
         self._items: deque[_WorkItem] = deque()
         self._wake_pending = False
+        self._size_waiters = 0  # threads in wait_for_size (tests, diagnostics)
         self._state: Literal["open", "down", "closed"] = state
         self._closed_because = "The store is closed."
         self.writer_thread: int | None = None
@@ -118,13 +119,19 @@ class _Inbox:
                     "not run. Retry it."
                 )
             self._items.append(item)
-            self._changed.notify_all()
+            if self._size_waiters:  # a notify nobody waits for still costs (issue 17)
+                self._changed.notify_all()
             wake, self._wake_pending = not self._wake_pending, True
             return wake
 
     def wait_for_size(self, count: int, timeout_seconds: float | None) -> bool:
         with self._lock:
-            return self._changed.wait_for(lambda: len(self._items) >= count, timeout_seconds)
+            # Counted under the lock put() checks it under: no wake-up is lost.
+            self._size_waiters += 1
+            try:
+                return self._changed.wait_for(lambda: len(self._items) >= count, timeout_seconds)
+            finally:
+                self._size_waiters -= 1
 
     def take_all(self) -> list[_WorkItem]:
         with self._lock:
