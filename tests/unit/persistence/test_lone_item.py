@@ -119,7 +119,8 @@ def test_a_group_of_several_items_still_isolates_a_failing_one(
     store: Store, executed: list[str]
 ) -> None:
     outcomes = _one_group(store, [_write("x", 1), _fails_after("y"), _write("z", 3)])
-    assert outcomes[0] == 1 and outcomes[2] == 3
+    assert outcomes[0] == 1
+    assert outcomes[2] == 3
     assert isinstance(outcomes[1], BoomError)
     assert executed.count("SAVEPOINT agentkeep_work_item") == 3
     assert store.read(lambda tx: tx.kv_list("")) == [("x", 1), ("z", 3)]
@@ -150,7 +151,8 @@ def test_a_lone_items_buffered_events_that_fail_to_write_fail_the_item_not_the_c
             patch.setattr(Statements, "execute", execute)
             store.transact(_appends_events)
         at = start + 1 + seen.index(next(s for s in seen if "INTO session_events" in s))
-        assert seen[-1] == "COMMIT" and "INTO session_events" in seen[-2]
+        assert seen[-1] == "COMMIT"
+        assert "INTO session_events" in seen[-2]  # the flush, where RELEASE used to run
     with Store.open(tmp_path / "fault", faults=FaultPlan(at=at, mode="flaky")) as store:
         store.transact(lambda tx: tx.create_agent(AgentRow(id=A, config={})))
         assert store.statistics().operations == start
