@@ -24,6 +24,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import apsw
@@ -323,7 +324,7 @@ class LedgerStatements:
         while pending:
             chunk = pending[:_EVENTS_PER_INSERT]
             sql = _INSERT_EVENTS + ", ".join([_EVENT_ROW] * len(chunk))
-            self._statements.write(sql, tuple(value for row in chunk for value in row))
+            self._statements.write(sql, tuple(chain.from_iterable(chunk)))
             del pending[: len(chunk)]
         self._statements.flush = None
 

@@ -92,14 +92,16 @@ class WriterMemo:
     # -- reads and writes by memo-keeping methods -----------------------------------------
     def get(self, key: Key) -> Any:
         """The remembered value of ``key``, or :data:`MISSING`."""
+        # Membership tests, not dict.get calls: ~53 lookups per durable step (issue 17).
         if self._tainted:
             return MISSING
-        value = self._item.get(key, MISSING)
-        if value is MISSING:
-            value = self._group.get(key, MISSING)
-            if value is MISSING:
-                value = self._committed.get(key, MISSING)
-        return value
+        layer = self._item
+        if key in layer:
+            return layer[key]
+        layer = self._group
+        if key in layer:
+            return layer[key]
+        return self._committed.get(key, MISSING)
 
     def put(self, key: Key, value: Any, *, transient: bool = False) -> None:
         """Remember ``value`` for ``key`` in the running item (call only once the statement
@@ -109,14 +111,14 @@ class WriterMemo:
         self._item[key] = value
         if transient:
             self._transient.add(key)
-        else:
+        elif key in self._transient:
             self._transient.discard(key)
 
     def forget(self, key: Key) -> None:
         """Forget ``key`` in every layer (its next read goes to SQL)."""
-        self._item.pop(key, None)
-        self._group.pop(key, None)
-        self._committed.pop(key, None)
+        for layer in (self._item, self._group, self._committed):
+            if key in layer:
+                del layer[key]
 
     def forget_agent(self, agent_id: str) -> None:
         """Forget everything remembered of ``agent_id`` (keys are ``(kind, agent_id, ...)``)."""
