@@ -116,6 +116,13 @@ class Statements:
         finally:
             self._kept = False
 
+    def end_item(self) -> None:
+        """End a work item run without a savepoint (a group's lone item) as its ``RELEASE``
+        would: its buffered writes are written, then its memo layer joins the group's."""
+        if self.flush is not None:
+            self.flush()
+        self.memo.end_item()
+
     def changes(self) -> int:
         return int(self.connection.changes())
 

@@ -1,7 +1,8 @@
 """Fault points for chaos testing: fail, or kill the process, at store operation N.
 
 Off by default. Every operation the writer performs on its connection counts as one
-operation: ``BEGIN``, each ``SAVEPOINT``/``RELEASE``, each statement a :class:`Transaction`
+operation: ``BEGIN``, each ``SAVEPOINT``/``RELEASE`` (a group of several work items; a lone
+item runs without them), each statement a :class:`Transaction`
 method runs, ``COMMIT``, the point right after ``COMMIT`` returned but before any caller is
 answered (``after_commit``), and each idle checkpoint. Operations are numbered from 1 in the
 order the writer performs them, counted from the moment the writer starts (schema migrations

@@ -7,7 +7,6 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import msgspec
 import pykka
 
 from agentkeep.errors import CommitOutcomeUnknownError, StoreError
@@ -104,6 +103,4 @@ class StoreWriterHandle:
 
     def statistics(self) -> WriterStatistics:
         """A snapshot of the writer's counters."""
-        with self._counters.lock:
-            values = self._counters.values
-        return msgspec.structs.replace(values, operations=self._faults.operations)
+        return self._counters.snapshot(self._faults.operations)

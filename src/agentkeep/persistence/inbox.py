@@ -103,6 +103,7 @@ class _Inbox:
         self._changed = threading.Condition(self._lock)
         self._items: deque[_WorkItem] = deque()
         self._wake_pending = False
+        self._size_waiters = 0  # threads in wait_for_size (tests, diagnostics)
         self._state: Literal["open", "down", "closed"] = state
         self._closed_because = "The store is closed."
         self.writer_thread: int | None = None
@@ -118,13 +119,19 @@ class _Inbox:
                     "not run. Retry it."
                 )
             self._items.append(item)
-            self._changed.notify_all()
+            if self._size_waiters:  # a notify nobody waits for still costs (issue 17)
+                self._changed.notify_all()
             wake, self._wake_pending = not self._wake_pending, True
             return wake
 
     def wait_for_size(self, count: int, timeout_seconds: float | None) -> bool:
         with self._lock:
-            return self._changed.wait_for(lambda: len(self._items) >= count, timeout_seconds)
+            # Counted under the lock put() checks it under: no wake-up is lost.
+            self._size_waiters += 1
+            try:
+                return self._changed.wait_for(lambda: len(self._items) >= count, timeout_seconds)
+            finally:
+                self._size_waiters -= 1
 
     def take_all(self) -> list[_WorkItem]:
         with self._lock:
@@ -170,31 +177,75 @@ class _Inbox:
             return items
 
 
+_COUNTER_NAMES = tuple(WriterStatistics.__struct_fields__)
+
+
 class _Counters:
+    """The writer's counters as plain ``int`` attributes (one per ``WriterStatistics`` field).
+
+    Updated under ``lock`` so a :meth:`snapshot` is consistent; the writer's success path
+    uses :meth:`group_committed` (a handful of integer additions, no struct rebuilt per
+    group: issue 17). ``operations`` lives in the fault injector and is filled in by
+    ``statistics()``.
+    """
+
+    transactions: int
+    failed_transactions: int
+    groups: int
+    commits: int
+    commit_errors: int
+    max_group_size: int
+    checkpoints: int
+    checkpoint_errors: int
+    operations: int
+    wal_pages: int
+
     def __init__(self) -> None:
         self.lock = threading.Lock()
         # Notified when a checkpoint finished (they run in the background: tests wait).
         self._checkpointed = threading.Condition(self.lock)
-        self.values = WriterStatistics()
+        for name in _COUNTER_NAMES:
+            setattr(self, name, 0)
 
     def add(self, **deltas: int) -> None:
         with self.lock:
-            current = self.values
-            self.values = msgspec.structs.replace(
-                current, **{name: getattr(current, name) + delta for name, delta in deltas.items()}
-            )
+            for name, delta in deltas.items():
+                setattr(self, name, getattr(self, name) + delta)
             if "checkpoints" in deltas or "checkpoint_errors" in deltas:
                 self._checkpointed.notify_all()
+
+    def group_committed(self, transactions: int, failed_transactions: int) -> None:
+        """A group's COMMIT returned: ``transactions`` items answered with their value,
+        ``failed_transactions`` that failed alone (their savepoint rolled back)."""
+        with self.lock:
+            self.groups += 1
+            self.commits += 1
+            self.transactions += transactions
+            self.failed_transactions += failed_transactions
+
+    def group_size(self, size: int) -> None:
+        """A group of ``size`` items reached its COMMIT."""
+        if size > self.max_group_size:  # only the writer's thread writes it
+            with self.lock:
+                self.max_group_size = size
 
     def wait_for_checkpoints(self, count: int, timeout_seconds: float | None) -> bool:
         """Wait until ``count`` checkpoints have finished (or failed); False on timeout."""
 
         def finished() -> bool:
-            return self.values.checkpoints + self.values.checkpoint_errors >= count
+            return self.checkpoints + self.checkpoint_errors >= count
 
         with self.lock:
             return self._checkpointed.wait_for(finished, timeout_seconds)
 
     def set(self, **values: int) -> None:
         with self.lock:
-            self.values = msgspec.structs.replace(self.values, **values)
+            for name, value in values.items():
+                setattr(self, name, value)
+
+    def snapshot(self, operations: int) -> WriterStatistics:
+        """The counters as one consistent :class:`WriterStatistics`."""
+        with self.lock:
+            values = {name: getattr(self, name) for name in _COUNTER_NAMES}
+        values["operations"] = operations
+        return WriterStatistics(**values)

@@ -24,6 +24,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import apsw
@@ -128,6 +129,9 @@ class LedgerHub:
         self.max_input_bytes = max_input_bytes
         self._condition = threading.Condition()
         self._latest: dict[str, int] = {}
+        # Threads inside wait_past (guarded by _condition): committed_marks notifies only
+        # when some wait.
+        self._waiting = 0
         self._closed = False
         # Per session: the ephemeral queues of its live subscriptions that want them.
         self._ephemeral: dict[str, list[EphemeralQueue]] = {}
@@ -139,10 +143,22 @@ class LedgerHub:
 
     def committed(self, session_id: str, sequence: int) -> None:
         """An event up to ``sequence`` of ``session_id`` is durable: wake its subscribers."""
+        self.committed_marks({session_id: sequence})
+
+    def committed_marks(self, marks: dict[str, int]) -> None:
+        """Events up to ``marks[session]`` are durable (one transaction's, announced once
+        after its COMMIT): move the marks and wake the waiters, if any wait.
+
+        Skipping the notify when nobody waits loses no wake-up: a waiter counts itself in
+        ``_waiting`` and checks the marks under the same lock this method moves them under.
+        """
         with self._condition:
-            if sequence > self._latest.get(session_id, 0):
-                self._latest[session_id] = sequence
-            self._condition.notify_all()
+            latest = self._latest
+            for session_id, sequence in marks.items():
+                if sequence > latest.get(session_id, 0):
+                    latest[session_id] = sequence
+            if self._waiting:
+                self._condition.notify_all()
 
     def wait_past(
         self,
@@ -155,10 +171,14 @@ class LedgerHub:
         holds, or the timeout passed; returns the session's mark (the caller re-reads the
         store in every case)."""
         with self._condition:
-            self._condition.wait_for(
-                lambda: self._closed or stop() or self._latest.get(session_id, 0) > after,
-                timeout_seconds,
-            )
+            self._waiting += 1
+            try:
+                self._condition.wait_for(
+                    lambda: self._closed or stop() or self._latest.get(session_id, 0) > after,
+                    timeout_seconds,
+                )
+            finally:
+                self._waiting -= 1
             return self._latest.get(session_id, 0)
 
     def publish(self, session_id: str, type: str, data: JSONObject, turn_id: str | None) -> None:
@@ -230,6 +250,10 @@ class LedgerStatements:
     _statements: Statements
     # Rows appended in a writer's work item and not yet written (see append_event).
     _pending_events: list[tuple[Any, ...]]
+    # Each session's last event appended by this transaction, announced to the hub by one
+    # after-commit callback (registered with the first event). None: no event yet (a class
+    # default, so the transaction's own __init__ need not know of it).
+    _event_marks: dict[str, int] | None = None
 
     # Provided by SqliteTransaction.
     def _check(self, *, write: bool) -> None:
@@ -293,7 +317,11 @@ class LedgerStatements:
         self._memo.put(("event_tail", agent_id), sequence)
         hub = self._ledger
         if hub is not None:
-            self.after_commit(lambda: hub.committed(agent_id, sequence))
+            marks = self._event_marks
+            if marks is None:
+                marks = self._event_marks = {}
+                self.after_commit(lambda: hub.committed_marks(marks))
+            marks[agent_id] = sequence
         return sequence
 
     def _flush_events(self) -> None:
@@ -303,7 +331,7 @@ class LedgerStatements:
         while pending:
             chunk = pending[:_EVENTS_PER_INSERT]
             sql = _INSERT_EVENTS + ", ".join([_EVENT_ROW] * len(chunk))
-            self._statements.write(sql, tuple(value for row in chunk for value in row))
+            self._statements.write(sql, tuple(chain.from_iterable(chunk)))
             del pending[: len(chunk)]
         self._statements.flush = None
 

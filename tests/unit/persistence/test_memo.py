@@ -391,32 +391,83 @@ class Restarting:
         try:
             self.store.transact(work)
         except StoreError as error:
+            self._restart_if_ended([error])
+
+    def _restart_if_ended(self, errors: list[BaseException]) -> None:
+        for error in errors:
             ended = isinstance(error, StoreUnavailableError) or isinstance(
                 error.__cause__, InjectedWriterCrashError
             )
             if ended:
                 assert self.writer.actor_stopped.wait(TIMEOUT)
                 self.writer = self.store.start_writer()  # a fresh connection
+                return
 
-    def workload(self) -> None:
+    def run_group(self, works: list[Callable[[Transaction], Any]]) -> None:
+        """Run ``works`` as one group (savepoints per item): the writer is held by a lone
+        item until they all queued; if the fault ended that item first, run them alone."""
+        ready, held, release = threading.Event(), threading.Event(), threading.Event()
+        errors: list[BaseException] = []
+
+        def blocker(tx: Transaction) -> None:
+            held.set()
+            ready.set()
+            assert release.wait(TIMEOUT)
+
+        def submit(work: Callable[[Transaction], Any], signal: threading.Event | None) -> None:
+            try:
+                self.store.transact(work)
+            except StoreError as error:
+                errors.append(error)
+            finally:
+                if signal is not None:
+                    signal.set()
+
+        holder = threading.Thread(target=submit, args=(blocker, ready))
+        holder.start()
+        assert ready.wait(TIMEOUT)
+        if not held.is_set():  # the holder's own BEGIN failed: nothing holds the writer
+            holder.join(TIMEOUT)
+            self._restart_if_ended(errors)
+            for work in works:
+                self.run(work)
+            return
+        threads = [threading.Thread(target=submit, args=(work, None)) for work in works]
+        for index, thread in enumerate(threads):
+            thread.start()
+            assert self.store.handle.wait_for_queued(index + 1, timeout_seconds=TIMEOUT)
+        release.set()
+        for thread in [holder, *threads]:
+            thread.join(TIMEOUT)
+        self._restart_if_ended(errors)
+
+    def workload(self, *, grouped: bool = False) -> None:
         for _ in range(2):  # a fault may hit the creation: once more then
             if self.store.read(lambda tx: tx.get_agent(A)) is None:
                 self.run(lambda tx: tx.create_agent(AgentRow(id=A, config={})))
         for i in range(1, 3):
-            self.run(step(i))
+            if grouped:
+                self.run_group([step(i), lambda tx: tx.kv_write("k", 1)])
+            else:
+                self.run(step(i))
         self.run(lambda tx: None)  # restarts the writer if the last step's fault ended it
 
 
+@pytest.mark.parametrize("grouped", [False, True], ids=["lone-items", "groups"])
 @pytest.mark.parametrize("mode", ["flaky", "writer"])
-def test_a_fault_at_any_store_operation_leaves_the_memo_true(tmp_path: Path, mode: str) -> None:
+def test_a_fault_at_any_store_operation_leaves_the_memo_true(
+    tmp_path: Path, mode: str, grouped: bool
+) -> None:
+    # Lone items run without savepoints, groups of several with one per item: both swept.
     with Store.open(tmp_path / "count", start_writer=False) as store:
-        Restarting(store).workload()
+        Restarting(store).workload(grouped=grouped)
         count = store.statistics().operations
+        assert store.statistics().max_group_size == (2 if grouped else 1)
     commit_errors = 0
     for at in range(1, count + 1):
         plan = FaultPlan(at=at, mode=mode)  # type: ignore[arg-type]
         with Store.open(tmp_path / f"{mode}{at}", faults=plan, start_writer=False) as store:
-            Restarting(store).workload()
+            Restarting(store).workload(grouped=grouped)
             commit_errors += store.statistics().commit_errors
             check_memo_matches_the_store(store)
     # The sweep hit COMMITs too (their outcome unknown to the writer).

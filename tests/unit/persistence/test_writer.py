@@ -131,8 +131,8 @@ def test_a_failing_after_commit_callback_does_not_unanswer_the_caller(store: Sto
 
 
 def test_commit_error_makes_every_group_member_outcome_unknown(tmp_path: Path) -> None:
-    # Operation count: BEGIN, SAVEPOINT, INSERT, RELEASE, COMMIT -> COMMIT is the 5th.
-    with Store.open(tmp_path, faults=FaultPlan(at=5, mode="flaky")) as store:
+    # Operation count: BEGIN, INSERT, COMMIT -> COMMIT is the 3rd (a lone item: no savepoint).
+    with Store.open(tmp_path, faults=FaultPlan(at=3, mode="flaky")) as store:
         with pytest.raises(CommitOutcomeUnknownError) as caught:
             store.transact(_write("k", 1))
         assert isinstance(caught.value.__cause__, InjectedFaultError)
@@ -143,14 +143,16 @@ def test_commit_error_makes_every_group_member_outcome_unknown(tmp_path: Path) -
 
 
 def test_fault_after_commit_is_durable_but_reported_unknown(tmp_path: Path) -> None:
-    with Store.open(tmp_path, faults=FaultPlan(at=6, mode="flaky")) as store:
+    # BEGIN, INSERT, COMMIT, after_commit.
+    with Store.open(tmp_path, faults=FaultPlan(at=4, mode="flaky")) as store:
         with pytest.raises(CommitOutcomeUnknownError):
             store.transact(_write("k", 1))
         assert store.read(lambda tx: tx.kv_read("k")) == 1
 
 
 def test_crash_mode_keeps_failing_until_reopened(tmp_path: Path) -> None:
-    with Store.open(tmp_path, faults=FaultPlan(at=3, mode="crash")) as store:
+    # BEGIN, INSERT: the INSERT fails.
+    with Store.open(tmp_path, faults=FaultPlan(at=2, mode="crash")) as store:
         with pytest.raises(InjectedFaultError):
             store.transact(_write("k", 1))
         with pytest.raises(InjectedFaultError):
@@ -205,8 +207,8 @@ def test_idle_writer_checkpoints_the_wal(tmp_path: Path) -> None:
 def test_statistics_count_operations(store: Store) -> None:
     before = store.statistics().operations
     store.transact(_write("k", 1))
-    # BEGIN, SAVEPOINT, INSERT, RELEASE, COMMIT, after_commit.
-    assert store.statistics().operations - before == 6
+    # BEGIN, INSERT, COMMIT, after_commit (a lone item runs without SAVEPOINT/RELEASE).
+    assert store.statistics().operations - before == 4
 
 
 def test_a_failure_resting_on_a_group_mates_write_is_answered_after_the_commit(
