@@ -20,7 +20,7 @@ def test_every_suite_with_store_faults_is_calibrated() -> None:
         assert calibration.reach(suite) >= calibration.HEALTHY_OPERATIONS[suite]
 
 
-@pytest.mark.parametrize("suite", [s for s in CALIBRATED if s not in calibration.SAME_WORKLOAD])
+@pytest.mark.parametrize("suite", [s for s in CALIBRATED if s not in calibration.NOISY])
 def test_healthy_run_length_matches_the_calibration(suite: str) -> None:
     """The longest faulted process of a healthy run is still about as long as the constant
     the suite draws its fault points over: a drift past DRIFT either leaves the end of the

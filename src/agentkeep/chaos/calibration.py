@@ -31,9 +31,8 @@ if TYPE_CHECKING:
 
 # Store operations of the longest faulted process of a healthy run (fault plans dropped),
 # median over seeds 0-19 (the calibration test checks seeds 0-4), measured on main at cd4233f
-# (2026-12-01). 499a260 (before the
-# writer memo and the multi-row ledger insert) ran 25-35% more (see the report of
-# bench/chaos_calibration.py).
+# (2026-12-01). 499a260, before the writer memo and the multi-row ledger insert, ran 20-35%
+# more (crash_recovery 540, queues 318); bench/chaos_calibration.py measures any revision.
 HEALTHY_OPERATIONS: dict[str, int] = {
     "crash_recovery": 400,
     "queues": 240,
@@ -44,12 +43,12 @@ HEALTHY_OPERATIONS: dict[str, int] = {
     "compaction_under_load": 208,
     "model_switch": 150,
     "permission_modes": 280,
+    # permission_modes' workload under a flaky provider, whose retries make its healthy
+    # length swing from 100 to 600 operations with thread timing (median 142-268 by sample):
+    # too noisy to check against a constant, so only permission_modes' length is checked.
+    "retry_forever": 175,
 }
-# retry_forever plays permission_modes' workload under a flaky provider, whose retries make
-# its healthy length swing from 100 to 600 operations with thread timing (too noisy to check
-# against a constant): it draws over permission_modes' measured length.
-SAME_WORKLOAD = {"retry_forever": "permission_modes"}
-HEALTHY_OPERATIONS.update({twin: HEALTHY_OPERATIONS[of] for twin, of in SAME_WORKLOAD.items()})
+NOISY = frozenset({"retry_forever"})
 # Fault points reach to the median healthy length: a typical process's end is reachable,
 # and processes with less work (no new message, a shorter seed) sometimes finish before
 # their fault (a healthy process among faulted ones is a case worth playing too).
@@ -126,8 +125,8 @@ __all__ = [
     "DRIFT",
     "HEALTHY_OPERATIONS",
     "LATER",
+    "NOISY",
     "REACH",
-    "SAME_WORKLOAD",
     "fault_free",
     "fault_point",
     "healthy",
