@@ -3,7 +3,8 @@
 Every suite builds a :class:`~agentkeep.chaos.world.ChaosWorld` in a temporary directory,
 plays a seeded sequence of simulated processes (crashing, flaky, aborted, concurrent), checks
 the disk after each one and, after a final healthy process, checks that everything was
-answered and nothing is owed. Same seed, same plan.
+answered and nothing is owed. Same seed, same plan. Store fault points are drawn over the
+suite's measured healthy run (:mod:`agentkeep.chaos.calibration`), not a fixed bound.
 
 ``CHAOS_SEEDS=N`` runs seeds ``0..N-1`` (default 15); ``CHAOS_SEED=S`` runs only seed ``S``.
 A failure names the seed, the violated invariant and the command that replays it.
@@ -24,6 +25,7 @@ from typing import Literal
 import msgspec
 
 from agentkeep.agent_system import AgentSystem
+from agentkeep.chaos import calibration
 from agentkeep.chaos.batches import BatchingModel
 from agentkeep.chaos.checker import Checker, SwitchExpectation, Violation
 from agentkeep.chaos.ledger_checks import check_subscription
@@ -50,6 +52,10 @@ class CampaignResult:
     violations: list[Violation] = field(default_factory=list)
     processes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    # Every process's report, and the generations that carried a fault plan (run
+    # ``calibration.healthy()``: that would have carried one).
+    reports: list[ProcessReport] = field(default_factory=list)
+    faulted: set[int] = field(default_factory=set)
 
     @property
     def ok(self) -> bool:
@@ -98,9 +104,15 @@ class _Campaign:
         self.world = world
         self.checker = checker
         self.rng = world.rng
+        self.faulted: set[int] = set()
+        self.crashes = 0  # crash plans drawn so far (see crash)
 
     def process(self, *, final: bool = False, **options: object) -> ProcessReport:
         subscribed: list[Violation] = []
+        if options.get("faults") is not None:
+            self.faulted.add(self.world.generation + 1)  # run_process numbers it next
+            if calibration.fault_free():
+                options["faults"] = None
         if final:
             # L4: a subscriber reconnecting from a seeded sequence gets exactly the suffix.
             def subscribe(system: AgentSystem) -> None:
@@ -120,8 +132,21 @@ class _Campaign:
     def queue(self) -> QueueName:
         return "send" if self.rng.random() < 0.5 else "steering"
 
-    def crash(self, high: int) -> FaultPlan:
-        return FaultPlan(at=self.rng.randint(1, high), mode="crash")
+    def crash(self, *, shared: bool = False) -> FaultPlan:
+        """A ``crash`` plan over the suite's healthy run. ``shared``: the suite's processes
+        share one workload offered up front; after the first, a process draws over the
+        early part its restart resumes (see :data:`calibration.LATER`)."""
+        if shared and self.crashes:
+            at = calibration.fault_point(self.rng, self.suite, calibration.later_reach(self.suite))
+        else:
+            at = self.fault_point()
+        self.crashes += 1
+        return FaultPlan(at=at, mode="crash")
+
+    def fault_point(self) -> int:
+        """A store operation drawn over the suite's measured healthy run (see
+        :mod:`agentkeep.chaos.calibration`)."""
+        return calibration.fault_point(self.rng, self.suite)
 
 
 Body = Callable[[_Campaign], None]
@@ -141,7 +166,8 @@ def _run(
         world = ChaosWorld(Path(home or scratch) / "state", seed, **(world_options or {}))  # type: ignore[arg-type]
         checker = Checker(world, switch=switch)
         world.create_agent()
-        body(_Campaign(suite, seed, world, checker))
+        campaign = _Campaign(suite, seed, world, checker)
+        body(campaign)
     processes = [r.describe() for r in world.reports]
     if world.completion is not None and world.completion.timeouts:
         # A harness defect, not a broken promise: the seeded finish order was not kept.
@@ -152,6 +178,8 @@ def _run(
         violations=checker.violations,
         processes=processes,
         seconds=time.monotonic() - started,
+        reports=list(world.reports),
+        faulted=campaign.faulted,
     )
 
 
@@ -185,9 +213,10 @@ def _reasoning(seed: int) -> Providers:
 
 
 def crash_recovery(seed: int, *, home: str | Path | None = None) -> CampaignResult:
-    """3 sends; the process dies at a random store operation (≤ 150: a whole healthy run is
-    about 210 statement-level operations) 1–5 times, then a
-    healthy process finishes: each message once, in order, every call settled once, the
+    """3 sends; the process dies at a seeded store operation 1–5 times (the first drawn over
+    a whole healthy run, about 400 operations; each later one over the first third, where
+    the restart resumes: see ``agentkeep.chaos.calibration``), then a healthy process
+    finishes: each message once, in order, every call settled once, the
     fragile tool never re-run, nothing owed, ``answer-3``. Every response starts with a
     reasoning block, so a crash may cut one after its first block: it must be continued,
     never settled over (C2), and no request may end with the model's message (C1)."""
@@ -195,7 +224,7 @@ def crash_recovery(seed: int, *, home: str | Path | None = None) -> CampaignResu
     def body(c: _Campaign) -> None:
         c.world.offer(*_messages("m", 3))
         for _ in range(c.rng.randint(1, 5)):
-            c.process(faults=c.crash(150))
+            c.process(faults=c.crash(shared=True))
         c.process(final=True, start=True)
 
     return _run("crash_recovery", seed, body, world_options={"providers": _reasoning}, home=home)
@@ -210,9 +239,9 @@ def queues(seed: int, *, home: str | Path | None = None) -> CampaignResult:
         while offers:
             take = c.rng.randint(1, 2)
             batch, offers = offers[:take], offers[take:]
-            c.process(messages=batch, faults=c.crash(120))
+            c.process(messages=batch, faults=c.crash())
         for _ in range(c.rng.randint(0, 2)):
-            c.process(faults=c.crash(120))
+            c.process(faults=c.crash())
         c.process(final=True, start=True)
 
     return _run("queues", seed, body, world_options=_modes(seed), home=home)
@@ -226,7 +255,7 @@ def interruption(seed: int, *, home: str | Path | None = None) -> CampaignResult
     def body(c: _Campaign) -> None:
         c.world.offer(*_messages("i", 2))
         for _ in range(c.rng.randint(1, 4)):
-            faults = c.crash(120) if c.rng.random() < 0.5 else None
+            faults = c.crash(shared=True) if c.rng.random() < 0.5 else None
             c.process(faults=faults, abort_after_events=c.rng.randint(1, 8))
         # An aborted turn may settle leaving its message unanswered (spec §3.9); a last
         # message makes the agent answer the whole conversation.
@@ -244,7 +273,7 @@ def flaky_store(seed: int, *, home: str | Path | None = None) -> CampaignResult:
         offers = _messages("f", 3)
         for _ in range(c.rng.randint(1, 4)):
             fresh = [offers.pop(0)] if offers and c.rng.random() < 0.7 else []
-            c.process(messages=fresh, faults=FaultPlan(at=c.rng.randint(1, 120), mode="flaky"))
+            c.process(messages=fresh, faults=FaultPlan(at=c.fault_point(), mode="flaky"))
         c.world.offer(*offers)
         c.process(final=True, start=True)
 
@@ -262,7 +291,7 @@ def writer_failures(seed: int, *, home: str | Path | None = None) -> CampaignRes
         offers = _messages("w", 3)
         for _ in range(c.rng.randint(1, 4)):
             fresh = [offers.pop(0)] if offers and c.rng.random() < 0.7 else []
-            plan = FaultPlan(at=c.rng.randint(1, 120), mode="writer")
+            plan = FaultPlan(at=c.fault_point(), mode="writer")
             report = c.process(messages=fresh, faults=plan)
             state = c.world.durable()
             leftovers = {
@@ -321,7 +350,7 @@ def compaction(seed: int, *, home: str | Path | None = None) -> CampaignResult:
     def body(c: _Campaign) -> None:
         c.process(messages=_messages("h", 2))
         for _ in range(c.rng.randint(1, 3)):
-            c.process(compact="when_idle", faults=c.crash(30))
+            c.process(compact="when_idle", faults=c.crash())
         c.process(final=True, start=True, messages=_messages("later", 1))
 
     return _run("compaction", seed, body, home=home)
@@ -340,7 +369,7 @@ def compaction_under_load(seed: int, *, home: str | Path | None = None) -> Campa
                 queue = c.queue()
                 fresh.append(Offer(id=f"l{counter}", text=f"loaded {counter}", queue=queue))
                 counter += 1
-            faults = c.crash(150) if c.rng.random() < 0.8 else None
+            faults = c.crash() if c.rng.random() < 0.8 else None
             c.process(messages=fresh, compact="after_offers", faults=faults)
         final_compact = "when_idle" if c.rng.random() < 0.3 else "no"
         c.process(final=True, start=True, compact=final_compact)
@@ -407,7 +436,7 @@ def model_switch(seed: int, *, home: str | Path | None = None) -> CampaignResult
         c.process(messages=[Offer(id="before", text="before the switch")])
         c.world.offer(switch)
         for _ in range(c.rng.randint(1, 4)):
-            c.process(faults=c.crash(120))
+            c.process(faults=c.crash(shared=True))
         c.process(final=True, start=True)
 
     options: dict[str, object] = {

@@ -141,9 +141,18 @@ class ProcessReport:
     events: int = 0
     aborted: bool = False
     compaction_requested: bool = False
+    # Store operations the process's writer counted (the fault points' clock): with a fault
+    # plan, ``operations >= faults.at`` means its fault fired (see ``fault_fired``).
+    operations: int = 0
     # (invariant, detail) pairs observed while the process ran (e.g. a response reported
     # finished whose answer was not durable, a request that ended with the model's message).
     live_violations: list[tuple[int | str, str]] = field(default_factory=list)
+
+    @property
+    def fault_fired(self) -> bool:
+        """True when the process had a fault plan and its store reached the planned operation
+        (the fault fired); False when the process finished its work first."""
+        return self.faults is not None and self.operations >= self.faults.at
 
     def describe(self) -> str:
         """One line for failure messages: the process's fault plan and what it did."""

@@ -343,7 +343,7 @@ def _campaign(suite: str, seed: int, *, retrying: bool, home: str | Path | None)
             take = c.rng.randint(0, 3)
             fresh, offers = offers[:take], offers[take:]
             crash = not retrying or c.rng.random() < 0.35
-            plan = c.crash(150) if crash else _flaky(c.rng)
+            plan = c.crash() if crash else FaultPlan(at=c.fault_point(), mode="flaky")
             # Retrying, an abort (often during a backoff) is one of the few things that
             # stop a run: the process must still become idle.
             abort = retrying and not crash and c.rng.random() < 0.3
@@ -358,10 +358,6 @@ def _campaign(suite: str, seed: int, *, retrying: bool, home: str | Path | None)
         process(final=True, start=True, messages=[Offer(id="last", text="last")])
 
     return campaigns._run(suite, seed, body, world_options=options, home=home)
-
-
-def _flaky(rng: random.Random) -> FaultPlan:
-    return FaultPlan(at=rng.randint(1, 150), mode="flaky")
 
 
 def retry_forever(seed: int, *, home: str | Path | None = None) -> CampaignResult:

@@ -231,6 +231,7 @@ class ChaosWorld:
             report.crashed = live.crashed()
             if system is not None:
                 quietly(lambda: system.close(timeout_seconds=self.idle_timeout))
+                report.operations = _operations(system)
             live.attach_failed()
             self._live = None
             for model in self._models:  # C1: no request ends with the model's own message
@@ -306,6 +307,15 @@ class ChaosWorld:
                 return
             self.accept_order.append(offer_id)
             report.accepted.append(offer_id)
+
+
+def _operations(system: AgentSystem) -> int:
+    """The store operations the process's writer counted (its fault points' clock); the
+    counter outlives the close, and a store that failed to open counted none."""
+    try:
+        return system.store.statistics().operations
+    except Exception:
+        return 0
 
 
 __all__ = [
