@@ -214,7 +214,7 @@ def _reasoning(seed: int) -> Providers:
 
 def crash_recovery(seed: int, *, home: str | Path | None = None) -> CampaignResult:
     """3 sends; the process dies at a seeded store operation 1–5 times (the first drawn over
-    a whole healthy run, about 400 operations; each later one over the first third, where
+    a whole healthy run, about 320 operations; each later one over the first third, where
     the restart resumes: see ``agentkeep.chaos.calibration``), then a healthy process
     finishes: each message once, in order, every call settled once, the
     fragile tool never re-run, nothing owed, ``answer-3``. Every response starts with a
