@@ -6,6 +6,7 @@ from pathlib import Path
 
 import agentkeep as ak
 from agentkeep.chaos import ChaosWorld, Offer, default_providers, ledger_tools
+from agentkeep.chaos.faultpoints import expect_label, find_label, recording_labels
 from agentkeep.chaos.invariants import check_final, check_state
 from agentkeep.model import SystemRecord, ToolRecord, rebuild_messages
 from agentkeep.persistence.faults import FaultPlan
@@ -50,10 +51,10 @@ def test_failed_turn_is_answered_after_a_restart(tmp_path: Path) -> None:
     flaky store operation) appends "The last turn failed: …" and then *settles*, erasing the
     owed fact; a restarted system therefore never resumes the agent and the failed question is
     never answered (seed README: "a restarted agent now owes a response")."""
-    world = ChaosWorld(tmp_path / "state", 18, providers=default_providers)  # one-call batches
-    world.create_agent()
-    flaky = FaultPlan(at=33, mode="flaky")  # the first block's INSERT (29 before the ledger)
-    world.run_process(messages=[Offer(id="f0", text="f message 0")], faults=flaky)
+    labels = _dry_run_labels(tmp_path, 18)
+    user = find_label(labels, "INSERT INTO records")  # the user's record, at consumption
+    at = expect_label(labels, find_label(labels, "INSERT INTO records", after=user), "INSERT")
+    world = _one_flaky_turn(tmp_path, at, seed=18, expect=labels)  # one-call batches
     failed = world.durable()
     assert isinstance(failed.records[-1], SystemRecord), failed.records
     assert failed.records[-1].reason == "failure"
@@ -65,12 +66,37 @@ def test_failed_turn_is_answered_after_a_restart(tmp_path: Path) -> None:
     assert state.owed is None
 
 
-def _one_flaky_turn(tmp_path: Path, at: int) -> ChaosWorld:
-    # One-call batches, as when the operation numbers below were found.
-    world = ChaosWorld(tmp_path / "state", 0, providers=default_providers)
+def _dry_run_labels(tmp_path: Path, seed: int) -> list[str]:
+    """The store operations of one fault-free run of the one-message turn, in order."""
+    world = ChaosWorld(tmp_path / "dry", seed, providers=default_providers)
+    world.create_agent()
+    with recording_labels() as recording:
+        world.run_process(messages=[Offer(id="f0", text="f message 0")])
+    return recording.labels
+
+
+def _after_commit_of(labels: list[str], statement: str) -> int:
+    """The ``after_commit`` of the transaction that runs the first ``statement``."""
+    return expect_label(
+        labels,
+        find_label(labels, "after_commit", after=find_label(labels, statement)),
+        "after_commit",
+    )
+
+
+def _one_flaky_turn(
+    tmp_path: Path, at: int, *, seed: int = 0, expect: list[str] | None = None
+) -> ChaosWorld:
+    """One message, with store operation ``at`` flaky; with ``expect`` (a dry run's labels),
+    asserts the fault run performed the same operations up to ``at``, so the fault hit the
+    operation the caller picked from them."""
+    world = ChaosWorld(tmp_path / "state", seed, providers=default_providers)
     world.create_agent()
     flaky = FaultPlan(at=at, mode="flaky")
-    world.run_process(messages=[Offer(id="f0", text="f message 0")], faults=flaky)
+    with recording_labels() as recording:
+        world.run_process(messages=[Offer(id="f0", text="f message 0")], faults=flaky)
+    if expect is not None:
+        assert recording.labels[:at] == expect[:at], "the fault run diverged before the fault"
     return world
 
 
@@ -82,7 +108,10 @@ def test_batch_commit_with_unknown_outcome_is_not_answered_as_undispatched(
     fails and settles the call as if it had never been dispatched ("The turn failed before
     this tool call finished.") while its pending entry stays; the next process resumes the
     batch and answers the call a second time (§7.9, §7.10)."""
-    world = _one_flaky_turn(tmp_path, 54)
+    labels = _dry_run_labels(tmp_path, 0)
+    world = _one_flaky_turn(
+        tmp_path, _after_commit_of(labels, "INSERT INTO pending_calls"), expect=labels
+    )
     state = world.durable()
     answered = {r.message.call_id for r in state.records if isinstance(r, ToolRecord)}
     still_pending = {p.call.call_id for p in state.pending}
@@ -100,7 +129,11 @@ def test_block_commit_with_unknown_outcome_leaves_no_call_behind_the_note(
     block, so the call is durable but the loop believes it is not; the failing turn appends
     "The last turn failed: …" behind a call it never settled (§7.11). (With the settle-on-
     failure bug above, the call then stays unanswered for good: seeds 596, 1003.)"""
-    world = _one_flaky_turn(tmp_path, 37)
+    labels = _dry_run_labels(tmp_path, 0)
+    user = find_label(labels, "INSERT INTO records")  # the user's record, at consumption
+    block = find_label(labels, "INSERT INTO records", after=user)  # the tool-call block
+    at = expect_label(labels, find_label(labels, "after_commit", after=block), "after_commit")
+    world = _one_flaky_turn(tmp_path, at, expect=labels)
     found = check_state(world, world.durable(), process=1)
     assert not [v for v in found if v.invariant == 11], found
 
@@ -110,19 +143,21 @@ def test_settlement_with_unknown_outcome_leaves_no_orphan_failure_note(tmp_path:
     *is* settled (owed erased) but the loop reads an unknown outcome as a failed turn and
     appends "The last turn failed: COMMIT reported …" after the durable ``answer-1``, with no
     owed fact: a note nobody will answer, for a turn that had succeeded (§7.6, §7.22)."""
-    world = _one_flaky_turn(tmp_path, 92)
+    labels = _dry_run_labels(tmp_path, 0)
+    world = _one_flaky_turn(
+        tmp_path, _after_commit_of(labels, "DELETE FROM owed_work"), expect=labels
+    )
     found = check_state(world, world.durable(), process=1)
     assert not [v for v in found if v.invariant == 6], found
 
 
 def test_any_single_flaky_operation_of_one_turn_keeps_the_history_whole(tmp_path: Path) -> None:
-    """The three tests above pin one operation each (the same statements as on the runtime
-    they were found on, renumbered when the ledger added its statements: 31→37, 44→54,
-    74→92); this one sweeps every operation of a one-message turn, so it keeps guarding
-    the same bugs when the operation count moves: a single flaky operation, then a healthy
-    restart, must leave §7.6/§7.9/§7.10/§7.11 intact and the message answered."""
+    """The three tests above pin one operation each (found by what it is in a dry run's
+    labels); this one sweeps every operation of a one-message turn (as many as a dry run
+    performs), so it also guards operations nobody named: a single flaky operation, then a
+    healthy restart, must leave §7.6/§7.9/§7.10/§7.11 intact and the message answered."""
     broken: list[str] = []
-    for at in range(1, 100):
+    for at in range(1, len(_dry_run_labels(tmp_path, 0)) + 1):
         world = _one_flaky_turn(tmp_path / str(at), at)
         found = check_state(world, world.durable(), process=1)
         report = world.run_process(start=True)

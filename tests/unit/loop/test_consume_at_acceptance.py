@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import agentkeep as ak
+from agentkeep.chaos.faultpoints import expect_label, find_label, recording_labels
 from agentkeep.chaos.ledger_checks import check_events, read_all
 from agentkeep.chaos.process import read_durable
 from agentkeep.chaos.turn_checks import check_turns
@@ -241,16 +242,21 @@ def test_an_unknown_commit_outcome_of_a_consuming_acceptance_is_resumed(
 ) -> None:
     """COMMIT of the accept-and-consume transaction landed, but the caller only hears that
     its outcome is unknown: the agent reloads from the store and answers the message once."""
-    # A reference run counts the store operations up to that transaction's after-commit point.
+    # A reference run lists the store operations; the fault point is the after-commit of the
+    # transaction that accepts (and consumes) m2: the first after_commit after its message id.
     reference = World(tmp_path / "reference")
     reference.model.add(script.text("first"), script.hang())
-    system = reference.open()
-    agent = system.create(id="agent1")
-    agent.send(ak.user("one"), id="m1")
-    assert agent.wait_for_idle(timeout_seconds=20)
-    agent.send(ak.user("two"), id="m2")
-    after_commit = system.store.statistics().operations  # its last operation: after_commit
+    with recording_labels() as recording:
+        system = reference.open()
+        agent = system.create(id="agent1")
+        agent.send(ak.user("one"), id="m1")
+        assert agent.wait_for_idle(timeout_seconds=20)
+        agent.send(ak.user("two"), id="m2")
+        labels = list(recording.labels)
     system.close(timeout_seconds=10)
+    accepted = find_label(labels, "INSERT OR IGNORE INTO message_ids", nth=2)  # m2's
+    after_commit = find_label(labels, "after_commit", after=accepted)
+    expect_label(labels, after_commit, "after_commit")
 
     world.model.add(script.text("first"), script.text("second"))
     faults = FaultInjection(faults=FaultPlan(at=after_commit, mode="flaky"))

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from agentkeep.chaos.faultpoints import expect_label, find_label, recording_labels
 from agentkeep.errors import CommitOutcomeUnknownError, StoreClosedError, StoreError
 from agentkeep.persistence import FaultPlan, InjectedFaultError, Store, Transaction
 
@@ -130,9 +131,17 @@ def test_a_failing_after_commit_callback_does_not_unanswer_the_caller(store: Sto
     assert store.transact(work) == 7
 
 
+def _one_write_labels(tmp_path: Path) -> list[str]:
+    """The store operations of one fault-free ``_write`` in a fresh store, in order."""
+    with recording_labels() as recording, Store.open(tmp_path / "dry") as store:
+        store.transact(_write("k", 1))
+        return list(recording.labels)
+
+
 def test_commit_error_makes_every_group_member_outcome_unknown(tmp_path: Path) -> None:
-    # Operation count: BEGIN, INSERT, COMMIT -> COMMIT is the 3rd (a lone item: no savepoint).
-    with Store.open(tmp_path, faults=FaultPlan(at=3, mode="flaky")) as store:
+    labels = _one_write_labels(tmp_path)
+    commit = expect_label(labels, find_label(labels, "COMMIT"), "COMMIT")
+    with Store.open(tmp_path, faults=FaultPlan(at=commit, mode="flaky")) as store:
         with pytest.raises(CommitOutcomeUnknownError) as caught:
             store.transact(_write("k", 1))
         assert isinstance(caught.value.__cause__, InjectedFaultError)
@@ -143,16 +152,18 @@ def test_commit_error_makes_every_group_member_outcome_unknown(tmp_path: Path) -
 
 
 def test_fault_after_commit_is_durable_but_reported_unknown(tmp_path: Path) -> None:
-    # BEGIN, INSERT, COMMIT, after_commit.
-    with Store.open(tmp_path, faults=FaultPlan(at=4, mode="flaky")) as store:
+    labels = _one_write_labels(tmp_path)
+    after_commit = expect_label(labels, find_label(labels, "after_commit"), "after_commit")
+    with Store.open(tmp_path, faults=FaultPlan(at=after_commit, mode="flaky")) as store:
         with pytest.raises(CommitOutcomeUnknownError):
             store.transact(_write("k", 1))
         assert store.read(lambda tx: tx.kv_read("k")) == 1
 
 
 def test_crash_mode_keeps_failing_until_reopened(tmp_path: Path) -> None:
-    # BEGIN, INSERT: the INSERT fails.
-    with Store.open(tmp_path, faults=FaultPlan(at=2, mode="crash")) as store:
+    labels = _one_write_labels(tmp_path)
+    write = expect_label(labels, find_label(labels, "INSERT INTO kv"), "INSERT INTO kv")
+    with Store.open(tmp_path, faults=FaultPlan(at=write, mode="crash")) as store:
         with pytest.raises(InjectedFaultError):
             store.transact(_write("k", 1))
         with pytest.raises(InjectedFaultError):
@@ -206,9 +217,15 @@ def test_idle_writer_checkpoints_the_wal(tmp_path: Path) -> None:
 
 def test_statistics_count_operations(store: Store) -> None:
     before = store.statistics().operations
-    store.transact(_write("k", 1))
-    # BEGIN, INSERT, COMMIT, after_commit (a lone item runs without SAVEPOINT/RELEASE).
-    assert store.statistics().operations - before == 4
+    with recording_labels() as recording:
+        store.transact(_write("k", 1))
+    # Every operation the fault injector counts (BEGIN … INSERT … COMMIT, after_commit), as
+    # many as it ticked: not a fixed number, which each cut to the transaction moves.
+    labels = recording.labels
+    assert store.statistics().operations - before == len(labels), labels
+    assert labels[0].startswith("BEGIN"), labels
+    assert labels[-2:] == ["COMMIT", "after_commit"], labels
+    assert sum(label.startswith("INSERT INTO kv") for label in labels) == 1, labels
 
 
 def test_a_failure_resting_on_a_group_mates_write_is_answered_after_the_commit(
