@@ -76,8 +76,9 @@ class Statements:
         self.connection = connection
         self._faults = faults
         # One reused cursor (cheaper than a new one per statement). Safe because every
-        # Transaction method consumes its rows before it returns, so no statement is ever
-        # still being read when the next one starts.
+        # Transaction method consumes its rows before it returns (``_first``), so no
+        # statement is ever still being read when the next one starts; the writer also
+        # resets it after a rollback and before a checkpoint of its own (``reset``).
         self._cursor = connection.cursor()
         self.memo = WriterMemo()
         self._kept = False
@@ -125,6 +126,13 @@ class Statements:
 
     def changes(self) -> int:
         return int(self.connection.changes())
+
+    def reset(self) -> None:
+        """End whatever statement the reused cursor still holds (after a rollback, before a
+        checkpoint on this connection): an unfinished one keeps a read transaction open, and
+        SQLite refuses to checkpoint under it (SQLITE_LOCKED)."""
+        self._cursor.close(force=True)
+        self._cursor = self.connection.cursor()
 
 
 def encode_value(value: Any) -> str:

@@ -131,7 +131,7 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         return self._memo.get(key)
 
     def _one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        row = self._read(sql, params).fetchone()
+        row = _first(self._read(sql, params))
         return None if row is None else row[0]
 
     # -- statements of modules that own their tables (agentkeep.registry) --------------------
@@ -173,7 +173,7 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
     def create_agent(self, row: AgentRow) -> bool:
         self._check(write=True)
         existing = self._read("SELECT deleted_at_ms IS NULL FROM agents WHERE id = ?", (row.id,))
-        live = existing.fetchone()
+        live = _first(existing)
         if live is not None and live[0]:
             return False
         # Cascades wipe the previous agent's records, queues, calls and facts; its kv rows
@@ -206,7 +206,7 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
             "WHERE id = ? AND deleted_at_ms IS NULL",
             (agent_id,),
         )
-        row = cursor.fetchone()
+        row = _first(cursor)
         found = None if row is None else agent_row(row)
         self._memo.put(key, found)
         return found
@@ -676,3 +676,11 @@ class ReadOnlyTransactionError(StoreError):
     """A write was attempted on a read-only snapshot (``StoreHandle.read``)."""
 
     code = "read_only_transaction"
+
+
+def _first(cursor: Any) -> Any:
+    """The first row of a read (None if none), its statement run to the end: a statement
+    left mid-result keeps a read transaction open on the writer's connection, and a
+    checkpoint there then fails with SQLITE_LOCKED ("database table is locked")."""
+    rows = cursor.fetchall()
+    return rows[0] if rows else None

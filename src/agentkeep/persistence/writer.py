@@ -323,6 +323,7 @@ class StoreWriter(pykka.ThreadingActor):
 
     def _rollback(self) -> None:
         # Cleanup is not a counted operation: after a fault it must still run.
+        self._statements.reset()  # a failed item may have left a read unfinished
         if self._connection.get_autocommit():
             return
         try:
@@ -377,6 +378,7 @@ class StoreWriter(pykka.ThreadingActor):
             self._statements.tick("checkpoint")
             if background:
                 return self._checkpointer.request()
+            self._statements.reset()  # no statement left open under the checkpoint
             self._connection.wal_checkpoint(mode=mode)
         except Exception as exc:
             if not final:  # the last checkpoint of a closing store ends nothing

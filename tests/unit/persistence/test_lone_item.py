@@ -14,6 +14,7 @@ from agentkeep.model import AgentRow
 from agentkeep.persistence import FaultPlan, InjectedFaultError, Store, Transaction
 from agentkeep.persistence.codec import Statements
 from agentkeep.persistence.ledger import LedgerHub
+from agentkeep.persistence.store import DATABASE_NAME
 
 TIMEOUT = 30.0
 A, B = "a", "b"
@@ -207,3 +208,24 @@ def test_one_transaction_announces_its_events_once(
     store.transact(lambda tx: tx.append_event(A, "note", {}))
     waiter.join(TIMEOUT)
     assert woke == [4]
+
+
+def test_a_lone_item_failing_after_a_read_leaves_the_final_checkpoint_unlocked(
+    tmp_path: Path,
+) -> None:
+    # Found by the CLI (`create --id alpha` twice): the existence check's read was left
+    # mid-result on the writer's reused cursor, the failed lone item rolled back without any
+    # later statement on that cursor, and the closing TRUNCATE checkpoint failed with
+    # SQLITE_LOCKED ("database table is locked"), logged on the CLI's stderr.
+    def create_again(tx: Transaction) -> None:
+        if not tx.create_agent(AgentRow(id=A, config={})):
+            raise BoomError
+
+    with Store.open(tmp_path) as store:
+        store.transact(lambda tx: tx.create_agent(AgentRow(id=A, config={})))
+        with pytest.raises(BoomError):
+            store.transact(create_again)
+        store.close()
+        assert store.statistics().checkpoint_errors == 0
+    wal = tmp_path / f"{DATABASE_NAME}-wal"
+    assert not wal.exists() or wal.stat().st_size == 0  # the TRUNCATE checkpoint ran
