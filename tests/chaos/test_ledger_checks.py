@@ -63,9 +63,10 @@ CASES: list[tuple[Mutant, str, str, tuple[str, ...]]] = [
     ],
 )
 def test_each_ledger_mutant_is_caught(mutant: Mutant, check: str, words: str, suite: str) -> None:
+    seeds = _seeds(mutant, suite)
     with mutant():
-        caught = first_caught(SUITES[suite], range(DEFAULT_SEEDS), {check})
-    assert caught is not None, f"{suite} never caught {mutant.__name__} in {DEFAULT_SEEDS} seeds"
+        caught = first_caught(SUITES[suite], range(seeds), {check})
+    assert caught is not None, f"{suite} never caught {mutant.__name__} in {seeds} seeds"
     named = [v.describe() for v in caught.violations if v.invariant == check]
     assert any(
         words in line and line.startswith(f"{check} ({INVARIANTS[check]})") for line in named
@@ -91,14 +92,29 @@ def test_the_other_crash_suites_catch_the_second_transaction_too() -> None:
     assert any(c is not None for c in caught)
 
 
+# Queues' crashes land between an acceptance's COMMIT and a second transaction in about one
+# seed in seven since its fault points spread over the whole run (chaos.calibration; seeds
+# 19, 28, 29, 30, 32, 34 of 0-39 on 2026-12-01), so that case gets more seeds than the rest.
+SECOND_TRANSACTION_SEEDS = 40
+
+
+def _seeds(mutant: Mutant, suite: str) -> int:
+    if mutant is accepted_event_in_second_transaction and suite == "queues":
+        return SECOND_TRANSACTION_SEEDS
+    return DEFAULT_SEEDS
+
+
 def test_an_accepted_message_without_its_event_is_named() -> None:
     """Some queues seed of the CI range crashes between an acceptance's commit and its
     event's transaction (which one depends on a send's timing against the loop)."""
     details: list[str] = []
-    for seed in range(15):
+    for seed in range(SECOND_TRANSACTION_SEEDS):
         with accepted_event_in_second_transaction():
             result = SUITES["queues"](seed)
         details = [v.detail for v in result.violations if v.invariant == "L2"]
         if any("1 durable fact(s) but 0 message.accepted" in d for d in details):
             return
-    raise AssertionError(f"no queues seed in 0-14 named the missing event; last: {details}")
+    raise AssertionError(
+        f"no queues seed in 0-{SECOND_TRANSACTION_SEEDS - 1} named the missing event; "
+        f"last: {details}"
+    )
