@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 import agentkeep as ak
+from agentkeep.persistence.codec import Statements
 
 settings.register_profile(
     "ci",
@@ -32,3 +34,17 @@ def system(tmp_path: Path) -> Iterator[ak.AgentSystem]:
         tmp_path / "state", providers=providers, provider="local", model="gym-1"
     ) as opened:
         yield opened
+
+
+@pytest.fixture
+def executed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement any store executor (writer or reader) runs from now on, in order."""
+    seen: list[str] = []
+    original = Statements.execute
+
+    def execute(self: Statements, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        seen.append(sql)
+        return original(self, sql, params)
+
+    monkeypatch.setattr(Statements, "execute", execute)
+    return seen

@@ -15,7 +15,6 @@ import pytest
 from agentkeep.model import AgentRow, Settings
 from agentkeep.model.turns import TurnFailure
 from agentkeep.persistence import Store, Transaction
-from agentkeep.persistence.codec import Statements
 
 TIMEOUT = 30.0
 SESSION = "s1"
@@ -34,20 +33,6 @@ def store(tmp_path: Path) -> Iterator[Store]:
     with Store.open(tmp_path) as opened:
         opened.transact(lambda tx: tx.create_agent(AgentRow(id=SESSION, config={})))
         yield opened
-
-
-@pytest.fixture
-def executed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every statement any transaction runs from now on."""
-    seen: list[str] = []
-    original = Statements.execute
-
-    def execute(self: Statements, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        seen.append(sql)
-        return original(self, sql, params)
-
-    monkeypatch.setattr(Statements, "execute", execute)
-    return seen
 
 
 def _count(executed: list[str], prefix: str) -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,7 +13,6 @@ import agentkeep as ak
 from agentkeep.loop.plans import Consumed, ConsumeQueue
 from agentkeep.model import AgentRow, OwedWork, QueuedMessage, Settings, UserRecord
 from agentkeep.persistence import Store
-from agentkeep.persistence.codec import Statements
 from agentkeep.runtime import commit_plans
 
 AGENT = "a1"
@@ -28,19 +26,6 @@ def store(tmp_path: Path) -> Iterator[Store]:
     with Store.open(tmp_path) as opened:
         opened.transact(lambda tx: tx.create_agent(AgentRow(id=AGENT, config={})))
         yield opened
-
-
-@pytest.fixture
-def executed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    seen: list[str] = []
-    original = Statements.execute
-
-    def execute(self: Statements, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        seen.append(sql)
-        return original(self, sql, params)
-
-    monkeypatch.setattr(Statements, "execute", execute)
-    return seen
 
 
 def _queue(store: Store, queue: str, message_id: str) -> None:

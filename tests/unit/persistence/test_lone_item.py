@@ -31,20 +31,6 @@ def store(tmp_path: Path) -> Iterator[Store]:
         yield opened
 
 
-@pytest.fixture
-def executed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every statement the executors run from now on."""
-    seen: list[str] = []
-    original = Statements.execute
-
-    def execute(self: Statements, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        seen.append(sql)
-        return original(self, sql, params)
-
-    monkeypatch.setattr(Statements, "execute", execute)
-    return seen
-
-
 def _write(key: str, value: int) -> Callable[[Transaction], int]:
     def work(tx: Transaction) -> int:
         tx.kv_write(key, value)

@@ -30,7 +30,6 @@ from agentkeep.model import (
 )
 from agentkeep.persistence import FaultPlan, Store, Transaction
 from agentkeep.persistence.codec import (
-    Statements,
     decode_message,
     decode_notice,
     decode_owed,
@@ -54,20 +53,6 @@ def store(tmp_path: Path) -> Iterator[Store]:
     with Store.open(tmp_path) as opened:
         opened.transact(lambda tx: tx.create_agent(AgentRow(id=A, config={})))
         yield opened
-
-
-@pytest.fixture
-def executed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every statement any transaction runs from now on."""
-    seen: list[str] = []
-    original = Statements.execute
-
-    def execute(self: Statements, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        seen.append(sql)
-        return original(self, sql, params)
-
-    monkeypatch.setattr(Statements, "execute", execute)
-    return seen
 
 
 def _message(mid: str) -> QueuedMessage:
