@@ -11,7 +11,7 @@ from typing import Any
 from agentkeep.actors.call_context import CallCommits, CallContext
 from agentkeep.actors.hook_contexts import HookContexts
 from agentkeep.actors.loop_thread import inside_loop
-from agentkeep.errors import AgentkeepError
+from agentkeep.errors import AgentkeepError, ToolCommitError
 from agentkeep.features import Feature, FeatureSet, HookContext
 from agentkeep.loop.effects import LifecycleIds, ToolRun
 from agentkeep.loop.events import Event, ToolLifetimes
@@ -35,6 +35,12 @@ from agentkeep.tools import (
 )
 
 INTERRUPTED_CALL = "The tool call was interrupted by a restart and was not retried."
+NOT_RESUMED_CALL = "The tool call could not be confirmed uncommitted, so it was not run again."
+ANSWERED_MEANWHILE_CALL = "The tool call was answered meanwhile, so it was not run again."
+CUT_OFF_CLAIM = (
+    'ctx.commit was refused: the call of "{tool}" is no longer live (it was cut off from its '
+    "agent before its result committed)."
+)
 _NO_IDS = LifecycleIds()
 
 
@@ -145,6 +151,10 @@ class ToolRunner:
         if tool is not None and run.resumed and not _may_run_again(tool):
             # It may have had its side effect before the crash: never run it twice.
             return _error(call.call_id, INTERRUPTED_CALL)
+        if tool is not None and run.resumed:
+            settled = self._committed_meanwhile(run)
+            if settled is not None:
+                return settled  # an earlier run's claim landed after the reload read
         args = validate_arguments(tool, call)
         if isinstance(args, ToolError) or tool is None:
             # A refused call reaches no tool hook (spec §3.6).
@@ -176,6 +186,35 @@ class ToolRunner:
             call_id=call.call_id, content=outcome.content, is_error=outcome.is_error
         )
 
+    def _committed_meanwhile(self, run: ToolRun) -> ToolResultMessage | None:
+        """Before a resumed call runs again: the result an earlier run committed after the
+        reload read the call as uncommitted, or why the call must not run; None: run it.
+
+        An earlier run of this call may have been cut off from its agent (abandoned after a
+        crash's grace, or by a commit whose outcome was unknown) with its claim already on
+        its way to the writer. Its run was cancelled before this run was started, and a claim
+        checks its run's cancellation on the writer (``_execute_plain``; a transactional
+        run checks it as its transaction starts): asked on the writer now, either that claim
+        committed before this question, and its result is reused, or it will be refused. So
+        a committed call is never run again (X2)."""
+        agent_id, internal_id = self._agent_id, run.internal_id
+
+        def read(tx: Transaction) -> tuple[bool, ToolResultMessage | None]:
+            for pending in tx.pending_calls(agent_id):
+                if pending.internal_id == internal_id:
+                    return True, pending.committed
+            return False, None
+
+        try:
+            still_pending, committed = self._contexts.store.transact(read)
+        except AgentkeepError as error:
+            return _error(run.call.call_id, f"{NOT_RESUMED_CALL} ({error})")
+        if committed is not None:
+            return committed
+        if not still_pending:
+            return _error(run.call.call_id, ANSWERED_MEANWHILE_CALL)
+        return None
+
     def _execute(
         self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken, ids: LifecycleIds
     ) -> ToolCallResult:
@@ -198,13 +237,20 @@ class ToolRunner:
         assert tool is not None
         store = self._contexts.store
         agent_id, internal_id = self._agent_id, run.internal_id
+
+        def claim(tx: Transaction, result: ToolResultMessage) -> bool:
+            # The fence (with ``_committed_meanwhile``): checked again on the writer, so a
+            # claim that passed ``commit``'s check before its run was cut off never commits
+            # behind the resumed run's question (flaky_store seed 6827).
+            if cancel.cancelled:
+                raise ToolCommitError(CUT_OFF_CLAIM.format(tool=tool.name))
+            return claim_result(tx, agent_id, internal_id, result)
+
         commits = CallCommits(
             tool,
             run.call.call_id,
             cancel,
-            lambda result: store.transact(
-                lambda tx: claim_result(tx, agent_id, internal_id, result)
-            ),
+            lambda result: store.transact(lambda tx: claim(tx, result)),
         )
         # The call's store expires when the call returns, when it is cancelled (an aborted
         # call is answered at once, so its thread, running on unobserved, must not write
