@@ -286,8 +286,12 @@ def dbos_steps(home: Path, agents: int, steps: int) -> Run | str:
     database = home / "dbos.sqlite"
     # WAL is a property of the file: set it before DBOS opens it (its default is the rollback
     # journal, 16 fsyncs per step instead of 4). synchronous=FULL is SQLite's default.
-    with apsw.Connection(str(database)) as connection:
+    # (Not ``with connection:``, which opens a transaction: WAL cannot be set inside one.)
+    connection = apsw.Connection(str(database))
+    try:
         connection.execute("PRAGMA journal_mode=WAL")
+    finally:
+        connection.close()
     config: DBOSConfig = {
         "name": "agentstep",
         "system_database_url": f"sqlite:///{database}",
