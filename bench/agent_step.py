@@ -133,7 +133,10 @@ def _disk_bytes(directory: Path) -> int:
 
 
 def agentkeep_steps(home: Path, agents: int, steps: int, *, disk_at: tuple[int, ...] = ()) -> Run:
-    model = ak.ScriptedModel([script.text("ok") for _ in range(agents * (steps + 1))])
+    # record=False: a recording model keeps every request, and each holds the whole context
+    # it was shown (memory and GC work growing with the square of the history; the peers'
+    # model functions keep nothing).
+    model = ak.ScriptedModel([script.text("ok") for _ in range(agents * (steps + 1))], record=False)
     providers = ak.Providers()
     providers.add("local", model, kind="gym")
     with ak.AgentSystem.open(home, providers=providers, provider="local", model="gym-1") as system:

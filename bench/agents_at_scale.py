@@ -36,7 +36,9 @@ def rss_bytes() -> int:
 
 def providers(responses: int) -> ak.Providers:
     registry = ak.Providers()
-    registry.add("local", ak.ScriptedModel([script.text("ok")] * responses), kind="gym")
+    registry.add(
+        "local", ak.ScriptedModel([script.text("ok")] * responses, record=False), kind="gym"
+    )
     return registry
 
 

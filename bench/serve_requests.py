@@ -108,7 +108,9 @@ def main() -> None:
     args = parser.parse_args()
     providers = ak.Providers()
     # Every turn sent by the POST measurement is answered (the loop runs meanwhile, as it would).
-    providers.add("local", ak.ScriptedModel([script.text("ok")] * 200_000), kind="gym")
+    providers.add(
+        "local", ak.ScriptedModel([script.text("ok")] * 200_000, record=False), kind="gym"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         system = ak.AgentSystem.open(
             Path(tmp) / "state", providers=providers, provider="local", model="gym-1"

@@ -14,6 +14,7 @@ from typing import TypeAlias
 
 import msgspec
 
+from agentkeep.errors import AgentkeepError
 from agentkeep.model import (
     DONE_CANCELLED,
     CompactionCancelled,
@@ -102,6 +103,10 @@ class ScriptedModel(NamedModels):
         compactions: The outcomes of successive ``compact`` calls.
         models: The model names it serves (any other is refused before acceptance);
             ``gym-1`` unless given.
+        record: Keep every request in :attr:`requests` (what tests assert on). False: only
+            count them, so a long script (a benchmark, a soak run) keeps no conversation
+            alive — each request holds the whole context it was shown, so keeping them all
+            grows with the square of the conversation's length.
 
     A request after the script ran out gets ``done(error)`` saying so; a compaction after the
     compactions ran out fails with ``inference_error``.
@@ -113,8 +118,11 @@ class ScriptedModel(NamedModels):
         *,
         compactions: Iterable[CompactionScript] = (),
         models: Iterable[str] = (LOCAL_MODEL,),
+        record: bool = True,
     ) -> None:
         super().__init__(models)
+        self._record = record
+        self._count = 0  # stream requests so far (kept or not)
         self._lock = threading.Condition()
         self._responses: list[ResponseScript] = list(responses)
         self._compactions: list[CompactionScript] = list(compactions)
@@ -139,7 +147,7 @@ class ScriptedModel(NamedModels):
     def remaining(self) -> int:
         """How many scripted responses have not been replayed yet."""
         with self._lock:
-            return len(self._responses) - len(self._requests)
+            return len(self._responses) - self._count
 
     # -- records ---------------------------------------------------------------------------
 
@@ -151,7 +159,16 @@ class ScriptedModel(NamedModels):
 
     @property
     def requests(self) -> tuple[StreamRequest, ...]:
-        """Every ``stream`` request so far, in order: what the model was shown each time."""
+        """Every ``stream`` request so far, in order: what the model was shown each time.
+
+        Raises:
+            AgentkeepError: the model was made with ``record=False`` (it keeps none).
+        """
+        if not self._record:
+            raise AgentkeepError(
+                "This ScriptedModel was made with record=False: it counts requests "
+                "(wait_for_requests) but keeps none."
+            )
         with self._lock:
             return tuple(self._requests)
 
@@ -170,7 +187,7 @@ class ScriptedModel(NamedModels):
     def wait_for_requests(self, count: int, *, timeout_seconds: float | None = None) -> bool:
         """Block until ``count`` stream requests have been received; False on timeout."""
         with self._lock:
-            return self._lock.wait_for(lambda: len(self._requests) >= count, timeout_seconds)
+            return self._lock.wait_for(lambda: self._count >= count, timeout_seconds)
 
     # -- provider --------------------------------------------------------------------------
 
@@ -184,12 +201,14 @@ class ScriptedModel(NamedModels):
         self, session_id: str, context: Context, selection: Selection
     ) -> tuple[int, ResponseScript | None]:
         with self._lock:
-            number = len(self._requests) + 1
-            self._requests.append(
-                StreamRequest(
-                    number=number, session_id=session_id, context=context, selection=selection
+            self._count += 1
+            number = self._count
+            if self._record:
+                self._requests.append(
+                    StreamRequest(
+                        number=number, session_id=session_id, context=context, selection=selection
+                    )
                 )
-            )
             self._lock.notify_all()
             script = self._responses[number - 1] if number <= len(self._responses) else None
         return number, script

@@ -8,7 +8,7 @@ from typing import get_args
 
 import pytest
 
-from agentkeep.errors import ProviderSessionBusyError, ProviderSessionClosedError
+from agentkeep.errors import AgentkeepError, ProviderSessionBusyError, ProviderSessionClosedError
 from agentkeep.model import (
     AssistantMessage,
     BlockReset,
@@ -400,3 +400,19 @@ def test_a_script_without_done_still_ends_with_exactly_one() -> None:
         state="error", kind="internal_error", message="The stream ended without a done event."
     )
     assert len(events) == 3
+
+
+def test_a_model_that_does_not_record_counts_requests_and_keeps_no_context() -> None:
+    """``record=False`` (benchmarks, soak runs): each request is answered in order and
+    counted for ``wait_for_requests``, but no request — so no context — is kept."""
+    model = ScriptedModel([script.text("one"), script.text("two")], record=False)
+    first = run(model)
+    second = run(model)
+    assert [e.text for e in first if isinstance(e, TextEnd)] == ["one"]
+    assert [e.text for e in second if isinstance(e, TextEnd)] == ["two"]
+    assert model.wait_for_requests(2, timeout_seconds=0)
+    assert not model.wait_for_requests(3, timeout_seconds=0)
+    assert model.remaining == 0
+    assert model._requests == []  # nothing kept (the point of the option)
+    with pytest.raises(AgentkeepError, match="record=False"):
+        _ = model.requests
