@@ -350,15 +350,24 @@ def transactional_writes_outside_the_transaction() -> Iterator[None]:
 @contextmanager
 def committed_results_run_again() -> Iterator[None]:
     """While active, a batch ignores the results its tools committed early (``ctx.commit``)
-    and runs those calls again (X2: a crash after the commit shows it)."""
+    and runs those calls again (X2: a crash after the commit shows it). A resumed call's own
+    question to the writer (``ToolRunner._committed_meanwhile``, the fence) forgets them too:
+    the mutant is the runtime forgetting committed results, at every layer."""
     original = ToolBatch.__init__
 
     def init(self: ToolBatch, calls: tuple[PendingToolCall, ...], *, resumed: bool) -> None:
         forgotten = tuple(msgspec.structs.replace(c, committed=None) for c in calls)
         original(self, forgotten, resumed=resumed)
 
-    with patched(ToolBatch, "__init__", init):
+    with (
+        patched(ToolBatch, "__init__", init),
+        patched(ToolRunner, "_committed_meanwhile", never_committed_meanwhile),
+    ):
         yield
+
+
+def never_committed_meanwhile(runner: ToolRunner, run: Any) -> None:
+    """A resumed call's check on the writer, forgotten: it always runs (mutants only)."""
 
 
 @contextmanager

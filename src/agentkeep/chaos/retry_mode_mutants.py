@@ -18,6 +18,8 @@ from typing import Any, Literal
 import msgspec
 
 from agentkeep import delivery
+from agentkeep.actors.tool_runner import ToolRunner
+from agentkeep.chaos.mutants import never_committed_meanwhile
 from agentkeep.chaos.patching import patched
 from agentkeep.loop import retry
 from agentkeep.loop.context import LoopContext
@@ -86,7 +88,10 @@ def retry_replays_the_last_batch() -> Iterator[None]:
     retry.back_off = back_off
     commit_plans.load_snapshot = load_snapshot
     try:
-        yield
+        # The replayed calls are answered already: a resumed call's question to the writer
+        # (the fence) would refuse to run them; the retry forgot that too.
+        with patched(ToolRunner, "_committed_meanwhile", never_committed_meanwhile):
+            yield
     finally:
         retry.back_off = original_back_off
         commit_plans.load_snapshot = original_load
