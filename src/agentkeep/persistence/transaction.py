@@ -5,64 +5,54 @@ which counts it as one store operation for the fault points. Each method is one 
 statements; the conditional writes (``claim_*``, ``*_if_absent``, compare-and-set,
 delete-if-present) are each a single statement whose change count says whether it won, so
 they are atomic even without the enclosing transaction.
+
+This module holds the core (scope checks, the executor, the memo, raw statements for modules
+that own their tables), the agents and the conversation records; the other statements are
+mixins, one module each: the ledger (``ledger``), turns (``turns``), archived history
+(``archive``), queued input (``queue_statements``), pending tool calls
+(``call_statements``), single-row session facts (``fact_statements``) and the ``kv`` table
+(``kv_statements``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import apsw
-import msgspec
 
 from agentkeep.errors import ExpiredScopeError, StoreError, UnknownAgentError
-from agentkeep.model import (
-    AgentRow,
-    ConversationRecord,
-    JSONObject,
-    OwedWork,
-    PendingToolCall,
-    QueuedMessage,
-    QueuedNotice,
-    QueueName,
-    Settings,
-    ToolResultMessage,
-)
+from agentkeep.model import AgentRow, ConversationRecord, JSONObject
 from agentkeep.persistence.archive import ArchivedHistory
+from agentkeep.persistence.call_statements import CallStatements
 from agentkeep.persistence.codec import (
     Statements,
     agent_row,
-    decode_any,
-    decode_call,
-    decode_message,
-    decode_notice,
     decode_object,
-    decode_owed,
     decode_record,
-    decode_result,
-    decode_settings,
     encode,
-    encode_value,
     now_ms,
-    prefix_upper_bound,
 )
+from agentkeep.persistence.fact_statements import FactStatements
 from agentkeep.persistence.kv import agent_prefix
+from agentkeep.persistence.kv_statements import KvStatements
 from agentkeep.persistence.ledger import LedgerHub, LedgerStatements
 from agentkeep.persistence.memo import MISSING
+from agentkeep.persistence.queue_statements import QueueStatements
 from agentkeep.persistence.turns import TurnStatements
 
 __all__ = ["ReadOnlyTransactionError", "SqliteTransaction", "Statements"]
 
-_QUEUE_ORDER = "CASE queue WHEN 'steering' THEN 0 ELSE 1 END, seq"
-_NOTICE_TAIL = "notice"  # queue_tails key for notices (not a QueueName)
 
-
-def _queue_rank(message: QueuedMessage) -> tuple[int, int]:
-    """The sort key of ``_QUEUE_ORDER``."""
-    return (0 if message.queue == "steering" else 1, message.seq)
-
-
-class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
+class SqliteTransaction(
+    ArchivedHistory,
+    LedgerStatements,
+    TurnStatements,
+    QueueStatements,
+    CallStatements,
+    FactStatements,
+    KvStatements,
+):
     """A :class:`~agentkeep.persistence.interface.Transaction` valid while its work runs.
 
     Args:
@@ -81,8 +71,9 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
         self._active = True
         self._after_commit: list[Callable[[], None]] = []
         # What the store holds, remembered across statements (persistence/memo.py states the
-        # invariant). Every method below that writes a memoised fact records or forgets it
-        # once its statement ran; a new transaction object starts a new work item in it.
+        # invariant). Every method below or of a statement mixin that writes a memoised fact
+        # records or forgets it once its statement ran; a new transaction object starts a new
+        # work item in it.
         self._memo = statements.memo
         self._memo.new_transaction_object()
         # Ledger rows appended but not yet written (LedgerStatements.append_event).
@@ -324,352 +315,6 @@ class SqliteTransaction(ArchivedHistory, LedgerStatements, TurnStatements):
                 "INSERT INTO records (agent_id, position, record_json) VALUES (?, ?, ?)",
                 (agent_id, position, encode(record)),
             )
-
-    # -- message identities ------------------------------------------------------------------
-    def claim_message_id(self, agent_id: str, message_id: str) -> bool:
-        return (
-            self._write(
-                "INSERT OR IGNORE INTO message_ids (agent_id, message_id) VALUES (?, ?)",
-                (agent_id, message_id),
-            )
-            == 1
-        )
-
-    def release_message_ids(self, agent_id: str, message_ids: list[str]) -> None:
-        for message_id in message_ids:
-            self._write(
-                "DELETE FROM message_ids WHERE agent_id = ? AND message_id = ?",
-                (agent_id, message_id),
-            )
-
-    # -- queues ------------------------------------------------------------------------------
-    def _next_seq(self, agent_id: str, queue: str) -> int:
-        # One statement: bump the durable high-water mark and read it back, so seqs grow
-        # strictly per (agent, queue) across restarts and are never reused.
-        self._check(write=True)
-        cursor = self._statements.write(
-            "INSERT INTO queue_tails (agent_id, queue, last_seq) VALUES (?, ?, 1) "
-            "ON CONFLICT (agent_id, queue) DO UPDATE SET last_seq = last_seq + 1 "
-            "RETURNING last_seq",
-            (agent_id, queue),
-        )
-        seq = cursor.fetchall()[0][0]
-        assert isinstance(seq, int)
-        return seq
-
-    def enqueue(self, agent_id: str, message: QueuedMessage) -> QueuedMessage:
-        stored = msgspec.structs.replace(message, seq=self._next_seq(agent_id, message.queue))
-        key = ("queue", agent_id)
-        before = self._memo.get(key)
-        self._memo.forget(key)
-        self._write(
-            "INSERT INTO queue (agent_id, queue, seq, message_id, envelope_json) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (agent_id, stored.queue, stored.seq, stored.id, encode(stored)),
-        )
-        if before is not MISSING:
-            self._memo.put(key, tuple(sorted((*before, stored), key=_queue_rank)))
-        return stored
-
-    def queued(self, agent_id: str, queue: QueueName | None = None) -> list[QueuedMessage]:
-        """Steering before send when both are asked for (steering outranks sends)."""
-        key = ("queue", agent_id)
-        everything: tuple[QueuedMessage, ...] = self._memo_get(key)
-        if everything is MISSING:
-            cursor = self._read(
-                f"SELECT envelope_json FROM queue WHERE agent_id = ? ORDER BY {_QUEUE_ORDER}",
-                (agent_id,),
-            )
-            everything = tuple(decode_message(row[0]) for row in cursor)
-            self._memo.put(key, everything)
-        # The whole queue in (rank, seq) order, so each queue's own part is in seq order.
-        if queue is None:
-            return list(everything)
-        return [message for message in everything if message.queue == queue]
-
-    def dequeue(self, agent_id: str, queue: QueueName, seq: int) -> bool:
-        key = ("queue", agent_id)
-        before = self._memo.get(key)
-        self._memo.forget(key)
-        removed = (
-            self._write(
-                "DELETE FROM queue WHERE agent_id = ? AND queue = ? AND seq = ?",
-                (agent_id, queue, seq),
-            )
-            == 1
-        )
-        if before is not MISSING and removed:
-            kept = tuple(m for m in before if not (m.queue == queue and m.seq == seq))
-            self._memo.put(key, kept)
-        return removed
-
-    def inject_notice(self, agent_id: str, notice: QueuedNotice) -> QueuedNotice:
-        self._memo.forget(("notices", agent_id))
-        stored = msgspec.structs.replace(notice, seq=self._next_seq(agent_id, _NOTICE_TAIL))
-        self._write(
-            "INSERT INTO notices (agent_id, seq, notice_json) VALUES (?, ?, ?)",
-            (agent_id, stored.seq, encode(stored)),
-        )
-        return stored
-
-    def notices(self, agent_id: str) -> list[QueuedNotice]:
-        key = ("notices", agent_id)
-        found: tuple[QueuedNotice, ...] = self._memo_get(key)
-        if found is MISSING:
-            cursor = self._read(
-                "SELECT notice_json FROM notices WHERE agent_id = ? ORDER BY seq", (agent_id,)
-            )
-            found = tuple(decode_notice(row[0]) for row in cursor)
-            self._memo.put(key, found)
-        return list(found)
-
-    def remove_notice(self, agent_id: str, seq: int) -> bool:
-        self._memo.forget(("notices", agent_id))
-        return (
-            self._write("DELETE FROM notices WHERE agent_id = ? AND seq = ?", (agent_id, seq)) == 1
-        )
-
-    # -- tool batches ------------------------------------------------------------------------
-    def put_pending_calls(self, agent_id: str, calls: list[PendingToolCall]) -> None:
-        self._memo.forget(("calls", agent_id))
-        for call in calls:
-            self._write(
-                "INSERT INTO pending_calls (agent_id, internal_id, idx, call_json, "
-                "committed_json) VALUES (?, ?, ?, ?, ?)",
-                (
-                    agent_id,
-                    call.internal_id,
-                    call.index,
-                    encode(call.call),
-                    None if call.committed is None else encode(call.committed),
-                ),
-            )
-
-    def pending_calls(self, agent_id: str) -> list[PendingToolCall]:
-        key = ("calls", agent_id)
-        found: tuple[PendingToolCall, ...] = self._memo_get(key)
-        if found is MISSING:
-            found = tuple(self._read_pending_calls(agent_id))
-            self._memo.put(key, found)
-        return list(found)
-
-    def _read_pending_calls(self, agent_id: str) -> list[PendingToolCall]:
-        cursor = self._read(
-            "SELECT internal_id, idx, call_json, committed_json FROM pending_calls "
-            "WHERE agent_id = ? ORDER BY idx, internal_id",
-            (agent_id,),
-        )
-        return [
-            PendingToolCall(
-                internal_id=str(internal_id),
-                index=int(index),
-                call=decode_call(call_json),
-                committed=None if committed is None else decode_result(committed),
-            )
-            for internal_id, index, call_json, committed in cursor
-        ]
-
-    def claim_tool_result(self, agent_id: str, internal_id: str, result: ToolResultMessage) -> bool:
-        """First writer wins; False also when the call is not pending (no result without
-        its call)."""
-        return (
-            self._write(
-                "INSERT OR IGNORE INTO tool_result_claims (agent_id, internal_id, result_json) "
-                "SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM pending_calls "
-                "WHERE agent_id = ?1 AND internal_id = ?2)",
-                (agent_id, internal_id, encode(result)),
-            )
-            == 1
-        )
-
-    def tool_result_claim(self, agent_id: str, internal_id: str) -> ToolResultMessage | None:
-        raw = self._one(
-            "SELECT result_json FROM tool_result_claims WHERE agent_id = ? AND internal_id = ?",
-            (agent_id, internal_id),
-        )
-        return None if raw is None else decode_result(raw)
-
-    def mark_call_committed(
-        self, agent_id: str, internal_id: str, result: ToolResultMessage
-    ) -> bool:
-        self._memo.forget(("calls", agent_id))
-        return (
-            self._write(
-                "UPDATE pending_calls SET committed_json = ? "
-                "WHERE agent_id = ? AND internal_id = ?",
-                (encode(result), agent_id, internal_id),
-            )
-            == 1
-        )
-
-    def remove_pending_call(self, agent_id: str, internal_id: str) -> bool:
-        # The claim cascades with the call (tool_result_claims' foreign key).
-        self._memo.forget(("calls", agent_id))
-        return (
-            self._write(
-                "DELETE FROM pending_calls WHERE agent_id = ? AND internal_id = ?",
-                (agent_id, internal_id),
-            )
-            == 1
-        )
-
-    # -- per-agent facts ---------------------------------------------------------------------
-    def read_settings(self, agent_id: str) -> Settings | None:
-        # write_settings (their only writer) keeps the remembered JSON true.
-        key = ("settings", agent_id)
-        raw = self._memo_get(key)
-        if raw is MISSING:
-            raw = self._one("SELECT settings_json FROM settings WHERE agent_id = ?", (agent_id,))
-            raw = None if raw is None else str(raw)
-            self._memo.put(key, raw)
-        return None if raw is None else decode_settings(raw)
-
-    def write_settings(self, agent_id: str, settings: Settings) -> None:
-        text = encode(settings)
-        key = ("settings", agent_id)
-        self._memo.forget(key)
-        self._write(
-            "INSERT INTO settings (agent_id, settings_json) VALUES (?, ?) "
-            "ON CONFLICT (agent_id) DO UPDATE SET settings_json = excluded.settings_json",
-            (agent_id, text),
-        )
-        self._memo.put(key, text)
-
-    def read_owed(self, agent_id: str) -> OwedWork | None:
-        key = ("owed", agent_id)
-        raw = self._memo_get(key)
-        if raw is MISSING:
-            raw = self._one("SELECT owed_json FROM owed_work WHERE agent_id = ?", (agent_id,))
-            raw = None if raw is None else str(raw)
-            self._memo.put(key, raw)
-        return None if raw is None else decode_owed(raw)
-
-    def write_owed(self, agent_id: str, owed: OwedWork) -> None:
-        # The WHERE skips the write when the stored value is identical (canonical JSON).
-        key, text = ("owed", agent_id), encode(owed)
-        self._memo.forget(key)
-        self._write(
-            "INSERT INTO owed_work (agent_id, owed_json) VALUES (?, ?) "
-            "ON CONFLICT (agent_id) DO UPDATE SET owed_json = excluded.owed_json "
-            "WHERE owed_json IS NOT excluded.owed_json",
-            (agent_id, text),
-        )
-        self._memo.put(key, text)
-
-    def claim_owed(self, agent_id: str, owed: OwedWork) -> bool:
-        key, text = ("owed", agent_id), encode(owed)
-        before = self._memo.get(key)
-        self._memo.forget(key)
-        claimed = (
-            self._write(
-                "INSERT OR IGNORE INTO owed_work (agent_id, owed_json) VALUES (?, ?)",
-                (agent_id, text),
-            )
-            == 1
-        )
-        if claimed:
-            self._memo.put(key, text)
-        elif before is not MISSING:  # ignored: the row is what it was
-            self._memo.put(key, before)
-        return claimed
-
-    def delete_owed(self, agent_id: str) -> bool:
-        key = ("owed", agent_id)
-        self._memo.forget(key)
-        deleted = self._write("DELETE FROM owed_work WHERE agent_id = ?", (agent_id,)) == 1
-        self._memo.put(key, None)
-        return deleted
-
-    def agents_owing_work(self) -> list[str]:
-        cursor = self._read(
-            "SELECT o.agent_id FROM owed_work AS o JOIN agents AS a ON a.id = o.agent_id "
-            "WHERE a.deleted_at_ms IS NULL ORDER BY o.agent_id"
-        )
-        return [str(row[0]) for row in cursor]
-
-    def read_context_tokens(self, agent_id: str) -> int | None:
-        key = ("tokens", agent_id)
-        raw = self._memo_get(key)
-        if raw is MISSING:
-            raw = self._one("SELECT tokens FROM context_tokens WHERE agent_id = ?", (agent_id,))
-            raw = None if raw is None else int(raw)
-            self._memo.put(key, raw)
-        return None if raw is None else int(raw)
-
-    def write_context_tokens(self, agent_id: str, tokens: int | None) -> None:
-        key = ("tokens", agent_id)
-        self._memo.forget(key)
-        if tokens is None:
-            self._write("DELETE FROM context_tokens WHERE agent_id = ?", (agent_id,))
-        else:
-            self._write(
-                "INSERT INTO context_tokens (agent_id, tokens) VALUES (?, ?) "
-                "ON CONFLICT (agent_id) DO UPDATE SET tokens = excluded.tokens",
-                (agent_id, tokens),
-            )
-        self._memo.put(key, tokens)
-
-    # -- sorted key-value table --------------------------------------------------------------
-    def kv_read(self, key: str) -> Any | None:
-        raw = self._one("SELECT value_json FROM kv WHERE key = ?", (key,))
-        return None if raw is None else decode_any(raw)
-
-    def kv_list(self, prefix: str) -> list[tuple[str, Any]]:
-        return [(key, decode_any(raw)) for key, raw in self._scan(prefix)]
-
-    def _scan(self, prefix: str) -> Iterator[tuple[str, str]]:
-        upper = prefix_upper_bound(prefix)
-        if upper is None:
-            cursor = self._read(
-                "SELECT key, value_json FROM kv WHERE key >= ? ORDER BY key", (prefix,)
-            )
-        else:
-            cursor = self._read(
-                "SELECT key, value_json FROM kv WHERE key >= ? AND key < ? ORDER BY key",
-                (prefix, upper),
-            )
-        for key, raw in cursor:
-            yield str(key), str(raw)
-
-    def kv_write(self, key: str, value: Any) -> None:
-        self._write(
-            "INSERT INTO kv (key, value_json) VALUES (?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET value_json = excluded.value_json",
-            (key, encode_value(value)),
-        )
-
-    def kv_delete(self, key: str) -> bool:
-        return self._write("DELETE FROM kv WHERE key = ?", (key,)) == 1
-
-    def kv_clear(self, prefix: str) -> int:
-        upper = prefix_upper_bound(prefix)
-        if upper is None:
-            return self._write("DELETE FROM kv WHERE key >= ?", (prefix,))
-        return self._write("DELETE FROM kv WHERE key >= ? AND key < ?", (prefix, upper))
-
-    def kv_write_if_absent(self, key: str, value: Any) -> bool:
-        return (
-            self._write(
-                "INSERT OR IGNORE INTO kv (key, value_json) VALUES (?, ?)",
-                (key, encode_value(value)),
-            )
-            == 1
-        )
-
-    def kv_compare_and_set(self, key: str, expected: Any | None, value: Any) -> bool:
-        if expected is None:
-            return self.kv_write_if_absent(key, value)
-        # Canonical (sorted-key) JSON on both sides, so equal values compare equal in SQL.
-        return (
-            self._write(
-                "UPDATE kv SET value_json = ? WHERE key = ? AND value_json = ?",
-                (encode_value(value), key, encode(expected)),
-            )
-            == 1
-        )
-
-    def kv_delete_if_present(self, key: str) -> bool:
-        return self.kv_delete(key)
 
 
 class ReadOnlyTransactionError(StoreError):

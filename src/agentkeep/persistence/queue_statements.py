@@ -1,0 +1,166 @@
+"""A session's queued input: its statements, a mixin of :class:`~agentkeep.persistence.
+transaction.SqliteTransaction` (like ``TurnStatements``).
+
+It holds the message identities a session has accepted (``message_ids``), its two message
+queues (``queue``: steering and send), its notices (``notices``) and the per-queue high-water
+marks they are numbered from (``queue_tails``).
+
+Invariants:
+
+- A queued message's or notice's ``seq`` comes from the durable high-water mark of its
+  (session, queue), bumped and read back in one statement (:meth:`QueueStatements._next_seq`):
+  seqs grow strictly across restarts and are never reused.
+- :meth:`QueueStatements.claim_message_id` is one ``INSERT OR IGNORE``: the first claim of a
+  message id wins, atomically even without the enclosing transaction.
+- The writer's memo (persistence/memo.py states its invariant: every value it returns equals
+  what the database holds at that point of the transaction) remembers each session's whole
+  queue in ``_QUEUE_ORDER`` (``("queue", agent_id)``) and its notices in seq order
+  (``("notices", agent_id)``). Besides the ``agents`` cascade and raw SQL (which the memo
+  accounts for as a whole), only the methods here write those tables, and each records or
+  forgets what its statement changed; message ids are not remembered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import apsw
+import msgspec
+
+from agentkeep.model import QueuedMessage, QueuedNotice, QueueName
+from agentkeep.persistence.codec import Statements, decode_message, decode_notice, encode
+from agentkeep.persistence.memo import MISSING, WriterMemo
+
+_QUEUE_ORDER = "CASE queue WHEN 'steering' THEN 0 ELSE 1 END, seq"
+_NOTICE_TAIL = "notice"  # queue_tails key for notices (not a QueueName)
+
+
+def _queue_rank(message: QueuedMessage) -> tuple[int, int]:
+    """The sort key of ``_QUEUE_ORDER``."""
+    return (0 if message.queue == "steering" else 1, message.seq)
+
+
+class QueueStatements:
+    """A session's message ids, queues and notices over the enclosing transaction (see the
+    module)."""
+
+    # The writer's memo and executor (set by SqliteTransaction).
+    _memo: WriterMemo
+    _statements: Statements
+
+    # Provided by SqliteTransaction.
+    def _check(self, *, write: bool) -> None:
+        raise NotImplementedError
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
+        raise NotImplementedError
+
+    def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        raise NotImplementedError
+
+    def _memo_get(self, key: tuple[str, ...]) -> Any:
+        raise NotImplementedError
+
+    # -- message identities ------------------------------------------------------------------
+    def claim_message_id(self, agent_id: str, message_id: str) -> bool:
+        return (
+            self._write(
+                "INSERT OR IGNORE INTO message_ids (agent_id, message_id) VALUES (?, ?)",
+                (agent_id, message_id),
+            )
+            == 1
+        )
+
+    def release_message_ids(self, agent_id: str, message_ids: list[str]) -> None:
+        for message_id in message_ids:
+            self._write(
+                "DELETE FROM message_ids WHERE agent_id = ? AND message_id = ?",
+                (agent_id, message_id),
+            )
+
+    # -- queues ------------------------------------------------------------------------------
+    def _next_seq(self, agent_id: str, queue: str) -> int:
+        # One statement: bump the durable high-water mark and read it back, so seqs grow
+        # strictly per (agent, queue) across restarts and are never reused.
+        self._check(write=True)
+        cursor = self._statements.write(
+            "INSERT INTO queue_tails (agent_id, queue, last_seq) VALUES (?, ?, 1) "
+            "ON CONFLICT (agent_id, queue) DO UPDATE SET last_seq = last_seq + 1 "
+            "RETURNING last_seq",
+            (agent_id, queue),
+        )
+        seq = cursor.fetchall()[0][0]
+        assert isinstance(seq, int)
+        return seq
+
+    def enqueue(self, agent_id: str, message: QueuedMessage) -> QueuedMessage:
+        stored = msgspec.structs.replace(message, seq=self._next_seq(agent_id, message.queue))
+        key = ("queue", agent_id)
+        before = self._memo.get(key)
+        self._memo.forget(key)
+        self._write(
+            "INSERT INTO queue (agent_id, queue, seq, message_id, envelope_json) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (agent_id, stored.queue, stored.seq, stored.id, encode(stored)),
+        )
+        if before is not MISSING:
+            self._memo.put(key, tuple(sorted((*before, stored), key=_queue_rank)))
+        return stored
+
+    def queued(self, agent_id: str, queue: QueueName | None = None) -> list[QueuedMessage]:
+        """Steering before send when both are asked for (steering outranks sends)."""
+        key = ("queue", agent_id)
+        everything: tuple[QueuedMessage, ...] = self._memo_get(key)
+        if everything is MISSING:
+            cursor = self._read(
+                f"SELECT envelope_json FROM queue WHERE agent_id = ? ORDER BY {_QUEUE_ORDER}",
+                (agent_id,),
+            )
+            everything = tuple(decode_message(row[0]) for row in cursor)
+            self._memo.put(key, everything)
+        # The whole queue in (rank, seq) order, so each queue's own part is in seq order.
+        if queue is None:
+            return list(everything)
+        return [message for message in everything if message.queue == queue]
+
+    def dequeue(self, agent_id: str, queue: QueueName, seq: int) -> bool:
+        key = ("queue", agent_id)
+        before = self._memo.get(key)
+        self._memo.forget(key)
+        removed = (
+            self._write(
+                "DELETE FROM queue WHERE agent_id = ? AND queue = ? AND seq = ?",
+                (agent_id, queue, seq),
+            )
+            == 1
+        )
+        if before is not MISSING and removed:
+            kept = tuple(m for m in before if not (m.queue == queue and m.seq == seq))
+            self._memo.put(key, kept)
+        return removed
+
+    def inject_notice(self, agent_id: str, notice: QueuedNotice) -> QueuedNotice:
+        self._memo.forget(("notices", agent_id))
+        stored = msgspec.structs.replace(notice, seq=self._next_seq(agent_id, _NOTICE_TAIL))
+        self._write(
+            "INSERT INTO notices (agent_id, seq, notice_json) VALUES (?, ?, ?)",
+            (agent_id, stored.seq, encode(stored)),
+        )
+        return stored
+
+    def notices(self, agent_id: str) -> list[QueuedNotice]:
+        key = ("notices", agent_id)
+        found: tuple[QueuedNotice, ...] = self._memo_get(key)
+        if found is MISSING:
+            cursor = self._read(
+                "SELECT notice_json FROM notices WHERE agent_id = ? ORDER BY seq", (agent_id,)
+            )
+            found = tuple(decode_notice(row[0]) for row in cursor)
+            self._memo.put(key, found)
+        return list(found)
+
+    def remove_notice(self, agent_id: str, seq: int) -> bool:
+        self._memo.forget(("notices", agent_id))
+        return (
+            self._write("DELETE FROM notices WHERE agent_id = ? AND seq = ?", (agent_id, seq)) == 1
+        )
