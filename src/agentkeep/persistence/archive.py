@@ -11,27 +11,13 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-import apsw
-
 from agentkeep.model import ArchivedEpoch, ArchiveReason, Settings
 from agentkeep.persistence.codec import decode_record, decode_settings, encode, now_ms
+from agentkeep.persistence.transaction_core import TransactionCore
 
 
-class ArchivedHistory:
+class ArchivedHistory(TransactionCore):
     """Archived epochs over the enclosing transaction's statements (see the module)."""
-
-    # Provided by SqliteTransaction.
-    def _check(self, *, write: bool) -> None:
-        raise NotImplementedError
-
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
-        raise NotImplementedError
-
-    def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        raise NotImplementedError
-
-    def _one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        raise NotImplementedError
 
     def archive_records(
         self,

@@ -17,34 +17,15 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Any
-
-import apsw
-
 from agentkeep.model import PendingToolCall, ToolResultMessage
 from agentkeep.persistence.codec import decode_call, decode_result, encode
-from agentkeep.persistence.memo import MISSING, WriterMemo
+from agentkeep.persistence.memo import MISSING
+from agentkeep.persistence.transaction_core import TransactionCore
 
 
-class CallStatements:
+class CallStatements(TransactionCore):
     """A session's pending calls and result claims over the enclosing transaction (see the
     module)."""
-
-    # The writer's memo (set by SqliteTransaction).
-    _memo: WriterMemo
-
-    # Provided by SqliteTransaction.
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
-        raise NotImplementedError
-
-    def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        raise NotImplementedError
-
-    def _memo_get(self, key: tuple[str, ...]) -> Any:
-        raise NotImplementedError
-
-    def _one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        raise NotImplementedError
 
     # -- tool batches ------------------------------------------------------------------------
     def put_pending_calls(self, agent_id: str, calls: list[PendingToolCall]) -> None:

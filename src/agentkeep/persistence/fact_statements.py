@@ -20,34 +20,15 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Any
-
-import apsw
-
 from agentkeep.model import OwedWork, Settings
 from agentkeep.persistence.codec import decode_owed, decode_settings, encode
-from agentkeep.persistence.memo import MISSING, WriterMemo
+from agentkeep.persistence.memo import MISSING
+from agentkeep.persistence.transaction_core import TransactionCore
 
 
-class FactStatements:
+class FactStatements(TransactionCore):
     """A session's settings, owed work and context tokens over the enclosing transaction (see
     the module)."""
-
-    # The writer's memo (set by SqliteTransaction).
-    _memo: WriterMemo
-
-    # Provided by SqliteTransaction.
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
-        raise NotImplementedError
-
-    def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        raise NotImplementedError
-
-    def _memo_get(self, key: tuple[str, ...]) -> Any:
-        raise NotImplementedError
-
-    def _one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        raise NotImplementedError
 
     # -- per-agent facts ---------------------------------------------------------------------
     def read_settings(self, agent_id: str) -> Settings | None:

@@ -19,23 +19,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import apsw
-
 from agentkeep.persistence.codec import decode_any, encode, encode_value, prefix_upper_bound
+from agentkeep.persistence.transaction_core import TransactionCore
 
 
-class KvStatements:
+class KvStatements(TransactionCore):
     """The ``kv`` table over the enclosing transaction (see the module)."""
-
-    # Provided by SqliteTransaction.
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
-        raise NotImplementedError
-
-    def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        raise NotImplementedError
-
-    def _one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        raise NotImplementedError
 
     # -- sorted key-value table --------------------------------------------------------------
     def kv_read(self, key: str) -> Any | None:

@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterator
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-import apsw
 import msgspec
 
 from agentkeep.errors import (
@@ -45,6 +44,7 @@ from agentkeep.model.ledger import (
 )
 from agentkeep.persistence.codec import Statements, decode_object, now_ms
 from agentkeep.persistence.memo import MISSING, WriterMemo
+from agentkeep.persistence.transaction_core import TransactionCore
 
 _INSERT_EVENTS = (
     "INSERT INTO session_events (agent_id, sequence, type, turn_id, data_json, created_at_ms) "
@@ -239,7 +239,7 @@ class LedgerHub:
             self._condition.notify_all()
 
 
-class LedgerStatements:
+class LedgerStatements(TransactionCore):
     """The ledger's statements over the enclosing transaction (a mixin of
     ``SqliteTransaction``, like ``ArchivedHistory``)."""
 
@@ -256,18 +256,6 @@ class LedgerStatements:
     _event_marks: dict[str, int] | None = None
 
     # Provided by SqliteTransaction.
-    def _check(self, *, write: bool) -> None:
-        raise NotImplementedError
-
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
-        raise NotImplementedError
-
-    def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        raise NotImplementedError
-
-    def _one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        raise NotImplementedError
-
     def after_commit(self, callback: Callable[[], None]) -> None:
         raise NotImplementedError
 

@@ -22,14 +22,12 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Any
-
-import apsw
 import msgspec
 
 from agentkeep.model import QueuedMessage, QueuedNotice, QueueName
 from agentkeep.persistence.codec import Statements, decode_message, decode_notice, encode
-from agentkeep.persistence.memo import MISSING, WriterMemo
+from agentkeep.persistence.memo import MISSING
+from agentkeep.persistence.transaction_core import TransactionCore
 
 _QUEUE_ORDER = "CASE queue WHEN 'steering' THEN 0 ELSE 1 END, seq"
 _NOTICE_TAIL = "notice"  # queue_tails key for notices (not a QueueName)
@@ -40,26 +38,12 @@ def _queue_rank(message: QueuedMessage) -> tuple[int, int]:
     return (0 if message.queue == "steering" else 1, message.seq)
 
 
-class QueueStatements:
+class QueueStatements(TransactionCore):
     """A session's message ids, queues and notices over the enclosing transaction (see the
     module)."""
 
-    # The writer's memo and executor (set by SqliteTransaction).
-    _memo: WriterMemo
+    # The writer's executor (set by SqliteTransaction).
     _statements: Statements
-
-    # Provided by SqliteTransaction.
-    def _check(self, *, write: bool) -> None:
-        raise NotImplementedError
-
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
-        raise NotImplementedError
-
-    def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        raise NotImplementedError
-
-    def _memo_get(self, key: tuple[str, ...]) -> Any:
-        raise NotImplementedError
 
     # -- message identities ------------------------------------------------------------------
     def claim_message_id(self, agent_id: str, message_id: str) -> bool:

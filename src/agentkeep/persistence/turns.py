@@ -18,7 +18,6 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-import apsw
 import msgspec
 
 from agentkeep.errors import IdempotencyConflictError, TurnStateError
@@ -36,6 +35,7 @@ from agentkeep.model.turns import (
 from agentkeep.persistence.codec import decode_object, now_ms
 from agentkeep.persistence.ledger import encode_event_data, encode_event_data_value
 from agentkeep.persistence.memo import MISSING, WriterMemo
+from agentkeep.persistence.transaction_core import TransactionCore
 
 _COLUMNS = (
     "agent_id, number, id, idempotency_key, driver, status, input_json, message_id, "
@@ -94,7 +94,7 @@ def _turn(row: tuple[Any, ...]) -> TurnRecord:
     )
 
 
-class TurnStatements:
+class TurnStatements(TransactionCore):
     """The turns' statements over the enclosing transaction (a mixin of
     ``SqliteTransaction``, like ``LedgerStatements``)."""
 
@@ -107,18 +107,6 @@ class TurnStatements:
     _memo: WriterMemo
 
     # Provided by SqliteTransaction / LedgerStatements.
-    def _check(self, *, write: bool) -> None:
-        raise NotImplementedError
-
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
-        raise NotImplementedError
-
-    def _write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        raise NotImplementedError
-
-    def _one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        raise NotImplementedError
-
     def append_event(
         self,
         agent_id: str,
