@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/store_writer.py
 	$(BIN)/python bench/agent_step.py
 	$(BIN)/python bench/agents_at_scale.py
+	$(BIN)/python bench/step_anatomy.py
 
 clean:
 	rm -rf $(VENV) .agentkeep .pytest_cache .mypy_cache .ruff_cache
