@@ -104,8 +104,12 @@ def maybe_finish(ctx: LoopContext) -> None:
         ctx.settlement_id = ctx.new_id()
     if blocks or settle or answers or (measured and done.tokens is not None):
         tokens = done.tokens if measured else None
-        # The response finished: its id is spent and its content no longer open.
-        owed = ctx.owed_now("inference")
+        # Its id is spent. A response that failed right after completed content was cut
+        # short, not finished: the content stays marked open (C2), so a restart before the
+        # retry's "Continue from where you left off." (or the failure note) lands continues
+        # it instead of settling over it. The next request's owed fact clears the mark; until
+        # then, behind a failure note, it only keeps the spent id retired.
+        owed = ctx.owed_now("inference", response_open=done.state == "error" and bool(blocks))
         ctx.commit(
             FinishResponse(
                 blocks=blocks,

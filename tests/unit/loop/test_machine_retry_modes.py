@@ -293,3 +293,19 @@ def test_the_machine_catches_a_mode_changed_at_acceptance() -> None:
         pytest.raises(AssertionError, match=r"durable mode|its response began under"),
     ):
         run_state_machine_as_test(RetryModesMachine, settings=_REPLAY)
+
+
+def test_a_response_failing_right_after_a_finished_block_is_continued_after_a_restart() -> None:
+    """Found by this machine exploring at random: a response's reasoning block finishes and
+    its stream fails at once, so the block lands with the response's end; retrying, the
+    process dies during the backoff. The response was cut short: the restart must continue
+    it (C2), not read the block as a finished answer and settle over it."""
+    machine = RetryModesMachine()
+    machine.next_responses_fail(after=3, times=1)  # reasoning start, delta, end; then error
+    machine.accept(at_acceptance=False, queue="send")
+    machine.stream_events(count=4, pick=0)
+    machine.durable_state_keeps_its_promises()
+    owed = machine.disk.read(lambda tx: tx.read_owed(AGENT))
+    assert owed is not None
+    assert owed.response_open, "the cut response's content was marked finished"
+    machine.teardown()  # a fresh process drives it to quiescence; C2 is checked there

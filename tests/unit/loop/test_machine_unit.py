@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 import agentkeep as ak
+from agentkeep.loop.context import RetryPolicy
 from agentkeep.loop.effects import (
     CancelInference,
     CancelTools,
@@ -151,6 +154,27 @@ def test_a_response_ends_in_one_transaction_with_its_last_block_and_settles() ->
     assert [e for e in final if isinstance(e, LoopStopped)] == [LoopStopped(settled=True)]
     assert not loop.running
     assert loop.context_tokens == 12
+
+
+@pytest.mark.parametrize("retrying", [False, True], ids=["gives up", "retries forever"])
+def test_a_response_failing_right_after_a_block_keeps_its_content_open(retrying: bool) -> None:
+    """C2: a block finished, then the stream failed, so the block lands with the response's
+    end. The response was cut short: its owed fact keeps ``response_open`` (a restart before
+    the failure note or the retry's continue notice lands continues it, never settles)."""
+    loop = new_loop(retry=RetryPolicy(initial_seconds=1, max_seconds=1) if retrying else None)
+    iid = begin_inference(loop)
+    loop.handle(StreamEventArrived(inference_id=iid, event=TextEnd(text="half an answer")))
+    failed = Done(state="error", message="The provider is overloaded.")
+    effects = loop.handle(StreamEventArrived(inference_id=iid, event=failed))
+
+    plans = [e.plan for e in effects if isinstance(e, Commit)]
+    assert len(plans) == 1
+    finish = plans[0]
+    assert isinstance(finish, FinishResponse)
+    assert [type(b).__name__ for b in finish.blocks] == ["TextBlock"]
+    assert finish.owed is not None
+    assert finish.owed.response_open
+    assert finish.owed.inference_id is None  # its id is spent either way
 
 
 def test_the_batch_is_committed_before_any_call_starts_and_results_land_in_order() -> None:

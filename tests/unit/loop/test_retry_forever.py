@@ -26,7 +26,14 @@ from agentkeep.loop.events import (
 )
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import Snapshot
-from agentkeep.model import Done, QueuedMessage, Settings, StreamEvent
+from agentkeep.model import (
+    Done,
+    QueuedMessage,
+    ReasoningEnd,
+    ReasoningStart,
+    Settings,
+    StreamEvent,
+)
 from agentkeep.providers import script
 
 from .conftest import World, counting_tool, roles, text_of
@@ -157,6 +164,39 @@ def test_close_during_the_backoff_returns_promptly_and_the_work_stays_owed(
     again.wait_for_idle(timeout_seconds=10)
     transcript = again.transcript()
     assert roles(transcript) == ["user", "assistant"]  # no failure note was left
+    assert text_of(transcript[-1]) == "answered after reopening"
+
+
+def test_a_response_cut_by_its_failure_is_continued_after_a_restart_during_the_backoff(
+    world: World,
+) -> None:
+    """A response whose reasoning block finished right before its stream failed (the block
+    lands with the response's end) was cut short, not answered: closed during the backoff
+    and reopened, the agent continues it (C2) — it does not settle over the reasoning."""
+    seen = ErrorSeen()
+    world.model.add(
+        script.error(
+            "overloaded",
+            before=[ReasoningStart(), ReasoningEnd(text="thinking", reasoning="sig-1")],
+        )
+    )
+    system = world.open(features=[seen], **SLOW)
+    agent = system.create()
+    agent_id = agent.id
+    agent.send(ak.user("go"))
+    assert seen.failed.wait(10)
+    system.close(timeout_seconds=30)
+
+    world.model.add(script.text("answered after reopening"))
+    reopened = world.open()
+    again = reopened.resolve(agent_id)
+    assert world.model.wait_for_requests(2, timeout_seconds=10), "the cut response was settled"
+    again.wait_for_idle(timeout_seconds=10)
+    continued = world.model.requests[1].context.messages
+    assert text_of(continued[-1]) == "Continue from where you left off."
+    transcript = again.transcript()
+    # the reasoning, the durable continue notice, then the answer that continued it
+    assert roles(transcript) == ["user", "assistant", "system", "assistant"]
     assert text_of(transcript[-1]) == "answered after reopening"
 
 
