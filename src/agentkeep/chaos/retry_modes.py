@@ -4,8 +4,9 @@ Two suites share one world and one journal:
 
 - ``retry_forever``: the agent is opened with ``retry_forever=True`` (a backoff of a few
   milliseconds) under a flaky provider (``failure_rate``: a response fails at a seeded event,
-  often after some of its tool calls streamed) and a store that fails single operations
-  (``flaky``) or dies (``crash``); messages carry permission-mode changes.
+  often after some of its tool calls streamed; every response starts with a reasoning block,
+  so a failure may cut one short after it, which ``C2`` judges) and a store that fails
+  single operations (``flaky``) or dies (``crash``); messages carry permission-mode changes.
 - ``permission_modes``: the same messages without retrying and without provider failures,
   under crashes only: the mode's durability across reopen is what is judged.
 
@@ -296,7 +297,9 @@ class ModeChecks:
 
 def _flaky_providers(seed: int) -> Providers:
     providers = Providers()
-    model = BatchingModel(seed=seed, failure_rate=FAILURE_RATE, stream_chunks=(1, 4))
+    model = BatchingModel(
+        seed=seed, failure_rate=FAILURE_RATE, stream_chunks=(1, 4), reasoning=True
+    )
     providers.add("local", model, kind="gym")
     return providers
 
@@ -364,7 +367,9 @@ def retry_forever(seed: int, *, home: str | Path | None = None) -> CampaignResul
     """``retry_forever=True`` under a flaky provider and a flaky or dying store, 6 messages
     (send or steer, each perhaps changing the permission mode) over 2–4 processes (some
     aborting after 1–8 stream events), then a healthy one with a last message: the shared
-    checks, ``R1``–``R3`` and ``P1``–``P2``, ``answer-7``."""
+    checks, ``R1``–``R3`` and ``P1``–``P2``, ``answer-7``. Every response starts with a
+    reasoning block, so a failure right after it cuts the response short: it must be
+    continued, never settled over (``C2``)."""
     return _campaign("retry_forever", seed, retrying=True, home=home)
 
 
