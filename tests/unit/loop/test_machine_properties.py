@@ -8,17 +8,31 @@ interleave messages, stream events, tool completions, aborts, failing commits an
 throws the core and its children away and starts a fresh core on the same disk). After every
 step the durable state must keep spec §7's invariants; at the end, driven to quiescence, the
 agent must owe nothing and have answered every accepted message exactly once.
+
+Compactions too: a rule asks for one as a caller's ``compact()`` does (``CompactRequested``,
+a waiter), another lets a compaction under way (or a cancelled one, still reporting) end —
+with the model's summary of the view it was given, a failure or a cancellation — often with
+the store armed to refuse its replacement or to report a failure after it landed. The checks
+read the whole history (the archived epochs, then the live conversation), so every promise
+above holds across compactions; beyond them a compaction is whole (§7.14: what it archived is
+replaced by its summary, which only ever heads a conversation, and no response answers a
+standalone summary), the provider's view counts every consumed message and call once, a
+pending call is an open call of the live conversation, and an idle agent leaves no
+``compact()`` caller waiting. At the end the settled agent is compacted once more and must
+settle again owing nothing.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import apsw
+import msgspec
 import pytest
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
@@ -34,13 +48,17 @@ from agentkeep.chaos.batches import BatchingModel
 from agentkeep.chaos.mutants import results_in_finish_order
 from agentkeep.delivery import accept_message
 from agentkeep.errors import CommitOutcomeUnknownError
+from agentkeep.loop import compaction
 from agentkeep.loop.effects import (
+    CancelCompaction,
     CancelInference,
     CancelTools,
     Commit,
+    CompactionResolved,
     Effect,
     LoadState,
     RunHook,
+    StartCompaction,
     StartInference,
     StartTools,
     ToolRun,
@@ -51,22 +69,34 @@ from agentkeep.loop.events import (
     ChildStopped,
     CommitFailed,
     CommitLanded,
+    CompactionFinished,
+    CompactRequested,
     ConsumedAtAcceptance,
     Event,
     HookFinished,
     Loaded,
+    LoadFailed,
     Start,
     StreamEventArrived,
     ToolFinished,
     WorkAccepted,
 )
 from agentkeep.loop.machine import AgentLoop
+from agentkeep.loop.plans import ReplaceWithCompaction
+from agentkeep.loop.texts import ABORTED_COMPACTION
 from agentkeep.model import (
     AgentRow,
+    ArchivedEpoch,
     AssistantMessage,
     BlockRecord,
+    CompactionCancelled,
+    CompactionFailed,
+    CompactionMessage,
+    CompactionOutcome,
     CompactionRecord,
     Context,
+    ConversationRecord,
+    Message,
     MessageOptions,
     ReasoningBlock,
     Selection,
@@ -79,11 +109,13 @@ from agentkeep.model import (
     ToolRecord,
     ToolResultMessage,
     UserRecord,
+    rebuild_messages,
 )
 from agentkeep.persistence.readers import open_connection
 from agentkeep.persistence.schema import migrate
 from agentkeep.persistence.transaction import SqliteTransaction, Statements
 from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.responding import count_conversation
 from agentkeep.runtime import commit_plans
 from agentkeep.runtime.offered_consumption import consume_offered
 
@@ -118,9 +150,10 @@ class Disk:
         with self.connection:
             tx = SqliteTransaction(self.statements)
             try:
-                return work(tx)
+                value = work(tx)
             finally:
                 tx.expire()
+        return value
 
     def close(self) -> None:
         self.connection.close()
@@ -142,9 +175,16 @@ class Process:
         self.streams: dict[str, deque[StreamEvent]] = {}
         self.cancelled: set[str] = set()
         self.tools: dict[str, ToolRun] = {}
+        # Compactions under way: the provider view each summarises (a compaction is one
+        # provider call answered by one outcome, ``CompactionActor``). A cancelled one still
+        # reports an outcome, as the actor's child does (the cancellation may lose the race).
+        self.compactions: dict[str, tuple[Message, ...]] = {}
+        # ``compact()`` callers waiting for an outcome (``AgentStatus``); a crash answers
+        # them with an error (the actor's restart), so they live and die with the process.
+        self.compaction_waiters = 0
         # Reasoning first: a crash mid-stream can cut a response after its first block.
-        model = BatchingModel(reasoning=True)
-        self.model = model.open_session(AGENT, SessionOptions(instructions=""))
+        self.provider = BatchingModel(reasoning=True)
+        self.model = self.provider.open_session(AGENT, SessionOptions(instructions=""))
 
     def feed(self, event: Event) -> None:
         pending: deque[Event] = deque([event])
@@ -155,13 +195,14 @@ class Process:
     def carry_out(self, effect: Effect) -> list[Event]:
         match effect:
             case LoadState():
-                return [
-                    Loaded(
-                        snapshot=self.disk.transact(
-                            lambda tx: commit_plans.load_snapshot(tx, AGENT)
-                        )
-                    )
-                ]
+                # As the actor does: a read the store refuses is a failed load. (Only a
+                # compaction request reaches an idle core without a transaction of its own
+                # first, so only it meets a fault armed for the next one here.)
+                try:
+                    snapshot = self.disk.transact(lambda tx: commit_plans.load_snapshot(tx, AGENT))
+                except Exception as error:
+                    return [LoadFailed(message=str(error))]
+                return [Loaded(snapshot=snapshot)]
             case Commit(plan=plan):
                 try:
                     value = self.disk.transact(
@@ -189,7 +230,32 @@ class Process:
                 pass  # aborted tools keep running until they finish (their results are ignored)
             case RunHook(hook=hook):
                 return [HookFinished(hook=hook)]
+            case StartCompaction(compaction_id=compaction_id, messages=messages):
+                assert compaction_id not in self.compactions, "a compaction id started twice"
+                self.compactions[compaction_id] = messages
+            case CancelCompaction(compaction_id=compaction_id):
+                self.cancelled.add(compaction_id)
+            case CompactionResolved():
+                self.compaction_waiters = 0  # every waiter shares the one outcome
         return []
+
+    def request_compaction(self) -> None:
+        """A caller's ``compact()``: a waiter, then the signal to the loop."""
+        self.compaction_waiters += 1
+        self.feed(CompactRequested())
+
+    def finish_compaction(self, compaction_id: str, outcome: str) -> None:
+        """The compaction's provider call ends: ``summary`` (the model's own summary of
+        the view it was given), ``failed`` or ``cancelled``."""
+        messages = self.compactions.pop(compaction_id)
+        result: CompactionOutcome
+        if outcome == "summary":
+            result = self.provider.summarise(Context(instructions="", messages=messages))
+        elif outcome == "failed":
+            result = CompactionFailed(kind="inference_error", message="the summary failed")
+        else:
+            result = CompactionCancelled()
+        self.feed(CompactionFinished(compaction_id=compaction_id, outcome=result))
 
     def finish_tool(self, internal_id: str) -> None:
         run = self.tools.pop(internal_id)
@@ -213,7 +279,7 @@ class Process:
         self.feed(StreamEventArrived(inference_id=inference_id, event=events.popleft()))
 
     def busy(self) -> bool:
-        return bool(self.streams or self.tools)
+        return bool(self.streams or self.tools or self.compactions)
 
 
 def newest_first(internal_ids: Iterable[str]) -> list[str]:
@@ -317,6 +383,35 @@ class LoopMachine(RuleBasedStateMachine):
                 self.process.finish_tool(internal_id)
 
     @rule()
+    def request_compaction(self) -> None:
+        """A caller asks for a compaction (``compact()``): at any moment of a run or between
+        runs; the core compacts at its next pass."""
+        self.process.request_compaction()
+
+    @rule(queue=st.sampled_from(["send", "steering"]), at_acceptance=st.booleans())
+    def accept_then_request_compaction(self, queue: str, at_acceptance: bool) -> None:
+        """A message, and a compaction asked for right behind it: the compaction meets a run
+        under way (its message consumed or waiting, an answer owed), not only a settled one."""
+        self.accept(queue, at_acceptance)
+        self.process.request_compaction()
+
+    @rule(
+        pick=st.integers(min_value=0, max_value=3),
+        outcome=st.sampled_from(["summary", "summary", "failed", "cancelled"]),
+        fault=st.sampled_from(["none", "none", "fails", "lies"]),
+    )
+    def compaction_finishes(self, pick: int, outcome: str, fault: str) -> None:
+        """A compaction under way (or one cancelled, still reporting) gets its outcome; a
+        summary's replacement commits at once, and ``fault`` arms the store for it (as the
+        commit rules above do, but here often enough to matter): it is refused, or it lands
+        and reports a failure."""
+        if self.process.compactions:
+            keys = sorted(self.process.compactions, key=lambda i: int(i.removeprefix("id")))
+            self.disk.fail_next = self.disk.fail_next or fault == "fails"
+            self.disk.lie_next = self.disk.lie_next or fault == "lies"
+            self.process.finish_compaction(keys[pick % len(keys)], outcome)
+
+    @rule()
     def abort(self) -> None:
         self.aborted = True
         self.process.feed(AbortRequested())
@@ -350,13 +445,28 @@ class LoopMachine(RuleBasedStateMachine):
             )
         )
 
+    def archived(self) -> list[ArchivedEpoch]:
+        return self.disk.read(lambda tx: tx.archived_epochs(AGENT))
+
+    def history_log(self, live: list[ConversationRecord]) -> list[ConversationRecord]:
+        """Every record ever durable, in order: the archived epochs (a compaction moves the
+        records its summary replaces there, §7.26), then the live conversation. Each
+        compaction's record stays in the log where it happened (an epoch after the first
+        begins with the one before it; the live conversation with the newest)."""
+        return [r for epoch in self.archived() for r in epoch.records] + live
+
     @invariant()
     def durable_state_keeps_its_promises(self) -> None:
-        records, queued, _pending, owed = self.durable()
+        live, queued, _pending, owed = self.durable()
+        # The whole history, archived epochs first: a compaction moves records, never
+        # deletes them, so every check below holds across compactions too.
+        records = self.history_log(live)
         consumed = [r.message_id for r in records if isinstance(r, UserRecord)]
         waiting = [q.id for q in queued]
         # 1, 4: every accepted message exactly once, in the conversation or in a queue.
-        assert sorted(consumed + waiting) == sorted(self.accepted)
+        assert sorted(consumed + waiting) == sorted(self.accepted), (
+            "§7.1: the accepted messages are not each consumed or queued exactly once"
+        )
         # 3: each queue keeps acceptance order.
         for name in ("send", "steering"):
             order = [q.id for q in queued if q.queue == name]
@@ -401,6 +511,55 @@ class LoopMachine(RuleBasedStateMachine):
         prefills = [c for name, c in self.ledger if name == "prefill"]
         assert not prefills, f"C1: requests {prefills} ended with the model's own message"
 
+    @invariant()
+    def compactions_keep_their_promises(self) -> None:
+        live, _queued, pending, _owed = self.durable()
+        epochs = self.archived()
+        segments = [list(epoch.records) for epoch in epochs] + [live]
+        # 14: whole or not at all — what a compaction archived is replaced by its summary, in
+        # the same transaction; a summary only ever heads a conversation.
+        for epoch, after in zip(epochs, segments[1:], strict=True):
+            assert epoch.reason == "compaction", f"an epoch archived by {epoch.reason}"
+            assert epoch.records, f"epoch {epoch.epoch} archived nothing"
+            summary = after[0] if after else None
+            assert isinstance(summary, CompactionRecord), (
+                f"§7.14: epoch {epoch.epoch} was archived without its summary in its place"
+            )
+        for segment in segments:
+            positions = [i for i, r in enumerate(segment) if isinstance(r, CompactionRecord)]
+            assert positions in ([], [0]), f"§7.14: compaction records at positions {positions}"
+        head = live[0] if live else None
+        if isinstance(head, CompactionRecord):
+            assert head.messages, "§7.14: an empty replacement"
+            standalone = isinstance(head.messages[-1], CompactionMessage) and not head.owes_answer
+            following = live[1] if len(live) > 1 else None
+            assert not (standalone and isinstance(following, BlockRecord)), (
+                "§7.14: a response answers a standalone compaction (an invented answer)"
+            )
+        # 1, 10 as the provider sees them: the summaries (which count what they replaced)
+        # and the live records hold every consumed message and every call exactly once.
+        log = self.history_log(live)
+        users = sum(isinstance(r, UserRecord) for r in log)
+        calls = sum(isinstance(r, BlockRecord) and isinstance(r.block, ToolCallBlock) for r in log)
+        seen = count_conversation(tuple(rebuild_messages(live)))
+        assert seen == (users, calls), (
+            f"the provider's view holds {seen} (user messages, calls); the history {users, calls}"
+        )
+        # 8: a pending call is an unanswered call of the live conversation (a compaction never
+        # archives a call whose batch is still to run).
+        live_calls = {
+            r.block.call_id
+            for r in live
+            if isinstance(r, BlockRecord) and isinstance(r.block, ToolCallBlock)
+        }
+        results = {r.message.call_id for r in live if isinstance(r, ToolRecord)}
+        stranded = {p.call.call_id for p in pending} - (live_calls - results)
+        assert not stranded, f"pending calls {stranded} are not open calls of the conversation"
+        # A compact() caller is answered by the run that took its request: an idle agent
+        # leaves nobody waiting.
+        if not self.process.core.running:
+            assert self.process.compaction_waiters == 0, "an idle agent left compact() waiting"
+
     def teardown(self) -> None:
         try:
             self._drive_to_quiescence()
@@ -409,11 +568,28 @@ class LoopMachine(RuleBasedStateMachine):
             assert (queued, pending, owed) == ([], [], None), "the agent still owes work"
             if self.accepted:
                 last = records[-1]
-                assert isinstance(last, BlockRecord | SystemRecord), f"unanswered tail {last}"
+                # A summary may end a settled conversation (a compaction after its answer).
+                standalone = (
+                    isinstance(last, CompactionRecord)
+                    and not last.owes_answer
+                    and isinstance(last.messages[-1], CompactionMessage)
+                )
+                assert standalone or isinstance(last, BlockRecord | SystemRecord), (
+                    f"unanswered tail {last}"
+                )
                 # C2 (seed 001): a response cut after its reasoning was continued (the model
                 # never ends one with reasoning); an abort may settle a cut one (§3.9).
                 cut = isinstance(last, BlockRecord) and isinstance(last.block, ReasoningBlock)
                 assert self.aborted or not cut, "C2: settled over a response cut short"
+            # A settled agent asked to compact: the summary lands, its caller is answered and
+            # the agent settles again owing nothing (a compaction answers nothing by itself).
+            self.process.request_compaction()
+            self._run_until_idle()
+            assert self.process.compaction_waiters == 0, "compact() of a settled agent hangs"
+            self.durable_state_keeps_its_promises()
+            self.compactions_keep_their_promises()
+            _records, queued, pending, owed = self.durable()
+            assert (queued, pending, owed) == ([], [], None), "a compaction left work owed"
         finally:
             self.disk.close()
             self.directory.cleanup()
@@ -426,17 +602,30 @@ class LoopMachine(RuleBasedStateMachine):
         # (spec §3.13), which ``open`` alone would not resume.
         self.process = Process(self.disk, self.ids, self.ledger)
         self.process.feed(Start())
+        self._run_until_idle()
+
+    def _run_until_idle(self) -> None:
+        """Carry out whatever is in flight until the core stops (or stalls)."""
         for _ in range(2_000):
-            process = self.process
-            if process.tools:
-                process.finish_tool(newest_first(process.tools)[0])  # out of call order
-            elif process.streams:
-                process.step_stream(sorted(process.streams)[0])
-            elif process.core.running:
+            if self._step_in_flight(self.process):
+                continue
+            if self.process.core.running:
                 raise AssertionError("the core is running with nothing in flight: a stall")
-            else:
-                return
+            return
         raise AssertionError("the agent did not settle")
+
+    def _step_in_flight(self, process: Process) -> bool:
+        """One step of the work in flight; False if there is none."""
+        if process.tools:
+            process.finish_tool(newest_first(process.tools)[0])  # out of call order
+        elif process.streams:
+            process.step_stream(sorted(process.streams)[0])
+        elif process.compactions:
+            oldest = min(process.compactions, key=lambda i: int(i.removeprefix("id")))
+            process.finish_compaction(oldest, "summary")
+        else:
+            return False
+        return True
 
 
 LoopMachine.TestCase.settings = settings(
@@ -456,6 +645,97 @@ def test_the_machine_catches_results_committed_in_finish_order() -> None:
             LoopMachine,
             settings=settings(
                 max_examples=60,
+                stateful_step_count=40,
+                deadline=None,
+                derandomize=True,
+                database=None,
+                phases=[Phase.generate],
+            ),
+        )
+
+
+# -- compaction mutants: each breaks one promise the compaction rules must catch -------------
+
+
+@contextmanager
+def compaction_summarises_a_view_short_of_its_first_message() -> Iterator[None]:
+    """The compaction is given the provider view without its first message, yet replaces
+    the whole history it started from: that message leaves the provider's view unsummarised."""
+    original = compaction.start
+
+    def start(ctx: Any) -> None:
+        original(ctx)
+        ctx.out[:] = [
+            msgspec.structs.replace(e, messages=e.messages[1:])
+            if isinstance(e, StartCompaction)
+            else e
+            for e in ctx.out
+        ]
+
+    compaction.start = start
+    try:
+        yield
+    finally:
+        compaction.start = original
+
+
+@contextmanager
+def compaction_deletes_what_it_replaces() -> Iterator[None]:
+    """The replacement lands without archiving the records it replaces (§7.26 broken): the
+    consumed messages among them are gone."""
+    original = commit_plans._replace_with_compaction
+
+    def replace(tx: Any, agent_id: str, plan: ReplaceWithCompaction) -> None:
+        archive = tx.archive_records
+        tx.archive_records = lambda *args, **kwargs: None
+        try:
+            original(tx, agent_id, plan)
+        finally:
+            tx.archive_records = archive
+
+    commit_plans._replace_with_compaction = replace
+    try:
+        yield
+    finally:
+        commit_plans._replace_with_compaction = original
+
+
+@contextmanager
+def aborted_compactions_go_unanswered() -> Iterator[None]:
+    """A compaction an abort cancels never answers its waiters."""
+    original = compaction.resolve
+
+    def resolve(ctx: Any, *, error: str | None) -> None:
+        original(ctx, error=error)
+        if error == ABORTED_COMPACTION:
+            ctx.out[:] = [e for e in ctx.out if not isinstance(e, CompactionResolved)]
+
+    compaction.resolve = resolve
+    try:
+        yield
+    finally:
+        compaction.resolve = original
+
+
+@pytest.mark.parametrize(
+    ("mutant", "caught", "examples"),
+    [
+        (compaction_summarises_a_view_short_of_its_first_message, r"the provider's view holds", 60),
+        (compaction_deletes_what_it_replaces, r"§7\.1: the accepted messages", 60),
+        # An abort during a compaction is rarer: the derandomized run meets it later.
+        (aborted_compactions_go_unanswered, r"left compact\(\) waiting", 200),
+    ],
+)
+def test_the_machine_catches_a_broken_compaction(
+    mutant: Callable[[], AbstractContextManager[None]], caught: str, examples: int
+) -> None:
+    """Each mutant breaks one compaction promise; the machine's compaction rules reach it
+    and its checks fail. Derandomized and unshrunk, so the catch is the same every run."""
+    with mutant(), pytest.raises(AssertionError, match=caught):
+        run_state_machine_as_test(
+            LoopMachine,
+            settings=settings(
+                max_examples=examples,
                 stateful_step_count=40,
                 deadline=None,
                 derandomize=True,

@@ -59,7 +59,7 @@ from agentkeep.model import (
 )
 from agentkeep.runtime import commit_plans
 
-from .test_machine_properties import AGENT, Disk, LoopMachine, Process, newest_first
+from .test_machine_properties import AGENT, Disk, LoopMachine, Process
 
 MODES: tuple[PermissionMode, ...] = ("read_only", "workspace_write", "auto", "full_access")
 
@@ -108,7 +108,10 @@ class RetryProcess(Process):
                 answered = self.disk.read(
                     lambda tx: {
                         r.message.call_id
-                        for r in tx.load_records(AGENT)
+                        for r in [
+                            *(r for e in tx.archived_epochs(AGENT) for r in e.records),
+                            *tx.load_records(AGENT),
+                        ]
                         if isinstance(r, ToolRecord)
                     }
                 )
@@ -200,9 +203,10 @@ class RetryModesMachine(LoopMachine):
 
     @invariant()
     def retrying_never_gives_up_nor_replays(self) -> None:
-        records, turns = self.disk.read(
+        live, turns = self.disk.read(
             lambda tx: (tx.load_records(AGENT), tx.list_turns(AGENT, 0, 1000))
         )
+        records = self.history_log(live)  # what compactions archived too
         notes = [r for r in records if isinstance(r, SystemRecord) and r.reason == "failure"]
         assert len(notes) <= self.aborts, (
             f"retry_forever: a failure note was written ({len(notes)} notes, {self.aborts} aborts)"
@@ -216,9 +220,8 @@ class RetryModesMachine(LoopMachine):
 
     @invariant()
     def the_mode_is_the_last_consumed_one(self) -> None:
-        records, durable = self.disk.read(
-            lambda tx: (tx.load_records(AGENT), tx.read_settings(AGENT))
-        )
+        live, durable = self.disk.read(lambda tx: (tx.load_records(AGENT), tx.read_settings(AGENT)))
+        records = self.history_log(live)  # a compaction archives the messages that set modes
         mode: str = "auto"
         at_call: dict[str, str] = {}
         for record in records:
@@ -239,19 +242,16 @@ class RetryModesMachine(LoopMachine):
         self.disk.lie_next = False
         self.process = RetryProcess(self.disk, self.ids, self.ledger, self.failing)
         self.process.feed(Start())
-        for _ in range(2_000):
-            process = self.process
-            if process.tools:
-                process.finish_tool(newest_first(process.tools)[0])
-            elif process.streams:
-                process.step_stream(sorted(process.streams)[0])
-            elif process.timers:
-                process.fire_oldest_timer()
-            elif process.core.running:
-                raise AssertionError("the core is running with nothing in flight: a stall")
-            else:
-                return
-        raise AssertionError("the agent did not settle")
+        self._run_until_idle()
+
+    def _step_in_flight(self, process: Process) -> bool:
+        if super()._step_in_flight(process):
+            return True
+        assert isinstance(process, RetryProcess)
+        if process.timers:
+            process.fire_oldest_timer()
+            return True
+        return False
 
 
 RetryModesMachine.TestCase.settings = settings(
