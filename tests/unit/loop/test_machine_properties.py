@@ -108,6 +108,7 @@ from agentkeep.model import (
     ToolCallBlock,
     ToolRecord,
     ToolResultMessage,
+    UserMessage,
     UserRecord,
     rebuild_messages,
 )
@@ -574,7 +575,16 @@ class LoopMachine(RuleBasedStateMachine):
                     and not last.owes_answer
                     and isinstance(last.messages[-1], CompactionMessage)
                 )
-                assert standalone or isinstance(last, BlockRecord | SystemRecord), (
+                # Known runtime bug, tolerated here so the machine keeps hunting (the strict
+                # xfail below pins it): after an abort left a question unanswered, a compaction
+                # keeps it in its summary with ``owes_answer=False`` and no start answers it.
+                sealed = (
+                    self.aborted
+                    and isinstance(last, CompactionRecord)
+                    and not last.owes_answer
+                    and isinstance(last.messages[-1], UserMessage)
+                )
+                assert standalone or sealed or isinstance(last, BlockRecord | SystemRecord), (
                     f"unanswered tail {last}"
                 )
                 # C2 (seed 001): a response cut after its reasoning was continued (the model
@@ -634,6 +644,70 @@ LoopMachine.TestCase.settings = settings(
     deadline=None,
 )
 test_loop_core_under_random_interleavings = LoopMachine.TestCase
+
+
+class HookProcess(Process):
+    """A process whose features override the action hooks: the core settles in its own
+    transaction and offers nothing at acceptance (a hook may add work), and the hooks named
+    in ``compacting`` ask for a compaction (a ``CompactAction``) the next times they run —
+    unless their actions are dropped (after an abort), as the actor drops them."""
+
+    def __init__(
+        self,
+        disk: Disk,
+        ids: Callable[[], str],
+        ledger: list[tuple[str, str]],
+        compacting: list[str],
+    ) -> None:
+        super().__init__(disk, ids, ledger)
+        self.core = AgentLoop(
+            AGENT,
+            new_id=ids,
+            defaults=Settings(provider="local", model="gym-1"),
+            eager_settle=False,
+            consume_at_acceptance=False,
+        )
+        self.compacting = compacting  # the features' (outlives a crash)
+
+    def carry_out(self, effect: Effect) -> list[Event]:
+        if isinstance(effect, RunHook) and effect.hook in self.compacting:
+            self.compacting.remove(effect.hook)
+            if not effect.drop_actions:
+                return [HookFinished(hook=effect.hook, compact=True)]
+        return super().carry_out(effect)
+
+
+class HookCompactionMachine(LoopMachine):
+    """``LoopMachine`` with hooks that ask for compactions (the other way one reaches the
+    core): before a turn, after one, or after the agent loop, which then reopens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.compacting: list[str] = []
+        self.process = HookProcess(self.disk, self.ids, self.ledger, self.compacting)
+
+    @rule(hook=st.sampled_from(["before_turn", "after_turn", "after_agent_loop"]))
+    def a_hook_asks_to_compact(self, hook: str) -> None:
+        self.compacting.append(hook)
+
+    @rule()
+    def crash(self) -> None:
+        self.disk.fail_next = False
+        self.disk.lie_next = False
+        self.process = HookProcess(self.disk, self.ids, self.ledger, self.compacting)
+        if self.disk.read(lambda tx: tx.read_owed(AGENT)) is not None:
+            self.process.feed(Start())
+
+    def _drive_to_quiescence(self) -> None:
+        self.disk.fail_next = False
+        self.disk.lie_next = False
+        self.process = HookProcess(self.disk, self.ids, self.ledger, self.compacting)
+        self.process.feed(Start())
+        self._run_until_idle()
+
+
+HookCompactionMachine.TestCase.settings = LoopMachine.TestCase.settings
+test_hook_compactions_under_random_interleavings = HookCompactionMachine.TestCase
 
 
 def test_the_machine_catches_results_committed_in_finish_order() -> None:
@@ -743,3 +817,29 @@ def test_the_machine_catches_a_broken_compaction(
                 phases=[Phase.generate],
             ),
         )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="runtime: a compaction records owes_answer=False for a question an abort left "
+    "unanswered, so an explicit start no longer answers it (docs/decisions.md)",
+)
+def test_a_question_an_abort_left_unanswered_is_still_answered_after_a_compaction() -> None:
+    """Found by this machine exploring at random (shrunk by hand). An abort settles a run
+    whose consumed message was never answered: not owed, but an explicit start answers it
+    (docs/decisions.md, "Abort with input still queued keeps the owed fact"). A compaction
+    then keeps the message in its summary, yet records ``owes_answer=False`` (the aborted
+    turn owed no inference), so an explicit start finds nothing to answer."""
+    machine = LoopMachine()
+    machine.accept(at_acceptance=False, queue="send")
+    machine.abort()
+    machine.stream_events(count=1, pick=0)  # the cancelled stream stops
+    machine.request_compaction()
+    machine.compaction_finishes(pick=0, outcome="summary", fault="none")
+    machine.process = Process(machine.disk, machine.ids, machine.ledger)
+    machine.process.feed(Start(explicit=True))
+    machine._run_until_idle()
+    records = machine.durable()[0]
+    last = records[-1]
+    machine.teardown()  # closes the disk (and fails on the unanswered tail too)
+    assert isinstance(last, BlockRecord), f"the explicit start left {last} unanswered"
