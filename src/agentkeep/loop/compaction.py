@@ -8,6 +8,7 @@ from agentkeep.loop.effects import CompactionResolved, StartCompaction
 from agentkeep.loop.events import CompactionFinished
 from agentkeep.loop.phases import Compacting, Passing
 from agentkeep.loop.plans import ReplaceWithCompaction, StageOwed
+from agentkeep.loop.view import tail_owes_answer
 from agentkeep.model import CompactionCancelled, CompactionCompleted
 
 
@@ -51,8 +52,12 @@ def finished(ctx: LoopContext, event: CompactionFinished) -> None:
             ReplaceWithCompaction(
                 through_position=phase.through,
                 messages=outcome.messages,
-                owes_answer=ctx.turn.needs_inference,
+                # The summary says what the history it replaces said: a trailing question
+                # an abort left unanswered stays answerable by an explicit start.
+                owes_answer=ctx.turn.needs_inference
+                or tail_owes_answer(ctx.records[: phase.through]),
                 owed=ctx.owed_for_inference(),
+                answer_now=ctx.turn.needs_inference,
             )
         )
         return

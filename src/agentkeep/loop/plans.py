@@ -179,10 +179,20 @@ class Settle(_Data, frozen=True):
 
 
 class ReplaceWithCompaction(_Data, frozen=True):
+    """Replace the records before ``through_position`` with a summary.
+
+    ``owes_answer`` is the summary record's flag: the replaced history ended in a question
+    nobody answered (or an inference was owed) — what a reload or an explicit start reads
+    where the history itself no longer shows it. ``answer_now``: an inference is owed now,
+    so ``owed`` is written with the summary. They differ after an abort: its unanswered
+    question is not owed, yet an explicit start still answers it (docs/decisions.md).
+    """
+
     through_position: int
     messages: tuple[Message, ...]
     owes_answer: bool
     owed: OwedWork
+    answer_now: bool
 
 
 Plan: TypeAlias = (

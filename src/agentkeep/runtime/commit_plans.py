@@ -471,7 +471,7 @@ def _replace_with_compaction(tx: Transaction, agent_id: str, plan: ReplaceWithCo
     replacement = CompactionRecord(messages=plan.messages, owes_answer=plan.owes_answer)
     tx.replace_records(agent_id, plan.through_position, replacement)
     tx.write_context_tokens(agent_id, None)
-    if plan.owes_answer or suffix_owes:
+    if plan.answer_now or suffix_owes:
         tx.write_owed(agent_id, plan.owed)
     compaction = {
         "epoch": epoch,

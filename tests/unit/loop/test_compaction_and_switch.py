@@ -163,3 +163,32 @@ def test_a_compatible_model_change_keeps_the_history(world: World) -> None:
     agent.wait_for_idle(timeout_seconds=10)
 
     assert [text_of(m) for m in agent.transcript()] == ["q1", "a1", "q2", "a2"]
+
+
+def test_a_question_an_abort_left_unanswered_survives_a_compaction(world: World) -> None:
+    """An aborted turn's question is not owed, but an explicit start answers it
+    (docs/decisions.md). A compaction of that history keeps it so: not answered by itself,
+    answered by an explicit start — it used to be sealed, recorded as owing nothing."""
+    world.model.add(script.hang(), script.text("the answer, at last"))
+    world.model.add_compactions(script.compacted(ak.user("summary"), ak.user("go")))
+    system = world.open()
+    agent = system.create()
+    agent.send(ak.user("go"))
+    assert world.model.wait_for_requests(1, timeout_seconds=10)
+    agent.abort(wait=True, timeout_seconds=10)
+    assert agent.wait_for_idle(timeout_seconds=10)
+
+    agent.compact(wait=True, timeout_seconds=10)
+    assert agent.wait_for_idle(timeout_seconds=10)
+
+    (record,) = system.store.read(lambda tx: tx.load_records(agent.id))
+    assert isinstance(record, CompactionRecord)
+    assert record.owes_answer
+    assert agent.state == "idle"  # still not owed: the compaction answered nothing
+    assert system.start() == []
+    assert len(world.model.requests) == 1
+
+    assert system.start(agent.id) == [agent.id]
+    assert agent.wait_for_idle(timeout_seconds=10)
+    assert text_of(agent.transcript()[-1]) == "the answer, at last"
+    assert len(world.model.requests) == 2

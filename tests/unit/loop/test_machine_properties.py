@@ -108,7 +108,6 @@ from agentkeep.model import (
     ToolCallBlock,
     ToolRecord,
     ToolResultMessage,
-    UserMessage,
     UserRecord,
     rebuild_messages,
 )
@@ -575,16 +574,7 @@ class LoopMachine(RuleBasedStateMachine):
                     and not last.owes_answer
                     and isinstance(last.messages[-1], CompactionMessage)
                 )
-                # Known runtime bug, tolerated here so the machine keeps hunting (the strict
-                # xfail below pins it): after an abort left a question unanswered, a compaction
-                # keeps it in its summary with ``owes_answer=False`` and no start answers it.
-                sealed = (
-                    self.aborted
-                    and isinstance(last, CompactionRecord)
-                    and not last.owes_answer
-                    and isinstance(last.messages[-1], UserMessage)
-                )
-                assert standalone or sealed or isinstance(last, BlockRecord | SystemRecord), (
+                assert standalone or isinstance(last, BlockRecord | SystemRecord), (
                     f"unanswered tail {last}"
                 )
                 # C2 (seed 001): a response cut after its reasoning was continued (the model
@@ -819,17 +809,12 @@ def test_the_machine_catches_a_broken_compaction(
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime: a compaction records owes_answer=False for a question an abort left "
-    "unanswered, so an explicit start no longer answers it (docs/decisions.md)",
-)
 def test_a_question_an_abort_left_unanswered_is_still_answered_after_a_compaction() -> None:
     """Found by this machine exploring at random (shrunk by hand). An abort settles a run
     whose consumed message was never answered: not owed, but an explicit start answers it
     (docs/decisions.md, "Abort with input still queued keeps the owed fact"). A compaction
-    then keeps the message in its summary, yet records ``owes_answer=False`` (the aborted
-    turn owed no inference), so an explicit start finds nothing to answer."""
+    then keeps the message in its summary; it used to record ``owes_answer=False`` (the
+    aborted turn owed no inference), so an explicit start found nothing to answer."""
     machine = LoopMachine()
     machine.accept(at_acceptance=False, queue="send")
     machine.abort()
