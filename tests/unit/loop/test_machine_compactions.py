@@ -15,20 +15,18 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule, run_state_machine_as_test
 
 from agentkeep.loop import compaction
 from agentkeep.loop.effects import CompactionResolved, Effect, RunHook, StartCompaction
 from agentkeep.loop.events import Event, HookFinished, Start
-from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import ReplaceWithCompaction
 from agentkeep.loop.texts import ABORTED_COMPACTION
-from agentkeep.model import BlockRecord, Settings
+from agentkeep.model import BlockRecord
 from agentkeep.runtime import commit_plans
 
-from .test_machine_properties import AGENT, Disk, LoopMachine, Process
+from .test_machine_properties import Disk, LoopMachine, Process, replaying
 
 
 class HookProcess(Process):
@@ -44,14 +42,7 @@ class HookProcess(Process):
         ledger: list[tuple[str, str]],
         compacting: list[str],
     ) -> None:
-        super().__init__(disk, ids, ledger)
-        self.core = AgentLoop(
-            AGENT,
-            new_id=ids,
-            defaults=Settings(provider="local", model="gym-1"),
-            eager_settle=False,
-            consume_at_acceptance=False,
-        )
+        super().__init__(disk, ids, ledger, eager=False)
         self.compacting = compacting  # the features' (outlives a crash)
 
     def carry_out(self, effect: Effect) -> list[Event]:
@@ -69,26 +60,14 @@ class HookCompactionMachine(LoopMachine):
     def __init__(self) -> None:
         super().__init__()
         self.compacting: list[str] = []
-        self.process = HookProcess(self.disk, self.ids, self.ledger, self.compacting)
+        self.process = self.new_process()
+
+    def new_process(self) -> HookProcess:
+        return HookProcess(self.disk, self.ids, self.ledger, self.compacting)
 
     @rule(hook=st.sampled_from(["before_turn", "after_turn", "after_agent_loop"]))
     def a_hook_asks_to_compact(self, hook: str) -> None:
         self.compacting.append(hook)
-
-    @rule()
-    def crash(self) -> None:
-        self.disk.fail_next = False
-        self.disk.lie_next = False
-        self.process = HookProcess(self.disk, self.ids, self.ledger, self.compacting)
-        if self.disk.read(lambda tx: tx.read_owed(AGENT)) is not None:
-            self.process.feed(Start())
-
-    def _drive_to_quiescence(self) -> None:
-        self.disk.fail_next = False
-        self.disk.lie_next = False
-        self.process = HookProcess(self.disk, self.ids, self.ledger, self.compacting)
-        self.process.feed(Start())
-        self._run_until_idle()
 
 
 HookCompactionMachine.TestCase.settings = LoopMachine.TestCase.settings
@@ -173,17 +152,7 @@ def test_the_machine_catches_a_broken_compaction(
     """Each mutant breaks one compaction promise; the machine's compaction rules reach it
     and its checks fail. Derandomized and unshrunk, so the catch is the same every run."""
     with mutant(), pytest.raises(AssertionError, match=caught):
-        run_state_machine_as_test(
-            LoopMachine,
-            settings=settings(
-                max_examples=examples,
-                stateful_step_count=40,
-                deadline=None,
-                derandomize=True,
-                database=None,
-                phases=[Phase.generate],
-            ),
-        )
+        run_state_machine_as_test(LoopMachine, settings=replaying(examples))
 
 
 def test_a_question_an_abort_left_unanswered_is_still_answered_after_a_compaction() -> None:

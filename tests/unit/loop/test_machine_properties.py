@@ -157,15 +157,24 @@ class Disk:
 class Process:
     """One incarnation of the agent: a fresh core and the children it started."""
 
-    def __init__(self, disk: Disk, ids: Callable[[], str], ledger: list[tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        disk: Disk,
+        ids: Callable[[], str],
+        ledger: list[tuple[str, str]],
+        *,
+        eager: bool = True,
+    ) -> None:
+        """``eager``: the core settles with a response's end and consumes at acceptance (the
+        runtime's default); off, as with features whose action hooks may add work."""
         self.disk = disk
         self.ledger = ledger
         self.core = AgentLoop(
             AGENT,
             new_id=ids,
             defaults=Settings(provider="local", model="gym-1"),
-            eager_settle=True,
-            consume_at_acceptance=True,
+            eager_settle=eager,
+            consume_at_acceptance=eager,
         )
         self.streams: dict[str, deque[StreamEvent]] = {}
         self.cancelled: set[str] = set()
@@ -424,9 +433,13 @@ class LoopMachine(RuleBasedStateMachine):
         """The process dies: memory and children are lost; the next one starts from disk."""
         self.disk.fail_next = False
         self.disk.lie_next = False
-        self.process = Process(self.disk, self.ids, self.ledger)
+        self.process = self.new_process()
         if self.disk.read(lambda tx: tx.read_owed(AGENT)) is not None:
             self.process.feed(Start())
+
+    def new_process(self) -> Process:
+        """The next incarnation after a crash (machines with other features override it)."""
+        return Process(self.disk, self.ids, self.ledger)
 
     # -- invariants --------------------------------------------------------------------------
 
@@ -595,7 +608,7 @@ class LoopMachine(RuleBasedStateMachine):
         # A clean process takes over and is started explicitly: an explicit start continues
         # whatever the durable state owes, including a question an abort left unanswered
         # (spec §3.13), which ``open`` alone would not resume.
-        self.process = Process(self.disk, self.ids, self.ledger)
+        self.process = self.new_process()
         self.process.feed(Start())
         self._run_until_idle()
 
@@ -631,19 +644,22 @@ LoopMachine.TestCase.settings = settings(
 test_loop_core_under_random_interleavings = LoopMachine.TestCase
 
 
+def replaying(examples: int) -> settings:
+    """Settings for a test that shows the machine catching a mutant: derandomized and
+    unshrunk, so the catch is the same every run."""
+    return settings(
+        max_examples=examples,
+        stateful_step_count=40,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=[Phase.generate],
+    )
+
+
 def test_the_machine_catches_results_committed_in_finish_order() -> None:
     """The mutant commits each result of a batch as its call finishes (spec §7.9 broken):
     when the machine finishes a later call first, its result lands first and the invariant
     fails. Derandomized and unshrunk, so the catch is the same every run."""
     with results_in_finish_order(), pytest.raises(AssertionError, match=r"§7\.9"):
-        run_state_machine_as_test(
-            LoopMachine,
-            settings=settings(
-                max_examples=60,
-                stateful_step_count=40,
-                deadline=None,
-                derandomize=True,
-                database=None,
-                phases=[Phase.generate],
-            ),
-        )
+        run_state_machine_as_test(LoopMachine, settings=replaying(60))

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import deque
 
 import pytest
-from hypothesis import Phase, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule, run_state_machine_as_test
 
@@ -59,7 +59,7 @@ from agentkeep.model import (
 )
 from agentkeep.runtime import commit_plans
 
-from .test_machine_properties import AGENT, Disk, LoopMachine, Process
+from .test_machine_properties import AGENT, Disk, LoopMachine, Process, replaying
 
 MODES: tuple[PermissionMode, ...] = ("read_only", "workspace_write", "auto", "full_access")
 
@@ -141,7 +141,10 @@ class RetryModesMachine(LoopMachine):
         # give-up path, so each abort may leave one failure note (and fail its turn).
         self.aborts = 0
         self.failing: list[int] = []
-        self.process: RetryProcess = RetryProcess(self.disk, self.ids, self.ledger, self.failing)
+        self.process: RetryProcess = self.new_process()
+
+    def new_process(self) -> RetryProcess:
+        return RetryProcess(self.disk, self.ids, self.ledger, self.failing)
 
     # -- rules -------------------------------------------------------------------------------
 
@@ -191,14 +194,6 @@ class RetryModesMachine(LoopMachine):
         self.aborts += 1
         super().abort()
 
-    @rule()
-    def crash(self) -> None:
-        self.disk.fail_next = False
-        self.disk.lie_next = False
-        self.process = RetryProcess(self.disk, self.ids, self.ledger, self.failing)
-        if self.disk.read(lambda tx: tx.read_owed(AGENT)) is not None:
-            self.process.feed(Start())
-
     # -- invariants --------------------------------------------------------------------------
 
     @invariant()
@@ -237,13 +232,6 @@ class RetryModesMachine(LoopMachine):
                 f"{call_id} dispatched under {seen}, its response began under {expected}"
             )
 
-    def _drive_to_quiescence(self) -> None:
-        self.disk.fail_next = False
-        self.disk.lie_next = False
-        self.process = RetryProcess(self.disk, self.ids, self.ledger, self.failing)
-        self.process.feed(Start())
-        self._run_until_idle()
-
     def _step_in_flight(self, process: Process) -> bool:
         if super()._step_in_flight(process):
             return True
@@ -261,14 +249,7 @@ RetryModesMachine.TestCase.settings = settings(
 )
 test_retry_forever_and_modes_under_random_interleavings = RetryModesMachine.TestCase
 
-_REPLAY = settings(
-    max_examples=100,
-    stateful_step_count=40,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    phases=[Phase.generate],
-)
+_REPLAY = replaying(100)
 
 
 def test_the_machine_catches_a_retry_that_gives_up() -> None:
