@@ -286,6 +286,11 @@ class Process:
         return bool(self.streams or self.tools or self.compactions)
 
 
+def archived_records(tx: Any) -> list[ConversationRecord]:
+    """What compactions moved out of the live conversation, oldest epoch first (§7.26)."""
+    return [r for epoch in tx.archived_epochs(AGENT) for r in epoch.records]
+
+
 def newest_first(internal_ids: Iterable[str]) -> list[str]:
     """Running calls, the one dispatched last first (ids are ``id<counter>``)."""
     return sorted(internal_ids, key=lambda i: int(i.removeprefix("id")), reverse=True)
@@ -461,7 +466,7 @@ class LoopMachine(RuleBasedStateMachine):
         records its summary replaces there, §7.26), then the live conversation. Each
         compaction's record stays in the log where it happened (an epoch after the first
         begins with the one before it; the live conversation with the newest)."""
-        return [r for epoch in self.archived() for r in epoch.records] + live
+        return self.disk.read(archived_records) + live
 
     @invariant()
     def durable_state_keeps_its_promises(self) -> None:

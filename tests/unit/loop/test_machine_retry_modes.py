@@ -59,7 +59,14 @@ from agentkeep.model import (
 )
 from agentkeep.runtime import commit_plans
 
-from .test_machine_properties import AGENT, Disk, LoopMachine, Process, replaying
+from .test_machine_properties import (
+    AGENT,
+    Disk,
+    LoopMachine,
+    Process,
+    archived_records,
+    replaying,
+)
 
 MODES: tuple[PermissionMode, ...] = ("read_only", "workspace_write", "auto", "full_access")
 
@@ -108,10 +115,7 @@ class RetryProcess(Process):
                 answered = self.disk.read(
                     lambda tx: {
                         r.message.call_id
-                        for r in [
-                            *(r for e in tx.archived_epochs(AGENT) for r in e.records),
-                            *tx.load_records(AGENT),
-                        ]
+                        for r in [*archived_records(tx), *tx.load_records(AGENT)]
                         if isinstance(r, ToolRecord)
                     }
                 )
