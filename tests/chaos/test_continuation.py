@@ -35,7 +35,11 @@ from agentkeep.persistence.store import Store
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.responding import RespondingModel
 
-MUTANT_SEEDS = range(20)
+#: The mutant is caught where a crash cuts a response right after its reasoning and a later
+#: process settles over it: seeds 17, 25, 27, 30, 34, 39 of 0–39 (2026-12-02, two runs agreed
+#: but for 34) — only 17 below 20, so the search gets 40 seeds, the healthy scan 20.
+MUTANT_SEEDS = range(40)
+HEALTHY_SEEDS = range(20)
 CONTINUE = "Continue from where you left off."
 
 
@@ -60,7 +64,7 @@ def test_the_seed_the_mutant_fails_passes_without_it() -> None:
 def test_a_healthy_crash_recovery_run_continues_a_cut_response(tmp_path: Path) -> None:
     """Some seed of the healthy suite cuts a response after its reasoning and continues it:
     the notice is in the final history right after that block, and every run is clean."""
-    for seed in MUTANT_SEEDS:
+    for seed in HEALTHY_SEEDS:
         home = tmp_path / f"seed{seed}"
         result = crash_recovery(seed, home=home)
         assert result.ok, result.describe()
@@ -75,7 +79,7 @@ def test_a_healthy_crash_recovery_run_continues_a_cut_response(tmp_path: Path) -
             assert isinstance(before, BlockRecord)
             if isinstance(before.block, ReasoningBlock):
                 return
-    raise AssertionError(f"no seed in {list(MUTANT_SEEDS)} cut a response after its reasoning")
+    raise AssertionError(f"no seed in {list(HEALTHY_SEEDS)} cut a response after its reasoning")
 
 
 def test_c2_names_a_send_consumed_right_after_a_cut_response(tmp_path: Path) -> None:

@@ -16,8 +16,9 @@ store (through the live process) to see whether that call's result is already du
 committed effect replayed. What is judged, beyond the shared :class:`~agentkeep.chaos.Checker`:
 
 - ``R1``: under ``retry_forever`` no failure note is ever written and no turn ever fails,
-  at the end of each process and at each ``done(error)`` — but for one per aborting process
-  (an abort stops the retrying; a write of its wind-down the store refuses gives up).
+  at the end of each process and at each ``done(error)`` — but for one written by an aborting
+  process itself (an abort stops the retrying; a write of its wind-down the store refuses
+  gives up). Each process is judged by the notes and failed turns it added.
 - ``R2``: under ``retry_forever`` no tool execution starts for a call whose result is
   durable (a committed effect is never replayed).
 - ``R3``: under ``retry_forever`` a process whose store survives ends settled: idle,
@@ -213,9 +214,11 @@ class ModeChecks:
         self._seen_replays = 0
         self._seen_errors = 0
         # An abort stops the retrying: a write of its own wind-down that the store refuses
-        # takes the give-up path, so each aborting process may leave one note (and fail
-        # its turn).
+        # takes the give-up path, so an aborting process may leave one note (and fail its
+        # turn) — that process, not a later one, so each process is judged by what it wrote.
         self._aborts = 0
+        self._notes = 0
+        self._failed_turns = 0
 
     def after_process(self, state: DurableState, report: ProcessReport) -> list[Violation]:
         """Judge the process that just closed, from the disk and the journal."""
@@ -264,14 +267,17 @@ class ModeChecks:
                 bad("R1", f"done(error) in process {generation} after a turn failed ({statuses})")
         self._seen_replays = len(journal.replays)
         self._seen_errors = len(journal.errors_after_failure)
+        allowed = 1 if report.aborted else 0
         notes = [
             r for r in history_log(state) if isinstance(r, SystemRecord) and r.reason == "failure"
         ]
-        if len(notes) > self._aborts:
-            bad("R1", f"{len(notes)} failure note(s) written while retrying forever")
+        if len(notes) - self._notes > allowed:
+            written = len(notes) - self._notes
+            bad("R1", f"{written} failure note(s) written while retrying forever")
         numbers = [t.number for t in state.turns if t.status == "failed"]
-        if len(numbers) > self._aborts:
-            bad("R1", f"turns {numbers} failed while retrying forever")
+        if len(numbers) - self._failed_turns > allowed:
+            bad("R1", f"turns {numbers[self._failed_turns :]} failed while retrying forever")
+        self._notes, self._failed_turns = len(notes), len(numbers)
         if report.crashed:
             return []
         if report.aborted:
