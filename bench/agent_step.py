@@ -283,9 +283,6 @@ def dbos_steps(home: Path, agents: int, steps: int) -> Run | str:
         from dbos import DBOS, DBOSConfig
     except ImportError as error:
         return f"not installed ({error.name})"
-    import logging
-
-    logging.getLogger("dbos").setLevel(logging.ERROR)
     database = home / "dbos.sqlite"
     # WAL is a property of the file: set it before DBOS opens it (its default is the rollback
     # journal, 16 fsyncs per step instead of 4). synchronous=FULL is SQLite's default.
@@ -299,6 +296,9 @@ def dbos_steps(home: Path, agents: int, steps: int) -> Run | str:
         "name": "agentstep",
         "system_database_url": f"sqlite:///{database}",
         "run_admin_server": False,
+        # DBOS() sets its logger from this (INFO by default: ~90 lines per launch, burying
+        # the figures); a logging.getLogger("dbos") level set before it is overwritten.
+        "log_level": "ERROR",
     }
     DBOS(config=config)
 
