@@ -7,6 +7,11 @@ the same way: they are durable already.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Sequence
+from operator import attrgetter
+from typing import TypeVar
+
 from agentkeep.loop import compaction, inference, tools, transitions
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import Observe
@@ -30,17 +35,45 @@ from agentkeep.loop.plans import (
 )
 from agentkeep.model import CompactionRecord, QueuedMessage, QueuedNotice, UserRecord
 
+Entry = TypeVar("Entry", QueuedMessage, QueuedNotice)
+_seq = attrgetter("seq")
+
+
+def _mirror(entries: list[Entry], entry: Entry) -> None:
+    """Add ``entry`` to ``entries`` unless there. ``entries`` is in seq order, each seq once
+    (what every change here keeps); a new entry is nearly always the last, and otherwise a
+    bisection finds its place, so a long backlog costs no scan per entry."""
+    if not entries or entries[-1].seq < entry.seq:
+        entries.append(entry)
+        return
+    at = bisect_left(entries, entry.seq, key=_seq)
+    if entries[at].seq != entry.seq:
+        entries.insert(at, entry)
+
 
 def accept(ctx: LoopContext, message: QueuedMessage | None, notice: QueuedNotice | None) -> None:
     """Mirror a durably accepted entry (once, in sequence order)."""
     if message is not None:
-        entries = ctx.queued[message.queue]
-        if all(m.seq != message.seq for m in entries):
-            entries.append(message)
-            entries.sort(key=lambda m: m.seq)
-    if notice is not None and all(n.seq != notice.seq for n in ctx.notices):
-        ctx.notices.append(notice)
-        ctx.notices.sort(key=lambda n: n.seq)
+        _mirror(ctx.queued[message.queue], message)
+    if notice is not None:
+        _mirror(ctx.notices, notice)
+
+
+def accept_all(ctx: LoopContext, messages: Sequence[QueuedMessage]) -> None:
+    """Mirror durable entries the mailbox may not have told yet (a landed commit read the
+    whole queue): one pass over them with a set of the seqs already mirrored, then one sort
+    per queue that gained any — not a search of the mirror per entry (with a backlog of
+    1,500 that was 70% of each step)."""
+    for queue, entries in ctx.queued.items():
+        known = set(map(_seq, entries))
+        new = []
+        for message in messages:
+            if message.queue == queue and message.seq not in known:
+                known.add(message.seq)
+                new.append(message)
+        if new:
+            entries.extend(new)
+            entries.sort(key=_seq)
 
 
 def landed(ctx: LoopContext, plan: Plan, value: Consumed | Appended | Settled | None) -> None:
@@ -67,8 +100,7 @@ def landed(ctx: LoopContext, plan: Plan, value: Consumed | Appended | Settled | 
             ctx.records.extend(value.records)
             if plan.owed is not None and not value.settled:
                 ctx.owed = plan.owed
-            for entry in value.queued:  # what the mailbox has not told us yet
-                accept(ctx, entry, None)
+            accept_all(ctx, value.queued)  # what the mailbox has not told us yet
             if tokens is not None:
                 ctx.context_tokens = tokens.total
             if value.settled:
@@ -131,8 +163,7 @@ def consumed(ctx: LoopContext, plan: ConsumeQueue, value: Consumed) -> None:
     ctx.settings = value.settings
     ctx.queued[queue] = list(value.remaining)
     if value.outranked:
-        for entry in value.outranked:
-            accept(ctx, entry, None)
+        accept_all(ctx, value.outranked)
         turn.step = "steering"  # take the steering this pass did not know of
     if value.records:
         turn.needs_inference = True

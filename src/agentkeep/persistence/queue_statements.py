@@ -22,6 +22,8 @@ Invariants:
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 import msgspec
 
 from agentkeep.model import QueuedMessage, QueuedNotice, QueueName
@@ -33,9 +35,25 @@ _QUEUE_ORDER = "CASE queue WHEN 'steering' THEN 0 ELSE 1 END, seq"
 _NOTICE_TAIL = "notice"  # queue_tails key for notices (not a QueueName)
 
 
-def _queue_rank(message: QueuedMessage) -> tuple[int, int]:
+def _rank(queue: str, seq: int) -> tuple[int, int]:
     """The sort key of ``_QUEUE_ORDER``."""
-    return (0 if message.queue == "steering" else 1, message.seq)
+    return (0 if queue == "steering" else 1, seq)
+
+
+def _queue_rank(message: QueuedMessage) -> tuple[int, int]:
+    return _rank(message.queue, message.seq)
+
+
+#: Below every send entry's rank and above every steering entry's (seqs start at 1).
+_FIRST_SEND = _rank("send", 0)
+
+
+def _at(queue: tuple[QueuedMessage, ...], rank: tuple[int, int]) -> int:
+    """Where ``rank`` is or would go in a remembered queue (sorted by ``_QUEUE_ORDER``, each
+    rank once): a bisect, so keeping a long queue costs O(log n) Python steps per change and
+    C-level slices, not a sort or a scan per message (a backlog of 5,000 made each ``send``
+    3x slower)."""
+    return bisect_left(queue, rank, key=_queue_rank)
 
 
 class QueueStatements(TransactionCore):
@@ -88,7 +106,8 @@ class QueueStatements(TransactionCore):
             (agent_id, stored.queue, stored.seq, stored.id, encode(stored)),
         )
         if before is not MISSING:
-            self._memo.put(key, tuple(sorted((*before, stored), key=_queue_rank)))
+            at = _at(before, _queue_rank(stored))
+            self._memo.put(key, (*before[:at], stored, *before[at:]))
         return stored
 
     def queued(self, agent_id: str, queue: QueueName | None = None) -> list[QueuedMessage]:
@@ -105,7 +124,8 @@ class QueueStatements(TransactionCore):
         # The whole queue in (rank, seq) order, so each queue's own part is in seq order.
         if queue is None:
             return list(everything)
-        return [message for message in everything if message.queue == queue]
+        first_send = _at(everything, _FIRST_SEND)
+        return list(everything[:first_send] if queue == "steering" else everything[first_send:])
 
     def dequeue(self, agent_id: str, queue: QueueName, seq: int) -> bool:
         key = ("queue", agent_id)
@@ -119,8 +139,9 @@ class QueueStatements(TransactionCore):
             == 1
         )
         if before is not MISSING and removed:
-            kept = tuple(m for m in before if not (m.queue == queue and m.seq == seq))
-            self._memo.put(key, kept)
+            at = _at(before, _rank(queue, seq))
+            if at < len(before) and before[at].queue == queue and before[at].seq == seq:
+                self._memo.put(key, (*before[:at], *before[at + 1 :]))
         return removed
 
     def inject_notice(self, agent_id: str, notice: QueuedNotice) -> QueuedNotice:

@@ -1,0 +1,80 @@
+"""The writer's remembered queue keeps SQL's order through any mix of steering and send
+entries, added and removed anywhere, within and across transactions (persistence/
+queue_statements.py: it is kept by bisection and slices, never re-sorted)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentkeep.model import AgentRow, QueuedMessage, QueueName, UserMessage
+from agentkeep.persistence import Store, Transaction
+from agentkeep.persistence.codec import decode_message
+
+A = "a"
+
+# One step: add to a queue, or remove the k-th entry (modulo the queue's length) of one.
+Step = tuple[str, QueueName, int]
+STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "remove"]),
+        st.sampled_from(["steering", "send"]),
+        st.integers(0, 50),
+    ),
+    max_size=40,
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.open(tmp_path) as opened:
+        opened.transact(lambda tx: tx.create_agent(AgentRow(id=A, config={})))
+        yield opened
+
+
+def _from_sql(tx: Transaction) -> dict[str, list[QueuedMessage]]:
+    rows = tx.query(  # type: ignore[attr-defined]
+        "SELECT queue, envelope_json FROM queue WHERE agent_id = ? ORDER BY seq", (A,)
+    )
+    found: dict[str, list[QueuedMessage]] = {"steering": [], "send": []}
+    for queue, envelope in rows:
+        found[queue].append(decode_message(envelope))
+    return found
+
+
+def _check(tx: Transaction) -> None:
+    expected = _from_sql(tx)
+    assert tx.queued(A, "steering") == expected["steering"]
+    assert tx.queued(A, "send") == expected["send"]
+    assert tx.queued(A) == expected["steering"] + expected["send"]  # steering outranks sends
+
+
+def _play(tx: Transaction, steps: list[Step], start: int) -> None:
+    tx.queued(A)  # remembered from here on: every step below changes the remembered queue
+    for n, (action, queue, k) in enumerate(steps):
+        if action == "add":
+            message = UserMessage(content=())
+            tx.enqueue(A, QueuedMessage(id=f"m{start + n}", queue=queue, message=message))
+        else:
+            entries = tx.queued(A, queue)
+            if entries:
+                assert tx.dequeue(A, queue, entries[k % len(entries)].seq)
+        _check(tx)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(first=STEPS, second=STEPS)
+def test_the_remembered_queue_is_the_queue_in_order(
+    store: Store, first: list[Step], second: list[Step]
+) -> None:
+    base = store.read(lambda tx: len(tx.queued(A)))
+    store.transact(lambda tx: _play(tx, first, 10_000 + base * 1_000))
+    # A later transaction starts from what the first one left remembered (the committed layer).
+    store.transact(lambda tx: _play(tx, second, 500_000 + base * 1_000))
+    store.read(_check)
