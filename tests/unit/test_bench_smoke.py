@@ -1,0 +1,53 @@
+"""The benchmarks run (briefly) and print every figure. Each reaches the runtime from the
+outside — ``step_anatomy`` hooks an internal method, ``queue_backlog`` holds an agent
+mid-response through a scripted model — so a change there would otherwise rot it silently."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_step_anatomy_reports_every_section(capsys: pytest.CaptureFixture[str]) -> None:
+    module = _load("step_anatomy")
+
+    assert module.main(["--steps", "6", "--agents", "3", "--agent-steps", "4"]) == 0
+
+    out = capsys.readouterr().out
+    assert "store writer" in out
+    assert "agent actors" in out
+    commit = re.search(r"COMMIT\s+([\d.]+)", out)
+    assert commit is not None
+    assert float(commit.group(1)) > 0
+    pages = re.findall(r"transaction (\d): +(\d+) pages", out)
+    assert [n for n, _ in pages] == ["1", "2"]
+    assert all(int(p) > 0 for _, p in pages)
+    assert re.search(r"[\d.]+ cores busy", out)
+
+
+def test_queue_backlog_reports_send_and_drain(capsys: pytest.CaptureFixture[str]) -> None:
+    module = _load("queue_backlog")
+
+    assert module.main(["--messages", "40", "--steps", "5"]) == 0
+
+    out = capsys.readouterr().out
+    assert "send, first tenth" in out
+    assert "send, last tenth" in out
+    assert "drain:" in out
