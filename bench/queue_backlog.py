@@ -23,11 +23,12 @@ import agentkeep as ak
 from agentkeep.model import Context
 from agentkeep.providers import script
 from agentkeep.providers.script import ScriptedResponse
+from agentkeep.providers.scripted import ResponseScript
 
 
-def _system(home: Path, first: object, answers: int) -> ak.AgentSystem:
+def _system(home: Path, first: ResponseScript, answers: int) -> ak.AgentSystem:
     responses = [first, *(script.text("ok") for _ in range(answers))]
-    model = ak.ScriptedModel(responses, record=False)  # type: ignore[arg-type]
+    model = ak.ScriptedModel(responses, record=False)
     providers = ak.Providers()
     providers.add("local", model, kind="gym")
     return ak.AgentSystem.open(home, providers=providers, provider="local", model="gym-1")

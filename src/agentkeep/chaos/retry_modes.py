@@ -215,8 +215,11 @@ class ModeChecks:
         self._seen_errors = 0
         # An abort stops the retrying: a write of its own wind-down that the store refuses
         # takes the give-up path, so an aborting process may leave one note (and fail its
-        # turn) — that process, not a later one, so each process is judged by what it wrote.
+        # turn) — that process, not a later one. Aborting processes so far (a done(error)
+        # may follow as many failed turns):
         self._aborts = 0
+        # Failure notes and failed turns at the end of the last process judged, so each
+        # process is judged by what it added.
         self._notes = 0
         self._failed_turns = 0
 
