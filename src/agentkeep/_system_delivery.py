@@ -354,7 +354,7 @@ class SystemDelivery(SystemReads):
         handle = self._store.handle
         if handle.in_transaction:
             return
-        if any(t.status == status for t in self._read(lambda tx: tx.live_turns(agent_id))):
+        if any(t.status == status for t in self._read(lambda tx: tx.started_turns(agent_id))):
             handle.transact(lambda tx: move(tx, agent_id))
 
     def compact(

@@ -177,6 +177,11 @@ class Transaction(Protocol):
         """The session's queued, running and cancelling turns, in order."""
         ...
 
+    def started_turns(self, agent_id: str) -> list[TurnRecord]:
+        """The session's running and cancelling turns, in order (its queued ones left out:
+        what an answer, a failure or an abort moves)."""
+        ...
+
     def all_live_turns(self) -> list[TurnRecord]:
         """Every session's live turns (startup recovery)."""
         ...

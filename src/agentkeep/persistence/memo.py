@@ -62,7 +62,7 @@ MISSING: Final[Any] = object()
 
 # Past this many remembered values the committed layer is emptied (a bound on memory; the
 # cost is one re-read of each value).
-_MAX_COMMITTED = 20_000
+_MAX_COMMITTED = 100_000
 
 Key = tuple[str, ...]
 

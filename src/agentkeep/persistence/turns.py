@@ -15,7 +15,9 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_left
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -42,6 +44,9 @@ _COLUMNS = (
     "result_json, error_json, created_at_ms, started_at_ms, completed_at_ms"
 )
 _LIVE = "('queued', 'running', 'cancelling')"
+#: A live turn that started: what a step's answer, a failure or an abort moves.
+_STARTED = frozenset({"running", "cancelling"})
+_message_id = attrgetter("id")
 _failure_decoder = msgspec.json.Decoder(TurnFailure)
 _encoder = msgspec.json.Encoder()
 
@@ -100,10 +105,12 @@ class TurnStatements(TransactionCore):
 
     # The writer's memo (set by SqliteTransaction; persistence/memo.py states the invariant).
     # Per session: its last turn number ("turn_tail"), its running turn ("running_turn"),
-    # its live turns' ids in number order ("live_turns"), the turn of a message id
-    # ("message_turn"); per turn: its row ("turn"). Only open_turn
-    # and move_turn write turns and turn_inputs, and they keep these true; a finished turn's
-    # row is remembered only until its transaction ends (it is rarely read again).
+    # its live turns' ids in number order ("live_turns"), its started ones — running or
+    # cancelling — in number order ("started_turns": what a step's answer moves, so a backlog
+    # of queued turns costs it nothing), the turn of a message id ("message_turn"); per turn:
+    # its row ("turn"). Only open_turn and move_turn write turns and turn_inputs, and they
+    # keep these true; a finished turn's row is remembered only until its transaction ends
+    # (it is rarely read again).
     _memo: WriterMemo
 
     # Provided by SqliteTransaction / LedgerStatements.
@@ -152,10 +159,28 @@ class TurnStatements(TransactionCore):
             return remembered
         live = self._turns(f"agent_id = ? AND status IN {_LIVE} ORDER BY number", (agent_id,))
         self._memo.put(("live_turns", agent_id), tuple(turn.id for turn in live))
-        # The same answer running_turn_id would read: the latest live turn not queued.
-        started = [turn.id for turn in live if turn.status != "queued"]
+        # The same answers started_turns and running_turn_id would read.
+        started = tuple(turn.id for turn in live if turn.status != "queued")
+        self._memo.put(("started_turns", agent_id), started)
         self._memo.put(("running_turn", agent_id), started[-1] if started else None)
         return live
+
+    def started_turns(self, agent_id: str) -> list[TurnRecord]:
+        """The session's running and cancelling turns, in number order: what an answer, a
+        failure or an abort moves. Its cost does not grow with the session's queued turns."""
+        self._check(write=False)
+        key = ("started_turns", agent_id)
+        ids: tuple[str, ...] = self._memo.get(key)
+        if ids is not MISSING:
+            rows = [self._memo.get(("turn", agent_id, turn_id)) for turn_id in ids]
+            if not any(row is MISSING for row in rows):
+                return rows
+        started = self._turns(
+            f"agent_id = ? AND status IN {_LIVE} AND status != 'queued' ORDER BY number",
+            (agent_id,),
+        )
+        self._memo.put(key, tuple(turn.id for turn in started))
+        return started
 
     def _remembered_live(self, agent_id: str) -> list[TurnRecord] | None:
         """The session's live turns by number if the memo holds them all, else None."""
@@ -176,18 +201,16 @@ class TurnStatements(TransactionCore):
         known: str | None = self._memo.get(key)
         if known is not MISSING:
             return known
-        live = self._remembered_live(agent_id)
-        if live is not None:  # the same answer, from the remembered live turns
-            started = [turn.id for turn in live if turn.status != "queued"]
+        started = self._memo.get(("started_turns", agent_id))
+        if started is not MISSING:  # the same answer, from the remembered started turns
             running = started[-1] if started else None
-            self._memo.put(key, running)
-            return running
-        found = self._one(
-            f"SELECT id FROM turns WHERE agent_id = ? AND status IN {_LIVE} "
-            "AND status != 'queued' ORDER BY number DESC LIMIT 1",
-            (agent_id,),
-        )
-        running = None if found is None else str(found)
+        else:
+            found = self._one(
+                f"SELECT id FROM turns WHERE agent_id = ? AND status IN {_LIVE} "
+                "AND status != 'queued' ORDER BY number DESC LIMIT 1",
+                (agent_id,),
+            )
+            running = None if found is None else str(found)
         self._memo.put(key, running)
         return running
 
@@ -222,8 +245,9 @@ class TurnStatements(TransactionCore):
         ids: tuple[str, ...] = self._memo.get(("turn_messages", agent_id, turn_id))
         queued: tuple[Any, ...] = self._memo.get(("queue", agent_id))
         if ids is not MISSING and queued is not MISSING:
-            # The same join, over the remembered inputs' message ids and queue.
-            return any(message.id in ids for message in queued)
+            # The same join, over the remembered inputs' message ids and queue: a C-level
+            # pass (a backlog makes the queue long, and this is asked at every answer).
+            return not set(ids).isdisjoint(map(_message_id, queued))
         return (
             self._one(
                 "SELECT 1 FROM turn_inputs AS i JOIN queue AS q "
@@ -428,14 +452,15 @@ class TurnStatements(TransactionCore):
             ),
         )
         self._moved_running(agent_id, turn_id, status)
-        live = self._memo.get(("live_turns", agent_id))
+        self._moved_started(turn, status)
         if status in TERMINAL_STATUSES:  # bound the memo: a finished turn is rarely asked
             ids = self._memo.get(("turn_messages", agent_id, turn_id))
             for message_id in () if ids is MISSING else ids:
                 self._memo.forget(("message_turn", agent_id, message_id))
             self._memo.forget(("turn_messages", agent_id, turn_id))
+            live = self._memo.get(("live_turns", agent_id))
             if live is not MISSING:
-                self._memo.put(("live_turns", agent_id), tuple(i for i in live if i != turn_id))
+                self._memo.put(("live_turns", agent_id), _without(live, turn_id))
         data: JSONObject = {"turn_id": turn_id, "status": status, **(extra or {})}
         if result is not None:
             data["result"] = result
@@ -467,6 +492,25 @@ class TurnStatements(TransactionCore):
         else:
             self._memo.forget(key)
 
+    def _moved_started(self, turn: TurnRecord, status: TurnStatus) -> None:
+        # Keep the remembered started turns true across a move of ``turn`` (its row as it was
+        # before): a queued turn that starts joins them in number order, a started one that
+        # finishes leaves them; if a started turn's row is not remembered, forget them.
+        key = ("started_turns", turn.session_id)
+        ids: tuple[str, ...] = self._memo.get(key)
+        was, now = turn.status in _STARTED, status in _STARTED
+        if ids is MISSING or was == now:
+            return
+        if not now:
+            self._memo.put(key, _without(ids, turn.id))
+            return
+        rows = [self._memo.get(("turn", turn.session_id, turn_id)) for turn_id in ids]
+        if any(row is MISSING for row in rows):
+            self._memo.forget(key)
+            return
+        at = bisect_left([row.number for row in rows], turn.number)
+        self._memo.put(key, (*ids[:at], turn.id, *ids[at:]))
+
     def move_turns(
         self,
         agent_id: str,
@@ -481,6 +525,16 @@ class TurnStatements(TransactionCore):
             if status in TRANSITIONS[turn.status] and select(turn):
                 moved.append(self.move_turn(agent_id, turn.id, status, **fields))
         return moved
+
+
+def _without(ids: tuple[str, ...], turn_id: str) -> tuple[str, ...]:
+    """``ids`` less ``turn_id`` (if there): a C-level search and slices, not a Python scan
+    per remembered id (a backlog keeps thousands of queued turns live)."""
+    try:
+        at = ids.index(turn_id)
+    except ValueError:
+        return ids
+    return ids[:at] + ids[at + 1 :]
 
 
 __all__ = ["LIVE_STATUSES", "TurnStatements", "input_hash"]

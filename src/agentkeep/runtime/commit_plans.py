@@ -280,9 +280,8 @@ def _consume_queue(
     if plan.queue == "send":
         # One read of both queues, steering first: a send is consumed only when no steering
         # is queued (below).
-        both = tx.queued(agent_id)
-        steering = [e for e in both if e.queue == "steering"]
-        entries = [e for e in both if e.queue == "send"]
+        # (each a slice of the remembered queue: no Python pass over a backlog)
+        steering, entries = tx.queued(agent_id, "steering"), tx.queued(agent_id, "send")
     else:
         steering, entries = [], tx.queued(agent_id, plan.queue)
     if steering:

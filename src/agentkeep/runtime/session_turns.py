@@ -45,7 +45,7 @@ def answered(tx: Transaction, agent_id: str, answer: Sequence[AssistantBlock]) -
     """A response answered: complete (or, if asked, cancel) the turns it answers."""
     message = {"role": "assistant", "content": [msgspec.to_builtins(b) for b in answer]}
     for turn in _native(tx, agent_id):
-        if turn.status == "queued" or tx.turn_inputs_queued(agent_id, turn.id):
+        if tx.turn_inputs_queued(agent_id, turn.id):
             continue
         if turn.status == "cancelling":
             tx.move_turn(agent_id, turn.id, "cancelled")
@@ -92,5 +92,7 @@ def settled(tx: Transaction, agent_id: str) -> None:
 
 
 def _native(tx: Transaction, agent_id: str) -> list[TurnRecord]:
-    # Only the native loop's own turns: an injected driver's turns move by its runner.
-    return [t for t in tx.live_turns(agent_id) if t.driver == NATIVE_DRIVER]
+    # The started turns (every move here is of a running or cancelling turn: a queued one
+    # waits for its message), and only the native loop's own: an injected driver's turns
+    # move by its runner.
+    return [t for t in tx.started_turns(agent_id) if t.driver == NATIVE_DRIVER]

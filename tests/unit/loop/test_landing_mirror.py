@@ -62,3 +62,26 @@ def test_a_notice_told_again_or_late_is_mirrored_once_in_order() -> None:
     for seq in (3, 1, 3, 2, 1):
         landing.accept(ctx, None, QueuedNotice(message=ak.system(f"n{seq}"), seq=seq))
     assert [n.seq for n in ctx.notices] == [1, 2, 3]
+
+
+def test_a_carried_queue_as_long_as_the_mirror_but_not_it_adds_what_is_missing() -> None:
+    # Entry 2 was removed behind the loop's back (a cancelled queued turn) and entry 4 was
+    # accepted but not told yet: the same length, yet entry 4 must be mirrored.
+    ctx = _context()
+    for seq in (1, 2, 3):
+        landing.accept(ctx, _message("send", seq), None)
+
+    landing.accept_all(ctx, [_message("send", 1), _message("send", 3), _message("send", 4)])
+
+    assert [m.seq for m in ctx.queued["send"]] == [1, 2, 3, 4]
+
+
+def test_a_carried_queue_that_is_the_mirror_changes_nothing() -> None:
+    ctx = _context()
+    for queue, seq in (("steering", 5), ("send", 1), ("send", 2)):
+        landing.accept(ctx, _message(queue, seq), None)
+    mirrored = {queue: list(entries) for queue, entries in ctx.queued.items()}
+
+    landing.accept_all(ctx, [*ctx.queued["steering"], *ctx.queued["send"]])
+
+    assert ctx.queued == mirrored

@@ -152,6 +152,7 @@ def check_memo_matches_the_store(store: Store) -> None:
             )
         ]
         assert tx.running_turn_id(A) == (running[-1] if running else None)
+        assert [turn.id for turn in tx.started_turns(A)] == running
         remembered = tx.live_turns(A)
         assert [turn.id for turn in remembered] == live
         numbers = [row[0] for row in sql("SELECT number FROM turns WHERE agent_id = ?", (A,))]
