@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/agent_step.py
 	$(BIN)/python bench/agents_at_scale.py
 	$(BIN)/python bench/step_anatomy.py
+	$(BIN)/python bench/step_sql_floor.py
 	$(BIN)/python bench/queue_backlog.py
 
 clean:
