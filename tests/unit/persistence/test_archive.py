@@ -3,20 +3,10 @@ order, deleted only by a purge (which never reuses a number), wiped with a re-cr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from agentkeep.model import AgentRow, Settings, TextBlock, UserMessage, UserRecord
 from agentkeep.persistence import ReadOnlyTransactionError, Store
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path) as opened:
-        opened.transact(lambda tx: tx.create_agent(AgentRow(id="a", config={})))
-        yield opened
 
 
 def _user(text: str) -> UserRecord:

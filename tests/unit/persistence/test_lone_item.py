@@ -4,7 +4,7 @@ transaction, the same outcomes, the memo kept true, the counters reporting the s
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +22,6 @@ A, B = "a", "b"
 
 class BoomError(Exception):
     pass
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path) as opened:
-        opened.transact(lambda tx: tx.create_agent(AgentRow(id=A, config={})))
-        yield opened
 
 
 def _write(key: str, value: int) -> Callable[[Transaction], int]:

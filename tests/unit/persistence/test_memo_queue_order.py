@@ -4,14 +4,10 @@ queue_statements.py: it is kept by bisection and slices, never re-sorted)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentkeep.model import AgentRow, QueuedMessage, QueueName, UserMessage
+from agentkeep.model import QueuedMessage, QueueName, UserMessage
 from agentkeep.persistence import Store, Transaction
 from agentkeep.persistence.codec import decode_message
 
@@ -27,13 +23,6 @@ STEPS = st.lists(
     ),
     max_size=40,
 )
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path) as opened:
-        opened.transact(lambda tx: tx.create_agent(AgentRow(id=A, config={})))
-        yield opened
 
 
 def _from_sql(tx: Transaction) -> dict[str, list[QueuedMessage]]:

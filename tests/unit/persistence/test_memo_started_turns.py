@@ -5,14 +5,9 @@ step's answer no longer walks the session's queued turns to find them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentkeep.model import AgentRow
 from agentkeep.model.turns import TRANSITIONS, TurnStatus
 from agentkeep.persistence import Store, Transaction
 
@@ -26,13 +21,6 @@ STEPS = st.lists(
     st.tuples(st.sampled_from(["open", "move"]), st.integers(0, 30), st.integers(0, 3)),
     max_size=30,
 )
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path) as opened:
-        opened.transact(lambda tx: tx.create_agent(AgentRow(id=A, config={})))
-        yield opened
 
 
 def _ids(tx: Transaction, statuses: str) -> list[str]:
