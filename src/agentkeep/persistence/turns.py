@@ -14,15 +14,13 @@ Invariants:
 
 from __future__ import annotations
 
-import hashlib
 from bisect import bisect_left
 from collections.abc import Callable
-from operator import attrgetter
 from typing import Any
 
 import msgspec
 
-from agentkeep.errors import IdempotencyConflictError, TurnStateError
+from agentkeep.errors import TurnStateError
 from agentkeep.model import JSONObject, new_id
 from agentkeep.model.turns import (
     LIVE_STATUSES,
@@ -35,83 +33,23 @@ from agentkeep.model.turns import (
     turn_event_type,
 )
 from agentkeep.persistence.codec import decode_object, now_ms
-from agentkeep.persistence.ledger import encode_event_data, encode_event_data_value
-from agentkeep.persistence.memo import MISSING, WriterMemo
-from agentkeep.persistence.transaction_core import TransactionCore
-
-_COLUMNS = (
-    "agent_id, number, id, idempotency_key, driver, status, input_json, message_id, "
-    "result_json, error_json, created_at_ms, started_at_ms, completed_at_ms"
+from agentkeep.persistence.ledger import encode_event_data
+from agentkeep.persistence.memo import MISSING
+from agentkeep.persistence.turn_reads import (
+    FAILURE_DECODER,
+    TURN_COLUMNS,
+    TurnReads,
+    input_hash,
 )
-_LIVE = "('queued', 'running', 'cancelling')"
+
 #: A live turn that started: what a step's answer, a failure or an abort moves.
 _STARTED = frozenset({"running", "cancelling"})
-_message_id = attrgetter("id")
-_failure_decoder = msgspec.json.Decoder(TurnFailure)
 _encoder = msgspec.json.Encoder()
 
 
-def input_hash(delivery: TurnDelivery, input: JSONObject, *, encoded: str | None = None) -> str:
-    """What makes two inputs "the same" for an idempotency key: the delivery and the message
-    (canonical JSON), so a retried send matches and a different one is refused.
-
-    ``encoded``: ``input``'s stored JSON (:func:`encode_event_data`), if the caller has it;
-    the hashed text is the same either way, as the canonical (sorted) encoding of
-    ``{"delivery": …, "input": …}`` is exactly ``{"delivery":<delivery>,"input":<input>}``.
-    """
-    if encoded is None:
-        text = encode_event_data({"delivery": delivery, "input": input})
-    else:
-        text = f'{{"delivery":{encode_event_data_value(delivery)},"input":{encoded}}}'
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _turn(row: tuple[Any, ...]) -> TurnRecord:
-    (
-        agent_id,
-        number,
-        turn_id,
-        key,
-        driver,
-        status,
-        input_json,
-        message_id,
-        result_json,
-        error_json,
-        created,
-        started,
-        completed,
-    ) = row
-    return TurnRecord(
-        id=str(turn_id),
-        session_id=str(agent_id),
-        number=int(number),
-        idempotency_key=str(key),
-        driver=str(driver),
-        status=status,
-        input=decode_object(input_json),
-        message_id=None if message_id is None else str(message_id),
-        result=None if result_json is None else decode_object(result_json),
-        error=None if error_json is None else _failure_decoder.decode(error_json),
-        created_at_ms=int(created),
-        started_at_ms=None if started is None else int(started),
-        completed_at_ms=None if completed is None else int(completed),
-    )
-
-
-class TurnStatements(TransactionCore):
-    """The turns' statements over the enclosing transaction (a mixin of
-    ``SqliteTransaction``, like ``LedgerStatements``)."""
-
-    # The writer's memo (set by SqliteTransaction; persistence/memo.py states the invariant).
-    # Per session: its last turn number ("turn_tail"), its running turn ("running_turn"),
-    # its live turns' ids in number order ("live_turns"), its started ones — running or
-    # cancelling — in number order ("started_turns": what a step's answer moves, so a backlog
-    # of queued turns costs it nothing), the turn of a message id ("message_turn"); per turn:
-    # its row ("turn"). Only open_turn and move_turn write turns and turn_inputs, and they
-    # keep these true; a finished turn's row is remembered only until its transaction ends
-    # (it is rarely read again).
-    _memo: WriterMemo
+class TurnStatements(TurnReads):
+    """The turns' writes over the enclosing transaction, and (inherited) their reads: a
+    mixin of ``SqliteTransaction``, like ``LedgerStatements``."""
 
     # Provided by SqliteTransaction / LedgerStatements.
     def append_event(
@@ -124,177 +62,6 @@ class TurnStatements(TransactionCore):
         fit: bool = False,
     ) -> int:
         raise NotImplementedError
-
-    # -- reads -----------------------------------------------------------------------------
-    def _turns(self, where: str, params: tuple[Any, ...]) -> list[TurnRecord]:
-        cursor = self._read(f"SELECT {_COLUMNS} FROM turns WHERE {where}", params)
-        rows: list[tuple[Any, ...]] = cursor.fetchall()
-        turns = [_turn(row) for row in rows]
-        for turn in turns:
-            self._remember_turn(turn)
-        return turns
-
-    def _remember_turn(self, turn: TurnRecord) -> None:
-        self._memo.put(
-            ("turn", turn.session_id, turn.id), turn, transient=turn.status in TERMINAL_STATUSES
-        )
-
-    def read_turn(self, agent_id: str, turn_id: str) -> TurnRecord | None:
-        self._check(write=False)
-        known: TurnRecord | None = self._memo.get(("turn", agent_id, turn_id))
-        if known is not MISSING:
-            return known
-        found = self._turns("agent_id = ? AND id = ?", (agent_id, turn_id))
-        return found[0] if found else None
-
-    def list_turns(self, agent_id: str, after: int = 0, limit: int = 100) -> list[TurnRecord]:
-        return self._turns(
-            "agent_id = ? AND number > ? ORDER BY number LIMIT ?", (agent_id, after, limit)
-        )
-
-    def live_turns(self, agent_id: str) -> list[TurnRecord]:
-        self._check(write=False)
-        remembered = self._remembered_live(agent_id)
-        if remembered is not None:
-            return remembered
-        live = self._turns(f"agent_id = ? AND status IN {_LIVE} ORDER BY number", (agent_id,))
-        self._memo.put(("live_turns", agent_id), tuple(turn.id for turn in live))
-        # The same answers started_turns and running_turn_id would read.
-        started = tuple(turn.id for turn in live if turn.status != "queued")
-        self._memo.put(("started_turns", agent_id), started)
-        self._memo.put(("running_turn", agent_id), started[-1] if started else None)
-        return live
-
-    def started_turns(self, agent_id: str) -> list[TurnRecord]:
-        """The session's running and cancelling turns, in number order: what an answer, a
-        failure or an abort moves. Its cost does not grow with the session's queued turns."""
-        self._check(write=False)
-        key = ("started_turns", agent_id)
-        ids: tuple[str, ...] = self._memo.get(key)
-        if ids is not MISSING:
-            rows = [self._memo.get(("turn", agent_id, turn_id)) for turn_id in ids]
-            if not any(row is MISSING for row in rows):
-                return rows
-        started = self._turns(
-            f"agent_id = ? AND status IN {_LIVE} AND status != 'queued' ORDER BY number",
-            (agent_id,),
-        )
-        self._memo.put(key, tuple(turn.id for turn in started))
-        return started
-
-    def _remembered_live(self, agent_id: str) -> list[TurnRecord] | None:
-        """The session's live turns by number if the memo holds them all, else None."""
-        ids: tuple[str, ...] = self._memo.get(("live_turns", agent_id))
-        if ids is MISSING:
-            return None
-        rows = [self._memo.get(("turn", agent_id, turn_id)) for turn_id in ids]
-        return None if MISSING in rows else rows
-
-    def all_live_turns(self) -> list[TurnRecord]:
-        return self._turns(f"status IN {_LIVE} ORDER BY agent_id, number", ())
-
-    def running_turn_id(self, agent_id: str) -> str | None:
-        """The session's latest running (or cancelling) turn: the one a loop fact belongs to
-        and a steer joins; None between turns."""
-        self._check(write=False)
-        key = ("running_turn", agent_id)
-        known: str | None = self._memo.get(key)
-        if known is not MISSING:
-            return known
-        started = self._memo.get(("started_turns", agent_id))
-        if started is not MISSING:  # the same answer, from the remembered started turns
-            running = started[-1] if started else None
-        else:
-            found = self._one(
-                f"SELECT id FROM turns WHERE agent_id = ? AND status IN {_LIVE} "
-                "AND status != 'queued' ORDER BY number DESC LIMIT 1",
-                (agent_id,),
-            )
-            running = None if found is None else str(found)
-        self._memo.put(key, running)
-        return running
-
-    def turn_of_message(self, agent_id: str, message_id: str) -> TurnRecord | None:
-        """The turn the latest input with this message id belongs to (message ids can be
-        reused once compaction releases them; keys and turns never are)."""
-        self._check(write=False)
-        key = ("message_turn", agent_id, message_id)
-        turn_id: str | None = self._memo.get(key)
-        if turn_id is not MISSING:
-            return None if turn_id is None else self.read_turn(agent_id, turn_id)
-        found = self._turns(
-            "agent_id = ?1 AND id = (SELECT turn_id FROM turn_inputs WHERE agent_id = ?1 "
-            "AND message_id = ?2 ORDER BY rowid DESC LIMIT 1)",
-            (agent_id, message_id),
-        )
-        self._memo.put(key, found[0].id if found else None)
-        return found[0] if found else None
-
-    def turn_message_ids(self, agent_id: str, turn_id: str) -> list[str]:
-        """The message ids of the turn's inputs, in acceptance order."""
-        cursor = self._read(
-            "SELECT message_id FROM turn_inputs WHERE agent_id = ? AND turn_id = ? "
-            "AND message_id IS NOT NULL ORDER BY rowid",
-            (agent_id, turn_id),
-        )
-        return [str(row[0]) for row in cursor.fetchall()]
-
-    def turn_inputs_queued(self, agent_id: str, turn_id: str) -> bool:
-        """True while any input of the turn is still waiting in a queue."""
-        self._check(write=False)
-        ids: tuple[str, ...] = self._memo.get(("turn_messages", agent_id, turn_id))
-        queued: tuple[Any, ...] = self._memo.get(("queue", agent_id))
-        if ids is not MISSING and queued is not MISSING:
-            # The same join, over the remembered inputs' message ids and queue: a C-level
-            # pass (a backlog makes the queue long, and this is asked at every answer).
-            return not set(ids).isdisjoint(map(_message_id, queued))
-        return (
-            self._one(
-                "SELECT 1 FROM turn_inputs AS i JOIN queue AS q "
-                "ON q.agent_id = i.agent_id AND q.message_id = i.message_id "
-                "WHERE i.agent_id = ? AND i.turn_id = ? LIMIT 1",
-                (agent_id, turn_id),
-            )
-            is not None
-        )
-
-    def turn_of_key(
-        self, agent_id: str, key: str, delivery: TurnDelivery, input: JSONObject
-    ) -> TurnRecord | None:
-        """The turn an earlier input with ``key`` opened or joined, or None if the key is new.
-
-        Raises:
-            IdempotencyConflictError: the key was used by a different input.
-        """
-        found = self._read(
-            "SELECT turn_id, input_hash FROM turn_inputs "
-            "WHERE agent_id = ? AND idempotency_key = ?",
-            (agent_id, key),
-        ).fetchall()
-        if not found:
-            return None
-        turn_id, known = found[0]
-        if known != input_hash(delivery, input):
-            raise IdempotencyConflictError(agent_id, key)
-        return self.read_turn(agent_id, str(turn_id))
-
-    def session_archived(self, agent_id: str) -> bool:
-        """True once the session was archived (it takes no new input)."""
-        # ``sessions`` is written only by raw SQL (sessions.tables), which makes the memo
-        # forget everything, and by the agents cascade (create_agent forgets the agent).
-        self._check(write=False)
-        key = ("archived", agent_id)
-        known: bool = self._memo.get(key)
-        if known is MISSING:
-            known = (
-                self._one(
-                    "SELECT 1 FROM sessions WHERE agent_id = ? AND archived_at_ms IS NOT NULL",
-                    (agent_id,),
-                )
-                is not None
-            )
-            self._memo.put(key, known)
-        return known
 
     # -- writes ----------------------------------------------------------------------------
     def open_turn(
@@ -347,8 +114,8 @@ class TurnStatements(TransactionCore):
         number = 1 + int(last)
         turn_id = new_id()
         self._write(
-            f"INSERT INTO turns ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, NULL, NULL, "
-            "?, NULL, NULL)",
+            f"INSERT INTO turns ({TURN_COLUMNS}) VALUES "
+            "(?, ?, ?, ?, ?, 'queued', ?, ?, NULL, NULL, ?, NULL, NULL)",
             (
                 agent_id,
                 number,
@@ -473,7 +240,7 @@ class TurnStatements(TransactionCore):
             turn,
             status=status,
             result=turn.result if result_json is None else decode_object(result_json),
-            error=turn.error if error_json is None else _failure_decoder.decode(error_json),
+            error=turn.error if error_json is None else FAILURE_DECODER.decode(error_json),
             started_at_ms=started,
             completed_at_ms=completed,
         )
@@ -504,8 +271,8 @@ class TurnStatements(TransactionCore):
         if not now:
             self._memo.put(key, _without(ids, turn.id))
             return
-        rows = [self._memo.get(("turn", turn.session_id, turn_id)) for turn_id in ids]
-        if any(row is MISSING for row in rows):
+        rows = self._remembered_rows(turn.session_id, "started_turns")
+        if rows is None:
             self._memo.forget(key)
             return
         at = bisect_left([row.number for row in rows], turn.number)

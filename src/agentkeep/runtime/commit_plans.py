@@ -277,13 +277,10 @@ def _event(tx: Transaction, agent_id: str, type: str, data: JSONObject) -> None:
 def _consume_queue(
     tx: Transaction, agent_id: str, plan: ConsumeQueue, policy: ConsumptionPolicy
 ) -> Consumed:
-    if plan.queue == "send":
-        # One read of both queues, steering first: a send is consumed only when no steering
-        # is queued (below).
-        # (each a slice of the remembered queue: no Python pass over a backlog)
-        steering, entries = tx.queued(agent_id, "steering"), tx.queued(agent_id, "send")
-    else:
-        steering, entries = [], tx.queued(agent_id, plan.queue)
+    # A send is consumed only when no steering is queued (below). Each read is a slice of
+    # the writer's remembered queue: no Python pass over a backlog.
+    steering = tx.queued(agent_id, "steering") if plan.queue == "send" else []
+    entries = tx.queued(agent_id, plan.queue)
     if steering:
         # Steering outranks send by what is durable, not by what the mirror has heard of
         # yet (invariant 7): consume nothing, and let the loop take the steering first.
