@@ -14,6 +14,7 @@ from agentkeep.drivers.process import ProcessDriver
 
 from .conftest import DriverWorld, events, types_of
 from .process_helpers import (
+    ECHO,
     PYTHON,
     alive,
     echo_definition,
@@ -250,9 +251,7 @@ def _started_after(system: ak.AgentSystem, session_id: str, turn_id: str) -> int
 
 
 def test_a_driver_with_a_fixed_command_ignores_config_commands(world: DriverWorld) -> None:
-    driver = ProcessDriver(
-        "echo", command=[PYTHON, echo_definition()["driver"]["config"]["command"][1]]
-    )  # type: ignore[index]
+    driver = ProcessDriver("echo", command=[PYTHON, ECHO])
     system = world.open([driver])
     session_id = _session(
         world, system, {"id": "fixed", "driver": {"id": "echo", "config": {"command": ["false"]}}}

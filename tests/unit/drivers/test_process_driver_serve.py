@@ -1,4 +1,4 @@
-"""Issue 28 items 8 and 9 through real processes: ``agentkeep serve`` and ``agentkeep talk``
+"""Issue 28 items 8 and 9 through real processes: ``agentkeep serve``, ``talk`` and ``mcp``
 load drivers with ``--drivers`` / ``AGENTKEEP_DRIVERS`` (a module, a module:attr, a file),
 and the process driver's harness never outlives its turn -- not even a SIGKILLed daemon."""
 
@@ -14,8 +14,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import anyio
 import httpx
+import pytest
 from httpx_sse import connect_sse
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from .process_helpers import (
     ECHO,
@@ -170,7 +174,8 @@ def test_cancel_over_rest_kills_the_harness_process_group(tmp_path: Path) -> Non
 
 
 def _driver_file(tmp_path: Path) -> Path:
-    """A driver file: the process driver with a fixed command, under its own id."""
+    """A driver file: the process driver with a fixed command, under its own id (``make``:
+    a factory; ``driver``: what the file alone names)."""
     path = tmp_path / "my_driver.py"
     path.write_text(
         textwrap.dedent(
@@ -179,17 +184,42 @@ def _driver_file(tmp_path: Path) -> Path:
 
             def make():
                 return ProcessDriver("echo-file", command=[{PYTHON!r}, {ECHO!r}])
+
+            driver = make()
             """
         )
     )
     return path
 
 
-def test_serve_runs_a_turn_with_a_driver_file_from_the_environment(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("before", "after", "variable", "driver_id"),
+    [
+        # --drivers FILE:attr (a factory), before the command
+        (["--drivers", "{file}:make"], [], None, "echo-file"),
+        # serve --drivers module:attr (a class)
+        ([], ["--drivers", "agentkeep.drivers.process:ProcessDriver"], None, "process"),
+        # AGENTKEEP_DRIVERS=FILE (its `driver`)
+        ([], [], "{file}", "echo-file"),
+        # AGENTKEEP_DRIVERS=module (its `driver`)
+        ([], [], "agentkeep.drivers.process", "process"),
+    ],
+    ids=["flag-file-attr", "serve-flag-module-attr", "env-file", "env-module"],
+)
+def test_serve_runs_a_turn_with_drivers_from_the_command_line(
+    tmp_path: Path,
+    before: list[str],
+    after: list[str],
+    variable: str | None,
+    driver_id: str,
+) -> None:
     home = tmp_path / "home"
-    env = _env(AGENTKEEP_DRIVERS=f"{_driver_file(tmp_path)}:make")
-    with serving(home, "serve", "--port", "0", env=env) as daemon:
-        session_id = _start_session(daemon, {"id": "filed", "driver": {"id": "echo-file"}})
+    driver_file = str(_driver_file(tmp_path))
+    env = _env() if variable is None else _env(AGENTKEEP_DRIVERS=variable.format(file=driver_file))
+    args = [a.format(file=driver_file) for a in before] + ["serve", "--port", "0", *after]
+    definition = echo_definition("filed", driver=driver_id)
+    with serving(home, *args, env=env) as daemon:
+        session_id = _start_session(daemon, definition)
         done = daemon.client.post(
             f"/v1/sessions/{session_id}/messages", json={"message": "over http", "wait": True}
         )
@@ -249,3 +279,38 @@ def test_talk_runs_a_turn_with_a_driver_file_and_refuses_a_bad_spec(tmp_path: Pa
         f'error: AGENTKEEP_DRIVERS "{driver_file}:nothing": the file {driver_file} has no '
         'attribute "nothing"'
     ]
+
+
+def test_mcp_over_stdio_runs_a_turn_with_drivers_after_its_name(tmp_path: Path) -> None:
+    """`agentkeep mcp --home H --drivers agentkeep.drivers.process`, driven by the SDK's
+    stdio client: talk_to_agent answers through the echo harness."""
+    home = tmp_path / "home"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "agentkeep.cli",
+            "mcp",
+            "--home",
+            str(home),
+            "--drivers",
+            "agentkeep.drivers.process",
+        ],
+        env=_env(),
+        cwd=str(tmp_path),
+    )
+
+    async def main() -> dict[str, object]:
+        with (tmp_path / "stderr.log").open("w") as errlog, anyio.fail_after(60):
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                created = await client.call_tool("agents_create", echo_definition())
+                assert not created.is_error, created
+                talked = await client.call_tool(
+                    "talk_to_agent", {"agent_id": "echo", "message": "over mcp"}
+                )
+                assert not talked.is_error, talked
+                assert isinstance(talked.structured_content, dict)
+                return talked.structured_content
+
+    result = anyio.run(main)
+    assert result["answer"] == "echo: over mcp"
