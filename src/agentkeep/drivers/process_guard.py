@@ -14,7 +14,8 @@ When it reads EOF -- the driver closed it, or the driver's process died, SIGKILL
 SIGTERM, then SIGKILL once the harness exited or ``GRACE`` seconds passed, itself included.
 So no process of the group outlives the process that started it, whatever the harness does
 (short of leaving the group with ``setsid``). The guard ignores a SIGTERM sent to the group
-(the driver's cancel is for the harness): it waits for the harness and reports its status.
+(the driver's cancel is for the harness): it waits for the harness and reports its status;
+one that comes before the harness started means it never starts.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ import threading
 _lock = threading.Lock()
 _cut = False  # the lifeline reached EOF: the watcher ends the group (and this process)
 _harness_exited = threading.Event()
+_terminated = False  # a SIGTERM came (before the harness started, it never starts)
 
 
-def _ignore(_signum: int, _frame: object) -> None:
-    return None
+def _note(_signum: int, _frame: object) -> None:
+    global _terminated
+    _terminated = True
 
 
 def _watch(fd: int, grace: float) -> None:
@@ -55,11 +58,13 @@ def main(argv: list[str]) -> int:
         return 2
     fd, grace, command = int(argv[1]), float(argv[2]), argv[4:]
     os.set_inheritable(fd, False)
-    signal.signal(signal.SIGTERM, _ignore)  # reset to the default in the harness by exec
+    signal.signal(signal.SIGTERM, _note)  # reset to the default in the harness by exec
     threading.Thread(target=_watch, args=(fd, grace), daemon=True).start()
     with _lock:
         if _cut:
             threading.Event().wait()  # the watcher is ending the group
+        if _terminated:
+            return 128 + signal.SIGTERM  # stopped before it started: nothing to run
         try:
             pid = os.posix_spawnp(command[0], command, dict(os.environ))
         except OSError as error:
