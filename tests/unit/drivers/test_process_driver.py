@@ -283,3 +283,29 @@ def test_bad_config_fails_the_turn_naming_the_key(
     assert done.status == "failed"
     assert done.error is not None
     assert problem in done.error.message
+
+
+def test_a_harness_that_ignores_sigterm_is_killed_after_the_grace(
+    world: DriverWorld, tmp_path: Path
+) -> None:
+    command = _script(
+        tmp_path,
+        "stubborn",
+        "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        + _PRELUDE
+        + "time.sleep(300)\n",
+    )
+    system = world.open([ProcessDriver()])
+    definition = {
+        "id": "stubborn",
+        "driver": {"id": "process", "config": {"command": command, "killGraceSeconds": 0.3}},
+    }
+    session_id = _session(world, system, definition)
+    sent = system.sessions.send(session_id, "hi")
+    pid = _started(system, session_id)
+    pgid = group_of(pid)
+
+    cancelled = system.sessions.cancel(session_id, sent.turn.id, timeout_seconds=30)
+
+    assert cancelled.status == "cancelled"
+    wait_until(lambda: not group_members(pgid), what="the process group to be gone")
