@@ -36,6 +36,7 @@ from agentkeep.cli.conversations import session
 from agentkeep.cli.definitions import agent
 from agentkeep.cli.demo import demo, demo_child
 from agentkeep.cli.demo_daemon import demo_daemon
+from agentkeep.cli.driver_specs import DRIVERS_HELP, specs_from
 from agentkeep.cli.history import purge
 from agentkeep.cli.logs import DEFAULT_LOG_LEVEL, LOG_LEVELS, configure_logging, effective_level
 from agentkeep.cli.mcp import mcp
@@ -54,6 +55,7 @@ from agentkeep.cli.runtime import Home
 from agentkeep.cli.serve import serve
 from agentkeep.cli.talking import talk
 from agentkeep.cli.transport import refuse_under_daemon
+from agentkeep.drivers.loading import DRIVERS_ENV
 from agentkeep.errors import AgentkeepError
 from agentkeep.persistence.store import HOME_ENV, resolve_home
 
@@ -188,6 +190,7 @@ def _accept_json_after(command: click.Command) -> None:
     help=f"The state directory (default: ${HOME_ENV}, else ./.agentkeep).",
 )
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON (stable field names).")
+@click.option("--drivers", default=None, envvar=DRIVERS_ENV, help=DRIVERS_HELP)
 @click.option(
     "-v",
     "--verbose",
@@ -204,7 +207,12 @@ def _accept_json_after(command: click.Command) -> None:
 @click.version_option(package_name="agentkeep")
 @click.pass_context
 def cli(
-    ctx: click.Context, home: str | None, json_mode: bool, verbose: int, log_level: str
+    ctx: click.Context,
+    home: str | None,
+    json_mode: bool,
+    drivers: str | None,
+    verbose: int,
+    log_level: str,
 ) -> None:
     level = effective_level(log_level, verbose)
     configure_logging(level)
@@ -213,7 +221,7 @@ def cli(
         source = "--home" if home is not None else HOME_ENV
         fail(home_is_a_file(source, path), json_mode=json_mode)
     ctx.obj = CliState(
-        home=Home(path=path),
+        home=Home(path=path, drivers=specs_from(ctx, drivers)),
         output=Output(json_mode=json_mode),
         log_level=level,
     )

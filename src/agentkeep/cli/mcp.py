@@ -16,7 +16,8 @@ import anyio
 import click
 
 from agentkeep.cli.context import CliState, pass_state
-from agentkeep.cli.runtime import Home, open_system
+from agentkeep.cli.driver_specs import drivers_after
+from agentkeep.cli.runtime import open_system
 from agentkeep.cli.transport import daemon_of, http_backend
 from agentkeep.mcp.backend import SystemBackend
 from agentkeep.persistence.store import HOME_ENV, resolve_home
@@ -29,6 +30,7 @@ from agentkeep.persistence.store import HOME_ENV, resolve_home
     default=None,
     help=f"The state directory (as `agentkeep --home`; default: ${HOME_ENV}, else ./.agentkeep).",
 )
+@drivers_after()
 @pass_state
 def mcp(state: CliState, home: str | None) -> None:
     """Serve MCP over stdio: seed 002's agents_* tools, talk_to_agent, steer_agent, cancel_turn.
@@ -39,7 +41,9 @@ def mcp(state: CliState, home: str | None) -> None:
     """
     from agentkeep.mcp.server import build_server, serve_stdio  # the SDK: only here
 
-    target = state.home if home is None else Home(path=resolve_home(home))
+    target = (
+        state.home if home is None else dataclasses.replace(state.home, path=resolve_home(home))
+    )
     scoped = dataclasses.replace(state, home=target)
     daemon = daemon_of(scoped)
     if daemon is not None:

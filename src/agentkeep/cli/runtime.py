@@ -18,8 +18,10 @@ import msgspec
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.cli.config import ProviderConfig, load_providers
+from agentkeep.cli.driver_specs import NO_DRIVERS, DriverSpecs
 from agentkeep.cli.output import EXIT_NOT_FOUND, CliError, Console
 from agentkeep.cli.tools import DemoTools, ToolEnvironment, ToolObserver, build_tools
+from agentkeep.drivers.types import Driver
 from agentkeep.errors import UnknownAgentError
 from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature, HookContext
@@ -37,9 +39,11 @@ from agentkeep.persistence.store import DATABASE_NAME, Store
 
 @dataclass(frozen=True, kw_only=True)
 class Home:
-    """The state directory a command works on."""
+    """The state directory a command works on, and the injected drivers (``--drivers``) a
+    system opened on it registers (loaded by :func:`open_system`)."""
 
     path: Path
+    drivers: DriverSpecs = NO_DRIVERS
 
     def require_store(self) -> None:
         """Raise a clear error if there is no store here yet."""
@@ -79,6 +83,7 @@ def open_system(
     tools: ToolEnvironment | None = None,
     faults: FaultPlan | None = None,
     create: bool = False,
+    drivers: Sequence[Driver] | None = None,
 ) -> Iterator[tuple[AgentSystem, ProviderConfig]]:
     """An agent system on ``home`` with the CLI's providers and tools.
 
@@ -92,7 +97,14 @@ def open_system(
             tools are offered per agent by :class:`~agentkeep.cli.tools.DemoTools`.
         faults: Chaos testing only.
         create: Allow a state directory without a store (``create``, ``demo``).
+        drivers: The injected drivers, if loaded already (default: ``home.drivers``,
+            loaded now).
+
+    Raises:
+        CliError: a ``--drivers`` spec is bad (exit 2), before anything is opened.
     """
+    if drivers is None:
+        drivers = home.drivers.load()
     if not create:
         home.require_store()
     config = load_providers(home.path)
@@ -106,6 +118,7 @@ def open_system(
         features=[*features, demo_tools],
         testing=FaultInjection(faults=faults),
         resume=resume,
+        drivers=drivers,
     )
     try:
         yield system, config

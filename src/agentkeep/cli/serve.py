@@ -15,6 +15,7 @@ import click
 import msgspec
 
 from agentkeep.cli.context import CliState, pass_state
+from agentkeep.cli.driver_specs import drivers_after
 from agentkeep.cli.logs import configure_logging
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.cli.runtime import open_system
@@ -69,6 +70,7 @@ from agentkeep.server import (
     show_default=True,
     help="Seconds between SSE heartbeat comments.",
 )
+@drivers_after()
 @click.pass_context
 @pass_state
 def serve(
@@ -87,6 +89,7 @@ def serve(
     A token is generated on first start into daemon.token in the state directory (mode
     0600); send it as `Authorization: Bearer TOKEN`. SIGTERM or Ctrl-C stops it gracefully.
     """
+    drivers = state.home.drivers.load()  # a bad spec: exit 2 before anything is written
     parent = ctx.find_root()
     if parent.get_parameter_source("log_level") == click.core.ParameterSource.DEFAULT:
         configure_logging("info" if state.log_level != "debug" else "debug")
@@ -126,7 +129,7 @@ def serve(
         click.echo(line)
         sys.stdout.flush()
 
-    with open_system(state.home, resume=True, create=True) as (system, _config):
+    with open_system(state.home, resume=True, create=True, drivers=drivers) as (system, _config):
         try:
             run_daemon(system, options, on_listening=listening)
         except DaemonConfigError as error:

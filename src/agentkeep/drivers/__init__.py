@@ -9,10 +9,18 @@ driver other than ``agentkeep`` run their turns through it (docs/drivers.md).
 - :mod:`~agentkeep.drivers.driver_run`: a run's shared state and its child actor;
 - :mod:`~agentkeep.drivers.turn_start`, :mod:`~agentkeep.drivers.turn_endings`: the
   transactions that start a turn and end it;
-- :mod:`~agentkeep.drivers.host`: registration, acceptance, waking, cancel and stop.
+- :mod:`~agentkeep.drivers.host`: registration, acceptance, waking, cancel and stop;
+- :mod:`~agentkeep.drivers.loading`: drivers named by text (``--drivers``,
+  ``AGENTKEEP_DRIVERS``);
+- :mod:`~agentkeep.drivers.process`: :class:`ProcessDriver`, a command-line harness per turn
+  (:mod:`~agentkeep.drivers.process_run` runs one, under
+  :mod:`~agentkeep.drivers.process_guard`); :mod:`~agentkeep.drivers.harnesses.echo` is an
+  example harness.
 """
 
 from agentkeep.drivers.context import DriverContext
+from agentkeep.drivers.loading import DRIVERS_ENV, DriverLoadError, load_drivers
+from agentkeep.drivers.process import ProcessDriver, ProcessDriverError
 from agentkeep.drivers.types import (
     Driver,
     DriverCancelledError,
@@ -24,12 +32,17 @@ from agentkeep.drivers.types import (
 )
 
 __all__ = [
+    "DRIVERS_ENV",
     "Driver",
     "DriverCancelledError",
     "DriverContext",
     "DriverContextClosedError",
     "DriverError",
+    "DriverLoadError",
     "DriverResult",
     "DriverRunRequest",
     "InvalidDriverEventError",
+    "ProcessDriver",
+    "ProcessDriverError",
+    "load_drivers",
 ]

@@ -42,7 +42,8 @@ class UnsupportedDriverError(SessionConfigError):
         super().__init__(
             "driver.id",
             f'driver "{driver_id}" is not registered in this system (it runs {names}; '
-            "register injected drivers with AgentSystem.open(drivers=[...]))",
+            "register injected drivers with AgentSystem.open(drivers=[...]), or "
+            "`agentkeep --drivers` / $AGENTKEEP_DRIVERS for the CLI, serve and mcp)",
         )
         self.driver_id = driver_id
 

@@ -1,0 +1,97 @@
+"""``--drivers`` and ``AGENTKEEP_DRIVERS``: the injected drivers a command's system registers
+(seed 002's ``--drivers`` / ``AMALGM_AGENT_DRIVERS``; docs/drivers.md, "Drivers from the
+command line").
+
+The list is a global option (``agentkeep --drivers SPECS COMMAND``, or the environment
+variable); ``serve`` and ``mcp`` also take it after their name. It is loaded when a command
+opens an agent system on its home (:func:`~agentkeep.cli.runtime.open_system`: ``serve``,
+``mcp``, and every command that runs turns without a daemon), so a command that only reads
+never imports a driver. A command that goes through a daemon runs turns with the daemon's
+drivers.
+
+A bad spec is one line on stderr and exit 2, naming where the list came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
+from agentkeep.drivers.loading import DRIVERS_ENV, DriverLoadError, load_drivers
+from agentkeep.drivers.types import Driver
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DRIVERS_HELP = (
+    "Injected drivers to register, comma-separated: pkg.module:attr, pkg.module (its "
+    "`driver`), or a file ./name.py[:attr]; each a driver, a driver class or a "
+    f"zero-argument factory (default: ${DRIVERS_ENV}). "
+    "`agentkeep.drivers.process` is the shipped process driver."
+)
+
+
+@dataclass(frozen=True)
+class DriverSpecs:
+    """A driver list as given, and where it came from (``--drivers`` or the variable)."""
+
+    text: str = ""
+    source: str = "--drivers"
+
+    def load(self) -> list[Driver]:
+        """The drivers, loaded now.
+
+        Raises:
+            CliError: a spec is bad (exit 2, one line naming the source and the spec).
+        """
+        try:
+            return load_drivers(self.text)
+        except DriverLoadError as error:
+            raise CliError(
+                f"{self.source} {error}", code=error.code, exit_code=EXIT_BAD_INPUT
+            ) from None
+
+
+NO_DRIVERS = DriverSpecs()
+
+
+def specs_from(ctx: click.Context, value: str | None) -> DriverSpecs:
+    """The group's ``--drivers`` value as :class:`DriverSpecs` (naming the variable when it
+    came from there)."""
+    if not value:
+        return NO_DRIVERS
+    source = ctx.get_parameter_source("drivers")
+    from_env = source == click.core.ParameterSource.ENVIRONMENT
+    return DriverSpecs(value, DRIVERS_ENV if from_env else "--drivers")
+
+
+def _set_after(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """``COMMAND --drivers SPECS``: replaces the group's list for this command."""
+    if value is None:
+        return
+    from agentkeep.cli.context import CliState  # the state imports this module's users
+
+    context: click.Context | None = ctx
+    while context is not None:
+        if isinstance(context.obj, CliState):
+            home = dataclasses.replace(context.obj.home, drivers=DriverSpecs(value))
+            context.obj = dataclasses.replace(context.obj, home=home)
+        context = context.parent
+
+
+def drivers_after() -> Callable[[F], F]:
+    """The ``--drivers`` option of ``serve`` and ``mcp`` (as ``agentkeep --drivers``)."""
+    return click.option(
+        "--drivers",
+        default=None,
+        expose_value=False,
+        callback=_set_after,
+        help="As `agentkeep --drivers` (this list replaces that one).",
+    )
+
+
+__all__ = ["DRIVERS_HELP", "NO_DRIVERS", "DriverSpecs", "drivers_after", "specs_from"]
