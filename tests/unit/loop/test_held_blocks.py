@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+import agentkeep as ak
 from agentkeep.loop.effects import CancelTimer, Commit, StartTimer
 from agentkeep.loop.events import (
     AbortRequested,
@@ -33,6 +34,7 @@ from agentkeep.model import (
     Tokens,
 )
 
+from .conftest import World
 from .test_machine_unit import begin_inference, kinds, new_loop
 
 THOUGHT = ReasoningEnd(text="thinking it over", reasoning="sig")
@@ -176,3 +178,9 @@ def test_a_bound_of_zero_commits_each_block_as_it_finishes() -> None:
     (plan,) = commits(effects)
     assert isinstance(plan, AppendBlock)
     assert plan.block == BLOCK
+
+
+@pytest.mark.parametrize("bound", [-0.01, float("inf"), float("nan"), "0.05", True])
+def test_a_bad_bound_is_refused_at_open_naming_it(world: World, bound: object) -> None:
+    with pytest.raises(ak.InvalidConfigError, match="held_block_seconds"):
+        world.open(held_block_seconds=bound)
