@@ -38,18 +38,25 @@ class Sweeper:
     Locking: one condition, a leaf. It guards only the deadline table and the sweeper's
     existence; no method calls anything else while holding it.
 
-    The sweeper lingers ``linger_seconds`` after its last deadline went: a hold is armed
-    and cancelled on nearly every step, and a sweeper that exited whenever none was pending
-    would be started again by the next step.
+    A hold is armed and cancelled on nearly every step, so two rules keep that from costing
+    a thread start or a wake-up per step: the sweeper lingers ``linger_seconds`` after its
+    last deadline went (one that exited whenever none was pending would be started again by
+    the next step), and while nothing is pending it looks every ``tick_seconds`` (a
+    scheduler wakes it only for a deadline sooner than its next look: a lingering sweeper
+    that slept until the linger's end would be woken by every step's hold).
 
     Args:
         name: The sweeper thread's name.
         linger_seconds: How long the thread outlives its last pending deadline.
+        tick_seconds: How often a sweeper with nothing pending looks again.
     """
 
-    def __init__(self, name: str, *, linger_seconds: float = 5.0) -> None:
+    def __init__(
+        self, name: str, *, linger_seconds: float = 5.0, tick_seconds: float = 0.05
+    ) -> None:
         self._name = name
         self._linger_seconds = linger_seconds
+        self._tick_seconds = tick_seconds
         self._changed = threading.Condition(threading.Lock())
         self._deadlines: dict[Hashable, tuple[float, Callable[[], None]]] = {}
         self._thread: threading.Thread | None = None
@@ -102,14 +109,15 @@ class Sweeper:
                 due = [key for key, (deadline, _) in self._deadlines.items() if deadline <= now]
                 if due:
                     return [self._deadlines.pop(key)[1] for key in due]
-                self._waking_at = min(deadline for deadline, _ in self._deadlines.values())
-            elif idle_until is None:
-                idle_until = self._waking_at = now + self._linger_seconds
-            elif now >= idle_until:
-                return None
+                wake = min(deadline for deadline, _ in self._deadlines.values())
             else:
-                self._waking_at = idle_until
-            self._changed.wait(self._waking_at - now)
+                if idle_until is None:
+                    idle_until = now + self._linger_seconds
+                elif now >= idle_until:
+                    return None
+                wake = min(idle_until, now + self._tick_seconds)
+            self._waking_at = wake
+            self._changed.wait(wake - now)
             self._waking_at = None
 
 
