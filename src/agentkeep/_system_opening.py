@@ -15,7 +15,7 @@ from agentkeep.drivers.host import check_drivers, check_seconds
 from agentkeep.drivers.types import Driver
 from agentkeep.errors import InvalidConfigError
 from agentkeep.features import Feature, FeatureSet
-from agentkeep.loop.context import RetryPolicy
+from agentkeep.loop.context import DEFAULT_HELD_BLOCK_SECONDS, RetryPolicy
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.server_tools import ServerTool, check_server_tools
@@ -38,6 +38,7 @@ class OpenArguments(NamedTuple):
     driver_cancel_grace_seconds: float
     retry: RetryPolicy | None
     server_tools: tuple[ServerTool, ...] = ()
+    held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
 
 
 def check_open_arguments(
@@ -56,6 +57,7 @@ def check_open_arguments(
     retry_initial_seconds: float,
     retry_max_seconds: float,
     server_tools: object = (),
+    held_block_seconds: object = DEFAULT_HELD_BLOCK_SECONDS,
 ) -> OpenArguments:
     """``open``'s arguments checked, in ``open``'s documented order of refusal.
 
@@ -79,7 +81,8 @@ def check_open_arguments(
     timeout = check_seconds("turn_timeout_seconds", turn_timeout_seconds, zero=False)
     grace = check_seconds("driver_cancel_grace_seconds", driver_cancel_grace_seconds, zero=True)
     retry = _retry_policy(retry_forever, retry_initial_seconds, retry_max_seconds)
-    return OpenArguments(feature_set, checked_drivers, timeout, grace, retry, tuple(servers))
+    held = check_seconds("held_block_seconds", held_block_seconds, zero=True)
+    return OpenArguments(feature_set, checked_drivers, timeout, grace, retry, tuple(servers), held)
 
 
 def _checked(name: str, given: object, kind: type[T], what: str) -> list[T]:

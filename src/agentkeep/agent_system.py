@@ -41,7 +41,7 @@ from agentkeep.drivers.types import Driver
 from agentkeep.errors import UnknownAgentError
 from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature, FeatureSet
-from agentkeep.loop.context import RetryPolicy
+from agentkeep.loop.context import DEFAULT_HELD_BLOCK_SECONDS, RetryPolicy
 from agentkeep.loop.events import ProviderRemoved, Start
 from agentkeep.loop.plans import QueueMode
 from agentkeep.model import Message, Settings
@@ -79,6 +79,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
         driver_cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS,
         retry: RetryPolicy | None = None,
         server_tools: Sequence[ServerTool] = (),
+        held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS,
     ) -> None:
         self._store = store
         self._providers = providers
@@ -98,6 +99,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
                 publish=store.ledger.publish,
                 retry=retry,
                 server_tools=tuple(server_tools),
+                held_block_seconds=held_block_seconds,
             ),
         )
         # Injected drivers (docs/drivers.md): their runners are the tree's third tier.
@@ -162,6 +164,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
         retry_initial_seconds: float = 0.1,
         retry_max_seconds: float = 30.0,
         server_tools: Sequence[ServerTool] = (),
+        held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS,
         testing: FaultInjection | None = None,
     ) -> AgentSystem:
         """Open the store at ``path`` (exclusively), migrate it, and resume owed work.
@@ -194,6 +197,11 @@ class AgentSystem(SystemStopping, SystemDelivery):
         ``server_tools``: provider-owned tools (:class:`agentkeep.ServerTool`), declared to
         the provider beside ``tools`` and never executed; each may hide its live events
         (``visible_to_user=False``) or its history (``persist_in_history=False``).
+        ``held_block_seconds``: the bound on how long a finished block of a response may stay
+        volatile (default 0.05): a block waits for the provider's next event to ride in the
+        commit that event brings (a one-block reply is one commit), and is committed on its
+        own if none comes within the bound (docs/lifecycle.md). 0 commits each block as it
+        finishes.
         ``testing``: fault injection for the tests and chaos campaigns only
         (:class:`agentkeep.chaos.FaultInjection`); never set it in production.
 
@@ -219,6 +227,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
             retry_initial_seconds=retry_initial_seconds,
             retry_max_seconds=retry_max_seconds,
             server_tools=server_tools,
+            held_block_seconds=held_block_seconds,
         )
         # The system supervisor starts (and restarts) the writer: see actors/tree.py.
         hooks = testing or FaultInjection()
@@ -249,6 +258,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
                 driver_cancel_grace_seconds=checked.driver_cancel_grace_seconds,
                 retry=checked.retry,
                 server_tools=checked.server_tools,
+                held_block_seconds=checked.held_block_seconds,
             )
         except BaseException:
             store.close()  # a system that never came to be must not keep the lock

@@ -50,7 +50,7 @@ from agentkeep.features import (
     TurnInfo,
 )
 from agentkeep.loop.actions import CompactAction
-from agentkeep.loop.context import RetryPolicy
+from agentkeep.loop.context import DEFAULT_HELD_BLOCK_SECONDS, RetryPolicy
 from agentkeep.loop.effects import (
     CancelCompaction,
     CancelInference,
@@ -126,6 +126,8 @@ class LoopOptions:
     publish: Callable[[str, str, JSONObject, str | None], None] | None = None
     retry: RetryPolicy | None = None  # retry forever with this backoff (None: give up)
     server_tools: tuple[ServerTool, ...] = ()  # provider-owned tools, told beside the tools
+    # How long a finished block may wait for the next stream event (``inference.hold``).
+    held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
 
 
 class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.ThreadingActor):
@@ -185,8 +187,9 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
                 features.overrides("before_agent_loop") or features.overrides("before_turn")
             ),
             server_tools=policy_of(options.server_tools),
+            held_block_seconds=options.held_block_seconds,
         )
-        self._timers = LoopTimers()  # this incarnation's own waits (retry backoffs)
+        self._timers = LoopTimers()  # this incarnation's own waits (backoffs, held blocks)
         self._children = AgentChildren(self, agent_id, grace_seconds=child_grace_seconds)
         self._runner = tool_runner
         self._consumption = ConsumptionPolicy(

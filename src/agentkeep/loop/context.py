@@ -49,6 +49,11 @@ class RetryPolicy:
         return min(self.max_seconds, self.initial_seconds * 2.0 ** min(attempt - 1, 64))
 
 
+#: How long a finished block may wait for the provider's next event, to ride in the commit
+#: that event brings, before it is committed on its own (``inference.hold``).
+DEFAULT_HELD_BLOCK_SECONDS = 0.05
+
+
 @dataclass(frozen=True, slots=True)
 class LoopConfig:
     """What a loop is built with; never changes.
@@ -66,6 +71,9 @@ class LoopConfig:
             acceptance that wakes it (``agentkeep.loop.offers``): nothing observes the
             hooks a run runs before it consumes.
         server_tools: What the system's server tools hide (``agentkeep.server_tools``).
+        held_block_seconds: The bound on how long a finished block waits for the
+            provider's next event before it is committed on its own (``inference.hold``);
+            0: never held (each block is committed as it finishes).
     """
 
     new_id: Callable[[], str]
@@ -76,6 +84,7 @@ class LoopConfig:
     retry: RetryPolicy | None = None
     consume_at_acceptance: bool = False
     server_tools: ServerToolPolicy = NO_SERVER_TOOLS
+    held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
 
 
 class LoopContext:

@@ -92,8 +92,9 @@ class CancelCompaction(_Data, frozen=True):
 
 
 class StartTimer(_Data, frozen=True):
-    """Tell the loop ``TimerFired(timer_id)`` after ``seconds`` (a retry's backoff); the
-    wait must be cancellable (``CancelTimer``), never a sleep in the loop's thread."""
+    """Tell the loop ``TimerFired(timer_id)`` after ``seconds`` (a retry's backoff, or the
+    bound on how long a finished block is held); the wait must be cancellable
+    (``CancelTimer``), never a sleep in the loop's thread."""
 
     timer_id: str
     seconds: float

@@ -1,10 +1,19 @@
-"""The inference stage (spec §3.4): start a provider response, read its stream, judge its end."""
+"""The inference stage (spec §3.4): start a provider response, read its stream, judge its end.
+
+Finished blocks are held, briefly: a block an event finished is committed when the next event
+arrives (the response goes on), so that the last one rides in the response's finishing commit
+(a one-block reply is one commit). The hold is bounded (:func:`hold`): if no event comes
+within ``held_block_seconds`` (a provider that finishes a reasoning block and then thinks for
+a minute), a timer commits the held blocks on their own. So a finished block is volatile for
+at most that bound — a crash after it finds the block durable, the response marked open, and
+continues it under a new inference id (``docs/lifecycle.md``).
+"""
 
 from __future__ import annotations
 
 from agentkeep.loop import retry
 from agentkeep.loop.context import LoopContext
-from agentkeep.loop.effects import Emit, Observe, StartInference
+from agentkeep.loop.effects import CancelTimer, Emit, Observe, StartInference, StartTimer
 from agentkeep.loop.phases import Inferring, Passing
 from agentkeep.loop.plans import (
     AppendBlock,
@@ -57,13 +66,52 @@ def stream_event(ctx: LoopContext, inference_id: str, event: StreamEvent) -> Non
     if not isinstance(event, Done):
         flush_held(ctx, phase)
     phase.held.extend(phase.response.feed(event))
+    if phase.response.done is None:
+        hold(ctx, phase)
+    else:
+        disarm(ctx, phase)  # the held blocks ride in the finishing commit
     maybe_finish(ctx)
 
 
+def hold(ctx: LoopContext, phase: Inferring) -> None:
+    """Bound how long the held blocks wait for the next event: a timer (``StartTimer``,
+    ``held_block_seconds``) commits them on their own if it fires first (:func:`hold_expired`);
+    the next event cancels it (``flush_held``). With a bound of 0 nothing is held."""
+    if not phase.held or phase.hold_timer is not None:
+        return
+    seconds = ctx.config.held_block_seconds
+    if seconds <= 0:
+        flush_held(ctx, phase)
+        return
+    phase.hold_timer = ctx.new_id()
+    ctx.out.append(StartTimer(timer_id=phase.hold_timer, seconds=seconds))
+
+
+def hold_expired(ctx: LoopContext, timer_id: str) -> bool:
+    """A ``TimerFired``: True if it was this response's hold timer (the held blocks are
+    committed now, the response goes on); False for any other timer. A hold timer whose
+    blocks went already (the next event came, the response ended or was cut) names no
+    response's timer: it does nothing."""
+    phase = ctx.phase
+    if not isinstance(phase, Inferring) or phase.hold_timer != timer_id:
+        return False
+    phase.hold_timer = None  # it fired: nothing to cancel
+    flush_held(ctx, phase)
+    return True
+
+
+def disarm(ctx: LoopContext, phase: Inferring) -> None:
+    """Cancel the hold timer, if one runs (its blocks go another way, or are dropped)."""
+    if phase.hold_timer is not None:
+        ctx.out.append(CancelTimer(timer_id=phase.hold_timer))
+        phase.hold_timer = None
+
+
 def flush_held(ctx: LoopContext, phase: Inferring) -> None:
-    """Commit the blocks the previous event finished (the response goes on). The first one
-    marks the owed fact: this request has completed content its response has not finished
-    (a restart retires its id and continues the response)."""
+    """Commit the blocks the previous event finished (the response goes on), or that waited
+    out their bound. The first one marks the owed fact: this request has completed content
+    its response has not finished (a restart retires its id and continues the response)."""
+    disarm(ctx, phase)
     held, phase.held = phase.held, []
     for block in held:
         private = phase.server_calls.private_ids((block,))

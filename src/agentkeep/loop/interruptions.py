@@ -84,6 +84,7 @@ def continue_from_store(ctx: LoopContext, message: str) -> None:
     ctx.mirror_valid = False
     phase = ctx.phase
     if isinstance(phase, Inferring):
+        inference.disarm(ctx, phase)
         ctx.out.append(CancelInference(inference_id=phase.inference_id))
         ctx.out.append(Emit(event=done_error(message)))
         ctx.phase = Passing()  # its held blocks are dropped with it
@@ -112,6 +113,7 @@ def fail_turn(ctx: LoopContext, message: str) -> None:
     phase, turn = ctx.phase, ctx.turn
     if isinstance(phase, Inferring):
         # The store refused a write: nothing more of this response is kept.
+        inference.disarm(ctx, phase)
         ctx.out.append(CancelInference(inference_id=phase.inference_id))
         ctx.out.append(Emit(event=done_error(message)))
         ctx.phase = Passing()

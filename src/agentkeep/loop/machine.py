@@ -24,7 +24,8 @@ the steps it calls: :mod:`~agentkeep.loop.inference`, :mod:`~agentkeep.loop.tool
 
 Rules kept, each cited where it is enforced:
 - commits are strictly sequential, and no decision is taken while one is in flight;
-- a stream's finished blocks are committed as they finish (``ResponseAssembler``);
+- a stream's finished blocks are committed as they finish (``ResponseAssembler``): each
+  with the next event, or its own commit once ``held_block_seconds`` passed without one;
 - a tool batch is durable before any call starts; results land in batch order;
 - a new provider request waits for every earlier child to stop (a stream still closing, an
   aborted tool still running); an abort never waits for them. (The shell reports an aborted
@@ -36,7 +37,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentkeep.loop import offers, transitions
-from agentkeep.loop.context import LoopConfig, LoopContext, RetryPolicy
+from agentkeep.loop.context import (
+    DEFAULT_HELD_BLOCK_SECONDS,
+    LoopConfig,
+    LoopContext,
+    RetryPolicy,
+)
 from agentkeep.loop.effects import Effect, LifecycleIds
 from agentkeep.loop.events import Event
 from agentkeep.loop.phases import Phase
@@ -72,6 +78,10 @@ class AgentLoop:
             next consumption to the acceptance that wakes it (:meth:`offer`).
         server_tools: What the system's server tools hide from the live events and the
             published history (:mod:`agentkeep.server_tools`).
+        held_block_seconds: How long a finished block may wait for the provider's next
+            event (to ride in the commit that event brings) before it is committed on its
+            own: the bound on how long a finished block is volatile (``inference.hold``);
+            0: each block is committed as it finishes.
     """
 
     def __init__(
@@ -87,6 +97,7 @@ class AgentLoop:
         retry: RetryPolicy | None = None,
         consume_at_acceptance: bool = False,
         server_tools: ServerToolPolicy = NO_SERVER_TOOLS,
+        held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS,
     ) -> None:
         self.agent_id = agent_id
         modes: dict[QueueName, QueueMode] = {"steering": steering_mode, "send": send_mode}
@@ -99,6 +110,7 @@ class AgentLoop:
             retry,
             consume_at_acceptance,
             server_tools,
+            held_block_seconds,
         )
         self._ctx = LoopContext(config)
 

@@ -15,6 +15,8 @@ Stage         waits for                            spec
               its replacement commit
 ``Settling``  the ``Settle`` commit                §3.14
 ``BackingOff`` ``TimerFired`` before a retry         seed 001 ``retryForever``
+
+(``Inferring`` takes a ``TimerFired`` too: the bound on how long a finished block is held.)
 """
 
 from __future__ import annotations
@@ -56,11 +58,13 @@ class Passing:
 @dataclass(slots=True)
 class Inferring:
     """One provider response streams in. ``held``: the blocks the latest event finished,
-    committed when the next event shows the response goes on (or with its end)."""
+    committed when the next event shows the response goes on (or with its end) — or, if no
+    event comes first, when ``hold_timer`` fires (:func:`agentkeep.loop.inference.hold`)."""
 
     inference_id: str
     response: ResponseAssembler = field(default_factory=ResponseAssembler)
     held: list[AssistantBlock] = field(default_factory=list)
+    hold_timer: str | None = None  # the timer bounding how long ``held`` waits (if any)
     server_calls: ServerCalls = field(default_factory=ServerCalls)  # what they hide
     opened: bool = False  # a finished block was committed (the owed fact marks it open)
 

@@ -127,7 +127,9 @@ def handle(ctx: LoopContext, event: Event) -> None:
         case ProviderRemoved(provider_id=provider_id):
             retry.provider_removed(ctx, provider_id)
         case TimerFired(timer_id=timer_id):
-            retry.fired(ctx, timer_id)
+            # A held block's bound (the response goes on), or a retry's backoff.
+            if not inference.hold_expired(ctx, timer_id):
+                retry.fired(ctx, timer_id)
         case Loaded(snapshot=snapshot):
             loaded(ctx, snapshot)
         case LoadFailed() if retry.should_retry(ctx):

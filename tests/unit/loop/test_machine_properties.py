@@ -46,9 +46,11 @@ from agentkeep.chaos.batches import BatchingModel
 from agentkeep.chaos.mutants import results_in_finish_order
 from agentkeep.delivery import accept_message
 from agentkeep.errors import CommitOutcomeUnknownError
+from agentkeep.loop import inference
 from agentkeep.loop.effects import (
     CancelCompaction,
     CancelInference,
+    CancelTimer,
     CancelTools,
     Commit,
     CompactionResolved,
@@ -57,6 +59,7 @@ from agentkeep.loop.effects import (
     RunHook,
     StartCompaction,
     StartInference,
+    StartTimer,
     StartTools,
     ToolRun,
 )
@@ -75,10 +78,13 @@ from agentkeep.loop.events import (
     LoadFailed,
     Start,
     StreamEventArrived,
+    TimerFired,
     ToolFinished,
     WorkAccepted,
 )
 from agentkeep.loop.machine import AgentLoop
+from agentkeep.loop.phases import Inferring
+from agentkeep.loop.plans import AppendBlock
 from agentkeep.model import (
     AgentRow,
     ArchivedEpoch,
@@ -186,6 +192,10 @@ class Process:
         # ``compact()`` callers waiting for an outcome (``AgentStatus``); a crash answers
         # them with an error (the actor's restart), so they live and die with the process.
         self.compaction_waiters = 0
+        # The core's waits, oldest first (a held block's bound; a retry's backoff), and the
+        # cancelled ones, whose tick may still arrive (the shell's timers race their cancel).
+        self.timers: list[str] = []
+        self.cancelled_timers: list[str] = []
         # Reasoning first: a crash mid-stream can cut a response after its first block.
         self.provider = BatchingModel(reasoning=True)
         self.model = self.provider.open_session(AGENT, SessionOptions(instructions=""))
@@ -241,7 +251,20 @@ class Process:
                 self.cancelled.add(compaction_id)
             case CompactionResolved():
                 self.compaction_waiters = 0  # every waiter shares the one outcome
+            case StartTimer(timer_id=timer_id):
+                self.timers.append(timer_id)
+            case CancelTimer(timer_id=timer_id):
+                if timer_id in self.timers:
+                    self.timers.remove(timer_id)
+                    self.cancelled_timers.append(timer_id)
         return []
+
+    def fire_oldest_timer(self) -> None:
+        self.feed(TimerFired(timer_id=self.timers.pop(0)))
+
+    def late_tick(self) -> None:
+        """A cancelled wait's tick arrives anyway: it must change nothing."""
+        self.feed(TimerFired(timer_id=self.cancelled_timers.pop(0)))
 
     def request_compaction(self) -> None:
         """A caller's ``compact()``: a waiter, then the signal to the loop."""
@@ -390,6 +413,30 @@ class LoopMachine(RuleBasedStateMachine):
         for internal_id in newest_first(self.process.tools):
             if internal_id in self.process.tools:
                 self.process.finish_tool(internal_id)
+
+    @rule(pick=st.integers(min_value=0, max_value=7))
+    def stream_stalls_after_a_block(self, pick: int) -> None:
+        """One stream runs until a finished block is held, then stalls: no event comes and
+        the hold's bound passes (its timer fires), so the block is committed on its own —
+        often right before a crash."""
+        if self.process.streams:
+            keys = sorted(self.process.streams)
+            inference_id = keys[pick % len(keys)]
+            armed = len(self.process.timers)
+            while inference_id in self.process.streams and len(self.process.timers) == armed:
+                self.process.step_stream(inference_id)
+            if len(self.process.timers) > armed:
+                self.process.feed(TimerFired(timer_id=self.process.timers.pop()))
+
+    @rule(late=st.booleans())
+    def a_timer_fires(self, late: bool) -> None:
+        """The oldest wait ends — a held block's bound: the stream stalled after a finished
+        block, which is committed on its own — or (``late``) a cancelled wait's tick
+        arrives anyway."""
+        if late and self.process.cancelled_timers:
+            self.process.late_tick()
+        elif self.process.timers:
+            self.process.fire_oldest_timer()
 
     @rule()
     def request_compaction(self) -> None:
@@ -667,4 +714,27 @@ def test_the_machine_catches_results_committed_in_finish_order() -> None:
     when the machine finishes a later call first, its result lands first and the invariant
     fails. Derandomized and unshrunk, so the catch is the same every run."""
     with results_in_finish_order(), pytest.raises(AssertionError, match=r"§7\.9"):
+        run_state_machine_as_test(LoopMachine, settings=replaying(60))
+
+
+def test_the_machine_catches_a_stalled_block_committed_without_its_open_mark(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The mutant commits the block a stalled stream held (its bound passed) without marking
+    the response open: a crash right after it restarts as if no content were committed, so
+    the cut response is settled over (C2). Derandomized and unshrunk: the same catch every
+    run, through the ``stream_stalls_after_a_block`` rule."""
+
+    def unmarked(ctx: Any, timer_id: str) -> bool:
+        phase = ctx.phase
+        if not isinstance(phase, Inferring) or phase.hold_timer != timer_id:
+            return False
+        phase.hold_timer = None
+        held, phase.held = phase.held, []
+        for block in held:
+            ctx.commit(AppendBlock(block=block, private_calls=(), owed=None))
+        return True
+
+    monkeypatch.setattr(inference, "hold_expired", unmarked)
+    with pytest.raises(AssertionError, match="C2"):
         run_state_machine_as_test(LoopMachine, settings=replaying(60))

@@ -37,14 +37,12 @@ from agentkeep.chaos.retry_mode_mutants import (
 from agentkeep.errors import CommitOutcomeUnknownError
 from agentkeep.loop.context import RetryPolicy
 from agentkeep.loop.effects import (
-    CancelTimer,
     Effect,
     LoadState,
     StartInference,
-    StartTimer,
     StartTools,
 )
-from agentkeep.loop.events import Event, Loaded, LoadFailed, Start, TimerFired, WorkAccepted
+from agentkeep.loop.events import Event, Loaded, LoadFailed, Start, WorkAccepted
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.model import (
     BlockRecord,
@@ -72,8 +70,7 @@ MODES: tuple[PermissionMode, ...] = ("read_only", "workspace_write", "auto", "fu
 
 
 class RetryProcess(Process):
-    """A process whose core retries forever; it keeps the core's timers and can make the
-    next response fail."""
+    """A process whose core retries forever; it can make the next response fail."""
 
     def __init__(
         self, disk: Disk, ids: object, ledger: list[tuple[str, str]], failing: list[int]
@@ -86,7 +83,6 @@ class RetryProcess(Process):
             eager_settle=True,
             retry=RetryPolicy(initial_seconds=0.01, max_seconds=0.02),
         )
-        self.timers: list[str] = []
         # The provider's (it outlives a crash): each response started fails after the first
         # entry's count of its events.
         self.failing = failing
@@ -104,13 +100,6 @@ class RetryProcess(Process):
                 except Exception as error:
                     return [LoadFailed(message=str(error))]
                 return [Loaded(snapshot=snapshot)]
-            case StartTimer(timer_id=timer_id):
-                self.timers.append(timer_id)
-                return []
-            case CancelTimer(timer_id=timer_id):
-                if timer_id in self.timers:
-                    self.timers.remove(timer_id)
-                return []
             case StartTools(runs=runs):
                 answered = self.disk.read(
                     lambda tx: {
@@ -132,9 +121,6 @@ class RetryProcess(Process):
             failure = done_error("The provider is overloaded.")
             self.streams[effect.inference_id] = deque([*kept, failure])
         return events
-
-    def fire_oldest_timer(self) -> None:
-        self.feed(TimerFired(timer_id=self.timers.pop(0)))
 
 
 class RetryModesMachine(LoopMachine):

@@ -130,11 +130,14 @@ def test_a_response_ends_in_one_transaction_with_its_last_block_and_settles() ->
     loop = new_loop(eager_settle=True)
     iid = begin_inference(loop)
 
+    # The finished block waits one event (at most ``held_block_seconds``: the timer), so
+    # nothing commits it before the response ends.
     assert kinds(
         loop.handle(StreamEventArrived(inference_id=iid, event=TextEnd(text="hello")))
-    ) == ["Emit"]  # the finished block waits one event: nothing acts on it before the response ends
+    ) == ["Emit", "StartTimer"]
     done = Done(state="normal", tokens=Tokens(input=10, output=2))
     effects = loop.handle(StreamEventArrived(inference_id=iid, event=done))
+    assert kinds(effects)[:2] == ["Emit", "CancelTimer"]  # it rides in the finishing commit
 
     finish = [e for e in effects if isinstance(e, Commit)]
     assert len(finish) == 1

@@ -1,0 +1,169 @@
+"""A finished block is durable within a bound, even when the stream stalls after it (issue 28,
+item 16) — with a real process and a real SIGKILL.
+
+The child's model finishes a reasoning block and then thinks forever (the stream blocks until
+cancelled: no event follows the block). Before the bound existed the loop held that block for
+the next event, so it stayed volatile for as long as the model thought: a SIGKILL lost it and
+the request was asked afresh under the same inference id. Now the block is committed within
+``held_block_seconds``: the test waits until a read-only reader sees it (a bounded deadline,
+far above the bound), kills the child, and a new process continues the response after
+"Continue from where you left off." under a new inference id (docs/lifecycle.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agentkeep.model import (
+    AssistantMessage,
+    BlockRecord,
+    OwedWork,
+    ReasoningBlock,
+    SystemMessage,
+    TextBlock,
+    UserMessage,
+)
+from agentkeep.model.ledger import ASSISTANT_BLOCK
+from agentkeep.persistence.readonly import ReadOnlyStore
+from agentkeep.providers import script
+
+from .conftest import World
+from .test_lifecycle_ids import CONTINUE, Recorder, assert_never_ends_with_own_message
+
+BLOCK = ReasoningBlock(text="thinking it over", reasoning="sig")
+
+# The child: one agent whose model finishes a reasoning block, then stalls (blocks until
+# cancelled, which nothing does). It prints the ids ``before_inference`` was told and waits
+# to be killed. ``held_block_seconds`` is the default.
+_CHILD = """
+import json, sys, threading
+import agentkeep as ak
+from agentkeep.model import ReasoningDelta, ReasoningEnd, ReasoningStart
+from agentkeep.providers import script
+
+class Tell(ak.Feature):
+    name = "tell"
+    def before_inference(self, ctx):
+        ids = [ctx.loop_id, ctx.turn_id, ctx.inference_id]
+        print(json.dumps(["before_inference", *ids]), flush=True)
+
+model = ak.ScriptedModel()
+model.add(script.hang(before=[
+    ReasoningStart(),
+    ReasoningDelta(delta="thinking it over"),
+    ReasoningEnd(text="thinking it over", reasoning="sig"),
+]))
+providers = ak.Providers()
+providers.add("local", model, kind="gym")
+system = ak.AgentSystem.open(sys.argv[1], providers=providers, provider="local",
+                             model="gym-1", features=[Tell()])
+system.create(id="a1").send(ak.user("question"))
+threading.Event().wait()
+"""
+
+# Far above the bound (50 ms): how long a loaded machine may take to show the block.
+DEADLINE_SECONDS = 20.0
+
+
+def _durable_block(home: Path) -> tuple[list[object], OwedWork | None, list[str]]:
+    """Poll the child's store read-only (no lock) until its block is durable, or fail at
+    the deadline. Returns the records, the owed fact and the ledger's event types then."""
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while True:
+        try:
+            store = ReadOnlyStore.open(home)
+        except Exception:  # the child has not created the store yet
+            store = None
+        if store is not None:
+            try:
+                records, owed, events = store.read(
+                    lambda tx: (
+                        tx.load_records("a1"),
+                        tx.read_owed("a1"),
+                        [e.type for e in tx.events("a1", 0, 1000)],
+                    )
+                )
+            except Exception:  # the agent's row is not there yet
+                records, owed, events = [], None, []
+            finally:
+                store.close()
+            if any(isinstance(r, BlockRecord) for r in records):
+                return list(records), owed, events
+        assert time.monotonic() < deadline, "the stalled response's finished block never landed"
+        time.sleep(0.02)
+
+
+def test_a_block_the_stream_stalls_after_survives_a_sigkill_and_is_continued(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if k != "AGENTKEEP_HOME"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(home)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        assert child.stdout is not None
+        told: list[str | None] = []
+        for line in child.stdout:
+            if line.startswith("["):  # not a log line
+                hook, *told = json.loads(line)
+                assert hook == "before_inference"
+                break
+        else:
+            raise AssertionError("the child exited before its request")
+        loop_id, turn_id, cut_id = told
+        # The model stalls after the block; the bound commits it anyway.
+        records, owed, events = _durable_block(home)
+        os.kill(child.pid, signal.SIGKILL)  # a real crash: nothing after this runs
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+        if child.stdout is not None:
+            child.stdout.close()
+
+    # What the dead process left: the block, in the history and the ledger, and the owed
+    # fact marking the request's response open under the request's id.
+    assert [r.block for r in records if isinstance(r, BlockRecord)] == [BLOCK]
+    assert ASSISTANT_BLOCK in events
+    assert owed is not None
+    assert owed.response_open
+    assert (owed.loop_id, owed.turn_id, owed.inference_id) == (loop_id, turn_id, cut_id)
+
+    world = World(home)
+    world.model.add(script.text("the answer"))
+    after = Recorder()
+    system = world.open(features=[after])  # resumes the agent that owes work
+    try:
+        assert system.wait_for_idle("a1", timeout_seconds=10)
+        # The response was continued after the notice, never asked afresh.
+        (request,) = world.model.requests
+        assert_never_ends_with_own_message(world.model.requests)
+        messages = request.context.messages
+        assert [type(m) for m in messages] == [UserMessage, AssistantMessage, SystemMessage]
+        assert messages[1].content == (BLOCK,)  # type: ignore[union-attr]
+        assert messages[2].content == (TextBlock(text=CONTINUE),)  # type: ignore[union-attr]
+        history = system.transcript("a1")
+        assert [type(m) for m in history] == [
+            UserMessage,
+            AssistantMessage,
+            SystemMessage,
+            AssistantMessage,
+        ]
+        assert history[3].content == (TextBlock(text="the answer"),)  # type: ignore[union-attr]
+        # Under a new inference id; the same loop and turn.
+        assert after.ids("before_turn") == [(loop_id, turn_id, None, None)]
+        ((_, _, resumed_id, _),) = after.ids("before_inference")
+        assert resumed_id not in (None, cut_id)
+        assert system.store.read(lambda tx: tx.read_owed("a1")) is None
+    finally:
+        system.close(timeout_seconds=10)
