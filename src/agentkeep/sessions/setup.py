@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from agentkeep.errors import UnknownProviderError
+from agentkeep.errors import ProviderUnavailableError, UnknownProviderError
 from agentkeep.model import Settings
 from agentkeep.providers.registry import Providers
 from agentkeep.registry.types import DEFAULT_DRIVER_ID, Definition
@@ -63,6 +63,8 @@ def settings_of(definition: Definition, providers: Providers, defaults: Settings
     Raises:
         SessionConfigError: the provider is not registered, or a setting is unknown or has a
             value agentkeep does not take.
+        ProviderUnavailableError: the provider is registered but cannot be used (its API key
+            is unset, its SDK missing): ``field`` is ``model.id``.
         ModelNotServedError: the provider does not serve the model.
     """
     model = definition.model
@@ -75,8 +77,12 @@ def settings_of(definition: Definition, providers: Providers, defaults: Settings
         providers.check_model(provider, name)
     except UnknownProviderError:
         raise SessionConfigError(
-            "model.id", f'provider "{provider}" is not registered in this system'
+            "model.id",
+            f'provider "{provider}" is not registered in this system '
+            f"(registered: {', '.join(providers.ids()) or 'none'})",
         ) from None
+    except ProviderUnavailableError as error:  # registered, but it cannot start (no API key)
+        raise ProviderUnavailableError(provider, error.reason, field="model.id") from error
     values: dict[str, Any] = {"provider": provider, "model": name}
     for key, value in model.settings.items():
         if key not in _SETTINGS:
