@@ -141,6 +141,7 @@ class Sessions:
                 tools=self._tools,
                 defaults=self._defaults,
                 drivers=self._drivers,
+                features=self._features,
             )
             if not tx.create_agent(row):
                 raise AgentExistsError(row.id)
