@@ -138,8 +138,8 @@ def from_library_error(error: AgentkeepError, *, home: str | None = None) -> Cli
         return CliError(
             str(error),
             code=error.code,
-            hint="Choose an id of lowercase letters, digits, dots, underscores or hyphens "
-            "(a lowercase UUID fits); nothing was written.",
+            hint="Choose an id of 1-128 lowercase letters, digits, dots, underscores or "
+            "hyphens (a lowercase UUID fits; `agentkeep COMMAND --help`); nothing was written.",
             exit_code=EXIT_BAD_INPUT,
         )
     if isinstance(error, InvalidMessageError):
