@@ -133,9 +133,8 @@ class Sessions:
             field="sessionId",
         )
 
-        def work(tx: Transaction) -> SessionRecord:
-            revision = self._revision(tx, definition_id, revision_id)
-            settings = setup.check(
+        def checked(revision: Revision) -> Settings | None:
+            return setup.check(
                 revision.definition,
                 providers=self._providers,
                 tools=self._tools,
@@ -143,6 +142,15 @@ class Sessions:
                 drivers=self._drivers,
                 features=self._features,
             )
+
+        # Checked once before the transaction too: a provider built on first use (a
+        # providers.toml adapter importing its SDK) is built here, not on the writer's thread
+        # where it would hold up every other write; the check inside is then quick.
+        checked(self._read(lambda tx: self._revision(tx, definition_id, revision_id)))
+
+        def work(tx: Transaction) -> SessionRecord:
+            revision = self._revision(tx, definition_id, revision_id)
+            settings = checked(revision)
             if not tx.create_agent(row):
                 raise AgentExistsError(row.id)
             now = now_ms()
