@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from agentkeep.config import AgentConfig
-from agentkeep.errors import AgentExistsError, InvalidConfigError, UnknownAgentError
+from agentkeep.errors import AgentExistsError, InvalidConfigError, UnknownAgentError, check_id
 from agentkeep.features import FeatureSet, MetadataChange
 from agentkeep.model import (
     AgentRow,
@@ -23,7 +23,6 @@ from agentkeep.model import (
     JSONObject,
     Message,
     Settings,
-    is_valid_id,
     new_id,
 )
 from agentkeep.model.ledger import METADATA_CHANGED
@@ -43,13 +42,20 @@ class AgentInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def new_agent_row(
-    config: AgentConfig | None, features: FeatureSet, agent_id: str | None, parent: str | None
+    config: AgentConfig | None,
+    features: FeatureSet,
+    agent_id: str | None,
+    parent: str | None,
+    *,
+    what: str = "agent id",
+    field: str = "id",
 ) -> AgentRow:
     """The row to create, after checking the config (environment all-or-nothing, each
-    feature's settings by that feature) and the id.
+    feature's settings by that feature) and the id (``what`` and ``field`` name it in the
+    error: a session's is ``"session id"``, ``sessionId``).
 
     Raises:
-        InvalidConfigError: naming what is wrong.
+        InvalidConfigError: naming what is wrong (``InvalidIdError`` for the id).
     """
     checked = (config or AgentConfig()).validated()
     for name, settings in checked.features.items():
@@ -57,11 +63,7 @@ def new_agent_row(
         if feature is None:
             raise InvalidConfigError(f'config names feature "{name}", which this system lacks')
         feature.validate_settings(settings)
-    agent_id = agent_id if agent_id is not None else new_id()
-    if not is_valid_id(agent_id):
-        raise InvalidConfigError(
-            f"agent id {agent_id!r} is invalid: use 2-32 lowercase letters and digits"
-        )
+    agent_id = new_id() if agent_id is None else check_id(agent_id, what=what, field=field)
     return AgentRow(
         id=agent_id,
         config=msgspec.to_builtins(checked),

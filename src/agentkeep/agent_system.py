@@ -405,10 +405,10 @@ class AgentSystem(SystemStopping, SystemDelivery):
             status=status,
             on_stopped=on_stopped,
             instructions=None if pinned is None else pinned.instructions,
-            tools=(
+            tool_ids=(
                 None
                 if pinned is None
-                else session_setup.select_tools(self._tools, pinned.toolbox.tool_ids)
+                else session_setup.selection(pinned.toolbox.tool_ids, self._tools, self._features)
             ),
         )
 

@@ -172,8 +172,7 @@ def check_message_id(message_id: str | None) -> str:
     """The id a queued message gets: ``message_id`` if valid, else a fresh one when it is None.
 
     Raises:
-        InvalidMessageError: ``message_id`` is not 2-32 lowercase letters and digits starting with a
-            letter.
+        InvalidIdError: (an ``InvalidMessageError``) ``message_id`` breaks the id rule.
     """
     if message_id is None:
         return new_id()

@@ -6,6 +6,8 @@ Each subclass names what happened. ``code`` is a stable string that survives ser
 
 from __future__ import annotations
 
+from agentkeep.model.ids import ID_RULE, is_valid_id
+
 
 class AgentkeepError(Exception):
     """Base class of every error the library raises on purpose."""
@@ -154,6 +156,41 @@ class InvalidMessageError(AgentkeepError):
     code = "invalid_message"
 
 
+class InvalidIdError(InvalidConfigError, InvalidMessageError):
+    """A client-given id (an agent, session or message id) breaks the id rule
+    (:func:`agentkeep.model.ids.check_id`): 1-128 lowercase letters, digits, dots, underscores
+    or hyphens, and not ``.`` or ``..``. ``what`` says which id (``"session id"``), ``field``
+    names the field that held it (``sessionId``). Nothing was written.
+
+    It is an :class:`InvalidConfigError` (as a bad agent id always was) and an
+    :class:`InvalidMessageError` (as a bad message id always was)."""
+
+    code = "invalid_id"
+
+    def __init__(self, what: str, value: object, field: str, rule: str) -> None:
+        super().__init__(f"{what} {value!r} is invalid: use {rule}")
+        self.what = what
+        self.value = value
+        self.field = field
+
+
+def check_id(value: object, *, what: str, field: str) -> str:
+    """``value`` if it is a valid client-given id (:func:`agentkeep.model.ids.is_valid_id`).
+
+    Args:
+        value: The id a caller gave.
+        what: Which id it is, for the message: ``"session id"``, ``"message id"``.
+        field: The field that held it, on the wire (``sessionId``, ``messageId``).
+
+    Raises:
+        InvalidIdError: saying which id, what is wrong with it, and naming ``field``.
+    """
+    if not is_valid_id(value):
+        raise InvalidIdError(what, value, field, ID_RULE)
+    assert isinstance(value, str)
+    return value
+
+
 class EventTooLargeError(InvalidMessageError):
     """A fact's ledger event would exceed the store's ``max_event_bytes``: it was refused
     before anything was written (an accepted message, a metadata change)."""
@@ -233,6 +270,24 @@ class UnknownProviderError(ProviderError):
     def __init__(self, provider_id: str) -> None:
         super().__init__(f'Provider "{provider_id}" is not registered.')
         self.provider_id = provider_id
+
+
+class ProviderUnavailableError(ProviderError):
+    """A registered provider cannot be used now: its adapter could not be built (its API key
+    is unset, its SDK is not installed, its factory failed). ``reason`` says what is missing;
+    ``field``, when the error answers a definition (a session start), names its field
+    (``model.id``). It is a configuration problem of the system, never a crash: a session
+    start or a message naming the provider is refused with it, and a turn already running
+    fails saying so."""
+
+    code = "provider_unavailable"
+
+    def __init__(self, provider_id: str, reason: str, *, field: str | None = None) -> None:
+        super().__init__(f'Provider "{provider_id}" cannot be used: {reason}')
+        self.provider_id = provider_id
+        self.reason = reason
+        if field is not None:
+            self.field = field
 
 
 class ModelNotServedError(InvalidConfigError, ProviderError):

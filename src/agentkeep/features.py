@@ -96,7 +96,16 @@ class Feature:
 
         Runs before every provider request and when a tool batch starts. Loud: raising fails the
         request, or answers every call of the batch with the error; a duplicate (namespace, name) is
-        a failure too.
+        a failure too. A session whose definition names tools (``toolbox.toolIds``) is offered
+        only those of them it names (docs/sessions.md).
+        """
+        return ()
+
+    def tool_catalog(self) -> Sequence[Tool[Any, Any]]:
+        """Every tool :meth:`tools` may offer, whatever the agent: what a definition's
+        ``toolbox.toolIds`` may name besides the system's tools (checked when a session
+        starts). A tool :meth:`tools` offers that is not in it is offered only to sessions
+        whose definition names no tools. Called once per session start; must not raise.
         """
         return ()
 
@@ -340,6 +349,10 @@ class FeatureSet:
         for feature in self._overriding["tools"]:
             collected.extend(feature.tools(ctx_for(feature)))
         return collected
+
+    def tool_catalog(self) -> list[Tool[Any, Any]]:
+        """Every tool the features may offer (their :meth:`Feature.tool_catalog`), in order."""
+        return [tool for f in self._overriding["tool_catalog"] for tool in f.tool_catalog()]
 
     def model_changed(self, ctx_for: Any, change: ModelChange) -> SystemMessage | None:
         """Every feature observes the switch; the first handoff returned wins.

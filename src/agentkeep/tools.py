@@ -148,6 +148,12 @@ class Tool(Generic[ArgsT, ResultT]):
         return (self.namespace, self.name)
 
     @property
+    def id(self) -> str:
+        """What a definition's ``toolbox.toolIds`` names it by: ``name``, or
+        ``namespace.name`` (names never hold a dot, so the id is unambiguous)."""
+        return self.name if self.namespace is None else f"{self.namespace}.{self.name}"
+
+    @property
     def parameters(self) -> dict[str, Any]:
         """The JSON Schema of the arguments, as providers are shown it."""
         return self._parameters

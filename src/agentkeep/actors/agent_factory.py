@@ -59,7 +59,7 @@ class AgentFactory:
         status: AgentStatus,
         on_stopped: Callable[[str, bool], None],
         instructions: str | None = None,
-        tools: Sequence[Tool[Any, Any]] | None = None,
+        tool_ids: frozenset[str] | None = None,
     ) -> KnownAgent:
         """The entry of ``agent_id``: its hook contexts and tool runner (shared by its actor
         incarnations), and how to start one incarnation. Raises nothing.
@@ -72,7 +72,8 @@ class AgentFactory:
             on_stopped: Told ``(agent_id, settled)`` once a run stopped.
             instructions: Its own base instructions (a session's pinned revision), instead
                 of the system's; None: the system's.
-            tools: Its own subset of the system's tools (a session's toolbox); None: all.
+            tool_ids: The ids of the only tools it is offered, the system's and the
+                features' (a session's ``toolbox.toolIds``); None: every tool.
         """
         options = self._options
         if instructions is not None:
@@ -81,9 +82,10 @@ class AgentFactory:
         tool_runner = ToolRunner(
             agent_id,
             features=self._features,
-            tools=self._tools if tools is None else tools,
+            tools=self._tools,
             contexts=contexts,
             system_ref=system_ref,
+            selection=tool_ids,
         )
         # Read when the agent becomes known (a test may lengthen it for its agents).
         child_grace_seconds = agent_children.CHILD_GRACE_SECONDS

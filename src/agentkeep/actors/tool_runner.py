@@ -66,6 +66,9 @@ class ToolRunner:
         tools: The system's own tools, offered before the features'.
         contexts: The agent's hook contexts, and the calls' stores.
         system_ref: How a tool reaches the system (``ToolContext.system``).
+        selection: The ids (:attr:`~agentkeep.tools.Tool.id`) of the only tools it offers,
+            the system's and the features' alike (a session's ``toolbox.toolIds``); None:
+            every tool.
     """
 
     def __init__(
@@ -76,18 +79,24 @@ class ToolRunner:
         tools: Sequence[Tool[Any, Any]],
         contexts: HookContexts,
         system_ref: AgentSystemRef,
+        selection: frozenset[str] | None = None,
     ) -> None:
         self._agent_id = agent_id
         self._features = features
-        self._tools = tools
+        self._selection = selection
+        self._tools = tools if selection is None else [t for t in tools if t.id in selection]
         self._contexts = contexts
         self._system_ref = system_ref
 
     def tool_set(self, settings: Settings) -> ToolSet:
-        """The tools this agent offers now: the system's, then each feature's. Raises on a
-        failing tools hook or a duplicate (namespace, name) — a correctness failure."""
+        """The tools this agent offers now: the system's, then each feature's (only those
+        its selection names, if it has one). Raises on a failing tools hook or a duplicate
+        (namespace, name) — a correctness failure."""
         ctx_for = lambda feature: self._contexts.for_feature(feature, settings)  # noqa: E731
-        return ToolSet(self._features.tools(self._tools, ctx_for))
+        offered = self._features.tools(self._tools, ctx_for)
+        if self._selection is not None:
+            offered = [tool for tool in offered if tool.id in self._selection]
+        return ToolSet(offered)
 
     def batch_tools(self, settings: Settings, ids: LifecycleIds | None = None) -> BatchTools:
         """What a batch starting now runs against, its calls told ``ids``; a failing tools

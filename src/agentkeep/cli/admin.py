@@ -28,6 +28,7 @@ from agentkeep.config import current_environment
 from agentkeep.errors import UnknownAgentError
 from agentkeep.history import read_history
 from agentkeep.model import ConversationRecord, Settings, published_messages, rebuild_messages
+from agentkeep.model.ids import ID_RULE
 from agentkeep.persistence.interface import Transaction
 
 
@@ -48,7 +49,7 @@ def parse_metadata(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 
 @click.command()
-@click.option("--id", "agent_id", help="The agent's id (2-32 lowercase letters and digits).")
+@click.option("--id", "agent_id", help=f"The agent's id: {ID_RULE}.")
 @click.option("--title", help="Sets metadata.title.")
 @click.option("--metadata", "metadata", multiple=True, metavar="KEY=VALUE", help="Repeatable.")
 @click.option("--parent", help="The id of the parent agent.")

@@ -190,7 +190,7 @@ def check_provider(config: ProviderConfig, provider_id: str | None) -> None:
         )
     builder = config.builders.get(provider_id)
     if builder is not None:
-        builder(provider_id, None)  # builds it now: a missing SDK or key fails here, clearly
+        builder.build()  # builds it now: a missing SDK or key fails here, clearly
 
 
 def message_options(

@@ -24,6 +24,7 @@ from agentkeep.cli.transport import open_backend
 from agentkeep.cli.turn_waiting import send_turn
 from agentkeep.errors import AgentExistsError
 from agentkeep.model import SessionEvent
+from agentkeep.model.ids import ID_RULE
 from agentkeep.server.turn_wire import turn_out
 from agentkeep.server.wire import EventList, SessionList, event_out, session_out
 from agentkeep.sessions import SessionRecord
@@ -70,7 +71,9 @@ def list_sessions(state: CliState, definition_id: str | None, include_archived: 
 
 @session.command(name="start")
 @click.argument("definition_id", metavar="AGENT_ID")
-@click.option("--id", "session_id", help="The session's id (a retry with it is a no-op).")
+@click.option(
+    "--id", "session_id", help=f"The session's id ({ID_RULE}); a retry with it is a no-op."
+)
 @click.option("--revision", "revision_id", help="Pin this revision instead of the current one.")
 @click.option("--metadata", "metadata", multiple=True, metavar="KEY=VALUE", help="Repeatable.")
 @pass_state

@@ -40,7 +40,7 @@ from agentkeep.delivery import Delivery, DeliveryKind, user
 from agentkeep.errors import TurnStateError, UnknownAgentError
 from agentkeep.mcp.tools import answer_of
 from agentkeep.model import MessageOptions, QueueName
-from agentkeep.model.ids import new_id
+from agentkeep.model.ids import ID_RULE, new_id
 from agentkeep.sessions import UnknownSessionError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -67,7 +67,7 @@ def message_flags(function: F) -> F:
             click.option(
                 "--id",
                 "message_id",
-                help="A message id for idempotent delivery: resending it is a no-op.",
+                help=f"A message id for idempotent delivery ({ID_RULE}): resending it is a no-op.",
             ),
             timeout_option("Seconds to wait for the answer, retries included."),
         ]

@@ -27,6 +27,7 @@ from agentkeep.errors import (
     AgentExistsError,
     AgentkeepError,
     InvalidConfigError,
+    InvalidIdError,
     InvalidMessageError,
     MissingExtraError,
     ProviderError,
@@ -131,6 +132,14 @@ def from_library_error(error: AgentkeepError, *, home: str | None = None) -> Cli
             str(error),
             code=error.code,
             hint=f"Pass one of the providers named above, or register this one in {where}.",
+            exit_code=EXIT_BAD_INPUT,
+        )
+    if isinstance(error, InvalidIdError):
+        return CliError(
+            str(error),
+            code=error.code,
+            hint="Choose an id of 1-128 lowercase letters, digits, dots, underscores or "
+            "hyphens (a lowercase UUID fits; `agentkeep COMMAND --help`); nothing was written.",
             exit_code=EXIT_BAD_INPUT,
         )
     if isinstance(error, InvalidMessageError):

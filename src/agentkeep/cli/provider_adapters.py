@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from agentkeep.cli.output import CliError
 from agentkeep.cli.providers_toml import LOCAL_CLASS_MODELS, PROVIDER_CLASSES, ProviderEntry
-from agentkeep.errors import AgentkeepError
+from agentkeep.errors import AgentkeepError, ProviderUnavailableError
 from agentkeep.providers.protocol import Provider, ServesModels
 from agentkeep.providers.retry import RetryPolicy
 
@@ -56,7 +56,8 @@ def build_provider(entry: ProviderEntry) -> Provider:
             raise CliError(
                 f'Provider "{entry.id}" reads its key from ${entry.api_key_env}, which is unset.',
                 code="missing_api_key",
-                hint=f"export {entry.api_key_env}=... and run the command again.",
+                hint=f"export {entry.api_key_env}=... and run the command again (a daemon, "
+                "`agentkeep serve`, must be restarted with it).",
             )
         options["api_key"] = key
     try:
@@ -70,18 +71,40 @@ def build_provider(entry: ProviderEntry) -> Provider:
 
 
 class LazyProvider:
-    """A registry factory that builds the adapter on first use, then reuses it."""
+    """A registry factory that builds the adapter on first use, then reuses it.
+
+    As a factory (called by the registry: a session start, a message, a turn) a failure to
+    build is a :class:`~agentkeep.errors.ProviderUnavailableError` saying what is missing
+    and how to fix it, so every surface refuses it as a configuration problem (a 422 over
+    REST, never a 500); :meth:`build` keeps the CLI's own error for commands that check
+    a provider before they start.
+    """
 
     def __init__(self, entry: ProviderEntry) -> None:
         self._entry = entry
         self._lock = threading.Lock()
         self._built: Provider | None = None
 
-    def __call__(self, provider_id: str, model: str | None) -> Provider:
+    def build(self) -> Provider:
+        """The adapter, built now if it was not yet.
+
+        Raises:
+            CliError: it cannot be built (see :func:`build_provider`).
+        """
         with self._lock:
             if self._built is None:
                 self._built = build_provider(self._entry)
             return self._built
+
+    def __call__(self, provider_id: str, model: str | None) -> Provider:
+        try:
+            return self.build()
+        except CliError as error:
+            said, named = error.message, f'Provider "{provider_id}" '
+            reason = f"it {said[len(named) :]}" if said.startswith(named) else said
+            if error.hint is not None:
+                reason = f"{reason} {error.hint}"
+            raise ProviderUnavailableError(provider_id, reason) from error
 
     # ServesModels: the adapter decides (built on the first question, as on first use).
     @property

@@ -12,7 +12,9 @@ process id), so anyone can check which side effects ran, and how often, across c
 
 They are offered through :class:`DemoTools`, per agent: an agent on a local model always
 gets them; an agent on a vendor only when its provider asks for them (``demo_tools = true``
-in providers.toml), so a real model is never handed echo tools it did not ask for.
+in providers.toml), so a real model is never handed echo tools it did not ask for. They are
+the tools a definition's ``toolbox.toolIds`` may name (its catalog): a session whose
+definition names some is offered only those (and only where the rule above offers them).
 """
 
 from __future__ import annotations
@@ -246,3 +248,7 @@ class DemoTools(Feature):
         # offer at the next inference; a call to a tool no longer offered is answered
         # with an error result, never run.
         return self._tools if self._offered(ctx.settings.provider) else ()
+
+    def tool_catalog(self) -> Sequence[Tool[Any, Any]]:
+        # What a definition's toolbox.toolIds may name (``calculator``, ``word_count``, …).
+        return self._tools

@@ -11,28 +11,22 @@ from typing import TypeAlias
 
 import msgspec
 
-from agentkeep.errors import InvalidMessageError
-from agentkeep.model import JSONObject, SystemMessage, UserMessage, is_valid_id
+from agentkeep.errors import check_id
+from agentkeep.model import JSONObject, SystemMessage, UserMessage
 
 
 class _Data(msgspec.Struct, frozen=True, kw_only=True):
     pass
 
 
-def check_message_id(message_id: object) -> str:
+def check_message_id(message_id: object, field: str = "id") -> str:
     """``message_id`` if it is a valid message id (what ``send``/``steer`` and the message
-    actions accept).
+    actions accept): the id rule of :mod:`agentkeep.model.ids`, 1-128 of ``[a-z0-9._-]``.
 
     Raises:
-        InvalidMessageError: ``message_id`` is not 2-32 lowercase letters and digits starting with a
-            letter.
+        InvalidIdError: (an ``InvalidMessageError``) saying "message id", naming ``field``.
     """
-    if not isinstance(message_id, str) or not is_valid_id(message_id):
-        raise InvalidMessageError(
-            f"message id {message_id!r} is invalid: use 2-32 lowercase letters and digits, "
-            "starting with a letter"
-        )
-    return message_id
+    return check_id(message_id, what="message id", field=field)
 
 
 class _MessageAction(_Data, frozen=True):
@@ -41,7 +35,8 @@ class _MessageAction(_Data, frozen=True):
     ``id`` makes the action idempotent: a hook that runs again after a crash (or returns the
     same action twice) and queues an id still in the conversation makes no second message
     and no second turn. ``metadata`` travels beside the message to the message-accepted hooks.
-    An invalid ``id`` raises ``InvalidMessageError`` when the action is made, like ``send``.
+    An invalid ``id`` raises ``InvalidIdError`` (an ``InvalidMessageError``) when the action is
+    made, like ``send``.
     """
 
     message: UserMessage | SystemMessage

@@ -1,11 +1,19 @@
-"""Identities: 24-character strings matching ``^[a-z][a-z0-9]*$``, unique across processes.
+"""Identities: what a client may name a record by, and the ids agentkeep makes itself.
 
-Each id is 119 bits from the operating system's CSPRNG (``os.urandom``): 24 random bytes,
-each turned by one ``bytes.translate`` into a character of the base32 alphabet (``a-z`` and
-``2-7``, its low 5 bits: 256 is a multiple of 32, so every character is uniform), the first
-then folded onto a letter ``a``-``p`` (4 bits). That is the shape and length of the cuid2
-ids agentkeep used before (every stored id stays valid) and at least their collision
-resistance. Nothing may assume more of an id than ``is_valid_id``.
+A client-given id (an agent, session or message id; seed 002's DEFINITIONS.md "Identity")
+is 1-128 lowercase letters, digits, dots, underscores or hyphens (:data:`ID_PATTERN`), and
+neither ``.`` nor ``..``: an id is a path segment on the wire (``/v1/sessions/{id}``), where
+those two would name another route. A lowercase UUID fits. :func:`agentkeep.errors.check_id` refuses
+any other with an ``InvalidIdError`` saying which id and naming the field.
+Ids are never used in file paths, and reach SQL only as bound parameters.
+
+A generated id (:func:`new_id`) is 24 characters matching ``^[a-z][a-z0-9]*$``, unique across
+processes, so it is also a valid client id. Each is 119 bits from the operating system's
+CSPRNG (``os.urandom``): 24 random bytes, each turned by one ``bytes.translate`` into a
+character of the base32 alphabet (``a-z`` and ``2-7``, its low 5 bits: 256 is a multiple of
+32, so every character is uniform), the first then folded onto a letter ``a``-``p`` (4 bits).
+That is the shape and length of the cuid2 ids agentkeep used before, and at least their
+collision resistance. Nothing may assume more of an id than ``is_valid_id``.
 
 Ids are made 64 at a time from one read of the OS's random bytes and handed out from a
 list (issue 17: a durable step makes a dozen ids; cuid2 took tens of microseconds each,
@@ -19,8 +27,35 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Annotated
 
-_CUID_PATTERN = re.compile(r"^[a-z][a-z0-9]{1,31}$")
+import msgspec
+
+#: Seed 002's id grammar, as JSON Schema and OpenAPI state it (``.`` and ``..`` are refused too).
+ID_PATTERN = r"^[a-z0-9._-]{1,128}$"
+#: The longest id.
+MAX_ID_CHARS = 128
+#: The rule in words, for help texts and error messages.
+ID_RULE = (
+    f'1-{MAX_ID_CHARS} lowercase letters, digits, dots, underscores or hyphens (not "." or "..")'
+)
+_ID = re.compile(r"[a-z0-9._-]{1,128}")
+_PATH_SEGMENTS = frozenset({".", ".."})
+
+#: A client-given id in a wire struct: a ``str`` whose JSON Schema (``/v1/openapi.json``)
+#: states the rule. Decoding does not check it: ``agentkeep.errors.check_id`` does, so the
+#: error says which id it is and names the field.
+IdString = Annotated[
+    str,
+    msgspec.Meta(
+        extra_json_schema={
+            "pattern": ID_PATTERN,
+            "minLength": 1,
+            "maxLength": MAX_ID_CHARS,
+            "description": f"An id: {ID_RULE}.",
+        }
+    ),
+]
 _SIZE = 24
 _IDS_PER_READ = 64
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz234567"
@@ -47,7 +82,9 @@ def new_id() -> str:
             _made.extend(reversed(_make()))  # popped in the order made
 
 
-def is_valid_id(value: str) -> bool:
-    """True if ``value`` has the shape of an agentkeep id (2-32 chars, lowercase alphanumeric,
-    starting with a letter)."""
-    return bool(_CUID_PATTERN.match(value))
+def is_valid_id(value: object) -> bool:
+    """True if ``value`` is a valid id: 1-128 of ``[a-z0-9._-]``, and not ``.`` or ``..``
+    (every generated id is one)."""
+    return (
+        isinstance(value, str) and _ID.fullmatch(value) is not None and value not in _PATH_SEGMENTS
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 import msgspec
 
@@ -20,12 +20,14 @@ from agentkeep.errors import (
     DuplicateProviderError,
     InvalidConfigError,
     ModelNotServedError,
-    ProviderError,
+    ProviderUnavailableError,
     UnknownProviderError,
 )
 from agentkeep.providers import compatibility
 from agentkeep.providers.compatibility import PROVIDER_KINDS, ProviderKind
 from agentkeep.providers.protocol import Provider, ServesModels
+
+T = TypeVar("T")
 
 ProviderFactory: TypeAlias = Callable[[str, str | None], Provider]
 """Builds a provider for ``(provider_id, model)``; called on every :meth:`Providers.resolve`."""
@@ -35,6 +37,20 @@ class _Entry(msgspec.Struct, frozen=True):
     source: Provider | ProviderFactory
     kind: ProviderKind
     region: str | None
+
+
+def _built(provider_id: str, make: Callable[[], T], model: str | None) -> T:
+    """``make()``, whose failure means the provider cannot be used: a
+    :class:`ProviderUnavailableError` passes as is, any other failure becomes one (a
+    configuration problem of the system, never a crash of the caller)."""
+    try:
+        return make()
+    except ProviderUnavailableError:
+        raise
+    except Exception as error:
+        raise ProviderUnavailableError(
+            provider_id, f"its factory failed for model {model!r}: {error}"
+        ) from error
 
 
 class Providers:
@@ -137,7 +153,8 @@ class Providers:
 
         Raises:
             UnknownProviderError: Nothing is registered under ``provider_id``.
-            ProviderError: The factory failed or returned something that is not a provider.
+            ProviderUnavailableError: The factory failed (a missing API key, a missing SDK)
+                or returned something that is not a provider.
         """
         with self._lock:
             entry = self._entries.get(provider_id)
@@ -146,16 +163,10 @@ class Providers:
         source = entry.source
         if isinstance(source, Provider):
             return source
-        try:
-            built = source(provider_id, model)
-        except Exception as error:
-            raise ProviderError(
-                f'The factory of provider "{provider_id}" failed for model {model!r}: {error}'
-            ) from error
+        built = _built(provider_id, lambda: source(provider_id, model), model)
         if not isinstance(built, Provider):
-            raise ProviderError(
-                f'The factory of provider "{provider_id}" returned {type(built).__name__}, '
-                "not a provider."
+            raise ProviderUnavailableError(
+                provider_id, f"its factory returned {type(built).__name__}, not a provider."
             )
         return built
 
@@ -168,6 +179,8 @@ class Providers:
 
         Raises:
             UnknownProviderError: Nothing is registered under ``provider_id``.
+            ProviderUnavailableError: Asking it failed: a factory that builds its provider
+                to answer could not (a missing API key, a missing SDK).
             ModelNotServedError: The provider declares its models and ``model`` is not one.
         """
         with self._lock:
@@ -175,8 +188,10 @@ class Providers:
         if entry is None:
             raise UnknownProviderError(provider_id)
         declared: object = entry.source  # a provider or a factory; either may declare
-        if isinstance(declared, ServesModels) and not declared.serves(model):
-            raise ModelNotServedError(provider_id, model, declared.served_models)
+        if isinstance(declared, ServesModels):
+            checked = declared  # (narrowed for the closure)
+            if not _built(provider_id, lambda: checked.serves(model), model):
+                raise ModelNotServedError(provider_id, model, declared.served_models)
 
     def kind_of(self, provider_id: str) -> ProviderKind | None:
         """The kind ``provider_id`` was registered with, or None if it is not registered."""

@@ -22,6 +22,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from agentkeep.model import JSONObject
+from agentkeep.model.ids import IdString
 
 #: The driver a definition uses when it names none: agentkeep's own durable loop.
 DEFAULT_DRIVER_ID = "agentkeep"
@@ -88,7 +89,7 @@ class Definition(_Wire, frozen=True, kw_only=True):
         metadata: Caller-owned JSON.
     """
 
-    id: str
+    id: IdString
     name: str
     description: str = ""
     instructions: str = ""
@@ -147,7 +148,7 @@ class DefinitionPatch(_Partial, frozen=True, kw_only=True):
     if it equals the definition's id (a GET–edit–PATCH round trip); it never changes.
     """
 
-    id: str | UnsetType = UNSET
+    id: IdString | UnsetType = UNSET
     name: str | UnsetType = UNSET
     description: str | UnsetType = UNSET
     instructions: str | UnsetType = UNSET
@@ -164,7 +165,7 @@ class DefinitionInput(DefinitionPatch, frozen=True, kw_only=True):
     """A create (seed 002's ``AgentDefinitionInput``): the id, and any other fields; what is
     absent takes its default (a create is a patch over the defaults)."""
 
-    id: str
+    id: IdString
 
 
 # -- what the registry stores and returns ------------------------------------------------------

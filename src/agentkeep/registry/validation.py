@@ -6,7 +6,8 @@ written. The rules:
 
 - ``id``: seed 002's identity rule, 1–128 of ``[a-z0-9._-]`` (DEFINITIONS.md "Identity"); ``.``
   and ``..`` are refused as well, because an id is a path segment on the wire
-  (``/v1/agents/{id}``) and those two would name a different route.
+  (``/v1/agents/{id}``) and those two would name a different route. It is the one id rule
+  of :mod:`agentkeep.model.ids`, which session, agent and message ids follow too.
 - ``driver.id``: the same rule (driver ids are machine identities too).
 - Text fields and references have size limits (below); every reference (array entries,
   ``authRef``, ``model.id``, ``workspace.cwd``) is a non-empty string.
@@ -27,11 +28,11 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from agentkeep.model.ids import ID_RULE, is_valid_id
 from agentkeep.registry.errors import InvalidDefinitionError
 
 T = TypeVar("T")
 
-MAX_ID_CHARS = 128
 MAX_NAME_CHARS = 256
 MAX_DESCRIPTION_BYTES = 16 * 1024
 MAX_INSTRUCTIONS_BYTES = 256 * 1024
@@ -42,7 +43,6 @@ MAX_JSON_OBJECT_BYTES = 64 * 1024
 MAX_JSON_DEPTH = 32
 MAX_DEFINITION_BYTES = 384 * 1024
 
-_ID = re.compile(r"[a-z0-9._-]{1,128}")
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what msgspec decodes from JSON as an int
 _AT_PATH = re.compile(r"(?s)(.*) - at `\$\.?(.*)`")
 _UNKNOWN = re.compile(r"Object contains unknown field `(.*)`")
@@ -51,14 +51,8 @@ _MISSING = re.compile(r"Object missing required field `(.*)`")
 
 def check_id(value: str, field: str = "id") -> None:
     """Seed 002's id rule: 1–128 of ``[a-z0-9._-]``, and not ``.`` or ``..``."""
-    if not isinstance(value, str) or _ID.fullmatch(value) is None:
-        raise InvalidDefinitionError(
-            field,
-            f"{value!r} is not a valid id: use 1-{MAX_ID_CHARS} lowercase letters, digits, "
-            "dots, underscores or hyphens",
-        )
-    if value in (".", ".."):
-        raise InvalidDefinitionError(field, f"{value!r} is not a valid id: it is a path segment")
+    if not is_valid_id(value):
+        raise InvalidDefinitionError(field, f"{value!r} is not a valid id: use {ID_RULE}")
 
 
 def check_text(value: str, field: str, *, max_bytes: int | None = None) -> None:

@@ -1,9 +1,11 @@
 """Every refusal of the REST surface as seed 002's error envelope, with a fitting status.
 
-The invariant: bad input never becomes a 500. A request the server cannot take is an
-:class:`ApiError` (raised by the request parsing helpers), and every library error a route
-can meet is mapped by :func:`from_library` to a 4xx (or a 503 while the system is closing);
-only an error nobody anticipated is a 500, and its message says nothing of the internals.
+The invariant: bad input and a configuration problem never become a 500. A request the
+server cannot take is an :class:`ApiError` (raised by the request parsing helpers), and
+every library error (every :class:`~agentkeep.errors.AgentkeepError`) is mapped by
+:func:`from_library` to a 4xx (or a 502/503/504 when the store, the runtime or a wait
+cannot answer now) by its code (:data:`STATUS_OF_CODE`); only an exception that is not a
+library error (a bug) is a 500, and its message says nothing of the internals.
 The ``code`` on the wire is the library error's own stable ``code`` (``unknown_session``,
 ``definition_exists``, …), so a client can branch on it; ``docs/daemon.md`` lists them.
 """
@@ -15,28 +17,8 @@ from typing import Any
 import msgspec
 from starlette.responses import Response
 
-from agentkeep.errors import (
-    AgentClosedError,
-    AgentExistsError,
-    AgentkeepError,
-    CommitOutcomeUnknownError,
-    CompactionFailedError,
-    InvalidConfigError,
-    InvalidMessageError,
-    SessionArchivedError,
-    StoreUnavailableError,
-    TurnStateError,
-    UnknownAgentError,
-)
-from agentkeep.registry import (
-    DefinitionDeletedError,
-    DefinitionExistsError,
-    InvalidDefinitionError,
-    UnknownDefinitionError,
-    UnknownRevisionError,
-)
+from agentkeep.errors import AgentkeepError
 from agentkeep.server.wire import ErrorBody, ErrorEnvelope
-from agentkeep.sessions import SessionBusyError, SessionConfigError, UnknownTurnError
 
 _encoder = msgspec.json.Encoder()
 
@@ -54,27 +36,102 @@ class ApiError(Exception):
         self.details = details or {}
 
 
-# Most specific first: the first class an error is an instance of decides its status.
-_STATUS: tuple[tuple[type[AgentkeepError], int], ...] = (
-    (DefinitionDeletedError, 410),
-    (UnknownDefinitionError, 404),
-    (UnknownRevisionError, 404),
-    (UnknownAgentError, 404),  # UnknownSessionError included
-    (UnknownTurnError, 404),
-    (DefinitionExistsError, 409),
-    (AgentExistsError, 409),
-    (SessionBusyError, 409),
-    (SessionArchivedError, 409),
-    (TurnStateError, 409),
-    (CompactionFailedError, 409),
-    (InvalidDefinitionError, 422),
-    (SessionConfigError, 422),  # UnsupportedDriverError included
-    (InvalidConfigError, 422),  # ModelNotServedError included
-    (InvalidMessageError, 422),  # EventTooLarge, InputTooLarge, IdempotencyConflict
-    (AgentClosedError, 503),
-    (StoreUnavailableError, 503),
-    (CommitOutcomeUnknownError, 503),
-)
+# The status of each library error code: an error takes the status of the first class in
+# its MRO whose own ``code`` is listed (a subclass without an entry takes its parent's).
+# Every error class agentkeep defines has its code here, and docs/daemon.md lists each code
+# in its status's row (tests/unit/server/test_error_mapping.py walks every subclass of
+# AgentkeepError and drives every route with each). Codes, not classes, so the surfaces
+# above the server (MCP, the client) are covered without importing them.
+STATUS_OF_CODE: dict[str, int] = {
+    # 404: no such record.
+    **dict.fromkeys(
+        ("unknown_definition", "unknown_revision", "unknown_agent", "unknown_session"), 404
+    ),
+    "unknown_turn": 404,
+    # 409: a conflict with the current state of the session, turn or runtime.
+    **dict.fromkeys(
+        (
+            "definition_exists",
+            "agent_exists",
+            "session_busy",
+            "session_archived",
+            "turn_state",
+            "compaction_failed",
+            "await_from_own_loop",
+            "provider_session_busy",
+            "provider_session_closed",
+            "expired_scope",
+            "session_mismatch",
+            "cancelled",
+            "driver_context_closed",
+        ),
+        409,
+    ),
+    # 410: a tombstone.
+    "definition_deleted": 410,
+    # 422: input or configuration the library refuses (details.field names it when it can).
+    **dict.fromkeys(
+        (
+            "agentkeep_error",
+            "invalid_definition",
+            "registry_error",
+            "invalid_session_config",
+            "unsupported_driver",
+            "session_error",
+            "invalid_config",
+            "invalid_id",
+            "model_not_served",
+            "invalid_message",
+            "event_too_large",
+            "input_too_large",
+            "idempotency_conflict",
+            "provider_error",
+            "unknown_provider",
+            "provider_unavailable",
+            "missing_extra",
+            "duplicate_provider",
+            "driver_error",
+            "invalid_event",
+            "tool_definition",
+            "tool_commit",
+            "feature_definition",
+            "daemon_config",
+            "mcp_tool_error",
+            "invalid_arguments",
+        ),
+        422,
+    ),
+    # 502: a daemon this one relies on failed (the client's errors).
+    **dict.fromkeys(("daemon_error", "daemon_unreachable"), 502),
+    # 503: the system is closing, or its store or runtime cannot answer now.
+    **dict.fromkeys(
+        (
+            "agent_closed",
+            "store_error",
+            "store_closed",
+            "store_locked",
+            "store_unavailable",
+            "store_damaged",
+            "store_directory",
+            "schema_too_new",
+            "schema_too_old",
+            "commit_outcome_unknown",
+            "read_only_transaction",
+            "injected_fault",
+            "injected_writer_crash",
+            "supervision_error",
+            "supervisor_gave_up",
+            "supervisor_stopped",
+            "supervision_deadlock",
+            "unknown_child",
+            "duplicate_child",
+            "child_start_failed",
+        ),
+        503,
+    ),
+    # 504: a wait ran out.
+    "timeout": 504,
+}
 
 # Attributes of library errors that are safe and useful to show as details.
 _DETAILS = (
@@ -87,16 +144,29 @@ _DETAILS = (
     "key",
     "size",
     "limit",
+    "provider_id",
+    "driver_id",
 )
 
 
+def status_of(kind: type[AgentkeepError]) -> int | None:
+    """The status of errors of class ``kind`` (:data:`STATUS_OF_CODE`), None if no class of
+    its MRO has a listed code."""
+    for each in kind.__mro__:
+        code = vars(each).get("code")
+        if isinstance(code, str) and code in STATUS_OF_CODE:
+            return STATUS_OF_CODE[code]
+    return None
+
+
 def from_library(error: AgentkeepError) -> ApiError:
-    """The wire form of a library error (500 for one no route should meet)."""
-    for kind, status in _STATUS:
-        if isinstance(error, kind):
-            details = {name: getattr(error, name) for name in _DETAILS if hasattr(error, name)}
-            return ApiError(status, error.code, str(error), details)
-    return ApiError(500, "internal_error", "The server failed to handle the request.")
+    """The wire form of a library error: its status, its own ``code``, its message and its
+    safe details (500 only for an error class outside agentkeep with no listed parent)."""
+    status = status_of(type(error))
+    if status is None:
+        return ApiError(500, "internal_error", "The server failed to handle the request.")
+    details = {name: getattr(error, name) for name in _DETAILS if hasattr(error, name)}
+    return ApiError(status, error.code, str(error), details)
 
 
 def error_response(error: ApiError, headers: dict[str, str] | None = None) -> Response:

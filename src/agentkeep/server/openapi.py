@@ -16,6 +16,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from agentkeep.model.ids import ID_PATTERN, ID_RULE, MAX_ID_CHARS
 from agentkeep.server.wire import ErrorEnvelope
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -63,10 +64,23 @@ class Operation:
     auth: bool = True
 
 
-def path_id(description: str) -> Param:
-    """The ``{id}`` path parameter."""
+#: The schema of an id (a path parameter or a body field): seed 002's id rule.
+ID_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "pattern": ID_PATTERN,
+    "minLength": 1,
+    "maxLength": MAX_ID_CHARS,
+}
+
+
+def path_id(description: str, name: str = "id") -> Param:
+    """An id path parameter (``{id}``), its schema stating the id rule."""
     return Param(
-        name="id", where="path", schema={"type": "string"}, description=description, required=True
+        name=name,
+        where="path",
+        schema=dict(ID_SCHEMA),
+        description=f"{description} An id: {ID_RULE}.",
+        required=True,
     )
 
 

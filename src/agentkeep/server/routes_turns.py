@@ -39,9 +39,7 @@ from agentkeep.server.turn_wire import (
 from agentkeep.sessions import Sessions
 
 _ID = path_id("The session's id (an agent id).")
-_TURN_ID = Param(
-    name="turn_id", where="path", schema={"type": "string"}, description="The turn.", required=True
-)
+_TURN_ID = path_id("The turn.", name="turn_id")
 _SLICE_SECONDS = 0.5
 
 

@@ -16,6 +16,7 @@ import msgspec
 
 from agentkeep.delivery import user
 from agentkeep.model import JSONObject, MessageOptions, UserMessage
+from agentkeep.model.ids import IdString
 from agentkeep.model.turns import TurnRecord, TurnStatus
 from agentkeep.server.errors import ApiError
 from agentkeep.server.wire import iso, iso_or_none
@@ -84,7 +85,7 @@ class SendMessage(
     metadata: JSONObject | None = None  # the turn's caller-owned JSON (agentkeep's addition)
     # agentkeep's additions, checked by the library exactly as ``Sessions.send`` checks them
     # (a malformed id, an unregistered provider, a model the provider does not serve: 422):
-    message_id: str | None = None  # the queued message's id: resending it is a no-op
+    message_id: IdString | None = None  # the queued message's id: resending it is a no-op
     provider: str | None = None  # the provider from this message on
     model: str | None = None  # the model from this message on
     profile: str | None = None  # the opaque profile this message selects (omitted: None)

@@ -15,6 +15,7 @@ from typing import Literal
 import msgspec
 
 from agentkeep.model import JSONObject, Message, SessionEvent
+from agentkeep.model.ids import IdString
 from agentkeep.registry import Definition, DefinitionRecord
 from agentkeep.sessions import SessionRecord
 
@@ -146,9 +147,9 @@ class StartSession(_In, frozen=True, kw_only=True):
     """``POST /v1/sessions`` (seed 002's ``StartSessionInput``). A client-chosen
     ``sessionId`` makes the start idempotent."""
 
-    agent_id: str
+    agent_id: IdString
     revision_id: str | None = None
-    session_id: str | None = None
+    session_id: IdString | None = None
     metadata: JSONObject | None = None
 
 

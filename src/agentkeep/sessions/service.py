@@ -30,6 +30,7 @@ from agentkeep.errors import (
     StoreClosedError,
 )
 from agentkeep.features import FeatureSet
+from agentkeep.loop.actions import check_message_id
 from agentkeep.model import JSONObject, MessageOptions, QueueableMessage, Settings
 from agentkeep.model.turns import TurnRecord
 from agentkeep.persistence.codec import now_ms
@@ -118,20 +119,38 @@ class Sessions:
                 ``agentkeep`` nor registered (``AgentSystem.open(drivers=...)``).
             SessionConfigError: a tool id, the provider or a model setting is refused.
             ModelNotServedError: the provider does not serve the revision's model.
-            InvalidConfigError: the id or the metadata is invalid.
+            InvalidIdError: the id breaks the id rule (1-128 of ``[a-z0-9._-]``, not ``.``
+                or ``..``); ``field`` is ``sessionId``.
+            InvalidConfigError: the metadata is invalid.
             AgentExistsError: the id is taken.
         """
-        row = new_agent_row(AgentConfig(metadata=metadata or {}), self._features, id, None)
+        row = new_agent_row(
+            AgentConfig(metadata=metadata or {}),
+            self._features,
+            id,
+            None,
+            what="session id",
+            field="sessionId",
+        )
 
-        def work(tx: Transaction) -> SessionRecord:
-            revision = self._revision(tx, definition_id, revision_id)
-            settings = setup.check(
+        def checked(revision: Revision) -> Settings | None:
+            return setup.check(
                 revision.definition,
                 providers=self._providers,
                 tools=self._tools,
                 defaults=self._defaults,
                 drivers=self._drivers,
+                features=self._features,
             )
+
+        # Checked once before the transaction too: a provider built on first use (a
+        # providers.toml adapter importing its SDK) is built here, not on the writer's thread
+        # where it would hold up every other write; the check inside is then quick.
+        checked(self._read(lambda tx: self._revision(tx, definition_id, revision_id)))
+
+        def work(tx: Transaction) -> SessionRecord:
+            revision = self._revision(tx, definition_id, revision_id)
+            settings = checked(revision)
             if not tx.create_agent(row):
                 raise AgentExistsError(row.id)
             now = now_ms()
@@ -240,7 +259,8 @@ class Sessions:
             idempotency_key: Any string of 1-255 characters (no control characters),
                 unique in the session; None gives the message a fresh one.
             delivery: ``send`` or ``steer``.
-            message_id: The queued message's id (the message-id rule); None: a fresh one.
+            message_id: The queued message's id (the id rule: 1-128 of ``[a-z0-9._-]``);
+                None: a fresh one. A bad one is an ``InvalidIdError`` naming ``messageId``.
             metadata: Stored with the message.
             options: Provider/model/effort… from this message on.
             start: False only accepts it (as ``AgentSystem.deliver(start=False)``): it runs
@@ -256,6 +276,8 @@ class Sessions:
         if delivery not in ("send", "steer"):
             raise InvalidMessageError(f'delivery must be "send" or "steer", got {delivery!r}')
         content = user(message) if isinstance(message, str) else message
+        if message_id is not None:
+            check_message_id(message_id, field="messageId")  # named as the wire names it
         with self._admission.operation():
             self._require(session_id)
             return self._turns.send(

@@ -12,9 +12,13 @@ Checked when the session starts, never at its first turn (SURFACES §2):
 - ``model.settings`` may hold ``effort``, ``serviceTier`` and ``permissionMode`` (the values
   :class:`~agentkeep.model.Settings` takes); any other key is refused, since the native
   driver would silently ignore it.
-- ``toolbox.toolIds`` name the system's tools (registered at ``AgentSystem.open(tools=)``)
-  the session may use: a tool's id is its ``name``, or ``namespace.name``. An unknown id is
-  refused. The features' own tools are offered as to every agent.
+- ``toolbox.toolIds`` select the tools the native loop offers, by one rule: an empty list
+  (the default) offers every tool the system offers, as to an agent made without a
+  definition; a non-empty list offers exactly the tools it names, and no other. The ids it
+  may name are the tools the system offers: those registered at
+  ``AgentSystem.open(tools=)`` and those its features list in ``Feature.tool_catalog`` (the
+  CLI's ``calculator``, ``word_count``, …). A tool's id is its ``name``, or
+  ``namespace.name``. An unknown id is refused, naming the field and the known ids.
 - ``instructions`` replace the system's base instructions (``open(instructions=)``) for this
   session; the features' ``instructions`` hooks still append to them.
 """
@@ -27,7 +31,8 @@ from typing import Any
 import msgspec
 import structlog
 
-from agentkeep.errors import UnknownProviderError
+from agentkeep.errors import ProviderUnavailableError, UnknownProviderError
+from agentkeep.features import FeatureSet
 from agentkeep.model import Settings
 from agentkeep.providers.registry import Providers
 from agentkeep.registry.types import DEFAULT_DRIVER_ID, Definition
@@ -41,20 +46,30 @@ _SETTINGS = {"effort": "effort", "serviceTier": "service_tier", "permissionMode"
 
 
 def tool_id(tool: Tool[Any, Any]) -> str:
-    """The id a definition's ``toolbox.toolIds`` names ``tool`` by: ``name`` or
-    ``namespace.name`` (names never hold a dot, so the id is unambiguous)."""
-    return tool.name if tool.namespace is None else f"{tool.namespace}.{tool.name}"
+    """The id a definition's ``toolbox.toolIds`` names ``tool`` by (:attr:`Tool.id`)."""
+    return tool.id
 
 
-def select_tools(tools: Sequence[Tool[Any, Any]], tool_ids: Sequence[str]) -> list[Tool[Any, Any]]:
-    """The system's tools named by ``tool_ids``, in the system's order. An id naming no tool
-    (:func:`check` refused it at start, so the system was reopened without it) is logged and
-    not offered."""
-    wanted = set(tool_ids)
-    missing = wanted - {tool_id(tool) for tool in tools}
+def offered_ids(tools: Sequence[Tool[Any, Any]], features: FeatureSet) -> list[str]:
+    """The ids of every tool the system offers: its own, then its features' catalogs."""
+    ids = [tool.id for tool in tools]
+    ids += [tool.id for tool in features.tool_catalog() if tool.id not in ids]
+    return ids
+
+
+def selection(
+    tool_ids: Sequence[str], tools: Sequence[Tool[Any, Any]], features: FeatureSet
+) -> frozenset[str] | None:
+    """The ids of the only tools a session is offered (the module's rule): None (every tool)
+    for an empty ``tool_ids``. An id naming no tool the system offers now (:func:`check`
+    refused such ids at start, so the system was reopened without it) is logged; it offers
+    nothing."""
+    if not tool_ids:
+        return None
+    missing = set(tool_ids) - set(offered_ids(tools, features))
     if missing:
         log.warning("session_tools_missing", tool_ids=sorted(missing))
-    return [tool for tool in tools if tool_id(tool) in wanted]
+    return frozenset(tool_ids)
 
 
 def settings_of(definition: Definition, providers: Providers, defaults: Settings) -> Settings:
@@ -63,6 +78,8 @@ def settings_of(definition: Definition, providers: Providers, defaults: Settings
     Raises:
         SessionConfigError: the provider is not registered, or a setting is unknown or has a
             value agentkeep does not take.
+        ProviderUnavailableError: the provider is registered but cannot be used (its API key
+            is unset, its SDK missing): ``field`` is ``model.id``.
         ModelNotServedError: the provider does not serve the model.
     """
     model = definition.model
@@ -75,8 +92,12 @@ def settings_of(definition: Definition, providers: Providers, defaults: Settings
         providers.check_model(provider, name)
     except UnknownProviderError:
         raise SessionConfigError(
-            "model.id", f'provider "{provider}" is not registered in this system'
+            "model.id",
+            f'provider "{provider}" is not registered in this system '
+            f"(registered: {', '.join(providers.ids()) or 'none'})",
         ) from None
+    except ProviderUnavailableError as error:  # registered, but it cannot start (no API key)
+        raise ProviderUnavailableError(provider, error.reason, field="model.id") from error
     values: dict[str, Any] = {"provider": provider, "model": name}
     for key, value in model.settings.items():
         if key not in _SETTINGS:
@@ -99,6 +120,7 @@ def check(
     tools: Sequence[Tool[Any, Any]],
     defaults: Settings,
     drivers: frozenset[str] = frozenset(),
+    features: FeatureSet | None = None,
 ) -> Settings | None:
     """Check everything ``definition`` configures (module docstring); returns its settings
     (None for a session of an injected driver, whose revision configures that driver).
@@ -106,18 +128,19 @@ def check(
     Raises:
         UnsupportedDriverError: the driver is neither ``agentkeep`` nor one of ``drivers``.
         SessionConfigError: a tool id is unknown, or the model is refused.
+        ProviderUnavailableError: the provider cannot be used (its API key is unset).
         ModelNotServedError: the provider does not serve the model.
     """
     if definition.driver.id != DEFAULT_DRIVER_ID:
         if definition.driver.id in drivers:
             return None
         raise UnsupportedDriverError(definition.driver.id, available=drivers)
-    known = {tool_id(tool) for tool in tools}
+    known = offered_ids(tools, features or FeatureSet(()))
     for index, wanted in enumerate(definition.toolbox.tool_ids):
         if wanted not in known:
             raise SessionConfigError(
                 f"toolbox.toolIds[{index}]",
-                f'no tool "{wanted}" is registered in this system '
-                f"(registered: {sorted(known) or 'none'})",
+                f'no tool "{wanted}" is offered by this system '
+                f"(its tools: {', '.join(sorted(known)) or 'none'})",
             )
     return settings_of(definition, providers, defaults)

@@ -104,7 +104,7 @@ def test_a_taken_id_is_refused(invoke: Any) -> None:
 def test_an_invalid_id_is_refused(invoke: Any) -> None:
     result = invoke("create", "--id", "Not Valid", json_mode=True)
     assert result.exit_code == 2
-    assert error_of(result)["code"] == "invalid_config"
+    assert error_of(result)["code"] == "invalid_id"
 
 
 def test_an_unknown_provider_is_refused_with_the_known_ones(invoke: Any) -> None:

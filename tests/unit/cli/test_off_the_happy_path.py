@@ -165,7 +165,7 @@ def test_hints_name_the_real_cause_not_providers_toml(invoke: Any) -> None:
     bad_id = invoke("create", "--id", "Not Valid", json_mode=True)
     assert bad_id.exit_code == 2
     error = json.loads(bad_id.stderr)["error"]
-    assert error["code"] == "invalid_config"
+    assert error["code"] == "invalid_id"
     assert "providers.toml" not in error["hint"]
     assert "--help" in error["hint"]
 

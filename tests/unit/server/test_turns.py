@@ -228,7 +228,7 @@ def test_a_message_id_and_a_provider_or_model_are_checked_as_the_library_checks_
     assert again.status_code == 200, again.text
     assert (again.json()["duplicate"], again.json()["turn"]["id"]) == (True, first["turn"]["id"])
     refusals = [
-        ({"messageId": "Not Valid"}, "invalid_message"),
+        ({"messageId": "Not Valid"}, "invalid_id"),
         ({"provider": "nope"}, "invalid_config"),
         ({"model": "gym-2"}, "model_not_served"),
     ]

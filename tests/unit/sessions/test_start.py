@@ -115,7 +115,8 @@ def test_a_definition_without_a_model_runs_on_the_systems_default(world: World) 
     [request] = world.other.requests
     assert request.selection.model == "o-1"
     assert request.context.instructions == "Be brief."
-    assert _tool_keys(world.other) == set()  # an empty toolbox offers none of the system's
+    # An empty toolbox offers every tool the system offers (docs/sessions.md, issue 28).
+    assert _tool_keys(world.other) == {("git", "status"), (None, "lookup"), (None, "shell")}
 
 
 def test_an_agent_made_without_a_definition_keeps_the_systems_configuration(
