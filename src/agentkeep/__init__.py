@@ -22,6 +22,7 @@ from agentkeep.drivers import (
     DriverError,
     DriverResult,
     DriverRunRequest,
+    DriverSignal,
     InvalidDriverEventError,
 )
 from agentkeep.errors import (
@@ -82,6 +83,7 @@ from agentkeep.model import (
     CompactionFailed,
     CompactionMessage,
     Context,
+    DataBlock,
     Done,
     ImageBlock,
     Message,
@@ -91,6 +93,7 @@ from agentkeep.model import (
     ReasoningDelta,
     ReasoningEnd,
     ReasoningStart,
+    ReferenceBlock,
     Retrying,
     Selection,
     ServerToolResultBlock,
@@ -118,6 +121,7 @@ from agentkeep.model import (
     Usage,
     UserMessage,
 )
+from agentkeep.model.parts import DataPart, ReferencePart, TextPart, WireMessage
 from agentkeep.model.turns import TurnFailure, TurnRecord
 from agentkeep.persistence.ledger import Subscription
 from agentkeep.providers import (
@@ -202,6 +206,8 @@ __all__ = [
     "CompactionMessage",
     "CompactionRequest",
     "Context",
+    "DataBlock",
+    "DataPart",
     "Definition",
     "DefinitionDeletedError",
     "DefinitionExistsError",
@@ -221,6 +227,7 @@ __all__ = [
     "DriverRef",
     "DriverResult",
     "DriverRunRequest",
+    "DriverSignal",
     "DuplicateProviderError",
     "EventTooLargeError",
     "ExpiredScopeError",
@@ -260,6 +267,8 @@ __all__ = [
     "ReasoningDelta",
     "ReasoningEnd",
     "ReasoningStart",
+    "ReferenceBlock",
+    "ReferencePart",
     "Registry",
     "RegistryError",
     "Resources",
@@ -298,6 +307,7 @@ __all__ = [
     "TextBlock",
     "TextDelta",
     "TextEnd",
+    "TextPart",
     "TextStart",
     "TokenUsage",
     "Tokens",
@@ -334,6 +344,7 @@ __all__ = [
     "UnsupportedDriverError",
     "Usage",
     "UserMessage",
+    "WireMessage",
     "Workspace",
     "WorkspacePatch",
     "current_environment",

@@ -24,6 +24,7 @@ from agentkeep.cli.transport import open_backend
 from agentkeep.cli.turn_waiting import send_turn
 from agentkeep.errors import AgentExistsError
 from agentkeep.model import SessionEvent
+from agentkeep.server.event_wire import wire_event_data
 from agentkeep.server.turn_wire import turn_out
 from agentkeep.server.wire import EventList, SessionList, event_out, session_out
 from agentkeep.sessions import SessionRecord
@@ -32,9 +33,10 @@ EVENTS_PAGE = 100  # `session events` without --limit: the daemon's default page
 
 
 def event_line(event: SessionEvent) -> str:
-    """One event for people: sequence, type, turn, data."""
+    """One event for people: sequence, type, turn, data (as the wire shows it, so both
+    modes print the same)."""
     turn = f" [{event.turn_id}]" if event.turn_id else ""
-    data = msgspec.json.encode(event.data).decode()
+    data = msgspec.json.encode(wire_event_data(event.type, event.data)).decode()
     return f"{event.sequence:>5}  {event.type}{turn}  {data}"
 
 

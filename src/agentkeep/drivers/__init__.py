@@ -12,7 +12,7 @@ driver other than ``agentkeep`` run their turns through it (docs/drivers.md).
 - :mod:`~agentkeep.drivers.host`: registration, acceptance, waking, cancel and stop.
 """
 
-from agentkeep.drivers.context import DriverContext
+from agentkeep.drivers.context import DriverContext, DriverSignal
 from agentkeep.drivers.types import (
     Driver,
     DriverCancelledError,
@@ -31,5 +31,6 @@ __all__ = [
     "DriverError",
     "DriverResult",
     "DriverRunRequest",
+    "DriverSignal",
     "InvalidDriverEventError",
 ]
