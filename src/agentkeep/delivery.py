@@ -122,7 +122,7 @@ def as_message(message: object) -> QueueableMessage:
     if isinstance(message, str):
         return user(message)
     if isinstance(message, WireMessage) or (isinstance(message, dict) and "parts" in message):
-        return from_wire(message)
+        return validate_message(from_wire(message))
     return validate_message(message)
 
 

@@ -17,7 +17,7 @@ import msgspec
 from agentkeep.cli.admin import parse_metadata
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.definitions import PAGE_LIMIT, wire
-from agentkeep.cli.message_input import read_message
+from agentkeep.cli.message_input import message_json_option, message_of, read_message
 from agentkeep.cli.options import timeout_option
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.cli.transport import open_backend
@@ -195,6 +195,7 @@ def events(
     help="Read the message from this file (UTF-8) instead of TEXT.",
 )
 @click.option("--key", "idempotency_key", help="An idempotency key: a retry is a no-op.")
+@message_json_option
 @click.option("--steer", is_flag=True, help="Join the running turn instead of queueing a new one.")
 @click.option("--wait", is_flag=True, help="Wait for the turn's end and print its answer.")
 @timeout_option("Seconds to wait for the turn's end (it goes on after).")
@@ -205,12 +206,13 @@ def send(
     text: str | None,
     file_path: Path | None,
     idempotency_key: str | None,
+    message_json: bool,
     steer: bool,
     wait: bool,
     timeout_seconds: float,
 ) -> None:
     """Send a message as a turn (TEXT, - for stdin, or --file); durable on return."""
-    message = read_message(text, file_path)
+    message = message_of(read_message(text, file_path), message_json)
     with open_backend(state) as backend:
         send_turn(
             state,

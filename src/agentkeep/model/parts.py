@@ -117,9 +117,7 @@ def parts_of(blocks: Iterable[object]) -> tuple[Part, ...]:
 
 def message_json(role: MessageRole, blocks: Iterable[object]) -> JSONObject:
     """``{role, parts}`` of blocks, as plain JSON (what is stored and sent)."""
-    value = msgspec.to_builtins(WireMessage(role=role, parts=parts_of(blocks)))
-    assert isinstance(value, dict)  # a struct encodes as an object
-    return value
+    return {"role": role, "parts": [msgspec.to_builtins(part) for part in parts_of(blocks)]}
 
 
 def assistant_json(blocks: Iterable[AssistantBlock]) -> JSONObject:
@@ -172,11 +170,11 @@ def as_wire_json(message: object) -> object:
     else is returned unchanged."""
     if not isinstance(message, dict):
         return message
-    if isinstance(message.get("parts"), list):
+    if isinstance(message.get("parts"), list | tuple):
         return message
     content = message.get("content")
     role = message.get("role")
-    if not isinstance(content, list) or not isinstance(role, str):
+    if not isinstance(content, list | tuple) or not isinstance(role, str):
         return message
     converted = {k: v for k, v in message.items() if k not in ("content", "role")}
     converted["role"] = "user" if role == "agent" else role
@@ -207,7 +205,7 @@ def message_text(message: object) -> str | None:
     none."""
     wire = as_wire_json(message)
     parts = wire.get("parts") if isinstance(wire, dict) else None
-    if not isinstance(parts, list):
+    if not isinstance(parts, list | tuple):
         return None
     texts = [
         p["text"]
