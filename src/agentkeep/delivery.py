@@ -295,6 +295,8 @@ def accept_message(
     # The ledger event is sized before anything is written: a message too big for its event
     # is refused whole (EventTooLargeError), never accepted without its event.
     event = _accepted_event(message_id, kind, content, options, metadata)
+    if isinstance(message, AgentMessage):  # another agent's: a user message, by it
+        event["author"] = msgspec.to_builtins(message.author)
     event_json = encode_event_data(event)
     tx.check_event_size(f"Message {message_id!r}", event, encoded=event_json)
     if not tx.claim_message_id(agent_id, message_id):
@@ -330,8 +332,9 @@ def accept_message(
 
 def _with_turn_id(event_json: str, turn_id: str) -> str:
     """The ``message.accepted`` event's stored JSON with ``turn_id`` added, from its JSON
-    without it: ``turn_id`` sorts after every other key of the event (``delivery``,
-    ``message``, ``message_id``, ``metadata``, ``options``, ``role``), so in the canonical
+    without it: ``turn_id`` sorts after every other key of the event (``author``,
+    ``delivery``, ``message``, ``message_id``, ``metadata``, ``options``, ``role``), so in
+    the canonical
     (sorted) encoding it is the last member: the same bytes as encoding the whole again."""
     return f'{event_json[:-1]},"turn_id":{encode_event_data_value(turn_id)}}}'
 
