@@ -22,6 +22,7 @@ from agentkeep.drivers import (
     DriverError,
     DriverResult,
     DriverRunRequest,
+    DriverSignal,
     InvalidDriverEventError,
 )
 from agentkeep.errors import (
@@ -84,6 +85,7 @@ from agentkeep.model import (
     CompactionFailed,
     CompactionMessage,
     Context,
+    DataBlock,
     Done,
     ImageBlock,
     Message,
@@ -93,6 +95,7 @@ from agentkeep.model import (
     ReasoningDelta,
     ReasoningEnd,
     ReasoningStart,
+    ReferenceBlock,
     Retrying,
     Selection,
     ServerToolResultBlock,
@@ -120,6 +123,7 @@ from agentkeep.model import (
     Usage,
     UserMessage,
 )
+from agentkeep.model.parts import DataPart, ReferencePart, TextPart, WireMessage
 from agentkeep.model.turns import TurnFailure, TurnRecord
 from agentkeep.persistence.ledger import Subscription
 from agentkeep.providers import (
@@ -204,6 +208,8 @@ __all__ = [
     "CompactionMessage",
     "CompactionRequest",
     "Context",
+    "DataBlock",
+    "DataPart",
     "Definition",
     "DefinitionDeletedError",
     "DefinitionExistsError",
@@ -223,6 +229,7 @@ __all__ = [
     "DriverRef",
     "DriverResult",
     "DriverRunRequest",
+    "DriverSignal",
     "DuplicateProviderError",
     "EventTooLargeError",
     "ExpiredScopeError",
@@ -264,6 +271,8 @@ __all__ = [
     "ReasoningDelta",
     "ReasoningEnd",
     "ReasoningStart",
+    "ReferenceBlock",
+    "ReferencePart",
     "Registry",
     "RegistryError",
     "Resources",
@@ -302,6 +311,7 @@ __all__ = [
     "TextBlock",
     "TextDelta",
     "TextEnd",
+    "TextPart",
     "TextStart",
     "TokenUsage",
     "Tokens",
@@ -338,6 +348,7 @@ __all__ = [
     "UnsupportedDriverError",
     "Usage",
     "UserMessage",
+    "WireMessage",
     "Workspace",
     "WorkspacePatch",
     "current_environment",

@@ -23,6 +23,7 @@ from agentkeep.errors import (
 from agentkeep.loop.actions import check_message_id as check_action_message_id
 from agentkeep.model import (
     AgentMessage,
+    DataBlock,
     ImageBlock,
     InputBlock,
     JSONObject,
@@ -32,6 +33,7 @@ from agentkeep.model import (
     QueuedMessage,
     QueuedNotice,
     QueueName,
+    ReferenceBlock,
     Settings,
     SystemMessage,
     TextBlock,
@@ -39,9 +41,11 @@ from agentkeep.model import (
     UserBlock,
     UserMessage,
     apply_options,
+    input_blocks,
     new_id,
 )
 from agentkeep.model.ledger import MESSAGE_ACCEPTED
+from agentkeep.model.parts import WireMessage, decode_message, message_json, part_block
 from agentkeep.model.turns import MAX_IDEMPOTENCY_KEY_LENGTH, NATIVE_DRIVER
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.ledger import encode_event_data, encode_event_data_value
@@ -78,12 +82,56 @@ def user(content: str | Sequence[UserBlock | str]) -> UserMessage:
         return UserMessage(content=(TextBlock(text=content),))
     blocks = tuple(TextBlock(text=b) if isinstance(b, str) else b for b in content)
     for block in blocks:
-        if not isinstance(block, TextBlock | ImageBlock | ToolCallRequestBlock):
+        if not isinstance(
+            block, TextBlock | ImageBlock | ReferenceBlock | DataBlock | ToolCallRequestBlock
+        ):
             raise InvalidMessageError(
-                f"user message content must be text, image or tool_call_request blocks, "
-                f"got {block!r}"
+                f"user message content must be text, image, reference, data or "
+                f"tool_call_request blocks, got {block!r}"
             )
     return UserMessage(content=blocks)
+
+
+def from_wire(message: object) -> QueueableMessage:
+    """Seed 002's ``AgentMessage`` (a :class:`WireMessage` or its JSON ``{role, parts}``) as
+    the message the conversation keeps (``model/parts.py``: parts ⇄ blocks, nothing lost).
+    A ``user`` message keeps every part; a ``system`` message keeps text and images, a
+    reference or data part becoming its text (a system message holds only those).
+
+    Raises:
+        InvalidMessageError: it is not such a message (naming the field), or its role is
+            ``assistant`` (an input is a user or system message).
+    """
+    try:
+        wire = decode_message(message)
+    except msgspec.ValidationError as error:
+        raise InvalidMessageError(f"message: {error}") from None
+    if wire.role == "assistant":
+        raise InvalidMessageError(
+            'message.role: an input message is "user" or "system", got "assistant"'
+        )
+    blocks = tuple(part_block(part) for part in wire.parts)
+    if wire.role == "system":
+        return SystemMessage(content=input_blocks(blocks))
+    return UserMessage(content=blocks)
+
+
+def as_message(message: object) -> QueueableMessage:
+    """What ``Sessions.send`` takes as a message: text (a user message), seed 002's
+    ``AgentMessage`` (:func:`from_wire`) or a message made with ``ak.user``/``ak.system``."""
+    if isinstance(message, str):
+        return user(message)
+    if isinstance(message, WireMessage) or (isinstance(message, dict) and "parts" in message):
+        return validate_message(from_wire(message))
+    return validate_message(message)
+
+
+def wire_input(message: QueueableMessage) -> JSONObject:
+    """A message as a turn's ``input`` (seed 002's ``AgentMessage``): another agent's
+    message is a ``user`` message."""
+    if isinstance(message, SystemMessage):
+        return message_json("system", message.content)
+    return message_json("user", message.content)
 
 
 def system(content: str | Sequence[InputBlock]) -> SystemMessage:
@@ -229,7 +277,7 @@ def accept_message(
         raise SessionArchivedError(agent_id)
     check_tool_requests(message)  # hooks' actions too: nothing malformed is ever admitted
     kind: DeliveryKind = "steer" if queue == "steering" else "send"
-    content = msgspec.to_builtins(message)
+    content = wire_input(message)
     # The message's stored JSON, encoded once: the size check, the turn's input and its
     # hash use these very bytes (each would encode it identically).
     content_json = encode_event_data(content)
@@ -246,6 +294,8 @@ def accept_message(
     # The ledger event is sized before anything is written: a message too big for its event
     # is refused whole (EventTooLargeError), never accepted without its event.
     event = _accepted_event(message_id, kind, content, options, metadata)
+    if isinstance(message, AgentMessage):  # another agent's: a user message, by it
+        event["author"] = msgspec.to_builtins(message.author)
     event_json = encode_event_data(event)
     tx.check_event_size(f"Message {message_id!r}", event, encoded=event_json)
     if not tx.claim_message_id(agent_id, message_id):
@@ -281,8 +331,9 @@ def accept_message(
 
 def _with_turn_id(event_json: str, turn_id: str) -> str:
     """The ``message.accepted`` event's stored JSON with ``turn_id`` added, from its JSON
-    without it: ``turn_id`` sorts after every other key of the event (``delivery``,
-    ``message``, ``message_id``, ``metadata``, ``options``, ``role``), so in the canonical
+    without it: ``turn_id`` sorts after every other key of the event (``author``,
+    ``delivery``, ``message``, ``message_id``, ``metadata``, ``options``, ``role``), so in
+    the canonical
     (sorted) encoding it is the last member: the same bytes as encoding the whole again."""
     return f'{event_json[:-1]},"turn_id":{encode_event_data_value(turn_id)}}}'
 
@@ -294,8 +345,8 @@ def _accepted_event(
     options: MessageOptions,
     metadata: JSONObject | None,
 ) -> JSONObject:
-    """The ``message.accepted`` event's data: the message as queued (``content``, its
-    builtins form), docs/ledger.md."""
+    """The ``message.accepted`` event's data: the message as the turn's input (``content``,
+    seed 002's ``AgentMessage``), docs/ledger.md."""
     data: JSONObject = {
         "message_id": message_id,
         "delivery": kind,

@@ -87,11 +87,13 @@ LAYERS: tuple[Component, ...] = (
             "agentkeep.drivers",
         ),
     ),
-    Component(7, "mcp", ("agentkeep.mcp",)),
     Component(7, "chaos", ("agentkeep.chaos",)),
     Component(7, "server", ("agentkeep.server",)),
-    Component(8, "client", ("agentkeep.client",)),
-    Component(9, "cli", ("agentkeep.cli",)),
+    # The MCP tools show the REST API's very JSON (server/wire.py: one message shape, ISO
+    # timestamps), so they sit above the server.
+    Component(8, "mcp", ("agentkeep.mcp",)),
+    Component(9, "client", ("agentkeep.client",)),
+    Component(10, "cli", ("agentkeep.cli",)),
 )
 
 

@@ -17,7 +17,7 @@ import msgspec
 from agentkeep.cli.admin import parse_metadata
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.definitions import PAGE_LIMIT, wire
-from agentkeep.cli.message_input import read_message
+from agentkeep.cli.message_input import message_json_option, message_of, read_message
 from agentkeep.cli.options import timeout_option
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.cli.transport import open_backend
@@ -25,6 +25,7 @@ from agentkeep.cli.turn_waiting import send_turn
 from agentkeep.errors import AgentExistsError
 from agentkeep.model import SessionEvent
 from agentkeep.model.ids import ID_RULE
+from agentkeep.server.event_wire import wire_event_data
 from agentkeep.server.turn_wire import turn_out
 from agentkeep.server.wire import EventList, SessionList, event_out, session_out
 from agentkeep.sessions import SessionRecord
@@ -33,9 +34,10 @@ EVENTS_PAGE = 100  # `session events` without --limit: the daemon's default page
 
 
 def event_line(event: SessionEvent) -> str:
-    """One event for people: sequence, type, turn, data."""
+    """One event for people: sequence, type, turn, data (as the wire shows it, so both
+    modes print the same)."""
     turn = f" [{event.turn_id}]" if event.turn_id else ""
-    data = msgspec.json.encode(event.data).decode()
+    data = msgspec.json.encode(wire_event_data(event.type, event.data)).decode()
     return f"{event.sequence:>5}  {event.type}{turn}  {data}"
 
 
@@ -196,6 +198,7 @@ def events(
     help="Read the message from this file (UTF-8) instead of TEXT.",
 )
 @click.option("--key", "idempotency_key", help="An idempotency key: a retry is a no-op.")
+@message_json_option
 @click.option("--steer", is_flag=True, help="Join the running turn instead of queueing a new one.")
 @click.option("--wait", is_flag=True, help="Wait for the turn's end and print its answer.")
 @timeout_option("Seconds to wait for the turn's end (it goes on after).")
@@ -206,12 +209,13 @@ def send(
     text: str | None,
     file_path: Path | None,
     idempotency_key: str | None,
+    message_json: bool,
     steer: bool,
     wait: bool,
     timeout_seconds: float,
 ) -> None:
     """Send a message as a turn (TEXT, - for stdin, or --file); durable on return."""
-    message = read_message(text, file_path)
+    message = message_of(read_message(text, file_path), message_json)
     with open_backend(state) as backend:
         send_turn(
             state,

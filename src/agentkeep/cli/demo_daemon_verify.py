@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from agentkeep.model.parts import message_text
+
 
 def _listed(numbers: Sequence[int]) -> str:
     shown = ", ".join(str(n) for n in numbers[:10])
@@ -157,8 +159,7 @@ def epoch_ms(iso: str) -> int:
 
 
 def _text(message: Any) -> str:
-    content = message.get("content", []) if isinstance(message, dict) else []
-    return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return message_text(message) or ""
 
 
 def _short(text: str, width: int = 64) -> str:
@@ -187,7 +188,7 @@ def summarize(event: dict[str, Any]) -> str:
     elif kind == "tool.batch":
         detail = f"{len(data.get('calls', []))} calls, durable before any of them runs"
     elif kind == "tool.result":
-        detail = f"{data.get('call_id')} → {_short(_text(data.get('message')), 40)}"
+        detail = f"{data.get('callId')} → {_short(_text(data), 40)}"
     elif kind == "settled":
         detail = "nothing owed"
     return f"{kind:<17}{detail}".rstrip()

@@ -10,7 +10,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import click
+import msgspec
+
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
+from agentkeep.mcp.types import AgentMessage
 
 _MESSAGE_FORMS = "TEXT, - (read stdin) or --file PATH"
 
@@ -68,3 +72,38 @@ def read_message(text: str | None, file_path: Path | None) -> str:
             exit_code=EXIT_BAD_INPUT,
         )
     return content
+
+
+def structured_message(content: str) -> AgentMessage:
+    """``content`` (the message read as for :func:`read_message`) as seed 002's
+    ``AgentMessage`` JSON, ``{"role": "user" | "system", "parts": [...]}`` (``--message-json``):
+    its reference and data parts are kept verbatim.
+
+    Raises:
+        CliError: it is not such JSON (exit 2, naming what is wrong; nothing is queued).
+    """
+    try:
+        return msgspec.json.decode(content, type=AgentMessage)
+    except (msgspec.DecodeError, msgspec.ValidationError) as error:
+        raise _bad_input(
+            f"--message-json: the message is not seed 002's AgentMessage JSON ({error}).",
+            'e.g. {"role": "user", "parts": [{"type": "text", "text": "Review"}, '
+            '{"type": "reference", "uri": "file:///a.py", "name": "a.py"}]}',
+        ) from None
+
+
+#: ``--message-json`` on the commands that send a turn (``session send``, ``talk``).
+message_json_option = click.option(
+    "--message-json",
+    "message_json",
+    is_flag=True,
+    help=(
+        "The message is seed 002's AgentMessage JSON ({role, parts}: text, reference and "
+        "data parts, kept verbatim) instead of text."
+    ),
+)
+
+
+def message_of(content: str, message_json: bool) -> str | AgentMessage:
+    """The message to send: the text, or with ``--message-json`` the structured message."""
+    return structured_message(content) if message_json else content

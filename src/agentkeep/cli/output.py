@@ -43,9 +43,11 @@ from agentkeep.model import (
     AgentMessage,
     AssistantMessage,
     CompactionMessage,
+    DataBlock,
     ImageBlock,
     Message,
     ReasoningBlock,
+    ReferenceBlock,
     SystemMessage,
     TextBlock,
     ToolCallBlock,
@@ -53,6 +55,7 @@ from agentkeep.model import (
     ToolResultMessage,
     UserMessage,
 )
+from agentkeep.model.content import data_text, reference_text
 
 # Exit codes (stable): documented in ``agentkeep --help``.
 EXIT_OK = 0
@@ -362,6 +365,10 @@ def block_text(blocks: tuple[Any, ...]) -> str:
         elif isinstance(block, ToolCallRequestBlock):
             arguments = json.dumps(block.arguments, sort_keys=True)
             parts.append(f"[tool request {block.name} {arguments}]")
+        elif isinstance(block, ReferenceBlock):
+            parts.append(reference_text(block))
+        elif isinstance(block, DataBlock):
+            parts.append(data_text(block))
     return "".join(parts)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import click
 
 from agentkeep.cli.context import CliState, pass_state
-from agentkeep.cli.message_input import read_message
+from agentkeep.cli.message_input import message_json_option, message_of, read_message
 from agentkeep.cli.messaging import message_flags, talk_to_agent_id
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.cli.reading import open_reader
@@ -72,6 +72,7 @@ def _session_for(backend: Backend, agent: str, session_id: str | None) -> Sessio
 @message_flags
 @click.option("--session", "session_id", help="Continue this session of AGENT.")
 @click.option("--key", "idempotency_key", help="An idempotency key for the turn.")
+@message_json_option
 @click.option(
     "--background", is_flag=True, help="Print the accepted turn and return without waiting."
 )
@@ -87,6 +88,7 @@ def talk(
     timeout_seconds: float,
     session_id: str | None,
     idempotency_key: str | None,
+    message_json: bool,
     background: bool,
 ) -> None:
     """Talk to AGENT (a definition: a new session unless --session; or a session id).
@@ -96,7 +98,7 @@ def talk(
     exits 130. The session id is printed on stderr (`session: ID`) to continue it with
     --session; --json prints one JSON object (turn, duplicate, answer).
     """
-    seed_form = session_id is not None or idempotency_key is not None or background
+    seed_form = session_id is not None or idempotency_key is not None or background or message_json
     if not seed_form and daemon_of(state) is None and not _names_definition(state, agent):
         talk_to_agent_id(
             state,
@@ -116,7 +118,7 @@ def talk(
             code="invalid_option",
             exit_code=EXIT_BAD_INPUT,
         )
-    message = read_message(text, file_path)
+    message = message_of(read_message(text, file_path), message_json)
     with open_backend(state) as backend:
         session = _session_for(backend, agent, session_id)
         if not state.json_mode:

@@ -24,6 +24,7 @@ from agentkeep.cli.turns import EXIT_INTERRUPTED, EXIT_TURN_FAILED, announce
 from agentkeep.delivery import DeliveryKind
 from agentkeep.mcp.backend import Backend
 from agentkeep.mcp.tools import answer_of
+from agentkeep.mcp.types import AgentMessage
 from agentkeep.model.ledger import ASSISTANT_BLOCK
 from agentkeep.model.turns import SentTurn, TurnRecord
 from agentkeep.server.turn_wire import turn_out
@@ -138,7 +139,7 @@ def send_turn(
     state: CliState,
     backend: Backend,
     session_id: str,
-    message: str,
+    message: str | AgentMessage,
     *,
     delivery: DeliveryKind,
     idempotency_key: str | None,

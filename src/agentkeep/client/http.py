@@ -29,7 +29,7 @@ from agentkeep.client.records import (
 from agentkeep.client.sse import response_frames
 from agentkeep.delivery import DeliveryKind
 from agentkeep.errors import AgentExistsError, AgentkeepError, InvalidMessageError
-from agentkeep.mcp.backend import Backend, message_text_parts
+from agentkeep.mcp.backend import Backend
 from agentkeep.mcp.types import AgentMessage
 from agentkeep.model import JSONObject, MessageOptions, SessionEvent
 from agentkeep.model.turns import SentTurn, TurnRecord
@@ -216,8 +216,8 @@ class HttpBackend(Backend):
         options: MessageOptions | None = None,
     ) -> SentTurn:
         body: JSONObject = {
-            # As SystemBackend does: reference and data parts become text the model reads.
-            "message": message if isinstance(message, str) else message_text_parts(message),
+            # Seed 002's AgentMessage as the tool got it: every part kept verbatim.
+            "message": message if isinstance(message, str) else msgspec.to_builtins(message),
             "wait": False,
             "delivery": delivery,
         }

@@ -4,8 +4,9 @@ library's error classes.
 The inverse of :mod:`agentkeep.server.wire` and :mod:`agentkeep.server.turn_wire`, so a
 command shows exactly the same JSON whether it read the store itself or asked the daemon:
 ``wire(decode(wire(record))) == wire(record)`` (timestamps carry milliseconds both ways; a
-turn's input goes back from parts to content blocks). What the wire does not carry (a turn's
-``message_id``) is left at its default; nothing shown depends on it.
+turn's input and result, and an event's data, are kept as the wire shows them: showing them
+again changes nothing). What the wire does not carry (a turn's ``message_id``) is left at
+its default; nothing shown depends on it.
 """
 
 from __future__ import annotations
@@ -64,18 +65,6 @@ def session_record(body: JSONObject) -> SessionRecord:
     )
 
 
-def _content(message: JSONObject) -> JSONObject:
-    """``{role, parts}`` back into ``{role, content}``: text parts as text blocks, a data part
-    as the block it stands for (``turn_wire.to_parts`` in reverse)."""
-    blocks: list[Any] = []
-    for part in message.get("parts") or []:
-        if part.get("type") == "text":
-            blocks.append({"type": "text", "text": part.get("text", "")})
-        else:
-            blocks.append(part.get("data"))
-    return {"role": message.get("role", "user"), "content": blocks}
-
-
 def turn_record(body: JSONObject) -> TurnRecord:
     """An ``AgentTurn`` as the turns' record."""
     error = body.get("error")
@@ -86,7 +75,7 @@ def turn_record(body: JSONObject) -> TurnRecord:
         idempotency_key=body["idempotencyKey"],
         driver=body["driver"],
         status=body["status"],
-        input=_content(body["input"]),
+        input=body["input"],  # seed 002's AgentMessage, as the library stores it
         result=body.get("result"),
         error=None if error is None else msgspec.convert(error, TurnFailure),
         created_at_ms=ms(body["createdAt"]),

@@ -18,7 +18,7 @@ driver other than ``agentkeep`` run their turns through it (docs/drivers.md).
   example harness.
 """
 
-from agentkeep.drivers.context import DriverContext
+from agentkeep.drivers.context import DriverContext, DriverSignal
 from agentkeep.drivers.loading import DRIVERS_ENV, DriverLoadError, load_drivers
 from agentkeep.drivers.process import ProcessDriver, ProcessDriverError
 from agentkeep.drivers.types import (
@@ -41,6 +41,7 @@ __all__ = [
     "DriverLoadError",
     "DriverResult",
     "DriverRunRequest",
+    "DriverSignal",
     "InvalidDriverEventError",
     "ProcessDriver",
     "ProcessDriverError",

@@ -15,7 +15,8 @@ Invariants:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import msgspec
 
@@ -26,6 +27,7 @@ from agentkeep.drivers.types import (
 )
 from agentkeep.model import JSONObject, SessionEvent
 from agentkeep.model.ledger import EVENT_TYPES, MESSAGE, TEXT_DELTA
+from agentkeep.model.parts import as_wire_json, decode_message
 from agentkeep.model.turns import TURN_EVENT_PREFIX
 from agentkeep.persistence.ledger import encode_event_data
 
@@ -38,8 +40,10 @@ _RESERVED = frozenset(EVENT_TYPES) - {MESSAGE}
 
 
 def check_assistant_message(message: object, what: str) -> JSONObject:
-    """``message`` if it is an assistant message object (``role: "assistant"``, ``content``
-    a list of JSON objects with a string ``type``), as plain JSON.
+    """``message`` as seed 002's assistant ``AgentMessage`` (``{"role": "assistant",
+    "parts": [...]}``), as plain JSON. A message of content blocks (``{"role":
+    "assistant", "content": [...]}``, agentkeep's earlier form) is converted to parts
+    (``model/parts.py``).
 
     Raises:
         InvalidDriverEventError: naming what is wrong, ``what`` naming where it came from.
@@ -52,14 +56,21 @@ def check_assistant_message(message: object, what: str) -> JSONObject:
         raise InvalidDriverEventError(
             f'{what} must have role "assistant", got {message.get("role")!r}'
         )
-    content = message.get("content")
-    if not isinstance(content, list) or not all(
-        isinstance(block, dict) and isinstance(block.get("type"), str) for block in content
-    ):
-        raise InvalidDriverEventError(
-            f"{what} must have a content list of blocks, each an object with a string type"
-        )
-    return as_json(message, what)
+    if "parts" not in message:
+        content = message.get("content")
+        if not isinstance(content, list) or not all(
+            isinstance(block, dict) and isinstance(block.get("type"), str) for block in content
+        ):
+            raise InvalidDriverEventError(
+                f'{what} must have a "parts" list (seed 002\'s AgentMessage: text, reference '
+                "and data parts)"
+            )
+        message = as_wire_json(message)
+    try:
+        wire = decode_message(message)
+    except msgspec.ValidationError as error:
+        raise InvalidDriverEventError(f"{what} is not an AgentMessage: {error}") from None
+    return as_json(msgspec.to_builtins(wire), what)
 
 
 def as_json(data: object, what: str) -> JSONObject:
@@ -82,9 +93,9 @@ def as_json(data: object, what: str) -> JSONObject:
 def check_event(type: object, data: object, max_event_bytes: int) -> tuple[str, JSONObject]:
     """The event a driver's ``emit(type, data)`` appends: ``(type, stored data)``.
 
-    ``message`` carries an assistant message and is stored as ``{"role": "assistant",
-    "message": <it>}`` (the native ``message`` event's shape); any other type is the
-    driver's own, stored as given.
+    ``message`` carries an assistant ``AgentMessage`` and is stored as ``{"role":
+    "assistant", "message": <it>}`` (the native ``message`` event's shape); any other type
+    is the driver's own, stored as given.
 
     Raises:
         InvalidDriverEventError: naming what is wrong (nothing is written).
@@ -120,6 +131,34 @@ def _is_text(value: object) -> bool:
     return isinstance(value, str)
 
 
+class DriverSignal:
+    """A run's cancel signal, as seed 002's ``context.signal`` (an ``AbortSignal``) in
+    Python: ``aborted``, ``reason``, ``throw_if_aborted()`` and ``wait(timeout)``. It fires
+    on a cancel (after the intent is durable), at the turn timeout and when the system
+    closes."""
+
+    def __init__(self, context: DriverContext) -> None:
+        self._context = context
+
+    @property
+    def aborted(self) -> bool:
+        """True once the signal fired."""
+        return self._context.cancelled
+
+    @property
+    def reason(self) -> str:
+        """Why it fired (``""`` until it did)."""
+        return self._context.cancel_reason
+
+    def throw_if_aborted(self) -> None:
+        """Raise :class:`DriverCancelledError` if the signal fired (``throwIfAborted``)."""
+        self._context.raise_if_cancelled()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the signal fires (True) or ``timeout`` seconds pass (False)."""
+        return self._context.wait_cancelled(timeout)
+
+
 class DriverContext:
     """One run's context (seed 002's ``DriverRunContext``): a cancel signal, ``emit`` (a
     durable event of the turn, committed before it returns) and ``delta`` (ephemeral text
@@ -151,6 +190,11 @@ class DriverContext:
 
     # -- the cancel signal -------------------------------------------------------------------
     @property
+    def signal(self) -> DriverSignal:
+        """The cancel signal as seed 002's drivers use it (``context.signal``)."""
+        return DriverSignal(self)
+
+    @property
     def cancelled(self) -> bool:
         """True once the turn was cancelled, timed out or the system is stopping."""
         return self._cancel.is_set()
@@ -172,11 +216,13 @@ class DriverContext:
             )
 
     # -- events ------------------------------------------------------------------------------
-    def emit(self, type: str, data: JSONObject) -> SessionEvent:
+    def emit(self, type: str | Mapping[str, Any], data: JSONObject | None = None) -> SessionEvent:
         """Commit an event of the turn to the session's ledger and return it.
 
-        ``type`` is the driver's own (not ``turn.*``, not one of agentkeep's event types),
-        or ``message`` with an assistant message as ``data``. ``text.delta`` with
+        Called as ``emit(type, data)`` or, as seed 002's drivers do, with one event
+        ``emit({"type": ..., "data": {...}})`` (``data`` defaults to ``{}``). ``type`` is
+        the driver's own (not ``turn.*``, not one of agentkeep's event types), or
+        ``message`` with an assistant ``AgentMessage`` as ``data``. ``text.delta`` with
         ``{"text": ...}`` is seed 002's streamed text: it is the same as :meth:`delta`
         (ephemeral, not stored; the returned event has ``sequence == 0``).
 
@@ -184,14 +230,19 @@ class DriverContext:
             InvalidDriverEventError: the event is refused (the turn fails ``invalid_event``).
             DriverContextClosedError: the run is over; nothing is written.
         """
-        if type == TEXT_DELTA:
+        kind: object = type
+        if isinstance(type, Mapping):
+            kind, data = type.get("type"), type.get("data", {} if data is None else data)
+        elif data is None:
+            data = {}
+        if kind == TEXT_DELTA:
             text = data.get("text") if isinstance(data, dict) else None
             return self.delta(text)  # type: ignore[arg-type]  # checked there
         with self._lock:
             if not self._open:
                 raise self._closed()
             try:
-                checked_type, stored = check_event(type, data, self._max_event_bytes)
+                checked_type, stored = check_event(kind, data, self._max_event_bytes)
             except InvalidDriverEventError as error:
                 self._open = False
                 self._on_invalid(error)
@@ -219,7 +270,7 @@ class DriverContext:
         return self._publish(TEXT_DELTA, {"text": text})
 
     # -- the runner's side -------------------------------------------------------------------
-    def signal(self, reason: str) -> None:
+    def fire(self, reason: str) -> None:
         """Fire the cancel signal (the runner does, after the intent is durable)."""
         if not self._cancel.is_set():
             self._cancel_reason = reason
@@ -237,4 +288,10 @@ class DriverContext:
         )
 
 
-__all__ = ["DriverContext", "as_json", "check_assistant_message", "check_event"]
+__all__ = [
+    "DriverContext",
+    "DriverSignal",
+    "as_json",
+    "check_assistant_message",
+    "check_event",
+]

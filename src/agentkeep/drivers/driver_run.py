@@ -43,7 +43,7 @@ class RunState:
             context = self.context
             self.cond.notify_all()
         if context is not None:
-            context.signal(reason)
+            context.fire(reason)
 
     def finish(self, result: object, error: BaseException | None) -> None:
         """The run returned ``result`` or raised ``error`` (the first outcome counts)."""

@@ -50,6 +50,7 @@ from agentkeep.delivery import (
     check_idempotency_key,
     check_message_id,
     validate_message,
+    wire_input,
 )
 from agentkeep.drivers.runner import DriverRunner, RunState
 from agentkeep.drivers.types import Driver
@@ -357,7 +358,7 @@ class _DriverAcceptance:
             raise UnknownAgentError(agent_id)
         if tx.session_archived(agent_id):
             raise SessionArchivedError(agent_id)
-        content = msgspec.to_builtins(self._message)
+        content = wire_input(self._message)
         tx.check_input_size(content)
         if self._key is not None:
             repeated = tx.turn_of_key(agent_id, self._key, "send", content)

@@ -81,7 +81,7 @@ class DriverRunner(SupervisedActor):
         """A run this incarnation leaves behind can write nothing more."""
         state, self._current = self._current, None
         if state is not None and state.context is not None:
-            state.context.signal(reason)
+            state.context.fire(reason)
             state.context.close()
 
     def on_start(self) -> None:
@@ -159,7 +159,7 @@ class DriverRunner(SupervisedActor):
             # If this runner dies from here on, the run is cut off: signalled and closed.
             self._current = state
             if cancelled_early:
-                context.signal("cancelled")
+                context.fire("cancelled")
             with offering_child_link(self, turn.id):
                 child = run_child(DriverRunActor, self.actor_ref, driver, request, context, state)
             outcome = self._watch(state)

@@ -4,6 +4,7 @@ check of what ``run`` returned, and the failures a turn ends with.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -111,17 +112,46 @@ def _failure(state: RunState, outcome: str, timeout: float) -> TurnFailure | Non
     return None
 
 
+def _result_of(result: Mapping[Any, Any]) -> DriverResult:
+    """Seed 002's ``DriverRunResult`` as a plain dict (``message``, ``driverSessionId``,
+    ``metadata``, each optional; ``driver_session_id`` is accepted too) as a
+    :class:`DriverResult`.
+
+    Raises:
+        InvalidDriverEventError: another key, or a value of the wrong type (named).
+    """
+    fields = dict(result)
+    if "driver_session_id" in fields and "driverSessionId" not in fields:
+        fields["driverSessionId"] = fields.pop("driver_session_id")
+    unknown = sorted(str(k) for k in fields if k not in ("message", "driverSessionId", "metadata"))
+    if unknown:
+        raise InvalidDriverEventError(
+            f"run() returned a result with unknown fields {unknown} (seed 002's "
+            "DriverRunResult has message, driverSessionId and metadata)"
+        )
+    if fields.get("metadata") is None:
+        fields.pop("metadata", None)
+    try:
+        return msgspec.convert(fields, DriverResult)
+    except msgspec.ValidationError as error:
+        raise InvalidDriverEventError(f"run() returned an invalid result: {error}") from None
+
+
 def _checked_result(result: object) -> DriverResult:
-    """The run's return value as a :class:`DriverResult` (None: an empty one).
+    """The run's return value as a :class:`DriverResult` (None: an empty one; a dict:
+    seed 002's ``DriverRunResult``, :func:`_result_of`).
 
     Raises:
         InvalidDriverEventError: it is something else, or its fields are invalid.
     """
     if result is None:
         return DriverResult()
+    if isinstance(result, Mapping):
+        result = _result_of(result)
     if not isinstance(result, DriverResult):
         raise InvalidDriverEventError(
-            f"run() must return a DriverResult or None, got {type(result).__name__}"
+            "run() must return a DriverResult, a dict {message, driverSessionId, metadata} "
+            f"or None, got {type(result).__name__}"
         )
     message = (
         None

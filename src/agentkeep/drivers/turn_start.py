@@ -9,6 +9,7 @@ from agentkeep.drivers.turn_endings import turn_failure
 from agentkeep.drivers.types import DriverRunRequest
 from agentkeep.model import JSONObject
 from agentkeep.model.ledger import MAX_EVENTS_PAGE, MESSAGE
+from agentkeep.model.parts import as_wire_json
 from agentkeep.model.turns import TurnRecord
 from agentkeep.persistence.interface import Transaction
 from agentkeep.registry import tables as registry_tables
@@ -41,13 +42,22 @@ def start_turn(tx: Transaction, session_id: str, turn: TurnRecord) -> DriverRunR
         session=session,
         turn=running,
         history=tuple(_history(tx, session_id, running.number)),
-        input=running.input,
+        input=_wire(running.input),
         driver_session_id=session.driver_session_id,
     )
 
 
+def _wire(message: JSONObject) -> JSONObject:
+    """A stored message as seed 002's ``AgentMessage`` (a turn accepted before inputs were
+    stored in that shape holds content blocks)."""
+    wire = as_wire_json(message)
+    return wire if isinstance(wire, dict) else message
+
+
 def _history(tx: Transaction, session_id: str, before: int) -> list[JSONObject]:
-    """Each earlier completed turn's input, then its ``message`` events' messages."""
+    """Each earlier completed turn's input, then its ``message`` events' messages (seed
+    002's ``AgentMessage``s: the driver's own, or the native loop's if the session's driver
+    changed)."""
     completed: dict[str, TurnRecord] = {}
     after = 0
     while True:
@@ -63,7 +73,7 @@ def _history(tx: Transaction, session_id: str, before: int) -> list[JSONObject]:
     while True:
         events = tx.events(session_id, sequence, MAX_EVENTS_PAGE)
         for event in events:
-            message = event.data.get("message")
+            message = as_wire_json(event.data.get("message"))
             if event.type == MESSAGE and event.turn_id in outputs and isinstance(message, dict):
                 outputs[event.turn_id].append(message)
         if len(events) < MAX_EVENTS_PAGE:
@@ -71,6 +81,6 @@ def _history(tx: Transaction, session_id: str, before: int) -> list[JSONObject]:
         sequence = events[-1].sequence
     history: list[JSONObject] = []
     for turn in sorted(completed.values(), key=lambda t: t.number):
-        history.append(turn.input)
+        history.append(_wire(turn.input))
         history.extend(outputs[turn.id])
     return history

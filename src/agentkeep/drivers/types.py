@@ -33,9 +33,11 @@ class DriverRunRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
         turn: The turn, already ``running``.
         history: The ordered completed history before this turn: for each earlier
             ``completed`` turn, its input then the assistant messages it produced (its
-            ``message`` events), each a JSON message object (``role``, ``content``).
-        input: The turn's input message (``turn.input``).
-        driver_session_id: The opaque id the last turn that returned one gave, or None.
+            ``message`` events), each seed 002's ``AgentMessage`` as JSON (``{"role",
+            "parts"}``: text, reference and data parts).
+        input: The turn's input message (``turn.input``), an ``AgentMessage`` as JSON.
+        driver_session_id: The opaque id the last turn that returned one gave, or None
+            (seed 002's ``driverSessionId``).
     """
 
     revision: Revision
@@ -45,14 +47,21 @@ class DriverRunRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     input: JSONObject
     driver_session_id: str | None
 
+    @property
+    def agent(self) -> Revision:
+        """The pinned revision under seed 002's name (``request.agent``)."""
+        return self.revision
+
 
 class DriverResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """What a driver's ``run`` returns (seed 002's ``DriverRunResult``); returning None is
-    the same as ``DriverResult()``.
+    the same as ``DriverResult()``, and a plain dict ``{"message", "driverSessionId",
+    "metadata"}`` (each optional) is taken as one.
 
     Attributes:
-        message: The final assistant message (``{"role": "assistant", "content": [...]}``),
-            appended once as a ``message`` event before the turn completes; None: none.
+        message: The final assistant ``AgentMessage`` (``{"role": "assistant", "parts":
+            [{"type": "text", "text": ...}]}``), appended once as a ``message`` event before
+            the turn completes; None: none.
         driver_session_id: Replaces the session's opaque driver session id; None keeps it.
         metadata: A JSON object kept in the turn's result.
     """
@@ -73,8 +82,11 @@ class Driver(Protocol):
 
     id: str
 
-    def run(self, request: DriverRunRequest, context: DriverContext) -> DriverResult | None:
-        """Run one turn; return its result (or None), or raise to fail it.
+    def run(
+        self, request: DriverRunRequest, context: DriverContext
+    ) -> DriverResult | JSONObject | None:
+        """Run one turn; return its result (a :class:`DriverResult`, seed 002's
+        ``DriverRunResult`` as a dict, or None), or raise to fail it.
 
         Called in a worker thread with the turn already ``running``. Observe
         ``context.cancelled`` (or ``raise_if_cancelled``) and stop promptly when it is set:

@@ -26,6 +26,7 @@ from agentkeep.loop.server_calls import ServerCalls, is_private
 from agentkeep.loop.texts import ABORTED_CALL, UNDISPATCHED_CALL
 from agentkeep.loop.view import ends_with_own_message
 from agentkeep.model import Done, StreamEvent, ToolCallBlock
+from agentkeep.model.parts import block_part
 
 
 def start(ctx: LoopContext) -> None:
@@ -147,10 +148,13 @@ def maybe_finish(ctx: LoopContext) -> None:
     answers = done.state in ("normal", "length") and not calls
     private = phase.server_calls.private_ids(response.blocks)
     # The turn's answer is published: a server call kept out of the history is not in it.
-    answer = tuple(b for b in response.blocks if not is_private(b, private)) if answers else None
+    published = tuple(b for b in response.blocks if not is_private(b, private))
+    answer = published if answers else None
+    # Its assistant message (the ledger's ``message`` event), when it says something.
+    message = published if measured and any(block_part(b) for b in published) else None
     if settle:
         ctx.settlement_id = ctx.new_id()
-    if blocks or settle or answers or (measured and done.tokens is not None):
+    if blocks or settle or answers or message or (measured and done.tokens is not None):
         tokens = done.tokens if measured else None
         # Its id is spent. A response that failed right after completed content was cut
         # short, not finished: the content stays marked open (C2), so a restart before the
@@ -164,6 +168,7 @@ def maybe_finish(ctx: LoopContext) -> None:
                 tokens=tokens,
                 settle=settle,
                 answer=answer,
+                message=message,
                 private_calls=phase.server_calls.private_ids(blocks),
                 owed=owed,
             )

@@ -132,6 +132,11 @@ class FinishResponse(_Data, frozen=True):
     # session's running turns whose input is all consumed complete with it, in this same
     # transaction (docs/turns.md). None for a response that calls tools or was cut short.
     answer: tuple[AssistantBlock, ...] | None = None
+    # The whole response as published (a server call kept out of the history left out),
+    # when it ended with content (normally, at its length limit or calling tools): its
+    # assistant message is reported as a seed-002 ``message`` event in this transaction
+    # (docs/ledger.md). None for a response that failed or was cut short.
+    message: tuple[AssistantBlock, ...] | None = None
     private_calls: tuple[str, ...] = ()  # as for ``AppendBlock``
     # The owed fact after the response (when it does not settle): its request's id is spent
     # and its content finished (``response_open`` cleared), so a restart never reuses the id.

@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-import msgspec
-
 from agentkeep.agent_system import AgentSystem
-from agentkeep.delivery import DeliveryKind, user
-from agentkeep.mcp.types import AgentMessage, DataPart, ReferencePart, TextPart, require_content
-from agentkeep.model import JSONObject, MessageOptions, SessionEvent, UserMessage
+from agentkeep.delivery import DeliveryKind
+from agentkeep.mcp.types import AgentMessage, require_content
+from agentkeep.model import JSONObject, MessageOptions, SessionEvent
+from agentkeep.model.parts import WireMessage
 from agentkeep.model.turns import TERMINAL_STATUSES, TURN_EVENT_PREFIX, SentTurn, TurnRecord
 from agentkeep.registry import DefinitionRecord, DefinitionUpdate
 from agentkeep.sessions import SessionRecord
@@ -224,7 +223,7 @@ class SystemBackend(Backend):
     ) -> SentTurn:
         handle = self._system.sessions.send(
             session_id,
-            user_message(message),
+            wire_message(message),
             delivery=delivery,
             idempotency_key=idempotency_key,
             metadata=metadata,
@@ -276,32 +275,12 @@ def _ends_turn(event: SessionEvent) -> bool:
     return f"{prefix}." == TURN_EVENT_PREFIX and status in TERMINAL_STATUSES
 
 
-def message_text_parts(message: AgentMessage) -> JSONObject:
-    """Seed 002's message with every part as text (as :func:`user_message` reads it): the
-    form the daemon's driver accepts."""
-    require_content(message)
-    parts = [{"type": "text", "text": _part_text(part)} for part in message.parts]
-    return {"role": "user", "parts": parts}
-
-
-def user_message(message: str | AgentMessage) -> UserMessage:
-    """Seed 002's message as an agentkeep user message: text stays text; a reference or a
-    data part becomes a line of text naming it (the native driver's models read text).
+def wire_message(message: str | AgentMessage) -> str | WireMessage:
+    """A tool's message as ``Sessions.send`` (and the daemon's REST API) takes it: text, or
+    seed 002's ``AgentMessage`` with every part kept verbatim.
 
     Raises:
         InvalidMessageError: the message is empty.
     """
     require_content(message)
-    if isinstance(message, str):
-        return user(message)
-    return user([_part_text(part) for part in message.parts])
-
-
-def _part_text(part: TextPart | ReferencePart | DataPart) -> str:
-    if isinstance(part, TextPart):
-        return part.text
-    if isinstance(part, ReferencePart):
-        label = f"{part.name} " if part.name else ""
-        kind = f" ({part.media_type})" if part.media_type else ""
-        return f"[reference: {label}<{part.uri}>{kind}]"
-    return f"[data {part.name}: {msgspec.json.encode(part.data).decode()}]"
+    return message if isinstance(message, str) else message.wire()

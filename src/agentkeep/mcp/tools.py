@@ -26,12 +26,12 @@ from agentkeep.mcp.errors import InvalidArgumentsError, SessionMismatchError, Tu
 from agentkeep.mcp.types import (
     AgentList,
     AgentMessage,
+    AgentUpdate,
     CancelArgs,
     CancelResult,
     Conversation,
     CreateAgentArgs,
     DeleteAgentArgs,
-    Event,
     GetAgentArgs,
     GetConversationArgs,
     ListAgentsArgs,
@@ -43,8 +43,10 @@ from agentkeep.mcp.types import (
     require_content,
 )
 from agentkeep.model import JSONObject
+from agentkeep.model.parts import message_text
 from agentkeep.model.turns import TurnRecord
-from agentkeep.registry import DefinitionRecord, DefinitionUpdate
+from agentkeep.server.turn_wire import turn_out
+from agentkeep.server.wire import AgentOut, agent_out, event_out, revision_out, session_out
 from agentkeep.sessions import SessionRecord
 
 
@@ -70,28 +72,33 @@ def agents_list(backend: Backend, args: ListAgentsArgs) -> AgentList:
         include_deleted=args.include_deleted, after=args.after, limit=args.limit
     )
     next_after = agents[-1].id if len(agents) == args.limit else None
-    return AgentList(agents=agents, next_after=next_after)
+    return AgentList(agents=[agent_out(a) for a in agents], next_after=next_after)
 
 
-def agents_get(backend: Backend, args: GetAgentArgs) -> DefinitionRecord:
+def agents_get(backend: Backend, args: GetAgentArgs) -> AgentOut:
     """One definition with its current revision."""
-    return backend.get_definition(args.agent_id, include_deleted=args.include_deleted)
+    return agent_out(backend.get_definition(args.agent_id, include_deleted=args.include_deleted))
 
 
-def agents_create(backend: Backend, args: CreateAgentArgs) -> DefinitionRecord:
+def agents_create(backend: Backend, args: CreateAgentArgs) -> AgentOut:
     """Create a definition (revision 1)."""
     # The registry checks the definition (and names the field it refuses).
-    return backend.create_definition(_wire(args))
+    return agent_out(backend.create_definition(_wire(args)))
 
 
-def agents_update(backend: Backend, args: UpdateAgentArgs) -> DefinitionUpdate:
+def agents_update(backend: Backend, args: UpdateAgentArgs) -> AgentUpdate:
     """Apply a PATCH; ``changed`` says whether a revision was appended."""
-    return backend.update_definition(args.agent_id, _wire(args.patch))
+    update = backend.update_definition(args.agent_id, _wire(args.patch))
+    return AgentUpdate(
+        record=agent_out(update.record),
+        revision=revision_out(update.revision),
+        changed=update.changed,
+    )
 
 
-def agents_delete(backend: Backend, args: DeleteAgentArgs) -> DefinitionRecord:
+def agents_delete(backend: Backend, args: DeleteAgentArgs) -> AgentOut:
     """Tombstone a definition (a retry returns it unchanged)."""
-    return backend.delete_definition(args.agent_id)
+    return agent_out(backend.delete_definition(args.agent_id))
 
 
 # -- sessions and turns -------------------------------------------------------------------------
@@ -104,9 +111,9 @@ def agents_get_conversation(backend: Backend, args: GetConversationArgs) -> Conv
     full = len(events) == args.events_limit
     return Conversation(
         conversation_id=session_id,
-        session=session,
-        turns=turns,
-        events=[Event.of(e) for e in events],
+        session=session_out(session),
+        turns=[turn_out(t) for t in turns],
+        events=[event_out(e) for e in events],
         answer=next((a for t in reversed(turns) if (a := answer_of(t)) is not None), None),
         next_events_after=events[-1].sequence if full else None,
     )
@@ -153,7 +160,7 @@ def talk_to_agent(backend: Backend, args: TalkArgs) -> TalkResult:
         duplicate=sent.duplicate,
         status=turn.status,
         answer=answer_of(turn),
-        turn=turn,
+        turn=turn_out(turn),
     )
 
 
@@ -167,34 +174,25 @@ def steer_agent(backend: Backend, args: SteerArgs) -> SteerResult:
         idempotency_key=args.idempotency_key,
         metadata=None,
     )
-    return SteerResult(conversation_id=session_id, duplicate=sent.duplicate, turn=sent.turn)
+    return SteerResult(
+        conversation_id=session_id, duplicate=sent.duplicate, turn=turn_out(sent.turn)
+    )
 
 
 def cancel_turn(backend: Backend, args: CancelArgs) -> CancelResult:
     """Cancel the active turn (or ``turn_id``); a terminal turn is returned unchanged."""
     session_id = _named_session(args.session_id, args.conversation_id)
     return CancelResult(
-        conversation_id=session_id, turn=backend.cancel_turn(session_id, args.turn_id)
+        conversation_id=session_id, turn=turn_out(backend.cancel_turn(session_id, args.turn_id))
     )
 
 
 # -- helpers ------------------------------------------------------------------------------------
 def answer_of(turn: TurnRecord) -> str | None:
-    """The text of a completed turn's answer (its result message's text blocks), or None."""
+    """The text of a completed turn's answer (its result message's text parts), or None."""
     if turn.status != "completed" or turn.result is None:
         return None
-    message = turn.result.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, list):
-        return None
-    texts = [
-        block["text"]
-        for block in content
-        if isinstance(block, dict)
-        and block.get("type") == "text"
-        and isinstance(block.get("text"), str)
-    ]
-    return "".join(texts) or None
+    return message_text(turn.result.get("message"))
 
 
 def talk_session_id(agent_id: str, idempotency_key: str) -> str:
@@ -272,7 +270,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Inspect an agent",
         "Inspect one agent: its current definition and revision.",
         GetAgentArgs,
-        DefinitionRecord,
+        AgentOut,
         agents_get,
         read_only=True,
         idempotent=True,
@@ -284,7 +282,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "description, instructions, driver, model {id: 'provider/model', settings}, authRef, "
         "resources, toolbox, workspace, metadata). Ids stay reserved after delete.",
         CreateAgentArgs,
-        DefinitionRecord,
+        AgentOut,
         agents_create,
     ),
     ToolSpec(
@@ -294,7 +292,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "workspace merge by field; null clears model, authRef and workspace.cwd. Changed "
         "content makes a new revision; existing sessions keep theirs.",
         UpdateAgentArgs,
-        DefinitionUpdate,
+        AgentUpdate,
         agents_update,
         idempotent=True,
     ),
@@ -303,7 +301,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Delete an agent",
         "Delete an agent while retaining its revisions and session history.",
         DeleteAgentArgs,
-        DefinitionRecord,
+        AgentOut,
         agents_delete,
         destructive=True,
         idempotent=True,

@@ -6,9 +6,9 @@ client is told and what the server accepts cannot drift apart. Unknown argument 
 refused, naming the field, so a misspelt argument is never silently dropped.
 
 Argument names are snake_case, as seed 002's MCP tools name them (``conversation_id``,
-``run_in_background``); the definitions, sessions and turns inside the results keep the
-library's JSON names (seed 002's camelCase: ``currentRevisionId``, ``agentRevision``, …), as
-in ``docs/registry.md`` and ``docs/sessions.md``.
+``run_in_background``); the agents, sessions, turns and events inside the results are the
+REST API's very JSON (``server/wire.py``: seed 002's camelCase names, ISO 8601 timestamps,
+messages as ``AgentMessage {role, parts}``, event data in camelCase).
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 
 from agentkeep.errors import InvalidMessageError
-from agentkeep.model import JSONObject, SessionEvent
-from agentkeep.model.turns import TurnRecord, TurnStatus
-from agentkeep.registry import DefinitionInput, DefinitionPatch, DefinitionRecord
-from agentkeep.sessions import SessionRecord
+from agentkeep.model import JSONObject
+from agentkeep.model.parts import Part, TextPart, WireMessage
+from agentkeep.model.turns import TurnStatus
+from agentkeep.registry import DefinitionInput, DefinitionPatch
+from agentkeep.server.turn_wire import TurnOut
+from agentkeep.server.wire import AgentOut, EventOut, RevisionOut, SessionOut
 
 #: The longest a tool may wait for a turn; longer work belongs in ``run_in_background``.
 MAX_WAIT_SECONDS = 3600.0
@@ -54,34 +56,17 @@ After = Annotated[int, msgspec.Meta(ge=0, description="Only those numbered above
 
 
 # -- seed 002's structured message --------------------------------------------------------------
-class TextPart(msgspec.Struct, frozen=True, kw_only=True, tag="text", tag_field="type"):
-    """Text."""
-
-    text: str
-
-
-class ReferencePart(
-    msgspec.Struct, frozen=True, kw_only=True, tag="reference", tag_field="type", rename="camel"
-):
-    """A reference the agent may resolve (a file, a URL); given to the model as text."""
-
-    uri: str
-    name: str | None = None
-    media_type: str | None = None
-
-
-class DataPart(msgspec.Struct, frozen=True, kw_only=True, tag="data", tag_field="type"):
-    """Named JSON data; given to the model as text."""
-
-    name: str
-    data: Any
-
-
 class AgentMessage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Seed 002's structured message (``AgentMessage``); only ``user`` messages are sent."""
+    """Seed 002's structured message (``AgentMessage``) as a tool takes it: a ``user`` (the
+    default) or ``system`` message of text, reference and data parts, kept verbatim (a
+    native model is shown a reference or data part as a line of text: docs/mcp.md)."""
 
-    role: Literal["user"] = "user"
-    parts: list[TextPart | ReferencePart | DataPart]
+    role: Literal["user", "system"] = "user"
+    parts: list[Part]
+
+    def wire(self) -> WireMessage:
+        """As the library's :class:`~agentkeep.model.parts.WireMessage`."""
+        return WireMessage(role=self.role, parts=tuple(self.parts))
 
 
 def require_content(message: str | AgentMessage) -> str | AgentMessage:
@@ -202,40 +187,26 @@ class CancelArgs(_SessionRef, frozen=True, kw_only=True):
 class AgentList(_Result, frozen=True, kw_only=True):
     """A page of agents; ``next_after`` is the ``after`` of the next page (None: the last)."""
 
-    agents: list[DefinitionRecord]
+    agents: list[AgentOut]
     next_after: str | None
 
 
-class Event(_Result, frozen=True, kw_only=True, rename="camel"):
-    """One ledger event (seed 002's ``SessionEvent``), in the camelCase of the other records."""
+class AgentUpdate(_Result, frozen=True, kw_only=True):
+    """What an update did: the agent after it, its current revision (the new one if
+    ``changed``), and whether the patched content differed."""
 
-    session_id: str
-    sequence: int
-    type: str
-    data: JSONObject
-    turn_id: str | None
-    created_at_ms: int
-
-    @classmethod
-    def of(cls, event: SessionEvent) -> Event:
-        """The event as the tools return it."""
-        return cls(
-            session_id=event.session_id,
-            sequence=event.sequence,
-            type=event.type,
-            data=event.data,
-            turn_id=event.turn_id,
-            created_at_ms=event.created_at_ms,
-        )
+    record: AgentOut
+    revision: RevisionOut
+    changed: bool
 
 
 class Conversation(_Result, frozen=True, kw_only=True):
     """A session (``conversation_id`` is its id), its turns and its events (each a page)."""
 
     conversation_id: str
-    session: SessionRecord
-    turns: list[TurnRecord]
-    events: list[Event]
+    session: SessionOut
+    turns: list[TurnOut]
+    events: list[EventOut]
     answer: str | None
     next_events_after: int | None
 
@@ -252,7 +223,7 @@ class TalkResult(_Result, frozen=True, kw_only=True):
     duplicate: bool
     status: TurnStatus
     answer: str | None
-    turn: TurnRecord
+    turn: TurnOut
 
 
 class SteerResult(_Result, frozen=True, kw_only=True):
@@ -260,14 +231,14 @@ class SteerResult(_Result, frozen=True, kw_only=True):
 
     conversation_id: str
     duplicate: bool
-    turn: TurnRecord
+    turn: TurnOut
 
 
 class CancelResult(_Result, frozen=True, kw_only=True):
     """The turn as it stands after the cancel (``cancelled``, or terminal already)."""
 
     conversation_id: str
-    turn: TurnRecord
+    turn: TurnOut
 
 
 # -- schemas and decoding -----------------------------------------------------------------------

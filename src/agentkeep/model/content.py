@@ -87,8 +87,28 @@ class ToolCallRequestBlock(_Value, frozen=True, tag="tool_call_request"):
     namespace: str | None = None
 
 
+class ReferenceBlock(_Value, frozen=True, tag="reference"):
+    """A reference the host resolves (seed 002's ``ReferencePart``): a file, a URL.
+
+    Kept verbatim in the conversation; a model is shown it as a line of text
+    (:func:`input_blocks`, :func:`reference_text`), since agentkeep does not fetch it.
+    """
+
+    uri: str
+    name: str | None = None
+    media_type: str | None = None
+
+
+class DataBlock(_Value, frozen=True, tag="data"):
+    """Named JSON data (seed 002's ``DataPart``), kept verbatim; a model is shown it as a
+    line of text naming it, with the data as compact JSON (:func:`input_blocks`)."""
+
+    name: str
+    data: Any = None
+
+
 InputBlock: TypeAlias = TextBlock | ImageBlock
-UserBlock: TypeAlias = TextBlock | ImageBlock | ToolCallRequestBlock
+UserBlock: TypeAlias = TextBlock | ImageBlock | ReferenceBlock | DataBlock | ToolCallRequestBlock
 OutputBlock: TypeAlias = TextBlock | ImageBlock
 AgentContentBlock: TypeAlias = TextBlock | ImageBlock | ReasoningBlock
 AssistantBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ServerToolResultBlock
@@ -160,9 +180,31 @@ class CompactionMessage(_Message, frozen=True, tag="compaction"):
     vendor: str | None = None
 
 
+def reference_text(block: ReferenceBlock) -> str:
+    """How a model is shown a reference: ``[reference: <name> <uri> (<media type>)]``."""
+    label = f"{block.name} " if block.name else ""
+    kind = f" ({block.media_type})" if block.media_type else ""
+    return f"[reference: {label}<{block.uri}>{kind}]"
+
+
+def data_text(block: DataBlock) -> str:
+    """How a model is shown named data: ``[data <name>: <compact JSON>]``."""
+    return f"[data {block.name}: {msgspec.json.encode(block.data).decode()}]"
+
+
 def input_blocks(blocks: tuple[UserBlock, ...]) -> tuple[InputBlock, ...]:
-    """The ordinary content of a user message: its text and images, never a control block."""
-    return tuple(b for b in blocks if isinstance(b, TextBlock | ImageBlock))
+    """The ordinary content of a user message as a provider gets it: its text and images,
+    a reference or data block as a text block (:func:`reference_text`, :func:`data_text`),
+    never a control block. The one place the native loop decides how a model sees them."""
+    shown: list[InputBlock] = []
+    for block in blocks:
+        if isinstance(block, TextBlock | ImageBlock):
+            shown.append(block)
+        elif isinstance(block, ReferenceBlock):
+            shown.append(TextBlock(text=reference_text(block)))
+        elif isinstance(block, DataBlock):
+            shown.append(TextBlock(text=data_text(block)))
+    return tuple(shown)
 
 
 Message: TypeAlias = (

@@ -8,10 +8,13 @@ appended. Event data is a JSON object of at most ``max_event_bytes`` encoded byt
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 import msgspec
 
+from agentkeep.model.content import AgentMessage, AssistantBlock, SystemMessage
+from agentkeep.model.parts import MessageRole, assistant_json, message_json, parts_of
 from agentkeep.model.records import (
     BlockRecord,
     ConversationRecord,
@@ -97,20 +100,30 @@ __all__ = [
     "TOOL_BATCH",
     "TOOL_RESULT",
     "SessionEvent",
+    "assistant_event",
     "record_event",
 ]
+
+
+def assistant_event(blocks: Iterable[AssistantBlock]) -> dict[str, object]:
+    """The data of the ``message`` event reporting a complete assistant response:
+    ``{"role": "assistant", "message": <seed 002's AgentMessage>}`` (a driver's returned or
+    emitted message is reported the same way)."""
+    return {"role": "assistant", "message": assistant_json(blocks)}
 
 
 def record_event(record: ConversationRecord) -> tuple[str, dict[str, object]]:
     """The event type and data reporting one appended conversation record."""
     match record:
         case UserRecord(message_id=message_id, message=message, metadata=metadata):
-            content = msgspec.to_builtins(message)
+            role: MessageRole = "system" if isinstance(message, SystemMessage) else "user"
             data: dict[str, object] = {
                 "message_id": message_id,
-                "role": content["role"],
-                "message": content,
+                "role": role,
+                "message": message_json(role, message.content),
             }
+            if isinstance(message, AgentMessage):  # another agent's: a user message by it
+                data["author"] = msgspec.to_builtins(message.author)
             if metadata is not None:
                 data["metadata"] = metadata
             if record.profile is not None:
@@ -122,14 +135,14 @@ def record_event(record: ConversationRecord) -> tuple[str, dict[str, object]]:
             return TOOL_RESULT, {
                 "call_id": message.call_id,
                 "is_error": message.is_error,
-                "message": msgspec.to_builtins(message),
+                "parts": [msgspec.to_builtins(part) for part in parts_of(message.content)],
             }
         case SystemRecord(message=message, reason="failure"):
-            return FAILURE_NOTE, {"message": msgspec.to_builtins(message)}
+            return FAILURE_NOTE, {"message": message_json("system", message.content)}
         case SystemRecord(message=message, reason=reason):
             return MESSAGE, {
                 "role": "system",
                 "reason": reason,
-                "message": msgspec.to_builtins(message),
+                "message": message_json("system", message.content),
             }
     return MESSAGE, {"record": msgspec.to_builtins(record)}

@@ -205,6 +205,10 @@ def execute(
         case FinishResponse(blocks=blocks, tokens=tokens, settle=settle, answer=answer):
             private = plan.private_calls
             appended = tuple(_append(tx, agent_id, _block_record(b, private)) for b in blocks)
+            if plan.message is not None:
+                # The response's message is complete: seed 002's ``message`` event, so the
+                # ledger alone tells both sides of the conversation (SURFACES §4).
+                _event(tx, agent_id, events.MESSAGE, events.assistant_event(plan.message))
             if tokens is not None:
                 tx.write_context_tokens(agent_id, tokens.total)
             end = {} if tokens is None else {"tokens": msgspec.to_builtins(tokens)}

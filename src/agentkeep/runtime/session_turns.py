@@ -22,9 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import msgspec
-
 from agentkeep.model import AssistantBlock
+from agentkeep.model.parts import assistant_json
 from agentkeep.model.turns import NATIVE_DRIVER, TurnFailure, TurnRecord
 from agentkeep.persistence.interface import Transaction
 
@@ -43,7 +42,7 @@ def consumed(tx: Transaction, agent_id: str, message_id: str) -> None:
 
 def answered(tx: Transaction, agent_id: str, answer: Sequence[AssistantBlock]) -> None:
     """A response answered: complete (or, if asked, cancel) the turns it answers."""
-    message = {"role": "assistant", "content": [msgspec.to_builtins(b) for b in answer]}
+    message = assistant_json(answer)
     for turn in _native(tx, agent_id):
         if tx.turn_inputs_queued(agent_id, turn.id):
             continue

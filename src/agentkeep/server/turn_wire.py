@@ -1,74 +1,29 @@
 """The JSON shapes of turns (seed 002's ``AgentTurn``, ``AgentMessage``, ``SendInput``).
 
-A message on the wire is seed 002's ``AgentMessage`` (``role`` and ``parts``), or plain text.
-The native driver takes a user message of text: a structured message is converted part by
-part (:func:`to_user_message`), and what it cannot take (another role, a reference or data
-part) is refused with a 422 naming the field — never silently dropped. A turn's ``input`` is
-shown back in the same form (:func:`to_parts`): text blocks as text parts, any other block
-(an image) as a data part named by its type.
+A message on the wire is seed 002's ``AgentMessage`` (``role`` and ``parts``: text,
+reference and data parts), or plain text; ``model/parts.py`` is the one conversion between
+it and the library's content blocks. A ``user`` or ``system`` message is taken whole (a
+reference or data part is kept verbatim, and shown to a native model as a line of text);
+an ``assistant`` message is refused with a 422 naming ``message.role``. A turn's ``input``
+and its ``result.message`` are shown in the same form (:func:`wire_result`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
-from agentkeep.delivery import user
-from agentkeep.model import JSONObject, MessageOptions, UserMessage
+from agentkeep.model import JSONObject, MessageOptions
 from agentkeep.model.ids import IdString
+from agentkeep.model.parts import WireMessage, as_wire_json
 from agentkeep.model.turns import TurnRecord, TurnStatus
 from agentkeep.server.errors import ApiError
 from agentkeep.server.wire import iso, iso_or_none
 
-
-class _Part(
-    msgspec.Struct,
-    frozen=True,
-    kw_only=True,
-    rename="camel",
-    forbid_unknown_fields=True,
-    tag_field="type",
-):
-    """A part of a message (seed 002's ``AgentPart``), tagged by ``type``."""
-
-
-class TextPart(_Part, frozen=True, kw_only=True, tag="text"):
-    """Text."""
-
-    text: str
-
-
-class ReferencePart(_Part, frozen=True, kw_only=True, tag="reference"):
-    """A reference to something the host resolves (a URI)."""
-
-    uri: str
-    name: str | None = None
-    media_type: str | None = None
-
-
-class DataPart(_Part, frozen=True, kw_only=True, tag="data"):
-    """Named JSON data."""
-
-    name: str
-    data: Any
-
-
-Part = TextPart | ReferencePart | DataPart
-
-
-class MessageIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Seed 002's ``AgentMessage`` as a request sends it."""
-
-    role: Literal["user", "assistant", "system"]
-    parts: list[Part]
-
-
-class MessageOut(msgspec.Struct, frozen=True, kw_only=True):
-    """A turn's input in seed 002's ``AgentMessage`` form."""
-
-    role: str
-    parts: list[Part]
+#: A message as a request sends it and as a turn shows it: seed 002's ``AgentMessage``.
+MessageIn = WireMessage
+MessageOut = WireMessage
 
 
 class SendMessage(
@@ -145,42 +100,29 @@ class TurnList(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     next_after: int | None
 
 
-def to_user_message(message: str | MessageIn) -> UserMessage:
-    """The native driver's input for a wire message (422 for what it cannot take)."""
-    if isinstance(message, str):
-        return user(message)
-    if message.role != "user":
+def to_user_message(message: str | WireMessage) -> str | WireMessage:
+    """The message ``Sessions.send`` takes for a wire message (422 for an assistant one)."""
+    if isinstance(message, WireMessage) and message.role == "assistant":
         raise ApiError(
             422,
             "invalid_request",
-            f'message.role: the agentkeep driver takes user messages, got "{message.role}".',
+            'message.role: an input message is "user" or "system", got "assistant".',
             {"field": "message.role"},
         )
-    texts: list[str] = []
-    for index, part in enumerate(message.parts):
-        if not isinstance(part, TextPart):
-            field = f"message.parts[{index}]"
-            raise ApiError(
-                422,
-                "invalid_request",
-                f"{field}: the agentkeep driver takes text parts only, "
-                f"got a {part.__class__.__name__}.",
-                {"field": field},
-            )
-        texts.append(part.text)
-    return user(texts)
+    return message
 
 
-def to_parts(message: JSONObject) -> MessageOut:
-    """A stored message (``role``, ``content`` blocks) as seed 002's ``AgentMessage``."""
-    parts: list[Part] = []
-    for block in message.get("content") or []:
-        if isinstance(block, dict) and block.get("type") == "text":
-            parts.append(TextPart(text=str(block.get("text", ""))))
-        else:
-            kind = block.get("type", "block") if isinstance(block, dict) else "block"
-            parts.append(DataPart(name=str(kind), data=block))
-    return MessageOut(role=str(message.get("role", "user")), parts=parts)
+def to_parts(message: JSONObject) -> WireMessage:
+    """A stored message (either shape, ``model/parts.py``) as seed 002's ``AgentMessage``."""
+    return msgspec.convert(as_wire_json(message), WireMessage)
+
+
+def wire_result(result: JSONObject | None) -> JSONObject | None:
+    """A turn's result with its ``message`` as seed 002's ``AgentMessage`` (a native turn
+    completed before results were stored in that shape holds content blocks)."""
+    if result is None or not isinstance(result.get("message"), dict):
+        return result
+    return {**result, "message": as_wire_json(result["message"])}
 
 
 def turn_out(turn: TurnRecord) -> TurnOut:
@@ -193,7 +135,7 @@ def turn_out(turn: TurnRecord) -> TurnOut:
         driver=turn.driver,
         status=turn.status,
         input=to_parts(turn.input),
-        result=turn.result,
+        result=wire_result(turn.result),
         error=None
         if turn.error is None
         else FailureOut(

@@ -16,7 +16,8 @@ import msgspec
 
 from agentkeep.model import JSONObject, Message, SessionEvent
 from agentkeep.model.ids import IdString
-from agentkeep.registry import Definition, DefinitionRecord
+from agentkeep.registry import Definition, DefinitionRecord, Revision
+from agentkeep.server.event_wire import wire_event_data
 from agentkeep.sessions import SessionRecord
 
 
@@ -73,6 +74,17 @@ class AgentOut(_Out, frozen=True, kw_only=True):
     deleted_at: str | None
 
 
+class RevisionOut(_Out, frozen=True, kw_only=True):
+    """An immutable revision (seed 002's ``AgentRevision``)."""
+
+    id: str
+    agent_id: str
+    number: int
+    hash: str
+    definition: Definition
+    created_at: str
+
+
 class AgentList(_Out, frozen=True, kw_only=True):
     """A page of definitions in id order; ``nextAfter`` is the cursor of the next page (None
     when this page was the last)."""
@@ -104,7 +116,8 @@ class SessionList(_Out, frozen=True, kw_only=True):
 
 
 class EventOut(_Out, frozen=True, kw_only=True):
-    """One ledger event (seed 002's ``SessionEvent``); ``id`` is ``<session>:<sequence>``."""
+    """One ledger event (seed 002's ``SessionEvent``); ``id`` is ``<session>:<sequence>``;
+    ``data`` in camelCase with messages as ``AgentMessage`` (:mod:`.event_wire`)."""
 
     id: str
     session_id: str
@@ -174,6 +187,18 @@ def agent_out(record: DefinitionRecord) -> AgentOut:
     )
 
 
+def revision_out(revision: Revision) -> RevisionOut:
+    """A revision on the wire."""
+    return RevisionOut(
+        id=revision.id,
+        agent_id=revision.definition_id,
+        number=revision.number,
+        hash=revision.hash,
+        definition=revision.definition,
+        created_at=iso(revision.created_at_ms),
+    )
+
+
 def session_out(record: SessionRecord) -> SessionOut:
     """A session record on the wire."""
     return SessionOut(
@@ -198,6 +223,6 @@ def event_out(event: SessionEvent) -> EventOut:
         turn_id=event.turn_id,
         sequence=event.sequence,
         type=event.type,
-        data=event.data,
+        data=wire_event_data(event.type, event.data),
         created_at=iso(event.created_at_ms),
     )

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from agentkeep._admission import Admission
 from agentkeep._agent_rows import new_agent_row
 from agentkeep.config import AgentConfig
-from agentkeep.delivery import DeliveryKind, user
+from agentkeep.delivery import DeliveryKind, as_message
 from agentkeep.errors import (
     AgentClosedError,
     AgentExistsError,
@@ -32,6 +32,7 @@ from agentkeep.errors import (
 from agentkeep.features import FeatureSet
 from agentkeep.loop.actions import check_message_id
 from agentkeep.model import JSONObject, MessageOptions, QueueableMessage, Settings
+from agentkeep.model.parts import WireMessage
 from agentkeep.model.turns import TurnRecord
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.interface import StoreHandle, Transaction
@@ -236,7 +237,7 @@ class Sessions:
     def send(
         self,
         session_id: str,
-        message: str | QueueableMessage,
+        message: str | QueueableMessage | WireMessage | JSONObject,
         *,
         idempotency_key: str | None = None,
         delivery: DeliveryKind = "send",
@@ -255,7 +256,9 @@ class Sessions:
 
         Args:
             session_id: The session (agent).
-            message: Text (a user message) or a message (``ak.user(...)``).
+            message: Text (a user message), seed 002's ``AgentMessage`` (an
+                ``ak.WireMessage`` or its JSON ``{"role": "user", "parts": [...]}``: text,
+                reference and data parts, kept verbatim) or a message (``ak.user(...)``).
             idempotency_key: Any string of 1-255 characters (no control characters),
                 unique in the session; None gives the message a fresh one.
             delivery: ``send`` or ``steer``.
@@ -275,7 +278,7 @@ class Sessions:
         """
         if delivery not in ("send", "steer"):
             raise InvalidMessageError(f'delivery must be "send" or "steer", got {delivery!r}')
-        content = user(message) if isinstance(message, str) else message
+        content = as_message(message)
         if message_id is not None:
             check_message_id(message_id, field="messageId")  # named as the wire names it
         with self._admission.operation():

@@ -48,9 +48,9 @@ class Gated:
             while not self.release[index].wait(0.01):
                 if self.honour:
                     context.raise_if_cancelled()
-            text = request.input["content"][0]["text"]
+            text = request.input["parts"][0]["text"]
             return ak.DriverResult(
-                message={"role": "assistant", "content": [{"type": "text", "text": f"re: {text}"}]}
+                message={"role": "assistant", "parts": [{"type": "text", "text": f"re: {text}"}]}
             )
         finally:
             with self._lock:

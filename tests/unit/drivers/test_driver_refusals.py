@@ -27,8 +27,10 @@ class _Opaque:
         ("message.accepted", {"ok": True}, "reserved"),
         ("turn.completed", {"ok": True}, '"turn.*" events'),
         ("", {"ok": True}, "non-empty string"),
-        ("message", {"role": "user", "content": []}, 'role "assistant"'),
-        ("message", {"role": "assistant", "content": "plain"}, "content list"),
+        ("message", {"role": "user", "parts": []}, 'role "assistant"'),
+        ("message", {"role": "assistant", "content": "plain"}, '"parts" list'),
+        ("message", {"role": "assistant", "parts": "plain"}, "not an AgentMessage"),
+        ("message", {"role": "assistant", "parts": [{"type": "image"}]}, "not an AgentMessage"),
     ],
 )
 def test_an_invalid_emit_raises_and_fails_the_turn(
@@ -47,7 +49,7 @@ def test_an_invalid_emit_raises_and_fails_the_turn(
             context.emit("progress", {"after": True})
         except ak.DriverContextClosedError as error:
             after.append(error)
-        return ak.DriverResult(message={"role": "assistant", "content": []})
+        return ak.DriverResult(message={"role": "assistant", "parts": []})
 
     system = world.open([Scripted("remote", emitter)], max_event_bytes=1024)
     session_id = world.session(system, "remote")
@@ -73,10 +75,10 @@ def test_an_invalid_emit_raises_and_fails_the_turn(
 
 def test_an_invalid_result_fails_the_turn(world: DriverWorld) -> None:
     def wrong(request: ak.DriverRunRequest, context: ak.DriverContext) -> Any:
-        return {"message": "not a DriverResult"}
+        return "not a DriverResult"
 
     def bad_message(request: ak.DriverRunRequest, context: ak.DriverContext) -> ak.DriverResult:
-        return ak.DriverResult(message={"role": "user", "content": []}, driver_session_id="x")
+        return ak.DriverResult(message={"role": "user", "parts": []}, driver_session_id="x")
 
     system = world.open([Scripted("wrong", wrong), Scripted("bad", bad_message)])
     for driver_id, problem in (

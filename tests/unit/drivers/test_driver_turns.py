@@ -17,10 +17,10 @@ def _streaming(request: ak.DriverRunRequest, context: ak.DriverContext) -> ak.Dr
     assert first.sequence > 0  # committed before emit returned
     context.delta("ing…")
     context.emit("progress", {"step": 2, "nested": {"ok": [1, 2.5, None]}})
-    context.emit("message", {"role": "assistant", "content": [{"type": "text", "text": "mid"}]})
-    text = request.input["content"][0]["text"]
+    context.emit("message", {"role": "assistant", "parts": [{"type": "text", "text": "mid"}]})
+    text = request.input["parts"][0]["text"]
     return ak.DriverResult(
-        message={"role": "assistant", "content": [{"type": "text", "text": f"done: {text}"}]},
+        message={"role": "assistant", "parts": [{"type": "text", "text": f"done: {text}"}]},
         driver_session_id=f"remote-{len(request.history)}",
         metadata={"provider": "example"},
     )
@@ -38,7 +38,7 @@ def test_a_streaming_driver_runs_a_turn_and_the_ledger_tells_it(world: DriverWor
     done = sent.wait(timeout_seconds=10)
 
     assert done.status == "completed"
-    answer = {"role": "assistant", "content": [{"type": "text", "text": "done: first"}]}
+    answer = {"role": "assistant", "parts": [{"type": "text", "text": "done: first"}]}
     assert done.result == {
         "message": answer,
         "metadata": {"provider": "example"},
@@ -59,7 +59,7 @@ def test_a_streaming_driver_runs_a_turn_and_the_ledger_tells_it(world: DriverWor
     assert [e.sequence for e in ledger] == list(range(1, 9))
     assert ledger[1].data["message"] == {
         "role": "user",
-        "content": [{"type": "text", "text": "first"}],
+        "parts": [{"type": "text", "text": "first"}],
     }
     assert ledger[3].data == {"step": 1}
     assert ledger[6].data == {"role": "assistant", "message": answer}
@@ -84,15 +84,15 @@ def test_a_streaming_driver_runs_a_turn_and_the_ledger_tells_it(world: DriverWor
     request = driver.requests[1]
     assert request.driver_session_id == "remote-0"
     assert request.history == (
-        {"role": "user", "content": [{"type": "text", "text": "first"}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "mid"}]},
+        {"role": "user", "parts": [{"type": "text", "text": "first"}]},
+        {"role": "assistant", "parts": [{"type": "text", "text": "mid"}]},
         answer,
     )
     assert request.revision.definition.driver.id == "remote"
     assert request.session.id == session_id
     assert request.turn.status == "running"
     assert request.turn.number == 2
-    assert request.input == {"role": "user", "content": [{"type": "text", "text": "second"}]}
+    assert request.input == {"role": "user", "parts": [{"type": "text", "text": "second"}]}
     assert system.sessions.get(session_id).driver_session_id == "remote-3"
     assert system.transcript(session_id) == []  # the native loop never ran
 

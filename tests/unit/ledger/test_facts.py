@@ -30,25 +30,27 @@ def test_a_turn_with_a_tool_call_reports_every_fact_in_order(world: LedgerWorld)
         "tool.batch",
         "tool.result",
         "assistant.block",  # "done"
+        "message",  # the response's whole assistant message (seed 002)
         "response.end",
         "turn.completed",  # the answer completes the turn
         "settled",
     ]
-    queued, accepted, _running, consumed, call, _, batch, result, text, end, done, settled = events
+    (queued, accepted, _running, consumed, call, _, batch, result, text, said, end, done,
+     settled) = events  # fmt: skip
     turn_id = queued.data["turn_id"]
-    assert done.data["result"] == {
-        "message": {"role": "assistant", "content": [text.data["block"]]}
-    }
+    answer = {"role": "assistant", "parts": [{"type": "text", "text": "done"}]}
+    assert said.data == {"role": "assistant", "message": answer}
+    assert done.data["result"] == {"message": answer}
     assert accepted.data["message_id"] == "m1"
     assert accepted.data["delivery"] == "send"
     assert accepted.data["metadata"] == {"k": "v"}
-    assert accepted.data["message"]["content"] == [{"type": "text", "text": "q1"}]
+    assert accepted.data["message"] == {"role": "user", "parts": [{"type": "text", "text": "q1"}]}
     assert (consumed.data["message_id"], consumed.data["delivery"]) == ("m1", "send")
     assert consumed.data["position"] == 1
     assert call.data["block"]["call_id"] == "c1"
     assert [c["call"]["call_id"] for c in batch.data["calls"]] == ["c1"]
     assert result.data["call_id"] == "c1"
-    assert result.data["message"]["content"] == [{"type": "text", "text": "echo hi"}]
+    assert result.data["parts"] == [{"type": "text", "text": "echo hi"}]
     assert text.data["block"] == {"type": "text", "text": "done"}
     assert "tokens" in end.data
     # Every fact of the turn names it; settling comes after the turn ended.
@@ -84,7 +86,7 @@ def test_a_failed_turn_reports_its_failure_note(world: LedgerWorld) -> None:
     agent.wait_for_idle(timeout_seconds=10)
     notes = [e for e in all_events(system, agent.id) if e.type == "failure.note"]
     assert len(notes) == 1
-    assert "it broke" in notes[0].data["message"]["content"][0]["text"]
+    assert "it broke" in notes[0].data["message"]["parts"][0]["text"]
     # The turn the failure ended is failed, in the note's transaction (docs/turns.md).
     failed = [e for e in all_events(system, agent.id) if e.type == "turn.failed"]
     assert [e.sequence for e in failed] == [notes[0].sequence + 1]

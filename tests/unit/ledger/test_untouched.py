@@ -72,7 +72,8 @@ def test_a_model_reset_appends_its_event_and_leaves_the_ledger_untouched(
     assert switch["current"] == {"provider": "claude", "model": CLAUDE}
     # The transcript restarted; the ledger kept the first exchange.
     assert len(agent.transcript()) == 2
-    assert [e.data["message"]["content"][0]["text"] for e in after if e.type == "message"] == [
+    asked = [e for e in after if e.type == "message" and e.data["role"] == "user"]
+    assert [e.data["message"]["parts"][0]["text"] for e in asked] == [
         "q1",
         "q2",
     ]

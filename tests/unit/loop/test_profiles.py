@@ -64,7 +64,9 @@ def test_a_profile_is_durable_across_reopen_and_never_reaches_the_provider(
     assert again.settings.profile == "secret-profile-7"
     assert again.history()[-1].profile == "secret-profile-7"
     assert _texts(again.transcript()) == ["q1", "a1"]
-    consumed = [e for e in reopened.events(agent.id) if e.type == "message"]
+    consumed = [
+        e for e in reopened.events(agent.id) if e.type == "message" and e.data["role"] == "user"
+    ]
     assert [e.data.get("profile") for e in consumed] == ["secret-profile-7"]
     assert len(world.model.requests) == 1
     assert not _provider_saw(world, "secret-profile-7")

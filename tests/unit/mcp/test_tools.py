@@ -87,13 +87,13 @@ def test_agents_create_get_list_update_delete(world: World) -> None:
         assert (again["changed"], again["revision"]["number"]) == (False, 2)
 
         deleted = await call(client, "agents_delete", {"agent_id": "writer"})
-        assert deleted["deletedAtMs"] is not None
+        assert deleted["deletedAt"].endswith("Z")
         listed = await call(client, "agents_list", {})
         assert [a["id"] for a in listed["agents"]] == ["reviewer"]
         everything = await call(client, "agents_list", {"include_deleted": True})
         assert [a["id"] for a in everything["agents"]] == ["reviewer", "writer"]
         tomb = await call(client, "agents_get", {"agent_id": "writer", "include_deleted": True})
-        assert tomb["deletedAtMs"] == deleted["deletedAtMs"]
+        assert tomb["deletedAt"] == deleted["deletedAt"]
 
     world.session(body)
     # What the tools did is in the registry, not in the server.
@@ -148,7 +148,7 @@ def test_talk_to_agent_starts_a_session_waits_for_the_answer_and_continues_it(
     assert "Be brief." in str(world.model.requests[0].context)
 
 
-def test_a_structured_message_is_sent_as_text(world: World) -> None:
+def test_a_structured_message_keeps_its_parts_and_timestamps_are_iso(world: World) -> None:
     world.model.add(script.text("read it"))
 
     async def body(client: Client) -> None:
@@ -163,8 +163,24 @@ def test_a_structured_message_is_sent_as_text(world: World) -> None:
         }
         done = await call(client, "talk_to_agent", {"agent": "helper", "message": message})
         assert done["answer"] == "read it"
-        texts = [b["text"] for b in done["turn"]["input"]["content"]]
-        assert texts == ["Review", "[reference: a.py <file:///a.py>]", '[data limits: {"lines":3}]']
+        # The parts are kept verbatim (seed 002's AgentMessage), not flattened to text.
+        message["parts"][1]["mediaType"] = None
+        assert done["turn"]["input"] == message
+        assert done["turn"]["result"] == {
+            "message": {"role": "assistant", "parts": [{"type": "text", "text": "read it"}]}
+        }
+        # ISO 8601 timestamps, as REST shows them; event data keys in camelCase.
+        assert done["turn"]["createdAt"].endswith("Z")
+        assert "createdAtMs" not in done["turn"]
+        seen = await call(
+            client, "agents_get_conversation", {"session_id": done["turn"]["sessionId"]}
+        )
+        assert seen["session"]["createdAt"].endswith("Z")
+        accepted = next(e for e in seen["events"] if e["type"] == "message.accepted")
+        assert accepted["data"]["message"] == message
+        assert accepted["createdAt"].endswith("Z")
+        said = [e["data"] for e in seen["events"] if e["type"] == "message"]
+        assert said[-1] == {"role": "assistant", "message": done["turn"]["result"]["message"]}
 
     world.session(body)
 

@@ -15,6 +15,7 @@ from agentkeep.model import (
     RECORD_TYPES,
     AgentRow,
     ConversationRecord,
+    DataBlock,
     OwedWork,
     PendingToolCall,
     QueuedMessage,
@@ -50,6 +51,11 @@ st.register_type_strategy(
         arguments=json_objects,
         namespace=st.none() | st.text(max_size=8),
     ),
+)
+# A data block (seed 002's data part) carries any JSON value.
+st.register_type_strategy(
+    DataBlock,
+    st.builds(DataBlock, name=st.text(max_size=8), data=json_values),
 )
 
 

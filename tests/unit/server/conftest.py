@@ -6,7 +6,7 @@ that only read, or that make their own ids). Clients are httpx over TCP.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,11 +44,13 @@ class Served:
         self.system.close(timeout_seconds=10)
 
 
-def serve(home: Path, **options: Any) -> Served:
+def serve(home: Path, *, drivers: Sequence[ak.Driver] = (), **options: Any) -> Served:
     model = ak.ScriptedModel()
     providers = ak.Providers()
     providers.add("local", model, kind="gym")
-    system = ak.AgentSystem.open(home, providers=providers, provider="local", model="gym-1")
+    system = ak.AgentSystem.open(
+        home, providers=providers, provider="local", model="gym-1", drivers=list(drivers)
+    )
     try:
         settings: dict[str, Any] = {"port": 0, "token": TOKEN, "heartbeat_seconds": 0.2}
         settings.update(options)

@@ -13,6 +13,8 @@ import httpx
 import msgspec
 from httpx_sse import connect_sse
 
+import agentkeep as ak
+from agentkeep.model import input_blocks
 from agentkeep.providers import script
 
 from .conftest import TIMEOUT, Served, serve
@@ -69,7 +71,7 @@ def test_wait_true_answers_with_the_terminal_turn(served: Served, client: httpx.
     turn = sent.json()["turn"]
     assert turn["status"] == "completed"
     assert turn["result"]["message"]["role"] == "assistant"
-    assert turn["result"]["message"]["content"][0]["text"] == "Forty-two."
+    assert turn["result"]["message"]["parts"][0]["text"] == "Forty-two."
 
 
 def test_one_key_sent_concurrently_and_retried_makes_one_turn(
@@ -124,17 +126,54 @@ def test_one_key_sent_concurrently_and_retried_makes_one_turn(
     assert both.json()["error"]["details"]["field"] == "idempotencyKey"
 
 
+def test_reference_and_data_parts_are_accepted_and_kept_verbatim(
+    served: Served, client: httpx.Client
+) -> None:
+    _session(client, "t7")
+    served.model.add(script.text("Read it."))
+    message = {
+        "role": "user",
+        "parts": [
+            {"type": "text", "text": "Review this:"},
+            {"type": "reference", "uri": "file:///repo/a.py", "name": "a.py", "mediaType": None},
+            {"type": "data", "name": "ticket", "data": {"id": 7, "tags": ["x"]}},
+        ],
+    }
+    sent = client.post(MESSAGES.format("t7"), json={"message": message, "wait": True})
+    assert sent.status_code == 200, sent.text
+    turn = sent.json()["turn"]
+    assert turn["status"] == "completed"
+    assert turn["input"] == message  # the parts, verbatim
+    assert turn["result"] == {
+        "message": {"role": "assistant", "parts": [{"type": "text", "text": "Read it."}]}
+    }
+    # The native loop kept them as blocks; a model is shown them as text (docs/turns.md).
+    (request,) = served.model.requests
+    asked = request.context.messages[-1]
+    assert isinstance(asked, ak.UserMessage)
+    assert input_blocks(asked.content)[1:] == (
+        ak.TextBlock(text="[reference: a.py <file:///repo/a.py>]"),
+        ak.TextBlock(text='[data ticket: {"id":7,"tags":["x"]}]'),
+    )
+    # The ledger shows the input the same way (camelCase keys, parts verbatim).
+    events = client.get("/v1/sessions/t7/events").json()["events"]
+    accepted = next(e for e in events if e["type"] == "message.accepted")
+    assert accepted["data"]["message"] == message
+    assert "messageId" in accepted["data"]
+    assert "message_id" not in accepted["data"]
+
+
 def test_messages_the_native_driver_cannot_take_are_refused(
     served: Served, client: httpx.Client
 ) -> None:
     _session(client, "t4")
-    reference = {"type": "reference", "uri": "file:///x"}
+    bad_part = {"type": "reference", "name": "no uri"}
     parts = client.post(
         MESSAGES.format("t4"),
-        json={"message": {"role": "user", "parts": [{"type": "text", "text": "a"}, reference]}},
+        json={"message": {"role": "user", "parts": [{"type": "text", "text": "a"}, bad_part]}},
     )
     assert parts.status_code == 422
-    assert parts.json()["error"]["details"]["field"] == "message.parts[1]"
+    assert "uri" in parts.json()["error"]["message"]
     role = client.post(MESSAGES.format("t4"), json={"message": {"role": "assistant", "parts": []}})
     assert role.json()["error"]["details"]["field"] == "message.role"
     assert client.post(MESSAGES.format("nosuch"), json={"message": "x"}).status_code == 404

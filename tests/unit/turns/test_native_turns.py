@@ -19,12 +19,12 @@ def test_a_sent_turn_runs_and_completes_with_the_answer(world: TurnWorld) -> Non
     sent = system.sessions.send(session.id, "hello", idempotency_key="req-1")
     assert not sent.duplicate
     assert (sent.turn.status, sent.turn.number, sent.turn.idempotency_key) == ("queued", 1, "req-1")
-    assert sent.turn.input["content"] == [{"type": "text", "text": "hello"}]
+    assert sent.turn.input == {"role": "user", "parts": [{"type": "text", "text": "hello"}]}
 
     done = sent.wait(timeout_seconds=10)
     assert done.status == "completed"
     assert done.result == {
-        "message": {"role": "assistant", "content": [{"type": "text", "text": "hello back"}]}
+        "message": {"role": "assistant", "parts": [{"type": "text", "text": "hello back"}]}
     }
     assert done.started_at_ms is not None
     assert done.completed_at_ms is not None
@@ -118,7 +118,10 @@ def test_a_steer_joins_the_running_turn_which_ends_with_the_answer_that_saw_it(
     done = sent.wait(timeout_seconds=10)
     assert done.status == "completed"
     assert done.result is not None
-    assert done.result["message"]["content"] == [{"type": "text", "text": "saw both"}]
+    assert done.result["message"] == {
+        "role": "assistant",
+        "parts": [{"type": "text", "text": "saw both"}],
+    }
     assert len(system.sessions.turns(session.id)) == 1
     # The answer's request saw the steering message.
     last = world.model.requests[-1].context
