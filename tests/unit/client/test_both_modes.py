@@ -269,3 +269,55 @@ def test_todays_agent_commands_print_the_same_in_both_modes(tmp_path: Path, kit:
     # Through the daemon the slow turn ran (it was cancelled while running, not queued).
     assert [t.status for t in slow] == ["cancelled"]
     assert slow[0].started_at_ms is not None
+
+
+# `talk AGENT MESSAGE --key K` without --session (issue 28 item 3): the key names the session
+# (MCP's talk_to_agent rule), so a retry returns the same session and turn without running the
+# model again, and the same key with another message is refused.
+KEYED_TALKS: list[tuple[tuple[str, ...], bool]] = [
+    (("talk", "quick", "What is 6 * 7?", "--key", "tk1"), True),
+    (("talk", "quick", "What is 6 * 7?", "--key", "tk1"), True),  # a retry
+    (("talk", "quick", "What is 6 * 7?", "--key", "tk1"), False),
+    (("talk", "quick", "What is 5 + 5?", "--key", "tk1"), True),  # another message
+    (("talk", "quick", "What is 6 * 7?", "--key", "tk2"), True),  # another key
+]
+
+
+def _keyed(kit: Any, home: Path) -> list[tuple[int, str, str]]:
+    run = kit.invoker(home)
+    number = _Numbering()  # the turn ids and times a run chose
+    outcomes = []
+    for args, json_mode in KEYED_TALKS:
+        result = run(*args, json_mode=json_mode)
+        stderr = result.stderr.replace(str(home), "HOME")
+        outcomes.append((result.exit_code, number(result.stdout), number(stderr)))
+    return outcomes
+
+
+def test_keyed_talk_is_idempotent_without_a_session_in_both_modes(tmp_path: Path, kit: Any) -> None:
+    results = []
+    for name in ("direct", "served"):
+        home = kit.make_home(tmp_path / name)
+        assert kit.invoker(home)("agent", "create", "-", stdin=QUICK).exit_code == 0
+        if name == "direct":
+            results.append(_keyed(kit, home))
+        else:
+            with kit.daemon_on(home) as daemon:
+                results.append(_keyed(kit, home))
+                turns = {
+                    session.id: len(daemon.system.sessions.turns(session.id))
+                    for session in daemon.system.sessions.list(definition_id="quick")
+                }
+    direct, served = results
+    assert served == direct
+    assert [code for code, _, _ in direct] == [0, 0, 0, 2, 0]
+    first, again = json.loads(direct[0][1]), json.loads(direct[1][1])
+    assert first["answer"] == "6 * 7 = 42."
+    assert (first["duplicate"], again["duplicate"]) == (False, True)
+    assert again["turn"] == first["turn"]  # the same session and turn, not run again
+    assert direct[2][1] == "6 * 7 = 42.\n"
+    assert json.loads(direct[3][2])["error"]["code"] == "idempotency_conflict"
+    other = json.loads(direct[4][1])
+    assert other["turn"]["sessionId"] != first["turn"]["sessionId"]
+    # Through the daemon: one session per key, each with one turn (the retry ran nothing).
+    assert turns == {first["turn"]["sessionId"]: 1, other["turn"]["sessionId"]: 1}
