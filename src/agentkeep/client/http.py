@@ -87,14 +87,26 @@ class HttpBackend(Backend):
         """One request: its status and decoded body (a refusal raised as its error)."""
         query = {k: _query(v) for k, v in (params or {}).items() if v is not None}
         try:
-            if body is None:
+            content = None if body is None else msgspec.json.encode(body)
+        except UnicodeEncodeError as error:
+            # Only text can travel (a lone surrogate from undecodable input is not text);
+            # the library refuses it in its own words directly, this is the same exit code.
+            raise DaemonError(
+                422,
+                "invalid_request",
+                f"The request holds text that is not valid UTF-8 ({error.reason}); nothing "
+                "was sent.",
+                {},
+            ) from None
+        try:
+            if content is None:
                 response = self._http.request(method, path, params=query)
             else:
                 response = self._http.request(
                     method,
                     path,
                     params=query,
-                    content=msgspec.json.encode(body),
+                    content=content,
                     headers={"content-type": "application/json"},
                 )
         except httpx.TransportError as error:
