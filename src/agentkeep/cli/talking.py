@@ -104,7 +104,8 @@ def talk(
     """Talk to AGENT (a definition: a new session unless --session; or a session id).
 
     The message is TEXT, - (read from stdin) or --file PATH. The answer streams as it
-    arrives; a failed turn exits 5 with the failure on stderr; Ctrl-C cancels the turn and
+    arrives (a progress line on stderr after 5 s without one); --timeout bounds the wait
+    (exit 1); a failed turn exits 5 with the failure on stderr; Ctrl-C cancels the turn and
     exits 130. The session id is printed on stderr (`session: ID`) to continue it with
     --session; --json prints one JSON object (turn, duplicate, answer).
     """
