@@ -185,9 +185,12 @@ def _accept_json_after(command: click.Command) -> None:
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, help=_HELP)
 @click.option(
     "--home",
+    "--state-dir",
+    "home",
     type=click.Path(),
     default=None,
-    help=f"The state directory (default: ${HOME_ENV}, else ./.agentkeep).",
+    help=f"The state directory (default: ${HOME_ENV}, else ./.agentkeep); --state-dir is "
+    "seed 002's spelling.",
 )
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON (stable field names).")
 @click.option("--drivers", default=None, envvar=DRIVERS_ENV, help=DRIVERS_HELP)

@@ -154,7 +154,9 @@ def show(state: CliState, session_id: str) -> None:
 @click.option(
     "--follow",
     is_flag=True,
-    help="Keep printing events as they commit (the daemon's SSE stream); Ctrl-C stops.",
+    help="Keep printing events as they commit (the daemon's SSE stream; without a daemon "
+    "the store is read without its lock, so it works while another process talks); "
+    "Ctrl-C stops.",
 )
 @click.option(
     "--turn",
@@ -168,10 +170,12 @@ def events(
     """The session's event ledger after sequence --after (one JSON line each with --follow)."""
     if turn_id is not None and not follow:
         raise click.BadParameter("--turn goes with --follow.", param_hint="--turn")
-    with open_backend(state, read_only=not follow) as backend:
+    with open_backend(state, read_only=True) as backend:
         if follow:
             try:
                 for event in backend.follow(session_id, after=after, turn_id=turn_id):
+                    if event is None:  # pragma: no cover - only with idle_seconds
+                        continue
                     if state.json_mode:
                         state.output.event(wire(event_out(event)))
                     else:

@@ -32,11 +32,13 @@ def wire(value: msgspec.Struct) -> Any:
 def read_json_object(source: str, what: str) -> JSONObject:
     """A JSON object from the file ``source`` or stdin (``-``); exit 2 naming what is wrong."""
     try:
+        # Bytes, decoded strictly: a text stdin would let undecodable bytes through as lone
+        # surrogates (Python's UTF-8 mode), to fail later and differently in each mode.
         if source == "-":
-            text = sys.stdin.read()
+            text = sys.stdin.buffer.read().decode("utf-8")
         else:
-            with open(source, encoding="utf-8") as handle:
-                text = handle.read()
+            with open(source, "rb") as handle:
+                text = handle.read().decode("utf-8")
     except OSError as error:
         raise CliError(
             f"Cannot read the {what} from {source}: {error.strerror}.",
@@ -47,6 +49,7 @@ def read_json_object(source: str, what: str) -> JSONObject:
         raise CliError(
             f"The {what} in {source} is not UTF-8 text.",
             code="invalid_json",
+            hint="Convert it to UTF-8, e.g. with iconv.",
             exit_code=EXIT_BAD_INPUT,
         ) from None
     try:

@@ -5,20 +5,26 @@ When a daemon owns the home, the server is a thin client of its REST API
 (it holds the home's lock, like ``resume``): it opens
 the system with the CLI's providers (``providers.toml``; the local demo model by default) and
 resumes every agent that owes work, then serves until the client closes stdin. stdout is the
-protocol's; logs go to stderr.
+protocol's; logs go to stderr. If another process owns the home (a second ``agentkeep mcp``
+on it), the client's ``initialize`` is answered with an error saying so and naming the way
+to share a home (``agentkeep serve``), and the command exits 3.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
+from typing import Any, NoReturn
 
 import anyio
 import click
 
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.driver_specs import drivers_after
+from agentkeep.cli.output import EXIT_STORE_LOCKED
 from agentkeep.cli.runtime import open_system
 from agentkeep.cli.transport import daemon_of, http_backend
+from agentkeep.errors import StoreLockedError
 from agentkeep.mcp.backend import SystemBackend
 from agentkeep.persistence.store import HOME_ENV, resolve_home
 
@@ -26,6 +32,8 @@ from agentkeep.persistence.store import HOME_ENV, resolve_home
 @click.command("mcp")
 @click.option(
     "--home",
+    "--state-dir",
+    "home",
     type=click.Path(),
     default=None,
     help=f"The state directory (as `agentkeep --home`; default: ${HOME_ENV}, else ./.agentkeep).",
@@ -54,5 +62,33 @@ def mcp(state: CliState, home: str | None) -> None:
         finally:
             backend.close()
         return
-    with open_system(target, resume=True, create=True) as (system, _):
-        anyio.run(serve_stdio, build_server(SystemBackend(system)))
+    try:
+        with open_system(target, resume=True, create=True) as (system, _):
+            anyio.run(serve_stdio, build_server(SystemBackend(system)))
+    except StoreLockedError as error:  # raised by the opening: nothing was served
+        _refuse_held_home(scoped, error)
+
+
+def _refuse_held_home(state: CliState, error: StoreLockedError) -> NoReturn:
+    """Another process (often another ``agentkeep mcp``) owns the home: tell the MCP client
+    why and what to do (its ``initialize`` gets the error), say it on stderr too (hosts log
+    it), and exit 3 once the client hangs up."""
+    from agentkeep.mcp.server import refuse_stdio
+
+    holder = f"process {error.holder_pid}" if error.holder_pid is not None else "another owner"
+    home = state.home.path
+    message = (
+        f"agentkeep mcp cannot serve {home}: it is in use by {holder} (another `agentkeep "
+        f"mcp`, or a command that owns it). To share it among several MCP clients, run "
+        f"`agentkeep serve --home {home}` once: every `agentkeep mcp` on it then goes "
+        "through that daemon."
+    )
+    click.echo(f"error: {message}", err=True)
+    data: dict[str, Any] = {
+        "code": error.code,
+        "holder_pid": error.holder_pid,
+        "home": str(home),
+        "hint": f"agentkeep serve --home {home}",
+    }
+    refuse_stdio(message, data, stdin=sys.stdin.buffer, stdout=sys.stdout.buffer)
+    raise click.exceptions.Exit(EXIT_STORE_LOCKED)

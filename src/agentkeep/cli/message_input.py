@@ -2,7 +2,8 @@
 
 argv stops near 128 KB (one argument), so a long message is piped or read from a file; both
 are read as UTF-8, and the newline(s) an editor or ``echo`` leaves at the end are dropped,
-like the shell's ``$(...)`` does. Every refusal is exit 2 before anything is queued.
+like the shell's ``$(...)`` does. A message is at most ``max_input_bytes`` (its stored JSON,
+512 KiB: seed 002's ``maxInputBytes``). Every refusal is exit 2 before anything is queued.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ import click
 import msgspec
 
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
+from agentkeep.delivery import user, wire_input
+from agentkeep.errors import InputTooLargeError
 from agentkeep.mcp.types import AgentMessage
+from agentkeep.model.ledger import DEFAULT_MAX_INPUT_BYTES
+from agentkeep.persistence.ledger import encode_event_data
 
 _MESSAGE_FORMS = "TEXT, - (read stdin) or --file PATH"
 
@@ -71,7 +76,22 @@ def read_message(text: str | None, file_path: Path | None) -> str:
             hint='Pass the text to send, e.g. agentkeep send ID "What is 2+2?".',
             exit_code=EXIT_BAD_INPUT,
         )
+    check_size(content)
     return content
+
+
+def check_size(content: str) -> None:
+    """Refuse a message over ``max_input_bytes`` before anything is sent or started, as the
+    library would once it is sent (the same size of the same stored JSON, the same error),
+    so the command fails alike directly and through a daemon, whose body limit would
+    otherwise refuse it first in other words (a 413).
+
+    Raises:
+        InputTooLargeError: exit 2; nothing was written (``talk`` starts no session).
+    """
+    size = len(encode_event_data(wire_input(user(content))).encode())
+    if size > DEFAULT_MAX_INPUT_BYTES:
+        raise InputTooLargeError(size, DEFAULT_MAX_INPUT_BYTES)
 
 
 def structured_message(content: str) -> AgentMessage:

@@ -1,9 +1,10 @@
 """Commands that talk to an agent: send, steer, abort, compact (and today's form of talk,
 which :mod:`agentkeep.cli.talking` runs).
 
-The message is TEXT, ``-`` (read from stdin) or ``--file PATH``, so a message of any size can
-be sent (argv stops near 128 KB). ``send``, ``steer``, ``abort`` and ``compact`` are each one
-code path over the command's :class:`~agentkeep.mcp.backend.Backend`
+The message is TEXT, ``-`` (read from stdin) or ``--file PATH``, so a long message can be
+sent (argv stops near 128 KB; a message is at most ``max_input_bytes``, 512 KiB). ``send``,
+``steer``, ``abort`` and ``compact`` are each one code path over the command's
+:class:`~agentkeep.mcp.backend.Backend`
 (:mod:`agentkeep.cli.transport`: the daemon's REST API, or this process's system), so they
 print the same in both modes. ``send --wait`` waits through
 :mod:`agentkeep.cli.turn_waiting`: a failed turn exits 5, Ctrl-C cancels the turn and exits

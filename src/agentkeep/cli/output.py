@@ -214,6 +214,7 @@ _BAD_INPUT_CODES = frozenset(
         "idempotency_conflict",
         "event_too_large",
         "input_too_large",
+        "payload_too_large",  # the daemon's 413: a body over its limit
         "model_not_served",
         "invalid_request",
         "invalid_query",

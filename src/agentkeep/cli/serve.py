@@ -2,7 +2,10 @@
 
 It owns the state directory while it runs (the store's lock), so other commands exit 3 until
 it stops. Access logs go to stderr (``info`` unless ``--log-level`` says otherwise); stdout
-gets one line once it listens: the URL (or JSON with ``--json``).
+gets one line once it listens: the URL (or JSON with ``--json``). The token file is written
+before the store is opened, so before the daemon listens; ``--ready-file PATH`` is written
+(atomically) only once the daemon listens, ``daemon.json`` and the token exist: a script
+waits for PATH instead of sleeping.
 """
 
 from __future__ import annotations
@@ -71,6 +74,12 @@ from agentkeep.server import (
     help="Seconds between SSE heartbeat comments.",
 )
 @drivers_after()
+@click.option(
+    "--ready-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write this file (JSON: url, port, pid, token_file) once the daemon listens and its "
+    "token exists; removed first if it exists, and again when the daemon stops.",
+)
 @click.pass_context
 @pass_state
 def serve(
@@ -83,6 +92,7 @@ def serve(
     allow_host: tuple[str, ...],
     allow_origin: tuple[str, ...],
     heartbeat_seconds: float,
+    ready_file: Path | None,
 ) -> None:
     """Serve the state directory over HTTP: seed 002's REST API and SSE event streams.
 
@@ -119,7 +129,14 @@ def serve(
         heartbeat_seconds=heartbeat_seconds,
     )
 
+    if ready_file is not None:
+        ready_file.unlink(missing_ok=True)  # a stale one must not pass for this daemon
+
     def listening(server: RunningServer) -> None:
+        if ready_file is not None:
+            ready = {"url": server.url, "port": server.port, "pid": os.getpid()}
+            tokens = None if token is None else _token_path(state, token_file)
+            write_ready_file(ready_file, {**ready, "token_file": tokens})
         if state.json_mode:
             line = msgspec.json.encode(
                 {"url": server.url, "port": server.port, "pid": os.getpid()}
@@ -129,10 +146,34 @@ def serve(
         click.echo(line)
         sys.stdout.flush()
 
-    with open_system(state.home, resume=True, create=True, drivers=drivers) as (system, _config):
-        try:
-            run_daemon(system, options, on_listening=listening)
-        except DaemonConfigError as error:
-            raise CliError(
-                str(error), code=error.code, hint="Choose another --host/--port.", exit_code=1
-            ) from None
+    try:
+        with open_system(state.home, resume=True, create=True, drivers=drivers) as (
+            system,
+            _config,
+        ):
+            try:
+                run_daemon(system, options, on_listening=listening)
+            except DaemonConfigError as error:
+                raise CliError(
+                    str(error), code=error.code, hint="Choose another --host/--port.", exit_code=1
+                ) from None
+    finally:
+        if ready_file is not None:
+            ready_file.unlink(missing_ok=True)
+
+
+def _token_path(state: CliState, token_file: Path | None) -> str | None:
+    """Where the token was read or written (None: it came from ``$AGENTKEEP_DAEMON_TOKEN``)."""
+    if token_file is not None:
+        return str(token_file)
+    home_file = state.home.path / TOKEN_FILE
+    return None if os.environ.get(TOKEN_ENV) or not home_file.is_file() else str(home_file)
+
+
+def write_ready_file(path: Path, value: dict[str, object]) -> None:
+    """Write ``value`` as JSON to ``path`` atomically (a sibling file renamed over it), so a
+    script that waits for ``path`` to exist never reads it half written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staged = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    staged.write_bytes(msgspec.json.encode(value) + b"\n")
+    os.replace(staged, path)

@@ -4,18 +4,22 @@ work while another process owns the store, as ``list``, ``show`` and ``transcrip
 
 Definitions are read by the registry itself (over the read-only store), so its refusals
 (``unknown_definition``, ``definition_deleted``) are the ones the daemon sends; sessions,
-turns and events by the same table reads the sessions service makes. Anything that writes
-or waits is not a read: it raises ``NotImplementedError`` (no read-only command calls it).
+turns and events by the same table reads the sessions service makes; ``follow`` tails the
+ledger by reading it again every :data:`POLL_SECONDS` (``session events --follow``, so one
+terminal can watch while another talks). Anything that writes or waits for a turn is not a
+read: it raises ``NotImplementedError`` (no read-only command calls it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import time
+from collections import deque
+from collections.abc import Callable, Generator
 from typing import NoReturn, TypeVar
 
 from agentkeep.cli.reading import Reader
 from agentkeep.delivery import DeliveryKind
-from agentkeep.mcp.backend import Backend
+from agentkeep.mcp.backend import Backend, ticking
 from agentkeep.mcp.types import AgentMessage
 from agentkeep.model import JSONObject, MessageOptions, SessionEvent
 from agentkeep.model.ledger import MAX_EVENTS_PAGE
@@ -27,6 +31,10 @@ from agentkeep.sessions import tables as session_tables
 from agentkeep.sessions.compaction import Compaction
 
 T = TypeVar("T")
+
+# How often ``follow`` reads the store again for new events: a reader in another process
+# than the writer has no wake-up to wait on, so it polls (short next to a model's block).
+POLL_SECONDS = 0.1
 
 
 class _ReadHandle:
@@ -44,6 +52,36 @@ class _ReadHandle:
 
 def _not_a_read(name: str) -> NoReturn:
     raise NotImplementedError(f"{name} writes or waits: open the system, not a reader")
+
+
+class _Tail:
+    """A session's events after a sequence, read page by page from a store without its lock;
+    :meth:`next` waits for the next one by reading again every :data:`POLL_SECONDS`."""
+
+    def __init__(self, reader: Reader, session_id: str, after: int) -> None:
+        self._reader = reader
+        self._session_id = session_id
+        self._last = after
+        self._buffer: deque[SessionEvent] = deque()
+
+    def _page(self, tx: Transaction) -> list[SessionEvent]:
+        return tx.events(self._session_id, self._last, MAX_EVENTS_PAGE)
+
+    def next(self, timeout_seconds: float | None) -> SessionEvent:
+        """The next event (``TimeoutError`` if none committed within ``timeout_seconds``)."""
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+        while not self._buffer:
+            last = self._last
+            self._buffer.extend(self._reader.read(self._page))
+            if self._buffer:
+                break
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(f"no event of session {self._session_id!r} after {last}")
+            time.sleep(POLL_SECONDS if remaining is None else min(POLL_SECONDS, remaining))
+        event = self._buffer.popleft()
+        self._last = event.sequence
+        return event
 
 
 class StoreReader(Backend):
@@ -105,6 +143,22 @@ class StoreReader(Backend):
             lambda tx: tx.events(session_id, after, min(limit, MAX_EVENTS_PAGE))
         )
 
+    def follow(
+        self,
+        session_id: str,
+        *,
+        after: int,
+        turn_id: str | None = None,
+        idle_seconds: float | None = None,
+    ) -> Generator[SessionEvent | None, None, None]:
+        """The ledger after ``after``, then each event as another process commits it: the
+        store is read again every :data:`POLL_SECONDS` (a reader cannot be woken by a
+        writer in another process); the iteration never ends by itself without ``turn_id``."""
+        self.get_session(session_id)  # as the daemon: an unknown session is an error
+        return ticking(
+            _Tail(self._reader, session_id, after).next, turn_id=turn_id, idle_seconds=idle_seconds
+        )
+
     @staticmethod
     def _known(tx: Transaction, session_id: str) -> Transaction:
         if not tx.session_known(session_id):
@@ -149,11 +203,6 @@ class StoreReader(Backend):
 
     def wait_turn(self, session_id: str, turn_id: str, *, timeout_seconds: float) -> TurnRecord:
         _not_a_read("wait_turn")
-
-    def follow(
-        self, session_id: str, *, after: int, turn_id: str | None = None
-    ) -> Iterator[SessionEvent]:
-        _not_a_read("follow")
 
     def cancel_turn(self, session_id: str, turn_id: str | None) -> TurnRecord:
         _not_a_read("cancel_turn")

@@ -3,7 +3,10 @@
 One command, two meanings of its first argument, decided in this order:
 
 1. ``--session S``: continue session ``S`` (it must be a session of the definition AGENT).
-2. AGENT names an agent definition: start a session of it and talk (seed 002).
+2. AGENT names an agent definition: start a session of it and talk (seed 002). With
+   ``--key K`` the session's id is derived from AGENT and K (MCP's ``talk_to_agent`` rule),
+   so a retry finds the session and the turn the first attempt made: the same key returns
+   them without running the model again, and with another message is refused (exit 2).
 3. AGENT names a session (an agent id, SURFACES §1): continue it.
 
 Cases 1 and 2, and every case while a daemon owns the home, run over a
@@ -29,6 +32,7 @@ from agentkeep.cli.transport import daemon_of, open_backend
 from agentkeep.cli.turn_waiting import send_turn
 from agentkeep.errors import UnknownAgentError
 from agentkeep.mcp.backend import Backend
+from agentkeep.mcp.tools import start_for_talk
 from agentkeep.registry import UnknownDefinitionError
 from agentkeep.registry.tables import read_current
 from agentkeep.sessions import SessionRecord
@@ -43,8 +47,11 @@ def _names_definition(state: CliState, name: str) -> bool:
         return reader.read(lambda tx: read_current(tx, name)) is not None
 
 
-def _session_for(backend: Backend, agent: str, session_id: str | None) -> SessionRecord:
-    """The session to talk in (module docstring's order); a new one for a definition."""
+def _session_for(
+    backend: Backend, agent: str, session_id: str | None, key: str | None
+) -> SessionRecord:
+    """The session to talk in (module docstring's order); a new one for a definition, or
+    with ``key`` the one a first talk with that key started (MCP's ``talk_to_agent`` rule)."""
     if session_id is not None:
         session = backend.get_session(session_id)
         if session.definition_id != agent and session.id != agent:
@@ -64,14 +71,19 @@ def _session_for(backend: Backend, agent: str, session_id: str | None) -> Sessio
             return backend.get_session(agent)
         except UnknownAgentError:
             raise missing from None
-    return backend.start_session(agent, session_id=None, metadata=None)
+    return start_for_talk(backend, agent, key, None)[0]
 
 
 @click.command()
 @click.argument("agent")
 @message_flags
 @click.option("--session", "session_id", help="Continue this session of AGENT.")
-@click.option("--key", "idempotency_key", help="An idempotency key for the turn.")
+@click.option(
+    "--key",
+    "idempotency_key",
+    help="An idempotency key: the same key (with or without --session) returns the same "
+    "session and turn without running it again; with another message it is refused.",
+)
 @message_json_option
 @click.option(
     "--background", is_flag=True, help="Print the accepted turn and return without waiting."
@@ -94,7 +106,8 @@ def talk(
     """Talk to AGENT (a definition: a new session unless --session; or a session id).
 
     The message is TEXT, - (read from stdin) or --file PATH. The answer streams as it
-    arrives; a failed turn exits 5 with the failure on stderr; Ctrl-C cancels the turn and
+    arrives (a progress line on stderr after 5 s without one); --timeout bounds the wait
+    (exit 1); a failed turn exits 5 with the failure on stderr; Ctrl-C cancels the turn and
     exits 130. The session id is printed on stderr (`session: ID`) to continue it with
     --session; --json prints one JSON object (turn, duplicate, answer).
     """
@@ -120,7 +133,7 @@ def talk(
         )
     message = message_of(read_message(text, file_path), message_json)
     with open_backend(state) as backend:
-        session = _session_for(backend, agent, session_id)
+        session = _session_for(backend, agent, session_id, idempotency_key)
         if not state.json_mode:
             click.echo(f"session: {session.id}", err=True)
         send_turn(

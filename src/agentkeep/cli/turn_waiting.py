@@ -3,14 +3,17 @@ shared end of ``session send`` and ``talk``, the same through the daemon or dire
 
 * The answer streams as its blocks commit (``assistant.block`` events of the turn, read
   from the ledger: the daemon's SSE stream, or ``AgentSystem.subscribe``).
-* A wait shows its progress on stderr (every :data:`PROGRESS_SECONDS`) and is bounded by
-  ``--timeout``: past it the command exits 1 and the turn goes on (it is durable).
+* A wait shows its progress on stderr (a line after :data:`PROGRESS_SECONDS` without answer
+  text or one, in text mode) and is bounded by ``--timeout`` in every mode, streamed or
+  not: past it the command exits 1; through a daemon the turn goes on, directly it is
+  stopped as the command exits and stays owed.
 * The turn's end decides the exit code: ``completed`` 0, ``failed`` 5, ``cancelled`` or
   ``interrupted`` 1. Ctrl-C cancels the turn and exits 130.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -42,40 +45,78 @@ def sent_value(turn: TurnRecord, duplicate: bool) -> dict[str, Any]:
     }
 
 
-def _stream(backend: Backend, turn: TurnRecord) -> bool:
-    """Print the turn's answer as its text blocks commit; True if anything was printed."""
+class _Deadline:
+    """One wait's bound (``--timeout``) and when it last showed something on stderr/stdout."""
+
+    def __init__(self, timeout_seconds: float) -> None:
+        self.started = time.monotonic()
+        self.timeout_seconds = timeout_seconds
+        self.at = self.started + timeout_seconds
+        self.shown = self.started  # the last answer text or progress line
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+    def progress_due(self) -> bool:
+        return time.monotonic() - self.shown >= PROGRESS_SECONDS
+
+    def progress(self, turn: TurnRecord) -> None:
+        """The progress line on stderr: the turn is still live."""
+        waited = time.monotonic() - self.started
+        click.echo(f"… turn {turn.id} is {turn.status} ({waited:.0f}s)", err=True)
+        self.shown = time.monotonic()
+
+
+def _stream(backend: Backend, turn: TurnRecord, deadline: _Deadline) -> bool:
+    """Print the turn's answer as its text blocks commit, until the turn's end; a progress
+    line after :data:`PROGRESS_SECONDS` without one; past the deadline, the timeout error.
+    True if any answer text was printed."""
     printed = False
-    for event in backend.follow(turn.session_id, after=0, turn_id=turn.id):
-        block = event.data.get("block") if event.type == ASSISTANT_BLOCK else None
-        if isinstance(block, dict) and block.get("type") == "text" and block.get("text"):
-            click.echo(str(block["text"]))
-            printed = True
-    return printed
-
-
-def _wait(backend: Backend, turn: TurnRecord, timeout_seconds: float, quiet: bool) -> TurnRecord:
-    started = time.monotonic()
-    deadline = started + timeout_seconds
-    while not turn.terminal:
-        remaining = deadline - time.monotonic()
+    after = 0
+    while True:
+        remaining = deadline.remaining()
         if remaining <= 0:
-            raise _timed_out(backend, turn, timeout_seconds)
+            raise _timed_out(backend, backend.get_turn(turn.session_id, turn.id), deadline)
+        idle = min(PROGRESS_SECONDS, remaining)
+        with contextlib.closing(
+            backend.follow(turn.session_id, after=after, turn_id=turn.id, idle_seconds=idle)
+        ) as events:
+            for event in events:
+                if event is None:
+                    break  # a tick: check the deadline, maybe show progress, follow on
+                after = event.sequence
+                block = event.data.get("block") if event.type == ASSISTANT_BLOCK else None
+                if isinstance(block, dict) and block.get("type") == "text" and block.get("text"):
+                    click.echo(str(block["text"]))
+                    printed = True
+                    deadline.shown = time.monotonic()
+            else:
+                return printed  # the turn's terminal event came
+        if deadline.progress_due() and deadline.remaining() > 0:
+            deadline.progress(backend.get_turn(turn.session_id, turn.id))
+
+
+def _wait(backend: Backend, turn: TurnRecord, deadline: _Deadline, quiet: bool) -> TurnRecord:
+    while not turn.terminal:
+        remaining = deadline.remaining()
+        if remaining <= 0:
+            raise _timed_out(backend, turn, deadline)
         try:
             return backend.wait_turn(
                 turn.session_id, turn.id, timeout_seconds=min(PROGRESS_SECONDS, remaining)
             )
         except TimeoutError:
             turn = backend.get_turn(turn.session_id, turn.id)
-            if not quiet:
-                waited = time.monotonic() - started
-                click.echo(f"… turn {turn.id} is {turn.status} ({waited:.0f}s)", err=True)
+            if not quiet and deadline.remaining() > 0:
+                deadline.progress(turn)
     return turn
 
 
-def _timed_out(backend: Backend, turn: TurnRecord, timeout_seconds: float) -> CliError:
+def _timed_out(backend: Backend, turn: TurnRecord, deadline: _Deadline) -> CliError:
     """A wait past ``--timeout``: through a daemon the turn goes on; directly this process
     stops it as it exits (``transport.open_backend``) and it stays owed."""
     where = f'Turn "{turn.id}" of session "{turn.session_id}"'
+    timeout_seconds = deadline.timeout_seconds
     if runs_on_after_exit(backend):
         return CliError(
             f"{where} is still {turn.status} after {timeout_seconds:g}s; it goes on.",
@@ -118,7 +159,7 @@ def finish_quietly(
     """Wait for the turn's end without streaming it (progress on stderr) and judge it;
     Ctrl-C cancels the turn and exits 130."""
     try:
-        turn = _wait(backend, turn, timeout_seconds, quiet=state.json_mode)
+        turn = _wait(backend, turn, _Deadline(timeout_seconds), quiet=state.json_mode)
     except KeyboardInterrupt:
         raise _cancelled(state, backend, turn) from None
     judge(turn)
@@ -175,14 +216,12 @@ def finish(
         )
         return
     printed = False
+    deadline = _Deadline(timeout_seconds)  # one bound for the stream and the wait after it
     try:
         if stream and not turn.terminal:
-            printed = _stream(backend, turn)
+            printed = _stream(backend, turn, deadline)
         turn = _wait(
-            backend,
-            backend.get_turn(turn.session_id, turn.id),
-            timeout_seconds,
-            quiet=state.json_mode,
+            backend, backend.get_turn(turn.session_id, turn.id), deadline, quiet=state.json_mode
         )
     except KeyboardInterrupt:
         raise _cancelled(state, backend, turn) from None

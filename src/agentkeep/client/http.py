@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import httpx
@@ -26,7 +26,7 @@ from agentkeep.client.records import (
     session_record,
     turn_record,
 )
-from agentkeep.client.sse import response_frames
+from agentkeep.client.sse import parse_sse, sse_lines
 from agentkeep.delivery import DeliveryKind
 from agentkeep.errors import AgentExistsError, AgentkeepError, InvalidMessageError
 from agentkeep.mcp.backend import Backend
@@ -87,14 +87,26 @@ class HttpBackend(Backend):
         """One request: its status and decoded body (a refusal raised as its error)."""
         query = {k: _query(v) for k, v in (params or {}).items() if v is not None}
         try:
-            if body is None:
+            content = None if body is None else msgspec.json.encode(body)
+        except UnicodeEncodeError as error:
+            # Only text can travel (a lone surrogate from undecodable input is not text);
+            # the library refuses it in its own words directly, this is the same exit code.
+            raise DaemonError(
+                422,
+                "invalid_request",
+                f"The request holds text that is not valid UTF-8 ({error.reason}); nothing "
+                "was sent.",
+                {},
+            ) from None
+        try:
+            if content is None:
                 response = self._http.request(method, path, params=query)
             else:
                 response = self._http.request(
                     method,
                     path,
                     params=query,
-                    content=msgspec.json.encode(body),
+                    content=content,
                     headers={"content-type": "application/json"},
                 )
         except httpx.TransportError as error:
@@ -300,14 +312,38 @@ class HttpBackend(Backend):
         return [session_event(item) for item in page["events"]]
 
     def follow(
-        self, session_id: str, *, after: int, turn_id: str | None = None
+        self,
+        session_id: str,
+        *,
+        after: int,
+        turn_id: str | None = None,
+        idle_seconds: float | None = None,
+    ) -> Generator[SessionEvent | None, None, None]:
+        last = after
+        while True:
+            idle = _Idle(idle_seconds)
+            for event in self._stream(session_id, after=last, turn_id=turn_id, idle=idle):
+                last = event.sequence
+                yield event
+                idle.reset()
+            if not idle.passed:
+                return  # the stream ended (the turn's end with turn_id, or the daemon's)
+            # Nothing arrived in time: a tick, then the stream again from the last event
+            # (the SSE resume rule: no event is lost or repeated).
+            yield None
+
+    def _stream(
+        self, session_id: str, *, after: int, turn_id: str | None, idle: _Idle
     ) -> Iterator[SessionEvent]:
+        """One SSE connection's events; it ends early (``idle.passed``) when ``idle`` passed
+        with no event: no byte at all (the read timeout) or only heartbeats."""
         params: dict[str, Any] = {"after": after}
         if turn_id is not None:
             params.update(turn_id=turn_id, until_turn_end="true")
         path = f"/v1/sessions/{_seg(session_id)}/events/stream"
-        # No read timeout: a stream is quiet between events (heartbeats keep it alive).
-        timeout = httpx.Timeout(self._http.timeout.connect, read=None)
+        # Without idle, no read timeout: a stream is quiet between events (heartbeats keep
+        # it alive).
+        timeout = httpx.Timeout(self._http.timeout.connect, read=idle.seconds)
         headers = {"accept": "text/event-stream", "cache-control": "no-store"}
         try:
             with self._http.stream(
@@ -323,13 +359,44 @@ class HttpBackend(Backend):
                     raise DaemonUnreachableError(
                         f"{self.url} answered {path} with {content_type!r}, not an event stream."
                     )
-                for frame in response_frames(response):
+                for frame in parse_sse(idle.watch(sse_lines(response.iter_text()))):
                     if frame.data:
                         yield session_event(msgspec.json.decode(frame.data))
+        except _IdlePassedError:
+            return
+        except httpx.ReadTimeout:
+            if idle.seconds is None:  # pragma: no cover - no read timeout was set
+                raise
+            idle.passed = True
         except httpx.TransportError as error:
             raise DaemonUnreachableError(
                 f"The event stream of {self.url} ended ({type(error).__name__})."
             ) from error
+
+
+class _IdlePassedError(Exception):
+    """Raised through the SSE parser when only heartbeats came for the idle bound."""
+
+
+class _Idle:
+    """The idle bound of one :meth:`HttpBackend.follow` connection (None: no bound)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.passed = False
+        self._since = time.monotonic()
+
+    def reset(self) -> None:
+        self._since = time.monotonic()
+
+    def watch(self, lines: Iterator[str]) -> Iterator[str]:
+        """``lines``, ending the connection (:class:`_IdlePassedError`) once the bound passed
+        since the last event: a heartbeat every few seconds must not hide a quiet turn."""
+        for line in lines:
+            if self.seconds is not None and time.monotonic() - self._since >= self.seconds:
+                self.passed = True
+                raise _IdlePassedError
+            yield line
 
 
 def _seg(value: str) -> str:

@@ -2,8 +2,9 @@
 the frames they dispatch.
 
 This is the one SSE parser of the clients: ``session events --follow``
-(:meth:`~agentkeep.client.http.HttpBackend.follow`) and ``agentkeep demo-daemon`` both read
-their streams through :func:`response_frames`. It keeps the rules of the
+(:meth:`~agentkeep.client.http.HttpBackend.follow`, through :func:`sse_lines` and
+:func:`parse_sse`, to bound its idle time) and ``agentkeep demo-daemon``
+(:func:`response_frames`) both read their streams with it. It keeps the rules of the
 ``text/event-stream`` format we rely on:
 
 - a line ends at CRLF, CR or LF only (a JSON string may hold U+2028 or U+0085 raw, where

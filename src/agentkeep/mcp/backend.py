@@ -13,7 +13,8 @@ worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Generator
 from typing import Protocol
 
 from agentkeep.agent_system import AgentSystem
@@ -121,11 +122,18 @@ class Backend(Protocol):
         ...
 
     def follow(
-        self, session_id: str, *, after: int, turn_id: str | None = None
-    ) -> Iterator[SessionEvent]:
+        self,
+        session_id: str,
+        *,
+        after: int,
+        turn_id: str | None = None,
+        idle_seconds: float | None = None,
+    ) -> Generator[SessionEvent | None, None, None]:
         """The ledger after ``after``, then each event as it commits; with ``turn_id`` only
         that turn's events, ending after its terminal ``turn.*`` event (the daemon's SSE
-        stream with ``until_turn_end``)."""
+        stream with ``until_turn_end``). With ``idle_seconds``, ``None`` is yielded once that
+        long passed since the last thing yielded (a tick: the caller may give up, show
+        progress, or go on iterating); without it, only events are yielded."""
         ...
 
     def cancel_turn(self, session_id: str, turn_id: str | None) -> TurnRecord:
@@ -247,16 +255,16 @@ class SystemBackend(Backend):
         return self._system.events(session_id, after=after, limit=limit)
 
     def follow(
-        self, session_id: str, *, after: int, turn_id: str | None = None
-    ) -> Iterator[SessionEvent]:
+        self,
+        session_id: str,
+        *,
+        after: int,
+        turn_id: str | None = None,
+        idle_seconds: float | None = None,
+    ) -> Generator[SessionEvent | None, None, None]:
         subscription = self._system.subscribe(session_id, after=after)
         try:
-            for event in subscription:
-                if turn_id is not None and event.turn_id != turn_id:
-                    continue
-                yield event
-                if turn_id is not None and _ends_turn(event):
-                    return
+            yield from ticking(subscription.next, turn_id=turn_id, idle_seconds=idle_seconds)
         finally:
             subscription.close()
 
@@ -269,7 +277,38 @@ class SystemBackend(Backend):
         return compact_now(self._system, session_id, timeout_seconds=timeout_seconds)
 
 
-def _ends_turn(event: SessionEvent) -> bool:
+def ticking(
+    next_event: Callable[[float | None], SessionEvent],
+    *,
+    turn_id: str | None,
+    idle_seconds: float | None,
+) -> Generator[SessionEvent | None, None, None]:
+    """:meth:`Backend.follow` over ``next_event`` (an event, waiting at most the given
+    seconds: ``TimeoutError`` when none came, ``StopIteration`` once the source closed):
+    the turn's events only (ending after its terminal event) when ``turn_id``, and a
+    ``None`` tick each time ``idle_seconds`` passed since the last thing yielded."""
+    quiet_since = time.monotonic()
+    while True:
+        wait = None
+        if idle_seconds is not None:
+            wait = max(0.0, quiet_since + idle_seconds - time.monotonic())
+        try:
+            event = next_event(wait)
+        except TimeoutError:
+            yield None
+            quiet_since = time.monotonic()
+            continue
+        except StopIteration:
+            return
+        if turn_id is not None and event.turn_id != turn_id:
+            continue
+        yield event
+        quiet_since = time.monotonic()
+        if turn_id is not None and ends_turn(event):
+            return
+
+
+def ends_turn(event: SessionEvent) -> bool:
     """A ``turn.<status>`` event moving its turn to a terminal status."""
     prefix, _, status = event.type.partition(".")
     return f"{prefix}." == TURN_EVENT_PREFIX and status in TERMINAL_STATUSES

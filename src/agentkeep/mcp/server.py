@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import json
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import anyio.to_thread
@@ -140,6 +141,34 @@ async def serve_stdio(server: Server[Any]) -> None:
     """Serve ``server`` on this process's stdin and stdout until stdin closes."""
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+#: The JSON-RPC error code of :func:`refuse_stdio` (the implementation-defined server-error
+#: range of JSON-RPC 2.0, where the MCP SDK puts its own ``CONNECTION_CLOSED``).
+SERVER_UNAVAILABLE = -32001
+
+
+def refuse_stdio(
+    message: str, data: dict[str, Any], *, stdin: IO[bytes], stdout: IO[bytes]
+) -> None:
+    """Tell an MCP client over stdio why this server cannot serve it, then end.
+
+    Every request (``initialize`` first: the client's connect fails with ``message``, which
+    the SDK's client raises as its ``MCPError``) is answered with a JSON-RPC error carrying
+    ``message`` and ``data``; notifications are ignored; it returns when the client closes
+    stdin. Without it a client would only see its connection close.
+    """
+    for line in stdin:
+        try:
+            request = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(request, dict) or "id" not in request or "method" not in request:
+            continue  # a notification or a response: nothing to answer
+        error = {"code": SERVER_UNAVAILABLE, "message": message, "data": data}
+        reply = {"jsonrpc": "2.0", "id": request["id"], "error": error}
+        stdout.write(json.dumps(reply).encode() + b"\n")
+        stdout.flush()
 
 
 def _version() -> str:

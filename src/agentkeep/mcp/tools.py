@@ -135,7 +135,7 @@ def talk_to_agent(backend: Backend, args: TalkArgs) -> TalkResult:
                 "talk_to_agent needs agent_id (or agent) to start a session, or session_id "
                 "(or conversation_id) to continue one."
             )
-        session, started = _start(backend, agent_id, args.idempotency_key, metadata)
+        session, started = start_for_talk(backend, agent_id, args.idempotency_key, metadata)
     else:
         session = backend.get_session(session_id)
         if agent_id is not None and session.definition_id != agent_id:
@@ -203,9 +203,12 @@ def talk_session_id(agent_id: str, idempotency_key: str) -> str:
     return "k" + digest[:31]
 
 
-def _start(
+def start_for_talk(
     backend: Backend, agent_id: str, key: str | None, metadata: JSONObject | None
 ) -> tuple[SessionRecord, bool]:
+    """The session a talk without a session runs in, and whether this call started it: a new
+    one, or with ``key`` the one :func:`talk_session_id` names (a retry finds it), as
+    ``talk_to_agent`` and ``agentkeep talk --key`` do."""
     if key is None:
         return backend.start_session(agent_id, session_id=None, metadata=metadata), True
     session_id = talk_session_id(agent_id, key)

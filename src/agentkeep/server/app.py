@@ -10,6 +10,7 @@ Every error leaves as seed 002's envelope, the router's own 404 and 405 included
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -26,7 +27,7 @@ from agentkeep.agent_system import AgentSystem
 from agentkeep.server import routes_agents, routes_events, routes_sessions, routes_turns
 from agentkeep.server.context import ServerContext
 from agentkeep.server.errors import ApiError, error_response, json_response
-from agentkeep.server.openapi import Operation, document
+from agentkeep.server.openapi import Handler, Operation, document
 from agentkeep.server.security import Guard, SecurityPolicy
 from agentkeep.server.wire import Health
 
@@ -71,6 +72,27 @@ def operations() -> tuple[Operation, ...]:
         *routes_turns.OPERATIONS,
         *routes_events.OPERATIONS,
     )
+
+
+def routes(ops: Sequence[Operation]) -> list[Route]:
+    """One route per path serving all of its methods, so the router's 405 for any other
+    method carries an ``Allow`` header naming every one of them (one route per operation
+    would name only the first route's). HEAD goes to the GET handler, as Starlette does."""
+    by_path: dict[str, dict[str, Handler]] = {}
+    for op in ops:
+        by_path.setdefault(op.path, {})[op.method] = op.handler
+    return [
+        Route(path, _dispatch(handlers), methods=list(handlers))
+        for path, handlers in by_path.items()
+    ]
+
+
+def _dispatch(handlers: dict[str, Handler]) -> Handler:
+    async def endpoint(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await handlers[method](request)
+
+    return endpoint
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -147,7 +169,7 @@ def create_app(
     """
     ops = operations()
     app = Starlette(
-        routes=[Route(op.path, op.handler, methods=[op.method]) for op in ops],
+        routes=routes(ops),
         middleware=[Middleware(AccessLog), Middleware(Guard, policy=policy)],
         exception_handlers={
             ApiError: _api_error,

@@ -1,6 +1,6 @@
-"""The message of send/steer/talk from TEXT, ``-`` (stdin) or ``--file PATH``: any size (argv
-stops near 128 KB), refused clearly when malformed; and ``--timeout`` refuses what is not a
-duration."""
+"""The message of send/steer/talk from TEXT, ``-`` (stdin) or ``--file PATH``: past argv's
+limit (argv stops near 128 KB; up to max_input_bytes), refused clearly when malformed; and
+``--timeout`` refuses what is not a duration."""
 
 from __future__ import annotations
 

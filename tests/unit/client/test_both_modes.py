@@ -9,18 +9,27 @@ ids, clock times) are numbered in order of appearance.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentkeep.cli.output import exit_code_of
 from agentkeep.cli.runtime import Home, open_system
+from agentkeep.client import HttpBackend, client_token
+from agentkeep.errors import AgentkeepError
+from agentkeep.model.ledger import DEFAULT_MAX_INPUT_BYTES
 
 QUICK = '{"id": "quick", "name": "Quick", "instructions": "Answer briefly."}'
+AGENTKEEP = str(Path(sys.executable).parent / "agentkeep")
 
 
 def _build(run: Any) -> None:
@@ -269,3 +278,155 @@ def test_todays_agent_commands_print_the_same_in_both_modes(tmp_path: Path, kit:
     # Through the daemon the slow turn ran (it was cancelled while running, not queued).
     assert [t.status for t in slow] == ["cancelled"]
     assert slow[0].started_at_ms is not None
+
+
+# `talk AGENT MESSAGE --key K` without --session (issue 28 item 3): the key names the session
+# (MCP's talk_to_agent rule), so a retry returns the same session and turn without running the
+# model again, and the same key with another message is refused.
+KEYED_TALKS: list[tuple[tuple[str, ...], bool]] = [
+    (("talk", "quick", "What is 6 * 7?", "--key", "tk1"), True),
+    (("talk", "quick", "What is 6 * 7?", "--key", "tk1"), True),  # a retry
+    (("talk", "quick", "What is 6 * 7?", "--key", "tk1"), False),
+    (("talk", "quick", "What is 5 + 5?", "--key", "tk1"), True),  # another message
+    (("talk", "quick", "What is 6 * 7?", "--key", "tk2"), True),  # another key
+]
+
+
+def _keyed(kit: Any, home: Path) -> list[tuple[int, str, str]]:
+    run = kit.invoker(home)
+    number = _Numbering()  # the turn ids and times a run chose
+    outcomes = []
+    for args, json_mode in KEYED_TALKS:
+        result = run(*args, json_mode=json_mode)
+        stderr = result.stderr.replace(str(home), "HOME")
+        outcomes.append((result.exit_code, number(result.stdout), number(stderr)))
+    return outcomes
+
+
+def test_keyed_talk_is_idempotent_without_a_session_in_both_modes(tmp_path: Path, kit: Any) -> None:
+    results = []
+    for name in ("direct", "served"):
+        home = kit.make_home(tmp_path / name)
+        assert kit.invoker(home)("agent", "create", "-", stdin=QUICK).exit_code == 0
+        if name == "direct":
+            results.append(_keyed(kit, home))
+        else:
+            with kit.daemon_on(home) as daemon:
+                results.append(_keyed(kit, home))
+                turns = {
+                    session.id: len(daemon.system.sessions.turns(session.id))
+                    for session in daemon.system.sessions.list(definition_id="quick")
+                }
+    direct, served = results
+    assert served == direct
+    assert [code for code, _, _ in direct] == [0, 0, 0, 2, 0]
+    first, again = json.loads(direct[0][1]), json.loads(direct[1][1])
+    assert first["answer"] == "6 * 7 = 42."
+    assert (first["duplicate"], again["duplicate"]) == (False, True)
+    assert again["turn"] == first["turn"]  # the same session and turn, not run again
+    assert direct[2][1] == "6 * 7 = 42.\n"
+    assert json.loads(direct[3][2])["error"]["code"] == "idempotency_conflict"
+    other = json.loads(direct[4][1])
+    assert other["turn"]["sessionId"] != first["turn"]["sessionId"]
+    # Through the daemon: one session per key, each with one turn (the retry ran nothing).
+    assert turns == {first["turn"]["sessionId"]: 1, other["turn"]["sessionId"]: 1}
+
+
+# The edges (issue 28 item 13): an oversized message and undecodable input are bad input
+# (exit 2, the same lines on stderr, no traceback) directly and through the daemon alike, and
+# nothing is written: an oversized talk starts no session.
+NOT_UTF8 = b'{"id": "quick", "name": "Qu\xffick"}'
+OVERSIZED = "x" * (600 * 1024)
+EDGES: list[tuple[tuple[str, ...], str | bytes | None]] = [
+    (("agent", "create", "-"), NOT_UTF8),
+    (("agent", "update", "quick", "-"), b'{"description": "\xff"}'),
+    (("talk", "quick", "-"), OVERSIZED),
+    (("talk", "quick", "-", "--key", "big"), OVERSIZED),
+    (("session", "send", "s1", "-"), OVERSIZED),
+    (("session", "send", "s1", "-", "--wait"), OVERSIZED),
+    (("send", "s1", "-", "--wait"), OVERSIZED),
+    (("steer", "s1", "-"), OVERSIZED),
+    (("session", "send", "s1", "-"), "x" * (DEFAULT_MAX_INPUT_BYTES - 60)),  # just fits
+    (("session", "list"), None),
+]
+
+
+def _edges(kit: Any, home: Path, json_mode: bool) -> list[tuple[int, str, str]]:
+    run = kit.invoker(home)
+    number = _Numbering()
+    outcomes = []
+    for args, stdin in EDGES:
+        result = run(*args, stdin=stdin, json_mode=json_mode)
+        assert "Traceback" not in result.stderr, result.stderr
+        stderr = result.stderr.replace(str(home), "HOME")
+        outcomes.append((result.exit_code, number(result.stdout), number(stderr)))
+    return outcomes
+
+
+@pytest.mark.parametrize("json_mode", [True, False], ids=["json", "text"])
+def test_edges_exit_alike_in_both_modes(tmp_path: Path, kit: Any, json_mode: bool) -> None:
+    results = []
+    for name in ("direct", "served"):
+        home = kit.make_home(tmp_path / name)
+        run = kit.invoker(home)
+        assert run("agent", "create", "-", stdin=QUICK).exit_code == 0
+        assert run("session", "start", "quick", "--id", "s1").exit_code == 0
+        if name == "direct":
+            results.append(_edges(kit, home, json_mode))
+        else:
+            with kit.daemon_on(home):
+                results.append(_edges(kit, home, json_mode))
+    direct, served = results
+    for (args, _), left, right in zip(EDGES, direct, served, strict=True):
+        assert right == left, " ".join(args)
+    assert [code for code, _, _ in direct] == [2, 2, 2, 2, 2, 2, 2, 2, 0, 0]
+    for _, _, stderr in direct[:8]:
+        lines = stderr.splitlines()
+        assert len(lines) == (1 if json_mode else 2), stderr  # the error (and its hint)
+    if json_mode:
+        codes = [json.loads(stderr)["error"]["code"] for _, _, stderr in direct[:8]]
+        assert codes == ["invalid_json"] * 2 + ["input_too_large"] * 6
+        sessions = json.loads(direct[9][1])["sessions"]
+        assert [s["id"] for s in sessions] == ["s1"]  # the oversized talks started nothing
+
+
+@pytest.mark.parametrize("args", [("agent", "create", "-"), ("agent", "update", "quick", "-")])
+def test_undecodable_stdin_is_bad_input_in_both_modes_as_a_process(
+    tmp_path: Path, kit: Any, args: tuple[str, ...]
+) -> None:
+    """A real process reads stdin in Python's UTF-8 mode, where undecodable bytes arrive as
+    lone surrogates: refused as not UTF-8 (exit 2, one line), never a traceback."""
+    outcomes = []
+    for name in ("direct", "served"):
+        home = kit.make_home(tmp_path / name)
+        assert kit.invoker(home)("agent", "create", "-", stdin=QUICK).exit_code == 0
+        command = [AGENTKEEP, "--home", str(home), "--json", *args]
+        with kit.daemon_on(home) if name == "served" else contextlib.nullcontext():
+            done = subprocess.run(
+                command,
+                input=b'{"id": "quick", "name": "Qu\xffick", "description": "\xfe"}',
+                capture_output=True,
+                timeout=60,
+                env={**os.environ, "LANG": "C.UTF-8"},
+            )
+        outcomes.append((done.returncode, done.stdout, done.stderr))
+    assert outcomes[0] == outcomes[1]
+    code, stdout, stderr = outcomes[0]
+    assert (code, stdout) == (2, b"")
+    assert json.loads(stderr)["error"]["code"] == "invalid_json"
+
+
+def test_the_client_refuses_text_that_cannot_travel(tmp_path: Path, kit: Any) -> None:
+    """Whatever lets a lone surrogate through, the daemon's client refuses it as bad input
+    (exit 2 in the CLI), never a traceback."""
+    home = kit.make_home(tmp_path / "state")
+    assert kit.invoker(home)("agent", "create", "-", stdin=QUICK).exit_code == 0
+    with kit.daemon_on(home) as daemon:
+        backend = HttpBackend(daemon.server.url, client_token(home))
+        try:
+            with pytest.raises(AgentkeepError) as refused:
+                backend.update_definition("quick", {"description": "\udcff"})
+        finally:
+            backend.close()
+    assert refused.value.code == "invalid_request"
+    assert exit_code_of(refused.value.code) == 2
