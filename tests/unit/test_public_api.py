@@ -126,6 +126,7 @@ PUBLIC = [
     "SessionError",
     "SessionEvent",
     "SessionOptions",
+    "SessionOwes",
     "SessionRecord",
     "Sessions",
     "Settings",

@@ -190,7 +190,7 @@ def test_a_keyed_talk_without_a_session_is_retry_safe(world: World) -> None:
 def test_background_talk_then_steer_joins_the_turn_and_cancel_turn_cancels_it(
     world: World,
 ) -> None:
-    world.model.add(script.hang())
+    world.model.add(script.hang(), script.text("Next done."))
 
     async def body(client: Client) -> None:
         await call(client, "agents_create", {"id": "helper"})
@@ -207,12 +207,27 @@ def test_background_talk_then_steer_joins_the_turn_and_cancel_turn_cancels_it(
             client, "steer_agent", {"session_id": conversation, "message": "focus on tests"}
         )
         assert steered["turn"]["id"] == started["turn"]["id"]  # joined the running turn
+        queued = await call(
+            client,
+            "talk_to_agent",
+            {"session_id": conversation, "message": "next", "run_in_background": True},
+        )
 
         cancelled = await call(client, "cancel_turn", {"conversation_id": conversation})
         assert cancelled["turn"]["id"] == started["turn"]["id"]
         assert cancelled["turn"]["status"] == "cancelled"
+        # Issue 28 item 2: the steer the turn joined was cancelled with it (it never runs
+        # as work of no turn), and the turn queued behind runs normally.
+        done = await anyio.to_thread.run_sync(
+            lambda: world.system.sessions.wait(
+                conversation, queued["turn"]["id"], timeout_seconds=TIMEOUT
+            )
+        )
+        assert done.status == "completed"
         read = await call(client, "agents_get_conversation", {"session_id": conversation})
-        assert [t["status"] for t in read["turns"]] == ["cancelled"]
+        assert [t["status"] for t in read["turns"]] == ["cancelled", "completed"]
+        assert not any("focus on tests" in str(m) for m in world.system.transcript(conversation))
+        assert len(world.model.requests) == 2
 
     world.session(body)
 

@@ -281,7 +281,7 @@ def test_unknown_session_and_turn_are_named(world: TurnWorld) -> None:
         system.sessions.send("nope", "hi")
     with pytest.raises(ak.UnknownTurnError, match="t404"):
         system.sessions.turn(session.id, "t404")
-    with pytest.raises(ak.TurnStateError, match="no active turn"):
+    with pytest.raises(ak.TurnStateError, match="no live turn to cancel: it is idle"):
         system.sessions.cancel(session.id)
 
 
