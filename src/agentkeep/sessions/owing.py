@@ -39,7 +39,7 @@ def settle_hint(session_id: str) -> str:
     """How to end owed work no turn holds, on every surface."""
     return (
         f"end it with `agentkeep session settle {session_id}` "
-        f"(POST /v1/sessions/{session_id}/settle, Sessions.settle)"
+        f"(POST /v1/sessions/{session_id}/settle, Sessions.settle, MCP settle_session)"
     )
 
 
@@ -47,7 +47,7 @@ def cancel_hint(session_id: str) -> str:
     """How to cancel a session's live turn, on every surface."""
     return (
         f"cancel it with `agentkeep session cancel {session_id}` "
-        f"(POST /v1/sessions/{session_id}/cancel, Sessions.cancel)"
+        f"(POST /v1/sessions/{session_id}/cancel, Sessions.cancel, MCP cancel_turn)"
     )
 
 

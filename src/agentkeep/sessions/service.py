@@ -56,7 +56,8 @@ T = TypeVar("T")
 #: actor is between a run's last commit and its stop).
 _RUNNING_NO_TURN = (
     "its actor is still running work no turn holds: wait for it, or end it with "
-    "`agentkeep session settle {0}` (POST /v1/sessions/{0}/settle, Sessions.settle)"
+    "`agentkeep session settle {0}` (POST /v1/sessions/{0}/settle, Sessions.settle, MCP "
+    "settle_session)"
 )
 
 

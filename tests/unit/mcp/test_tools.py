@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from mcp import Client
-from tests.unit.mcp.conftest import TIMEOUT, World, call
+from tests.unit.mcp.conftest import TIMEOUT, World, call, call_error
 
 from agentkeep.mcp.tools import TOOLS, talk_session_id
 from agentkeep.mcp.types import schema_of
@@ -24,10 +24,10 @@ SEED_TOOLS = {
 }
 
 
-def test_list_tools_shows_the_nine_tools_with_their_msgspec_schemas(world: World) -> None:
+def test_list_tools_shows_the_ten_tools_with_their_msgspec_schemas(world: World) -> None:
     async def body(client: Client) -> None:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert set(listed) == SEED_TOOLS | {"steer_agent", "cancel_turn"}
+        assert set(listed) == SEED_TOOLS | {"steer_agent", "cancel_turn", "settle_session"}
         for spec in TOOLS:
             tool = listed[spec.name]
             assert tool.input_schema == schema_of(spec.arguments), spec.name
@@ -260,5 +260,31 @@ def test_cancel_turn_reaches_a_turn_that_talk_to_agent_is_waiting_for(world: Wor
             assert cancelled["turn"]["status"] == "cancelled"
         assert (talked["status"], talked["answer"]) == ("cancelled", None)
         assert talked["turn"]["error"]["code"] == "cancelled"
+
+    world.session(body)
+
+
+def test_settle_session_ends_a_failed_turns_owed_work(world: World) -> None:
+    """Issue 28 item 1 over MCP: cancel_turn names settle_session, which gets out."""
+    world.model.add(script.error("internal_error", "the vendor is down"))
+
+    async def body(client: Client) -> None:
+        await call(client, "agents_create", {"id": "helper"})
+        talked = await call(client, "talk_to_agent", {"agent_id": "helper", "message": "q"})
+        assert talked["status"] == "failed"
+        session = talked["conversation_id"]
+        await anyio.to_thread.run_sync(
+            lambda: world.system.wait_for_idle(session, timeout_seconds=TIMEOUT)
+        )
+        read = await call(client, "agents_get_conversation", {"session_id": session})
+        assert "the vendor is down" in read["session"]["owes"]["reason"]
+        refused = await call_error(client, "cancel_turn", {"session_id": session})
+        assert "turn_state" in refused
+        assert "settle" in refused
+        settled = await call(
+            client, "settle_session", {"conversation_id": session, "note": "not needed"}
+        )
+        assert settled["session"]["owes"] is None
+        assert world.system.sessions.archive(session).status == "archived"
 
     world.session(body)
