@@ -51,16 +51,22 @@ def cancel_hint(session_id: str) -> str:
     )
 
 
+def live_state(tx: Transaction, session_id: str) -> str | None:
+    """The session's live turn, with the way out, or None if it has none."""
+    live = tx.live_turns(session_id)
+    if not live:
+        return None
+    started = [t for t in live if t.status != "queued"]
+    turn = started[-1] if started else live[0]
+    more = f" ({len(live)} live turns)" if len(live) > 1 else ""
+    return f"turn {turn.number} is {turn.status}{more}: wait for it, or {cancel_hint(session_id)}"
+
+
 def busy_state(tx: Transaction, session_id: str) -> str | None:
     """What keeps the session busy, with the way out, or None if nothing durable does."""
-    live = tx.live_turns(session_id)
-    if live:
-        started = [t for t in live if t.status != "queued"]
-        turn = started[-1] if started else live[0]
-        more = f" ({len(live)} live turns)" if len(live) > 1 else ""
-        return (
-            f"turn {turn.number} is {turn.status}{more}: wait for it, or {cancel_hint(session_id)}"
-        )
+    live = live_state(tx, session_id)
+    if live is not None:
+        return live
     owed = owes(tx, session_id)
     if owed is not None:
         return f"it owes work no turn holds ({owed.reason}): {settle_hint(session_id)}"

@@ -250,32 +250,21 @@ class Sessions:
         if note is not None and not isinstance(note, str):
             raise InvalidMessageError(f"note must be a string or None, got {type(note).__name__}")
 
-        def work(tx: Transaction) -> SessionRecord:
-            found = tables.read_session(tx, session_id)
-            if found is None:
-                raise UnknownSessionError(session_id)
-            if tx.live_turns(session_id):
-                state = owing.busy_state(tx, session_id)
-                raise SessionBusyError(session_id, state, doing="settled")
-            owed_ending.end_owed(tx, session_id, note)
-            settled = tables.read_session(tx, session_id)
-            assert settled is not None  # read above, in this transaction
-            return settled
-
         with self._admission.operation(), self._admission.agent_operation(session_id):
             self._require(session_id)
             if self._is_running(session_id):
-                live = self._read(
-                    lambda tx: (
-                        owing.busy_state(tx, session_id) if tx.live_turns(session_id) else None
-                    )
-                )
+                live = self._read(lambda tx: owing.live_state(tx, session_id))
                 if live is not None:
                     raise SessionBusyError(session_id, live, doing="settled")
                 # Work no turn holds runs now (a restart resuming a failed turn's question):
                 # stop it first; the transaction below ends what it still owes.
                 self._runtime.abort(session_id, wait=True, timeout_seconds=timeout_seconds)
-            return self._closed_as_agent_closed(lambda: self._store.transact(work))
+                if self._is_running(session_id):
+                    state = f"its actor did not stop within {timeout_seconds} s; try again"
+                    raise SessionBusyError(session_id, state, doing="settled")
+            return self._closed_as_agent_closed(
+                lambda: self._store.transact(lambda tx: _settle(tx, session_id, note))
+            )
 
     # -- turns (docs/turns.md) -------------------------------------------------------------------
     def send(
@@ -420,3 +409,16 @@ class Sessions:
             return call()
         except StoreClosedError:
             raise AgentClosedError("The agent system has been closed.") from None
+
+
+def _settle(tx: Transaction, session_id: str, note: str | None) -> SessionRecord:
+    """``Sessions.settle``'s transaction: refused while a live turn holds the work."""
+    if tables.read_session(tx, session_id) is None:
+        raise UnknownSessionError(session_id)
+    live = owing.live_state(tx, session_id)
+    if live is not None:
+        raise SessionBusyError(session_id, live, doing="settled")
+    owed_ending.end_owed(tx, session_id, note)
+    settled = tables.read_session(tx, session_id)
+    assert settled is not None  # read above, in this transaction
+    return settled
