@@ -218,8 +218,10 @@ class TurnService:
         self, session_id: str, turn_id: str | None, timeout_seconds: float | None
     ) -> TurnRecord:
         """Cancel the turn (the active one if None); see the module's rules."""
+        unqueued: list[str] = []  # the native queued turn this cancel took out of the queue
 
         def mark(tx: Transaction) -> tuple[TurnRecord, bool]:
+            unqueued.clear()  # a retried transaction starts over
             _require_session(tx, session_id)
             turn = _target(tx, session_id, turn_id)
             if turn.terminal or turn.status == "cancelling":
@@ -234,6 +236,7 @@ class TurnService:
                     return cancelled, False
                 return tx.move_turn(session_id, turn.id, "cancelling"), True
             if turn.status == "queued" and session_turns.unqueue_inputs(tx, session_id, turn.id):
+                unqueued.append(turn.id)
                 return tx.move_turn(session_id, turn.id, "cancelled", error=CANCELLED_QUEUED), False
             # Running (or its input was consumed just now): the intent is durable first, and
             # what steers joined to it and still waits leaves the queue with it.
@@ -245,7 +248,7 @@ class TurnService:
             return tx.move_turn(session_id, turn.id, "cancelling"), True
 
         turn, abort = self._store.transact(mark)
-        if turn.status == "cancelled" and turn.driver == NATIVE_DRIVER and not abort:
+        if unqueued:
             # A queued turn, taken out of the queue. With no other live turn, the work its
             # acceptance made owed is nobody's: a run settles it (the one its acceptance woke,
             # or this wake's where none runs — an acceptance with ``start=False``), and the

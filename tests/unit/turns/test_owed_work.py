@@ -114,3 +114,13 @@ def test_cancelling_a_queued_turn_nothing_ran_leaves_nothing_owed(world: TurnWor
     assert system.sessions.get(session.id).owes is None
     assert len(world.model.requests) == 0  # nothing was asked
     assert system.sessions.archive(session.id).status == "archived"
+
+
+def test_cancelling_a_terminal_turn_again_never_asks_the_owed_question_again(
+    world: TurnWorld,
+) -> None:
+    system, session_id, failed = _failed_session(world)
+    assert system.sessions.cancel(session_id, failed.id) == failed  # terminal: unchanged
+    assert system.wait_for_idle(session_id, timeout_seconds=10)
+    assert len(world.model.requests) == 1  # nothing woke the agent to ask again
+    assert system.sessions.get(session_id).owes is not None
