@@ -103,7 +103,8 @@ async def get_session(request: Request) -> Response:
 
 
 async def archive_session(request: Request) -> Response:
-    """DELETE /v1/sessions/{id}: archive an idle session (409 while it has an active turn)."""
+    """DELETE /v1/sessions/{id}: archive an idle session (409 while a live turn or owed work
+    keeps it busy: the message names the route that gets out)."""
     sessions = context(request).system.sessions
     return json_response(session_out(await call(sessions.archive, request.path_params["id"])))
 

@@ -9,8 +9,9 @@ saying so. Later edits of the definition never change the session: its instructi
 tools are read from the pinned (immutable) revision whenever its actor is made, and its
 model lives in its own durable settings.
 
-Archiving is refused while the session has an active turn (it is running, or owes work);
-an archived session stays readable and is listed only with ``include_archived``.
+Archiving is refused while the session is busy (a live turn, or owed work), naming the way
+out (``sessions.owing``); ``settle`` ends owed work no turn holds. An archived session stays
+readable and is listed only with ``include_archived``.
 """
 
 from __future__ import annotations
@@ -199,7 +200,8 @@ class Sessions:
 
         Raises:
             UnknownSessionError: no live agent has this id.
-            SessionBusyError: it has an active turn (running, or owing work).
+            SessionBusyError: a live turn or owed work keeps it busy (the message names
+                the way out: cancel the turn, or ``settle`` the owed work).
         """
 
         def work(tx: Transaction) -> SessionRecord:
