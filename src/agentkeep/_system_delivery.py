@@ -6,7 +6,7 @@ the agent's actor), and the requests to a running agent (``abort``, ``compact``,
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from agentkeep._system_reads import SystemReads
 from agentkeep.actors.consume_claim import ClaimTold, ConsumeClaim, accept_consuming
@@ -30,6 +30,8 @@ from agentkeep.persistence.interface import Transaction
 from agentkeep.providers.registry import Providers
 from agentkeep.runtime import session_turns
 from agentkeep.sessions import tables as session_tables
+
+T = TypeVar("T")
 
 
 class SystemDelivery(SystemReads):
@@ -325,8 +327,9 @@ class SystemDelivery(SystemReads):
     ) -> None:
         """Abort the agent's running turn (a no-op when it has none). The turn ends
         ``cancelled``: it is ``cancelling`` durably before the loop hears of the abort
-        (docs/turns.md), and ``cancelled`` once the aborted work stopped (with ``wait``),
-        or when the run settles.
+        (docs/turns.md), with the input steers joined to it that still waited, and
+        ``cancelled`` once the aborted work stopped (with ``wait``), or when the run
+        settles. The turns queued behind it then run.
 
         Raises:
             UnknownAgentError: the agent was never created.
@@ -336,26 +339,45 @@ class SystemDelivery(SystemReads):
         if known is None:
             self._require(agent_id)
             return  # an agent with no actor has no turn to abort
-        self._mark_turns(agent_id, "running", session_turns.cancelling)
+        marked = self._mark_turns(agent_id, "running", session_turns.cancelling)
         known.status.abort_pending = True  # a hook running now loses its actions
         if not self._agents.tell_if_live(agent_id, AbortRequested()):
             known.status.abort_pending = False
             return
-        if wait:
-            known.status.wait_for_idle(timeout_seconds)
-            self._mark_turns(agent_id, "cancelling", session_turns.cancelled)
+        if marked is None:
+            if wait:
+                known.status.wait_for_idle(timeout_seconds)
+            return
+        # A turn was cancelled: the turns queued behind it run, and a run that stopped on
+        # a steer's input the marking took back (the loop's mirror still holds it) settles.
+        if not wait:
+            # A Start the aborted run takes up once it has stopped (loop.transitions.stop).
+            if marked or self._read(lambda tx: bool(tx.queued(agent_id))):
+                self.wake(agent_id)
+            return
+        known.status.wait_for_idle(timeout_seconds)
+        self._mark_turns(agent_id, "cancelling", session_turns.cancelled)
+        queued, owes = self._read(
+            lambda tx: (bool(tx.queued(agent_id)), tx.read_owed(agent_id) is not None)
+        )
+        if queued or owes:
+            self.wake(agent_id)
+            if not queued:  # the wake only settles: return once it has (``wait``)
+                known.status.wait_for_idle(timeout_seconds)
 
     def _mark_turns(
-        self, agent_id: str, status: str, move: Callable[[Transaction, str], object]
-    ) -> None:
+        self, agent_id: str, status: str, move: Callable[[Transaction, str], T]
+    ) -> T | None:
         """Move the agent's turns in ``status`` with ``move``, in a transaction of its own —
         only if there is one (an abort without a turn commits nothing), and not from inside
-        a transaction (a hook's: its turn then ends with the run's settlement)."""
+        a transaction (a hook's: its turn then ends with the run's settlement). Returns what
+        ``move`` returned, or None if it did not run."""
         handle = self._store.handle
         if handle.in_transaction:
-            return
+            return None
         if any(t.status == status for t in self._read(lambda tx: tx.started_turns(agent_id))):
-            handle.transact(lambda tx: move(tx, agent_id))
+            return handle.transact(lambda tx: move(tx, agent_id))
+        return None
 
     def compact(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None

@@ -104,10 +104,12 @@ class Agent:
         """Abort the agent's running turn; a no-op when it has none.
 
         The abort is handled by the agent's loop at its next step (spec §3); the actions a hook
-        is returning meanwhile are dropped.
+        is returning meanwhile are dropped. The turn ends ``cancelled`` with the input steers
+        joined to it and that still waited; the turns queued behind it then run
+        (docs/turns.md).
 
         Args:
-            wait: block until the agent is idle again.
+            wait: block until the aborted work has stopped (turns queued behind it go on).
             timeout_seconds: how long ``wait`` may block (None: no limit).
 
         Raises:

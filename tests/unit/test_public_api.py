@@ -133,6 +133,7 @@ PUBLIC = [
     "SessionError",
     "SessionEvent",
     "SessionOptions",
+    "SessionOwes",
     "SessionRecord",
     "Sessions",
     "Settings",

@@ -148,9 +148,12 @@ def check_state(
             bad(1, f"message {message_id!r} was never offered")
     # A switch or a compaction archives what it takes out of view (§7.26): an accepted
     # message is queued, in the conversation, or in an archived epoch — never gone.
+    # A steer still waiting when the turn it joined was cancelled went with that turn
+    # (docs/turns.md: a cancel stops everything the turn joined).
     archived = archived_users(state)
+    kept = queued | archived | set(state.taken_back)
     for message_id in world.accept_order:
-        if message_id not in users and message_id not in queued | archived:
+        if message_id not in users and message_id not in kept:
             bad(1, f"accepted message {message_id!r} is neither queued, consumed nor archived")
     # §7.3: per-queue order
     if world.order_known:
@@ -439,7 +442,8 @@ def check_final(
         bad(10, f"calls never answered: {sorted(calls - results)}")
     messages = rebuild_messages(list(records))
     users, _ = count_conversation(tuple(messages))
-    expected = len(switch.new_ids) if switch is not None else len(world.offers)
+    offered = len(world.offers) - len(set(state.taken_back))  # the taken back never run
+    expected = len(switch.new_ids) if switch is not None else offered
     if users != expected:
         bad(1, f"{users} user messages in the conversation, {expected} offered")
     last = messages[-1] if messages else None

@@ -119,6 +119,7 @@ def check_events(
     # L2: acceptances. An id's facts: queued, in the conversation, or in an archived epoch.
     facts = Counter(q.id for q in state.queued)
     facts.update(r.message_id for r in history_log(state) if isinstance(r, UserRecord))
+    facts.update(state.taken_back)  # a cancelled turn's input: its fact is that turn
     reported = Counter(
         str(e.data.get("message_id")) for e in events if e.type == "message.accepted"
     )

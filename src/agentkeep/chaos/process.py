@@ -75,6 +75,10 @@ class DurableState(msgspec.Struct, frozen=True, kw_only=True):
     # Internal ids of pending calls whose call store holds the transactional chaos tool's
     # write (``chaos.tools.EFFECT_KEY``), each with whether its result is claimed (X1).
     call_effects: tuple[tuple[str, bool], ...] = ()
+    # Messages a cancel took back with the turn they joined (a steer still waiting when its
+    # running turn was cancelled or aborted: docs/turns.md): accepted, never consumed, and
+    # no longer queued — by design, not lost.
+    taken_back: tuple[str, ...] = ()
 
 
 def read_durable(tx: Transaction, agent_id: str) -> DurableState:
@@ -91,7 +95,26 @@ def read_durable(tx: Transaction, agent_id: str) -> DurableState:
         settings=tx.read_settings(agent_id),
         turns=tuple(_turns(tx, agent_id)),
         call_effects=tuple(_call_effects(tx, agent_id)),
+        taken_back=tuple(_taken_back(tx, agent_id)),
     )
+
+
+def _taken_back(tx: Transaction, agent_id: str) -> list[str]:
+    """The inputs of the session's cancelled turns that never entered the conversation and
+    wait in no queue."""
+    inputs = [
+        message_id
+        for turn in _turns(tx, agent_id)
+        if turn.status == "cancelled"
+        for message_id in tx.turn_message_ids(agent_id, turn.id)
+    ]
+    if not inputs:
+        return []
+    present = {q.id for q in tx.queued(agent_id)}
+    present |= {r.message_id for r in tx.load_records(agent_id) if isinstance(r, UserRecord)}
+    for epoch in tx.archived_epochs(agent_id):
+        present |= {r.message_id for r in epoch.records if isinstance(r, UserRecord)}
+    return [m for m in inputs if m not in present]
 
 
 def _call_effects(tx: Transaction, agent_id: str) -> list[tuple[str, bool]]:

@@ -1,6 +1,6 @@
 """``agentkeep session …``: seed 002's sessions (``list/start/show/events/send/cancel/
-archive``), over a :class:`~agentkeep.mcp.backend.Backend` (:mod:`agentkeep.cli.transport`),
-printing the daemon's JSON (``server.wire``) in both modes.
+archive``, and agentkeep's ``settle``), over a :class:`~agentkeep.mcp.backend.Backend`
+(:mod:`agentkeep.cli.transport`), printing the daemon's JSON (``server.wire``) in both modes.
 
 A session id is an agent id (SURFACES §1): ``agentkeep send AGENT`` and ``agentkeep session
 send AGENT`` reach the same conversation.
@@ -43,7 +43,11 @@ def event_line(event: SessionEvent) -> str:
 
 def _session_line(value: dict[str, Any]) -> str:
     agent = value["agentId"] or "(no definition)"
-    return f"{value['id']}  {agent}  {value['status']}"
+    line = f"{value['id']}  {agent}  {value['status']}"
+    owes = value.get("owes")
+    if owes:
+        line += f"  owes work: {owes['reason']} (`agentkeep session settle {value['id']}` ends it)"
+    return line
 
 
 @click.group(name="session")
@@ -244,11 +248,29 @@ def cancel(state: CliState, session_id: str, turn_id: str | None) -> None:
     state.output.result(wire(turn_out(turn)), lambda v: f"turn {v['id']}: {v['status']}")
 
 
+@session.command(name="settle")
+@click.argument("session_id")
+@click.option(
+    "--note",
+    help="What the note answering the owed question says (a default if omitted).",
+)
+@pass_state
+def settle(state: CliState, session_id: str, note: str | None) -> None:
+    """End the work a session owes that no live turn holds (`owes` in `session show`: a
+    failed turn's question the runtime would still answer). A note answers the question,
+    the session is idle and can be archived. Refused while a live turn holds the work
+    (`session cancel` that turn)."""
+    with open_backend(state) as backend:
+        record = backend.settle_session(session_id, note=note)
+    state.output.result(wire(session_out(record)), lambda v: f"{v['id']}: settled (owes nothing)")
+
+
 @session.command(name="archive")
 @click.argument("session_id")
 @pass_state
 def archive(state: CliState, session_id: str) -> None:
-    """Archive a session (refused while a turn is live); it stays readable."""
+    """Archive a session (refused while a turn is live or work is owed: the refusal names
+    the command that ends it); it stays readable."""
     with open_backend(state) as backend:
         record = backend.archive_session(session_id)
     state.output.result(wire(session_out(record)), lambda v: f"{v['id']}: {v['status']}")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import msgspec
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.cli.config import load_providers, message_options
@@ -313,7 +314,12 @@ def abort(state: CliState, agent_id: str, timeout_seconds: float) -> None:
         try:
             turn = backend.cancel_turn(agent_id, None)
         except TurnStateError:
+            # No live turn: idle, or owing work no turn holds (a failed turn's question),
+            # which `session settle` ends (issue 28: the way out is named).
+            owes = backend.get_session(agent_id).owes
             value = {"agent_id": agent_id, "aborted": False, "state": "idle"}
+            if owes is not None:
+                value.update(state="owes_work", owes=msgspec.to_builtins(owes))
         else:
             value = {
                 "agent_id": agent_id,
@@ -326,6 +332,11 @@ def abort(state: CliState, agent_id: str, timeout_seconds: float) -> None:
 def _render_abort(v: dict[str, Any]) -> str:
     if v["aborted"]:
         return f"aborted the turn of {v['agent_id']} (now {v['state']})"
+    if v["state"] == "owes_work":
+        return (
+            f"{v['agent_id']} had no turn in progress, but it owes work no turn holds "
+            f"({v['owes']['reason']}): `agentkeep session settle {v['agent_id']}` ends it"
+        )
     return f"{v['agent_id']} had no turn in progress"
 
 

@@ -207,5 +207,8 @@ class StoreReader(Backend):
     def cancel_turn(self, session_id: str, turn_id: str | None) -> TurnRecord:
         _not_a_read("cancel_turn")
 
+    def settle_session(self, session_id: str, *, note: str | None = None) -> SessionRecord:
+        _not_a_read("settle_session")
+
     def compact(self, session_id: str, *, timeout_seconds: float) -> Compaction:
         _not_a_read("compact")

@@ -141,8 +141,9 @@ def judge(turn: TurnRecord) -> None:
         raise CliError(
             f'Turn "{turn.id}" of session "{turn.session_id}" failed: {reason}',
             code="turn_failed",
-            hint="Send the message again (a new --key), or read "
-            f"`agentkeep session events {turn.session_id}`.",
+            hint="Its question stays owed: send the message again (a new --key), or end "
+            f"the owed work with `agentkeep session settle {turn.session_id}`; read "
+            f"`agentkeep session events {turn.session_id}` for what happened.",
             exit_code=EXIT_TURN_FAILED,
         )
     if turn.status in ("cancelled", "interrupted"):

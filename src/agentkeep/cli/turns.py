@@ -196,7 +196,7 @@ def wait_for_turn(
         raise CliError(
             f'The turn of agent "{agent_id}" failed: {failure}',
             code="turn_failed",
-            hint="Its question stays owed: run `agentkeep resume` to ask again, or send "
-            "another message.",
+            hint="Its question stays owed: run `agentkeep resume` to ask again, send "
+            f"another message, or end it with `agentkeep session settle {agent_id}`.",
             exit_code=EXIT_TURN_FAILED,
         )

@@ -215,6 +215,11 @@ class HttpBackend(Backend):
     def archive_session(self, session_id: str) -> SessionRecord:
         return session_record(self._call("DELETE", f"/v1/sessions/{_seg(session_id)}"))
 
+    def settle_session(self, session_id: str, *, note: str | None = None) -> SessionRecord:
+        body: JSONObject = {} if note is None else {"note": note}
+        path = f"/v1/sessions/{_seg(session_id)}/settle"
+        return session_record(self._call("POST", path, body=body))
+
     # -- turns -------------------------------------------------------------------------------
     def send(
         self,

@@ -21,7 +21,7 @@ from agentkeep.errors import AgentkeepError
 from agentkeep.model import JSONObject, SessionEvent
 from agentkeep.model.turns import TurnFailure, TurnRecord
 from agentkeep.registry import Definition, DefinitionRecord
-from agentkeep.sessions import SessionRecord
+from agentkeep.sessions import SessionOwes, SessionRecord
 
 
 def ms(value: str) -> int:
@@ -62,6 +62,7 @@ def session_record(body: JSONObject) -> SessionRecord:
         created_at_ms=ms(body["createdAt"]),
         updated_at_ms=ms(body["updatedAt"]),
         archived_at_ms=ms_or_none(body.get("archivedAt")),
+        owes=None if body.get("owes") is None else msgspec.convert(body["owes"], SessionOwes),
     )
 
 

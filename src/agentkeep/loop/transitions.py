@@ -341,6 +341,11 @@ def stop(ctx: LoopContext, *, settled: bool) -> None:
     if settled:
         ids = ctx.ids(settlement=True)
         ctx.out.append(Observe(hook="after_agent_settled", error=error, ids=ids))
+    if ctx.turn.aborted and ctx.turn_requested and not ctx.shutdown:
+        # A turn asked for after the abort (a message accepted, or a wake, while the aborted
+        # work unwound): the abort dropped the requests made before it, not the ones after
+        # (spec §3.9: queued input drains "on the next start/message").
+        request_turn(ctx)
 
 
 # -- the pass (spec §3.2) --------------------------------------------------------------------

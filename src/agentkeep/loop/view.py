@@ -120,12 +120,15 @@ def tail_owes_answer(records: Sequence[ConversationRecord]) -> bool:
     """Whether the last durable record is a question nobody answered.
 
     A consumed message, a tool result or a failure note is owed an answer; a compaction is
-    owed one only when the rewrite recorded that it kept an unanswered message.
+    owed one only when the rewrite recorded that it kept an unanswered message. The note
+    that ended owed work (a ``settled`` system record) is that question's answer.
     """
     if not records:
         return False
     last = records[-1]
-    if isinstance(last, UserRecord | ToolRecord | SystemRecord):
+    if isinstance(last, SystemRecord):
+        return last.reason != "settled"
+    if isinstance(last, UserRecord | ToolRecord):
         return True
     if isinstance(last, CompactionRecord):
         return last.owes_answer

@@ -4,7 +4,7 @@
 - :mod:`~agentkeep.mcp.errors`: what the tools refuse themselves;
 - :mod:`~agentkeep.mcp.backend`: :class:`Backend`, the operations the tools need, and
   :class:`SystemBackend`, over an ``AgentSystem`` this process owns;
-- :mod:`~agentkeep.mcp.tools`: the nine tools, over a :class:`Backend`;
+- :mod:`~agentkeep.mcp.tools`: the ten tools, over a :class:`Backend`;
 - :mod:`~agentkeep.mcp.server`: the SDK server, tool errors, stdio.
 """
 

@@ -84,7 +84,12 @@ class Backend(Protocol):
         ...
 
     def archive_session(self, session_id: str) -> SessionRecord:
-        """Archive (``SessionBusyError`` while a turn is live)."""
+        """Archive (``SessionBusyError`` while a turn is live or work is owed)."""
+        ...
+
+    def settle_session(self, session_id: str, *, note: str | None = None) -> SessionRecord:
+        """End the work owed that no live turn holds (``Sessions.settle``;
+        ``SessionBusyError`` while a live turn holds it)."""
         ...
 
     def send(
@@ -217,6 +222,11 @@ class SystemBackend(Backend):
 
     def archive_session(self, session_id: str) -> SessionRecord:
         return self._system.sessions.archive(session_id)
+
+    def settle_session(self, session_id: str, *, note: str | None = None) -> SessionRecord:
+        return self._system.sessions.settle(
+            session_id, note=note, timeout_seconds=self._cancel_timeout
+        )
 
     def send(
         self,

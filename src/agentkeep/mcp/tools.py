@@ -1,4 +1,5 @@
-"""The nine MCP tools: seed 002's seven, plus ``steer_agent`` and ``cancel_turn``.
+"""The ten MCP tools: seed 002's seven, plus ``steer_agent``, ``cancel_turn`` and
+``settle_session``.
 
 Each tool is a name, a description, its argument and result types (whose schemas the
 server lists) and a handler over a :class:`~agentkeep.mcp.backend.Backend`. Handlers hold no
@@ -35,6 +36,8 @@ from agentkeep.mcp.types import (
     GetAgentArgs,
     GetConversationArgs,
     ListAgentsArgs,
+    SettleArgs,
+    SettleResult,
     SteerArgs,
     SteerResult,
     TalkArgs,
@@ -185,6 +188,13 @@ def cancel_turn(backend: Backend, args: CancelArgs) -> CancelResult:
     return CancelResult(
         conversation_id=session_id, turn=turn_out(backend.cancel_turn(session_id, args.turn_id))
     )
+
+
+def settle_session(backend: Backend, args: SettleArgs) -> SettleResult:
+    """End the work owed that no live turn holds (a failed turn's question), with a note."""
+    session_id = _named_session(args.session_id, args.conversation_id)
+    settled = backend.settle_session(session_id, note=args.note)
+    return SettleResult(conversation_id=session_id, session=session_out(settled))
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -348,6 +358,18 @@ TOOLS: tuple[ToolSpec, ...] = (
         CancelArgs,
         CancelResult,
         cancel_turn,
+        destructive=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "settle_session",
+        "End a session's owed work",
+        "After a turn failed, the runtime still owes its question an answer (the session's "
+        "`owes`). This ends that work: a note answers the question and the session is idle "
+        "(it can be archived). Refused while a live turn holds the work (cancel_turn it).",
+        SettleArgs,
+        SettleResult,
+        settle_session,
         destructive=True,
         idempotent=True,
     ),

@@ -183,6 +183,14 @@ class CancelArgs(_SessionRef, frozen=True, kw_only=True):
     turn_id: Annotated[str | None, _doc("The turn; the active one if absent.")] = None
 
 
+class SettleArgs(_SessionRef, frozen=True, kw_only=True):
+    """settle_session: end the work the session owes that no live turn holds."""
+
+    note: Annotated[
+        str | None, _doc("What the note answering the owed question says; a default if absent.")
+    ] = None
+
+
 # -- results ------------------------------------------------------------------------------------
 class AgentList(_Result, frozen=True, kw_only=True):
     """A page of agents; ``next_after`` is the ``after`` of the next page (None: the last)."""
@@ -239,6 +247,13 @@ class CancelResult(_Result, frozen=True, kw_only=True):
 
     conversation_id: str
     turn: TurnOut
+
+
+class SettleResult(_Result, frozen=True, kw_only=True):
+    """The session once its owed work was ended (``session.owes`` is null)."""
+
+    conversation_id: str
+    session: SessionOut
 
 
 # -- schemas and decoding -----------------------------------------------------------------------

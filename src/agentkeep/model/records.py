@@ -66,11 +66,13 @@ class ToolRecord(_ConversationRecord, frozen=True, tag="tool"):
     message: ToolResultMessage
 
 
-SystemReason: TypeAlias = Literal["notice", "handoff", "failure"]
+SystemReason: TypeAlias = Literal["notice", "handoff", "failure", "settled"]
 
 
 class SystemRecord(_ConversationRecord, frozen=True, tag="system"):
-    """A system message: a hook's notice, a model-switch handoff, or a failure note."""
+    """A system message: a hook's notice, a model-switch handoff, a failure note, or the
+    note that ended owed work without an answer (``settled``: ``Sessions.settle``; the one
+    system record owed no answer, docs/turns.md)."""
 
     message: SystemMessage
     reason: SystemReason = "notice"

@@ -173,6 +173,10 @@ class Transaction(Protocol):
         """Up to ``limit`` turns numbered above ``after``, in order."""
         ...
 
+    def last_turn(self, agent_id: str) -> TurnRecord | None:
+        """The session's highest-numbered turn (any status), or None if it has none."""
+        ...
+
     def live_turns(self, agent_id: str) -> list[TurnRecord]:
         """The session's queued, running and cancelling turns, in order."""
         ...

@@ -118,6 +118,10 @@ class TurnReads(TransactionCore):
             "agent_id = ? AND number > ? ORDER BY number LIMIT ?", (agent_id, after, limit)
         )
 
+    def last_turn(self, agent_id: str) -> TurnRecord | None:
+        found = self._turns("agent_id = ? ORDER BY number DESC LIMIT 1", (agent_id,))
+        return found[0] if found else None
+
     def live_turns(self, agent_id: str) -> list[TurnRecord]:
         self._check(write=False)
         remembered = self._remembered_rows(agent_id, "live_turns")

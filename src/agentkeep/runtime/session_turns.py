@@ -12,7 +12,9 @@ status and the fact it reports commit together or not at all:
   owes the answer (the next start answers it), but the turn's outcome is final;
 - an abort makes the running turns ``cancelling`` before the loop hears of it, and they are
   ``cancelled`` when the aborted work has stopped, when the run settles, or by the next
-  answer — whichever commits first.
+  answer — whichever commits first. In the same transaction the input a steer joined to
+  such a turn and that is still queued leaves the queue (:func:`unqueue_inputs`): a cancelled
+  turn's input never runs afterwards as work that belongs to no turn.
 
 A crash between these transactions leaves the turn ``queued`` or ``running``: the native loop
 resumes exactly where it stopped, so its turns are never interrupted.
@@ -62,14 +64,29 @@ def failed(tx: Transaction, agent_id: str, reason: str) -> None:
             tx.move_turn(agent_id, turn.id, "failed", error=error)
 
 
-def cancelling(tx: Transaction, agent_id: str) -> list[TurnRecord]:
+def cancelling(tx: Transaction, agent_id: str) -> bool:
     """An abort is asked: the running turns become ``cancelling`` (the intent is durable
-    before the loop hears of it); returns them."""
-    return [
-        tx.move_turn(agent_id, turn.id, "cancelling")
-        for turn in _native(tx, agent_id)
-        if turn.status == "running"
-    ]
+    before the loop hears of it), and the input steers joined to them that still waits
+    leaves the queue; True if some did (the loop's mirror of the queue is behind)."""
+    took_back = False
+    for turn in _native(tx, agent_id):
+        if turn.status == "running":
+            took_back = unqueue_inputs(tx, agent_id, turn.id) or took_back
+            tx.move_turn(agent_id, turn.id, "cancelling")
+    return took_back
+
+
+def unqueue_inputs(tx: Transaction, agent_id: str, turn_id: str) -> bool:
+    """Take the turn's inputs that still wait in the queue out of it (a queued turn's own
+    message, or the steers that joined a running one); True if every one of them was still
+    waiting and is gone now (a queued turn none of whose input was consumed yet), False if
+    none waited. The queue delete is the claim: of this and the loop's consumption, exactly
+    one takes each entry."""
+    mine = set(tx.turn_message_ids(agent_id, turn_id))
+    waiting = [m for m in tx.queued(agent_id) if m.id in mine]
+    if not waiting:
+        return False
+    return all(tx.dequeue(agent_id, m.queue, m.seq) for m in waiting)
 
 
 def cancelled(tx: Transaction, agent_id: str) -> None:

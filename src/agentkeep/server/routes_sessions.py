@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from agentkeep.errors import AgentExistsError
-from agentkeep.server.context import call, context
+from agentkeep.server.context import call, call_waiting, context
 from agentkeep.server.errors import ApiError, json_response
 from agentkeep.server.openapi import Operation, Param, path_id
 from agentkeep.server.requests import json_body, query_bool, query_int, query_str
@@ -22,6 +22,7 @@ from agentkeep.server.wire import (
     MessagesOut,
     SessionList,
     SessionOut,
+    SettleRequest,
     StartSession,
     session_out,
 )
@@ -102,9 +103,26 @@ async def get_session(request: Request) -> Response:
 
 
 async def archive_session(request: Request) -> Response:
-    """DELETE /v1/sessions/{id}: archive an idle session (409 while it has an active turn)."""
+    """DELETE /v1/sessions/{id}: archive an idle session (409 while a live turn or owed work
+    keeps it busy: the message names the route that gets out)."""
     sessions = context(request).system.sessions
     return json_response(session_out(await call(sessions.archive, request.path_params["id"])))
+
+
+async def settle_session(request: Request) -> Response:
+    """POST /v1/sessions/{id}/settle: end the work the session owes that no live turn holds
+    (its ``owes``), answering the owed question with a note (409 while a live turn holds
+    it: cancel that turn instead)."""
+    ask = await json_body(request, SettleRequest, empty_ok=True)
+    ctx = context(request)
+    record = await call_waiting(
+        ctx,
+        ctx.system.sessions.settle,
+        request.path_params["id"],
+        note=ask.note,
+        timeout_seconds=ctx.wait_seconds,
+    )
+    return json_response(session_out(record))
 
 
 async def get_messages(request: Request) -> Response:
@@ -201,6 +219,17 @@ OPERATIONS = (
         summary="Archive an idle session (it stays readable).",
         handler=archive_session,
         params=(_ID,),
+        responses={200: SessionOut},
+    ),
+    Operation(
+        method="POST",
+        path="/v1/sessions/{id}/settle",
+        operation_id="settleSession",
+        summary="End the work the session owes that no live turn holds (a failed turn's "
+        "question), answering it with a note; then it is idle and can be archived.",
+        handler=settle_session,
+        params=(_ID,),
+        body=SettleRequest,
         responses={200: SessionOut},
     ),
     Operation(

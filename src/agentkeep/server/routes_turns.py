@@ -3,7 +3,7 @@
 ``POST /v1/sessions/{id}/messages`` accepts a message as a turn once it is durable:
 
 - ``wait: false`` → **202** with ``Location: /v1/sessions/{id}/turns/{turn_id}`` (the turn as
-  accepted, ``queued``);
+  accepted: ``queued``, or already ``running`` — docs/turns.md says when);
 - ``wait: true`` (the default, as seed 002) → **200** with the terminal turn; a turn still
   live when the server's wait ends (or the daemon stops) is a 202 with its ``Location``;
 - the ``Idempotency-Key`` header is an alias of the body's ``idempotencyKey`` (both given

@@ -18,7 +18,7 @@ from agentkeep.model import JSONObject, Message, SessionEvent
 from agentkeep.model.ids import IdString
 from agentkeep.registry import Definition, DefinitionRecord, Revision
 from agentkeep.server.event_wire import wire_event_data
-from agentkeep.sessions import SessionRecord
+from agentkeep.sessions import SessionOwes, SessionRecord
 
 
 class _Out(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -94,7 +94,9 @@ class AgentList(_Out, frozen=True, kw_only=True):
 
 
 class SessionOut(_Out, frozen=True, kw_only=True):
-    """A session (seed 002's ``AgentSession``); ``agentId`` None: made without a definition."""
+    """A session (seed 002's ``AgentSession``); ``agentId`` None: made without a definition.
+    ``owes`` (agentkeep's): work the runtime owes that no live turn holds — ``{stage,
+    reason, turnId}`` — which ``POST /v1/sessions/{id}/settle`` ends; null otherwise."""
 
     id: str
     agent_id: str | None
@@ -106,6 +108,7 @@ class SessionOut(_Out, frozen=True, kw_only=True):
     created_at: str
     updated_at: str
     archived_at: str | None
+    owes: SessionOwes | None = None
 
 
 class SessionList(_Out, frozen=True, kw_only=True):
@@ -156,6 +159,13 @@ class CompactOut(_Out, frozen=True, kw_only=True, omit_defaults=True):
 
 
 # -- requests ----------------------------------------------------------------------------------
+class SettleRequest(_In, frozen=True, kw_only=True):
+    """``POST /v1/sessions/{id}/settle``: what the note answering the owed question says
+    (after "The work owed here was ended: "); a default when absent."""
+
+    note: str | None = None
+
+
 class StartSession(_In, frozen=True, kw_only=True):
     """``POST /v1/sessions`` (seed 002's ``StartSessionInput``). A client-chosen
     ``sessionId`` makes the start idempotent."""
@@ -212,6 +222,7 @@ def session_out(record: SessionRecord) -> SessionOut:
         created_at=iso(record.created_at_ms),
         updated_at=iso(record.updated_at_ms),
         archived_at=iso_or_none(record.archived_at_ms),
+        owes=record.owes,
     )
 
 

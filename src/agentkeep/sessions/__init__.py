@@ -9,6 +9,8 @@ sessions too, so the surfaces see everything.
 - :mod:`~agentkeep.sessions.setup`: what a revision configures, checked at start;
 - :mod:`~agentkeep.sessions.tables`: the ``sessions`` table, inside a store transaction;
 - :mod:`~agentkeep.sessions.turning`: sending, reading, waiting for and cancelling turns;
+- :mod:`~agentkeep.sessions.owing`: the work owed that no turn holds, and every busy state's
+  way out;
 - :mod:`~agentkeep.sessions.service`: :class:`Sessions` (``AgentSystem.sessions``).
 """
 
@@ -22,12 +24,13 @@ from agentkeep.sessions.errors import (
 )
 from agentkeep.sessions.service import Sessions
 from agentkeep.sessions.turning import TurnHandle
-from agentkeep.sessions.types import SessionRecord, SessionStatus
+from agentkeep.sessions.types import SessionOwes, SessionRecord, SessionStatus
 
 __all__ = [
     "SessionBusyError",
     "SessionConfigError",
     "SessionError",
+    "SessionOwes",
     "SessionRecord",
     "SessionStatus",
     "Sessions",

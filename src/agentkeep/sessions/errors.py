@@ -61,17 +61,20 @@ class UnknownSessionError(UnknownAgentError, SessionError):
 
 
 class SessionBusyError(SessionError):
-    """The session has an active turn (a live turn, or work owed), so it cannot be archived
-    now; archive it once it is idle."""
+    """The session is busy — a live turn, or work owed that no turn holds — so it cannot be
+    archived (or settled) now. ``state`` names what keeps it busy and the command that gets
+    out of it (``agentkeep session cancel`` for a live turn, ``agentkeep session settle``
+    for owed work no turn holds)."""
 
     code = "session_busy"
 
-    def __init__(self, session_id: str) -> None:
-        super().__init__(
-            f'Session "{session_id}" has an active turn (it is running or owes work); '
-            "it can be archived once it is idle."
-        )
+    def __init__(
+        self, session_id: str, state: str | None = None, *, doing: str = "archived"
+    ) -> None:
+        why = state or "it is running"
+        super().__init__(f'Session "{session_id}" cannot be {doing} now: {why}.')
         self.session_id = session_id
+        self.state = why
 
 
 class UnknownTurnError(SessionError):

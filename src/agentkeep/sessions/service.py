@@ -9,8 +9,9 @@ saying so. Later edits of the definition never change the session: its instructi
 tools are read from the pinned (immutable) revision whenever its actor is made, and its
 model lives in its own durable settings.
 
-Archiving is refused while the session has an active turn (it is running, or owes work);
-an archived session stays readable and is listed only with ``include_archived``.
+Archiving is refused while the session is busy (a live turn, or owed work), naming the way
+out (``sessions.owing``); ``settle`` ends owed work no turn holds. An archived session stays
+readable and is listed only with ``include_archived``.
 """
 
 from __future__ import annotations
@@ -45,13 +46,22 @@ from agentkeep.registry.errors import (
     UnknownRevisionError,
 )
 from agentkeep.registry.types import Revision
-from agentkeep.sessions import setup, tables
+from agentkeep.runtime import owed_ending
+from agentkeep.sessions import owing, setup, tables
 from agentkeep.sessions.errors import SessionBusyError, UnknownSessionError
 from agentkeep.sessions.turning import TurnHandle, TurnRuntime, TurnService
 from agentkeep.sessions.types import SessionRecord
 from agentkeep.tools import Tool
 
 T = TypeVar("T")
+
+#: Why a running session with no live turn and nothing durable owed is busy (rare: its
+#: actor is between a run's last commit and its stop).
+_RUNNING_NO_TURN = (
+    "its actor is still running work no turn holds: wait for it, or end it with "
+    "`agentkeep session settle {0}` (POST /v1/sessions/{0}/settle, Sessions.settle, MCP "
+    "settle_session)"
+)
 
 
 class Sessions:
@@ -91,6 +101,7 @@ class Sessions:
         self._defaults = defaults
         self._is_running = is_running
         self._drivers = drivers
+        self._runtime = runtime
         self._turns = TurnService(store, runtime)
 
     def start(
@@ -209,7 +220,8 @@ class Sessions:
 
         Raises:
             UnknownSessionError: no live agent has this id.
-            SessionBusyError: it has an active turn (running, or owing work).
+            SessionBusyError: a live turn or owed work keeps it busy (the message names
+                the way out: cancel the turn, or ``settle`` the owed work).
         """
 
         def work(tx: Transaction) -> SessionRecord:
@@ -218,11 +230,13 @@ class Sessions:
                 raise UnknownSessionError(session_id)
             if found.archived:
                 return found
-            # Durable work owed (an accepted message, a turn in flight) is an active turn
-            # whether or not an actor runs it now.
-            busy = tx.read_owed(session_id) is not None or tx.queued(session_id)
-            if busy or tx.live_turns(session_id):
-                raise SessionBusyError(session_id)
+            # Durable work owed (an accepted message, a turn in flight) keeps the session
+            # busy whether or not an actor runs it now; the refusal names the way out.
+            state = owing.busy_state(tx, session_id)
+            if state is None and (tx.read_owed(session_id) is not None or tx.queued(session_id)):
+                state = "it owes work"
+            if state is not None:
+                raise SessionBusyError(session_id, state)
             tables.archive(tx, session_id, now_ms())
             archived = tables.read_session(tx, session_id)
             assert archived is not None  # read above, in this transaction
@@ -230,8 +244,49 @@ class Sessions:
 
         with self._admission.operation(), self._admission.agent_operation(session_id):
             if self._is_running(session_id):
-                raise SessionBusyError(session_id)
+                state = self._read(lambda tx: owing.busy_state(tx, session_id))
+                raise SessionBusyError(session_id, state or _RUNNING_NO_TURN.format(session_id))
             return self._closed_as_agent_closed(lambda: self._store.transact(work))
+
+    def settle(
+        self, session_id: str, *, note: str | None = None, timeout_seconds: float | None = 30.0
+    ) -> SessionRecord:
+        """End the work the session owes that no live turn holds (``SessionRecord.owes``):
+        a failed turn's question the runtime would still answer, or work a restart would
+        resume. In one transaction a note answering the owed question is appended (a
+        ``system`` message, so the conversation stays well-formed and nothing asks again),
+        open tool calls are answered with an error, and the run settles; the session is then
+        idle (``archive`` works). Work its actor runs for no turn is aborted first (waiting
+        up to ``timeout_seconds``). A session that owes nothing is returned unchanged.
+
+        Args:
+            session_id: The session.
+            note: What the note says (after "The work owed here was ended: "); a default if
+                None.
+            timeout_seconds: How long to wait for aborted work to stop.
+
+        Raises:
+            UnknownSessionError: no such session.
+            SessionBusyError: a live turn holds the work (cancel it: ``Sessions.cancel``).
+        """
+        if note is not None and not isinstance(note, str):
+            raise InvalidMessageError(f"note must be a string or None, got {type(note).__name__}")
+
+        with self._admission.operation(), self._admission.agent_operation(session_id):
+            self._require(session_id)
+            if self._is_running(session_id):
+                live = self._read(lambda tx: owing.live_state(tx, session_id))
+                if live is not None:
+                    raise SessionBusyError(session_id, live, doing="settled")
+                # Work no turn holds runs now (a restart resuming a failed turn's question):
+                # stop it first; the transaction below ends what it still owes.
+                self._runtime.abort(session_id, wait=True, timeout_seconds=timeout_seconds)
+                if self._is_running(session_id):
+                    state = f"its actor did not stop within {timeout_seconds} s; try again"
+                    raise SessionBusyError(session_id, state, doing="settled")
+            return self._closed_as_agent_closed(
+                lambda: self._store.transact(lambda tx: _settle(tx, session_id, note))
+            )
 
     # -- turns (docs/turns.md) -------------------------------------------------------------------
     def send(
@@ -381,3 +436,16 @@ class Sessions:
             return call()
         except StoreClosedError:
             raise AgentClosedError("The agent system has been closed.") from None
+
+
+def _settle(tx: Transaction, session_id: str, note: str | None) -> SessionRecord:
+    """``Sessions.settle``'s transaction: refused while a live turn holds the work."""
+    if tables.read_session(tx, session_id) is None:
+        raise UnknownSessionError(session_id)
+    live = owing.live_state(tx, session_id)
+    if live is not None:
+        raise SessionBusyError(session_id, live, doing="settled")
+    owed_ending.end_owed(tx, session_id, note)
+    settled = tables.read_session(tx, session_id)
+    assert settled is not None  # read above, in this transaction
+    return settled

@@ -19,11 +19,13 @@ from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.transaction import SqliteTransaction
 from agentkeep.registry.canonical import decode_definition
 from agentkeep.registry.types import Definition, Revision
+from agentkeep.sessions import owing as owing_work
 from agentkeep.sessions.types import SessionRecord
 
 _SELECT = (
     "SELECT a.id, a.metadata_json, a.created_at_ms, s.definition_id, s.revision_id, "
-    "s.revision_number, s.driver_session_id, s.updated_at_ms, s.archived_at_ms "
+    "s.revision_number, s.driver_session_id, s.updated_at_ms, s.archived_at_ms, "
+    "EXISTS (SELECT 1 FROM owed_work AS o WHERE o.agent_id = a.id) "
     "FROM agents AS a LEFT JOIN sessions AS s ON s.agent_id = a.id "
     "WHERE a.deleted_at_ms IS NULL"
 )
@@ -36,7 +38,7 @@ def _sql(tx: Transaction) -> SqliteTransaction:
     return tx
 
 
-def _record(row: tuple[Any, ...]) -> SessionRecord:
+def _record(tx: Transaction, row: tuple[Any, ...]) -> SessionRecord:
     (
         agent_id,
         metadata_json,
@@ -47,6 +49,7 @@ def _record(row: tuple[Any, ...]) -> SessionRecord:
         driver_session_id,
         updated_at_ms,
         archived_at_ms,
+        owing,
     ) = row
     return SessionRecord(
         id=str(agent_id),
@@ -59,6 +62,8 @@ def _record(row: tuple[Any, ...]) -> SessionRecord:
         created_at_ms=int(created_at_ms),
         updated_at_ms=int(created_at_ms if updated_at_ms is None else updated_at_ms),
         archived_at_ms=None if archived_at_ms is None else int(archived_at_ms),
+        # Only a session owing work can owe it without a live turn (its turns read then).
+        owes=owing_work.owes(tx, str(agent_id)) if owing else None,
     )
 
 
@@ -66,7 +71,7 @@ def _record(row: tuple[Any, ...]) -> SessionRecord:
 def read_session(tx: Transaction, session_id: str) -> SessionRecord | None:
     """The live (not deleted) agent ``session_id`` as a session, or None."""
     rows = _sql(tx).query(f"{_SELECT} AND a.id = ?", (session_id,))
-    return _record(rows[0]) if rows else None
+    return _record(tx, rows[0]) if rows else None
 
 
 def list_sessions(
@@ -85,7 +90,7 @@ def list_sessions(
         "ORDER BY a.id LIMIT ?4",
         (definition_id, include_archived, after, -1 if limit is None else limit),
     )
-    return [_record(row) for row in rows]
+    return [_record(tx, row) for row in rows]
 
 
 def pinned_definition(tx: Transaction, session_id: str) -> Definition | None:

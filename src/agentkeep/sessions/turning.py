@@ -13,17 +13,19 @@ is the caller's side of it. Its rules:
   cancel signal fires: its runner then ends the turn ``cancelled``); a queued turn's waiting
   input is removed and the turn ``cancelled`` in one transaction (of two cancellers, or a
   canceller and the loop consuming the input, exactly one wins: the queue delete is the
-  claim).
+  claim). A running turn's ``cancelling`` takes the input steers joined to it and that still
+  waits out of the queue in the same transaction: it never runs as work of no turn.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Protocol
 
 from agentkeep.delivery import Delivery, DeliveryKind
-from agentkeep.errors import TurnStateError
+from agentkeep.errors import AwaitFromOwnLoopError, TurnStateError
 from agentkeep.model import JSONObject, MessageOptions, QueueableMessage, QueueName, SessionEvent
 from agentkeep.model.turns import (
     NATIVE_DRIVER,
@@ -34,6 +36,8 @@ from agentkeep.model.turns import (
 )
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.ledger import Subscription
+from agentkeep.runtime import session_turns
+from agentkeep.sessions import owing
 from agentkeep.sessions.errors import UnknownSessionError, UnknownTurnError
 
 _TERMINAL_EVENTS = frozenset(turn_event_type(s) for s in TERMINAL_STATUSES)
@@ -69,6 +73,10 @@ class TurnRuntime(Protocol):
 
     def wake(self, agent_id: str) -> None:
         """Let the agent continue what it owes (queued turns)."""
+        ...
+
+    def wait_for_idle(self, agent_id: str, *, timeout_seconds: float | None = None) -> bool:
+        """Block until the agent has nothing running; False on timeout."""
         ...
 
     def cancel_driver_turn(self, session_id: str, turn_id: str) -> None:
@@ -210,8 +218,10 @@ class TurnService:
         self, session_id: str, turn_id: str | None, timeout_seconds: float | None
     ) -> TurnRecord:
         """Cancel the turn (the active one if None); see the module's rules."""
+        unqueued: list[str] = []  # the native queued turn this cancel took out of the queue
 
         def mark(tx: Transaction) -> tuple[TurnRecord, bool]:
+            unqueued.clear()  # a retried transaction starts over
             _require_session(tx, session_id)
             turn = _target(tx, session_id, turn_id)
             if turn.terminal or turn.status == "cancelling":
@@ -225,16 +235,33 @@ class TurnService:
                     )
                     return cancelled, False
                 return tx.move_turn(session_id, turn.id, "cancelling"), True
-            if turn.status == "queued" and _unqueue(tx, session_id, turn.id):
+            if turn.status == "queued" and session_turns.unqueue_inputs(tx, session_id, turn.id):
+                unqueued.append(turn.id)
                 return tx.move_turn(session_id, turn.id, "cancelled", error=CANCELLED_QUEUED), False
-            # Running (or its input was consumed just now): the intent is durable first.
+            # Running (or its input was consumed just now): the intent is durable first, and
+            # what steers joined to it and still waits leaves the queue with it.
             current = tx.read_turn(session_id, turn.id)
             assert current is not None  # read above, in this transaction
             if current.status == "queued":
                 tx.move_turn(session_id, turn.id, "running")
+            session_turns.unqueue_inputs(tx, session_id, turn.id)
             return tx.move_turn(session_id, turn.id, "cancelling"), True
 
         turn, abort = self._store.transact(mark)
+        if unqueued:
+            # A queued turn, taken out of the queue. With no other live turn, the work its
+            # acceptance made owed is nobody's: a run settles it (the one its acceptance woke,
+            # or this wake's where none runs — an acceptance with ``start=False``), and the
+            # cancel returns once it has (bounded by the timeout), so the session reads idle
+            # instead of owing work no turn holds.
+            leftover = self._store.read(
+                lambda tx: not tx.live_turns(session_id) and tx.read_owed(session_id) is not None
+            )
+            if leftover:
+                self._runtime.wake(session_id)
+                with contextlib.suppress(AwaitFromOwnLoopError):  # asked from its own loop
+                    self._runtime.wait_for_idle(session_id, timeout_seconds=timeout_seconds)
+            return turn
         if turn.status == "cancelling" and turn.driver != NATIVE_DRIVER:
             # The intent is durable: now the signal; the runner ends the turn when the run
             # returns or raises, or abandons it after the grace.
@@ -250,8 +277,15 @@ class TurnService:
             cancelling_id = turn.id
             turn = self._store.transact(lambda tx: _finish_cancel(tx, session_id, cancelling_id))
             # Turns queued behind the cancelled one still run: the abort left them waiting.
-            if self._store.read(lambda tx: bool(tx.queued(session_id))):
+            # Work still owed without them (the aborted run stopped on input a steer had
+            # queued, which this cancel took back) is settled by the same wake.
+            queued, owes = self._store.read(
+                lambda tx: (bool(tx.queued(session_id)), tx.read_owed(session_id) is not None)
+            )
+            if queued or owes:
                 self._runtime.wake(session_id)
+                if not queued:  # the wake only settles: return once it has
+                    self._runtime.wait_for_idle(session_id, timeout_seconds=timeout_seconds)
         return turn
 
 
@@ -274,17 +308,17 @@ def _target(tx: Transaction, session_id: str, turn_id: str | None) -> TurnRecord
     live = tx.live_turns(session_id)
     active = [t for t in live if t.status != "queued"] or live
     if not active:
-        raise TurnStateError(f'Session "{session_id}" has no active turn to cancel.')
+        owed = owing.owes(tx, session_id)
+        if owed is not None:
+            raise TurnStateError(
+                f'Session "{session_id}" has no live turn to cancel, but it owes work no turn '
+                f"holds ({owed.reason}): {owing.settle_hint(session_id)}."
+            )
+        raise TurnStateError(
+            f'Session "{session_id}" has no live turn to cancel: it is idle (send it a message '
+            "to start one)."
+        )
     return active[-1]
-
-
-def _unqueue(tx: Transaction, session_id: str, turn_id: str) -> bool:
-    """Remove the turn's waiting input; True if none of it had been consumed yet."""
-    mine = set(tx.turn_message_ids(session_id, turn_id))
-    waiting = [m for m in tx.queued(session_id) if m.id in mine]
-    if not waiting:
-        return False
-    return all(tx.dequeue(session_id, m.queue, m.seq) for m in waiting)
 
 
 def _ends(event: SessionEvent, turn_id: str) -> bool:

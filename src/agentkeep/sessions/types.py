@@ -18,6 +18,23 @@ from agentkeep.model import JSONObject
 SessionStatus: TypeAlias = Literal["active", "archived"]
 
 
+class SessionOwes(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Work the runtime owes a session that no live turn holds (docs/turns.md, "Owed work no
+    turn holds"): a failed turn's question it would still answer, or work a restart would
+    resume. ``Sessions.settle`` ends it (``agentkeep session settle``,
+    ``POST /v1/sessions/:id/settle``).
+
+    Attributes:
+        stage: What is owed next (``inference``, ``tools``, ``compaction``, ``settlement``).
+        reason: Why, in a sentence (the failed turn's error, when a turn failed).
+        turn_id: The turn whose work it is (the last turn, when it failed), or None.
+    """
+
+    stage: str
+    reason: str
+    turn_id: str | None = None
+
+
 class SessionRecord(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """One session (seed 002's ``AgentSession``).
 
@@ -34,6 +51,8 @@ class SessionRecord(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         created_at_ms: When the session (agent) was created.
         updated_at_ms: When its session record last changed (archive, driver session id).
         archived_at_ms: When it was archived, or None.
+        owes: The work owed that no live turn holds, or None (none owed, or a live turn
+            holds it).
     """
 
     id: str
@@ -46,6 +65,7 @@ class SessionRecord(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     created_at_ms: int
     updated_at_ms: int
     archived_at_ms: int | None = None
+    owes: SessionOwes | None = None
 
     @property
     def archived(self) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from mcp import Client
-from tests.unit.mcp.conftest import TIMEOUT, World, call
+from tests.unit.mcp.conftest import TIMEOUT, World, call, call_error
 
 from agentkeep.mcp.tools import TOOLS, talk_session_id
 from agentkeep.mcp.types import schema_of
@@ -24,10 +24,10 @@ SEED_TOOLS = {
 }
 
 
-def test_list_tools_shows_the_nine_tools_with_their_msgspec_schemas(world: World) -> None:
+def test_list_tools_shows_the_ten_tools_with_their_msgspec_schemas(world: World) -> None:
     async def body(client: Client) -> None:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert set(listed) == SEED_TOOLS | {"steer_agent", "cancel_turn"}
+        assert set(listed) == SEED_TOOLS | {"steer_agent", "cancel_turn", "settle_session"}
         for spec in TOOLS:
             tool = listed[spec.name]
             assert tool.input_schema == schema_of(spec.arguments), spec.name
@@ -206,7 +206,7 @@ def test_a_keyed_talk_without_a_session_is_retry_safe(world: World) -> None:
 def test_background_talk_then_steer_joins_the_turn_and_cancel_turn_cancels_it(
     world: World,
 ) -> None:
-    world.model.add(script.hang())
+    world.model.add(script.hang(), script.text("Next done."))
 
     async def body(client: Client) -> None:
         await call(client, "agents_create", {"id": "helper"})
@@ -223,12 +223,27 @@ def test_background_talk_then_steer_joins_the_turn_and_cancel_turn_cancels_it(
             client, "steer_agent", {"session_id": conversation, "message": "focus on tests"}
         )
         assert steered["turn"]["id"] == started["turn"]["id"]  # joined the running turn
+        queued = await call(
+            client,
+            "talk_to_agent",
+            {"session_id": conversation, "message": "next", "run_in_background": True},
+        )
 
         cancelled = await call(client, "cancel_turn", {"conversation_id": conversation})
         assert cancelled["turn"]["id"] == started["turn"]["id"]
         assert cancelled["turn"]["status"] == "cancelled"
+        # Issue 28 item 2: the steer the turn joined was cancelled with it (it never runs
+        # as work of no turn), and the turn queued behind runs normally.
+        done = await anyio.to_thread.run_sync(
+            lambda: world.system.sessions.wait(
+                conversation, queued["turn"]["id"], timeout_seconds=TIMEOUT
+            )
+        )
+        assert done.status == "completed"
         read = await call(client, "agents_get_conversation", {"session_id": conversation})
-        assert [t["status"] for t in read["turns"]] == ["cancelled"]
+        assert [t["status"] for t in read["turns"]] == ["cancelled", "completed"]
+        assert not any("focus on tests" in str(m) for m in world.system.transcript(conversation))
+        assert len(world.model.requests) == 2
 
     world.session(body)
 
@@ -261,5 +276,31 @@ def test_cancel_turn_reaches_a_turn_that_talk_to_agent_is_waiting_for(world: Wor
             assert cancelled["turn"]["status"] == "cancelled"
         assert (talked["status"], talked["answer"]) == ("cancelled", None)
         assert talked["turn"]["error"]["code"] == "cancelled"
+
+    world.session(body)
+
+
+def test_settle_session_ends_a_failed_turns_owed_work(world: World) -> None:
+    """Issue 28 item 1 over MCP: cancel_turn names settle_session, which gets out."""
+    world.model.add(script.error("internal_error", "the vendor is down"))
+
+    async def body(client: Client) -> None:
+        await call(client, "agents_create", {"id": "helper"})
+        talked = await call(client, "talk_to_agent", {"agent_id": "helper", "message": "q"})
+        assert talked["status"] == "failed"
+        session = talked["conversation_id"]
+        await anyio.to_thread.run_sync(
+            lambda: world.system.wait_for_idle(session, timeout_seconds=TIMEOUT)
+        )
+        read = await call(client, "agents_get_conversation", {"session_id": session})
+        assert "the vendor is down" in read["session"]["owes"]["reason"]
+        refused = await call_error(client, "cancel_turn", {"session_id": session})
+        assert "turn_state" in refused
+        assert "settle" in refused
+        settled = await call(
+            client, "settle_session", {"conversation_id": session, "note": "not needed"}
+        )
+        assert settled["session"]["owes"] is None
+        assert world.system.sessions.archive(session).status == "archived"
 
     world.session(body)

@@ -295,3 +295,60 @@ def test_a_profile_is_carried_over_rest_and_never_reaches_the_provider(
     assert accepted[0].data["options"] == {"profile": "reviewer-9"}
     shown = [*served.model.sessions, *served.model.requests]
     assert not any("reviewer-9" in msgspec.json.encode(each).decode() for each in shown)
+
+
+def test_a_failed_turn_shows_owed_work_and_settle_ends_it(
+    served: Served, client: httpx.Client
+) -> None:
+    """Issue 28 item 1 over REST: the owed work is on the session, each refusal names the
+    settle route, and the settle answers the question so the session can be archived."""
+    _session(client, "t9")
+    served.model.add(script.error("internal_error", "the vendor is down"))
+    sent = client.post(MESSAGES.format("t9"), json={"message": "Go."})
+    assert sent.json()["turn"]["status"] == "failed"
+    assert served.system.wait_for_idle("t9", timeout_seconds=TIMEOUT)
+    session = client.get("/v1/sessions/t9").json()
+    assert session["owes"]["turnId"] == sent.json()["turn"]["id"]
+    assert "the vendor is down" in session["owes"]["reason"]
+    archived = client.delete("/v1/sessions/t9")
+    assert (archived.status_code, archived.json()["error"]["code"]) == (409, "session_busy")
+    assert "POST /v1/sessions/t9/settle" in archived.json()["error"]["message"]
+    cancelled = client.post("/v1/sessions/t9/cancel")
+    assert (cancelled.status_code, cancelled.json()["error"]["code"]) == (409, "turn_state")
+    assert "POST /v1/sessions/t9/settle" in cancelled.json()["error"]["message"]
+
+    settled = client.post("/v1/sessions/t9/settle", json={"note": "not needed"})
+    assert settled.status_code == 200, settled.text
+    assert settled.json()["owes"] is None
+    last = client.get("/v1/sessions/t9/messages").json()["messages"][-1]
+    assert "not needed" in json.dumps(last)
+    assert client.post("/v1/sessions/t9/settle").json() == settled.json()  # nothing owed
+    assert client.delete("/v1/sessions/t9").json()["status"] == "archived"
+
+
+def test_cancel_takes_back_a_joined_steer_and_the_queued_turn_runs(
+    served: Served, client: httpx.Client
+) -> None:
+    """Issue 28 item 2 over REST."""
+    _session(client, "t10")
+    served.model.add(script.hang(), script.text("Next done."))
+    first = client.post(MESSAGES.format("t10"), json={"message": "Hang.", "wait": False})
+    assert served.model.wait_for_requests(1, timeout_seconds=TIMEOUT)
+    steer = client.post(
+        MESSAGES.format("t10"),
+        json={"message": "Steered.", "delivery": "steer", "wait": False},
+    )
+    assert steer.json()["turn"]["id"] == first.json()["turn"]["id"]  # it joined
+    after = client.post(MESSAGES.format("t10"), json={"message": "Next.", "wait": False})
+    cancelled = client.post("/v1/sessions/t10/cancel")
+    assert cancelled.json()["id"] == first.json()["turn"]["id"]
+    assert cancelled.json()["status"] == "cancelled"
+    done = _poll(
+        lambda: client.get(after.headers["location"]).json(),
+        lambda t: t["status"] not in ("queued", "running"),
+    )
+    assert done["status"] == "completed"  # type: ignore[index]
+    messages = json.dumps(client.get("/v1/sessions/t10/messages").json())
+    assert "Steered." not in messages
+    assert "Next done." in messages
+    assert len(served.model.requests) == 2

@@ -284,7 +284,7 @@ def test_unknown_session_and_turn_are_named(world: TurnWorld) -> None:
         system.sessions.send("nope", "hi")
     with pytest.raises(ak.UnknownTurnError, match="t404"):
         system.sessions.turn(session.id, "t404")
-    with pytest.raises(ak.TurnStateError, match="no active turn"):
+    with pytest.raises(ak.TurnStateError, match="no live turn to cancel: it is idle"):
         system.sessions.cancel(session.id)
 
 
@@ -360,3 +360,21 @@ def test_open_survives_a_failing_recovery_transaction(
     monkeypatch.setattr(opening_module, "recover_turns", broken)
     system = world.open(resume=False)  # every attempt fails: it opens anyway, deferred
     assert system.sessions.turn(session.id, second).status == "cancelling"
+
+
+def test_what_send_returns_is_what_docs_turns_md_says(world: TurnWorld) -> None:
+    """Issue 28 item 17: a brand-new session's first turn comes back ``queued`` (no actor has
+    loaded it yet); a message to an idle session whose actor is live is consumed in its
+    acceptance's transaction and comes back ``running``."""
+    world.model.add(script.text("one"), script.text("two"))
+    system = world.open()
+    session = system.create()
+    first = system.sessions.send(session.id, "first")
+    assert first.turn.status == "queued"
+    assert first.wait(timeout_seconds=10).status == "completed"
+    assert system.wait_for_idle(session.id, timeout_seconds=10)
+    second = system.sessions.send(session.id, "second")
+    assert second.turn.status == "running"
+    kinds = [t for t, i in turn_events(system, session.id) if i == second.turn.id]
+    assert kinds[:2] == ["turn.queued", "turn.running"]
+    assert second.wait(timeout_seconds=10).status == "completed"
