@@ -35,9 +35,12 @@ from agentkeep.model.content import (
     DataBlock,
     ImageBlock,
     ReferenceBlock,
+    SystemMessage,
     TextBlock,
     ToolCallRequestBlock,
     UserBlock,
+    UserMessage,
+    input_blocks,
 )
 from agentkeep.model.records import JSONObject
 
@@ -163,6 +166,26 @@ def decode_message(value: object) -> WireMessage:
 
 
 # -- stored messages of any age ----------------------------------------------------------------
+def content_json(message: JSONObject) -> JSONObject | None:
+    """An input message in seed 002's shape as the conversation's own JSON (``{role,
+    content}``): how a turn's input was stored, and its idempotency key hashed, before every
+    surface took seed 002's shape (issue 28). None for what that JSON cannot say the same
+    way (not such a message, or an ``assistant`` one)."""
+    try:
+        wire = decode_message(message)
+    except msgspec.ValidationError:
+        return None
+    blocks = tuple(part_block(part) for part in wire.parts)
+    if wire.role == "user":
+        stored: UserMessage | SystemMessage = UserMessage(content=blocks)
+    elif wire.role == "system":
+        stored = SystemMessage(content=input_blocks(blocks))
+    else:
+        return None
+    as_stored: JSONObject = msgspec.to_builtins(stored)
+    return as_stored
+
+
 def as_wire_json(message: object) -> object:
     """A stored message in seed 002's shape: ``{role, parts}`` as it is, or a message of
     content blocks (what the conversation and older ledgers hold: ``{role, content}``)

@@ -13,6 +13,7 @@ import msgspec
 
 from agentkeep.errors import IdempotencyConflictError
 from agentkeep.model import JSONObject
+from agentkeep.model.parts import content_json
 from agentkeep.model.turns import TERMINAL_STATUSES, TurnDelivery, TurnFailure, TurnRecord
 from agentkeep.persistence.codec import decode_object
 from agentkeep.persistence.ledger import encode_event_data, encode_event_data_value
@@ -42,6 +43,14 @@ def input_hash(delivery: TurnDelivery, input: JSONObject, *, encoded: str | None
     else:
         text = f'{{"delivery":{encode_event_data_value(delivery)},"input":{encoded}}}'
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _hashed_as_stored_before(known: str, delivery: TurnDelivery, input: JSONObject) -> bool:
+    """True if ``known`` is ``input``'s hash as a store written before seed 002's message
+    shape made it (the conversation's ``{role, content}`` JSON): a key accepted then, retried
+    after an upgrade, still returns its turn instead of a conflict."""
+    before = content_json(input)
+    return before is not None and known == input_hash(delivery, before)
 
 
 def _turn(row: tuple[Any, ...]) -> TurnRecord:
@@ -242,7 +251,9 @@ class TurnReads(TransactionCore):
         if not found:
             return None
         turn_id, known = found[0]
-        if known != input_hash(delivery, input):
+        if known != input_hash(delivery, input) and not _hashed_as_stored_before(
+            str(known), delivery, input
+        ):
             raise IdempotencyConflictError(agent_id, key)
         return self.read_turn(agent_id, str(turn_id))
 

@@ -378,3 +378,44 @@ def test_what_send_returns_is_what_docs_turns_md_says(world: TurnWorld) -> None:
     kinds = [t for t, i in turn_events(system, session.id) if i == second.turn.id]
     assert kinds[:2] == ["turn.queued", "turn.running"]
     assert second.wait(timeout_seconds=10).status == "completed"
+
+
+def test_a_key_accepted_before_seed_002s_message_shape_still_returns_its_turn(
+    world: TurnWorld,
+) -> None:
+    """A store written before issue 28 hashed a turn's input as the conversation's own JSON
+    (``{role, content}``); a retry of such a key after the upgrade is that turn, not a
+    conflict."""
+    import msgspec
+
+    from agentkeep.persistence.turn_reads import input_hash
+
+    world.model.add(script.text("once"))
+    system = world.open()
+    session = system.create()
+    first = system.sessions.send(session.id, "do it", idempotency_key="before")
+    first.wait(timeout_seconds=10)
+    system.close(timeout_seconds=10)
+    as_before = input_hash("send", msgspec.to_builtins(ak.user("do it")))
+    # Rewrite the row as the older version wrote it (past the trigger keeping it immutable).
+    connection = apsw.Connection(str(world.home / "agents.db"))
+    triggers = connection.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'turn_inputs'"
+    ).fetchall()
+    with connection:
+        for name, _sql in triggers:
+            connection.execute(f'DROP TRIGGER "{name}"')
+        connection.execute(
+            "UPDATE turn_inputs SET input_hash = ? WHERE idempotency_key = ?", (as_before, "before")
+        )
+        for _name, sql in triggers:
+            connection.execute(sql)
+    connection.close()
+
+    system = world.open()
+    again = system.sessions.send(session.id, "do it", idempotency_key="before")
+    assert again.duplicate
+    assert again.turn.id == first.turn.id
+    assert len(world.model.requests) == 1
+    with pytest.raises(ak.IdempotencyConflictError):
+        system.sessions.send(session.id, "something else", idempotency_key="before")
