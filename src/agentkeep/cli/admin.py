@@ -30,6 +30,7 @@ from agentkeep.history import read_history
 from agentkeep.model import ConversationRecord, Settings, published_messages, rebuild_messages
 from agentkeep.model.ids import ID_RULE
 from agentkeep.persistence.interface import Transaction
+from agentkeep.server.wire import iso
 
 
 def parse_metadata(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -104,7 +105,7 @@ def list_agents(state: CliState) -> None:
                 "id": row.id,
                 "parent_id": row.parent_id,
                 "metadata": row.metadata,
-                "created_at_ms": row.created_at_ms,
+                "created_at": iso(row.created_at_ms),
                 "state": _state_of(row.id in owing),
             }
             for row in tx.list_agents()
@@ -140,7 +141,7 @@ def read_agent(tx: Transaction, agent_id: str) -> dict[str, Any] | None:
             "seq": q.seq,
             "role": type(q.message).__name__.removesuffix("Message").lower(),
             "text": block_text(tuple(q.message.content)),
-            "accepted_at_ms": q.accepted_at_ms,
+            "accepted_at": iso(q.accepted_at_ms),
         }
         for q in tx.queued(agent_id)
     ]
@@ -158,7 +159,7 @@ def read_agent(tx: Transaction, agent_id: str) -> dict[str, Any] | None:
     return {
         "id": row.id,
         "parent_id": row.parent_id,
-        "created_at_ms": row.created_at_ms,
+        "created_at": iso(row.created_at_ms),
         "metadata": row.metadata,
         "config": row.config,
         "settings": None if settings is None else all_fields(settings),

@@ -8,11 +8,11 @@ from typing import Any
 
 from click.testing import Result
 
-AGENT_FIELDS = {"id", "parent_id", "metadata", "created_at_ms", "state"}
+AGENT_FIELDS = {"id", "parent_id", "metadata", "created_at", "state"}
 SHOW_FIELDS = {
     "id",
     "parent_id",
-    "created_at_ms",
+    "created_at",
     "metadata",
     "config",
     "settings",
@@ -42,6 +42,7 @@ def test_create_prints_the_new_id_and_list_shows_it(invoke: Any) -> None:
     assert [a["id"] for a in listed["agents"]] == ["alpha"]
     assert set(listed["agents"][0]) == AGENT_FIELDS
     assert listed["agents"][0]["state"] == "idle"
+    assert listed["agents"][0]["created_at"].endswith("Z")  # ISO 8601, as every surface
 
     readable = invoke("list")
     assert "alpha" in readable.stdout
