@@ -63,6 +63,7 @@ REQUESTS: list[tuple[str, str, str, Any]] = [
     ("GET", "/v1/sessions/{id}/turns", "/v1/sessions/s1/turns", None),
     ("GET", "/v1/sessions/{id}/turns/{turn_id}", "/v1/sessions/s1/turns/t1", None),
     ("POST", "/v1/sessions/{id}/cancel", "/v1/sessions/s1/cancel", {}),
+    ("POST", "/v1/sessions/{id}/settle", "/v1/sessions/s1/settle", {}),
     ("GET", "/v1/sessions/{id}/events", "/v1/sessions/s1/events", None),
     ("GET", "/v1/sessions/{id}/events/stream", "/v1/sessions/s1/events/stream", None),
     (
