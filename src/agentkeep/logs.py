@@ -82,6 +82,7 @@ class SafePrintLogger:
         self._file = file
 
     def msg(self, message: str) -> None:
+        """Write ``message`` and a newline, or drop and count it (never raises)."""
         stream = self._file if self._file is not None else sys.stderr
         try:
             with _write_lock:
@@ -101,6 +102,7 @@ class SafePrintLoggerFactory:
         self._file = file
 
     def __call__(self, *args: Any) -> SafePrintLogger:
+        """A logger (structlog passes the logger's name; it is not needed)."""
         return SafePrintLogger(self._file)
 
 
