@@ -153,3 +153,47 @@ def test_a_replaced_store_file_stops_acknowledging(tmp_path: Path) -> None:
             store.transact(_write("k", 2))
         assert "replaced" in str(caught.value)
         assert store.refusal is not None
+
+
+class _ReadOnlyFile(apsw.VFSFile):  # type: ignore[misc]
+    def __init__(self, name: Any, flags: list[int], vfs: _ReadOnlyVFS) -> None:
+        super().__init__("", name, flags)
+        self._vfs = vfs
+
+    def xWrite(self, data: bytes, offset: int) -> None:  # noqa: N802  # apsw's name
+        if self._vfs.read_only:
+            raise apsw.ReadOnlyError("the file system is read-only (EROFS)")
+        super().xWrite(data, offset)
+
+
+class _ReadOnlyVFS(apsw.VFS):  # type: ignore[misc]
+    """The default VFS whose writes fail as on a file system remounted read-only."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.read_only = False
+        super().__init__(name, "")
+
+    def xOpen(self, name: Any, flags: list[int]) -> _ReadOnlyFile:  # noqa: N802
+        return _ReadOnlyFile(name, flags, self)
+
+
+def test_a_read_only_file_system_is_refused_clearly_and_writes_resume(tmp_path: Path) -> None:
+    vfs = _ReadOnlyVFS(f"agentkeep-read-only-{os.getpid()}")
+    try:
+        with Store.open(tmp_path, vfs=vfs.name) as store:
+            assert store.transact(_write("k", 1)) == 1
+            vfs.read_only = True
+            refusals = []
+            for n in range(3):
+                with pytest.raises(CommitOutcomeUnknownError) as caught:
+                    store.transact(_write(f"r{n}", n))
+                refusals.append(caught.value)
+            for refused in refusals:
+                assert refused.code == "store_not_writable"
+                assert "read-only" in str(refused)
+            vfs.read_only = False  # remounted read-write: no restart needed
+            assert store.transact(_write("j", 2)) == 2
+            assert store.read(lambda tx: tx.kv_read("j")) == 2
+    finally:
+        vfs.unregister()
