@@ -103,6 +103,13 @@ def test_a_full_disk_under_the_store_and_the_log_is_survived(tmp_path: Path) -> 
         assert (mounted / "serve.log").exists()
         with httpx.Client(base_url=url, headers=AUTH, timeout=TIMEOUT) as client:
             assert client.post("/v1/agents", json={"id": "before"}).status_code == 201
+            session = client.post("/v1/sessions", json={"agentId": "before", "sessionId": "s1"})
+            assert session.status_code == 201, session.text
+            # A turn under way (the demo model streams slowly) when the disk fills up.
+            running = client.post(
+                "/v1/sessions/s1/messages", json={"message": "Add 40 and 2.", "wait": False}
+            )
+            assert running.status_code == 202, running.text
             _fill(mounted / "filler")
             refusals: list[httpx.Response] = []
             # Enough refusals that the log (two lines each) outgrows its last page on the
@@ -117,6 +124,13 @@ def test_a_full_disk_under_the_store_and_the_log_is_survived(tmp_path: Path) -> 
                 if len(refusals) >= 30:
                     break
             assert len(refusals) >= 30, "the disk did not refuse writes"
+            for n in range(3):  # turns asked for on the full disk: refused or accepted
+                sent = client.post(
+                    "/v1/sessions/s1/messages", json={"message": f"Add {n} and 2.", "wait": False}
+                )
+                assert sent.status_code in (202, 503), sent.text
+                if sent.status_code == 503:
+                    refusals.append(sent)
             assert client.get("/healthz").status_code == 200  # alive all along
             (mounted / "filler").unlink()
             # Space is back: writes resume, no restart.
@@ -124,6 +138,13 @@ def test_a_full_disk_under_the_store_and_the_log_is_survived(tmp_path: Path) -> 
             assert resumed.status_code == 201, resumed.text
             assert client.get("/v1/agents/after").status_code == 200
             assert client.get("/v1/agents/before").status_code == 200
+            # A turn runs to the end, and none from the full disk is left queued or running
+            # (turns of a session run in order).
+            turn = client.post("/v1/sessions/s1/messages", json={"message": "Add 2 and 2."})
+            assert turn.status_code == 200, turn.text
+            assert turn.json()["turn"]["status"] == "completed"
+            turns = client.get("/v1/sessions/s1/turns").json()["turns"]
+            assert {t["status"] for t in turns} <= {"completed", "failed", "cancelled"}, turns
             log = (mounted / "serve.log").read_text(encoding="utf-8", errors="replace")
         assert '"http_request"' in log  # the log lives on that disk
         started = time.monotonic()
