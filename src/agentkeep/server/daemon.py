@@ -26,6 +26,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -196,24 +197,25 @@ class RunningServer:
 
 
 def make_home_private(home: Path) -> None:
-    """The home 0700 (created if missing), each file in it 0600, new files 0600 (umask 0077).
+    """The home 0700 (created if missing), nothing under it open to group or others (the
+    store's files 0600), new files 0600 (umask 0077).
 
-    Only regular files and directories this user owns are changed; a symbolic link is left
-    alone (never followed). The umask is the process's: call it from the daemon's process.
+    Only what this user owns is changed; symbolic links are neither changed nor followed. The
+    umask is the process's: call it from the daemon's process.
     """
     os.umask(0o077)
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(home, 0o700)
     uid = os.geteuid()
-    for entry in os.scandir(home):
-        with contextlib.suppress(OSError):
-            found = entry.stat(follow_symlinks=False)
-            if found.st_uid != uid:
-                continue
-            if entry.is_file(follow_symlinks=False):
-                os.chmod(entry.path, 0o600)
-            elif entry.is_dir(follow_symlinks=False):
-                os.chmod(entry.path, 0o700)
+    for directory, subdirectories, files in os.walk(home):
+        for name in [*subdirectories, *files]:
+            path = os.path.join(directory, name)
+            with contextlib.suppress(OSError):
+                found = os.lstat(path)
+                if found.st_uid == uid and not stat.S_ISLNK(found.st_mode):
+                    # Group and others lose every bit; the owner's stay (a script the user
+                    # keeps there stays executable). agentkeep's own files are 0600.
+                    os.chmod(path, stat.S_IMODE(found.st_mode) & 0o700)
 
 
 def write_daemon_file(home: Path, url: str) -> Path:
