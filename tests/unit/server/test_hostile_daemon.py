@@ -78,7 +78,28 @@ def _fill(path: Path) -> int:
         os.close(fd)
 
 
-def test_a_full_disk_under_the_store_and_the_log_is_survived(tmp_path: Path) -> None:
+def _recover(client: httpx.Client, mounted: Path) -> None:
+    """Free the space: writes resume, no restart; turns run to their end again."""
+    (mounted / "filler").unlink()
+    resumed = client.post("/v1/agents", json={"id": "after"})
+    assert resumed.status_code == 201, resumed.text
+    assert client.get("/v1/agents/after").status_code == 200
+    assert client.get("/v1/agents/before").status_code == 200
+    # A turn runs to the end, and none from the full disk is left queued or running (the
+    # turns of a session run in order).
+    turn = client.post("/v1/sessions/s1/messages", json={"message": "Add 2 and 2."})
+    assert turn.status_code == 200, turn.text
+    assert turn.json()["turn"]["status"] == "completed"
+    turns = client.get("/v1/sessions/s1/turns").json()["turns"]
+    assert {t["status"] for t in turns} <= {"completed", "failed", "cancelled"}, turns
+
+
+@pytest.mark.parametrize("space_back", [True, False], ids=["space_freed", "still_full"])
+def test_a_full_disk_under_the_store_and_the_log_is_survived(
+    tmp_path: Path, space_back: bool
+) -> None:
+    """``still_full``: SIGTERM while the disk is still full (a turn's commits failing) ends
+    the daemon too."""
     disk = tmp_path / "disk"
     disk.mkdir()
     reason = _can_mount_tmpfs(disk)
@@ -132,20 +153,9 @@ def test_a_full_disk_under_the_store_and_the_log_is_survived(tmp_path: Path) -> 
                 if sent.status_code == 503:
                     refusals.append(sent)
             assert client.get("/healthz").status_code == 200  # alive all along
-            (mounted / "filler").unlink()
-            # Space is back: writes resume, no restart.
-            resumed = client.post("/v1/agents", json={"id": "after"})
-            assert resumed.status_code == 201, resumed.text
-            assert client.get("/v1/agents/after").status_code == 200
-            assert client.get("/v1/agents/before").status_code == 200
-            # A turn runs to the end, and none from the full disk is left queued or running
-            # (turns of a session run in order).
-            turn = client.post("/v1/sessions/s1/messages", json={"message": "Add 2 and 2."})
-            assert turn.status_code == 200, turn.text
-            assert turn.json()["turn"]["status"] == "completed"
-            turns = client.get("/v1/sessions/s1/turns").json()["turns"]
-            assert {t["status"] for t in turns} <= {"completed", "failed", "cancelled"}, turns
             log = (mounted / "serve.log").read_text(encoding="utf-8", errors="replace")
+            if space_back:
+                _recover(client, mounted)
         assert '"http_request"' in log  # the log lives on that disk
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
