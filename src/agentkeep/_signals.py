@@ -6,9 +6,9 @@ import signal
 import threading
 from collections.abc import Callable
 
-import structlog
+from agentkeep.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class ShutdownSignals:

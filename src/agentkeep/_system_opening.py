@@ -9,12 +9,11 @@ import time
 from collections.abc import Iterable
 from typing import NamedTuple, TypeVar
 
-import structlog
-
 from agentkeep.drivers.host import check_drivers, check_seconds
 from agentkeep.drivers.types import Driver
 from agentkeep.errors import InvalidConfigError
 from agentkeep.features import Feature, FeatureSet
+from agentkeep.logs import get_logger
 from agentkeep.loop.context import DEFAULT_HELD_BLOCK_SECONDS, RetryPolicy
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
@@ -22,7 +21,7 @@ from agentkeep.server_tools import ServerTool, check_server_tools
 from agentkeep.sessions.recovery import needs_recovery, recover_turns
 from agentkeep.tools import Tool, ToolSet
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 T = TypeVar("T")
 

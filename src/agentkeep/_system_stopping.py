@@ -10,8 +10,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import structlog
-
 from agentkeep._admission import Admission
 from agentkeep._signals import ShutdownSignals
 from agentkeep.actors.loop_thread import current_loop_agent
@@ -19,10 +17,11 @@ from agentkeep.actors.registry import AgentRegistry
 from agentkeep.actors.supervisor import SupervisorRef
 from agentkeep.drivers.host import DriverHost
 from agentkeep.errors import AgentClosedError
+from agentkeep.logs import get_logger
 from agentkeep.loop.events import ShutdownRequested, StopRetrying
 from agentkeep.persistence.store import Store
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _TREE_STOP_SECONDS = 60.0
 

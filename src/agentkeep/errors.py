@@ -106,6 +106,47 @@ class CommitOutcomeUnknownError(StoreError):
     code = "commit_outcome_unknown"
 
 
+class StoreNotWritableError(StoreUnavailableError):
+    """The file system under the store refused a write: it is full, or read-only.
+
+    The work did not run or was rolled back (a known outcome). Nothing has to restart: once
+    space is back (or the file system writable again) the next write succeeds. ``reason``
+    says which (``disk_full``, ``read_only``).
+    """
+
+    code = "store_not_writable"
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class CommitNotWritableError(CommitOutcomeUnknownError):
+    """COMMIT failed because the file system refused the write (full, or read-only).
+
+    As for any failed COMMIT the outcome is formally unknown: re-read by identity (or retry
+    with the same idempotency key) once writes succeed again. ``reason`` as for
+    :class:`StoreNotWritableError`.
+    """
+
+    code = "store_not_writable"
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class StoreReplacedError(StoreUnavailableError):
+    """The database file was deleted or replaced under the running store.
+
+    Writes into the open (unlinked or superseded) file would vanish at the next start, so the
+    store stops acknowledging: the group that noticed is rolled back (not written) and every
+    later write is refused. Restart the owner once the file is back where it belongs.
+    """
+
+    code = "store_replaced"
+
+
 class ExpiredScopeError(AgentkeepError):
     """A store handle lent to a transaction or a call was used after its scope ended."""
 

@@ -33,8 +33,6 @@ import difflib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from agentkeep._feature_arguments import HookContext as HookContext
 from agentkeep._feature_arguments import InferenceInfo as InferenceInfo
 from agentkeep._feature_arguments import MessageAccepted as MessageAccepted
@@ -43,6 +41,7 @@ from agentkeep._feature_arguments import ModelChange as ModelChange
 from agentkeep._feature_arguments import PermissionModeChange as PermissionModeChange
 from agentkeep._feature_arguments import TurnInfo as TurnInfo
 from agentkeep.errors import FeatureDefinitionError, InvalidConfigError
+from agentkeep.logs import get_logger
 from agentkeep.loop.actions import Action
 from agentkeep.model import StreamEvent, SystemMessage
 
@@ -51,7 +50,7 @@ if TYPE_CHECKING:
     from agentkeep.tool_hooks import ToolCallDecision, ToolCallInfo, ToolCallResult
     from agentkeep.tools import Tool
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class Feature:

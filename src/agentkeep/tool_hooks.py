@@ -36,8 +36,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-import structlog
 
+from agentkeep.logs import get_logger
 from agentkeep.model import (
     PERMISSION_MODES,
     ImageBlock,
@@ -52,7 +52,7 @@ from agentkeep.tools import Tool, ToolError, ToolSet, validate_arguments
 if TYPE_CHECKING:
     from agentkeep.features import Feature, HookContext
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,7 +17,6 @@ from types import TracebackType
 from typing import Any, cast
 
 import pykka
-import structlog
 
 from agentkeep.actors.agent_children import AgentChildren, GraceExpired
 from agentkeep.actors.children import (
@@ -49,6 +48,7 @@ from agentkeep.features import (
     PermissionModeChange,
     TurnInfo,
 )
+from agentkeep.logs import get_logger
 from agentkeep.loop.actions import CompactAction
 from agentkeep.loop.context import DEFAULT_HELD_BLOCK_SECONDS, RetryPolicy
 from agentkeep.loop.effects import (
@@ -107,7 +107,7 @@ from agentkeep.providers.registry import Providers
 from agentkeep.runtime import commit_plans
 from agentkeep.server_tools import ServerTool, check_server_tools, policy_of
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # Events that callers outside the actor hand in; each was counted by ``status.signal_sent``.
 _SIGNALS = (Start, WorkAccepted, CompactRequested)

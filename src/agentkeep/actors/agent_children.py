@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast
 
 import pykka
-import structlog
 
 from agentkeep.actors.children import ChildReport
 from agentkeep.actors.supervision.supervised import (
@@ -47,6 +46,7 @@ from agentkeep.actors.supervision.supervised import (
     offering_child_link,
     tell_quietly,
 )
+from agentkeep.logs import get_logger
 from agentkeep.loop.events import (
     ChildStopped,
     CompactionFinished,
@@ -63,7 +63,7 @@ from agentkeep.model import (
 )
 from agentkeep.providers.protocol import CancelToken
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ChildKind = Literal["inference", "tool", "compaction"]
 

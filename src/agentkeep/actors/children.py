@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pykka
-import structlog
 
 from agentkeep.actors.supervision.supervised import SupervisedMixin
+from agentkeep.logs import get_logger
 from agentkeep.loop.events import (
     ChildStopped,
     CompactionFinished,
@@ -41,7 +41,7 @@ from agentkeep.model import (
 )
 from agentkeep.providers.protocol import CancelToken, Session
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _RUN = object()
 

@@ -21,17 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias, TypeVar
 
-import structlog
-
 from agentkeep.actors.latch import Latch
 from agentkeep.errors import CommitOutcomeUnknownError
+from agentkeep.logs import get_logger
 from agentkeep.loop.plans import Consumed, ConsumeOffer, ConsumeQueue
 from agentkeep.model import QueuedMessage
 from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime import commit_plans
 from agentkeep.runtime.offered_consumption import consume_offered
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: How long a withdrawing actor waits for a taken claim's outcome before it trusts nothing
 #: it remembers (the outcome then counts as unknown: the loop reloads from the store).

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pykka
-import structlog
 
 from agentkeep.actors.children import ChildReport, stream_response
 from agentkeep.actors.latch import Latch
@@ -41,11 +40,12 @@ from agentkeep.actors.supervision.supervised import (
     running_linked,
     tell_quietly,
 )
+from agentkeep.logs import get_logger
 from agentkeep.loop.events import Event
 from agentkeep.model import Context, Selection, new_id
 from agentkeep.providers.protocol import CancelToken, Session
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # The streams whose work has not returned, in every worker of the process (diagnostics: what
 # pykka's registry lists for actor children).

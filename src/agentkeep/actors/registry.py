@@ -35,7 +35,6 @@ from contextlib import suppress
 from typing import Any
 
 import pykka
-import structlog
 
 from agentkeep.actors.directory import AgentDirectory, KnownAgent, MakeAgent
 from agentkeep.actors.held_events import HeldEvents
@@ -49,9 +48,10 @@ from agentkeep.actors.supervisor import (
     SupervisorStoppedError,
     start_supervisor,
 )
+from agentkeep.logs import get_logger
 from agentkeep.loop.events import Start
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _STOP_TIMEOUT_SECONDS = 10
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import threading
 
 import msgspec
-import structlog
 
 from agentkeep.errors import ProviderError, UnknownProviderError
+from agentkeep.logs import get_logger
 from agentkeep.model import SessionOptions, Settings, ToolDescriptor
 from agentkeep.providers.protocol import Session
 from agentkeep.providers.registry import Providers
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class SessionSlot:

@@ -15,6 +15,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from agentkeep.logs import SafePrintLoggerFactory
+
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 DEFAULT_LOG_LEVEL = "warning"
 
@@ -58,7 +60,9 @@ def configure_logging(level: str = DEFAULT_LOG_LEVEL, *, stream: TextIO | None =
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[name.upper()]
         ),
-        logger_factory=structlog.PrintLoggerFactory(target),
+        # A line that cannot be written (a full disk under the log) is dropped and counted,
+        # never raised into the runtime (agentkeep.logs).
+        logger_factory=SafePrintLoggerFactory(target),
         # Not cached: a test (or a second invocation in one process) may reconfigure.
         cache_logger_on_first_use=False,
     )

@@ -32,6 +32,7 @@ from agentkeep.server import (
     ServeOptions,
     is_loopback,
     load_token,
+    make_home_private,
     run_daemon,
 )
 
@@ -146,6 +147,7 @@ def serve(
         click.echo(line)
         sys.stdout.flush()
 
+    make_home_private(state.home.path)  # before the store creates its files (issue 29)
     try:
         with open_system(state.home, resume=True, create=True, drivers=drivers) as (
             system,

@@ -34,7 +34,9 @@ OWNER_ONLY = frozenset({"create", "delete", "resume", "purge", "chaos", "demo", 
 def daemon_of(state: CliState) -> Daemon | None:
     """The daemon owning the command's home, if any (a stale file is reported at ``-v``)."""
     lookup = find_daemon(state.home.path)
-    if lookup.stale is not None and state.log_level in ("info", "debug"):
+    if lookup.untrusted:  # a refusal for safety is always said, whatever the log level
+        click.echo(f"warning: not using the daemon file: {lookup.stale}", err=True)
+    elif lookup.stale is not None and state.log_level in ("info", "debug"):
         click.echo(f"note: ignoring a stale daemon file: {lookup.stale}", err=True)
     return lookup.daemon
 

@@ -6,12 +6,18 @@ holds the lock (cleared on a clean release, left behind by a SIGKILL, but then t
 dead). So a daemon owns the home exactly when the file names a live pid that is also the
 lock's holder. The lock itself is never probed with ``flock``: a probe could, for an instant,
 make a daemon that is starting fail to take it.
+
+``daemon.json`` tells the CLI where to send its token, so it is trusted only when it and the
+home are owned by the current user and writable by nobody else: otherwise another local
+user could point the CLI (and its token) at a listener of their own. An untrusted file is
+refused with the reason (``DaemonLookup.untrusted``), never silently used.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +39,22 @@ class DaemonLookup:
 
     daemon: Daemon | None
     stale: str | None = None  # set when daemon.json exists but names no owning daemon
+    untrusted: bool = False  # ``stale`` says why daemon.json was refused as unsafe to follow
+
+
+def _distrust(path: Path) -> str | None:
+    """Why ``path`` may not be trusted (owned by another user, writable by others), or None."""
+    try:
+        found = path.lstat()
+    except OSError as error:
+        return f"{path} cannot be examined ({error.strerror})"
+    if stat.S_ISLNK(found.st_mode):
+        return f"{path} is a symbolic link"
+    if found.st_uid != os.geteuid():
+        return f"{path} is owned by uid {found.st_uid}, not by this user (uid {os.geteuid()})"
+    if found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{path} is writable by other users (mode {stat.filemode(found.st_mode)})"
+    return None
 
 
 def _alive(pid: int) -> bool:
@@ -56,6 +78,14 @@ def _lock_holder(home: Path) -> int | None:
 def find_daemon(home: Path) -> DaemonLookup:
     """The daemon owning ``home``, if one does (module docstring)."""
     path = home / DAEMON_FILE
+    if not os.path.lexists(path):
+        return DaemonLookup(daemon=None)
+    for trusted in (home, path):
+        reason = _distrust(trusted)
+        if reason is not None:
+            return DaemonLookup(
+                daemon=None, stale=f"{path} is not trusted: {reason}", untrusted=True
+            )
     try:
         raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -33,7 +33,6 @@ from typing import Any
 
 import msgspec
 import pykka
-import structlog
 
 from agentkeep.actors.supervisor import (
     Backoff,
@@ -60,6 +59,7 @@ from agentkeep.errors import (
     SessionArchivedError,
     UnknownAgentError,
 )
+from agentkeep.logs import get_logger
 from agentkeep.model import (
     JSONObject,
     MessageOptions,
@@ -73,7 +73,7 @@ from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
 from agentkeep.sessions.errors import UnsupportedDriverError
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: The default turn timeout of an injected driver (seed 002's ``turnTimeoutMs``).
 DEFAULT_TURN_TIMEOUT_SECONDS = 600.0

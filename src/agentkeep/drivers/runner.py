@@ -30,7 +30,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pykka
-import structlog
 
 from agentkeep.actors.children import run_child
 from agentkeep.actors.supervision.supervised import (
@@ -48,6 +47,7 @@ from agentkeep.drivers.turn_endings import (
 )
 from agentkeep.drivers.turn_start import start_turn
 from agentkeep.drivers.types import DriverContextClosedError
+from agentkeep.logs import get_logger
 from agentkeep.model import JSONObject, SessionEvent
 from agentkeep.model.turns import NATIVE_DRIVER, TurnRecord
 from agentkeep.persistence.codec import now_ms
@@ -57,7 +57,7 @@ from agentkeep.persistence.ledger import LedgerHub
 if TYPE_CHECKING:
     from agentkeep.drivers.host import DriverHost
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _WAKE = object()
 

@@ -28,13 +28,13 @@ import anyio
 import anyio.to_thread
 import mcp_types as types
 import msgspec
-import structlog
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from agentkeep.errors import AgentkeepError
+from agentkeep.logs import get_logger
 from agentkeep.mcp.backend import Backend
 from agentkeep.mcp.errors import InvalidArgumentsError
 from agentkeep.mcp.tools import TOOLS, ToolSpec
@@ -48,7 +48,7 @@ INSTRUCTIONS = (
     "idempotency_key to retry a talk safely."
 )
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 
 def tool_listing(tools: Sequence[ToolSpec] = TOOLS) -> list[types.Tool]:

@@ -22,12 +22,12 @@ from __future__ import annotations
 import threading
 
 import apsw
-import structlog
 
+from agentkeep.logs import get_logger
 from agentkeep.persistence.inbox import _Counters
 from agentkeep.persistence.readers import open_connection
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: Passes of one background checkpoint (each copies what commits added during the last).
 MAX_PASSES = 4

@@ -33,11 +33,11 @@ import threading
 from typing import Literal, TypeAlias
 
 import msgspec
-import structlog
 
 from agentkeep.errors import StoreError
+from agentkeep.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 FaultMode: TypeAlias = Literal["kill", "crash", "flaky", "writer"]
 FAULT_MODES: tuple[FaultMode, ...] = ("kill", "crash", "flaky", "writer")

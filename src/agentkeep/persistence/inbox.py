@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentkeep.errors import StoreClosedError, StoreUnavailableError
+from agentkeep.errors import StoreClosedError, StoreError, StoreUnavailableError
 from agentkeep.persistence.interface import Transaction
 
 
@@ -106,13 +106,14 @@ class _Inbox:
         self._size_waiters = 0  # threads in wait_for_size (tests, diagnostics)
         self._state: Literal["open", "down", "closed"] = state
         self._closed_because = "The store is closed."
+        self._closed_error: type[StoreError] = StoreClosedError
         self.writer_thread: int | None = None
 
     def put(self, item: _WorkItem) -> bool:
         """Queue ``item``; True if the caller must wake the writer."""
         with self._lock:
             if self._state == "closed":
-                raise StoreClosedError(self._closed_because)
+                raise self._closed_error(self._closed_because)
             if self._state == "down":
                 raise StoreUnavailableError(
                     "The store writer failed and is being restarted; this transaction did "
@@ -162,16 +163,32 @@ class _Inbox:
         """The writer failed: refuse work until :meth:`open`; returns what was queued."""
         return self._drain("down")
 
-    def close(self, because: str = "The store is closed.") -> list[_WorkItem]:
-        """Refuse new work for good (``because`` tells later callers why); returns whatever
-        was still queued."""
-        return self._drain("closed", because)
+    def close(
+        self, because: str = "The store is closed.", error: type[StoreError] = StoreClosedError
+    ) -> list[_WorkItem]:
+        """Refuse new work for good (``because`` tells later callers why, as ``error``);
+        returns whatever was still queued."""
+        return self._drain("closed", because, error)
 
-    def _drain(self, state: Literal["down", "closed"], because: str = "") -> list[_WorkItem]:
+    @property
+    def refusal(self) -> StoreError | None:
+        """Closed for good by a failure (not by ``close()``): the error later callers get."""
+        with self._lock:
+            if self._state != "closed" or self._closed_error is StoreClosedError:
+                return None
+            return self._closed_error(self._closed_because)
+
+    def _drain(
+        self,
+        state: Literal["down", "closed"],
+        because: str = "",
+        error: type[StoreError] = StoreClosedError,
+    ) -> list[_WorkItem]:
         with self._lock:
             if self._state != "closed":
                 self._state = state
                 self._closed_because = because or self._closed_because
+                self._closed_error = error
             items = list(self._items)
             self._items.clear()
             return items

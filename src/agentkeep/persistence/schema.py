@@ -18,12 +18,12 @@ import time
 
 import apsw
 import msgspec
-import structlog
 
 from agentkeep.errors import SchemaTooNewError, StoreError
+from agentkeep.logs import get_logger
 from agentkeep.persistence.schema_storage import FEWER_PAGES
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class Migration(msgspec.Struct, frozen=True, kw_only=True):

@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 import apsw
 import pykka
-import structlog
 
 from agentkeep.errors import (
     StoreClosedError,
@@ -26,8 +25,9 @@ from agentkeep.errors import (
     StoreDirectoryError,
     StoreError,
 )
-from agentkeep.logs import install_default_logging
+from agentkeep.logs import get_logger, install_default_logging
 from agentkeep.model.ledger import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_INPUT_BYTES
+from agentkeep.persistence.disk import file_identity
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
 from agentkeep.persistence.handle import StoreWriterHandle
 from agentkeep.persistence.inbox import WriterStatistics, _Counters, _Inbox
@@ -39,7 +39,7 @@ from agentkeep.persistence.readers import ReaderPool, open_connection
 from agentkeep.persistence.schema import migrate, set_new_page_size
 from agentkeep.persistence.writer import StoreWriter
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -185,6 +185,8 @@ class Store:
         ledger: LedgerHub | None = None,
     ) -> None:
         self._ledger = ledger or LedgerHub()
+        # The database file as opened: every writer checks it before each COMMIT.
+        self._identity = file_identity(str(home / DATABASE_NAME))
         self._home = home
         self._lock = lock
         self._vfs = vfs
@@ -306,6 +308,8 @@ class Store:
                     restartable=self._restartable,
                     on_failure=self._writer_failed,
                     ledger=self._ledger,
+                    database=str(self.path),
+                    identity=self._identity,
                 )
             except BaseException:
                 connection.close()
@@ -346,6 +350,12 @@ class Store:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def refusal(self) -> StoreError | None:
+        """Why the store stopped accepting writes for good while open (the database file
+        was deleted or replaced: ``StoreReplacedError``), else None."""
+        return self._inbox.refusal
 
     def transact(
         self, work: Callable[[Transaction], T], *, timeout_seconds: float | None = None

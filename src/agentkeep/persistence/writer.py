@@ -23,6 +23,17 @@ child spec), a writer that fails answers its callers, closes its connection and 
 supervisor starts the next incarnation on a fresh connection. Unsupervised, a failure closes
 the store.
 
+A file system that refuses a write (full, read-only: ``SQLITE_FULL``, ``SQLITE_READONLY``,
+an I/O error with ``ENOSPC``/``EDQUOT``/``EROFS``) is not a writer failure: the callers get
+:class:`~agentkeep.errors.StoreNotWritableError` (before COMMIT: not written) or
+:class:`~agentkeep.errors.CommitNotWritableError` (COMMIT itself: outcome unknown), both
+saying why, and the next group tries again, so writes resume by themselves once space is back.
+
+Before each COMMIT the writer checks that the database path still names the file it opened
+(device and inode). Deleted or replaced, the group is rolled back and the store stops for
+good with :class:`~agentkeep.errors.StoreReplacedError`: acknowledging a write into an
+unlinked file would lose it at the next start.
+
 Automatic checkpoints are off (``wal_autocheckpoint=0``) so a checkpoint error can never
 surface as a COMMIT error; the writer checkpoints when its inbox is empty, the bulk of it in
 the background (:mod:`agentkeep.persistence.checkpointer`, see ``_maybe_checkpoint``).
@@ -38,15 +49,18 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 import pykka
-import structlog
 
 from agentkeep.errors import (
+    CommitNotWritableError,
     CommitOutcomeUnknownError,
     StoreClosedError,
     StoreError,
+    StoreReplacedError,
     StoreUnavailableError,
 )
+from agentkeep.logs import get_logger
 from agentkeep.persistence.checkpointer import Checkpointer
+from agentkeep.persistence.disk import REFUSALS, disk_refusal, file_identity, refused_by_disk
 from agentkeep.persistence.faults import FaultInjector, InjectedWriterCrashError
 from agentkeep.persistence.handle import WAKE, StoreWriterHandle
 from agentkeep.persistence.inbox import WriterStatistics, _Counters, _Inbox, _WorkItem
@@ -56,7 +70,7 @@ from agentkeep.persistence.transaction import SqliteTransaction, Statements
 if TYPE_CHECKING:
     from pykka._actor import ActorInbox
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _SAVEPOINT = "agentkeep_work_item"
 #: Background checkpoints asked for before the writer copies a tail that raced them itself.
@@ -100,9 +114,14 @@ class StoreWriter(pykka.ThreadingActor):
         restartable: bool = False,
         on_failure: Callable[[], None] | None = None,
         ledger: LedgerHub | None = None,
+        database: str | None = None,
+        identity: tuple[int, int] | None = None,
     ) -> None:
         super().__init__()
         self._ledger = ledger
+        # The file this writer's connection opened, checked before each COMMIT.
+        self._database = database
+        self._identity = identity
         self._on_failure = on_failure
         self._connection = connection
         self._connection_open = True
@@ -198,8 +217,9 @@ class StoreWriter(pykka.ThreadingActor):
             self._rollback()
             failed = list(pending)
             pending.clear()
+            refused = refused_by_disk(self._connection, exc)
             for item in failed:
-                item.fail(exc)
+                item.fail(refused)
             self._counters.add(failed_transactions=len(failed))
             log.warning("store_begin_failed", error=repr(exc), callers=len(failed))
             return
@@ -218,16 +238,17 @@ class StoreWriter(pykka.ThreadingActor):
             except BaseException as exc:
                 tx.expire()
                 _end_writer_if_injected(exc)
+                refused = refused_by_disk(self._connection, exc)
                 if self._roll_back_item():
-                    failed_alone.append((item, exc))
+                    failed_alone.append((item, refused))
                     continue
                 # SQLite abandoned the whole transaction: the group-mates' work is gone
                 # too (not committed, a known outcome). Unrun items stay in ``pending``.
                 self._rollback()
-                item.fail(exc)
+                item.fail(refused)
                 for mate, _value, _callbacks in done:
                     lost = StoreError("The transaction was rolled back with a failing group-mate.")
-                    lost.__cause__ = exc
+                    lost.__cause__ = refused
                     mate.fail(lost)
                 for mate, error in failed_alone:
                     mate.fail(error)
@@ -247,8 +268,9 @@ class StoreWriter(pykka.ThreadingActor):
         except BaseException as exc:
             tx.expire()
             _end_writer_if_injected(exc)
+            refused = refused_by_disk(self._connection, exc)
             self._rollback()
-            item.fail(exc)
+            item.fail(refused)
             self._counters.add(groups=1, failed_transactions=1)
             return
         self._commit([(item, value, tx.expire())], [])
@@ -259,6 +281,8 @@ class StoreWriter(pykka.ThreadingActor):
         failed_alone: list[tuple[_WorkItem, BaseException]],
     ) -> None:
         self._counters.group_size(len(done) + len(failed_alone))
+        if self._file_replaced(done, failed_alone):
+            return
         try:
             self._statements.execute("COMMIT")
         except BaseException as exc:
@@ -294,14 +318,62 @@ class StoreWriter(pykka.ThreadingActor):
             item.succeed(value)
         self._counters.group_committed(len(done), len(failed_alone))
 
+    def _file_replaced(
+        self,
+        done: list[tuple[_WorkItem, Any, list[Callable[[], None]]]],
+        failed_alone: list[tuple[_WorkItem, BaseException]],
+    ) -> bool:
+        """Before COMMIT: is the database path still the file this connection opened?
+
+        If not (deleted, or replaced by another file), roll the group back (a known
+        outcome: nothing written), close the inbox for good with ``StoreReplacedError``
+        and answer every caller with it; True then.
+        """
+        if self._database is None or self._identity is None:
+            return False
+        try:
+            now = file_identity(self._database)
+        except OSError:
+            return False  # cannot tell (a permission change): the COMMIT itself will say
+        if now == self._identity:
+            return False
+        what = "deleted" if now is None else "replaced by another file"
+        because = (
+            f"The database file {self._database} was {what} while the store was open; "
+            "writes into the old file would be lost at the next start, so the store stopped "
+            "accepting them. Restart the owner."
+        )
+        self._rollback()
+        queued = self._inbox.close(because, StoreReplacedError)
+        log.error("store_file_replaced", path=self._database, deleted=now is None)
+        error = StoreReplacedError(because)
+        for item, _value, _callbacks in done:
+            item.fail(error)
+        for item, _error in failed_alone:
+            item.fail(error)
+        for item in queued:
+            item.fail(error)
+        self._counters.add(groups=1, failed_transactions=len(done) + len(failed_alone))
+        return True
+
     def _fail_unknown(
         self, done: list[tuple[_WorkItem, Any, list[Callable[[], None]]]], cause: BaseException
     ) -> None:
+        reason = disk_refusal(self._connection, cause)
         for item, _value, _callbacks in done:
-            unknown = CommitOutcomeUnknownError(
-                f"COMMIT reported {cause!r}; the transaction may or may not be durable. "
-                "Re-read by identity before acting on it."
-            )
+            unknown: CommitOutcomeUnknownError
+            if reason is not None:
+                unknown = CommitNotWritableError(
+                    f"COMMIT failed: {REFUSALS[reason]} ({cause}). The transaction may or "
+                    "may not be durable: re-read by identity (or retry with the same "
+                    "idempotency key) once writes succeed again; they resume by themselves.",
+                    reason=reason,
+                )
+            else:
+                unknown = CommitOutcomeUnknownError(
+                    f"COMMIT reported {cause!r}; the transaction may or may not be durable. "
+                    "Re-read by identity before acting on it."
+                )
             unknown.__cause__ = cause
             item.fail(unknown)
 

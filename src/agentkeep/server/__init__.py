@@ -25,6 +25,7 @@ from agentkeep.server.daemon import (
     DEFAULT_PORT,
     RunningServer,
     ServeOptions,
+    make_home_private,
     run_daemon,
 )
 from agentkeep.server.security import (
@@ -51,5 +52,6 @@ __all__ = [
     "create_app",
     "is_loopback",
     "load_token",
+    "make_home_private",
     "run_daemon",
 ]

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-import structlog
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -24,6 +23,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentkeep.agent_system import AgentSystem
+from agentkeep.logs import get_logger
 from agentkeep.server import routes_agents, routes_events, routes_sessions, routes_turns
 from agentkeep.server.context import ServerContext
 from agentkeep.server.errors import ApiError, error_response, json_response
@@ -31,13 +31,21 @@ from agentkeep.server.openapi import Handler, Operation, document
 from agentkeep.server.security import Guard, SecurityPolicy
 from agentkeep.server.wire import Health
 
-log = structlog.get_logger("agentkeep.server.access")
+log = get_logger("agentkeep.server.access")
 
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
 async def healthz(request: Request) -> Response:
-    """GET /healthz: unauthenticated liveness, nothing else."""
+    """GET /healthz: unauthenticated liveness, nothing else.
+
+    503 once the store stopped accepting writes for good while running (its database file
+    was deleted or replaced: ``store_replaced``), so a supervisor restarts the daemon.
+    """
+    context: ServerContext = request.app.state.agentkeep
+    refusal = context.system.store.refusal
+    if refusal is not None:
+        return error_response(ApiError(503, refusal.code, str(refusal)))
     return json_response(Health())
 
 
@@ -136,6 +144,11 @@ class AccessLog:
 
         try:
             await self.app(scope, receive, noting)
+        except Exception:
+            # Not answered yet: Starlette's outermost error middleware answers it with a 500.
+            if status == 0:
+                status = 500
+            raise
         finally:
             client = scope.get("client")
             log.info(

@@ -12,6 +12,11 @@ and stops in a bounded time. :func:`run_daemon` is ``agentkeep serve``: it write
 
 The invariant of the ordering: no request can reach the system after it began shutting down
 except as a refusal (503), and no stream outlives the server.
+
+Private by default, whatever the token's source: the daemon makes its home 0700 and every
+file in it 0600 (:func:`make_home_private`), and creates later files (the WAL, ``daemon.json``)
+under a 0077 umask, so another local user reads no conversation and cannot rewrite
+``daemon.json`` to capture the CLI's token.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -28,15 +34,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-import structlog
 import uvicorn
 
 from agentkeep.agent_system import AgentSystem
+from agentkeep.logs import get_logger
 from agentkeep.server.app import create_app
 from agentkeep.server.context import ServerContext
 from agentkeep.server.security import DaemonConfigError, SecurityPolicy
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: The default address (seed 002's).
 DEFAULT_HOST = "127.0.0.1"
@@ -190,11 +196,37 @@ class RunningServer:
         return not self.alive
 
 
+def make_home_private(home: Path) -> None:
+    """The home 0700 (created if missing), nothing under it open to group or others (the
+    store's files 0600), new files 0600 (umask 0077).
+
+    Only what this user owns is changed; symbolic links are neither changed nor followed. The
+    umask is the process's: call it from the daemon's process.
+    """
+    os.umask(0o077)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(home, 0o700)
+    uid = os.geteuid()
+    for directory, subdirectories, files in os.walk(home):
+        for name in [*subdirectories, *files]:
+            path = os.path.join(directory, name)
+            with contextlib.suppress(OSError):
+                found = os.lstat(path)
+                if found.st_uid == uid and not stat.S_ISLNK(found.st_mode):
+                    # Group and others lose every bit; the owner's stay (a script the user
+                    # keeps there stays executable). agentkeep's own files are 0600.
+                    os.chmod(path, stat.S_IMODE(found.st_mode) & 0o700)
+
+
 def write_daemon_file(home: Path, url: str) -> Path:
-    """``<home>/daemon.json`` (pid, url), written atomically."""
+    """``<home>/daemon.json`` (pid, url), mode 0600, written atomically."""
     path = home / DAEMON_FILE
     staged = home / f".{DAEMON_FILE}.{os.getpid()}"
-    staged.write_text(json.dumps({"pid": os.getpid(), "url": url}) + "\n", encoding="utf-8")
+    with contextlib.suppress(FileNotFoundError):
+        staged.unlink()
+    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(json.dumps({"pid": os.getpid(), "url": url}) + "\n")
     os.replace(staged, path)
     return path
 
@@ -225,6 +257,7 @@ def run_daemon(
 
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
+        make_home_private(system.home)
         server = RunningServer(system, options).start()
         try:
             write_daemon_file(system.home, server.url)

@@ -113,6 +113,8 @@ STATUS_OF_CODE: dict[str, int] = {
             "store_closed",
             "store_locked",
             "store_unavailable",
+            "store_not_writable",
+            "store_replaced",
             "store_damaged",
             "store_directory",
             "schema_too_new",

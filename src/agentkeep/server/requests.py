@@ -5,6 +5,10 @@ Malformed JSON is a **400** (``malformed_json``); JSON of the wrong shape is a *
 is a **422** (``invalid_query``, ``details.field`` its name). A body is read at most
 :data:`~agentkeep.server.security.MAX_BODY_BYTES` long, counted while it streams in (**413**),
 so a body without a ``Content-Length`` cannot get past the limit either.
+
+JSON nested deeper than :data:`MAX_JSON_DEPTH` arrays and objects is a **400**
+(``json_too_deep``), refused before anything walks it: a deep value would otherwise exhaust
+the interpreter's recursion limit in the decoder or in whatever recurses over it later.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from agentkeep.server.errors import ApiError
 from agentkeep.server.security import MAX_BODY_BYTES
 
 T = TypeVar("T")
+
+#: The deepest nesting of arrays and objects a JSON body may have.
+MAX_JSON_DEPTH = 100
 
 _AT_PATH = re.compile(r"(?s)(.*) - at `\$\.?(.*)`")
 _TRUE = ("true", "1")
@@ -51,7 +58,9 @@ async def json_body(request: Request, kind: type[T], *, empty_ok: bool = False) 
 
 
 def decode(body: bytes, kind: type[T]) -> T:
-    """``body`` as ``kind``: 400 if it is not JSON, 422 naming the field if the shape is wrong."""
+    """``body`` as ``kind``: 400 if it is not JSON (or nests too deep), 422 naming the field
+    if the shape is wrong."""
+    check_depth(body)
     try:
         return msgspec.json.decode(body, type=kind)
     except msgspec.ValidationError as error:
@@ -64,10 +73,43 @@ def decode(body: bytes, kind: type[T]) -> T:
 
 def check_json(body: bytes) -> None:
     """400 unless ``body`` is well-formed JSON (the library then judges its shape)."""
+    check_depth(body)
     try:
         msgspec.json.decode(body)
     except msgspec.DecodeError as error:
         raise ApiError(400, "malformed_json", f"The body is not valid JSON: {error}") from None
+
+
+def check_depth(body: bytes, limit: int = MAX_JSON_DEPTH) -> None:
+    """400 ``json_too_deep`` if ``body`` nests arrays and objects deeper than ``limit``.
+
+    Free for nearly every body: no more brackets than ``limit`` means no deeper nesting.
+    Otherwise the brackets are counted outside strings, in one pass (no recursion).
+    """
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return
+    if _depth(body) > limit:
+        raise ApiError(
+            400,
+            "json_too_deep",
+            f"The body nests arrays and objects deeper than {limit} levels.",
+            {"limit": limit},
+        )
+
+
+_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _depth(body: bytes) -> int:
+    depth = deepest = 0
+    for match in _STRUCTURE.finditer(body):
+        token = match[0]
+        if token in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return deepest
 
 
 def invalid_request(error: msgspec.ValidationError) -> ApiError:
@@ -77,6 +119,27 @@ def invalid_request(error: msgspec.ValidationError) -> ApiError:
     problem, path = (match[1], match[2]) if match else (str(error), "")
     message = f"{path}: {problem}" if path else problem
     return ApiError(422, "invalid_request", message, {"field": path})
+
+
+def ascii_header(request: Request, name: str) -> str | None:
+    """A header's value, or None when absent; 400 ``invalid_header`` unless it is ASCII.
+
+    HTTP carries header values as bytes (Starlette reads them as Latin-1), so a non-ASCII
+    value would silently differ from the same text sent as UTF-8 JSON (an ``Idempotency-Key``
+    header and the same body key would name two turns). One rule: header values we read as
+    text are printable ASCII; anything else goes in the body.
+    """
+    value = request.headers.get(name)
+    if value is None:
+        return None
+    if not value.isascii() or not value.isprintable():
+        raise ApiError(
+            400,
+            "invalid_header",
+            f"The {name} header must be printable ASCII; send other text in the JSON body.",
+            {"field": name},
+        )
+    return value
 
 
 def _one(request: Request, name: str) -> str | None:

@@ -7,7 +7,8 @@
 - ``wait: true`` (the default, as seed 002) → **200** with the terminal turn; a turn still
   live when the server's wait ends (or the daemon stops) is a 202 with its ``Location``;
 - the ``Idempotency-Key`` header is an alias of the body's ``idempotencyKey`` (both given
-  and different: 422). A key sent again with the same input returns its turn with
+  and different: 422; a non-ASCII header: 400 ``invalid_header``, send such a key in the
+  body). A key sent again with the same input returns its turn with
   ``duplicate: true`` and **200**, and the driver is never invoked twice; with a different
   input it is a 422 (``idempotency_conflict``). Keys are never released.
 
@@ -26,7 +27,7 @@ from agentkeep.model.turns import TurnRecord
 from agentkeep.server.context import ServerContext, call, call_waiting, context
 from agentkeep.server.errors import ApiError, json_response
 from agentkeep.server.openapi import Operation, Param, path_id
-from agentkeep.server.requests import json_body, query_int
+from agentkeep.server.requests import ascii_header, json_body, query_int
 from agentkeep.server.turn_wire import (
     CancelRequest,
     SendMessage,
@@ -61,7 +62,7 @@ def _wait(ctx: ServerContext, session_id: str, turn: TurnRecord) -> TurnRecord:
 
 
 def _idempotency_key(request: Request, body: SendMessage) -> str | None:
-    header = request.headers.get("idempotency-key")
+    header = ascii_header(request, "Idempotency-Key")  # a non-ASCII value: 400
     if header is None:
         return body.idempotency_key
     if body.idempotency_key is not None and body.idempotency_key != header:

@@ -19,12 +19,11 @@ import asyncio
 import threading
 from typing import Final
 
-import structlog
-
+from agentkeep.logs import get_logger
 from agentkeep.model import SessionEvent
 from agentkeep.persistence.ledger import Subscription
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _END: Final = object()
 _POLL_SECONDS = 1.0

@@ -29,17 +29,17 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-import structlog
 
 from agentkeep.errors import ProviderUnavailableError, UnknownProviderError
 from agentkeep.features import FeatureSet
+from agentkeep.logs import get_logger
 from agentkeep.model import Settings
 from agentkeep.providers.registry import Providers
 from agentkeep.registry.types import DEFAULT_DRIVER_ID, Definition
 from agentkeep.sessions.errors import SessionConfigError, UnsupportedDriverError
 from agentkeep.tools import Tool
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: ``model.settings`` keys the native driver understands, and their ``Settings`` fields.
 _SETTINGS = {"effort": "effort", "serviceTier": "service_tier", "permissionMode": "permission_mode"}

@@ -31,7 +31,6 @@ from types import TracebackType
 from typing import Any, Literal
 
 import pykka
-import structlog
 
 from agentkeep.actors.supervision.errors import (
     ChildStartError,
@@ -64,8 +63,9 @@ from agentkeep.actors.supervision.supervised import (
     tell_quietly,
     watch_unlinked_child,
 )
+from agentkeep.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _tickets = itertools.count(1)
 

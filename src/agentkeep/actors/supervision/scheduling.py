@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from typing import Literal, Protocol
 
-import structlog
+from agentkeep.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Purpose = Literal["restart", "shutdown_timeout"]
 """Why a supervisor asked for a callback (for tests and logs)."""
