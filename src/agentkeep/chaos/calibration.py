@@ -33,12 +33,14 @@ if TYPE_CHECKING:
 # median over seeds 0-19 (the calibration test checks seeds 0-4), measured after the lone
 # work item lost its SAVEPOINT/RELEASE (2026-12-01). 499a260, before the writer memo and the
 # multi-row ledger insert, ran up to 65% more (crash_recovery 540, queues 318);
-# bench/chaos_calibration.py measures any revision. interruption's length varies most by seed
-# (20-seed median 84, seeds 0-4 100-111): it is set between the two.
+# bench/chaos_calibration.py measures any revision. interruption's length varies most by seed:
+# since each of its processes brings a message of its own (issue 28: an abort no longer
+# leaves the queue to the next process), its 20-seed median is 148 and seeds 0-4 measure
+# 113; it is set between the two.
 HEALTHY_OPERATIONS: dict[str, int] = {
     "crash_recovery": 324,
     "queues": 200,
-    "interruption": 100,
+    "interruption": 125,
     "flaky_store": 127,
     "writer_failures": 107,
     "compaction": 35,

@@ -248,15 +248,24 @@ def queues(seed: int, *, home: str | Path | None = None) -> CampaignResult:
 
 
 def interruption(seed: int, *, home: str | Path | None = None) -> CampaignResult:
-    """2 messages; turns aborted after 1–8 stream events, sometimes while crashing too; then
-    a healthy process with one more message: all once, every call settled (aborted ones by
-    error results), the fragile tool never twice, nothing owed, ``answer-3``."""
+    """2 messages, then 1–4 processes each bringing one more; in each a turn is aborted after
+    1–8 stream events, sometimes while crashing too; then a healthy process with one more
+    message: all once, every call settled (aborted ones by error results), the fragile tool
+    never twice, nothing owed, the last answer numbering every message.
+
+    Each process brings a message of its own: the turns queued behind an aborted one run
+    right after it (issue 28), so a process would otherwise finish the whole workload and
+    leave its successors, and their faults, nothing to interrupt."""
 
     def body(c: _Campaign) -> None:
         c.world.offer(*_messages("i", 2))
-        for _ in range(c.rng.randint(1, 4)):
-            faults = c.crash(shared=True) if c.rng.random() < 0.5 else None
-            c.process(faults=faults, abort_after_events=c.rng.randint(1, 8))
+        for n in range(c.rng.randint(1, 4)):
+            faults = c.crash() if c.rng.random() < 0.5 else None
+            c.process(
+                faults=faults,
+                abort_after_events=c.rng.randint(1, 8),
+                messages=_messages(f"a{n}-", 1),
+            )
         # An aborted turn may settle leaving its message unanswered (spec §3.9); a last
         # message makes the agent answer the whole conversation.
         c.process(final=True, start=True, messages=_messages("last", 1))
