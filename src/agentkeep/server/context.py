@@ -21,6 +21,7 @@ from starlette.requests import Request
 from agentkeep.agent_system import AgentSystem
 from agentkeep.errors import AgentkeepError
 from agentkeep.server.errors import from_library
+from agentkeep.server.limits import LogBudget
 
 T = TypeVar("T")
 
@@ -35,22 +36,42 @@ class OpenStreams:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._stops: dict[int, Callable[[], None]] = {}
+        self._buffered: dict[int, Callable[[], int]] = {}
         self._next = 0
         self._closed = False
+        #: Streams ended because their client stopped reading (their buffer stayed full).
+        self.overflowed = 0
 
-    def add(self, stop: Callable[[], None]) -> int | None:
-        """Register a stream's stop callback; None once shutdown began."""
+    def add(
+        self, stop: Callable[[], None], *, buffered: Callable[[], int] | None = None
+    ) -> int | None:
+        """Register a stream's stop callback (and what tells its buffered bytes); None once
+        shutdown began."""
         with self._lock:
             if self._closed:
                 return None
             self._next += 1
             self._stops[self._next] = stop
+            if buffered is not None:
+                self._buffered[self._next] = buffered
             return self._next
 
     def remove(self, key: int) -> None:
         """The stream ended on its own (its client left, or it finished)."""
         with self._lock:
             self._stops.pop(key, None)
+            self._buffered.pop(key, None)
+
+    def note_overflow(self) -> None:
+        """A stream was cut off because its client stopped reading."""
+        with self._lock:
+            self.overflowed += 1
+
+    def buffered_bytes(self) -> int:
+        """The bytes of events the open streams hold for their clients."""
+        with self._lock:
+            counters = list(self._buffered.values())
+        return sum(counter() for counter in counters)
 
     def close_all(self) -> int:
         """Stop every open stream and refuse new ones; returns how many were open."""
@@ -58,6 +79,7 @@ class OpenStreams:
             self._closed = True
             stops = list(self._stops.values())
             self._stops.clear()
+            self._buffered.clear()
         for stop in stops:
             stop()
         return len(stops)
@@ -83,6 +105,11 @@ class ServerContext:
         wait_seconds: How long a request that waits (a turn's end, a compaction) may wait.
         wait_threads: How many waiting requests may wait at once.
         wait_limiter: Their threads' limiter (made on the event loop, at first use).
+        log_budget: The per-client budget of log lines about requests.
+        stream_buffer_bytes: The most bytes of events an SSE stream holds for its client.
+        stream_stall_seconds: How long a stream's full buffer may wait for its client
+            before the stream ends with a ``resume`` event.
+        stream_send_timeout_seconds: How long one write to an SSE client may wait.
     """
 
     system: AgentSystem
@@ -91,6 +118,10 @@ class ServerContext:
     wait_seconds: float = 120.0
     wait_threads: int = 256
     wait_limiter: anyio.CapacityLimiter | None = None
+    log_budget: LogBudget = field(default_factory=LogBudget)
+    stream_buffer_bytes: int = 256 * 1024
+    stream_stall_seconds: float = 30.0
+    stream_send_timeout_seconds: float = 120.0
 
 
 def context(request: Request) -> ServerContext:
