@@ -76,7 +76,7 @@ def operations() -> tuple[Operation, ...]:
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return error_response(exc)
+    return error_response(exc, getattr(exc, "headers", None))
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

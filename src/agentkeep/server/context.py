@@ -20,10 +20,22 @@ from starlette.requests import Request
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.errors import AgentkeepError
-from agentkeep.server.errors import from_library
+from agentkeep.server.errors import ApiError, from_library
 from agentkeep.server.limits import LogBudget
 
 T = TypeVar("T")
+
+
+class SaturatedError(ApiError):
+    """503 ``saturated`` with ``Retry-After``: the daemon is at a configured concurrency and
+    refuses rather than queueing (retrying is safe: nothing was done; send with an
+    idempotency key)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            503, "saturated", f"The daemon is at its limit of {what}; retry later.", {}
+        )
+        self.headers = {"Retry-After": "1"}
 
 
 class OpenStreams:
@@ -105,6 +117,11 @@ class ServerContext:
         wait_seconds: How long a request that waits (a turn's end, a compaction) may wait.
         wait_threads: How many waiting requests may wait at once.
         wait_limiter: Their threads' limiter (made on the event loop, at first use).
+        max_waiting: How many requests may wait for a turn's end at once (they wait on the
+            event loop, holding no thread); past it a waiting send is refused (503).
+        waiting: How many do (counted on the event loop).
+        max_streams: How many SSE streams may be open at once (each has a reading thread);
+            past it a new one is refused (503).
         log_budget: The per-client budget of log lines about requests.
         stream_buffer_bytes: The most bytes of events an SSE stream holds for its client.
         stream_stall_seconds: How long a stream's full buffer may wait for its client
@@ -118,6 +135,9 @@ class ServerContext:
     wait_seconds: float = 120.0
     wait_threads: int = 256
     wait_limiter: anyio.CapacityLimiter | None = None
+    max_waiting: int = 1024
+    waiting: int = 0
+    max_streams: int = 512
     log_budget: LogBudget = field(default_factory=LogBudget)
     stream_buffer_bytes: int = 256 * 1024
     stream_stall_seconds: float = 30.0
@@ -139,11 +159,14 @@ async def call(function: Callable[..., T], *args: object, **kwargs: object) -> T
 async def call_waiting(
     ctx: ServerContext, function: Callable[..., T], *args: object, **kwargs: object
 ) -> T:
-    """:func:`call` for a call that waits (for a turn's end, an abort): it runs on threads of
-    its own (:attr:`ServerContext.wait_threads` at most), so waiting requests never take the
-    worker threads every other request needs."""
+    """:func:`call` for a call that waits (an abort): it runs on threads of its own
+    (:attr:`ServerContext.wait_threads` at most), so waiting requests never take the worker
+    threads every other request needs; past that many it is refused (:class:`SaturatedError`),
+    never queued."""
     if ctx.wait_limiter is None:
         ctx.wait_limiter = anyio.CapacityLimiter(ctx.wait_threads)
+    if ctx.wait_limiter.available_tokens < 1:
+        raise SaturatedError(f"{ctx.wait_threads} waiting calls")
     return await anyio.to_thread.run_sync(
         functools.partial(_translated, function, *args, **kwargs), limiter=ctx.wait_limiter
     )

@@ -30,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 from agentkeep.agent_system import AgentSystem
 from agentkeep.model.ledger import MAX_EVENTS_PAGE
 from agentkeep.model.turns import TERMINAL_STATUSES, turn_event_type
-from agentkeep.server.context import call, context
+from agentkeep.server.context import SaturatedError, call, context
 from agentkeep.server.errors import ApiError, json_response
 from agentkeep.server.limits import LogBudget
 from agentkeep.server.openapi import EVENT_STREAM, Operation, Param, path_id
@@ -111,6 +111,8 @@ async def stream_events(request: Request) -> Response:
     # Live text deltas unless asked not to: ephemeral events (never stored, never replayed)
     # go out without an SSE id, so a reconnect's Last-Event-ID is always a durable sequence.
     deltas = request.query_params.get("ephemeral") is None or query_bool(request, "ephemeral")
+    if len(ctx.streams) >= ctx.max_streams:
+        raise SaturatedError(f"{ctx.max_streams} open streams")
     subscription = await call(ctx.system.subscribe, session_id, after=after, ephemeral=deltas)
     bridge = EventBridge(
         subscription,

@@ -11,17 +11,21 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import h11
+import httpx
 import pytest
 from structlog.testing import capture_logs
 
+from agentkeep.providers import script
 from agentkeep.server.limits import ConnectionLimits, LogBudget
 
 from .conftest import AUTH, TOKEN, Served, serve
@@ -382,3 +386,94 @@ def test_a_head_on_the_stream_opens_nothing(served: Served) -> None:
     assert _wait_for(
         lambda: not [t for t in threading.enumerate() if t.name.startswith("agentkeep-sse-")]
     )
+
+
+def _post(served: Served, path: str, body: dict[str, object]) -> socket.socket:
+    """A raw POST whose answer nobody reads yet (no client thread waits on it)."""
+    payload = json.dumps(body).encode()
+    sock = _connect(served)
+    sock.sendall(
+        _head("POST", path, "Content-Type: application/json", f"Content-Length: {len(payload)}")
+        + payload
+    )
+    return sock
+
+
+def _threads_in(path_suffix: str) -> int:
+    """How many threads are running code of the file ending with ``path_suffix``."""
+    count = 0
+    for frame in sys._current_frames().values():
+        here: object = frame
+        while here is not None:
+            if here.f_code.co_filename.endswith(path_suffix):  # type: ignore[attr-defined]
+                count += 1
+                break
+            here = here.f_back  # type: ignore[attr-defined]
+    return count
+
+
+def _running_turn(served: Served, client: httpx.Client, session: str) -> str:
+    client.post("/v1/agents", json={"id": "helper"})
+    started = client.post("/v1/sessions", json={"agentId": "helper", "sessionId": session})
+    assert started.status_code in (200, 201), started.text
+    served.model.add(script.hang())
+    sent = client.post(f"/v1/sessions/{session}/messages", json={"message": "Go.", "wait": False})
+    assert sent.status_code == 202
+    assert served.model.wait_for_requests(1, timeout_seconds=30)
+    turn_id: str = sent.json()["turn"]["id"]
+    return turn_id
+
+
+def test_waiting_requests_hold_no_thread_and_end_when_their_client_leaves(
+    served: Served, client: httpx.Client
+) -> None:
+    turn_id = _running_turn(served, client, "wait1")
+    ctx = served.server.context
+    waiting = [
+        _post(served, "/v1/sessions/wait1/messages", {"message": f"And {n}.", "delivery": "steer"})
+        for n in range(30)
+    ]
+    try:
+        assert _wait_for(lambda: ctx.waiting == 30)
+        # No OS thread is held by a waiting request (on main: one each, in Turns.wait).
+        assert _threads_in("sessions/turning.py") == 0
+        assert _threads_in("server/routes_turns.py") == 0
+    finally:
+        for sock in waiting:
+            sock.close()
+    assert _wait_for(lambda: ctx.waiting == 0)  # each noticed its client left
+    cancelled = client.post("/v1/sessions/wait1/cancel", json={"turnId": turn_id})
+    assert cancelled.status_code == 200, cancelled.text
+
+
+def test_saturation_is_refused_with_retry_after(served: Served, client: httpx.Client) -> None:
+    turn_id = _running_turn(served, client, "sat1")
+    ctx = served.server.context
+    ctx.max_waiting = 2
+    ctx.max_streams = 2
+    held = [
+        _post(served, "/v1/sessions/sat1/messages", {"message": f"And {n}.", "delivery": "steer"})
+        for n in range(2)
+    ]
+    try:
+        assert _wait_for(lambda: ctx.waiting == 2)
+        events = len(served.system.events("sat1", after=0, limit=1000))
+        refused = client.post("/v1/sessions/sat1/messages", json={"message": "More."})
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["retry-after"] == "1"
+        assert refused.json()["error"]["code"] == "saturated"
+        assert len(served.system.events("sat1", after=0, limit=1000)) == events  # nothing done
+        streams = [_connect(served) for _ in range(2)]
+        held += streams
+        for sock in streams:
+            sock.sendall(_head("GET", STREAM.format("sat1")))
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        assert _wait_for(lambda: len(ctx.streams) == 2)
+        third = client.get(STREAM.format("sat1"))
+        assert third.status_code == 503
+        assert third.headers["retry-after"] == "1"
+    finally:
+        for sock in held:
+            sock.close()
+    assert _wait_for(lambda: ctx.waiting == 0 and len(ctx.streams) == 0)
+    assert client.post("/v1/sessions/sat1/cancel", json={"turnId": turn_id}).status_code == 200
