@@ -171,9 +171,9 @@ class LedgerHub:
 
     def watch(self, session_id: str, callback: Callable[[], None]) -> Callable[[], None]:
         """Run ``callback`` (from the committing thread: it must not block, e.g.
-        ``loop.call_soon_threadsafe``) each time ``session_id``'s mark moves, and once when
-        the hub closes; returns the function that stops watching. An event loop waits on the
-        hub this way without holding a thread."""
+        ``loop.call_soon_threadsafe``) each time ``session_id``'s mark moves or an ephemeral
+        event of it is published, and once when the hub closes; returns the function that
+        stops watching. An event loop waits on the hub this way without holding a thread."""
         with self._condition:
             if self._closed:
                 closed = True
@@ -236,6 +236,9 @@ class LedgerHub:
             for queue in queues:
                 queue.put(mark, event)
             self._condition.notify_all()
+            woken = list(self._watchers.get(session_id, {}).values())
+        for callback in woken:
+            callback()
 
     def take_ephemeral(self, queue: EphemeralQueue, upto: int | None) -> SessionEvent | None:
         """The oldest unread ephemeral of ``queue``; with ``upto``, only one published when

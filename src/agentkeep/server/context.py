@@ -120,8 +120,8 @@ class ServerContext:
         max_waiting: How many requests may wait for a turn's end at once (they wait on the
             event loop, holding no thread); past it a waiting send is refused (503).
         waiting: How many do (counted on the event loop).
-        max_streams: How many SSE streams may be open at once (each has a reading thread);
-            past it a new one is refused (503).
+        max_streams: How many SSE streams may be open at once (each holds a subscription
+            and up to its buffer); past it a new one is refused (503).
         log_budget: The per-client budget of log lines about requests.
         stream_buffer_bytes: The most bytes of events an SSE stream holds for its client.
         stream_stall_seconds: How long a stream's full buffer may wait for its client

@@ -1,27 +1,30 @@
-"""Committed ledger events, from a blocking :class:`Subscription` to the event loop.
+"""Committed ledger events, from a :class:`Subscription` to the event loop, holding no thread.
 
-A :class:`EventBridge` owns one thread that iterates the subscription (it blocks: it reads
-the store and waits on the ledger hub), keeps the events the stream sends, encodes each one
-to its JSON once, and hands it to the loop with ``loop.call_soon_threadsafe``; the loop side
-is an async iterator of :class:`Frame`. Invariants:
+A :class:`EventBridge` runs one task on the loop: it takes what the subscription has ready
+(a short store read in a worker thread, never a blocking wait), keeps the events the stream
+sends, encodes each one to its JSON once, and queues it; when nothing is ready it waits on
+the loop until the ledger hub announces the session's next commit or ephemeral event
+(:meth:`~agentkeep.persistence.ledger.LedgerHub.watch`). The consumer side is an async
+iterator of :class:`Frame`. Invariants:
 
-- frames reach the loop in sequence order, each once (the subscription's guarantee, kept by
-  one producer thread and one FIFO queue);
+- frames reach the consumer in sequence order, each once (the subscription's guarantee, kept
+  by one producer task and one FIFO queue);
 - the frames waiting in the queue are bounded in count (``capacity``) **and** in bytes
-  (``max_bytes``; one frame larger than that is let through alone): the thread waits for the
-  consumer before handing more over, so a slow client holds back the reader, not memory;
+  (``max_bytes``; one frame larger than that is let through alone): the producer waits for
+  the consumer before queueing more, so a slow client holds back the reader, not memory;
 - a consumer that takes nothing for ``stall_seconds`` while the queue is at its bound is cut
-  off: the thread stops reading, the queued frames are dropped (their memory is returned),
+  off: the producer stops reading, the queued frames are dropped (their memory is returned),
   and the iteration ends with :attr:`EventBridge.overflowed` set — the stream then tells the
   client to resume from the last id it sent;
-- the thread starts only when the stream is iterated (:meth:`EventBridge.start`), and
+- the producer starts only when the stream is iterated (:meth:`EventBridge.start`), and
   :meth:`EventBridge.stop` (a client left, a ``HEAD``, shutdown) ends it promptly from any
-  thread: it closes the subscription (which wakes the blocked read) and queues the end.
+  thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -29,15 +32,17 @@ from typing import Final
 
 import msgspec
 import structlog
+from starlette.concurrency import run_in_threadpool
 
 from agentkeep.model import SessionEvent
-from agentkeep.persistence.ledger import Subscription
+from agentkeep.persistence.ledger import LedgerHub, Subscription
 
 log = structlog.get_logger(__name__)
 
 _END: Final = object()
 _OVERFLOW: Final = object()
 _POLL_SECONDS = 1.0
+_BATCH = 64
 
 
 class Frame(msgspec.Struct, frozen=True):
@@ -54,6 +59,7 @@ class EventBridge:
     def __init__(
         self,
         subscription: Subscription,
+        hub: LedgerHub,
         loop: asyncio.AbstractEventLoop,
         *,
         encode: Callable[[SessionEvent], bytes],
@@ -64,6 +70,7 @@ class EventBridge:
         on_overflow: Callable[[], None] = lambda: None,
     ) -> None:
         self._sub = subscription
+        self._hub = hub
         self._loop = loop
         self._encode = encode
         self._keep = keep
@@ -72,42 +79,43 @@ class EventBridge:
         self._stall = stall_seconds
         self._on_overflow = on_overflow
         self._queue: asyncio.Queue[object] = asyncio.Queue()
-        self._cond = threading.Condition()
+        self._moved = asyncio.Event()  # the hub announced something, or stop()
+        self._room = asyncio.Event()  # the consumer took a frame, or stop()
         self._count = 0
         self._bytes = 0
         self._taken_at = time.monotonic()
-        self._started = False
         self._stopped = threading.Event()
+        self._task: asyncio.Task[None] | None = None
         self.overflowed = False
-        self._thread = threading.Thread(
-            target=self._run, name=f"agentkeep-sse-{subscription.session_id}", daemon=True
-        )
 
     @property
     def buffered(self) -> tuple[int, int]:
         """(frames, bytes) waiting for the consumer."""
-        with self._cond:
-            return self._count, self._bytes
+        return self._count, self._bytes
 
     @property
-    def thread_alive(self) -> bool:
-        """True while the reading thread runs."""
-        return self._thread.is_alive()
+    def running(self) -> bool:
+        """True while the producer task runs."""
+        return self._task is not None and not self._task.done()
 
     def start(self) -> None:
-        """Start reading (once; a no-op after :meth:`stop`)."""
-        if self._started or self._stopped.is_set():
+        """Start reading (once, on the loop; a no-op after :meth:`stop`)."""
+        if self._task is not None or self._stopped.is_set():
             return
-        self._started = True
-        self._thread.start()
+        self._task = self._loop.create_task(self._run())
 
     def stop(self) -> None:
         """End the stream (idempotent, from any thread)."""
         self._stopped.set()
-        with self._cond:
-            self._cond.notify_all()
         self._sub.close()
-        self._hand_over(_END)
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody reads
+            self._loop.call_soon_threadsafe(self._interrupt)
+
+    def _interrupt(self) -> None:
+        self._moved.set()
+        self._room.set()
+        if self._task is None:
+            self._queue.put_nowait(_END)
 
     def __aiter__(self) -> EventBridge:
         return self
@@ -118,66 +126,69 @@ class EventBridge:
             self._queue.put_nowait(item)  # a later call ends too
             raise StopAsyncIteration
         assert isinstance(item, Frame)
-        with self._cond:
-            self._count -= 1
-            self._bytes -= item.size
-            self._taken_at = time.monotonic()
-            self._cond.notify_all()
+        self._count -= 1
+        self._bytes -= item.size
+        self._taken_at = time.monotonic()
+        self._room.set()
         return item
 
-    def _hand_over(self, item: object) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
-        except RuntimeError:  # the loop has closed: nobody is reading any more
-            self._stopped.set()
+    def _ready(self) -> list[Frame] | None:
+        """In a worker thread: the frames the subscription has ready now (None: it ended)."""
+        frames: list[Frame] = []
+        while len(frames) < _BATCH:
+            try:
+                event = self._sub.next(timeout_seconds=0)
+            except TimeoutError:
+                break
+            except StopIteration:
+                return frames or None
+            if self._keep(event):
+                raw = self._encode(event)
+                frames.append(Frame(event=event, data=raw.decode(), size=len(raw)))
+        return frames
 
-    def _drop_queued(self) -> None:
-        """On the loop: drop every queued frame and end the iteration (an overflow)."""
-        while not self._queue.empty():
-            self._queue.get_nowait()
-        with self._cond:
-            self._count = 0
-            self._bytes = 0
-        self._queue.put_nowait(_OVERFLOW)
-        self._on_overflow()
-
-    def _admit(self, size: int) -> bool:
+    async def _admit(self, size: int) -> bool:
         """Wait for room for ``size`` bytes; False when stopped or the consumer stalled."""
-        with self._cond:
-            waiting_since = time.monotonic()
-            while self._count >= self._capacity or (
-                self._count > 0 and self._bytes + size > self._max_bytes
-            ):
-                if self._stopped.is_set():
-                    return False
-                left = max(waiting_since, self._taken_at) + self._stall - time.monotonic()
-                if left <= 0:
-                    self.overflowed = True
-                    return False
-                self._cond.wait(min(left, _POLL_SECONDS))
-            self._count += 1
-            self._bytes += size
-            return not self._stopped.is_set()
+        waiting_since = time.monotonic()
+        while self._count >= self._capacity or (
+            self._count > 0 and self._bytes + size > self._max_bytes
+        ):
+            if self._stopped.is_set():
+                return False
+            left = max(waiting_since, self._taken_at) + self._stall - time.monotonic()
+            if left <= 0:
+                self.overflowed = True
+                return False
+            self._room.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._room.wait(), min(left, _POLL_SECONDS))
+        self._count += 1
+        self._bytes += size
+        return not self._stopped.is_set()
 
-    def _run(self) -> None:
+    def _announced(self) -> None:  # from the committing thread
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._moved.set)
+
+    async def _run(self) -> None:
+        unwatch = self._hub.watch(self._sub.session_id, self._announced)
         try:
             while not self._stopped.is_set():
-                try:
-                    event = self._sub.next(timeout_seconds=_POLL_SECONDS)
-                except TimeoutError:
-                    continue
-                except StopIteration:
+                self._moved.clear()  # before the read: anything announced after it wakes us
+                frames = await run_in_threadpool(self._ready)
+                if frames is None:
                     break
-                if not self._keep(event):
-                    continue
-                raw = self._encode(event)
-                frame = Frame(event=event, data=raw.decode(), size=len(raw))
-                if not self._admit(frame.size):
-                    break
-                self._hand_over(frame)
+                for frame in frames:
+                    if not await self._admit(frame.size):
+                        return
+                    self._queue.put_nowait(frame)
+                if not frames:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._moved.wait(), _POLL_SECONDS)
         except Exception as error:  # the stream ends; the client resumes from its last id
             log.warning("sse_bridge_failed", session_id=self._sub.session_id, error=repr(error))
         finally:
+            unwatch()
             self._sub.close()
             if self.overflowed:
                 log.info(
@@ -185,9 +196,15 @@ class EventBridge:
                     session_id=self._sub.session_id,
                     stall_seconds=self._stall,
                 )
-                try:
-                    self._loop.call_soon_threadsafe(self._drop_queued)
-                except RuntimeError:
-                    self._stopped.set()
+                self._drop_queued()
             else:
-                self._hand_over(_END)
+                self._queue.put_nowait(_END)
+
+    def _drop_queued(self) -> None:
+        """Drop every queued frame and end the iteration (an overflow)."""
+        while not self._queue.empty():
+            self._queue.get_nowait()
+        self._count = 0
+        self._bytes = 0
+        self._queue.put_nowait(_OVERFLOW)
+        self._on_overflow()
