@@ -31,6 +31,7 @@ from agentkeep.server.limits import ConnectionLimits, LogBudget
 from .conftest import AUTH, TOKEN, Served, serve
 
 STREAM = "/v1/sessions/{}/events/stream"
+SERVE = (sys.executable, "-m", "agentkeep.cli")
 
 
 def _wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
@@ -471,3 +472,41 @@ def test_saturation_is_refused_with_retry_after(served: Served, client: httpx.Cl
             sock.close()
     assert _wait_for(lambda: ctx.waiting == 0 and len(ctx.streams) == 0)
     assert client.post("/v1/sessions/sat1/cancel", json={"turnId": turn_id}).status_code == 200
+
+
+def test_serve_raises_its_soft_descriptor_limit_to_the_hard_one(tmp_path: Path) -> None:
+    import resource
+    import selectors
+    import signal
+    import subprocess
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard <= 256:
+        pytest.skip(f"the hard descriptor limit ({hard}) leaves nothing to raise")
+
+    def lowered() -> None:  # the child starts with a soft limit of 256
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    process = subprocess.Popen(
+        [*SERVE, "--home", str(tmp_path / "home"), "--json", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "AGENTKEEP_DAEMON_TOKEN": ""},
+        preexec_fn=lowered,
+    )
+    try:
+        assert process.stdout is not None
+        selector = selectors.DefaultSelector()
+        selector.register(process.stdout, selectors.EVENT_READ)
+        assert selector.select(30.0), "serve printed nothing"
+        selector.close()
+        assert json.loads(process.stdout.readline())["pid"] == process.pid
+        limits = Path(f"/proc/{process.pid}/limits").read_text()
+        line = next(row for row in limits.splitlines() if row.startswith("Max open files"))
+        assert line.split()[3:5] == [str(hard), str(hard)]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+        if process.stdout is not None:
+            process.stdout.close()
