@@ -68,3 +68,14 @@ def test_step_sql_floor_replays_the_captured_step_against_the_floor(
     assert "apsw group commit (1 row/step)" in out
     assert re.search(r"replay, as captured +\d+ +\d+ +[\d.]+x", out)
     assert re.search(r"replay, group commit x3 +\d+ +\d+ +[\d.]+x", out)
+
+
+def test_saturation_reports_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
+    module = _load("saturation")
+
+    assert module.main(["--seconds", "0.5", "--clients", "3", "5"]) == 0
+
+    out = capsys.readouterr().out
+    assert re.search(r"3 clients +[\d.]+ turns/s .* refusals +\d+ +threads \d+", out)
+    assert "5 vs 3 clients" in out
+    assert "in-process, 3 threads" in out

@@ -22,11 +22,11 @@ from contextlib import suppress
 from typing import Any
 
 import pykka
-import structlog
 
+from agentkeep.logs import get_logger
 from agentkeep.loop.events import TimerFired
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class Sweeper:

@@ -135,6 +135,9 @@ class LedgerHub:
         self._closed = False
         # Per session: the ephemeral queues of its live subscriptions that want them.
         self._ephemeral: dict[str, list[EphemeralQueue]] = {}
+        # Per session: callbacks run when its mark moves (and once at close); see watch().
+        self._watchers: dict[str, dict[int, Callable[[], None]]] = {}
+        self._next_watch = 0
 
     @property
     def closed(self) -> bool:
@@ -154,11 +157,44 @@ class LedgerHub:
         """
         with self._condition:
             latest = self._latest
+            woken: list[Callable[[], None]] = []
             for session_id, sequence in marks.items():
                 if sequence > latest.get(session_id, 0):
                     latest[session_id] = sequence
+                    watchers = self._watchers.get(session_id)
+                    if watchers:
+                        woken.extend(watchers.values())
             if self._waiting:
                 self._condition.notify_all()
+        for callback in woken:
+            callback()
+
+    def watch(self, session_id: str, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run ``callback`` (from the committing thread: it must not block, e.g.
+        ``loop.call_soon_threadsafe``) each time ``session_id``'s mark moves or an ephemeral
+        event of it is published, and once when the hub closes; returns the function that
+        stops watching. An event loop waits on the hub this way without holding a thread."""
+        with self._condition:
+            if self._closed:
+                closed = True
+            else:
+                closed = False
+                self._next_watch += 1
+                key = self._next_watch
+                self._watchers.setdefault(session_id, {})[key] = callback
+        if closed:
+            callback()
+            return lambda: None
+
+        def unwatch() -> None:
+            with self._condition:
+                watchers = self._watchers.get(session_id)
+                if watchers is not None:
+                    watchers.pop(key, None)
+                    if not watchers:
+                        del self._watchers[session_id]
+
+        return unwatch
 
     def wait_past(
         self,
@@ -200,6 +236,9 @@ class LedgerHub:
             for queue in queues:
                 queue.put(mark, event)
             self._condition.notify_all()
+            woken = list(self._watchers.get(session_id, {}).values())
+        for callback in woken:
+            callback()
 
     def take_ephemeral(self, queue: EphemeralQueue, upto: int | None) -> SessionEvent | None:
         """The oldest unread ephemeral of ``queue``; with ``upto``, only one published when
@@ -237,6 +276,10 @@ class LedgerHub:
         with self._condition:
             self._closed = True
             self._condition.notify_all()
+            watchers = [cb for each in self._watchers.values() for cb in each.values()]
+            self._watchers.clear()
+        for callback in watchers:
+            callback()
 
 
 class LedgerStatements(TransactionCore):

@@ -17,7 +17,7 @@ import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -27,6 +27,7 @@ from agentkeep.logs import get_logger
 from agentkeep.server import routes_agents, routes_events, routes_sessions, routes_turns
 from agentkeep.server.context import ServerContext
 from agentkeep.server.errors import ApiError, error_response, json_response
+from agentkeep.server.limits import LogBudget
 from agentkeep.server.openapi import Handler, Operation, document
 from agentkeep.server.security import Guard, SecurityPolicy
 from agentkeep.server.wire import Health
@@ -105,7 +106,7 @@ def _dispatch(handlers: dict[str, Handler]) -> Handler:
 
 async def _api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return error_response(exc)
+    return error_response(exc, getattr(exc, "headers", None))
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -115,18 +116,33 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(ApiError(exc.status_code, code, message), dict(exc.headers or {}))
 
 
+def _client_host(request: Request) -> str | None:
+    return request.client.host if request.client else None
+
+
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    """The client left while its request was read: nobody reads the answer; the access log
+    records a 499 (within the client's log budget) and nothing is an error."""
+    return Response(status_code=499)
+
+
 async def _internal_error(request: Request, exc: Exception) -> Response:
-    log.error("request_failed", path=request.url.path, error=repr(exc))
+    budget: LogBudget = request.app.state.agentkeep.log_budget
+    if budget.take(_client_host(request)) is not None:
+        log.error("request_failed", path=request.url.path, error=repr(exc))
     return error_response(
         ApiError(500, "internal_error", "The server failed to handle the request.")
     )
 
 
 class AccessLog:
-    """One structured log line per request, when its response has been sent."""
+    """One structured log line per request, when its response has been sent, within the
+    client's :class:`~agentkeep.server.limits.LogBudget` (past it, lines are dropped and the
+    next one allowed counts them in ``suppressed``)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, budget: LogBudget | None = None) -> None:
         self.app = app
+        self.budget = budget or LogBudget()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on, noting its status and duration."""
@@ -151,14 +167,17 @@ class AccessLog:
             raise
         finally:
             client = scope.get("client")
-            log.info(
-                "http_request",
-                method=scope["method"],
-                path=scope["path"],
-                status=status,
-                duration_ms=round((time.monotonic() - started) * 1000, 2),
-                client=f"{client[0]}:{client[1]}" if client else None,
-            )
+            suppressed = self.budget.take(client[0] if client else None)
+            if suppressed is not None:
+                log.info(
+                    "http_request",
+                    method=scope["method"],
+                    path=scope["path"],
+                    status=status,
+                    duration_ms=round((time.monotonic() - started) * 1000, 2),
+                    client=f"{client[0]}:{client[1]}" if client else None,
+                    **({"suppressed": suppressed} if suppressed else {}),
+                )
 
 
 def create_app(
@@ -167,6 +186,7 @@ def create_app(
     *,
     heartbeat_seconds: float = 15.0,
     wait_seconds: float = 120.0,
+    log_budget: LogBudget | None = None,
 ) -> Starlette:
     """The daemon's ASGI app over ``system`` (which the caller keeps owning and closes).
 
@@ -175,23 +195,29 @@ def create_app(
         policy: The token, the allowed hosts and origins, the body limit.
         heartbeat_seconds: Seconds between SSE heartbeat comments.
         wait_seconds: The longest a waiting request (``compact`` with ``wait``) waits.
+        log_budget: The per-client budget of access-log lines (a fresh one by default).
 
     Returns:
         The app; ``app.state.agentkeep`` is its :class:`ServerContext` (its ``streams`` are
         what :meth:`~agentkeep.server.context.OpenStreams.close_all` ends at shutdown).
     """
     ops = operations()
+    budget = log_budget or LogBudget()
     app = Starlette(
         routes=routes(ops),
-        middleware=[Middleware(AccessLog), Middleware(Guard, policy=policy)],
+        middleware=[Middleware(AccessLog, budget=budget), Middleware(Guard, policy=policy)],
         exception_handlers={
             ApiError: _api_error,
             HTTPException: _http_error,
+            ClientDisconnect: _client_gone,
             Exception: _internal_error,
         },
     )
     app.state.agentkeep = ServerContext(
-        system=system, heartbeat_seconds=heartbeat_seconds, wait_seconds=wait_seconds
+        system=system,
+        heartbeat_seconds=heartbeat_seconds,
+        wait_seconds=wait_seconds,
+        log_budget=budget,
     )
     app.state.openapi = msgspec.json.encode(document(ops, version=_version()))
     return app

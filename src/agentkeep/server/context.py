@@ -20,9 +20,22 @@ from starlette.requests import Request
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.errors import AgentkeepError
-from agentkeep.server.errors import from_library
+from agentkeep.server.errors import ApiError, from_library
+from agentkeep.server.limits import LogBudget
 
 T = TypeVar("T")
+
+
+class SaturatedError(ApiError):
+    """503 ``saturated`` with ``Retry-After``: the daemon is at a configured concurrency and
+    refuses rather than queueing (retrying is safe: nothing was done; send with an
+    idempotency key)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            503, "saturated", f"The daemon is at its limit of {what}; retry later.", {}
+        )
+        self.headers = {"Retry-After": "1"}
 
 
 class OpenStreams:
@@ -35,22 +48,42 @@ class OpenStreams:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._stops: dict[int, Callable[[], None]] = {}
+        self._buffered: dict[int, Callable[[], int]] = {}
         self._next = 0
         self._closed = False
+        #: Streams ended because their client stopped reading (their buffer stayed full).
+        self.overflowed = 0
 
-    def add(self, stop: Callable[[], None]) -> int | None:
-        """Register a stream's stop callback; None once shutdown began."""
+    def add(
+        self, stop: Callable[[], None], *, buffered: Callable[[], int] | None = None
+    ) -> int | None:
+        """Register a stream's stop callback (and what tells its buffered bytes); None once
+        shutdown began."""
         with self._lock:
             if self._closed:
                 return None
             self._next += 1
             self._stops[self._next] = stop
+            if buffered is not None:
+                self._buffered[self._next] = buffered
             return self._next
 
     def remove(self, key: int) -> None:
         """The stream ended on its own (its client left, or it finished)."""
         with self._lock:
             self._stops.pop(key, None)
+            self._buffered.pop(key, None)
+
+    def note_overflow(self) -> None:
+        """A stream was cut off because its client stopped reading."""
+        with self._lock:
+            self.overflowed += 1
+
+    def buffered_bytes(self) -> int:
+        """The bytes of events the open streams hold for their clients."""
+        with self._lock:
+            counters = list(self._buffered.values())
+        return sum(counter() for counter in counters)
 
     def close_all(self) -> int:
         """Stop every open stream and refuse new ones; returns how many were open."""
@@ -58,6 +91,7 @@ class OpenStreams:
             self._closed = True
             stops = list(self._stops.values())
             self._stops.clear()
+            self._buffered.clear()
         for stop in stops:
             stop()
         return len(stops)
@@ -83,6 +117,16 @@ class ServerContext:
         wait_seconds: How long a request that waits (a turn's end, a compaction) may wait.
         wait_threads: How many waiting requests may wait at once.
         wait_limiter: Their threads' limiter (made on the event loop, at first use).
+        max_waiting: How many requests may wait for a turn's end at once (they wait on the
+            event loop, holding no thread); past it a waiting send is refused (503).
+        waiting: How many do (counted on the event loop).
+        max_streams: How many SSE streams may be open at once (each holds a subscription
+            and up to its buffer); past it a new one is refused (503).
+        log_budget: The per-client budget of log lines about requests.
+        stream_buffer_bytes: The most bytes of events an SSE stream holds for its client.
+        stream_stall_seconds: How long a stream's full buffer may wait for its client
+            before the stream ends with a ``resume`` event.
+        stream_send_timeout_seconds: How long one write to an SSE client may wait.
     """
 
     system: AgentSystem
@@ -91,6 +135,13 @@ class ServerContext:
     wait_seconds: float = 120.0
     wait_threads: int = 256
     wait_limiter: anyio.CapacityLimiter | None = None
+    max_waiting: int = 1024
+    waiting: int = 0
+    max_streams: int = 512
+    log_budget: LogBudget = field(default_factory=LogBudget)
+    stream_buffer_bytes: int = 256 * 1024
+    stream_stall_seconds: float = 30.0
+    stream_send_timeout_seconds: float = 120.0
 
 
 def context(request: Request) -> ServerContext:
@@ -108,11 +159,14 @@ async def call(function: Callable[..., T], *args: object, **kwargs: object) -> T
 async def call_waiting(
     ctx: ServerContext, function: Callable[..., T], *args: object, **kwargs: object
 ) -> T:
-    """:func:`call` for a call that waits (for a turn's end, an abort): it runs on threads of
-    its own (:attr:`ServerContext.wait_threads` at most), so waiting requests never take the
-    worker threads every other request needs."""
+    """:func:`call` for a call that waits (an abort): it runs on threads of its own
+    (:attr:`ServerContext.wait_threads` at most), so waiting requests never take the worker
+    threads every other request needs; past that many it is refused (:class:`SaturatedError`),
+    never queued."""
     if ctx.wait_limiter is None:
         ctx.wait_limiter = anyio.CapacityLimiter(ctx.wait_threads)
+    if ctx.wait_limiter.available_tokens < 1:
+        raise SaturatedError(f"{ctx.wait_threads} waiting calls")
     return await anyio.to_thread.run_sync(
         functools.partial(_translated, function, *args, **kwargs), limiter=ctx.wait_limiter
     )

@@ -30,7 +30,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
@@ -40,6 +40,13 @@ from agentkeep.agent_system import AgentSystem
 from agentkeep.logs import get_logger
 from agentkeep.server.app import create_app
 from agentkeep.server.context import ServerContext
+from agentkeep.server.limits import (
+    ConnectionLimits,
+    LogBudget,
+    connection_bound,
+    protocol_class,
+    raise_descriptor_limit,
+)
 from agentkeep.server.security import DaemonConfigError, SecurityPolicy
 
 log = get_logger(__name__)
@@ -66,6 +73,13 @@ class ServeOptions:
         wait_seconds: The longest a waiting request waits.
         graceful_seconds: How long uvicorn waits for open requests at shutdown before
             cancelling them.
+        limits: Header and body deadlines, and the connection bound (capped at half the
+            soft descriptor limit); see :mod:`agentkeep.server.limits`.
+        stream_buffer_bytes: The most bytes of events an SSE stream holds for its client.
+        stream_stall_seconds: How long a stream's buffer may stay full before the stream
+            ends with a ``resume`` event (its client reconnects from its last id).
+        stream_send_timeout_seconds: How long one write to an SSE client may wait before its
+            connection is dropped (a client that stopped reading).
     """
 
     host: str = DEFAULT_HOST
@@ -76,6 +90,10 @@ class ServeOptions:
     heartbeat_seconds: float = 15.0
     wait_seconds: float = 120.0
     graceful_seconds: int = 3
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    stream_buffer_bytes: int = 256 * 1024
+    stream_stall_seconds: float = 30.0
+    stream_send_timeout_seconds: float = 120.0
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -118,11 +136,23 @@ class RunningServer:
         except BaseException:
             self._sock.close()
             raise
+        self.log_budget = LogBudget()
         self.app = create_app(
             system,
             policy,
             heartbeat_seconds=options.heartbeat_seconds,
             wait_seconds=options.wait_seconds,
+            log_budget=self.log_budget,
+        )
+        ctx = self.context
+        ctx.stream_buffer_bytes = options.stream_buffer_bytes
+        ctx.stream_stall_seconds = options.stream_stall_seconds
+        ctx.stream_send_timeout_seconds = options.stream_send_timeout_seconds
+        limits = options.limits
+        self.limits = ConnectionLimits(
+            header_timeout_seconds=limits.header_timeout_seconds,
+            body_timeout_seconds=limits.body_timeout_seconds,
+            max_connections=connection_bound(limits.max_connections),
         )
         config = uvicorn.Config(
             self.app,
@@ -130,7 +160,7 @@ class RunningServer:
             access_log=False,  # the app logs each request itself, structured
             lifespan="off",
             ws="none",
-            http="h11",
+            http=protocol_class(self.limits, self.log_budget),
             proxy_headers=False,
             server_header=False,
             timeout_graceful_shutdown=options.graceful_seconds,
@@ -256,6 +286,7 @@ def run_daemon(
         stop.set()
 
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
+    raise_descriptor_limit()  # the connection bound is half of it (agentkeep.server.limits)
     try:
         make_home_private(system.home)
         server = RunningServer(system, options).start()

@@ -17,18 +17,22 @@ if they name that turn.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import msgspec
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import SendTimeoutError
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.model.ledger import MAX_EVENTS_PAGE
 from agentkeep.model.turns import TERMINAL_STATUSES, turn_event_type
-from agentkeep.server.context import call, context
+from agentkeep.server.context import SaturatedError, call, context
 from agentkeep.server.errors import ApiError, json_response
+from agentkeep.server.limits import LogBudget
 from agentkeep.server.openapi import EVENT_STREAM, Operation, Param, path_id
 from agentkeep.server.requests import query_bool, query_int, query_str
 from agentkeep.server.sse import EventBridge
@@ -107,31 +111,90 @@ async def stream_events(request: Request) -> Response:
     # Live text deltas unless asked not to: ephemeral events (never stored, never replayed)
     # go out without an SSE id, so a reconnect's Last-Event-ID is always a durable sequence.
     deltas = request.query_params.get("ephemeral") is None or query_bool(request, "ephemeral")
+    if len(ctx.streams) >= ctx.max_streams:
+        raise SaturatedError(f"{ctx.max_streams} open streams")
     subscription = await call(ctx.system.subscribe, session_id, after=after, ephemeral=deltas)
-    bridge = EventBridge(subscription, asyncio.get_running_loop())
-    key = ctx.streams.add(bridge.stop)
+    bridge = EventBridge(
+        subscription,
+        ctx.system.store.ledger,
+        asyncio.get_running_loop(),
+        encode=lambda event: _encoder.encode(event_out(event)),
+        keep=lambda event: turn_id is None or event.turn_id == turn_id,
+        max_bytes=ctx.stream_buffer_bytes,
+        stall_seconds=ctx.stream_stall_seconds,
+        on_overflow=ctx.streams.note_overflow,
+    )
+    key = ctx.streams.add(bridge.stop, buffered=lambda: bridge.buffered[1])
     if key is None:
         subscription.close()
         raise ApiError(503, "shutting_down", "The daemon is shutting down; reconnect later.")
-    bridge.start()
 
     async def frames() -> AsyncIterator[ServerSentEvent]:
-        try:
-            async for event in bridge:
-                if turn_id is not None and event.turn_id != turn_id:
-                    continue
-                data = _encoder.encode(event_out(event)).decode()
-                if event.ephemeral:
-                    yield ServerSentEvent(data=data)  # no id: it moves no resume point
-                    continue
-                yield ServerSentEvent(data=data, id=str(event.sequence))
-                if until_turn_end and event.type in _TURN_ENDS:
-                    return  # the turn is terminal: its last event was sent
-        finally:
-            bridge.stop()
-            ctx.streams.remove(key)
+        bridge.start()  # only once the stream is sent: a HEAD never starts it
+        last = after
+        async for frame in bridge:
+            event = frame.event
+            if event.ephemeral:
+                yield ServerSentEvent(data=frame.data)  # no id: it moves no resume point
+                continue
+            last = event.sequence
+            yield ServerSentEvent(data=frame.data, id=str(event.sequence))
+            if until_turn_end and event.type in _TURN_ENDS:
+                return  # the turn is terminal: its last event was sent
+        if bridge.overflowed:
+            yield _resume_event(last)
 
-    return EventSourceResponse(frames(), ping=ctx.heartbeat_seconds, sep="\n")
+    def ended() -> None:
+        bridge.stop()
+        ctx.streams.remove(key)
+
+    return _Stream(
+        frames(),
+        on_end=ended,
+        budget=ctx.log_budget,
+        ping=ctx.heartbeat_seconds,
+        sep="\n",
+        send_timeout=ctx.stream_send_timeout_seconds,
+    )
+
+
+def _resume_event(last: int) -> ServerSentEvent:
+    """The last frame of a stream whose client fell behind: reconnect from ``last``."""
+    data = {
+        "reason": "slow_consumer",
+        "lastEventId": str(last),
+        "message": (
+            "The client fell behind the stream's buffer; reconnect with "
+            f"Last-Event-ID: {last} to resume with no gap."
+        ),
+    }
+    return ServerSentEvent(data=_encoder.encode(data).decode(), event="resume", id=str(last))
+
+
+class _Stream(EventSourceResponse):
+    """An SSE response that runs ``on_end`` however it ends: sent, cut, timed out, or a
+    ``HEAD`` (which never iterates the body), so no stream outlives its request."""
+
+    def __init__(
+        self,
+        content: AsyncIterator[ServerSentEvent],
+        *,
+        on_end: Callable[[], None],
+        budget: LogBudget,
+        **options: Any,
+    ) -> None:
+        super().__init__(content, **options)
+        self._on_end = on_end
+        self._budget = budget
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except SendTimeoutError:  # the client stopped reading: drop it, quietly
+            client = scope.get("client")
+            self._budget.info(client[0] if client else None, "sse_send_timeout")
+        finally:
+            self._on_end()
 
 
 OPERATIONS = (

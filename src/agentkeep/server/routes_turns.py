@@ -12,19 +12,25 @@
   ``duplicate: true`` and **200**, and the driver is never invoked twice; with a different
   input it is a 422 (``idempotency_conflict``). Keys are never released.
 
-Waiting happens on threads of their own (:func:`~agentkeep.server.context.call_waiting`), in
-slices, so a waiting request ends promptly at shutdown with the turn as it stands.
+A send that waits holds no thread: it waits on the event loop for the ledger hub to announce
+the session's next commit (:meth:`~agentkeep.persistence.ledger.LedgerHub.watch`), re-reads
+the turn, and ends promptly at shutdown, or when its client leaves, with the turn as it
+stands. Past :attr:`~agentkeep.server.context.ServerContext.max_waiting` waiting sends a new
+one is refused with a 503 ``saturated`` + ``Retry-After`` before anything is written.
+A cancel waits for the abort on a thread of its own (refused the same way past
+``wait_threads``).
 """
 
 from __future__ import annotations
 
-import time
+import asyncio
+import contextlib
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from agentkeep.model.turns import TurnRecord
-from agentkeep.server.context import ServerContext, call, call_waiting, context
+from agentkeep.server.context import SaturatedError, ServerContext, call, call_waiting, context
 from agentkeep.server.errors import ApiError, json_response
 from agentkeep.server.openapi import Operation, Param, path_id
 from agentkeep.server.requests import ascii_header, json_body, query_int
@@ -44,21 +50,36 @@ _TURN_ID = path_id("The turn.", name="turn_id")
 _SLICE_SECONDS = 0.5
 
 
-def _wait(ctx: ServerContext, session_id: str, turn: TurnRecord) -> TurnRecord:
-    """The turn once terminal, or as it stands when the wait ends or the daemon stops."""
+async def _wait(
+    request: Request, ctx: ServerContext, session_id: str, turn: TurnRecord
+) -> TurnRecord:
+    """The turn once terminal, or as it stands when the wait ends, the daemon stops or the
+    client leaves; waits on the event loop, woken by the session's commits."""
     sessions = ctx.system.sessions
-    deadline = time.monotonic() + ctx.wait_seconds
-    while not turn.terminal:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or ctx.streams.closed:
-            return sessions.turn(session_id, turn.id)
-        try:
-            turn = sessions.wait(
-                session_id, turn.id, timeout_seconds=min(_SLICE_SECONDS, remaining)
-            )
-        except TimeoutError:
-            continue
-    return turn
+    hub = ctx.system.store.ledger
+    loop = asyncio.get_running_loop()
+    moved = asyncio.Event()
+
+    def wake() -> None:  # from the committing thread
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            loop.call_soon_threadsafe(moved.set)
+
+    unwatch = hub.watch(session_id, wake)
+    deadline = loop.time() + ctx.wait_seconds
+    try:
+        while True:
+            moved.clear()  # before the read: a commit after it wakes the wait below
+            turn = await call(sessions.turn, session_id, turn.id)
+            remaining = deadline - loop.time()
+            if turn.terminal or remaining <= 0 or ctx.streams.closed or hub.closed:
+                return turn
+            try:
+                await asyncio.wait_for(moved.wait(), min(_SLICE_SECONDS, remaining))
+            except TimeoutError:
+                if await request.is_disconnected():
+                    return turn  # nobody is waiting for the answer any more
+    finally:
+        unwatch()
 
 
 def _idempotency_key(request: Request, body: SendMessage) -> str | None:
@@ -83,6 +104,8 @@ async def send_message(request: Request) -> Response:
     message = to_user_message(body.message)
     ctx = context(request)
     sessions: Sessions = ctx.system.sessions
+    if body.wait and ctx.waiting >= ctx.max_waiting:
+        raise SaturatedError(f"{ctx.max_waiting} waiting requests")
     sent = await call(
         sessions.send,
         session_id,
@@ -95,7 +118,11 @@ async def send_message(request: Request) -> Response:
     )
     turn = sent.turn
     if body.wait and not turn.terminal:
-        turn = await call_waiting(ctx, _wait, ctx, session_id, turn)
+        ctx.waiting += 1
+        try:
+            turn = await _wait(request, ctx, session_id, turn)
+        finally:
+            ctx.waiting -= 1
     status = 200 if turn.terminal or sent.duplicate else 202
     return json_response(
         SentTurnOut(turn=turn_out(turn), duplicate=sent.duplicate),
