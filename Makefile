@@ -59,6 +59,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/step_anatomy.py
 	$(BIN)/python bench/step_sql_floor.py
 	$(BIN)/python bench/queue_backlog.py
+	$(BIN)/python bench/saturation.py
 
 clean:
 	rm -rf $(VENV) .agentkeep .pytest_cache .mypy_cache .ruff_cache
