@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,7 @@ import pytest
 from httpx_sse import connect_sse
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from tests.unit.serving import AGENTKEEP, first_line
 
 from .process_helpers import (
     ECHO,
@@ -36,23 +36,11 @@ from .process_helpers import (
 pytestmark = linux_only
 
 TIMEOUT = 30.0
-AGENTKEEP = (sys.executable, "-m", "agentkeep.cli")
 
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "AGENTKEEP_DRIVERS"}
     return {**env, "AGENTKEEP_DAEMON_TOKEN": "", **extra}
-
-
-def _first_line(process: subprocess.Popen[str]) -> str:
-    assert process.stdout is not None
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
-    try:
-        assert selector.select(TIMEOUT), "serve printed nothing"
-        return process.stdout.readline()
-    finally:
-        selector.close()
 
 
 class Daemon:
@@ -74,7 +62,7 @@ def serving(home: Path, *args: str, env: dict[str, str] | None = None) -> Iterat
         env=env or _env(),
     )
     try:
-        line = _first_line(process)
+        line = first_line(process)
         if not line:
             raise AssertionError(f"serve exited: {process.communicate(timeout=TIMEOUT)}")
         daemon = Daemon(process, json.loads(line)["url"], home)
