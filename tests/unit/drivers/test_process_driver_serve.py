@@ -19,7 +19,7 @@ import pytest
 from httpx_sse import connect_sse
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from tests.unit.serving import AGENTKEEP, first_line
+from tests.unit.subprocesses import AGENTKEEP, first_line
 
 from .process_helpers import (
     ECHO,

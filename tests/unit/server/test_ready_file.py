@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import httpx
-from tests.unit.serving import AGENTKEEP, first_line
+from tests.unit.subprocesses import AGENTKEEP, first_line
 
 TIMEOUT = 30.0
 

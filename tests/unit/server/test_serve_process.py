@@ -17,7 +17,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from httpx_sse import connect_sse
-from tests.unit.serving import AGENTKEEP, first_line
+from tests.unit.subprocesses import AGENTKEEP, first_line
 
 import agentkeep as ak
 from agentkeep.cli import cli

@@ -1,11 +1,12 @@
-"""``agentkeep`` as a child process, for the tests that run ``serve`` (or any command) for real:
-the command line, and the first line a child prints, waited for within a bound."""
+"""Child processes of the tests that run things for real (``agentkeep serve``, a script
+owning a store): ``agentkeep``'s command line, and reading what a child prints."""
 
 from __future__ import annotations
 
 import selectors
 import subprocess
 import sys
+from typing import IO
 
 #: ``agentkeep``'s command line through this interpreter (the checkout under test).
 AGENTKEEP = (sys.executable, "-m", "agentkeep.cli")
@@ -24,3 +25,11 @@ def first_line(process: subprocess.Popen[str], timeout: float = TIMEOUT) -> str:
         return process.stdout.readline()
     finally:
         selector.close()
+
+
+def wait_for_line(stream: IO[str], text: str) -> None:
+    """Read ``stream`` up to the line ``text`` (skipping anything else, such as logs)."""
+    for line in stream:
+        if line.strip() == text:
+            return
+    raise AssertionError(f"the owner exited before printing {text!r}")
