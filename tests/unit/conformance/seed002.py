@@ -64,6 +64,17 @@ SEND_EXAMPLE: dict[str, Any] = json.loads("""
 }
 """)
 
+#: MCP.md's seven tools, by name.
+SEED_TOOLS = {
+    "agents_list",
+    "agents_get",
+    "agents_create",
+    "agents_update",
+    "agents_delete",
+    "agents_get_conversation",
+    "talk_to_agent",
+}
+
 #: REST.md's error envelope example's shape: every error body has exactly these keys.
 ERROR_KEYS = {"code", "message", "details"}
 
