@@ -15,9 +15,9 @@ import click
 import msgspec
 
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
-from agentkeep.delivery import user, wire_input
 from agentkeep.errors import InputTooLargeError
 from agentkeep.mcp.types import AgentMessage
+from agentkeep.messages import user, wire_input
 from agentkeep.model.ledger import DEFAULT_MAX_INPUT_BYTES
 from agentkeep.persistence.ledger import encode_event_data
 

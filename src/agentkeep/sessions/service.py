@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from agentkeep._admission import Admission
 from agentkeep._agent_rows import new_agent_row
 from agentkeep.config import AgentConfig
-from agentkeep.delivery import DeliveryKind, as_message
+from agentkeep.delivery import DeliveryKind
 from agentkeep.errors import (
     AgentClosedError,
     AgentExistsError,
@@ -32,6 +32,7 @@ from agentkeep.errors import (
 )
 from agentkeep.features import FeatureSet
 from agentkeep.loop.actions import check_message_id
+from agentkeep.messages import as_message
 from agentkeep.model import JSONObject, MessageOptions, QueueableMessage, Settings
 from agentkeep.model.parts import WireMessage
 from agentkeep.model.turns import TurnRecord
