@@ -171,8 +171,8 @@ def _with_turn_id(event_json: str, turn_id: str) -> str:
     """The ``message.accepted`` event's stored JSON with ``turn_id`` added, from its JSON
     without it: ``turn_id`` sorts after every other key of the event (``author``,
     ``delivery``, ``message``, ``message_id``, ``metadata``, ``options``, ``role``), so in
-    the canonical
-    (sorted) encoding it is the last member: the same bytes as encoding the whole again."""
+    the canonical (sorted) encoding it is the last member: the same bytes as encoding the
+    whole again."""
     return f'{event_json[:-1]},"turn_id":{encode_event_data_value(turn_id)}}}'
 
 
