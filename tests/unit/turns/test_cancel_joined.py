@@ -49,7 +49,7 @@ def test_a_cancel_takes_back_the_steer_the_turn_joined_and_the_next_turn_runs(
     assert done.result == {
         "message": {
             "role": "assistant",
-            "content": [{"type": "text", "text": "the answer to next"}],
+            "parts": [{"type": "text", "text": "the answer to next"}],
         }
     }
     assert system.wait_for_idle(session.id, timeout_seconds=10)
