@@ -13,7 +13,7 @@ from agentkeep.actors.supervision.specs import Backoff, RestartIntensity
 from agentkeep.agent import Agent
 from agentkeep.agent_system import AgentSystem
 from agentkeep.config import AgentConfig, current_environment
-from agentkeep.delivery import Delivery, system, tool_request, user
+from agentkeep.delivery import Delivery
 from agentkeep.drivers import (
     Driver,
     DriverCancelledError,
@@ -72,6 +72,7 @@ from agentkeep.features import (
 from agentkeep.history import HistoryEpoch, PurgeResult
 from agentkeep.key_value import KeyValueStore
 from agentkeep.loop.actions import CompactAction, InjectAction, SendAction, SteerAction
+from agentkeep.messages import system, tool_request, user
 from agentkeep.model import (
     AgentEnvironment,
     AgentMessage,

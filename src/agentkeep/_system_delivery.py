@@ -339,12 +339,13 @@ class SystemDelivery(SystemReads):
         if known is None:
             self._require(agent_id)
             return  # an agent with no actor has no turn to abort
-        marked = self._mark_turns(agent_id, "running", session_turns.cancelling)
+        # None: no turn was running; else whether the marking took back steers still queued.
+        took_back = self._mark_turns(agent_id, "running", session_turns.cancelling)
         known.status.abort_pending = True  # a hook running now loses its actions
         if not self._agents.tell_if_live(agent_id, AbortRequested()):
             known.status.abort_pending = False
             return
-        if marked is None:
+        if took_back is None:
             if wait:
                 known.status.wait_for_idle(timeout_seconds)
             return
@@ -352,7 +353,7 @@ class SystemDelivery(SystemReads):
         # a steer's input the marking took back (the loop's mirror still holds it) settles.
         if not wait:
             # A Start the aborted run takes up once it has stopped (loop.transitions.stop).
-            if marked or self._read(lambda tx: bool(tx.queued(agent_id))):
+            if took_back or self._read(lambda tx: bool(tx.queued(agent_id))):
                 self.wake(agent_id)
             return
         known.status.wait_for_idle(timeout_seconds)

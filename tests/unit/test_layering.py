@@ -51,7 +51,7 @@ LAYERS: tuple[Component, ...] = (
     Component(2, "persistence", ("agentkeep.persistence", "agentkeep.fault_injection")),
     Component(2, "providers", ("agentkeep.providers",)),
     Component(3, "runtime", ("agentkeep.runtime",)),
-    Component(3, "access", ("agentkeep.delivery", "agentkeep.history")),
+    Component(3, "access", ("agentkeep.delivery", "agentkeep.messages", "agentkeep.history")),
     Component(3, "registry", ("agentkeep.registry",)),
     Component(
         4,

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agentkeep as ak
-from agentkeep.delivery import from_wire, wire_input
+from agentkeep.messages import from_wire, wire_input
 from agentkeep.model import input_blocks
 from agentkeep.model.parts import (
     TOOL_CALL_REQUEST,

@@ -53,12 +53,13 @@ from agentkeep.chaos.lifecycle_race import HUNG, Plan, Race, bounded
 from agentkeep.chaos.process import DurableState, Offer, ProcessReport, read_durable
 from agentkeep.chaos.tools import Ledger, guard_tool, ledger_tools
 from agentkeep.chaos.world import ChaosWorld
-from agentkeep.delivery import Delivery, user
+from agentkeep.delivery import Delivery
 from agentkeep.errors import (
     AgentClosedError,
     StoreLockedError,
     UnknownAgentError,
 )
+from agentkeep.messages import user
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers

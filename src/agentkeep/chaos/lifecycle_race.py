@@ -30,7 +30,7 @@ from agentkeep.agent import Agent
 from agentkeep.agent_system import AgentSystem
 from agentkeep.chaos.process import DurableState, read_durable
 from agentkeep.config import AgentConfig
-from agentkeep.delivery import user
+from agentkeep.messages import user
 from agentkeep.model import QueueName
 from agentkeep.persistence.store import Store
 

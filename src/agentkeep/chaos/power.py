@@ -59,7 +59,8 @@ from agentkeep.chaos.mutants import LEDGER_MUTANTS
 from agentkeep.chaos.powervfs import CUT_MODES, CutMode, PowerGrid, PowerLossVFS, PowerOffError
 from agentkeep.chaos.process import read_durable
 from agentkeep.chaos.turn_checks import check_turns
-from agentkeep.delivery import accept_message, user
+from agentkeep.delivery import accept_message
+from agentkeep.messages import user
 from agentkeep.model import AgentRow, MessageOptions, SessionEvent
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readers import read_snapshot

@@ -16,8 +16,8 @@ import msgspec
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.chaos.tools import EFFECT_KEY
-from agentkeep.delivery import user
 from agentkeep.features import Feature, HookContext
+from agentkeep.messages import user
 from agentkeep.model import (
     ArchivedEpoch,
     BlockRecord,

@@ -55,8 +55,8 @@ from agentkeep.chaos.ledger_subscriber import (
 from agentkeep.chaos.mutants import LEDGER_MUTANTS
 from agentkeep.chaos.process import Offer
 from agentkeep.chaos.tools import Ledger, LedgerEntry, guard_tool, ledger_tools
-from agentkeep.delivery import user
 from agentkeep.errors import UnknownAgentError
+from agentkeep.messages import user
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.responding import RespondingModel
 

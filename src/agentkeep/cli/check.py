@@ -30,8 +30,8 @@ from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.output import EXIT_FAILURE
 from agentkeep.cli.reading import open_reader
 from agentkeep.cli.runtime import Home
-from agentkeep.delivery import validate_message
 from agentkeep.errors import AgentkeepError, StoreDirectoryError
+from agentkeep.messages import validate_message
 from agentkeep.model import (
     AssistantMessage,
     CompactionRecord,

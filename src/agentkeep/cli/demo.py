@@ -36,7 +36,7 @@ from agentkeep.cli.reading import open_reader
 from agentkeep.cli.runtime import Home, StreamPrinter, open_system
 from agentkeep.cli.tools import ToolEnvironment
 from agentkeep.config import AgentConfig
-from agentkeep.delivery import user
+from agentkeep.messages import user
 from agentkeep.model import MessageOptions
 from agentkeep.providers.demo import DEMO_MODEL, DEMO_PROVIDER
 from agentkeep.tools import ToolContext

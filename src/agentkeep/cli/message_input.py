@@ -15,11 +15,9 @@ import click
 import msgspec
 
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
-from agentkeep.delivery import user, wire_input
-from agentkeep.errors import InputTooLargeError
 from agentkeep.mcp.types import AgentMessage
-from agentkeep.model.ledger import DEFAULT_MAX_INPUT_BYTES
-from agentkeep.persistence.ledger import encode_event_data
+from agentkeep.messages import user, wire_input
+from agentkeep.persistence.ledger import check_input_size
 
 _MESSAGE_FORMS = "TEXT, - (read stdin) or --file PATH"
 
@@ -89,9 +87,7 @@ def check_size(content: str) -> None:
     Raises:
         InputTooLargeError: exit 2; nothing was written (``talk`` starts no session).
     """
-    size = len(encode_event_data(wire_input(user(content))).encode())
-    if size > DEFAULT_MAX_INPUT_BYTES:
-        raise InputTooLargeError(size, DEFAULT_MAX_INPUT_BYTES)
+    check_input_size(wire_input(user(content)))
 
 
 def structured_message(content: str) -> AgentMessage:

@@ -38,9 +38,10 @@ from agentkeep.cli.turns import (
     announce,
     wait_for_turn,
 )
-from agentkeep.delivery import Delivery, DeliveryKind, user
+from agentkeep.delivery import Delivery, DeliveryKind
 from agentkeep.errors import TurnStateError, UnknownAgentError
 from agentkeep.mcp.tools import answer_of
+from agentkeep.messages import user
 from agentkeep.model import MessageOptions, QueueName
 from agentkeep.model.ids import ID_RULE, new_id
 from agentkeep.sessions import UnknownSessionError

@@ -22,7 +22,6 @@ from agentkeep.cli.driver_specs import NO_DRIVERS, DriverSpecs
 from agentkeep.cli.output import EXIT_NOT_FOUND, CliError, Console
 from agentkeep.cli.tools import DemoTools, ToolEnvironment, ToolObserver, build_tools
 from agentkeep.drivers.types import Driver
-from agentkeep.errors import UnknownAgentError
 from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature, HookContext
 from agentkeep.model import (
@@ -66,11 +65,6 @@ def open_store(home: Home) -> Iterator[Store]:
         yield store
     finally:
         store.close()
-
-
-def require_agent(store: Store, agent_id: str) -> None:
-    if store.read(lambda tx: tx.get_agent(agent_id)) is None:
-        raise UnknownAgentError(agent_id)
 
 
 @contextmanager

@@ -26,7 +26,7 @@ from agentkeep.client.records import (
     session_record,
     turn_record,
 )
-from agentkeep.client.sse import parse_sse, sse_lines
+from agentkeep.client.sse import IdleBound, IdlePassedError, parse_sse, sse_lines
 from agentkeep.delivery import DeliveryKind
 from agentkeep.errors import AgentExistsError, AgentkeepError, InvalidMessageError
 from agentkeep.mcp.backend import Backend
@@ -326,7 +326,7 @@ class HttpBackend(Backend):
     ) -> Generator[SessionEvent | None, None, None]:
         last = after
         while True:
-            idle = _Idle(idle_seconds)
+            idle = IdleBound(idle_seconds)
             for event in self._stream(session_id, after=last, turn_id=turn_id, idle=idle):
                 last = event.sequence
                 yield event
@@ -338,7 +338,7 @@ class HttpBackend(Backend):
             yield None
 
     def _stream(
-        self, session_id: str, *, after: int, turn_id: str | None, idle: _Idle
+        self, session_id: str, *, after: int, turn_id: str | None, idle: IdleBound
     ) -> Iterator[SessionEvent]:
         """One SSE connection's events; it ends early (``idle.passed``) when ``idle`` passed
         with no event: no byte at all (the read timeout) or only heartbeats."""
@@ -367,7 +367,7 @@ class HttpBackend(Backend):
                 for frame in parse_sse(idle.watch(sse_lines(response.iter_text()))):
                     if frame.data:
                         yield session_event(msgspec.json.decode(frame.data))
-        except _IdlePassedError:
+        except IdlePassedError:
             return
         except httpx.ReadTimeout:
             if idle.seconds is None:  # pragma: no cover - no read timeout was set
@@ -377,31 +377,6 @@ class HttpBackend(Backend):
             raise DaemonUnreachableError(
                 f"The event stream of {self.url} ended ({type(error).__name__})."
             ) from error
-
-
-class _IdlePassedError(Exception):
-    """Raised through the SSE parser when only heartbeats came for the idle bound."""
-
-
-class _Idle:
-    """The idle bound of one :meth:`HttpBackend.follow` connection (None: no bound)."""
-
-    def __init__(self, seconds: float | None) -> None:
-        self.seconds = seconds
-        self.passed = False
-        self._since = time.monotonic()
-
-    def reset(self) -> None:
-        self._since = time.monotonic()
-
-    def watch(self, lines: Iterator[str]) -> Iterator[str]:
-        """``lines``, ending the connection (:class:`_IdlePassedError`) once the bound passed
-        since the last event: a heartbeat every few seconds must not hide a quiet turn."""
-        for line in lines:
-            if self.seconds is not None and time.monotonic() - self._since >= self.seconds:
-                self.passed = True
-                raise _IdlePassedError
-            yield line
 
 
 def _seg(value: str) -> str:

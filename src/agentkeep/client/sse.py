@@ -1,9 +1,9 @@
-"""Server-sent events as a client reads them: the lines of a ``text/event-stream`` response and
-the frames they dispatch.
+"""Server-sent events as a client reads them: the lines of a ``text/event-stream`` response,
+the frames they dispatch, and a bound on how long a stream may only send heartbeats.
 
 This is the one SSE parser of the clients: ``session events --follow``
 (:meth:`~agentkeep.client.http.HttpBackend.follow`, through :func:`sse_lines` and
-:func:`parse_sse`, to bound its idle time) and ``agentkeep demo-daemon``
+:func:`parse_sse`, its idle time bounded by an :class:`IdleBound`) and ``agentkeep demo-daemon``
 (:func:`response_frames`) both read their streams with it. It keeps the rules of the
 ``text/event-stream`` format we rely on:
 
@@ -18,6 +18,7 @@ This is the one SSE parser of the clients: ``session events --follow``
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -84,3 +85,29 @@ def parse_sse(lines: Iterable[str]) -> Iterator[SseFrame]:
 def response_frames(response: httpx.Response) -> Iterator[SseFrame]:
     """The SSE frames of a streamed ``httpx`` response, as they arrive."""
     return parse_sse(sse_lines(response.iter_text()))
+
+
+class IdlePassedError(Exception):
+    """Raised through the SSE parser when only heartbeats came for the idle bound."""
+
+
+class IdleBound:
+    """The idle bound of one stream connection (``seconds`` None: no bound), as
+    :meth:`~agentkeep.client.http.HttpBackend.follow` uses it."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.passed = False
+        self._since = time.monotonic()
+
+    def reset(self) -> None:
+        self._since = time.monotonic()
+
+    def watch(self, lines: Iterator[str]) -> Iterator[str]:
+        """``lines``, ending the connection (:class:`IdlePassedError`) once the bound passed
+        since the last event: a heartbeat every few seconds must not hide a quiet turn."""
+        for line in lines:
+            if self.seconds is not None and time.monotonic() - self._since >= self.seconds:
+                self.passed = True
+                raise IdlePassedError
+            yield line

@@ -43,14 +43,7 @@ from agentkeep.actors.supervisor import (
     SupervisorStoppedError,
     start_supervisor,
 )
-from agentkeep.delivery import (
-    Delivery,
-    DeliveryKind,
-    check_idempotency_key,
-    check_message_id,
-    validate_message,
-    wire_input,
-)
+from agentkeep.delivery import Delivery, DeliveryKind, check_idempotency_key, check_message_id
 from agentkeep.drivers.runner import DriverRunner, RunState
 from agentkeep.drivers.types import Driver
 from agentkeep.errors import (
@@ -60,6 +53,7 @@ from agentkeep.errors import (
     UnknownAgentError,
 )
 from agentkeep.logs import get_logger
+from agentkeep.messages import validate_message, wire_input
 from agentkeep.model import (
     JSONObject,
     MessageOptions,

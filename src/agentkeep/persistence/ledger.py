@@ -76,6 +76,20 @@ def encode_event_data_value(value: object) -> str:
     return _encoder.encode(value).decode()
 
 
+def check_input_size(
+    input: JSONObject, limit: int = DEFAULT_MAX_INPUT_BYTES, *, encoded: str | None = None
+) -> None:
+    """Refuse an input message whose stored JSON (``encoded``, if already encoded) is over
+    ``limit`` bytes: the check acceptance makes, and a client makes before it sends.
+
+    Raises:
+        InputTooLargeError: naming its size and the limit.
+    """
+    size = len((encode_event_data(input) if encoded is None else encoded).encode())
+    if size > limit:
+        raise InputTooLargeError(size, limit)
+
+
 def omitted(data: JSONObject, size: int, limit: int) -> JSONObject:
     """What an oversized loop fact's event carries instead of its payload: the identities
     (``*_id``, ``index``, ``role``) and the sizes. The content itself stays readable in the
@@ -308,9 +322,7 @@ class LedgerStatements(TransactionCore):
 
     def check_input_size(self, input: JSONObject, *, encoded: str | None = None) -> None:
         limit = DEFAULT_MAX_INPUT_BYTES if self._ledger is None else self._ledger.max_input_bytes
-        size = len((encode_event_data(input) if encoded is None else encoded).encode())
-        if size > limit:
-            raise InputTooLargeError(size, limit)
+        check_input_size(input, limit, encoded=encoded)
 
     def check_event_size(self, what: str, data: JSONObject, *, encoded: str | None = None) -> None:
         size = len((encode_event_data(data) if encoded is None else encoded).encode())

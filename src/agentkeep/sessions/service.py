@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from agentkeep._admission import Admission
 from agentkeep._agent_rows import new_agent_row
 from agentkeep.config import AgentConfig
-from agentkeep.delivery import DeliveryKind, as_message
+from agentkeep.delivery import DeliveryKind
 from agentkeep.errors import (
     AgentClosedError,
     AgentExistsError,
@@ -32,6 +32,7 @@ from agentkeep.errors import (
 )
 from agentkeep.features import FeatureSet
 from agentkeep.loop.actions import check_message_id
+from agentkeep.messages import as_message
 from agentkeep.model import JSONObject, MessageOptions, QueueableMessage, Settings
 from agentkeep.model.parts import WireMessage
 from agentkeep.model.turns import TurnRecord
@@ -54,14 +55,6 @@ from agentkeep.sessions.types import SessionRecord
 from agentkeep.tools import Tool
 
 T = TypeVar("T")
-
-#: Why a running session with no live turn and nothing durable owed is busy (rare: its
-#: actor is between a run's last commit and its stop).
-_RUNNING_NO_TURN = (
-    "its actor is still running work no turn holds: wait for it, or end it with "
-    "`agentkeep session settle {0}` (POST /v1/sessions/{0}/settle, Sessions.settle, MCP "
-    "settle_session)"
-)
 
 
 class Sessions:
@@ -245,7 +238,9 @@ class Sessions:
         with self._admission.operation(), self._admission.agent_operation(session_id):
             if self._is_running(session_id):
                 state = self._read(lambda tx: owing.busy_state(tx, session_id))
-                raise SessionBusyError(session_id, state or _RUNNING_NO_TURN.format(session_id))
+                # Nothing durable: the actor is between a run's last commit and its stop.
+                running = "its actor is still running work no turn holds: wait for it, or "
+                raise SessionBusyError(session_id, state or running + owing.settle_hint(session_id))
             return self._closed_as_agent_closed(lambda: self._store.transact(work))
 
     def settle(

@@ -45,11 +45,6 @@ log = get_logger(__name__)
 _SETTINGS = {"effort": "effort", "serviceTier": "service_tier", "permissionMode": "permission_mode"}
 
 
-def tool_id(tool: Tool[Any, Any]) -> str:
-    """The id a definition's ``toolbox.toolIds`` names ``tool`` by (:attr:`Tool.id`)."""
-    return tool.id
-
-
 def offered_ids(tools: Sequence[Tool[Any, Any]], features: FeatureSet) -> list[str]:
     """The ids of every tool the system offers: its own, then its features' catalogs."""
     ids = [tool.id for tool in tools]

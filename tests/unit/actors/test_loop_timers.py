@@ -9,7 +9,8 @@ from typing import Any
 
 import pykka
 
-from agentkeep.actors.loop_timers import LoopTimers, Sweeper
+from agentkeep.actors.loop_timers import LoopTimers
+from agentkeep.actors.sweeper import Sweeper
 from agentkeep.loop.events import TimerFired
 
 TIMEOUT = 10.0

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agentkeep.delivery import user
+from agentkeep.messages import user
 from agentkeep.model import (
     BlockRecord,
     QueuedMessage,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentkeep.cli.tools import Ledger, ToolEnvironment, build_tools, evaluate
-from agentkeep.delivery import user
+from agentkeep.messages import user
 from agentkeep.model import (
     AssistantMessage,
     Context,

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
+from tests.unit.subprocesses import wait_for_line
 
 AGENTKEEP = str(Path(sys.executable).parent / "agentkeep")
 
@@ -30,14 +30,6 @@ print("answered", flush=True)
 sys.stdin.readline()
 system.close()
 """
-
-
-def wait_for_line(stream: IO[str], text: str) -> None:
-    """Read ``stream`` up to the line ``text`` (skipping anything else, such as logs)."""
-    for line in stream:
-        if line.strip() == text:
-            return
-    raise AssertionError(f"the owner exited before printing {text!r}")
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,8 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO
+
+from tests.unit.subprocesses import wait_for_line
 
 AGENTKEEP = str(Path(sys.executable).parent / "agentkeep")
 
@@ -36,13 +37,6 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "AGENTKEEP_HOME"}
 
 
-def _wait_for_line(stream: IO[str], text: str) -> None:
-    for line in stream:
-        if line.strip() == text:
-            return
-    raise AssertionError(f"the owner exited before printing {text!r}")
-
-
 def _agentkeep(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [AGENTKEEP, *args], env=_env(), capture_output=True, text=True, timeout=60
@@ -64,7 +58,7 @@ def test_follow_watches_while_another_process_owns_the_store(tmp_path: Path) -> 
     try:
         assert owner.stdout is not None
         assert owner.stdin is not None
-        _wait_for_line(owner.stdout, "owned")
+        wait_for_line(owner.stdout, "owned")
         # The owner holds the lock: a write from here is refused.
         assert _agentkeep("--home", home, "session", "send", "a1", "hi").returncode == 3
         follower = subprocess.Popen(
@@ -85,7 +79,7 @@ def test_follow_watches_while_another_process_owns_the_store(tmp_path: Path) -> 
         else:
             assert follower.stderr is not None
             raise AssertionError(f"the follower ended: {follower.wait()} {follower.stderr.read()}")
-        _wait_for_line(owner.stdout, "answered")
+        wait_for_line(owner.stdout, "answered")
         types = [event["type"] for event in seen]
         assert "turn.queued" in types
         assert "turn.running" in types

@@ -64,6 +64,17 @@ SEND_EXAMPLE: dict[str, Any] = json.loads("""
 }
 """)
 
+#: MCP.md's seven tools, by name.
+SEED_TOOLS = {
+    "agents_list",
+    "agents_get",
+    "agents_create",
+    "agents_update",
+    "agents_delete",
+    "agents_get_conversation",
+    "talk_to_agent",
+}
+
 #: REST.md's error envelope example's shape: every error body has exactly these keys.
 ERROR_KEYS = {"code", "message", "details"}
 
@@ -108,9 +119,12 @@ class Daemon:
 
 
 @contextmanager
-def serving(home: Path, *extra: str, env: dict[str, str] | None = None) -> Iterator[Daemon]:
-    """Start ``agentkeep --state-dir HOME serve --port 0 --ready-file F`` and yield it once
-    the ready file exists (serve writes it only when it listens); SIGTERM it afterwards."""
+def serving(
+    home: Path, *extra: str, after: Sequence[str] = (), env: dict[str, str] | None = None
+) -> Iterator[Daemon]:
+    """Start ``agentkeep --state-dir HOME EXTRA... serve --port 0 --ready-file F AFTER...``
+    and yield it once the ready file exists (serve writes it only when it listens); SIGTERM
+    it afterwards (unless the test ended it)."""
     home.mkdir(parents=True, exist_ok=True)
     ready = home.parent / f"{home.name}.ready"
     ready.unlink(missing_ok=True)
@@ -128,6 +142,7 @@ def serving(home: Path, *extra: str, env: dict[str, str] | None = None) -> Itera
             "0",
             "--ready-file",
             str(ready),
+            *after,
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

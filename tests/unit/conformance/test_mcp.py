@@ -15,20 +15,11 @@ from mcp.client.stdio import stdio_client
 from tests.unit.conformance.seed002 import (
     DEFINITION_EXAMPLE,
     PROCESS_TIMEOUT,
+    SEED_TOOLS,
     environment,
     is_agent_message,
     text_of,
 )
-
-SEED_TOOLS = {
-    "agents_list",
-    "agents_get",
-    "agents_create",
-    "agents_update",
-    "agents_delete",
-    "agents_get_conversation",
-    "talk_to_agent",
-}
 
 
 async def call(client: Client, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

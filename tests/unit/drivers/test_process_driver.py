@@ -33,16 +33,23 @@ def _session(world: DriverWorld, system: ak.AgentSystem, definition: dict[str, o
     return system.sessions.start(str(definition["id"])).id
 
 
-def _started(system: ak.AgentSystem, session_id: str) -> int:
-    """The harness's pid, from its ``harness.started`` event (waits for it to commit)."""
+def _started(system: ak.AgentSystem, session_id: str, turn_id: str | None = None) -> int:
+    """The pid of ``turn_id``'s harness (without it, the session's first), from its
+    ``harness.started`` event (waits for it to commit)."""
     subscription = system.subscribe(session_id)
     try:
         while True:
             event = subscription.next(timeout_seconds=30)
-            if event.type == "harness.started":
+            if event.type == "harness.started" and turn_id in (None, event.turn_id):
                 return int(event.data["pid"])
     finally:
         subscription.close()
+
+
+def _harness_gone(system: ak.AgentSystem, session_id: str) -> None:
+    """Wait until the session's (first) harness process is gone."""
+    pid = _started(system, session_id)
+    wait_until(lambda: not alive(pid), what="the harness to be gone")
 
 
 def _script(tmp_path: Path, name: str, body: str) -> list[str]:
@@ -143,8 +150,7 @@ def test_a_bad_line_fails_the_turn_and_kills_the_harness(
     assert done.status == "failed"
     assert done.error is not None
     assert "bad line (it is not JSON): not json" in done.error.message
-    pid = next(e.data["pid"] for e in events(system, session_id) if e.type == "harness.started")
-    wait_until(lambda: not alive(pid), what="the harness to be gone")
+    _harness_gone(system, session_id)
 
 
 def test_an_event_agentkeep_refuses_fails_the_turn_invalid_event(
@@ -163,8 +169,7 @@ def test_an_event_agentkeep_refuses_fails_the_turn_invalid_event(
     assert done.status == "failed"
     assert done.error is not None
     assert done.error.code == "invalid_event"
-    pid = next(e.data["pid"] for e in events(system, session_id) if e.type == "harness.started")
-    wait_until(lambda: not alive(pid), what="the harness to be gone")
+    _harness_gone(system, session_id)
 
 
 def _gated_in_a_group(tmp_path: Path, **config: object) -> dict[str, object]:
@@ -209,8 +214,7 @@ def test_timeout_seconds_kills_the_group_and_fails_the_turn(
     assert done.status == "failed"
     assert done.error is not None
     assert "ran longer than timeoutSeconds (0.5)" in done.error.message
-    pid = next(e.data["pid"] for e in events(system, session_id) if e.type == "harness.started")
-    wait_until(lambda: not alive(pid), what="the harness to be gone")
+    _harness_gone(system, session_id)
 
 
 def test_the_system_turn_timeout_and_close_end_the_group(
@@ -231,23 +235,12 @@ def test_the_system_turn_timeout_and_close_end_the_group(
     system.close(timeout_seconds=10)
     system = world.open([ProcessDriver()])
     sent = system.sessions.send(session_id, "again")
-    pid = _started_after(system, session_id, sent.turn.id)
+    pid = _started(system, session_id, sent.turn.id)
     pgid = group_of(pid)
     system.close(timeout_seconds=0.2)
     wait_until(lambda: not group_members(pgid), what="the process group to be gone")
     system = world.open([ProcessDriver()])
     assert system.sessions.turn(session_id, sent.turn.id).status == "interrupted"
-
-
-def _started_after(system: ak.AgentSystem, session_id: str, turn_id: str) -> int:
-    subscription = system.subscribe(session_id)
-    try:
-        while True:
-            event = subscription.next(timeout_seconds=30)
-            if event.type == "harness.started" and event.turn_id == turn_id:
-                return int(event.data["pid"])
-    finally:
-        subscription.close()
 
 
 def test_a_driver_with_a_fixed_command_ignores_config_commands(world: DriverWorld) -> None:

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -20,6 +17,8 @@ import pytest
 from httpx_sse import connect_sse
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from tests.unit.conformance.seed002 import Daemon, serving
+from tests.unit.subprocesses import AGENTKEEP
 
 from .process_helpers import (
     ECHO,
@@ -36,7 +35,6 @@ from .process_helpers import (
 pytestmark = linux_only
 
 TIMEOUT = 30.0
-AGENTKEEP = (sys.executable, "-m", "agentkeep.cli")
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -44,53 +42,9 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, "AGENTKEEP_DAEMON_TOKEN": "", **extra}
 
 
-def _first_line(process: subprocess.Popen[str]) -> str:
-    assert process.stdout is not None
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
-    try:
-        assert selector.select(TIMEOUT), "serve printed nothing"
-        return process.stdout.readline()
-    finally:
-        selector.close()
-
-
-class Daemon:
-    def __init__(self, process: subprocess.Popen[str], url: str, home: Path) -> None:
-        self.process = process
-        self.url = url
-        token = (home / "daemon.token").read_text().strip()
-        self.headers = {"Authorization": f"Bearer {token}"}
-        self.client = httpx.Client(base_url=url, headers=self.headers, timeout=TIMEOUT)
-
-
-@contextmanager
-def serving(home: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Daemon]:
-    process = subprocess.Popen(
-        [*AGENTKEEP, "--home", str(home), "--json", "--log-level", "error", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env or _env(),
-    )
-    try:
-        line = _first_line(process)
-        if not line:
-            raise AssertionError(f"serve exited: {process.communicate(timeout=TIMEOUT)}")
-        daemon = Daemon(process, json.loads(line)["url"], home)
-        try:
-            yield daemon
-        finally:
-            daemon.client.close()
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=TIMEOUT)
-
-
-def _start_session(daemon: Daemon, definition: dict[str, object]) -> str:
-    daemon.client.post("/v1/agents", json=definition).raise_for_status()
-    response = daemon.client.post("/v1/sessions", json={"agentId": definition["id"]})
+def _start_session(client: httpx.Client, definition: dict[str, object]) -> str:
+    client.post("/v1/agents", json=definition).raise_for_status()
+    response = client.post("/v1/sessions", json={"agentId": definition["id"]})
     response.raise_for_status()
     return str(response.json()["id"])
 
@@ -98,7 +52,7 @@ def _start_session(daemon: Daemon, definition: dict[str, object]) -> str:
 def _harness_pid(daemon: Daemon, session_id: str) -> int:
     """The harness's pid from its ``harness.started`` event, read off the SSE stream."""
     with (
-        httpx.Client(base_url=daemon.url, headers=daemon.headers, timeout=TIMEOUT) as client,
+        daemon.client() as client,
         connect_sse(client, "GET", f"/v1/sessions/{session_id}/events/stream") as source,
     ):
         for frame in source.iter_sse():
@@ -122,9 +76,12 @@ def test_sigkill_of_the_daemon_mid_turn_leaves_the_turn_interrupted_and_no_harne
     tmp_path: Path,
 ) -> None:
     home = tmp_path / "home"
-    with serving(home, "serve", "--port", "0", "--drivers", "agentkeep.drivers.process") as daemon:
-        session_id = _start_session(daemon, _gated(tmp_path))
-        sent = daemon.client.post(
+    with (
+        serving(home, after=("--drivers", "agentkeep.drivers.process"), env=_env()) as daemon,
+        daemon.client() as client,
+    ):
+        session_id = _start_session(client, _gated(tmp_path))
+        sent = client.post(
             f"/v1/sessions/{session_id}/messages",
             json={"message": "hold on", "wait": False, "idempotencyKey": "k1"},
         )
@@ -142,11 +99,14 @@ def test_sigkill_of_the_daemon_mid_turn_leaves_the_turn_interrupted_and_no_harne
         wait_until(lambda: not alive(pid), what="the harness to die with the daemon")
         wait_until(lambda: not group_members(pgid), what="its process group to be gone")
 
-    with serving(home, "serve", "--port", "0", "--drivers", "agentkeep.drivers.process") as daemon:
-        turn = daemon.client.get(f"/v1/sessions/{session_id}/turns/{turn_id}").json()
+    with (
+        serving(home, after=("--drivers", "agentkeep.drivers.process"), env=_env()) as daemon,
+        daemon.client() as client,
+    ):
+        turn = client.get(f"/v1/sessions/{session_id}/turns/{turn_id}").json()
         assert turn["status"] == "interrupted"
         assert turn["error"]["code"] == "interrupted"
-        again = daemon.client.post(
+        again = client.post(
             f"/v1/sessions/{session_id}/messages",
             json={"message": "hold on", "idempotencyKey": "k1"},
         )
@@ -156,9 +116,9 @@ def test_sigkill_of_the_daemon_mid_turn_leaves_the_turn_interrupted_and_no_harne
 def test_cancel_over_rest_kills_the_harness_process_group(tmp_path: Path) -> None:
     home = tmp_path / "home"
     env = _env(AGENTKEEP_DRIVERS="agentkeep.drivers.process:ProcessDriver")
-    with serving(home, "serve", "--port", "0", env=env) as daemon:
-        session_id = _start_session(daemon, _gated(tmp_path))
-        sent = daemon.client.post(
+    with serving(home, env=env) as daemon, daemon.client() as client:
+        session_id = _start_session(client, _gated(tmp_path))
+        sent = client.post(
             f"/v1/sessions/{session_id}/messages", json={"message": "hi", "wait": False}
         )
         assert sent.status_code == 202, sent.text
@@ -166,7 +126,7 @@ def test_cancel_over_rest_kills_the_harness_process_group(tmp_path: Path) -> Non
         pgid = group_of(pid)
         wait_until(lambda: len(group_members(pgid)) >= 3, what="guard, harness and sleep")
 
-        cancelled = daemon.client.post(f"/v1/sessions/{session_id}/cancel", json={})
+        cancelled = client.post(f"/v1/sessions/{session_id}/cancel", json={})
 
         assert cancelled.status_code == 200, cancelled.text
         assert cancelled.json()["status"] == "cancelled"
@@ -216,11 +176,11 @@ def test_serve_runs_a_turn_with_drivers_from_the_command_line(
     home = tmp_path / "home"
     driver_file = str(_driver_file(tmp_path))
     env = _env() if variable is None else _env(AGENTKEEP_DRIVERS=variable.format(file=driver_file))
-    args = [a.format(file=driver_file) for a in before] + ["serve", "--port", "0", *after]
+    args = [a.format(file=driver_file) for a in before]
     definition = echo_definition("filed", driver=driver_id)
-    with serving(home, *args, env=env) as daemon:
-        session_id = _start_session(daemon, definition)
-        done = daemon.client.post(
+    with serving(home, *args, after=after, env=env) as daemon, daemon.client() as client:
+        session_id = _start_session(client, definition)
+        done = client.post(
             f"/v1/sessions/{session_id}/messages", json={"message": "over http", "wait": True}
         )
         assert done.status_code == 200, done.text
@@ -228,8 +188,7 @@ def test_serve_runs_a_turn_with_drivers_from_the_command_line(
         assert turn["status"] == "completed", turn
         assert text_of(turn["result"]["message"]) == "echo: over http"
         types = [
-            e["type"]
-            for e in daemon.client.get(f"/v1/sessions/{session_id}/events").json()["events"]
+            e["type"] for e in client.get(f"/v1/sessions/{session_id}/events").json()["events"]
         ]
         assert "harness.started" in types
         assert "message" in types

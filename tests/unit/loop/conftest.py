@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,36 @@ from agentkeep.model import (
     ToolResultMessage,
     UserMessage,
 )
+
+
+@contextmanager
+def python_child(source: str, home: Path) -> Iterator[subprocess.Popen[str]]:
+    """A Python process running ``source`` with ``home`` as its ``sys.argv[1]`` (never this
+    process's ``AGENTKEEP_HOME``), its stdout a text pipe, its stderr dropped. It is killed
+    (SIGKILL) and reaped on the way out, whatever the test did."""
+    env = {k: v for k, v in os.environ.items() if k != "AGENTKEEP_HOME"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", source, str(home)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        yield child
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+        if child.stdout is not None:
+            child.stdout.close()
+
+
+def printed(child: subprocess.Popen[str]) -> Iterator[list[Any]]:
+    """The JSON lists ``child`` prints, in order (its log lines, which are not, skipped)."""
+    assert child.stdout is not None
+    for line in child.stdout:
+        if line.startswith("["):
+            yield json.loads(line)
 
 
 class Gate:

@@ -12,11 +12,8 @@ far above the bound), kills the child, and a new process continues the response 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -33,7 +30,7 @@ from agentkeep.model.ledger import ASSISTANT_BLOCK
 from agentkeep.persistence.readonly import ReadOnlyStore
 from agentkeep.providers import script
 
-from .conftest import World
+from .conftest import World, printed, python_child
 from .test_lifecycle_ids import CONTINUE, Recorder, assert_never_ends_with_own_message
 
 BLOCK = ReasoningBlock(text="thinking it over", reasoning="sig")
@@ -103,33 +100,14 @@ def test_a_block_the_stream_stalls_after_survives_a_sigkill_and_is_continued(
     tmp_path: Path,
 ) -> None:
     home = tmp_path / "state"
-    env = {k: v for k, v in os.environ.items() if k != "AGENTKEEP_HOME"}
-    child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(home)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    try:
-        assert child.stdout is not None
-        told: list[str | None] = []
-        for line in child.stdout:
-            if line.startswith("["):  # not a log line
-                hook, *told = json.loads(line)
-                assert hook == "before_inference"
-                break
-        else:
-            raise AssertionError("the child exited before its request")
-        loop_id, turn_id, cut_id = told
+    with python_child(_CHILD, home) as child:
+        told = next(printed(child), None)
+        assert told is not None, "the child exited before its request"
+        hook, loop_id, turn_id, cut_id = told
+        assert hook == "before_inference"
         # The model stalls after the block; the bound commits it anyway.
         records, owed, events = _durable_block(home)
         os.kill(child.pid, signal.SIGKILL)  # a real crash: nothing after this runs
-    finally:
-        child.kill()
-        child.wait(timeout=30)
-        if child.stdout is not None:
-            child.stdout.close()
 
     # What the dead process left: the block, in the history and the ledger, and the owed
     # fact marking the request's response open under the request's id.

@@ -8,11 +8,8 @@ ids before and after a restart (docs/lifecycle.md).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -31,7 +28,7 @@ from agentkeep.model.ids import is_valid_id
 from agentkeep.providers import script
 from agentkeep.providers.scripted import StreamRequest
 
-from .conftest import World, roles, text_of
+from .conftest import World, printed, python_child, roles, text_of
 
 CONTINUE = "Continue from where you left off."
 
@@ -340,32 +337,15 @@ def test_a_sigkill_after_the_first_block_is_continued_with_the_same_loop_and_tur
     tmp_path: Path,
 ) -> None:
     home = tmp_path / "state"
-    env = {k: v for k, v in os.environ.items() if k != "AGENTKEEP_HOME"}
-    child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(home)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
     told: dict[str, list[str | None]] = {}
-    try:
-        assert child.stdout is not None
-        for line in child.stdout:
-            if not line.startswith("["):
-                continue  # a log line
-            hook, *ids = json.loads(line)
+    with python_child(_CHILD, home) as child:
+        for hook, *ids in printed(child):
             if hook == "cut":
                 break
             told[hook] = ids
         else:
             raise AssertionError("the child exited before its response was cut")
         os.kill(child.pid, signal.SIGKILL)  # a real crash: nothing after this runs
-    finally:
-        child.kill()
-        child.wait(timeout=30)
-        if child.stdout is not None:
-            child.stdout.close()
     loop_id, turn_id, _ = told["before_turn"]
     _, _, cut_id = told["before_inference"]
 

@@ -7,21 +7,12 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from mcp import Client
+from tests.unit.conformance.seed002 import SEED_TOOLS
 from tests.unit.mcp.conftest import TIMEOUT, World, call, call_error
 
 from agentkeep.mcp.tools import TOOLS, talk_session_id
 from agentkeep.mcp.types import schema_of
 from agentkeep.providers import script
-
-SEED_TOOLS = {
-    "agents_list",
-    "agents_get",
-    "agents_create",
-    "agents_update",
-    "agents_delete",
-    "agents_get_conversation",
-    "talk_to_agent",
-}
 
 
 def test_list_tools_shows_the_ten_tools_with_their_msgspec_schemas(world: World) -> None:

@@ -6,27 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
+from tests.unit.subprocesses import AGENTKEEP, first_line
 
 TIMEOUT = 30.0
-AGENTKEEP = (sys.executable, "-m", "agentkeep.cli")
-
-
-def _first_line(process: subprocess.Popen[str]) -> str:
-    assert process.stdout is not None
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
-    try:
-        assert selector.select(TIMEOUT), "serve printed nothing"
-        return process.stdout.readline()
-    finally:
-        selector.close()
 
 
 def test_the_ready_file_names_a_listening_daemon_with_its_token(tmp_path: Path) -> None:
@@ -41,7 +28,7 @@ def test_the_ready_file_names_a_listening_daemon_with_its_token(tmp_path: Path) 
         env={**os.environ, "AGENTKEEP_DAEMON_TOKEN": ""},
     )
     try:
-        _first_line(process)  # printed right after the ready file was written
+        first_line(process)  # printed right after the ready file was written
         value = json.loads(ready.read_text())
         assert value["pid"] == process.pid
         assert value["url"] == f"http://127.0.0.1:{value['port']}"

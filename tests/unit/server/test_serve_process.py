@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 import os
 import random
-import selectors
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,37 +17,26 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from httpx_sse import connect_sse
+from tests.unit.subprocesses import AGENTKEEP, first_line
 
 import agentkeep as ak
 from agentkeep.cli import cli
 
 TIMEOUT = 30.0
-SERVE = (sys.executable, "-m", "agentkeep.cli")
 SEEDS = range(1, 1 + int(os.environ.get("AGENTKEEP_SSE_KILL_SEEDS", "1")))
-
-
-def _first_line(process: subprocess.Popen[str], timeout: float = TIMEOUT) -> str:
-    assert process.stdout is not None
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
-    try:
-        assert selector.select(timeout), "serve printed nothing"
-        return process.stdout.readline()
-    finally:
-        selector.close()
 
 
 def test_serve_port_0_daemon_json_and_sigterm(tmp_path: Path) -> None:
     home = tmp_path / "home"
     process = subprocess.Popen(
-        [*SERVE, "--home", str(home), "--json", "serve", "--port", "0", "--heartbeat", "0.2"],
+        [*AGENTKEEP, "--home", str(home), "--json", "serve", "--port", "0", "--heartbeat", "0.2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "AGENTKEEP_DAEMON_TOKEN": ""},
     )
     try:
-        listening = json.loads(_first_line(process))
+        listening = json.loads(first_line(process))
         assert listening["port"] > 0
         assert listening["pid"] == process.pid
         daemon = json.loads((home / "daemon.json").read_text())
@@ -107,13 +94,13 @@ def test_serve_refuses_a_non_loopback_address_without_a_token(tmp_path: Path) ->
 
 def _start(home: Path) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
-        [*SERVE, "--home", str(home), "--json", "--log-level", "error", "serve", "--port", "0"],
+        [*AGENTKEEP, "--home", str(home), "--json", "--log-level", "error", "serve", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
         env={**os.environ, "AGENTKEEP_DAEMON_TOKEN": ""},
     )
-    url: str = json.loads(_first_line(process))["url"]
+    url: str = json.loads(first_line(process))["url"]
     return process, url
 
 
