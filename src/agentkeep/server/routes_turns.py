@@ -23,7 +23,7 @@ import time
 from starlette.requests import Request
 from starlette.responses import Response
 
-from agentkeep.model.turns import TurnRecord
+from agentkeep.model.turns import MAX_IDEMPOTENCY_KEY_LENGTH, TurnRecord
 from agentkeep.server.context import ServerContext, call, call_waiting, context
 from agentkeep.server.errors import ApiError, json_response
 from agentkeep.server.openapi import Operation, Param, path_id
@@ -147,8 +147,14 @@ OPERATIONS = (
             Param(
                 name="Idempotency-Key",
                 where="header",
-                schema={"type": "string"},
-                description="An alias of the body's idempotencyKey.",
+                schema={
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_IDEMPOTENCY_KEY_LENGTH,
+                    "pattern": "^[\\x20-\\x7e]*$",
+                },
+                description="An alias of the body's idempotencyKey: printable ASCII (send "
+                "other text as the body's idempotencyKey).",
             ),
         ),
         body=SendMessage,
@@ -194,6 +200,7 @@ OPERATIONS = (
         handler=cancel_turn,
         params=(_ID,),
         body=CancelRequest,
+        body_required=False,
         responses={200: TurnOut},
     ),
 )
