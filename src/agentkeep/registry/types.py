@@ -30,6 +30,8 @@ from agentkeep.registry.validation import (
     MAX_CWD_CHARS,
     MAX_DESCRIPTION_BYTES,
     MAX_INSTRUCTIONS_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_JSON_OBJECT_BYTES,
     MAX_NAME_CHARS,
     MAX_REFERENCE_CHARS,
 )
@@ -74,6 +76,15 @@ Cwd = Annotated[
     msgspec.Meta(
         description=f"A directory: 1-{MAX_CWD_CHARS} characters.",
         extra_json_schema={"minLength": 1, "maxLength": MAX_CWD_CHARS},
+    ),
+]
+#: A caller's JSON object (``metadata``, ``driver.config``, ``model.settings``): its rules are
+#: beyond what JSON Schema states of an open object, so the description states them.
+CallerJson = Annotated[
+    JSONObject,
+    msgspec.Meta(
+        description=f"Any JSON object: at most {MAX_JSON_OBJECT_BYTES} bytes as JSON, "
+        f"{MAX_JSON_DEPTH} levels deep, integers within 64 bits."
     ),
 ]
 #: An authoritative array of references: at most ``MAX_ARRAY_ITEMS`` distinct entries (a
@@ -165,7 +176,7 @@ class DriverPatch(_Partial, frozen=True, kw_only=True):
     """Merged by field into the current driver (``config`` as a whole replaces)."""
 
     id: IdString | UnsetType = UNSET
-    config: JSONObject | UnsetType = UNSET
+    config: CallerJson | UnsetType = UNSET
 
 
 class ModelInput(_Partial, frozen=True, kw_only=True):
@@ -173,7 +184,7 @@ class ModelInput(_Partial, frozen=True, kw_only=True):
     means ``{}``."""
 
     id: Reference
-    settings: JSONObject | UnsetType = UNSET
+    settings: CallerJson | UnsetType = UNSET
 
 
 class ResourcesPatch(_Partial, frozen=True, kw_only=True):
@@ -216,7 +227,7 @@ class DefinitionPatch(_Partial, frozen=True, kw_only=True):
     resources: ResourcesPatch | UnsetType = UNSET
     toolbox: ToolboxPatch | UnsetType = UNSET
     workspace: WorkspacePatch | UnsetType = UNSET
-    metadata: JSONObject | UnsetType = UNSET
+    metadata: CallerJson | UnsetType = UNSET
 
 
 class DefinitionInput(DefinitionPatch, frozen=True, kw_only=True):

@@ -11,7 +11,8 @@ each names something registered at run time or the record's own identity:
   ``Idempotency-Key`` header that differs from the body's ``idempotencyKey`` (rules across
   two parameters);
 - a session start or a message naming a definition, provider or model this system cannot
-  run (its driver, tools, provider or model: checked at start, docs/sessions.md).
+  run (its driver, tools, provider or model: checked at start, docs/sessions.md);
+- an idempotency key an earlier generated request used for another input.
 
 Every other refusal of a schema-valid request (a 400, or a 422 for any other reason) still
 fails the run.
@@ -33,6 +34,7 @@ _STATE_CODES = {
         "model_not_served",
     },
     "sendMessage": {
+        "idempotency_conflict",  # an earlier request used the key for another input
         "invalid_session_config",
         "unknown_provider",
         "provider_unavailable",
