@@ -297,8 +297,9 @@ class Registry:
     def _judge(self, definition_id: str, change: DefinitionPatch) -> None:
         """Refuse an invalid ``change`` before any record is read (module doc).
 
-        The patch's own values are judged on a blank definition (every rule but the total
-        size and the id's equality reads only the values the patch gives); then the owner's
+        The patch's own values are judged on a blank definition with the path's id (every
+        rule but the total size reads only the values the patch gives, and a body ``id``
+        must equal the path's); then the owner's
         check judges the patched current revision, read just before the write, if the patch
         gives ``model`` or ``driver``. A definition that is absent or deleted here is left to
         the write, which refuses it.
