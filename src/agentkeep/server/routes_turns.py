@@ -23,12 +23,13 @@ import time
 from starlette.requests import Request
 from starlette.responses import Response
 
-from agentkeep.model.turns import MAX_IDEMPOTENCY_KEY_LENGTH, TurnRecord
+from agentkeep.model.turns import TurnRecord
 from agentkeep.server.context import ServerContext, call, call_waiting, context
 from agentkeep.server.errors import ApiError, json_response
 from agentkeep.server.openapi import Operation, Param, path_id
 from agentkeep.server.requests import ascii_header, json_body, query_int
 from agentkeep.server.turn_wire import (
+    IDEMPOTENCY_KEY_HEADER,
     CancelRequest,
     SendMessage,
     SentTurnOut,
@@ -147,12 +148,7 @@ OPERATIONS = (
             Param(
                 name="Idempotency-Key",
                 where="header",
-                schema={
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": MAX_IDEMPOTENCY_KEY_LENGTH,
-                    "pattern": "^[\\x20-\\x7e]*$",
-                },
+                schema=IDEMPOTENCY_KEY_HEADER,
                 description="An alias of the body's idempotencyKey: printable ASCII (send "
                 "other text as the body's idempotencyKey).",
             ),

@@ -10,7 +10,7 @@ and its ``result.message`` are shown in the same form (:func:`wire_result`).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -66,6 +66,15 @@ IdempotencyKey = Annotated[
         },
     ),
 ]
+
+#: The ``Idempotency-Key`` header's schema: the same key, in printable ASCII (a header's bytes
+#: are not UTF-8 text: other keys go in the body; ``server.requests.ascii_header``).
+IDEMPOTENCY_KEY_HEADER: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_IDEMPOTENCY_KEY_LENGTH,
+    "pattern": r"^[\x20-\x7e]*$",
+}
 
 
 class SendMessage(
