@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -289,7 +290,8 @@ class AgentSystem(SystemStopping, SystemDelivery):
     @property
     def registry(self) -> Registry:
         """The versioned definitions (seed 002's agents) in this system's store."""
-        return Registry(self._store.handle, admission=self._admission)
+        check = partial(session_setup.check_written_model, providers=self._providers)
+        return Registry(self._store.handle, admission=self._admission, check=check)
 
     @property
     def sessions(self) -> Sessions:

@@ -31,8 +31,9 @@ from typing import Annotated
 
 import msgspec
 
-#: Seed 002's id grammar, as JSON Schema and OpenAPI state it (``.`` and ``..`` are refused too).
-ID_PATTERN = r"^[a-z0-9._-]{1,128}$"
+#: Seed 002's id grammar, as JSON Schema and OpenAPI state it: ``.`` and ``..`` are refused
+#: too (the lookahead), so the document is as strict as :func:`is_valid_id`.
+ID_PATTERN = r"^(?!\.\.?$)[a-z0-9._-]{1,128}$"
 #: The longest id.
 MAX_ID_CHARS = 128
 #: The rule in words, for help texts and error messages.

@@ -18,6 +18,13 @@ Every write is one ``work(tx)`` run by the store's single writer, so two concurr
 of one id have exactly one winner, and an update reads and moves the pointer atomically (no
 lost update). Reads run on a snapshot of committed state in the caller's thread. A write that
 fails with ``CommitOutcomeUnknownError`` may have committed: re-read by id before retrying.
+
+Every input is judged before any record is read, so invalid input is a 422 naming the field
+whatever the state of the definition it names (a deleted one included). Then the owner's
+:data:`DefinitionCheck` (``AgentSystem`` passes one: the model a definition names is one its
+providers serve) judges what the write would make: a create always, an update when its patch
+gives ``model`` or ``driver`` (so a definition whose provider has since gone stays readable
+and editable in its other fields; a session of it is refused at start).
 """
 
 from __future__ import annotations
@@ -26,9 +33,12 @@ import builtins
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias, TypeVar
 
+from msgspec import UNSET
+
 from agentkeep._admission import Admission
 from agentkeep.errors import AgentClosedError, StoreClosedError
 from agentkeep.model import new_id
+from agentkeep.model.ids import is_valid_id
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.registry import tables
@@ -40,13 +50,14 @@ from agentkeep.registry.errors import (
 )
 from agentkeep.registry.patch import apply_patch, new_definition
 from agentkeep.registry.types import (
+    Definition,
     DefinitionInput,
     DefinitionPatch,
     DefinitionRecord,
     DefinitionUpdate,
     Revision,
 )
-from agentkeep.registry.validation import checked
+from agentkeep.registry.validation import check_id, checked
 
 #: What a create or an update accepts: the struct, a mapping with seed 002's (wire) field
 #: names, or JSON text.
@@ -54,6 +65,11 @@ InputLike: TypeAlias = DefinitionInput | Mapping[str, Any] | bytes | str
 PatchLike: TypeAlias = DefinitionPatch | Mapping[str, Any] | bytes | str
 
 T = TypeVar("T")
+
+#: What the registry's owner checks of a definition about to be written, beyond the
+#: registry's own rules (the system it belongs to: its providers): it raises an
+#: ``InvalidDefinitionError`` naming the field, or returns.
+DefinitionCheck: TypeAlias = Callable[[Definition], None]
 
 
 class Registry:
@@ -66,22 +82,34 @@ class Registry:
         store: The store's handle (writes go through its writer).
         admission: The owning system's admission, so writes are admitted (and waited for by
             ``close``) like every other operation; None outside a system.
+        check: What the owner checks of a definition about to be written (module doc);
+            None: the registry's own rules only.
     """
 
-    def __init__(self, store: StoreHandle, *, admission: Admission | None = None) -> None:
+    def __init__(
+        self,
+        store: StoreHandle,
+        *,
+        admission: Admission | None = None,
+        check: DefinitionCheck | None = None,
+    ) -> None:
         self._store = store
         self._admission = admission
+        self._check = check
 
     # -- writes --------------------------------------------------------------------------------
     def create(self, definition: InputLike) -> DefinitionRecord:
         """Create a definition: its identity and revision 1, atomically.
 
         Raises:
-            InvalidDefinitionError: the input breaks a rule (the field is named).
+            InvalidDefinitionError: the input breaks a rule, or the owner's check refuses
+                it (the field is named).
             DefinitionExistsError: the id is taken (live or deleted).
         """
         draft = checked(definition, DefinitionInput)
         made = new_definition(draft)
+        if self._check is not None:
+            self._check(made.definition)
 
         def work(tx: Transaction) -> DefinitionRecord:
             now = now_ms()
@@ -117,11 +145,13 @@ class Registry:
             The record, its current revision, and whether a revision was appended.
 
         Raises:
-            InvalidDefinitionError: the patch or its result breaks a rule, or changes the id.
+            InvalidDefinitionError: the patch or its result breaks a rule, changes the id,
+                or the owner's check refuses the result (module doc).
             UnknownDefinitionError: no such definition.
             DefinitionDeletedError: the definition was deleted.
         """
         change = checked(patch, DefinitionPatch)
+        self._judge(definition_id, change)
 
         def work(tx: Transaction) -> DefinitionUpdate:
             record, current = self._live(tx, definition_id)
@@ -264,6 +294,27 @@ class Registry:
         )
 
     # -- internals -----------------------------------------------------------------------------
+    def _judge(self, definition_id: str, change: DefinitionPatch) -> None:
+        """Refuse an invalid ``change`` before any record is read (module doc).
+
+        The patch's own values are judged on a blank definition with the path's id (every
+        rule but the total size reads only the values the patch gives, and a body ``id``
+        must equal the path's); then the owner's
+        check judges the patched current revision, read just before the write, if the patch
+        gives ``model`` or ``driver``. A definition that is absent or deleted here is left to
+        the write, which refuses it.
+        """
+        if change.id is not UNSET:
+            check_id(change.id)
+        if not is_valid_id(definition_id):
+            return  # no definition has this id: the write answers 404
+        apply_patch(Definition(id=definition_id, name=definition_id), change)
+        if self._check is None or (change.model is UNSET and change.driver is UNSET):
+            return
+        found = self._read(lambda tx: tables.read_current(tx, definition_id))
+        if found is not None and not found[0].deleted:
+            self._check(apply_patch(found[0].definition, change).definition)
+
     @staticmethod
     def _live(tx: Transaction, definition_id: str) -> tuple[DefinitionRecord, Revision]:
         found = tables.read_current(tx, definition_id)

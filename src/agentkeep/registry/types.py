@@ -18,14 +18,83 @@ Three shapes of one definition:
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from agentkeep.model import JSONObject
 from agentkeep.model.ids import IdString
+from agentkeep.registry.validation import (
+    MAX_ARRAY_ITEMS,
+    MAX_CWD_CHARS,
+    MAX_DESCRIPTION_BYTES,
+    MAX_INSTRUCTIONS_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_JSON_OBJECT_BYTES,
+    MAX_NAME_CHARS,
+    MAX_REFERENCE_CHARS,
+)
 
 #: The driver a definition uses when it names none: agentkeep's own durable loop.
 DEFAULT_DRIVER_ID = "agentkeep"
+
+
+# The input shapes' text fields as ``/v1/openapi.json`` states them (issue 29: the document is
+# as strict as the server). :mod:`.validation` checks each rule, so its error names the field
+# in the registry's words; the schema only states it.
+Name = Annotated[
+    str,
+    msgspec.Meta(
+        description=f"1-{MAX_NAME_CHARS} characters.",
+        extra_json_schema={"minLength": 1, "maxLength": MAX_NAME_CHARS},
+    ),
+]
+Description = Annotated[
+    str,
+    msgspec.Meta(
+        description=f"At most {MAX_DESCRIPTION_BYTES} bytes as UTF-8.",
+        extra_json_schema={"maxLength": MAX_DESCRIPTION_BYTES},
+    ),
+]
+Instructions = Annotated[
+    str,
+    msgspec.Meta(
+        description=f"At most {MAX_INSTRUCTIONS_BYTES} bytes as UTF-8.",
+        extra_json_schema={"maxLength": MAX_INSTRUCTIONS_BYTES},
+    ),
+]
+Reference = Annotated[
+    str,
+    msgspec.Meta(
+        description=f"A reference: 1-{MAX_REFERENCE_CHARS} characters.",
+        extra_json_schema={"minLength": 1, "maxLength": MAX_REFERENCE_CHARS},
+    ),
+]
+Cwd = Annotated[
+    str,
+    msgspec.Meta(
+        description=f"A directory: 1-{MAX_CWD_CHARS} characters.",
+        extra_json_schema={"minLength": 1, "maxLength": MAX_CWD_CHARS},
+    ),
+]
+#: A caller's JSON object (``metadata``, ``driver.config``, ``model.settings``): its rules are
+#: beyond what JSON Schema states of an open object, so the description states them.
+CallerJson = Annotated[
+    JSONObject,
+    msgspec.Meta(
+        description=f"Any JSON object: at most {MAX_JSON_OBJECT_BYTES} bytes as JSON, "
+        f"{MAX_JSON_DEPTH} levels deep, integers within 64 bits."
+    ),
+]
+#: An authoritative array of references: at most ``MAX_ARRAY_ITEMS`` distinct entries (a
+#: duplicate does not count, so no ``maxItems`` can state it: the description does).
+References = Annotated[
+    list[Reference],
+    msgspec.Meta(
+        description=f"At most {MAX_ARRAY_ITEMS} distinct references; duplicates are dropped."
+    ),
+]
 
 
 class _Wire(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
@@ -106,37 +175,37 @@ class Definition(_Wire, frozen=True, kw_only=True):
 class DriverPatch(_Partial, frozen=True, kw_only=True):
     """Merged by field into the current driver (``config`` as a whole replaces)."""
 
-    id: str | UnsetType = UNSET
-    config: JSONObject | UnsetType = UNSET
+    id: IdString | UnsetType = UNSET
+    config: CallerJson | UnsetType = UNSET
 
 
 class ModelInput(_Partial, frozen=True, kw_only=True):
     """A model replaces the previous one whole (it is a top-level field); ``settings`` absent
     means ``{}``."""
 
-    id: str
-    settings: JSONObject | UnsetType = UNSET
+    id: Reference
+    settings: CallerJson | UnsetType = UNSET
 
 
 class ResourcesPatch(_Partial, frozen=True, kw_only=True):
     """Merged by field; a given array replaces the old one (arrays are authoritative)."""
 
-    files: list[str] | UnsetType = UNSET
-    skills: list[str] | UnsetType = UNSET
-    subagents: list[str] | UnsetType = UNSET
+    files: References | UnsetType = UNSET
+    skills: References | UnsetType = UNSET
+    subagents: References | UnsetType = UNSET
 
 
 class ToolboxPatch(_Partial, frozen=True, kw_only=True):
     """Merged by field; a given array replaces the old one (arrays are authoritative)."""
 
-    tool_ids: list[str] | UnsetType = UNSET
-    action_ids: list[str] | UnsetType = UNSET
+    tool_ids: References | UnsetType = UNSET
+    action_ids: References | UnsetType = UNSET
 
 
 class WorkspacePatch(_Partial, frozen=True, kw_only=True):
     """Merged by field; ``cwd=None`` clears it."""
 
-    cwd: str | UnsetType | None = UNSET
+    cwd: Cwd | UnsetType | None = UNSET
 
 
 class DefinitionPatch(_Partial, frozen=True, kw_only=True):
@@ -149,16 +218,16 @@ class DefinitionPatch(_Partial, frozen=True, kw_only=True):
     """
 
     id: IdString | UnsetType = UNSET
-    name: str | UnsetType = UNSET
-    description: str | UnsetType = UNSET
-    instructions: str | UnsetType = UNSET
-    driver: str | DriverPatch | UnsetType = UNSET
+    name: Name | UnsetType = UNSET
+    description: Description | UnsetType = UNSET
+    instructions: Instructions | UnsetType = UNSET
+    driver: IdString | DriverPatch | UnsetType = UNSET
     model: ModelInput | UnsetType | None = UNSET
-    auth_ref: str | UnsetType | None = UNSET
+    auth_ref: Reference | UnsetType | None = UNSET
     resources: ResourcesPatch | UnsetType = UNSET
     toolbox: ToolboxPatch | UnsetType = UNSET
     workspace: WorkspacePatch | UnsetType = UNSET
-    metadata: JSONObject | UnsetType = UNSET
+    metadata: CallerJson | UnsetType = UNSET
 
 
 class DefinitionInput(DefinitionPatch, frozen=True, kw_only=True):

@@ -48,6 +48,7 @@ class Operation:
         handler: The Starlette endpoint.
         params: Its parameters.
         body: The msgspec type of its JSON body, or None.
+        body_required: Whether the body must be sent (False: an absent body is ``{}``).
         responses: Each success status and its body type (None: no body; the string
             :data:`EVENT_STREAM`: an SSE stream).
         auth: Whether the token is required (every ``/v1`` route).
@@ -60,6 +61,7 @@ class Operation:
     handler: Handler
     params: tuple[Param, ...] = ()
     body: Any = None
+    body_required: bool = True
     responses: dict[int, Any] = field(default_factory=dict)
     auth: bool = True
 
@@ -148,7 +150,7 @@ def _operation(op: Operation, schema_of: dict[int, Any]) -> dict[str, Any]:
     }
     if op.body is not None:
         spec["requestBody"] = {
-            "required": True,
+            "required": op.body_required,
             "content": {"application/json": {"schema": schema_of[id(op.body)]}},
         }
     return spec

@@ -230,6 +230,7 @@ OPERATIONS = (
         handler=settle_session,
         params=(_ID,),
         body=SettleRequest,
+        body_required=False,
         responses={200: SessionOut},
     ),
     Operation(
@@ -249,6 +250,7 @@ OPERATIONS = (
         handler=compact_session,
         params=(_ID,),
         body=CompactRequest,
+        body_required=False,
         responses={200: CompactOut, 202: CompactOut},
     ),
 )

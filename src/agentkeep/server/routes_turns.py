@@ -35,6 +35,7 @@ from agentkeep.server.errors import ApiError, json_response
 from agentkeep.server.openapi import Operation, Param, path_id
 from agentkeep.server.requests import ascii_header, json_body, query_int
 from agentkeep.server.turn_wire import (
+    IDEMPOTENCY_KEY_HEADER,
     CancelRequest,
     SendMessage,
     SentTurnOut,
@@ -174,8 +175,9 @@ OPERATIONS = (
             Param(
                 name="Idempotency-Key",
                 where="header",
-                schema={"type": "string"},
-                description="An alias of the body's idempotencyKey.",
+                schema=IDEMPOTENCY_KEY_HEADER,
+                description="An alias of the body's idempotencyKey: printable ASCII (send "
+                "other text as the body's idempotencyKey).",
             ),
         ),
         body=SendMessage,
@@ -221,6 +223,7 @@ OPERATIONS = (
         handler=cancel_turn,
         params=(_ID,),
         body=CancelRequest,
+        body_required=False,
         responses={200: TurnOut},
     ),
 )

@@ -10,20 +10,71 @@ and its ``result.message`` are shown in the same form (:func:`wire_result`).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from agentkeep.model import JSONObject, MessageOptions
 from agentkeep.model.ids import IdString
-from agentkeep.model.parts import WireMessage, as_wire_json
-from agentkeep.model.turns import TurnRecord, TurnStatus
-from agentkeep.server.errors import ApiError
+from agentkeep.model.parts import Part, WireMessage, as_wire_json
+from agentkeep.model.turns import MAX_IDEMPOTENCY_KEY_LENGTH, TurnRecord, TurnStatus
 from agentkeep.server.wire import iso, iso_or_none
 
-#: A message as a request sends it and as a turn shows it: seed 002's ``AgentMessage``.
-MessageIn = WireMessage
+#: A message as a turn shows it: seed 002's ``AgentMessage``.
 MessageOut = WireMessage
+
+
+#: The schema's rule for an input's parts: at least one that is not blank text.
+_NOT_BLANK_PARTS = {
+    "minItems": 1,
+    "contains": {
+        "not": {
+            "type": "object",
+            "properties": {"type": {"const": "text"}, "text": {"pattern": r"^\s*$"}},
+            "required": ["type", "text"],
+        }
+    },
+}
+
+
+class MessageIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A message as a request sends it: seed 002's ``AgentMessage`` as an input takes it (a
+    ``user`` or ``system`` role: an ``assistant`` one is a 422 naming ``message.role``), its
+    schema stating that a part must not be blank text (the library refuses a blank message)."""
+
+    role: Literal["user", "system"]
+    parts: Annotated[tuple[Part, ...], msgspec.Meta(extra_json_schema=_NOT_BLANK_PARTS)]
+
+
+#: Message text: something other than white space (a blank message is refused).
+MessageText = Annotated[
+    str,
+    msgspec.Meta(
+        description="The message's text (not blank).", extra_json_schema={"pattern": r"\S"}
+    ),
+]
+
+#: An idempotency key as the library takes it: 1-255 characters, no control character.
+IdempotencyKey = Annotated[
+    str,
+    msgspec.Meta(
+        description=f"1-{MAX_IDEMPOTENCY_KEY_LENGTH} characters, no control character.",
+        extra_json_schema={
+            "minLength": 1,
+            "maxLength": MAX_IDEMPOTENCY_KEY_LENGTH,
+            "pattern": r"^[^\x00-\x1f\x7f]*$",
+        },
+    ),
+]
+
+#: The ``Idempotency-Key`` header's schema: the same key, in printable ASCII (a header's bytes
+#: are not UTF-8 text: other keys go in the body; ``server.requests.ascii_header``).
+IDEMPOTENCY_KEY_HEADER: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_IDEMPOTENCY_KEY_LENGTH,
+    "pattern": r"^[\x20-\x7e]*$",
+}
 
 
 class SendMessage(
@@ -33,8 +84,8 @@ class SendMessage(
     agentkeep's ``delivery``, ``metadata``, ``messageId``, ``provider``, ``model`` and
     ``profile``)."""
 
-    message: str | MessageIn
-    idempotency_key: str | None = None
+    message: MessageText | MessageIn
+    idempotency_key: IdempotencyKey | None = None
     wait: bool = True
     delivery: Literal["send", "steer"] = "send"
     metadata: JSONObject | None = None  # the turn's caller-owned JSON (agentkeep's addition)
@@ -100,16 +151,11 @@ class TurnList(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     next_after: int | None
 
 
-def to_user_message(message: str | WireMessage) -> str | WireMessage:
-    """The message ``Sessions.send`` takes for a wire message (422 for an assistant one)."""
-    if isinstance(message, WireMessage) and message.role == "assistant":
-        raise ApiError(
-            422,
-            "invalid_request",
-            'message.role: an input message is "user" or "system", got "assistant".',
-            {"field": "message.role"},
-        )
-    return message
+def to_user_message(message: str | MessageIn) -> str | WireMessage:
+    """The message ``Sessions.send`` takes for a wire message."""
+    if isinstance(message, str):
+        return message
+    return WireMessage(role=message.role, parts=message.parts)
 
 
 def to_parts(message: JSONObject) -> WireMessage:

@@ -21,6 +21,13 @@ Checked when the session starts, never at its first turn (SURFACES §2):
   ``namespace.name``. An unknown id is refused, naming the field and the known ids.
 - ``instructions`` replace the system's base instructions (``open(instructions=)``) for this
   session; the features' ``instructions`` hooks still append to them.
+
+``model.id`` is checked earlier as well, when a definition is written
+(:func:`check_written_model`, the check ``AgentSystem.registry`` passes to its registry): a
+create or a patch naming a provider the system does not have, or a model its provider does
+not serve, is refused then, naming ``model.id`` and what is registered. The check at start
+stays: a definition written under other providers (``providers.toml`` edited, a daemon
+restarted) stays readable, and a session of it is refused here.
 """
 
 from __future__ import annotations
@@ -30,11 +37,12 @@ from typing import Any
 
 import msgspec
 
-from agentkeep.errors import ProviderUnavailableError, UnknownProviderError
+from agentkeep.errors import ModelNotServedError, ProviderUnavailableError, UnknownProviderError
 from agentkeep.features import FeatureSet
 from agentkeep.logs import get_logger
 from agentkeep.model import Settings
 from agentkeep.providers.registry import Providers
+from agentkeep.registry.errors import InvalidDefinitionError
 from agentkeep.registry.types import DEFAULT_DRIVER_ID, Definition
 from agentkeep.sessions.errors import SessionConfigError, UnsupportedDriverError
 from agentkeep.tools import Tool
@@ -106,6 +114,45 @@ def settings_of(definition: Definition, providers: Providers, defaults: Settings
         return msgspec.convert(values, Settings)
     except msgspec.ValidationError as error:
         raise SessionConfigError("model.settings", str(error)) from None
+
+
+def check_written_model(definition: Definition, *, providers: Providers) -> None:
+    """Refuse to write ``definition`` if its ``model.id`` cannot run in this system: not
+    ``provider/model``, a provider not registered, or a model the provider does not serve.
+
+    Only for the native driver (an injected driver interprets its revision itself), and only
+    what the registry can tell now: a registered provider that cannot be asked (its API key is
+    unset) is let through, and refused at session start if it still cannot be used.
+
+    Raises:
+        InvalidDefinitionError: ``field`` is ``model.id``; the message says what is
+            registered (or what the provider serves).
+    """
+    model = definition.model
+    if model is None or definition.driver.id != DEFAULT_DRIVER_ID:
+        return
+    provider, _, name = model.id.partition("/")
+    if not provider or not name:
+        raise InvalidDefinitionError(
+            "model.id",
+            f'"{model.id}" is not "provider/model" (registered providers: '
+            f"{', '.join(providers.ids()) or 'none'})",
+        )
+    try:
+        providers.check_model(provider, name)
+    except UnknownProviderError:
+        raise InvalidDefinitionError(
+            "model.id",
+            f'provider "{provider}" is not registered in this system '
+            f"(registered: {', '.join(providers.ids()) or 'none'})",
+        ) from None
+    except ModelNotServedError as error:
+        raise InvalidDefinitionError(
+            "model.id",
+            f'provider "{provider}" does not serve model "{name}" (it serves: {error.served})',
+        ) from None
+    except ProviderUnavailableError:
+        return
 
 
 def check(

@@ -56,6 +56,25 @@ def test_invalid_definitions_name_the_field_and_write_nothing(world: World) -> N
     assert world.system.registry.get("ok", include_deleted=True).current_revision == 1
 
 
+def test_a_model_the_system_does_not_serve_is_refused_when_written(world: World) -> None:
+    # Issue 29: model.id is checked at create and patch, as over REST and the CLI.
+    async def body(client: Client) -> None:
+        text = await call_error(client, "agents_create", {"id": "far", "model": {"id": "nope/m-1"}})
+        assert text == (
+            'invalid_definition: model.id: provider "nope" is not registered in this system '
+            "(registered: local)"
+        )
+        await call(client, "agents_create", {"id": "near", "model": {"id": "local/gym-1"}})
+        text = await call_error(
+            client, "agents_update", {"agent_id": "near", "patch": {"model": {"id": "local/x"}}}
+        )
+        assert text.startswith('invalid_definition: model.id: provider "local" does not serve')
+
+    world.session(body)
+    assert [r.id for r in world.system.registry.list(include_deleted=True)] == ["near"]
+    assert world.system.registry.get("near").current_revision == 1
+
+
 def test_arguments_are_checked_against_the_schema(world: World) -> None:
     world.system.registry.create({"id": "a"})
 

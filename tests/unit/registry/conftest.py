@@ -1,4 +1,9 @@
-"""A real store in ``tmp_path``, opened through ``AgentSystem`` (no provider is needed)."""
+"""A real store in ``tmp_path``, opened through ``AgentSystem``.
+
+No provider runs here; the ones registered serve the models the tests' definitions name
+(``openai/gpt``, ``openai/gpt-5.5``, ``anthropic/claude``, ``a/b``), since a definition's
+``model.id`` is checked against the system's providers when it is written.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +23,11 @@ def open_system(tmp_path: Path) -> Iterator[Opener]:
     systems: list[ak.AgentSystem] = []
 
     def open_() -> ak.AgentSystem:
-        system = ak.AgentSystem.open(tmp_path / "state", providers=ak.Providers())
+        providers = ak.Providers()
+        providers.add("openai", ak.ScriptedModel(models=["gpt", "gpt-5.5"]), kind="codex")
+        providers.add("anthropic", ak.ScriptedModel(models=["claude"]), kind="claude")
+        providers.add("a", ak.ScriptedModel(models=["b"]), kind="gym")
+        system = ak.AgentSystem.open(tmp_path / "state", providers=providers)
         systems.append(system)
         return system
 

@@ -245,16 +245,17 @@ def test_a_provider_without_its_key_is_a_422_naming_it_never_a_500(configured: S
         assert (sent.status_code, error["code"]) == (422, "provider_unavailable"), sent.text
         assert MISSING_KEY in error["message"]
 
-        unregistered = (
-            ({"id": "nowhere", "model": {"id": "nope/m-1"}}, "invalid_session_config", "model.id"),
-            ({"id": "driven", "driver": {"id": "no-driver"}}, "unsupported_driver", "driver.id"),
-        )
-        for body, code, field in unregistered:
-            assert client.post("/v1/agents", json=body).status_code == 201
-            started = client.post("/v1/sessions", json={"agentId": body["id"]})
-            error = started.json()["error"]
-            assert (started.status_code, error["code"]) == (422, code), started.text
-            assert error["details"]["field"] == field
+        # An unregistered provider is refused when the definition is written (issue 29).
+        created = client.post("/v1/agents", json={"id": "nowhere", "model": {"id": "nope/m-1"}})
+        error = created.json()["error"]
+        assert (created.status_code, error["code"]) == (422, "invalid_definition"), created.text
+        assert error["details"]["field"] == "model.id"
+        body = {"id": "driven", "driver": {"id": "no-driver"}}
+        assert client.post("/v1/agents", json=body).status_code == 201
+        started = client.post("/v1/sessions", json={"agentId": body["id"]})
+        error = started.json()["error"]
+        assert (started.status_code, error["code"]) == (422, "unsupported_driver"), started.text
+        assert error["details"]["field"] == "driver.id"
 
 
 def test_a_turn_whose_provider_cannot_be_built_fails_saying_so(configured: Served) -> None:

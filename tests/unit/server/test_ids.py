@@ -12,7 +12,7 @@ from agentkeep.providers import script
 
 from .conftest import Served
 
-PATTERN = "^[a-z0-9._-]{1,128}$"
+PATTERN = r"^(?!\.\.?$)[a-z0-9._-]{1,128}$"  # "." and ".." refused too
 
 
 def test_sessions_and_messages_take_seed_002_ids(served: Served, client: httpx.Client) -> None:

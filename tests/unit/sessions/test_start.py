@@ -131,9 +131,31 @@ def test_an_agent_made_without_a_definition_keeps_the_systems_configuration(
 
 
 # -- refusals: each at start, nothing written -----------------------------------------------
-def _refused(world: World, definition: dict[str, object], error: type[Exception]) -> Exception:
+def _written_under_other_providers(world: World, definition: dict[str, object]) -> None:
+    """Write ``definition`` as a system with other providers did (``providers.toml`` edited,
+    a daemon restarted since): its ``model.id`` was checked then, against those."""
+    providers = ak.Providers()
+    providers.add("nowhere", ak.ScriptedModel(models=["m"]), kind="gym")
+    providers.add("local", ak.ScriptedModel(models=["gym-9"]), kind="gym")
+    system = ak.AgentSystem.open(world.path, providers=providers)
+    try:
+        system.registry.create(definition)
+    finally:
+        system.close(timeout_seconds=10)
+
+
+def _refused(
+    world: World,
+    definition: dict[str, object],
+    error: type[Exception],
+    *,
+    written_elsewhere: bool = False,
+) -> Exception:
+    if written_elsewhere:
+        _written_under_other_providers(world, definition)
     system = world.open()
-    system.registry.create(definition)
+    if not written_elsewhere:
+        system.registry.create(definition)
     with pytest.raises(error) as raised:
         system.sessions.start(str(definition["id"]), id="refused1")
     with pytest.raises(ak.UnknownSessionError):
@@ -157,20 +179,25 @@ def test_a_driver_other_than_agentkeep_is_refused_naming_it(world: World) -> Non
 
 
 def test_an_unregistered_provider_is_refused(world: World) -> None:
-    error = _refused(world, {"id": "d", "model": {"id": "nowhere/m"}}, ak.SessionConfigError)
+    # Written while "nowhere" was registered: readable now, but no session starts.
+    definition = {"id": "d", "model": {"id": "nowhere/m"}}
+    error = _refused(world, definition, ak.SessionConfigError, written_elsewhere=True)
     assert isinstance(error, ak.SessionConfigError)
     assert error.field == "model.id"
     assert '"nowhere"' in str(error)
 
 
 def test_a_model_the_provider_does_not_serve_is_refused(world: World) -> None:
-    _refused(world, {"id": "d", "model": {"id": "local/gym-9"}}, ak.ModelNotServedError)
+    definition = {"id": "d", "model": {"id": "local/gym-9"}}
+    _refused(world, definition, ak.ModelNotServedError, written_elsewhere=True)
 
 
-def test_a_model_id_without_a_provider_is_refused(world: World) -> None:
-    error = _refused(world, {"id": "d", "model": {"id": "gym-1"}}, ak.SessionConfigError)
-    assert isinstance(error, ak.SessionConfigError)
-    assert error.field == "model.id"
+def test_a_model_id_without_a_provider_is_refused_when_written(world: World) -> None:
+    system = world.open()
+    with pytest.raises(ak.InvalidDefinitionError) as raised:
+        system.registry.create({"id": "d", "model": {"id": "gym-1"}})
+    assert raised.value.field == "model.id"
+    assert "registered providers: local, other" in str(raised.value)
 
 
 def test_an_unknown_model_setting_is_refused(world: World) -> None:
