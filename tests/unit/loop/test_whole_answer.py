@@ -226,3 +226,48 @@ def test_a_retry_after_a_block_committed_before_the_failure_continues_the_whole_
         assert turn.result == {"message": {"role": "assistant", "parts": parts}}
     finally:
         system.close(timeout_seconds=10)
+
+
+def test_the_continued_blocks_are_read_back_across_each_cut_and_stop_at_a_finished_one() -> None:
+    """``view.continued_blocks``: a chain of cuts joins whole (the notices of a continuation's
+    boundary pass), private blocks are in no message, and a continue notice with reason
+    ``notice`` (before a notice that reopened a finished response) joins nothing."""
+    from agentkeep.loop.texts import CONTINUE_NOTICE
+    from agentkeep.loop.view import continued_blocks
+    from agentkeep.model import (
+        ReasoningBlock,
+        SystemReason,
+        TextBlock,
+        UserMessage,
+        UserRecord,
+    )
+
+    def block(text: str, *, private: bool = False) -> BlockRecord:
+        return BlockRecord(block=TextBlock(text=text), private=private)
+
+    def continued(reason: SystemReason) -> SystemRecord:
+        return SystemRecord(message=CONTINUE_NOTICE, reason=reason)
+
+    notice = SystemRecord(message=SystemMessage(content=(TextBlock(text="a notice"),)))
+    user = UserRecord(message_id="m1", message=UserMessage(content=(TextBlock(text="q"),)))
+    thought = BlockRecord(block=ReasoningBlock(text="hm", reasoning="sig"))
+    finished = [user, block("done"), continued("notice"), notice]
+    assert continued_blocks([user]) == ()
+    assert continued_blocks(finished) == ()
+    cut_twice = [
+        *finished,
+        thought,
+        block("one"),
+        block("hidden", private=True),
+        continued("continue"),
+        notice,
+        block("two"),
+        continued("continue"),
+    ]
+    assert continued_blocks(cut_twice) == (
+        thought.block,
+        TextBlock(text="one"),
+        TextBlock(text="two"),
+    )
+    assert continued_blocks([*cut_twice, notice]) == continued_blocks(cut_twice)
+    assert continued_blocks([*cut_twice, user]) == ()
