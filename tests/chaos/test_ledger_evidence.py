@@ -41,6 +41,13 @@ NEEDS_TWO = {"first_event_retimed_on_acceptance", "completion_overwrites_earlier
 # without savepoints: 24-28 catch it; renumber when the acceptance's statements change —
 # the test fails when the window moves, it cannot pass vacuously).
 SECOND_TRANSACTION_WINDOW = 26
+# answer_is_the_continuation_alone needs a kill after the first answer's text block committed
+# and before its response's end: store operations 94-102 of seed 2's first process (found by
+# killing at each of 15-229 on 2026-12-04; 153-163 cut the second answer). Renumber when the
+# statements before the first answer change: the test fails when the window moves.
+ANSWER_CUT_WINDOW = 98
+# The mutants a targeted kill replays instead of the CI seed.
+TARGETED = {"accepted_event_in_second_transaction", "answer_is_the_continuation_alone"}
 
 
 def _cases(campaign: str) -> list[tuple[str, str]]:
@@ -50,7 +57,7 @@ def _cases(campaign: str) -> list[tuple[str, str]]:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("mutant", "check"),
-    [c for c in _cases("process_kills") if c[0] != "accepted_event_in_second_transaction"],
+    [c for c in _cases("process_kills") if c[0] not in TARGETED],
 )
 def test_each_process_kills_mutant_is_caught_with_its_check_named(mutant: str, check: str) -> None:
     assert KILLS_SEED in range(CI_SEEDS["process_kills"])
@@ -67,6 +74,21 @@ def test_a_kill_between_an_acceptance_and_its_late_event_is_caught() -> None:
     assert any("'k0' has 1 durable fact(s) but 0 message.accepted" in p for p in result.problems), (
         result.describe()
     )
+
+
+@pytest.mark.slow
+def test_a_kill_after_the_answer_block_leaves_the_whole_answer_in_the_result() -> None:
+    """Issue 29 item 5: killed after the answer's block committed, before the response's
+    end, the turn's result and message hold the cut block and the continuation (``T5``);
+    the runtime before the fix (the mutant) completes it with the continuation alone."""
+    kills = [Kill("store", at=ANSWER_CUT_WINDOW), Kill(None)]
+    result = run_campaign(KILLS_SEED, kills=kills)
+    assert result.ok, result.describe()
+    assert result.answers_continued >= 1, result.describe()
+    assert result.answers_judged >= result.answers_continued
+    broken = run_campaign(KILLS_SEED, kills=kills, mutant="answer_is_the_continuation_alone")
+    named = [p for p in broken.problems if p.startswith("T5 ")]
+    assert named, f"the continuation alone escaped: {broken.describe()}"
 
 
 @pytest.mark.parametrize(("mutant", "check"), _cases("power_loss"))

@@ -64,6 +64,7 @@ INVARIANTS: dict[int | str, str] = {
     "T2": "a terminal turn state never changes across a reopen",
     "T3": "every turn's input event is in the same ledger",
     "T4": "an idempotency key never maps to two turns nor runs a driver twice",
+    "T5": "a completed turn's result is its whole answer, as the transcript shows it",
     # Seed 001's transactional tools, checked by agentkeep.chaos.checker.
     "X1": "a transactional tool's writes commit with its result or not at all",
     "X2": "a call whose result was committed (ctx.commit) never runs again",

@@ -6,7 +6,7 @@ power-loss campaigns, and the mutants each must catch.
 
 - plain: run ``--seeds`` seeds (default ``CHAOS_SEEDS``, else each campaign's CI count) of
   each campaign; print every failing seed, then a table of seeds, failures and findings per
-  check (``L1``–``L4``, ``T1``–``T4``, ``§7`` numbers, ``other``: e.g. an integrity check);
+  check (``L1``–``L4``, ``T1``–``T5``, ``§7`` numbers, ``other``: e.g. an integrity check);
 - ``--mutant M``: the same under one mutant of :data:`~agentkeep.chaos.mutants.LEDGER_MUTANTS`
   (or ``lying_sync`` for ``power_loss``); the seeds catching it are the ones that fail;
 - ``--mutants``: for every mutant of :data:`EXPECTED` and each campaign it is expected in,
@@ -58,6 +58,7 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "completion_overwrites_earlier_results": ("T2", ("process_kills", "lifecycle_races")),
     "input_event_without_turn_id": ("T3", CAMPAIGNS),
     "retried_key_opens_second_turn": ("T4", ("process_kills",)),
+    "answer_is_the_continuation_alone": ("T5", ("process_kills",)),
 }
 # The mutants each campaign can install: the ledger ones, and its own.
 _OWN_MUTANTS = {

@@ -429,6 +429,20 @@ def settles_over_a_truncated_answer() -> Iterator[None]:
             setattr(module, name, value)
 
 
+@contextmanager
+def answer_is_the_continuation_alone() -> Iterator[None]:
+    """While active, a continuation's answer and assistant message hold its own blocks only
+    (the behaviour before issue 29 item 5): the cut response it continues is in neither, so
+    a turn cut after its answer's block completes with less than the transcript shows
+    (``T5``). Patches a module global, so it reaches every agent in this process."""
+
+    def nothing(records: object) -> tuple[()]:
+        return ()
+
+    with patched(inference, "continued_blocks", nothing):
+        yield
+
+
 Mutant = Callable[[], AbstractContextManager[None]]
 
 # The ledger mutants by name (a child process or a pool worker installs one by name).
@@ -448,6 +462,7 @@ LEDGER_MUTANTS: dict[str, Mutant] = {
         completion_overwrites_earlier_results,
         input_event_without_turn_id,
         retried_key_opens_second_turn,
+        answer_is_the_continuation_alone,
     )
 }
 
@@ -456,6 +471,7 @@ __all__ = [
     "LEDGER_MUTANTS",
     "Mutant",
     "accepted_event_in_second_transaction",
+    "answer_is_the_continuation_alone",
     "committed_results_run_again",
     "first_event_retimed_on_acceptance",
     "ledger_kept_across_recreate",

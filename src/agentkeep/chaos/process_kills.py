@@ -60,7 +60,7 @@ from agentkeep.chaos.process_kill_child import ProcessRun, spawn_child
 from agentkeep.chaos.process_kill_plan import Kill, KillKind, plan
 from agentkeep.chaos.process_kill_world import DiskWorld, integrity_problem
 from agentkeep.chaos.process_worker import OFFERS, SUBSCRIBER_LOG
-from agentkeep.chaos.turn_checks import judge_keyed_sends
+from agentkeep.chaos.turn_checks import completed_answers, judge_keyed_sends
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.store import DATABASE_NAME
 
@@ -93,6 +93,10 @@ class KillCampaignResult:
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
     mutant: str | None = None
+    # ``T5``'s reach: completed turns whose whole answer was judged, and those of them whose
+    # answer continues a response a kill cut (docs/turns.md).
+    answers_judged: int = 0
+    answers_continued: int = 0
 
     @property
     def ok(self) -> bool:
@@ -167,6 +171,14 @@ def run_campaign(
                 for line in SubscriberLog(base / SUBSCRIBER_LOG).lines()
             )
         result.problems += _ledger_problems(world)
+        if checker.previous is not None:
+            judged = [
+                answer
+                for _, _, answer in completed_answers(checker.previous.turns, checker.events)
+                if answer is not None
+            ]
+            result.answers_judged = len(judged)
+            result.answers_continued = sum(answer.cuts > 0 for answer in judged)
         sends = [line for line in world.read_ledger() if line["kind"] in ("accept", "retry")]
         keyed = judge_keyed_sends(sends, process=len(result.runs))
         result.problems += [v.describe() for v in keyed]
@@ -227,10 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     failed: list[int] = []
     kills: Counter[str] = Counter()
+    answers = Counter[str]()
     _quiet()
     with ProcessPoolExecutor(max_workers=args.jobs, initializer=_quiet) as pool:
         runs = pool.map(_campaign_for_pool, seeds, [args.mutant] * len(seeds))
         for result in runs:
+            answers["judged"] += result.answers_judged
+            answers["continued"] += result.answers_continued
             for run in result.runs:
                 kills[_coverage_key(run)] += 1
                 if run.result and run.result.get("max_group_size", 0) > 1:
@@ -242,6 +257,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"seeds {len(seeds)}  failed {len(failed)} {failed}  kills {total}  "
         f"wall {time.monotonic() - started:.1f} s"
+    )
+    print(
+        f"  turn results judged whole (T5) {answers['judged']}, "
+        f"continuing a cut response {answers['continued']}"
     )
     for key, count in sorted(kills.items()):
         print(f"  {key:<40}{count:>6}")

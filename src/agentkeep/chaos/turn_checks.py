@@ -18,19 +18,25 @@ the ledger and against the previous snapshot:
   unique among the turns and among their ``turn.queued`` events, and a turn starts running
   at most once (one ``turn.running`` event). Campaigns that retry keys also check what each
   retry returned (:func:`judge_keyed_sends`).
+- ``T5``: a completed native turn's result is its whole answer: the assistant message the
+  transcript ended with when it completed — read from the ledger's ``assistant.block`` events
+  back to the turn's last input, across each cut response and its continuation (a system
+  ``message`` with reason ``continue``, and the notices of that boundary) — and the ledger's
+  assistant ``message`` of the answering response says the same (:func:`whole_answer`).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 import msgspec
 
 from agentkeep.chaos.invariants import INVARIANTS, Violation
-from agentkeep.model import SessionEvent
+from agentkeep.model import AssistantBlock, JSONObject, SessionEvent
+from agentkeep.model.parts import assistant_json
 from agentkeep.model.turns import (
     NATIVE_DRIVER,
     TERMINAL_STATUSES,
@@ -100,7 +106,94 @@ def check_turns(
         starts = sum(e.type == "turn.running" for e in life)
         if starts > 1:
             bad("T4", f"turn {turn_id!r} started running {starts} times")
+    _answers(by_id, events, bad)
     return found
+
+
+class WholeAnswer(NamedTuple):
+    """A completed turn's whole answer as the ledger tells it (:func:`whole_answer`)."""
+
+    message: JSONObject  # seed 002's ``AgentMessage`` of every block of the answer
+    said: SessionEvent | None  # the answering response's assistant ``message`` event
+    cuts: int  # how many cut responses it continues (``continue`` notices crossed)
+
+
+def completed_answers(
+    turns: Iterable[TurnRecord], events: Sequence[SessionEvent]
+) -> Iterator[tuple[TurnRecord, SessionEvent, WholeAnswer | None]]:
+    """Each native turn's ``turn.completed`` event with its whole answer (None: not told)."""
+    by_id = {turn.id: turn for turn in turns}
+    for index, event in enumerate(events):
+        turn = by_id.get(str(event.data.get("turn_id")))
+        if event.type == "turn.completed" and turn is not None and turn.driver == NATIVE_DRIVER:
+            yield turn, event, whole_answer(events, index)
+
+
+def _answers(by_id: dict[str, TurnRecord], events: Sequence[SessionEvent], bad: Any) -> None:
+    """``T5``: each native ``turn.completed`` holds the whole answer (:func:`whole_answer`)."""
+    for turn, event, answer in completed_answers(by_id.values(), events):
+        if answer is None:
+            continue  # a compaction or a fitted event under it: not judged
+        expected, said = answer.message, answer.said
+        where = f"turn {turn.number} ({turn.id}) completed at #{event.sequence}"
+        result = event.data.get("result")
+        if result != {"message": expected}:
+            bad("T5", f"{where} with result {result}, but its whole answer is {expected}")
+        told = None if said is None else said.data.get("message")
+        if told != (expected if expected["parts"] else None):
+            bad("T5", f"{where}: its answer's message event says {told}, not {expected}")
+
+
+# Conversation events a walk back over the answer passes: ``assistant.block``s, a system
+# ``message`` (``continue``, or a notice). Any other conversation event ends the answer; any
+# other event is no conversation (``response.end``, ``turn.*``, ``message.accepted``…).
+_ENDS_ANSWER = frozenset({"tool.result", "failure.note"})
+_UNDER_REWRITE = frozenset({"compaction", "model.switch"})
+
+
+def whole_answer(events: Sequence[SessionEvent], completed: int) -> WholeAnswer | None:
+    """The whole answer of the response whose transaction appended ``events[completed]`` (a
+    ``turn.completed``), as seed 002's ``AgentMessage`` — and that response's assistant
+    ``message`` event, if any. None when it cannot be told from the ledger (a compaction or
+    a model switch rewrote the conversation under it; an event was fitted).
+
+    Walking back from the completion: the response's blocks; a ``continue`` notice joins the
+    cut response before it (its blocks too); notices pass only on the way to a ``continue``
+    (the ones consumed at a continuation's boundary). Anything else — the turn's input, a
+    tool result, a failure note, a finished response's message, notices after a finished
+    response — ends it.
+    """
+    blocks: list[AssistantBlock] = []
+    said: SessionEvent | None = None
+    cuts = 0
+    in_notices = False  # passed notices: only a ``continue`` before them joins more blocks
+    for event in reversed(events[:completed]):
+        kind, data = event.type, event.data
+        if kind in _UNDER_REWRITE:
+            return None
+        if kind in _ENDS_ANSWER:
+            break
+        if kind == "assistant.block":
+            if in_notices:
+                break
+            if "block" not in data:
+                return None  # fitted: its payload was left out
+            blocks.append(msgspec.convert(data["block"], AssistantBlock))
+            continue
+        if kind != "message":
+            continue
+        role, reason = data.get("role"), data.get("reason")
+        if role == "assistant" and said is None and not blocks and not in_notices:
+            said = event  # the answering response's own message
+        elif role == "system" and reason == "continue":
+            in_notices = False
+            cuts += 1
+        elif role == "system" and reason == "notice":
+            in_notices = True
+        else:
+            break  # the turn's input, another response's message, a handoff…
+    blocks.reverse()
+    return WholeAnswer(message=assistant_json(blocks), said=said, cuts=cuts)
 
 
 def _final(turn: TurnRecord) -> tuple[Any, ...]:
@@ -187,4 +280,11 @@ def judge_keyed_sends(sends: Iterable[dict[str, Any]], *, process: int) -> list[
     return found
 
 
-__all__ = ["TURN_INVARIANTS", "check_turns", "judge_keyed_sends"]
+__all__ = [
+    "TURN_INVARIANTS",
+    "WholeAnswer",
+    "check_turns",
+    "completed_answers",
+    "judge_keyed_sends",
+    "whole_answer",
+]

@@ -24,7 +24,7 @@ from agentkeep.loop.plans import (
 )
 from agentkeep.loop.server_calls import ServerCalls, is_private
 from agentkeep.loop.texts import ABORTED_CALL, UNDISPATCHED_CALL
-from agentkeep.loop.view import ends_with_own_message
+from agentkeep.loop.view import continued_blocks, ends_with_own_message
 from agentkeep.model import Done, StreamEvent, ToolCallBlock
 from agentkeep.model.parts import block_part
 
@@ -44,7 +44,9 @@ def start(ctx: LoopContext) -> None:
         return
     ctx.inference_id = ctx.last_request_id = inference_id
     ctx.phase = Inferring(
-        inference_id=inference_id, server_calls=ServerCalls(policy=ctx.config.server_tools)
+        inference_id=inference_id,
+        continued=continued_blocks(ctx.records),
+        server_calls=ServerCalls(policy=ctx.config.server_tools),
     )
     ctx.children.add(inference_id)
     ctx.turn.step = "steering"
@@ -148,7 +150,10 @@ def maybe_finish(ctx: LoopContext) -> None:
     answers = done.state in ("normal", "length") and not calls
     private = phase.server_calls.private_ids(response.blocks)
     # The turn's answer is published: a server call kept out of the history is not in it.
-    published = tuple(b for b in response.blocks if not is_private(b, private))
+    # It is the whole assistant message: a continuation completes the cut responses it
+    # continues, whose blocks the user sees before it (docs/turns.md).
+    own = tuple(b for b in response.blocks if not is_private(b, private))
+    published = phase.continued + own if phase.continued else own
     answer = published if answers else None
     # Its assistant message (the ledger's ``message`` event), when it says something.
     message = published if measured and any(block_part(b) for b in published) else None

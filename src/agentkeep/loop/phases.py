@@ -59,9 +59,13 @@ class Passing:
 class Inferring:
     """One provider response streams in. ``held``: the blocks the latest event finished,
     committed when the next event shows the response goes on (or with its end) — or, if no
-    event comes first, when ``hold_timer`` fires (:func:`agentkeep.loop.inference.hold`)."""
+    event comes first, when ``hold_timer`` fires (:func:`agentkeep.loop.inference.hold`).
+    ``continued``: the published blocks of the cut responses it continues (read from the
+    records when the request is made: ``view.continued_blocks``), the start of the assistant
+    message it completes."""
 
     inference_id: str
+    continued: tuple[AssistantBlock, ...] = ()
     response: ResponseAssembler = field(default_factory=ResponseAssembler)
     held: list[AssistantBlock] = field(default_factory=list)
     hold_timer: str | None = None  # the timer bounding how long ``held`` waits (if any)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from agentkeep.loop.requests import without_requests
 from agentkeep.model import (
+    AssistantBlock,
     AssistantMessage,
     BlockRecord,
     CompactionRecord,
@@ -140,6 +141,41 @@ def ends_with_own_message(records: Sequence[ConversationRecord]) -> bool:
     now would end with an assistant message). A trailing compaction is continued as it
     stands, whatever its replacement ends with."""
     return bool(records) and isinstance(records[-1], BlockRecord)
+
+
+def continued_blocks(records: Sequence[ConversationRecord]) -> tuple[AssistantBlock, ...]:
+    """The published blocks of the cut responses a request made now continues, in order:
+    the start of the assistant message its response completes (docs/turns.md).
+
+    A response cut after completed content (a crash, or a stream that failed) is continued
+    after the notice "Continue from where you left off." written with reason ``continue``;
+    the notices queued for the same boundary follow it. So, from the end: notices, then a
+    ``continue`` notice, then the cut response's blocks — and again, if that one continued
+    another cut response. Anything else ends the message (a user message, a tool result, a
+    compaction, a failure note, a notice whose run does not reach a ``continue``). Private
+    blocks are in no message. Constant time when the conversation does not end in notices
+    (the common path: it ends with the turn's input or a tool result).
+    """
+    carried: list[AssistantBlock] = []
+    end = len(records)
+    while True:
+        at = end
+        while at and isinstance(record := records[at - 1], SystemRecord):
+            if record.reason != "notice":
+                break
+            at -= 1
+        if not at or not _is_continue(records[at - 1]):
+            return tuple(carried)
+        end = start = at - 1
+        while start and isinstance(records[start - 1], BlockRecord):
+            start -= 1
+        cut = [r.block for r in records[start:end] if isinstance(r, BlockRecord) and not r.private]
+        carried[:0] = cut
+        end = start
+
+
+def _is_continue(record: ConversationRecord) -> bool:
+    return isinstance(record, SystemRecord) and record.reason == "continue"
 
 
 def ends_in_failure_note(records: Sequence[ConversationRecord]) -> bool:

@@ -66,13 +66,18 @@ class ToolRecord(_ConversationRecord, frozen=True, tag="tool"):
     message: ToolResultMessage
 
 
-SystemReason: TypeAlias = Literal["notice", "handoff", "failure", "settled"]
+SystemReason: TypeAlias = Literal["notice", "handoff", "failure", "settled", "continue"]
 
 
 class SystemRecord(_ConversationRecord, frozen=True, tag="system"):
-    """A system message: a hook's notice, a model-switch handoff, a failure note, or the
-    note that ended owed work without an answer (``settled``: ``Sessions.settle``; the one
-    system record owed no answer, docs/turns.md)."""
+    """A system message: a hook's notice, a model-switch handoff, a failure note, the note
+    that ended owed work without an answer (``settled``: ``Sessions.settle``; the one system
+    record owed no answer, docs/turns.md), or "Continue from where you left off." before the
+    continuation of a response that was cut (``continue``: a crash or a failed stream after
+    completed content, ``OwedWork.response_open``). The cut response's blocks and the
+    continuation's are one assistant message: the turn's result and the ledger's ``message``
+    (``loop.view.continued_blocks``). The same text before a notice that reopens a
+    *finished* response is an ordinary ``notice``."""
 
     message: SystemMessage
     reason: SystemReason = "notice"

@@ -190,7 +190,7 @@ def execute(
         case ConsumeNotices(owed=owed, continue_response=continues):
             records: list[ConversationRecord] = []
             if continues:  # ahead of the boundary's queued notices (docs/lifecycle.md)
-                records.append(_append(tx, agent_id, SystemRecord(message=CONTINUE_NOTICE)))
+                records.append(_append(tx, agent_id, _continue_notice(tx, agent_id)))
             for notice in tx.notices(agent_id):
                 if tx.remove_notice(agent_id, notice.seq):
                     records.append(_append(tx, agent_id, SystemRecord(message=notice.message)))
@@ -264,6 +264,16 @@ def _append(
     kind, data = events.record_event(record)
     _event(tx, agent_id, kind, {**data, **extra, "position": position})
     return record
+
+
+def _continue_notice(tx: Transaction, agent_id: str) -> SystemRecord:
+    """The notice "Continue from where you left off.": reason ``continue`` when the blocks
+    it follows are a cut response (the durable owed fact marks it open), so they and the
+    continuation are one assistant message (docs/turns.md); an ordinary ``notice`` before a
+    notice that reopens a finished response."""
+    owed = tx.read_owed(agent_id)
+    cut = owed is not None and owed.response_open
+    return SystemRecord(message=CONTINUE_NOTICE, reason="continue" if cut else "notice")
 
 
 def _block_record(block: AssistantBlock, private_calls: tuple[str, ...]) -> BlockRecord:
