@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,13 +19,16 @@ import pytest
 import agentkeep as ak
 from agentkeep.model import (
     AssistantMessage,
+    BlockRecord,
     Message,
+    OwedWork,
     SystemMessage,
     TextBlock,
     ToolCallBlock,
     ToolResultMessage,
     UserMessage,
 )
+from agentkeep.persistence.readonly import ReadOnlyStore
 
 
 @contextmanager
@@ -47,6 +51,42 @@ def python_child(source: str, home: Path) -> Iterator[subprocess.Popen[str]]:
         child.wait(timeout=30)
         if child.stdout is not None:
             child.stdout.close()
+
+
+#: Far above the held-block bound (50 ms): how long a loaded machine may take to show a
+#: child's finished block.
+DURABLE_BLOCK_SECONDS = 20.0
+
+
+def wait_for_durable_block(
+    home: Path, what: str = "the finished block"
+) -> tuple[list[object], OwedWork | None, list[str]]:
+    """Poll a child's store read-only (no lock) until agent ``a1`` has a block record, or
+    fail at :data:`DURABLE_BLOCK_SECONDS` naming ``what`` never landed. Returns the records,
+    the owed fact and the ledger's event types then."""
+    deadline = time.monotonic() + DURABLE_BLOCK_SECONDS
+    while True:
+        try:
+            store = ReadOnlyStore.open(home)
+        except Exception:  # the child has not created the store yet
+            store = None
+        if store is not None:
+            try:
+                records, owed, events = store.read(
+                    lambda tx: (
+                        tx.load_records("a1"),
+                        tx.read_owed("a1"),
+                        [e.type for e in tx.events("a1", 0, 1000)],
+                    )
+                )
+            except Exception:  # the agent's row is not there yet
+                records, owed, events = [], None, []
+            finally:
+                store.close()
+            if any(isinstance(r, BlockRecord) for r in records):
+                return list(records), owed, events
+        assert time.monotonic() < deadline, f"{what} never landed"
+        time.sleep(0.02)
 
 
 def printed(child: subprocess.Popen[str]) -> Iterator[list[Any]]:

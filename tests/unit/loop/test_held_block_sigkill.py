@@ -14,23 +14,20 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 from agentkeep.model import (
     AssistantMessage,
     BlockRecord,
-    OwedWork,
     ReasoningBlock,
     SystemMessage,
     TextBlock,
     UserMessage,
 )
 from agentkeep.model.ledger import ASSISTANT_BLOCK
-from agentkeep.persistence.readonly import ReadOnlyStore
 from agentkeep.providers import script
 
-from .conftest import World, printed, python_child
+from .conftest import World, printed, python_child, wait_for_durable_block
 from .test_lifecycle_ids import CONTINUE, Recorder, assert_never_ends_with_own_message
 
 BLOCK = ReasoningBlock(text="thinking it over", reasoning="sig")
@@ -64,37 +61,6 @@ system.create(id="a1").send(ak.user("question"))
 threading.Event().wait()
 """
 
-# Far above the bound (50 ms): how long a loaded machine may take to show the block.
-DEADLINE_SECONDS = 20.0
-
-
-def _durable_block(home: Path) -> tuple[list[object], OwedWork | None, list[str]]:
-    """Poll the child's store read-only (no lock) until its block is durable, or fail at
-    the deadline. Returns the records, the owed fact and the ledger's event types then."""
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while True:
-        try:
-            store = ReadOnlyStore.open(home)
-        except Exception:  # the child has not created the store yet
-            store = None
-        if store is not None:
-            try:
-                records, owed, events = store.read(
-                    lambda tx: (
-                        tx.load_records("a1"),
-                        tx.read_owed("a1"),
-                        [e.type for e in tx.events("a1", 0, 1000)],
-                    )
-                )
-            except Exception:  # the agent's row is not there yet
-                records, owed, events = [], None, []
-            finally:
-                store.close()
-            if any(isinstance(r, BlockRecord) for r in records):
-                return list(records), owed, events
-        assert time.monotonic() < deadline, "the stalled response's finished block never landed"
-        time.sleep(0.02)
-
 
 def test_a_block_the_stream_stalls_after_survives_a_sigkill_and_is_continued(
     tmp_path: Path,
@@ -106,7 +72,9 @@ def test_a_block_the_stream_stalls_after_survives_a_sigkill_and_is_continued(
         hook, loop_id, turn_id, cut_id = told
         assert hook == "before_inference"
         # The model stalls after the block; the bound commits it anyway.
-        records, owed, events = _durable_block(home)
+        records, owed, events = wait_for_durable_block(
+            home, "the stalled response's finished block"
+        )
         os.kill(child.pid, signal.SIGKILL)  # a real crash: nothing after this runs
 
     # What the dead process left: the block, in the history and the ledger, and the owed

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import agentkeep as ak
@@ -28,10 +25,9 @@ from agentkeep.model import (
     TextEnd,
     TextStart,
 )
-from agentkeep.persistence.readonly import ReadOnlyStore
 from agentkeep.providers import script
 
-from .conftest import World, text_of
+from .conftest import World, python_child, text_of, wait_for_durable_block
 from .test_lifecycle_ids import CONTINUE
 
 ANSWER = "The answer is 42."
@@ -63,54 +59,17 @@ system.sessions.send("a1", "What is the answer?", idempotency_key="ask-1")
 threading.Event().wait()
 """
 
-# Far above the bound (50 ms): how long a loaded machine may take to show the block.
-DEADLINE_SECONDS = 20.0
-
-
-def _wait_for_durable_block(home: Path) -> None:
-    """Poll the child's store read-only (no lock) until the answer's block is durable."""
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while True:
-        try:
-            store = ReadOnlyStore.open(home)
-        except Exception:  # the child has not created the store yet
-            store = None
-        if store is not None:
-            try:
-                records = store.read(lambda tx: tx.load_records("a1"))
-            except Exception:  # the agent's row is not there yet
-                records = []
-            finally:
-                store.close()
-            if any(isinstance(r, BlockRecord) for r in records):
-                return
-        assert time.monotonic() < deadline, "the answer's finished block never landed"
-        time.sleep(0.02)
-
 
 def _kill_after_the_answer_block(home: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "AGENTKEEP_HOME"}
-    child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(home)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    try:
+    with python_child(_CHILD, home) as child:
         assert child.stdout is not None
         for line in child.stdout:
             if line.strip() == "asked":
                 break
         else:
             raise AssertionError("the child exited before its request")
-        _wait_for_durable_block(home)
+        wait_for_durable_block(home, "the answer's finished block")
         os.kill(child.pid, signal.SIGKILL)  # a real crash: the response never closes
-    finally:
-        child.kill()
-        child.wait(timeout=30)
-        if child.stdout is not None:
-            child.stdout.close()
 
 
 def test_a_turn_cut_after_its_answer_block_and_continued_has_the_whole_answer(
