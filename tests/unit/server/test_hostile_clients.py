@@ -24,6 +24,7 @@ import h11
 import httpx
 import pytest
 from structlog.testing import capture_logs
+from tests.unit.subprocesses import AGENTKEEP
 
 from agentkeep.providers import script
 from agentkeep.server.limits import ConnectionLimits, LogBudget
@@ -31,7 +32,6 @@ from agentkeep.server.limits import ConnectionLimits, LogBudget
 from .conftest import AUTH, TOKEN, Served, serve
 
 STREAM = "/v1/sessions/{}/events/stream"
-SERVE = (sys.executable, "-m", "agentkeep.cli")
 
 
 def _wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
@@ -494,7 +494,7 @@ def test_serve_raises_its_soft_descriptor_limit_to_the_hard_one(tmp_path: Path) 
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
 
     process = subprocess.Popen(
-        [*SERVE, "--home", str(tmp_path / "home"), "--json", "serve", "--port", "0"],
+        [*AGENTKEEP, "--home", str(tmp_path / "home"), "--json", "serve", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -11,33 +11,20 @@ from __future__ import annotations
 import errno
 import json
 import os
-import selectors
 import shutil
 import signal
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+from tests.unit.subprocesses import AGENTKEEP, first_line
 
 TIMEOUT = 30.0
 TOKEN = "hostile-token-0123456789-abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-SERVE = (sys.executable, "-m", "agentkeep.cli")
-
-
-def _first_line(process: subprocess.Popen[str], timeout: float = TIMEOUT) -> str:
-    assert process.stdout is not None
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
-    try:
-        assert selector.select(timeout), "serve printed nothing"
-        return process.stdout.readline()
-    finally:
-        selector.close()
 
 
 def _can_mount_tmpfs(directory: Path) -> str | None:
@@ -110,7 +97,7 @@ def test_a_full_disk_under_the_store_and_the_log_is_survived(
     process = subprocess.Popen(
         [
             *("unshare", "-m", "sh", "-c", script, str(disk)),
-            *(*SERVE, "--home", str(disk / "home"), "--json", "serve", "--port", "0"),
+            *(*AGENTKEEP, "--home", str(disk / "home"), "--json", "serve", "--port", "0"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -118,7 +105,7 @@ def test_a_full_disk_under_the_store_and_the_log_is_survived(
         env={**os.environ, "AGENTKEEP_DAEMON_TOKEN": TOKEN},
     )
     try:
-        url = json.loads(_first_line(process))["url"]
+        url = json.loads(first_line(process))["url"]
         # The tmpfs as the daemon sees it (its mount namespace), through /proc.
         mounted = Path(f"/proc/{process.pid}/root") / disk.relative_to("/")
         assert (mounted / "serve.log").exists()
@@ -187,7 +174,7 @@ def test_the_home_is_private_whatever_the_token_source(tmp_path: Path, source: s
         token_file.chmod(0o600)
         options = ["--token-file", str(token_file)]
     process = subprocess.Popen(
-        [*SERVE, "--home", str(home), "--json", "serve", "--port", "0", *options],
+        [*AGENTKEEP, "--home", str(home), "--json", "serve", "--port", "0", *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -195,7 +182,7 @@ def test_the_home_is_private_whatever_the_token_source(tmp_path: Path, source: s
         umask=0o022,  # a permissive default: privacy must not depend on the caller's
     )
     try:
-        url = json.loads(_first_line(process))["url"]
+        url = json.loads(first_line(process))["url"]
         with httpx.Client(base_url=url, headers=AUTH, timeout=TIMEOUT) as client:
             assert client.post("/v1/agents", json={"id": "private"}).status_code == 201
         assert stat.S_IMODE(home.stat().st_mode) == 0o700
