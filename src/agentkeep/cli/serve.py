@@ -35,6 +35,7 @@ from agentkeep.server import (
     make_home_private,
     run_daemon,
 )
+from agentkeep.server.daemon import write_json_atomically
 
 
 @click.command()
@@ -173,9 +174,7 @@ def _token_path(state: CliState, token_file: Path | None) -> str | None:
 
 
 def write_ready_file(path: Path, value: dict[str, object]) -> None:
-    """Write ``value`` as JSON to ``path`` atomically (a sibling file renamed over it), so a
-    script that waits for ``path`` to exist never reads it half written."""
+    """Write ``value`` as JSON to ``path`` atomically, so a script that waits for ``path`` to
+    exist never reads it half written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    staged = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    staged.write_bytes(msgspec.json.encode(value) + b"\n")
-    os.replace(staged, path)
+    write_json_atomically(path, value, mode=0o666)  # the caller's umask decides, as before

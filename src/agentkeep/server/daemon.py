@@ -248,16 +248,23 @@ def make_home_private(home: Path) -> None:
                     os.chmod(path, stat.S_IMODE(found.st_mode) & 0o700)
 
 
+def write_json_atomically(path: Path, value: object, *, mode: int = 0o600) -> None:
+    """Write ``value`` as one line of JSON to ``path`` through a sibling file renamed over it,
+    so a reader (a client, a script waiting for the file) never sees it half written. ``mode``
+    is the new file's (before the umask)."""
+    staged = path.with_name(f".{path.name}.{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        staged.unlink()
+    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(json.dumps(value) + "\n")
+    os.replace(staged, path)
+
+
 def write_daemon_file(home: Path, url: str) -> Path:
     """``<home>/daemon.json`` (pid, url), mode 0600, written atomically."""
     path = home / DAEMON_FILE
-    staged = home / f".{DAEMON_FILE}.{os.getpid()}"
-    with contextlib.suppress(FileNotFoundError):
-        staged.unlink()
-    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(json.dumps({"pid": os.getpid(), "url": url}) + "\n")
-    os.replace(staged, path)
+    write_json_atomically(path, {"pid": os.getpid(), "url": url})
     return path
 
 
