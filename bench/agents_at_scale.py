@@ -24,9 +24,9 @@ import structlog
 
 import agentkeep as ak
 from agentkeep.delivery import accept_message
-from agentkeep.model import AgentRow, MessageOptions
 from agentkeep.persistence.store import Store
 from agentkeep.providers import script
+from agentkeep.types import AgentRow, MessageOptions
 
 
 def rss_bytes() -> int:

@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 import agentkeep as ak
-from agentkeep.model import Context
 from agentkeep.providers import script
 from agentkeep.providers.script import ScriptedResponse
 from agentkeep.providers.scripted import ResponseScript
+from agentkeep.types import Context
 
 
 def _system(home: Path, first: ResponseScript, answers: int) -> ak.AgentSystem:

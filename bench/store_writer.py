@@ -25,8 +25,8 @@ import apsw
 import msgspec
 import structlog
 
-from agentkeep.model import AgentRow, OwedWork, TextBlock, UserMessage, UserRecord
 from agentkeep.persistence import Store, Transaction
+from agentkeep.types import AgentRow, OwedWork, TextBlock, UserMessage, UserRecord
 
 SUBMITTERS = (1, 8, 64)
 AGENTS = 64

@@ -17,7 +17,8 @@ import msgspec
 from agentkeep.config import AgentConfig
 from agentkeep.errors import AgentExistsError, InvalidConfigError, UnknownAgentError, check_id
 from agentkeep.features import FeatureSet, MetadataChange
-from agentkeep.model import (
+from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.types import (
     AgentRow,
     CompactionRecord,
     JSONObject,
@@ -25,8 +26,7 @@ from agentkeep.model import (
     Settings,
     new_id,
 )
-from agentkeep.model.ledger import METADATA_CHANGED
-from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.types.ledger import METADATA_CHANGED
 
 if TYPE_CHECKING:
     from agentkeep.actors.hook_contexts import HookContexts

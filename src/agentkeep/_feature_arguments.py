@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentkeep.key_value import KeyValueStore
-from agentkeep.model import (
+from agentkeep.refs import AgentSystemRef
+from agentkeep.types import (
     JSONObject,
     PermissionMode,
     QueueableMessage,
@@ -18,7 +19,6 @@ from agentkeep.model import (
     Settings,
     Tokens,
 )
-from agentkeep.refs import AgentSystemRef
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,7 +15,11 @@ from agentkeep.delivery import Delivery, prepare_acceptance
 from agentkeep.drivers.host import DriverHost
 from agentkeep.errors import AwaitFromOwnLoopError, CommitOutcomeUnknownError
 from agentkeep.loop.events import AbortRequested, CompactRequested, Start, WorkAccepted
-from agentkeep.model import (
+from agentkeep.persistence.interface import Transaction
+from agentkeep.providers.registry import Providers
+from agentkeep.runtime import session_turns
+from agentkeep.sessions import tables as session_tables
+from agentkeep.types import (
     JSONObject,
     MessageOptions,
     PermissionMode,
@@ -25,11 +29,7 @@ from agentkeep.model import (
     ReasoningEffort,
     ServiceTier,
 )
-from agentkeep.model.turns import NATIVE_DRIVER
-from agentkeep.persistence.interface import Transaction
-from agentkeep.providers.registry import Providers
-from agentkeep.runtime import session_turns
-from agentkeep.sessions import tables as session_tables
+from agentkeep.types.turns import NATIVE_DRIVER
 
 T = TypeVar("T")
 

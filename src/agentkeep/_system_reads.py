@@ -18,7 +18,10 @@ from agentkeep.errors import (
     UnknownAgentError,
 )
 from agentkeep.features import FeatureSet
-from agentkeep.model import (
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.ledger import Subscription, check_page
+from agentkeep.persistence.store import Store
+from agentkeep.types import (
     ConversationRecord,
     JSONObject,
     Message,
@@ -26,9 +29,6 @@ from agentkeep.model import (
     Settings,
     published_messages,
 )
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.ledger import Subscription, check_page
-from agentkeep.persistence.store import Store
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ import msgspec
 
 from agentkeep._tool_results import ArgsT, ToolError
 from agentkeep._tool_schema import issue_from_msgspec, schema_issues
-from agentkeep.model import ToolCallBlock
+from agentkeep.types import ToolCallBlock
 
 if TYPE_CHECKING:
     from agentkeep.tools import Tool

@@ -12,9 +12,9 @@ from typing import Any, Protocol
 
 from agentkeep.errors import AgentkeepError
 from agentkeep.key_value import KeyValueStore
-from agentkeep.model import PermissionMode
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.refs import AgentSystemRef
+from agentkeep.types import PermissionMode
 
 
 class ToolContext(Protocol):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 
 from agentkeep._tool_context import ToolContext
-from agentkeep.model import ImageBlock, OutputBlock, TextBlock
+from agentkeep.types import ImageBlock, OutputBlock, TextBlock
 
 if TYPE_CHECKING:
     from agentkeep.tools import Tool

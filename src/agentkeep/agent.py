@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from agentkeep.delivery import Delivery
 from agentkeep.history import HistoryEpoch, PurgeResult, purge_archived, read_history
-from agentkeep.model import (
+from agentkeep.types import (
     JSONObject,
     Message,
     PermissionMode,

@@ -45,8 +45,6 @@ from agentkeep.features import Feature, FeatureSet
 from agentkeep.loop.context import DEFAULT_HELD_BLOCK_SECONDS, RetryPolicy
 from agentkeep.loop.events import ProviderRemoved, Start
 from agentkeep.loop.plans import QueueMode
-from agentkeep.model import Message, Settings
-from agentkeep.model.ledger import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_INPUT_BYTES
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.refs import make_system_ref
@@ -56,6 +54,8 @@ from agentkeep.sessions import Sessions
 from agentkeep.sessions import setup as session_setup
 from agentkeep.sessions import tables as session_tables
 from agentkeep.tools import Tool
+from agentkeep.types import Message, Settings
+from agentkeep.types.ledger import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_INPUT_BYTES
 
 
 class AgentSystem(SystemStopping, SystemDelivery):

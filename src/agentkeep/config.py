@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from agentkeep.errors import InvalidConfigError
-from agentkeep.model import AgentEnvironment
+from agentkeep.types import AgentEnvironment
 
 
 class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):

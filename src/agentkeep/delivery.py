@@ -22,7 +22,10 @@ from agentkeep.errors import (
 )
 from agentkeep.loop.actions import check_message_id as check_action_message_id
 from agentkeep.messages import check_tool_requests, validate_message, wire_input
-from agentkeep.model import (
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.ledger import encode_event_data, encode_event_data_value
+from agentkeep.providers.registry import Providers
+from agentkeep.types import (
     AgentMessage,
     JSONObject,
     MessageOptions,
@@ -36,11 +39,8 @@ from agentkeep.model import (
     apply_options,
     new_id,
 )
-from agentkeep.model.ledger import MESSAGE_ACCEPTED
-from agentkeep.model.turns import MAX_IDEMPOTENCY_KEY_LENGTH, NATIVE_DRIVER
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.ledger import encode_event_data, encode_event_data_value
-from agentkeep.providers.registry import Providers
+from agentkeep.types.ledger import MESSAGE_ACCEPTED
+from agentkeep.types.turns import MAX_IDEMPOTENCY_KEY_LENGTH, NATIVE_DRIVER
 
 DeliveryKind = Literal["send", "steer"]
 

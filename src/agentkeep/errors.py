@@ -6,7 +6,7 @@ Each subclass names what happened. ``code`` is a stable string that survives ser
 
 from __future__ import annotations
 
-from agentkeep.model.ids import ID_RULE, is_valid_id
+from agentkeep.types.ids import ID_RULE, is_valid_id
 
 
 class AgentkeepError(Exception):
@@ -199,7 +199,7 @@ class InvalidMessageError(AgentkeepError):
 
 class InvalidIdError(InvalidConfigError, InvalidMessageError):
     """A client-given id (an agent, session or message id) breaks the id rule
-    (:func:`agentkeep.model.ids.check_id`): 1-128 lowercase letters, digits, dots, underscores
+    (:func:`agentkeep.types.ids.check_id`): 1-128 lowercase letters, digits, dots, underscores
     or hyphens, and not ``.`` or ``..``. ``what`` says which id (``"session id"``), ``field``
     names the field that held it (``sessionId``). Nothing was written.
 
@@ -216,7 +216,7 @@ class InvalidIdError(InvalidConfigError, InvalidMessageError):
 
 
 def check_id(value: object, *, what: str, field: str) -> str:
-    """``value`` if it is a valid client-given id (:func:`agentkeep.model.ids.is_valid_id`).
+    """``value`` if it is a valid client-given id (:func:`agentkeep.types.ids.is_valid_id`).
 
     Args:
         value: The id a caller gave.

@@ -43,12 +43,12 @@ from agentkeep._feature_arguments import TurnInfo as TurnInfo
 from agentkeep.errors import FeatureDefinitionError, InvalidConfigError
 from agentkeep.logs import get_logger
 from agentkeep.loop.actions import Action
-from agentkeep.model import StreamEvent, SystemMessage
+from agentkeep.types import StreamEvent, SystemMessage
 
 if TYPE_CHECKING:
-    from agentkeep.model import ToolResultMessage
     from agentkeep.tool_hooks import ToolCallDecision, ToolCallInfo, ToolCallResult
     from agentkeep.tools import Tool
+    from agentkeep.types import ToolResultMessage
 
 log = get_logger(__name__)
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import msgspec
 
 from agentkeep.errors import UnknownAgentError
-from agentkeep.model import ArchiveReason, Message, Settings, published_messages
 from agentkeep.persistence.interface import Transaction
+from agentkeep.types import ArchiveReason, Message, Settings, published_messages
 
 
 class HistoryEpoch(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from agentkeep.errors import InvalidMessageError
-from agentkeep.model import (
+from agentkeep.types import (
     AgentMessage,
     DataBlock,
     ImageBlock,
@@ -27,7 +27,7 @@ from agentkeep.model import (
     UserMessage,
     input_blocks,
 )
-from agentkeep.model.parts import WireMessage, decode_message, message_json, part_block
+from agentkeep.types.parts import WireMessage, decode_message, message_json, part_block
 
 
 def _blocks(content: str | Sequence[InputBlock]) -> tuple[InputBlock, ...]:
@@ -61,7 +61,7 @@ def user(content: str | Sequence[UserBlock | str]) -> UserMessage:
 
 def from_wire(message: object) -> QueueableMessage:
     """Seed 002's ``AgentMessage`` (a :class:`WireMessage` or its JSON ``{role, parts}``) as
-    the message the conversation keeps (``model/parts.py``: parts ⇄ blocks, nothing lost).
+    the message the conversation keeps (``types/parts.py``: parts ⇄ blocks, nothing lost).
     A ``user`` message keeps every part; a ``system`` message keeps text and images, a
     reference or data part becoming its text (a system message holds only those).
 

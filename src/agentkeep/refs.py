@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery
-from agentkeep.model import (
+from agentkeep.persistence.interface import Transaction
+from agentkeep.types import (
     JSONObject,
     Message,
     PermissionMode,
@@ -25,7 +26,6 @@ from agentkeep.model import (
     ReasoningEffort,
     ServiceTier,
 )
-from agentkeep.persistence.interface import Transaction
 
 _UNSET: Any = object()
 

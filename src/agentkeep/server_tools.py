@@ -29,7 +29,7 @@ import msgspec
 
 from agentkeep.errors import ToolDefinitionError
 from agentkeep.loop.server_calls import ServerToolPolicy, ToolKey
-from agentkeep.model import ToolDescriptor
+from agentkeep.types import ToolDescriptor
 
 if TYPE_CHECKING:
     from agentkeep.tools import ToolSet  # the same layer: only for the annotation

@@ -38,7 +38,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from agentkeep.logs import get_logger
-from agentkeep.model import (
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.tools import Tool, ToolError, ToolSet, validate_arguments
+from agentkeep.types import (
     PERMISSION_MODES,
     ImageBlock,
     OutputBlock,
@@ -46,8 +48,6 @@ from agentkeep.model import (
     TextBlock,
     ToolCallBlock,
 )
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.tools import Tool, ToolError, ToolSet, validate_arguments
 
 if TYPE_CHECKING:
     from agentkeep.features import Feature, HookContext

@@ -84,7 +84,7 @@ from agentkeep._tool_results import run_tool as run_tool
 from agentkeep._tool_results import validate_result as validate_result
 from agentkeep._tool_signature import MISSING, tool_fields
 from agentkeep.errors import ToolDefinitionError
-from agentkeep.model import OutputBlock, ToolCallBlock, ToolDescriptor
+from agentkeep.types import OutputBlock, ToolCallBlock, ToolDescriptor
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -12,8 +12,8 @@ from agentkeep.actors import agent_actor
 from agentkeep.chaos.campaigns import CampaignResult, compaction, first_caught
 from agentkeep.loop.events import CommitFailed
 from agentkeep.loop.plans import Plan, ReplaceWithCompaction
-from agentkeep.model import UserRecord
 from agentkeep.persistence.interface import Transaction
+from agentkeep.types import UserRecord
 
 
 def test_compaction(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:

@@ -9,8 +9,8 @@ import msgspec
 import pytest
 
 from agentkeep.chaos.campaigns import CampaignResult, concurrency, first_caught
-from agentkeep.model import QueuedMessage
 from agentkeep.persistence.transaction import SqliteTransaction
+from agentkeep.types import QueuedMessage
 
 
 def test_concurrency(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:

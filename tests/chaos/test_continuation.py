@@ -19,7 +19,10 @@ from agentkeep.chaos.invariants import check_state
 from agentkeep.chaos.mutants import settles_over_a_truncated_answer
 from agentkeep.chaos.process import DurableState, ProcessReport
 from agentkeep.chaos.world import ChaosWorld
-from agentkeep.model import (
+from agentkeep.persistence.store import Store
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.responding import RespondingModel
+from agentkeep.types import (
     AssistantMessage,
     BlockRecord,
     Context,
@@ -31,9 +34,6 @@ from agentkeep.model import (
     UserMessage,
     UserRecord,
 )
-from agentkeep.persistence.store import Store
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.responding import RespondingModel
 
 #: The mutant is caught where a crash cuts a response right after its reasoning and a later
 #: process settles over it: seeds 17, 25, 27, 30, 34, 39 of 0–39 (2026-12-02, two runs agreed

@@ -22,8 +22,8 @@ import msgspec
 import pytest
 
 import agentkeep as ak
-from agentkeep.model import Context, Done, StreamEvent
 from agentkeep.providers import script
+from agentkeep.types import Context, Done, StreamEvent
 
 TIMEOUT = 10.0
 

@@ -25,8 +25,8 @@ import msgspec
 import pytest
 
 import agentkeep as ak
-from agentkeep.model import Context, ToolResultMessage, UserMessage
 from agentkeep.providers import script
+from agentkeep.types import Context, ToolResultMessage, UserMessage
 
 TIMEOUT = 10.0
 

@@ -22,7 +22,7 @@ from agentkeep.chaos.mutants import LEDGER_MUTANTS
 from agentkeep.chaos.process_kills import Kill, plan, run_campaign
 from agentkeep.chaos.process_worker import SUBSCRIBER_LOG
 from agentkeep.chaos.turn_checks import judge_keyed_sends
-from agentkeep.model import SessionEvent
+from agentkeep.types import SessionEvent
 
 # process_kills seeds cost 1.5-5 s each (one Python process per kill), so each mutant is
 # replayed once: at seed 2 (a CI seed: one store kill at operation 22, then a process left

@@ -12,9 +12,9 @@ from agentkeep.actors import agent_actor
 from agentkeep.chaos.campaigns import CampaignResult, first_caught, queues
 from agentkeep.loop.events import CommitLanded
 from agentkeep.loop.plans import ConsumeQueue, Plan
-from agentkeep.model import UserRecord
 from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime import commit_plans
+from agentkeep.types import UserRecord
 
 
 def test_queues(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:

@@ -8,9 +8,9 @@ import agentkeep as ak
 from agentkeep.chaos import ChaosWorld, Offer, default_providers, ledger_tools
 from agentkeep.chaos.faultpoints import expect_label, find_label, recording_labels
 from agentkeep.chaos.invariants import check_final, check_state
-from agentkeep.model import SystemRecord, ToolRecord, rebuild_messages
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.providers.responding import count_conversation
+from agentkeep.types import SystemRecord, ToolRecord, rebuild_messages
 
 
 def _final_text(messages: list[ak.Message]) -> str | None:

@@ -21,8 +21,8 @@ from agentkeep.chaos.campaigns import DEFAULT_SEEDS, SUITES, first_caught
 from agentkeep.chaos.invariants import check_state
 from agentkeep.chaos.mutants import results_in_finish_order
 from agentkeep.chaos.world import ChaosWorld
-from agentkeep.model import BlockRecord, Context, ToolCallBlock, ToolRecord
 from agentkeep.providers.protocol import CancelToken
+from agentkeep.types import BlockRecord, Context, ToolCallBlock, ToolRecord
 
 
 @pytest.mark.parametrize("suite", list(SUITES))

@@ -16,7 +16,7 @@ from agentkeep.chaos.retry_mode_mutants import (
     retry_replays_the_last_batch,
 )
 from agentkeep.chaos.retry_modes import ModeChecks, ModeJournal, retry_forever
-from agentkeep.model import SystemRecord
+from agentkeep.types import SystemRecord
 
 
 def test_retry_forever(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:

@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 import pytest
 
-from agentkeep.model import (
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.types import (
     AssistantMessage,
     Context,
     Done,
@@ -34,7 +35,6 @@ from agentkeep.model import (
     ToolResultMessage,
     UserMessage,
 )
-from agentkeep.providers.protocol import CancelToken
 
 pytestmark = pytest.mark.live
 

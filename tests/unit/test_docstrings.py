@@ -41,7 +41,7 @@ PUBLIC_PACKAGES = (
     "agentkeep.registry",
     "agentkeep.sessions",
     "agentkeep.drivers",
-    "agentkeep.model",
+    "agentkeep.types",
     "agentkeep.server",
     "agentkeep.mcp",
 )

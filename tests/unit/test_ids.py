@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from agentkeep.model import ids, is_valid_id, new_id
+from agentkeep.types import ids, is_valid_id, new_id
 
 
 def test_an_id_has_the_shape_and_length_of_the_cuid2_ids_before_it() -> None:

@@ -33,7 +33,7 @@ class Component(NamedTuple):
 # The layering, lowest first. ``agentkeep`` itself (the package's ``__init__``: the public
 # re-exports) is matched exactly, never as a prefix of every module.
 LAYERS: tuple[Component, ...] = (
-    Component(0, "model", ("agentkeep.model",)),
+    Component(0, "types", ("agentkeep.types",)),
     Component(
         1,
         "base",
@@ -197,8 +197,8 @@ def test_no_module_imports_upward_or_into_a_peer() -> None:
 
 def test_the_domain_layer_imports_nothing_else_of_agentkeep() -> None:
     for module, targets in dependencies().items():
-        if module == "agentkeep.model" or module.startswith("agentkeep.model."):
-            assert {t for t in targets if not t.startswith("agentkeep.model")} == set(), module
+        if module == "agentkeep.types" or module.startswith("agentkeep.types."):
+            assert {t for t in targets if not t.startswith("agentkeep.types")} == set(), module
 
 
 def test_the_loop_imports_neither_the_store_nor_the_actors() -> None:
@@ -228,7 +228,7 @@ def test_every_listed_module_exists() -> None:
     [
         ("agentkeep.loop.machine", "agentkeep.persistence.store", "peers"),
         ("agentkeep.loop.machine", "agentkeep.actors.registry", "upward"),
-        ("agentkeep.model.content", "agentkeep.errors", "upward"),
+        ("agentkeep.types.content", "agentkeep.errors", "upward"),
         ("agentkeep.persistence.codec", "agentkeep.providers.protocol", "peers"),
         ("agentkeep.refs", "agentkeep.agent_system", "upward"),
         ("agentkeep.chaos.world", "agentkeep.cli.output", "upward"),
@@ -245,7 +245,7 @@ def test_a_forbidden_import_is_reported(module: str, target: str, why: str) -> N
 @pytest.mark.parametrize(
     ("module", "target"),
     [
-        ("agentkeep.loop.machine", "agentkeep.model"),
+        ("agentkeep.loop.machine", "agentkeep.types"),
         ("agentkeep.loop.machine", "agentkeep.loop.state"),
         ("agentkeep.runtime.commit_plans", "agentkeep.persistence.interface"),
         ("agentkeep.actors.agent_actor", "agentkeep.runtime.commit_plans"),

@@ -1,4 +1,4 @@
-"""Issue 28 item 4: ``model/parts.py`` is the one conversion between seed 002's
+"""Issue 28 item 4: ``types/parts.py`` is the one conversion between seed 002's
 ``AgentMessage`` parts and content blocks: nothing a client sends is lost, and a model is
 shown a reference or data part as one line of text."""
 
@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import agentkeep as ak
 from agentkeep.messages import from_wire, wire_input
-from agentkeep.model import input_blocks
-from agentkeep.model.parts import (
+from agentkeep.types import input_blocks
+from agentkeep.types.parts import (
     TOOL_CALL_REQUEST,
     as_wire_json,
     decode_message,

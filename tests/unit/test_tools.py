@@ -12,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentkeep.errors import ToolDefinitionError
-from agentkeep.model import ImageBlock, OutputBlock, TextBlock, ToolCallBlock
 from agentkeep.tools import (
     BasicToolContext,
     GrammarInput,
@@ -26,6 +25,7 @@ from agentkeep.tools import (
     validate_arguments,
     validate_result,
 )
+from agentkeep.types import ImageBlock, OutputBlock, TextBlock, ToolCallBlock
 
 
 class AddArgs(msgspec.Struct):

@@ -90,7 +90,12 @@ from agentkeep.loop.events import (
 )
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import Plan, QueueMode
-from agentkeep.model import (
+from agentkeep.persistence.interface import StoreHandle
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.registry import Providers
+from agentkeep.runtime import commit_plans
+from agentkeep.server_tools import ServerTool, check_server_tools, policy_of
+from agentkeep.types import (
     Context,
     JSONObject,
     Selection,
@@ -100,12 +105,7 @@ from agentkeep.model import (
     done_error,
     new_id,
 )
-from agentkeep.model.ledger import TEXT_DELTA
-from agentkeep.persistence.interface import StoreHandle
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.registry import Providers
-from agentkeep.runtime import commit_plans
-from agentkeep.server_tools import ServerTool, check_server_tools, policy_of
+from agentkeep.types.ledger import TEXT_DELTA
 
 log = get_logger(__name__)
 
@@ -439,7 +439,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
 
     def _start_compaction(self, effect: StartCompaction) -> list[Event]:
         from agentkeep.loop.events import CompactionFinished
-        from agentkeep.model import CompactionFailed
+        from agentkeep.types import CompactionFailed
 
         child_id = effect.compaction_id
         try:

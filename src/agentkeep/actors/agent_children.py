@@ -54,14 +54,14 @@ from agentkeep.loop.events import (
     StreamEventArrived,
     ToolFinished,
 )
-from agentkeep.model import (
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.types import (
     CompactionFailed,
     Done,
     TextBlock,
     ToolResultMessage,
     done_error,
 )
-from agentkeep.providers.protocol import CancelToken
 
 log = get_logger(__name__)
 

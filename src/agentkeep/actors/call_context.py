@@ -16,10 +16,10 @@ from typing import Any
 
 from agentkeep.errors import ToolCommitError
 from agentkeep.key_value import KeyValueStore
-from agentkeep.model import PermissionMode, ToolResultMessage
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.refs import AgentSystemRef
 from agentkeep.tools import Tool, ToolError, validate_result
+from agentkeep.types import PermissionMode, ToolResultMessage
 
 
 @dataclass(frozen=True, kw_only=True)

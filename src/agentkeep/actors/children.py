@@ -29,7 +29,8 @@ from agentkeep.loop.events import (
     StreamEventArrived,
     ToolFinished,
 )
-from agentkeep.model import (
+from agentkeep.providers.protocol import CancelToken, Session
+from agentkeep.types import (
     CompactionFailed,
     CompactionOutcome,
     Context,
@@ -39,7 +40,6 @@ from agentkeep.model import (
     ToolResultMessage,
     done_error,
 )
-from agentkeep.providers.protocol import CancelToken, Session
 
 log = get_logger(__name__)
 

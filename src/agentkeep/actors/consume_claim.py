@@ -25,10 +25,10 @@ from agentkeep.actors.latch import Latch
 from agentkeep.errors import CommitOutcomeUnknownError
 from agentkeep.logs import get_logger
 from agentkeep.loop.plans import Consumed, ConsumeOffer, ConsumeQueue
-from agentkeep.model import QueuedMessage
 from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime import commit_plans
 from agentkeep.runtime.offered_consumption import consume_offered
+from agentkeep.types import QueuedMessage
 
 log = get_logger(__name__)
 

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from agentkeep.delivery import accept_message, accept_notice
 from agentkeep.loop.actions import Action, InjectAction, SendAction, SteerAction
 from agentkeep.loop.events import WorkAccepted
-from agentkeep.model import MessageOptions
 from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.types import MessageOptions
 
 
 def accept_hook_actions(

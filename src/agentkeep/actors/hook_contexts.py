@@ -8,11 +8,11 @@ from typing import Any
 
 from agentkeep.features import Feature, HookContext
 from agentkeep.loop.effects import LifecycleIds
-from agentkeep.model import Settings
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.refs import AgentSystemRef
 from agentkeep.runtime.commit_plans import CALL_AREA, KV_AREA, RUN_AREA
+from agentkeep.types import Settings
 
 _NO_IDS = LifecycleIds()
 

@@ -42,8 +42,8 @@ from agentkeep.actors.supervision.supervised import (
 )
 from agentkeep.logs import get_logger
 from agentkeep.loop.events import Event
-from agentkeep.model import Context, Selection, new_id
 from agentkeep.providers.protocol import CancelToken, Session
+from agentkeep.types import Context, Selection, new_id
 
 log = get_logger(__name__)
 

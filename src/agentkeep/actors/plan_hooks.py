@@ -16,17 +16,17 @@ from agentkeep.features import (
     PermissionModeChange,
 )
 from agentkeep.loop.effects import LifecycleIds
-from agentkeep.model import (
+from agentkeep.persistence.interface import Transaction
+from agentkeep.providers.compatibility import needs_reset
+from agentkeep.providers.registry import Providers
+from agentkeep.tool_hooks import ToolCallInfo
+from agentkeep.types import (
     PendingToolCall,
     QueuedMessage,
     Settings,
     SystemMessage,
     ToolResultMessage,
 )
-from agentkeep.persistence.interface import Transaction
-from agentkeep.providers.compatibility import needs_reset
-from agentkeep.providers.registry import Providers
-from agentkeep.tool_hooks import ToolCallInfo
 
 
 class ConsumptionPolicy:

@@ -9,9 +9,9 @@ import msgspec
 
 from agentkeep.errors import ProviderError, UnknownProviderError
 from agentkeep.logs import get_logger
-from agentkeep.model import SessionOptions, Settings, ToolDescriptor
 from agentkeep.providers.protocol import Session
 from agentkeep.providers.registry import Providers
+from agentkeep.types import SessionOptions, Settings, ToolDescriptor
 
 log = get_logger(__name__)
 

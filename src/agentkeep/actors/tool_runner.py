@@ -16,7 +16,6 @@ from agentkeep.features import Feature, FeatureSet, HookContext
 from agentkeep.loop.effects import LifecycleIds, ToolRun
 from agentkeep.loop.events import Event, ToolLifetimes
 from agentkeep.loop.texts import ABORTED_CALL
-from agentkeep.model import Settings, TextBlock, ToolResultMessage
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.providers.protocol import CancelToken
@@ -33,6 +32,7 @@ from agentkeep.tools import (
     validate_arguments,
     validate_result,
 )
+from agentkeep.types import Settings, TextBlock, ToolResultMessage
 
 INTERRUPTED_CALL = "The tool call was interrupted by a restart and was not retried."
 NOT_RESUMED_CALL = "The tool call could not be confirmed uncommitted, so it was not run again."

@@ -34,15 +34,15 @@ from typing import Any, Protocol
 
 import msgspec
 
-from agentkeep.model import (
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.responding import RespondingModel
+from agentkeep.types import (
     Context,
     StreamEvent,
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
 )
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.responding import RespondingModel
 
 
 class HeldCall(Protocol):

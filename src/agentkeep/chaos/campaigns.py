@@ -34,9 +34,9 @@ from agentkeep.chaos.retry_modes import permission_modes, retry_forever
 from agentkeep.chaos.tools import ledger_tools
 from agentkeep.chaos.world import ChaosWorld, Offer, ProcessHandle, ProcessReport
 from agentkeep.loop.plans import QueueMode
-from agentkeep.model import QueueName
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.providers.registry import Providers
+from agentkeep.types import QueueName
 
 DEFAULT_SEEDS = 15
 SEEDS_ENV = "CHAOS_SEEDS"

@@ -27,14 +27,14 @@ from agentkeep.chaos.ledger_checks import check_events, check_prefix
 from agentkeep.chaos.process import DurableState, ProcessReport, history_log
 from agentkeep.chaos.turn_checks import check_turns
 from agentkeep.chaos.world import ChaosWorld
-from agentkeep.model import (
+from agentkeep.providers.responding import count_conversation
+from agentkeep.types import (
     CompactionRecord,
     ConversationRecord,
     SessionEvent,
     UserRecord,
     rebuild_messages,
 )
-from agentkeep.providers.responding import count_conversation
 
 
 class Checker:

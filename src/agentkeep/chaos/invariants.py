@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from agentkeep.chaos.process import DurableState, ProcessReport, archived_users
-from agentkeep.model import (
+from agentkeep.providers.responding import count_conversation
+from agentkeep.types import (
     AssistantMessage,
     BlockRecord,
     CompactionMessage,
@@ -29,7 +30,6 @@ from agentkeep.model import (
     UserRecord,
     rebuild_messages,
 )
-from agentkeep.providers.responding import count_conversation
 
 if TYPE_CHECKING:
     from agentkeep.chaos.world import ChaosWorld

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from agentkeep.chaos.invariants import INVARIANTS, Violation
 from agentkeep.chaos.process import DurableState, history_log
-from agentkeep.model import (
+from agentkeep.types import (
     BlockRecord,
     ConversationRecord,
     SessionEvent,

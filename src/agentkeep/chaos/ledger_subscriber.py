@@ -36,7 +36,7 @@ import msgspec
 
 from agentkeep.chaos.invariants import Violation
 from agentkeep.errors import AgentClosedError
-from agentkeep.model import SessionEvent
+from agentkeep.types import SessionEvent
 
 if TYPE_CHECKING:
     from agentkeep.agent_system import AgentSystem

@@ -35,7 +35,7 @@ from agentkeep.errors import (
     AgentExistsError,
     UnknownAgentError,
 )
-from agentkeep.model import BlockRecord, TextBlock, UserRecord
+from agentkeep.types import BlockRecord, TextBlock, UserRecord
 
 Problem = tuple[int, str] | None
 

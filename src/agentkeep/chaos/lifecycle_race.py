@@ -31,8 +31,8 @@ from agentkeep.agent_system import AgentSystem
 from agentkeep.chaos.process import DurableState, read_durable
 from agentkeep.config import AgentConfig
 from agentkeep.messages import user
-from agentkeep.model import QueueName
 from agentkeep.persistence.store import Store
+from agentkeep.types import QueueName
 
 OpKind = Literal["send", "create", "squat", "delete", "recreate", "resolve", "metadata", "close"]
 Ending = Literal["close", "shutdown"]

@@ -51,11 +51,11 @@ from agentkeep.chaos.turn_mutants import (
 )
 from agentkeep.loop import inference, transitions
 from agentkeep.loop.batch import ToolBatch
-from agentkeep.model import AgentRow, PendingToolCall, ToolResultMessage
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.ledger import Subscription, encode_event_data
 from agentkeep.persistence.transaction import SqliteTransaction
 from agentkeep.runtime.tool_claims import claim_result
+from agentkeep.types import AgentRow, PendingToolCall, ToolResultMessage
 
 
 @contextmanager

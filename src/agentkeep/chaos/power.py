@@ -61,10 +61,10 @@ from agentkeep.chaos.process import read_durable
 from agentkeep.chaos.turn_checks import check_turns
 from agentkeep.delivery import accept_message
 from agentkeep.messages import user
-from agentkeep.model import AgentRow, MessageOptions, SessionEvent
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readers import read_snapshot
 from agentkeep.persistence.store import DATABASE_NAME, Store
+from agentkeep.types import AgentRow, MessageOptions, SessionEvent
 
 DEFAULT_SEEDS = 6
 PARTS = ("a", "b", "c")

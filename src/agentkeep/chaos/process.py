@@ -18,7 +18,11 @@ from agentkeep.agent_system import AgentSystem
 from agentkeep.chaos.tools import EFFECT_KEY
 from agentkeep.features import Feature, HookContext
 from agentkeep.messages import user
-from agentkeep.model import (
+from agentkeep.persistence.faults import FaultPlan
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.kv import scope_prefix
+from agentkeep.runtime.commit_plans import CALL_AREA
+from agentkeep.types import (
     ArchivedEpoch,
     BlockRecord,
     CompactionRecord,
@@ -36,11 +40,7 @@ from agentkeep.model import (
     TextEnd,
     UserRecord,
 )
-from agentkeep.model.turns import TurnRecord
-from agentkeep.persistence.faults import FaultPlan
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.kv import scope_prefix
-from agentkeep.runtime.commit_plans import CALL_AREA
+from agentkeep.types.turns import TurnRecord
 
 if TYPE_CHECKING:
     from agentkeep import Agent

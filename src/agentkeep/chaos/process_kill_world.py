@@ -18,9 +18,9 @@ from agentkeep.chaos.process import DurableState, archived_users, read_durable
 from agentkeep.chaos.process_worker import AGENT_ID, OFFERS
 from agentkeep.chaos.tools import Ledger, LedgerEntry
 from agentkeep.chaos.world import ChaosWorld
-from agentkeep.model import SessionEvent, UserRecord
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import DATABASE_NAME, Store
+from agentkeep.types import SessionEvent, UserRecord
 
 
 class DiskWorld(ChaosWorld):

@@ -24,15 +24,15 @@ from agentkeep.chaos.patching import patched
 from agentkeep.loop import retry
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.plans import Snapshot
-from agentkeep.model import (
+from agentkeep.persistence.interface import Transaction
+from agentkeep.runtime import commit_plans
+from agentkeep.types import (
     BlockRecord,
     MessageOptions,
     PendingToolCall,
     ToolCallBlock,
     ToolRecord,
 )
-from agentkeep.persistence.interface import Transaction
-from agentkeep.runtime import commit_plans
 
 
 @contextmanager

@@ -48,7 +48,12 @@ from agentkeep.chaos.invariants import INVARIANTS, Violation
 from agentkeep.chaos.process import DurableState, Offer, ProcessReport, history_log
 from agentkeep.chaos.tools import ledger_tools
 from agentkeep.features import Feature, HookContext
-from agentkeep.model import (
+from agentkeep.persistence.faults import FaultPlan
+from agentkeep.persistence.interface import Transaction
+from agentkeep.providers.registry import Providers
+from agentkeep.tool_hooks import ToolCallDecision, ToolCallInfo
+from agentkeep.tools import Tool, ToolContext
+from agentkeep.types import (
     BlockRecord,
     Done,
     PermissionMode,
@@ -59,11 +64,6 @@ from agentkeep.model import (
     ToolRecord,
     UserRecord,
 )
-from agentkeep.persistence.faults import FaultPlan
-from agentkeep.persistence.interface import Transaction
-from agentkeep.providers.registry import Providers
-from agentkeep.tool_hooks import ToolCallDecision, ToolCallInfo
-from agentkeep.tools import Tool, ToolContext
 
 if TYPE_CHECKING:
     from agentkeep.chaos.campaigns import CampaignResult

@@ -5,7 +5,7 @@ its facts and its ledger (``DurableState.turns``) after every process and holds 
 the ledger and against the previous snapshot:
 
 - ``T1``: every turn has exactly one terminal state or is still live: its ``turn.*`` events
-  start with ``turn.queued``, every move is one :data:`~agentkeep.model.turns.TRANSITIONS`
+  start with ``turn.queued``, every move is one :data:`~agentkeep.types.turns.TRANSITIONS`
   allows, at most one is terminal and nothing follows it, and the row's status is the last
   event's.
 - ``T2``: a terminal state never changes across a reopen: a turn terminal in the previous
@@ -35,9 +35,9 @@ from typing import Any, NamedTuple
 import msgspec
 
 from agentkeep.chaos.invariants import INVARIANTS, Violation
-from agentkeep.model import AssistantBlock, JSONObject, SessionEvent
-from agentkeep.model.parts import assistant_json
-from agentkeep.model.turns import (
+from agentkeep.types import AssistantBlock, JSONObject, SessionEvent
+from agentkeep.types.parts import assistant_json
+from agentkeep.types.turns import (
     NATIVE_DRIVER,
     TERMINAL_STATUSES,
     TRANSITIONS,

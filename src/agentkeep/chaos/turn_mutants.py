@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from agentkeep.chaos.patching import patched
-from agentkeep.model.turns import TERMINAL_STATUSES, TurnStatus, turn_event_type
 from agentkeep.persistence.ledger import encode_event_data
 from agentkeep.persistence.transaction import SqliteTransaction
+from agentkeep.types.turns import TERMINAL_STATUSES, TurnStatus, turn_event_type
 
 
 @contextmanager

@@ -46,13 +46,13 @@ from agentkeep.errors import UnknownAgentError
 from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature
 from agentkeep.loop.plans import QueueMode
-from agentkeep.model import SessionEvent
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.responding import RespondingModel
 from agentkeep.tools import Tool
+from agentkeep.types import SessionEvent
 
 if TYPE_CHECKING:
     from agentkeep import Agent

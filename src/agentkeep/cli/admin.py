@@ -27,10 +27,10 @@ from agentkeep.cli.runtime import open_system
 from agentkeep.config import current_environment
 from agentkeep.errors import UnknownAgentError
 from agentkeep.history import read_history
-from agentkeep.model import ConversationRecord, Settings, published_messages, rebuild_messages
-from agentkeep.model.ids import ID_RULE
 from agentkeep.persistence.interface import Transaction
 from agentkeep.server.wire import iso
+from agentkeep.types import ConversationRecord, Settings, published_messages, rebuild_messages
+from agentkeep.types.ids import ID_RULE
 
 
 def parse_metadata(pairs: tuple[str, ...]) -> dict[str, Any]:

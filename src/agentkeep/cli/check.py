@@ -32,7 +32,10 @@ from agentkeep.cli.reading import open_reader
 from agentkeep.cli.runtime import Home
 from agentkeep.errors import AgentkeepError, StoreDirectoryError
 from agentkeep.messages import validate_message
-from agentkeep.model import (
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.readonly import DAMAGE_ERRORS
+from agentkeep.persistence.store import DATABASE_NAME, check_lines
+from agentkeep.types import (
     AssistantMessage,
     CompactionRecord,
     ToolCallBlock,
@@ -40,9 +43,6 @@ from agentkeep.model import (
     UserRecord,
     rebuild_messages,
 )
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.readonly import DAMAGE_ERRORS
-from agentkeep.persistence.store import DATABASE_NAME, check_lines
 
 
 @dataclass

@@ -60,10 +60,10 @@ from agentkeep.cli.providers_toml import (
     optional_string,
     parse_entry,
 )
-from agentkeep.model import MessageOptions
 from agentkeep.providers.demo import DEMO_MODEL, DEMO_PROVIDER, DemoModel
 from agentkeep.providers.registry import Providers
 from agentkeep.providers.responding import RespondingModel
+from agentkeep.types import MessageOptions
 
 # The demo model pauses before each stream event so people can watch answers stream in.
 DEMO_LATENCY_SECONDS = 0.02

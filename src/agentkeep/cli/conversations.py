@@ -23,12 +23,12 @@ from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.cli.transport import open_backend
 from agentkeep.cli.turn_waiting import send_turn
 from agentkeep.errors import AgentExistsError
-from agentkeep.model import SessionEvent
-from agentkeep.model.ids import ID_RULE
 from agentkeep.server.event_wire import wire_event_data
 from agentkeep.server.turn_wire import turn_out
 from agentkeep.server.wire import EventList, SessionList, event_out, session_out
 from agentkeep.sessions import SessionRecord
+from agentkeep.types import SessionEvent
+from agentkeep.types.ids import ID_RULE
 
 EVENTS_PAGE = 100  # `session events` without --limit: the daemon's default page
 

@@ -17,9 +17,9 @@ import msgspec
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.cli.transport import open_backend
-from agentkeep.model import JSONObject
 from agentkeep.registry import DefinitionRecord
 from agentkeep.server.wire import AgentList, AgentOut, agent_out
+from agentkeep.types import JSONObject
 
 PAGE_LIMIT = 1000  # the most one page holds (seed 002's limit)
 

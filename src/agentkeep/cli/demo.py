@@ -37,9 +37,9 @@ from agentkeep.cli.runtime import Home, StreamPrinter, open_system
 from agentkeep.cli.tools import ToolEnvironment
 from agentkeep.config import AgentConfig
 from agentkeep.messages import user
-from agentkeep.model import MessageOptions
 from agentkeep.providers.demo import DEMO_MODEL, DEMO_PROVIDER
 from agentkeep.tools import ToolContext
+from agentkeep.types import MessageOptions
 
 CRASH_MARKER = "@@agentkeep-demo: crash point reached@@"
 FIRST_MESSAGE = 'What is 12 * (3 + 4)? And count the words in "durable agents keep their promises".'

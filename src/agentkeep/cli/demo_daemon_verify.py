@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from agentkeep.model.parts import message_text
+from agentkeep.types.parts import message_text
 
 
 def _listed(numbers: Sequence[int]) -> str:

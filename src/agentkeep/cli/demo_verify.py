@@ -12,7 +12,7 @@ from agentkeep.cli.output import block_text
 from agentkeep.cli.reading import open_reader
 from agentkeep.cli.runtime import Home
 from agentkeep.cli.tools import LEDGER_FILE, NOTES_FILE, Ledger
-from agentkeep.model import (
+from agentkeep.types import (
     AssistantMessage,
     Message,
     TextBlock,

@@ -42,9 +42,9 @@ from agentkeep.delivery import Delivery, DeliveryKind
 from agentkeep.errors import TurnStateError, UnknownAgentError
 from agentkeep.mcp.tools import answer_of
 from agentkeep.messages import user
-from agentkeep.model import MessageOptions, QueueName
-from agentkeep.model.ids import ID_RULE, new_id
 from agentkeep.sessions import UnknownSessionError
+from agentkeep.types import MessageOptions, QueueName
+from agentkeep.types.ids import ID_RULE, new_id
 
 F = TypeVar("F", bound=Callable[..., Any])
 

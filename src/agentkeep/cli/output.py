@@ -39,7 +39,7 @@ from agentkeep.errors import (
     UnknownAgentError,
     UnknownProviderError,
 )
-from agentkeep.model import (
+from agentkeep.types import (
     AgentMessage,
     AssistantMessage,
     CompactionMessage,
@@ -55,7 +55,7 @@ from agentkeep.model import (
     ToolResultMessage,
     UserMessage,
 )
-from agentkeep.model.content import data_text, reference_text
+from agentkeep.types.content import data_text, reference_text
 
 # Exit codes (stable): documented in ``agentkeep --help``.
 EXIT_OK = 0

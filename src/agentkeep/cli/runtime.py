@@ -24,7 +24,9 @@ from agentkeep.cli.tools import DemoTools, ToolEnvironment, ToolObserver, build_
 from agentkeep.drivers.types import Driver
 from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature, HookContext
-from agentkeep.model import (
+from agentkeep.persistence.faults import FaultPlan
+from agentkeep.persistence.store import DATABASE_NAME, Store
+from agentkeep.types import (
     Done,
     StreamEvent,
     TextDelta,
@@ -32,8 +34,6 @@ from agentkeep.model import (
     ToolCallEnd,
     ToolCallStart,
 )
-from agentkeep.persistence.faults import FaultPlan
-from agentkeep.persistence.store import DATABASE_NAME, Store
 
 
 @dataclass(frozen=True, kw_only=True)

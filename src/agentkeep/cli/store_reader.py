@@ -21,14 +21,14 @@ from agentkeep.cli.reading import Reader
 from agentkeep.delivery import DeliveryKind
 from agentkeep.mcp.backend import Backend, ticking
 from agentkeep.mcp.types import AgentMessage
-from agentkeep.model import JSONObject, MessageOptions, SessionEvent
-from agentkeep.model.ledger import MAX_EVENTS_PAGE
-from agentkeep.model.turns import SentTurn, TurnRecord
 from agentkeep.persistence.interface import Transaction
 from agentkeep.registry import DefinitionRecord, DefinitionUpdate, Registry
 from agentkeep.sessions import SessionRecord, UnknownSessionError, UnknownTurnError
 from agentkeep.sessions import tables as session_tables
 from agentkeep.sessions.compaction import Compaction
+from agentkeep.types import JSONObject, MessageOptions, SessionEvent
+from agentkeep.types.ledger import MAX_EVENTS_PAGE
+from agentkeep.types.turns import SentTurn, TurnRecord
 
 T = TypeVar("T")
 

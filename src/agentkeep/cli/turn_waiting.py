@@ -28,9 +28,9 @@ from agentkeep.delivery import DeliveryKind
 from agentkeep.mcp.backend import Backend
 from agentkeep.mcp.tools import answer_of
 from agentkeep.mcp.types import AgentMessage
-from agentkeep.model.ledger import ASSISTANT_BLOCK
-from agentkeep.model.turns import SentTurn, TurnRecord
 from agentkeep.server.turn_wire import turn_out
+from agentkeep.types.ledger import ASSISTANT_BLOCK
+from agentkeep.types.turns import SentTurn, TurnRecord
 
 PROGRESS_SECONDS = 5.0  # a line on stderr this often while a turn is still live
 

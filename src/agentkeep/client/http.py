@@ -31,11 +31,11 @@ from agentkeep.delivery import DeliveryKind
 from agentkeep.errors import AgentExistsError, AgentkeepError, InvalidMessageError
 from agentkeep.mcp.backend import Backend
 from agentkeep.mcp.types import AgentMessage
-from agentkeep.model import JSONObject, MessageOptions, SessionEvent
-from agentkeep.model.turns import SentTurn, TurnRecord
 from agentkeep.registry import DefinitionRecord, DefinitionUpdate, Revision
 from agentkeep.sessions import SessionRecord
 from agentkeep.sessions.compaction import Compaction
+from agentkeep.types import JSONObject, MessageOptions, SessionEvent
+from agentkeep.types.turns import SentTurn, TurnRecord
 
 # How often wait_turn asks whether a turn is terminal: short next to any model call.
 POLL_SECONDS = 0.1

@@ -18,10 +18,10 @@ from typing import Any
 import msgspec
 
 from agentkeep.errors import AgentkeepError
-from agentkeep.model import JSONObject, SessionEvent
-from agentkeep.model.turns import TurnFailure, TurnRecord
 from agentkeep.registry import Definition, DefinitionRecord
 from agentkeep.sessions import SessionOwes, SessionRecord
+from agentkeep.types import JSONObject, SessionEvent
+from agentkeep.types.turns import TurnFailure, TurnRecord
 
 
 def ms(value: str) -> int:

@@ -25,11 +25,11 @@ from agentkeep.drivers.types import (
     DriverContextClosedError,
     InvalidDriverEventError,
 )
-from agentkeep.model import JSONObject, SessionEvent
-from agentkeep.model.ledger import EVENT_TYPES, MESSAGE, TEXT_DELTA
-from agentkeep.model.parts import as_wire_json, decode_message
-from agentkeep.model.turns import TURN_EVENT_PREFIX
 from agentkeep.persistence.ledger import encode_event_data
+from agentkeep.types import JSONObject, SessionEvent
+from agentkeep.types.ledger import EVENT_TYPES, MESSAGE, TEXT_DELTA
+from agentkeep.types.parts import as_wire_json, decode_message
+from agentkeep.types.turns import TURN_EVENT_PREFIX
 
 #: Commits one validated event of the turn and returns it (given by the runner).
 Commit = Callable[[str, JSONObject], SessionEvent]
@@ -43,7 +43,7 @@ def check_assistant_message(message: object, what: str) -> JSONObject:
     """``message`` as seed 002's assistant ``AgentMessage`` (``{"role": "assistant",
     "parts": [...]}``), as plain JSON. A message of content blocks (``{"role":
     "assistant", "content": [...]}``, agentkeep's earlier form) is converted to parts
-    (``model/parts.py``).
+    (``types/parts.py``).
 
     Raises:
         InvalidDriverEventError: naming what is wrong, ``what`` naming where it came from.

@@ -54,18 +54,18 @@ from agentkeep.errors import (
 )
 from agentkeep.logs import get_logger
 from agentkeep.messages import validate_message, wire_input
-from agentkeep.model import (
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.store import Store
+from agentkeep.sessions.errors import UnsupportedDriverError
+from agentkeep.types import (
     JSONObject,
     MessageOptions,
     QueueableMessage,
     QueueName,
     ToolCallRequestBlock,
 )
-from agentkeep.model.ledger import MESSAGE_ACCEPTED
-from agentkeep.model.turns import NATIVE_DRIVER
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.store import Store
-from agentkeep.sessions.errors import UnsupportedDriverError
+from agentkeep.types.ledger import MESSAGE_ACCEPTED
+from agentkeep.types.turns import NATIVE_DRIVER
 
 log = get_logger(__name__)
 

@@ -36,7 +36,7 @@ from types import ModuleType
 
 from agentkeep.drivers.types import Driver
 from agentkeep.errors import InvalidConfigError
-from agentkeep.model.turns import NATIVE_DRIVER
+from agentkeep.types.turns import NATIVE_DRIVER
 
 #: The environment variable holding a comma-separated driver list (seed 002's
 #: ``AMALGM_AGENT_DRIVERS``).

@@ -48,11 +48,11 @@ from agentkeep.drivers.turn_endings import (
 from agentkeep.drivers.turn_start import start_turn
 from agentkeep.drivers.types import DriverContextClosedError
 from agentkeep.logs import get_logger
-from agentkeep.model import JSONObject, SessionEvent
-from agentkeep.model.turns import NATIVE_DRIVER, TurnRecord
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.ledger import LedgerHub
+from agentkeep.types import JSONObject, SessionEvent
+from agentkeep.types.turns import NATIVE_DRIVER, TurnRecord
 
 if TYPE_CHECKING:
     from agentkeep.drivers.host import DriverHost

@@ -11,12 +11,12 @@ import msgspec
 
 from agentkeep.drivers.context import as_json, check_assistant_message
 from agentkeep.drivers.types import DriverResult, InvalidDriverEventError
-from agentkeep.model import JSONObject
-from agentkeep.model.ledger import MESSAGE
-from agentkeep.model.turns import TurnFailure, TurnRecord
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.interface import Transaction
 from agentkeep.sessions import tables as session_tables
+from agentkeep.types import JSONObject
+from agentkeep.types.ledger import MESSAGE
+from agentkeep.types.turns import TurnFailure, TurnRecord
 
 if TYPE_CHECKING:
     from agentkeep.drivers.driver_run import RunState

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from agentkeep.drivers.turn_endings import turn_failure
 from agentkeep.drivers.types import DriverRunRequest
-from agentkeep.model import JSONObject
-from agentkeep.model.ledger import MAX_EVENTS_PAGE, MESSAGE
-from agentkeep.model.parts import as_wire_json
-from agentkeep.model.turns import TurnRecord
 from agentkeep.persistence.interface import Transaction
 from agentkeep.registry import tables as registry_tables
 from agentkeep.sessions import tables as session_tables
+from agentkeep.types import JSONObject
+from agentkeep.types.ledger import MAX_EVENTS_PAGE, MESSAGE
+from agentkeep.types.parts import as_wire_json
+from agentkeep.types.turns import TurnRecord
 
 
 def start_turn(tx: Transaction, session_id: str, turn: TurnRecord) -> DriverRunRequest | None:

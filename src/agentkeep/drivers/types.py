@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import msgspec
 
 from agentkeep.errors import AgentkeepError
-from agentkeep.model import JSONObject
-from agentkeep.model.turns import TurnRecord
 from agentkeep.registry.types import Revision
 from agentkeep.sessions.types import SessionRecord
+from agentkeep.types import JSONObject
+from agentkeep.types.turns import TurnRecord
 
 if TYPE_CHECKING:
     from agentkeep.drivers.context import DriverContext

@@ -12,7 +12,7 @@ from typing import TypeAlias
 import msgspec
 
 from agentkeep.errors import check_id
-from agentkeep.model import JSONObject, SystemMessage, UserMessage
+from agentkeep.types import JSONObject, SystemMessage, UserMessage
 
 
 class _Data(msgspec.Struct, frozen=True, kw_only=True):
@@ -21,7 +21,7 @@ class _Data(msgspec.Struct, frozen=True, kw_only=True):
 
 def check_message_id(message_id: object, field: str = "id") -> str:
     """``message_id`` if it is a valid message id (what ``send``/``steer`` and the message
-    actions accept): the id rule of :mod:`agentkeep.model.ids`, 1-128 of ``[a-z0-9._-]``.
+    actions accept): the id rule of :mod:`agentkeep.types.ids`, 1-128 of ``[a-z0-9._-]``.
 
     Raises:
         InvalidIdError: (an ``InvalidMessageError``) saying "message id", naming ``field``.

@@ -9,7 +9,7 @@ from agentkeep.loop.events import CompactionFinished
 from agentkeep.loop.phases import Compacting, Passing
 from agentkeep.loop.plans import ReplaceWithCompaction, StageOwed
 from agentkeep.loop.view import tail_owes_answer
-from agentkeep.model import CompactionCancelled, CompactionCompleted
+from agentkeep.types import CompactionCancelled, CompactionCompleted
 
 
 def start(ctx: LoopContext) -> None:

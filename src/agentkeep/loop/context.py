@@ -17,7 +17,7 @@ from agentkeep.loop.phases import Idle, Phase, Turn
 from agentkeep.loop.plans import AnswerCalls, Plan, QueueMode
 from agentkeep.loop.server_calls import NO_SERVER_TOOLS, ServerToolPolicy
 from agentkeep.loop.view import OpenCalls, ProviderViews
-from agentkeep.model import (
+from agentkeep.types import (
     ConversationRecord,
     OwedStage,
     OwedWork,

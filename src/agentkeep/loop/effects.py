@@ -13,7 +13,7 @@ from typing import Literal, TypeAlias
 import msgspec
 
 from agentkeep.loop.plans import Plan
-from agentkeep.model import (
+from agentkeep.types import (
     Message,
     PermissionMode,
     QueueName,

@@ -14,7 +14,7 @@ import msgspec
 
 from agentkeep.loop.effects import HookName
 from agentkeep.loop.plans import Appended, Consumed, ConsumeQueue, Plan, Settled, Snapshot
-from agentkeep.model import (
+from agentkeep.types import (
     CompactionOutcome,
     QueuedMessage,
     QueuedNotice,

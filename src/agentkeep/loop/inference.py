@@ -25,8 +25,8 @@ from agentkeep.loop.plans import (
 from agentkeep.loop.server_calls import ServerCalls, is_private
 from agentkeep.loop.texts import ABORTED_CALL, UNDISPATCHED_CALL
 from agentkeep.loop.view import continued_blocks, ends_with_own_message
-from agentkeep.model import Done, StreamEvent, ToolCallBlock
-from agentkeep.model.parts import block_part
+from agentkeep.types import Done, StreamEvent, ToolCallBlock
+from agentkeep.types.parts import block_part
 
 
 def start(ctx: LoopContext) -> None:

@@ -24,7 +24,7 @@ from agentkeep.loop.plans import (
 )
 from agentkeep.loop.texts import ABORTED_CALL, ABORTED_COMPACTION, FAILED_TURN_CALL
 from agentkeep.loop.view import undispatched_calls
-from agentkeep.model import DONE_CANCELLED, done_error
+from agentkeep.types import DONE_CANCELLED, done_error
 
 
 def commit_failed(ctx: LoopContext, plan: Plan, message: str) -> None:

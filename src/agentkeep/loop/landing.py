@@ -33,7 +33,7 @@ from agentkeep.loop.plans import (
     Settled,
     StageOwed,
 )
-from agentkeep.model import CompactionRecord, QueuedMessage, QueuedNotice, UserRecord
+from agentkeep.types import CompactionRecord, QueuedMessage, QueuedNotice, UserRecord
 
 Entry = TypeVar("Entry", QueuedMessage, QueuedNotice)
 _seq = attrgetter("seq")

@@ -48,7 +48,7 @@ from agentkeep.loop.events import Event
 from agentkeep.loop.phases import Phase
 from agentkeep.loop.plans import ConsumeOffer, QueueMode
 from agentkeep.loop.server_calls import NO_SERVER_TOOLS, ServerToolPolicy
-from agentkeep.model import (
+from agentkeep.types import (
     ConversationRecord,
     OwedWork,
     QueuedMessage,

@@ -25,7 +25,7 @@ from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import Observe
 from agentkeep.loop.phases import Idle, Passing, Turn
 from agentkeep.loop.plans import Consumed, ConsumeOffer, ConsumeQueue
-from agentkeep.model import OwedWork, QueueName
+from agentkeep.types import OwedWork, QueueName
 
 
 def offer(ctx: LoopContext) -> ConsumeOffer | None:

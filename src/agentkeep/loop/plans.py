@@ -15,7 +15,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from agentkeep.model import (
+from agentkeep.types import (
     AssistantBlock,
     ConversationRecord,
     Message,

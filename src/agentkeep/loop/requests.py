@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from agentkeep.model import (
+from agentkeep.types import (
     BlockRecord,
     ConversationRecord,
     Message,

@@ -15,7 +15,7 @@ Decisions (spec §1.9 leaves them open; the seed code ignored both):
 
 from __future__ import annotations
 
-from agentkeep.model import (
+from agentkeep.types import (
     AssistantBlock,
     BlockReset,
     BlockStart,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from agentkeep.model import (
+from agentkeep.types import (
     AssistantBlock,
     ServerToolResultBlock,
     StreamEvent,

@@ -2,7 +2,7 @@
 as asked, for a turn that failed (spec §3.5, §3.7, §3.8, §3.9), and before continuing a
 response whose completed blocks end the conversation (seed 001, docs/lifecycle.md)."""
 
-from agentkeep.model import SystemMessage, TextBlock
+from agentkeep.types import SystemMessage, TextBlock
 
 ABORTED_CALL = "The tool call was aborted."
 STEERED_CALL = "The tool call was interrupted by new steering."

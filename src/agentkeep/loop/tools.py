@@ -14,7 +14,7 @@ from agentkeep.loop.phases import Recorded
 from agentkeep.loop.plans import ClaimToolResults, CommitToolResult, DispatchBatch, StageOwed
 from agentkeep.loop.requests import calls_recorded
 from agentkeep.loop.texts import ABORTED_CALL, DRAINED_CALL, STEERED_CALL
-from agentkeep.model import (
+from agentkeep.types import (
     ConversationRecord,
     PendingToolCall,
     QueuedMessage,

@@ -76,7 +76,7 @@ from agentkeep.loop.plans import (
 )
 from agentkeep.loop.texts import ABORTED_COMPACTION
 from agentkeep.loop.view import ends_in_failure_note, ends_with_own_message, tail_owes_answer
-from agentkeep.model import DONE_CANCELLED, OwedWork, QueueName, done_error
+from agentkeep.types import DONE_CANCELLED, OwedWork, QueueName, done_error
 
 
 def handle(ctx: LoopContext, event: Event) -> None:

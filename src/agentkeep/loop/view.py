@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentkeep.loop.requests import without_requests
-from agentkeep.model import (
+from agentkeep.types import (
     AssistantBlock,
     AssistantMessage,
     BlockRecord,

@@ -20,12 +20,12 @@ from typing import Protocol
 from agentkeep.agent_system import AgentSystem
 from agentkeep.delivery import DeliveryKind
 from agentkeep.mcp.types import AgentMessage, require_content
-from agentkeep.model import JSONObject, MessageOptions, SessionEvent
-from agentkeep.model.parts import WireMessage
-from agentkeep.model.turns import TERMINAL_STATUSES, TURN_EVENT_PREFIX, SentTurn, TurnRecord
 from agentkeep.registry import DefinitionRecord, DefinitionUpdate
 from agentkeep.sessions import SessionRecord
 from agentkeep.sessions.compaction import Compaction, compact_now
+from agentkeep.types import JSONObject, MessageOptions, SessionEvent
+from agentkeep.types.parts import WireMessage
+from agentkeep.types.turns import TERMINAL_STATUSES, TURN_EVENT_PREFIX, SentTurn, TurnRecord
 
 
 class Backend(Protocol):

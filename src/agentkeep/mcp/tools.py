@@ -45,12 +45,12 @@ from agentkeep.mcp.types import (
     UpdateAgentArgs,
     require_content,
 )
-from agentkeep.model import JSONObject
-from agentkeep.model.parts import message_text
-from agentkeep.model.turns import TurnRecord
 from agentkeep.server.turn_wire import turn_out
 from agentkeep.server.wire import AgentOut, agent_out, event_out, revision_out, session_out
 from agentkeep.sessions import SessionRecord
+from agentkeep.types import JSONObject
+from agentkeep.types.parts import message_text
+from agentkeep.types.turns import TurnRecord
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 
 from agentkeep.errors import InvalidMessageError
-from agentkeep.model import JSONObject
-from agentkeep.model.parts import Part, TextPart, WireMessage
-from agentkeep.model.turns import TurnStatus
 from agentkeep.registry import DefinitionInput, DefinitionPatch
 from agentkeep.server.turn_wire import TurnOut
 from agentkeep.server.wire import AgentOut, EventOut, RevisionOut, SessionOut
+from agentkeep.types import JSONObject
+from agentkeep.types.parts import Part, TextPart, WireMessage
+from agentkeep.types.turns import TurnStatus
 
 #: The longest a tool may wait for a turn; longer work belongs in ``run_in_background``.
 MAX_WAIT_SECONDS = 3600.0
@@ -65,7 +65,7 @@ class AgentMessage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     parts: list[Part]
 
     def wire(self) -> WireMessage:
-        """As the library's :class:`~agentkeep.model.parts.WireMessage`."""
+        """As the library's :class:`~agentkeep.types.parts.WireMessage`."""
         return WireMessage(role=self.role, parts=tuple(self.parts))
 
 

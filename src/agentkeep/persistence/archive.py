@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from agentkeep.model import ArchivedEpoch, ArchiveReason, Settings
 from agentkeep.persistence.codec import decode_record, decode_settings, encode, now_ms
 from agentkeep.persistence.transaction_core import TransactionCore
+from agentkeep.types import ArchivedEpoch, ArchiveReason, Settings
 
 
 class ArchivedHistory(TransactionCore):

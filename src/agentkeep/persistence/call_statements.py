@@ -17,10 +17,10 @@ Invariants:
 
 from __future__ import annotations
 
-from agentkeep.model import PendingToolCall, ToolResultMessage
 from agentkeep.persistence.codec import decode_call, decode_result, encode
 from agentkeep.persistence.memo import MISSING
 from agentkeep.persistence.transaction_core import TransactionCore
+from agentkeep.types import PendingToolCall, ToolResultMessage
 
 
 class CallStatements(TransactionCore):

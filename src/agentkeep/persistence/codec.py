@@ -14,7 +14,9 @@ from typing import Any
 import apsw
 import msgspec
 
-from agentkeep.model import (
+from agentkeep.persistence.faults import FaultInjector
+from agentkeep.persistence.memo import BEGIN_GROUP, BEGIN_ITEM, WriterMemo
+from agentkeep.types import (
     AgentRow,
     ConversationRecord,
     OwedWork,
@@ -24,8 +26,6 @@ from agentkeep.model import (
     ToolCallBlock,
     ToolResultMessage,
 )
-from agentkeep.persistence.faults import FaultInjector
-from agentkeep.persistence.memo import BEGIN_GROUP, BEGIN_ITEM, WriterMemo
 
 # One encoder for everything: sorted keys make equal values encode to equal text, which
 # write_owed (skip identical) and kv_compare_and_set (compare in SQL) rely on.

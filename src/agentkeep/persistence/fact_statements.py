@@ -20,10 +20,10 @@ Invariants:
 
 from __future__ import annotations
 
-from agentkeep.model import OwedWork, Settings
 from agentkeep.persistence.codec import decode_owed, decode_settings, encode
 from agentkeep.persistence.memo import MISSING
 from agentkeep.persistence.transaction_core import TransactionCore
+from agentkeep.types import OwedWork, Settings
 
 
 class FactStatements(TransactionCore):

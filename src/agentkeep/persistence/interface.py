@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from agentkeep.model import (
+from agentkeep.types import (
     AgentRow,
     ArchivedEpoch,
     ArchiveReason,
@@ -34,7 +34,7 @@ from agentkeep.model import (
     Settings,
     ToolResultMessage,
 )
-from agentkeep.model.turns import TurnDelivery, TurnFailure, TurnRecord, TurnStatus
+from agentkeep.types.turns import TurnDelivery, TurnFailure, TurnRecord, TurnStatus
 
 T = TypeVar("T")
 

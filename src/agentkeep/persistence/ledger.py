@@ -36,15 +36,15 @@ from agentkeep.errors import (
     InvalidConfigError,
     StoreClosedError,
 )
-from agentkeep.model import JSONObject, SessionEvent
-from agentkeep.model.ledger import (
+from agentkeep.persistence.codec import Statements, decode_object, now_ms
+from agentkeep.persistence.memo import MISSING, WriterMemo
+from agentkeep.persistence.transaction_core import TransactionCore
+from agentkeep.types import JSONObject, SessionEvent
+from agentkeep.types.ledger import (
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_INPUT_BYTES,
     MAX_EVENTS_PAGE,
 )
-from agentkeep.persistence.codec import Statements, decode_object, now_ms
-from agentkeep.persistence.memo import MISSING, WriterMemo
-from agentkeep.persistence.transaction_core import TransactionCore
 
 _INSERT_EVENTS = (
     "INSERT INTO session_events (agent_id, sequence, type, turn_id, data_json, created_at_ms) "

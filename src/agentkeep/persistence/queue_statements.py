@@ -26,10 +26,10 @@ from bisect import bisect_left
 
 import msgspec
 
-from agentkeep.model import QueuedMessage, QueuedNotice, QueueName
 from agentkeep.persistence.codec import Statements, decode_message, decode_notice, encode
 from agentkeep.persistence.memo import MISSING
 from agentkeep.persistence.transaction_core import TransactionCore
+from agentkeep.types import QueuedMessage, QueuedNotice, QueueName
 
 _QUEUE_ORDER = "CASE queue WHEN 'steering' THEN 0 ELSE 1 END, seq"
 _NOTICE_TAIL = "notice"  # queue_tails key for notices (not a QueueName)

@@ -26,7 +26,6 @@ from agentkeep.errors import (
     StoreError,
 )
 from agentkeep.logs import get_logger, install_default_logging
-from agentkeep.model.ledger import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_INPUT_BYTES
 from agentkeep.persistence.disk import file_identity
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
 from agentkeep.persistence.handle import StoreWriterHandle
@@ -38,6 +37,7 @@ from agentkeep.persistence.lock import StoreLock
 from agentkeep.persistence.readers import ReaderPool, open_connection
 from agentkeep.persistence.schema import migrate, set_new_page_size
 from agentkeep.persistence.writer import StoreWriter
+from agentkeep.types.ledger import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_INPUT_BYTES
 
 log = get_logger(__name__)
 

@@ -22,7 +22,6 @@ from typing import Any
 import apsw
 
 from agentkeep.errors import ExpiredScopeError, StoreError, UnknownAgentError
-from agentkeep.model import AgentRow, ConversationRecord, JSONObject
 from agentkeep.persistence.archive import ArchivedHistory
 from agentkeep.persistence.call_statements import CallStatements
 from agentkeep.persistence.codec import (
@@ -40,6 +39,7 @@ from agentkeep.persistence.ledger import LedgerHub, LedgerStatements
 from agentkeep.persistence.memo import MISSING
 from agentkeep.persistence.queue_statements import QueueStatements
 from agentkeep.persistence.turns import TurnStatements
+from agentkeep.types import AgentRow, ConversationRecord, JSONObject
 
 __all__ = ["ReadOnlyTransactionError", "SqliteTransaction", "Statements"]
 

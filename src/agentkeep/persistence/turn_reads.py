@@ -12,13 +12,13 @@ from typing import Any
 import msgspec
 
 from agentkeep.errors import IdempotencyConflictError
-from agentkeep.model import JSONObject
-from agentkeep.model.parts import content_json
-from agentkeep.model.turns import TERMINAL_STATUSES, TurnDelivery, TurnFailure, TurnRecord
 from agentkeep.persistence.codec import decode_object
 from agentkeep.persistence.ledger import encode_event_data, encode_event_data_value
 from agentkeep.persistence.memo import MISSING, WriterMemo
 from agentkeep.persistence.transaction_core import TransactionCore
+from agentkeep.types import JSONObject
+from agentkeep.types.parts import content_json
+from agentkeep.types.turns import TERMINAL_STATUSES, TurnDelivery, TurnFailure, TurnRecord
 
 TURN_COLUMNS = (
     "agent_id, number, id, idempotency_key, driver, status, input_json, message_id, "

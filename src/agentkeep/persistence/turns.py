@@ -7,7 +7,7 @@ Invariants:
 - An idempotency key names one input of one session forever: :meth:`TurnStatements.open_turn`
   returns the existing turn for a repeated key (and refuses a repeated key with another
   input), so a key never opens two turns and never runs a driver twice.
-- Every status move is checked against :data:`~agentkeep.model.turns.TRANSITIONS` and appends
+- Every status move is checked against :data:`~agentkeep.types.turns.TRANSITIONS` and appends
   its ``turn.<status>`` event in the same transaction; the schema's triggers refuse a change
   of a terminal status whatever the caller does.
 """
@@ -21,17 +21,6 @@ from typing import Any
 import msgspec
 
 from agentkeep.errors import TurnStateError
-from agentkeep.model import JSONObject, new_id
-from agentkeep.model.turns import (
-    LIVE_STATUSES,
-    TERMINAL_STATUSES,
-    TRANSITIONS,
-    TurnDelivery,
-    TurnFailure,
-    TurnRecord,
-    TurnStatus,
-    turn_event_type,
-)
 from agentkeep.persistence.codec import decode_object, now_ms
 from agentkeep.persistence.ledger import encode_event_data
 from agentkeep.persistence.memo import MISSING
@@ -40,6 +29,17 @@ from agentkeep.persistence.turn_reads import (
     TURN_COLUMNS,
     TurnReads,
     input_hash,
+)
+from agentkeep.types import JSONObject, new_id
+from agentkeep.types.turns import (
+    LIVE_STATUSES,
+    TERMINAL_STATUSES,
+    TRANSITIONS,
+    TurnDelivery,
+    TurnFailure,
+    TurnRecord,
+    TurnStatus,
+    turn_event_type,
 )
 
 #: A live turn that started: what a step's answer, a failure or an abort moves.

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from agentkeep.model import (
+from agentkeep.providers._wire import (
+    description_of,
+    framed_text,
+    loads_vendor,
+    parse_arguments,
+    schema_of,
+    wire_name,
+)
+from agentkeep.types import (
     AgentMessage,
     AssistantMessage,
     CompactionMessage,
@@ -32,14 +40,6 @@ from agentkeep.model import (
     ToolResultMessage,
     UserMessage,
     input_blocks,
-)
-from agentkeep.providers._wire import (
-    description_of,
-    framed_text,
-    loads_vendor,
-    parse_arguments,
-    schema_of,
-    wire_name,
 )
 
 CACHE_MARKER: dict[str, str] = {"type": "ephemeral"}

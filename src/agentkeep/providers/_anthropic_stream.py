@@ -36,7 +36,10 @@ from anthropic.types import (
 )
 from anthropic.types import TextBlock as VendorTextBlock
 
-from agentkeep.model import (
+from agentkeep.providers._errors import connection_lost
+from agentkeep.providers._wire import ToolNames, dumps_vendor, is_json_object
+from agentkeep.providers.retry import AttemptOutcome
+from agentkeep.types import (
     Done,
     DoneState,
     ProviderErrorInfo,
@@ -57,10 +60,7 @@ from agentkeep.model import (
     Usage,
     done_error,
 )
-from agentkeep.model import TextDelta as AkTextDelta
-from agentkeep.providers._errors import connection_lost
-from agentkeep.providers._wire import ToolNames, dumps_vendor, is_json_object
-from agentkeep.providers.retry import AttemptOutcome
+from agentkeep.types import TextDelta as AkTextDelta
 
 # stop_reason → (done state, end_turn). pause_turn: a long server-tool turn paused; the turn is
 # not over, so the caller should request again with this response appended.

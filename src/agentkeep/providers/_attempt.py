@@ -18,10 +18,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Generic, Protocol, TypeVar
 
-from agentkeep.model import DONE_CANCELLED, StreamEvent, done_error
 from agentkeep.providers._transport import HttpResponse, ResponseSlot
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.retry import Attempt, AttemptOutcome
+from agentkeep.types import DONE_CANCELLED, StreamEvent, done_error
 
 EventT = TypeVar("EventT")
 EventT_co = TypeVar("EventT_co", covariant=True)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentkeep.model import (
+from agentkeep.providers._wire import description_of, framed_text, schema_of, wire_name
+from agentkeep.types import (
     AgentMessage,
     AssistantMessage,
     CompactionMessage,
@@ -31,7 +32,6 @@ from agentkeep.model import (
     UserMessage,
     input_blocks,
 )
-from agentkeep.providers._wire import description_of, framed_text, schema_of, wire_name
 
 Json = dict[str, Any]
 IMAGE_PLACEHOLDER = "[image omitted: this server takes text-only tool results]"

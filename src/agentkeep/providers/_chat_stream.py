@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 from openai.types.chat import ChatCompletionChunk
 from openai.types.chat.chat_completion_chunk import ChoiceDelta
 
-from agentkeep.model import (
+from agentkeep.providers._errors import connection_lost
+from agentkeep.providers._wire import ToolNames, is_json_object
+from agentkeep.providers.retry import AttemptOutcome
+from agentkeep.types import (
     Done,
     DoneState,
     ProviderErrorInfo,
@@ -38,9 +41,6 @@ from agentkeep.model import (
     Usage,
     done_error,
 )
-from agentkeep.providers._errors import connection_lost
-from agentkeep.providers._wire import ToolNames, is_json_object
-from agentkeep.providers.retry import AttemptOutcome
 
 _FINISH_STATES: dict[str, DoneState] = {
     "stop": "normal",

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from agentkeep.model import (
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.types import (
     CompactionCancelled,
     CompactionCompleted,
     CompactionFailed,
@@ -26,7 +27,6 @@ from agentkeep.model import (
     Usage,
     UserMessage,
 )
-from agentkeep.providers.protocol import CancelToken
 
 SUMMARY_REQUEST = (
     "Summarise the conversation so far so that it can replace the conversation itself. Keep "

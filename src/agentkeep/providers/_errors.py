@@ -29,14 +29,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from agentkeep.model import (
+from agentkeep.providers.retry import RetryableFailure
+from agentkeep.types import (
     Done,
     ErrorKind,
     ProviderErrorInfo,
     ProviderErrorType,
     done_error,
 )
-from agentkeep.providers.retry import RetryableFailure
 
 _CONTEXT_OVERFLOW = re.compile(
     r"prompt is too long|context[_ ]length[_ ]exceeded|maximum context length|context window"

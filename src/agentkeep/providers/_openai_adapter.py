@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkeep.errors import MissingExtraError
-from agentkeep.model import SessionOptions
 from agentkeep.providers._vendor_session import VendorProvider, VendorSession
 from agentkeep.providers.retry import AttemptOutcome, RetryPolicy
+from agentkeep.types import SessionOptions
 
 if TYPE_CHECKING:
     import openai

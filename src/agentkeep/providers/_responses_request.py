@@ -15,7 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentkeep.model import (
+from agentkeep.providers._wire import (
+    description_of,
+    framed_text,
+    loads_vendor,
+    schema_of,
+    wire_name,
+)
+from agentkeep.types import (
     AgentMessage,
     AssistantMessage,
     CompactionMessage,
@@ -32,13 +39,6 @@ from agentkeep.model import (
     ToolResultMessage,
     UserMessage,
     input_blocks,
-)
-from agentkeep.providers._wire import (
-    description_of,
-    framed_text,
-    loads_vendor,
-    schema_of,
-    wire_name,
 )
 
 Json = dict[str, Any]

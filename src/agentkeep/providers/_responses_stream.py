@@ -36,7 +36,10 @@ from openai.types.responses import (
     ResponseTextDeltaEvent,
 )
 
-from agentkeep.model import (
+from agentkeep.providers._errors import classify, connection_lost, now_ms
+from agentkeep.providers._wire import ToolNames, dumps_vendor, is_json_object
+from agentkeep.providers.retry import AttemptOutcome
+from agentkeep.types import (
     Done,
     ProviderErrorInfo,
     ReasoningDelta,
@@ -56,9 +59,6 @@ from agentkeep.model import (
     Usage,
     done_error,
 )
-from agentkeep.providers._errors import classify, connection_lost, now_ms
-from agentkeep.providers._wire import ToolNames, dumps_vendor, is_json_object
-from agentkeep.providers.retry import AttemptOutcome
 
 
 @dataclass

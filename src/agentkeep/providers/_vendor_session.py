@@ -16,14 +16,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, Protocol, TypeVar
 
-from agentkeep.model import (
-    CompactionOutcome,
-    Context,
-    Selection,
-    SessionOptions,
-    StreamEvent,
-    done_error,
-)
 from agentkeep.providers._attempt import AttemptRunner, Mapper, VendorStream
 from agentkeep.providers._compaction import compact_by_summary
 from agentkeep.providers._transport import ResponseSlot
@@ -31,6 +23,14 @@ from agentkeep.providers._wire import ToolNames
 from agentkeep.providers.local_session import SessionRules
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.retry import AttemptOutcome, RetryPolicy, stream_with_retries
+from agentkeep.types import (
+    CompactionOutcome,
+    Context,
+    Selection,
+    SessionOptions,
+    StreamEvent,
+    done_error,
+)
 
 Json = dict[str, Any]
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from agentkeep.model import (
+from agentkeep.types import (
     AgentMessage,
     ImageBlock,
     Message,

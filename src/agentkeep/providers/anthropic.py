@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentkeep.errors import MissingExtraError
-from agentkeep.model import Context, Selection, SessionOptions
 from agentkeep.providers._anthropic_request import ThinkingMode, build_request
 from agentkeep.providers._attempt import Mapper, VendorStream
 from agentkeep.providers._errors import classify_status_error, transport_failed
 from agentkeep.providers._vendor_session import Json, VendorProvider, VendorSession
 from agentkeep.providers._wire import ToolNames
 from agentkeep.providers.retry import AttemptOutcome, RetryPolicy
+from agentkeep.types import Context, Selection, SessionOptions
 
 if TYPE_CHECKING:
     import anthropic as anthropic_sdk

@@ -16,7 +16,8 @@ from collections.abc import Iterable
 
 import msgspec
 
-from agentkeep.model import (
+from agentkeep.providers.responding import RespondingModel, count_conversation
+from agentkeep.types import (
     AssistantMessage,
     Context,
     Done,
@@ -37,7 +38,6 @@ from agentkeep.model import (
     Usage,
     UserMessage,
 )
-from agentkeep.providers.responding import RespondingModel, count_conversation
 
 DEMO_PROVIDER = "demo"
 DEMO_MODEL = "demo-1"

@@ -19,8 +19,8 @@ import threading
 from collections.abc import Callable, Iterator
 
 from agentkeep.errors import ProviderSessionBusyError, ProviderSessionClosedError
-from agentkeep.model import DONE_CANCELLED, Done, StreamEvent, done_error
 from agentkeep.providers.protocol import CancelToken
+from agentkeep.types import DONE_CANCELLED, Done, StreamEvent, done_error
 
 
 class EndWithoutDone:

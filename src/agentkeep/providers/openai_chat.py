@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentkeep.model import Context, Selection, SessionOptions
 from agentkeep.providers._attempt import Mapper, VendorStream
 from agentkeep.providers._chat_request import build_request
 from agentkeep.providers._openai_adapter import OpenAIClientProvider, OpenAISession
 from agentkeep.providers._vendor_session import Json
 from agentkeep.providers._wire import ToolNames
 from agentkeep.providers.retry import RetryPolicy
+from agentkeep.types import Context, Selection, SessionOptions
 
 
 class OpenAICompatibleProvider(OpenAIClientProvider):

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol, runtime_checkable
 
-from agentkeep.model import (
+from agentkeep.types import (
     CompactionOutcome,
     Context,
     Selection,

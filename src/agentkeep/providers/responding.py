@@ -29,7 +29,9 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from agentkeep.model import (
+from agentkeep.providers.local_session import GuardedStream, RawEvent, SessionRules
+from agentkeep.providers.protocol import CancelToken, NamedModels, Session
+from agentkeep.types import (
     DONE_CANCELLED,
     AgentMessage,
     AssistantMessage,
@@ -62,8 +64,6 @@ from agentkeep.model import (
     UserMessage,
     done_error,
 )
-from agentkeep.providers.local_session import GuardedStream, RawEvent, SessionRules
-from agentkeep.providers.protocol import CancelToken, NamedModels, Session
 
 CompactionMode: TypeAlias = Literal["summary", "fail", "cancel", "hang"]
 Range: TypeAlias = float | tuple[float, float]

@@ -21,7 +21,8 @@ import random
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
-from agentkeep.model import (
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.types import (
     DONE_CANCELLED,
     BlockReset,
     BlockStart,
@@ -33,7 +34,6 @@ from agentkeep.model import (
     TokenUsage,
     done_error,
 )
-from agentkeep.providers.protocol import CancelToken
 
 DEFAULT_MAX_RETRIES = 10
 MAX_RETRIES_CAP = 100

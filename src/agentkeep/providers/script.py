@@ -18,7 +18,8 @@ from typing import TypeAlias, cast, get_args
 
 import msgspec
 
-from agentkeep.model import (
+from agentkeep.providers.local_session import END_WITHOUT_DONE, EndWithoutDone
+from agentkeep.types import (
     BlockReset,
     BlockStart,
     BlockStop,
@@ -48,7 +49,6 @@ from agentkeep.model import (
     Usage,
     done_error,
 )
-from agentkeep.providers.local_session import END_WITHOUT_DONE, EndWithoutDone
 
 
 class Hang:

@@ -15,7 +15,17 @@ from typing import TypeAlias
 import msgspec
 
 from agentkeep.errors import AgentkeepError
-from agentkeep.model import (
+from agentkeep.providers.local_session import GuardedStream, RawEvent, SessionRules
+from agentkeep.providers.protocol import CancelToken, NamedModels, Session
+from agentkeep.providers.responding import LOCAL_MODEL
+from agentkeep.providers.script import (
+    Hang,
+    Raise,
+    ScriptedCall,
+    ScriptedResponse,
+    ScriptStep,
+)
+from agentkeep.types import (
     DONE_CANCELLED,
     CompactionCancelled,
     CompactionFailed,
@@ -28,16 +38,6 @@ from agentkeep.model import (
     ToolCallEnd,
     ToolCallStart,
     done_error,
-)
-from agentkeep.providers.local_session import GuardedStream, RawEvent, SessionRules
-from agentkeep.providers.protocol import CancelToken, NamedModels, Session
-from agentkeep.providers.responding import LOCAL_MODEL
-from agentkeep.providers.script import (
-    Hang,
-    Raise,
-    ScriptedCall,
-    ScriptedResponse,
-    ScriptStep,
 )
 
 ResponseScript: TypeAlias = (

@@ -37,8 +37,6 @@ from msgspec import UNSET
 
 from agentkeep._admission import Admission
 from agentkeep.errors import AgentClosedError, StoreClosedError
-from agentkeep.model import new_id
-from agentkeep.model.ids import is_valid_id
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.registry import tables
@@ -58,6 +56,8 @@ from agentkeep.registry.types import (
     Revision,
 )
 from agentkeep.registry.validation import check_id, checked
+from agentkeep.types import new_id
+from agentkeep.types.ids import is_valid_id
 
 #: What a create or an update accepts: the struct, a mapping with seed 002's (wire) field
 #: names, or JSON text.

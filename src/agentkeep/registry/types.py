@@ -23,8 +23,6 @@ from typing import Annotated
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from agentkeep.model import JSONObject
-from agentkeep.model.ids import IdString
 from agentkeep.registry.validation import (
     MAX_ARRAY_ITEMS,
     MAX_CWD_CHARS,
@@ -35,6 +33,8 @@ from agentkeep.registry.validation import (
     MAX_NAME_CHARS,
     MAX_REFERENCE_CHARS,
 )
+from agentkeep.types import JSONObject
+from agentkeep.types.ids import IdString
 
 #: The driver a definition uses when it names none: agentkeep's own durable loop.
 DEFAULT_DRIVER_ID = "agentkeep"

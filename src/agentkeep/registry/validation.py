@@ -7,7 +7,7 @@ written. The rules:
 - ``id``: seed 002's identity rule, 1–128 of ``[a-z0-9._-]`` (DEFINITIONS.md "Identity"); ``.``
   and ``..`` are refused as well, because an id is a path segment on the wire
   (``/v1/agents/{id}``) and those two would name a different route. It is the one id rule
-  of :mod:`agentkeep.model.ids`, which session, agent and message ids follow too.
+  of :mod:`agentkeep.types.ids`, which session, agent and message ids follow too.
 - ``driver.id``: the same rule (driver ids are machine identities too).
 - Text fields and references have size limits (below); every reference (array entries,
   ``authRef``, ``model.id``, ``workspace.cwd``) is a non-empty string.
@@ -28,8 +28,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from agentkeep.model.ids import ID_RULE, is_valid_id
 from agentkeep.registry.errors import InvalidDefinitionError
+from agentkeep.types.ids import ID_RULE, is_valid_id
 
 T = TypeVar("T")
 

@@ -44,7 +44,10 @@ from agentkeep.loop.plans import (
 from agentkeep.loop.requests import batch_through_request, request_of, requested_call
 from agentkeep.loop.server_calls import is_private
 from agentkeep.loop.texts import CONTINUE_NOTICE, FAILURE_NOTE
-from agentkeep.model import (
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.kv import scope_prefix
+from agentkeep.runtime import session_turns
+from agentkeep.types import (
     AssistantBlock,
     BlockRecord,
     CompactionRecord,
@@ -61,10 +64,7 @@ from agentkeep.model import (
     UserRecord,
     apply_options,
 )
-from agentkeep.model import ledger as events
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.kv import scope_prefix
-from agentkeep.runtime import session_turns
+from agentkeep.types import ledger as events
 
 # Where an agent's scoped stores live in the kv table (all under the agent's own prefix, which
 # re-creating the id wipes).

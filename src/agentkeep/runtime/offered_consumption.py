@@ -14,9 +14,9 @@ back; the caller then commits the acceptance alone (``AgentSystem`` delivery).
 from __future__ import annotations
 
 from agentkeep.loop.plans import Consumed, ConsumeOffer
-from agentkeep.model import OwedWork, QueuedMessage
 from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime import commit_plans
+from agentkeep.types import OwedWork, QueuedMessage
 
 
 def consume_offered(

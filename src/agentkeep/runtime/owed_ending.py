@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from agentkeep.loop.context import error_result
 from agentkeep.loop.view import tail_owes_answer, undispatched_calls
-from agentkeep.model import (
+from agentkeep.persistence.interface import Transaction
+from agentkeep.runtime.commit_plans import CALL_AREA, RUN_AREA, area_prefix
+from agentkeep.types import (
     ConversationRecord,
     JSONObject,
     SystemMessage,
@@ -31,9 +33,7 @@ from agentkeep.model import (
     TextBlock,
     ToolRecord,
 )
-from agentkeep.model import ledger as events
-from agentkeep.persistence.interface import Transaction
-from agentkeep.runtime.commit_plans import CALL_AREA, RUN_AREA, area_prefix
+from agentkeep.types import ledger as events
 
 #: What an open tool call is answered with when its owed work is ended.
 ENDED_CALL = "The tool call was never finished: its work was ended (settle)."

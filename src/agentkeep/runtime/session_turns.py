@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentkeep.model import AssistantBlock
-from agentkeep.model.parts import assistant_json
-from agentkeep.model.turns import NATIVE_DRIVER, TurnFailure, TurnRecord
 from agentkeep.persistence.interface import Transaction
+from agentkeep.types import AssistantBlock
+from agentkeep.types.parts import assistant_json
+from agentkeep.types.turns import NATIVE_DRIVER, TurnFailure, TurnRecord
 
 #: The failure code of a native turn whose response failed past its retries.
 INFERENCE_FAILED = "inference_failed"

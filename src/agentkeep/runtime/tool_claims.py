@@ -8,9 +8,9 @@ claimed result instead of running the call again (``PendingToolCall.committed``)
 
 from __future__ import annotations
 
-from agentkeep.model import ToolResultMessage
 from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime.commit_plans import CALL_AREA, area_prefix
+from agentkeep.types import ToolResultMessage
 
 # The tool-call hooks' own call stores live under the call's scope, in its nested
 # ``feature`` scope; they stay until the batch's result transaction (its

@@ -11,7 +11,7 @@ the CLI's JSON): :func:`wire_event_data`.
   session's ``metadata`` and a metadata ``patch``, a tool call's ``arguments``, a data
   part's ``data``, an error's ``details``, a message's ``options``.
 - Every ``message`` in them (a turn's ``result.message`` too) is seed 002's
-  ``AgentMessage`` (``model/parts.py``), whichever shape an older ledger stored. (A
+  ``AgentMessage`` (``types/parts.py``), whichever shape an older ledger stored. (A
   ``compaction`` event's ``messages`` are the conversation records it replaced, tool calls
   and all: shown as records, their keys camelCase.)
 - An injected driver's own event types are shown exactly as it emitted them.
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from agentkeep.model import JSONObject
-from agentkeep.model.ledger import EVENT_TYPES
-from agentkeep.model.parts import as_wire_json
-from agentkeep.model.turns import TURN_EVENT_PREFIX
+from agentkeep.types import JSONObject
+from agentkeep.types.ledger import EVENT_TYPES
+from agentkeep.types.parts import as_wire_json
+from agentkeep.types.turns import TURN_EVENT_PREFIX
 
 #: Keys whose values are someone else's JSON: shown with their own keys, untouched.
 OPAQUE_KEYS: Final = frozenset(

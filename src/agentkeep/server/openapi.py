@@ -16,8 +16,8 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from agentkeep.model.ids import ID_PATTERN, ID_RULE, MAX_ID_CHARS
 from agentkeep.server.wire import ErrorEnvelope
+from agentkeep.types.ids import ID_PATTERN, ID_RULE, MAX_ID_CHARS
 
 Handler = Callable[[Request], Awaitable[Response]]
 _REF = "#/components/schemas/{name}"

@@ -28,8 +28,6 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from agentkeep.agent_system import AgentSystem
-from agentkeep.model.ledger import MAX_EVENTS_PAGE
-from agentkeep.model.turns import TERMINAL_STATUSES, turn_event_type
 from agentkeep.server.context import SaturatedError, call, context
 from agentkeep.server.errors import ApiError, json_response
 from agentkeep.server.limits import LogBudget
@@ -37,6 +35,8 @@ from agentkeep.server.openapi import EVENT_STREAM, Operation, Param, path_id
 from agentkeep.server.requests import query_bool, query_int, query_str
 from agentkeep.server.sse import EventBridge
 from agentkeep.server.wire import EventList, event_out
+from agentkeep.types.ledger import MAX_EVENTS_PAGE
+from agentkeep.types.turns import TERMINAL_STATUSES, turn_event_type
 
 _MAX_SEQUENCE = 2**63 - 1
 _ID = path_id("The session's id (an agent id).")

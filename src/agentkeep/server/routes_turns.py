@@ -29,7 +29,6 @@ import contextlib
 from starlette.requests import Request
 from starlette.responses import Response
 
-from agentkeep.model.turns import TurnRecord
 from agentkeep.server.context import SaturatedError, ServerContext, call, call_waiting, context
 from agentkeep.server.errors import ApiError, json_response
 from agentkeep.server.openapi import Operation, Param, path_id
@@ -45,6 +44,7 @@ from agentkeep.server.turn_wire import (
     turn_out,
 )
 from agentkeep.sessions import Sessions
+from agentkeep.types.turns import TurnRecord
 
 _ID = path_id("The session's id (an agent id).")
 _TURN_ID = path_id("The turn.", name="turn_id")

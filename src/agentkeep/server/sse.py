@@ -34,8 +34,8 @@ import msgspec
 from starlette.concurrency import run_in_threadpool
 
 from agentkeep.logs import get_logger
-from agentkeep.model import SessionEvent
 from agentkeep.persistence.ledger import LedgerHub, Subscription
+from agentkeep.types import SessionEvent
 
 log = get_logger(__name__)
 

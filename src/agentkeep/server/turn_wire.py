@@ -1,7 +1,7 @@
 """The JSON shapes of turns (seed 002's ``AgentTurn``, ``AgentMessage``, ``SendInput``).
 
 A message on the wire is seed 002's ``AgentMessage`` (``role`` and ``parts``: text,
-reference and data parts), or plain text; ``model/parts.py`` is the one conversion between
+reference and data parts), or plain text; ``types/parts.py`` is the one conversion between
 it and the library's content blocks. A ``user`` or ``system`` message is taken whole (a
 reference or data part is kept verbatim, and shown to a native model as a line of text);
 an ``assistant`` message is refused with a 422 naming ``message.role``. A turn's ``input``
@@ -14,11 +14,11 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from agentkeep.model import JSONObject, MessageOptions
-from agentkeep.model.ids import IdString
-from agentkeep.model.parts import Part, WireMessage, as_wire_json
-from agentkeep.model.turns import MAX_IDEMPOTENCY_KEY_LENGTH, TurnRecord, TurnStatus
 from agentkeep.server.wire import iso, iso_or_none
+from agentkeep.types import JSONObject, MessageOptions
+from agentkeep.types.ids import IdString
+from agentkeep.types.parts import Part, WireMessage, as_wire_json
+from agentkeep.types.turns import MAX_IDEMPOTENCY_KEY_LENGTH, TurnRecord, TurnStatus
 
 #: A message as a turn shows it: seed 002's ``AgentMessage``.
 MessageOut = WireMessage
@@ -159,7 +159,7 @@ def to_user_message(message: str | MessageIn) -> str | WireMessage:
 
 
 def to_parts(message: JSONObject) -> WireMessage:
-    """A stored message (either shape, ``model/parts.py``) as seed 002's ``AgentMessage``."""
+    """A stored message (either shape, ``types/parts.py``) as seed 002's ``AgentMessage``."""
     return msgspec.convert(as_wire_json(message), WireMessage)
 
 

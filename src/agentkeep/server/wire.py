@@ -14,11 +14,11 @@ from typing import Literal
 
 import msgspec
 
-from agentkeep.model import JSONObject, Message, SessionEvent
-from agentkeep.model.ids import IdString
 from agentkeep.registry import Definition, DefinitionRecord, Revision
 from agentkeep.server.event_wire import wire_event_data
 from agentkeep.sessions import SessionOwes, SessionRecord
+from agentkeep.types import JSONObject, Message, SessionEvent
+from agentkeep.types.ids import IdString
 
 
 class _Out(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

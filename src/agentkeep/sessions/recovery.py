@@ -12,8 +12,8 @@ All of it in one transaction, before any agent starts.
 
 from __future__ import annotations
 
-from agentkeep.model.turns import NATIVE_DRIVER, TurnFailure, TurnRecord
 from agentkeep.persistence.interface import Transaction
+from agentkeep.types.turns import NATIVE_DRIVER, TurnFailure, TurnRecord
 
 #: Why an injected driver's turn was interrupted.
 INTERRUPTED = TurnFailure(

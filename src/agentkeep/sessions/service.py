@@ -33,9 +33,6 @@ from agentkeep.errors import (
 from agentkeep.features import FeatureSet
 from agentkeep.loop.actions import check_message_id
 from agentkeep.messages import as_message
-from agentkeep.model import JSONObject, MessageOptions, QueueableMessage, Settings
-from agentkeep.model.parts import WireMessage
-from agentkeep.model.turns import TurnRecord
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.ledger import check_page
@@ -53,6 +50,9 @@ from agentkeep.sessions.errors import SessionBusyError, UnknownSessionError
 from agentkeep.sessions.turning import TurnHandle, TurnRuntime, TurnService
 from agentkeep.sessions.types import SessionRecord
 from agentkeep.tools import Tool
+from agentkeep.types import JSONObject, MessageOptions, QueueableMessage, Settings
+from agentkeep.types.parts import WireMessage
+from agentkeep.types.turns import TurnRecord
 
 T = TypeVar("T")
 

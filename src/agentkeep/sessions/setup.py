@@ -10,7 +10,7 @@ Checked when the session starts, never at its first turn (SURFACES §2):
   slashes). The provider must be registered and serve the model (``ModelNotServedError``).
   ``model`` None: the system's default provider and model.
 - ``model.settings`` may hold ``effort``, ``serviceTier`` and ``permissionMode`` (the values
-  :class:`~agentkeep.model.Settings` takes); any other key is refused, since the native
+  :class:`~agentkeep.types.Settings` takes); any other key is refused, since the native
   driver would silently ignore it.
 - ``toolbox.toolIds`` select the tools the native loop offers, by one rule: an empty list
   (the default) offers every tool the system offers, as to an agent made without a
@@ -40,12 +40,12 @@ import msgspec
 from agentkeep.errors import ModelNotServedError, ProviderUnavailableError, UnknownProviderError
 from agentkeep.features import FeatureSet
 from agentkeep.logs import get_logger
-from agentkeep.model import Settings
 from agentkeep.providers.registry import Providers
 from agentkeep.registry.errors import InvalidDefinitionError
 from agentkeep.registry.types import DEFAULT_DRIVER_ID, Definition
 from agentkeep.sessions.errors import SessionConfigError, UnsupportedDriverError
 from agentkeep.tools import Tool
+from agentkeep.types import Settings
 
 log = get_logger(__name__)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from agentkeep.errors import StoreError
-from agentkeep.model.turns import NATIVE_DRIVER
 from agentkeep.persistence.codec import decode_object
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.transaction import SqliteTransaction
@@ -21,6 +20,7 @@ from agentkeep.registry.canonical import decode_definition
 from agentkeep.registry.types import Definition, Revision
 from agentkeep.sessions import owing as owing_work
 from agentkeep.sessions.types import SessionRecord
+from agentkeep.types.turns import NATIVE_DRIVER
 
 _SELECT = (
     "SELECT a.id, a.metadata_json, a.created_at_ms, s.definition_id, s.revision_id, "

@@ -26,19 +26,19 @@ from typing import Protocol
 
 from agentkeep.delivery import Delivery, DeliveryKind
 from agentkeep.errors import AwaitFromOwnLoopError, TurnStateError
-from agentkeep.model import JSONObject, MessageOptions, QueueableMessage, QueueName, SessionEvent
-from agentkeep.model.turns import (
+from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.persistence.ledger import Subscription
+from agentkeep.runtime import session_turns
+from agentkeep.sessions import owing
+from agentkeep.sessions.errors import UnknownSessionError, UnknownTurnError
+from agentkeep.types import JSONObject, MessageOptions, QueueableMessage, QueueName, SessionEvent
+from agentkeep.types.turns import (
     NATIVE_DRIVER,
     TERMINAL_STATUSES,
     TurnFailure,
     TurnRecord,
     turn_event_type,
 )
-from agentkeep.persistence.interface import StoreHandle, Transaction
-from agentkeep.persistence.ledger import Subscription
-from agentkeep.runtime import session_turns
-from agentkeep.sessions import owing
-from agentkeep.sessions.errors import UnknownSessionError, UnknownTurnError
 
 _TERMINAL_EVENTS = frozenset(turn_event_type(s) for s in TERMINAL_STATUSES)
 #: Why a turn that never ran was cancelled.

@@ -12,7 +12,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from agentkeep.model import JSONObject
+from agentkeep.types import JSONObject
 
 #: ``active`` until archived; an archived session stays readable.
 SessionStatus: TypeAlias = Literal["active", "archived"]

@@ -13,9 +13,9 @@ import agentkeep as ak
 from agentkeep.actors.children import ChildReport
 from agentkeep.actors.inference_worker import InferenceWorker, StreamJob, StreamReports
 from agentkeep.loop.events import ChildStopped, StreamEventArrived
-from agentkeep.model import Context, Done, Selection, SessionOptions, TextDelta
 from agentkeep.providers import script
 from agentkeep.providers.protocol import CancelToken
+from agentkeep.types import Context, Done, Selection, SessionOptions, TextDelta
 
 TIMEOUT = 10.0
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from agentkeep.messages import user
-from agentkeep.model import (
+from agentkeep.persistence import Store, Transaction
+from agentkeep.types import (
     BlockRecord,
     QueuedMessage,
     TextBlock,
@@ -18,7 +19,6 @@ from agentkeep.model import (
     ToolRecord,
     ToolResultMessage,
 )
-from agentkeep.persistence import Store, Transaction
 
 REPORT_FIELDS = {"ok", "path", "integrity", "agents", "problems", "notes", "advice"}
 

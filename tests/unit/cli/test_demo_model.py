@@ -9,7 +9,9 @@ import pytest
 
 from agentkeep.cli.tools import Ledger, ToolEnvironment, build_tools, evaluate
 from agentkeep.messages import user
-from agentkeep.model import (
+from agentkeep.providers.demo import HELP_ANSWER, DemoModel, plan_calls, summarise_results
+from agentkeep.tools import BasicToolContext, run_tool, validate_arguments
+from agentkeep.types import (
     AssistantMessage,
     Context,
     Done,
@@ -21,8 +23,6 @@ from agentkeep.model import (
     ToolCallStart,
     ToolResultMessage,
 )
-from agentkeep.providers.demo import HELP_ANSWER, DemoModel, plan_calls, summarise_results
-from agentkeep.tools import BasicToolContext, run_tool, validate_arguments
 
 
 def test_calls_follow_the_order_of_the_request() -> None:

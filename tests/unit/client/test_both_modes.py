@@ -26,7 +26,7 @@ from agentkeep.cli.output import exit_code_of
 from agentkeep.cli.runtime import Home, open_system
 from agentkeep.client import HttpBackend, client_token
 from agentkeep.errors import AgentkeepError
-from agentkeep.model.ledger import DEFAULT_MAX_INPUT_BYTES
+from agentkeep.types.ledger import DEFAULT_MAX_INPUT_BYTES
 
 QUICK = '{"id": "quick", "name": "Quick", "instructions": "Answer briefly."}'
 AGENTKEEP = str(Path(sys.executable).parent / "agentkeep")

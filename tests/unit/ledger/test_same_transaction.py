@@ -15,9 +15,9 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.chaos import FaultInjection, FaultPlan
-from agentkeep.model import BlockRecord, SystemRecord, ToolRecord, UserRecord
 from agentkeep.persistence.transaction import SqliteTransaction
 from agentkeep.providers import script
+from agentkeep.types import BlockRecord, SystemRecord, ToolRecord, UserRecord
 
 from .conftest import echo
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from agentkeep.model import AgentRow, Settings
-from agentkeep.model.turns import TurnFailure
 from agentkeep.persistence import Store, Transaction
+from agentkeep.types import AgentRow, Settings
+from agentkeep.types.turns import TurnFailure
 
 TIMEOUT = 30.0
 SESSION = "s1"

@@ -17,7 +17,8 @@ import msgspec
 import pytest
 
 import agentkeep as ak
-from agentkeep.model import (
+from agentkeep.persistence.readonly import ReadOnlyStore
+from agentkeep.types import (
     AssistantMessage,
     BlockRecord,
     Message,
@@ -28,7 +29,6 @@ from agentkeep.model import (
     ToolResultMessage,
     UserMessage,
 )
-from agentkeep.persistence.readonly import ReadOnlyStore
 
 
 @contextmanager

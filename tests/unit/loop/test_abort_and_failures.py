@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 import agentkeep as ak
-from agentkeep.model import Done, StreamEvent, ToolResultMessage
 from agentkeep.providers import script
+from agentkeep.types import Done, StreamEvent, ToolResultMessage
 
 from .conftest import World, roles, text_of
 

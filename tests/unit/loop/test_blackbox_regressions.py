@@ -32,7 +32,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import agentkeep as ak
-from agentkeep.model import (
+from agentkeep.persistence.interface import Transaction
+from agentkeep.providers import script
+from agentkeep.types import (
     BlockRecord,
     Done,
     OwedWork,
@@ -45,8 +47,6 @@ from agentkeep.model import (
     ToolResultMessage,
     UserRecord,
 )
-from agentkeep.persistence.interface import Transaction
-from agentkeep.providers import script
 
 from .conftest import World, roles, text_of
 

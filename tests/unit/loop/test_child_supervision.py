@@ -27,8 +27,8 @@ from agentkeep.actors.inference_worker import running_streams
 from agentkeep.actors.supervisor import Backoff
 from agentkeep.loop.events import CommitFailed, CommitLanded, Event, WorkAccepted
 from agentkeep.loop.plans import CommitToolResult, Plan
-from agentkeep.model import Context
 from agentkeep.providers import script
+from agentkeep.types import Context
 
 from .conftest import EchoArgs, World, text_of
 

@@ -33,8 +33,8 @@ from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.actors.call_context import CallCommits
 from agentkeep.actors.supervisor import Backoff
 from agentkeep.errors import ToolCommitError
-from agentkeep.model import ToolResultMessage
 from agentkeep.providers import script
+from agentkeep.types import ToolResultMessage
 
 from .conftest import EchoArgs, World, text_of
 from .test_child_supervision import InjectedCrashError, crash_on_next_work

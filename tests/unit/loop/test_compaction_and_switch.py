@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import agentkeep as ak
-from agentkeep.model import CompactionRecord
 from agentkeep.providers import script
+from agentkeep.types import CompactionRecord
 
 from .conftest import World, roles, text_of
 

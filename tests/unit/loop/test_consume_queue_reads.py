@@ -11,9 +11,9 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.loop.plans import Consumed, ConsumeQueue
-from agentkeep.model import AgentRow, OwedWork, QueuedMessage, Settings, UserRecord
 from agentkeep.persistence import Store
 from agentkeep.runtime import commit_plans
+from agentkeep.types import AgentRow, OwedWork, QueuedMessage, Settings, UserRecord
 
 AGENT = "a1"
 QUEUE_READ = "SELECT envelope_json FROM queue"

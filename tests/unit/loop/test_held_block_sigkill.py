@@ -16,7 +16,8 @@ import os
 import signal
 from pathlib import Path
 
-from agentkeep.model import (
+from agentkeep.providers import script
+from agentkeep.types import (
     AssistantMessage,
     BlockRecord,
     ReasoningBlock,
@@ -24,8 +25,7 @@ from agentkeep.model import (
     TextBlock,
     UserMessage,
 )
-from agentkeep.model.ledger import ASSISTANT_BLOCK
-from agentkeep.providers import script
+from agentkeep.types.ledger import ASSISTANT_BLOCK
 
 from .conftest import World, printed, python_child, wait_for_durable_block
 from .test_lifecycle_ids import CONTINUE, Recorder, assert_never_ends_with_own_message
@@ -38,7 +38,7 @@ BLOCK = ReasoningBlock(text="thinking it over", reasoning="sig")
 _CHILD = """
 import json, sys, threading
 import agentkeep as ak
-from agentkeep.model import ReasoningDelta, ReasoningEnd, ReasoningStart
+from agentkeep.types import ReasoningDelta, ReasoningEnd, ReasoningStart
 from agentkeep.providers import script
 
 class Tell(ak.Feature):

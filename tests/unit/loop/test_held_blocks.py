@@ -21,7 +21,7 @@ from agentkeep.loop.events import (
 )
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import AppendBlock, Appended, FinishResponse
-from agentkeep.model import (
+from agentkeep.types import (
     BlockRecord,
     Done,
     ReasoningBlock,

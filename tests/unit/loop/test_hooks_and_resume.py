@@ -8,7 +8,9 @@ from collections.abc import Callable, Sequence
 import pytest
 
 import agentkeep as ak
-from agentkeep.model import (
+from agentkeep.persistence.interface import Transaction
+from agentkeep.providers import script
+from agentkeep.types import (
     BlockRecord,
     OwedWork,
     PendingToolCall,
@@ -17,8 +19,6 @@ from agentkeep.model import (
     ToolCallBlock,
     UserRecord,
 )
-from agentkeep.persistence.interface import Transaction
-from agentkeep.providers import script
 
 from .conftest import EchoArgs, World, roles, text_of
 

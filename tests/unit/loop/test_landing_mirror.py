@@ -15,7 +15,7 @@ import agentkeep as ak
 from agentkeep.loop import landing
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.machine import AgentLoop
-from agentkeep.model import QueuedMessage, QueuedNotice, QueueName, Settings
+from agentkeep.types import QueuedMessage, QueuedNotice, QueueName, Settings
 
 
 def _context() -> LoopContext:

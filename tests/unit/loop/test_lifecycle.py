@@ -101,8 +101,8 @@ def test_open_resumes_only_agents_that_owe_work(world: World) -> None:
     system.close()
     # Queue a message durably while no system runs (a crash after acceptance).
     from agentkeep.delivery import accept_message
-    from agentkeep.model import MessageOptions
     from agentkeep.persistence.store import Store
+    from agentkeep.types import MessageOptions
 
     with Store.open(world.home) as store:
         store.transact(

@@ -31,8 +31,8 @@ import pytest
 import agentkeep as ak
 from agentkeep._admission import Admission
 from agentkeep.actors import agent_children
-from agentkeep.model import Context, Done, StreamEvent
 from agentkeep.providers import script
+from agentkeep.types import Context, Done, StreamEvent
 
 from .conftest import EchoArgs, World, text_of
 

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import agentkeep as ak
-from agentkeep.model import (
+from agentkeep.providers import script
+from agentkeep.providers.scripted import StreamRequest
+from agentkeep.types import (
     AssistantMessage,
     Message,
     StreamEvent,
@@ -24,9 +26,7 @@ from agentkeep.model import (
     TextEnd,
     TextStart,
 )
-from agentkeep.model.ids import is_valid_id
-from agentkeep.providers import script
-from agentkeep.providers.scripted import StreamRequest
+from agentkeep.types.ids import is_valid_id
 
 from .conftest import World, printed, python_child, roles, text_of
 
@@ -304,7 +304,7 @@ def test_a_finished_answer_is_not_continued_after_a_restart(world: World) -> Non
 _CHILD = """
 import json, sys, threading
 import agentkeep as ak
-from agentkeep.model import TextDelta, TextEnd, TextStart
+from agentkeep.types import TextDelta, TextEnd, TextStart
 from agentkeep.providers import script
 
 class Tell(ak.Feature):

@@ -23,8 +23,8 @@ from agentkeep.loop.effects import CompactionResolved, Effect, RunHook, StartCom
 from agentkeep.loop.events import Event, HookFinished, Start
 from agentkeep.loop.plans import ReplaceWithCompaction
 from agentkeep.loop.texts import ABORTED_COMPACTION
-from agentkeep.model import BlockRecord
 from agentkeep.runtime import commit_plans
+from agentkeep.types import BlockRecord
 
 from .test_machine_properties import Disk, LoopMachine, Process, replaying
 

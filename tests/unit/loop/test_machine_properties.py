@@ -85,7 +85,14 @@ from agentkeep.loop.events import (
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.phases import Inferring
 from agentkeep.loop.plans import AppendBlock
-from agentkeep.model import (
+from agentkeep.persistence.readers import open_connection
+from agentkeep.persistence.schema import migrate
+from agentkeep.persistence.transaction import SqliteTransaction, Statements
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.responding import count_conversation
+from agentkeep.runtime import commit_plans
+from agentkeep.runtime.offered_consumption import consume_offered
+from agentkeep.types import (
     AgentRow,
     ArchivedEpoch,
     AssistantMessage,
@@ -112,13 +119,6 @@ from agentkeep.model import (
     UserRecord,
     rebuild_messages,
 )
-from agentkeep.persistence.readers import open_connection
-from agentkeep.persistence.schema import migrate
-from agentkeep.persistence.transaction import SqliteTransaction, Statements
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.responding import count_conversation
-from agentkeep.runtime import commit_plans
-from agentkeep.runtime.offered_consumption import consume_offered
 
 T = TypeVar("T")
 AGENT = "agentone"

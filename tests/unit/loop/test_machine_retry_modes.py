@@ -44,7 +44,8 @@ from agentkeep.loop.effects import (
 )
 from agentkeep.loop.events import Event, Loaded, LoadFailed, Start, WorkAccepted
 from agentkeep.loop.machine import AgentLoop
-from agentkeep.model import (
+from agentkeep.runtime import commit_plans
+from agentkeep.types import (
     BlockRecord,
     MessageOptions,
     PermissionMode,
@@ -55,7 +56,6 @@ from agentkeep.model import (
     UserRecord,
     done_error,
 )
-from agentkeep.runtime import commit_plans
 
 from .test_machine_properties import (
     AGENT,

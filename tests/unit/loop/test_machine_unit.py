@@ -44,7 +44,7 @@ from agentkeep.loop.plans import (
     Snapshot,
     StageOwed,
 )
-from agentkeep.model import (
+from agentkeep.types import (
     BlockRecord,
     Done,
     OwedWork,

@@ -9,8 +9,8 @@ from typing import Any
 from tests.unit.loop.conftest import World
 
 import agentkeep as ak
-from agentkeep.model import AssistantMessage, TextBlock
 from agentkeep.providers import script
+from agentkeep.types import AssistantMessage, TextBlock
 
 
 def test_a_send_racing_passivation_is_still_waited_for(world: World) -> None:

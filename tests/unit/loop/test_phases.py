@@ -47,7 +47,7 @@ from agentkeep.loop.plans import (
     Snapshot,
     StageOwed,
 )
-from agentkeep.model import (
+from agentkeep.types import (
     BlockRecord,
     CompactionCompleted,
     Done,

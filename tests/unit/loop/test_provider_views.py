@@ -12,7 +12,7 @@ import pytest
 
 from agentkeep.loop import view as views
 from agentkeep.loop.view import OpenCalls, ProviderViews, provider_view, unanswered_calls
-from agentkeep.model import (
+from agentkeep.types import (
     AssistantMessage,
     BlockRecord,
     CompactionRecord,

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import agentkeep as ak
-from agentkeep.model import Done, StreamEvent, TextEnd
 from agentkeep.providers import script
+from agentkeep.types import Done, StreamEvent, TextEnd
 
 from .conftest import EchoArgs, World, roles, text_of
 

@@ -35,8 +35,8 @@ from typing import Any
 import pytest
 
 import agentkeep as ak
-from agentkeep.model import Context
 from agentkeep.providers import script
+from agentkeep.types import Context
 
 from .conftest import EchoArgs, World, text_of
 

@@ -44,8 +44,8 @@ from typing import Any
 import pytest
 
 import agentkeep as ak
-from agentkeep.model import Context, Done, StreamEvent, TextEnd
 from agentkeep.providers import script
+from agentkeep.types import Context, Done, StreamEvent, TextEnd
 
 from .conftest import World, text_of
 

@@ -47,8 +47,8 @@ from typing import Any
 import pytest
 
 import agentkeep as ak
-from agentkeep.model import Context, Done, StreamEvent
 from agentkeep.providers import script
+from agentkeep.types import Context, Done, StreamEvent
 
 from .conftest import EchoArgs, World, text_of
 

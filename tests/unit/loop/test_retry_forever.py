@@ -26,7 +26,8 @@ from agentkeep.loop.events import (
 )
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import Snapshot
-from agentkeep.model import (
+from agentkeep.providers import script
+from agentkeep.types import (
     Done,
     QueuedMessage,
     ReasoningEnd,
@@ -34,7 +35,6 @@ from agentkeep.model import (
     Settings,
     StreamEvent,
 )
-from agentkeep.providers import script
 
 from .conftest import World, counting_tool, roles, text_of
 

@@ -11,8 +11,8 @@ import msgspec
 import pytest
 
 import agentkeep as ak
-from agentkeep.model import ServerToolResultBlock, ToolCallBlock
 from agentkeep.providers import script
+from agentkeep.types import ServerToolResultBlock, ToolCallBlock
 
 from .conftest import EchoArgs, World, text_of
 

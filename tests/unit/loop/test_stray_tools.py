@@ -22,8 +22,8 @@ import pytest
 from structlog.testing import capture_logs
 
 import agentkeep as ak
-from agentkeep.model import Context
 from agentkeep.providers import script
+from agentkeep.types import Context
 
 from .conftest import EchoArgs, World, text_of
 

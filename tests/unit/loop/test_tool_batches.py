@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 import agentkeep as ak
-from agentkeep.model import ServerToolResultBlock, ToolResultMessage
 from agentkeep.providers import script
+from agentkeep.types import ServerToolResultBlock, ToolResultMessage
 
 from .conftest import EchoArgs, World, roles, text_of, tool_calls
 

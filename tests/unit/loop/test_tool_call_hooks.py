@@ -12,9 +12,9 @@ from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.actors.supervisor import Backoff
 from agentkeep.loop.events import ToolFinished
 from agentkeep.loop.texts import FAILED_TURN_CALL
-from agentkeep.model import Message, ToolResultMessage
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.providers import script
+from agentkeep.types import Message, ToolResultMessage
 
 from .conftest import EchoArgs, World, counting_tool, roles, text_of
 

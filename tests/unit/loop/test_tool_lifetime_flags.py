@@ -23,7 +23,10 @@ from typing import Any
 import pytest
 
 import agentkeep as ak
-from agentkeep.model import (
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.kv import scope_prefix
+from agentkeep.providers import script
+from agentkeep.types import (
     BlockRecord,
     OwedWork,
     PendingToolCall,
@@ -32,9 +35,6 @@ from agentkeep.model import (
     ToolResultMessage,
     UserRecord,
 )
-from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.kv import scope_prefix
-from agentkeep.providers import script
 
 from .conftest import EchoArgs, Gate, World, text_of
 

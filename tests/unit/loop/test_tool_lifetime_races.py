@@ -12,8 +12,8 @@ import threading
 from typing import Any
 
 import agentkeep as ak
-from agentkeep.model import Context
 from agentkeep.providers import script
+from agentkeep.types import Context
 
 from .conftest import EchoArgs, World, text_of
 from .test_tool_lifetime_flags import DRAINED, STEERED, Seen, cancellable, tool_results

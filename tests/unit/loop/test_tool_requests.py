@@ -40,7 +40,9 @@ from agentkeep.loop.plans import (
 )
 from agentkeep.loop.texts import ABORTED_CALL
 from agentkeep.loop.view import provider_view
-from agentkeep.model import (
+from agentkeep.providers import script
+from agentkeep.runtime import commit_plans
+from agentkeep.types import (
     AgentMessage,
     AssistantMessage,
     Author,
@@ -59,8 +61,6 @@ from agentkeep.model import (
     UserRecord,
     is_valid_id,
 )
-from agentkeep.providers import script
-from agentkeep.runtime import commit_plans
 
 from .conftest import World, counting_tool, roles, text_of, tool_calls
 from .test_machine_properties import AGENT, LoopMachine

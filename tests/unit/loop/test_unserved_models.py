@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import agentkeep as ak
-from agentkeep.model import MessageOptions
 from agentkeep.providers import script
+from agentkeep.types import MessageOptions
 
 from .conftest import World, text_of
 

@@ -16,7 +16,8 @@ import signal
 from pathlib import Path
 
 import agentkeep as ak
-from agentkeep.model import (
+from agentkeep.providers import script
+from agentkeep.types import (
     AssistantMessage,
     BlockRecord,
     SystemMessage,
@@ -25,7 +26,6 @@ from agentkeep.model import (
     TextEnd,
     TextStart,
 )
-from agentkeep.providers import script
 
 from .conftest import World, python_child, text_of, wait_for_durable_block
 from .test_lifecycle_ids import CONTINUE
@@ -38,7 +38,7 @@ ANSWER = "The answer is 42."
 _CHILD = """
 import sys, threading
 import agentkeep as ak
-from agentkeep.model import TextDelta, TextEnd, TextStart
+from agentkeep.types import TextDelta, TextEnd, TextStart
 from agentkeep.providers import script
 
 ANSWER = "The answer is 42."
@@ -193,7 +193,7 @@ def test_the_continued_blocks_are_read_back_across_each_cut_and_stop_at_a_finish
     ``notice`` (before a notice that reopened a finished response) joins nothing."""
     from agentkeep.loop.texts import CONTINUE_NOTICE
     from agentkeep.loop.view import continued_blocks
-    from agentkeep.model import (
+    from agentkeep.types import (
         ReasoningBlock,
         SystemReason,
         TextBlock,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agentkeep.model import AgentRow
 from agentkeep.persistence import Store
+from agentkeep.types import AgentRow
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import apsw
 
-from agentkeep.model import AgentRow
 from agentkeep.persistence import DATABASE_NAME, Store
+from agentkeep.types import AgentRow
 
 
 def make_store(home: Path, agents: int = 3) -> Path:

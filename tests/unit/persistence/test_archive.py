@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentkeep.model import AgentRow, Settings, TextBlock, UserMessage, UserRecord
 from agentkeep.persistence import ReadOnlyTransactionError, Store
+from agentkeep.types import AgentRow, Settings, TextBlock, UserMessage, UserRecord
 
 
 def _user(text: str) -> UserRecord:

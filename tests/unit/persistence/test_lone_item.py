@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from agentkeep.model import AgentRow
 from agentkeep.persistence import FaultPlan, InjectedFaultError, Store, Transaction
 from agentkeep.persistence.codec import Statements
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.store import DATABASE_NAME
+from agentkeep.types import AgentRow
 
 TIMEOUT = 30.0
 A, B = "a", "b"

@@ -15,7 +15,18 @@ import apsw
 import pytest
 
 from agentkeep.errors import CommitOutcomeUnknownError, StoreError, StoreUnavailableError
-from agentkeep.model import (
+from agentkeep.persistence import FaultPlan, Store, Transaction
+from agentkeep.persistence.codec import (
+    decode_message,
+    decode_notice,
+    decode_owed,
+    decode_settings,
+)
+from agentkeep.persistence.faults import InjectedWriterCrashError
+from agentkeep.persistence.memo import BEGIN_GROUP, BEGIN_ITEM, COMMIT_GROUP, END_ITEM
+from agentkeep.persistence.schema import migrate
+from agentkeep.persistence.writer import _BEGIN_ITEM, _END_ITEM
+from agentkeep.types import (
     AgentRow,
     OwedWork,
     PendingToolCall,
@@ -28,17 +39,6 @@ from agentkeep.model import (
     UserMessage,
     UserRecord,
 )
-from agentkeep.persistence import FaultPlan, Store, Transaction
-from agentkeep.persistence.codec import (
-    decode_message,
-    decode_notice,
-    decode_owed,
-    decode_settings,
-)
-from agentkeep.persistence.faults import InjectedWriterCrashError
-from agentkeep.persistence.memo import BEGIN_GROUP, BEGIN_ITEM, COMMIT_GROUP, END_ITEM
-from agentkeep.persistence.schema import migrate
-from agentkeep.persistence.writer import _BEGIN_ITEM, _END_ITEM
 
 TIMEOUT = 30.0
 A = "a"

@@ -7,9 +7,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentkeep.model import QueuedMessage, QueueName, UserMessage
 from agentkeep.persistence import Store, Transaction
 from agentkeep.persistence.codec import decode_message
+from agentkeep.types import QueuedMessage, QueueName, UserMessage
 
 A = "a"
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentkeep.model.turns import TRANSITIONS, TurnStatus
 from agentkeep.persistence import Store, Transaction
+from agentkeep.types.turns import TRANSITIONS, TurnStatus
 
 A = "a"
 LIVE = "('queued', 'running', 'cancelling')"

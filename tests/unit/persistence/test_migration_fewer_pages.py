@@ -15,7 +15,10 @@ import apsw
 import pytest
 
 import agentkeep as ak
-from agentkeep.model import (
+from agentkeep.persistence import MIGRATIONS, Store, Transaction, schema
+from agentkeep.persistence import store as store_module
+from agentkeep.providers import script
+from agentkeep.types import (
     AgentRow,
     OwedWork,
     PendingToolCall,
@@ -27,9 +30,6 @@ from agentkeep.model import (
     ToolResultMessage,
     UserMessage,
 )
-from agentkeep.persistence import MIGRATIONS, Store, Transaction, schema
-from agentkeep.persistence import store as store_module
-from agentkeep.providers import script
 
 TIMEOUT = 30.0
 BEFORE = tuple(m for m in MIGRATIONS if m.version <= 6)

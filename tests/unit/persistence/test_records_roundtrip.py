@@ -11,7 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentkeep.model import (
+from agentkeep.persistence import Store
+from agentkeep.persistence.codec import encode as _encode
+from agentkeep.types import (
     RECORD_TYPES,
     AgentRow,
     ConversationRecord,
@@ -22,8 +24,6 @@ from agentkeep.model import (
     Settings,
     ToolCallRequestBlock,
 )
-from agentkeep.persistence import Store
-from agentkeep.persistence.codec import encode as _encode
 
 json_leaves = (
     st.none()

@@ -8,9 +8,9 @@ import apsw
 import pytest
 
 from agentkeep.errors import SchemaTooNewError, StoreError
-from agentkeep.model import AgentRow
 from agentkeep.persistence import MIGRATIONS, SCHEMA_VERSION, Migration, Store
 from agentkeep.persistence.schema import PAGE_SIZE, applied_migrations, migrate
+from agentkeep.types import AgentRow
 
 
 def _connect(path: Path) -> apsw.Connection:

@@ -9,7 +9,8 @@ import apsw
 import pytest
 
 from agentkeep.errors import ExpiredScopeError, UnknownAgentError
-from agentkeep.model import (
+from agentkeep.persistence import ReadOnlyTransactionError, Store, Transaction, agent_prefix
+from agentkeep.types import (
     AgentRow,
     BlockRecord,
     CompactionRecord,
@@ -26,7 +27,6 @@ from agentkeep.model import (
     UserMessage,
     UserRecord,
 )
-from agentkeep.persistence import ReadOnlyTransactionError, Store, Transaction, agent_prefix
 
 
 @pytest.fixture

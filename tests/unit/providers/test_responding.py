@@ -12,7 +12,8 @@ import msgspec
 import pytest
 
 from agentkeep.errors import ProviderSessionBusyError, ProviderSessionClosedError
-from agentkeep.model import (
+from agentkeep.providers import CancelToken, RespondingModel
+from agentkeep.types import (
     AssistantBlock,
     AssistantMessage,
     CompactionCancelled,
@@ -40,7 +41,6 @@ from agentkeep.model import (
     Usage,
     UserMessage,
 )
-from agentkeep.providers import CancelToken, RespondingModel
 
 OPTIONS = SessionOptions(instructions="i")
 SELECTION = Selection(model="gym-1")
@@ -158,7 +158,7 @@ def test_deltas_add_up_to_the_finished_blocks() -> None:
 CHAOS_SCRIPT = r"""
 import sys, msgspec
 from agentkeep.providers import CancelToken, RespondingModel
-from agentkeep.model import Context, Selection, SessionOptions, TextBlock, UserMessage
+from agentkeep.types import Context, Selection, SessionOptions, TextBlock, UserMessage
 
 def produce() -> bytes:
     model = RespondingModel(seed=7, stream_chunks=(1, 6), reasoning=True, failure_rate=0.5)

@@ -9,7 +9,8 @@ from typing import get_args
 import pytest
 
 from agentkeep.errors import AgentkeepError, ProviderSessionBusyError, ProviderSessionClosedError
-from agentkeep.model import (
+from agentkeep.providers import CancelToken, ScriptedModel, script
+from agentkeep.types import (
     AssistantMessage,
     BlockReset,
     BlockStart,
@@ -44,7 +45,6 @@ from agentkeep.model import (
     Usage,
     UserMessage,
 )
-from agentkeep.providers import CancelToken, ScriptedModel, script
 
 OPTIONS = SessionOptions(instructions="Be useful.", tools=(ToolDescriptor(name="add"),))
 SELECTION = Selection(model="gym-1", effort="low")

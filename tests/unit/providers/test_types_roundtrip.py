@@ -1,7 +1,7 @@
 """Every protocol value survives msgspec JSON unchanged (opaque payloads byte for byte).
 
 Strategies are derived from msgspec's own view of each type (``msgspec.inspect``), so a field
-added to the protocol modules of ``agentkeep.model`` is covered without touching this file.
+added to the protocol modules of ``agentkeep.types`` is covered without touching this file.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentkeep.model import content, selection, stream
+from agentkeep.types import content, selection, stream
 
 # The provider protocol's values live in these modules of the domain layer.
 PROTOCOL_MODULES = (content, stream, selection)

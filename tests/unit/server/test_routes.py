@@ -9,8 +9,8 @@ import threading
 import httpx
 
 import agentkeep as ak
-from agentkeep.model import CompactionMessage
 from agentkeep.providers import script
+from agentkeep.types import CompactionMessage
 
 from .conftest import TIMEOUT, Served
 

@@ -14,8 +14,8 @@ import msgspec
 from httpx_sse import connect_sse
 
 import agentkeep as ak
-from agentkeep.model import input_blocks
 from agentkeep.providers import script
+from agentkeep.types import input_blocks
 
 from .conftest import TIMEOUT, Served, serve
 

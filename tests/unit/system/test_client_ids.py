@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 import agentkeep as ak
-from agentkeep.model import is_valid_id, new_id
+from agentkeep.types import is_valid_id, new_id
 
 TIMEOUT = 30.0
 ACCEPTED = ["review-2024", "order-123", str(uuid.uuid4()), "txn-mail", "a", "v1.2_rc-3", "x" * 128]

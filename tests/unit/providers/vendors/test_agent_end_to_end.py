@@ -63,7 +63,14 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.chaos import FaultInjection, FaultPlan
-from agentkeep.model import (
+from agentkeep.providers import (
+    AnthropicProvider,
+    OpenAICompatibleProvider,
+    OpenAIProvider,
+    ProviderKind,
+)
+from agentkeep.providers.retry import RetryPolicy
+from agentkeep.types import (
     AssistantMessage,
     Message,
     ReasoningBlock,
@@ -72,13 +79,6 @@ from agentkeep.model import (
     ToolResultMessage,
     UserMessage,
 )
-from agentkeep.providers import (
-    AnthropicProvider,
-    OpenAICompatibleProvider,
-    OpenAIProvider,
-    ProviderKind,
-)
-from agentkeep.providers.retry import RetryPolicy
 
 AGENT = "agent1"
 QUESTION = "What is the weather in Oslo? Tell the team."

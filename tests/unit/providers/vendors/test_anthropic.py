@@ -8,7 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentkeep.model import (
+from agentkeep.providers.anthropic import AnthropicProvider
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.retry import RetryPolicy
+from agentkeep.types import (
     AssistantMessage,
     BlockReset,
     BlockStart,
@@ -43,9 +46,6 @@ from agentkeep.model import (
     Usage,
     UserMessage,
 )
-from agentkeep.providers.anthropic import AnthropicProvider
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.retry import RetryPolicy
 
 API_KEY = "sk-ant-test-not-a-real-key"
 SIGNATURE = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds+/Z0n3B4f/8a=="

@@ -7,7 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentkeep.model import (
+from agentkeep.providers.openai_chat import OpenAICompatibleProvider
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.retry import RetryPolicy
+from agentkeep.types import (
     AssistantMessage,
     BlockReset,
     BlockStart,
@@ -38,9 +41,6 @@ from agentkeep.model import (
     Usage,
     UserMessage,
 )
-from agentkeep.providers.openai_chat import OpenAICompatibleProvider
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.retry import RetryPolicy
 
 WEATHER = ToolDescriptor(
     name="get_weather",

@@ -8,7 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentkeep.model import (
+from agentkeep.providers.openai_responses import OpenAIProvider
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.retry import RetryPolicy
+from agentkeep.types import (
     AssistantMessage,
     BlockReset,
     BlockStart,
@@ -42,9 +45,6 @@ from agentkeep.model import (
     Usage,
     UserMessage,
 )
-from agentkeep.providers.openai_responses import OpenAIProvider
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.retry import RetryPolicy
 
 API_KEY = "sk-openai-test-not-a-real-key"
 ENCRYPTED = "gAAAAABoX1-encrypted+/reasoning==payload"

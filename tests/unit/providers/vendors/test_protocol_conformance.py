@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from agentkeep.errors import ProviderSessionClosedError
-from agentkeep.model import SessionOptions
 from agentkeep.providers.anthropic import AnthropicProvider
 from agentkeep.providers.openai_chat import OpenAICompatibleProvider
 from agentkeep.providers.openai_responses import OpenAIProvider
 from agentkeep.providers.protocol import Provider, Session
+from agentkeep.types import SessionOptions
 
 MAKERS = {
     "anthropic": lambda: AnthropicProvider(api_key="k", base_url="http://127.0.0.1:9"),

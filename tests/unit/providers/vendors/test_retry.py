@@ -6,7 +6,17 @@ import random
 
 import pytest
 
-from agentkeep.model import (
+from agentkeep.providers._errors import reset_at_ms
+from agentkeep.providers.protocol import CancelToken
+from agentkeep.providers.retry import (
+    Attempt,
+    RetryableFailure,
+    RetryPolicy,
+    backoff_delay_seconds,
+    sleep_on_cancel,
+    stream_with_retries,
+)
+from agentkeep.types import (
     BlockReset,
     BlockStart,
     BlockStop,
@@ -17,16 +27,6 @@ from agentkeep.model import (
     Tokens,
     TokenUsage,
     Usage,
-)
-from agentkeep.providers._errors import reset_at_ms
-from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.retry import (
-    Attempt,
-    RetryableFailure,
-    RetryPolicy,
-    backoff_delay_seconds,
-    sleep_on_cancel,
-    stream_with_retries,
 )
 
 OVERLOADED = RetryableFailure(

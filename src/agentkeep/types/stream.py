@@ -2,7 +2,7 @@
 
 Every event is an immutable msgspec Struct tagged by ``type``, so it round-trips through JSON
 unchanged (the loop forwards them to observers and tests replay them). Opaque vendor payloads
-are kept verbatim, as in :mod:`agentkeep.model.content`.
+are kept verbatim, as in :mod:`agentkeep.types.content`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from agentkeep.model.content import OutputBlock, Tokens, Usage
+from agentkeep.types.content import OutputBlock, Tokens, Usage
 
 
 class _Value(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

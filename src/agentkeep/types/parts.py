@@ -30,7 +30,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from agentkeep.model.content import (
+from agentkeep.types.content import (
     AssistantBlock,
     DataBlock,
     ImageBlock,
@@ -42,7 +42,7 @@ from agentkeep.model.content import (
     UserMessage,
     input_blocks,
 )
-from agentkeep.model.records import JSONObject
+from agentkeep.types.records import JSONObject
 
 #: The data part a user message's tool-call request shows as (never turned back into one: a
 #: request block is made only by ``ak.tool_request``).

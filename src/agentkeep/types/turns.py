@@ -17,7 +17,7 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
-from agentkeep.model.records import JSONObject
+from agentkeep.types.records import JSONObject
 
 TurnStatus: TypeAlias = Literal[
     "queued", "running", "cancelling", "completed", "failed", "cancelled", "interrupted"

@@ -11,7 +11,7 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from agentkeep.model.content import (
+from agentkeep.types.content import (
     AssistantBlock,
     AssistantMessage,
     Message,
@@ -20,7 +20,7 @@ from agentkeep.model.content import (
     ToolCallBlock,
     ToolResultMessage,
 )
-from agentkeep.model.selection import MessageOptions, Settings
+from agentkeep.types.selection import MessageOptions, Settings
 
 QueueName: TypeAlias = Literal["steering", "send"]
 OwedStage: TypeAlias = Literal["inference", "tools", "compaction", "settlement"]

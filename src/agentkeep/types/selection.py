@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-from agentkeep.model.content import _Value
+from agentkeep.types.content import _Value
 
 # -- selection values ---------------------------------------------------------------------
 

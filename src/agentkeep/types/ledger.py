@@ -13,9 +13,9 @@ from typing import Final
 
 import msgspec
 
-from agentkeep.model.content import AgentMessage, AssistantBlock, SystemMessage
-from agentkeep.model.parts import MessageRole, assistant_json, message_json, parts_of
-from agentkeep.model.records import (
+from agentkeep.types.content import AgentMessage, AssistantBlock, SystemMessage
+from agentkeep.types.parts import MessageRole, assistant_json, message_json, parts_of
+from agentkeep.types.records import (
     BlockRecord,
     ConversationRecord,
     JSONObject,

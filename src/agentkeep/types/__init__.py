@@ -8,7 +8,7 @@ else of agentkeep (``tests/unit/test_layering.py`` holds it to that), so the loo
 the providers and the surfaces can all depend on it without depending on each other.
 """
 
-from agentkeep.model.content import (
+from agentkeep.types.content import (
     AgentContentBlock,
     AgentMessage,
     AssistantBlock,
@@ -42,12 +42,12 @@ from agentkeep.model.content import (
     UserMessage,
     input_blocks,
 )
-from agentkeep.model.ids import (
+from agentkeep.types.ids import (
     is_valid_id,
     new_id,
 )
-from agentkeep.model.ledger import SessionEvent
-from agentkeep.model.records import (
+from agentkeep.types.ledger import SessionEvent
+from agentkeep.types.records import (
     RECORD_TYPES,
     AgentEnvironment,
     AgentRow,
@@ -70,7 +70,7 @@ from agentkeep.model.records import (
     published_messages,
     rebuild_messages,
 )
-from agentkeep.model.selection import (
+from agentkeep.types.selection import (
     PERMISSION_MODES,
     REASONING_EFFORTS,
     MessageOptions,
@@ -81,7 +81,7 @@ from agentkeep.model.selection import (
     Settings,
     apply_options,
 )
-from agentkeep.model.stream import (
+from agentkeep.types.stream import (
     DONE_CANCELLED,
     BlockReset,
     BlockStart,
