@@ -76,6 +76,12 @@ def test_saturation_reports_every_figure(capsys: pytest.CaptureFixture[str]) -> 
     assert module.main(["--seconds", "0.5", "--clients", "3", "5"]) == 0
 
     out = capsys.readouterr().out
-    assert re.search(r"3 clients +[\d.]+ turns/s .* refusals +\d+ +threads \d+", out)
-    assert "5 vs 3 clients" in out
-    assert "in-process, 3 threads" in out
+    figures = r" +[\d.]+ {}/s +p50 +[\d.]+ ms +p99 +[\d.]+ ms +refusals +\d+ +threads +\d+"
+    assert re.search(r"bare Starlette route, 3 clients" + figures.format("requests"), out)
+    assert re.search(r"POST messages wait=false, 3" + figures.format("requests"), out)
+    assert re.search(r"turns, wait=true, 3 clients" + figures.format("turns"), out)
+    assert re.search(r"turns, wait=true, 5 clients" + figures.format("turns"), out)
+    assert re.search(r"turns in-process, 3 threads +[\d.]+ turns/s", out)
+    assert re.search(r"wait=false vs a bare Starlette route: [\d.]+x", out)
+    assert re.search(r"5 vs 3 clients: [\d.]+x", out)
+    assert re.search(r"daemon at 3 clients vs in-process: [\d.]+x", out)
