@@ -7,11 +7,9 @@ on it, so a process killed at any instant resumes exactly where it stopped.
 The public API is re-exported here; everything else is private by default.
 """
 
-from agentkeep._agent_rows import AgentInfo
 from agentkeep.actors.supervision.errors import SupervisorGaveUpError
 from agentkeep.actors.supervision.specs import Backoff, RestartIntensity
-from agentkeep.agent import Agent
-from agentkeep.agent_system import AgentSystem
+from agentkeep.agent_system import Agent, AgentInfo, AgentSystem
 from agentkeep.config import AgentConfig, current_environment
 from agentkeep.delivery import Delivery
 from agentkeep.drivers import (

@@ -40,9 +40,10 @@ LAYERS: tuple[Component, ...] = (
         (
             "agentkeep.errors",
             "agentkeep.logs",
-            "agentkeep._signals",
             "agentkeep.key_value",
             "agentkeep._tool_schema",
+            # Low, not in the system package: the registry (rank 3) admits its writes
+            # through it, and the CLI's store reader uses the registry without a system.
             "agentkeep._admission",
             "agentkeep.config",
         ),
@@ -51,6 +52,8 @@ LAYERS: tuple[Component, ...] = (
     Component(2, "persistence", ("agentkeep.persistence", "agentkeep.fault_injection")),
     Component(2, "providers", ("agentkeep.providers",)),
     Component(3, "runtime", ("agentkeep.runtime",)),
+    # ``delivery``: the acceptance transaction (``accept_message``), which the system's
+    # acceptance object and the actors' hook actions both run.
     Component(3, "access", ("agentkeep.delivery", "agentkeep.messages", "agentkeep.history")),
     Component(3, "registry", ("agentkeep.registry",)),
     Component(
@@ -71,29 +74,52 @@ LAYERS: tuple[Component, ...] = (
         ),
     ),
     Component(5, "actors", ("agentkeep.actors",)),
+    # A session's durable records: what the drivers and the system's parts read and write.
     Component(
         6,
-        "system",
+        "session records",
         (
-            "agentkeep",
-            "agentkeep.agent_system",
-            "agentkeep.agent",
-            "agentkeep._agent_rows",
-            "agentkeep._system_delivery",
-            "agentkeep._system_opening",
-            "agentkeep._system_reads",
-            "agentkeep._system_stopping",
-            "agentkeep.sessions",
-            "agentkeep.drivers",
+            "agentkeep.sessions.errors",
+            "agentkeep.sessions.types",
+            "agentkeep.sessions.tables",
+            "agentkeep.sessions.setup",
+            "agentkeep.sessions.owing",
+            "agentkeep.sessions.recovery",
         ),
     ),
-    Component(7, "chaos", ("agentkeep.chaos",)),
-    Component(7, "server", ("agentkeep.server",)),
+    Component(7, "drivers", ("agentkeep.drivers",)),
+    # The parts the facade is composed of (reads, delivery, stopping, opening, ...).
+    Component(
+        8,
+        "system parts",
+        (
+            "agentkeep.agent_system._delivery",
+            "agentkeep.agent_system._opening",
+            "agentkeep.agent_system._reads",
+            "agentkeep.agent_system._rows",
+            "agentkeep.agent_system._signals",
+            "agentkeep.agent_system._stopping",
+        ),
+    ),
+    # The sessions service runs on the system's parts (its acceptance, its reads); the
+    # facade hands it out.
+    Component(9, "sessions", ("agentkeep.sessions",)),
+    Component(
+        10,
+        "facade",
+        (
+            "agentkeep",
+            # The package, its facade (``_facade``, ``_agent``) and ``compaction``.
+            "agentkeep.agent_system",
+        ),
+    ),
+    Component(11, "chaos", ("agentkeep.chaos",)),
+    Component(11, "server", ("agentkeep.server",)),
     # The MCP tools show the REST API's very JSON (server/wire.py: one message shape, ISO
     # timestamps), so they sit above the server.
-    Component(8, "mcp", ("agentkeep.mcp",)),
-    Component(9, "client", ("agentkeep.client",)),
-    Component(10, "cli", ("agentkeep.cli",)),
+    Component(12, "mcp", ("agentkeep.mcp",)),
+    Component(13, "client", ("agentkeep.client",)),
+    Component(14, "cli", ("agentkeep.cli",)),
 )
 
 

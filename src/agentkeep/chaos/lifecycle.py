@@ -31,8 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentkeep.agent import Agent
-from agentkeep.agent_system import AgentSystem
+from agentkeep.agent_system import Agent, AgentSystem
 from agentkeep.chaos.batches import BatchingModel, CompletionOrder
 from agentkeep.chaos.checker import Checker
 from agentkeep.chaos.invariants import Violation

@@ -26,8 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from agentkeep.agent import Agent
-from agentkeep.agent_system import AgentSystem
+from agentkeep.agent_system import Agent, AgentSystem
 from agentkeep.chaos.process import DurableState, read_durable
 from agentkeep.config import AgentConfig
 from agentkeep.messages import user

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from agentkeep._admission import Admission
-from agentkeep._agent_rows import new_agent_row
+from agentkeep.agent_system._rows import new_agent_row
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import DeliveryKind
 from agentkeep.errors import (

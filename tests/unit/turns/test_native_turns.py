@@ -315,7 +315,7 @@ def test_open_survives_a_failing_recovery_transaction(
 ) -> None:
     # Found by the interruption chaos suite (seed 27): a store fault in the recovery's
     # transaction made AgentSystem.open raise. It is retried, and never fails the open.
-    import agentkeep._system_opening as opening_module
+    import agentkeep.agent_system._opening as opening_module
     from agentkeep.sessions import recovery
 
     system = world.open(resume=False)

@@ -20,10 +20,6 @@ from types import TracebackType
 from typing import Any
 
 from agentkeep._admission import Admission
-from agentkeep._agent_rows import AgentInfo, create_agent, list_agents, new_agent_row
-from agentkeep._system_delivery import SystemDelivery
-from agentkeep._system_opening import check_open_arguments, recover_turns_at_open
-from agentkeep._system_stopping import SystemStopping
 from agentkeep.actors.agent_actor import LoopOptions
 from agentkeep.actors.agent_factory import AgentFactory
 from agentkeep.actors.directory import KnownAgent
@@ -31,7 +27,11 @@ from agentkeep.actors.registry import AgentRegistry
 from agentkeep.actors.status import AgentStatus
 from agentkeep.actors.supervisor import Backoff, RestartIntensity
 from agentkeep.actors.tree import start_system_tree
-from agentkeep.agent import Agent
+from agentkeep.agent_system._agent import Agent
+from agentkeep.agent_system._delivery import SystemDelivery
+from agentkeep.agent_system._opening import check_open_arguments, recover_turns_at_open
+from agentkeep.agent_system._rows import AgentInfo, create_agent, list_agents, new_agent_row
+from agentkeep.agent_system._stopping import SystemStopping
 from agentkeep.config import AgentConfig
 from agentkeep.drivers.host import (
     DEFAULT_CANCEL_GRACE_SECONDS,

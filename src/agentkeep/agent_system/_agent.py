@@ -17,7 +17,7 @@ from agentkeep.types import (
 )
 
 if TYPE_CHECKING:
-    from agentkeep.agent_system import AgentSystem
+    from agentkeep.agent_system._facade import AgentSystem
 
 
 class Agent:

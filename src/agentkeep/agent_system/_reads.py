@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from agentkeep._admission import Admission
-from agentkeep._agent_rows import merge_metadata
 from agentkeep.actors.registry import AgentRegistry
+from agentkeep.agent_system._rows import merge_metadata
 from agentkeep.errors import (
     AgentClosedError,
     InvalidConfigError,

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from agentkeep._system_reads import SystemReads
 from agentkeep.actors.consume_claim import ClaimTold, ConsumeClaim, accept_consuming
 from agentkeep.actors.loop_thread import current_loop_agent
+from agentkeep.agent_system._reads import SystemReads
 from agentkeep.delivery import Delivery, prepare_acceptance
 from agentkeep.drivers.host import DriverHost
 from agentkeep.errors import AwaitFromOwnLoopError, CommitOutcomeUnknownError

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from agentkeep._admission import Admission
-from agentkeep._signals import ShutdownSignals
 from agentkeep.actors.loop_thread import current_loop_agent
 from agentkeep.actors.registry import AgentRegistry
 from agentkeep.actors.supervisor import SupervisorRef
+from agentkeep.agent_system._signals import ShutdownSignals
 from agentkeep.drivers.host import DriverHost
 from agentkeep.errors import AgentClosedError
 from agentkeep.logs import get_logger

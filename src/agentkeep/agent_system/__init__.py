@@ -1,0 +1,20 @@
+"""The agent system: the facade users hold (:class:`AgentSystem`, :class:`Agent`) and the
+parts it is composed of, each a private module of this package.
+
+- ``_facade``: :class:`AgentSystem`, one-line delegations to the parts below;
+- ``_agent``: :class:`Agent`, a handle on one agent;
+- ``_opening``: ``open``'s options (:class:`SystemOptions`), their checks, turn recovery;
+- ``_reads``: snapshot reads of an agent's durable state, and its metadata update;
+- ``_delivery``: accepting messages and the requests to a running agent;
+- ``_stopping``: ``close``, ``shutdown``, giving up, the daemon's signal handlers;
+- ``_rows``: creating, listing and relabelling agents (:class:`AgentInfo`);
+- ``_signals``: SIGTERM/SIGINT for a daemon;
+- :mod:`~agentkeep.agent_system.compaction`: compacting a session now and saying what it did
+  (the daemon's and the MCP server's ``compact``).
+"""
+
+from agentkeep.agent_system._agent import Agent
+from agentkeep.agent_system._facade import AgentSystem
+from agentkeep.agent_system._rows import AgentInfo
+
+__all__ = ["Agent", "AgentInfo", "AgentSystem"]
