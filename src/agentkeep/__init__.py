@@ -9,9 +9,9 @@ The public API is re-exported here; everything else is private by default.
 
 from agentkeep.actors.supervision.errors import SupervisorGaveUpError
 from agentkeep.actors.supervision.specs import Backoff, RestartIntensity
-from agentkeep.agent_system import Agent, AgentInfo, AgentSystem
+from agentkeep.agent_system import Agent, AgentInfo, AgentSystem, SystemOptions
 from agentkeep.config import AgentConfig, current_environment
-from agentkeep.delivery import Delivery
+from agentkeep.delivery import Delivery, SendOptions
 from agentkeep.drivers import (
     Driver,
     DriverCancelledError,
@@ -285,6 +285,7 @@ __all__ = [
     "ScriptedModel",
     "Selection",
     "SendAction",
+    "SendOptions",
     "ServerTool",
     "ServerToolResultBlock",
     "ServesModels",
@@ -309,6 +310,7 @@ __all__ = [
     "Subscription",
     "SupervisorGaveUpError",
     "SystemMessage",
+    "SystemOptions",
     "TextBlock",
     "TextDelta",
     "TextEnd",

@@ -93,12 +93,16 @@ LAYERS: tuple[Component, ...] = (
         8,
         "system parts",
         (
-            "agentkeep.agent_system._delivery",
+            "agentkeep.agent_system._acceptance",
+            "agentkeep.agent_system._driver_turns",
+            "agentkeep.agent_system._internals",
             "agentkeep.agent_system._opening",
             "agentkeep.agent_system._reads",
+            "agentkeep.agent_system._requests",
             "agentkeep.agent_system._rows",
             "agentkeep.agent_system._signals",
             "agentkeep.agent_system._stopping",
+            "agentkeep.agent_system.surfaces",
         ),
     ),
     # The sessions service runs on the system's parts (its acceptance, its reads); the
@@ -236,6 +240,34 @@ def test_the_loop_imports_neither_the_store_nor_the_actors() -> None:
                 if t.startswith(("agentkeep.persistence", "agentkeep.actors", "agentkeep.runtime"))
             }
             assert forbidden == set(), module
+
+
+def test_the_surfaces_reach_the_store_only_through_the_system() -> None:
+    """The daemon, the MCP server and the client read the store through the facade or its
+    one documented reader (``agentkeep.agent_system.surfaces``), never ``persistence``."""
+    surfaces = ("agentkeep.server", "agentkeep.mcp", "agentkeep.client")
+    for module, targets in dependencies().items():
+        if module.startswith(surfaces):
+            assert {t for t in targets if t.startswith("agentkeep.persistence")} == set(), module
+
+
+def test_one_acceptance_path_and_no_protocol_back_up_from_the_sessions() -> None:
+    """``Sessions.send`` reaches the system's acceptance object directly (it sits below the
+    sessions service): no Protocol in ``sessions`` for the system to implement, and the
+    system's parts never import the sessions service."""
+    for module, path in source_modules().items():
+        if module.startswith("agentkeep.sessions"):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            protocols = [
+                node.name
+                for node in ast.walk(tree)
+                if isinstance(node, ast.ClassDef)
+                and any(getattr(base, "id", None) == "Protocol" for base in node.bases)
+            ]
+            assert protocols == [], module
+    deps = dependencies()
+    for part in next(c for c in LAYERS if c.name == "system parts").modules:
+        assert not any(t.startswith("agentkeep.sessions.service") for t in deps[part]), part
 
 
 def test_every_listed_module_exists() -> None:

@@ -5,139 +5,51 @@ transaction through the writer that never waits for the agent's loop, and only t
 agent's actor. ``open`` takes the store's lock, migrates, and resumes every agent that owes
 work; ``close`` admits nothing new, lets admitted work finish, and releases the lock.
 
-The class is assembled from mixins, one concern each: its reads (``_system_reads``), its
-delivery (``_system_delivery``), how it stops (``_system_stopping``); ``open``'s argument
-checks and turn recovery are ``_system_opening``.
+The class is a facade over the parts it owns (``_internals``): its reads (``_reads``), the
+one acceptance path (``_acceptance``), the requests to a running agent (``_requests``) and
+how it stops (``_stopping``); each public method is a one-line delegation, or says why not.
+``open``'s options and their checks are ``_opening``.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Unpack
 
-from agentkeep._admission import Admission
-from agentkeep.actors.agent_actor import LoopOptions
-from agentkeep.actors.agent_factory import AgentFactory
-from agentkeep.actors.directory import KnownAgent
-from agentkeep.actors.registry import AgentRegistry
-from agentkeep.actors.status import AgentStatus
-from agentkeep.actors.supervisor import Backoff, RestartIntensity
-from agentkeep.actors.tree import start_system_tree
 from agentkeep.agent_system._agent import Agent
-from agentkeep.agent_system._delivery import SystemDelivery
-from agentkeep.agent_system._opening import check_open_arguments, recover_turns_at_open
-from agentkeep.agent_system._rows import AgentInfo, create_agent, list_agents, new_agent_row
-from agentkeep.agent_system._stopping import SystemStopping
-from agentkeep.config import AgentConfig
-from agentkeep.drivers.host import (
-    DEFAULT_CANCEL_GRACE_SECONDS,
-    DEFAULT_TURN_TIMEOUT_SECONDS,
-    DriverHost,
+from agentkeep.agent_system._internals import SystemInternals
+from agentkeep.agent_system._opening import (
+    SystemOptions,
+    check_open_arguments,
+    recover_turns_at_open,
 )
-from agentkeep.drivers.types import Driver
+from agentkeep.agent_system._rows import AgentInfo, create_agent, list_agents, new_agent_row
+from agentkeep.config import AgentConfig
+from agentkeep.delivery import Delivery, SendOptions
 from agentkeep.errors import UnknownAgentError
-from agentkeep.fault_injection import FaultInjection
-from agentkeep.features import Feature, FeatureSet
-from agentkeep.loop.context import DEFAULT_HELD_BLOCK_SECONDS, RetryPolicy
-from agentkeep.loop.events import ProviderRemoved, Start
-from agentkeep.loop.plans import QueueMode
+from agentkeep.loop.events import Start
+from agentkeep.persistence.ledger import Subscription
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
-from agentkeep.refs import make_system_ref
 from agentkeep.registry import Registry
-from agentkeep.server_tools import ServerTool
 from agentkeep.sessions import Sessions
 from agentkeep.sessions import setup as session_setup
-from agentkeep.sessions import tables as session_tables
-from agentkeep.tools import Tool
-from agentkeep.types import Message, Settings
-from agentkeep.types.ledger import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_INPUT_BYTES
+from agentkeep.types import JSONObject, Message, QueueableMessage, SessionEvent, Settings
+
+_OPEN = object()
 
 
-class AgentSystem(SystemStopping, SystemDelivery):
+class AgentSystem:
     """Use :meth:`open`. A context manager: leaving the block closes the system."""
 
-    def __init__(
-        self,
-        store: Store,
-        *,
-        providers: Providers,
-        defaults: Settings,
-        features: FeatureSet,
-        tools: Sequence[Tool[Any, Any]],
-        instructions: str,
-        steering_mode: QueueMode,
-        send_mode: QueueMode,
-        idle_grace_seconds: float,
-        intensity: RestartIntensity,
-        backoff: Backoff,
-        drivers: Sequence[Driver] = (),
-        turn_timeout_seconds: float = DEFAULT_TURN_TIMEOUT_SECONDS,
-        driver_cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS,
-        retry: RetryPolicy | None = None,
-        server_tools: Sequence[ServerTool] = (),
-        held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS,
-    ) -> None:
-        self._store = store
-        self._providers = providers
-        self._defaults = defaults
-        self._features = features
-        self._tools = tuple(tools)
-        self._factory = AgentFactory(
-            store=store.handle,
-            providers=providers,
-            features=features,
-            tools=tuple(tools),
-            options=LoopOptions(
-                defaults=defaults,
-                steering_mode=steering_mode,
-                send_mode=send_mode,
-                instructions=instructions,
-                publish=store.ledger.publish,
-                retry=retry,
-                server_tools=tuple(server_tools),
-                held_block_seconds=held_block_seconds,
-            ),
-        )
-        # Injected drivers (docs/drivers.md): their runners are the tree's third tier.
-        self._drivers = DriverHost(
-            store,
-            drivers,
-            turn_timeout_seconds=turn_timeout_seconds,
-            cancel_grace_seconds=driver_cancel_grace_seconds,
-            intensity=intensity,
-            backoff=backoff,
-        )
-        # The barrier: operations admitted before close (or a delete) finish before it goes on.
-        self._admission = Admission()
-        self._failure: BaseException | None = None
-        self._stopped = threading.Event()
-        self._shut_down = threading.Event()  # set once the store is released, however
-        self._agents = AgentRegistry(
-            self._make_agent,
-            idle_grace_seconds=idle_grace_seconds,
-            intensity=intensity,
-            backoff=backoff,
-            owed=lambda: store.read(lambda tx: tx.agents_owing_work()),
-        )
-        store.on_writer_failure = self._agents.writer_failed
-        # A removed provider is disabled: its agents learn it at once (a retry_forever
-        # backoff against it ends now). Unsubscribed when the system stops.
-        self._providers_off = providers.on_remove(
-            lambda provider_id: self._agents.tell_all(ProviderRemoved(provider_id=provider_id))
-        )
-        self._tree = start_system_tree(
-            store,
-            self._agents,
-            intensity=intensity,
-            backoff=backoff,
-            on_give_up=self._gave_up,
-            drivers=self._drivers.start_tier if drivers else None,
-        )
+    def __init__(self, parts: SystemInternals, *, _token: object = None) -> None:
+        if _token is not _OPEN:
+            raise TypeError("AgentSystem has no public constructor: use AgentSystem.open(...)")
+        self._parts = parts
+        parts.port = self  # the references handed to tools and hooks see the system
 
     @classmethod
     def open(
@@ -145,129 +57,42 @@ class AgentSystem(SystemStopping, SystemDelivery):
         path: str | Path | None = None,
         *,
         providers: Providers,
-        provider: str | None = None,
-        model: str | None = None,
-        features: Sequence[Feature] = (),
-        tools: Sequence[Tool[Any, Any]] = (),
-        instructions: str = "",
-        steering_mode: QueueMode = "one-at-a-time",
-        send_mode: QueueMode = "one-at-a-time",
-        idle_grace_seconds: float = 30.0,
-        resume: bool = True,
-        restart_intensity: RestartIntensity | None = None,
-        restart_backoff: Backoff | None = None,
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-        max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
-        drivers: Sequence[Driver] = (),
-        turn_timeout_seconds: float = DEFAULT_TURN_TIMEOUT_SECONDS,
-        driver_cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS,
-        retry_forever: bool = False,
-        retry_initial_seconds: float = 0.1,
-        retry_max_seconds: float = 30.0,
-        server_tools: Sequence[ServerTool] = (),
-        held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS,
-        testing: FaultInjection | None = None,
+        **options: Unpack[SystemOptions],
     ) -> AgentSystem:
         """Open the store at ``path`` (exclusively), migrate it, and resume owed work.
 
-        ``idle_grace_seconds``: how long an agent that owes nothing keeps its actor before it
-        is passivated (its durable state is untouched; accepted work starts it again).
-        ``resume=False`` opens without starting agents that owe work (admin tools that touch
-        one agent); :meth:`start` resumes them later. ``restart_intensity`` /
-        ``restart_backoff``: how often a crashing agent actor is restarted (default: at most 5
-        restarts in 10 s, backoff from 50 ms) before the system gives up, stops cleanly (the
-        durable state stays) and surfaces the error (:attr:`failure`). The same limits apply
-        to the system supervisor, which restarts the store writer and the agent tier after it
-        when the writer fails (``rest_for_one``, see ``agentkeep.actors.tree``).
-        ``max_event_bytes``: the bound on one ledger event's encoded data (seed 002's
-        ``maxEventBytes``): a message or metadata update whose event would exceed it is
-        refused (``EventTooLargeError``) before anything is written. ``max_input_bytes``: the
-        bound on one input message's encoded JSON (seed 002's ``maxInputBytes``), refused
-        (``InputTooLargeError``) before anything is written.
-        ``drivers``: injected drivers (:class:`agentkeep.Driver`), selected by a session's
-        pinned ``driver.id`` (docs/drivers.md); ``turn_timeout_seconds`` bounds one of their
-        turns (seed 002's ``turnTimeoutMs``), ``driver_cancel_grace_seconds`` how long a
-        cancelled run may take to return before it is abandoned.
-        ``retry_forever``: seed 001's ``retryForever`` (docs/decisions.md): provider errors,
-        failed compactions and fatal run-stage failures (a refused or unknown commit, a failed
-        load) are retried with bounded exponential backoff — ``retry_initial_seconds``,
-        doubling, at most ``retry_max_seconds`` — instead of leaving a failure note and
-        giving up after three failed turns (the default). The owed stage stays between
-        attempts (committed tool effects are not replayed) and the turn stays ``running``;
-        only abort, close and shutdown stop the retrying.
-        ``server_tools``: provider-owned tools (:class:`agentkeep.ServerTool`), declared to
-        the provider beside ``tools`` and never executed; each may hide its live events
-        (``visible_to_user=False``) or its history (``persist_in_history=False``).
-        ``held_block_seconds``: the bound on how long a finished block of a response may stay
-        volatile (default 0.05): a block waits for the provider's next event to ride in the
-        commit that event brings (a one-block reply is one commit), and is committed on its
-        own if none comes within the bound (docs/lifecycle.md). 0 commits each block as it
-        finishes.
-        ``testing``: fault injection for the tests and chaos campaigns only
-        (:class:`agentkeep.chaos.FaultInjection`); never set it in production.
+        ``providers`` serves the agents' models; every other option is one key of
+        :class:`~agentkeep.SystemOptions` (each documented there, each with a default).
 
         Raises:
+            TypeError: an option that :class:`~agentkeep.SystemOptions` does not name.
             StoreLockedError: another owner holds the store.
             InvalidConfigError: a mode, provider, feature, tool or driver is invalid (naming
                 it: a duplicate or reserved driver id, a bad timeout, a bad retry backoff).
             ToolDefinitionError: two tools share a name (in one namespace).
             ModelNotServedError: ``provider`` does not serve ``model``.
         """
-        checked = check_open_arguments(
-            providers=providers,
-            provider=provider,
-            model=model,
-            features=features,
-            tools=tools,
-            steering_mode=steering_mode,
-            send_mode=send_mode,
-            drivers=drivers,
-            turn_timeout_seconds=turn_timeout_seconds,
-            driver_cancel_grace_seconds=driver_cancel_grace_seconds,
-            retry_forever=retry_forever,
-            retry_initial_seconds=retry_initial_seconds,
-            retry_max_seconds=retry_max_seconds,
-            server_tools=server_tools,
-            held_block_seconds=held_block_seconds,
-        )
+        args = check_open_arguments(providers, options)
         # The system supervisor starts (and restarts) the writer: see actors/tree.py.
-        hooks = testing or FaultInjection()
         store = Store.open(
             path,
-            faults=hooks.faults,
-            vfs=hooks.vfs,
+            faults=args.testing.faults,
+            vfs=args.testing.vfs,
             start_writer=False,
-            max_event_bytes=max_event_bytes,
-            max_input_bytes=max_input_bytes,
+            max_event_bytes=args.max_event_bytes,
+            max_input_bytes=args.max_input_bytes,
         )
         try:
-            system = cls(
-                store,
-                providers=providers,
-                defaults=Settings(provider=provider, model=model),
-                features=checked.features,
-                tools=tools,
-                instructions=instructions,
-                steering_mode=steering_mode,
-                send_mode=send_mode,
-                idle_grace_seconds=idle_grace_seconds,
-                intensity=restart_intensity
-                or RestartIntensity(max_restarts=5, period_seconds=10.0),
-                backoff=restart_backoff or Backoff(initial_seconds=0.05, max_seconds=2.0),
-                drivers=checked.drivers,
-                turn_timeout_seconds=checked.turn_timeout_seconds,
-                driver_cancel_grace_seconds=checked.driver_cancel_grace_seconds,
-                retry=checked.retry,
-                server_tools=checked.server_tools,
-                held_block_seconds=checked.held_block_seconds,
-            )
+            parts = SystemInternals(store, providers, args)
+            system = cls(parts, _token=_OPEN)
+            parts.start_tree()
         except BaseException:
             store.close()  # a system that never came to be must not keep the lock
             raise
         try:
             # Before any agent starts: turns the previous process left live (docs/turns.md).
             recover_turns_at_open(store)
-            if resume:
+            if args.resume:
                 system.start()
         except BaseException:
             system.close()
@@ -279,58 +104,42 @@ class AgentSystem(SystemStopping, SystemDelivery):
     @property
     def home(self) -> Path:
         """The directory of the system's store."""
-        return self._store.home
+        return self._parts.store.home
 
     @property
-    def store(self) -> Store:
-        """The underlying store: an inspection hook for tests and the chaos campaigns, not
+    def internals(self) -> SystemInternals:
+        """The system's parts and plumbing (the raw store, ``deliver``, ``wake``, the live
+        actors): an inspection hook for tests, the chaos campaigns and the CLI's demo, not
         part of the stable API (use the agent methods to read durable state)."""
-        return self._store
+        return self._parts
 
     @property
     def registry(self) -> Registry:
         """The versioned definitions (seed 002's agents) in this system's store."""
-        check = partial(session_setup.check_written_model, providers=self._providers)
-        return Registry(self._store.handle, admission=self._admission, check=check)
+        parts = self._parts
+        check = partial(session_setup.check_written_model, providers=parts.providers)
+        return Registry(parts.store.handle, admission=parts.admission, check=check)
 
     @property
     def sessions(self) -> Sessions:
         """Sessions (seed 002's): agents started from a definition's revision and pinned to
         it, and every other agent (see ``docs/sessions.md``)."""
-        return Sessions(
-            self._store.handle,
-            admission=self._admission,
-            providers=self._providers,
-            tools=self._tools,
-            features=self._features,
-            defaults=self._defaults,
-            is_running=self._is_running,
-            runtime=self,
-            drivers=self._drivers.ids,
-        )
-
-    def _is_running(self, agent_id: str) -> bool:
-        known = self._agents.known(agent_id)
-        return known is not None and not known.status.idle
+        return Sessions(self._parts)
 
     def start(self, *agent_ids: str) -> list[str]:
         """Resume every agent that owes work, or — given ids — start exactly those agents:
         an explicit start continues whatever their durable state owes, including a question
         an abort left unanswered. Returns the ids started."""
+        parts = self._parts
         if agent_ids:
             for agent_id in agent_ids:
                 self.resolve(agent_id)  # UnknownAgentError for an id never created
             started = list(agent_ids)
         else:
-            started = self._read(lambda tx: tx.agents_owing_work())
+            started = parts.reads.read(lambda tx: tx.agents_owing_work())
         for agent_id in started:
-            self._agents.tell(agent_id, Start(explicit=bool(agent_ids)), counted=True)
+            parts.agents.tell(agent_id, Start(explicit=bool(agent_ids)), counted=True)
         return started
-
-    def cancel_driver_turn(self, session_id: str, turn_id: str) -> None:
-        """Fire the cancel signal of an injected driver's running turn (``sessions.cancel``
-        calls this once the turn's ``cancelling`` is durable)."""
-        self._drivers.cancel(turn_id)
 
     def __enter__(self) -> AgentSystem:
         return self
@@ -354,70 +163,203 @@ class AgentSystem(SystemStopping, SystemDelivery):
         initial_context: Sequence[Message] | None = None,
     ) -> Agent:
         """Create an agent (claiming its id atomically); its loop does not start."""
-        with self._admission.operation():
-            row = new_agent_row(config, self._features, id, parent)
-            create_agent(self._store.handle, row, initial_context)
-            return Agent(self, row.id)
+        parts = self._parts
+        with parts.admission.operation():
+            row = new_agent_row(config, parts.features, id, parent)
+            create_agent(parts.store.handle, row, initial_context)
+            return Agent(self, parts.reads, row.id)
 
     def resolve(self, agent_id: str) -> Agent:
         """The agent with this id (its loop is not started). Raises ``UnknownAgentError``."""
-        if self._read(lambda tx: tx.get_agent(agent_id)) is None:
+        reads = self._parts.reads
+        if reads.read(lambda tx: tx.get_agent(agent_id)) is None:
             raise UnknownAgentError(agent_id)
-        return Agent(self, agent_id)
+        return Agent(self, reads, agent_id)
 
     def agents(self) -> list[AgentInfo]:
         """Every agent with its parent, metadata and whether it owes work."""
-        return self._read(list_agents)
+        return self._parts.reads.read(list_agents)
 
     def delete(self, agent_id: str, *, timeout_seconds: float | None = 30.0) -> None:
         """Close the agent (letting its work finish), release its id, keep what it wrote."""
-        with self._admission.operation():
-            self._delete(agent_id, timeout_seconds)
-
-    def _delete(self, agent_id: str, timeout_seconds: float | None) -> None:
+        parts = self._parts
         # No new work while it drains (a steady sender cannot starve the delete), and the
         # deliveries admitted before it finish first (none can start an actor after removal).
-        with self._admission.deleting(agent_id, timeout_seconds):
-            self._agents.remove(agent_id, timeout_seconds=timeout_seconds)
-            self._delete_row(agent_id)
+        with parts.admission.operation(), parts.admission.deleting(agent_id, timeout_seconds):
+            parts.agents.remove(agent_id, timeout_seconds=timeout_seconds)
+            if not parts.store.transact(lambda tx: tx.delete_agent(agent_id)):
+                raise UnknownAgentError(agent_id)
 
-    def _delete_row(self, agent_id: str) -> None:
-        if not self._store.transact(lambda tx: tx.delete_agent(agent_id)):
-            raise UnknownAgentError(agent_id)
+    # -- messages (the one acceptance path: ``_acceptance``) -------------------------------
 
-    def _make_agent(
-        self, agent_id: str, *, status: AgentStatus, on_stopped: Callable[[str, bool], None]
-    ) -> KnownAgent:
-        """The registry's entry for ``agent_id`` (``AgentFactory.make`` with its row).
+    def send(
+        self, agent_id: str, message: QueueableMessage, **options: Unpack[SendOptions]
+    ) -> Delivery:
+        """Queue ``message`` on the agent's send queue; returns once it is durable.
+
+        Args:
+            agent_id: The agent (``UnknownAgentError`` if it was never created).
+            message: A user, system or agent message (``ak.user(...)``).
+            **options: :class:`~agentkeep.SendOptions`: the message's ``id`` (offering the
+                same id again is an idempotent repeat), its ``metadata``, and the
+                ``provider``, ``model``, ``effort``, ``service_tier``, ``permission_mode``
+                and ``profile`` it selects.
+        """
+        return self._parts.acceptance.offer(
+            None, agent_id, "send", message, options, where="AgentSystem.send"
+        )
+
+    def steer(
+        self, agent_id: str, message: QueueableMessage, **options: Unpack[SendOptions]
+    ) -> Delivery:
+        """Queue ``message`` on the steering queue (it outranks queued sends); the options
+        are :meth:`send`'s."""
+        return self._parts.acceptance.offer(
+            None, agent_id, "steering", message, options, where="AgentSystem.steer"
+        )
+
+    # -- requests to a running agent (``_requests``) ---------------------------------------
+
+    def transcript(self, agent_id: str) -> list[Message]:
+        """The durable conversation; a deleted agent's stays readable (delete keeps it)."""
+        return self._parts.reads.transcript(agent_id)
+
+    def events(self, session_id: str, *, after: int = 0, limit: int = 100) -> list[SessionEvent]:
+        """Up to ``limit`` (at most 1000) committed ledger events of the session (agent) with
+        a sequence above ``after``, in order; a deleted agent's ledger stays readable.
 
         Raises:
-            UnknownAgentError: the agent was never created (or has been deleted).
+            UnknownAgentError: no agent was ever created with this id.
+            InvalidConfigError: ``after`` is negative or ``limit`` is not 1..1000.
         """
-        row, pinned = self._store.read(
-            lambda tx: (tx.get_agent(agent_id), session_tables.pinned_definition(tx, agent_id))
-        )
-        if row is None:
-            raise UnknownAgentError(agent_id)
-        # A session pinned to a revision runs with that revision's instructions and tools,
-        # whatever its definition has become since (the revision is immutable).
-        return self._factory.make(
-            agent_id,
-            config=row.config,
-            system_ref=make_system_ref(self, agent_id),
-            status=status,
-            on_stopped=on_stopped,
-            instructions=None if pinned is None else pinned.instructions,
-            tool_ids=(
-                None
-                if pinned is None
-                else session_setup.selection(pinned.toolbox.tool_ids, self._tools, self._features)
-            ),
-        )
+        return self._parts.reads.events(session_id, after=after, limit=limit)
 
-    def wait_for_passivation(self, agent_id: str, *, timeout_seconds: float | None = None) -> bool:
-        """Block until the agent has no actor (it settled and its grace period passed)."""
-        return self._agents.wait_for_passivation(agent_id, timeout_seconds)
+    def subscribe(
+        self, session_id: str, *, after: int = 0, ephemeral: bool = False
+    ) -> Subscription:
+        """The session's committed events after ``after``: the backlog, then live events as
+        they commit, each exactly once, in order (usable from another thread; closed by
+        :meth:`close`). Resubscribe from ``last_sequence`` to resume without a gap.
 
-    def live_agents(self) -> list[str]:
-        """Ids of agents that currently have an actor (not passivated)."""
-        return self._agents.live()
+        ``ephemeral=True`` also delivers, interleaved, the live-only ``text.delta`` events
+        published while the subscription is open (``sequence == 0``: never stored, never
+        replayed; a slow subscriber loses the oldest of them, never a durable event).
+
+        Raises:
+            UnknownAgentError: no agent was ever created with this id.
+            InvalidConfigError: ``after`` is negative.
+        """
+        return self._parts.reads.subscribe(session_id, after=after, ephemeral=ephemeral)
+
+    def settings(self, agent_id: str) -> Settings:
+        """The agent's current settings (the system's defaults until a message chose
+        others). Raises ``UnknownAgentError``."""
+        return self._parts.reads.settings(agent_id)
+
+    def context_tokens(self, agent_id: str) -> int | None:
+        """The agent's context size in tokens as last recorded (None while unknown).
+        Raises ``UnknownAgentError``."""
+        return self._parts.reads.context_tokens(agent_id)
+
+    def state(self, agent_id: str) -> str:
+        """``"running"``, ``"owes_work"`` or ``"idle"``; refused once close begins."""
+        return self._parts.reads.state(agent_id)
+
+    def metadata(self, agent_id: str) -> JSONObject:
+        """A copy of the agent's metadata. Raises ``UnknownAgentError``."""
+        return self._parts.reads.metadata(agent_id)
+
+    def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject:
+        """Shallow-merge ``patch`` into the agent's metadata; committed before it shows."""
+        return self._parts.reads.update_metadata(agent_id, patch)
+
+    def parent_of(self, agent_id: str) -> str | None:
+        """The id of the agent's parent, or None. Raises ``UnknownAgentError``."""
+        return self._parts.reads.parent_of(agent_id)
+
+    def children_of(self, agent_id: str) -> list[str]:
+        """The ids of the live (not deleted) agents created with this one as their parent,
+        sorted. Raises ``UnknownAgentError``."""
+        return self._parts.reads.children_of(agent_id)
+
+    def abort(
+        self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
+    ) -> None:
+        """Abort the agent's running turn (a no-op when it has none). The turn ends
+        ``cancelled``: it is ``cancelling`` durably before the loop hears of the abort
+        (docs/turns.md), with the input steers joined to it that still waited, and
+        ``cancelled`` once the aborted work stopped (with ``wait``), or when the run
+        settles. The turns queued behind it then run.
+
+        Raises:
+            UnknownAgentError: the agent was never created.
+        """
+        self._parts.requests.abort(agent_id, wait=wait, timeout_seconds=timeout_seconds)
+
+    def compact(
+        self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
+    ) -> None:
+        """Ask the agent to compact its context (after its current step); with ``wait``,
+        block until that compaction's outcome (callers asking meanwhile share it).
+
+        Raises:
+            UnknownAgentError: the agent was never created.
+            AgentClosedError: the system is closing or closed.
+            AwaitFromOwnLoopError: ``wait`` from inside the agent's own loop, or from inside
+                another agent's loop while this agent runs a tool (that tool may be waiting
+                for the caller: two agents would wait for each other).
+            CompactionFailedError: (with ``wait``) the compaction failed or was not confirmed.
+            TimeoutError: (with ``wait``) no outcome within ``timeout_seconds``.
+        """
+        self._parts.requests.compact(agent_id, wait=wait, timeout_seconds=timeout_seconds)
+
+    def wait_for_idle(self, agent_id: str, *, timeout_seconds: float | None = None) -> bool:
+        """Block until the agent has nothing running; False on timeout.
+
+        Raises:
+            UnknownAgentError: the agent was never created.
+        """
+        return self._parts.requests.wait_for_idle(agent_id, timeout_seconds=timeout_seconds)
+
+    def close(self, *, timeout_seconds: float | None = 30.0) -> None:
+        """Admit nothing new, let admitted work finish (up to the timeout), stop every actor
+        (destroying sessions once), and release the store's lock.
+
+        Raises:
+            AgentClosedError: called from inside an agent's own loop (a hook or a tool): that
+                would wait for a turn that cannot finish. The close then goes on in the
+                background.
+        """
+        self._parts.stopping.close(timeout_seconds=timeout_seconds)
+
+    def shutdown(self, *, timeout_seconds: float | None = 30.0) -> None:
+        """Graceful shutdown: refuse new work, let in-flight inferences and tool calls finish
+        and commit, stop before the next step; owed work resumes at the next open.
+
+        Args:
+            timeout_seconds: how long, in all (one deadline shared by every agent), the
+                in-flight work may take to finish (None: no limit). Past it the agents are
+                stopped anyway — a stream that never ends is cancelled, its response is not
+                kept — and the work they owe stays durable for the next open.
+        """
+        self._parts.stopping.shutdown(timeout_seconds=timeout_seconds)
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the system stopped on its own (a failure storm past the restart intensity)."""
+        return self._parts.stopping.failure
+
+    def wait_for_failure(self, timeout_seconds: float | None = None) -> BaseException | None:
+        """Block until the system stopped on its own; returns the error (None on timeout)."""
+        return self._parts.stopping.wait_for_failure(timeout_seconds)
+
+    def install_signal_handlers(self) -> None:
+        """For a daemon: SIGTERM and SIGINT start a graceful :meth:`shutdown` (call from the
+        main thread). :meth:`wait_for_shutdown` blocks until it has finished."""
+        self._parts.stopping.install_signal_handlers()
+
+    def wait_for_shutdown(self, timeout_seconds: float | None = None) -> bool:
+        """Block until the system has shut down and released the store — by a signal (see
+        :meth:`install_signal_handlers`), :meth:`shutdown`, :meth:`close` or giving up;
+        False on timeout."""
+        return self._parts.stopping.wait_for_shutdown(timeout_seconds)

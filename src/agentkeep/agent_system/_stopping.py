@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from agentkeep._admission import Admission
 from agentkeep.actors.loop_thread import current_loop_agent
@@ -26,22 +25,33 @@ log = get_logger(__name__)
 _TREE_STOP_SECONDS = 60.0
 
 
-class SystemStopping:
-    """``AgentSystem``'s stopping (a mixin: ``AgentSystem.__init__`` sets the attributes)."""
+class Stopping:
+    """``AgentSystem``'s stopping. The system's supervision tree is started after this
+    object (the tree's ``on_give_up`` is :meth:`gave_up`) and handed over with :meth:`run`."""
 
-    # Declared for the type checker only: a runtime annotation would make these
-    # internals look like fields of the public ``AgentSystem``.
-    if TYPE_CHECKING:
-        _store: Store
-        _admission: Admission
-        _agents: AgentRegistry
-        _drivers: DriverHost
-        _tree: SupervisorRef
-        _failure: BaseException | None
-        _providers_off: Callable[[], None]
-        _stopped: threading.Event
-        _shut_down: threading.Event
-        _signals: ShutdownSignals
+    def __init__(
+        self,
+        store: Store,
+        *,
+        admission: Admission,
+        agents: AgentRegistry,
+        drivers: DriverHost,
+        providers_off: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._admission = admission
+        self._agents = agents
+        self._drivers = drivers
+        self._providers_off = providers_off
+        self._tree: SupervisorRef | None = None
+        self._failure: BaseException | None = None
+        self._stopped = threading.Event()
+        self._shut_down = threading.Event()  # set once the store is released, however
+        self._signals: ShutdownSignals | None = None
+
+    def run(self, tree: SupervisorRef) -> None:
+        """The system's supervision tree, started: :meth:`close` stops it."""
+        self._tree = tree
 
     def close(self, *, timeout_seconds: float | None = 30.0) -> None:
         """Admit nothing new, let admitted work finish (up to the timeout), stop every actor
@@ -101,7 +111,8 @@ class SystemStopping:
         self._drivers.stop()  # runs still going get their cancel signal and grace
         self._agents.stop_all()
         try:
-            self._tree.stop(timeout_seconds=_TREE_STOP_SECONDS)
+            if self._tree is not None:
+                self._tree.stop(timeout_seconds=_TREE_STOP_SECONDS)
         except Exception as error:  # it gave up (and stopped) already, or timed out
             log.warning("agent_system_tree_stop_failed", error=repr(error))
         finally:
@@ -120,7 +131,7 @@ class SystemStopping:
         self._stopped.wait(timeout_seconds)
         return self._failure
 
-    def _gave_up(self, error: BaseException) -> None:
+    def gave_up(self, error: BaseException) -> None:
         """The system supervisor gave up (it has stopped the agents and the writer): release
         the store cleanly, keep the durable state, surface the error."""
         log.error("agent_system_gave_up", error=repr(error))
