@@ -218,7 +218,7 @@ class AgentSystem:
             None, agent_id, "steering", message, options, where="AgentSystem.steer"
         )
 
-    # -- requests to a running agent (``_requests``) ---------------------------------------
+    # -- reads (``_reads``) ----------------------------------------------------------------
 
     def transcript(self, agent_id: str) -> list[Message]:
         """The durable conversation; a deleted agent's stays readable (delete keeps it)."""
@@ -282,6 +282,8 @@ class AgentSystem:
         sorted. Raises ``UnknownAgentError``."""
         return self._parts.reads.children_of(agent_id)
 
+    # -- requests to a running agent (``_requests``) ---------------------------------------
+
     def abort(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
@@ -320,6 +322,8 @@ class AgentSystem:
             UnknownAgentError: the agent was never created.
         """
         return self._parts.requests.wait_for_idle(agent_id, timeout_seconds=timeout_seconds)
+
+    # -- stopping (``_stopping``) ----------------------------------------------------------
 
     def close(self, *, timeout_seconds: float | None = 30.0) -> None:
         """Admit nothing new, let admitted work finish (up to the timeout), stop every actor

@@ -70,13 +70,7 @@ class Reads:
         return published_messages(self.read(read))
 
     def events(self, session_id: str, *, after: int = 0, limit: int = 100) -> list[SessionEvent]:
-        """Up to ``limit`` (at most 1000) committed ledger events of the session (agent) with
-        a sequence above ``after``, in order; a deleted agent's ledger stays readable.
-
-        Raises:
-            UnknownAgentError: no agent was ever created with this id.
-            InvalidConfigError: ``after`` is negative or ``limit`` is not 1..1000.
-        """
+        """``AgentSystem.events`` (documented there)."""
         check_page(after, limit)
 
         def read(tx: Transaction) -> list[SessionEvent]:
@@ -88,30 +82,17 @@ class Reads:
     def subscribe(
         self, session_id: str, *, after: int = 0, ephemeral: bool = False
     ) -> Subscription:
-        """The session's committed events after ``after``: the backlog, then live events as
-        they commit, each exactly once, in order (usable from another thread; closed by
-        :meth:`close`). Resubscribe from ``last_sequence`` to resume without a gap.
-
-        ``ephemeral=True`` also delivers, interleaved, the live-only ``text.delta`` events
-        published while the subscription is open (``sequence == 0``: never stored, never
-        replayed; a slow subscriber loses the oldest of them, never a durable event).
-
-        Raises:
-            UnknownAgentError: no agent was ever created with this id.
-            InvalidConfigError: ``after`` is negative.
-        """
+        """``AgentSystem.subscribe`` (documented there)."""
         check_page(after, 1)
         self.read(lambda tx: _require_session(tx, session_id))
         return Subscription(session_id, after, self._store.ledger, self.read, ephemeral=ephemeral)
 
     def settings(self, agent_id: str) -> Settings:
-        """The agent's current settings (the system's defaults until a message chose
-        others). Raises ``UnknownAgentError``."""
+        """``AgentSystem.settings`` (documented there)."""
         return self.read_agent(agent_id, lambda tx: tx.read_settings(agent_id)) or self._defaults
 
     def context_tokens(self, agent_id: str) -> int | None:
-        """The agent's context size in tokens as last recorded (None while unknown).
-        Raises ``UnknownAgentError``."""
+        """``AgentSystem.context_tokens`` (documented there)."""
         return self.read_agent(agent_id, lambda tx: tx.read_context_tokens(agent_id))
 
     def state(self, agent_id: str) -> str:
@@ -151,8 +132,7 @@ class Reads:
         return row.parent_id
 
     def children_of(self, agent_id: str) -> list[str]:
-        """The ids of the live (not deleted) agents created with this one as their parent,
-        sorted. Raises ``UnknownAgentError``."""
+        """``AgentSystem.children_of`` (documented there)."""
         return self.read_agent(agent_id, lambda tx: tx.children_of(agent_id))
 
     def history(self, agent_id: str) -> list[HistoryEpoch]:

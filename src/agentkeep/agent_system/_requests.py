@@ -36,15 +36,7 @@ class Requests:
     def abort(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
-        """Abort the agent's running turn (a no-op when it has none). The turn ends
-        ``cancelled``: it is ``cancelling`` durably before the loop hears of the abort
-        (docs/turns.md), with the input steers joined to it that still waited, and
-        ``cancelled`` once the aborted work stopped (with ``wait``), or when the run
-        settles. The turns queued behind it then run.
-
-        Raises:
-            UnknownAgentError: the agent was never created.
-        """
+        """``AgentSystem.abort`` (documented there)."""
         self._refuse_own_wait(agent_id, wait)
         known = self._agents.known(agent_id)
         if known is None:
@@ -94,18 +86,7 @@ class Requests:
     def compact(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
-        """Ask the agent to compact its context (after its current step); with ``wait``,
-        block until that compaction's outcome (callers asking meanwhile share it).
-
-        Raises:
-            UnknownAgentError: the agent was never created.
-            AgentClosedError: the system is closing or closed.
-            AwaitFromOwnLoopError: ``wait`` from inside the agent's own loop, or from inside
-                another agent's loop while this agent runs a tool (that tool may be waiting
-                for the caller: two agents would wait for each other).
-            CompactionFailedError: (with ``wait``) the compaction failed or was not confirmed.
-            TimeoutError: (with ``wait``) no outcome within ``timeout_seconds``.
-        """
+        """``AgentSystem.compact`` (documented there)."""
         self._refuse_own_wait(agent_id, wait)
         if wait:
             self._refuse_tool_to_tool_compact(agent_id)
@@ -116,11 +97,7 @@ class Requests:
             future.result(timeout_seconds)
 
     def wait_for_idle(self, agent_id: str, *, timeout_seconds: float | None = None) -> bool:
-        """Block until the agent has nothing running; False on timeout.
-
-        Raises:
-            UnknownAgentError: the agent was never created.
-        """
+        """``AgentSystem.wait_for_idle`` (documented there)."""
         self._refuse_own_wait(agent_id, True)
         known = self._agents.known(agent_id)
         if known is None:

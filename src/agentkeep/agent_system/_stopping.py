@@ -54,14 +54,7 @@ class Stopping:
         self._tree = tree
 
     def close(self, *, timeout_seconds: float | None = 30.0) -> None:
-        """Admit nothing new, let admitted work finish (up to the timeout), stop every actor
-        (destroying sessions once), and release the store's lock.
-
-        Raises:
-            AgentClosedError: called from inside an agent's own loop (a hook or a tool): that
-                would wait for a turn that cannot finish. The close then goes on in the
-                background.
-        """
+        """``AgentSystem.close`` (documented there)."""
         inside = current_loop_agent()
         if inside is not None:
             threading.Thread(target=self.close, name="agentkeep-close", daemon=True).start()
@@ -86,15 +79,7 @@ class Stopping:
         self._stop_tree()
 
     def shutdown(self, *, timeout_seconds: float | None = 30.0) -> None:
-        """Graceful shutdown: refuse new work, let in-flight inferences and tool calls finish
-        and commit, stop before the next step; owed work resumes at the next open.
-
-        Args:
-            timeout_seconds: how long, in all (one deadline shared by every agent), the
-                in-flight work may take to finish (None: no limit). Past it the agents are
-                stopped anyway — a stream that never ends is cancelled, its response is not
-                kept — and the work they owe stays durable for the next open.
-        """
+        """``AgentSystem.shutdown`` (documented there)."""
         deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         if not self._admission.begin_close(_TREE_STOP_SECONDS):
             return  # another close or shutdown did the work
@@ -146,13 +131,10 @@ class Stopping:
         threading.Thread(target=stop, name="agentkeep-give-up", daemon=True).start()
 
     def install_signal_handlers(self) -> None:
-        """For a daemon: SIGTERM and SIGINT start a graceful :meth:`shutdown` (call from the
-        main thread). :meth:`wait_for_shutdown` blocks until it has finished."""
+        """``AgentSystem.install_signal_handlers`` (documented there)."""
         self._signals = ShutdownSignals(self.shutdown)
         self._signals.install()
 
     def wait_for_shutdown(self, timeout_seconds: float | None = None) -> bool:
-        """Block until the system has shut down and released the store — by a signal (see
-        :meth:`install_signal_handlers`), :meth:`shutdown`, :meth:`close` or giving up;
-        False on timeout."""
+        """``AgentSystem.wait_for_shutdown`` (documented there)."""
         return self._shut_down.wait(timeout_seconds)
