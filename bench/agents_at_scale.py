@@ -55,7 +55,7 @@ def live_agent_memory(home: Path, count: int) -> float:
             agent.wait_for_idle(timeout_seconds=60)
         gc.collect()
         per_agent = (rss_bytes() - before) / count
-        assert len(system.live_agents()) == count
+        assert len(system.internals.live_agents()) == count
     return per_agent
 
 
@@ -70,7 +70,7 @@ def passivated_agent_memory(home: Path, count: int) -> float:
             system.resolve(agent_id)  # resolving an idle agent must not start or keep anything
         gc.collect()
         per_agent = (rss_bytes() - before) / count
-        assert system.live_agents() == []
+        assert system.internals.live_agents() == []
     return per_agent
 
 

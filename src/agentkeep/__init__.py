@@ -7,13 +7,11 @@ on it, so a process killed at any instant resumes exactly where it stopped.
 The public API is re-exported here; everything else is private by default.
 """
 
-from agentkeep._agent_rows import AgentInfo
 from agentkeep.actors.supervision.errors import SupervisorGaveUpError
 from agentkeep.actors.supervision.specs import Backoff, RestartIntensity
-from agentkeep.agent import Agent
-from agentkeep.agent_system import AgentSystem
+from agentkeep.agent_system import Agent, AgentInfo, AgentSystem, SystemOptions
 from agentkeep.config import AgentConfig, current_environment
-from agentkeep.delivery import Delivery
+from agentkeep.delivery import Delivery, SendOptions
 from agentkeep.drivers import (
     Driver,
     DriverCancelledError,
@@ -287,6 +285,7 @@ __all__ = [
     "ScriptedModel",
     "Selection",
     "SendAction",
+    "SendOptions",
     "ServerTool",
     "ServerToolResultBlock",
     "ServesModels",
@@ -311,6 +310,7 @@ __all__ = [
     "Subscription",
     "SupervisorGaveUpError",
     "SystemMessage",
+    "SystemOptions",
     "TextBlock",
     "TextDelta",
     "TextEnd",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, TypedDict
 
 import msgspec
 
@@ -30,10 +30,13 @@ from agentkeep.types import (
     JSONObject,
     MessageOptions,
     OwedWork,
+    PermissionMode,
     QueueableMessage,
     QueuedMessage,
     QueuedNotice,
     QueueName,
+    ReasoningEffort,
+    ServiceTier,
     Settings,
     SystemMessage,
     apply_options,
@@ -52,6 +55,63 @@ class Delivery(msgspec.Struct, frozen=True, kw_only=True):
     delivery: DeliveryKind
     created: bool  # False: this id (or idempotency key) was already durable: a repeat
     turn_id: str | None = None  # the turn it opened or joined (docs/turns.md)
+
+
+class SendOptions(TypedDict, total=False):
+    """The options of one ``send``/``steer``, declared once for every surface that takes them
+    (``AgentSystem``, ``Agent``, ``AgentRef``, ``AgentSystemRef``); each may be omitted.
+
+    - ``id``: the message's id; offering the same id again is an idempotent repeat.
+    - ``metadata``: stored with the message, shown to ``message_accepted`` hooks.
+    - ``provider``: switch to this provider when the message is consumed.
+    - ``model``: switch to this model when the message is consumed.
+    - ``effort``: reasoning effort from this message on.
+    - ``service_tier``: service tier from this message on.
+    - ``permission_mode``: permission mode from this message on.
+    - ``profile``: the opaque profile this message selects (None when omitted: every
+      message selects one; it never persists to the next). It is durable control data,
+      never sent to the provider; when the profile in effect changes at consumption the
+      private model history resets (archived, still readable) and a fresh provider session
+      starts, with ``model_changed`` handling the handoff.
+    """
+
+    id: str | None
+    metadata: JSONObject | None
+    provider: str | None
+    model: str | None
+    effort: ReasoningEffort | None
+    service_tier: ServiceTier | None
+    permission_mode: PermissionMode | None
+    profile: str | None
+
+
+_SEND_OPTIONS = frozenset(SendOptions.__annotations__)
+
+
+def split_send_options(
+    options: SendOptions, *, where: str
+) -> tuple[str | None, JSONObject | None, MessageOptions]:
+    """``options`` as the message's id, its metadata and its :class:`MessageOptions`.
+
+    Raises:
+        TypeError: a key that is not an option (as for an unknown keyword argument of
+            ``where``).
+    """
+    unknown = sorted(set(options) - _SEND_OPTIONS)
+    if unknown:
+        raise TypeError(f"{where}() got an unexpected keyword argument {unknown[0]!r}")
+    return (
+        options.get("id"),
+        options.get("metadata"),
+        MessageOptions(
+            provider=options.get("provider"),
+            model=options.get("model"),
+            effort=options.get("effort"),
+            service_tier=options.get("service_tier"),
+            permission_mode=options.get("permission_mode"),
+            profile=options.get("profile"),
+        ),
+    )
 
 
 def check_message_id(message_id: str | None) -> str:

@@ -12,20 +12,12 @@ for itself. Identities have no public constructor: the runtime builds them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from agentkeep.config import AgentConfig
-from agentkeep.delivery import Delivery
+from agentkeep.delivery import Delivery, SendOptions
 from agentkeep.persistence.interface import Transaction
-from agentkeep.types import (
-    JSONObject,
-    Message,
-    PermissionMode,
-    QueueableMessage,
-    QueueName,
-    ReasoningEffort,
-    ServiceTier,
-)
+from agentkeep.types import JSONObject, Message, QueueableMessage, QueueName
 
 _UNSET: Any = object()
 
@@ -83,22 +75,25 @@ class SystemPort(Protocol):
         """The agent with this id; raises ``UnknownAgentError``."""
         ...
 
-    def _offer(
+
+class AcceptancePort(Protocol):
+    """How these views queue a message: the system's acceptance
+    (``agentkeep.agent_system._acceptance.Acceptance``), the one path every ``send`` and
+    ``steer`` takes. Declared here for the same reason as :class:`SystemPort`."""
+
+    def offer(
         self,
         tx: Transaction | None,
         agent_id: str,
         queue: QueueName,
         message: QueueableMessage,
+        options: SendOptions,
         *,
-        id: str | None,
-        metadata: JSONObject | None,
-        provider: str | None,
-        model: str | None,
-        effort: ReasoningEffort | None,
-        service_tier: ServiceTier | None,
-        permission_mode: PermissionMode | None,
-        profile: str | None,
-    ) -> Delivery: ...
+        where: str,
+    ) -> Delivery:
+        """Accept ``message`` inside ``tx`` (told after it commits), or in a transaction of
+        its own if None; ``where`` names the surface in a ``TypeError`` for a bad option."""
+        ...
 
 
 class AgentRef:
@@ -108,11 +103,12 @@ class AgentRef:
     that transaction and tell the agent only once it committed (a rollback leaves nothing).
     """
 
-    __slots__ = ("_system", "_tx", "id")
+    __slots__ = ("_acceptance", "_system", "_tx", "id")
 
     def __init__(
         self,
         system: SystemPort,
+        acceptance: AcceptancePort,
         agent_id: str,
         *,
         _token: object,
@@ -121,6 +117,7 @@ class AgentRef:
         if _token is not _UNSET:
             raise TypeError("AgentRef has no public constructor; resolve it from a context")
         self._system = system
+        self._acceptance = acceptance
         self._tx = tx
         self.id = agent_id
 
@@ -150,60 +147,22 @@ class AgentRef:
     def send(
         self,
         message: QueueableMessage,
-        *,
-        id: str | None = None,
-        metadata: JSONObject | None = None,
-        provider: str | None = None,
-        model: str | None = None,
-        effort: ReasoningEffort | None = None,
-        service_tier: ServiceTier | None = None,
-        permission_mode: PermissionMode | None = None,
-        profile: str | None = None,
+        **options: Unpack[SendOptions],
     ) -> Delivery:
         """Queue on the send queue; returns once durably accepted (never waits for a loop).
         The options are :meth:`AgentSystem.send`'s."""
-        return self._system._offer(
-            self._tx,
-            self.id,
-            "send",
-            message,
-            id=id,
-            metadata=metadata,
-            provider=provider,
-            model=model,
-            effort=effort,
-            service_tier=service_tier,
-            permission_mode=permission_mode,
-            profile=profile,
+        return self._acceptance.offer(
+            self._tx, self.id, "send", message, options, where="AgentRef.send"
         )
 
     def steer(
         self,
         message: QueueableMessage,
-        *,
-        id: str | None = None,
-        metadata: JSONObject | None = None,
-        provider: str | None = None,
-        model: str | None = None,
-        effort: ReasoningEffort | None = None,
-        service_tier: ServiceTier | None = None,
-        permission_mode: PermissionMode | None = None,
-        profile: str | None = None,
+        **options: Unpack[SendOptions],
     ) -> Delivery:
         """Queue on the steering queue; returns once durably accepted."""
-        return self._system._offer(
-            self._tx,
-            self.id,
-            "steering",
-            message,
-            id=id,
-            metadata=metadata,
-            provider=provider,
-            model=model,
-            effort=effort,
-            service_tier=service_tier,
-            permission_mode=permission_mode,
-            profile=profile,
+        return self._acceptance.offer(
+            self._tx, self.id, "steering", message, options, where="AgentRef.steer"
         )
 
     def compact(self) -> None:
@@ -222,11 +181,12 @@ class AgentRef:
 class AgentSystemRef:
     """The system, seen from inside the agent ``agent_id`` (or from outside any agent)."""
 
-    __slots__ = ("_system", "_tx", "agent_id")
+    __slots__ = ("_acceptance", "_system", "_tx", "agent_id")
 
     def __init__(
         self,
         system: SystemPort,
+        acceptance: AcceptancePort,
         agent_id: str | None,
         *,
         _token: object,
@@ -235,6 +195,7 @@ class AgentSystemRef:
         if _token is not _UNSET:
             raise TypeError("AgentSystemRef has no public constructor")
         self._system = system
+        self._acceptance = acceptance
         self._tx = tx
         self.agent_id = agent_id
 
@@ -243,7 +204,7 @@ class AgentSystemRef:
 
     def within(self, tx: Transaction) -> AgentSystemRef:
         """This reference for a hook running inside ``tx`` (see :class:`AgentRef`)."""
-        return AgentSystemRef(self._system, self.agent_id, _token=_UNSET, tx=tx)
+        return AgentSystemRef(self._system, self._acceptance, self.agent_id, _token=_UNSET, tx=tx)
 
     def create(
         self,
@@ -256,7 +217,7 @@ class AgentSystemRef:
         """Create an agent; its parent defaults to the agent this reference belongs to."""
         chosen = self.agent_id if parent is _UNSET else parent
         agent = self._system.create(config, id=id, parent=chosen, initial_context=initial_context)
-        return make_agent_ref(self._system, agent.id)
+        return make_agent_ref(self._system, self._acceptance, agent.id)
 
     def resolve(self, agent_id: str) -> AgentRef:
         """The agent ``agent_id``, seen from here (bound to this reference's transaction, if any).
@@ -266,61 +227,25 @@ class AgentSystemRef:
             AgentClosedError: the system is closing or closed.
         """
         self._system.resolve(agent_id)
-        return AgentRef(self._system, agent_id, _token=_UNSET, tx=self._tx)
+        return AgentRef(self._system, self._acceptance, agent_id, _token=_UNSET, tx=self._tx)
 
     def send(
         self,
         agent_id: str,
         message: QueueableMessage,
-        *,
-        id: str | None = None,
-        metadata: JSONObject | None = None,
-        provider: str | None = None,
-        model: str | None = None,
-        effort: ReasoningEffort | None = None,
-        service_tier: ServiceTier | None = None,
-        permission_mode: PermissionMode | None = None,
-        profile: str | None = None,
+        **options: Unpack[SendOptions],
     ) -> Delivery:
         """Queue on ``agent_id``'s send queue (:meth:`AgentRef.send`)."""
-        return self.resolve(agent_id).send(
-            message,
-            id=id,
-            metadata=metadata,
-            provider=provider,
-            model=model,
-            effort=effort,
-            service_tier=service_tier,
-            permission_mode=permission_mode,
-            profile=profile,
-        )
+        return self.resolve(agent_id).send(message, **options)
 
     def steer(
         self,
         agent_id: str,
         message: QueueableMessage,
-        *,
-        id: str | None = None,
-        metadata: JSONObject | None = None,
-        provider: str | None = None,
-        model: str | None = None,
-        effort: ReasoningEffort | None = None,
-        service_tier: ServiceTier | None = None,
-        permission_mode: PermissionMode | None = None,
-        profile: str | None = None,
+        **options: Unpack[SendOptions],
     ) -> Delivery:
         """Queue on ``agent_id``'s steering queue (:meth:`AgentRef.steer`)."""
-        return self.resolve(agent_id).steer(
-            message,
-            id=id,
-            metadata=metadata,
-            provider=provider,
-            model=model,
-            effort=effort,
-            service_tier=service_tier,
-            permission_mode=permission_mode,
-            profile=profile,
-        )
+        return self.resolve(agent_id).steer(message, **options)
 
     def compact(self, agent_id: str) -> None:
         """Ask ``agent_id`` for a compaction (:meth:`AgentRef.compact`); returns once asked.
@@ -371,13 +296,15 @@ class AgentSystemRef:
         return self._system.children_of(agent_id)
 
 
-def make_agent_ref(system: SystemPort, agent_id: str) -> AgentRef:
+def make_agent_ref(system: SystemPort, acceptance: AcceptancePort, agent_id: str) -> AgentRef:
     """The :class:`AgentRef` of ``agent_id`` outside any transaction (the system builds them; users
     resolve them).
     """
-    return AgentRef(system, agent_id, _token=_UNSET)
+    return AgentRef(system, acceptance, agent_id, _token=_UNSET)
 
 
-def make_system_ref(system: SystemPort, agent_id: str | None) -> AgentSystemRef:
+def make_system_ref(
+    system: SystemPort, acceptance: AcceptancePort, agent_id: str | None
+) -> AgentSystemRef:
     """The :class:`AgentSystemRef` seen from agent ``agent_id`` (None: from outside any agent)."""
-    return AgentSystemRef(system, agent_id, _token=_UNSET)
+    return AgentSystemRef(system, acceptance, agent_id, _token=_UNSET)

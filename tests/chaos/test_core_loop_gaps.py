@@ -191,14 +191,14 @@ def test_an_external_steer_cannot_split_one_hook_decisions_two_steers(
         result = original(tx, agent_id, **options)
         if _texts([options["message"]], ak.UserMessage) == ["hook-1"]:
             racer = threading.Thread(
-                target=box[0].deliver,
+                target=box[0].internals.deliver,
                 args=("hooked", "steering", ak.user("outsider")),
                 kwargs={"id": "outsider"},
             )
             racer.start()
             racers.append(racer)
             # The outsider is queued at the writer while this transaction is still open.
-            assert box[0].store.handle.wait_for_queued(1, timeout_seconds=TIMEOUT)
+            assert box[0].internals.store.handle.wait_for_queued(1, timeout_seconds=TIMEOUT)
         return result
 
     monkeypatch.setattr(hook_actions, "accept_message", accept_then_race)
@@ -266,7 +266,7 @@ def test_a_re_entrant_close_from_a_tool_is_refused_and_the_system_still_closes_o
 
     assert len(refused) == 1
     assert closers, "the refused close must go on in the background"
-    assert system.store.closed
+    assert system.internals.store.closed
     with pytest.raises(ak.AgentClosedError):
         agent.send(ak.user("too late"))
     (session,) = model.sessions
@@ -277,7 +277,7 @@ def test_a_re_entrant_close_from_a_tool_is_refused_and_the_system_still_closes_o
         transcript = reopened.transcript("closer")
         assert _texts(transcript, ak.ToolResultMessage) == ["asked"]
         assert _texts(transcript, ak.AssistantMessage)[-1] == "finished"
-        assert reopened.store.read(lambda tx: tx.read_owed("closer")) is None
+        assert reopened.internals.store.read(lambda tx: tx.read_owed("closer")) is None
     finally:
         reopened.close(timeout_seconds=TIMEOUT)
 
@@ -343,6 +343,6 @@ def test_a_self_close_from_an_observer_is_refused_keeps_the_response_and_closes_
         transcript = reopened.transcript("selfclose")
         assert _texts(transcript, ak.UserMessage) == ["q"]
         assert _texts(transcript, ak.AssistantMessage) == ["kept"]
-        assert reopened.store.read(lambda tx: tx.read_owed("selfclose")) is None
+        assert reopened.internals.store.read(lambda tx: tx.read_owed("selfclose")) is None
     finally:
         reopened.close(timeout_seconds=TIMEOUT)

@@ -131,7 +131,7 @@ def test_a_spawn_whose_first_message_is_refused_leaves_a_whole_idle_child(
         assert system.parent_of("kid") == "parent"
         assert system.resolve("kid").transcript() == []
         assert system.state("kid") == "idle"  # no owed fact, no phantom turn
-        assert system.store.read(lambda tx: tx.queued("kid")) == []
+        assert system.internals.store.read(lambda tx: tx.queued("kid")) == []
 
         parent.send(ak.user("try again"))
         assert parent.wait_for_idle(timeout_seconds=TIMEOUT)
@@ -265,12 +265,16 @@ def test_a_report_offered_again_after_a_restart_is_not_answered_twice(
     model = ak.ScriptedModel([_route for _ in range(6)])
     system = _system(tmp_path, model, tools=[])
     system.create(id="parent")
-    system.deliver("parent", "send", ak.user("report from kid"), id="reportkid", start=False)
+    system.internals.deliver(
+        "parent", "send", ak.user("report from kid"), id="reportkid", start=False
+    )
     if restart:
         system.close(timeout_seconds=TIMEOUT)
         system = _system(tmp_path, model, tools=[])
     try:
-        again = system.deliver("parent", "send", ak.user("report from kid"), id="reportkid")
+        again = system.internals.deliver(
+            "parent", "send", ak.user("report from kid"), id="reportkid"
+        )
         assert again.created is False
         system.start()
         assert system.wait_for_idle("parent", timeout_seconds=TIMEOUT)
@@ -381,4 +385,7 @@ def test_agents_bumping_one_shared_counter_lose_no_update(tmp_path: Path) -> Non
         for agent in handles:
             assert agent.wait_for_idle(timeout_seconds=TIMEOUT)
         assert counter.bumps == agents * rounds
-        assert system.store.kv("system", "feature", "counter").read("count") == agents * rounds
+        assert (
+            system.internals.store.kv("system", "feature", "counter").read("count")
+            == agents * rounds
+        )

@@ -115,7 +115,7 @@ def test_a_send_admitted_before_a_delete_leaves_the_deleted_agent_no_actor(
     )
     system.create(id="doomed")
     committed, send_go, row_pending, row_go = (threading.Event() for _ in range(4))
-    transact = system.store.transact
+    transact = system.internals.store.transact
 
     def paced(work: Callable[[object], object]) -> object:
         """Holds the sender between its commit and its tell, the deleter before its row."""
@@ -129,9 +129,9 @@ def test_a_send_admitted_before_a_delete_leaves_the_deleted_agent_no_actor(
             send_go.wait(WAIT)
         return result
 
-    monkeypatch.setattr(system.store, "transact", paced)
+    monkeypatch.setattr(system.internals.store, "transact", paced)
     send = threading.Thread(
-        target=_quietly(system.deliver, "doomed", "send", ak.user("late"), id="late"),
+        target=_quietly(system.internals.deliver, "doomed", "send", ak.user("late"), id="late"),
         name="sender",
     )
     delete = threading.Thread(
@@ -146,7 +146,9 @@ def test_a_send_admitted_before_a_delete_leaves_the_deleted_agent_no_actor(
         send.join(WAIT)
         row_go.set()
         delete.join(WAIT)
-        assert "doomed" not in system.live_agents(), "the deleted agent still has an actor"
+        assert "doomed" not in system.internals.live_agents(), (
+            "the deleted agent still has an actor"
+        )
     finally:
         send_go.set()
         row_go.set()

@@ -69,7 +69,7 @@ def _assert_each_answered_once(system: ak.AgentSystem, agent_id: str, texts: lis
     results = [m.call_id for m in transcript if isinstance(m, ak.ToolResultMessage)]
     assert len(calls) == len(set(calls)) == len(texts), transcript
     assert Counter(results) == Counter(calls), transcript
-    assert system.store.read(lambda tx: tx.read_owed(agent_id)) is None
+    assert system.internals.store.read(lambda tx: tx.read_owed(agent_id)) is None
 
 
 # -- one process -----------------------------------------------------------------------------
@@ -171,7 +171,7 @@ def test_sends_racing_close_are_either_refused_or_answered_exactly_once(tmp_path
         for n in range(200):
             message_id = f"{name}x{n}"
             try:
-                system.deliver("closing", "send", ak.user(message_id), id=message_id)
+                system.internals.deliver("closing", "send", ak.user(message_id), id=message_id)
             except ak.AgentClosedError:
                 with lock:
                     refused.append(message_id)
@@ -210,7 +210,7 @@ def test_sends_racing_delete_either_land_before_it_or_are_refused(tmp_path: Path
         def sender() -> None:
             for n in range(60):  # bounded: delete waits for a steady sender (see below)
                 try:
-                    system.deliver("doomed", "send", ak.user(f"d{n}"), id=f"d{n}")
+                    system.internals.deliver("doomed", "send", ak.user(f"d{n}"), id=f"d{n}")
                 except (ak.UnknownAgentError, ak.AgentClosedError):
                     return  # refused: deleted, or being deleted (delete admits nothing new)
                 except BaseException as error:  # anything else is a bug
@@ -231,7 +231,7 @@ def test_sends_racing_delete_either_land_before_it_or_are_refused(tmp_path: Path
         # The id is free again and its next life starts clean.
         fresh = system.create(id="doomed")
         assert fresh.transcript() == []
-        assert system.store.read(lambda tx: tx.queued("doomed")) == []
+        assert system.internals.store.read(lambda tx: tx.queued("doomed")) == []
 
 
 def test_a_send_after_delete_began_is_refused(tmp_path: Path) -> None:
@@ -252,13 +252,13 @@ def test_a_send_after_delete_began_is_refused(tmp_path: Path) -> None:
         tmp_path / "state", providers=providers, provider="local", model="gym-1", tools=[hold]
     )
     deleting = threading.Event()
-    original = system._agents.remove
+    original = system.internals.agents.remove
 
     def remove(agent_id: str, *, timeout_seconds: float | None) -> None:
         deleting.set()
         original(agent_id, timeout_seconds=timeout_seconds)
 
-    system._agents.remove = remove  # type: ignore[method-assign]
+    system.internals.agents.remove = remove  # type: ignore[method-assign]
     try:
         agent = system.create(id="doomed")
         agent.send(ak.user("busy"))
@@ -394,7 +394,7 @@ def test_owners_handing_a_store_over_answer_every_accepted_message_once(
         assert len(calls) == len(set(calls)), (context, calls)
         assert Counter(results) == Counter(calls), (context, transcript)
         assert all(n == 1 for n in runs.fragile.values()), (context, runs.fragile)
-        assert system.store.read(lambda tx: tx.read_owed("handed")) is None, context
+        assert system.internals.store.read(lambda tx: tx.read_owed("handed")) is None, context
     finally:
         system.close(timeout_seconds=10)
 
@@ -579,7 +579,7 @@ def test_a_model_left_hanging_by_a_dead_owner_is_never_answered_twice(tmp_path: 
         assert again.wait_for_idle(timeout_seconds=30)
         users = _user_texts(second.transcript("owned"))
         assert users == ["m1", "m2"]
-        assert second.store.read(lambda tx: tx.read_owed("owned")) is None
+        assert second.internals.store.read(lambda tx: tx.read_owed("owned")) is None
 
 
 def _delete_victim(system: ak.AgentSystem, start: threading.Barrier, outcome: list[str]) -> None:

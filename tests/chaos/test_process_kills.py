@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentkeep.agent_system import AgentSystem
+from agentkeep.agent_system._internals import SystemInternals
 from agentkeep.chaos.campaigns import seeds_from_env
 from agentkeep.chaos.process_kills import DEFAULT_SEEDS, Kill, plan, run_campaign
 from agentkeep.chaos.process_worker import RERUN_FRAGILE
@@ -74,8 +75,8 @@ def test_a_system_that_fails_to_construct_releases_its_store(
     change), every worker process hung forever instead of exiting with the error."""
     opened: list[Store] = []
 
-    def failing_init(self: AgentSystem, store: Store, **_options: object) -> None:
-        opened.append(store)
+    def failing_init(self: AgentSystem, parts: SystemInternals, **_options: object) -> None:
+        opened.append(parts.store)
         raise RuntimeError("the constructor failed")
 
     monkeypatch.setattr(AgentSystem, "__init__", failing_init)

@@ -41,6 +41,7 @@ PUBLIC_PACKAGES = (
     "agentkeep.registry",
     "agentkeep.sessions",
     "agentkeep.drivers",
+    "agentkeep.agent_system",
     "agentkeep.types",
     "agentkeep.server",
     "agentkeep.mcp",
@@ -187,7 +188,7 @@ def test_the_walk_is_not_vacuous() -> None:
     for expected in (
         "agentkeep.features.Feature.before_turn",
         "agentkeep.features.Feature.before_tool_call_transact",
-        "agentkeep.agent_system.AgentSystem.create",
+        "agentkeep.agent_system._facade.AgentSystem.create",
         "agentkeep.registry.service.Registry.create",
         "agentkeep.chaos.campaigns.run_suite",
         "agentkeep.providers.protocol.Session.stream",

@@ -40,9 +40,10 @@ LAYERS: tuple[Component, ...] = (
         (
             "agentkeep.errors",
             "agentkeep.logs",
-            "agentkeep._signals",
             "agentkeep.key_value",
             "agentkeep._tool_schema",
+            # Low, not in the system package: the registry (rank 3) admits its writes
+            # through it, and the CLI's store reader uses the registry without a system.
             "agentkeep._admission",
             "agentkeep.config",
         ),
@@ -51,6 +52,8 @@ LAYERS: tuple[Component, ...] = (
     Component(2, "persistence", ("agentkeep.persistence", "agentkeep.fault_injection")),
     Component(2, "providers", ("agentkeep.providers",)),
     Component(3, "runtime", ("agentkeep.runtime",)),
+    # ``delivery``: the acceptance transaction (``accept_message``), which the system's
+    # acceptance object and the actors' hook actions both run.
     Component(3, "access", ("agentkeep.delivery", "agentkeep.messages", "agentkeep.history")),
     Component(3, "registry", ("agentkeep.registry",)),
     Component(
@@ -71,29 +74,56 @@ LAYERS: tuple[Component, ...] = (
         ),
     ),
     Component(5, "actors", ("agentkeep.actors",)),
+    # A session's durable records: what the drivers and the system's parts read and write.
     Component(
         6,
-        "system",
+        "session records",
         (
-            "agentkeep",
-            "agentkeep.agent_system",
-            "agentkeep.agent",
-            "agentkeep._agent_rows",
-            "agentkeep._system_delivery",
-            "agentkeep._system_opening",
-            "agentkeep._system_reads",
-            "agentkeep._system_stopping",
-            "agentkeep.sessions",
-            "agentkeep.drivers",
+            "agentkeep.sessions.errors",
+            "agentkeep.sessions.types",
+            "agentkeep.sessions.tables",
+            "agentkeep.sessions.setup",
+            "agentkeep.sessions.owing",
+            "agentkeep.sessions.recovery",
         ),
     ),
-    Component(7, "chaos", ("agentkeep.chaos",)),
-    Component(7, "server", ("agentkeep.server",)),
+    Component(7, "drivers", ("agentkeep.drivers",)),
+    # The parts the facade is composed of (reads, delivery, stopping, opening, ...).
+    Component(
+        8,
+        "system parts",
+        (
+            "agentkeep.agent_system._acceptance",
+            "agentkeep.agent_system._driver_turns",
+            "agentkeep.agent_system._internals",
+            "agentkeep.agent_system._opening",
+            "agentkeep.agent_system._reads",
+            "agentkeep.agent_system._requests",
+            "agentkeep.agent_system._rows",
+            "agentkeep.agent_system._signals",
+            "agentkeep.agent_system._stopping",
+            "agentkeep.agent_system.surfaces",
+        ),
+    ),
+    # The sessions service runs on the system's parts (its acceptance, its reads); the
+    # facade hands it out.
+    Component(9, "sessions", ("agentkeep.sessions",)),
+    Component(
+        10,
+        "facade",
+        (
+            "agentkeep",
+            # The package, its facade (``_facade``, ``_agent``) and ``compaction``.
+            "agentkeep.agent_system",
+        ),
+    ),
+    Component(11, "chaos", ("agentkeep.chaos",)),
+    Component(11, "server", ("agentkeep.server",)),
     # The MCP tools show the REST API's very JSON (server/wire.py: one message shape, ISO
     # timestamps), so they sit above the server.
-    Component(8, "mcp", ("agentkeep.mcp",)),
-    Component(9, "client", ("agentkeep.client",)),
-    Component(10, "cli", ("agentkeep.cli",)),
+    Component(12, "mcp", ("agentkeep.mcp",)),
+    Component(13, "client", ("agentkeep.client",)),
+    Component(14, "cli", ("agentkeep.cli",)),
 )
 
 
@@ -210,6 +240,34 @@ def test_the_loop_imports_neither_the_store_nor_the_actors() -> None:
                 if t.startswith(("agentkeep.persistence", "agentkeep.actors", "agentkeep.runtime"))
             }
             assert forbidden == set(), module
+
+
+def test_the_surfaces_reach_the_store_only_through_the_system() -> None:
+    """The daemon, the MCP server and the client read the store through the facade or its
+    one documented reader (``agentkeep.agent_system.surfaces``), never ``persistence``."""
+    surfaces = ("agentkeep.server", "agentkeep.mcp", "agentkeep.client")
+    for module, targets in dependencies().items():
+        if module.startswith(surfaces):
+            assert {t for t in targets if t.startswith("agentkeep.persistence")} == set(), module
+
+
+def test_one_acceptance_path_and_no_protocol_back_up_from_the_sessions() -> None:
+    """``Sessions.send`` reaches the system's acceptance object directly (it sits below the
+    sessions service): no Protocol in ``sessions`` for the system to implement, and the
+    system's parts never import the sessions service."""
+    for module, path in source_modules().items():
+        if module.startswith("agentkeep.sessions"):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            protocols = [
+                node.name
+                for node in ast.walk(tree)
+                if isinstance(node, ast.ClassDef)
+                and any(getattr(base, "id", None) == "Protocol" for base in node.bases)
+            ]
+            assert protocols == [], module
+    deps = dependencies()
+    for part in next(c for c in LAYERS if c.name == "system parts").modules:
+        assert not any(t.startswith("agentkeep.sessions.service") for t in deps[part]), part
 
 
 def test_every_listed_module_exists() -> None:

@@ -123,6 +123,7 @@ PUBLIC = [
     "ScriptedModel",
     "Selection",
     "SendAction",
+    "SendOptions",
     "ServerTool",
     "ServerToolResultBlock",
     "ServesModels",
@@ -147,6 +148,7 @@ PUBLIC = [
     "Subscription",
     "SupervisorGaveUpError",
     "SystemMessage",
+    "SystemOptions",
     "TextBlock",
     "TextDelta",
     "TextEnd",
@@ -201,7 +203,9 @@ PUBLIC = [
 # Public members whose signatures are deliberately not public API, and why.
 NOT_PUBLIC_SIGNATURES = {
     "AgentSystem.__init__": "use AgentSystem.open; the constructor takes the runtime's parts",
-    "AgentSystem.store": "the raw store, an inspection hook for tests and the chaos campaigns",
+    "AgentSystem.internals": "the system's parts and plumbing (the raw store, deliver, wake): "
+    "an inspection hook for tests and the chaos campaigns",
+    "Agent.__init__": "an Agent comes from AgentSystem.create or AgentSystem.resolve",
     "AgentRef.__init__": "references have no public constructor",
     "AgentSystemRef.__init__": "references have no public constructor",
     "Registry.__init__": "reach the registry as AgentSystem.registry",
@@ -212,7 +216,7 @@ NOT_PUBLIC_SIGNATURES = {
 
 
 # Parameters that are testing hooks: their types are exported by ``agentkeep.chaos``.
-TESTING_HOOKS = {("AgentSystem.open", "testing")}
+TESTING_HOOKS = {("SystemOptions", "testing")}
 
 
 def test_all_is_pinned() -> None:
@@ -304,8 +308,11 @@ def test_every_type_in_a_public_signature_is_exported() -> None:
 
 def test_the_pin_is_not_vacuous() -> None:
     """The walk sees through unions, generics and forward references."""
-    found = set(_named_types(typing.get_type_hints(ak.AgentSystem.open)["restart_backoff"]))
+    found = set(_named_types(typing.get_type_hints(ak.SystemOptions)["restart_backoff"]))
     assert found == {ak.Backoff}
+    assert set(_named_types(typing.get_type_hints(ak.AgentSystem.open)["options"])) == {
+        ak.SystemOptions
+    }
     hook_hints = typing.get_type_hints(ak.HookContext, localns=vars(ak))
     assert set(_named_types(hook_hints["call_kv"])) == {ak.KeyValueStore}
     assert set(_named_types(typing.get_type_hints(ak.Agent.send)["message"])) >= {
@@ -318,10 +325,10 @@ def test_the_pin_is_not_vacuous() -> None:
 def test_testing_hooks_are_grouped_marked_and_kept_out_of_the_top_level() -> None:
     """Fault injection is one clearly named option of ``open``, not loose parameters, and
     its types live in ``agentkeep.chaos`` only."""
-    parameters = inspect.signature(ak.AgentSystem.open).parameters
+    parameters = typing.get_type_hints(ak.SystemOptions)
     assert "faults" not in parameters
     assert "vfs" not in parameters
-    assert parameters["testing"].default is None
+    assert "testing" in ak.SystemOptions.__optional_keys__
     assert "testing" in (chaos.FaultInjection.__doc__ or "").lower()
     hints = typing.get_type_hints(chaos.FaultInjection)
     assert set(_named_types(hints["faults"])) == {chaos.FaultPlan}

@@ -1,4 +1,12 @@
-"""Accepting what a hook decided (its steer, send and inject actions) from inside the loop."""
+"""Accepting what a hook decided (its steer, send and inject actions) from inside the loop.
+
+The same acceptance transaction as every other message
+(:func:`agentkeep.delivery.accept_message`, which the system's ``Acceptance`` runs too),
+without the rest of that path: a hook's actions target the agent whose loop runs the hook,
+so there is no admission to take (close waits for that loop to go idle), no claim to consume
+under (the agent is busy) and no actor to tell (the loop learns what was accepted from the
+events returned here).
+"""
 
 from __future__ import annotations
 

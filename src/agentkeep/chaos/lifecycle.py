@@ -31,8 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentkeep.agent import Agent
-from agentkeep.agent_system import AgentSystem
+from agentkeep.agent_system import Agent, AgentSystem
 from agentkeep.chaos.batches import BatchingModel, CompletionOrder
 from agentkeep.chaos.checker import Checker
 from agentkeep.chaos.invariants import Violation
@@ -216,7 +215,9 @@ class _Lifecycle:
             for agent in facts.gone():
                 offers[agent] = self._recreate(system, facts, agent)
             for agent in offers:
-                idle[agent] = Agent(system, agent).wait_for_idle(timeout_seconds=TIMEOUT)
+                idle[agent] = Agent(system, system.internals.reads, agent).wait_for_idle(
+                    timeout_seconds=TIMEOUT
+                )
             # Idle: each subscriber resumes from its last event and drains to the tail.
             self.subscribers.start(system, 2)
             self.subscribers.drain(system)
@@ -286,7 +287,7 @@ class _Lifecycle:
         if error is not None:
             bad(f"re-creating the deleted id failed: {error!r}")
             return []
-        state = system.store.read(lambda tx: read_durable(tx, agent))
+        state = system.internals.store.read(lambda tx: read_durable(tx, agent))
         if state.records or state.queued or state.pending or state.owed is not None:
             bad(f"re-created, it is not clean: {state}")
         sent = [op.message for op in facts.sends(agent) if op.message]
@@ -330,7 +331,7 @@ class _Lifecycle:
         if system is None:
             return None
         try:
-            pending = system.store.read(lambda tx: tx.pending_calls(agent_id))
+            pending = system.internals.store.read(lambda tx: tx.pending_calls(agent_id))
         except Exception:  # closed or closing: its calls' order no longer matters
             return None
         return frozenset(p.call.call_id for p in pending)
@@ -352,7 +353,7 @@ class _Lifecycle:
     def _deliver(self, system: AgentSystem, agent: str, message: str) -> Delivery | None:
         """Send in the new process; failing or hanging there is a violation (§7.1)."""
         delivered: list[Delivery] = []
-        send = Agent(system, agent).send
+        send = Agent(system, system.internals.reads, agent).send
         error = bounded(lambda: delivered.append(send(user(message), id=message)), TIMEOUT)
         if error is not None:
             detail = f"sending {message!r} in the new process failed: {error!r}"
@@ -365,7 +366,10 @@ def judge_closed_system(system: AgentSystem, agent: str, timeout: float) -> list
     refused with AgentClosedError (reads too: every operation passes the admission gate),
     and a second close or shutdown returns at once."""
     refused_with: dict[str, tuple[Callable[[], object], tuple[type[Exception], ...]]] = {
-        "send": (partial(Agent(system, agent).send, user("late"), id="late"), (AgentClosedError,)),
+        "send": (
+            partial(Agent(system, system.internals.reads, agent).send, user("late"), id="late"),
+            (AgentClosedError,),
+        ),
         "create": (partial(system.create, id="latecomer"), (AgentClosedError,)),
         "delete": (partial(system.delete, agent), (AgentClosedError,)),
         "metadata": (partial(system.update_metadata, agent, {"late": 1}), (AgentClosedError,)),

@@ -26,8 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from agentkeep.agent import Agent
-from agentkeep.agent_system import AgentSystem
+from agentkeep.agent_system import Agent, AgentSystem
 from agentkeep.chaos.process import DurableState, read_durable
 from agentkeep.config import AgentConfig
 from agentkeep.messages import user
@@ -284,7 +283,7 @@ class Race:
             self._progress.sender_done()
 
     def _send(self, name: str, step: SendStep) -> bool:
-        agent = Agent(self.system, step.agent)
+        agent = Agent(self.system, self.system.internals.reads, step.agent)
         method = agent.steer if step.queue == "steering" else agent.send
         op = Op("send", name, step.agent, step.message)
         self._call(op, lambda: method(user(step.message), id=step.message))
@@ -306,7 +305,7 @@ class Race:
         self._call(deleted, lambda: self.system.delete(agent, timeout_seconds=self.timeout))
         if not deleted.ok:
             return
-        self.left_alive[agent] = agent in self.system.live_agents()
+        self.left_alive[agent] = agent in self.system.internals.live_agents()
         self.after_delete[agent] = self._read(agent)
         if agent in self.plan.recreate:
             self._call(Op("recreate", name, agent), lambda: self.system.create(id=agent))
@@ -349,7 +348,7 @@ class Race:
 
     def _read(self, agent: str) -> DurableState | None:
         try:
-            return self.system.store.read(lambda tx: read_durable(tx, agent))
+            return self.system.internals.store.read(lambda tx: read_durable(tx, agent))
         except Exception:  # the store closed right after the delete: nothing to judge
             return None
 

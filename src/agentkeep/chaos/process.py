@@ -246,7 +246,7 @@ class Live:
         if plan is None or plan.mode != "crash" or system is None:
             return False
         try:
-            return system.store.statistics().operations >= plan.at
+            return system.internals.store.statistics().operations >= plan.at
         except Exception:
             return True
 
@@ -276,7 +276,7 @@ class Live:
         if system is None or text is None or self.crashed():
             return
         try:
-            records = system.store.read(lambda tx: tx.load_records(self.world.agent_id))
+            records = system.internals.store.read(lambda tx: tx.load_records(self.world.agent_id))
         except Exception:
             return
         last = records[-1] if records else None
@@ -332,7 +332,7 @@ class ProcessHandle:
         unknown = {o.id for o in world.offers} - set(world.accept_order)
         if not unknown:
             return
-        state = self.system.store.read(lambda tx: read_durable(tx, world.agent_id))
+        state = self.system.internals.store.read(lambda tx: read_durable(tx, world.agent_id))
         found = [r.message_id for r in state.records if isinstance(r, UserRecord)]
         found += [q.id for q in state.queued]
         for offer_id in found:
@@ -385,7 +385,9 @@ class ProcessHandle:
 
     def _durably_present(self, offer_id: str) -> bool:
         try:
-            state = self.system.store.read(lambda tx: read_durable(tx, self.world.agent_id))
+            state = self.system.internals.store.read(
+                lambda tx: read_durable(tx, self.world.agent_id)
+            )
         except Exception:
             return False
         if any(q.id == offer_id for q in state.queued):

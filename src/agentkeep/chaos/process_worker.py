@@ -174,7 +174,7 @@ def _play(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[s
                 subscriber.start()
             for offer in OFFERS[:offers]:
                 # The offer's id is its idempotency key too (T4: a re-offer is a repeat).
-                delivery = system.deliver(
+                delivery = system.internals.deliver(
                     AGENT_ID, "send", user(offer.text), id=offer.id, idempotency_key=offer.id
                 )
                 ledger.append(
@@ -186,7 +186,7 @@ def _play(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[s
                 )
             # A client retrying the first offer with a fresh message id and the same key:
             # the key alone must make it a repeat of the turn it opened (T4).
-            retry = system.deliver(
+            retry = system.internals.deliver(
                 AGENT_ID,
                 "send",
                 user(OFFERS[0].text),
@@ -205,7 +205,7 @@ def _play(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[s
                 # Idle: nothing commits now, so the ledger's tail is the subscriber's goal.
                 tail = read_all(lambda after: system.events(AGENT_ID, after=after, limit=1000))
                 subscriber.drain(tail[-1].sequence if tail else 0)
-            statistics = system.store.statistics()
+            statistics = system.internals.store.statistics()
         finally:
             system.close(timeout_seconds=IDLE_TIMEOUT_SECONDS)
     finally:

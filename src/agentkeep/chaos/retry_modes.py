@@ -178,7 +178,7 @@ class ModeJournal(Feature):
         if live is None or system is None or live.crashed():
             return None
         try:
-            return system.store.read(work)
+            return system.internals.store.read(work)
         except Exception:  # a dying store: the disk is judged after the process
             return None
 

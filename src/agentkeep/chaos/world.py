@@ -161,7 +161,7 @@ class ChaosWorld:
         if system is None:
             return None
         try:
-            pending = system.store.read(lambda tx: tx.pending_calls(agent_id))
+            pending = system.internals.store.read(lambda tx: tx.pending_calls(agent_id))
         except Exception:  # a dead store: its calls' order no longer matters
             return None
         return frozenset(p.call.call_id for p in pending)
@@ -313,7 +313,7 @@ def _operations(system: AgentSystem) -> int:
     """The store operations the process's writer counted (its fault points' clock); the
     counter outlives the close, and a store that failed to open counted none."""
     try:
-        return system.store.statistics().operations
+        return system.internals.store.statistics().operations
     except Exception:
         return 0
 

@@ -130,7 +130,9 @@ def _run_and_wait(
             announce("nothing was sent", json_mode=state.json_mode)
             interrupts.announced = True
             raise click.exceptions.Exit(EXIT_INTERRUPTED)
-        delivery = system.deliver(agent_id, queue, user(message), id=message_id, options=options)
+        delivery = system.internals.deliver(
+            agent_id, queue, user(message), id=message_id, options=options
+        )
         wait_for_turn(system, agent_id, timeout_seconds, interrupts, json_mode=state.json_mode)
         return _result(system, agent_id, delivery, waited=True)
 

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import NoReturn, TypeVar
 
+from agentkeep.agent_system.compaction import Compaction
 from agentkeep.cli.reading import Reader
 from agentkeep.delivery import DeliveryKind
 from agentkeep.mcp.backend import Backend, ticking
@@ -25,7 +26,6 @@ from agentkeep.persistence.interface import Transaction
 from agentkeep.registry import DefinitionRecord, DefinitionUpdate, Registry
 from agentkeep.sessions import SessionRecord, UnknownSessionError, UnknownTurnError
 from agentkeep.sessions import tables as session_tables
-from agentkeep.sessions.compaction import Compaction
 from agentkeep.types import JSONObject, MessageOptions, SessionEvent
 from agentkeep.types.ledger import MAX_EVENTS_PAGE
 from agentkeep.types.turns import SentTurn, TurnRecord

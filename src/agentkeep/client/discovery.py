@@ -21,7 +21,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentkeep.persistence.store import LOCK_NAME as LOCK_FILE
+from agentkeep.agent_system.surfaces import LOCK_FILE
 from agentkeep.server import DAEMON_FILE, TOKEN_ENV, TOKEN_FILE
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import msgspec
 
+from agentkeep.agent_system.compaction import Compaction
 from agentkeep.client.records import (
     DaemonError,
     definition_record,
@@ -33,7 +34,6 @@ from agentkeep.mcp.backend import Backend
 from agentkeep.mcp.types import AgentMessage
 from agentkeep.registry import DefinitionRecord, DefinitionUpdate, Revision
 from agentkeep.sessions import SessionRecord
-from agentkeep.sessions.compaction import Compaction
 from agentkeep.types import JSONObject, MessageOptions, SessionEvent
 from agentkeep.types.turns import SentTurn, TurnRecord
 

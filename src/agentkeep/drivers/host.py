@@ -1,4 +1,5 @@
-"""The injected drivers of one system: registration, acceptance, runners, cancel, stop.
+"""The injected drivers of one system: registration, runners, cancel, stop (a driver turn is
+accepted by the system's one acceptance path: ``agentkeep.agent_system._driver_turns``).
 
 The system's supervision tree gets a third tier (``agentkeep.actors.tree``)::
 
@@ -10,9 +11,8 @@ The system's supervision tree gets a third tier (``agentkeep.actors.tree``)::
 
 Rules (docs/drivers.md):
 
-- A turn of a driver session is accepted in ONE transaction: ``open_turn`` (with its
-  ``turn.queued``) and the input's ``message.accepted`` event. It never enters the native
-  queue; the session's runner is woken after the commit.
+- A turn of a driver session is accepted in ONE transaction (``_driver_turns``); the
+  session's runner is woken (:meth:`DriverHost.wake`) after the commit.
 - At most one runner per session runs turns, one at a time, in number order. A runner
   retires when it finds no queued turn; a wake that comes meanwhile is never lost: waking
   and retiring are decided under one lock (``_pending``).
@@ -31,7 +31,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-import msgspec
 import pykka
 
 from agentkeep.actors.supervisor import (
@@ -43,28 +42,13 @@ from agentkeep.actors.supervisor import (
     SupervisorStoppedError,
     start_supervisor,
 )
-from agentkeep.delivery import Delivery, DeliveryKind, check_idempotency_key, check_message_id
 from agentkeep.drivers.runner import DriverRunner, RunState
 from agentkeep.drivers.types import Driver
 from agentkeep.errors import (
     InvalidConfigError,
-    InvalidMessageError,
-    SessionArchivedError,
-    UnknownAgentError,
 )
 from agentkeep.logs import get_logger
-from agentkeep.messages import validate_message, wire_input
-from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
-from agentkeep.sessions.errors import UnsupportedDriverError
-from agentkeep.types import (
-    JSONObject,
-    MessageOptions,
-    QueueableMessage,
-    QueueName,
-    ToolCallRequestBlock,
-)
-from agentkeep.types.ledger import MESSAGE_ACCEPTED
 from agentkeep.types.turns import NATIVE_DRIVER
 
 log = get_logger(__name__)
@@ -272,110 +256,6 @@ class DriverHost:
             state.request_cancel("the system is closing", stopping=True)
         with self._changed:
             self._changed.wait_for(lambda: not self.active, self.cancel_grace_seconds + 1.0)
-
-    # -- acceptance ------------------------------------------------------------------------
-    def prepare(
-        self,
-        agent_id: str,
-        queue: QueueName,
-        message: object,
-        *,
-        message_id: str | None,
-        metadata: JSONObject | None,
-        options: MessageOptions | None,
-        idempotency_key: str | None,
-    ) -> _DriverAcceptance:
-        """Check a delivery now (as ``prepare_acceptance`` does); the returned work accepts it
-        in a transaction as a driver turn."""
-        return _DriverAcceptance(
-            self,
-            agent_id,
-            "steer" if queue == "steering" else "send",
-            validate_message(message),
-            check_message_id(message_id),
-            metadata,
-            options or MessageOptions(),
-            check_idempotency_key(idempotency_key),
-        )
-
-
-class _DriverAcceptance:
-    def __init__(
-        self,
-        host: DriverHost,
-        agent_id: str,
-        kind: DeliveryKind,
-        message: QueueableMessage,
-        message_id: str,
-        metadata: JSONObject | None,
-        options: MessageOptions,
-        key: str | None,
-    ) -> None:
-        self._host = host
-        self._agent_id = agent_id
-        self._kind = kind
-        self._message = message
-        self._message_id = message_id
-        self._metadata = metadata
-        self._options = options
-        self._key = key
-
-    def __call__(self, tx: Transaction, driver: str) -> Delivery:
-        """Accept the message as a turn of driver ``driver`` (see the module's rules).
-
-        Raises:
-            UnsupportedDriverError: the driver is not registered in this system.
-            InvalidMessageError: a steer, message options, or a tool request.
-            UnknownAgentError / SessionArchivedError / IdempotencyConflictError /
-            InputTooLargeError / EventTooLargeError: as for a native turn.
-        """
-        agent_id = self._agent_id
-        if driver not in self._host.drivers:
-            raise UnsupportedDriverError(driver, available=self._host.ids)
-        if self._kind == "steer":
-            raise InvalidMessageError(
-                f'session "{agent_id}" runs driver "{driver}": steering is only for the native '
-                'driver ("agentkeep"); send a new turn instead'
-            )
-        chosen = msgspec.to_builtins(self._options)
-        if chosen:
-            raise InvalidMessageError(
-                f'session "{agent_id}" runs driver "{driver}", which takes no message options '
-                f"(got {sorted(chosen)}); its revision configures the driver"
-            )
-        if any(isinstance(b, ToolCallRequestBlock) for b in self._message.content):
-            raise InvalidMessageError(
-                f'session "{agent_id}" runs driver "{driver}": a tool_call_request block is '
-                "only for the native driver"
-            )
-        if tx.get_agent(agent_id) is None:
-            raise UnknownAgentError(agent_id)
-        if tx.session_archived(agent_id):
-            raise SessionArchivedError(agent_id)
-        content = wire_input(self._message)
-        tx.check_input_size(content)
-        if self._key is not None:
-            repeated = tx.turn_of_key(agent_id, self._key, "send", content)
-            if repeated is not None:
-                return Delivery(
-                    id=self._message_id, delivery="send", created=False, turn_id=repeated.id
-                )
-        event: JSONObject = {
-            "message_id": self._message_id,
-            "delivery": "send",
-            "role": content["role"],
-            "message": content,
-            "driver": driver,
-        }
-        if self._metadata is not None:
-            event["metadata"] = self._metadata
-        tx.check_event_size(f"Message {self._message_id!r}", event)
-        turn, _ = tx.open_turn(
-            agent_id, key=self._key, driver=driver, delivery="send", input=content, message_id=None
-        )
-        event["turn_id"] = turn.id
-        tx.append_event(agent_id, MESSAGE_ACCEPTED, event, turn_id=turn.id)
-        return Delivery(id=self._message_id, delivery="send", created=True, turn_id=turn.id)
 
 
 __all__ = [

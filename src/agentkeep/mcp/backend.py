@@ -18,11 +18,11 @@ from collections.abc import Callable, Generator
 from typing import Protocol
 
 from agentkeep.agent_system import AgentSystem
+from agentkeep.agent_system.compaction import Compaction, compact_now
 from agentkeep.delivery import DeliveryKind
 from agentkeep.mcp.types import AgentMessage, require_content
 from agentkeep.registry import DefinitionRecord, DefinitionUpdate
 from agentkeep.sessions import SessionRecord
-from agentkeep.sessions.compaction import Compaction, compact_now
 from agentkeep.types import JSONObject, MessageOptions, SessionEvent
 from agentkeep.types.parts import WireMessage
 from agentkeep.types.turns import TERMINAL_STATUSES, TURN_EVENT_PREFIX, SentTurn, TurnRecord

@@ -44,7 +44,7 @@ async def healthz(request: Request) -> Response:
     was deleted or replaced: ``store_replaced``), so a supervisor restarts the daemon.
     """
     context: ServerContext = request.app.state.agentkeep
-    refusal = context.system.store.refusal
+    refusal = context.system.internals.surfaces.refusal
     if refusal is not None:
         return error_response(ApiError(503, refusal.code, str(refusal)))
     return json_response(Health())

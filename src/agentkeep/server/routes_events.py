@@ -116,7 +116,7 @@ async def stream_events(request: Request) -> Response:
     subscription = await call(ctx.system.subscribe, session_id, after=after, ephemeral=deltas)
     bridge = EventBridge(
         subscription,
-        ctx.system.store.ledger,
+        ctx.system.internals.surfaces,
         asyncio.get_running_loop(),
         encode=lambda event: _encoder.encode(event_out(event)),
         keep=lambda event: turn_id is None or event.turn_id == turn_id,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from agentkeep.agent_system.compaction import compact_now
 from agentkeep.errors import AgentExistsError
 from agentkeep.server.context import call, call_waiting, context
 from agentkeep.server.errors import ApiError, json_response
@@ -27,7 +28,6 @@ from agentkeep.server.wire import (
     session_out,
 )
 from agentkeep.sessions import SessionRecord, Sessions
-from agentkeep.sessions.compaction import compact_now
 
 _ID = path_id("The session's id (an agent id).")
 

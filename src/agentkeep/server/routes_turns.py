@@ -13,7 +13,7 @@
   input it is a 422 (``idempotency_conflict``). Keys are never released.
 
 A send that waits holds no thread: it waits on the event loop for the ledger hub to announce
-the session's next commit (:meth:`~agentkeep.persistence.ledger.LedgerHub.watch`), re-reads
+the session's next commit (:meth:`~agentkeep.agent_system.surfaces.SurfaceReader.watch`), re-reads
 the turn, and ends promptly at shutdown, or when its client leaves, with the turn as it
 stands. Past :attr:`~agentkeep.server.context.ServerContext.max_waiting` waiting sends a new
 one is refused with a 503 ``saturated`` + ``Retry-After`` before anything is written.
@@ -57,7 +57,7 @@ async def _wait(
     """The turn once terminal, or as it stands when the wait ends, the daemon stops or the
     client leaves; waits on the event loop, woken by the session's commits."""
     sessions = ctx.system.sessions
-    hub = ctx.system.store.ledger
+    surfaces = ctx.system.internals.surfaces
     loop = asyncio.get_running_loop()
     moved = asyncio.Event()
 
@@ -65,14 +65,14 @@ async def _wait(
         with contextlib.suppress(RuntimeError):  # the loop has closed
             loop.call_soon_threadsafe(moved.set)
 
-    unwatch = hub.watch(session_id, wake)
+    unwatch = surfaces.watch(session_id, wake)
     deadline = loop.time() + ctx.wait_seconds
     try:
         while True:
             moved.clear()  # before the read: a commit after it wakes the wait below
             turn = await call(sessions.turn, session_id, turn.id)
             remaining = deadline - loop.time()
-            if turn.terminal or remaining <= 0 or ctx.streams.closed or hub.closed:
+            if turn.terminal or remaining <= 0 or ctx.streams.closed or surfaces.closed:
                 return turn
             try:
                 await asyncio.wait_for(moved.wait(), min(_SLICE_SECONDS, remaining))

@@ -4,7 +4,7 @@ A :class:`EventBridge` runs one task on the loop: it takes what the subscription
 (a short store read in a worker thread, never a blocking wait), keeps the events the stream
 sends, encodes each one to its JSON once, and queues it; when nothing is ready it waits on
 the loop until the ledger hub announces the session's next commit or ephemeral event
-(:meth:`~agentkeep.persistence.ledger.LedgerHub.watch`). The consumer side is an async
+(:meth:`~agentkeep.agent_system.surfaces.SurfaceReader.watch`). The consumer side is an async
 iterator of :class:`Frame`. Invariants:
 
 - frames reach the consumer in sequence order, each once (the subscription's guarantee, kept
@@ -33,8 +33,8 @@ from typing import Final
 import msgspec
 from starlette.concurrency import run_in_threadpool
 
+from agentkeep.agent_system.surfaces import Subscription, SurfaceReader
 from agentkeep.logs import get_logger
-from agentkeep.persistence.ledger import LedgerHub, Subscription
 from agentkeep.types import SessionEvent
 
 log = get_logger(__name__)
@@ -59,7 +59,7 @@ class EventBridge:
     def __init__(
         self,
         subscription: Subscription,
-        hub: LedgerHub,
+        surfaces: SurfaceReader,
         loop: asyncio.AbstractEventLoop,
         *,
         encode: Callable[[SessionEvent], bytes],
@@ -70,7 +70,7 @@ class EventBridge:
         on_overflow: Callable[[], None] = lambda: None,
     ) -> None:
         self._sub = subscription
-        self._hub = hub
+        self._surfaces = surfaces
         self._loop = loop
         self._encode = encode
         self._keep = keep
@@ -171,7 +171,7 @@ class EventBridge:
             self._loop.call_soon_threadsafe(self._moved.set)
 
     async def _run(self) -> None:
-        unwatch = self._hub.watch(self._sub.session_id, self._announced)
+        unwatch = self._surfaces.watch(self._sub.session_id, self._announced)
         try:
             while not self._stopped.is_set():
                 self._moved.clear()  # before the read: anything announced after it wakes us

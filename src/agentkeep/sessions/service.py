@@ -17,11 +17,10 @@ readable and is listed only with ``include_archived``.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
-from agentkeep._admission import Admission
-from agentkeep._agent_rows import new_agent_row
+from agentkeep.agent_system._rows import new_agent_row
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import DeliveryKind
 from agentkeep.errors import (
@@ -30,13 +29,11 @@ from agentkeep.errors import (
     InvalidMessageError,
     StoreClosedError,
 )
-from agentkeep.features import FeatureSet
 from agentkeep.loop.actions import check_message_id
 from agentkeep.messages import as_message
 from agentkeep.persistence.codec import now_ms
-from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.ledger import check_page
-from agentkeep.providers.registry import Providers
 from agentkeep.registry import tables as registry_tables
 from agentkeep.registry.errors import (
     DefinitionDeletedError,
@@ -47,12 +44,15 @@ from agentkeep.registry.types import Revision
 from agentkeep.runtime import owed_ending
 from agentkeep.sessions import owing, setup, tables
 from agentkeep.sessions.errors import SessionBusyError, UnknownSessionError
-from agentkeep.sessions.turning import TurnHandle, TurnRuntime, TurnService
+from agentkeep.sessions.turning import TurnHandle, TurnService
 from agentkeep.sessions.types import SessionRecord
-from agentkeep.tools import Tool
 from agentkeep.types import JSONObject, MessageOptions, QueueableMessage, Settings
 from agentkeep.types.parts import WireMessage
 from agentkeep.types.turns import TurnRecord
+
+if TYPE_CHECKING:
+    # An annotation only: the parts are built (and this module imported) by the system.
+    from agentkeep.agent_system._internals import SystemInternals
 
 T = TypeVar("T")
 
@@ -63,39 +63,24 @@ class Sessions:
     Every method raises ``AgentClosedError`` once the system is closing.
 
     Args:
-        store: The store's handle.
-        admission: The owning system's admission (writes are admitted like every operation).
-        providers: The system's providers (a revision's model is checked against them).
-        tools: The system's tools (a revision's ``toolbox.toolIds`` name them).
-        features: The system's features (a new agent's config is checked by them).
-        defaults: The system's default settings (for a revision without a model).
-        is_running: Whether the agent's actor is running a turn now.
-        runtime: How turns are delivered, aborted and followed (the system itself).
+        parts: The owning system's parts: its store, its admission (writes are admitted like
+            every operation), its providers, tools and features (a revision's model, tool ids
+            and a new agent's config are checked against them), its default settings (for a
+            revision without a model), its acceptance (a turn's message takes the system's
+            one acceptance path), its requests (abort, wake) and its drivers.
     """
 
-    def __init__(
-        self,
-        store: StoreHandle,
-        *,
-        admission: Admission,
-        providers: Providers,
-        tools: Sequence[Tool[Any, Any]],
-        features: FeatureSet,
-        defaults: Settings,
-        is_running: Callable[[str], bool],
-        runtime: TurnRuntime,
-        drivers: frozenset[str] = frozenset(),
-    ) -> None:
-        self._store = store
-        self._admission = admission
-        self._providers = providers
-        self._tools = tuple(tools)
-        self._features = features
-        self._defaults = defaults
-        self._is_running = is_running
-        self._drivers = drivers
-        self._runtime = runtime
-        self._turns = TurnService(store, runtime)
+    def __init__(self, parts: SystemInternals) -> None:
+        self._store = parts.store.handle
+        self._admission = parts.admission
+        self._providers = parts.providers
+        self._tools = parts.tools
+        self._features = parts.features
+        self._defaults = parts.defaults
+        self._is_running = parts.is_running
+        self._drivers = parts.drivers.ids
+        self._requests = parts.requests
+        self._turns = TurnService(parts)
 
     def start(
         self,
@@ -275,7 +260,7 @@ class Sessions:
                     raise SessionBusyError(session_id, live, doing="settled")
                 # Work no turn holds runs now (a restart resuming a failed turn's question):
                 # stop it first; the transaction below ends what it still owes.
-                self._runtime.abort(session_id, wait=True, timeout_seconds=timeout_seconds)
+                self._requests.abort(session_id, wait=True, timeout_seconds=timeout_seconds)
                 if self._is_running(session_id):
                     state = f"its actor did not stop within {timeout_seconds} s; try again"
                     raise SessionBusyError(session_id, state, doing="settled")
@@ -316,8 +301,8 @@ class Sessions:
                 None: a fresh one. A bad one is an ``InvalidIdError`` naming ``messageId``.
             metadata: Stored with the message.
             options: Provider/model/effort… from this message on.
-            start: False only accepts it (as ``AgentSystem.deliver(start=False)``): it runs
-                at the next ``open``/``start`` of the session, not now.
+            start: False only accepts it (``Acceptance.accept(start=False)``): it runs at
+                the next ``open``/``start`` of the session, not now.
 
         Raises:
             UnknownSessionError: no such session.

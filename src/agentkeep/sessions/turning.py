@@ -22,12 +22,11 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-from agentkeep.delivery import Delivery, DeliveryKind
+from agentkeep.delivery import DeliveryKind
 from agentkeep.errors import AwaitFromOwnLoopError, TurnStateError
-from agentkeep.persistence.interface import StoreHandle, Transaction
-from agentkeep.persistence.ledger import Subscription
+from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime import session_turns
 from agentkeep.sessions import owing
 from agentkeep.sessions.errors import UnknownSessionError, UnknownTurnError
@@ -40,53 +39,15 @@ from agentkeep.types.turns import (
     turn_event_type,
 )
 
+if TYPE_CHECKING:
+    # An annotation only: the parts are built (and this module imported) by the system.
+    from agentkeep.agent_system._internals import SystemInternals
+
 _TERMINAL_EVENTS = frozenset(turn_event_type(s) for s in TERMINAL_STATUSES)
 #: Why a turn that never ran was cancelled.
 CANCELLED_QUEUED = TurnFailure(code="cancelled", message="Cancelled before it started.")
 #: Why a running turn was cancelled.
 CANCELLED_RUNNING = TurnFailure(code="cancelled", message="Cancelled while it ran.")
-
-
-class TurnRuntime(Protocol):
-    """What the turn service needs from the system (``AgentSystem`` provides it)."""
-
-    def deliver(
-        self,
-        agent_id: str,
-        queue: QueueName,
-        message: QueueableMessage,
-        *,
-        id: str | None = None,
-        metadata: JSONObject | None = None,
-        options: MessageOptions | None = None,
-        start: bool = True,
-        idempotency_key: str | None = None,
-    ) -> Delivery:
-        """Accept a message durably (opening or joining its turn) and wake the agent."""
-        ...
-
-    def abort(
-        self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
-    ) -> None:
-        """Abort the agent's running work (with ``wait``: until its loop is idle)."""
-        ...
-
-    def wake(self, agent_id: str) -> None:
-        """Let the agent continue what it owes (queued turns)."""
-        ...
-
-    def wait_for_idle(self, agent_id: str, *, timeout_seconds: float | None = None) -> bool:
-        """Block until the agent has nothing running; False on timeout."""
-        ...
-
-    def cancel_driver_turn(self, session_id: str, turn_id: str) -> None:
-        """Fire the cancel signal of an injected driver's running turn (its ``cancelling``
-        is durable already)."""
-        ...
-
-    def subscribe(self, session_id: str, *, after: int = 0) -> Subscription:
-        """The session's committed events after ``after``, then live ones."""
-        ...
 
 
 class TurnHandle:
@@ -118,9 +79,12 @@ class TurnHandle:
 class TurnService:
     """The turn operations of ``AgentSystem.sessions`` (see the module docstring)."""
 
-    def __init__(self, store: StoreHandle, runtime: TurnRuntime) -> None:
-        self._store = store
-        self._runtime = runtime
+    def __init__(self, parts: SystemInternals) -> None:
+        self._store = parts.store.handle
+        self._acceptance = parts.acceptance  # the system's one acceptance path
+        self._requests = parts.requests  # abort, wake, wait_for_idle
+        self._reads = parts.reads
+        self._drivers = parts.drivers
 
     # -- sending ---------------------------------------------------------------------------
     def send(
@@ -137,7 +101,7 @@ class TurnService:
     ) -> TurnHandle:
         """Accept ``message`` as a turn (or a steer joining one); see ``Sessions.send``."""
         queue: QueueName = "steering" if delivery == "steer" else "send"
-        accepted = self._runtime.deliver(
+        accepted = self._acceptance.accept(
             session_id,
             queue,
             message,
@@ -193,7 +157,7 @@ class TurnService:
             raise UnknownTurnError(session_id, turn_id)
         if turn.terminal:
             return turn
-        subscription = self._runtime.subscribe(session_id, after=last)
+        subscription = self._reads.subscribe(session_id, after=last)
         try:
             while True:
                 remaining = None if deadline is None else deadline - time.monotonic()
@@ -258,22 +222,22 @@ class TurnService:
                 lambda tx: not tx.live_turns(session_id) and tx.read_owed(session_id) is not None
             )
             if leftover:
-                self._runtime.wake(session_id)
+                self._requests.wake(session_id)
                 with contextlib.suppress(AwaitFromOwnLoopError):  # asked from its own loop
-                    self._runtime.wait_for_idle(session_id, timeout_seconds=timeout_seconds)
+                    self._requests.wait_for_idle(session_id, timeout_seconds=timeout_seconds)
             return turn
         if turn.status == "cancelling" and turn.driver != NATIVE_DRIVER:
             # The intent is durable: now the signal; the runner ends the turn when the run
             # returns or raises, or abandons it after the grace.
             if abort:
-                self._runtime.cancel_driver_turn(session_id, turn.id)
+                self._drivers.cancel(turn.id)
             try:
                 return self.wait(session_id, turn.id, timeout_seconds)
             except TimeoutError:
                 return self.get(session_id, turn.id)
         if turn.status == "cancelling":
             if abort:
-                self._runtime.abort(session_id, wait=True, timeout_seconds=timeout_seconds)
+                self._requests.abort(session_id, wait=True, timeout_seconds=timeout_seconds)
             cancelling_id = turn.id
             turn = self._store.transact(lambda tx: _finish_cancel(tx, session_id, cancelling_id))
             # Turns queued behind the cancelled one still run: the abort left them waiting.
@@ -283,9 +247,9 @@ class TurnService:
                 lambda tx: (bool(tx.queued(session_id)), tx.read_owed(session_id) is not None)
             )
             if queued or owes:
-                self._runtime.wake(session_id)
+                self._requests.wake(session_id)
                 if not queued:  # the wake only settles: return once it has
-                    self._runtime.wait_for_idle(session_id, timeout_seconds=timeout_seconds)
+                    self._requests.wait_for_idle(session_id, timeout_seconds=timeout_seconds)
         return turn
 
 

@@ -43,7 +43,7 @@ def test_held_events_are_per_agent_and_dropped_for_a_removed_agent() -> None:
 
 def _directory(system: ak.AgentSystem) -> AgentDirectory:
     """A directory over the system's real agent factory (it reads the agents' rows)."""
-    return AgentDirectory(system._make_agent, on_stopped=lambda agent_id, settled: None)
+    return AgentDirectory(system.internals.make_agent, on_stopped=lambda agent_id, settled: None)
 
 
 def test_an_agent_becomes_known_once_and_a_stranger_never(system: ak.AgentSystem) -> None:
@@ -70,7 +70,7 @@ def test_two_threads_making_one_agent_share_one_status(system: ak.AgentSystem) -
     def slow_make(
         agent_id: str, *, status: AgentStatus, on_stopped: Callable[[str, bool], None]
     ) -> KnownAgent:
-        known = system._make_agent(agent_id, status=status, on_stopped=on_stopped)
+        known = system.internals.make_agent(agent_id, status=status, on_stopped=on_stopped)
         if not made:
             made.append(known)
             entered.set()

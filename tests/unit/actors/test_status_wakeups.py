@@ -84,7 +84,7 @@ def test_a_durable_step_wakes_its_idle_waiter_once(tmp_path: Path) -> None:
         tmp_path / "state", providers=providers, provider="local", model="gym-1"
     ) as system:
         agent = system.create()
-        known: Any = system._agents.get_or_make(agent.id)  # made before its actor exists
+        known: Any = system.internals.agents.get_or_make(agent.id)  # made before its actor exists
         condition = _counted(known.status)
         for n in range(steps):
             agent.send(ak.user(f"step {n}"))

@@ -72,8 +72,8 @@ def test_steering_is_accepted_as_steer(world: LedgerWorld) -> None:
 def test_an_idempotent_repeat_appends_nothing(world: LedgerWorld) -> None:
     system = world.open()
     agent = system.create()
-    first = system.deliver(agent.id, "send", ak.user("q"), id="m1", start=False)
-    again = system.deliver(agent.id, "send", ak.user("q"), id="m1", start=False)
+    first = system.internals.deliver(agent.id, "send", ak.user("q"), id="m1", start=False)
+    again = system.internals.deliver(agent.id, "send", ak.user("q"), id="m1", start=False)
     assert types_of(all_events(system, agent.id)) == ["turn.queued", "message.accepted"]
     assert (again.created, again.turn_id) == (False, first.turn_id)
 
@@ -166,11 +166,11 @@ def test_no_statement_can_change_or_delete_an_event(world: LedgerWorld) -> None:
     agent = system.create()
     system.update_metadata(agent.id, {"a": 1})
     with pytest.raises(apsw.ConstraintError, match="immutable"):
-        system.store.transact(
+        system.internals.store.transact(
             lambda tx: tx.execute("UPDATE session_events SET type = 'x'")  # type: ignore[attr-defined]
         )
     with pytest.raises(apsw.ConstraintError, match="never deleted"):
-        system.store.transact(
+        system.internals.store.transact(
             lambda tx: tx.execute("DELETE FROM session_events")  # type: ignore[attr-defined]
         )
     assert types_of(system.events(agent.id)) == ["metadata.changed"]

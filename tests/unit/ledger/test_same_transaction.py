@@ -82,7 +82,7 @@ def _check(tx: SqliteTransaction) -> None:
 def test_the_reference_run_reports_every_fact(tmp_path: Path) -> None:
     with _open(tmp_path / "reference", None) as system:
         _scenario(system)
-        system.store.read(_check)  # type: ignore[arg-type]
+        system.internals.store.read(_check)  # type: ignore[arg-type]
         assert "settled" in [e.type for e in system.events(AGENT)]
 
 
@@ -93,7 +93,7 @@ def test_a_crash_at_any_operation_leaves_facts_and_events_together(
     """Every operation of the reference run, in ``PARTS`` interleaved slices."""
     with _open(tmp_path / "reference", None) as system:
         _scenario(system)
-        operations = system.store.statistics().operations
+        operations = system.internals.store.statistics().operations
     for at in range(1 + part, operations + 1, PARTS):
         home = tmp_path / f"crash-{at}"
         crashing = _open(home, FaultPlan(at=at, mode="crash"))
@@ -105,6 +105,6 @@ def test_a_crash_at_any_operation_leaves_facts_and_events_together(
             crashing.close(timeout_seconds=5)
         with _open(home, None, resume=False) as reopened:
             try:
-                reopened.store.read(_check)  # type: ignore[arg-type]
+                reopened.internals.store.read(_check)  # type: ignore[arg-type]
             except AssertionError as error:
                 raise AssertionError(f"after a crash at operation {at}: {error}") from error

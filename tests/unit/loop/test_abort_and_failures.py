@@ -107,9 +107,9 @@ def test_a_persistently_failing_provider_cannot_loop(world: World) -> None:
     agent = system.create()
     # Both queued before the loop starts (sent one by one, a loaded machine could run the
     # first before the second is accepted, which asks the model once more).
-    system.deliver(agent.id, "send", ak.user("one"), start=False)
-    system.deliver(agent.id, "send", ak.user("two"), start=False)
-    system.wake(agent.id)
+    system.internals.deliver(agent.id, "send", ak.user("one"), start=False)
+    system.internals.deliver(agent.id, "send", ak.user("two"), start=False)
+    system.internals.wake(agent.id)
     agent.wait_for_idle(timeout_seconds=10)
 
     # Each drain consumed from a finite queue; one note for the failed turn.

@@ -149,12 +149,12 @@ def test_queue_entries_of_an_earlier_process_join_new_ones_in_key_order(world: W
     first = world.open(resume=False)
     agent = first.create(id="queued")
     for n in (1, 2):
-        first.deliver(agent.id, "send", ak.user(f"old{n}"), id=f"old{n}", start=False)
+        first.internals.deliver(agent.id, "send", ak.user(f"old{n}"), id=f"old{n}", start=False)
     first.close()
 
     second = world.open(resume=False)
     for n in (1, 2):
-        second.deliver(agent.id, "send", ak.user(f"new{n}"), id=f"new{n}", start=False)
+        second.internals.deliver(agent.id, "send", ak.user(f"new{n}"), id=f"new{n}", start=False)
     second.start()
     assert second.wait_for_idle(agent.id, timeout_seconds=10)
 
@@ -190,12 +190,12 @@ def test_writes_of_sequential_processes_in_one_millisecond_keep_their_order(
             system.create(id="samems")
         for n in range(2):
             ids.append(f"g{generation}m{n}")
-            system.deliver("samems", "send", ak.user(ids[-1]), id=ids[-1], start=False)
+            system.internals.deliver("samems", "send", ak.user(ids[-1]), id=ids[-1], start=False)
         system.close()
     assert clock.calls == len(ids)
     stamps = [
         q.accepted_at_ms
-        for q in world.open(resume=False).store.read(lambda tx: tx.queued("samems"))
+        for q in world.open(resume=False).internals.store.read(lambda tx: tx.queued("samems"))
     ]
     world.systems.pop().close()
     assert stamps[0] == stamps[1] > stamps[2] == stamps[3] > stamps[4] == stamps[5], stamps
@@ -230,7 +230,7 @@ def test_start_answers_a_trailing_tool_result(world: World) -> None:
 
     system = world.open()
     system.create(id="trailing")
-    system.store.transact(write)
+    system.internals.store.transact(write)
     system.close()
     world.model.add(script.text("answered"))
     system = world.open()
@@ -311,7 +311,7 @@ def test_a_hanging_tool_is_abandoned_on_close_and_answered_once_after_restart(
     )
     assert text_of(transcript[3]) == "after"
     assert world.tool_runs == ["wait:g"]
-    assert second.store.read(lambda tx: tx.pending_calls("hanging")) == []
+    assert second.internals.store.read(lambda tx: tx.pending_calls("hanging")) == []
 
 
 def test_one_failed_queue_delete_rolls_back_the_whole_consumption(
@@ -336,7 +336,7 @@ def test_one_failed_queue_delete_rolls_back_the_whole_consumption(
 
     # Nothing of the consumption landed: the entry is still queued, no user record, owed.
     assert roles(agent.transcript()) == ["system"]
-    assert [q.id for q in system.store.read(lambda tx: tx.queued(agent.id))] == ["m1"]
+    assert [q.id for q in system.internals.store.read(lambda tx: tx.queued(agent.id))] == ["m1"]
     assert agent.state == "owes_work"
     assert world.model.requests == ()
 
@@ -345,7 +345,9 @@ def test_one_failed_queue_delete_rolls_back_the_whole_consumption(
     # The failure note is owed an answer first (sends wait until nothing is owed), then m1.
     assert roles(agent.transcript()) == ["system", "assistant", "user", "assistant"]
     assert text_of(agent.transcript()[2]) == "m1"
-    assert system.store.read(lambda tx: (tx.queued(agent.id), tx.read_owed(agent.id))) == (
+    assert system.internals.store.read(
+        lambda tx: (tx.queued(agent.id), tx.read_owed(agent.id))
+    ) == (
         [],
         None,
     )

@@ -151,7 +151,7 @@ def test_a_stopping_agent_stops_its_running_tool_and_stream_first(world: World, 
     else:
         for agent in (tooling, streaming):
             agent.abort()  # the run settles at once; the actor passivates right after
-            assert system.wait_for_passivation(agent.id, timeout_seconds=TIMEOUT)
+            assert system.internals.wait_for_passivation(agent.id, timeout_seconds=TIMEOUT)
 
     assert child_actors() == []  # stopped with (before) their agents, not after
     assert worker.first_cancelled

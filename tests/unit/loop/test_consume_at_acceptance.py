@@ -37,7 +37,7 @@ def ledger_problems(system: ak.AgentSystem, agent_id: str) -> list[str]:
         events = read_all(lambda after: tx.events(agent_id, after, 1000))
         return read_durable(tx, agent_id), events
 
-    state, events = system.store.read(read)
+    state, events = system.internals.store.read(read)
     found = check_events(state, events, process=1)
     found += check_turns(state.turns, events, (), process=1, settled=state.owed is None)
     return [f"{v.invariant}: {v.detail}" for v in found]
@@ -55,7 +55,7 @@ def consumed_when_sent(system: ak.AgentSystem, agent_id: str, message_id: str) -
             None if turn is None else turn.status,
         )
 
-    return system.store.read(read)
+    return system.internals.store.read(read)
 
 
 def test_a_step_to_an_idle_agent_commits_twice(world: World) -> None:
@@ -66,7 +66,7 @@ def test_a_step_to_an_idle_agent_commits_twice(world: World) -> None:
     agent.send(ak.user("warm up"))
     assert agent.wait_for_idle(timeout_seconds=20)
 
-    before = system.store.statistics().commits
+    before = system.internals.store.statistics().commits
     for n in range(steps):
         deliver = agent.steer if n % 2 else agent.send  # a steer to an idle agent too
         deliver(ak.user(f"step {n}"), id=f"s{n}")
@@ -74,7 +74,7 @@ def test_a_step_to_an_idle_agent_commits_twice(world: World) -> None:
         # turn running, the moment send returns.
         assert consumed_when_sent(system, agent.id, f"s{n}")[:2] == ([], True)
         assert agent.wait_for_idle(timeout_seconds=20)
-    assert system.store.statistics().commits - before == 2 * steps
+    assert system.internals.store.statistics().commits - before == 2 * steps
 
     transcript = agent.transcript()
     assert roles(transcript) == ["user", "assistant"] * (steps + 1)
@@ -173,11 +173,11 @@ def run_two_steps(world: World, journal: Journal) -> tuple[ak.AgentSystem, ak.Ag
     agent.send(ak.user("one"), id="m1")
     assert agent.wait_for_idle(timeout_seconds=20)
     journal.calls.clear()
-    before = system.store.statistics().transactions
+    before = system.internals.store.statistics().transactions
     delivery = agent.send(ak.user("two"), id="m2")
     assert delivery.created
     assert agent.wait_for_idle(timeout_seconds=20)
-    return system, agent, system.store.statistics().transactions - before
+    return system, agent, system.internals.store.statistics().transactions - before
 
 
 def test_the_hooks_run_in_their_order_when_consumed_at_acceptance(world: World) -> None:
@@ -296,7 +296,7 @@ def durable(tx):
     turn = tx.turn_of_message("agent1", "m2")
     return [[q.id for q in tx.queued("agent1")], tx.record_count("agent1"), turn.status]
 
-print(json.dumps(system.store.read(durable)), flush=True)
+print(json.dumps(system.internals.store.read(durable)), flush=True)
 sys.stdin.read()  # the parent kills this process here, its reply never committed
 """
 
@@ -371,13 +371,13 @@ def test_a_run_consumed_at_acceptance_tells_its_hooks_one_loop_and_turn(world: W
     first = list(recorder.seen)
     recorder.seen.clear()
 
-    before = system.store.statistics().commits
+    before = system.internals.store.statistics().commits
     agent.send(ak.user("q2"), id="q2")
     assert consumed_when_sent(system, agent.id, "q2")[:2] == ([], True)  # the fast path
     assert agent.wait_for_idle(timeout_seconds=20)
     # The acceptance with its consumption, the reply, and the settlement (which action hooks
     # such as after_agent_loop keep in its own transaction): one fewer than before.
-    assert system.store.statistics().commits - before == 3
+    assert system.internals.store.statistics().commits - before == 3
 
     for run in (first, recorder.seen):
         assert [hook for hook, *_ in run] == [

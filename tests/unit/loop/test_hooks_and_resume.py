@@ -111,7 +111,7 @@ def test_after_turn_actions_drive_another_turn(world: World) -> None:
 def _seed(world: World, agent_id: str, write: Callable[[Transaction], None]) -> None:
     system = world.open()
     system.create(id=agent_id)
-    system.store.transact(write)
+    system.internals.store.transact(write)
     system.close()
 
 
@@ -176,7 +176,9 @@ def test_a_dispatched_batch_resumes_running_only_durable_tools(world: World) -> 
     assert (
         text_of(transcript[3]) == "The tool call was interrupted by a restart and was not retried."
     )
-    assert system.store.read(lambda tx: (tx.read_owed("agentx"), tx.pending_calls("agentx"))) == (
+    assert system.internals.store.read(
+        lambda tx: (tx.read_owed("agentx"), tx.pending_calls("agentx"))
+    ) == (
         None,
         [],
     )

@@ -36,7 +36,7 @@ def test_a_tool_gets_a_reference_without_close_wait_delete_or_start(world: World
         assert not hasattr(ref, missing)
     assert not hasattr(ref.resolve(agent.id), "wait_for_idle")
     with pytest.raises(TypeError, match="no public constructor"):
-        AgentRef(system, agent.id, _token=object())
+        AgentRef(system, system.internals.acceptance, agent.id, _token=object())
 
 
 def test_a_child_created_from_inside_an_agent_gets_it_as_parent(world: World) -> None:
@@ -82,11 +82,11 @@ def test_an_idle_agent_is_passivated_and_reading_it_does_not_start_it(world: Wor
     agent = system.create()
     agent.send(ak.user("q1"))
     agent.wait_for_idle(timeout_seconds=10)
-    assert system.wait_for_passivation(agent.id, timeout_seconds=10)
+    assert system.internals.wait_for_passivation(agent.id, timeout_seconds=10)
 
     system.resolve(agent.id).transcript()
     system.update_metadata(agent.id, {"read": True})
-    assert system.live_agents() == []
+    assert system.internals.live_agents() == []
 
     agent.send(ak.user("q2"))
     agent.wait_for_idle(timeout_seconds=10)
@@ -119,7 +119,7 @@ def test_open_resumes_only_agents_that_owe_work(world: World) -> None:
     system = world.open()
     system.wait_for_idle(owing.id, timeout_seconds=10)
 
-    assert system.live_agents() == [owing.id]
+    assert system.internals.live_agents() == [owing.id]
     assert text_of(system.transcript(owing.id)[-1]) == "a1"
     assert all(system.transcript(a.id) == [] for a in idle)
 
@@ -138,7 +138,7 @@ def test_close_admits_nothing_new_and_answers_what_it_admitted(world: World) -> 
         agent.send(ak.user("too late"))
     reopened = world.open()
     assert text_of(reopened.transcript(agent.id)[-1]) == "finished"
-    assert reopened.store.read(lambda tx: tx.read_owed(agent.id)) is None
+    assert reopened.internals.store.read(lambda tx: tx.read_owed(agent.id)) is None
 
 
 def test_graceful_shutdown_lets_the_tool_finish_and_leaves_the_rest_owed(world: World) -> None:

@@ -122,7 +122,7 @@ def test_the_actions_of_a_hook_an_abort_arrived_during_are_dropped(world: World)
     feature.release.set()
     assert agent.wait_for_idle(timeout_seconds=TIMEOUT)
 
-    queued = system.store.read(lambda tx: tx.queued(agent.id))
+    queued = system.internals.store.read(lambda tx: tx.queued(agent.id))
     assert "hook steer" not in [text_of(q.message) for q in queued]
     assert "hook steer" not in texts(agent.transcript())
     agent.send(ak.user("q2"))  # whatever the abort left queued is answered, the steer never
@@ -275,7 +275,7 @@ def test_close_waits_for_a_send_admitted_before_it_and_answers_it(
     system = world.open()
     agent = system.create(id="barrier")
     admitted, write, closing = threading.Event(), threading.Event(), threading.Event()
-    transact = system.store.transact
+    transact = system.internals.store.transact
 
     def paced(work: Callable[..., Any], **options: Any) -> Any:
         if threading.current_thread().name == "sender":
@@ -289,7 +289,7 @@ def test_close_waits_for_a_send_admitted_before_it_and_answers_it(
         closing.set()
         return begin_close(self, timeout_seconds)
 
-    monkeypatch.setattr(system.store, "transact", paced)
+    monkeypatch.setattr(system.internals.store, "transact", paced)
     monkeypatch.setattr(Admission, "begin_close", signalled)
     deliveries: list[Any] = []
     sender = threading.Thread(
@@ -307,11 +307,11 @@ def test_close_waits_for_a_send_admitted_before_it_and_answers_it(
 
     (delivery,) = deliveries  # fulfilled, not refused
     assert delivery.created
-    assert system.store.closed
+    assert system.internals.store.closed
     (session,) = world.model.sessions
     assert world.model.closed_sessions == (session.session_id,)
     with pytest.raises(ak.AgentClosedError):
         agent.send(ak.user("after close"))
     reopened = world.open(resume=False)
     assert texts(reopened.transcript("barrier")) == ["admitted", "answer admitted"]
-    assert reopened.store.read(lambda tx: tx.read_owed("barrier")) is None
+    assert reopened.internals.store.read(lambda tx: tx.read_owed("barrier")) is None

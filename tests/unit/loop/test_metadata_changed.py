@@ -42,11 +42,11 @@ def test_a_merge_is_reported_in_its_transaction_and_after_it(world: World) -> No
     assert change.current == merged
     assert change.patch == {"title": "new"}
     assert watcher.observed == [change]
-    stored = system.store.read(
+    stored = system.internals.store.read(
         lambda tx: tx.kv_list(f"agent.{agent.id}.")  # the hook's write landed with the merge
     )
     assert any(value == "new" for _key, value in stored)
-    assert system.live_agents() == []  # reporting a merge starts no loop
+    assert system.internals.live_agents() == []  # reporting a merge starts no loop
 
 
 def test_a_failing_transactional_hook_rolls_the_merge_back(world: World) -> None:
@@ -87,4 +87,4 @@ def test_an_agent_handle_updates_its_metadata_like_the_system(world: World) -> N
     with pytest.raises(ak.InvalidConfigError, match="JSON object"):
         agent.update_metadata(["not", "a", "patch"])  # type: ignore[arg-type]
     assert system.metadata(agent.id) == merged
-    assert system.live_agents() == []  # relabelling starts no loop
+    assert system.internals.live_agents() == []  # relabelling starts no loop

@@ -22,7 +22,7 @@ def test_a_send_racing_passivation_is_still_waited_for(world: World) -> None:
     agent.send(ak.user("one"))
     assert agent.wait_for_idle(timeout_seconds=10)
 
-    registry: Any = system._agents
+    registry: Any = system.internals.agents
     directory = registry._directory
     real_get_or_make = directory.get_or_make
     fired = []

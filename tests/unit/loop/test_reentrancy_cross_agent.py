@@ -253,7 +253,7 @@ def test_deleting_another_agent_from_a_tool_waits_for_its_admitted_work(world: W
         "b later",
         "answer b later",
     ]
-    assert system.live_agents() == [a.id]
+    assert system.internals.live_agents() == [a.id]
 
 
 def test_a_system_close_from_one_agents_tool_waits_for_the_other_agents_admitted_work(
@@ -282,7 +282,7 @@ def test_a_system_close_from_one_agents_tool_waits_for_the_other_agents_admitted
     assert a.wait_for_idle(timeout_seconds=TIMEOUT)
 
     assert len(refused) == 1
-    assert not system.store.closed  # the background close waits for B's admitted work
+    assert not system.internals.store.closed  # the background close waits for B's admitted work
     with pytest.raises(ak.AgentClosedError):
         b.send(ak.user("too late"))
     world.gate("b").release.set()
@@ -290,7 +290,7 @@ def test_a_system_close_from_one_agents_tool_waits_for_the_other_agents_admitted
         closer.join(TIMEOUT)
         assert not closer.is_alive()
 
-    assert system.store.closed
+    assert system.internals.store.closed
     assert sorted(world.model.closed_sessions) == sorted(s.session_id for s in world.model.sessions)
     reopened = world.open(resume=False)
     assert texts(reopened.transcript("aaa")) == ["a task", "", "refused", "answer refused"]
@@ -303,7 +303,7 @@ def test_a_system_close_from_one_agents_tool_waits_for_the_other_agents_admitted
         "answer b later",
     ]
     for agent_id in ("aaa", "bbb"):
-        assert reopened.store.read(lambda tx, i=agent_id: tx.read_owed(i)) is None
+        assert reopened.internals.store.read(lambda tx, i=agent_id: tx.read_owed(i)) is None
 
 
 def test_a_waited_compact_of_an_agent_running_a_tool_from_another_loop_is_refused(

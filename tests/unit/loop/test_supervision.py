@@ -59,7 +59,9 @@ def test_a_crashed_agent_actor_is_restarted_and_finishes_the_turn(
     assert text_of(transcript[-1]) == "done"
     assert runs == ["x"]  # the crash came before the call ran: it ran exactly once
     assert system.failure is None
-    assert system.store.read(lambda tx: (tx.read_owed(agent.id), tx.pending_calls(agent.id))) == (
+    assert system.internals.store.read(
+        lambda tx: (tx.read_owed(agent.id), tx.pending_calls(agent.id))
+    ) == (
         None,
         [],
     )
@@ -176,7 +178,7 @@ def test_a_writer_failure_restarts_the_writer_and_the_agents_after_it(
 
     failures.armed = 1
     with pytest.raises(ak.CommitOutcomeUnknownError):
-        system.store.transact(probe)  # its group kills the writer
+        system.internals.store.transact(probe)  # its group kills the writer
 
     # The agent tier restarts after the writer; the agent resumes from the store.
     assert agent.wait_for_idle(timeout_seconds=20)
@@ -231,7 +233,9 @@ def test_a_writer_failure_inside_an_agents_own_commit_loses_and_repeats_nothing(
     assert text_of(transcript[-1]) == "done"
     assert runs == ["x"]
     assert system.failure is None
-    assert system.store.read(lambda tx: (tx.read_owed(agent.id), tx.pending_calls(agent.id))) == (
+    assert system.internals.store.read(
+        lambda tx: (tx.read_owed(agent.id), tx.pending_calls(agent.id))
+    ) == (
         None,
         [],
     )
@@ -246,14 +250,14 @@ def test_a_writer_failure_storm_stops_the_system_with_durable_state_intact(
         restart_backoff=Backoff(initial_seconds=0),
     )
     agent = system.create()
-    system.deliver(agent.id, "send", ak.user("queued"), start=False)
+    system.internals.deliver(agent.id, "send", ak.user("queued"), start=False)
 
     failures.armed = 100
     with pytest.raises(ak.CommitOutcomeUnknownError):
-        system.store.transact(probe)  # failure 1: restarted
+        system.internals.store.transact(probe)  # failure 1: restarted
     failures.wait_for_writers(2)
     with pytest.raises(ak.CommitOutcomeUnknownError):
-        system.store.transact(probe)  # failure 2: past the intensity
+        system.internals.store.transact(probe)  # failure 2: past the intensity
     error = system.wait_for_failure(timeout_seconds=20)
 
     assert error is not None
@@ -302,4 +306,4 @@ def test_a_send_during_a_restart_backoff_is_held_for_the_restarted_actor(
         "while it restarts",
     ]
     assert text_of(transcript[-1]) in {"first", "second"}
-    assert system.store.read(lambda tx: tx.read_owed(agent.id)) is None
+    assert system.internals.store.read(lambda tx: tx.read_owed(agent.id)) is None

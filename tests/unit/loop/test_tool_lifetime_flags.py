@@ -58,11 +58,11 @@ def call_kv(system: ak.AgentSystem, agent_id: str, call_id: str) -> list[tuple[s
         prefix = scope_prefix("agent", agent_id, "call", pending[call_id])
         return tx.kv_list(prefix)
 
-    return system.store.read(read)
+    return system.internals.store.read(read)
 
 
 def pending(system: ak.AgentSystem, agent_id: str) -> list[PendingToolCall]:
-    return system.store.read(lambda tx: tx.pending_calls(agent_id))
+    return system.internals.store.read(lambda tx: tx.pending_calls(agent_id))
 
 
 def held_first(world: World, second: str) -> None:
@@ -326,7 +326,7 @@ def test_a_committed_call_left_by_a_crash_lands_in_batch_order_and_never_runs_ag
 
     seeding = world.open()
     seeding.create(id="agentx")
-    seeding.store.transact(write)
+    seeding.internals.store.transact(write)
     seeding.close()
     world.model.add(script.text("after resume"))
     system = world.open(tools=[count])

@@ -157,7 +157,7 @@ def test_a_tool_only_message_adds_no_user_message_and_keeps_its_delivery_identit
     assert first.created
     assert roles(list(context_of(world))) == ["assistant", "tool"]
     assert roles(agent.transcript()) == ["user", "assistant", "tool", "assistant"]
-    records = system.store.read(lambda tx: tx.load_records(agent.id))
+    records = system.internals.store.read(lambda tx: tx.load_records(agent.id))
     assert isinstance(records[0], UserRecord)
     assert records[0].message_id == "solomsg"
 
@@ -167,7 +167,7 @@ def test_a_tool_only_message_adds_no_user_message_and_keeps_its_delivery_identit
     assert (again.id, again.created) == ("solomsg", False)  # an idempotent repeat
     assert world.tool_runs == ["echo:solo"]
     assert len(world.model.requests) == 1
-    assert system.store.read(lambda tx: tx.queued(agent.id)) == []
+    assert system.internals.store.read(lambda tx: tx.queued(agent.id)) == []
 
 
 def test_omitted_arguments_mean_an_empty_object(world: World) -> None:
@@ -232,7 +232,7 @@ def test_a_malformed_request_is_rejected_before_admission(
         agent.send(message, id="badmsg")
 
     assert world.tool_runs == []
-    assert system.store.read(lambda tx: tx.queued(agent.id)) == []
+    assert system.internals.store.read(lambda tx: tx.queued(agent.id)) == []
     assert [text_of(m) for m in agent.transcript()] == ["first", "first answered"]
     # Nothing was admitted: the id is still free, and the earlier message is intact.
     world.model.add(script.text("fine"))
@@ -259,7 +259,7 @@ def test_a_hook_action_with_a_malformed_request_is_not_admitted(world: World) ->
     assert agent.wait_for_idle(timeout_seconds=TIMEOUT)
 
     assert world.tool_runs == []
-    assert system.store.read(lambda tx: tx.queued(agent.id)) == []
+    assert system.internals.store.read(lambda tx: tx.queued(agent.id)) == []
     assert [text_of(m) for m in agent.transcript()] == ["go", "answer"]
 
 
@@ -360,7 +360,7 @@ def test_an_all_at_once_batch_ends_at_the_tool_request(world: World) -> None:
         ("b", "read_only", (request("echo", text="b"),)),
         ("c", "full_access", ()),
     ):
-        system.deliver(
+        system.internals.deliver(
             agent.id,
             "send",
             ak.user([ak.TextBlock(text=text), *blocks]),
@@ -416,7 +416,9 @@ def test_an_abort_during_the_call_answers_it_and_asks_no_model(world: World) -> 
     transcript = agent.transcript()
     assert roles(transcript) == ["user", "assistant", "tool"]
     assert text_of(transcript[-1]) == ABORTED_CALL
-    assert system.store.read(lambda tx: (tx.pending_calls(agent.id), tx.read_owed(agent.id))) == (
+    assert system.internals.store.read(
+        lambda tx: (tx.pending_calls(agent.id), tx.read_owed(agent.id))
+    ) == (
         [],
         None,
     )
@@ -465,7 +467,7 @@ def test_a_crash_before_dispatch_recovers_the_recorded_call_with_the_same_id(
 def test_a_restart_between_acceptance_and_dispatch_runs_the_recorded_call(world: World) -> None:
     system = world.open()
     agent = system.create()
-    system.deliver(agent.id, "send", ak.user([request("echo", text="r")]), start=False)
+    system.internals.deliver(agent.id, "send", ak.user([request("echo", text="r")]), start=False)
     consume = ConsumeQueue(
         queue="send",
         mode="one-at-a-time",
@@ -473,7 +475,7 @@ def test_a_restart_between_acceptance_and_dispatch_runs_the_recorded_call(world:
         owed=OwedWork(stage="inference"),
         call_id="recordedcall",
     )
-    system.store.transact(
+    system.internals.store.transact(
         lambda tx: commit_plans.execute(tx, agent.id, consume, commit_plans.KeepEverything())
     )
     system.close(timeout_seconds=TIMEOUT)

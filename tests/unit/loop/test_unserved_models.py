@@ -23,7 +23,9 @@ def _two_kinds(world: World) -> ak.Providers:
 
 def _records(system: ak.AgentSystem, agent_id: str) -> tuple[int, int]:
     """(records, queued messages) as durably stored."""
-    return system.store.read(lambda tx: (tx.record_count(agent_id), len(tx.queued(agent_id))))
+    return system.internals.store.read(
+        lambda tx: (tx.record_count(agent_id), len(tx.queued(agent_id)))
+    )
 
 
 def test_a_typod_model_is_refused_before_anything_is_written(world: World) -> None:
@@ -63,9 +65,11 @@ def test_the_model_is_checked_under_the_provider_the_message_will_run_on(
         agent.send(ak.user("q"), provider="claude")
     # ... but a queued switch counts: after it, the claude name alone is fine.
     switch = MessageOptions(provider="claude", model=CLAUDE)
-    system.deliver(agent.id, "send", ak.user("q1"), options=switch, start=False)
+    system.internals.deliver(agent.id, "send", ak.user("q1"), options=switch, start=False)
     later = MessageOptions(model=CLAUDE)
-    assert system.deliver(agent.id, "send", ak.user("q2"), options=later, start=False).created
+    assert system.internals.deliver(
+        agent.id, "send", ak.user("q2"), options=later, start=False
+    ).created
 
 
 def test_an_unserved_system_default_is_refused_at_open(world: World) -> None:

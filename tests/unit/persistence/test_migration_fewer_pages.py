@@ -301,9 +301,9 @@ def test_an_agent_upgraded_mid_life_keeps_its_state_and_goes_on(
             for n in range(3):
                 agent.send(ak.user(f"hello {n}"))
                 agent.wait_for_idle(timeout_seconds=TIMEOUT)
-            system.store.transact(lambda tx: _in_flight(tx, agent.id))
-            before = system.store.read(lambda tx: _state(tx, agent.id))
-            assert system.store.read(_storage) == {"owed_work": 0}
+            system.internals.store.transact(lambda tx: _in_flight(tx, agent.id))
+            before = system.internals.store.read(lambda tx: _state(tx, agent.id))
+            assert system.internals.store.read(_storage) == {"owed_work": 0}
     assert len(before["turns"]) == 3
     assert before["pending"]
     assert before["queued"]
@@ -317,7 +317,7 @@ def test_an_agent_upgraded_mid_life_keeps_its_state_and_goes_on(
         again = system.resolve(agent.id)
         again.send(ak.user("after the upgrade"))
         again.wait_for_idle(timeout_seconds=TIMEOUT)
-        after = system.store.read(lambda tx: _state(tx, agent.id))
+        after = system.internals.store.read(lambda tx: _state(tx, agent.id))
     assert [t.number for t in after["turns"]] == [1, 2, 3, 4]
     assert after["turns"][-1].status == "completed"
     sequences = [event.sequence for event in after["events"]]

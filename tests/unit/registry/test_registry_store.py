@@ -111,7 +111,7 @@ def test_the_tables_refuse_to_rewrite_history(
         return tx.execute(statement)
 
     with pytest.raises(apsw.ConstraintError, match=message):
-        system.store.transact(rewrite)
+        system.internals.store.transact(rewrite)
     assert system.registry.get("kept") == before
 
 
@@ -127,7 +127,7 @@ def test_a_database_from_before_the_registry_gains_it_on_open(tmp_path: Path) ->
 
     with ak.AgentSystem.open(home, providers=ak.Providers()) as system:
         assert system.registry.create({"id": "first"}).current_revision == 1
-        applied = system.store.read(_applied_migration_names)
+        applied = system.internals.store.read(_applied_migration_names)
     assert "definition_registry" in applied
 
 
@@ -146,6 +146,6 @@ def test_the_registrys_statements_keep_the_transactions_scope_rules(open_system:
         return tx.execute("UPDATE definitions SET updated_at_ms = 0")
 
     with pytest.raises(ReadOnlyTransactionError):
-        system.store.read(write_in_a_read)
+        system.internals.store.read(write_in_a_read)
     with pytest.raises(ExpiredScopeError):
         kept[0].query("SELECT 1")

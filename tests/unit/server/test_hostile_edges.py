@@ -82,7 +82,7 @@ def test_a_deleted_store_file_stops_the_daemon_acknowledging(
 ) -> None:
     assert client.post("/v1/agents", json={"id": "kept"}).status_code == 201
     assert client.get("/healthz").status_code == 200
-    os.unlink(served.system.store.path)
+    os.unlink(served.system.internals.store.path)
     answer = client.post("/v1/agents", json={"id": "lost"})
     assert answer.status_code == 503, answer.text
     error = answer.json()["error"]

@@ -103,7 +103,7 @@ def test_archive_is_refused_while_the_session_owes_work(world: World) -> None:
     system = world.open()
     system.create(id="owes1")
     # Accepted but not started: no actor runs it, yet the turn is owed durably.
-    system.deliver("owes1", "send", ak.user("later"), start=False)
+    system.internals.deliver("owes1", "send", ak.user("later"), start=False)
     assert system.state("owes1") == "owes_work"
     with pytest.raises(ak.SessionBusyError):
         system.sessions.archive("owes1")
@@ -149,7 +149,7 @@ def test_the_store_refuses_to_move_a_pin(world: World) -> None:
         )
 
     with pytest.raises(Exception, match="stays pinned"):
-        system.store.transact(move)
+        system.internals.store.transact(move)
     assert system.sessions.get("fixed1").revision_number == 2
 
 
@@ -161,7 +161,9 @@ def test_the_driver_session_id_is_stored_per_session_and_read_back(world: World)
     system.create(id="plain1")
     system.create(id="other1")
     assert system.sessions.get("plain1").driver_session_id is None
-    system.store.transact(lambda tx: tables.set_driver_session_id(tx, "plain1", "native-7", 5))
+    system.internals.store.transact(
+        lambda tx: tables.set_driver_session_id(tx, "plain1", "native-7", 5)
+    )
     record = system.sessions.get("plain1")
     assert record.driver_session_id == "native-7"
     assert record.status == "active"

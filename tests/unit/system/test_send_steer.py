@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import inspect
 import threading
+import typing
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import msgspec
 import pytest
@@ -35,13 +36,30 @@ SURFACES: list[tuple[str, Callable[..., Any]]] = [
 
 
 def keyword_options(function: Callable[..., Any]) -> list[inspect.Parameter]:
+    """The keyword options, declared one by one or once (``**options: Unpack[SendOptions]``:
+    each key a keyword option, defaulting to None if it may be omitted and admits None)."""
     parameters = inspect.signature(function, eval_str=True).parameters.values()
-    return [p for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    found = [p for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    for p in parameters:
+        if p.kind is inspect.Parameter.VAR_KEYWORD and typing.get_origin(p.annotation) is Unpack:
+            (declared,) = typing.get_args(p.annotation)
+            for name, hint in typing.get_type_hints(declared).items():
+                omittable = name in declared.__optional_keys__ and type(None) in typing.get_args(
+                    hint
+                )
+                default = None if omittable else inspect.Parameter.empty
+                found.append(
+                    inspect.Parameter(
+                        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint
+                    )
+                )
+    return found
 
 
 def positional(function: Callable[..., Any]) -> list[inspect.Parameter]:
     parameters = inspect.signature(function, eval_str=True).parameters.values()
-    return [p for p in parameters if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    keywords = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_KEYWORD)
+    return [p for p in parameters if p.kind not in keywords]
 
 
 def test_every_surface_takes_the_same_keyword_options() -> None:

@@ -197,7 +197,7 @@ def test_an_archived_session_takes_no_message_and_a_live_turn_blocks_archiving(
 ) -> None:
     system = world.open()
     session = system.create()
-    system.deliver(session.id, "send", ak.user("waits"), start=False)
+    system.internals.deliver(session.id, "send", ak.user("waits"), start=False)
     with pytest.raises(ak.SessionBusyError):
         system.sessions.archive(session.id)
     other = system.create()
@@ -225,7 +225,7 @@ def test_a_native_turn_resumes_after_a_restart(world: TurnWorld) -> None:
     world.model.add(script.text("answered after the restart"))
     system = world.open()
     session = system.create()
-    accepted = system.deliver(session.id, "send", ak.user("q"), start=False)
+    accepted = system.internals.deliver(session.id, "send", ak.user("q"), start=False)
     system.close()
     system = world.open()  # resumes the owed work
     done = system.sessions.wait(session.id, str(accepted.turn_id), timeout_seconds=10)
@@ -249,7 +249,7 @@ def test_at_startup_cancelling_becomes_cancelled_and_other_drivers_are_interrupt
         )
         return native.id, other.id
 
-    native_id, other_id = system.store.handle.transact(setup)
+    native_id, other_id = system.internals.store.handle.transact(setup)
     system.close()
     system = world.open(resume=False)
     assert system.sessions.turn(session.id, native_id).status == "cancelled"
@@ -265,13 +265,15 @@ def test_a_terminal_status_never_changes_whoever_tries(world: TurnWorld) -> None
     session = system.create()
     done = system.sessions.send(session.id, "q").wait(timeout_seconds=10)
     with pytest.raises(ak.TurnStateError, match="completed; it cannot become failed"):
-        system.store.handle.transact(lambda tx: tx.move_turn(session.id, done.id, "failed"))
+        system.internals.store.handle.transact(
+            lambda tx: tx.move_turn(session.id, done.id, "failed")
+        )
     with pytest.raises(apsw.ConstraintError, match="terminal turn status never changes"):
-        system.store.handle.transact(
+        system.internals.store.handle.transact(
             lambda tx: tx.execute("UPDATE turns SET status = 'failed' WHERE id = ?", (done.id,))  # type: ignore[attr-defined]
         )
     with pytest.raises(apsw.ConstraintError, match="never released"):
-        system.store.handle.transact(
+        system.internals.store.handle.transact(
             lambda tx: tx.execute("DELETE FROM turn_inputs WHERE turn_id = ?", (done.id,))  # type: ignore[attr-defined]
         )
     assert system.sessions.turn(session.id, done.id) == done
@@ -315,7 +317,7 @@ def test_open_survives_a_failing_recovery_transaction(
 ) -> None:
     # Found by the interruption chaos suite (seed 27): a store fault in the recovery's
     # transaction made AgentSystem.open raise. It is retried, and never fails the open.
-    import agentkeep._system_opening as opening_module
+    import agentkeep.agent_system._opening as opening_module
     from agentkeep.sessions import recovery
 
     system = world.open(resume=False)
@@ -329,7 +331,7 @@ def test_open_survives_a_failing_recovery_transaction(
         tx.move_turn(session.id, turn.id, "cancelling")
         return turn.id
 
-    turn_id = system.store.handle.transact(cancelling)
+    turn_id = system.internals.store.handle.transact(cancelling)
     system.close()
 
     failures = [OSError("disk I/O error")]
@@ -351,7 +353,7 @@ def test_open_survives_a_failing_recovery_transaction(
         tx.move_turn(session.id, turn.id, "cancelling")
         return turn.id
 
-    second = system.store.handle.transact(cancelling_again)
+    second = system.internals.store.handle.transact(cancelling_again)
     system.close()
 
     def broken(tx: Transaction) -> list[ak.TurnRecord]:

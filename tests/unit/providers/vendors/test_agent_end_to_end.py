@@ -702,7 +702,7 @@ def run_reference(adapter: Adapter, server: Any, home: Path) -> Reference:
         try:
             agent.send(ak.user(QUESTION))
             bench.wait_both_running()  # the batch is durable: calls start only after its commit
-            operations = system.store.statistics().operations
+            operations = system.internals.store.statistics().operations
         finally:
             bench.release()
         assert agent.wait_for_idle(timeout_seconds=WAIT_SECONDS)
@@ -736,12 +736,12 @@ def assert_killed_inside_the_batch(
     transcript = system.transcript(AGENT)
     assert transcript == reference.transcript[:2]  # the question, the assistant tool-call turn
     assert isinstance(transcript[-1], AssistantMessage)
-    pending = system.store.read(lambda tx: tx.pending_calls(AGENT))
+    pending = system.internals.store.read(lambda tx: tx.pending_calls(AGENT))
     assert [(p.index, p.call.call_id, p.committed) for p in pending] == [
         (0, adapter.call_ids[0], None),
         (1, adapter.call_ids[1], None),
     ]
-    owed = system.store.read(lambda tx: tx.read_owed(AGENT))
+    owed = system.internals.store.read(lambda tx: tx.read_owed(AGENT))
     assert owed is not None
     assert owed.stage == "tools"
 
@@ -756,7 +756,7 @@ def resume_and_finish(adapter: Adapter, server: Any, home: Path, reference: Refe
         assert system.start() == [AGENT]
         assert system.wait_for_idle(AGENT, timeout_seconds=WAIT_SECONDS)
         transcript = system.transcript(AGENT)
-        owed_and_pending = system.store.read(
+        owed_and_pending = system.internals.store.read(
             lambda tx: (tx.read_owed(AGENT), tx.pending_calls(AGENT))
         )
 
@@ -821,7 +821,7 @@ def test_an_agent_killed_inside_a_tool_batch_resumes_with_a_byte_stable_replay(
             crashing.wait_both_running()
             # Same operations as the reference so far: the next one (the first result's
             # commit) is the one that fails.
-            assert system.store.statistics().operations == reference.batch_operations
+            assert system.internals.store.statistics().operations == reference.batch_operations
         finally:
             crashing.release()
         # Leaving the block closes the system: it waits for the agent, whose commit failed.

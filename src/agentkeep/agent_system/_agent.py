@@ -2,29 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
-from agentkeep.delivery import Delivery
-from agentkeep.history import HistoryEpoch, PurgeResult, purge_archived, read_history
-from agentkeep.types import (
-    JSONObject,
-    Message,
-    PermissionMode,
-    QueueableMessage,
-    ReasoningEffort,
-    ServiceTier,
-    Settings,
-)
+from agentkeep.agent_system._reads import Reads
+from agentkeep.delivery import Delivery, SendOptions
+from agentkeep.history import HistoryEpoch, PurgeResult
+from agentkeep.types import JSONObject, Message, QueueableMessage, Settings
 
 if TYPE_CHECKING:
-    from agentkeep.agent_system import AgentSystem
+    from agentkeep.agent_system._facade import AgentSystem
 
 
 class Agent:
     """One agent of a system. Cheap to create; holds no state of its own."""
 
-    def __init__(self, system: AgentSystem, agent_id: str) -> None:
+    def __init__(self, system: AgentSystem, reads: Reads, agent_id: str) -> None:
         self._system = system
+        self._reads = reads
         self.id = agent_id
 
     def __repr__(self) -> str:
@@ -33,57 +27,19 @@ class Agent:
     def send(
         self,
         message: QueueableMessage,
-        *,
-        id: str | None = None,
-        metadata: JSONObject | None = None,
-        provider: str | None = None,
-        model: str | None = None,
-        effort: ReasoningEffort | None = None,
-        service_tier: ServiceTier | None = None,
-        permission_mode: PermissionMode | None = None,
-        profile: str | None = None,
+        **options: Unpack[SendOptions],
     ) -> Delivery:
         """Queue a message on the send queue; returns once it is durable (the options are
         :meth:`AgentSystem.send`'s)."""
-        return self._system.send(
-            self.id,
-            message,
-            id=id,
-            metadata=metadata,
-            provider=provider,
-            model=model,
-            effort=effort,
-            service_tier=service_tier,
-            permission_mode=permission_mode,
-            profile=profile,
-        )
+        return self._system.send(self.id, message, **options)
 
     def steer(
         self,
         message: QueueableMessage,
-        *,
-        id: str | None = None,
-        metadata: JSONObject | None = None,
-        provider: str | None = None,
-        model: str | None = None,
-        effort: ReasoningEffort | None = None,
-        service_tier: ServiceTier | None = None,
-        permission_mode: PermissionMode | None = None,
-        profile: str | None = None,
+        **options: Unpack[SendOptions],
     ) -> Delivery:
         """Queue a message on the steering queue; returns once it is durable."""
-        return self._system.steer(
-            self.id,
-            message,
-            id=id,
-            metadata=metadata,
-            provider=provider,
-            model=model,
-            effort=effort,
-            service_tier=service_tier,
-            permission_mode=permission_mode,
-            profile=profile,
-        )
+        return self._system.steer(self.id, message, **options)
 
     def update_metadata(self, patch: JSONObject) -> JSONObject:
         """Shallow-merge ``patch`` into the agent's metadata; committed before it shows (the
@@ -170,8 +126,7 @@ class Agent:
             UnknownAgentError: the agent does not exist (or was deleted).
             AgentClosedError: the system is closing or closed.
         """
-        system = self._system
-        return system._read(lambda tx: read_history(tx, self.id, system._defaults))
+        return self._reads.history(self.id)
 
     def purge_archived(self) -> PurgeResult:
         """Physically delete the agent's archived epochs (see :meth:`history`); the current
@@ -181,8 +136,7 @@ class Agent:
             UnknownAgentError: the agent does not exist (or was deleted).
             AgentClosedError: the system is closing or closed.
         """
-        with self._system._admission.operation():
-            return self._system.store.transact(lambda tx: purge_archived(tx, self.id))
+        return self._reads.purge_archived(self.id)
 
     @property
     def settings(self) -> Settings:

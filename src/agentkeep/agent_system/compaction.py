@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal, cast
 import msgspec
 
 if TYPE_CHECKING:
-    from agentkeep.agent_system import AgentSystem
+    from agentkeep.agent_system._facade import AgentSystem
 
 AgentState = Literal["running", "owes_work", "idle"]
 

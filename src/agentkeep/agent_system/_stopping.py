@@ -8,13 +8,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from agentkeep._admission import Admission
-from agentkeep._signals import ShutdownSignals
 from agentkeep.actors.loop_thread import current_loop_agent
 from agentkeep.actors.registry import AgentRegistry
 from agentkeep.actors.supervisor import SupervisorRef
+from agentkeep.agent_system._signals import ShutdownSignals
 from agentkeep.drivers.host import DriverHost
 from agentkeep.errors import AgentClosedError
 from agentkeep.logs import get_logger
@@ -26,32 +25,36 @@ log = get_logger(__name__)
 _TREE_STOP_SECONDS = 60.0
 
 
-class SystemStopping:
-    """``AgentSystem``'s stopping (a mixin: ``AgentSystem.__init__`` sets the attributes)."""
+class Stopping:
+    """``AgentSystem``'s stopping. The system's supervision tree is started after this
+    object (the tree's ``on_give_up`` is :meth:`gave_up`) and handed over with :meth:`run`."""
 
-    # Declared for the type checker only: a runtime annotation would make these
-    # internals look like fields of the public ``AgentSystem``.
-    if TYPE_CHECKING:
-        _store: Store
-        _admission: Admission
-        _agents: AgentRegistry
-        _drivers: DriverHost
-        _tree: SupervisorRef
-        _failure: BaseException | None
-        _providers_off: Callable[[], None]
-        _stopped: threading.Event
-        _shut_down: threading.Event
-        _signals: ShutdownSignals
+    def __init__(
+        self,
+        store: Store,
+        *,
+        admission: Admission,
+        agents: AgentRegistry,
+        drivers: DriverHost,
+        providers_off: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._admission = admission
+        self._agents = agents
+        self._drivers = drivers
+        self._providers_off = providers_off
+        self._tree: SupervisorRef | None = None
+        self._failure: BaseException | None = None
+        self._stopped = threading.Event()
+        self._shut_down = threading.Event()  # set once the store is released, however
+        self._signals: ShutdownSignals | None = None
+
+    def run(self, tree: SupervisorRef) -> None:
+        """The system's supervision tree, started: :meth:`close` stops it."""
+        self._tree = tree
 
     def close(self, *, timeout_seconds: float | None = 30.0) -> None:
-        """Admit nothing new, let admitted work finish (up to the timeout), stop every actor
-        (destroying sessions once), and release the store's lock.
-
-        Raises:
-            AgentClosedError: called from inside an agent's own loop (a hook or a tool): that
-                would wait for a turn that cannot finish. The close then goes on in the
-                background.
-        """
+        """``AgentSystem.close`` (documented there)."""
         inside = current_loop_agent()
         if inside is not None:
             threading.Thread(target=self.close, name="agentkeep-close", daemon=True).start()
@@ -76,15 +79,7 @@ class SystemStopping:
         self._stop_tree()
 
     def shutdown(self, *, timeout_seconds: float | None = 30.0) -> None:
-        """Graceful shutdown: refuse new work, let in-flight inferences and tool calls finish
-        and commit, stop before the next step; owed work resumes at the next open.
-
-        Args:
-            timeout_seconds: how long, in all (one deadline shared by every agent), the
-                in-flight work may take to finish (None: no limit). Past it the agents are
-                stopped anyway — a stream that never ends is cancelled, its response is not
-                kept — and the work they owe stays durable for the next open.
-        """
+        """``AgentSystem.shutdown`` (documented there)."""
         deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         if not self._admission.begin_close(_TREE_STOP_SECONDS):
             return  # another close or shutdown did the work
@@ -101,7 +96,8 @@ class SystemStopping:
         self._drivers.stop()  # runs still going get their cancel signal and grace
         self._agents.stop_all()
         try:
-            self._tree.stop(timeout_seconds=_TREE_STOP_SECONDS)
+            if self._tree is not None:
+                self._tree.stop(timeout_seconds=_TREE_STOP_SECONDS)
         except Exception as error:  # it gave up (and stopped) already, or timed out
             log.warning("agent_system_tree_stop_failed", error=repr(error))
         finally:
@@ -120,7 +116,7 @@ class SystemStopping:
         self._stopped.wait(timeout_seconds)
         return self._failure
 
-    def _gave_up(self, error: BaseException) -> None:
+    def gave_up(self, error: BaseException) -> None:
         """The system supervisor gave up (it has stopped the agents and the writer): release
         the store cleanly, keep the durable state, surface the error."""
         log.error("agent_system_gave_up", error=repr(error))
@@ -135,13 +131,10 @@ class SystemStopping:
         threading.Thread(target=stop, name="agentkeep-give-up", daemon=True).start()
 
     def install_signal_handlers(self) -> None:
-        """For a daemon: SIGTERM and SIGINT start a graceful :meth:`shutdown` (call from the
-        main thread). :meth:`wait_for_shutdown` blocks until it has finished."""
+        """``AgentSystem.install_signal_handlers`` (documented there)."""
         self._signals = ShutdownSignals(self.shutdown)
         self._signals.install()
 
     def wait_for_shutdown(self, timeout_seconds: float | None = None) -> bool:
-        """Block until the system has shut down and released the store — by a signal (see
-        :meth:`install_signal_handlers`), :meth:`shutdown`, :meth:`close` or giving up;
-        False on timeout."""
+        """``AgentSystem.wait_for_shutdown`` (documented there)."""
         return self._shut_down.wait(timeout_seconds)

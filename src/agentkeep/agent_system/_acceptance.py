@@ -1,0 +1,241 @@
+"""The one acceptance path: every message from outside an agent's loop is accepted here.
+
+``AgentSystem.send``/``steer``, the references hooks and tools hold (``AgentRef``), and
+``Sessions.send`` all call :class:`Acceptance`; it owns, in order:
+
+1. **admission**: the operation is admitted (refused once the system closes, or while the
+   agent is being deleted), and close and delete wait for it to finish;
+2. **the checks** before anything is written (the message, its id, its provider);
+3. **the acceptance transaction**: the native queue (:func:`agentkeep.delivery.accept_message`,
+   which the loop's hook actions run too) or a turn of the session's injected driver,
+   decided inside the transaction (``_driver_turns``; docs/drivers.md);
+4. **the claim**: an idle agent offering its next consumption has it consumed in the same
+   transaction (docs/architecture.md, "Commit boundaries of a step");
+5. **the post-commit tell**: only after the commit is the agent's actor (or its driver's
+   runner) told; a transaction that rolls back leaves no live effect.
+
+Invariant: acceptance never waits for the agent's loop (invariant 20): a tool or hook that
+messages its own agent is accepted through the store's writer like any caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agentkeep._admission import Admission
+from agentkeep.actors.consume_claim import ClaimTold, ConsumeClaim, accept_consuming
+from agentkeep.actors.registry import AgentRegistry
+from agentkeep.agent_system._driver_turns import prepare_driver_turn
+from agentkeep.delivery import Delivery, SendOptions, prepare_acceptance, split_send_options
+from agentkeep.drivers.host import DriverHost
+from agentkeep.errors import CommitOutcomeUnknownError
+from agentkeep.loop.events import Start, WorkAccepted
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.store import Store
+from agentkeep.providers.registry import Providers
+from agentkeep.sessions import tables as session_tables
+from agentkeep.types import (
+    JSONObject,
+    MessageOptions,
+    QueueableMessage,
+    QueuedMessage,
+    QueueName,
+    Settings,
+)
+from agentkeep.types.turns import NATIVE_DRIVER
+
+_Accept = Callable[[Transaction], tuple[Delivery, QueuedMessage | None]]
+
+
+class Acceptance:
+    """The system's acceptance of messages (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        admission: Admission,
+        agents: AgentRegistry,
+        drivers: DriverHost,
+        providers: Providers,
+        defaults: Settings,
+    ) -> None:
+        self._store = store
+        self._admission = admission
+        self._agents = agents
+        self._drivers = drivers
+        self._providers = providers
+        self._defaults = defaults
+
+    def offer(
+        self,
+        tx: Transaction | None,
+        agent_id: str,
+        queue: QueueName,
+        message: QueueableMessage,
+        options: SendOptions,
+        *,
+        where: str,
+    ) -> Delivery:
+        """A ``send``/``steer`` of any surface (``where`` names it in a ``TypeError`` for an
+        unknown option): inside ``tx`` (a hook running in a transaction), or as its own
+        transaction."""
+        id, metadata, chosen = split_send_options(options, where=where)
+        if tx is not None:
+            return self.within(
+                tx, agent_id, queue, message, id=id, metadata=metadata, options=chosen
+            )
+        return self.accept(agent_id, queue, message, id=id, metadata=metadata, options=chosen)
+
+    def accept(
+        self,
+        agent_id: str,
+        queue: QueueName,
+        message: QueueableMessage,
+        *,
+        id: str | None = None,
+        metadata: JSONObject | None = None,
+        options: MessageOptions | None = None,
+        start: bool = True,
+        idempotency_key: str | None = None,
+    ) -> Delivery:
+        """Queue a message durably and wake the agent; returns once it is durable.
+
+        ``start=False`` only queues it (the owed fact is written, so the next ``open`` or
+        ``start`` resumes it) without starting the agent now (a turn of an injected driver
+        runs regardless). ``idempotency_key``: the turn's key (docs/turns.md); a repeat
+        returns the turn it made, writing nothing.
+        """
+        with self._admission.operation(), self._admission.agent_operation(agent_id):
+            return self._accept(
+                agent_id, queue, message, id, metadata, options, start, idempotency_key
+            )
+
+    def _accept(
+        self,
+        agent_id: str,
+        queue: QueueName,
+        message: QueueableMessage,
+        id: str | None,
+        metadata: JSONObject | None,
+        options: MessageOptions | None,
+        start: bool,
+        idempotency_key: str | None = None,
+    ) -> Delivery:
+        routed = self._routed(agent_id, queue, message, id, metadata, options, idempotency_key)
+        known = self._agents.known(agent_id) if start else None
+        claim = None if known is None else known.status.claim
+        if claim is not None:
+            # The agent is idle and offers its next consumption: accept and consume in one
+            # transaction (docs/architecture.md, "Commit boundaries of a step").
+            consuming = self._accept_consuming(agent_id, routed, claim)
+            if consuming is not None:
+                return consuming
+            # The consumption raised and rolled everything back: accept alone, as always.
+        try:
+            delivery, queued = self._store.transact(routed)
+        except CommitOutcomeUnknownError:
+            # It may have landed: wake the agent so a message that did is not left waiting
+            # for the next start. The caller re-offers with the same id (idempotent).
+            if start:
+                self._agents.tell(agent_id, Start(), counted=True)
+                self._drivers.wake(agent_id)
+            raise
+        if queued is not None and start:
+            self._agents.tell(agent_id, WorkAccepted(message=queued), counted=True)
+        elif queued is None and delivery.created:
+            # A driver turn: its runner runs it now, ``start`` or not (a driver turn left
+            # queued would only be interrupted at the next open: docs/drivers.md).
+            self._drivers.wake(agent_id)
+        return delivery
+
+    def _accept_consuming(
+        self, agent_id: str, routed: _Accept, claim: ConsumeClaim
+    ) -> Delivery | None:
+        """The acceptance, consuming under the idle actor's ``claim`` if it can; None if the
+        consumption failed (nothing was committed: the caller accepts alone)."""
+        try:
+            outcome = accept_consuming(self._store, agent_id, claim, routed)
+        except CommitOutcomeUnknownError:
+            # As in _accept: it may have landed (consumed, even); the actor reloads.
+            self._agents.tell(agent_id, Start(), counted=True)
+            self._drivers.wake(agent_id)
+            raise
+        if outcome is None:
+            return None
+        delivery, queued, consumed = outcome
+        if consumed:
+            self._agents.tell(agent_id, ClaimTold(claim=claim), counted=True)
+        elif queued is not None:
+            self._agents.tell(agent_id, WorkAccepted(message=queued), counted=True)
+        elif delivery.created:
+            self._drivers.wake(agent_id)
+        return delivery
+
+    def _routed(
+        self,
+        agent_id: str,
+        queue: QueueName,
+        message: QueueableMessage,
+        id: str | None,
+        metadata: JSONObject | None,
+        options: MessageOptions | None,
+        idempotency_key: str | None,
+    ) -> _Accept:
+        """The acceptance of a message to ``agent_id``, checked now: the native queue, or a
+        turn of the session's injected driver (decided inside the transaction)."""
+        native = prepare_acceptance(
+            self._providers,
+            agent_id,
+            queue,
+            message,
+            message_id=id,
+            metadata=metadata,
+            options=options,
+            defaults=self._defaults,
+            idempotency_key=idempotency_key,
+        )
+        as_driver_turn = prepare_driver_turn(
+            self._drivers,
+            agent_id,
+            queue,
+            message,
+            message_id=id,
+            metadata=metadata,
+            options=options,
+            idempotency_key=idempotency_key,
+        )
+
+        def accept(tx: Transaction) -> tuple[Delivery, QueuedMessage | None]:
+            driver = session_tables.session_driver(tx, agent_id)
+            if driver == NATIVE_DRIVER:
+                return native(tx)
+            return as_driver_turn(tx, driver), None
+
+        return accept
+
+    def within(
+        self,
+        tx: Transaction,
+        agent_id: str,
+        queue: QueueName,
+        message: QueueableMessage,
+        *,
+        id: str | None,
+        metadata: JSONObject | None,
+        options: MessageOptions | None,
+    ) -> Delivery:
+        """Queue a message inside ``tx`` (a hook running in a transaction): durable with it,
+        and the agent is told only after it committed, so a rollback leaves no live effect."""
+        with self._admission.operation(), self._admission.agent_operation(agent_id):
+            routed = self._routed(agent_id, queue, message, id, metadata, options, None)
+            delivery, queued = routed(tx)
+        if queued is not None:
+            tx.after_commit(
+                lambda: self._agents.tell(agent_id, WorkAccepted(message=queued), counted=True)
+            )
+        elif delivery.created:
+            # A driver turn. Waking may start a runner (an ask to its supervisor): never in
+            # the writer's thread, where after-commit callbacks run.
+            tx.after_commit(lambda: self._drivers.wake_soon(agent_id))
+        return delivery
