@@ -200,7 +200,12 @@ def demo(state: CliState, directory: Path | None) -> None:
         console.line("demo: FAILED — see the ✗ lines above")
     console.line("")
     console.line("Inspect it yourself (each command runs as printed, from this directory):")
-    for command in (("list",), ("show", agent_id), ("transcript", agent_id), ("db", "check")):
+    for command in (
+        ("session", "list"),
+        ("session", "show", agent_id),
+        ("session", "transcript", agent_id),
+        ("db", "check"),
+    ):
         console.line(f"  {command_line(home.path, *command)}")
     files = (shlex.quote(str(home.path / name)) for name in ("notes.txt", "tool-runs.jsonl"))
     console.line(f"  cat {' '.join(files)}")

@@ -301,7 +301,11 @@ def run_demo(home: Path, state: CliState) -> bool:
         console.line("demo-daemon: FAIL — see the FAIL lines above")
     console.line("")
     console.line("Inspect it yourself:")
-    for command in (("show", run.session_id), ("transcript", run.session_id), ("db", "check")):
+    for command in (
+        ("session", "show", run.session_id),
+        ("session", "transcript", run.session_id),
+        ("db", "check"),
+    ):
         console.line(f"  {command_line(home, *command)}")
     console.line(f"  {command_line(home, 'serve')}   # then, from another shell:")
     console.line(
