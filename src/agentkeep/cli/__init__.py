@@ -35,7 +35,6 @@ from agentkeep.cli.context import CliState
 from agentkeep.cli.conversations import session
 from agentkeep.cli.definitions import agent
 from agentkeep.cli.demo import demo, demo_child
-from agentkeep.cli.demo_daemon import demo_daemon
 from agentkeep.cli.driver_specs import DRIVERS_HELP, specs_from
 from agentkeep.cli.history import purge
 from agentkeep.cli.logs import DEFAULT_LOG_LEVEL, LOG_LEVELS, configure_logging, effective_level
@@ -53,7 +52,7 @@ from agentkeep.cli.output import (
 from agentkeep.cli.runtime import Home
 from agentkeep.cli.serve import serve
 from agentkeep.cli.talking import talk
-from agentkeep.cli.transport import refuse_under_daemon
+from agentkeep.cli.transport import OWNER_ONLY, refuse_under_daemon
 from agentkeep.drivers.loading import DRIVERS_ENV
 from agentkeep.errors import AgentkeepError
 from agentkeep.persistence.store import HOME_ENV, resolve_home
@@ -95,8 +94,9 @@ providers.toml in the state directory registers more, e.g.
 """
 
 
-# The top-level names the conversation commands had before they moved under `session`
-# (issue 30): each exits 2 naming its command now, instead of "No such command".
+# The top-level names the conversation commands had before they moved under `session`, and
+# `demo-daemon` (now `demo --daemon`): each exits 2 naming its command now, instead of
+# "No such command".
 MOVED = {
     "create": "session start",
     "list": "session list",
@@ -107,6 +107,7 @@ MOVED = {
     "compact": "session compact",
     "transcript": "session transcript",
     "delete": "session delete",
+    "demo-daemon": "demo --daemon",
 }
 
 
@@ -256,7 +257,7 @@ def cli(
         output=Output(json_mode=json_mode),
         log_level=level,
     )
-    if ctx.invoked_subcommand is not None:
+    if ctx.invoked_subcommand in OWNER_ONLY:
         try:
             refuse_under_daemon(ctx.obj, ctx.invoked_subcommand)
         except CliError as error:
@@ -272,7 +273,6 @@ for _command in (
     chaos,
     demo,
     demo_child,
-    demo_daemon,
     purge,
     serve,
     mcp,

@@ -27,8 +27,9 @@ from agentkeep.mcp.backend import Backend, SystemBackend
 # Top-level commands that need to own the store (or run a process that does): refused while
 # a daemon owns the home, with this exit code (the same as a held lock: the home is in use).
 # `session start` without AGENT_ID and `session delete` (no REST operation: a session without
-# a definition, releasing an id) refuse themselves, through `refuse_under_daemon`.
-OWNER_ONLY = frozenset({"resume", "purge", "chaos", "demo", "serve"})
+# a definition, releasing an id) and `demo` (not `demo --daemon`, which starts its own daemon
+# in its own directory) refuse themselves, through `refuse_under_daemon`.
+OWNER_ONLY = frozenset({"resume", "purge", "chaos", "serve"})
 
 
 def daemon_of(state: CliState) -> Daemon | None:
@@ -42,11 +43,9 @@ def daemon_of(state: CliState) -> Daemon | None:
 
 
 def refuse_under_daemon(state: CliState, command: str, form: str = "") -> None:
-    """Exit 3 if a daemon owns the home and ``command`` needs the store itself: a top-level
-    command in :data:`OWNER_ONLY`, or a subcommand (``session delete``) that says so itself
-    (``form``: which of its forms, e.g. ``without AGENT_ID``)."""
-    if " " not in command and command not in OWNER_ONLY:
-        return
+    """Exit 3 if a daemon owns the home: ``command`` needs the store itself (a top-level
+    command in :data:`OWNER_ONLY`, or one that says so itself, e.g. ``session delete``;
+    ``form``: which of its forms, e.g. ``without AGENT_ID``)."""
     daemon = daemon_of(state)
     if daemon is None:
         return

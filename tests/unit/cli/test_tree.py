@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from agentkeep.cli import MOVED, cli
 
-# `demo-daemon` is the demo's second form (`make demo-daemon`); `demo-child` is hidden.
+# (`demo-child`, the demo's child process, is hidden.)
 TOP_LEVEL = {
     "session",
     "agent",
@@ -25,7 +25,6 @@ TOP_LEVEL = {
     "db",
     "chaos",
     "demo",
-    "demo-daemon",
     "resume",
     "purge",
 }
@@ -39,6 +38,7 @@ REMOVED = {
     "compact": "session compact",
     "transcript": "session transcript",
     "delete": "session delete",
+    "demo-daemon": "demo --daemon",
 }
 SESSION_COMMANDS = {
     # seed 002's

@@ -100,13 +100,11 @@ def test_owner_only_commands_refuse_under_a_daemon_and_reads_still_work(
     assert run("agent", "create", "-", stdin=QUICK).exit_code == 0
     with kit.daemon_on(home) as daemon:
         for args in (
-            (
-                "session",
-                "start",
-            ),
+            ("session", "start"),
             ("resume",),
             ("purge", "x"),
             ("session", "delete", "x"),
+            ("demo",),
         ):
             refused = run(*args)
             assert refused.exit_code == 3, args
