@@ -90,7 +90,10 @@ def list_sessions(state: CliState, definition_id: str | None, include_archived: 
 @session.command(name="start")
 @click.argument("definition_id", metavar="[AGENT_ID]", required=False)
 @click.option(
-    "--id", "session_id", help=f"The session's id ({ID_RULE}); a retry with it is a no-op."
+    "--id",
+    "session_id",
+    help=f"The session's id ({ID_RULE}); with AGENT_ID a retry with it is a no-op, "
+    "without it a taken id is refused.",
 )
 @click.option("--revision", "revision_id", help="Pin this revision instead of the current one.")
 @click.option("--title", help="Sets metadata.title.")
