@@ -47,9 +47,9 @@ chaos: $(STAMP)
 demo: $(DEMO_STAMP)
 	$(BIN)/agentkeep demo
 
-## demo-daemon: the same through the daemon (`agentkeep serve`), SIGKILLed mid-turn
+## demo-daemon: the same through the daemon (`agentkeep demo --daemon`), SIGKILLed mid-turn
 demo-daemon: $(DEMO_STAMP)
-	$(BIN)/agentkeep demo-daemon
+	$(BIN)/agentkeep demo --daemon
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet --group bench

@@ -5,8 +5,8 @@
 #   scripts/try_as_new_user.sh [STATE_DIR]      (AGENTKEEP="python -m agentkeep.cli" to pick one)
 #
 # `serve` in the background (port 0, found through daemon.json), `talk` twice on one session,
-# `session events --after 0`, `abort` of a slow turn from another process, `serve` stopped with
-# SIGTERM, and the CLI working directly on the same state again. Every wait is bounded; nothing
+# `session events --after 0`, `session cancel` of a slow turn from another process, `serve`
+# stopped with SIGTERM, and the CLI working directly on the same state again. Every wait is bounded; nothing
 # is ordered by sleeping. Exits non-zero naming the step that failed.
 set -euo pipefail
 
@@ -61,12 +61,12 @@ COMPLETED=$(echo "$EVENTS" | json 'sum(e["type"] == "turn.completed" for e in v[
 FIRST_SEQ=$(echo "$EVENTS" | json 'v["events"][0]["sequence"]')
 [[ $FIRST_SEQ == 1 ]] || fail "the ledger starts at $FIRST_SEQ"
 
-step "abort a slow turn from another process"
+step "cancel a slow turn from another process"
 SLOW=$("${AK[@]}" --json talk slowpoke "What is 2 + 3?" --background)
 SLOW_SESSION=$(echo "$SLOW" | json 'v["turn"]["sessionId"]')
 SLOW_TURN=$(echo "$SLOW" | json 'v["turn"]["id"]')
-ABORTED=$("${AK[@]}" --json abort "$SLOW_SESSION")
-[[ $(echo "$ABORTED" | json 'v["aborted"]') == True ]] || fail "abort: $ABORTED"
+CANCELLED=$("${AK[@]}" --json session cancel "$SLOW_SESSION")
+[[ $(echo "$CANCELLED" | json 'v["status"]') == cancelled ]] || fail "cancel: $CANCELLED"
 
 step "stop serve with SIGTERM"
 kill -TERM "$SERVE_PID"
@@ -82,7 +82,7 @@ SERVE_PID=""
 step "the CLI works directly again"
 SHOWN=$("${AK[@]}" --json session show "$SLOW_SESSION")
 STATUS=$(echo "$SHOWN" | json "[t['status'] for t in v['turns'] if t['id'] == '$SLOW_TURN'][0]")
-[[ $STATUS == cancelled ]] || fail "the aborted turn is $STATUS"
+[[ $STATUS == cancelled ]] || fail "the cancelled turn is $STATUS"
 THIRD=$("${AK[@]}" --json talk helper "What is 2 + 2?" --session "$SESSION")
 [[ $(echo "$THIRD" | json 'v["turn"]["number"]') == 3 ]] || fail "direct talk: $THIRD"
 echo "OK: $STATE" >&2

@@ -10,7 +10,7 @@ names); errors go to stderr with a message saying what to do, and a non-zero exi
 3     the state directory is held by another process (the message names its pid), or a
       daemon owns it and the command needs the store itself
 4     no such agent, definition, session or turn, or no store in the state directory
-5     the agent's turn failed (``send --wait``, ``session send --wait``, ``talk``)
+5     the agent's turn failed (``session send --wait``, ``talk``)
 130   interrupted by Ctrl-C: the turn was aborted (a second Ctrl-C exits at once)
 ====  ==============================================================================
 
@@ -28,19 +28,17 @@ from typing import Any
 import apsw
 import click
 
-from agentkeep.cli.admin import create, delete, list_agents, resume, show, transcript
+from agentkeep.cli.admin import resume
 from agentkeep.cli.chaos import chaos
 from agentkeep.cli.check import db
 from agentkeep.cli.context import CliState
 from agentkeep.cli.conversations import session
 from agentkeep.cli.definitions import agent
 from agentkeep.cli.demo import demo, demo_child
-from agentkeep.cli.demo_daemon import demo_daemon
 from agentkeep.cli.driver_specs import DRIVERS_HELP, specs_from
 from agentkeep.cli.history import purge
 from agentkeep.cli.logs import DEFAULT_LOG_LEVEL, LOG_LEVELS, configure_logging, effective_level
 from agentkeep.cli.mcp import mcp
-from agentkeep.cli.messaging import abort, compact, send, steer
 from agentkeep.cli.output import (
     CliError,
     Output,
@@ -54,7 +52,7 @@ from agentkeep.cli.output import (
 from agentkeep.cli.runtime import Home
 from agentkeep.cli.serve import serve
 from agentkeep.cli.talking import talk
-from agentkeep.cli.transport import refuse_under_daemon
+from agentkeep.cli.transport import OWNER_ONLY, refuse_under_daemon
 from agentkeep.drivers.loading import DRIVERS_ENV
 from agentkeep.errors import AgentkeepError
 from agentkeep.persistence.store import HOME_ENV, resolve_home
@@ -63,7 +61,10 @@ __all__ = ["cli", "main"]
 
 _HELP = """Run and inspect durable agents in a state directory.
 
-Start with `agentkeep demo`. Output is text for people, or one JSON document with --json.
+Start with `agentkeep demo`. `agentkeep agent …` manages agent definitions (what an agent
+is: instructions, model, tools); `agentkeep session …` the durable conversations (started
+from a definition, or without one); `agentkeep talk` starts or continues one and waits for
+the answer. Output is text for people, or one JSON document with --json.
 When a daemon (`agentkeep serve`) owns the state directory, commands go through it.
 Errors go to stderr with what to do, and an exit code:
 
@@ -74,7 +75,7 @@ Errors go to stderr with what to do, and an exit code:
   3  the state directory is held by another process (named by pid), or a daemon
      owns it and the command needs the store itself
   4  no such agent, definition, session or turn, or no store in the state directory
-  5  the agent's turn failed (send --wait, talk): the failure is printed
+  5  the agent's turn failed (session send --wait, talk): the failure is printed
   130  interrupted by Ctrl-C: the turn was aborted (a second Ctrl-C exits at once)
 
 \b
@@ -93,8 +94,36 @@ providers.toml in the state directory registers more, e.g.
 """
 
 
+# The top-level names the conversation commands had before they moved under `session`, and
+# `demo-daemon` (now `demo --daemon`): each exits 2 naming its command now, instead of
+# "No such command".
+MOVED = {
+    "create": "session start",
+    "list": "session list",
+    "show": "session show",
+    "send": "session send",
+    "steer": "session send --steer",
+    "abort": "session cancel",
+    "compact": "session compact",
+    "transcript": "session transcript",
+    "delete": "session delete",
+    "demo-daemon": "demo --daemon",
+}
+
+
 class _Group(click.Group):
     """Turns every error a command raises into a message on stderr and an exit code."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else None
+        if name in MOVED and name not in self.commands:
+            hint = " (without AGENT_ID: a session with no definition)" if name == "create" else ""
+            raise click.UsageError(
+                f"`agentkeep {name}` is now `agentkeep {MOVED[name]}`{hint}.", ctx=ctx
+            )
+        return super().resolve_command(ctx, args)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # Refused before anything runs: undecodable text would fail deep inside a write.
@@ -228,7 +257,7 @@ def cli(
         output=Output(json_mode=json_mode),
         log_level=level,
     )
-    if ctx.invoked_subcommand is not None:
+    if ctx.invoked_subcommand in OWNER_ONLY:
         try:
             refuse_under_daemon(ctx.obj, ctx.invoked_subcommand)
         except CliError as error:
@@ -238,22 +267,12 @@ def cli(
 for _command in (
     agent,
     session,
-    create,
-    list_agents,
-    show,
-    transcript,
-    send,
-    steer,
     talk,
-    abort,
-    compact,
-    delete,
     resume,
     db,
     chaos,
     demo,
     demo_child,
-    demo_daemon,
     purge,
     serve,
     mcp,

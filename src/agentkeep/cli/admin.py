@@ -1,4 +1,11 @@
-"""Admin commands over one state directory: create, list, show, transcript, delete, resume."""
+"""What ``agentkeep session …`` adds to seed 002's session commands, over one state directory:
+a session without a definition (``session start`` without AGENT_ID), what the runtime holds
+for a session (``session show``'s ``runtime``), ``session transcript``, ``session delete``;
+and the top-level ``resume``.
+
+A bare start and ``session delete`` have no REST operation: they need the store itself
+and are refused (exit 3) while a daemon owns the home.
+"""
 
 from __future__ import annotations
 
@@ -24,13 +31,14 @@ from agentkeep.cli.output import (
 )
 from agentkeep.cli.reading import open_reader
 from agentkeep.cli.runtime import open_system
+from agentkeep.cli.transport import refuse_under_daemon
 from agentkeep.config import current_environment
 from agentkeep.errors import UnknownAgentError
 from agentkeep.history import read_history
 from agentkeep.persistence.interface import Transaction
 from agentkeep.server.wire import iso
+from agentkeep.sessions import SessionRecord, UnknownSessionError
 from agentkeep.types import ConversationRecord, Settings, published_messages, rebuild_messages
-from agentkeep.types.ids import ID_RULE
 
 
 def parse_metadata(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -49,43 +57,25 @@ def parse_metadata(pairs: tuple[str, ...]) -> dict[str, Any]:
     return metadata
 
 
-@click.command()
-@click.option("--id", "agent_id", help=f"The agent's id: {ID_RULE}.")
-@click.option("--title", help="Sets metadata.title.")
-@click.option("--metadata", "metadata", multiple=True, metavar="KEY=VALUE", help="Repeatable.")
-@click.option("--parent", help="The id of the parent agent.")
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="A JSON agent config: {environment, features, metadata}.",
-)
-@click.option(
-    "--with-environment", is_flag=True, help="Tell the agent about this machine (OS, cwd, shell)."
-)
-@pass_state
-def create(
+def start_bare(
     state: CliState,
+    *,
     agent_id: str | None,
     title: str | None,
-    metadata: tuple[str, ...],
+    metadata: dict[str, Any],
     parent: str | None,
     config_file: Path | None,
     with_environment: bool,
-) -> None:
-    """Create an agent (from flags or --config FILE.json) and print its id."""
-    config = load_agent_config(config_file, title=title, metadata=parse_metadata(metadata))
+) -> SessionRecord:
+    """``session start`` without AGENT_ID: a session (an agent) with no definition, from
+    ``--config FILE.json`` and the flags; needs the store itself (created if missing)."""
+    refuse_under_daemon(state, "session start", "without AGENT_ID")
+    config = load_agent_config(config_file, title=title, metadata=metadata)
     if with_environment and config.environment is None:
         config = msgspec.structs.replace(config, environment=current_environment())
     with open_system(state.home, resume=False, create=True) as (system, _):
         agent = system.create(config, id=agent_id, parent=parent)
-    value = {
-        "id": agent.id,
-        "parent_id": parent,
-        "metadata": config.metadata,
-        "home": str(state.home.path),
-    }
-    state.output.result(value, lambda v: v["id"])
+        return system.sessions.get(agent.id)
 
 
 def _state_of(owes_work: bool) -> str:
@@ -93,41 +83,9 @@ def _state_of(owes_work: bool) -> str:
     return "owes_work" if owes_work else "idle"
 
 
-@click.command(name="list")
-@pass_state
-def list_agents(state: CliState) -> None:
-    """List every agent with its state."""
-
-    def read(tx: Transaction) -> list[dict[str, Any]]:
-        owing = set(tx.agents_owing_work())
-        return [
-            {
-                "id": row.id,
-                "parent_id": row.parent_id,
-                "metadata": row.metadata,
-                "created_at": iso(row.created_at_ms),
-                "state": _state_of(row.id in owing),
-            }
-            for row in tx.list_agents()
-        ]
-
-    with open_reader(state.home) as store:
-        agents = store.read(read)
-
-    def render(value: dict[str, Any]) -> str:
-        if not value["agents"]:
-            return "no agents (create one with `agentkeep create`)"
-        lines = [f"{'ID':<26} {'STATE':<10} TITLE"]
-        for each in value["agents"]:
-            title = each["metadata"].get("title", "")
-            lines.append(f"{each['id']:<26} {each['state']:<10} {title}")
-        return "\n".join(lines)
-
-    state.output.result({"agents": agents}, render)
-
-
 def read_agent(tx: Transaction, agent_id: str) -> dict[str, Any] | None:
-    """Everything ``show`` prints about one agent, from one snapshot."""
+    """What the runtime holds for one session (agent), from one snapshot: ``session show``'s
+    ``runtime`` (settings, owed work, queued messages, pending tool calls, …)."""
     row = tx.get_agent(agent_id)
     if row is None:
         return None
@@ -174,12 +132,12 @@ def read_agent(tx: Transaction, agent_id: str) -> dict[str, Any] | None:
     }
 
 
-def _render_show(value: dict[str, Any]) -> str:
+def render_runtime(value: dict[str, Any]) -> str:
+    """``read_agent``'s value for people (``session show`` in text mode)."""
     settings = value["settings"] or {}
     where = f"{settings.get('provider') or '(default)'} / {settings.get('model') or '(default)'}"
     owed = value["owed"]
     lines = [
-        f"agent      {value['id']}",
         f"title      {value['metadata'].get('title', '')}",
         f"parent     {value['parent_id'] or '-'}",
         f"state      {value['state']}" + (f" (stage: {owed['stage']})" if owed else ""),
@@ -195,20 +153,8 @@ def _render_show(value: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@click.command()
-@click.argument("agent_id")
-@pass_state
-def show(state: CliState, agent_id: str) -> None:
-    """Show an agent: config, metadata, settings, state, queued work, pending calls."""
-    with open_reader(state.home) as store:
-        value = store.read(lambda tx: read_agent(tx, agent_id))
-    if value is None:
-        raise UnknownAgentError(agent_id)
-    state.output.result(value, _render_show)
-
-
-@click.command()
-@click.argument("agent_id")
+@click.command(name="transcript")
+@click.argument("session_id")
 @click.option(
     "--all",
     "all_epochs",
@@ -216,8 +162,11 @@ def show(state: CliState, agent_id: str) -> None:
     help="Also the archived epochs a model switch or a compaction took out of view.",
 )
 @pass_state
-def transcript(state: CliState, agent_id: str, all_epochs: bool) -> None:
-    """Print an agent's durable conversation (with --all: its whole history, by epoch)."""
+def transcript(state: CliState, session_id: str, all_epochs: bool) -> None:
+    """Print a session's durable conversation (with --all: its whole history, by epoch).
+
+    Read without the store's lock: it works while another process owns the home."""
+    agent_id = session_id
     with open_reader(state.home) as store:
         if all_epochs:
             epochs = store.read(lambda tx: read_history(tx, agent_id, Settings()))
@@ -230,19 +179,26 @@ def transcript(state: CliState, agent_id: str, all_epochs: bool) -> None:
 
         records = store.read(read)
     if records is None:
-        raise UnknownAgentError(agent_id)
+        raise UnknownSessionError(session_id)
     messages = published_messages(records)
     value = {"id": agent_id, "messages": to_builtins(messages)}
     state.output.result(value, lambda _: render_transcript(messages) or "(no messages yet)")
 
 
-@click.command()
-@click.argument("agent_id")
+@click.command(name="delete")
+@click.argument("session_id")
 @pass_state
-def delete(state: CliState, agent_id: str) -> None:
-    """Delete an agent: release its id, keep what it wrote."""
+def delete(state: CliState, session_id: str) -> None:
+    """Delete a session: release its id, keep what it wrote (`session archive` keeps the id).
+
+    Needs the store itself: refused (exit 3) while a daemon owns the home."""
+    refuse_under_daemon(state, "session delete")
+    agent_id = session_id
     with open_system(state.home, resume=False) as (system, _):
-        system.delete(agent_id)
+        try:
+            system.delete(agent_id)
+        except UnknownAgentError:
+            raise UnknownSessionError(session_id) from None
     state.output.result({"id": agent_id, "deleted": True}, lambda v: f"deleted {v['id']}")
 
 

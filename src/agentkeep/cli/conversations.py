@@ -1,9 +1,11 @@
-"""``agentkeep session …``: seed 002's sessions (``list/start/show/events/send/cancel/
-archive``, and agentkeep's ``settle``), over a :class:`~agentkeep.mcp.backend.Backend`
-(:mod:`agentkeep.cli.transport`), printing the daemon's JSON (``server.wire``) in both modes.
+"""``agentkeep session …``: the durable conversations. Seed 002's ``list/start/show/events/
+send/cancel/archive``, and agentkeep's ``settle``, ``compact``, ``transcript`` and ``delete``.
 
-A session id is an agent id (SURFACES §1): ``agentkeep send AGENT`` and ``agentkeep session
-send AGENT`` reach the same conversation.
+Most run over a :class:`~agentkeep.mcp.backend.Backend` (:mod:`agentkeep.cli.transport`),
+printing the daemon's JSON (``server.wire``) in both modes. A session id is an agent id
+(SURFACES §1): a session started from a definition and one made without (``session start``
+without AGENT_ID) are the same kind of thing. The top-level names these commands had
+(``agentkeep send`` …) exit 2 naming the command here (``agentkeep.cli.MOVED``).
 """
 
 from __future__ import annotations
@@ -14,14 +16,20 @@ from typing import Any
 import click
 import msgspec
 
-from agentkeep.cli.admin import parse_metadata
+from agentkeep.cli.admin import (
+    delete,
+    parse_metadata,
+    read_agent,
+    render_runtime,
+    start_bare,
+    transcript,
+)
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.definitions import PAGE_LIMIT, wire
-from agentkeep.cli.message_input import message_json_option, message_of, read_message
-from agentkeep.cli.options import timeout_option
+from agentkeep.cli.messaging import cancel, compact, send
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
+from agentkeep.cli.reading import open_reader
 from agentkeep.cli.transport import open_backend
-from agentkeep.cli.turn_waiting import send_turn
 from agentkeep.errors import AgentExistsError
 from agentkeep.server.event_wire import wire_event_data
 from agentkeep.server.turn_wire import turn_out
@@ -44,6 +52,9 @@ def event_line(event: SessionEvent) -> str:
 def _session_line(value: dict[str, Any]) -> str:
     agent = value["agentId"] or "(no definition)"
     line = f"{value['id']}  {agent}  {value['status']}"
+    title = value["metadata"].get("title")
+    if title:
+        line += f"  {title}"
     owes = value.get("owes")
     if owes:
         line += f"  owes work: {owes['reason']} (`agentkeep session settle {value['id']}` ends it)"
@@ -52,7 +63,8 @@ def _session_line(value: dict[str, Any]) -> str:
 
 @click.group(name="session")
 def session() -> None:
-    """Sessions (seed 002's `session` commands): durable conversations, their turns and events."""
+    """Sessions: durable conversations, their turns and events (seed 002's `session`
+    commands, and agentkeep's settle, compact, transcript and delete)."""
 
 
 @session.command(name="list")
@@ -76,32 +88,84 @@ def list_sessions(state: CliState, definition_id: str | None, include_archived: 
 
 
 @session.command(name="start")
-@click.argument("definition_id", metavar="AGENT_ID")
+@click.argument("definition_id", metavar="[AGENT_ID]", required=False)
 @click.option(
-    "--id", "session_id", help=f"The session's id ({ID_RULE}); a retry with it is a no-op."
+    "--id",
+    "session_id",
+    help=f"The session's id ({ID_RULE}); with AGENT_ID a retry with it is a no-op, "
+    "without it a taken id is refused.",
 )
 @click.option("--revision", "revision_id", help="Pin this revision instead of the current one.")
+@click.option("--title", help="Sets metadata.title.")
 @click.option("--metadata", "metadata", multiple=True, metavar="KEY=VALUE", help="Repeatable.")
+@click.option("--parent", help="Without AGENT_ID: the id of the parent session.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Without AGENT_ID: a JSON agent config: {environment, features, metadata}.",
+)
+@click.option(
+    "--with-environment",
+    is_flag=True,
+    help="Without AGENT_ID: tell the agent about this machine (OS, cwd, shell).",
+)
 @pass_state
 def start(
     state: CliState,
-    definition_id: str,
+    definition_id: str | None,
     session_id: str | None,
     revision_id: str | None,
+    title: str | None,
     metadata: tuple[str, ...],
+    parent: str | None,
+    config_file: Path | None,
+    with_environment: bool,
 ) -> None:
-    """Start a session of an agent definition (pinned to its current revision)."""
-    wanted = parse_metadata(metadata) or None
+    """Start a session of agent definition AGENT_ID (pinned to its current revision), or,
+    without AGENT_ID, one with no definition (from --config and the flags; it runs on the
+    default model, and needs the store itself: refused while a daemon owns the home)."""
+    wanted = parse_metadata(metadata)
+    if definition_id is None:
+        if revision_id is not None:
+            raise click.BadParameter("--revision goes with AGENT_ID.", param_hint="--revision")
+        bare = start_bare(
+            state,
+            agent_id=session_id,
+            title=title,
+            metadata=wanted,
+            parent=parent,
+            config_file=config_file,
+            with_environment=with_environment,
+        )
+        state.output.result(wire(session_out(bare)), lambda v: v["id"])
+        return
+    for name, value in (
+        ("--parent", parent),
+        ("--config", config_file),
+        ("--with-environment", with_environment or None),
+    ):
+        if value is not None:
+            raise click.BadParameter(
+                "it starts a session without a definition: leave out AGENT_ID (a "
+                "definition's session takes its configuration from the definition).",
+                param_hint=name,
+            )
+    if title is not None:
+        wanted["title"] = title
     with open_backend(state) as backend:
         try:
             record = backend.start_session(
-                definition_id, session_id=session_id, metadata=wanted, revision_id=revision_id
+                definition_id,
+                session_id=session_id,
+                metadata=wanted or None,
+                revision_id=revision_id,
             )
         except AgentExistsError:
             # Seed 002: a client-chosen id makes the start idempotent (the daemon's rule).
             assert session_id is not None
             record = backend.get_session(session_id)
-            if not _same_start(record, definition_id, revision_id, wanted):
+            if not _same_start(record, definition_id, revision_id, wanted or None):
                 raise CliError(
                     f'Session "{session_id}" already exists with a different agent, revision '
                     "or metadata.",
@@ -131,19 +195,26 @@ def _same_start(
 @click.argument("session_id")
 @pass_state
 def show(state: CliState, session_id: str) -> None:
-    """The session, its turns and its event ledger together (the first 1000 of each)."""
+    """The session, its turns and its event ledger together (the first 1000 of each), and
+    what the runtime holds for it (`runtime`: model settings, owed work, queued messages,
+    pending tool calls; read from the store without its lock, in both modes)."""
     with open_backend(state, read_only=True) as backend:
         record = backend.get_session(session_id)
         turns = backend.turns(session_id, after=0, limit=PAGE_LIMIT)
         events = backend.events(session_id, after=0, limit=PAGE_LIMIT)
+    with open_reader(state.home) as store:
+        runtime = store.read(lambda tx: read_agent(tx, session_id))
     value = {
         "session": wire(session_out(record)),
         "turns": [wire(turn_out(t)) for t in turns],
         "events": [wire(event_out(e)) for e in events],
+        "runtime": runtime,
     }
 
     def render(v: dict[str, Any]) -> str:
         lines = [_session_line(v["session"])]
+        if v["runtime"] is not None:
+            lines.append(render_runtime(v["runtime"]))
         lines += [f"  turn {t['number']} {t['id']}: {t['status']}" for t in v["turns"]]
         lines += [f"  {event_line(e)}" for e in events]
         return "\n".join(lines)
@@ -196,58 +267,6 @@ def events(
     )
 
 
-@session.command(name="send")
-@click.argument("session_id")
-@click.argument("text", required=False)
-@click.option(
-    "--file",
-    "file_path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Read the message from this file (UTF-8) instead of TEXT.",
-)
-@click.option("--key", "idempotency_key", help="An idempotency key: a retry is a no-op.")
-@message_json_option
-@click.option("--steer", is_flag=True, help="Join the running turn instead of queueing a new one.")
-@click.option("--wait", is_flag=True, help="Wait for the turn's end and print its answer.")
-@timeout_option("Seconds to wait for the turn's end (it goes on after).")
-@pass_state
-def send(
-    state: CliState,
-    session_id: str,
-    text: str | None,
-    file_path: Path | None,
-    idempotency_key: str | None,
-    message_json: bool,
-    steer: bool,
-    wait: bool,
-    timeout_seconds: float,
-) -> None:
-    """Send a message as a turn (TEXT, - for stdin, or --file); durable on return."""
-    message = message_of(read_message(text, file_path), message_json)
-    with open_backend(state) as backend:
-        send_turn(
-            state,
-            backend,
-            session_id,
-            message,
-            delivery="steer" if steer else "send",
-            idempotency_key=idempotency_key,
-            wait=wait,
-            timeout_seconds=timeout_seconds,
-        )
-
-
-@session.command(name="cancel")
-@click.argument("session_id")
-@click.option("--turn", "turn_id", help="The turn to cancel (default: the active one).")
-@pass_state
-def cancel(state: CliState, session_id: str, turn_id: str | None) -> None:
-    """Cancel the session's active turn (or --turn); prints it once it stopped."""
-    with open_backend(state) as backend:
-        turn = backend.cancel_turn(session_id, turn_id)
-    state.output.result(wire(turn_out(turn)), lambda v: f"turn {v['id']}: {v['status']}")
-
-
 @session.command(name="settle")
 @click.argument("session_id")
 @click.option(
@@ -274,3 +293,7 @@ def archive(state: CliState, session_id: str) -> None:
     with open_backend(state) as backend:
         record = backend.archive_session(session_id)
     state.output.result(wire(session_out(record)), lambda v: f"{v['id']}: {v['status']}")
+
+
+for _command in (send, cancel, compact, transcript, delete):
+    session.add_command(_command)

@@ -29,12 +29,14 @@ import click
 from agentkeep.cli.admin import read_agent
 from agentkeep.cli.check import run_check
 from agentkeep.cli.context import CliState, pass_state
+from agentkeep.cli.demo_daemon import demo_daemon
 from agentkeep.cli.demo_verify import verify
 from agentkeep.cli.narrator import Narrator
 from agentkeep.cli.output import EXIT_BAD_INPUT, EXIT_FAILURE, CliError, Console, command_line
 from agentkeep.cli.reading import open_reader
 from agentkeep.cli.runtime import Home, StreamPrinter, open_system
 from agentkeep.cli.tools import ToolEnvironment
+from agentkeep.cli.transport import refuse_under_daemon
 from agentkeep.config import AgentConfig
 from agentkeep.messages import user
 from agentkeep.providers.demo import DEMO_MODEL, DEMO_PROVIDER
@@ -139,11 +141,23 @@ def _show_crash_state(home: Home, agent_id: str, narrator: Narrator) -> None:
     "--dir",
     "directory",
     type=click.Path(path_type=Path, file_okay=False),
-    help="Run in this (new or empty) directory instead of <home>/demo-<timestamp>.",
+    help="Run in this (new or empty) directory instead of <home>/demo-<timestamp> (with "
+    "--daemon: instead of a new temporary directory).",
+)
+@click.option(
+    "--daemon",
+    is_flag=True,
+    help="Instead: show the daemon's event stream resuming across a SIGKILL of `agentkeep "
+    "serve` (`make demo-daemon`).",
 )
 @pass_state
-def demo(state: CliState, directory: Path | None) -> None:
-    """Show a durable agent surviving a SIGKILL in the middle of a tool batch."""
+def demo(state: CliState, directory: Path | None, daemon: bool) -> None:
+    """Show a durable agent surviving a SIGKILL in the middle of a tool batch (with --daemon:
+    the daemon's event stream surviving a SIGKILL of `agentkeep serve`)."""
+    if daemon:
+        demo_daemon(state, directory)
+        return
+    refuse_under_daemon(state, "demo")
     if directory is not None and directory.exists() and any(directory.iterdir()):
         raise CliError(
             f"{directory} is not empty.",
@@ -200,7 +214,12 @@ def demo(state: CliState, directory: Path | None) -> None:
         console.line("demo: FAILED — see the ✗ lines above")
     console.line("")
     console.line("Inspect it yourself (each command runs as printed, from this directory):")
-    for command in (("list",), ("show", agent_id), ("transcript", agent_id), ("db", "check")):
+    for command in (
+        ("session", "list"),
+        ("session", "show", agent_id),
+        ("session", "transcript", agent_id),
+        ("db", "check"),
+    ):
         console.line(f"  {command_line(home.path, *command)}")
     files = (shlex.quote(str(home.path / name)) for name in ("notes.txt", "tool-runs.jsonl"))
     console.line(f"  cat {' '.join(files)}")

@@ -1,4 +1,4 @@
-"""``agentkeep demo-daemon``: the daemon's event stream survives a SIGKILL, in well under 30 s.
+"""``agentkeep demo --daemon``: the daemon's event stream survives a SIGKILL, in well under 30 s.
 
 1. Start ``agentkeep serve --port 0`` as a real process in a fresh state directory (its URL
    from ``daemon.json``, its token from ``daemon.token``), with a slowed-down local model
@@ -20,41 +20,29 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import click
-
-from agentkeep.cli.context import CliState, pass_state
+from agentkeep.cli.context import CliState
 from agentkeep.cli.output import EXIT_BAD_INPUT, EXIT_FAILURE, CliError
 
 
-def _explicit_home(ctx: click.Context) -> bool:
-    return ctx.find_root().params.get("home") is not None
-
-
-def _choose_home(ctx: click.Context, state: CliState) -> Path:
-    if not _explicit_home(ctx):
+def _choose_home(directory: Path | None) -> Path:
+    if directory is None:
         return Path(tempfile.mkdtemp(prefix="agentkeep-demo-daemon-"))
-    home = state.home.path
-    if home.exists() and any(home.iterdir()):
+    if directory.exists() and any(directory.iterdir()):
         raise CliError(
-            f"{home} is not empty: the demo needs a fresh state directory.",
+            f"{directory} is not empty: the demo needs a fresh state directory.",
             code="demo_dir_not_empty",
-            hint="Pass a new directory to --home, or leave it out (a temporary one is made).",
+            hint="Pass a new directory to --dir, or leave it out (a temporary one is made).",
             exit_code=EXIT_BAD_INPUT,
         )
-    home.mkdir(parents=True, exist_ok=True)
-    return home
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
 
 
-@click.command(name="demo-daemon")
-@click.pass_context
-@pass_state
-def demo_daemon(state: CliState, ctx: click.Context) -> None:
-    """Show the daemon's event stream resuming across a SIGKILL of `agentkeep serve`.
-
-    Runs in a new temporary state directory unless --home names a new or empty one.
-    """
+def demo_daemon(state: CliState, directory: Path | None) -> None:
+    """``agentkeep demo --daemon``: the steps above, in ``directory`` (new or empty) or a new
+    temporary one; exits 1 if a check failed."""
     # Imported here: httpx and the steps load only when this command runs.
     from agentkeep.cli.demo_daemon_steps import run_demo
 
-    if not run_demo(_choose_home(ctx, state), state):
+    if not run_demo(_choose_home(directory), state):
         raise SystemExit(EXIT_FAILURE)

@@ -1,4 +1,4 @@
-"""The client side of ``agentkeep demo-daemon``: a real ``agentkeep serve`` process, found the
+"""The client side of ``agentkeep demo --daemon``: a real ``agentkeep serve`` process, found the
 way any client finds it (``daemon.json`` for the URL, ``daemon.token`` for the token). Its
 event stream is parsed by the clients' one SSE parser, :mod:`agentkeep.client.sse`.
 

@@ -1,4 +1,4 @@
-"""The steps of ``agentkeep demo-daemon`` (``agentkeep.cli.demo_daemon`` says what it shows).
+"""The steps of ``agentkeep demo --daemon`` (``agentkeep.cli.demo_daemon`` says what it shows).
 
 Imported only when the command runs, so the other commands never pay for httpx.
 """
@@ -28,7 +28,7 @@ LATENCY_SECONDS = 0.15
 # The demo model, slowed down: a pause before each streamed event keeps the turn in flight
 # for a few seconds, long enough to kill the daemon in the middle of it.
 PROVIDERS_TOML = f"""\
-# Written by `agentkeep demo-daemon`: the local demo model, slowed down so that a turn is
+# Written by `agentkeep demo --daemon`: the local demo model, slowed down so that a turn is
 # still in flight when the demo kills the daemon.
 [providers.{PROVIDER}]
 kind = "gym"
@@ -38,7 +38,7 @@ latency_seconds = {LATENCY_SECONDS}
 DEFINITION = {
     "id": "calculator",
     "name": "Slow calculator",
-    "description": "agentkeep demo-daemon: arithmetic and word counts, slowly.",
+    "description": "agentkeep demo --daemon: arithmetic and word counts, slowly.",
     "model": {"id": f"{PROVIDER}/demo-1"},
 }
 MESSAGE = 'What is 1234 * 5678? And count the words in "a crash is only a pause".'
@@ -272,7 +272,7 @@ def run_demo(home: Path, state: CliState) -> bool:
     (home / "providers.toml").write_text(PROVIDERS_TOML, encoding="utf-8")
     console = Console(sys.stderr if state.json_mode else None)
     narrator = Narrator(console)
-    console.line("agentkeep demo-daemon: the daemon's event stream survives a SIGKILL")
+    console.line("agentkeep demo --daemon: the daemon's event stream survives a SIGKILL")
     console.line(f"state directory: {home}")
     run = _Run(home=home)
     daemons: list[Daemon] = []
@@ -294,14 +294,18 @@ def run_demo(home: Path, state: CliState) -> bool:
     elapsed = time.monotonic() - started
     if verdict.ok:
         console.line(
-            "demo-daemon: PASS — the stream resumed across the SIGKILL with nothing lost or "
+            "demo --daemon: PASS — the stream resumed across the SIGKILL with nothing lost or "
             f"repeated, and the turn completed once ({elapsed:.1f}s)"
         )
     else:
-        console.line("demo-daemon: FAIL — see the FAIL lines above")
+        console.line("demo --daemon: FAIL — see the FAIL lines above")
     console.line("")
     console.line("Inspect it yourself:")
-    for command in (("show", run.session_id), ("transcript", run.session_id), ("db", "check")):
+    for command in (
+        ("session", "show", run.session_id),
+        ("session", "transcript", run.session_id),
+        ("db", "check"),
+    ):
         console.line(f"  {command_line(home, *command)}")
     console.line(f"  {command_line(home, 'serve')}   # then, from another shell:")
     console.line(

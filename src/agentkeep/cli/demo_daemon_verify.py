@@ -1,4 +1,4 @@
-"""The verdict of ``agentkeep demo-daemon``, and how it shows the events it receives.
+"""The verdict of ``agentkeep demo --daemon``, and how it shows the events it receives.
 
 The stream check compares what the client received (over two connections, across the
 daemon's SIGKILL) with what the ledger holds (read back over REST afterwards): every

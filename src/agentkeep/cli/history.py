@@ -54,7 +54,7 @@ def purge(state: CliState, agent_id: str, archived: bool) -> None:
         raise CliError(
             "Say what to purge: only --archived (the archived epochs) can be purged.",
             code="nothing_to_purge",
-            hint=f"Run `agentkeep transcript {agent_id} --all` to see them, then "
+            hint=f"Run `agentkeep session transcript {agent_id} --all` to see them, then "
             f"`agentkeep purge {agent_id} --archived`.",
             exit_code=EXIT_BAD_INPUT,
         )

@@ -63,7 +63,8 @@ def read_message(text: str | None, file_path: Path | None) -> str:
     elif text is None:
         raise _bad_input(
             f"No message: pass {_MESSAGE_FORMS}.",
-            'e.g. agentkeep send ID "What is 2+2?", or: cat question.txt | agentkeep send ID -',
+            'e.g. agentkeep session send ID "What is 2+2?", or: cat question.txt | '
+            "agentkeep session send ID -",
         )
     else:
         content = text
@@ -71,7 +72,7 @@ def read_message(text: str | None, file_path: Path | None) -> str:
         raise CliError(
             "The message is empty.",
             code="empty_message",
-            hint='Pass the text to send, e.g. agentkeep send ID "What is 2+2?".',
+            hint='Pass the text to send, e.g. agentkeep session send ID "What is 2+2?".',
             exit_code=EXIT_BAD_INPUT,
         )
     check_size(content)

@@ -1,36 +1,35 @@
-"""Commands that talk to an agent: send, steer, abort, compact (and today's form of talk,
-which :mod:`agentkeep.cli.talking` runs).
+"""The commands that put work into a session or take it out: ``session send`` (with
+``--steer``), ``session cancel`` and ``session compact``; and the form of ``talk AGENT_ID``
+this process runs itself (:mod:`agentkeep.cli.talking` decides when).
 
 The message is TEXT, ``-`` (read from stdin) or ``--file PATH``, so a long message can be
-sent (argv stops near 128 KB; a message is at most ``max_input_bytes``, 512 KiB). ``send``,
-``steer``, ``abort`` and ``compact`` are each one code path over the command's
-:class:`~agentkeep.mcp.backend.Backend`
-(:mod:`agentkeep.cli.transport`: the daemon's REST API, or this process's system), so they
-print the same in both modes. ``send --wait`` waits through
+sent (argv stops near 128 KB; a message is at most ``max_input_bytes``, 512 KiB). Each
+command is one code path over the command's :class:`~agentkeep.mcp.backend.Backend`
+(:mod:`agentkeep.cli.transport`: the daemon's REST API, or this process's system), so it
+prints the same in both modes. ``session send --wait`` waits through
 :mod:`agentkeep.cli.turn_waiting`: a failed turn exits 5, Ctrl-C cancels the turn and exits
-130, and ``--timeout`` bounds the whole wait. Today's ``talk AGENT_ID`` without a daemon
-streams token by token through :mod:`agentkeep.cli.turns`.
+130, and ``--timeout`` bounds the whole wait. ``talk AGENT_ID`` without a daemon streams token
+by token through :mod:`agentkeep.cli.turns`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import msgspec
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.cli.config import load_providers, message_options
 from agentkeep.cli.context import CliState, pass_state
-from agentkeep.cli.message_input import read_message
+from agentkeep.cli.definitions import wire
+from agentkeep.cli.message_input import message_json_option, message_of, read_message
 from agentkeep.cli.options import timeout_option
 from agentkeep.cli.output import EXIT_FAILURE, CliError, Console, answer_text
 from agentkeep.cli.runtime import StreamPrinter, open_system
 from agentkeep.cli.transport import open_backend, runs_on_after_exit
-from agentkeep.cli.turn_waiting import finish_quietly
+from agentkeep.cli.turn_waiting import finish
 from agentkeep.cli.turns import (
     EXIT_INTERRUPTED,
     Interrupts,
@@ -38,13 +37,13 @@ from agentkeep.cli.turns import (
     announce,
     wait_for_turn,
 )
-from agentkeep.delivery import Delivery, DeliveryKind
-from agentkeep.errors import TurnStateError, UnknownAgentError
-from agentkeep.mcp.tools import answer_of
+from agentkeep.delivery import Delivery
+from agentkeep.errors import UnknownAgentError
 from agentkeep.messages import user
+from agentkeep.server.turn_wire import turn_out
 from agentkeep.sessions import UnknownSessionError
 from agentkeep.types import MessageOptions, QueueName
-from agentkeep.types.ids import ID_RULE, new_id
+from agentkeep.types.ids import ID_RULE
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -137,138 +136,6 @@ def _run_and_wait(
         return _result(system, agent_id, delivery, waited=True)
 
 
-@contextmanager
-def agent_errors(agent_id: str) -> Iterator[None]:
-    """Today's commands name agents: a session the backend does not know (the same id,
-    SURFACES §1) is reported as the unknown agent, in both modes."""
-    try:
-        yield
-    except UnknownSessionError:
-        raise UnknownAgentError(agent_id) from None
-
-
-def _deliver(
-    state: CliState,
-    delivery: DeliveryKind,
-    agent_id: str,
-    text: str | None,
-    file_path: Path | None,
-    *,
-    model: str | None,
-    provider: str | None,
-    message_id: str | None,
-    wait: bool,
-    timeout_seconds: float,
-) -> None:
-    """``send``/``steer``: one path over the command's backend (``transport``).
-
-    The message id is chosen here when ``--id`` is not given, so the result names it in
-    both modes. Without ``--wait`` the message is accepted durably and the command returns:
-    a daemon runs it at once, directly it waits for ``agentkeep resume`` (said on stderr).
-    """
-    message = read_message(text, file_path)
-    state.home.require_store()
-    chosen = message_options(load_providers(state.home.path), provider, model)
-    key = new_id() if message_id is None else message_id
-    reporter = RetryReporter(agent_id, json_mode=state.json_mode)
-    with (
-        agent_errors(agent_id),
-        open_backend(
-            state, run_sends=wait, cancel_timeout_seconds=timeout_seconds, features=[reporter]
-        ) as backend,
-    ):
-        sent = backend.send(
-            agent_id,
-            message,
-            delivery=delivery,
-            idempotency_key=None,
-            metadata=None,
-            message_id=key,
-            options=None if chosen == MessageOptions() else chosen,
-        )
-        answer = None
-        if wait:
-            answer = answer_of(
-                finish_quietly(state, backend, sent.turn, timeout_seconds=timeout_seconds)
-            )
-        elif not runs_on_after_exit(backend) and not state.json_mode:
-            click.echo(
-                "note: nothing runs it until `agentkeep resume` (or send with --wait)", err=True
-            )
-    value = {
-        "agent_id": agent_id,
-        "id": key,
-        "delivery": delivery,
-        "created": not sent.duplicate,
-        "waited": wait,
-        # Waited: the turn completed (anything else exited non-zero). Not waited: the
-        # message is durable ("accepted"); whether it runs yet depends on the transport.
-        "state": "idle" if wait else "accepted",
-        "answer": answer,
-    }
-    state.output.result(value, _render_delivery)
-
-
-def _render_delivery(v: dict[str, Any]) -> str:
-    if v["waited"]:
-        return v["answer"] or "(no answer)"
-    verb = "queued" if v["created"] else "already queued"
-    return f"{verb} message {v['id']} for {v['agent_id']} ({v['delivery']})"
-
-
-_WAIT_HELP = (
-    "Run the agent and wait for its answer: a failed turn exits 5, Ctrl-C aborts the turn "
-    "(exit 130)."
-)
-
-
-def _delivery_command(delivery: DeliveryKind, summary: str) -> click.Command:
-    """The ``send`` or ``steer`` command: the same arguments and flags, one delivery each."""
-
-    @click.command(
-        name=delivery,
-        help=f"{summary}\n\nThe message is TEXT, - (read from stdin) or --file PATH.",
-    )
-    @click.argument("agent_id")
-    @message_flags
-    @click.option("--wait", is_flag=True, help=_WAIT_HELP)
-    @pass_state
-    def command(
-        state: CliState,
-        agent_id: str,
-        text: str | None,
-        file_path: Path | None,
-        model: str | None,
-        provider: str | None,
-        message_id: str | None,
-        timeout_seconds: float,
-        wait: bool,
-    ) -> None:
-        _deliver(
-            state,
-            delivery,
-            agent_id,
-            text,
-            file_path,
-            model=model,
-            provider=provider,
-            message_id=message_id,
-            wait=wait,
-            timeout_seconds=timeout_seconds,
-        )
-
-    return command
-
-
-send = _delivery_command(
-    "send",
-    "Queue a user message (durable on return); --wait runs the agent and prints the answer.",
-)
-steer = _delivery_command(
-    "steer", "Queue a steering message: it joins the current turn at its next stop."
-)
-
-
 def talk_to_agent_id(
     state: CliState,
     agent_id: str,
@@ -301,62 +168,110 @@ def talk_to_agent_id(
         state.output.event({"event": "done", **value})
 
 
-@click.command()
-@click.argument("agent_id")
-@timeout_option("Seconds.", default=30.0)
+_WAIT_HELP = (
+    "Wait for the turn's end, streaming its answer: a failed turn exits 5, Ctrl-C cancels "
+    "the turn (exit 130)."
+)
+
+
+@click.command(name="send")
+@click.argument("session_id")
+@message_flags
+@click.option("--key", "idempotency_key", help="An idempotency key: a retry is a no-op.")
+@message_json_option
+@click.option("--steer", is_flag=True, help="Join the running turn instead of queueing a new one.")
+@click.option("--wait", is_flag=True, help=_WAIT_HELP)
 @pass_state
-def abort(state: CliState, agent_id: str, timeout_seconds: float) -> None:
-    """Abort the agent's turn in progress: its active turn is cancelled (the running one,
-    else the queued one); turns queued behind it stay. Through a daemon or directly alike.
+def send(
+    state: CliState,
+    session_id: str,
+    text: str | None,
+    file_path: Path | None,
+    model: str | None,
+    provider: str | None,
+    message_id: str | None,
+    timeout_seconds: float,
+    idempotency_key: str | None,
+    message_json: bool,
+    steer: bool,
+    wait: bool,
+) -> None:
+    """Send a message as a turn of the session (durable on return); --steer joins the
+    running turn at its next stop instead of queueing a new one.
+
+    The message is TEXT, - (read from stdin) or --file PATH.
+
+    Without --wait the accepted turn is printed and the command returns: a daemon runs it
+    at once, directly it waits for `agentkeep resume` (said on stderr). With --wait the
+    answer streams as it arrives; a failed turn exits 5, Ctrl-C cancels it (exit 130).
     """
-    with (
-        agent_errors(agent_id),
-        open_backend(state, cancel_timeout_seconds=timeout_seconds) as backend,
-    ):
-        backend.get_session(agent_id)  # an unknown agent is exit 4, not "nothing to abort"
-        try:
-            turn = backend.cancel_turn(agent_id, None)
-        except TurnStateError:
-            # No live turn: idle, or owing work no turn holds (a failed turn's question),
-            # which `session settle` ends (issue 28: the way out is named).
-            owes = backend.get_session(agent_id).owes
-            value = {"agent_id": agent_id, "aborted": False, "state": "idle"}
-            if owes is not None:
-                value.update(state="owes_work", owes=msgspec.to_builtins(owes))
-        else:
-            value = {
-                "agent_id": agent_id,
-                "aborted": True,
-                "state": "idle" if turn.terminal else "running",
-            }
-    state.output.result(value, _render_abort)
-
-
-def _render_abort(v: dict[str, Any]) -> str:
-    if v["aborted"]:
-        return f"aborted the turn of {v['agent_id']} (now {v['state']})"
-    if v["state"] == "owes_work":
-        return (
-            f"{v['agent_id']} had no turn in progress, but it owes work no turn holds "
-            f"({v['owes']['reason']}): `agentkeep session settle {v['agent_id']}` ends it"
+    message = message_of(read_message(text, file_path), message_json)
+    options = None
+    if provider is not None or model is not None:
+        state.home.require_store()
+        options = message_options(load_providers(state.home.path), provider, model)
+    reporter = RetryReporter(session_id, json_mode=state.json_mode)
+    with open_backend(
+        state, run_sends=wait, cancel_timeout_seconds=timeout_seconds, features=[reporter]
+    ) as backend:
+        sent = backend.send(
+            session_id,
+            message,
+            delivery="steer" if steer else "send",
+            idempotency_key=idempotency_key,
+            metadata=None,
+            message_id=message_id,
+            options=options,
         )
-    return f"{v['agent_id']} had no turn in progress"
+        finish(
+            state,
+            backend,
+            sent,
+            wait=wait,
+            stream=not state.json_mode,
+            timeout_seconds=timeout_seconds,
+        )
+        if not wait and not runs_on_after_exit(backend) and not state.json_mode:
+            click.echo(
+                "note: nothing runs it until `agentkeep resume` (or send with --wait)", err=True
+            )
 
 
-@click.command()
-@click.argument("agent_id")
+@click.command(name="cancel")
+@click.argument("session_id")
+@click.option("--turn", "turn_id", help="The turn to cancel (default: the active one).")
+@timeout_option(
+    "Seconds to wait for a running turn to stop (directly; a daemon bounds its own).",
+    default=30.0,
+)
+@pass_state
+def cancel(state: CliState, session_id: str, turn_id: str | None, timeout_seconds: float) -> None:
+    """Cancel the session's active turn (the running one, else the queued one; or --turn);
+    prints it once it stopped. Turns queued behind it stay. Nothing live to cancel exits 1
+    (naming `session settle` when the session owes work no turn holds)."""
+    with open_backend(state, cancel_timeout_seconds=timeout_seconds) as backend:
+        turn = backend.cancel_turn(session_id, turn_id)
+    state.output.result(wire(turn_out(turn)), lambda v: f"turn {v['id']}: {v['status']}")
+
+
+@click.command(name="compact")
+@click.argument("session_id")
 @timeout_option()
 @pass_state
-def compact(state: CliState, agent_id: str, timeout_seconds: float) -> None:
-    """Compact the agent's history now and wait for it (through a daemon: its wait bound)."""
-    with agent_errors(agent_id), open_backend(state) as backend:
+def compact(state: CliState, session_id: str, timeout_seconds: float) -> None:
+    """Compact the session's history now and wait for it (through a daemon: its wait bound)."""
+    agent_id = session_id
+    with open_backend(state) as backend:
         try:
             done = backend.compact(agent_id, timeout_seconds=timeout_seconds)
+        except UnknownAgentError:  # directly, the system names the agent
+            raise UnknownSessionError(session_id) from None
         except TimeoutError:
             raise CliError(
-                f'The compaction of agent "{agent_id}" did not finish within the wait; it goes on.',
+                f'The compaction of session "{agent_id}" did not finish within the wait; it '
+                "goes on.",
                 code="timeout",
-                hint="Look at it later with `agentkeep show`, or pass a larger --timeout.",
+                hint="Look at it later with `agentkeep session show`, or pass a larger --timeout.",
                 exit_code=EXIT_FAILURE,
             ) from None
     value = {

@@ -1,4 +1,4 @@
-"""How ``agentkeep demo`` and ``agentkeep demo-daemon`` tell what they do: numbered steps, each
+"""How ``agentkeep demo`` and ``agentkeep demo --daemon`` tell what they do: numbered steps, each
 followed by the lines it says, indented under its title."""
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def from_library_error(error: AgentkeepError, *, home: str | None = None) -> Cli
         return CliError(
             str(error),
             code=error.code,
-            hint=f"List the agents with `{command_line(home, 'list')}`.",
+            hint=f"List the sessions with `{command_line(home, 'session', 'list')}`.",
             exit_code=EXIT_NOT_FOUND,
         )
     if isinstance(error, AgentExistsError):
@@ -282,7 +282,7 @@ def no_store_hint(home: str | None, hint: str | None) -> str | None:
     if not stores:
         return hint
     latest = stores[-1].parent
-    return f"The demo's store is in {latest}: run `{command_line(latest, 'list')}`."
+    return f"The demo's store is in {latest}: run `{command_line(latest, 'session', 'list')}`."
 
 
 def fail(error: CliError, *, json_mode: bool) -> NoReturn:

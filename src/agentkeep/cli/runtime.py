@@ -50,8 +50,8 @@ class Home:
             raise CliError(
                 f"There is no agentkeep store in {self.path}.",
                 code="no_store",
-                hint="Pass --home (or set AGENTKEEP_HOME), create an agent with "
-                "`agentkeep create`, or try `agentkeep demo`.",
+                hint="Pass --home (or set AGENTKEEP_HOME), start a session with "
+                "`agentkeep session start`, or try `agentkeep demo`.",
                 exit_code=EXIT_NOT_FOUND,
             )
 

@@ -24,11 +24,12 @@ from agentkeep.client import Daemon, HttpBackend, client_token, find_daemon
 from agentkeep.features import Feature
 from agentkeep.mcp.backend import Backend, SystemBackend
 
-# Commands that need to own the store (or run a process that does): refused while a daemon
-# owns the home, with this exit code (the same as a held lock: the home is in use).
-# (`create` and `delete` of an agent without a definition, `resume` of everything owed,
-# `purge` of archived epochs have no REST operation: README "The CLI over the daemon".)
-OWNER_ONLY = frozenset({"create", "delete", "resume", "purge", "chaos", "demo", "serve"})
+# Top-level commands that need to own the store (or run a process that does): refused while
+# a daemon owns the home, with this exit code (the same as a held lock: the home is in use).
+# `session start` without AGENT_ID and `session delete` (no REST operation: a session without
+# a definition, releasing an id) and `demo` (not `demo --daemon`, which starts its own daemon
+# in its own directory) refuse themselves, through `refuse_under_daemon`.
+OWNER_ONLY = frozenset({"resume", "purge", "chaos", "serve"})
 
 
 def daemon_of(state: CliState) -> Daemon | None:
@@ -41,15 +42,16 @@ def daemon_of(state: CliState) -> Daemon | None:
     return lookup.daemon
 
 
-def refuse_under_daemon(state: CliState, command: str) -> None:
-    """Exit 3 if a daemon owns the home and ``command`` needs the store itself."""
-    if command not in OWNER_ONLY:
-        return
+def refuse_under_daemon(state: CliState, command: str, form: str = "") -> None:
+    """Exit 3 if a daemon owns the home: ``command`` needs the store itself (a top-level
+    command in :data:`OWNER_ONLY`, or one that says so itself, e.g. ``session delete``;
+    ``form``: which of its forms, e.g. ``without AGENT_ID``)."""
     daemon = daemon_of(state)
     if daemon is None:
         return
+    what = f"`agentkeep {command}`" + (f" {form}" if form else "")
     raise CliError(
-        f"`agentkeep {command}` needs the store itself, and the daemon (process "
+        f"{what} needs the store itself, and the daemon (process "
         f"{daemon.pid}, {daemon.url}) owns {state.home.path}.",
         code="daemon_owns_home",
         hint="Stop the daemon (SIGTERM) and run the command again, or use the commands that "

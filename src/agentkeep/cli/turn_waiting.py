@@ -213,7 +213,10 @@ def finish(
     if not wait:
         state.output.result(
             sent_value(turn, sent.duplicate),
-            lambda v: f"turn {turn.id} of session {turn.session_id}: {turn.status}",
+            lambda v: (
+                f"turn {turn.id} of session {turn.session_id}: {turn.status}"
+                + (" (already accepted)" if sent.duplicate else "")
+            ),
         )
         return
     printed = False

@@ -3,7 +3,7 @@ the frames they dispatch, and a bound on how long a stream may only send heartbe
 
 This is the one SSE parser of the clients: ``session events --follow``
 (:meth:`~agentkeep.client.http.HttpBackend.follow`, through :func:`sse_lines` and
-:func:`parse_sse`, its idle time bounded by an :class:`IdleBound`) and ``agentkeep demo-daemon``
+:func:`parse_sse`, its idle time bounded by an :class:`IdleBound`) and ``agentkeep demo --daemon``
 (:func:`response_frames`) both read their streams with it. It keeps the rules of the
 ``text/event-stream`` format we rely on:
 

@@ -7,12 +7,12 @@ from typing import Any
 
 
 def test_compacting_an_empty_agent_writes_no_summary(invoke: Any) -> None:
-    assert invoke("create", "--id", "empty").exit_code == 0
+    assert invoke("session", "start", "--id", "empty").exit_code == 0
 
-    compacted = invoke("compact", "empty")
+    compacted = invoke("session", "compact", "empty")
 
     assert compacted.exit_code == 0, compacted.stderr
-    transcript = invoke("transcript", "empty", json_mode=True)
+    transcript = invoke("session", "transcript", "empty", json_mode=True)
     assert json.loads(transcript.stdout)["messages"] == []
-    shown = json.loads(invoke("show", "empty", json_mode=True).stdout)
+    shown = json.loads(invoke("session", "show", "empty", json_mode=True).stdout)["runtime"]
     assert (shown["messages"], shown["state"]) == (0, "idle")

@@ -13,26 +13,34 @@ from agentkeep.cli import cli
 
 
 def test_json_after_the_subcommand_is_the_same_as_before_it(invoke: Any) -> None:
-    invoke("create", "--id", "alpha", "--title", "first")
-    for args in (("list",), ("show", "alpha"), ("transcript", "alpha"), ("db", "check")):
+    invoke("session", "start", "--id", "alpha", "--title", "first")
+    for args in (
+        (
+            "session",
+            "list",
+        ),
+        ("session", "show", "alpha"),
+        ("session", "transcript", "alpha"),
+        ("db", "check"),
+    ):
         before = invoke(*args, json_mode=True)
         after = invoke(*args, "--json")
         assert after.exit_code == 0, (args, after.stderr)
         assert json.loads(after.stdout) == json.loads(before.stdout), args
-    created = invoke("create", "--id", "beta", "--json")
+    created = invoke("session", "start", "--id", "beta", "--json")
     assert json.loads(created.stdout)["id"] == "beta"
 
 
 def test_json_after_the_subcommand_also_shapes_errors(invoke: Any) -> None:
-    invoke("create", "--id", "alpha")
-    result = invoke("show", "nobody", "--json")
+    invoke("session", "start", "--id", "alpha")
+    result = invoke("session", "show", "nobody", "--json")
     assert result.exit_code == 4
-    assert json.loads(result.stderr)["error"]["code"] == "unknown_agent"
+    assert json.loads(result.stderr)["error"]["code"] == "unknown_session"
 
 
 def test_show_prints_metadata_as_json(invoke: Any) -> None:
-    invoke("create", "--id", "alpha", "--title", "café", "--metadata", "team=research")
-    shown = invoke("show", "alpha")
+    invoke("session", "start", "--id", "alpha", "--title", "café", "--metadata", "team=research")
+    shown = invoke("session", "show", "alpha")
     (line,) = [line for line in shown.stdout.splitlines() if line.startswith("metadata")]
     assert json.loads(line.removeprefix("metadata").strip()) == {
         "team": "research",
@@ -46,10 +54,10 @@ def test_list_next_to_the_demo_names_the_demos_store_with_a_command_that_runs(
     runner = CliRunner()
     home = tmp_path / ".agentkeep"
     demo_home = home / "demo-20260101-000000"
-    created = runner.invoke(cli, ["--home", str(demo_home), "create", "--id", "alpha"])
+    created = runner.invoke(cli, ["--home", str(demo_home), "session", "start", "--id", "alpha"])
     assert created.exit_code == 0, created.stderr
 
-    result = runner.invoke(cli, ["--home", str(home), "list"])
+    result = runner.invoke(cli, ["--home", str(home), "session", "list"])
 
     assert result.exit_code == 4
     error, hint = result.stderr.splitlines()

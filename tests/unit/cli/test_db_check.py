@@ -29,8 +29,8 @@ def break_store(home: Path, work: Callable[[Transaction], object]) -> None:
 
 
 def test_a_healthy_store_passes(invoke: Any) -> None:
-    invoke("create", "--id", "alpha")
-    invoke("send", "alpha", "hi", "--wait")
+    invoke("session", "start", "--id", "alpha")
+    invoke("session", "send", "alpha", "hi", "--wait")
     result = invoke("db", "check", json_mode=True)
     assert result.exit_code == 0
     report = json.loads(result.stdout)
@@ -43,8 +43,8 @@ def test_a_healthy_store_passes(invoke: Any) -> None:
 
 
 def test_queued_work_is_consistent_and_noted(invoke: Any) -> None:
-    invoke("create", "--id", "alpha")
-    invoke("send", "alpha", "hi")
+    invoke("session", "start", "--id", "alpha")
+    invoke("session", "send", "alpha", "hi")
     report = json.loads(invoke("db", "check", json_mode=True).stdout)
     assert report["ok"] is True
     assert any("owes work" in note["message"] for note in report["notes"])
@@ -78,7 +78,7 @@ CALL = ToolCallBlock(call_id="call-9", name="calculator", arguments='{"expressio
 def test_a_broken_invariant_fails_the_check(
     invoke: Any, home: Path, damage: Callable[[Transaction], object], check: str, words: str
 ) -> None:
-    invoke("create", "--id", "alpha")
+    invoke("session", "start", "--id", "alpha")
     break_store(home, damage)
     result = invoke("db", "check", json_mode=True)
     assert result.exit_code == 1
@@ -94,7 +94,7 @@ def test_a_broken_invariant_fails_the_check(
 
 
 def test_a_file_that_is_not_a_database_is_reported(invoke: Any, home: Path) -> None:
-    invoke("create", "--id", "alpha")
+    invoke("session", "start", "--id", "alpha")
     (home / "agents.db").write_bytes(b"this is not a database" * 100)
     for name in ("agents.db-wal", "agents.db-shm"):
         (home / name).unlink(missing_ok=True)

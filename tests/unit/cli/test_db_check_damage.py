@@ -49,9 +49,9 @@ def test_db_check_reports_what_integrity_check_found(
 def test_a_decoding_failure_is_reported_for_its_agent(invoke: Any, home: Path) -> None:
     import apsw
 
-    invoke("create", "--id", "alpha")
-    invoke("create", "--id", "beta")
-    invoke("send", "alpha", "hi", "--wait")
+    invoke("session", "start", "--id", "alpha")
+    invoke("session", "start", "--id", "beta")
+    invoke("session", "send", "alpha", "hi", "--wait")
     connection = apsw.Connection(str(home / "agents.db"))
     connection.execute(
         "UPDATE records SET record_json = '{\"kind\": \"no such record\"}' WHERE agent_id = 'alpha'"
@@ -66,7 +66,7 @@ def test_a_decoding_failure_is_reported_for_its_agent(invoke: Any, home: Path) -
     assert problem["agent_id"] == "alpha"
     assert problem["check"] == "decode"
     # Reading it is a damaged-store error naming db check, not a traceback.
-    for args in (("transcript", "alpha"), ("show", "alpha")):
+    for args in (("session", "transcript", "alpha"), ("session", "show", "alpha")):
         read = invoke(*args, json_mode=True)
         assert read.exit_code == 1, args
         error = json.loads(read.stderr)["error"]

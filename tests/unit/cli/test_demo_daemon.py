@@ -1,4 +1,4 @@
-"""``agentkeep demo-daemon``: run for real (it starts, SIGKILLs and restarts ``agentkeep serve``
+"""``agentkeep demo --daemon``: run for real (it starts, SIGKILLs and restarts ``agentkeep serve``
 as processes) it passes every check; and its checks fail on a broken resume — a gap, a
 duplicate, a reordering, an interrupted turn, a second turn for the same key."""
 
@@ -32,7 +32,7 @@ def test_the_demo_passes_as_a_real_process(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "AGENTKEEP_HOME"}
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "agentkeep.cli", "--home", str(home), "demo-daemon"],
+        [sys.executable, "-m", "agentkeep.cli", "demo", "--daemon", "--dir", str(home)],
         capture_output=True,
         text=True,
         env=env,
@@ -44,7 +44,7 @@ def test_the_demo_passes_as_a_real_process(tmp_path: Path) -> None:
     passes = [line.strip() for line in out.splitlines() if line.strip().startswith("PASS")]
     assert len(passes) == len(CHECKS), out
     assert "FAIL" not in out
-    assert "demo-daemon: PASS" in out
+    assert "demo --daemon: PASS" in out
     assert "exactly once, in order, no gap" in passes[0]
     # The kill came from the stream, then a restart, then a resume from the last id.
     kill = out.index("✗ SIGKILL → daemon pid")
@@ -64,7 +64,7 @@ def test_a_used_home_is_refused(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     (home / "something").write_text("x")
-    result = CliRunner().invoke(cli, ["--home", str(home), "demo-daemon"])
+    result = CliRunner().invoke(cli, ["demo", "--daemon", "--dir", str(home)])
     assert result.exit_code == 2
     assert "not empty" in result.output
     assert sorted(p.name for p in home.iterdir()) == ["something"]

@@ -26,25 +26,27 @@ def _texts(messages: list[dict[str, Any]]) -> list[str]:
 
 
 def _agent_with_a_conversation(invoke: Any) -> None:
-    assert invoke("create", "--id", "alpha").exit_code == 0
-    sent = invoke("send", "alpha", "hello", "--provider", "local", "--model", "gym-1", "--wait")
+    assert invoke("session", "start", "--id", "alpha").exit_code == 0
+    sent = invoke(
+        "session", "send", "alpha", "hello", "--provider", "local", "--model", "gym-1", "--wait"
+    )
     assert sent.exit_code == 0, sent.stderr
 
 
 def test_a_typod_model_is_refused_and_the_conversation_is_untouched(invoke: Any) -> None:
     _agent_with_a_conversation(invoke)
-    before = as_json(invoke("transcript", "alpha", json_mode=True))
+    before = as_json(invoke("session", "transcript", "alpha", json_mode=True))
 
-    refused = invoke("send", "alpha", "oops", "--model", "gym-2", "--wait")
+    refused = invoke("session", "send", "alpha", "oops", "--model", "gym-2", "--wait")
 
     assert refused.exit_code == EXIT_BAD_INPUT
     assert 'does not serve model "gym-2"' in refused.stderr
     assert "gym-1" in refused.stderr  # it names what the provider serves
     assert "Traceback" not in refused.stderr
-    assert as_json(invoke("transcript", "alpha", json_mode=True)) == before
-    everything = as_json(invoke("transcript", "alpha", "--all", json_mode=True))
+    assert as_json(invoke("session", "transcript", "alpha", json_mode=True)) == before
+    everything = as_json(invoke("session", "transcript", "alpha", "--all", json_mode=True))
     assert [e["archived"] for e in everything["epochs"]] == [False]  # nothing was archived
-    shown = as_json(invoke("show", "alpha", json_mode=True))
+    shown = as_json(invoke("session", "show", "alpha", json_mode=True))["runtime"]
     assert shown["queued"] == []
     assert shown["settings"]["model"] == "gym-1"
 
@@ -53,14 +55,16 @@ def test_transcript_all_shows_the_archived_epoch_and_purge_deletes_only_it(
     invoke: Any,
 ) -> None:
     _agent_with_a_conversation(invoke)
-    switched = invoke("send", "alpha", "what is 2 * 3", "--provider", "demo", "--model", "demo-1")
+    switched = invoke(
+        "session", "send", "alpha", "what is 2 * 3", "--provider", "demo", "--model", "demo-1"
+    )
     assert switched.exit_code == 0, switched.stderr
     assert invoke("resume").exit_code == 0
 
-    current = as_json(invoke("transcript", "alpha", json_mode=True))
+    current = as_json(invoke("session", "transcript", "alpha", json_mode=True))
     assert "hello" not in _texts(current["messages"])  # the provider's view restarted
 
-    epochs = as_json(invoke("transcript", "alpha", "--all", json_mode=True))["epochs"]
+    epochs = as_json(invoke("session", "transcript", "alpha", "--all", json_mode=True))["epochs"]
     assert [(e["number"], e["archived"], e["reason"]) for e in epochs] == [
         (1, True, "model_switch"),
         (2, False, None),
@@ -68,7 +72,7 @@ def test_transcript_all_shows_the_archived_epoch_and_purge_deletes_only_it(
     assert (epochs[0]["provider"], epochs[0]["model"]) == ("local", "gym-1")
     assert "hello" in _texts(epochs[0]["messages"])
     assert epochs[1]["messages"] == current["messages"]
-    readable = invoke("transcript", "alpha", "--all")
+    readable = invoke("session", "transcript", "alpha", "--all")
     assert readable.exit_code == 0
     assert "epoch 1 (ARCHIVED by a model switch; was local / gym-1)" in readable.stdout
     assert "user: hello" in readable.stdout
@@ -80,14 +84,14 @@ def test_transcript_all_shows_the_archived_epoch_and_purge_deletes_only_it(
     purged = as_json(invoke("purge", "alpha", "--archived", json_mode=True))
     assert purged == {"id": "alpha", "purged_epochs": 1, "purged_records": 4}
 
-    after = as_json(invoke("transcript", "alpha", "--all", json_mode=True))["epochs"]
+    after = as_json(invoke("session", "transcript", "alpha", "--all", json_mode=True))["epochs"]
     assert [(e["number"], e["archived"]) for e in after] == [(2, False)]
-    assert as_json(invoke("transcript", "alpha", json_mode=True)) == current
+    assert as_json(invoke("session", "transcript", "alpha", json_mode=True)) == current
     again = as_json(invoke("purge", "alpha", "--archived", json_mode=True))
     assert (again["purged_epochs"], again["purged_records"]) == (0, 0)
 
 
 def test_purge_and_transcript_all_refuse_an_unknown_agent(invoke: Any) -> None:
-    assert invoke("create", "--id", "alpha").exit_code == 0
+    assert invoke("session", "start", "--id", "alpha").exit_code == 0
     assert invoke("purge", "nosuch", "--archived").exit_code == 4
-    assert invoke("transcript", "nosuch", "--all").exit_code == 4
+    assert invoke("session", "transcript", "nosuch", "--all").exit_code == 4

@@ -1,6 +1,6 @@
 """``scripts/try_as_new_user.sh``: a new user's first session with the daemon, as real
-processes (serve in the background, talk twice, events, abort from another process, SIGTERM,
-the CLI directly again). The script checks each step and names the one that failed."""
+processes (serve in the background, talk twice, events, session cancel from another process,
+SIGTERM, the CLI directly again). The script checks each step and names the one that failed."""
 
 from __future__ import annotations
 

@@ -76,21 +76,21 @@ def require_nobody(cwd: Path) -> None:
 
 def setup_case(name: str, base: Path) -> Case:
     home = base / "state"
-    created = agentkeep("--home", str(home), "create", "--id", "a1", cwd=base)
+    created = agentkeep("--home", str(home), "session", "start", "--id", "a1", cwd=base)
     assert created.returncode == 0, created.stderr
     database = home / "agents.db"
     if name == "non_utf8_argument":
         return Case(
-            args=["--home", str(home), "send", "a1", b"caf\xe9 au lait"],
+            args=["--home", str(home), "session", "send", "a1", b"caf\xe9 au lait"],
             exit_code=2,
-            error_words=["Argument 5", "not valid UTF-8", "caf\\xe9"],
+            error_words=["Argument 6", "not valid UTF-8", "caf\\xe9"],
             hint_words=["UTF-8", "LANG"],
         )
     if name == "home_names_a_file":
         afile = base / "not-a-directory"
         afile.write_text("x")
         return Case(
-            args=["list"],
+            args=["session", "list"],
             env={"AGENTKEEP_HOME": str(afile)},
             exit_code=2,
             error_words=["AGENTKEEP_HOME names a file", str(afile)],
@@ -99,7 +99,7 @@ def setup_case(name: str, base: Path) -> Case:
     if name == "read_only_home":
         require_nobody(base)
         return Case(
-            args=["--home", str(home), "send", "a1", "hi"],
+            args=["--home", str(home), "session", "send", "a1", "hi"],
             as_nobody=True,
             exit_code=1,
             error_words=[str(home), "read-only for this user"],
@@ -109,7 +109,7 @@ def setup_case(name: str, base: Path) -> Case:
         _checkpoint(base, home)
         truncate(database)
         return Case(
-            args=["--home", str(home), "list"],
+            args=["--home", str(home), "session", "list"],
             exit_code=1,
             error_words=[str(database), "is damaged"],
             hint_words=["db check", "restore", "backup"],
@@ -118,7 +118,7 @@ def setup_case(name: str, base: Path) -> Case:
     _checkpoint(base, home)
     flip_bytes(database, table="agents")
     return Case(
-        args=["--home", str(home), "send", "a1", "hi"],
+        args=["--home", str(home), "session", "send", "a1", "hi"],
         exit_code=1,
         error_words=[str(database), "is damaged"],
         hint_words=["db check", "restore", "backup"],
@@ -162,15 +162,15 @@ def test_each_off_path_case_is_one_line_a_fitting_hint_and_its_exit_code(
 
 
 def test_hints_name_the_real_cause_not_providers_toml(invoke: Any) -> None:
-    bad_id = invoke("create", "--id", "Not Valid", json_mode=True)
+    bad_id = invoke("session", "start", "--id", "Not Valid", json_mode=True)
     assert bad_id.exit_code == 2
     error = json.loads(bad_id.stderr)["error"]
     assert error["code"] == "invalid_id"
     assert "providers.toml" not in error["hint"]
     assert "--help" in error["hint"]
 
-    invoke("create", "--id", "alpha")
-    unknown = invoke("send", "alpha", "hi", "--provider", "nope", json_mode=True)
+    invoke("session", "start", "--id", "alpha")
+    unknown = invoke("session", "send", "alpha", "hi", "--provider", "nope", json_mode=True)
     error = json.loads(unknown.stderr)["error"]
     assert error["code"] == "unknown_provider"
     assert "providers.toml" in error["hint"]  # here it is the real cause

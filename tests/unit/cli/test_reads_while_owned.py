@@ -43,10 +43,17 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def owned(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     home = tmp_path / "state"
     assert (
-        run("--home", str(home), "create", "--id", "a1", "--title", "t", cwd=tmp_path).returncode
+        run(
+            "--home", str(home), "session", "start", "--id", "a1", "--title", "t", cwd=tmp_path
+        ).returncode
         == 0
     )
-    assert run("--home", str(home), "send", "a1", "hello", "--wait", cwd=tmp_path).returncode == 0
+    assert (
+        run(
+            "--home", str(home), "session", "send", "a1", "hello", "--wait", cwd=tmp_path
+        ).returncode
+        == 0
+    )
     owner = subprocess.Popen(
         [sys.executable, "-c", _OWNER, str(home)],
         stdin=subprocess.PIPE,
@@ -72,17 +79,18 @@ def test_reads_work_while_an_agent_system_owns_the_store(
     assert owner.stdin is not None
     assert owner.stdout is not None
     # The owner really holds the lock: a write is refused, naming it.
-    refused = run("--home", str(home), "send", "a1", "x", cwd=tmp_path)
+    refused = run("--home", str(home), "session", "send", "a1", "x", cwd=tmp_path)
     assert refused.returncode == 3
     assert f"process {owner.pid}" in refused.stderr
 
-    listed = run("--home", str(home), "--json", "list", cwd=tmp_path)
+    listed = run("--home", str(home), "--json", "session", "list", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
-    assert [a["id"] for a in json.loads(listed.stdout)["agents"]] == ["a1"]
+    assert [a["id"] for a in json.loads(listed.stdout)["sessions"]] == ["a1"]
 
-    shown = run("--home", str(home), "--json", "show", "a1", cwd=tmp_path)
+    shown = run("--home", str(home), "--json", "session", "show", "a1", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
-    assert json.loads(shown.stdout)["metadata"] == {"title": "t"}
+    assert json.loads(shown.stdout)["session"]["metadata"] == {"title": "t"}
+    assert json.loads(shown.stdout)["runtime"]["metadata"] == {"title": "t"}
 
     checked = run("--home", str(home), "--json", "db", "check", cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
@@ -92,11 +100,11 @@ def test_reads_work_while_an_agent_system_owns_the_store(
     owner.stdin.write("\n")
     owner.stdin.flush()
     wait_for_line(owner.stdout, "answered")
-    transcript = run("--home", str(home), "--json", "transcript", "a1", cwd=tmp_path)
+    transcript = run("--home", str(home), "--json", "session", "transcript", "a1", cwd=tmp_path)
     assert transcript.returncode == 0, transcript.stderr
     users = [m for m in json.loads(transcript.stdout)["messages"] if m["role"] == "user"]
     assert [m["content"][0]["text"] for m in users] == ["hello", "written by the owner"]
 
-    missing = run("--home", str(home), "show", "nobody", cwd=tmp_path)
+    missing = run("--home", str(home), "session", "show", "nobody", cwd=tmp_path)
     assert missing.returncode == 4  # an unknown agent is still exit 4, not 3
     assert owner.poll() is None  # the owner ran undisturbed throughout

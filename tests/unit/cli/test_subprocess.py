@@ -45,7 +45,16 @@ def run(*args: str, cwd: Path, timeout: float = 100) -> subprocess.CompletedProc
 def test_json_goes_to_stdout_and_logs_to_stderr(tmp_path: Path) -> None:
     home = str(tmp_path / "state")
     created = run(
-        "--home", home, "--json", "--log-level", "info", "create", "--id", "a1", cwd=tmp_path
+        "--home",
+        home,
+        "--json",
+        "--log-level",
+        "info",
+        "session",
+        "start",
+        "--id",
+        "a1",
+        cwd=tmp_path,
     )
     assert created.returncode == 0, created.stderr
     assert json.loads(created.stdout)["id"] == "a1"
@@ -57,8 +66,10 @@ def test_json_goes_to_stdout_and_logs_to_stderr(tmp_path: Path) -> None:
 
 def test_the_default_log_level_keeps_output_clean(tmp_path: Path) -> None:
     home = str(tmp_path / "state")
-    assert run("--home", home, "create", "--id", "a1", cwd=tmp_path).returncode == 0
-    answered = run("--home", home, "send", "a1", "What is 3 * 5?", "--wait", cwd=tmp_path)
+    assert run("--home", home, "session", "start", "--id", "a1", cwd=tmp_path).returncode == 0
+    answered = run(
+        "--home", home, "session", "send", "a1", "What is 3 * 5?", "--wait", cwd=tmp_path
+    )
     assert answered.returncode == 0
     assert answered.stdout == "3 * 5 = 15.\n"
     assert answered.stderr == ""
@@ -66,7 +77,7 @@ def test_the_default_log_level_keeps_output_clean(tmp_path: Path) -> None:
 
 def test_a_store_held_by_another_process_names_that_process(tmp_path: Path) -> None:
     home = tmp_path / "state"
-    assert run("--home", str(home), "create", "--id", "a1", cwd=tmp_path).returncode == 0
+    assert run("--home", str(home), "session", "start", "--id", "a1", cwd=tmp_path).returncode == 0
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD_STORE, str(home)],
         stdin=subprocess.PIPE,
@@ -79,7 +90,14 @@ def test_a_store_held_by_another_process_names_that_process(tmp_path: Path) -> N
         while holder.stdout.readline().strip() != "held":  # skip its log lines
             pass
         # Writes need the owner; reads do not (see test_reads_while_owned.py).
-        for args in (("send", "a1", "hi", "--wait"), ("create",), ("resume",)):
+        for args in (
+            ("session", "send", "a1", "hi", "--wait"),
+            (
+                "session",
+                "start",
+            ),
+            ("resume",),
+        ):
             result = run("--home", str(home), "--json", *args, cwd=tmp_path)
             assert result.returncode == 3, args
             assert result.stdout == ""
@@ -87,7 +105,7 @@ def test_a_store_held_by_another_process_names_that_process(tmp_path: Path) -> N
             assert error["code"] == "store_locked"
             assert f"process {holder.pid}" in error["message"]
             assert f"Stop process {holder.pid}" in error["hint"]
-        refused = run("--home", str(home), "delete", "a1", cwd=tmp_path)
+        refused = run("--home", str(home), "session", "delete", "a1", cwd=tmp_path)
         assert f"in use by process {holder.pid}" in refused.stderr
     finally:
         if holder.stdin is not None:
@@ -97,7 +115,7 @@ def test_a_store_held_by_another_process_names_that_process(tmp_path: Path) -> N
         if holder.stdout is not None:
             holder.stdout.close()
     # Released: the store works again.
-    assert run("--home", str(home), "list", cwd=tmp_path).returncode == 0
+    assert run("--home", str(home), "session", "list", cwd=tmp_path).returncode == 0
 
 
 def test_the_demo_runs_end_to_end_like_a_new_user_runs_it(tmp_path: Path) -> None:
@@ -124,16 +142,21 @@ def test_the_demo_runs_end_to_end_like_a_new_user_runs_it(tmp_path: Path) -> Non
     checked = run("--home", str(home), "--json", "db", "check", cwd=tmp_path)
     assert checked.returncode == 0
     assert json.loads(checked.stdout)["ok"] is True
-    (agent,) = json.loads(run("--home", str(home), "--json", "list", cwd=tmp_path).stdout)["agents"]
-    assert agent["state"] == "idle"
-    transcript = run("--home", str(home), "--json", "transcript", agent["id"], cwd=tmp_path)
+    (agent,) = json.loads(
+        run("--home", str(home), "--json", "session", "list", cwd=tmp_path).stdout
+    )["sessions"]
+    assert (agent["status"], agent["owes"]) == ("active", None)  # nothing owed
+    transcript = run(
+        "--home", str(home), "--json", "session", "transcript", agent["id"], cwd=tmp_path
+    )
     messages = json.loads(transcript.stdout)["messages"]
     users = [m for m in messages if m["role"] == "user"]
     assert len(users) == 3
     results = [m for m in messages if m["role"] == "tool"]
     call_ids = [r["call_id"] for r in results]
     assert len(call_ids) == len(set(call_ids))  # one result per call
-    assert f"agentkeep --home {home.relative_to(tmp_path)} show {agent['id']}" in result.stdout
+    inspect = f"agentkeep --home {home.relative_to(tmp_path)} session show {agent['id']}"
+    assert inspect in result.stdout
     assert msgspec.json.decode(transcript.stdout)  # well-formed JSON
 
     # Copy-paste: every command the demo printed runs as printed, from where it ran.
@@ -153,7 +176,7 @@ def test_the_demo_runs_end_to_end_like_a_new_user_runs_it(tmp_path: Path) -> Non
         assert ran.returncode == 0, (command, ran.stderr)
         assert ran.stdout
     # `agentkeep list` right after the demo (no --home) names the demo's store.
-    listed = run("list", cwd=tmp_path)
+    listed = run("session", "list", cwd=tmp_path)
     assert listed.returncode == 4
     assert f"The demo's store is in {home.relative_to(tmp_path)}" in listed.stderr
 

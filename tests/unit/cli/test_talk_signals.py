@@ -61,7 +61,7 @@ def interrupt(child: subprocess.Popen[bytes], times: int) -> tuple[int, float, s
 
 
 def prepared(invoke: Any, home: Path) -> None:
-    assert invoke("create", "--id", "a1").exit_code == 0
+    assert invoke("session", "start", "--id", "a1").exit_code == 0
     (home / "providers.toml").write_text(SLOW_PROVIDERS)
 
 
@@ -72,9 +72,9 @@ def quickened(home: Path) -> None:
 
 
 def state_of(invoke: Any) -> dict[str, Any]:
-    result = invoke("show", "a1", json_mode=True)
+    result = invoke("session", "show", "a1", json_mode=True)
     assert result.exit_code == 0, result.stderr
-    value: dict[str, Any] = json.loads(result.stdout)
+    value: dict[str, Any] = json.loads(result.stdout)["runtime"]
     return value
 
 
@@ -98,11 +98,11 @@ def test_the_first_ctrl_c_aborts_the_turn_and_exits_130_with_one_line(
         [],
         [],
     )
-    transcript = json.loads(invoke("transcript", "a1", json_mode=True).stdout)
+    transcript = json.loads(invoke("session", "transcript", "a1", json_mode=True).stdout)
     assert [m["role"] for m in transcript["messages"]] == ["user"]
     # The agent takes the next message.
     quickened(home)
-    answered = invoke("send", "a1", "What is 2 + 3?", "--provider", "demo", "--wait")
+    answered = invoke("session", "send", "a1", "What is 2 + 3?", "--provider", "demo", "--wait")
     assert answered.exit_code == 0, answered.stderr
     assert answered.stdout.strip() == "2 + 3 = 5."
 
@@ -119,9 +119,9 @@ def test_a_second_ctrl_c_exits_at_once_and_loses_nothing(invoke: Any, home: Path
     # the message was kept: the agent resumes what it owes and answers the next message.
     quickened(home)
     assert invoke("db", "check").exit_code == 0
-    transcript = json.loads(invoke("transcript", "a1", json_mode=True).stdout)
+    transcript = json.loads(invoke("session", "transcript", "a1", json_mode=True).stdout)
     assert transcript["messages"][0]["content"][0]["text"] == "hello there"
-    answered = invoke("send", "a1", "What is 4 * 4?", "--provider", "demo", "--wait")
+    answered = invoke("session", "send", "a1", "What is 4 * 4?", "--provider", "demo", "--wait")
     assert answered.exit_code == 0, answered.stderr
     assert answered.stdout.strip() == "4 * 4 = 16."
     assert state_of(invoke)["state"] == "idle"

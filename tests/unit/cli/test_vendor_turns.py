@@ -132,14 +132,14 @@ demo_tools = true
 
 
 def created(invoke: Any, agent_id: str = "a1") -> None:
-    result = invoke("create", "--id", agent_id)
+    result = invoke("session", "start", "--id", agent_id)
     assert result.exit_code == 0, result.stderr
 
 
 def shown(invoke: Any, agent_id: str = "a1") -> dict[str, Any]:
-    result = invoke("show", agent_id, json_mode=True)
+    result = invoke("session", "show", agent_id, json_mode=True)
     assert result.exit_code == 0, result.stderr
-    value: dict[str, Any] = json.loads(result.stdout)
+    value: dict[str, Any] = json.loads(result.stdout)["runtime"]
     return value
 
 
@@ -149,7 +149,7 @@ def test_a_refusing_vendor_shows_its_retries_and_the_failed_turn_exits_5(
     created(invoke)
     write_providers(home, wire.url, max_retries=2)
     wire.status = 503
-    result = invoke("send", "a1", "hello?", "--provider", "vendor", "--wait")
+    result = invoke("session", "send", "a1", "hello?", "--provider", "vendor", "--wait")
     assert result.exit_code == 5, (result.stdout, result.stderr)
     assert result.stdout == ""
     retries = [line for line in result.stderr.splitlines() if line.startswith("retrying")]
@@ -187,7 +187,9 @@ def test_timeout_bounds_the_whole_wait_on_a_vendor_that_keeps_retrying(
     # The default policy: ten retries, backing off up to 30 s (over a minute in all).
     write_providers(home, closed_port_url(), max_retries=None)
     started = time.monotonic()
-    result = invoke("send", "a1", "hello?", "--provider", "vendor", "--wait", "--timeout", "1")
+    result = invoke(
+        "session", "send", "a1", "hello?", "--provider", "vendor", "--wait", "--timeout", "1"
+    )
     elapsed = time.monotonic() - started
     assert result.exit_code == 1, (result.stdout, result.stderr)
     assert elapsed < 6.0, elapsed  # the wait, then a prompt stop: not the retries' minute
@@ -202,9 +204,9 @@ def test_provider_alone_switches_to_its_configured_default_model(
 ) -> None:
     created(invoke)
     write_providers(home, wire.url)
-    first = invoke("send", "a1", "What is 1 + 1?", "--wait")
+    first = invoke("session", "send", "a1", "What is 1 + 1?", "--wait")
     assert first.stdout.strip() == "1 + 1 = 2."  # on the default demo model
-    result = invoke("send", "a1", "hi", "--provider", "vendor", "--wait")
+    result = invoke("session", "send", "a1", "hi", "--provider", "vendor", "--wait")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == ANSWER
     assert [body["model"] for body in wire.bodies] == ["openai/gpt-test"]  # not demo-1
@@ -220,7 +222,7 @@ def test_a_provider_without_a_default_model_needs_model(
         '[providers.bare]\nkind = "codex"\nclass = "openai"\n'
         'base_url = "http://127.0.0.1:9/v1"\napi_key_env = "AGENTKEEP_TEST_KEY"\n'
     )
-    result = invoke("send", "a1", "hi", "--provider", "bare", json_mode=True)
+    result = invoke("session", "send", "a1", "hi", "--provider", "bare", json_mode=True)
     assert result.exit_code == 2
     error = json.loads(result.stderr)["error"]
     assert error["code"] == "no_default_model"
@@ -234,9 +236,9 @@ def test_a_vendor_agent_gets_the_demo_tools_only_when_asked(
     created(invoke, "plain")
     created(invoke, "tooled")
     write_providers(home, wire.url)
-    plain = invoke("send", "plain", "hi", "--provider", "vendor", "--wait")
+    plain = invoke("session", "send", "plain", "hi", "--provider", "vendor", "--wait")
     assert plain.exit_code == 0, plain.stderr
-    tooled = invoke("send", "tooled", "hi", "--provider", "toolful", "--wait")
+    tooled = invoke("session", "send", "tooled", "hi", "--provider", "toolful", "--wait")
     assert tooled.exit_code == 0, tooled.stderr
     offered = [[t["function"]["name"] for t in body.get("tools") or ()] for body in wire.bodies]
     assert offered[0] == []

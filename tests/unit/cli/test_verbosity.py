@@ -41,7 +41,7 @@ def test_v_raises_the_level_and_never_lowers_it(level: str, verbose: int, expect
 def test_the_cli_configures_the_level_v_asks_for(
     invoke: Any, flags: tuple[str, ...], level: int
 ) -> None:
-    assert invoke(*flags, "create", "--id", "alpha").exit_code == 0
+    assert invoke(*flags, "session", "start", "--id", "alpha").exit_code == 0
     assert structlog.get_config()["wrapper_class"] is structlog.make_filtering_bound_logger(level)
 
 
@@ -57,9 +57,9 @@ def test_v_shows_info_logs_on_stderr_and_keeps_stdout_clean(tmp_path: Path) -> N
             timeout=60,
         )
 
-    quiet = agentkeep("create", "--id", "a1")
+    quiet = agentkeep("session", "start", "--id", "a1")
     assert (quiet.stdout, quiet.stderr) == ("a1\n", "")
-    verbose = agentkeep("-v", "create", "--id", "a2")
+    verbose = agentkeep("-v", "session", "start", "--id", "a2")
     assert verbose.stdout == "a2\n"
     events = [json.loads(line) for line in verbose.stderr.splitlines()]
     assert "store_opened" in [e["event"] for e in events]

@@ -32,7 +32,7 @@ def _wait_running(daemon: Any, session: str) -> None:
         subscription.close()
 
 
-def test_steer_and_abort_reach_a_slow_turn_through_the_daemon(tmp_path: Path, kit: Any) -> None:
+def test_steer_and_cancel_reach_a_slow_turn_through_the_daemon(tmp_path: Path, kit: Any) -> None:
     home = kit.make_home(tmp_path / "state")
     run = kit.invoker(home)
     assert run("agent", "create", "-", stdin=SLOW).exit_code == 0
@@ -42,20 +42,21 @@ def test_steer_and_abort_reach_a_slow_turn_through_the_daemon(tmp_path: Path, ki
         assert started["turn"]["status"] in ("queued", "running")
         _wait_running(daemon, session)
 
-        steered = run("steer", session, "Then count the words in 'a b c'.", "--id", "st1")
+        steered = run(
+            "session", "send", "--steer", session, "Then count the words in 'a b c'.", "--id", "st1"
+        )
         assert steered.exit_code == 0, steered.stderr
-        assert kit.stdout_json(steered) == {
-            "agent_id": session,
-            "id": "st1",
-            "delivery": "steer",
-            "created": True,
-            "waited": False,
-            "state": "accepted",
-            "answer": None,
-        }
-        aborted = run("abort", session)
-        assert aborted.exit_code == 0, aborted.stderr
-        assert kit.stdout_json(aborted) == {"agent_id": session, "aborted": True, "state": "idle"}
+        joined = kit.stdout_json(steered)
+        # A steer joins the running turn: that turn comes back, not a new one.
+        assert (joined["turn"]["id"], joined["duplicate"], joined["answer"]) == (
+            turn_id,
+            False,
+            None,
+        )
+        cancelled = run("session", "cancel", session)
+        assert cancelled.exit_code == 0, cancelled.stderr
+        assert kit.stdout_json(cancelled)["id"] == turn_id
+        assert kit.stdout_json(cancelled)["status"] == "cancelled"
 
         turn = daemon.system.sessions.turn(session, turn_id)
         assert turn.status == "cancelled"
@@ -65,8 +66,9 @@ def test_steer_and_abort_reach_a_slow_turn_through_the_daemon(tmp_path: Path, ki
             if e.type == "message.accepted"
         ]
         assert accepted == ["send", "steer"]
-        again = kit.stdout_json(run("abort", session))
-        assert again == {"agent_id": session, "aborted": False, "state": "idle"}
+        again = run("session", "cancel", session, json_mode=True)
+        assert again.exit_code == 1  # nothing live is left to cancel
+        assert json.loads(again.stderr)["error"]["code"] == "turn_state"
 
 
 def test_session_cancel_and_follow_through_the_daemon(tmp_path: Path, kit: Any) -> None:
@@ -97,13 +99,19 @@ def test_owner_only_commands_refuse_under_a_daemon_and_reads_still_work(
     run = kit.invoker(home)
     assert run("agent", "create", "-", stdin=QUICK).exit_code == 0
     with kit.daemon_on(home) as daemon:
-        for args in (("create",), ("resume",), ("purge", "x"), ("delete", "x")):
+        for args in (
+            ("session", "start"),
+            ("resume",),
+            ("purge", "x"),
+            ("session", "delete", "x"),
+            ("demo",),
+        ):
             refused = run(*args)
             assert refused.exit_code == 3, args
             error = json.loads(refused.stderr)["error"]
             assert error["code"] == "daemon_owns_home"
             assert str(daemon.system.home) in error["message"]
-        assert run("list").exit_code == 0  # read-only: no lock needed
+        assert run("session", "list").exit_code == 0  # read-only: no lock needed
         assert run("db", "check").exit_code == 0
 
 
@@ -195,7 +203,7 @@ def test_talk_to_an_agent_id_goes_through_the_daemon(tmp_path: Path, kit: Any) -
     the agent is a session, continued through the daemon's REST API."""
     home = kit.make_home(tmp_path / "state")
     run = kit.invoker(home)
-    created = run("create", "--id", "plain")
+    created = run("session", "start", "--id", "plain")
     assert created.exit_code == 0, created.stderr
     with kit.daemon_on(home) as daemon:
         talked = run("talk", "plain", "What is 2 + 3?")

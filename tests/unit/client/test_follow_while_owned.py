@@ -45,7 +45,7 @@ def _agentkeep(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_follow_watches_while_another_process_owns_the_store(tmp_path: Path) -> None:
     home = str(tmp_path / "state")
-    assert _agentkeep("--home", home, "create", "--id", "a1").returncode == 0
+    assert _agentkeep("--home", home, "session", "start", "--id", "a1").returncode == 0
     owner = subprocess.Popen(
         [sys.executable, "-c", _OWNER, home],
         stdin=subprocess.PIPE,

@@ -1,7 +1,7 @@
 """Issue 28 item 1 through the CLI, in both modes: a turn that fails (its vendor is down)
-leaves its session owing work; `session show` says so, `session archive`, `session cancel`
-and `abort` each name `agentkeep session settle`, which ends the owed work, after which the
-session archives. The same script prints the same directly and through a daemon."""
+leaves its session owing work; `session show` says so, `session archive` and `session
+cancel` (in JSON and in text) each name `agentkeep session settle`, which ends the owed work,
+after which the session archives. The same script prints the same directly and through a daemon."""
 
 from __future__ import annotations
 
@@ -29,8 +29,7 @@ SCRIPT: list[tuple[tuple[str, ...], bool]] = [
     (("session", "show", "sdead"), False),
     (("session", "archive", "sdead"), True),
     (("session", "cancel", "sdead"), True),
-    (("abort", "sdead"), False),
-    (("abort", "sdead"), True),
+    (("session", "cancel", "sdead"), False),
     (("session", "settle", "sdead", "--note", "the vendor is gone"), True),
     (("session", "settle", "sdead"), False),
     (("session", "archive", "sdead"), True),
@@ -77,18 +76,14 @@ def test_a_failed_turn_is_shown_owed_and_settle_gets_out_in_both_modes(
         served = _run(kit, served_home)
     for (args, _), left, right in zip(SCRIPT, direct, served, strict=True):
         assert right == left, " ".join(args)
-    assert [code for code, _, _ in direct] == [5, 0, 1, 1, 0, 0, 0, 0, 0]
+    assert [code for code, _, _ in direct] == [5, 0, 1, 1, 1, 0, 0, 0]
     shown = direct[1][1]
     assert "owes work: turn 1 failed" in shown
     assert "`agentkeep session settle sdead` ends it" in shown
-    for refused in (direct[2][2], direct[3][2]):
+    for refused in (direct[2][2], direct[3][2], direct[4][2]):
         assert "it owes work no turn holds" in refused
         assert "agentkeep session settle sdead" in refused
-    assert "`agentkeep session settle sdead` ends it" in direct[4][1]
-    aborted = json.loads(direct[5][1])
-    assert (aborted["aborted"], aborted["state"]) == (False, "owes_work")
-    assert aborted["owes"]["stage"] == "inference"
-    settled = json.loads(direct[6][1])
+    settled = json.loads(direct[5][1])
     assert settled["owes"] is None
-    assert direct[7][1] == "sdead: settled (owes nothing)\n"
-    assert json.loads(direct[8][1])["status"] == "archived"
+    assert direct[6][1] == "sdead: settled (owes nothing)\n"
+    assert json.loads(direct[7][1])["status"] == "archived"

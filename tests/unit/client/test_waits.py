@@ -38,7 +38,6 @@ COMMANDS = {
         "--timeout",
         TIMEOUT,
     ),
-    "send --wait": ("send", "g1", "What is 12 * 7?", "--wait", "--timeout", TIMEOUT),
 }
 
 
