@@ -1,6 +1,6 @@
 """Compacting a session now and saying what it did: the one implementation behind the
 daemon's ``POST /v1/sessions/:id/compact`` with ``wait: true`` and the direct
-:class:`~agentkeep.mcp.backend.SystemBackend`, so ``agentkeep compact`` prints the same in
+:class:`~agentkeep.mcp.backend.SystemBackend`, so ``agentkeep session compact`` prints the same in
 both modes."""
 
 from __future__ import annotations

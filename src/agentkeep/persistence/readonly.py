@@ -2,7 +2,7 @@
 
 In WAL mode a reader needs no lock to see a consistent snapshot: each read transaction sees
 exactly the last COMMIT that finished before it started, also while another process owns
-the store and writes. So inspecting a store (``agentkeep list``, ``show``, ``transcript``,
+the store and writes. So inspecting a store (``agentkeep session list``, ``show``, ``transcript``,
 ``db check``) works while an agent system runs on it.
 
 A read-only opening never changes the file: it does not migrate, so a database whose schema
