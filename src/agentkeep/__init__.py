@@ -112,7 +112,6 @@ from agentkeep.registry import (
     Workspace,
     WorkspacePatch,
 )
-from agentkeep.server_tools import ServerTool
 from agentkeep.sessions import (
     SessionBusyError,
     SessionConfigError,
@@ -125,8 +124,15 @@ from agentkeep.sessions import (
     UnknownTurnError,
     UnsupportedDriverError,
 )
-from agentkeep.tool_hooks import ToolCallDecision, ToolCallInfo, ToolCallResult
-from agentkeep.tools import Tool, ToolContext, tool
+from agentkeep.tools import (
+    ProviderTool,
+    Tool,
+    ToolCallDecision,
+    ToolCallInfo,
+    ToolCallResult,
+    ToolContext,
+    tool,
+)
 from agentkeep.types import (
     AgentEnvironment,
     AgentMessage,
@@ -266,6 +272,7 @@ __all__ = [
     "ProviderErrorInfo",
     "ProviderSessionBusyError",
     "ProviderSessionClosedError",
+    "ProviderTool",
     "ProviderUnavailableError",
     "Providers",
     "PurgeResult",
@@ -287,7 +294,6 @@ __all__ = [
     "ScriptedModel",
     "Selection",
     "SendAction",
-    "ServerTool",
     "ServerToolResultBlock",
     "ServesModels",
     "Session",

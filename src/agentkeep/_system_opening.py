@@ -17,9 +17,10 @@ from agentkeep.logs import get_logger
 from agentkeep.loop.context import DEFAULT_HELD_BLOCK_SECONDS, RetryPolicy
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
-from agentkeep.server_tools import ServerTool, check_server_tools
 from agentkeep.sessions.recovery import needs_recovery, recover_turns
 from agentkeep.tools import Tool, ToolSet
+from agentkeep.tools.provider_tools import ProviderTool as ServerTool
+from agentkeep.tools.provider_tools import check_provider_tools as check_server_tools
 
 log = get_logger(__name__)
 

@@ -49,10 +49,10 @@ from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.refs import make_system_ref
 from agentkeep.registry import Registry
-from agentkeep.server_tools import ServerTool
 from agentkeep.sessions import Sessions
 from agentkeep.sessions import setup as session_setup
 from agentkeep.sessions import tables as session_tables
+from agentkeep.tools import ProviderTool as ServerTool
 from agentkeep.tools import Tool
 from agentkeep.types import Message, Settings
 from agentkeep.types.ledger import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_INPUT_BYTES

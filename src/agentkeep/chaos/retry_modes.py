@@ -51,8 +51,7 @@ from agentkeep.features import Feature, HookContext
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
 from agentkeep.providers.registry import Providers
-from agentkeep.tool_hooks import ToolCallDecision, ToolCallInfo
-from agentkeep.tools import Tool, ToolContext
+from agentkeep.tools import Tool, ToolCallDecision, ToolCallInfo, ToolContext
 from agentkeep.types import (
     BlockRecord,
     Done,
