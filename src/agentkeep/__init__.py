@@ -110,7 +110,6 @@ from agentkeep.registry import (
     Workspace,
     WorkspacePatch,
 )
-from agentkeep.server_tools import ServerTool
 from agentkeep.sessions import (
     SessionBusyError,
     SessionConfigError,
@@ -123,8 +122,15 @@ from agentkeep.sessions import (
     UnknownTurnError,
     UnsupportedDriverError,
 )
-from agentkeep.tool_hooks import ToolCallDecision, ToolCallInfo, ToolCallResult
-from agentkeep.tools import Tool, ToolContext, tool
+from agentkeep.tools import (
+    ProviderTool,
+    Tool,
+    ToolCallDecision,
+    ToolCallInfo,
+    ToolCallResult,
+    ToolContext,
+    tool,
+)
 from agentkeep.types import (
     AgentEnvironment,
     AgentMessage,
@@ -264,6 +270,7 @@ __all__ = [
     "ProviderErrorInfo",
     "ProviderSessionBusyError",
     "ProviderSessionClosedError",
+    "ProviderTool",
     "ProviderUnavailableError",
     "Providers",
     "PurgeResult",
@@ -286,7 +293,6 @@ __all__ = [
     "Selection",
     "SendAction",
     "SendOptions",
-    "ServerTool",
     "ServerToolResultBlock",
     "ServesModels",
     "Session",

@@ -3,7 +3,7 @@
 Every response of the crash_recovery model starts with a reasoning block, so a crash often
 cuts one after its first block. The runtime must continue it after "Continue from where you
 left off." — never settle over it (C2) nor send a request that ends with the model's own
-message (C1). Under :func:`~agentkeep.chaos.mutants.settles_over_a_truncated_answer` (the
+message (C1). Under :func:`~agentkeep.chaos._mutants.runtime.settles_over_a_truncated_answer` (the
 behaviour before seed 001, probe P29) the suite must catch the cut answer within a few seeds.
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import agentkeep as ak
 from agentkeep.chaos import Offer
+from agentkeep.chaos._mutants.runtime import settles_over_a_truncated_answer
 from agentkeep.chaos.campaigns import crash_recovery, first_caught
 from agentkeep.chaos.invariants import check_state
-from agentkeep.chaos.mutants import settles_over_a_truncated_answer
 from agentkeep.chaos.process import DurableState, ProcessReport
 from agentkeep.chaos.world import ChaosWorld
 from agentkeep.persistence.store import Store

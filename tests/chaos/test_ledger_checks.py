@@ -3,7 +3,7 @@
 Every in-process suite's checker reads the ledger after each process (``L1`` dense, ``L2`` one
 event per fact and one fact per event, ``L3`` never changed between reopens) and, in the
 final healthy process, reconnects a subscriber from a seeded sequence (``L4``). Each check
-has a mutant (:mod:`agentkeep.chaos.mutants`) that the suites which can see it must catch
+has a mutant (:mod:`agentkeep.chaos._mutants.runtime`) that the suites which can see it must catch
 within the CI seed count, naming the violated check.
 """
 
@@ -14,15 +14,15 @@ from contextlib import AbstractContextManager
 
 import pytest
 
-from agentkeep.chaos.campaigns import DEFAULT_SEEDS, SUITES, first_caught
-from agentkeep.chaos.invariants import INVARIANTS
-from agentkeep.chaos.mutants import (
+from agentkeep.chaos._mutants.runtime import (
     accepted_event_in_second_transaction,
     old_event_rewritten_on_compaction,
     sequence_gap_at_each_batch,
     settled_event_skipped,
     subscription_resumes_one_late,
 )
+from agentkeep.chaos.campaigns import DEFAULT_SEEDS, SUITES, first_caught
+from agentkeep.chaos.invariants import INVARIANTS
 
 Mutant = Callable[[], AbstractContextManager[None]]
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from agentkeep.chaos._mutants.runtime import LEDGER_MUTANTS
 from agentkeep.chaos.campaigns import DEFAULT_SEEDS, SUITES, first_caught
 from agentkeep.chaos.ledger_subscriber import judge_subscriber_log
 from agentkeep.chaos.ledger_sweep import CI_SEEDS, EXPECTED, first_catch, main, run_seed
-from agentkeep.chaos.mutants import LEDGER_MUTANTS
 from agentkeep.chaos.process_kills import Kill, plan, run_campaign
 from agentkeep.chaos.process_worker import SUBSCRIBER_LOG
 from agentkeep.chaos.turn_checks import judge_keyed_sends

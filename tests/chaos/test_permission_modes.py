@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from agentkeep.chaos._mutants.retry_modes import mode_changes_at_acceptance
 from agentkeep.chaos.campaigns import DEFAULT_SEEDS, CampaignResult, first_caught
-from agentkeep.chaos.retry_mode_mutants import mode_changes_at_acceptance
 from agentkeep.chaos.retry_modes import permission_modes
 
 

@@ -2,7 +2,7 @@
 
 The campaigns' model asks for batches of 1–3 calls and their calls finish in a seeded order
 (:mod:`agentkeep.chaos.batches`), so a later call often finishes first. Under the mutant
-:func:`~agentkeep.chaos.mutants.results_in_finish_order` the runtime commits each result as
+:func:`~agentkeep.chaos._mutants.runtime.results_in_finish_order` the runtime commits each result as
 its call finishes; every in-process suite must catch that within the CI seed count.
 """
 
@@ -17,9 +17,9 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.chaos import BatchingModel, CompletionOrder, Offer
+from agentkeep.chaos._mutants.runtime import results_in_finish_order
 from agentkeep.chaos.campaigns import DEFAULT_SEEDS, SUITES, first_caught
 from agentkeep.chaos.invariants import check_state
-from agentkeep.chaos.mutants import results_in_finish_order
 from agentkeep.chaos.world import ChaosWorld
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.types import BlockRecord, Context, ToolCallBlock, ToolRecord

@@ -9,12 +9,12 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import agentkeep as ak
-from agentkeep.chaos.campaigns import DEFAULT_SEEDS, CampaignResult, first_caught
-from agentkeep.chaos.process import DurableState, ProcessReport
-from agentkeep.chaos.retry_mode_mutants import (
+from agentkeep.chaos._mutants.retry_modes import (
     retry_gives_up_after_two_failures,
     retry_replays_the_last_batch,
 )
+from agentkeep.chaos.campaigns import DEFAULT_SEEDS, CampaignResult, first_caught
+from agentkeep.chaos.process import DurableState, ProcessReport
 from agentkeep.chaos.retry_modes import ModeChecks, ModeJournal, retry_forever
 from agentkeep.types import SystemRecord
 

@@ -14,12 +14,12 @@ from contextlib import AbstractContextManager
 
 import pytest
 
-from agentkeep.chaos.campaigns import DEFAULT_SEEDS, SUITES, first_caught
-from agentkeep.chaos.invariants import INVARIANTS
-from agentkeep.chaos.mutants import (
+from agentkeep.chaos._mutants.runtime import (
     committed_results_run_again,
     transactional_writes_outside_the_transaction,
 )
+from agentkeep.chaos.campaigns import DEFAULT_SEEDS, SUITES, first_caught
+from agentkeep.chaos.invariants import INVARIANTS
 
 Mutant = Callable[[], AbstractContextManager[None]]
 

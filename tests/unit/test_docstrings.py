@@ -45,6 +45,8 @@ PUBLIC_PACKAGES = (
     "agentkeep.types",
     "agentkeep.server",
     "agentkeep.mcp",
+    "agentkeep.tools",
+    "agentkeep.features",
 )
 INTERNAL_PACKAGES = (
     "agentkeep.loop",
@@ -186,14 +188,14 @@ def test_the_walk_is_not_vacuous() -> None:
     names = {name for name, _ in public_objects()}
     assert len(names) > 600
     for expected in (
-        "agentkeep.features.Feature.before_turn",
-        "agentkeep.features.Feature.before_tool_call_transact",
+        "agentkeep.features.feature.Feature.before_turn",
+        "agentkeep.features.feature.Feature.before_tool_call_transact",
         "agentkeep.agent_system._facade.AgentSystem.create",
         "agentkeep.registry.service.Registry.create",
         "agentkeep.chaos.campaigns.run_suite",
         "agentkeep.providers.protocol.Session.stream",
         "agentkeep.chaos.lifecycle_race.Plan.describe",  # a public module's own name
-        "agentkeep.tools.ToolSet.descriptors",
+        "agentkeep.tools.definition.ToolSet.descriptors",
     ):
         assert expected in names, expected
 

@@ -41,7 +41,6 @@ LAYERS: tuple[Component, ...] = (
             "agentkeep.errors",
             "agentkeep.logs",
             "agentkeep.key_value",
-            "agentkeep._tool_schema",
             # Low, not in the system package: the registry (rank 3) admits its writes
             # through it, and the CLI's store reader uses the registry without a system.
             "agentkeep._admission",
@@ -62,15 +61,7 @@ LAYERS: tuple[Component, ...] = (
         (
             "agentkeep.refs",
             "agentkeep.tools",
-            "agentkeep._tool_context",
-            "agentkeep._tool_arguments",
-            "agentkeep._tool_results",
-            "agentkeep._tool_checks",
-            "agentkeep._tool_signature",
-            "agentkeep.server_tools",
             "agentkeep.features",
-            "agentkeep._feature_arguments",
-            "agentkeep.tool_hooks",
         ),
     ),
     Component(5, "actors", ("agentkeep.actors",)),

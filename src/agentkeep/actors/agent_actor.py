@@ -94,7 +94,7 @@ from agentkeep.persistence.interface import StoreHandle
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.registry import Providers
 from agentkeep.runtime import commit_plans
-from agentkeep.server_tools import ServerTool, check_server_tools, policy_of
+from agentkeep.tools.provider_tools import ProviderTool, check_provider_tools, policy_of
 from agentkeep.types import (
     Context,
     JSONObject,
@@ -125,7 +125,7 @@ class LoopOptions:
     # Hands an ephemeral event (session id, type, data, turn id) to live subscribers.
     publish: Callable[[str, str, JSONObject, str | None], None] | None = None
     retry: RetryPolicy | None = None  # retry forever with this backoff (None: give up)
-    server_tools: tuple[ServerTool, ...] = ()  # provider-owned tools, told beside the tools
+    server_tools: tuple[ProviderTool, ...] = ()  # provider-owned tools, told beside the tools
     # How long a finished block may wait for the next stream event (``inference.hold``).
     held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
 
@@ -410,7 +410,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         instructions = self._features.instructions(self._options.instructions, self._ctx_for)
         tools = self._runner.tool_set(settings)
         servers = self._options.server_tools
-        check_server_tools(tools, servers)  # a feature's tool may not take a server tool's name
+        check_provider_tools(tools, servers)  # a feature's tool may not take a provider tool's name
         descriptors = (*tools.descriptors(), *(each.descriptor() for each in servers))
         session = self._sessions.session_for(settings, instructions, descriptors)
         return session, instructions

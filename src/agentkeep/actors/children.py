@@ -1,9 +1,11 @@
-"""An agent actor's children: one streams a response, one runs a tool call, one compacts.
+"""An agent actor's children: one runs a tool call, one compacts; and how a response streams.
 
-Each is a one-shot pykka actor: it does its one slow thing in its own thread and tells the
-parent every outcome as a message, so the agent's mailbox is never blocked on a provider or a
-tool and ``abort``/``steer`` are always handled promptly. A child never raises into its
-parent: a failing provider is a failed response, a failing tool an error result.
+A response streams on a pooled worker thread (:mod:`agentkeep.actors.inference_worker`),
+which runs :func:`stream_response`. Each child here is a one-shot pykka actor: it does its one
+slow thing in its own thread and tells the parent every outcome as a message, so the agent's
+mailbox is never blocked on a provider or a tool and ``abort``/``steer`` are always handled
+promptly. A child never raises into its parent: a failing provider is a failed response, a
+failing tool an error result.
 
 Each child is supervised by the agent actor that started it (see
 :mod:`agentkeep.actors.agent_children`): it is linked to its agent when constructed and tells
@@ -92,36 +94,6 @@ class OneShotChild(SupervisedMixin, pykka.ThreadingActor):
 
     def _work(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
-
-
-class InferenceActor(OneShotChild):
-    """Streams one response and tells each event to the parent.
-
-    Guarantees the parent sees exactly one terminal ``done`` per response: events after the
-    first ``done`` are dropped, a stream that ends without one (or raises) is reported as a
-    failed response, then ``ChildStopped`` follows once the stream is closed.
-    """
-
-    def __init__(
-        self,
-        parent: pykka.ActorRef[Any],
-        inference_id: str,
-        session: Session,
-        context: Context,
-        selection: Selection,
-        cancel: CancelToken,
-    ) -> None:
-        super().__init__(parent)
-        self._id = inference_id
-        self._session = session
-        self._context = context
-        self._selection = selection
-        self._cancel = cancel
-
-    def _work(self) -> None:
-        stream_response(
-            self._tell, self._id, self._session, self._context, self._selection, self._cancel
-        )
 
 
 def stream_response(

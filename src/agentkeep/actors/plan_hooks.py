@@ -19,7 +19,7 @@ from agentkeep.loop.effects import LifecycleIds
 from agentkeep.persistence.interface import Transaction
 from agentkeep.providers.compatibility import needs_reset
 from agentkeep.providers.registry import Providers
-from agentkeep.tool_hooks import ToolCallInfo
+from agentkeep.tools import ToolCallInfo
 from agentkeep.types import (
     PendingToolCall,
     QueuedMessage,

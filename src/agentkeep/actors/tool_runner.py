@@ -13,6 +13,7 @@ from agentkeep.actors.hook_contexts import HookContexts
 from agentkeep.actors.loop_thread import inside_loop
 from agentkeep.errors import AgentkeepError, ToolCommitError
 from agentkeep.features import Feature, FeatureSet, HookContext
+from agentkeep.features.tool_calls import decide
 from agentkeep.loop.effects import LifecycleIds, ToolRun
 from agentkeep.loop.events import Event, ToolLifetimes
 from agentkeep.loop.texts import ABORTED_CALL
@@ -22,7 +23,6 @@ from agentkeep.providers.protocol import CancelToken
 from agentkeep.refs import AgentSystemRef
 from agentkeep.runtime.commit_plans import CALL_AREA
 from agentkeep.runtime.tool_claims import claim_result
-from agentkeep.tool_hooks import ToolCallInfo, ToolCallResult, decide, failed
 from agentkeep.tools import (
     Tool,
     ToolError,
@@ -32,6 +32,7 @@ from agentkeep.tools import (
     validate_arguments,
     validate_result,
 )
+from agentkeep.tools.hooks import ToolCallInfo, ToolCallResult, failed
 from agentkeep.types import Settings, TextBlock, ToolResultMessage
 
 INTERRUPTED_CALL = "The tool call was interrupted by a restart and was not retried."

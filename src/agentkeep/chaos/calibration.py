@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agentkeep.chaos.campaigns import CampaignResult
+    from agentkeep.chaos.campaign_result import CampaignResult
 
 # Store operations of the longest faulted process of a healthy run (fault plans dropped),
 # median over seeds 0-19 (the calibration test checks seeds 0-4), measured after the lone

@@ -12,195 +12,37 @@ A failure names the seed, the violated invariant and the command that replays it
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
-from agentkeep.agent_system import AgentSystem
-from agentkeep.chaos import calibration
 from agentkeep.chaos.batches import BatchingModel
-from agentkeep.chaos.checker import Checker, SwitchExpectation, Violation
-from agentkeep.chaos.ledger_checks import check_subscription
+from agentkeep.chaos.campaign_result import (
+    DEFAULT_SEEDS,
+    SEED_ENV,
+    SEEDS_ENV,
+    CampaignResult,
+    replay_command,
+    seeds_from_env,
+)
+from agentkeep.chaos.checker import SwitchExpectation, Violation
+from agentkeep.chaos.frame import Campaign, chunky_providers, play, queue_modes
 from agentkeep.chaos.lifecycle import lifecycle_races
 from agentkeep.chaos.retry_modes import permission_modes, retry_forever
 from agentkeep.chaos.tools import ledger_tools
-from agentkeep.chaos.world import ChaosWorld, Offer, ProcessHandle, ProcessReport
-from agentkeep.loop.plans import QueueMode
+from agentkeep.chaos.world import Offer, ProcessHandle
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.providers.registry import Providers
-from agentkeep.types import QueueName
-
-DEFAULT_SEEDS = 15
-SEEDS_ENV = "CHAOS_SEEDS"
-SEED_ENV = "CHAOS_SEED"
-
-
-@dataclass
-class CampaignResult:
-    """One seed of one suite: its processes and every violation the checker found."""
-
-    suite: str
-    seed: int
-    violations: list[Violation] = field(default_factory=list)
-    processes: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    # Every process's report, and the generations that carried a fault plan (run
-    # ``calibration.healthy()``: that would have carried one).
-    reports: list[ProcessReport] = field(default_factory=list)
-    faulted: set[int] = field(default_factory=set)
-
-    @property
-    def ok(self) -> bool:
-        """True when the checker found no violation."""
-        return not self.violations
-
-    @property
-    def replay(self) -> str:
-        """The shell command that replays exactly this seed of this suite."""
-        return replay_command(self.suite, self.seed)
-
-    def describe(self) -> str:
-        """A multi-line report: the violations, the processes played, and the replay command."""
-        lines = [
-            f"chaos suite {self.suite!r} seed {self.seed}: {len(self.violations)} violation(s)"
-        ]
-        lines += [f"  - {v.describe()}" for v in self.violations]
-        lines += [f"  {p}" for p in self.processes]
-        lines.append(f"  replay: {self.replay}")
-        return "\n".join(lines)
-
-
-def replay_command(suite: str, seed: int) -> str:
-    """The shell command replaying one seed of a suite (``CHAOS_SEED=seed`` pytest on its test
-    file).
-    """
-    return f"CHAOS_SEED={seed} .venv/bin/pytest tests/chaos/test_{suite}.py"
-
-
-def seeds_from_env(default: int = DEFAULT_SEEDS) -> list[int]:
-    """``CHAOS_SEED`` (one seed) or ``range(CHAOS_SEEDS)``."""
-    one = os.environ.get(SEED_ENV, "").strip()
-    if one:
-        return [int(one)]
-    count = os.environ.get(SEEDS_ENV, "").strip()
-    return list(range(int(count) if count else default))
-
-
-# -- the campaign frame ------------------------------------------------------------------------
-
-
-class _Campaign:
-    def __init__(self, suite: str, seed: int, world: ChaosWorld, checker: Checker) -> None:
-        self.suite = suite
-        self.seed = seed
-        self.world = world
-        self.checker = checker
-        self.rng = world.rng
-        self.faulted: set[int] = set()
-        self.crashes = 0  # crash plans drawn so far (see crash)
-
-    def process(self, *, final: bool = False, **options: object) -> ProcessReport:
-        subscribed: list[Violation] = []
-        if options.get("faults") is not None:
-            self.faulted.add(self.world.generation + 1)  # run_process numbers it next
-            if calibration.fault_free():
-                options["faults"] = None
-        if final:
-            # L4: a subscriber reconnecting from a seeded sequence gets exactly the suffix.
-            def subscribe(system: AgentSystem) -> None:
-                generation = self.world.generation
-                subscribed.extend(
-                    check_subscription(
-                        system, self.world.agent_id, seed=self.seed, process=generation
-                    )
-                )
-
-            options["before_close"] = subscribe
-        report = self.world.run_process(**options)  # type: ignore[arg-type]
-        self.checker.after_process(report, final=final)
-        self.checker.violations += subscribed
-        return report
-
-    def queue(self) -> QueueName:
-        return "send" if self.rng.random() < 0.5 else "steering"
-
-    def crash(self, *, shared: bool = False) -> FaultPlan:
-        """A ``crash`` plan over the suite's healthy run. ``shared``: the suite's processes
-        share one workload offered up front; after the first, a process draws over the
-        early part its restart resumes (see :data:`calibration.LATER`)."""
-        if shared and self.crashes:
-            at = calibration.fault_point(self.rng, self.suite, calibration.later_reach(self.suite))
-        else:
-            at = self.fault_point()
-        self.crashes += 1
-        return FaultPlan(at=at, mode="crash")
-
-    def fault_point(self) -> int:
-        """A store operation drawn over the suite's measured healthy run (see
-        :mod:`agentkeep.chaos.calibration`)."""
-        return calibration.fault_point(self.rng, self.suite)
-
-
-Body = Callable[[_Campaign], None]
-
-
-def _run(
-    suite: str,
-    seed: int,
-    body: Body,
-    *,
-    world_options: dict[str, object] | None = None,
-    switch: SwitchExpectation | None = None,
-    home: str | Path | None = None,
-) -> CampaignResult:
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=f"chaos-{suite}-{seed}-") as scratch:
-        world = ChaosWorld(Path(home or scratch) / "state", seed, **(world_options or {}))  # type: ignore[arg-type]
-        checker = Checker(world, switch=switch)
-        world.create_agent()
-        campaign = _Campaign(suite, seed, world, checker)
-        body(campaign)
-    processes = [r.describe() for r in world.reports]
-    if world.completion is not None and world.completion.timeouts:
-        # A harness defect, not a broken promise: the seeded finish order was not kept.
-        processes.append(f"completion order: holds timed out: {world.completion.timeouts}")
-    return CampaignResult(
-        suite=suite,
-        seed=seed,
-        violations=checker.violations,
-        processes=processes,
-        seconds=time.monotonic() - started,
-        reports=list(world.reports),
-        faulted=campaign.faulted,
-    )
 
 
 def _messages(prefix: str, count: int, queue: Literal["send", "steering"] = "send") -> list[Offer]:
     return [
         Offer(id=f"{prefix}{i}", text=f"{prefix} message {i}", queue=queue) for i in range(count)
     ]
-
-
-def _modes(campaign_seed: int) -> dict[str, object]:
-    import random
-
-    rng = random.Random(campaign_seed ^ 0x5EED)
-    modes: tuple[QueueMode, QueueMode] = ("one-at-a-time", "all")
-    return {"steering_mode": rng.choice(modes), "send_mode": rng.choice(modes)}
-
-
-def _chunky(seed: int) -> Providers:
-    providers = Providers()
-    providers.add("local", BatchingModel(seed=seed, stream_chunks=(1, 4)), kind="gym")
-    return providers
 
 
 # -- the suites ----------------------------------------------------------------------------------
@@ -221,20 +63,20 @@ def crash_recovery(seed: int, *, home: str | Path | None = None) -> CampaignResu
     reasoning block, so a crash may cut one after its first block: it must be continued,
     never settled over (C2), and no request may end with the model's message (C1)."""
 
-    def body(c: _Campaign) -> None:
+    def body(c: Campaign) -> None:
         c.world.offer(*_messages("m", 3))
         for _ in range(c.rng.randint(1, 5)):
             c.process(faults=c.crash(shared=True))
         c.process(final=True, start=True)
 
-    return _run("crash_recovery", seed, body, world_options={"providers": _reasoning}, home=home)
+    return play("crash_recovery", seed, body, world_options={"providers": _reasoning}, home=home)
 
 
 def queues(seed: int, *, home: str | Path | None = None) -> CampaignResult:
     """5 messages, mixed steering and send, each offered just before a crash; both queues in
     a seeded mode: all once, each queue in acceptance order, nothing owed, ``answer-5``."""
 
-    def body(c: _Campaign) -> None:
+    def body(c: Campaign) -> None:
         offers = [Offer(id=f"q{i}", text=f"queued {i}", queue=c.queue()) for i in range(5)]
         while offers:
             take = c.rng.randint(1, 2)
@@ -244,7 +86,7 @@ def queues(seed: int, *, home: str | Path | None = None) -> CampaignResult:
             c.process(faults=c.crash())
         c.process(final=True, start=True)
 
-    return _run("queues", seed, body, world_options=_modes(seed), home=home)
+    return play("queues", seed, body, world_options=queue_modes(seed), home=home)
 
 
 def interruption(seed: int, *, home: str | Path | None = None) -> CampaignResult:
@@ -257,7 +99,7 @@ def interruption(seed: int, *, home: str | Path | None = None) -> CampaignResult
     right after it (issue 28), so a process would otherwise finish the whole workload and
     leave its successors, and their faults, nothing to interrupt."""
 
-    def body(c: _Campaign) -> None:
+    def body(c: Campaign) -> None:
         c.world.offer(*_messages("i", 2))
         for n in range(c.rng.randint(1, 4)):
             faults = c.crash() if c.rng.random() < 0.5 else None
@@ -270,7 +112,9 @@ def interruption(seed: int, *, home: str | Path | None = None) -> CampaignResult
         # message makes the agent answer the whole conversation.
         c.process(final=True, start=True, messages=_messages("last", 1))
 
-    return _run("interruption", seed, body, world_options={"providers": _chunky}, home=home)
+    return play(
+        "interruption", seed, body, world_options={"providers": chunky_providers}, home=home
+    )
 
 
 def flaky_store(seed: int, *, home: str | Path | None = None) -> CampaignResult:
@@ -278,7 +122,7 @@ def flaky_store(seed: int, *, home: str | Path | None = None) -> CampaignResult:
     process the history is well-formed; after a healthy restart exactly the accepted
     messages are answered in order, all calls settled, nothing owed."""
 
-    def body(c: _Campaign) -> None:
+    def body(c: Campaign) -> None:
         offers = _messages("f", 3)
         for _ in range(c.rng.randint(1, 4)):
             fresh = [offers.pop(0)] if offers and c.rng.random() < 0.7 else []
@@ -286,7 +130,7 @@ def flaky_store(seed: int, *, home: str | Path | None = None) -> CampaignResult:
         c.world.offer(*offers)
         c.process(final=True, start=True)
 
-    return _run("flaky_store", seed, body, home=home)
+    return play("flaky_store", seed, body, home=home)
 
 
 def writer_failures(seed: int, *, home: str | Path | None = None) -> CampaignResult:
@@ -296,7 +140,7 @@ def writer_failures(seed: int, *, home: str | Path | None = None) -> CampaignRes
     within the process: so each process must still end settled, everything it accepted
     answered, nothing owed, queued or pending (§7.6) — not only after the next open."""
 
-    def body(c: _Campaign) -> None:
+    def body(c: Campaign) -> None:
         offers = _messages("w", 3)
         for _ in range(c.rng.randint(1, 4)):
             fresh = [offers.pop(0)] if offers and c.rng.random() < 0.7 else []
@@ -320,7 +164,7 @@ def writer_failures(seed: int, *, home: str | Path | None = None) -> CampaignRes
         c.world.offer(*offers)
         c.process(final=True, start=True)
 
-    return _run("writer_failures", seed, body, home=home)
+    return play("writer_failures", seed, body, home=home)
 
 
 def concurrency(seed: int, *, home: str | Path | None = None) -> CampaignResult:
@@ -328,7 +172,7 @@ def concurrency(seed: int, *, home: str | Path | None = None) -> CampaignResult:
     each released by one barrier, the second while the agent works); then a restart: all
     once, unique settled calls, nothing owed, ``answer-6``."""
 
-    def body(c: _Campaign) -> None:
+    def body(c: Campaign) -> None:
         offers = [Offer(id=f"c{i}", text=f"concurrent {i}", queue=c.queue()) for i in range(6)]
         aborts = c.rng.randint(0, 2)
         starts = c.rng.randint(0, 2)
@@ -348,7 +192,7 @@ def concurrency(seed: int, *, home: str | Path | None = None) -> CampaignResult:
         c.process(driver=driver)
         c.process(final=True, start=True)
 
-    return _run("concurrency", seed, body, home=home)
+    return play("concurrency", seed, body, home=home)
 
 
 def compaction(seed: int, *, home: str | Path | None = None) -> CampaignResult:
@@ -356,13 +200,13 @@ def compaction(seed: int, *, home: str | Path | None = None) -> CampaignResult:
     transaction: the history is always the whole original or the whole replacement, one
     compaction record at most; a later message is answered on top (``answer-3``)."""
 
-    def body(c: _Campaign) -> None:
+    def body(c: Campaign) -> None:
         c.process(messages=_messages("h", 2))
         for _ in range(c.rng.randint(1, 3)):
             c.process(compact="when_idle", faults=c.crash())
         c.process(final=True, start=True, messages=_messages("later", 1))
 
-    return _run("compaction", seed, body, home=home)
+    return play("compaction", seed, body, home=home)
 
 
 def compaction_under_load(seed: int, *, home: str | Path | None = None) -> CampaignResult:
@@ -370,7 +214,7 @@ def compaction_under_load(seed: int, *, home: str | Path | None = None) -> Campa
     under crashes: at most one compaction record, no duplicate message, each queue in order,
     calls settled, nothing owed, no invented answer."""
 
-    def body(c: _Campaign) -> None:
+    def body(c: Campaign) -> None:
         counter = 0
         for _ in range(c.rng.randint(2, 4)):
             fresh: list[Offer] = []
@@ -383,7 +227,7 @@ def compaction_under_load(seed: int, *, home: str | Path | None = None) -> Campa
         final_compact = "when_idle" if c.rng.random() < 0.3 else "no"
         c.process(final=True, start=True, compact=final_compact)
 
-    return _run("compaction_under_load", seed, body, world_options=_modes(seed), home=home)
+    return play("compaction_under_load", seed, body, world_options=queue_modes(seed), home=home)
 
 
 CODEX_MODEL = "openai/gpt-5"
@@ -441,7 +285,7 @@ def model_switch(seed: int, *, home: str | Path | None = None) -> CampaignResult
     ``answer-1``."""
     expected, switch = _switch_of(seed)
 
-    def body(c: _Campaign) -> None:
+    def body(c: Campaign) -> None:
         c.process(messages=[Offer(id="before", text="before the switch")])
         c.world.offer(switch)
         for _ in range(c.rng.randint(1, 4)):
@@ -456,7 +300,7 @@ def model_switch(seed: int, *, home: str | Path | None = None) -> CampaignResult
         "durable_tools": frozenset({"durable_tool", "durable_tool_b"}),
         "fragile_tools": frozenset({"fragile_tool", "fragile_tool_b"}),
     }
-    return _run("model_switch", seed, body, world_options=options, switch=expected, home=home)
+    return play("model_switch", seed, body, world_options=options, switch=expected, home=home)
 
 
 SUITES: dict[str, Callable[[int], CampaignResult]] = {
@@ -514,6 +358,8 @@ def _all_at_once(jobs: list[Callable[[], object]]) -> None:
 
 __all__ = [
     "DEFAULT_SEEDS",
+    "SEEDS_ENV",
+    "SEED_ENV",
     "SUITES",
     "CampaignResult",
     "compaction",

@@ -7,8 +7,9 @@ power-loss campaigns, and the mutants each must catch.
 - plain: run ``--seeds`` seeds (default ``CHAOS_SEEDS``, else each campaign's CI count) of
   each campaign; print every failing seed, then a table of seeds, failures and findings per
   check (``L1``–``L4``, ``T1``–``T5``, ``§7`` numbers, ``other``: e.g. an integrity check);
-- ``--mutant M``: the same under one mutant of :data:`~agentkeep.chaos.mutants.LEDGER_MUTANTS`
-  (or ``lying_sync`` for ``power_loss``); the seeds catching it are the ones that fail;
+- ``--mutant M``: the same under one mutant of
+  :data:`~agentkeep.chaos._mutants.runtime.LEDGER_MUTANTS` (or ``lying_sync`` for
+  ``power_loss``); the seeds catching it are the ones that fail;
 - ``--mutants``: for every mutant of :data:`EXPECTED` and each campaign it is expected in,
   the first seed (from ``--start``, within ``--seeds``) whose findings name the expected
   check. Exits 1 if any mutant escapes.
@@ -30,13 +31,16 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 
 from agentkeep.chaos.campaigns import seeds_from_env
-from agentkeep.chaos.mutants import LEDGER_MUTANTS
 from agentkeep.chaos.power import LYING_SYNC
 from agentkeep.chaos.process_worker import RERUN_FRAGILE
+
+if TYPE_CHECKING:
+    from agentkeep.chaos._mutants.runtime import Mutant
 
 CAMPAIGNS = ("process_kills", "lifecycle_races", "power_loss")
 # The CI seed count of each campaign (its test's default).
@@ -96,11 +100,18 @@ class SeedRun:
         return named
 
 
+def _ledger_mutants() -> dict[str, Mutant]:
+    """The ledger mutants by name, imported only when a sweep asks for one (tests only)."""
+    from agentkeep.chaos._mutants.runtime import LEDGER_MUTANTS
+
+    return LEDGER_MUTANTS
+
+
 def run_seed(campaign: str, seed: int, mutant: str | None = None) -> SeedRun:
     """Play one seed of ``campaign``, under ``mutant`` if given."""
     if campaign not in CAMPAIGNS:
         raise ValueError(f"unknown campaign {campaign!r}: choose from {', '.join(CAMPAIGNS)}")
-    if mutant is not None and mutant not in {*LEDGER_MUTANTS, *_OWN_MUTANTS[campaign]}:
+    if mutant is not None and mutant not in {*_ledger_mutants(), *_OWN_MUTANTS[campaign]}:
         raise ValueError(f"{campaign} cannot install the mutant {mutant!r}")
     started = time.monotonic()
     run = SeedRun(campaign=campaign, seed=seed)
@@ -116,7 +127,7 @@ def run_seed(campaign: str, seed: int, mutant: str | None = None) -> SeedRun:
     else:
         from agentkeep.chaos.lifecycle import lifecycle_races
 
-        broken = LEDGER_MUTANTS[mutant]() if mutant else contextlib.nullcontext()
+        broken = _ledger_mutants()[mutant]() if mutant else contextlib.nullcontext()
         with broken:
             run.problems = [v.describe() for v in lifecycle_races(seed).violations]
     run.seconds = time.monotonic() - started
@@ -159,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0, help="first seed")
     parser.add_argument("--jobs", type=int, default=1, help="processes in parallel")
     group = parser.add_mutually_exclusive_group()
-    mutants = sorted({*LEDGER_MUTANTS, RERUN_FRAGILE, LYING_SYNC})
+    mutants = sorted({*_ledger_mutants(), RERUN_FRAGILE, LYING_SYNC})
     group.add_argument("--mutant", choices=mutants, default=None)
     group.add_argument("--mutants", action="store_true", help="first seed catching each")
     args = parser.parse_args(argv)

@@ -29,10 +29,10 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from agentkeep.agent_system import Agent, AgentSystem
 from agentkeep.chaos.batches import BatchingModel, CompletionOrder
+from agentkeep.chaos.campaign_result import CampaignResult
 from agentkeep.chaos.checker import Checker
 from agentkeep.chaos.invariants import Violation
 from agentkeep.chaos.ledger_subscriber import SubscriberGroup
@@ -63,9 +63,6 @@ from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 
-if TYPE_CHECKING:
-    from agentkeep.chaos.campaigns import CampaignResult
-
 SUITE = "lifecycle_races"
 TIMEOUT = 20.0  # bound of every wait, delete and close; a call still running after 2× hung
 FRAGILE = frozenset({"fragile_tool"})
@@ -79,8 +76,6 @@ def lifecycle_races(seed: int, *, home: str | Path | None = None) -> CampaignRes
     closers (close or shutdown) race, released by one barrier; a new process then answers
     what is owed: every accepted message once and answered, every refusal an agentkeep error
     its race explains, deleted ids free and clean, no hang, the lock free once close returned."""
-    from agentkeep.chaos.campaigns import CampaignResult
-
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"chaos-{SUITE}-{seed}-") as scratch:
         campaign = _Lifecycle(seed, Path(home or scratch) / "state")

@@ -24,7 +24,7 @@ is a prefix of the surviving one (what was durably committed and seen stays as i
 the turns each acceptance opened (idempotency key ``key-<transaction>``): ``T1`` each is
 queued with its ``turn.queued`` event, ``T3`` its input's ``message.accepted`` names it,
 ``T4`` no key holds two turns.
-``mutant=`` a name of :data:`~agentkeep.chaos.mutants.LEDGER_MUTANTS` runs the whole seed
+``mutant=`` a name of :data:`~agentkeep.chaos._mutants.runtime.LEDGER_MUTANTS` runs the whole seed
 under that ledger mutant (tests only).
 
 ``python -m agentkeep.chaos.power --seeds N [--start S] [--jobs J]`` runs a sweep.
@@ -55,7 +55,6 @@ import structlog
 from agentkeep.chaos.campaigns import seeds_from_env
 from agentkeep.chaos.invariants import Violation
 from agentkeep.chaos.ledger_checks import check_events, check_prefix, read_all
-from agentkeep.chaos.mutants import LEDGER_MUTANTS
 from agentkeep.chaos.powervfs import CUT_MODES, CutMode, PowerGrid, PowerLossVFS, PowerOffError
 from agentkeep.chaos.process import read_durable
 from agentkeep.chaos.turn_checks import check_turns
@@ -227,7 +226,11 @@ def run_campaign(
     started = time.monotonic()
     schedule = plan(seed)
     result = PowerCutResult(seed=seed, plan=schedule, mutant=mutant)
-    broken = LEDGER_MUTANTS[mutant]() if mutant in LEDGER_MUTANTS else contextlib.nullcontext()
+    broken: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+    if mutant is not None:
+        from agentkeep.chaos._mutants.runtime import LEDGER_MUTANTS  # tests only: on demand
+
+        broken = LEDGER_MUTANTS[mutant]() if mutant in LEDGER_MUTANTS else broken
     with broken, tempfile.TemporaryDirectory(prefix=f"chaos-power-{seed}-") as scratch:
         base = Path(home or scratch)
         healthy = PowerGrid(seed=seed, mode="keep")

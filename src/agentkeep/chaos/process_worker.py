@@ -22,7 +22,7 @@ Environment knobs, each set by the parent for one process only:
   result);
 - ``AGENTKEEP_CHAOS_MUTANT=rerun_fragile``: a deliberately broken runtime whose resumed
   non-durable calls run again (the campaign's tests prove the checker catches it); or the
-  name of a ledger mutant (:data:`agentkeep.chaos.mutants.LEDGER_MUTANTS`), installed for
+  name of a ledger mutant (:data:`agentkeep.chaos._mutants.runtime.LEDGER_MUTANTS`), installed for
   the whole process;
 - ``AGENTKEEP_CHAOS_SUBSCRIBER=SEED``: run a
   :class:`~agentkeep.chaos.ledger_subscriber.RecordingSubscriber` on the session, logging to
@@ -52,7 +52,6 @@ from agentkeep.chaos.ledger_subscriber import (
     SUBSCRIBER_KILL_ENV,
     RecordingSubscriber,
 )
-from agentkeep.chaos.mutants import LEDGER_MUTANTS
 from agentkeep.chaos.process import Offer
 from agentkeep.chaos.tools import Ledger, LedgerEntry, guard_tool, ledger_tools
 from agentkeep.errors import UnknownAgentError
@@ -133,7 +132,12 @@ def run(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[str
     mutant = os.environ.get(MUTANT_ENV, "")
     if mutant == RERUN_FRAGILE:
         install_rerun_fragile_mutant()
-    with LEDGER_MUTANTS[mutant]() if mutant in LEDGER_MUTANTS else contextlib.nullcontext():
+    broken: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+    if mutant:
+        from agentkeep.chaos._mutants.runtime import LEDGER_MUTANTS  # tests only: on demand
+
+        broken = LEDGER_MUTANTS[mutant]() if mutant in LEDGER_MUTANTS else broken
+    with broken:
         return _play(home, ledger_path, generation, offers)
 
 

@@ -29,7 +29,7 @@ committed effect replayed. What is judged, beyond the shared :class:`~agentkeep.
 - ``P2``: the durable mode (settings) is that of the last consumed message that set one,
   after every process, crashed or not.
 
-Mutants (:mod:`agentkeep.chaos.retry_mode_mutants`): ``retry_gives_up_after_two_failures``
+Mutants (:mod:`agentkeep.chaos._mutants.retry_modes`): ``retry_gives_up_after_two_failures``
 (``R1``/``R3``), ``retry_replays_the_last_batch`` (``R2``) and ``mode_changes_at_acceptance``
 (``P1``/``P2``).
 """
@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentkeep.chaos.batches import BatchingModel
+from agentkeep.chaos.campaign_result import CampaignResult
+from agentkeep.chaos.frame import Campaign, chunky_providers, play, queue_modes
 from agentkeep.chaos.invariants import INVARIANTS, Violation
 from agentkeep.chaos.process import DurableState, Offer, ProcessReport, history_log
 from agentkeep.chaos.tools import ledger_tools
@@ -51,8 +53,7 @@ from agentkeep.features import Feature, HookContext
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
 from agentkeep.providers.registry import Providers
-from agentkeep.tool_hooks import ToolCallDecision, ToolCallInfo
-from agentkeep.tools import Tool, ToolContext
+from agentkeep.tools import Tool, ToolCallDecision, ToolCallInfo, ToolContext
 from agentkeep.types import (
     BlockRecord,
     Done,
@@ -66,7 +67,6 @@ from agentkeep.types import (
 )
 
 if TYPE_CHECKING:
-    from agentkeep.chaos.campaigns import CampaignResult
     from agentkeep.chaos.world import ChaosWorld
 
 # Registered here (not in invariants.py) so these checks stay one module of their own.
@@ -325,21 +325,19 @@ def _offers(rng: random.Random, prefix: str, count: int) -> list[Offer]:
 
 
 def _campaign(suite: str, seed: int, *, retrying: bool, home: str | Path | None) -> CampaignResult:
-    from agentkeep.chaos import campaigns  # the frame; campaigns imports this module
-
     journal = ModeJournal(retrying=retrying)
     options: dict[str, object] = {
         "tools": tuple(journal.wrap(t) for t in ledger_tools()),
         "features": (journal,),
-        **campaigns._modes(seed),
+        **queue_modes(seed),
     }
     if retrying:
         options["providers"] = _flaky_providers
         options["system_options"] = RETRY_OPTIONS
     else:
-        options["providers"] = campaigns._chunky
+        options["providers"] = chunky_providers
 
-    def body(c: campaigns._Campaign) -> None:
+    def body(c: Campaign) -> None:
         journal.attach(c.world)
         checks = ModeChecks(c.world, journal)
         original = c.process
@@ -369,7 +367,7 @@ def _campaign(suite: str, seed: int, *, retrying: bool, home: str | Path | None)
         # message makes the agent answer the whole conversation.
         process(final=True, start=True, messages=[Offer(id="last", text="last")])
 
-    return campaigns._run(suite, seed, body, world_options=options, home=home)
+    return play(suite, seed, body, world_options=options, home=home)
 
 
 def retry_forever(seed: int, *, home: str | Path | None = None) -> CampaignResult:

@@ -96,13 +96,6 @@ class Ledger:
         with self._lock:
             return list(self._refused)
 
-    def executions(self, tool_name: str, call_id: str) -> list[LedgerEntry]:
-        """Every execution of one call (by tool name and call id), in the order they started; more
-        than one means it ran twice.
-        """
-        with self._lock:
-            return [e for e in self._entries if e.tool == tool_name and e.call_id == call_id]
-
 
 Liveness = Callable[[], bool]
 

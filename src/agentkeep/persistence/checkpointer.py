@@ -24,7 +24,7 @@ import threading
 import apsw
 
 from agentkeep.logs import get_logger
-from agentkeep.persistence.inbox import _Counters
+from agentkeep.persistence.inbox import Counters
 from agentkeep.persistence.readers import open_connection
 
 log = get_logger(__name__)
@@ -49,7 +49,7 @@ class Checkpointer:
         counters: Where finished checkpoints and failures are counted.
     """
 
-    def __init__(self, writer: apsw.Connection, counters: _Counters) -> None:
+    def __init__(self, writer: apsw.Connection, counters: Counters) -> None:
         self._path = writer.filename
         self._vfs: str | None = writer.open_vfs
         self._synchronous = int(str(writer.execute("PRAGMA synchronous").fetchall()[0][0]))

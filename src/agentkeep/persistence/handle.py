@@ -11,7 +11,7 @@ import pykka
 
 from agentkeep.errors import CommitOutcomeUnknownError, StoreError
 from agentkeep.persistence.faults import FaultInjector
-from agentkeep.persistence.inbox import WriterStatistics, _Counters, _Inbox, _WorkItem
+from agentkeep.persistence.inbox import Counters, Inbox, WorkItem, WriterStatistics
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readers import ReaderPool
 
@@ -31,8 +31,8 @@ class StoreWriterHandle:
     def __init__(
         self,
         actor_ref: pykka.ActorRef[Any] | None,
-        inbox: _Inbox,
-        counters: _Counters,
+        inbox: Inbox,
+        counters: Counters,
         readers: ReaderPool,
         faults: FaultInjector,
     ) -> None:
@@ -64,7 +64,7 @@ class StoreWriterHandle:
                 "transact() was called from inside a transaction (the writer's thread), which "
                 "would wait for itself; use the Transaction your work was given."
             )
-        item = _WorkItem(work)
+        item = WorkItem(work)
         if self._inbox.put(item) and (writer := self._actor_ref) is not None:
             # If the writer is dead its shutdown drained the inbox: the item is answered.
             with contextlib.suppress(pykka.ActorDeadError):

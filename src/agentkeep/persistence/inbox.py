@@ -1,6 +1,6 @@
 """What passes between the writer's callers and the writer: work items, the inbox, counters.
 
-A caller puts a :class:`_WorkItem` into the :class:`_Inbox` and waits on it; the writer takes
+A caller puts a :class:`WorkItem` into the :class:`Inbox` and waits on it; the writer takes
 everything queued as one group and answers each item exactly once. The inbox's state says
 whether a writer serves it (``open``), whether its writer failed and awaits a restart
 (``down``), or whether the store is closed for good.
@@ -49,7 +49,7 @@ class WriterStatistics(msgspec.Struct, frozen=True, kw_only=True):
     wal_pages: int = 0
 
 
-class _WorkItem:
+class WorkItem:
     """One submitted ``work`` and its answer.
 
     The answer is signalled through a plain lock held from creation until answered: the
@@ -89,7 +89,7 @@ class _WorkItem:
         return self._value
 
 
-class _Inbox:
+class Inbox:
     """Work waiting for the writer, with wake-up coalescing and a state.
 
     ``open``: work is queued for the writer. ``down``: the writer failed and waits for its
@@ -101,7 +101,7 @@ class _Inbox:
     def __init__(self, *, state: Literal["open", "down"] = "open") -> None:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._items: deque[_WorkItem] = deque()
+        self._items: deque[WorkItem] = deque()
         self._wake_pending = False
         self._size_waiters = 0  # threads in wait_for_size (tests, diagnostics)
         self._state: Literal["open", "down", "closed"] = state
@@ -109,7 +109,7 @@ class _Inbox:
         self._closed_error: type[StoreError] = StoreClosedError
         self.writer_thread: int | None = None
 
-    def put(self, item: _WorkItem) -> bool:
+    def put(self, item: WorkItem) -> bool:
         """Queue ``item``; True if the caller must wake the writer."""
         with self._lock:
             if self._state == "closed":
@@ -134,7 +134,7 @@ class _Inbox:
             finally:
                 self._size_waiters -= 1
 
-    def take_all(self) -> list[_WorkItem]:
+    def take_all(self) -> list[WorkItem]:
         with self._lock:
             items = list(self._items)
             self._items.clear()
@@ -159,13 +159,13 @@ class _Inbox:
             self._state = "open"
             self._wake_pending = False
 
-    def go_down(self) -> list[_WorkItem]:
+    def go_down(self) -> list[WorkItem]:
         """The writer failed: refuse work until :meth:`open`; returns what was queued."""
         return self._drain("down")
 
     def close(
         self, because: str = "The store is closed.", error: type[StoreError] = StoreClosedError
-    ) -> list[_WorkItem]:
+    ) -> list[WorkItem]:
         """Refuse new work for good (``because`` tells later callers why, as ``error``);
         returns whatever was still queued."""
         return self._drain("closed", because, error)
@@ -183,7 +183,7 @@ class _Inbox:
         state: Literal["down", "closed"],
         because: str = "",
         error: type[StoreError] = StoreClosedError,
-    ) -> list[_WorkItem]:
+    ) -> list[WorkItem]:
         with self._lock:
             if self._state != "closed":
                 self._state = state
@@ -197,7 +197,7 @@ class _Inbox:
 _COUNTER_NAMES = tuple(WriterStatistics.__struct_fields__)
 
 
-class _Counters:
+class Counters:
     """The writer's counters as plain ``int`` attributes (one per ``WriterStatistics`` field).
 
     Updated under ``lock`` so a :meth:`snapshot` is consistent; the writer's success path

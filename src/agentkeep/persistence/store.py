@@ -29,7 +29,7 @@ from agentkeep.logs import get_logger, install_default_logging
 from agentkeep.persistence.disk import file_identity
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
 from agentkeep.persistence.handle import StoreWriterHandle
-from agentkeep.persistence.inbox import WriterStatistics, _Counters, _Inbox
+from agentkeep.persistence.inbox import Counters, Inbox, WriterStatistics
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.persistence.ledger import LedgerHub
@@ -196,8 +196,8 @@ class Store:
         self._restartable = restartable
         # The migrated connection, kept for the first writer; later incarnations open their own.
         self._spare_connection: apsw.Connection | None = connection
-        self._inbox = _Inbox(state="down")
-        self._counters = _Counters()
+        self._inbox = Inbox(state="down")
+        self._counters = Counters()
         self._writer: pykka.ActorRef[Any] | None = None
         self._handle = StoreWriterHandle(None, self._inbox, self._counters, readers, faults)
         self._writer_lock = threading.Lock()

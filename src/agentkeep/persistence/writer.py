@@ -63,7 +63,7 @@ from agentkeep.persistence.checkpointer import Checkpointer
 from agentkeep.persistence.disk import REFUSALS, disk_refusal, file_identity, refused_by_disk
 from agentkeep.persistence.faults import FaultInjector, InjectedWriterCrashError
 from agentkeep.persistence.handle import WAKE, StoreWriterHandle
-from agentkeep.persistence.inbox import WriterStatistics, _Counters, _Inbox, _WorkItem
+from agentkeep.persistence.inbox import Counters, Inbox, WorkItem, WriterStatistics
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.transaction import SqliteTransaction, Statements
 
@@ -106,8 +106,8 @@ class StoreWriter(pykka.ThreadingActor):
     def __init__(
         self,
         connection: apsw.Connection,
-        inbox: _Inbox,
-        counters: _Counters,
+        inbox: Inbox,
+        counters: Counters,
         faults: FaultInjector,
         *,
         checkpoint_pages: int,
@@ -157,7 +157,7 @@ class StoreWriter(pykka.ThreadingActor):
 
     # -- serving -----------------------------------------------------------------------------
     def _serve(self) -> None:
-        items: list[_WorkItem] = []
+        items: list[WorkItem] = []
         try:
             while items := self._inbox.take_all():
                 pending = deque(items)
@@ -170,7 +170,7 @@ class StoreWriter(pykka.ThreadingActor):
             self._fail_over(exc, in_flight=items)
             raise
 
-    def _fail_over(self, cause: BaseException | None, in_flight: Sequence[_WorkItem] = ()) -> None:
+    def _fail_over(self, cause: BaseException | None, in_flight: Sequence[WorkItem] = ()) -> None:
         """After a failure (a bug in the writer itself): refuse new work, tell the listener a
         restart is coming, answer every caller, close the connection. Idempotent.
 
@@ -207,7 +207,7 @@ class StoreWriter(pykka.ThreadingActor):
         self._rollback()
         self._close_connection()
 
-    def _run_group(self, pending: deque[_WorkItem]) -> None:
+    def _run_group(self, pending: deque[WorkItem]) -> None:
         """Run items from ``pending`` as one transaction; leaves unrun items in ``pending``."""
         try:
             self._statements.execute("BEGIN IMMEDIATE")
@@ -226,8 +226,8 @@ class StoreWriter(pykka.ThreadingActor):
         if len(pending) == 1:
             self._run_alone(pending.popleft())
             return
-        done: list[tuple[_WorkItem, Any, list[Callable[[], None]]]] = []
-        failed_alone: list[tuple[_WorkItem, BaseException]] = []
+        done: list[tuple[WorkItem, Any, list[Callable[[], None]]]] = []
+        failed_alone: list[tuple[WorkItem, BaseException]] = []
         while pending:
             item = pending.popleft()
             tx = SqliteTransaction(self._statements, ledger=self._ledger)
@@ -258,7 +258,7 @@ class StoreWriter(pykka.ThreadingActor):
             done.append((item, value, tx.expire()))
         self._commit(done, failed_alone)
 
-    def _run_alone(self, item: _WorkItem) -> None:
+    def _run_alone(self, item: WorkItem) -> None:
         """Run a group's only item without a savepoint: if it fails, the whole transaction
         (nothing but its own work) rolls back, so no group-mate can lose anything."""
         tx = SqliteTransaction(self._statements, ledger=self._ledger)
@@ -277,8 +277,8 @@ class StoreWriter(pykka.ThreadingActor):
 
     def _commit(
         self,
-        done: list[tuple[_WorkItem, Any, list[Callable[[], None]]]],
-        failed_alone: list[tuple[_WorkItem, BaseException]],
+        done: list[tuple[WorkItem, Any, list[Callable[[], None]]]],
+        failed_alone: list[tuple[WorkItem, BaseException]],
     ) -> None:
         self._counters.group_size(len(done) + len(failed_alone))
         if self._file_replaced(done, failed_alone):
@@ -320,8 +320,8 @@ class StoreWriter(pykka.ThreadingActor):
 
     def _file_replaced(
         self,
-        done: list[tuple[_WorkItem, Any, list[Callable[[], None]]]],
-        failed_alone: list[tuple[_WorkItem, BaseException]],
+        done: list[tuple[WorkItem, Any, list[Callable[[], None]]]],
+        failed_alone: list[tuple[WorkItem, BaseException]],
     ) -> bool:
         """Before COMMIT: is the database path still the file this connection opened?
 
@@ -357,7 +357,7 @@ class StoreWriter(pykka.ThreadingActor):
         return True
 
     def _fail_unknown(
-        self, done: list[tuple[_WorkItem, Any, list[Callable[[], None]]]], cause: BaseException
+        self, done: list[tuple[WorkItem, Any, list[Callable[[], None]]]], cause: BaseException
     ) -> None:
         reason = disk_refusal(self._connection, cause)
         for item, _value, _callbacks in done:
@@ -481,7 +481,7 @@ class StoreWriter(pykka.ThreadingActor):
             log.error("store_writer_close_failed", error=repr(exc))
 
 
-def _answer_failed(failed_alone: list[tuple[_WorkItem, BaseException]]) -> None:
+def _answer_failed(failed_alone: list[tuple[WorkItem, BaseException]]) -> None:
     """Answer the items that failed alone (their savepoint rolled back, nothing of theirs is
     written) only once the group's COMMIT has returned: a failure can rest on what a
     group-mate wrote (``AgentExistsError`` for an id a mate created), and a caller acting on

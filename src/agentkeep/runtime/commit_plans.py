@@ -130,7 +130,7 @@ class KeepEverything:
 
 class ToolCallHooks(Protocol):
     """The features' transactional tool-call hooks, run inside a plan's transaction.
-    Raising rolls the whole plan back (``agentkeep.tool_hooks``)."""
+    Raising rolls the whole plan back (``agentkeep.tools.hooks``)."""
 
     def before_tool_call(self, tx: Transaction, call: PendingToolCall) -> None:
         """Once per call of a freshly dispatched batch, inside the dispatch transaction."""
@@ -257,7 +257,7 @@ def _append(
     tx: Transaction, agent_id: str, record: ConversationRecord, **extra: object
 ) -> ConversationRecord:
     """Append ``record`` and, in the same transaction, its ledger event (none for a private
-    block: it is not published, ``agentkeep.server_tools``)."""
+    block: it is not published, ``agentkeep.tools.provider_tools``)."""
     position = tx.append_record(agent_id, record)
     if isinstance(record, BlockRecord) and record.private:
         return record

@@ -13,14 +13,14 @@ from typing import Any, Literal, TypeAlias
 import msgspec
 
 
-class _Value(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Value(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Base of every protocol value: immutable, keyword-only, compact JSON."""
 
 
 # -- content blocks -----------------------------------------------------------------------
 
 
-class TextBlock(_Value, frozen=True, tag="text"):
+class TextBlock(Value, frozen=True, tag="text"):
     """Plain text, in any message or tool result."""
 
     text: str
@@ -29,14 +29,14 @@ class TextBlock(_Value, frozen=True, tag="text"):
     vendor: str | None = None
 
 
-class ImageBlock(_Value, frozen=True, tag="image"):
+class ImageBlock(Value, frozen=True, tag="image"):
     """An image, as base64 ``data`` of the given ``mime_type``."""
 
     data: str  # base64, without a data: prefix
     mime_type: str
 
 
-class ReasoningBlock(_Value, frozen=True, tag="reasoning"):
+class ReasoningBlock(Value, frozen=True, tag="reasoning"):
     """The model's reasoning: readable ``text``, an opaque signed ``reasoning`` payload, or both.
 
     The payload is sent back to the vendor verbatim on later requests; agentkeep never reads it.
@@ -47,7 +47,7 @@ class ReasoningBlock(_Value, frozen=True, tag="reasoning"):
     vendor: str | None = None
 
 
-class ToolCallBlock(_Value, frozen=True, tag="tool_call"):
+class ToolCallBlock(Value, frozen=True, tag="tool_call"):
     """A tool call the model made, as part of an assistant message.
 
     ``arguments`` is the raw JSON text the model produced (parsed only when the call runs);
@@ -64,7 +64,7 @@ class ToolCallBlock(_Value, frozen=True, tag="tool_call"):
     vendor: str | None = None
 
 
-class ServerToolResultBlock(_Value, frozen=True, tag="tool_result"):
+class ServerToolResultBlock(Value, frozen=True, tag="tool_result"):
     """The result of a provider-owned (server) tool call, kept in the assistant message."""
 
     call_id: str
@@ -74,7 +74,7 @@ class ServerToolResultBlock(_Value, frozen=True, tag="tool_result"):
     vendor: str | None = None
 
 
-class ToolCallRequestBlock(_Value, frozen=True, tag="tool_call_request"):
+class ToolCallRequestBlock(Value, frozen=True, tag="tool_call_request"):
     """A control block of a queued user message: run this tool call before asking the model.
 
     Only user messages may carry one (at most one each). The runtime executes it like a call
@@ -87,7 +87,7 @@ class ToolCallRequestBlock(_Value, frozen=True, tag="tool_call_request"):
     namespace: str | None = None
 
 
-class ReferenceBlock(_Value, frozen=True, tag="reference"):
+class ReferenceBlock(Value, frozen=True, tag="reference"):
     """A reference the host resolves (seed 002's ``ReferencePart``): a file, a URL.
 
     Kept verbatim in the conversation; a model is shown it as a line of text
@@ -99,7 +99,7 @@ class ReferenceBlock(_Value, frozen=True, tag="reference"):
     media_type: str | None = None
 
 
-class DataBlock(_Value, frozen=True, tag="data"):
+class DataBlock(Value, frozen=True, tag="data"):
     """Named JSON data (seed 002's ``DataPart``), kept verbatim; a model is shown it as a
     line of text naming it, with the data as compact JSON (:func:`input_blocks`)."""
 
@@ -116,7 +116,7 @@ AssistantBlock: TypeAlias = TextBlock | ReasoningBlock | ToolCallBlock | ServerT
 # -- messages -----------------------------------------------------------------------------
 
 
-class _Message(_Value, frozen=True, tag_field="role"):
+class _Message(Value, frozen=True, tag_field="role"):
     pass
 
 
@@ -136,7 +136,7 @@ class SystemMessage(_Message, frozen=True, tag="system"):
     content: tuple[InputBlock, ...]
 
 
-class Author(_Value, frozen=True):
+class Author(Value, frozen=True):
     """Who wrote an :class:`AgentMessage`: an agent's ``id`` and an optional ``description``."""
 
     id: str
@@ -220,7 +220,7 @@ QueueableMessage: TypeAlias = UserMessage | SystemMessage | AgentMessage
 # -- tokens -------------------------------------------------------------------------------
 
 
-class Tokens(_Value, frozen=True):
+class Tokens(Value, frozen=True):
     """What one response measured: the whole input context (cache included) and the output."""
 
     input: int
@@ -232,7 +232,7 @@ class Tokens(_Value, frozen=True):
         return self.input + self.output
 
 
-class Usage(_Value, frozen=True):
+class Usage(Value, frozen=True):
     """Token usage of one attempt."""
 
     input: int
@@ -249,7 +249,7 @@ class Usage(_Value, frozen=True):
 # -- session inputs -----------------------------------------------------------------------
 
 
-class ToolDescriptor(_Value, frozen=True):
+class ToolDescriptor(Value, frozen=True):
     """What a provider is told about one tool (spec §1.6)."""
 
     name: str
@@ -262,14 +262,14 @@ class ToolDescriptor(_Value, frozen=True):
     grammar: str | None = None  # a Lark grammar; the call's raw input becomes {"input": raw}
 
 
-class SessionOptions(_Value, frozen=True):
+class SessionOptions(Value, frozen=True):
     """What a provider session is opened with: the instructions and the tools the model may call."""
 
     instructions: str
     tools: tuple[ToolDescriptor, ...] = ()
 
 
-class Context(_Value, frozen=True):
+class Context(Value, frozen=True):
     """The whole conversation a request runs on; the caller owns it and passes it whole."""
 
     instructions: str
@@ -279,7 +279,7 @@ class Context(_Value, frozen=True):
 # -- compaction outcomes ------------------------------------------------------------------
 
 
-class _Compaction(_Value, frozen=True, tag_field="status"):
+class _Compaction(Value, frozen=True, tag_field="status"):
     pass
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-from agentkeep.types.content import _Value
+from agentkeep.types.content import Value
 
 # -- selection values ---------------------------------------------------------------------
 
@@ -37,7 +37,7 @@ PERMISSION_MODES: tuple[PermissionMode, ...] = (
 )
 
 
-class Selection(_Value, frozen=True):
+class Selection(Value, frozen=True):
     """What one request runs on: serializable values only."""
 
     model: str | None = None
@@ -45,7 +45,7 @@ class Selection(_Value, frozen=True):
     service_tier: ServiceTier | None = None
 
 
-class MessageOptions(_Value, frozen=True):
+class MessageOptions(Value, frozen=True):
     """Per-message settings; they take effect when the message is consumed and stay, except
     ``profile``, which each message selects for itself (None: the null profile)."""
 
@@ -57,7 +57,7 @@ class MessageOptions(_Value, frozen=True):
     profile: str | None = None
 
 
-class Settings(_Value, frozen=True):
+class Settings(Value, frozen=True):
     """The effective inference selection, updated by consumed messages. ``profile`` is the
     one the last consumed message selected (None until a message selects one)."""
 

@@ -42,8 +42,8 @@ from hypothesis.stateful import (
 )
 
 import agentkeep as ak
+from agentkeep.chaos._mutants.runtime import results_in_finish_order
 from agentkeep.chaos.batches import BatchingModel
-from agentkeep.chaos.mutants import results_in_finish_order
 from agentkeep.delivery import accept_message
 from agentkeep.errors import CommitOutcomeUnknownError
 from agentkeep.loop import inference

@@ -30,7 +30,7 @@ from hypothesis.stateful import invariant, rule, run_state_machine_as_test
 
 import agentkeep as ak
 from agentkeep import delivery
-from agentkeep.chaos.retry_mode_mutants import (
+from agentkeep.chaos._mutants.retry_modes import (
     mode_changes_at_acceptance,
     retry_gives_up_after_two_failures,
 )

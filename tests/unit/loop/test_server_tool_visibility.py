@@ -45,7 +45,7 @@ def _server_blocks(messages: object) -> list[Any]:
     ]
 
 
-def _run(world: World, tool: ak.ServerTool, watcher: Watcher) -> tuple[ak.AgentSystem, ak.Agent]:
+def _run(world: World, tool: ak.ProviderTool, watcher: Watcher) -> tuple[ak.AgentSystem, ak.Agent]:
     world.model.add(
         script.server_tool_call("web_search", {"q": "x"}, result="found", answer="here"),
         script.text("again"),
@@ -61,7 +61,7 @@ def _run(world: World, tool: ak.ServerTool, watcher: Watcher) -> tuple[ak.AgentS
 
 def test_a_server_tool_is_declared_to_the_provider_and_shown_by_default(world: World) -> None:
     watcher = Watcher()
-    system, agent = _run(world, ak.ServerTool(name="web_search", server=SEARCH), watcher)
+    system, agent = _run(world, ak.ProviderTool(name="web_search", server=SEARCH), watcher)
 
     [descriptor] = [d for d in world.model.sessions[0].options.tools if d.server is not None]
     assert (descriptor.name, descriptor.server) == ("web_search", SEARCH)
@@ -73,7 +73,7 @@ def test_a_server_tool_is_declared_to_the_provider_and_shown_by_default(world: W
 
 def test_a_hidden_server_tool_has_no_live_events(world: World) -> None:
     watcher = Watcher()
-    tool = ak.ServerTool(name="web_search", server=SEARCH, visible_to_user=False)
+    tool = ak.ProviderTool(name="web_search", server=SEARCH, visible_to_user=False)
     _, agent = _run(world, tool, watcher)
 
     assert _call_ids(watcher.events) == set()  # neither its call nor its result was observed
@@ -85,7 +85,7 @@ def test_an_unpersisted_server_tool_stays_out_of_the_history_but_not_the_model_c
     world: World,
 ) -> None:
     watcher = Watcher()
-    tool = ak.ServerTool(name="web_search", server=SEARCH, persist_in_history=False)
+    tool = ak.ProviderTool(name="web_search", server=SEARCH, persist_in_history=False)
     system, agent = _run(world, tool, watcher)
 
     # Not published: no transcript or history entry, no ledger event.
@@ -104,7 +104,7 @@ def test_an_unpersisted_server_tool_stays_out_of_the_history_but_not_the_model_c
 
 
 def test_an_unpersisted_server_tool_stays_hidden_after_a_restart(world: World) -> None:
-    tool = ak.ServerTool(name="web_search", server=SEARCH, persist_in_history=False)
+    tool = ak.ProviderTool(name="web_search", server=SEARCH, persist_in_history=False)
     world.model.add(
         script.server_tool_call("web_search", {"q": "x"}, result="found", answer="here")
     )
@@ -136,14 +136,14 @@ def test_an_executable_tool_cannot_hide(flag: str) -> None:
     def run(ctx: ak.ToolContext, args: EchoArgs) -> str:
         return ""
 
-    with pytest.raises(ak.ToolDefinitionError, match="only a provider-owned server tool"):
+    with pytest.raises(ak.ToolDefinitionError, match="only a provider-owned tool"):
         ak.Tool(name="peek", args_type=EchoArgs, result_type=str, execute=run, **{flag: False})
 
 
 def test_a_server_tool_is_checked_when_the_system_opens(world: World) -> None:
     with pytest.raises(ak.ToolDefinitionError, match=r'descriptor as a mapping with a "type"'):
-        ak.ServerTool(name="web_search", server={})
+        ak.ProviderTool(name="web_search", server={})
     with pytest.raises(ak.ToolDefinitionError, match='Tool "echo" is defined twice'):
-        world.open(server_tools=[ak.ServerTool(name="echo", server=SEARCH)])
+        world.open(server_tools=[ak.ProviderTool(name="echo", server=SEARCH)])
     with pytest.raises(ak.InvalidConfigError, match=r"server_tools\[0\]"):
         world.open(server_tools=[msgspec.Struct])

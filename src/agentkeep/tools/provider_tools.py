@@ -1,9 +1,9 @@
-"""Provider-owned server tools (spec §1.6; seed 001) and what they may hide.
+"""Provider-owned tools (spec §1.6; seed 001: "server tools") and what they may hide.
 
-A :class:`ServerTool` is a tool the provider runs itself (a web search, a code sandbox): the
+A :class:`ProviderTool` is a tool the provider runs itself (a web search, a code sandbox): the
 provider is told about it (``ToolDescriptor.server``), its calls and results come back in the
 response stream, and agentkeep never executes or answers them. Unlike an executable
-:class:`~agentkeep.tools.Tool`, a server tool may hide:
+:class:`~agentkeep.tools.Tool`, a provider tool may hide:
 
 - ``visible_to_user=False``: its live call and result events (``toolcall_start/delta/end``
   and ``toolcall_result_start/delta/end`` with its call id) are not handed to the features'
@@ -20,25 +20,20 @@ Executable tools cannot hide from correctness or security observers, so
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from agentkeep.errors import ToolDefinitionError
 from agentkeep.loop.server_calls import ServerToolPolicy, ToolKey
+from agentkeep.tools.definition import NAME, ToolSet
 from agentkeep.types import ToolDescriptor
-
-if TYPE_CHECKING:
-    from agentkeep.tools import ToolSet  # the same layer: only for the annotation
-
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the rule executable tools follow too
 
 
 @dataclass(frozen=True, kw_only=True)
-class ServerTool:
+class ProviderTool:
     """A provider-owned tool: declared to the provider, never executed by agentkeep.
 
     Pass it to ``AgentSystem.open(server_tools=[...])``.
@@ -64,31 +59,33 @@ class ServerTool:
     _server: dict[str, Any] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise ToolDefinitionError(f"Server tool name {self.name!r} must match {_NAME.pattern}.")
+        if not isinstance(self.name, str) or not NAME.match(self.name):
+            raise ToolDefinitionError(
+                f"Provider tool name {self.name!r} must match {NAME.pattern}."
+            )
         if self.namespace is not None and (
-            not isinstance(self.namespace, str) or not _NAME.match(self.namespace)
+            not isinstance(self.namespace, str) or not NAME.match(self.namespace)
         ):
             raise ToolDefinitionError(
-                f'Namespace {self.namespace!r} of server tool "{self.name}" must match '
-                f"{_NAME.pattern}."
+                f'Namespace {self.namespace!r} of provider tool "{self.name}" must match '
+                f"{NAME.pattern}."
             )
         if not isinstance(self.server, Mapping) or not isinstance(self.server.get("type"), str):
             raise ToolDefinitionError(
-                f'Server tool "{self.name}" needs the provider\'s descriptor as a mapping with '
+                f'Provider tool "{self.name}" needs the provider\'s descriptor as a mapping with '
                 f'a "type" string (e.g. {{"type": "web_search_20250305"}}), got {self.server!r}.'
             )
         for flag in ("visible_to_user", "persist_in_history"):
             if not isinstance(getattr(self, flag), bool):
                 raise ToolDefinitionError(
-                    f'{flag} of server tool "{self.name}" must be True or False, '
+                    f'{flag} of provider tool "{self.name}" must be True or False, '
                     f"got {getattr(self, flag)!r}."
                 )
         try:
             copied = msgspec.json.decode(msgspec.json.encode(dict(self.server)))
         except (TypeError, ValueError) as error:
             raise ToolDefinitionError(
-                f'The descriptor of server tool "{self.name}" is not JSON: {error}'
+                f'The descriptor of provider tool "{self.name}" is not JSON: {error}'
             ) from error
         object.__setattr__(self, "_server", copied)
 
@@ -107,7 +104,7 @@ class ServerTool:
         )
 
 
-def policy_of(tools: Iterable[ServerTool]) -> ServerToolPolicy:
+def policy_of(tools: Iterable[ProviderTool]) -> ServerToolPolicy:
     """What the loop hides for ``tools`` (``agentkeep.loop.server_calls``)."""
     listed = list(tools)
     return ServerToolPolicy(
@@ -116,19 +113,19 @@ def policy_of(tools: Iterable[ServerTool]) -> ServerToolPolicy:
     )
 
 
-def check_server_tools(tools: ToolSet, server_tools: Sequence[ServerTool]) -> None:
-    """Refuse two tools sharing a ``(namespace, name)``: among ``server_tools``, or with an
+def check_provider_tools(tools: ToolSet, provider_tools: Sequence[ProviderTool]) -> None:
+    """Refuse two tools sharing a ``(namespace, name)``: among ``provider_tools``, or with an
     executable tool of ``tools`` (the provider could not tell their calls apart).
 
     Raises:
         ToolDefinitionError: naming the shared name.
     """
     seen: set[ToolKey] = set()
-    for each in server_tools:
+    for each in provider_tools:
         if each.key in seen or tools.get(each.name, each.namespace) is not None:
             where = f' in namespace "{each.namespace}"' if each.namespace else ""
             raise ToolDefinitionError(f'Tool "{each.name}"{where} is defined twice.')
         seen.add(each.key)
 
 
-__all__ = ["ServerTool", "check_server_tools", "policy_of"]
+__all__ = ["ProviderTool", "check_provider_tools", "policy_of"]

@@ -1,5 +1,5 @@
-"""One way for a mutant to swap an attribute while it is active (``chaos.mutants``,
-``chaos.turn_mutants``, ``chaos.retry_mode_mutants``)."""
+"""One way for a mutant to swap an attribute while it is active (every module of
+:mod:`agentkeep.chaos._mutants`)."""
 
 from __future__ import annotations
 

@@ -54,37 +54,28 @@ Nothing a model sends can raise out of here: :func:`validate_arguments` and
 :func:`validate_result` return either the validated value or a :class:`ToolError` whose
 message the loop hands back to the model as an error result.
 
-This module holds :class:`Tool`, :class:`ToolSet` and :func:`tool`, and re-exports the rest of
-the tool surface from private modules: the contexts (``_tool_context``), argument validation
-(``_tool_arguments``), result validation and rendering (``_tool_results``), the definition
-checks (``_tool_checks``) and the decorator's reading of a function (``_tool_signature``).
-Import every name from here.
+This module holds :class:`Tool` and :class:`ToolSet`, and the checks a definition passes when
+it is built (a bad definition fails at once with a :class:`~agentkeep.errors.ToolDefinitionError`
+naming what is wrong, never later when a model calls the tool). Import every name from
+:mod:`agentkeep.tools`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, overload
+from typing import Any, Generic
 
-from agentkeep._tool_arguments import MAX_ISSUES as MAX_ISSUES
-from agentkeep._tool_arguments import GrammarInput as GrammarInput
-from agentkeep._tool_arguments import validate_arguments as validate_arguments
-from agentkeep._tool_checks import checked_schemas
-from agentkeep._tool_context import BasicToolContext as BasicToolContext
-from agentkeep._tool_context import ToolContext as ToolContext
-from agentkeep._tool_results import ArgsT as ArgsT
-from agentkeep._tool_results import ResultT as ResultT
-from agentkeep._tool_results import ToolError as ToolError
-from agentkeep._tool_results import ToolOutput as ToolOutput
-from agentkeep._tool_results import default_to_llm as default_to_llm
-from agentkeep._tool_results import execute_tool as execute_tool
-from agentkeep._tool_results import never_error
-from agentkeep._tool_results import run_tool as run_tool
-from agentkeep._tool_results import validate_result as validate_result
-from agentkeep._tool_signature import MISSING, tool_fields
+import msgspec
+
 from agentkeep.errors import ToolDefinitionError
+from agentkeep.tools.context import ToolContext
+from agentkeep.tools.outputs import ArgsT, ResultT, default_to_llm, never_error
+from agentkeep.tools.schema import parameters_schema
 from agentkeep.types import OutputBlock, ToolCallBlock, ToolDescriptor
+
+NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what both Anthropic and OpenAI accept
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -111,7 +102,7 @@ class Tool(Generic[ArgsT, ResultT]):
         review_in_auto_mode: Read by permission features only.
         to_llm: Renders a validated result as content blocks.
         is_error: Whether a validated result is an error result.
-        visible_to_user: Only a provider-owned :class:`~agentkeep.ServerTool` may hide;
+        visible_to_user: Only a provider-owned :class:`~agentkeep.ProviderTool` may hide;
             ``False`` is refused here (``ToolDefinitionError``).
         persist_in_history: Likewise: ``False`` is refused for an executable tool.
     """
@@ -152,6 +143,12 @@ class Tool(Generic[ArgsT, ResultT]):
         """What a definition's ``toolbox.toolIds`` names it by: ``name``, or
         ``namespace.name`` (names never hold a dot, so the id is unambiguous)."""
         return self.name if self.namespace is None else f"{self.namespace}.{self.name}"
+
+    @property
+    def arguments_schema(self) -> dict[str, Any]:
+        """The JSON Schema msgspec generates for ``args_type``, as it is (``$ref``s kept):
+        what a schema mismatch is explained against."""
+        return self._raw_schema
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -205,92 +202,58 @@ class ToolSet:
         return len(self._tools)
 
 
-# -- the decorator --------------------------------------------------------------------------
+# -- the checks a definition passes -------------------------------------------------------
 
 
-@overload
-def tool(function: Callable[[ToolContext, ArgsT], ResultT], /) -> Tool[ArgsT, ResultT]: ...
+def checked_schemas(tool: Tool[Any, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Check ``tool``'s definition; return its arguments' raw and provider JSON Schemas.
 
-
-@overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    namespace: str | None = None,
-    namespace_description: str | None = None,
-    durable: bool = False,
-    transactional: bool = False,
-    reloadable: bool = False,
-    steerable: bool = False,
-    grammar: str | None = None,
-    defer: bool = False,
-    review_in_auto_mode: bool = True,
-    to_llm: Callable[[Any], tuple[OutputBlock, ...]] | None = None,
-    is_error: Callable[[Any], bool] | None = None,
-    args_type: type[Any] | None = None,
-    result_type: Any = MISSING,
-    visible_to_user: bool = True,
-    persist_in_history: bool = True,
-) -> Callable[[Callable[[ToolContext, Any], Any]], Tool[Any, Any]]: ...
-
-
-def tool(
-    function: Callable[[ToolContext, Any], Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    namespace: str | None = None,
-    namespace_description: str | None = None,
-    durable: bool = False,
-    transactional: bool = False,
-    reloadable: bool = False,
-    steerable: bool = False,
-    grammar: str | None = None,
-    defer: bool = False,
-    review_in_auto_mode: bool = True,
-    to_llm: Callable[[Any], tuple[OutputBlock, ...]] | None = None,
-    is_error: Callable[[Any], bool] | None = None,
-    args_type: type[Any] | None = None,
-    result_type: Any = MISSING,
-    visible_to_user: bool = True,
-    persist_in_history: bool = True,
-) -> Tool[Any, Any] | Callable[[Callable[[ToolContext, Any], Any]], Tool[Any, Any]]:
-    """Build a :class:`Tool` from a typed function ``(ctx, args: SomeStruct) -> Result``.
-
-    Used bare (``@tool``) or with options (``@tool(durable=True)``). The name defaults to
-    the function's, the description to its docstring, the arguments and result types to
-    its annotations (``args_type`` / ``result_type`` override them). ``durable``,
-    ``transactional``, ``reloadable`` and ``steerable`` are the lifetime flags of the
-    module docstring.
+    Checked in order: the name and namespace, a ``msgspec.Struct`` arguments type, a callable
+    ``execute``, the hiding flags (:func:`refuse_hiding`), types msgspec supports, and
+    arguments that encode as a JSON object.
 
     Raises:
-        ToolDefinitionError: Missing annotations, a bad name, or unsupported types.
+        ToolDefinitionError: the first check that fails, naming the tool.
     """
-    options: dict[str, Any] = {
-        "name": name,
-        "description": description,
-        "namespace": namespace,
-        "namespace_description": namespace_description,
-        "durable": durable,
-        "transactional": transactional,
-        "reloadable": reloadable,
-        "steerable": steerable,
-        "grammar": grammar,
-        "defer": defer,
-        "review_in_auto_mode": review_in_auto_mode,
-        "to_llm": to_llm,
-        "is_error": is_error,
-        "args_type": args_type,
-        "result_type": result_type,
-        "visible_to_user": visible_to_user,
-        "persist_in_history": persist_in_history,
-    }
-    if function is not None:
-        return Tool(**tool_fields(function, options))
+    if not isinstance(tool.name, str) or not NAME.match(tool.name):
+        raise ToolDefinitionError(f"Tool name {tool.name!r} must match {NAME.pattern}.")
+    if tool.namespace is not None and not NAME.match(tool.namespace):
+        raise ToolDefinitionError(
+            f"Namespace {tool.namespace!r} of tool {tool.name!r} must match {NAME.pattern}."
+        )
+    if not (isinstance(tool.args_type, type) and issubclass(tool.args_type, msgspec.Struct)):
+        raise ToolDefinitionError(
+            f'The arguments of tool "{tool.name}" must be a msgspec.Struct, not {tool.args_type!r}.'
+        )
+    if not callable(tool.execute):
+        raise ToolDefinitionError(f'Tool "{tool.name}" needs a callable execute.')
+    refuse_hiding(tool.name, tool.visible_to_user, tool.persist_in_history)
+    try:
+        raw = msgspec.json.schema(tool.args_type)
+        parameters = parameters_schema(tool.args_type)
+        msgspec.json.Decoder(tool.result_type)
+    except (TypeError, ValueError) as error:
+        raise ToolDefinitionError(
+            f'Tool "{tool.name}" uses an unsupported type: {error}'
+        ) from error
+    if parameters.get("type") != "object":
+        raise ToolDefinitionError(
+            f'The arguments of tool "{tool.name}" must encode as a JSON object '
+            "(array_like structs are not allowed)."
+        )
+    return raw, parameters
 
-    def decorate(inner: Callable[[ToolContext, Any], Any]) -> Tool[Any, Any]:
-        return Tool(**tool_fields(inner, dict(options)))
 
-    return decorate
+def refuse_hiding(name: str, visible_to_user: object, persist_in_history: object) -> None:
+    """An executable tool cannot hide from correctness or security observers (seed 001):
+    only a provider-owned tool may suppress its live events or its history."""
+    for flag, value in (
+        ("visible_to_user", visible_to_user),
+        ("persist_in_history", persist_in_history),
+    ):
+        if value is not True:
+            raise ToolDefinitionError(
+                f'Tool "{name}" sets {flag}={value!r}, but an executable tool cannot hide '
+                "from correctness or security observers; only a provider-owned tool "
+                "(ak.ProviderTool, passed as AgentSystem.open(server_tools=...)) may set it."
+            )

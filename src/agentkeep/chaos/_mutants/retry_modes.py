@@ -19,8 +19,8 @@ import msgspec
 
 from agentkeep import delivery
 from agentkeep.actors.tool_runner import ToolRunner
-from agentkeep.chaos.mutants import never_committed_meanwhile
-from agentkeep.chaos.patching import patched
+from agentkeep.chaos._mutants.patching import patched
+from agentkeep.chaos._mutants.runtime import never_committed_meanwhile
 from agentkeep.loop import retry
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.plans import Snapshot

@@ -1,6 +1,6 @@
 """What a tool's ``execute`` is handed: the :class:`ToolContext` protocol and a plain one.
 
-Re-exported by :mod:`agentkeep.tools` (import them from there). The runtime's own context
+Import them from :mod:`agentkeep.tools`. The runtime's own context
 (``agentkeep.actors.call_context``) satisfies the protocol structurally;
 :class:`BasicToolContext` is the one tests and code outside an agent build.
 """

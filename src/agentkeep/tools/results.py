@@ -1,6 +1,6 @@
-"""What a tool call answers the model, and how ``execute``'s return value becomes it.
+"""How a tool's ``execute`` runs and its return value becomes what the model is answered.
 
-Re-exported by :mod:`agentkeep.tools`. :func:`validate_result` checks a return value against
+:func:`validate_result` checks a return value against
 the tool's ``result_type`` and renders it with ``to_llm`` / ``is_error``; :func:`execute_tool`
 and :func:`run_tool` run a tool and do both. None of them raises for what a tool returns or
 raises: a failure becomes a :class:`ToolError`, answered to the model as an error result.
@@ -8,50 +8,14 @@ raises: a failure becomes a :class:`ToolError`, answered to the model as an erro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 import msgspec
 
-from agentkeep._tool_context import ToolContext
-from agentkeep.types import ImageBlock, OutputBlock, TextBlock
-
-if TYPE_CHECKING:
-    from agentkeep.tools import Tool
-
-# The type parameters of a ``Tool`` (its arguments and result), shared by its helpers.
-ArgsT = TypeVar("ArgsT")
-ResultT = TypeVar("ResultT")
-
-
-class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
-    """What a tool call answers the model: content blocks and whether it is an error."""
-
-    content: tuple[OutputBlock, ...]
-    is_error: bool = False
-
-
-class ToolError(msgspec.Struct, frozen=True):
-    """A refusal or failure of a tool call, answered to the model as an error result."""
-
-    message: str
-
-    def to_output(self) -> ToolOutput:
-        """The error result the model is shown: the message, marked as an error."""
-        return ToolOutput(content=(TextBlock(text=self.message),), is_error=True)
-
-
-def default_to_llm(result: object) -> tuple[OutputBlock, ...]:
-    """Strings and content blocks as they are; anything else as its JSON text."""
-    if isinstance(result, str):
-        return (TextBlock(text=result),)
-    if isinstance(result, TextBlock | ImageBlock):
-        return (result,)
-    return (TextBlock(text=msgspec.json.encode(result).decode()),)
-
-
-def never_error(result: object) -> bool:
-    """The default ``Tool.is_error``: no validated result is an error result."""
-    return False
+from agentkeep.tools.context import ToolContext
+from agentkeep.tools.definition import Tool
+from agentkeep.tools.outputs import ArgsT, ResultT, ToolError, ToolOutput
+from agentkeep.types import ImageBlock, TextBlock
 
 
 def validate_result(tool: Tool[Any, ResultT], value: object) -> ToolOutput | ToolError:

@@ -27,19 +27,21 @@ In the order a call meets them:
 
 Tool-call hooks also get ``ctx.call_kv``: a store of this call for this feature, erased in
 the transaction that appends the call's result.
+
+This module holds the values those hooks see and return; chaining the features'
+``before_tool_call`` over a call is :func:`agentkeep.features.tool_calls.decide`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
-from agentkeep.logs import get_logger
 from agentkeep.providers.protocol import CancelToken
-from agentkeep.tools import Tool, ToolError, ToolSet, validate_arguments
+from agentkeep.tools.definition import Tool
 from agentkeep.types import (
     PERMISSION_MODES,
     ImageBlock,
@@ -48,11 +50,6 @@ from agentkeep.types import (
     TextBlock,
     ToolCallBlock,
 )
-
-if TYPE_CHECKING:
-    from agentkeep.features import Feature, HookContext
-
-log = get_logger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,49 +183,3 @@ class ToolCallResult:
 def failed(text: str) -> ToolCallResult:
     """An error result carrying ``text``: the answer of a call a hook or validation refused."""
     return ToolCallResult(content=(TextBlock(text=text),), is_error=True)
-
-
-def decide(
-    features: Sequence[Feature],
-    ctx_for: Callable[[Feature], HookContext],
-    info: ToolCallInfo,
-    tools: ToolSet,
-) -> tuple[ToolCallInfo, ToolCallResult | None]:
-    """Chain the features' ``before_tool_call`` over a validated call.
-
-    Returns the call as the chain left it (amended, resolved and validated) and, if the tool
-    must not run, the result the model gets instead: the first answer, a refused amendment,
-    or a failing hook's error.
-    """
-    for feature in features:
-        try:
-            decision = feature.before_tool_call(ctx_for(feature), info)
-            if decision is None:
-                continue
-            if not isinstance(decision, ToolCallDecision):
-                raise TypeError(f"it returned {decision!r}, not a ToolCallDecision or None")
-            if decision.answer is not None:
-                answer = ToolCallResult(
-                    content=decision.content(),
-                    is_error=decision.is_error,
-                    answered_by=feature.name,
-                )
-                return info, answer
-            amended = decision.amend(info.call)
-        except Exception as error:
-            log.warning(
-                "feature_hook_failed",
-                feature=feature.name,
-                hook="before_tool_call",
-                error=repr(error),
-            )
-            text = f'The before_tool_call hook of feature "{feature.name}" failed: {error}'
-            return info, failed(text)
-        tool = tools.for_call(amended)
-        mode = decision.permission_mode or info.permission_mode
-        arguments = validate_arguments(tool, amended)
-        if isinstance(arguments, ToolError):
-            refused = replace(info, call=amended, tool=tool, arguments=None, permission_mode=mode)
-            return refused, failed(arguments.message)
-        info = replace(info, call=amended, tool=tool, arguments=arguments, permission_mode=mode)
-    return info, None

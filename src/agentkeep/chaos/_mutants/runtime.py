@@ -29,7 +29,7 @@ tools): the tool's writes commit one by one, outside the transaction that claims
 early (``ctx.commit``) runs again after a restart.
 
 :data:`LEDGER_MUTANTS` names them, with the turn mutants of
-:mod:`agentkeep.chaos.turn_mutants` (``T1``–``T4``), so a campaign can install one in a
+:mod:`agentkeep.chaos._mutants.turns` (``T1``–``T4``), so a campaign can install one in a
 child process (``process_kills``) or in a pool worker (``power_loss``) by name.
 """
 
@@ -42,8 +42,8 @@ from typing import Any
 import msgspec
 
 from agentkeep.actors.tool_runner import ToolRunner
-from agentkeep.chaos.patching import patched
-from agentkeep.chaos.turn_mutants import (
+from agentkeep.chaos._mutants.patching import patched
+from agentkeep.chaos._mutants.turns import (
     completion_overwrites_earlier_results,
     input_event_without_turn_id,
     retried_key_opens_second_turn,

@@ -1,22 +1,20 @@
 """How a model's tool call becomes a tool's validated arguments (spec §3.6).
 
-Re-exported by :mod:`agentkeep.tools`. Nothing a model sends can raise out of here:
+Nothing a model sends can raise out of here:
 :func:`validate_arguments` returns either the validated arguments or a
 :class:`~agentkeep.tools.ToolError` whose message the loop hands back to the model.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
-from agentkeep._tool_results import ArgsT, ToolError
-from agentkeep._tool_schema import issue_from_msgspec, schema_issues
+from agentkeep.tools.definition import Tool
+from agentkeep.tools.outputs import ArgsT, ToolError
+from agentkeep.tools.schema import issue_from_msgspec, schema_issues
 from agentkeep.types import ToolCallBlock
-
-if TYPE_CHECKING:
-    from agentkeep.tools import Tool
 
 MAX_ISSUES = 8  # spec §3.6: a schema mismatch lists at most 8 issues
 
@@ -60,7 +58,7 @@ def validate_arguments(tool: Tool[ArgsT, Any] | None, call: ToolCallBlock) -> Ar
         try:
             return msgspec.json.decode(msgspec.json.encode(payload), type=tool.args_type)
         except msgspec.ValidationError as error:
-            issues = schema_issues(tool._raw_schema, payload) or [issue_from_msgspec(error)]
+            issues = schema_issues(tool.arguments_schema, payload) or [issue_from_msgspec(error)]
             return _mismatch(call.name, [str(issue) for issue in issues])
     except Exception as error:  # the model's input must never crash the loop
         return ToolError(f'The arguments for "{call.name}" could not be read: {error}')

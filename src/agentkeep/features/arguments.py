@@ -1,7 +1,7 @@
 """What feature hooks are handed: the :class:`HookContext` every hook receives, and the
 value each kind of hook is told about (a turn, a response, an accepted message, a change).
 
-Re-exported by :mod:`agentkeep.features` (import them from there, or from ``agentkeep``).
+Import them from :mod:`agentkeep.features` (or from ``agentkeep``).
 """
 
 from __future__ import annotations

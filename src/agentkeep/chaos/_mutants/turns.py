@@ -3,7 +3,7 @@
 Each patches the store's turn statements (:class:`~agentkeep.persistence.turns.TurnStatements`,
 a mixin of :class:`~agentkeep.persistence.transaction.SqliteTransaction`) or its ledger
 append while active, for every system in the process; they are registered with the ledger
-mutants in :data:`agentkeep.chaos.mutants.LEDGER_MUTANTS`, so a child process installs one
+mutants in :data:`agentkeep.chaos._mutants.runtime.LEDGER_MUTANTS`, so a child process installs one
 by name.
 
 - :func:`terminal_turn_event_appended_twice` (``T1``): a terminal move appends its
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from agentkeep.chaos.patching import patched
+from agentkeep.chaos._mutants.patching import patched
 from agentkeep.persistence.ledger import encode_event_data
 from agentkeep.persistence.transaction import SqliteTransaction
 from agentkeep.types.turns import TERMINAL_STATUSES, TurnStatus, turn_event_type
