@@ -18,7 +18,8 @@ transaction checked the store is the mirror its reload would have read.
 
 Where things are: the stages of a run (:mod:`~agentkeep.loop.phases`), what spans them
 (:mod:`~agentkeep.loop.context`), every transition (:mod:`~agentkeep.loop.transitions`) and
-the steps it calls: :mod:`~agentkeep.loop.inference`, :mod:`~agentkeep.loop.tools`,
+the steps it calls: :mod:`~agentkeep.loop.loading` (the turn's load),
+:mod:`~agentkeep.loop.inference`, :mod:`~agentkeep.loop.tools`,
 :mod:`~agentkeep.loop.compaction`, :mod:`~agentkeep.loop.landing` (commit outcomes) and
 :mod:`~agentkeep.loop.interruptions` (failures and abort). The imports are a tree: this
 module drives ``transitions``, ``transitions`` drives the steps, and a step reports what

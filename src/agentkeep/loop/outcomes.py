@@ -1,13 +1,13 @@
 """What a step did, as a small value: the steps report, :mod:`agentkeep.loop.transitions` drives.
 
-The step modules (:mod:`~agentkeep.loop.inference`, :mod:`~agentkeep.loop.tools`,
-:mod:`~agentkeep.loop.compaction`, :mod:`~agentkeep.loop.landing`,
-:mod:`~agentkeep.loop.interruptions`, :mod:`~agentkeep.loop.offers`,
-:mod:`~agentkeep.loop.retry`) change the loop's state and append effects, but never take the
-run's next step themselves: a step whose end moves the run returns an :class:`Outcome`, and
-``transitions.go_on`` acts on it (``decide``, ``end_turn``, ``stop``, ``begin_turn``, …) at
-once, where the step would have called it. So the imports form a tree: ``transitions`` imports
-the steps, no step imports ``transitions``.
+The step modules (:mod:`~agentkeep.loop.loading`, :mod:`~agentkeep.loop.inference`,
+:mod:`~agentkeep.loop.tools`, :mod:`~agentkeep.loop.compaction`,
+:mod:`~agentkeep.loop.landing`, :mod:`~agentkeep.loop.interruptions`,
+:mod:`~agentkeep.loop.offers`, :mod:`~agentkeep.loop.retry`) change the loop's state and
+append effects, but never take the run's next step themselves: a step whose end moves the
+run returns an :class:`Outcome`, and ``transitions.go_on`` acts on it (``decide``,
+``end_turn``, ``stop``, ``begin_turn``, …) at once, where the step would have called it. So
+the imports form a tree: ``transitions`` imports the steps, no step imports ``transitions``.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ class Outcome(Enum):
     #: An acceptance consumed under an offer this loop does not hold: a run starts from the
     #: durable state, which holds the consumption (``request_turn``).
     RUN_WANTED = auto()
-    #: The turn's lifecycle ids landed with the owed fact: its hooks may be told them now
-    #: (``open_turn``).
+    #: The loaded turn's lifecycle ids are durable (they landed with the owed fact, or the
+    #: load found nothing to write them with): its hooks may be told them now (``open_turn``).
     IDS_DURABLE = auto()
     #: The run's settlement landed: it stops, settled.
     SETTLED = auto()
