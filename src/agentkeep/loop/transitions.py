@@ -22,6 +22,8 @@ a step module reports what happened (:class:`~agentkeep.loop.outcomes.Outcome`) 
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from agentkeep.loop import (
     compaction,
     inference,
@@ -176,6 +178,8 @@ def go_on(ctx: LoopContext, outcome: Outcome) -> None:
                 begin_turn(ctx)  # work arrived while settling: it is owed
             else:
                 stop(ctx, settled=False)
+        case _:  # pragma: no cover - mypy proves every outcome is handled
+            assert_never(outcome)
 
 
 def commit_landed(ctx: LoopContext, plan: Plan, value: PlanResult) -> None:
