@@ -367,3 +367,86 @@ def test_a_deliberate_upward_import_in_a_real_tree_fails(tmp_path: Path) -> None
         "agentkeep.loop.requests (loop, rank 2) imports agentkeep.actors.registry "
         "(actors, rank 5): upward"
     ]
+
+
+# -- inside the loop: a tree, driven from ``transitions`` --------------------------------------
+
+LOOP = "agentkeep.loop"
+TRANSITIONS = "agentkeep.loop.transitions"
+# The facade: ``AgentLoop.handle`` hands each event to ``transitions.handle``. It is the root of
+# the loop's tree, above ``transitions``; nothing else may reach ``transitions``.
+LOOP_ROOT = "agentkeep.loop.machine"
+
+
+def loop_dependencies(deps: Mapping[str, Iterable[str]]) -> dict[str, set[str]]:
+    """The imports among the loop's own modules."""
+
+    def inside(module: str) -> bool:
+        return module == LOOP or module.startswith(LOOP + ".")
+
+    return {m: {t for t in ts if inside(t)} for m, ts in deps.items() if inside(m)}
+
+
+def import_cycles(deps: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (each holds a cycle), and
+    each module importing itself."""
+    graph = {m: set(ts) for m, ts in deps.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1 or module in graph.get(module, ()):
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_only_the_loop_facade_imports_transitions() -> None:
+    """The step modules report what happened (``loop.outcomes.Outcome``) and ``transitions``
+    acts on it: no step calls back into it."""
+    loop = loop_dependencies(dependencies())
+    assert TRANSITIONS in loop  # the walk found the loop
+    assert len(loop) > 15
+    importers = sorted(m for m, targets in loop.items() if TRANSITIONS in targets)
+    assert importers == [LOOP_ROOT]
+
+
+def test_the_loop_has_no_import_cycle() -> None:
+    assert import_cycles(loop_dependencies(dependencies())) == []
+
+
+def test_the_cycle_check_finds_a_ring_and_a_step_calling_back() -> None:
+    """The checks above catch what they are for: a step importing ``transitions`` (a ring)."""
+    deps = {
+        LOOP_ROOT: {TRANSITIONS},
+        TRANSITIONS: {"agentkeep.loop.landing", "agentkeep.loop.tools"},
+        "agentkeep.loop.landing": {"agentkeep.loop.tools", TRANSITIONS},
+        "agentkeep.loop.tools": set(),
+    }
+    assert import_cycles(loop_dependencies(deps)) == [["agentkeep.loop.landing", TRANSITIONS]]
+    assert import_cycles({"a": {"a"}}) == [["a"]]
+    deps["agentkeep.loop.landing"].discard(TRANSITIONS)
+    assert import_cycles(loop_dependencies(deps)) == []

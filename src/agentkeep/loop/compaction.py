@@ -2,48 +2,51 @@
 
 from __future__ import annotations
 
-from agentkeep.loop import retry, transitions
+from agentkeep.loop import retry
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import CompactionResolved, StartCompaction
 from agentkeep.loop.events import CompactionFinished
+from agentkeep.loop.outcomes import Outcome
 from agentkeep.loop.phases import Compacting, Passing
 from agentkeep.loop.plans import ReplaceWithCompaction, StageOwed
 from agentkeep.loop.view import tail_owes_answer
 from agentkeep.types import CompactionCancelled, CompactionCompleted
 
 
-def start(ctx: LoopContext) -> None:
+def start(ctx: LoopContext) -> Outcome:
+    """Start the requested compaction; ``DONE`` if there was nothing to summarise."""
     if ctx.children:
-        return  # the provider session must be free of earlier streams first
-    if not ctx.records:
+        return Outcome.WAITING  # the provider session must be free of earlier streams first
+    if not ctx.mirror.records:
         # Nothing to summarise: an empty conversation stays empty (no summary of 0
         # messages, no provider call); the waiter is answered as for a done compaction.
         resolve(ctx, error=None)
-        transitions.decide(ctx)
-        return
+        return Outcome.DONE
     compaction_id = ctx.new_id()
-    ctx.phase = Compacting(compaction_id=compaction_id, through=len(ctx.records))
+    ctx.phase = Compacting(compaction_id=compaction_id, through=len(ctx.mirror.records))
     ctx.children.add(compaction_id)
-    if ctx.owed is None or ctx.owed.stage != "compaction":
+    if ctx.mirror.owed is None or ctx.mirror.owed.stage != "compaction":
         # A response cut short stays marked open: a crash before the replacement lands must
         # still continue it (docs/lifecycle.md).
-        cut = ctx.owed is not None and ctx.owed.response_open
+        cut = ctx.mirror.owed is not None and ctx.mirror.owed.response_open
         ctx.commit(StageOwed(owed=ctx.owed_now("compaction", response_open=cut)))
     ctx.out.append(
         StartCompaction(
             compaction_id=compaction_id,
-            messages=ctx.views.view(ctx.records),
-            settings=ctx.settings,
+            messages=ctx.mirror.views.view(ctx.mirror.records),
+            settings=ctx.mirror.settings,
         )
     )
+    return Outcome.WAITING
 
 
-def finished(ctx: LoopContext, event: CompactionFinished) -> None:
+def finished(ctx: LoopContext, event: CompactionFinished) -> Outcome:
+    """A compaction's outcome: its replacement commits (``WAITING``), a retry waits, or the
+    request is answered and the pass goes on (``DONE``)."""
     ctx.children.discard(event.compaction_id)
     phase = ctx.phase
     if not isinstance(phase, Compacting) or event.compaction_id != phase.compaction_id:
-        transitions.decide(ctx)
-        return
+        return Outcome.DONE
     outcome = event.outcome
     if isinstance(outcome, CompactionCompleted):
         retry.succeeded(ctx)
@@ -55,26 +58,26 @@ def finished(ctx: LoopContext, event: CompactionFinished) -> None:
                 # The summary says what the history it replaces said: a trailing question
                 # an abort left unanswered stays answerable by an explicit start.
                 owes_answer=ctx.turn.needs_inference
-                or tail_owes_answer(ctx.records[: phase.through]),
+                or tail_owes_answer(ctx.mirror.records[: phase.through]),
                 owed=ctx.owed_for_inference(),
                 answer_now=ctx.turn.needs_inference,
             )
         )
-        return
+        return Outcome.WAITING
     if isinstance(outcome, CompactionCancelled):
         resolve(ctx, error=None)
     elif retry.should_retry(ctx):
         # Retrying forever: the request (and its waiter) stays; the next pass compacts again.
         retry.back_off(ctx, then="pass")
-        return
+        return Outcome.WAITING
     else:
         resolve(ctx, error=outcome.message)
-    transitions.decide(ctx)
+    return Outcome.DONE
 
 
 def resolve(ctx: LoopContext, *, error: str | None) -> None:
     """The compaction request is answered (done, cancelled or failed); the stage ends."""
-    ctx.compaction_requested = False
+    ctx.requests.compaction = False
     if isinstance(ctx.phase, Compacting):
         ctx.phase = Passing()
     ctx.out.append(CompactionResolved(error=error))

@@ -1,5 +1,8 @@
-"""What spans the stages of a run: configuration, the durable mirror, run-wide requests,
-the children and the commit pipeline — and the primitives every stage uses.
+"""What spans the stages of a run — configuration and :class:`LoopContext`, whose state is
+grouped in parts, each a small class keeping one invariant: the durable :class:`Mirror`, the
+run's :class:`Lifecycle` ids, the :class:`Run` under way, the outside :class:`Requests`, the
+:class:`Failures` in a row and the :class:`Commits` pipeline — and the primitives every stage
+uses.
 
 The stage itself (:mod:`agentkeep.loop.phases`) and the turn's findings (``Turn``) are
 fields here; every rule that moves them lives in :mod:`agentkeep.loop.transitions` and the
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentkeep.loop.effects import Commit, Effect, LifecycleIds
 from agentkeep.loop.phases import Idle, Phase, Turn
@@ -87,92 +90,173 @@ class LoopConfig:
     held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
 
 
+@dataclass(slots=True)
+class Mirror:
+    """The durable conversation as this instance last saw it land.
+
+    Invariant: every change is applied when its commit lands, never before
+    (:mod:`agentkeep.loop.landing`), so the mirror is always a state the store has held.
+    ``records`` is only ever extended in place; any other change (a compaction, a reset, a
+    reload) assigns a new list — ``views`` and ``open_calls``, which read the records
+    incrementally, rely on it.
+    """
+
+    settings: Settings
+    records: list[ConversationRecord] = field(default_factory=list)
+    queued: dict[QueueName, list[QueuedMessage]] = field(
+        default_factory=lambda: {"steering": [], "send": []}
+    )
+    notices: list[QueuedNotice] = field(default_factory=list)
+    owed: OwedWork | None = None
+    context_tokens: int | None = None
+    # True while this instance has seen every change to the conversation land, so a turn
+    # may re-read everything but the records (their count is still checked).
+    valid: bool = False
+    # The trailing-question check ran (once per instance; again once the mirror is doubted).
+    resume_checked: bool = False
+    # What the provider saw of ``records``, and their unanswered calls, extended as they grow.
+    views: ProviderViews = field(default_factory=ProviderViews)
+    open_calls: OpenCalls = field(default_factory=OpenCalls)
+
+    def has_input(self) -> bool:
+        """Anything queued or noticed that a pass would consume."""
+        return bool(self.queued["steering"] or self.queued["send"] or self.notices)
+
+
+@dataclass(slots=True)
+class Lifecycle:
+    """The run's lifecycle ids (``docs/lifecycle.md``), None outside a run.
+
+    Invariant: ``loop_id`` and ``turn_id`` are settled at the turn's load (the owed fact's,
+    after a restart) and written with the owed fact before any hook is told them.
+    ``inference_id`` is the latest provider request's; ``last_request_id`` the latest a request
+    was sent under in this process (never used again); ``settlement_id`` the run's settlement.
+    ``offer_ids``: the (loop, turn, call, inference) ids an idle loop's consumption offer names
+    (:mod:`agentkeep.loop.offers`), reserved until a run uses them.
+    """
+
+    loop_id: str | None = None
+    turn_id: str | None = None
+    inference_id: str | None = None
+    last_request_id: str | None = None
+    settlement_id: str | None = None
+    offer_ids: tuple[str, str, str, str] | None = None
+
+
+@dataclass(slots=True)
+class Run:
+    """What the run under way carries. Invariant: a fresh one when a run starts
+    (``transitions.request_turn``, or a run an acceptance opened: ``loop.offers``)."""
+
+    hook_due: bool = False  # before_agent_loop is observed once the ids are settled
+    failure: str | None = None  # the unrecovered failure that left its note
+    # The run's provider was removed (seed 001 provider disablement): its failures are not
+    # retried.
+    provider_disabled: bool = False
+
+
+@dataclass(slots=True)
+class Requests:
+    """What was asked of the loop from outside; each stands until it is answered, across
+    turns (a turn, a compaction) or for good (a shutdown, the end of retrying)."""
+
+    turn: bool = False  # a turn is wanted (input arrived, a start, a hook's action)
+    compaction: bool = False  # ``compact()`` awaits its ``CompactionResolved``
+    shutdown: bool = False  # graceful: finish what is in flight, start nothing new
+    retry_stopped: bool = False  # the system is closing: failures are no longer retried
+
+
+@dataclass(slots=True)
+class Failures:
+    """Failures in a row, against the loop's bounds. Invariant: ``turns`` is reset by a turn
+    that ends without a failure and by a settlement (the run stops, owed kept, at
+    ``max_failed_turns``); ``retry_attempts`` by an attempt that gets through (the backoff
+    grows with it while retrying forever)."""
+
+    turns: int = 0
+    retry_attempts: int = 0
+
+
+@dataclass(slots=True)
+class Commits:
+    """The commit pipeline. Invariant: commits are strictly sequential — at most one in
+    flight, the rest queued behind it in order; nothing is decided while one is in flight."""
+
+    queued: deque[Plan] = field(default_factory=deque)
+    in_flight: Plan | None = None
+
+    def idle(self) -> bool:
+        return self.in_flight is None and not self.queued
+
+    def clear(self) -> None:
+        """Drop the queued commits (nothing may build on a failed one)."""
+        self.queued.clear()
+
+
 class LoopContext:
-    """The loop's state across stages (its one mutable object)."""
+    """The loop's state across stages (its one mutable object), in parts: the stage
+    (``phase``) and the turn's findings (``turn``); the durable ``mirror``; the run's
+    ``lifecycle`` ids; the ``run`` under way; the outside ``requests``; the ``failures`` in a
+    row; the ``commits`` pipeline; the ``children`` still running; and ``out``, the effects of
+    the event being handled."""
+
+    __slots__ = (
+        "children",
+        "commits",
+        "config",
+        "failures",
+        "lifecycle",
+        "mirror",
+        "out",
+        "phase",
+        "requests",
+        "run",
+        "turn",
+    )
 
     def __init__(self, config: LoopConfig) -> None:
         self.config = config
-        self.new_id = config.new_id  # the id factory, used by nearly every step
-        self.out: list[Effect] = []  # the effects of the event being handled
-        # durable mirror (valid once loaded; every change is applied when its commit lands).
-        # ``records`` is only ever extended in place; any other change (a compaction, a
-        # reset, a reload) assigns a new list: the incremental readings below rely on it.
-        self.records: list[ConversationRecord] = []
-        self.queued: dict[QueueName, list[QueuedMessage]] = {"steering": [], "send": []}
-        self.notices: list[QueuedNotice] = []
-        self.settings = config.defaults
-        self.owed: OwedWork | None = None
-        self.context_tokens: int | None = None
-        # True while this instance has seen every change to the conversation land, so a turn
-        # may re-read everything but the records (their count is still checked).
-        self.mirror_valid = False
-        # What the provider saw of ``records``, extended as they grow (rebuilt after a
-        # compaction, a reset or a reload: a new list).
-        self.views = ProviderViews()
-        self.open_calls = OpenCalls()  # unanswered calls of ``records``, the same way
-        # the stage and the turn
+        self.out: list[Effect] = []
         self.phase: Phase = Idle()
         self.turn = Turn()
-        # the run (valid while not Idle). Lifecycle ids (docs/lifecycle.md): the loop and
-        # turn ids are settled at the turn's load (the owed fact's, after a restart) and
-        # written with the owed fact before the first hook is told them; ``inference_id`` is
-        # the latest provider request's; ``last_request_id`` the latest a request was sent
-        # under in this process (never used again); ``settlement_id`` the run's settlement.
-        self.loop_id: str | None = None
-        self.turn_id: str | None = None
-        self.inference_id: str | None = None
-        self.last_request_id: str | None = None
-        self.settlement_id: str | None = None
-        self.loop_hook_due = False  # before_agent_loop is observed once the ids are settled
-        self.run_failure: str | None = None
-        self.turn_requested = False
-        # requests and counts that outlive a turn
-        self.compaction_requested = False
-        self.shutdown = False
-        self.resume_checked = False  # the trailing-question check ran (once per instance)
-        # The (loop, turn, call, inference) ids an idle loop's consumption offer names
-        # (loop.offers).
-        self.offer_ids: tuple[str, str, str, str] | None = None
-        self.failed_turns = 0
-        self.retry_attempts = 0  # failed attempts in a row while retrying forever
-        self.retry_stopped = False  # the system is closing: failures are no longer retried
-        # The run's provider was removed (seed 001 provider disablement): this run's failures
-        # are not retried; reset when a run starts.
-        self.provider_disabled = False
+        self.mirror = Mirror(settings=config.defaults)
+        self.lifecycle = Lifecycle()
+        self.run = Run()
+        self.requests = Requests()
+        self.failures = Failures()
+        self.commits = Commits()
         # children (streams, tools, compactions) not yet known to have stopped (§3.5)
         self.children: set[str] = set()
-        # commits are strictly sequential: one in flight, the rest queued behind it
-        self.commits: deque[Plan] = deque()
-        self.commit_in_flight: Plan | None = None
+
+    def new_id(self) -> str:
+        """A fresh id from the loop's factory (loops, turns, inferences, calls, timers)."""
+        return self.config.new_id()
 
     @property
     def running(self) -> bool:
         return not isinstance(self.phase, Idle)
 
-    def has_input(self) -> bool:
-        return bool(self.queued["steering"] or self.queued["send"] or self.notices)
-
-    def commits_idle(self) -> bool:
-        return self.commit_in_flight is None and not self.commits
-
     # -- commits -----------------------------------------------------------------------------
 
     def commit(self, plan: Plan) -> None:
-        self.commits.append(plan)
+        """Queue ``plan`` behind the commit in flight (or send it out now)."""
+        self.commits.queued.append(plan)
         self.pump_commits()
 
     def pump_commits(self) -> None:
-        if self.commit_in_flight is None and self.commits:
-            self.commit_in_flight = self.commits.popleft()
-            self.out.append(Commit(plan=self.commit_in_flight))
+        """With none in flight, send the next queued commit out (a ``Commit`` effect)."""
+        commits = self.commits
+        if commits.in_flight is None and commits.queued:
+            commits.in_flight = commits.queued.popleft()
+            self.out.append(Commit(plan=commits.in_flight))
 
     def owed_now(
         self, stage: OwedStage, *, inference_id: str | None = None, response_open: bool = False
     ) -> OwedWork:
         return OwedWork(
             stage=stage,
-            loop_id=self.loop_id,
-            turn_id=self.turn_id,
+            loop_id=self.lifecycle.loop_id,
+            turn_id=self.lifecycle.turn_id,
             inference_id=inference_id,
             response_open=response_open,
         )
@@ -180,11 +264,12 @@ class LoopContext:
     def ids(self, *, inference: bool = False, settlement: bool = False) -> LifecycleIds:
         """The lifecycle ids a hook is told: the loop's and turn's, and (if asked) the
         latest request's and the settlement's."""
+        ids = self.lifecycle
         return LifecycleIds(
-            loop_id=self.loop_id,
-            turn_id=self.turn_id,
-            inference_id=self.inference_id if inference else None,
-            settlement_id=self.settlement_id if settlement else None,
+            loop_id=ids.loop_id,
+            turn_id=ids.turn_id,
+            inference_id=ids.inference_id if inference else None,
+            settlement_id=ids.settlement_id if settlement else None,
         )
 
     def usable_inference_id(self) -> str | None:
@@ -192,12 +277,12 @@ class LoopContext:
         request may be made under it: one no request of this process used, whose request
         (before a restart) committed no completed content (seed 001: an inference id
         survives only while its request has produced no completed block)."""
-        owed = self.owed
+        owed, ids = self.mirror.owed, self.lifecycle
         if owed is None or owed.stage != "inference" or owed.inference_id is None:
             return None
-        if owed.response_open or owed.inference_id == self.last_request_id:
+        if owed.response_open or owed.inference_id == ids.last_request_id:
             return None
-        if (owed.loop_id, owed.turn_id) != (self.loop_id, self.turn_id):
+        if (owed.loop_id, owed.turn_id) != (ids.loop_id, ids.turn_id):
             return None
         return owed.inference_id
 

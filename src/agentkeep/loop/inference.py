@@ -30,7 +30,7 @@ from agentkeep.types.parts import block_part
 
 
 def start(ctx: LoopContext) -> None:
-    if ends_with_own_message(ctx.records):
+    if ends_with_own_message(ctx.mirror.records):
         # Never a request that ends with the model's own message: the inference stage's
         # transaction appends "Continue from where you left off." first (the pass's notice
         # step normally has; this is the same rule for any path that skipped it).
@@ -42,10 +42,10 @@ def start(ctx: LoopContext) -> None:
         # (seed 001): decided again once this lands.
         ctx.commit(StageOwed(owed=ctx.owed_for_inference()))
         return
-    ctx.inference_id = ctx.last_request_id = inference_id
+    ctx.lifecycle.inference_id = ctx.lifecycle.last_request_id = inference_id
     ctx.phase = Inferring(
         inference_id=inference_id,
-        continued=continued_blocks(ctx.records),
+        continued=continued_blocks(ctx.mirror.records),
         server_calls=ServerCalls(policy=ctx.config.server_tools),
     )
     ctx.children.add(inference_id)
@@ -54,8 +54,8 @@ def start(ctx: LoopContext) -> None:
     ctx.out.append(
         StartInference(
             inference_id=inference_id,
-            messages=ctx.views.view(ctx.records),
-            settings=ctx.settings,
+            messages=ctx.mirror.views.view(ctx.mirror.records),
+            settings=ctx.mirror.settings,
         )
     )
 
@@ -129,7 +129,7 @@ def maybe_finish(ctx: LoopContext) -> None:
     phase = ctx.phase
     if not isinstance(phase, Inferring) or phase.response.done is None:
         return
-    if not ctx.commits_idle():
+    if not ctx.commits.idle():
         return  # every finished block lands before the response is judged
     response, done = phase.response, phase.response.done
     ctx.phase = Passing()
@@ -158,7 +158,7 @@ def maybe_finish(ctx: LoopContext) -> None:
     # Its assistant message (the ledger's ``message`` event), when it says something.
     message = published if measured and any(block_part(b) for b in published) else None
     if settle:
-        ctx.settlement_id = ctx.new_id()
+        ctx.lifecycle.settlement_id = ctx.new_id()
     if blocks or settle or answers or message or (measured and done.tokens is not None):
         tokens = done.tokens if measured else None
         # Its id is spent. A response that failed right after completed content was cut
@@ -186,8 +186,10 @@ def _ends_run(ctx: LoopContext, inference_id: str, done: Done, calls: list[ToolC
     turn = ctx.turn
     if done.state not in ("normal", "length") or calls or turn.pending_error is not None:
         return False
-    busy = ctx.turn_requested or ctx.compaction_requested or ctx.children - {inference_id}
-    return not (ctx.has_input() or busy or turn.aborted or ctx.shutdown or turn.blocked)
+    busy = ctx.requests.turn or ctx.requests.compaction or ctx.children - {inference_id}
+    return not (
+        ctx.mirror.has_input() or busy or turn.aborted or ctx.requests.shutdown or turn.blocked
+    )
 
 
 def _judge(ctx: LoopContext, done: Done, calls: list[ToolCallBlock]) -> None:
@@ -206,12 +208,12 @@ def _judge(ctx: LoopContext, done: Done, calls: list[ToolCallBlock]) -> None:
         turn.pending_error = None  # a later success recovers silently
         retry.succeeded(ctx)
     turn.needs_inference = False
-    if done.state == "tool_call" and calls and not ctx.shutdown:
+    if done.state == "tool_call" and calls and not ctx.requests.shutdown:
         pending = tuple(ctx.pending(i, c) for i, c in enumerate(calls))
-        turn.asked_by = ctx.inference_id  # the request whose response asked for them
+        turn.asked_by = ctx.lifecycle.inference_id  # the request whose response asked for them
         ctx.commit(DispatchBatch(calls=pending, owed=ctx.owed_now("tools")))
         return
-    if calls and not ctx.shutdown:
+    if calls and not ctx.requests.shutdown:
         text = ABORTED_CALL if done.state == "cancelled" else UNDISPATCHED_CALL
         ctx.commit(ctx.answer(calls, text))
     if done.state == "cancelled" and not turn.aborted:

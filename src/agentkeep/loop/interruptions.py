@@ -1,9 +1,10 @@
 """What stops a turn short: a refused commit (spec §3.5, §3.7, §3.14), a commit whose outcome
-is unknown, a failed turn (§3.8) and an abort (§3.9, invariant 17)."""
+is unknown, a failed turn (§3.8) and an abort (§3.9, invariant 17). Each returns what became
+of the run (:class:`~agentkeep.loop.outcomes.Outcome`); ``transitions`` acts on it."""
 
 from __future__ import annotations
 
-from agentkeep.loop import compaction, inference, retry, tools, transitions
+from agentkeep.loop import compaction, inference, retry, tools
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import (
     CancelCompaction,
@@ -12,6 +13,7 @@ from agentkeep.loop.effects import (
     Emit,
     Observe,
 )
+from agentkeep.loop.outcomes import Outcome
 from agentkeep.loop.phases import Compacting, Inferring, Passing
 from agentkeep.loop.plans import (
     AnswerCalls,
@@ -27,17 +29,17 @@ from agentkeep.loop.view import undispatched_calls
 from agentkeep.types import DONE_CANCELLED, done_error
 
 
-def commit_failed(ctx: LoopContext, plan: Plan, message: str) -> None:
+def commit_failed(ctx: LoopContext, plan: Plan, message: str) -> Outcome:
+    """The store refused ``plan``: what it was decides how the turn (or run) goes on."""
     if retry.should_retry(ctx):
         # Retrying forever: a refused write is a failed attempt like any other — go on from
         # the durable state after the backoff (the owed stage stays; no note is appended).
-        continue_from_store(ctx, message)
-        return
-    ctx.commit_in_flight = None
+        return continue_from_store(ctx, message)
+    ctx.commits.in_flight = None
     # A turn whose ids failed to stage never opens its hooks: it fails like any other.
     ctx.turn.opening = False
     # The outcome may be unknown (an error from COMMIT): trust nothing remembered.
-    ctx.mirror_valid = False
+    ctx.mirror.valid = False
     # Nothing after a failed commit may build on it: drop what was queued behind it.
     ctx.commits.clear()
     turn = ctx.turn
@@ -48,40 +50,39 @@ def commit_failed(ctx: LoopContext, plan: Plan, message: str) -> None:
             turn.blocked = True
             ctx.phase = Passing()
             if isinstance(plan, Settle):
-                transitions.stop(ctx, settled=False)
-                return
-            fail_turn(ctx, message)
+                return Outcome.RUN_BLOCKED
+            return fail_turn(ctx, message)
         case CommitToolResult():
             # First failed result closes the batch; its entries and owed stay (spec §3.5).
             turn.blocked = True
             if turn.batch is not None:
                 tools.abandon(ctx)
                 turn.batch = None
-            fail_turn(ctx, message)
+            return fail_turn(ctx, message)
         case ClaimToolResults():
             # Draining: the claims are lost, the batch stays durable; the next process
             # decides those calls as any restart does.
             tools.claimed(ctx)
-            transitions.decide(ctx)
+            return Outcome.DONE
         case ReplaceWithCompaction():
             compaction.resolve(ctx, error=message)
-            transitions.decide(ctx)
+            return Outcome.DONE
         case AppendFailureNote():
             turn.ending = False
-            transitions.end_turn(ctx)
+            return Outcome.TURN_OVER
         case _:
-            fail_turn(ctx, message)
+            return fail_turn(ctx, message)
 
 
-def continue_from_store(ctx: LoopContext, message: str) -> None:
+def continue_from_store(ctx: LoopContext, message: str) -> Outcome:
     """A commit may or may not have landed: nothing remembered can be trusted. Drop the
     turn's memory (children are cancelled, nothing is written from memory) and go on from
     the durable state, exactly as a restarted process would — the path every crash
     campaign proves."""
-    ctx.commit_in_flight = None
+    ctx.commits.in_flight = None
     ctx.turn.opening = False  # its hooks never open: the reload (or the stop) replaces it
     ctx.commits.clear()
-    ctx.mirror_valid = False
+    ctx.mirror.valid = False
     phase = ctx.phase
     if isinstance(phase, Inferring):
         inference.disarm(ctx, phase)
@@ -95,20 +96,19 @@ def continue_from_store(ctx: LoopContext, message: str) -> None:
         # Retrying forever: the compaction request stays for the next turn.
         retry.cancel(ctx)
         _cancel_compaction(ctx)
-        ctx.resume_checked = False
-        transitions.begin_turn(ctx, backoff=True)
-        return
+        ctx.mirror.resume_checked = False
+        return Outcome.MEMORY_LOST_RETRYING
     _end_compaction(ctx, error=message)
-    ctx.failed_turns += 1
-    if ctx.failed_turns >= ctx.config.max_failed_turns:
-        transitions.stop(ctx, settled=False)
-        return
-    ctx.resume_checked = False  # a trailing question found on reload is owed an answer
-    transitions.begin_turn(ctx)
+    ctx.failures.turns += 1
+    if ctx.failures.turns >= ctx.config.max_failed_turns:
+        return Outcome.RUN_BLOCKED
+    ctx.mirror.resume_checked = False  # a trailing question found on reload is owed an answer
+    return Outcome.MEMORY_LOST
 
 
-def fail_turn(ctx: LoopContext, message: str) -> None:
-    """The turn cannot go on: stop children, close unanswered calls, note the failure."""
+def fail_turn(ctx: LoopContext, message: str) -> Outcome:
+    """The turn cannot go on: stop children, close unanswered calls, note the failure.
+    ``TURN_OVER``, or ``WAITING`` while the answers to its open calls commit."""
     retry.cancel(ctx)  # a backoff under way (retrying stopped meanwhile) ends with the turn
     phase, turn = ctx.phase, ctx.turn
     if isinstance(phase, Inferring):
@@ -122,20 +122,21 @@ def fail_turn(ctx: LoopContext, message: str) -> None:
     turn.failing = True
     turn.resume = None
     if not turn.blocked:
-        stranded = undispatched_calls(ctx.records, ())
+        stranded = undispatched_calls(ctx.mirror.records, ())
         if stranded:
             ctx.commit(ctx.answer(stranded, FAILED_TURN_CALL))
-            return
-    transitions.end_turn(ctx)
+            return Outcome.WAITING
+    return Outcome.TURN_OVER
 
 
-def abort(ctx: LoopContext) -> None:
-    """Cancel the whole turn; never wait for a stream or a tool (invariant 17)."""
+def abort(ctx: LoopContext) -> Outcome:
+    """Cancel the whole turn; never wait for a stream or a tool (invariant 17). ``DONE``:
+    the turn ends at the next decision."""
     turn = ctx.turn
     if not ctx.running or turn.aborted:
-        return
+        return Outcome.WAITING
     turn.aborted = True
-    ctx.turn_requested = False
+    ctx.requests.turn = False
     retry.cancel(ctx)  # a backoff under way ends now; the turn ends at the next decision
     phase = ctx.phase
     if isinstance(phase, Inferring):
@@ -152,10 +153,10 @@ def abort(ctx: LoopContext) -> None:
     tools.pump_results(ctx)
     if isinstance(ctx.phase, Compacting):
         _end_compaction(ctx, error=ABORTED_COMPACTION)
-    elif ctx.compaction_requested:
-        ctx.compaction_requested = False
+    elif ctx.requests.compaction:
+        ctx.requests.compaction = False
         ctx.out.append(CompactionResolved(error=ABORTED_COMPACTION))
-    transitions.decide(ctx)
+    return Outcome.DONE
 
 
 def _cancel_compaction(ctx: LoopContext) -> None:

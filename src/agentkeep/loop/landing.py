@@ -1,4 +1,5 @@
-"""What a landed commit changes: the durable mirror follows the store, then the run goes on.
+"""What a landed commit changes: the durable mirror follows the store; :func:`landed` says
+what the run learned (``transitions.commit_landed`` takes it on from there).
 
 Every change to the mirror is applied here, when its commit lands (never before), so the
 mirror is always a state the store has held. Acceptance (``WorkAccepted``) adds queued entries
@@ -12,9 +13,10 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import TypeVar
 
-from agentkeep.loop import compaction, inference, tools, transitions
+from agentkeep.loop import compaction, tools
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import Observe
+from agentkeep.loop.outcomes import Outcome
 from agentkeep.loop.plans import (
     AnswerCalls,
     AppendBlock,
@@ -28,9 +30,9 @@ from agentkeep.loop.plans import (
     DispatchBatch,
     FinishResponse,
     Plan,
+    PlanResult,
     ReplaceWithCompaction,
     Settle,
-    Settled,
     StageOwed,
 )
 from agentkeep.types import CompactionRecord, QueuedMessage, QueuedNotice, UserRecord
@@ -54,9 +56,9 @@ def _mirror(entries: list[Entry], entry: Entry) -> None:
 def accept(ctx: LoopContext, message: QueuedMessage | None, notice: QueuedNotice | None) -> None:
     """Mirror a durably accepted entry (once, in sequence order)."""
     if message is not None:
-        _mirror(ctx.queued[message.queue], message)
+        _mirror(ctx.mirror.queued[message.queue], message)
     if notice is not None:
-        _mirror(ctx.notices, notice)
+        _mirror(ctx.mirror.notices, notice)
 
 
 def accept_all(ctx: LoopContext, messages: Sequence[QueuedMessage]) -> None:
@@ -66,7 +68,7 @@ def accept_all(ctx: LoopContext, messages: Sequence[QueuedMessage]) -> None:
     compares by identity); otherwise one pass over them with a set of the seqs already
     mirrored, then one sort per queue that gained any — not a search of the mirror per
     entry (with a backlog of 1,500 that was 70% of each step)."""
-    steering, send = ctx.queued["steering"], ctx.queued["send"]
+    steering, send = ctx.mirror.queued["steering"], ctx.mirror.queued["send"]
     split = len(steering)  # ``messages`` is in rank order: steering, then send, each by seq
     if (
         len(messages) == split + len(send)
@@ -74,7 +76,7 @@ def accept_all(ctx: LoopContext, messages: Sequence[QueuedMessage]) -> None:
         and list(messages[split:]) == send
     ):
         return
-    for queue, entries in ctx.queued.items():
+    for queue, entries in ctx.mirror.queued.items():
         known = set(map(_seq, entries))
         new = []
         for message in messages:
@@ -86,98 +88,87 @@ def accept_all(ctx: LoopContext, messages: Sequence[QueuedMessage]) -> None:
             entries.sort(key=_seq)
 
 
-def landed(ctx: LoopContext, plan: Plan, value: Consumed | Appended | Settled | None) -> None:
-    ctx.commit_in_flight = None
+def landed(ctx: LoopContext, plan: Plan, value: PlanResult) -> Outcome:
+    """Mirror what ``plan`` committed (``value``: its result) and go on with the steps it
+    unblocks; the outcome is what the run learned (the turn's ids are durable, the run
+    settled or not), ``WAITING`` for anything else."""
+    ctx.commits.in_flight = None
     turn = ctx.turn
     match plan:
         case ConsumeQueue():
-            assert isinstance(value, Consumed)
-            consumed(ctx, plan, value)
+            consumed(ctx, plan, plan.committed(value))
         case ConsumeNotices():
-            assert isinstance(value, Appended)
-            ctx.records.extend(value.records)
-            ctx.notices = []
-            if value.records:
+            appended = plan.committed(value)
+            ctx.mirror.records.extend(appended.records)
+            ctx.mirror.notices = []
+            if appended.records:
                 turn.needs_inference = True
-                ctx.owed = plan.owed
-        case AppendBlock() | AnswerCalls() | AppendFailureNote():
-            assert isinstance(value, Appended)
-            ctx.records.extend(value.records)
-            if isinstance(plan, AppendBlock) and plan.owed is not None:
-                ctx.owed = plan.owed
-        case FinishResponse(tokens=tokens):
-            assert isinstance(value, Appended)
-            ctx.records.extend(value.records)
-            if plan.owed is not None and not value.settled:
-                ctx.owed = plan.owed
-            accept_all(ctx, value.queued)  # what the mailbox has not told us yet
-            if tokens is not None:
-                ctx.context_tokens = tokens.total
-            if value.settled:
-                turn.settled_early = True
-                ctx.owed = None
+                ctx.mirror.owed = plan.owed
+        case AppendBlock():
+            ctx.mirror.records.extend(plan.committed(value).records)
+            if plan.owed is not None:
+                ctx.mirror.owed = plan.owed
+        case AnswerCalls() | AppendFailureNote():
+            ctx.mirror.records.extend(plan.committed(value).records)
+        case FinishResponse():
+            response_finished(ctx, plan, plan.committed(value))
         case StageOwed(owed=owed):
-            ctx.owed = owed
+            ctx.mirror.owed = owed
             if turn.opening:
                 turn.opening = False
-                transitions.open_turn(ctx)  # the ids its hooks are told are durable now
+                return Outcome.IDS_DURABLE  # the ids its hooks are told are durable now
         case DispatchBatch(calls=calls, owed=owed):
-            ctx.owed = owed
+            ctx.mirror.owed = owed
             tools.run_batch(ctx, calls, resumed=False)
         case CommitToolResult():
-            assert isinstance(value, Appended)
-            ctx.records.extend(value.records)
+            ctx.mirror.records.extend(plan.committed(value).records)
             if plan.owed_after is not None:
-                ctx.owed = plan.owed_after
-            if turn.batch is not None:
-                turn.batch.committed_one()
-                if turn.batch.done:
-                    turn.batch = None
-                    turn.needs_inference = True
-                    turn.step = "steering"
-                else:
-                    tools.pump_results(ctx)
+                ctx.mirror.owed = plan.owed_after
+            tools.result_committed(ctx)
         case ClaimToolResults():
             tools.claimed(ctx)
         case ReplaceWithCompaction(through_position=through, messages=messages):
-            suffix = ctx.records[through:]
+            suffix = ctx.mirror.records[through:]
             owes = plan.owes_answer
-            ctx.records = [CompactionRecord(messages=messages, owes_answer=owes), *suffix]
-            ctx.context_tokens = None
-            ctx.owed = plan.owed
+            ctx.mirror.records = [CompactionRecord(messages=messages, owes_answer=owes), *suffix]
+            ctx.mirror.context_tokens = None
+            ctx.mirror.owed = plan.owed
             compaction.resolve(ctx, error=None)
         case Settle():
-            assert isinstance(value, Settled)
-            if value.settled:
-                transitions.stop(ctx, settled=True)
-            elif transitions.may_continue(ctx):
-                transitions.begin_turn(ctx)  # work arrived while settling: it is owed
-            else:
-                transitions.stop(ctx, settled=False)
-    ctx.pump_commits()
-    if isinstance(plan, AppendFailureNote):
-        transitions.end_turn(ctx)
-    elif isinstance(plan, AppendBlock):
-        inference.maybe_finish(ctx)
-    transitions.decide(ctx)
+            # Not settled: work arrived while settling, and it is owed.
+            return Outcome.SETTLED if plan.committed(value).settled else Outcome.NOT_SETTLED
+    return Outcome.WAITING
+
+
+def response_finished(ctx: LoopContext, plan: FinishResponse, value: Appended) -> None:
+    """Mirror a response's end (its last blocks, its measurement, perhaps the settlement)."""
+    ctx.mirror.records.extend(value.records)
+    if plan.owed is not None and not value.settled:
+        ctx.mirror.owed = plan.owed
+    accept_all(ctx, value.queued)  # what the mailbox has not told us yet
+    if plan.tokens is not None:
+        ctx.mirror.context_tokens = plan.tokens.total
+    if value.settled:
+        ctx.turn.settled_early = True
+        ctx.mirror.owed = None
 
 
 def consumed(ctx: LoopContext, plan: ConsumeQueue, value: Consumed) -> None:
     """Mirror a landed consumption (its own commit, or an acceptance's: ``loop.offers``)."""
     queue, turn = plan.queue, ctx.turn
     if value.reset:
-        ctx.records = list(value.records)
-        ctx.context_tokens = None
+        ctx.mirror.records = list(value.records)
+        ctx.mirror.context_tokens = None
     else:
-        ctx.records.extend(value.records)
-    ctx.settings = value.settings
-    ctx.queued[queue] = list(value.remaining)
+        ctx.mirror.records.extend(value.records)
+    ctx.mirror.settings = value.settings
+    ctx.mirror.queued[queue] = list(value.remaining)
     if value.outranked:
         accept_all(ctx, value.outranked)
         turn.step = "steering"  # take the steering this pass did not know of
     if value.records:
         turn.needs_inference = True
-        ctx.owed = plan.owed
+        ctx.mirror.owed = plan.owed
     for record in value.records:
         if isinstance(record, UserRecord):  # durable: now it may be observed
             ctx.out.append(Observe(hook="message_accepted", accepted=record, queue=queue))
@@ -185,5 +176,5 @@ def consumed(ctx: LoopContext, plan: ConsumeQueue, value: Consumed) -> None:
         change = value.permission_change
         ctx.out.append(Observe(hook="permission_mode_changed", permission_change=change))
     tools.take_requested(ctx, value.records)
-    if not ctx.has_input():
-        ctx.turn_requested = False  # consuming the last input answers the request
+    if not ctx.mirror.has_input():
+        ctx.requests.turn = False  # consuming the last input answers the request

@@ -18,9 +18,12 @@ transaction checked the store is the mirror its reload would have read.
 
 Where things are: the stages of a run (:mod:`~agentkeep.loop.phases`), what spans them
 (:mod:`~agentkeep.loop.context`), every transition (:mod:`~agentkeep.loop.transitions`) and
-the steps it calls: :mod:`~agentkeep.loop.inference`, :mod:`~agentkeep.loop.tools`,
+the steps it calls: :mod:`~agentkeep.loop.loading` (the turn's load),
+:mod:`~agentkeep.loop.inference`, :mod:`~agentkeep.loop.tools`,
 :mod:`~agentkeep.loop.compaction`, :mod:`~agentkeep.loop.landing` (commit outcomes) and
-:mod:`~agentkeep.loop.interruptions` (failures and abort).
+:mod:`~agentkeep.loop.interruptions` (failures and abort). The imports are a tree: this
+module drives ``transitions``, ``transitions`` drives the steps, and a step reports what
+happened (:class:`~agentkeep.loop.outcomes.Outcome`) instead of calling back into it.
 
 Rules kept, each cited where it is enforced:
 - commits are strictly sequential, and no decision is taken while one is in flight;
@@ -139,27 +142,27 @@ class AgentLoop:
     @property
     def settings(self) -> Settings:
         """The settings in force (the durable ones once loaded)."""
-        return self._ctx.settings
+        return self._ctx.mirror.settings
 
     @property
     def context_tokens(self) -> int | None:
         """The last measured context size, or None after a reset or compaction."""
-        return self._ctx.context_tokens
+        return self._ctx.mirror.context_tokens
 
     @property
     def records(self) -> list[ConversationRecord]:
         """The conversation as this loop last saw it land."""
-        return self._ctx.records
+        return self._ctx.mirror.records
 
     @property
     def queued(self) -> dict[QueueName, list[QueuedMessage]]:
         """The queued messages this loop knows of, by queue."""
-        return self._ctx.queued
+        return self._ctx.mirror.queued
 
     @property
     def notices(self) -> list[QueuedNotice]:
         """The queued notices this loop knows of."""
-        return self._ctx.notices
+        return self._ctx.mirror.notices
 
     @property
     def lifecycle_ids(self) -> LifecycleIds:
@@ -170,4 +173,4 @@ class AgentLoop:
     @property
     def owed(self) -> OwedWork | None:
         """The owed fact as this loop last saw it land."""
-        return self._ctx.owed
+        return self._ctx.mirror.owed

@@ -20,9 +20,10 @@ loop runs as before.
 
 from __future__ import annotations
 
-from agentkeep.loop import landing, transitions
-from agentkeep.loop.context import LoopContext
+from agentkeep.loop import landing
+from agentkeep.loop.context import LoopContext, Run
 from agentkeep.loop.effects import Observe
+from agentkeep.loop.outcomes import Outcome
 from agentkeep.loop.phases import Idle, Passing, Turn
 from agentkeep.loop.plans import Consumed, ConsumeOffer, ConsumeQueue
 from agentkeep.types import OwedWork, QueueName
@@ -33,10 +34,10 @@ def offer(ctx: LoopContext) -> ConsumeOffer | None:
     could differ from "consume the accepted message, then infer"."""
     if not (ctx.config.consume_at_acceptance and _quiet(ctx)):
         return None
-    if ctx.offer_ids is None:
+    if ctx.lifecycle.offer_ids is None:
         # Reserved until a run uses them: an offer nobody took leaves no trace of them.
-        ctx.offer_ids = (ctx.new_id(), ctx.new_id(), ctx.new_id(), ctx.new_id())
-    loop_id, turn_id, call_id, inference_id = ctx.offer_ids
+        ctx.lifecycle.offer_ids = (ctx.new_id(), ctx.new_id(), ctx.new_id(), ctx.new_id())
+    loop_id, turn_id, call_id, inference_id = ctx.lifecycle.offer_ids
     # The run's lifecycle ids (docs/lifecycle.md) are written with the owed fact by the
     # consumption, as the run's own load and consumption would have: the loop and turn ids
     # before the first hook is told them, the next request's id with the inference it owes.
@@ -55,9 +56,9 @@ def offer(ctx: LoopContext) -> ConsumeOffer | None:
     return ConsumeOffer(
         steering=plan("steering"),
         send=plan("send"),
-        record_count=len(ctx.records),
-        settings=ctx.settings,
-        context_tokens=ctx.context_tokens,
+        record_count=len(ctx.mirror.records),
+        settings=ctx.mirror.settings,
+        context_tokens=ctx.mirror.context_tokens,
     )
 
 
@@ -67,55 +68,53 @@ def _quiet(ctx: LoopContext) -> bool:
     as it would after a consumption of the run's own: ``transitions.decide``.)"""
     return (
         isinstance(ctx.phase, Idle)
-        and ctx.mirror_valid
-        and ctx.resume_checked
-        and ctx.owed is None
-        and not ctx.has_input()
-        and not ctx.turn_requested
-        and not ctx.compaction_requested
-        and not ctx.shutdown
-        and not ctx.retry_stopped
-        and ctx.commits_idle()
-        and not ctx.open_calls.calls(ctx.records)
+        and ctx.mirror.valid
+        and ctx.mirror.resume_checked
+        and ctx.mirror.owed is None
+        and not ctx.mirror.has_input()
+        and not ctx.requests.turn
+        and not ctx.requests.compaction
+        and not ctx.requests.shutdown
+        and not ctx.requests.retry_stopped
+        and ctx.commits.idle()
+        and not ctx.mirror.open_calls.calls(ctx.mirror.records)
     )
 
 
-def consumed_at_acceptance(ctx: LoopContext, plan: ConsumeQueue, value: Consumed) -> None:
+def consumed_at_acceptance(ctx: LoopContext, plan: ConsumeQueue, value: Consumed) -> Outcome:
     """The acceptance consumed under this loop's offer: start the run as ``request_turn``
-    and the turn's load would have, with the consumption landed."""
-    ids = ctx.offer_ids
+    and the turn's load would have, with the consumption landed (``DONE``: the pass goes
+    on) — or, for an offer this loop does not hold, ``RUN_WANTED``."""
+    ids = ctx.lifecycle.offer_ids
     owed = plan.owed
     if not _quiet(ctx) or ids is None or (owed.loop_id, owed.turn_id) != ids[:2]:
         # Not the offer this loop holds (the shell's claim protocol rules it out): go on
         # from the durable state, which holds the consumption.
         acceptance_outcome_unknown(ctx)
-        transitions.request_turn(ctx)
-        return
-    ctx.offer_ids = None
+        return Outcome.RUN_WANTED
+    ctx.lifecycle.offer_ids = None
     # request_turn + the load's lifecycle_ids: the run opens with the ids the consumption
     # wrote, bracketed by before_agent_loop (told them).
-    ctx.loop_id = owed.loop_id
-    ctx.turn_id = owed.turn_id
-    ctx.inference_id = None
-    ctx.settlement_id = None
-    ctx.loop_hook_due = False
-    ctx.run_failure = None
-    ctx.provider_disabled = False
+    ctx.lifecycle.loop_id = owed.loop_id
+    ctx.lifecycle.turn_id = owed.turn_id
+    ctx.lifecycle.inference_id = None
+    ctx.lifecycle.settlement_id = None
+    ctx.run = Run()  # before_agent_loop is told below, not at a load
     ctx.out.append(Observe(hook="before_agent_loop", ids=ctx.ids()))
     # begin_turn + loaded: the reload would have read the mirror back (the acceptance's
     # transaction checked it), found nothing to resume and no question owed; no feature
     # overrides before_turn. The pass is past steering and send: what it consumed landed.
     ctx.turn = Turn(loaded=True, step="notices")
-    ctx.turn_requested = False
+    ctx.requests.turn = False
     ctx.phase = Passing()
     landing.consumed(ctx, plan, value)
-    transitions.decide(ctx)
+    return Outcome.DONE
 
 
 def acceptance_outcome_unknown(ctx: LoopContext) -> None:
     """An acceptance that took the offer may have committed it: trust nothing remembered
     (as ``interruptions.continue_from_store``); the ``Start`` that follows reloads it all
     and answers a trailing question."""
-    ctx.offer_ids = None
-    ctx.mirror_valid = False
-    ctx.resume_checked = False
+    ctx.lifecycle.offer_ids = None
+    ctx.mirror.valid = False
+    ctx.mirror.resume_checked = False

@@ -11,7 +11,7 @@ decides from.
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
+from typing import Any, ClassVar, Generic, Literal, TypeAlias, TypeVar, cast, get_args, get_origin
 
 import msgspec
 
@@ -54,14 +54,75 @@ class Snapshot(_Data, frozen=True):
     context_tokens: int | None = None
 
 
+# -- plan results --------------------------------------------------------------------------
+
+
+class Consumed(_Data, frozen=True):
+    """What a consumption committed. ``reset`` ⇒ ``records`` is the whole new conversation;
+    otherwise ``records`` were appended. ``outranked``: consuming send found durable steering
+    this instance had not heard of yet (say, a hook's own steer still in the mailbox), so it
+    consumed nothing; these are the steering entries to take first. ``permission_change``:
+    the (previous, current) permission mode when this consumption changed it."""
+
+    records: tuple[ConversationRecord, ...]
+    settings: Settings
+    remaining: tuple[QueuedMessage, ...]
+    reset: bool = False
+    outranked: tuple[QueuedMessage, ...] = ()
+    permission_change: tuple[PermissionMode, PermissionMode] | None = None
+
+
+class Appended(_Data, frozen=True):
+    """What an append committed. ``queued``: for a response's end, every message durably
+    queued at that moment, so input this instance has not heard of yet (a hook's own steer
+    still in the mailbox) joins the same turn instead of waiting for settlement."""
+
+    records: tuple[ConversationRecord, ...]
+    settled: bool = False
+    queued: tuple[QueuedMessage, ...] = ()
+
+
+class Settled(_Data, frozen=True):
+    settled: bool
+
+
+#: What a plan's commit returns (``CommitLanded.value``): each plan's own kind, or None.
+PlanResult: TypeAlias = Consumed | Appended | Settled | None
+
+#: The result type a plan's commit returns.
+ResultT = TypeVar("ResultT", covariant=True)
+
+
+class _Plan(_Data, Generic[ResultT], frozen=True):
+    """A plan whose commit returns a ``ResultT`` (``commit_plans.execute``): a plan class
+    names its result once, as its base's parameter (``class Settle(_Plan[Settled])``), and
+    :meth:`committed` hands a landed commit's value back as that type — no ``isinstance``
+    ladder where a result is used."""
+
+    result_type: ClassVar[type[Any]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            if get_origin(base) is _Plan:
+                (cls.result_type,) = get_args(base)
+
+    def committed(self, value: PlanResult) -> ResultT:
+        """``value`` (what this plan's commit returned) as this plan's result type. A value of
+        another type is a broken shell (it paired the result with the wrong plan)."""
+        if not isinstance(value, self.result_type):
+            raise TypeError(f"{type(self).__name__} commits to {self.result_type}, not {value!r}")
+        return cast(ResultT, value)
+
+
 # -- plans: one transaction each -----------------------------------------------------------
 
 
-class StageOwed(_Data, frozen=True):
+class StageOwed(_Plan[None], frozen=True):
     owed: OwedWork
 
 
-class ConsumeQueue(_Data, frozen=True):
+class ConsumeQueue(_Plan[Consumed], frozen=True):
     """Move queued messages into the conversation: claim (delete) each entry, append its
     user record, apply its settings, owe an inference — all or nothing.
 
@@ -95,7 +156,7 @@ class ConsumeOffer(_Data, frozen=True):
         return self.steering if queue == "steering" else self.send
 
 
-class ConsumeNotices(_Data, frozen=True):
+class ConsumeNotices(_Plan[Appended], frozen=True):
     """The inference stage's transaction: append the queued notices and owe the inference
     (``owed`` names its request). ``continue_response``: the conversation ends with the
     model's own completed blocks, so the notice "Continue from where you left off." is
@@ -106,7 +167,7 @@ class ConsumeNotices(_Data, frozen=True):
     continue_response: bool = False
 
 
-class AppendBlock(_Data, frozen=True):
+class AppendBlock(_Plan[Appended], frozen=True):
     """A finished block of a response that goes on. ``owed`` (the response's first block
     only): the owed fact marking the request's completed content as not yet finished
     (``OwedWork.response_open``), in the same transaction."""
@@ -118,7 +179,7 @@ class AppendBlock(_Data, frozen=True):
     owed: OwedWork | None = None
 
 
-class FinishResponse(_Data, frozen=True):
+class FinishResponse(_Plan[Appended], frozen=True):
     """The end of a response in one transaction: its last finished blocks, its measurement,
     and — when nothing else can follow — the settlement (checked inside the transaction: it
     settles only if nothing is queued or pending). Nothing acts on a finished block before the
@@ -143,14 +204,14 @@ class FinishResponse(_Data, frozen=True):
     owed: OwedWork | None = None
 
 
-class DispatchBatch(_Data, frozen=True):
+class DispatchBatch(_Plan[None], frozen=True):
     """The whole batch durable before any call runs (invariant 8)."""
 
     calls: tuple[PendingToolCall, ...]
     owed: OwedWork
 
 
-class CommitToolResult(_Data, frozen=True):
+class CommitToolResult(_Plan[Appended], frozen=True):
     """One result, in batch order: the first claimed result wins; the pending entry goes."""
 
     pending: PendingToolCall
@@ -158,7 +219,7 @@ class CommitToolResult(_Data, frozen=True):
     owed_after: OwedWork | None = None  # set on the batch's last result
 
 
-class ClaimToolResults(_Data, frozen=True):
+class ClaimToolResults(_Plan[None], frozen=True):
     """A drain left a reloadable call pending: the results that finished behind it cannot
     land in batch order now, so each is claimed for its pending call (first claim wins);
     the next process lands them in order without running their calls again."""
@@ -166,7 +227,7 @@ class ClaimToolResults(_Data, frozen=True):
     claims: tuple[tuple[PendingToolCall, ToolResultMessage], ...]
 
 
-class AnswerCalls(_Data, frozen=True):
+class AnswerCalls(_Plan[Appended], frozen=True):
     """Answer calls that will never run (a response that did not end in ``tool_call``, an
     abort, a failed turn). ``calls[i]`` is the call ``results[i]`` answers, under the durable
     id it gets now, so ``after_tool_call_transact`` runs for it in this transaction."""
@@ -175,15 +236,15 @@ class AnswerCalls(_Data, frozen=True):
     calls: tuple[PendingToolCall, ...] = ()
 
 
-class AppendFailureNote(_Data, frozen=True):
+class AppendFailureNote(_Plan[Appended], frozen=True):
     message: str
 
 
-class Settle(_Data, frozen=True):
+class Settle(_Plan[Settled], frozen=True):
     """Erase the owed fact — only if nothing is queued or pending (checked in the tx)."""
 
 
-class ReplaceWithCompaction(_Data, frozen=True):
+class ReplaceWithCompaction(_Plan[None], frozen=True):
     """Replace the records before ``through_position`` with a summary.
 
     ``owes_answer`` is the summary record's flag: the replaced history ended in a question
@@ -214,34 +275,3 @@ Plan: TypeAlias = (
     | Settle
     | ReplaceWithCompaction
 )
-
-# -- plan results --------------------------------------------------------------------------
-
-
-class Consumed(_Data, frozen=True):
-    """What a consumption committed. ``reset`` ⇒ ``records`` is the whole new conversation;
-    otherwise ``records`` were appended. ``outranked``: consuming send found durable steering
-    this instance had not heard of yet (say, a hook's own steer still in the mailbox), so it
-    consumed nothing; these are the steering entries to take first. ``permission_change``:
-    the (previous, current) permission mode when this consumption changed it."""
-
-    records: tuple[ConversationRecord, ...]
-    settings: Settings
-    remaining: tuple[QueuedMessage, ...]
-    reset: bool = False
-    outranked: tuple[QueuedMessage, ...] = ()
-    permission_change: tuple[PermissionMode, PermissionMode] | None = None
-
-
-class Appended(_Data, frozen=True):
-    """What an append committed. ``queued``: for a response's end, every message durably
-    queued at that moment, so input this instance has not heard of yet (a hook's own steer
-    still in the mailbox) joins the same turn instead of waiting for settlement."""
-
-    records: tuple[ConversationRecord, ...]
-    settled: bool = False
-    queued: tuple[QueuedMessage, ...] = ()
-
-
-class Settled(_Data, frozen=True):
-    settled: bool

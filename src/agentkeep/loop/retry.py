@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agentkeep.loop import transitions
 from agentkeep.loop.context import LoopContext, RetryPolicy
 from agentkeep.loop.effects import CancelTimer, LoadState, StartTimer
+from agentkeep.loop.outcomes import Outcome
 from agentkeep.loop.phases import BackingOff, Loading, Passing
 
 __all__ = [
@@ -42,35 +42,37 @@ def should_retry(ctx: LoopContext) -> bool:
     forever and nothing (abort, shutdown, close, a blocked write, the removal of the run's
     provider) has stopped the run."""
     turn = ctx.turn
-    stopped = turn.aborted or turn.blocked or ctx.shutdown or ctx.retry_stopped
-    return ctx.config.retry is not None and not (stopped or ctx.provider_disabled)
+    stopped = turn.aborted or turn.blocked or ctx.requests.shutdown or ctx.requests.retry_stopped
+    return ctx.config.retry is not None and not (stopped or ctx.run.provider_disabled)
 
 
 def back_off(ctx: LoopContext, *, then: Literal["pass", "load"]) -> None:
     """Wait before the next attempt; ``then``: what resumes (the pass, or the turn's load)."""
     policy = ctx.config.retry
     assert policy is not None  # only called after should_retry
-    ctx.retry_attempts += 1
+    ctx.failures.retry_attempts += 1
     timer_id = ctx.new_id()
     ctx.phase = BackingOff(timer_id=timer_id, then=then)
-    ctx.out.append(StartTimer(timer_id=timer_id, seconds=policy.delay(ctx.retry_attempts)))
+    ctx.out.append(StartTimer(timer_id=timer_id, seconds=policy.delay(ctx.failures.retry_attempts)))
 
 
 def succeeded(ctx: LoopContext) -> None:
     """An attempt got through: the next failure waits the initial delay again."""
-    ctx.retry_attempts = 0
+    ctx.failures.retry_attempts = 0
 
 
-def fired(ctx: LoopContext, timer_id: str) -> None:
+def fired(ctx: LoopContext, timer_id: str) -> Outcome:
+    """A wait ended: the turn's load is asked again (``WAITING``), or the pass goes on
+    (``DONE``)."""
     phase = ctx.phase
     if not isinstance(phase, BackingOff) or phase.timer_id != timer_id:
-        return  # a cancelled wait's late tick
+        return Outcome.WAITING  # a cancelled wait's late tick
     if phase.then == "load":
         ctx.phase = Loading()
-        ctx.out.append(LoadState(records=not ctx.mirror_valid))
-        return
+        ctx.out.append(LoadState(records=not ctx.mirror.valid))
+        return Outcome.WAITING
     ctx.phase = Passing()
-    transitions.decide(ctx)
+    return Outcome.DONE
 
 
 def cancel(ctx: LoopContext) -> bool:
@@ -86,15 +88,16 @@ def cancel(ctx: LoopContext) -> bool:
     return True
 
 
-def provider_removed(ctx: LoopContext, provider_id: str) -> None:
+def provider_removed(ctx: LoopContext, provider_id: str) -> Outcome:
     """The run's provider was removed (or a request found it unregistered): stop retrying.
     A wait under way is cut short — the next attempt is made now and fails on the give-up
     path — so the agent does not wait out a backoff for a provider that no longer exists.
     Another provider's removal, or one while no run is under way, changes nothing."""
-    if provider_id != ctx.settings.provider or not ctx.running:
-        return
-    ctx.provider_disabled = True
+    if provider_id != ctx.mirror.settings.provider or not ctx.running:
+        return Outcome.WAITING
+    ctx.run.provider_disabled = True
     phase = ctx.phase
-    if isinstance(phase, BackingOff):
-        ctx.out.append(CancelTimer(timer_id=phase.timer_id))
-        fired(ctx, phase.timer_id)
+    if not isinstance(phase, BackingOff):
+        return Outcome.WAITING
+    ctx.out.append(CancelTimer(timer_id=phase.timer_id))
+    return fired(ctx, phase.timer_id)

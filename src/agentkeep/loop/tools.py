@@ -20,6 +20,7 @@ from agentkeep.types import (
     QueuedMessage,
     ToolCallEnd,
     ToolCallStart,
+    ToolResultMessage,
 )
 
 
@@ -27,7 +28,7 @@ def start_batch(ctx: LoopContext, calls: list[PendingToolCall], *, resumed: bool
     ctx.turn.resume = None
     ctx.turn.asked_by = None  # recovered calls: the request that asked is not known
     if resumed:
-        if ctx.owed is None or ctx.owed.stage != "tools":
+        if ctx.mirror.owed is None or ctx.mirror.owed.stage != "tools":
             ctx.commit(StageOwed(owed=ctx.owed_now("tools")))
         run_batch(ctx, tuple(calls), resumed=True)
     else:
@@ -44,9 +45,22 @@ def run_batch(ctx: LoopContext, calls: tuple[PendingToolCall, ...], *, resumed: 
     runs = batch.runs()
     ctx.children.update(r.internal_id for r in runs)
     if runs:
-        ids = LifecycleIds(loop_id=ctx.loop_id, turn_id=ctx.turn_id, inference_id=ctx.turn.asked_by)
+        ids = LifecycleIds(
+            loop_id=ctx.lifecycle.loop_id,
+            turn_id=ctx.lifecycle.turn_id,
+            inference_id=ctx.turn.asked_by,
+        )
         ctx.out.append(StartTools(runs=runs, ids=ids))
     pump_results(ctx)
+
+
+def finished(ctx: LoopContext, internal_id: str, result: ToolResultMessage) -> None:
+    """A call's tool finished: its result lands in batch order (an abandoned call's is
+    ignored)."""
+    ctx.children.discard(internal_id)
+    batch = ctx.turn.batch
+    if batch is not None and batch.finish(internal_id, result):
+        pump_results(ctx)
 
 
 def pump_results(ctx: LoopContext) -> None:
@@ -56,7 +70,7 @@ def pump_results(ctx: LoopContext) -> None:
         return
     ready = batch.next_ready()
     if ready is None:
-        if ctx.shutdown and batch.stalled:
+        if ctx.requests.shutdown and batch.stalled:
             _leave_drained(ctx)
         return
     pending, result = ready
@@ -69,6 +83,21 @@ def pump_results(ctx: LoopContext) -> None:
             owed_after=ctx.owed_for_inference() if last else None,
         )
     )
+
+
+def result_committed(ctx: LoopContext) -> None:
+    """A result of the batch landed: the next goes out, or (the last) the batch is done and
+    the pass goes on to the inference its results owe."""
+    batch = ctx.turn.batch
+    if batch is None:
+        return
+    batch.committed_one()
+    if batch.done:
+        ctx.turn.batch = None
+        ctx.turn.needs_inference = True
+        ctx.turn.step = "steering"
+    else:
+        pump_results(ctx)
 
 
 def _leave_drained(ctx: LoopContext) -> None:
@@ -98,9 +127,9 @@ def note_lifetimes(ctx: LoopContext, lifetimes: ToolLifetimes) -> None:
         return
     batch.steerable.update(lifetimes.steerable)
     batch.reloadable.update(lifetimes.reloadable)
-    if ctx.shutdown:
+    if ctx.requests.shutdown:
         drain(ctx)  # started while draining (a dispatch that landed meanwhile)
-    elif ctx.queued["steering"]:
+    elif ctx.mirror.queued["steering"]:
         # Steering still queued was never seen by the model that asked for these calls (it
         # was accepted while the response streamed, or is next in line): it would wait
         # behind the batch, so it interrupts the steerable calls as if accepted now.
@@ -113,7 +142,7 @@ def steer(ctx: LoopContext, message: QueuedMessage) -> None:
     batch = ctx.turn.batch
     if batch is None or message.queue != "steering" or not batch.steerable:
         return
-    if any(m.seq == message.seq for m in ctx.queued["steering"]):
+    if any(m.seq == message.seq for m in ctx.mirror.queued["steering"]):
         return  # not new: the mirror knew it already
     _interrupt(ctx, batch.steerable, STEERED_CALL)
 

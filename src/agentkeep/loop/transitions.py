@@ -15,15 +15,26 @@ its stages (:mod:`agentkeep.loop.phases`):
     Settling ─landed─▶ Idle | Loading (work arrived while settling)
 
 Commit outcomes are in :mod:`agentkeep.loop.landing`; failures, the store's unknown
-outcome and abort in :mod:`agentkeep.loop.interruptions`.
+outcome and abort in :mod:`agentkeep.loop.interruptions`. Only this module moves the run on:
+a step module reports what happened (:class:`~agentkeep.loop.outcomes.Outcome`) and
+:func:`go_on` acts on it, so no step imports this module.
 """
 
 from __future__ import annotations
 
-import msgspec
+from typing import assert_never
 
-from agentkeep.loop import compaction, inference, interruptions, landing, offers, retry, tools
-from agentkeep.loop.context import LoopContext
+from agentkeep.loop import (
+    compaction,
+    inference,
+    interruptions,
+    landing,
+    loading,
+    offers,
+    retry,
+    tools,
+)
+from agentkeep.loop.context import LoopContext, Run
 from agentkeep.loop.effects import (
     CompactionResolved,
     Emit,
@@ -55,6 +66,7 @@ from agentkeep.loop.events import (
     ToolLifetimes,
     WorkAccepted,
 )
+from agentkeep.loop.outcomes import Outcome
 from agentkeep.loop.phases import (
     Compacting,
     Dispatched,
@@ -62,21 +74,22 @@ from agentkeep.loop.phases import (
     InHook,
     Loading,
     Passing,
-    Recorded,
     Settling,
     Turn,
 )
 from agentkeep.loop.plans import (
+    AppendBlock,
     AppendFailureNote,
     ConsumeNotices,
     ConsumeQueue,
+    Plan,
+    PlanResult,
     Settle,
     Snapshot,
-    StageOwed,
 )
 from agentkeep.loop.texts import ABORTED_COMPACTION
-from agentkeep.loop.view import ends_in_failure_note, ends_with_own_message, tail_owes_answer
-from agentkeep.types import DONE_CANCELLED, OwedWork, QueueName, done_error
+from agentkeep.loop.view import ends_with_own_message
+from agentkeep.types import DONE_CANCELLED, QueueName, done_error
 
 
 def handle(ctx: LoopContext, event: Event) -> None:
@@ -87,204 +100,187 @@ def handle(ctx: LoopContext, event: Event) -> None:
         case StreamEventArrived(inference_id=inference_id, event=stream_event):
             inference.stream_event(ctx, inference_id, stream_event)
         case CommitLanded(plan=plan, value=value):
-            landing.landed(ctx, plan, value)
+            commit_landed(ctx, plan, value)
         case HookFinished():
             hook_finished(ctx, event)
         case ChildStopped(child_id=child_id):
             ctx.children.discard(child_id)
             decide(ctx)
         case Start(explicit=explicit):
-            if explicit:
-                # A caller named this agent: continue whatever the durable state owes,
-                # including a trailing question this instance already looked at.
-                ctx.resume_checked = False
-            request_turn(ctx)
+            start(ctx, explicit=explicit)
         case WorkAccepted(message=message, notice=notice):
             if message is not None:
                 tools.steer(ctx, message)  # before the mirror takes it: is it new?
             landing.accept(ctx, message, notice)
             request_turn(ctx)
         case ConsumedAtAcceptance(plan=plan, value=value):
-            offers.consumed_at_acceptance(ctx, plan, value)
+            go_on(ctx, offers.consumed_at_acceptance(ctx, plan, value))
         case AcceptanceOutcomeUnknown():
             offers.acceptance_outcome_unknown(ctx)
         case CompactRequested():
-            ctx.compaction_requested = True
+            ctx.requests.compaction = True
             request_turn(ctx)
         case AbortRequested():
-            interruptions.abort(ctx)
+            go_on(ctx, interruptions.abort(ctx))
         case ShutdownRequested():
-            ctx.shutdown = True
-            retry.cancel(ctx)
-            tools.drain(ctx)
-            decide(ctx)
+            shut_down(ctx)
         case StopRetrying():
-            ctx.retry_stopped = True
-            if retry.cancel(ctx):
-                # Closing during a backoff: stop now, the owed fact kept (nothing settles).
-                ctx.shutdown = True
-                decide(ctx)
+            stop_retrying(ctx)
         case ProviderRemoved(provider_id=provider_id):
-            retry.provider_removed(ctx, provider_id)
+            go_on(ctx, retry.provider_removed(ctx, provider_id))
         case TimerFired(timer_id=timer_id):
             # A held block's bound (the response goes on), or a retry's backoff.
             if not inference.hold_expired(ctx, timer_id):
-                retry.fired(ctx, timer_id)
+                go_on(ctx, retry.fired(ctx, timer_id))
         case Loaded(snapshot=snapshot):
             loaded(ctx, snapshot)
         case LoadFailed() if retry.should_retry(ctx):
             retry.back_off(ctx, then="load")  # the same turn reads the store again
         case LoadFailed(message=message):
-            ctx.phase = Passing()
-            ctx.out.append(Emit(event=done_error(message)))
-            ctx.run_failure = message
-            ctx.failed_turns += 1
-            finish_run(ctx)
+            load_failed(ctx, message)
         case CommitFailed(message=message, outcome_unknown=True):
-            interruptions.continue_from_store(ctx, message)
+            go_on(ctx, interruptions.continue_from_store(ctx, message))
         case CommitFailed(plan=plan, message=message):
-            interruptions.commit_failed(ctx, plan, message)
+            go_on(ctx, interruptions.commit_failed(ctx, plan, message))
         case ToolFinished(internal_id=internal_id, result=result):
-            ctx.children.discard(internal_id)
-            batch = ctx.turn.batch
-            if batch is not None and batch.finish(internal_id, result):
-                tools.pump_results(ctx)
+            tools.finished(ctx, internal_id, result)
             decide(ctx)
         case ToolLifetimes():
             tools.note_lifetimes(ctx, event)
             decide(ctx)
         case CompactionFinished():
-            compaction.finished(ctx, event)
+            go_on(ctx, compaction.finished(ctx, event))
+
+
+def go_on(ctx: LoopContext, outcome: Outcome) -> None:
+    """Take the run on from what a step reports — the one place a step's end moves it."""
+    match outcome:
+        case Outcome.WAITING:
+            pass
+        case Outcome.DONE:
+            decide(ctx)
+        case Outcome.TURN_OVER:
+            end_turn(ctx)
+        case Outcome.RUN_BLOCKED:
+            stop(ctx, settled=False)
+        case Outcome.MEMORY_LOST:
+            begin_turn(ctx)
+        case Outcome.MEMORY_LOST_RETRYING:
+            begin_turn(ctx, backoff=True)
+        case Outcome.RUN_WANTED:
+            request_turn(ctx)
+        case Outcome.IDS_DURABLE:
+            open_turn(ctx)
+        case Outcome.SETTLED:
+            stop(ctx, settled=True)
+        case Outcome.NOT_SETTLED:
+            if may_continue(ctx):
+                begin_turn(ctx)  # work arrived while settling: it is owed
+            else:
+                stop(ctx, settled=False)
+        case _:  # pragma: no cover - mypy proves every outcome is handled
+            assert_never(outcome)
+
+
+def commit_landed(ctx: LoopContext, plan: Plan, value: PlanResult) -> None:
+    """A commit landed: the mirror follows (``landing.landed``), the run goes on from what it
+    learned, the next queued commit goes out, then the turn's next step."""
+    go_on(ctx, landing.landed(ctx, plan, value))
+    ctx.pump_commits()
+    if isinstance(plan, AppendFailureNote):
+        end_turn(ctx)
+    elif isinstance(plan, AppendBlock):
+        inference.maybe_finish(ctx)
+    decide(ctx)
 
 
 # -- runs and turns (spec §3.1) ------------------------------------------------------------
 
 
+def start(ctx: LoopContext, *, explicit: bool) -> None:
+    if explicit:
+        # A caller named this agent: continue whatever the durable state owes, including a
+        # trailing question this instance already looked at.
+        ctx.mirror.resume_checked = False
+    request_turn(ctx)
+
+
+def shut_down(ctx: LoopContext) -> None:
+    """Graceful: a backoff ends, a batch drains, nothing new starts (the owed fact kept)."""
+    ctx.requests.shutdown = True
+    retry.cancel(ctx)
+    tools.drain(ctx)
+    decide(ctx)
+
+
+def stop_retrying(ctx: LoopContext) -> None:
+    ctx.requests.retry_stopped = True
+    if retry.cancel(ctx):
+        # Closing during a backoff: stop now, the owed fact kept (nothing settles).
+        ctx.requests.shutdown = True
+        decide(ctx)
+
+
+def load_failed(ctx: LoopContext, message: str) -> None:
+    """The turn's load failed (and is not retried): the run fails, its owed fact kept."""
+    ctx.phase = Passing()
+    ctx.out.append(Emit(event=done_error(message)))
+    ctx.run.failure = message
+    ctx.failures.turns += 1
+    finish_run(ctx)
+
+
 def request_turn(ctx: LoopContext) -> None:
     if ctx.running:
-        ctx.turn_requested = True
+        ctx.requests.turn = True
         decide(ctx)
         return
-    ctx.turn_requested = True
+    ctx.requests.turn = True
     # The loop's id is settled at its first load (the owed fact's, after a restart), and
     # before_agent_loop is told it then (docs/lifecycle.md).
-    ctx.loop_id = None
-    ctx.settlement_id = None
-    ctx.loop_hook_due = True
-    ctx.run_failure = None
-    ctx.provider_disabled = False
+    ctx.lifecycle.loop_id = None
+    ctx.lifecycle.settlement_id = None
+    ctx.run = Run(hook_due=True)
     begin_turn(ctx)
 
 
 def begin_turn(ctx: LoopContext, *, backoff: bool = False) -> None:
     """A new turn reads the durable state — at once, or (``backoff``) after a retry's wait."""
     ctx.turn = Turn()
-    ctx.turn_requested = False
-    ctx.turn_id = None  # settled at the load (``lifecycle_ids``)
-    ctx.inference_id = None
+    ctx.requests.turn = False
+    ctx.lifecycle.turn_id = None  # settled at the load (``loading.lifecycle_ids``)
+    ctx.lifecycle.inference_id = None
     ctx.phase = Loading()
     if backoff:
         retry.back_off(ctx, then="load")
         return
-    ctx.out.append(LoadState(records=not ctx.mirror_valid))
+    ctx.out.append(LoadState(records=not ctx.mirror.valid))
 
 
 def loaded(ctx: LoopContext, snapshot: Snapshot) -> None:
-    if snapshot.records is None and snapshot.record_count != len(ctx.records):
-        # The durable conversation is not the one this instance remembers: read it all.
-        ctx.mirror_valid = False
-        ctx.out.append(LoadState(records=True))
-        return
-    turn = ctx.turn
-    ctx.phase = Passing()
-    turn.loaded = True
-    if snapshot.records is not None:
-        ctx.records = list(snapshot.records)
-        ctx.mirror_valid = True
-    ctx.queued = {
-        "steering": [m for m in snapshot.queued if m.queue == "steering"],
-        "send": [m for m in snapshot.queued if m.queue == "send"],
-    }
-    ctx.notices = list(snapshot.notices)
-    ctx.settings = snapshot.settings or ctx.config.defaults
-    ctx.owed = snapshot.owed
-    ctx.context_tokens = snapshot.context_tokens
-    # Recovery (spec §3.13): a dispatched batch resumes; calls the history holds without a
-    # batch entry never ran and are dispatched fresh; a trailing question is answered.
-    if snapshot.pending:
-        turn.resume = Dispatched(list(snapshot.pending))
-    else:
-        stranded = ctx.open_calls.calls(ctx.records)
-        if stranded:
-            turn.resume = Recorded([ctx.pending(i, c) for i, c in enumerate(stranded)])
-    if not ctx.resume_checked:
-        ctx.resume_checked = True
-        turn.needs_inference = tail_owes_answer(ctx.records)
-    elif snapshot.owed is not None and ends_in_failure_note(ctx.records):
-        # A failure note is owed an answer for as long as the owed fact stands — also
-        # when this instance already looked once (a later run must not settle over it).
-        turn.needs_inference = True
-    if snapshot.owed is not None and snapshot.owed.response_open:
-        # A response was cut after completed content (a crash, or its stream failed): the
-        # truncated answer is never final — it is continued while the owed fact stands.
-        turn.needs_inference = True
-    if lifecycle_ids(ctx, snapshot.owed):
-        # The ids are durable before any hook is told them (seed 001): the turn's hooks
-        # wait for the staging commit (``landing.landed``), so a failure of it meets a turn
-        # with no hook running — and no hook was told ids that never became durable.
-        turn.opening = True
-        return
-    open_turn(ctx)
+    go_on(ctx, loading.loaded(ctx, snapshot))
 
 
 def open_turn(ctx: LoopContext) -> None:
     """The loaded turn's ids are durable: before_agent_loop (a run's first turn), then
     before_turn — or, after an abort during startup, straight to the turn's end."""
-    if ctx.loop_hook_due:
-        ctx.loop_hook_due = False
+    if ctx.run.hook_due:
+        ctx.run.hook_due = False
         ctx.out.append(Observe(hook="before_agent_loop", ids=ctx.ids()))
     if ctx.turn.aborted:
         decide(ctx)  # an abort during startup: the turn never reaches the model
         return
     ctx.phase = InHook("before_turn")
-    ctx.out.append(RunHook(hook="before_turn", context_tokens=ctx.context_tokens, ids=ctx.ids()))
-
-
-def lifecycle_ids(ctx: LoopContext, owed: OwedWork | None) -> bool:
-    """Settle the loop's and turn's ids at the turn's load, and write them with the owed
-    work before any hook is told them (seed 001; docs/lifecycle.md).
-
-    A run's first load continues the owed fact's loop and turn (a restart resumes them); a
-    later turn of the run gets a fresh turn id. A request whose completed content never
-    finished its response (``response_open``) has its id retired here — before its calls are
-    recovered or another request is made — so two requests never share an inference id.
-    (A request under an owed id that committed no content may be made again under it.)
-    """
-    first = ctx.loop_id is None
-    if first:
-        ctx.loop_id = (owed.loop_id if owed is not None else None) or ctx.new_id()
-    if ctx.turn_id is None:
-        resumed = owed.turn_id if first and owed is not None else None
-        ctx.turn_id = resumed or ctx.new_id()
-    if owed is None:
-        return False  # nothing is outstanding: there is nothing to write the ids with
-    staged = msgspec.structs.replace(owed, loop_id=ctx.loop_id, turn_id=ctx.turn_id)
-    if owed.response_open:
-        # Retired: the id leaves the owed fact, and the next request gets a fresh one from
-        # the transaction that continues the response. ``response_open`` stays until that
-        # transaction appends after the cut content, so a crash before it still continues.
-        staged = msgspec.structs.replace(staged, inference_id=None)
-    if staged == owed:
-        return False
-    ctx.commit(StageOwed(owed=staged))
-    return True
+    ctx.out.append(
+        RunHook(hook="before_turn", context_tokens=ctx.mirror.context_tokens, ids=ctx.ids())
+    )
 
 
 def hook_finished(ctx: LoopContext, event: HookFinished) -> None:
     ctx.phase = Passing()
     if event.compact and not ctx.turn.aborted:
-        ctx.compaction_requested = True
-    wants_more = ctx.turn_requested or ctx.compaction_requested
+        ctx.requests.compaction = True
+    wants_more = ctx.requests.turn or ctx.requests.compaction
     if event.hook == "before_turn":
         decide(ctx)
     elif wants_more and may_continue(ctx):
@@ -302,21 +298,21 @@ def hook_finished(ctx: LoopContext, event: HookFinished) -> None:
 
 
 def may_continue(ctx: LoopContext) -> bool:
-    retrying = ctx.config.retry is not None and not ctx.provider_disabled
-    stuck = ctx.failed_turns >= ctx.config.max_failed_turns and not retrying
-    return not (ctx.turn.aborted or ctx.turn.blocked or ctx.shutdown or stuck)
+    retrying = ctx.config.retry is not None and not ctx.run.provider_disabled
+    stuck = ctx.failures.turns >= ctx.config.max_failed_turns and not retrying
+    return not (ctx.turn.aborted or ctx.turn.blocked or ctx.requests.shutdown or stuck)
 
 
 def finish_run(ctx: LoopContext) -> None:
     """Settle if nothing is owed; otherwise stop with the owed fact kept."""
     turn = ctx.turn
-    if turn.blocked or ctx.shutdown or ctx.failed_turns >= ctx.config.max_failed_turns:
+    if turn.blocked or ctx.requests.shutdown or ctx.failures.turns >= ctx.config.max_failed_turns:
         stop(ctx, settled=False)
-    elif ctx.run_failure is not None:
+    elif ctx.run.failure is not None:
         # An unrecovered failure left its note: the question was never answered, so the
         # owed fact stays and the next start (a restart included) answers it (issue 4).
         stop(ctx, settled=False)
-    elif turn.aborted and ctx.has_input():
+    elif turn.aborted and ctx.mirror.has_input():
         # Decision (spec §3.9 observed edge): input left queued after an abort keeps the
         # owed fact, so a restarted system resumes it instead of stranding it.
         stop(ctx, settled=False)
@@ -324,24 +320,24 @@ def finish_run(ctx: LoopContext) -> None:
         stop(ctx, settled=True)  # the response's own transaction already settled
     else:
         ctx.phase = Settling()
-        ctx.settlement_id = ctx.new_id()
+        ctx.lifecycle.settlement_id = ctx.new_id()
         ctx.commit(Settle())
 
 
 def stop(ctx: LoopContext, *, settled: bool) -> None:
     ctx.phase = Idle()
-    error = ctx.run_failure
+    error = ctx.run.failure
     if settled:
-        ctx.owed = None
-        ctx.failed_turns = 0
-    if ctx.compaction_requested and not ctx.shutdown:
-        ctx.compaction_requested = False
+        ctx.mirror.owed = None
+        ctx.failures.turns = 0
+    if ctx.requests.compaction and not ctx.requests.shutdown:
+        ctx.requests.compaction = False
         ctx.out.append(CompactionResolved(error=ABORTED_COMPACTION))
     ctx.out.append(LoopStopped(settled=settled, error=error))
     if settled:
         ids = ctx.ids(settlement=True)
         ctx.out.append(Observe(hook="after_agent_settled", error=error, ids=ids))
-    if ctx.turn.aborted and ctx.turn_requested and not ctx.shutdown:
+    if ctx.turn.aborted and ctx.requests.turn and not ctx.requests.shutdown:
         # A turn asked for after the abort (a message accepted, or a wake, while the aborted
         # work unwound): the abort dropped the requests made before it, not the ones after
         # (spec §3.9: queued input drains "on the next start/message").
@@ -356,14 +352,14 @@ def decide(ctx: LoopContext) -> None:
     if not may_decide(ctx):
         return
     turn = ctx.turn
-    if turn.aborted or ctx.shutdown or turn.failing:
+    if turn.aborted or ctx.requests.shutdown or turn.failing:
         if not (turn.aborted and tools.answer_undispatched(ctx)):
             end_turn(ctx)
     elif turn.resume is not None:
         resumed = isinstance(turn.resume, Dispatched)
         tools.start_batch(ctx, turn.resume.calls, resumed=resumed)
-    elif ctx.compaction_requested:
-        compaction.start(ctx)
+    elif ctx.requests.compaction:
+        go_on(ctx, compaction.start(ctx))
     elif not consume_next(ctx):
         if not turn.needs_inference:
             end_turn(ctx)
@@ -374,7 +370,7 @@ def decide(ctx: LoopContext) -> None:
 def may_decide(ctx: LoopContext) -> bool:
     """Only in the pass (or while a compaction's replacement commits), never once the turn
     is ending, with a commit in flight, or with a batch still running."""
-    if ctx.turn.ending or ctx.turn.opening or not ctx.commits_idle():
+    if ctx.turn.ending or ctx.turn.opening or not ctx.commits.idle():
         return False
     phase = ctx.phase
     if not (isinstance(phase, Passing) or (isinstance(phase, Compacting) and phase.summarised)):
@@ -391,12 +387,12 @@ def consume_next(ctx: LoopContext) -> bool:
     turn = ctx.turn
     if turn.step == "steering":
         turn.step = "send"
-        if ctx.queued["steering"]:
+        if ctx.mirror.queued["steering"]:
             ctx.commit(_consume(ctx, "steering"))
             return True
     if turn.step == "send":
         turn.step = "notices"
-        if not turn.needs_inference and ctx.queued["send"]:
+        if not turn.needs_inference and ctx.mirror.queued["send"]:
             ctx.commit(_consume(ctx, "send"))
             return True
     if turn.step == "notices":
@@ -405,8 +401,10 @@ def consume_next(ctx: LoopContext) -> bool:
         # message, so a response whose completed blocks end the conversation (after a
         # restart, a notice that reopened it, or a retry) is continued after the durable
         # notice "Continue from where you left off.", ahead of the queued notices.
-        continues = ends_with_own_message(ctx.records) and (turn.needs_inference or ctx.notices)
-        if ctx.notices or continues:
+        continues = ends_with_own_message(ctx.mirror.records) and (
+            turn.needs_inference or ctx.mirror.notices
+        )
+        if ctx.mirror.notices or continues:
             owed = ctx.owed_for_inference()
             ctx.commit(ConsumeNotices(owed=owed, continue_response=bool(continues)))
             return True
@@ -428,27 +426,27 @@ def end_turn(ctx: LoopContext) -> None:
     turn = ctx.turn
     if turn.ending:
         return
-    owes_answer = turn.needs_inference or ctx.has_input()
+    owes_answer = turn.needs_inference or ctx.mirror.has_input()
     if turn.aborted and not turn.cancel_emitted and owes_answer:
         turn.cancel_emitted = True
         ctx.out.append(Emit(event=DONE_CANCELLED))
     note = turn.pending_error
     may_note = turn.loaded and not turn.blocked
-    if note is not None and may_note and not ctx.open_calls.calls(ctx.records):
+    if note is not None and may_note and not ctx.mirror.open_calls.calls(ctx.mirror.records):
         # Only an unrecovered failure leaves a trace, and never behind an open call.
         turn.pending_error = None
-        ctx.run_failure = note
-        ctx.failed_turns += 1
+        ctx.run.failure = note
+        ctx.failures.turns += 1
         ctx.commit(AppendFailureNote(message=note))
         return
-    if ctx.run_failure is None:
-        ctx.failed_turns = 0
+    if ctx.run.failure is None:
+        ctx.failures.turns = 0
     turn.ending = True
     ctx.phase = InHook("after_turn")
     ctx.out.append(
         RunHook(
             hook="after_turn",
-            context_tokens=ctx.context_tokens,
+            context_tokens=ctx.mirror.context_tokens,
             aborted=turn.aborted,
             drop_actions=turn.aborted,
             ids=ctx.ids(),

@@ -59,7 +59,7 @@ class _Seen:
     """Which records a cache has read, checked in constant time: the list it was handed, how
     long it was then, and its last record. Sound because the loop's records are only ever
     extended in place: any other change (a compaction, a reset, a reload) makes a new list
-    (``LoopContext.records``). Handed another list, a cache reads it whole."""
+    (``Mirror.records``). Handed another list, a cache reads it whole."""
 
     __slots__ = ("last", "records", "size")
 

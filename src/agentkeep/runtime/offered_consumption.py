@@ -36,8 +36,8 @@ def consume_offered(
     """
     if not _as_offered(tx, agent_id, offer, entry, owed_before):
         return None
-    value = commit_plans.execute(tx, agent_id, offer.plan(entry.queue), policy)
-    assert isinstance(value, Consumed)
+    plan = offer.plan(entry.queue)
+    value = plan.committed(commit_plans.execute(tx, agent_id, plan, policy))
     if not value.records or value.outranked:
         # Cannot be (the check above saw the entry alone in its queue); refuse rather than
         # tell the loop of a consumption it would not have made. (``remaining`` may hold

@@ -53,15 +53,15 @@ def test_every_entry_is_mirrored_once_in_seq_order(
         for queue, seq in entries:
             seen[queue].add(seq)
         for queue in ("steering", "send"):
-            assert [m.seq for m in ctx.queued[queue]] == sorted(seen[queue])
-            assert all(m.queue == queue for m in ctx.queued[queue])
+            assert [m.seq for m in ctx.mirror.queued[queue]] == sorted(seen[queue])
+            assert all(m.queue == queue for m in ctx.mirror.queued[queue])
 
 
 def test_a_notice_told_again_or_late_is_mirrored_once_in_order() -> None:
     ctx = _context()
     for seq in (3, 1, 3, 2, 1):
         landing.accept(ctx, None, QueuedNotice(message=ak.system(f"n{seq}"), seq=seq))
-    assert [n.seq for n in ctx.notices] == [1, 2, 3]
+    assert [n.seq for n in ctx.mirror.notices] == [1, 2, 3]
 
 
 def test_a_carried_queue_as_long_as_the_mirror_but_not_it_adds_what_is_missing() -> None:
@@ -73,15 +73,15 @@ def test_a_carried_queue_as_long_as_the_mirror_but_not_it_adds_what_is_missing()
 
     landing.accept_all(ctx, [_message("send", 1), _message("send", 3), _message("send", 4)])
 
-    assert [m.seq for m in ctx.queued["send"]] == [1, 2, 3, 4]
+    assert [m.seq for m in ctx.mirror.queued["send"]] == [1, 2, 3, 4]
 
 
 def test_a_carried_queue_that_is_the_mirror_changes_nothing() -> None:
     ctx = _context()
     for queue, seq in (("steering", 5), ("send", 1), ("send", 2)):
         landing.accept(ctx, _message(queue, seq), None)
-    mirrored = {queue: list(entries) for queue, entries in ctx.queued.items()}
+    mirrored = {queue: list(entries) for queue, entries in ctx.mirror.queued.items()}
 
-    landing.accept_all(ctx, [*ctx.queued["steering"], *ctx.queued["send"]])
+    landing.accept_all(ctx, [*ctx.mirror.queued["steering"], *ctx.mirror.queued["send"]])
 
-    assert ctx.queued == mirrored
+    assert ctx.mirror.queued == mirrored

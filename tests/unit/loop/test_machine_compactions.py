@@ -83,14 +83,15 @@ def compaction_summarises_a_view_short_of_its_first_message() -> Iterator[None]:
     the whole history it started from: that message leaves the provider's view unsummarised."""
     original = compaction.start
 
-    def start(ctx: Any) -> None:
-        original(ctx)
+    def start(ctx: Any) -> Any:
+        outcome = original(ctx)
         ctx.out[:] = [
             msgspec.structs.replace(e, messages=e.messages[1:])
             if isinstance(e, StartCompaction)
             else e
             for e in ctx.out
         ]
+        return outcome
 
     compaction.start = start
     try:

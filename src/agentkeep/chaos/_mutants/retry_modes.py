@@ -42,7 +42,7 @@ def retry_gives_up_after_two_failures() -> Iterator[None]:
     original = retry.should_retry
 
     def should_retry(ctx: LoopContext) -> bool:
-        return original(ctx) and ctx.retry_attempts < 2
+        return original(ctx) and ctx.failures.retry_attempts < 2
 
     with patched(retry, "should_retry", should_retry):
         yield
