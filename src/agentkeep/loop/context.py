@@ -73,7 +73,7 @@ class LoopConfig:
         consume_at_acceptance: An idle loop may offer its next consumption to the
             acceptance that wakes it (``agentkeep.loop.offers``): nothing observes the
             hooks a run runs before it consumes.
-        server_tools: What the system's server tools hide (``agentkeep.server_tools``).
+        server_tools: What the system's server tools hide (``agentkeep.tools.provider_tools``).
         held_block_seconds: The bound on how long a finished block waits for the
             provider's next event before it is committed on its own (``inference.hold``);
             0: never held (each block is committed as it finishes).

@@ -80,7 +80,7 @@ class AgentLoop:
             (no ``before_agent_loop`` or ``before_turn``), so an idle loop may offer its
             next consumption to the acceptance that wakes it (:meth:`offer`).
         server_tools: What the system's server tools hide from the live events and the
-            published history (:mod:`agentkeep.server_tools`).
+            published history (:mod:`agentkeep.tools.provider_tools`).
         held_block_seconds: How long a finished block may wait for the provider's next
             event (to ride in the commit that event brings) before it is committed on its
             own: the bound on how long a finished block is volatile (``inference.hold``);

@@ -174,7 +174,7 @@ class AppendBlock(_Plan[Appended], frozen=True):
 
     block: AssistantBlock
     # Provider call ids of server calls kept out of the published history (their blocks
-    # stay in the private model context: ``agentkeep.server_tools``).
+    # stay in the private model context: ``agentkeep.tools.provider_tools``).
     private_calls: tuple[str, ...] = ()
     owed: OwedWork | None = None
 

@@ -1,5 +1,5 @@
 """Which server calls of one response hide something (pure): the loop's side of
-``agentkeep.server_tools``.
+``agentkeep.tools.provider_tools``.
 
 A server tool declared ``visible_to_user=False`` has its live call/result events kept from the
 ``on_event`` observers; one declared ``persist_in_history=False`` has its call and result
