@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Unpack
 
-from agentkeep.agent_system._reads import Reads
 from agentkeep.delivery import Delivery, SendOptions
 from agentkeep.history import HistoryEpoch, PurgeResult
 from agentkeep.types import JSONObject, Message, QueueableMessage, Settings
 
 if TYPE_CHECKING:
     from agentkeep.agent_system._facade import AgentSystem
+    from agentkeep.agent_system._reads import Reads
 
 
 class Agent:
     """One agent of a system. Cheap to create; holds no state of its own."""
 
-    def __init__(self, system: AgentSystem, reads: Reads, agent_id: str) -> None:
+    def __init__(self, system: AgentSystem, agent_id: str) -> None:
         self._system = system
-        self._reads = reads
+        self._reads: Reads = system.internals.reads
         self.id = agent_id
 
     def __repr__(self) -> str:

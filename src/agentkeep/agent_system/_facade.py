@@ -167,14 +167,14 @@ class AgentSystem:
         with parts.admission.operation():
             row = new_agent_row(config, parts.features, id, parent)
             create_agent(parts.store.handle, row, initial_context)
-            return Agent(self, parts.reads, row.id)
+            return Agent(self, row.id)
 
     def resolve(self, agent_id: str) -> Agent:
         """The agent with this id (its loop is not started). Raises ``UnknownAgentError``."""
         reads = self._parts.reads
         if reads.read(lambda tx: tx.get_agent(agent_id)) is None:
             raise UnknownAgentError(agent_id)
-        return Agent(self, reads, agent_id)
+        return Agent(self, agent_id)
 
     def agents(self) -> list[AgentInfo]:
         """Every agent with its parent, metadata and whether it owes work."""

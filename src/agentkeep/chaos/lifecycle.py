@@ -210,9 +210,7 @@ class _Lifecycle:
             for agent in facts.gone():
                 offers[agent] = self._recreate(system, facts, agent)
             for agent in offers:
-                idle[agent] = Agent(system, system.internals.reads, agent).wait_for_idle(
-                    timeout_seconds=TIMEOUT
-                )
+                idle[agent] = Agent(system, agent).wait_for_idle(timeout_seconds=TIMEOUT)
             # Idle: each subscriber resumes from its last event and drains to the tail.
             self.subscribers.start(system, 2)
             self.subscribers.drain(system)
@@ -348,7 +346,7 @@ class _Lifecycle:
     def _deliver(self, system: AgentSystem, agent: str, message: str) -> Delivery | None:
         """Send in the new process; failing or hanging there is a violation (§7.1)."""
         delivered: list[Delivery] = []
-        send = Agent(system, system.internals.reads, agent).send
+        send = Agent(system, agent).send
         error = bounded(lambda: delivered.append(send(user(message), id=message)), TIMEOUT)
         if error is not None:
             detail = f"sending {message!r} in the new process failed: {error!r}"
@@ -362,7 +360,7 @@ def judge_closed_system(system: AgentSystem, agent: str, timeout: float) -> list
     and a second close or shutdown returns at once."""
     refused_with: dict[str, tuple[Callable[[], object], tuple[type[Exception], ...]]] = {
         "send": (
-            partial(Agent(system, system.internals.reads, agent).send, user("late"), id="late"),
+            partial(Agent(system, agent).send, user("late"), id="late"),
             (AgentClosedError,),
         ),
         "create": (partial(system.create, id="latecomer"), (AgentClosedError,)),

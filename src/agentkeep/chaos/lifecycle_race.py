@@ -283,7 +283,7 @@ class Race:
             self._progress.sender_done()
 
     def _send(self, name: str, step: SendStep) -> bool:
-        agent = Agent(self.system, self.system.internals.reads, step.agent)
+        agent = Agent(self.system, step.agent)
         method = agent.steer if step.queue == "steering" else agent.send
         op = Op("send", name, step.agent, step.message)
         self._call(op, lambda: method(user(step.message), id=step.message))
