@@ -73,7 +73,7 @@ class SystemDelivery(SystemReads):
                 message selects one; it never persists to the next). It is durable control
                 data, never sent to the provider; when the profile in effect changes at
                 consumption the private model history resets (archived, still readable) and
-                a fresh provider session starts, with ``model_changed`` handling the handoff.
+                a fresh model session starts, with ``model_changed`` handling the handoff.
         """
         return self._offer(
             None,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from agentkeep._admission import Admission
 from agentkeep._agent_rows import merge_metadata
-from agentkeep.actors.registry import AgentRegistry
+from agentkeep.actors.agent_tier import AgentTier
 from agentkeep.errors import (
     AgentClosedError,
     InvalidConfigError,
@@ -47,7 +47,7 @@ class SystemReads:
     if TYPE_CHECKING:
         _store: Store
         _admission: Admission
-        _agents: AgentRegistry
+        _agents: AgentTier
         _features: FeatureSet
         _defaults: Settings
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from agentkeep._admission import Admission
 from agentkeep._signals import ShutdownSignals
+from agentkeep.actors.agent_tier import AgentTier
 from agentkeep.actors.loop_thread import current_loop_agent
-from agentkeep.actors.registry import AgentRegistry
 from agentkeep.actors.supervisor import SupervisorRef
 from agentkeep.drivers.host import DriverHost
 from agentkeep.errors import AgentClosedError
@@ -34,7 +34,7 @@ class SystemStopping:
     if TYPE_CHECKING:
         _store: Store
         _admission: Admission
-        _agents: AgentRegistry
+        _agents: AgentTier
         _drivers: DriverHost
         _tree: SupervisorRef
         _failure: BaseException | None

@@ -26,8 +26,8 @@ from agentkeep._system_opening import check_open_arguments, recover_turns_at_ope
 from agentkeep._system_stopping import SystemStopping
 from agentkeep.actors.agent_actor import LoopOptions
 from agentkeep.actors.agent_factory import AgentFactory
+from agentkeep.actors.agent_tier import AgentTier
 from agentkeep.actors.directory import KnownAgent
-from agentkeep.actors.registry import AgentRegistry
 from agentkeep.actors.status import AgentStatus
 from agentkeep.actors.supervisor import Backoff, RestartIntensity
 from agentkeep.actors.tree import start_system_tree
@@ -117,7 +117,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
         self._failure: BaseException | None = None
         self._stopped = threading.Event()
         self._shut_down = threading.Event()  # set once the store is released, however
-        self._agents = AgentRegistry(
+        self._agents = AgentTier(
             self._make_agent,
             idle_grace_seconds=idle_grace_seconds,
             intensity=intensity,

@@ -190,7 +190,7 @@ def test_the_walk_is_not_vacuous() -> None:
         "agentkeep.agent_system.AgentSystem.create",
         "agentkeep.registry.service.Registry.create",
         "agentkeep.chaos.campaigns.run_suite",
-        "agentkeep.providers.protocol.Session.stream",
+        "agentkeep.providers.protocol.ModelSession.stream",
         "agentkeep.chaos.lifecycle_race.Plan.describe",  # a public module's own name
         "agentkeep.tools.ToolSet.descriptors",
     ):

@@ -29,7 +29,7 @@ from agentkeep.loop.events import (
     StreamEventArrived,
     ToolFinished,
 )
-from agentkeep.providers.protocol import CancelToken, Session
+from agentkeep.providers.protocol import CancelToken, ModelSession
 from agentkeep.types import (
     CompactionFailed,
     CompactionOutcome,
@@ -106,7 +106,7 @@ class InferenceActor(OneShotChild):
         self,
         parent: pykka.ActorRef[Any],
         inference_id: str,
-        session: Session,
+        session: ModelSession,
         context: Context,
         selection: Selection,
         cancel: CancelToken,
@@ -127,7 +127,7 @@ class InferenceActor(OneShotChild):
 def stream_response(
     tell: Callable[[Event], None],
     inference_id: str,
-    session: Session,
+    session: ModelSession,
     context: Context,
     selection: Selection,
     cancel: CancelToken,
@@ -191,13 +191,13 @@ class ToolCallActor(OneShotChild):
 
 
 class CompactionActor(OneShotChild):
-    """Asks the provider session to compact a context and tells the parent the outcome."""
+    """Asks the model session to compact a context and tells the parent the outcome."""
 
     def __init__(
         self,
         parent: pykka.ActorRef[Any],
         compaction_id: str,
-        session: Session,
+        session: ModelSession,
         context: Context,
         selection: Selection,
         cancel: CancelToken,

@@ -14,7 +14,7 @@ from agentkeep.types import CompactionCancelled, CompactionCompleted
 
 def start(ctx: LoopContext) -> None:
     if ctx.children:
-        return  # the provider session must be free of earlier streams first
+        return  # the model session must be free of earlier streams first
     if not ctx.records:
         # Nothing to summarise: an empty conversation stays empty (no summary of 0
         # messages, no provider call); the waiter is answered as for a done compaction.
