@@ -8,8 +8,9 @@ response synchronously, ``compact`` summarises a context, ``close`` ends it (exa
 The caller owns the transcript and passes it whole on every request.
 
 Cancellation is cooperative and prompt: the caller hands a :class:`CancelToken`; a model
-session checks it between events and may register a callback that closes its underlying transport so
-a blocked read returns. A cancelled stream ends with exactly one ``Done(state="cancelled")``.
+session checks it between events and may register a callback that closes its underlying
+transport so a blocked read returns. A cancelled stream ends with exactly one
+``Done(state="cancelled")``.
 """
 
 from __future__ import annotations

@@ -246,7 +246,7 @@ class Usage(_Value, frozen=True):
         return self.input + self.output
 
 
-# -- session inputs -----------------------------------------------------------------------
+# -- model session inputs -----------------------------------------------------------------
 
 
 class ToolDescriptor(_Value, frozen=True):
