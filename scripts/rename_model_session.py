@@ -67,6 +67,7 @@ RENAMES: dict[str, str] = {
     "provider session": "model session",
     "provider sessions": "model sessions",
     # the agent tier (actors.registry collided with agentkeep.registry's definitions)
+    "agent registry": "agent tier",
     "AgentRegistry": "AgentTier",
     # modules
     "agentkeep.providers.local_session": "agentkeep.providers.local_model_session",
