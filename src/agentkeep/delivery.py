@@ -71,7 +71,7 @@ class SendOptions(TypedDict, total=False):
     - ``profile``: the opaque profile this message selects (None when omitted: every
       message selects one; it never persists to the next). It is durable control data,
       never sent to the provider; when the profile in effect changes at consumption the
-      private model history resets (archived, still readable) and a fresh provider session
+      private model history resets (archived, still readable) and a fresh model session
       starts, with ``model_changed`` handling the handoff.
     """
 

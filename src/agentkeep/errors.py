@@ -298,7 +298,7 @@ class TurnStateError(AgentkeepError):
 
 
 class ProviderError(AgentkeepError):
-    """A provider registry or provider session operation failed."""
+    """A provider registry or model session operation failed."""
 
     code = "provider_error"
 
@@ -358,18 +358,22 @@ class DuplicateProviderError(ProviderError):
         self.provider_id = provider_id
 
 
-class ProviderSessionBusyError(ProviderError):
-    """A provider session was asked for a second operation while one was still running.
+class ModelSessionBusyError(ProviderError):
+    """A model session was asked for a second operation while one was still running.
 
-    A session runs one operation at a time (a stream lasts until its iterator is drained or
-    closed); the caller must finish or close the previous one first.
+    A model session (:class:`~agentkeep.providers.protocol.ModelSession`) runs one operation at
+    a time (a stream lasts until its iterator is drained or closed); the caller must finish or
+    close the previous one first. The ``code`` keeps its name: codes are the wire contract.
     """
 
     code = "provider_session_busy"
 
 
-class ProviderSessionClosedError(ProviderError):
-    """A provider session was used (or closed again) after it was closed."""
+class ModelSessionClosedError(ProviderError):
+    """A model session was used (or closed again) after it was closed.
+
+    The ``code`` keeps its name: codes are the wire contract.
+    """
 
     code = "provider_session_closed"
 

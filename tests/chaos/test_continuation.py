@@ -27,9 +27,9 @@ from agentkeep.types import (
     BlockRecord,
     Context,
     ConversationRecord,
+    ModelSessionOptions,
     ReasoningBlock,
     Selection,
-    SessionOptions,
     SystemRecord,
     UserMessage,
     UserRecord,
@@ -98,7 +98,7 @@ def test_c2_names_a_send_consumed_right_after_a_cut_response(tmp_path: Path) -> 
 
 def test_the_responding_model_counts_a_request_that_ends_with_its_own_message() -> None:
     model = RespondingModel()
-    session = model.open_session("s", SessionOptions(instructions=""))
+    session = model.open_model_session("s", ModelSessionOptions(instructions=""))
     prefill = Context(instructions="", messages=(_user("q"), AssistantMessage(content=())))
     asked = Context(instructions="", messages=(_user("q"),))
     for context in (prefill, asked):

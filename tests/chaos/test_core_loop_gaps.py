@@ -269,8 +269,8 @@ def test_a_re_entrant_close_from_a_tool_is_refused_and_the_system_still_closes_o
     assert system.internals.store.closed
     with pytest.raises(ak.AgentClosedError):
         agent.send(ak.user("too late"))
-    (session,) = model.sessions
-    assert model.closed_sessions == (session.session_id,)
+    (session,) = model.model_sessions
+    assert model.closed_model_sessions == (session.agent_id,)
 
     reopened = _system(tmp_path, ak.ScriptedModel())
     try:
@@ -336,8 +336,8 @@ def test_a_self_close_from_an_observer_is_refused_keeps_the_response_and_closes_
             closer.join(TIMEOUT)
         system.close(timeout_seconds=TIMEOUT)
 
-    (session,) = model.sessions
-    assert model.closed_sessions == (session.session_id,)
+    (session,) = model.model_sessions
+    assert model.closed_model_sessions == (session.agent_id,)
     reopened = _system(tmp_path, ak.ScriptedModel(), resume=False)
     try:
         transcript = reopened.transcript("selfclose")

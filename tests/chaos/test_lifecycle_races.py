@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import agentkeep as ak
-from agentkeep.actors.registry import AgentRegistry
+from agentkeep.actors.agent_tier import AgentTier
 from agentkeep.chaos import CallArgs, CampaignResult, default_providers, ledger_tools
 from agentkeep.chaos.campaigns import SUITES
 from agentkeep.chaos.lifecycle import lifecycle_races
@@ -102,7 +102,7 @@ def test_a_close_racing_a_close_returns_only_once_the_store_is_free(tmp_path: Pa
 def test_a_send_admitted_before_a_delete_leaves_the_deleted_agent_no_actor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A send admitted before a delete began used to commit after ``AgentRegistry.remove``
+    """A send admitted before a delete began used to commit after ``AgentTier.remove``
     returned (the agent had no actor to wait for) and then tell the agent, starting an actor
     for the agent being deleted that outlived the delete (§7.18). The send is held between
     its commit and its tell, the delete before its row is removed."""
@@ -183,12 +183,12 @@ def test_the_campaign_catches_a_delete_that_does_not_wait_for_the_agent(
 ) -> None:
     """Mutant: delete stops the agent's actor without waiting for its admitted work, so a
     message accepted before the delete began is left unanswered (§7.18)."""
-    remove = AgentRegistry.remove
+    remove = AgentTier.remove
 
-    def hasty(self: AgentRegistry, agent_id: str, *, timeout_seconds: float | None) -> None:
+    def hasty(self: AgentTier, agent_id: str, *, timeout_seconds: float | None) -> None:
         remove(self, agent_id, timeout_seconds=0.0)
 
-    monkeypatch.setattr(AgentRegistry, "remove", hasty)
+    monkeypatch.setattr(AgentTier, "remove", hasty)
     caught = _first_caught("delete returned with '", range(30))
     assert caught is not None, "the campaign never noticed a delete that did not wait"
 

@@ -12,7 +12,7 @@ from typing import Any
 import pykka
 import pytest
 
-from agentkeep.actors.registry import AgentRegistry
+from agentkeep.actors.agent_tier import AgentTier
 from agentkeep.actors.supervisor import start_supervisor
 from agentkeep.chaos.campaigns import SUITES, CampaignResult, first_caught, writer_failures
 
@@ -31,7 +31,7 @@ def test_the_campaign_catches_a_tier_restart_that_forgets_the_owed_agents(
     """The mutant restarts the agent tier after the writer but resumes nobody: an agent
     stopped mid-turn stays owed until some later open."""
 
-    def start_tier(self: AgentRegistry) -> pykka.ActorRef[Any]:
+    def start_tier(self: AgentTier) -> pykka.ActorRef[Any]:
         supervisor = start_supervisor(
             "agents", strategy="one_for_one", intensity=self._intensity, backoff=self._backoff
         )
@@ -39,7 +39,7 @@ def test_the_campaign_catches_a_tier_restart_that_forgets_the_owed_agents(
         self._supervisor = supervisor
         return supervisor.actor_ref
 
-    monkeypatch.setattr(AgentRegistry, "start_tier", start_tier)
+    monkeypatch.setattr(AgentTier, "start_tier", start_tier)
     caught = first_caught(writer_failures, range(60), {6})
     assert caught is not None, "the campaign never noticed an owed agent left unresumed"
     assert "not resumed" in caught.describe()

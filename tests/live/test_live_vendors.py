@@ -21,10 +21,10 @@ from agentkeep.types import (
     AssistantMessage,
     Context,
     Done,
+    ModelSessionOptions,
     ReasoningBlock,
     ReasoningEnd,
     Selection,
-    SessionOptions,
     StreamEvent,
     TextBlock,
     TextEnd,
@@ -103,8 +103,8 @@ def tool_turn(make_provider: Callable[[], object], selection: Selection) -> None
     """A turn with a tool call, answered, then the model's final answer (reasoning replayed)."""
     provider = make_provider()
     try:
-        session = provider.open_session(
-            "live-1", SessionOptions(instructions="Use tools.", tools=(ADD,))
+        session = provider.open_model_session(
+            "live-1", ModelSessionOptions(instructions="Use tools.", tools=(ADD,))
         )
         ask = UserMessage(content=(TextBlock(text="Use the add tool to add 20 and 22."),))
         context = Context(instructions="Use the add tool for arithmetic.", messages=(ask,))

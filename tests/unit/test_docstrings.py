@@ -193,7 +193,7 @@ def test_the_walk_is_not_vacuous() -> None:
         "agentkeep.agent_system._facade.AgentSystem.create",
         "agentkeep.registry.service.Registry.create",
         "agentkeep.chaos.campaigns.run_suite",
-        "agentkeep.providers.protocol.Session.stream",
+        "agentkeep.providers.protocol.ModelSession.stream",
         "agentkeep.chaos.lifecycle_race.Plan.describe",  # a public module's own name
         "agentkeep.tools.definition.ToolSet.descriptors",
     ):

@@ -276,7 +276,7 @@ def test_every_listed_module_exists() -> None:
     ("module", "target", "why"),
     [
         ("agentkeep.loop.machine", "agentkeep.persistence.store", "peers"),
-        ("agentkeep.loop.machine", "agentkeep.actors.registry", "upward"),
+        ("agentkeep.loop.machine", "agentkeep.actors.agent_tier", "upward"),
         ("agentkeep.types.content", "agentkeep.errors", "upward"),
         ("agentkeep.persistence.codec", "agentkeep.providers.protocol", "peers"),
         ("agentkeep.refs", "agentkeep.agent_system", "upward"),
@@ -333,7 +333,7 @@ if TYPE_CHECKING:
     from agentkeep.agent_system import AgentSystem
 
 def lazy() -> None:
-    from agentkeep.actors import registry
+    from agentkeep.actors import agent_tier
 """
     known = {"agentkeep.loop.state", "agentkeep.runtime.commit_plans"}
     found = imports_of(source, "agentkeep.loop.machine", is_package=False, known=known)
@@ -359,12 +359,12 @@ def test_a_deliberate_upward_import_in_a_real_tree_fails(tmp_path: Path) -> None
     (package / "actors/__init__.py").write_text("")
     (package / "loop/requests.py").write_text(
         (SRC / ROOT / "loop/requests.py").read_text(encoding="utf-8")
-        + "\nfrom agentkeep.actors import registry  # deliberate: the loop reaching up\n"
+        + "\nfrom agentkeep.actors import agent_tier  # deliberate: the loop reaching up\n"
     )
-    (package / "actors/registry.py").write_text("")
+    (package / "actors/agent_tier.py").write_text("")
     found = violations(dependencies(tmp_path))
     assert found == [
-        "agentkeep.loop.requests (loop, rank 2) imports agentkeep.actors.registry "
+        "agentkeep.loop.requests (loop, rank 2) imports agentkeep.actors.agent_tier "
         "(actors, rank 5): upward"
     ]
 

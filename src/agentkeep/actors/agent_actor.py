@@ -32,8 +32,8 @@ from agentkeep.actors.hook_contexts import HookContexts
 from agentkeep.actors.inference_worker import InferenceWorker, StreamJob, StreamReports
 from agentkeep.actors.loop_thread import inside_loop
 from agentkeep.actors.loop_timers import LoopTimers
+from agentkeep.actors.model_session import ModelSessionSlot
 from agentkeep.actors.plan_hooks import ConsumptionPolicy, ToolCallHooks
-from agentkeep.actors.sessions import SessionSlot
 from agentkeep.actors.status import AgentStatus
 from agentkeep.actors.supervision.inbox import SimpleInboxMixin
 from agentkeep.actors.supervision.supervised import ChildExited
@@ -134,14 +134,14 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
     """One agent's loop; supervised (a crash is restarted from the store). Its mailbox is a
     ``SimpleQueue`` (``supervision.inbox``): every step takes two or more messages.
 
-    Started by the agent registry (``AgentRegistry``) under the agents supervisor, one
+    Started by the agent tier (``AgentTier``) under the agents supervisor, one
     incarnation at a time; each incarnation rebuilds its state from the store.
 
     Args:
         agent_id: The agent this actor runs.
         options: The system's loop configuration.
         store: Where it loads the agent's state and commits its plans.
-        providers: The provider registry: its sessions, and the reset rule for switches.
+        providers: The provider registry: its model sessions, and the reset rule for switches.
         features: The system's features, whose hooks it runs.
         contexts: The agent's hook contexts.
         tool_runner: Runs the agent's tool calls (in child actors).
@@ -195,7 +195,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         self._consumption = ConsumptionPolicy(
             agent_id, providers=providers, features=features, contexts=contexts
         )
-        self._sessions = SessionSlot(agent_id, providers)  # this incarnation's own
+        self._model_session = ModelSessionSlot(agent_id, providers)  # this incarnation's own
         self._streams = InferenceWorker(agent_id)  # this incarnation's own, one thread
         self._stopped: bool | None = None  # set by LoopStopped during a feed: settled?
         self._claim: ConsumeClaim | None = None  # published while idle (actors.consume_claim)
@@ -256,13 +256,13 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
                 self._status.signal_taken()
 
     def on_stop(self) -> None:
-        """Stop this incarnation's children, then close its provider session (once)."""
+        """Stop this incarnation's children, then close its model session (once)."""
         self._withdraw_claim(feed=False)
         self._timers.cancel_all()
-        # Children first: a session is closed only after the streams on it stopped.
+        # Children first: a model session is closed only after the streams on it stopped.
         self._children.stop_all("agent stopped")
         self._streams.close()
-        self._sessions.close()  # exactly once per incarnation
+        self._model_session.close()  # exactly once per incarnation
 
     def on_failure(
         self,
@@ -270,14 +270,14 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         exception_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        """A crash: stop this incarnation's children and close its session (see on_stop)."""
+        """A crash: stop this incarnation's children and close its model session (see on_stop)."""
         # A crashed incarnation stops its children too, before its restart is told of the
         # exit (ChildExited is its thread's last act): the next never runs beside them.
         self._withdraw_claim(feed=False)
         self._timers.cancel_all()
         self._children.stop_all("agent crashed")
         self._streams.close()
-        self._sessions.close()
+        self._model_session.close()
 
     def _feed_all(self, events: list[Event]) -> None:
         for event in events:
@@ -404,21 +404,21 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         call = run.call
         self._children.start(run.internal_id, "tool", start, call_id=call.call_id, tool=call.name)
 
-    def _session_for(self, settings: Settings) -> tuple[Any, str]:
-        """The provider session for this request (recreated when its configuration changed).
+    def _model_session_for(self, settings: Settings) -> tuple[Any, str]:
+        """The model session for this request (recreated when its configuration changed).
         Raises if the provider is unknown or a correctness hook fails."""
         instructions = self._features.instructions(self._options.instructions, self._ctx_for)
         tools = self._runner.tool_set(settings)
         servers = self._options.server_tools
         check_provider_tools(tools, servers)  # a feature's tool may not take a provider tool's name
         descriptors = (*tools.descriptors(), *(each.descriptor() for each in servers))
-        session = self._sessions.session_for(settings, instructions, descriptors)
+        session = self._model_session.model_session_for(settings, instructions, descriptors)
         return session, instructions
 
     def _start_inference(self, effect: StartInference) -> list[Event]:
         child_id = effect.inference_id
         try:
-            session, instructions = self._session_for(effect.settings)
+            session, instructions = self._model_session_for(effect.settings)
         except Exception as error:
             # A correctness hook or an unknown provider fails this response loudly; an
             # unknown (removed) provider also stops a retry_forever run's retrying.
@@ -443,7 +443,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
 
         child_id = effect.compaction_id
         try:
-            session, instructions = self._session_for(effect.settings)
+            session, instructions = self._model_session_for(effect.settings)
         except Exception as error:
             outcome = CompactionFailed(kind="inference_error", message=str(error))
             return [*_disabled(error), CompactionFinished(compaction_id=child_id, outcome=outcome)]

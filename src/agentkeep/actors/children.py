@@ -31,7 +31,7 @@ from agentkeep.loop.events import (
     StreamEventArrived,
     ToolFinished,
 )
-from agentkeep.providers.protocol import CancelToken, Session
+from agentkeep.providers.protocol import CancelToken, ModelSession
 from agentkeep.types import (
     CompactionFailed,
     CompactionOutcome,
@@ -99,7 +99,7 @@ class OneShotChild(SupervisedMixin, pykka.ThreadingActor):
 def stream_response(
     tell: Callable[[Event], None],
     inference_id: str,
-    session: Session,
+    session: ModelSession,
     context: Context,
     selection: Selection,
     cancel: CancelToken,
@@ -163,13 +163,13 @@ class ToolCallActor(OneShotChild):
 
 
 class CompactionActor(OneShotChild):
-    """Asks the provider session to compact a context and tells the parent the outcome."""
+    """Asks the model session to compact a context and tells the parent the outcome."""
 
     def __init__(
         self,
         parent: pykka.ActorRef[Any],
         compaction_id: str,
-        session: Session,
+        session: ModelSession,
         context: Context,
         selection: Selection,
         cancel: CancelToken,

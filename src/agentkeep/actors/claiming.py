@@ -61,7 +61,7 @@ class ClaimingMixin:
                 self._take(AcceptanceOutcomeUnknown())
         finally:
             # Only now (the run it started is under way): until then a passivation finds
-            # the taken claim and leaves the actor be (AgentRegistry._passivate).
+            # the taken claim and leaves the actor be (AgentTier._passivate).
             if self._status.claim is claim:
                 self._status.claim = None
 

@@ -1,4 +1,4 @@
-"""The agents the registry knows, and the idle accounting across them.
+"""The agents the tier knows, and the idle accounting across them.
 
 An agent is *known* from its first accepted work (or the first question about its status
 that needs one) until it is passivated, removed, or left behind by a tier restart without
@@ -21,7 +21,7 @@ from agentkeep.actors.status import AgentStatus
 
 @dataclass(frozen=True, kw_only=True)
 class KnownAgent:
-    """One agent the registry knows: what callers wait on, and how to start its actor."""
+    """One agent the tier knows: what callers wait on, and how to start its actor."""
 
     agent_id: str
     status: AgentStatus

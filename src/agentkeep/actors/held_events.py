@@ -20,7 +20,7 @@ class HeldEvents:
     """The held events of every agent, in the order they were told.
 
     Locking: one lock, a leaf. It guards only the per-agent lists; no method calls anything
-    else while holding it, so it may be taken under any other lock (the registry's) and from
+    else while holding it, so it may be taken under any other lock (the agent tier's) and from
     any thread, the agents supervisor's included.
     """
 

@@ -42,7 +42,7 @@ from agentkeep.actors.supervision.supervised import (
 )
 from agentkeep.logs import get_logger
 from agentkeep.loop.events import Event
-from agentkeep.providers.protocol import CancelToken, Session
+from agentkeep.providers.protocol import CancelToken, ModelSession
 from agentkeep.types import Context, Selection, new_id
 
 log = get_logger(__name__)
@@ -119,7 +119,7 @@ class InferenceWorker:
         self,
         parent: pykka.ActorRef[Any],
         inference_id: str,
-        session: Session,
+        session: ModelSession,
         context: Context,
         selection: Selection,
         cancel: CancelToken,

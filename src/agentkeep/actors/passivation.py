@@ -27,7 +27,7 @@ class PassivationTimers:
 
     Locking: the sweeper's condition, a leaf. It guards only the deadline table and the
     sweeper's existence; no method calls anything else while holding it (scheduling never
-    blocks), so the registry calls these under its own lock (order: registry lock, then
+    blocks), so the agent tier calls these under its own lock (order: tier lock, then
     this one).
 
     Args:

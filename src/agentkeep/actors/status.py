@@ -48,7 +48,7 @@ class AgentStatus:
     # -- written by the system and the actor ---------------------------------------------------
 
     def signal_sent(self) -> None:
-        """An event that counts was handed to the actor (by the registry)."""
+        """An event that counts was handed to the actor (by the agent tier)."""
         with self._condition:
             self._signals += 1
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pykka
 
-from agentkeep.actors.registry import AgentRegistry
+from agentkeep.actors.agent_tier import AgentTier
 from agentkeep.actors.supervisor import (
     Backoff,
     ChildSpec,
@@ -38,7 +38,7 @@ _WRITER_SHUTDOWN_SECONDS = 60.0
 
 def start_system_tree(
     store: Store,
-    agents: AgentRegistry,
+    agents: AgentTier,
     *,
     intensity: RestartIntensity,
     backoff: Backoff,

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentkeep._admission import Admission
+from agentkeep.actors.agent_tier import AgentTier
 from agentkeep.actors.consume_claim import ClaimTold, ConsumeClaim, accept_consuming
-from agentkeep.actors.registry import AgentRegistry
 from agentkeep.agent_system._driver_turns import prepare_driver_turn
 from agentkeep.delivery import Delivery, SendOptions, prepare_acceptance, split_send_options
 from agentkeep.drivers.host import DriverHost
@@ -55,7 +55,7 @@ class Acceptance:
         store: Store,
         *,
         admission: Admission,
-        agents: AgentRegistry,
+        agents: AgentTier,
         drivers: DriverHost,
         providers: Providers,
         defaults: Settings,

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from agentkeep._admission import Admission
 from agentkeep.actors.agent_actor import LoopOptions
 from agentkeep.actors.agent_factory import AgentFactory
+from agentkeep.actors.agent_tier import AgentTier
 from agentkeep.actors.directory import KnownAgent
-from agentkeep.actors.registry import AgentRegistry
 from agentkeep.actors.status import AgentStatus
 from agentkeep.actors.tree import start_system_tree
 from agentkeep.agent_system._acceptance import Acceptance
@@ -82,7 +82,7 @@ class SystemInternals:
         )
         # The barrier: operations admitted before close (or a delete) finish before it goes on.
         self.admission = Admission()
-        self.agents = AgentRegistry(
+        self.agents = AgentTier(
             self.make_agent,
             idle_grace_seconds=args.idle_grace_seconds,
             intensity=args.intensity,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from agentkeep._admission import Admission
-from agentkeep.actors.registry import AgentRegistry
+from agentkeep.actors.agent_tier import AgentTier
 from agentkeep.agent_system._rows import merge_metadata
 from agentkeep.errors import (
     AgentClosedError,
@@ -48,7 +48,7 @@ class Reads:
         store: Store,
         *,
         admission: Admission,
-        agents: AgentRegistry,
+        agents: AgentTier,
         features: FeatureSet,
         defaults: Settings,
     ) -> None:

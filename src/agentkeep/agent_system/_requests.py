@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from agentkeep._admission import Admission
+from agentkeep.actors.agent_tier import AgentTier
 from agentkeep.actors.loop_thread import current_loop_agent
-from agentkeep.actors.registry import AgentRegistry
 from agentkeep.agent_system._reads import Reads
 from agentkeep.errors import AwaitFromOwnLoopError
 from agentkeep.loop.events import AbortRequested, CompactRequested, Start
@@ -26,7 +26,7 @@ class Requests:
     """``AgentSystem``'s requests to its agents (see the module docstring)."""
 
     def __init__(
-        self, store: Store, *, admission: Admission, agents: AgentRegistry, reads: Reads
+        self, store: Store, *, admission: Admission, agents: AgentTier, reads: Reads
     ) -> None:
         self._store = store
         self._admission = admission

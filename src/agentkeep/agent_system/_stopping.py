@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 
 from agentkeep._admission import Admission
+from agentkeep.actors.agent_tier import AgentTier
 from agentkeep.actors.loop_thread import current_loop_agent
-from agentkeep.actors.registry import AgentRegistry
 from agentkeep.actors.supervisor import SupervisorRef
 from agentkeep.agent_system._signals import ShutdownSignals
 from agentkeep.drivers.host import DriverHost
@@ -34,7 +34,7 @@ class Stopping:
         store: Store,
         *,
         admission: Admission,
-        agents: AgentRegistry,
+        agents: AgentTier,
         drivers: DriverHost,
         providers_off: Callable[[], None],
     ) -> None:

@@ -16,7 +16,7 @@ from agentkeep.types import CompactionCancelled, CompactionCompleted
 def start(ctx: LoopContext) -> Outcome:
     """Start the requested compaction; ``DONE`` if there was nothing to summarise."""
     if ctx.children:
-        return Outcome.WAITING  # the provider session must be free of earlier streams first
+        return Outcome.WAITING  # the model session must be free of earlier streams first
     if not ctx.mirror.records:
         # Nothing to summarise: an empty conversation stays empty (no summary of 0
         # messages, no provider call); the waiter is answered as for a done compaction.

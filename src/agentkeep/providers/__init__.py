@@ -20,10 +20,10 @@ from agentkeep.providers.openai_chat import OpenAICompatibleProvider
 from agentkeep.providers.openai_responses import OpenAIProvider
 from agentkeep.providers.protocol import (
     CancelToken,
+    ModelSession,
     NamedModels,
     Provider,
     ServesModels,
-    Session,
 )
 from agentkeep.providers.registry import ProviderFactory, Providers
 from agentkeep.providers.responding import RespondingModel
@@ -35,6 +35,7 @@ __all__ = [
     "CancelToken",
     "DemoModel",
     "ModelFamily",
+    "ModelSession",
     "NamedModels",
     "OpenAICompatibleProvider",
     "OpenAIProvider",
@@ -45,7 +46,6 @@ __all__ = [
     "RespondingModel",
     "ScriptedModel",
     "ServesModels",
-    "Session",
     "compatible",
     "model_family",
     "needs_reset",

@@ -30,10 +30,10 @@ from agentkeep.types import (
     Context,
     ImageBlock,
     Message,
+    ModelSessionOptions,
     ReasoningBlock,
     Selection,
     ServerToolResultBlock,
-    SessionOptions,
     SystemMessage,
     TextBlock,
     ToolCallBlock,
@@ -156,7 +156,7 @@ def build_messages(messages: tuple[Message, ...]) -> list[Json]:
     return wire
 
 
-def build_tools(options: SessionOptions) -> list[Json]:
+def build_tools(options: ModelSessionOptions) -> list[Json]:
     """Tool definitions; a server tool's descriptor is sent verbatim (it names its type)."""
     tools: list[Json] = []
     for tool in options.tools:
@@ -174,7 +174,7 @@ def build_tools(options: SessionOptions) -> list[Json]:
 
 
 def build_request(
-    options: SessionOptions,
+    options: ModelSessionOptions,
     context: Context,
     selection: Selection,
     *,

@@ -23,8 +23,8 @@ from agentkeep.types import (
     Context,
     ImageBlock,
     Message,
+    ModelSessionOptions,
     Selection,
-    SessionOptions,
     SystemMessage,
     TextBlock,
     ToolCallBlock,
@@ -99,7 +99,7 @@ def _message(message: Message) -> Json | None:
     raise TypeError(f"unknown message {type(message).__name__}")
 
 
-def build_tools(options: SessionOptions) -> list[Json]:
+def build_tools(options: ModelSessionOptions) -> list[Json]:
     """Function tools only (Chat Completions has no server tools)."""
     tools: list[Json] = []
     for tool in options.tools:
@@ -114,7 +114,7 @@ def build_tools(options: SessionOptions) -> list[Json]:
 
 
 def build_request(
-    options: SessionOptions, context: Context, selection: Selection, *, model: str
+    options: ModelSessionOptions, context: Context, selection: Selection, *, model: str
 ) -> Json:
     """The keyword arguments of ``chat.completions.create`` (``stream`` excluded)."""
     messages: list[Json] = []

@@ -1,6 +1,6 @@
 """Compaction by a summarising request (spec §1.5), shared by every vendor adapter.
 
-The session streams one ordinary request: the whole context followed by a user message that
+The model session streams one ordinary request: the whole context followed by a user message that
 asks for a summary. The finished text becomes the replacement context, a single user message
 that carries the summary, so the next request starts from it. Nothing here retries: the
 stream it runs on already owns retries (spec §1.7).
@@ -46,7 +46,7 @@ def compact_by_summary(
     """Ask the model for a summary of ``context`` and return the replacement context.
 
     Args:
-        stream: The session's own ``stream`` (retries and cancellation included).
+        stream: The model session's own ``stream`` (retries and cancellation included).
         context: The conversation to summarise.
         selection: Model and effort for the summarising request.
         cancel: Cancels the summarising request.

@@ -1,5 +1,6 @@
-"""What the two OpenAI adapters share over ``_vendor_session``: the SDK client (opened with
-the extra's check), the default model as the sessions' settings, and reading the SDK's failures.
+"""What the two OpenAI adapters share over ``_vendor_model_session``: the SDK client (opened
+with the extra's check), the default model as the model sessions' settings, and reading the
+SDK's failures.
 
 Importable without the ``openai`` SDK: it (and ``_openai_common``, which imports it) is
 imported only when a provider is constructed or, later, when a failure is classified.
@@ -10,9 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentkeep.errors import MissingExtraError
-from agentkeep.providers._vendor_session import VendorProvider, VendorSession
+from agentkeep.providers._vendor_model_session import VendorModelSession, VendorProvider
 from agentkeep.providers.retry import AttemptOutcome, RetryPolicy
-from agentkeep.types import SessionOptions
+from agentkeep.types import ModelSessionOptions
 
 if TYPE_CHECKING:
     import openai
@@ -53,18 +54,18 @@ class OpenAIClientProvider(VendorProvider["openai.OpenAI"]):
         return bool(model)
 
 
-class OpenAISession(VendorSession["openai.OpenAI", str]):
-    """A session over the ``openai`` SDK's sync client; its settings are the default model."""
+class OpenAIModelSession(VendorModelSession["openai.OpenAI", str]):
+    """A model session over the ``openai`` SDK's sync client; its settings are the default model."""
 
     def __init__(
         self,
         client: openai.OpenAI,
-        session_id: str,
-        options: SessionOptions,
+        agent_id: str,
+        options: ModelSessionOptions,
         model: str,
         retry: RetryPolicy,
     ) -> None:
-        super().__init__(client, session_id, options, model, retry)
+        super().__init__(client, agent_id, options, model, retry)
 
     @property
     def _model(self) -> str:

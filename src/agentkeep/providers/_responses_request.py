@@ -29,10 +29,10 @@ from agentkeep.types import (
     Context,
     ImageBlock,
     Message,
+    ModelSessionOptions,
     ReasoningBlock,
     Selection,
     ServerToolResultBlock,
-    SessionOptions,
     SystemMessage,
     TextBlock,
     ToolCallBlock,
@@ -129,7 +129,7 @@ def build_input(messages: tuple[Message, ...]) -> list[Json]:
     return items
 
 
-def build_tools(options: SessionOptions) -> list[Json]:
+def build_tools(options: ModelSessionOptions) -> list[Json]:
     """Function tools, and server tools as their descriptors (``{"type": "web_search"}``)."""
     tools: list[Json] = []
     for tool in options.tools:
@@ -146,12 +146,12 @@ def build_tools(options: SessionOptions) -> list[Json]:
 
 
 def build_request(
-    options: SessionOptions,
+    options: ModelSessionOptions,
     context: Context,
     selection: Selection,
     *,
     model: str,
-    session_id: str,
+    agent_id: str,
 ) -> Json:
     """The keyword arguments of ``responses.create`` (``stream`` excluded)."""
     body: Json = {"model": selection.model or model}
@@ -166,7 +166,7 @@ def build_request(
         body["reasoning"] = {"effort": EFFORTS[selection.effort], "summary": "auto"}
     body["include"] = ["reasoning.encrypted_content"]
     body["store"] = False
-    body["prompt_cache_key"] = session_id  # one agent's requests share a cache shard
+    body["prompt_cache_key"] = agent_id  # one agent's requests share a cache shard
     if selection.service_tier == "priority":
         body["service_tier"] = "priority"
     return body

@@ -32,7 +32,7 @@ def wire_name(namespace: str | None, name: str) -> str:
 
 
 class ToolNames:
-    """Maps the flat names vendors echo back to (namespace, name) of the session's tools."""
+    """Maps the flat names vendors echo back to (namespace, name) of the model session's tools."""
 
     def __init__(self, tools: Iterable[ToolDescriptor]) -> None:
         self._by_wire = {wire_name(t.namespace, t.name): (t.namespace, t.name) for t in tools}

@@ -22,10 +22,10 @@ from agentkeep.errors import MissingExtraError
 from agentkeep.providers._anthropic_request import ThinkingMode, build_request
 from agentkeep.providers._attempt import Mapper, VendorStream
 from agentkeep.providers._errors import classify_status_error, transport_failed
-from agentkeep.providers._vendor_session import Json, VendorProvider, VendorSession
+from agentkeep.providers._vendor_model_session import Json, VendorModelSession, VendorProvider
 from agentkeep.providers._wire import ToolNames
 from agentkeep.providers.retry import AttemptOutcome, RetryPolicy
-from agentkeep.types import Context, Selection, SessionOptions
+from agentkeep.types import Context, ModelSessionOptions, Selection
 
 if TYPE_CHECKING:
     import anthropic as anthropic_sdk
@@ -48,7 +48,7 @@ class _Settings:
 
 
 class AnthropicProvider(VendorProvider["anthropic_sdk.Anthropic"]):
-    """Opens Anthropic sessions; one HTTP client (and connection pool) for all of them.
+    """Opens Anthropic model sessions; one HTTP client (and connection pool) for all of them.
 
     Args:
         api_key: The key; defaults to ``ANTHROPIC_API_KEY``. Held only by the SDK client,
@@ -102,19 +102,21 @@ class AnthropicProvider(VendorProvider["anthropic_sdk.Anthropic"]):
         """Any name of Anthropic's family (the API itself knows which exist)."""
         return serves_anthropic(model)
 
-    def open_session(self, session_id: str, options: SessionOptions) -> AnthropicSession:
-        """Open a session for fixed instructions and tools (spec §1.1)."""
-        return AnthropicSession(
+    def open_model_session(
+        self, agent_id: str, options: ModelSessionOptions
+    ) -> AnthropicModelSession:
+        """Open a model session for fixed instructions and tools (spec §1.1)."""
+        return AnthropicModelSession(
             self._client,
-            session_id,
+            agent_id,
             options,
             _Settings(self._model, self._max_tokens, self._thinking_mode),
             self._retry,
         )
 
 
-class AnthropicSession(VendorSession["anthropic_sdk.Anthropic", _Settings]):
-    """One agent's Anthropic session: stateless on the wire, one operation at a time."""
+class AnthropicModelSession(VendorModelSession["anthropic_sdk.Anthropic", _Settings]):
+    """One agent's Anthropic model session: stateless on the wire, one operation at a time."""
 
     def _build_body(self, context: Context, selection: Selection) -> Json:
         body = build_request(

@@ -14,15 +14,15 @@ from typing import Any
 
 from agentkeep.providers._attempt import Mapper, VendorStream
 from agentkeep.providers._chat_request import build_request
-from agentkeep.providers._openai_adapter import OpenAIClientProvider, OpenAISession
-from agentkeep.providers._vendor_session import Json
+from agentkeep.providers._openai_adapter import OpenAIClientProvider, OpenAIModelSession
+from agentkeep.providers._vendor_model_session import Json
 from agentkeep.providers._wire import ToolNames
 from agentkeep.providers.retry import RetryPolicy
-from agentkeep.types import Context, Selection, SessionOptions
+from agentkeep.types import Context, ModelSessionOptions, Selection
 
 
 class OpenAICompatibleProvider(OpenAIClientProvider):
-    """Opens Chat Completions sessions against one compatible server.
+    """Opens Chat Completions model sessions against one compatible server.
 
     Args:
         base_url: The server's API root, e.g. ``http://localhost:8000/v1``.
@@ -53,13 +53,15 @@ class OpenAICompatibleProvider(OpenAIClientProvider):
             timeout_seconds=timeout_seconds,
         )
 
-    def open_session(self, session_id: str, options: SessionOptions) -> OpenAIChatSession:
-        """Open a session for fixed instructions and tools (spec §1.1)."""
-        return OpenAIChatSession(self._client, session_id, options, self._model, self._retry)
+    def open_model_session(
+        self, agent_id: str, options: ModelSessionOptions
+    ) -> OpenAIChatModelSession:
+        """Open a model session for fixed instructions and tools (spec §1.1)."""
+        return OpenAIChatModelSession(self._client, agent_id, options, self._model, self._retry)
 
 
-class OpenAIChatSession(OpenAISession):
-    """One agent's Chat Completions session: one operation at a time, closed once."""
+class OpenAIChatModelSession(OpenAIModelSession):
+    """One agent's Chat Completions model session: one operation at a time, closed once."""
 
     def _build_body(self, context: Context, selection: Selection) -> Json:
         return build_request(self._options, context, selection, model=self._model)

@@ -14,19 +14,19 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkeep.providers._attempt import Mapper, VendorStream
-from agentkeep.providers._openai_adapter import OpenAIClientProvider, OpenAISession
+from agentkeep.providers._openai_adapter import OpenAIClientProvider, OpenAIModelSession
 from agentkeep.providers._responses_request import build_request
-from agentkeep.providers._vendor_session import Json
+from agentkeep.providers._vendor_model_session import Json
 from agentkeep.providers._wire import ToolNames
 from agentkeep.providers.anthropic import serves_anthropic
 from agentkeep.providers.retry import RetryPolicy
-from agentkeep.types import Context, Selection, SessionOptions
+from agentkeep.types import Context, ModelSessionOptions, Selection
 
 DEFAULT_MODEL = "gpt-5.2"
 
 
 class OpenAIProvider(OpenAIClientProvider):
-    """Opens OpenAI Responses sessions; one HTTP client (and pool) for all of them.
+    """Opens OpenAI Responses model sessions; one HTTP client (and pool) for all of them.
 
     Args:
         api_key: The key; defaults to ``OPENAI_API_KEY``. Held only by the SDK client,
@@ -69,19 +69,23 @@ class OpenAIProvider(OpenAIClientProvider):
         Responses-compatible server, xAI's for one, serves its own names)."""
         return bool(model) and not serves_anthropic(model)
 
-    def open_session(self, session_id: str, options: SessionOptions) -> OpenAIResponsesSession:
-        """Open a session for fixed instructions and tools (spec §1.1)."""
-        return OpenAIResponsesSession(self._client, session_id, options, self._model, self._retry)
+    def open_model_session(
+        self, agent_id: str, options: ModelSessionOptions
+    ) -> OpenAIResponsesModelSession:
+        """Open a model session for fixed instructions and tools (spec §1.1)."""
+        return OpenAIResponsesModelSession(
+            self._client, agent_id, options, self._model, self._retry
+        )
 
 
-class OpenAIResponsesSession(OpenAISession):
-    """One agent's Responses session: one operation at a time, closed once."""
+class OpenAIResponsesModelSession(OpenAIModelSession):
+    """One agent's Responses model session: one operation at a time, closed once."""
 
     def _build_body(self, context: Context, selection: Selection) -> Json:
         from agentkeep.providers._openai_common import MODEL_PREFIX
 
         body = build_request(
-            self._options, context, selection, model=self._model, session_id=self.session_id
+            self._options, context, selection, model=self._model, agent_id=self.agent_id
         )
         body["model"] = str(body["model"]).removeprefix(MODEL_PREFIX)
         return body

@@ -1,13 +1,16 @@
 """The provider protocol: how the agent loop talks to a model.
 
-A :class:`Provider` opens one :class:`Session` per agent for fixed instructions and tool
-descriptors. A session runs **one operation at a time**: ``stream`` yields the events of one
+A :class:`Provider` opens one :class:`ModelSession` per agent for fixed instructions and tool
+descriptors (a *model session*: the runtime's connection to the model inside one agent, not
+seed 002's session, which is the agent's durable conversation, :mod:`agentkeep.sessions`).
+A model session runs **one operation at a time**: ``stream`` yields the events of one
 response synchronously, ``compact`` summarises a context, ``close`` ends it (exactly once).
 The caller owns the transcript and passes it whole on every request.
 
-Cancellation is cooperative and prompt: the caller hands a :class:`CancelToken`; a session
-checks it between events and may register a callback that closes its underlying transport so
-a blocked read returns. A cancelled stream ends with exactly one ``Done(state="cancelled")``.
+Cancellation is cooperative and prompt: the caller hands a :class:`CancelToken`; a model
+session checks it between events and may register a callback that closes its underlying
+transport so a blocked read returns. A cancelled stream ends with exactly one
+``Done(state="cancelled")``.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from typing import Protocol, runtime_checkable
 from agentkeep.types import (
     CompactionOutcome,
     Context,
+    ModelSessionOptions,
     Selection,
-    SessionOptions,
     StreamEvent,
 )
 
@@ -82,8 +85,9 @@ class CancelToken:
 
 
 @runtime_checkable
-class Session(Protocol):
-    """One provider session: stateful, one operation at a time, closed exactly once."""
+class ModelSession(Protocol):
+    """What a provider opens for one agent: stateful, one operation at a time, closed exactly
+    once (the owner reopens it when the provider, model, instructions or tools change)."""
 
     def stream(
         self, context: Context, selection: Selection, cancel: CancelToken
@@ -102,31 +106,31 @@ class Session(Protocol):
         ...
 
     def close(self) -> None:
-        """Release the session. Called exactly once by its owner."""
+        """Release the model session. Called exactly once by its owner."""
         ...
 
 
 @runtime_checkable
 class Provider(Protocol):
-    """A model vendor (or a local model) that opens sessions.
+    """A model vendor (or a local model) that opens model sessions.
 
     A provider should also declare which models it serves (:class:`ServesModels`): a message
     naming a model its provider does not serve is then refused before it is accepted. One
     that declares nothing is taken to serve every model name (it finds out at request time).
     """
 
-    def open_session(self, session_id: str, options: SessionOptions) -> Session:
-        """Open a session with fixed instructions and tool descriptors.
+    def open_model_session(self, agent_id: str, options: ModelSessionOptions) -> ModelSession:
+        """Open a model session with fixed instructions and tool descriptors.
 
         Called on the agent's actor thread before its first request and again whenever the
-        provider, model, instructions or tool descriptors change (the old session is closed
-        first). ``session_id`` is the agent's id, so a provider may key server-side state
-        (a prompt cache) on it.
+        provider, model, instructions or tool descriptors change (the old model session is
+        closed first). ``agent_id`` is the id of the agent it is opened for, so a provider may
+        key server-side state (a prompt cache) on it.
 
         A vendor's request failures are reported by ``stream``, as an error ``Done``.
 
         Returns:
-            A :class:`Session` its caller owns and closes exactly once.
+            A :class:`ModelSession` its caller owns and closes exactly once.
         """
         ...
 

@@ -1,6 +1,6 @@
 """The ``Providers`` registry: provider ids → provider instances (or factories) and kinds.
 
-An agent stores only a provider *id*; the registry maps it to something that opens sessions.
+An agent stores only a provider *id*; the registry maps it to something that opens model sessions.
 The kind (``claude``, ``codex``, ``grok``, ``bedrock``, ``gym``) decides which histories can
 move between providers (see :mod:`agentkeep.providers.compatibility`).
 
@@ -96,7 +96,8 @@ class Providers:
             )
         if not isinstance(provider, Provider) and not callable(provider):
             raise InvalidConfigError(
-                f'Provider "{provider_id}" must be a provider (with open_session) or a factory.'
+                f'Provider "{provider_id}" must be a provider (with open_model_session) or a '
+                "factory."
             )
         if region is None:
             attribute = getattr(provider, "region", None)

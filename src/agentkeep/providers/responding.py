@@ -10,7 +10,7 @@ hears exactly what its dead predecessor heard, with the same call ids:
 * tokens ``{input: 10 × messages, output: 5}``.
 
 Optional chaos knobs (latency, failures, longer streams) draw from ``random.Random``s seeded
-with ``seed`` and a SHA-256 digest of the encoded context; failures also mix in the session
+with ``seed`` and a SHA-256 digest of the encoded context; failures also mix in the agent
 and how often this instance was already asked that context there, so a retry can differ. No
 hash randomisation, no clock: the same inputs give the same events in every process. Latency
 waits on the cancel token, so it never delays a cancel.
@@ -29,8 +29,8 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from agentkeep.providers.local_session import GuardedStream, RawEvent, SessionRules
-from agentkeep.providers.protocol import CancelToken, NamedModels, Session
+from agentkeep.providers.local_model_session import GuardedStream, ModelSessionRules, RawEvent
+from agentkeep.providers.protocol import CancelToken, ModelSession, NamedModels
 from agentkeep.types import (
     DONE_CANCELLED,
     AgentMessage,
@@ -43,12 +43,12 @@ from agentkeep.types import (
     Context,
     Done,
     Message,
+    ModelSessionOptions,
     ProviderErrorInfo,
     ReasoningDelta,
     ReasoningEnd,
     ReasoningStart,
     Selection,
-    SessionOptions,
     StreamEvent,
     SystemMessage,
     TextDelta,
@@ -186,31 +186,32 @@ class RespondingModel(NamedModels):
 
     @property
     def request_count(self) -> int:
-        """How many ``stream`` calls this model served (all sessions)."""
+        """How many ``stream`` calls this model served (all model sessions)."""
         with self._lock:
             return self._requests
 
-    def open_session(self, session_id: str, options: SessionOptions) -> Session:
-        """Open a session answering from the conversation it is shown (see
-        :meth:`Provider.open_session <agentkeep.providers.protocol.Provider.open_session>`).
+    def open_model_session(self, agent_id: str, options: ModelSessionOptions) -> ModelSession:
+        """Open a model session answering from the conversation it is shown (see
+        :meth:`Provider.open_model_session
+        <agentkeep.providers.protocol.Provider.open_model_session>`).
         """
-        return _RespondingSession(self, session_id)
+        return _RespondingModelSession(self, agent_id)
 
     # -- the answer ------------------------------------------------------------------------
 
     def _rngs(
-        self, session_id: str, context: Context, purpose: str
+        self, agent_id: str, context: Context, purpose: str
     ) -> tuple[random.Random, random.Random]:
         """Two seeded generators: one for the shape of the answer, one for failures.
 
         The shape (chunking, latency) depends only on the seed and the conversation, so the
         same conversation always streams the same events. The failure draw also mixes in the
-        session and how often this instance was asked this conversation in it, so a retry
+        agent and how often this instance was asked this conversation in it, so a retry
         can succeed where the first attempt failed, identically in every process.
         """
         digest = hashlib.sha256(msgspec.json.encode(context.messages)).hexdigest()
         with self._lock:
-            key = f"{purpose}:{session_id}:{digest}"
+            key = f"{purpose}:{agent_id}:{digest}"
             attempt = self._asked.get(key, 0)
             self._asked[key] = attempt + 1
             if purpose == "stream":
@@ -219,7 +220,7 @@ class RespondingModel(NamedModels):
                 if messages and isinstance(messages[-1], AssistantMessage):
                     self._prefills.append(self._requests)
         shape = f"{self.seed}:{purpose}:{digest}"
-        failure = f"{self.seed}:{purpose}:failure:{session_id}:{digest}:{attempt}"
+        failure = f"{self.seed}:{purpose}:failure:{agent_id}:{digest}:{attempt}"
         return _seeded(shape), _seeded(failure)
 
     def response(self, context: Context, rng: random.Random) -> list[StreamEvent]:
@@ -268,10 +269,10 @@ class RespondingModel(NamedModels):
             return rng.uniform(low, high)
         return self.latency_seconds
 
-    def _events(self, session_id: str, context: Context, cancel: CancelToken) -> Iterator[RawEvent]:
+    def _events(self, agent_id: str, context: Context, cancel: CancelToken) -> Iterator[RawEvent]:
         # Drawn eagerly, when the request is made, so the attempt count does not depend on
         # whether (or when) the caller starts iterating.
-        rng, failures = self._rngs(session_id, context, "stream")
+        rng, failures = self._rngs(agent_id, context, "stream")
         events = self.response(context, rng)
         fail_at = len(events)
         if self.failure_rate > 0 and failures.random() < self.failure_rate:
@@ -319,8 +320,8 @@ class RespondingModel(NamedModels):
             usage=Usage(input=10 * len(messages), output=5),
         )
 
-    def _compact(self, session_id: str, context: Context, cancel: CancelToken) -> CompactionOutcome:
-        rng, _ = self._rngs(session_id, context, "compact")
+    def _compact(self, agent_id: str, context: Context, cancel: CancelToken) -> CompactionOutcome:
+        rng, _ = self._rngs(agent_id, context, "compact")
         delay = self._draw_latency(rng)
         if cancel.cancelled or (delay > 0 and cancel.wait_cancelled(delay)):
             return CompactionCancelled()
@@ -341,18 +342,18 @@ class RespondingModel(NamedModels):
         return mode
 
 
-class _RespondingSession:
-    def __init__(self, model: RespondingModel, session_id: str) -> None:
+class _RespondingModelSession:
+    def __init__(self, model: RespondingModel, agent_id: str) -> None:
         self._model = model
-        self._rules = SessionRules(session_id)
-        self.session_id = session_id
+        self._rules = ModelSessionRules(agent_id)
+        self.agent_id = agent_id
 
     def stream(
         self, context: Context, selection: Selection, cancel: CancelToken
     ) -> Iterator[StreamEvent]:
         self._rules.begin("stream")
         return GuardedStream(
-            self._model._events(self.session_id, context, cancel), cancel, self._rules.end
+            self._model._events(self.agent_id, context, cancel), cancel, self._rules.end
         )
 
     def compact(
@@ -360,7 +361,7 @@ class _RespondingSession:
     ) -> CompactionOutcome:
         self._rules.begin("compaction")
         try:
-            return self._model._compact(self.session_id, context, cancel)
+            return self._model._compact(self.agent_id, context, cancel)
         finally:
             self._rules.end()
 

@@ -18,7 +18,7 @@ from typing import TypeAlias, cast, get_args
 
 import msgspec
 
-from agentkeep.providers.local_session import END_WITHOUT_DONE, EndWithoutDone
+from agentkeep.providers.local_model_session import END_WITHOUT_DONE, EndWithoutDone
 from agentkeep.types import (
     BlockReset,
     BlockStart,

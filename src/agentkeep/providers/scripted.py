@@ -1,9 +1,10 @@
 """``ScriptedModel``: a local provider that replays scripted responses and records everything.
 
-Each ``stream`` call (on any of its sessions) replays the next scripted response; each
-``compact`` call takes the next scripted compaction. Every session opened, request streamed,
-compaction asked and session closed is recorded, in order, so a test can assert exactly what
-the model was shown. All state is guarded by one lock: sessions may run on different threads.
+Each ``stream`` call (on any of its model sessions) replays the next scripted response; each
+``compact`` call takes the next scripted compaction. Every model session opened, request
+streamed, compaction asked and model session closed is recorded, in order, so a test can assert
+exactly what the model was shown. All state is guarded by one lock: model sessions may run on
+different threads.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import TypeAlias
 import msgspec
 
 from agentkeep.errors import AgentkeepError
-from agentkeep.providers.local_session import GuardedStream, RawEvent, SessionRules
-from agentkeep.providers.protocol import CancelToken, NamedModels, Session
+from agentkeep.providers.local_model_session import GuardedStream, ModelSessionRules, RawEvent
+from agentkeep.providers.protocol import CancelToken, ModelSession, NamedModels
 from agentkeep.providers.responding import LOCAL_MODEL
 from agentkeep.providers.script import (
     Hang,
@@ -31,8 +32,8 @@ from agentkeep.types import (
     CompactionFailed,
     CompactionOutcome,
     Context,
+    ModelSessionOptions,
     Selection,
-    SessionOptions,
     StreamEvent,
     ToolCallDelta,
     ToolCallEnd,
@@ -51,18 +52,18 @@ CompactionScript: TypeAlias = CompactionOutcome | Hang | Callable[[Context], Com
 """A compaction outcome, :data:`~agentkeep.providers.script.HANG`, or a function of the context."""
 
 
-class OpenedSession(msgspec.Struct, frozen=True, kw_only=True):
-    """A session the model opened."""
+class OpenedModelSession(msgspec.Struct, frozen=True, kw_only=True):
+    """A model session the model opened: for which agent, with which options."""
 
-    session_id: str
-    options: SessionOptions
+    agent_id: str
+    options: ModelSessionOptions
 
 
 class StreamRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One ``stream`` call: what the model was shown. ``number`` counts from 1 per model."""
 
     number: int
-    session_id: str
+    agent_id: str
     context: Context
     selection: Selection
 
@@ -71,7 +72,7 @@ class CompactionRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One ``compact`` call. ``number`` counts from 1 per model."""
 
     number: int
-    session_id: str
+    agent_id: str
     context: Context
     selection: Selection
 
@@ -126,7 +127,7 @@ class ScriptedModel(NamedModels):
         self._lock = threading.Condition()
         self._responses: list[ResponseScript] = list(responses)
         self._compactions: list[CompactionScript] = list(compactions)
-        self._sessions: list[OpenedSession] = []
+        self._model_sessions: list[OpenedModelSession] = []
         self._requests: list[StreamRequest] = []
         self._compaction_requests: list[CompactionRequest] = []
         self._closed: list[str] = []
@@ -152,10 +153,10 @@ class ScriptedModel(NamedModels):
     # -- records ---------------------------------------------------------------------------
 
     @property
-    def sessions(self) -> tuple[OpenedSession, ...]:
-        """Every session opened so far, in order: its id and the options it was opened with."""
+    def model_sessions(self) -> tuple[OpenedModelSession, ...]:
+        """Every model session opened so far, in order: its agent and its options."""
         with self._lock:
-            return tuple(self._sessions)
+            return tuple(self._model_sessions)
 
     @property
     def requests(self) -> tuple[StreamRequest, ...]:
@@ -179,8 +180,9 @@ class ScriptedModel(NamedModels):
             return tuple(self._compaction_requests)
 
     @property
-    def closed_sessions(self) -> tuple[str, ...]:
-        """The ids of closed sessions, in closing order (an id twice means two sessions)."""
+    def closed_model_sessions(self) -> tuple[str, ...]:
+        """The agent ids of closed model sessions, in closing order (an id twice means two
+        model sessions of one agent)."""
         with self._lock:
             return tuple(self._closed)
 
@@ -191,14 +193,14 @@ class ScriptedModel(NamedModels):
 
     # -- provider --------------------------------------------------------------------------
 
-    def open_session(self, session_id: str, options: SessionOptions) -> Session:
-        """Open a session replaying the shared script, and record it in :attr:`sessions`."""
+    def open_model_session(self, agent_id: str, options: ModelSessionOptions) -> ModelSession:
+        """Open a model session replaying the shared script; recorded in :attr:`model_sessions`."""
         with self._lock:
-            self._sessions.append(OpenedSession(session_id=session_id, options=options))
-        return _ScriptedSession(self, session_id)
+            self._model_sessions.append(OpenedModelSession(agent_id=agent_id, options=options))
+        return _ScriptedModelSession(self, agent_id)
 
     def _next_response(
-        self, session_id: str, context: Context, selection: Selection
+        self, agent_id: str, context: Context, selection: Selection
     ) -> tuple[int, ResponseScript | None]:
         with self._lock:
             self._count += 1
@@ -206,7 +208,7 @@ class ScriptedModel(NamedModels):
             if self._record:
                 self._requests.append(
                     StreamRequest(
-                        number=number, session_id=session_id, context=context, selection=selection
+                        number=number, agent_id=agent_id, context=context, selection=selection
                     )
                 )
             self._lock.notify_all()
@@ -214,22 +216,22 @@ class ScriptedModel(NamedModels):
         return number, script
 
     def _next_compaction(
-        self, session_id: str, context: Context, selection: Selection
+        self, agent_id: str, context: Context, selection: Selection
     ) -> tuple[int, CompactionScript | None]:
         with self._lock:
             number = len(self._compaction_requests) + 1
             self._compaction_requests.append(
                 CompactionRequest(
-                    number=number, session_id=session_id, context=context, selection=selection
+                    number=number, agent_id=agent_id, context=context, selection=selection
                 )
             )
             self._lock.notify_all()
             scripted = self._compactions[number - 1] if number <= len(self._compactions) else None
         return number, scripted
 
-    def _record_close(self, session_id: str) -> None:
+    def _record_close(self, agent_id: str) -> None:
         with self._lock:
-            self._closed.append(session_id)
+            self._closed.append(agent_id)
             self._lock.notify_all()
 
 
@@ -250,18 +252,18 @@ def _replay(steps: Sequence[ScriptStep], number: int, cancel: CancelToken) -> It
             yield step
 
 
-class _ScriptedSession:
-    def __init__(self, model: ScriptedModel, session_id: str) -> None:
+class _ScriptedModelSession:
+    def __init__(self, model: ScriptedModel, agent_id: str) -> None:
         self._model = model
-        self._rules = SessionRules(session_id)
-        self.session_id = session_id
+        self._rules = ModelSessionRules(agent_id)
+        self.agent_id = agent_id
 
     def stream(
         self, context: Context, selection: Selection, cancel: CancelToken
     ) -> Iterator[StreamEvent]:
         self._rules.begin("stream")
         try:
-            number, script = self._model._next_response(self.session_id, context, selection)
+            number, script = self._model._next_response(self.agent_id, context, selection)
             raw = self._steps(number, script, context, cancel)
         except BaseException:
             self._rules.end()
@@ -284,7 +286,7 @@ class _ScriptedSession:
     ) -> CompactionOutcome:
         self._rules.begin("compaction")
         try:
-            number, scripted = self._model._next_compaction(self.session_id, context, selection)
+            number, scripted = self._model._next_compaction(self.agent_id, context, selection)
             if cancel.cancelled:
                 return CompactionCancelled()
             if scripted is None:
@@ -303,4 +305,4 @@ class _ScriptedSession:
 
     def close(self) -> None:
         self._rules.close()
-        self._model._record_close(self.session_id)
+        self._model._record_close(self.agent_id)

@@ -262,8 +262,8 @@ class ToolDescriptor(Value, frozen=True):
     grammar: str | None = None  # a Lark grammar; the call's raw input becomes {"input": raw}
 
 
-class SessionOptions(Value, frozen=True):
-    """What a provider session is opened with: the instructions and the tools the model may call."""
+class ModelSessionOptions(Value, frozen=True):
+    """What a model session is opened with: the instructions and the tools the model may call."""
 
     instructions: str
     tools: tuple[ToolDescriptor, ...] = ()

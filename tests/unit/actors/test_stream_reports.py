@@ -15,7 +15,7 @@ from agentkeep.actors.inference_worker import InferenceWorker, StreamJob, Stream
 from agentkeep.loop.events import ChildStopped, StreamEventArrived
 from agentkeep.providers import script
 from agentkeep.providers.protocol import CancelToken
-from agentkeep.types import Context, Done, Selection, SessionOptions, TextDelta
+from agentkeep.types import Context, Done, ModelSessionOptions, Selection, TextDelta
 
 TIMEOUT = 10.0
 
@@ -53,7 +53,7 @@ def test_a_job_tells_its_agent_once_per_batch_it_has_not_taken() -> None:
 
 def test_a_response_reaches_its_agent_as_one_message_in_order() -> None:
     model = ak.ScriptedModel([script.text("hello")])
-    session = model.open_session("s", SessionOptions(instructions=""))
+    session = model.open_model_session("s", ModelSessionOptions(instructions=""))
     release = threading.Event()
     agent = _HeldAgent.start(release)
     worker = InferenceWorker("agent")

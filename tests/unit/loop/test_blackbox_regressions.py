@@ -249,14 +249,14 @@ def test_close_after_idle_destroys_each_session_exactly_once(world: World) -> No
     two.send(ak.user("q"))
     assert one.wait_for_idle(timeout_seconds=10)
     assert two.wait_for_idle(timeout_seconds=10)
-    assert world.model.closed_sessions == ()  # idle is not closed: the session is kept
+    assert world.model.closed_model_sessions == ()  # idle is not closed: the session is kept
 
     system.close(timeout_seconds=10)
     system.close(timeout_seconds=10)  # idempotent: nothing destroyed twice
 
-    opened = sorted(s.session_id for s in world.model.sessions)
+    opened = sorted(s.agent_id for s in world.model.model_sessions)
     assert len(opened) == 2
-    assert sorted(world.model.closed_sessions) == opened
+    assert sorted(world.model.closed_model_sessions) == opened
 
 
 class Extra(ak.Feature):
@@ -277,7 +277,7 @@ def test_the_session_is_created_with_instructions_and_tools_and_settings_go_per_
     agent.send(ak.user("q2"), effort="high")
     assert agent.wait_for_idle(timeout_seconds=10)
 
-    (session,) = world.model.sessions
+    (session,) = world.model.model_sessions
     assert session.options.instructions == "base rules\n\nfeature rules"
     assert sorted(t.name for t in session.options.tools) == ["boom", "echo", "wait"]
     selections = [(r.selection.model, r.selection.effort) for r in world.model.requests]
@@ -298,8 +298,8 @@ def test_a_hanging_tool_is_abandoned_on_close_and_answered_once_after_restart(
     assert world.gate("g").entered.wait(10)
 
     first.close(timeout_seconds=0.2)
-    (session,) = world.model.sessions
-    assert world.model.closed_sessions == (session.session_id,)
+    (session,) = world.model.model_sessions
+    assert world.model.closed_model_sessions == (session.agent_id,)
     world.gate("g").release.set()  # the abandoned tool returns into a closed store
 
     second = world.open()

@@ -199,8 +199,8 @@ def test_a_crashed_agent_stops_its_running_stream_before_it_is_restarted(
     assert not crash.is_set()
     assert [text_of(m) for m in agent.transcript()][-1] == "answer crash now"
     # The crashed incarnation cancelled its stream and closed its session after it.
-    first_session = world.model.requests[0].session_id
-    assert first_session in world.model.closed_sessions
+    first_session = world.model.requests[0].agent_id
+    assert first_session in world.model.closed_model_sessions
     assert no_child_actors_within(TIMEOUT)
     assert system.failure is None
 

@@ -101,7 +101,7 @@ def test_an_incompatible_switch_resets_the_history_with_the_message_that_asked(
 
     assert [text_of(m) for m in agent.transcript()] == ["q2", "a2"]
     assert (agent.settings.provider, agent.settings.model) == ("claude", "anthropic/claude-x")
-    assert [s.options.instructions for s in world.model.sessions] == ["", ""]  # a new session
+    assert [s.options.instructions for s in world.model.model_sessions] == ["", ""]  # a new session
 
 
 class Handoff(ak.Feature):

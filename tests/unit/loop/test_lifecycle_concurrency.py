@@ -308,8 +308,8 @@ def test_close_waits_for_a_send_admitted_before_it_and_answers_it(
     (delivery,) = deliveries  # fulfilled, not refused
     assert delivery.created
     assert system.internals.store.closed
-    (session,) = world.model.sessions
-    assert world.model.closed_sessions == (session.session_id,)
+    (session,) = world.model.model_sessions
+    assert world.model.closed_model_sessions == (session.agent_id,)
     with pytest.raises(ak.AgentClosedError):
         agent.send(ak.user("after close"))
     reopened = world.open(resume=False)

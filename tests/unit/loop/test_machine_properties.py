@@ -106,9 +106,9 @@ from agentkeep.types import (
     ConversationRecord,
     Message,
     MessageOptions,
+    ModelSessionOptions,
     ReasoningBlock,
     Selection,
-    SessionOptions,
     Settings,
     StreamEvent,
     SystemRecord,
@@ -198,7 +198,7 @@ class Process:
         self.cancelled_timers: list[str] = []
         # Reasoning first: a crash mid-stream can cut a response after its first block.
         self.provider = BatchingModel(reasoning=True)
-        self.model = self.provider.open_session(AGENT, SessionOptions(instructions=""))
+        self.model = self.provider.open_model_session(AGENT, ModelSessionOptions(instructions=""))
 
     def feed(self, event: Event) -> None:
         pending: deque[Event] = deque([event])

@@ -37,7 +37,7 @@ def _texts(messages: object) -> list[str]:
 
 def _provider_saw(world: World, needle: str) -> bool:
     """Whether ``needle`` appears anywhere the provider was shown: sessions and requests."""
-    shown = [*world.model.sessions, *world.model.requests, *world.model.compactions]
+    shown = [*world.model.model_sessions, *world.model.requests, *world.model.compactions]
     return any(needle in msgspec.json.encode(each).decode() for each in shown)
 
 
@@ -86,8 +86,8 @@ def test_a_profile_change_resets_the_history_and_starts_a_fresh_session(world: W
     assert roles(list(world.model.requests[1].context.messages)) == ["system", "user"]
     assert roles(agent.transcript()) == ["system", "user", "assistant"]
     assert _texts(agent.transcript()) == ["Now working as reviewer.", "q2", "a2"]
-    assert len(world.model.sessions) == 2  # a fresh provider session for the new profile
-    assert world.model.closed_sessions  # the old one was closed
+    assert len(world.model.model_sessions) == 2  # a fresh model session for the new profile
+    assert world.model.closed_model_sessions  # the old one was closed
     assert agent.settings.profile == "reviewer"
     # The hook saw the old and the new profile, on a reset, with the new one on its context.
     [change] = handoff.changes
@@ -138,7 +138,7 @@ def test_a_failing_hook_rejects_the_profile_change_and_keeps_the_history(world: 
     assert _texts(agent.transcript()) == ["q1", "a1", "q2", "a2"]
     assert agent.settings.profile is None  # the old profile stays in effect
     assert len(agent.history()) == 1  # nothing archived
-    assert len(world.model.sessions) == 1
+    assert len(world.model.model_sessions) == 1
     [switch] = [e for e in system.events(agent.id) if e.type == "model.switch"]
     assert switch.data["rejected"] is True
     assert switch.data["reset"] is False

@@ -291,7 +291,9 @@ def test_a_system_close_from_one_agents_tool_waits_for_the_other_agents_admitted
         assert not closer.is_alive()
 
     assert system.internals.store.closed
-    assert sorted(world.model.closed_sessions) == sorted(s.session_id for s in world.model.sessions)
+    assert sorted(world.model.closed_model_sessions) == sorted(
+        s.agent_id for s in world.model.model_sessions
+    )
     reopened = world.open(resume=False)
     assert texts(reopened.transcript("aaa")) == ["a task", "", "refused", "answer refused"]
     assert texts(reopened.transcript("bbb")) == [

@@ -281,8 +281,8 @@ def test_a_self_close_from_after_turn_is_refused_and_the_system_closes_once(
     (refused,) = recorder.refused
     assert "cannot finish" in str(refused)
     assert system.internals.store.closed  # the background close finished the turn, then closed
-    (session,) = world.model.sessions
-    assert world.model.closed_sessions == (session.session_id,)
+    (session,) = world.model.model_sessions
+    assert world.model.closed_model_sessions == (session.agent_id,)
     reopened = world.open(resume=False)
     assert [text_of(m) for m in reopened.transcript("closer")] == ["q1", "a1"]
     assert reopened.internals.store.read(lambda tx: tx.read_owed("closer")) is None

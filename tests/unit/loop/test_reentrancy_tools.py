@@ -276,8 +276,8 @@ def test_a_system_close_from_a_tool_is_refused_and_drains_after_the_tool(world: 
         assert not closer.is_alive()
 
     assert system.internals.store.closed
-    (session,) = world.model.sessions
-    assert world.model.closed_sessions == (session.session_id,)
+    (session,) = world.model.model_sessions
+    assert world.model.closed_model_sessions == (session.agent_id,)
     reopened = world.open(resume=False)
     assert texts(reopened.transcript("closer")) == ["go", "", "still working", "finished"]
     assert reopened.internals.store.read(lambda tx: tx.read_owed("closer")) is None

@@ -63,7 +63,7 @@ def test_a_server_tool_is_declared_to_the_provider_and_shown_by_default(world: W
     watcher = Watcher()
     system, agent = _run(world, ak.ProviderTool(name="web_search", server=SEARCH), watcher)
 
-    [descriptor] = [d for d in world.model.sessions[0].options.tools if d.server is not None]
+    [descriptor] = [d for d in world.model.model_sessions[0].options.tools if d.server is not None]
     assert (descriptor.name, descriptor.server) == ("web_search", SEARCH)
     assert _call_ids(watcher.events) == {"server-web_search"}
     assert len(_server_blocks(agent.transcript())) == 2

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from agentkeep.errors import ProviderSessionBusyError, ProviderSessionClosedError
+from agentkeep.errors import ModelSessionBusyError, ModelSessionClosedError
 from agentkeep.providers import CancelToken, RespondingModel
 from agentkeep.types import (
     AssistantBlock,
@@ -23,10 +23,10 @@ from agentkeep.types import (
     Context,
     Done,
     Message,
+    ModelSessionOptions,
     ReasoningBlock,
     ReasoningEnd,
     Selection,
-    SessionOptions,
     StreamEvent,
     TextBlock,
     TextDelta,
@@ -42,7 +42,7 @@ from agentkeep.types import (
     UserMessage,
 )
 
-OPTIONS = SessionOptions(instructions="i")
+OPTIONS = ModelSessionOptions(instructions="i")
 SELECTION = Selection(model="gym-1")
 
 
@@ -53,7 +53,7 @@ def user(text: str) -> UserMessage:
 def stream(
     model: RespondingModel, messages: list[Message] | tuple[Message, ...]
 ) -> list[StreamEvent]:
-    session = model.open_session("agent", OPTIONS)
+    session = model.open_model_session("agent", OPTIONS)
     events = list(
         session.stream(
             Context(instructions="i", messages=tuple(messages)), SELECTION, CancelToken()
@@ -158,14 +158,14 @@ def test_deltas_add_up_to_the_finished_blocks() -> None:
 CHAOS_SCRIPT = r"""
 import sys, msgspec
 from agentkeep.providers import CancelToken, RespondingModel
-from agentkeep.types import Context, Selection, SessionOptions, TextBlock, UserMessage
+from agentkeep.types import Context, Selection, ModelSessionOptions, TextBlock, UserMessage
 
 def produce() -> bytes:
     model = RespondingModel(seed=7, stream_chunks=(1, 6), reasoning=True, failure_rate=0.5)
     out = []
     for n in range(1, 9):
         messages = tuple(UserMessage(content=(TextBlock(text=f"q{i}"),)) for i in range(n))
-        session = model.open_session("a", SessionOptions(instructions="i"))
+        session = model.open_model_session("a", ModelSessionOptions(instructions="i"))
         context = Context(instructions="i", messages=messages)
         out.append(list(session.stream(context, Selection(), CancelToken())))
         session.close()
@@ -222,7 +222,7 @@ def test_a_retry_of_the_same_conversation_draws_again() -> None:
 
 def test_latency_never_delays_a_cancel() -> None:
     model = RespondingModel(latency_seconds=60.0)
-    session = model.open_session("agent", OPTIONS)
+    session = model.open_model_session("agent", OPTIONS)
     cancel = CancelToken()
     received: list[StreamEvent] = []
     started = threading.Event()
@@ -245,7 +245,7 @@ def test_latency_never_delays_a_cancel() -> None:
 
 
 def test_cancelling_mid_stream_stops_within_one_event() -> None:
-    session = RespondingModel(stream_chunks=4).open_session("agent", OPTIONS)
+    session = RespondingModel(stream_chunks=4).open_model_session("agent", OPTIONS)
     cancel = CancelToken()
     iterator = session.stream(Context(instructions="i", messages=(user("x"),)), SELECTION, cancel)
     assert isinstance(next(iterator), ToolCallStart)
@@ -266,7 +266,7 @@ def test_compaction_summarises_and_keeps_the_numbering() -> None:
         AssistantMessage(content=(TextBlock(text="answer-1"),)),
         user("two"),
     ]
-    session = model.open_session("agent", OPTIONS)
+    session = model.open_model_session("agent", OPTIONS)
     outcome = session.compact(
         Context(instructions="i", messages=tuple(history)), SELECTION, CancelToken()
     )
@@ -291,7 +291,7 @@ def test_compaction_summarises_and_keeps_the_numbering() -> None:
     ],
 )
 def test_compaction_can_be_configured(mode: object, expected: type) -> None:
-    session = RespondingModel(compaction=mode).open_session("agent", OPTIONS)  # type: ignore[arg-type]
+    session = RespondingModel(compaction=mode).open_model_session("agent", OPTIONS)  # type: ignore[arg-type]
     outcome = session.compact(
         Context(instructions="i", messages=(user("x"),)), SELECTION, CancelToken()
     )
@@ -299,7 +299,7 @@ def test_compaction_can_be_configured(mode: object, expected: type) -> None:
 
 
 def test_a_hanging_compaction_ends_on_cancel() -> None:
-    session = RespondingModel(compaction="hang").open_session("agent", OPTIONS)
+    session = RespondingModel(compaction="hang").open_model_session("agent", OPTIONS)
     cancel = CancelToken()
     outcome: list[object] = []
     worker = threading.Thread(
@@ -314,13 +314,13 @@ def test_a_hanging_compaction_ends_on_cancel() -> None:
 
 
 def test_sessions_keep_the_one_operation_rule() -> None:
-    session = RespondingModel().open_session("agent", OPTIONS)
+    session = RespondingModel().open_model_session("agent", OPTIONS)
     iterator = session.stream(Context(instructions="i", messages=()), SELECTION, CancelToken())
-    with pytest.raises(ProviderSessionBusyError):
+    with pytest.raises(ModelSessionBusyError):
         session.stream(Context(instructions="i", messages=()), SELECTION, CancelToken())
     assert list(iterator)[-1].state == "normal"  # type: ignore[union-attr]
     session.close()
-    with pytest.raises(ProviderSessionClosedError):
+    with pytest.raises(ModelSessionClosedError):
         session.compact(Context(instructions="i", messages=()), SELECTION, CancelToken())
 
 

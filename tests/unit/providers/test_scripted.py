@@ -8,7 +8,7 @@ from typing import get_args
 
 import pytest
 
-from agentkeep.errors import AgentkeepError, ProviderSessionBusyError, ProviderSessionClosedError
+from agentkeep.errors import AgentkeepError, ModelSessionBusyError, ModelSessionClosedError
 from agentkeep.providers import CancelToken, ScriptedModel, script
 from agentkeep.types import (
     AssistantMessage,
@@ -21,13 +21,13 @@ from agentkeep.types import (
     CompactionMessage,
     Context,
     Done,
+    ModelSessionOptions,
     ProviderErrorInfo,
     ReasoningDelta,
     ReasoningEnd,
     ReasoningStart,
     Retrying,
     Selection,
-    SessionOptions,
     StreamEvent,
     TextBlock,
     TextDelta,
@@ -46,7 +46,7 @@ from agentkeep.types import (
     UserMessage,
 )
 
-OPTIONS = SessionOptions(instructions="Be useful.", tools=(ToolDescriptor(name="add"),))
+OPTIONS = ModelSessionOptions(instructions="Be useful.", tools=(ToolDescriptor(name="add"),))
 SELECTION = Selection(model="gym-1", effort="low")
 
 
@@ -58,7 +58,7 @@ def context(*texts: str) -> Context:
 
 
 def run(model: ScriptedModel, *, cancel: CancelToken | None = None) -> list[StreamEvent]:
-    session = model.open_session("agent", OPTIONS)
+    session = model.open_model_session("agent", OPTIONS)
     events = list(session.stream(context("hi"), SELECTION, cancel or CancelToken()))
     session.close()
     return events
@@ -66,7 +66,7 @@ def run(model: ScriptedModel, *, cancel: CancelToken | None = None) -> list[Stre
 
 def test_a_text_response_is_replayed_and_the_request_recorded() -> None:
     model = ScriptedModel([script.text("hello", tokens=script.tokens(30, 7))])
-    session = model.open_session("agent-1", OPTIONS)
+    session = model.open_model_session("agent-1", OPTIONS)
     shown = context("What is 2+2?")
     events = list(session.stream(shown, SELECTION, CancelToken()))
     session.close()
@@ -76,12 +76,12 @@ def test_a_text_response_is_replayed_and_the_request_recorded() -> None:
         TextEnd(text="hello"),
         Done(state="normal", tokens=Tokens(input=30, output=7)),
     ]
-    assert [(s.session_id, s.options) for s in model.sessions] == [("agent-1", OPTIONS)]
+    assert [(s.agent_id, s.options) for s in model.model_sessions] == [("agent-1", OPTIONS)]
     (request,) = model.requests
-    assert (request.number, request.session_id) == (1, "agent-1")
+    assert (request.number, request.agent_id) == (1, "agent-1")
     assert request.context == shown
     assert request.selection == SELECTION
-    assert model.closed_sessions == ("agent-1",)
+    assert model.closed_model_sessions == ("agent-1",)
     assert model.remaining == 0
 
 
@@ -121,7 +121,7 @@ def test_tool_calls_get_unique_ids_when_none_is_given() -> None:
             ),
         ]
     )
-    session = model.open_session("agent", OPTIONS)
+    session = model.open_model_session("agent", OPTIONS)
     first = list(session.stream(context("x"), SELECTION, CancelToken()))
     second = list(session.stream(context("x"), SELECTION, CancelToken()))
     assert first == [
@@ -211,7 +211,7 @@ def test_retry_then_rewinds_each_failed_attempt() -> None:
 
 def test_incomplete_blocks_and_calls() -> None:
     model = ScriptedModel([script.incomplete_block("par"), script.incomplete_tool_call("add")])
-    session = model.open_session("agent", OPTIONS)
+    session = model.open_model_session("agent", OPTIONS)
     text = list(session.stream(context("x"), SELECTION, CancelToken()))
     call = list(session.stream(context("x"), SELECTION, CancelToken()))
     assert text == [TextStart(), TextDelta(delta="par"), script.done("length")]
@@ -250,7 +250,7 @@ def test_events_after_the_first_done_are_never_yielded() -> None:
 
 def test_broken_providers_can_be_scripted() -> None:
     model = ScriptedModel([script.without_done(TextStart()), script.raises(RuntimeError("socket"))])
-    session = model.open_session("agent", OPTIONS)
+    session = model.open_model_session("agent", OPTIONS)
     assert list(session.stream(context("x"), SELECTION, CancelToken())) == [TextStart()]
     with pytest.raises(RuntimeError, match="socket"):
         list(session.stream(context("x"), SELECTION, CancelToken()))
@@ -259,7 +259,7 @@ def test_broken_providers_can_be_scripted() -> None:
 
 def test_cancelling_mid_stream_stops_within_one_event() -> None:
     model = ScriptedModel([script.text("abcdef", chunks=6)])
-    session = model.open_session("agent", OPTIONS)
+    session = model.open_model_session("agent", OPTIONS)
     cancel = CancelToken()
     stream = session.stream(context("x"), SELECTION, cancel)
     assert next(stream) == TextStart()
@@ -278,7 +278,7 @@ def test_a_cancelled_token_yields_only_the_cancelled_done() -> None:
 
 def test_a_hang_ends_when_another_thread_cancels() -> None:
     model = ScriptedModel([script.hang(before=[TextStart()])])
-    session = model.open_session("agent", OPTIONS)
+    session = model.open_model_session("agent", OPTIONS)
     cancel = CancelToken()
     received: list[StreamEvent] = []
     consumer = threading.Thread(
@@ -296,14 +296,14 @@ def test_a_hang_ends_when_another_thread_cancels() -> None:
 
 def test_one_operation_at_a_time() -> None:
     model = ScriptedModel([script.text("a", chunks=1), script.text("b")], compactions=[])
-    session = model.open_session("agent", OPTIONS)
+    session = model.open_model_session("agent", OPTIONS)
     first: Iterator[StreamEvent] = session.stream(context("x"), SELECTION, CancelToken())
     next(first)
-    with pytest.raises(ProviderSessionBusyError):
+    with pytest.raises(ModelSessionBusyError):
         session.stream(context("x"), SELECTION, CancelToken())
-    with pytest.raises(ProviderSessionBusyError):
+    with pytest.raises(ModelSessionBusyError):
         session.compact(context("x"), SELECTION, CancelToken())
-    with pytest.raises(ProviderSessionBusyError):
+    with pytest.raises(ModelSessionBusyError):
         session.close()
     first.close()  # type: ignore[attr-defined]  # the consumer's return(): frees the session
     assert TextEnd(text="b") in list(session.stream(context("x"), SELECTION, CancelToken()))
@@ -312,15 +312,15 @@ def test_one_operation_at_a_time() -> None:
 
 def test_a_closed_session_refuses_everything() -> None:
     model = ScriptedModel([script.text("a")])
-    session = model.open_session("agent", OPTIONS)
+    session = model.open_model_session("agent", OPTIONS)
     session.close()
-    with pytest.raises(ProviderSessionClosedError):
+    with pytest.raises(ModelSessionClosedError):
         session.stream(context("x"), SELECTION, CancelToken())
-    with pytest.raises(ProviderSessionClosedError):
+    with pytest.raises(ModelSessionClosedError):
         session.compact(context("x"), SELECTION, CancelToken())
-    with pytest.raises(ProviderSessionClosedError, match="closed twice"):
+    with pytest.raises(ModelSessionClosedError, match="closed twice"):
         session.close()
-    assert model.closed_sessions == ("agent",)
+    assert model.closed_model_sessions == ("agent",)
     assert model.requests == ()
 
 
@@ -334,7 +334,7 @@ def test_compactions_are_replayed_and_recorded() -> None:
             script.HANG,
         ]
     )
-    session = model.open_session("agent", OPTIONS)
+    session = model.open_model_session("agent", OPTIONS)
     shown = context("a", "b")
     first = session.compact(shown, SELECTION, CancelToken())
     assert first == CompactionCompleted(messages=(summary,), summary="summary")
@@ -360,7 +360,7 @@ def test_sessions_on_many_threads_share_one_script() -> None:
     lock = threading.Lock()
 
     def agent(index: int) -> None:
-        session = model.open_session(f"agent-{index}", OPTIONS)
+        session = model.open_model_session(f"agent-{index}", OPTIONS)
         for event in session.stream(context("x"), SELECTION, CancelToken()):
             if isinstance(event, TextEnd):
                 with lock:
@@ -374,7 +374,7 @@ def test_sessions_on_many_threads_share_one_script() -> None:
         thread.join()
     assert sorted(answers) == sorted(f"answer-{i}" for i in range(16))
     assert sorted(request.number for request in model.requests) == list(range(1, 17))
-    assert len(model.closed_sessions) == 16
+    assert len(model.closed_model_sessions) == 16
 
 
 def test_more_responses_can_be_added_later() -> None:
@@ -386,7 +386,7 @@ def test_more_responses_can_be_added_later() -> None:
 
 def test_the_assistant_message_of_a_context_is_shown_verbatim() -> None:
     model = ScriptedModel([script.text("a")])
-    session = model.open_session("agent", OPTIONS)
+    session = model.open_model_session("agent", OPTIONS)
     signed = AssistantMessage(content=(TextBlock(text="x", vendor='{"id":"msg_1"}'),))
     shown = Context(instructions="i", messages=(*context("q").messages, signed))
     list(session.stream(shown, SELECTION, CancelToken()))

@@ -293,7 +293,7 @@ def test_a_profile_is_carried_over_rest_and_never_reaches_the_provider(
     assert served.system.settings("t9").profile == "reviewer-9"
     accepted = [e for e in served.system.events("t9", limit=1000) if e.type == "message.accepted"]
     assert accepted[0].data["options"] == {"profile": "reviewer-9"}
-    shown = [*served.model.sessions, *served.model.requests]
+    shown = [*served.model.model_sessions, *served.model.requests]
     assert not any("reviewer-9" in msgspec.json.encode(each).decode() for each in shown)
 
 

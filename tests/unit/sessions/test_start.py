@@ -12,7 +12,7 @@ import agentkeep as ak
 
 def _tool_keys(model: ak.ScriptedModel) -> set[tuple[str | None, str]]:
     """The (namespace, name) of every tool the model's last opened session was given."""
-    return {(t.namespace, t.name) for t in model.sessions[-1].options.tools}
+    return {(t.namespace, t.name) for t in model.model_sessions[-1].options.tools}
 
 
 def test_a_session_pins_the_current_revision(world: World) -> None:

@@ -74,7 +74,7 @@ def _offered(model: ak.ScriptedModel) -> list[str]:
     """The ids of the tools the model's last opened session was given."""
     return sorted(
         t.name if t.namespace is None else f"{t.namespace}.{t.name}"
-        for t in model.sessions[-1].options.tools
+        for t in model.model_sessions[-1].options.tools
     )
 
 

@@ -20,6 +20,7 @@ from agentkeep.types import (
     Context,
     Done,
     ImageBlock,
+    ModelSessionOptions,
     ReasoningBlock,
     ReasoningDelta,
     ReasoningEnd,
@@ -27,7 +28,6 @@ from agentkeep.types import (
     Retrying,
     Selection,
     ServerToolResultBlock,
-    SessionOptions,
     StreamEvent,
     TextBlock,
     TextDelta,
@@ -149,7 +149,7 @@ def test_text_streams_as_one_committed_block_and_the_request_carries_cache_marke
     )
     frames.insert(2, server.sse("ping", {"type": "ping"}))  # pings are part of the real stream
     server.queue(server.Reply(frames=frames))
-    session = provider.open_session("agent-1", SessionOptions(instructions="Be brief."))
+    session = provider.open_model_session("agent-1", ModelSessionOptions(instructions="Be brief."))
 
     events = run(session, ask("Hi"))
 
@@ -185,7 +185,7 @@ def test_text_streams_as_one_committed_block_and_the_request_carries_cache_marke
 
 
 def test_the_api_key_is_never_in_a_repr(provider):
-    session = provider.open_session("agent-1", SessionOptions(instructions=""))
+    session = provider.open_model_session("agent-1", ModelSessionOptions(instructions=""))
     assert API_KEY not in repr(provider)
     assert API_KEY not in repr(session)
 
@@ -250,8 +250,8 @@ def test_thinking_and_parallel_tool_calls_map_and_replay_byte_for_byte(server, p
         *message_end("tool_use", 40),
     ]
     server.queue(server.Reply(frames=server.typed_sse(*events)), text_reply(server, "Done."))
-    session = provider.open_session(
-        "agent-1", SessionOptions(instructions="Be brief.", tools=(WEATHER, CLOCK))
+    session = provider.open_model_session(
+        "agent-1", ModelSessionOptions(instructions="Be brief.", tools=(WEATHER, CLOCK))
     )
 
     first = run(session, ask("Weather and time?"), Selection(effort="low"))
@@ -403,7 +403,9 @@ def test_server_tool_calls_and_results_are_kept_and_replayed_verbatim(server, pr
         *message_end("end_turn", 30),
     ]
     server.queue(server.Reply(frames=server.typed_sse(*events)), text_reply(server))
-    session = provider.open_session("agent-1", SessionOptions(instructions="", tools=(SEARCH,)))
+    session = provider.open_model_session(
+        "agent-1", ModelSessionOptions(instructions="", tools=(SEARCH,))
+    )
 
     got = run(session, ask("Weather?"))
 
@@ -479,7 +481,7 @@ def test_budgeted_thinking_raises_max_tokens_above_the_budget(server, retry_poli
         retry=retry_policy,
     )
     try:
-        session = provider.open_session("a", SessionOptions(instructions=""))
+        session = provider.open_model_session("a", ModelSessionOptions(instructions=""))
         run(session, ask("go"), Selection(effort="low"))
         run(session, ask("go"), Selection(effort="off"))
     finally:
@@ -495,7 +497,7 @@ def test_budgeted_thinking_raises_max_tokens_above_the_budget(server, retry_poli
 def test_the_family_prefix_of_a_selected_model_is_not_sent(server, provider):
     server.queue(text_reply(server))
     run(
-        provider.open_session("a", SessionOptions(instructions="")),
+        provider.open_model_session("a", ModelSessionOptions(instructions="")),
         ask("go"),
         Selection(model="anthropic/claude-x"),
     )
@@ -504,7 +506,7 @@ def test_the_family_prefix_of_a_selected_model_is_not_sent(server, provider):
 
 def test_images_in_user_content_are_sent_as_base64_sources(server, provider):
     server.queue(text_reply(server))
-    session = provider.open_session("agent-1", SessionOptions(instructions=""))
+    session = provider.open_model_session("agent-1", ModelSessionOptions(instructions=""))
     image = ImageBlock(data="iVBORw0KGgo=", mime_type="image/png")
     run(
         session,
@@ -527,7 +529,9 @@ def test_images_in_user_content_are_sent_as_base64_sources(server, provider):
 def test_stop_reasons_map_to_done_states(server, provider, stop_reason, state, end_turn):
     events = [message_start(), *text_block(0, "x"), *message_end(stop_reason, 3)]
     server.queue(server.Reply(frames=server.typed_sse(*events)))
-    done = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))[-1]
+    done = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))[
+        -1
+    ]
     assert done == Done(state=state, tokens=Tokens(input=10, output=3), end_turn=end_turn)
 
 
@@ -547,7 +551,7 @@ def test_a_rate_limit_is_retried_after_a_reported_backoff(server, provider, slee
         ),
         text_reply(server),
     )
-    events = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
 
     assert events[0] == Retrying(
         attempt=1, reason="rate limited: slow down", delay_seconds=sleeps.delays[0]
@@ -561,7 +565,7 @@ def test_a_rate_limit_is_retried_after_a_reported_backoff(server, provider, slee
 def test_overloaded_until_retries_run_out_ends_in_an_error_done(server, provider, sleeps):
     for _ in range(4):
         server.queue(server.Reply(status=529, json_body=overloaded_body()))
-    events = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
 
     assert [e.attempt for e in events if isinstance(e, Retrying)] == [1, 2, 3]
     assert len(sleeps.delays) == 3
@@ -579,7 +583,7 @@ def test_an_error_event_mid_stream_rewinds_the_attempt_and_retries(server, provi
     error = server.sse("error", overloaded_body())
     server.queue(server.Reply(frames=[*partial, error]), text_reply(server, "Hello."))
 
-    events = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
 
     assert events[:5] == [
         BlockStart(),
@@ -598,7 +602,7 @@ def test_a_mid_stream_disconnect_is_rewound_and_retried(server, provider):
     frames = server.typed_sse(message_start(), *text_block(0, "Hal", "f"))
     server.queue(server.Reply(frames=frames, cut_after=3), text_reply(server, "Whole."))
 
-    events = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
 
     reset = events.index(BlockReset())
     assert events[:reset] == [BlockStart(), TextStart(), TextDelta(delta="Hal")]
@@ -637,7 +641,7 @@ def test_unretryable_errors_are_classified(
     body = {"type": "error", "error": {"type": error_types[status], "message": message}}
     server.queue(server.Reply(status=status, json_body=body))
 
-    (done,) = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    (done,) = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
 
     assert (done.state, done.kind, done.provider_error.type) == ("error", kind, error_type)
     assert done.message == message
@@ -656,7 +660,9 @@ def test_rate_limit_exhaustion_reports_when_the_limit_resets(server, sleeps):
         api_key=API_KEY, base_url=server.url, retry=RetryPolicy(max_retries=0, sleep=sleeps)
     )
     try:
-        (done,) = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+        (done,) = run(
+            provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go")
+        )
     finally:
         provider.close()
     assert done.provider_error.type == "rate_limit"
@@ -666,7 +672,7 @@ def test_rate_limit_exhaustion_reports_when_the_limit_resets(server, sleeps):
 def test_cancelling_mid_stream_closes_the_connection_and_ends_cancelled(server, provider):
     frames = server.typed_sse(message_start(), *text_block(0, "Hel", "lo"))
     server.queue(server.Reply(frames=frames, hold_after=3))
-    session = provider.open_session("a", SessionOptions(instructions=""))
+    session = provider.open_model_session("a", ModelSessionOptions(instructions=""))
     cancel = CancelToken()
     seen: list[StreamEvent] = []
     first_delta = threading.Event()
@@ -694,7 +700,7 @@ def test_cancelling_before_the_response_headers_returns_at_once(server, provider
     release = threading.Event()
     frames = server.typed_sse(message_start(), *text_block(0, "late"))
     server.queue(server.Reply(frames=frames, hold_after=0, release_headers=release))
-    session = provider.open_session("a", SessionOptions(instructions=""))
+    session = provider.open_model_session("a", ModelSessionOptions(instructions=""))
     cancel = CancelToken()
     seen: list[StreamEvent] = []
     reader = threading.Thread(
@@ -714,7 +720,7 @@ def test_cancelling_before_the_response_headers_returns_at_once(server, provider
 def test_closing_an_unfinished_stream_closes_its_connection_and_frees_the_session(server, provider):
     frames = server.typed_sse(message_start(), *text_block(0, "Hel", "lo"))
     server.queue(server.Reply(frames=frames, hold_after=3), text_reply(server))
-    session = provider.open_session("a", SessionOptions(instructions=""))
+    session = provider.open_model_session("a", ModelSessionOptions(instructions=""))
     events = session.stream(ask("go"), Selection(), CancelToken())
     while not isinstance(next(events), TextDelta):
         pass
@@ -740,7 +746,9 @@ def test_cancelling_during_a_retry_wait_ends_cancelled_without_another_request(s
     )
     try:
         events = run(
-            provider.open_session("a", SessionOptions(instructions="")), ask("go"), cancel=cancel
+            provider.open_model_session("a", ModelSessionOptions(instructions="")),
+            ask("go"),
+            cancel=cancel,
         )
     finally:
         provider.close()
@@ -751,7 +759,9 @@ def test_cancelling_during_a_retry_wait_ends_cancelled_without_another_request(s
 
 def test_compaction_returns_the_summary_as_the_replacement_context(server, provider):
     server.queue(text_reply(server, "We talked about Oslo."))
-    session = provider.open_session("a", SessionOptions(instructions="", tools=(WEATHER,)))
+    session = provider.open_model_session(
+        "a", ModelSessionOptions(instructions="", tools=(WEATHER,))
+    )
 
     outcome = session.compact(ask("Weather in Oslo?"), Selection(), CancelToken())
 

@@ -17,13 +17,13 @@ from agentkeep.types import (
     BlockStop,
     Context,
     Done,
+    ModelSessionOptions,
     ReasoningBlock,
     ReasoningDelta,
     ReasoningEnd,
     ReasoningStart,
     Retrying,
     Selection,
-    SessionOptions,
     StreamEvent,
     SystemMessage,
     TextBlock,
@@ -128,8 +128,8 @@ def test_reasoning_then_text_and_the_request_is_exact(server, provider):
             )
         )
     )
-    session = provider.open_session(
-        "a", SessionOptions(instructions="Be brief.", tools=(WEATHER, CLOCK))
+    session = provider.open_model_session(
+        "a", ModelSessionOptions(instructions="Be brief.", tools=(WEATHER, CLOCK))
     )
 
     events = run(session, ask("Hi"), Selection(effort="medium"))
@@ -206,8 +206,8 @@ def test_parallel_tool_calls_stream_their_arguments_and_replay(server, provider)
         ),
         text_reply(server),
     )
-    session = provider.open_session(
-        "a", SessionOptions(instructions="Be brief.", tools=(WEATHER, CLOCK))
+    session = provider.open_model_session(
+        "a", ModelSessionOptions(instructions="Be brief.", tools=(WEATHER, CLOCK))
     )
 
     events = run(session, ask("Weather and time?"))
@@ -283,7 +283,7 @@ def test_length_finish_ends_with_length(server, provider):
             )
         )
     )
-    events = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
     assert events[-1] == Done(state="length", tokens=Tokens(input=30, output=8))
 
 
@@ -292,7 +292,7 @@ def test_a_rate_limit_is_retried_with_a_reported_backoff(server, provider, sleep
     server.queue(
         server.Reply(status=429, json_body=body, headers={"retry-after": "0"}), text_reply(server)
     )
-    events = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
     assert events[0] == Retrying(
         attempt=1, reason="rate limited: Too many requests", delay_seconds=sleeps.delays[0]
     )
@@ -305,7 +305,7 @@ def test_an_error_object_in_the_stream_is_classified_and_retried(server, provide
         server.Reply(frames=frames(server, chunk({"content": "Hal"}), error, done=False)),
         text_reply(server, "Whole."),
     )
-    events = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
     assert events[:4] == [BlockStart(), TextStart(), TextDelta(delta="Hal"), BlockReset()]
     assert events[4].reason == "server error: CUDA out of memory"
     assert TextEnd(text="Whole.") in events
@@ -314,7 +314,7 @@ def test_an_error_object_in_the_stream_is_classified_and_retried(server, provide
 def test_overload_until_retries_run_out_ends_in_an_error_done(server, provider):
     for _ in range(4):
         server.queue(server.Reply(status=503, json_body={"error": {"message": "busy"}}))
-    events = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
     assert events[-1].provider_error.type == "server_overloaded"
     assert events[-1].provider_error.diagnostics["attempts"] == 4
 
@@ -324,7 +324,7 @@ def test_a_mid_stream_disconnect_is_rewound_and_retried(server, provider):
         server, chunk({"content": "Hal"}), chunk({"content": "f"}), chunk({}, finish="stop")
     )
     server.queue(server.Reply(frames=cut, cut_after=1), text_reply(server, "Whole."))
-    events = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
     reset = events.index(BlockReset())
     assert events[:reset] == [BlockStart(), TextStart(), TextDelta(delta="Hal")]
     assert events[reset + 1].reason.startswith("connection lost")
@@ -336,7 +336,7 @@ def test_cancelling_mid_stream_closes_the_connection_and_ends_cancelled(server, 
         server, chunk({"content": "Hel"}), chunk({"content": "lo"}), chunk({}, finish="stop")
     )
     server.queue(server.Reply(frames=held, hold_after=1))
-    session = provider.open_session("a", SessionOptions(instructions=""))
+    session = provider.open_model_session("a", ModelSessionOptions(instructions=""))
     cancel = CancelToken()
     seen: list[StreamEvent] = []
     first_delta = threading.Event()

@@ -19,6 +19,7 @@ from agentkeep.types import (
     Context,
     Done,
     ImageBlock,
+    ModelSessionOptions,
     ReasoningBlock,
     ReasoningDelta,
     ReasoningEnd,
@@ -26,7 +27,6 @@ from agentkeep.types import (
     Retrying,
     Selection,
     ServerToolResultBlock,
-    SessionOptions,
     StreamEvent,
     TextBlock,
     TextDelta,
@@ -263,8 +263,8 @@ def test_reasoning_text_and_parallel_calls_map_and_the_request_is_exact(server, 
         .completed()
     )
     server.queue(server.Reply(frames=script.frames(server)))
-    session = provider.open_session(
-        "agent-1", SessionOptions(instructions="Be brief.", tools=(WEATHER, CLOCK))
+    session = provider.open_model_session(
+        "agent-1", ModelSessionOptions(instructions="Be brief.", tools=(WEATHER, CLOCK))
     )
 
     events = run(session, ask("Weather and time?"), Selection(effort="max"))
@@ -341,8 +341,8 @@ def test_reasoning_calls_and_phased_text_replay_byte_for_byte(server, provider):
         .completed()
     )
     server.queue(server.Reply(frames=script.frames(server)), text_reply(server))
-    session = provider.open_session(
-        "agent-1", SessionOptions(instructions="Be brief.", tools=(WEATHER,))
+    session = provider.open_model_session(
+        "agent-1", ModelSessionOptions(instructions="Be brief.", tools=(WEATHER,))
     )
 
     first = run(session, ask("Weather?"))
@@ -415,7 +415,9 @@ def test_a_server_web_search_is_a_server_call_with_a_kept_result(server, provide
     script.output.append(done)
     script.message(1, "Mild.").completed()
     server.queue(server.Reply(frames=script.frames(server)), text_reply(server))
-    session = provider.open_session("a", SessionOptions(instructions="", tools=(SEARCH,)))
+    session = provider.open_model_session(
+        "a", ModelSessionOptions(instructions="", tools=(SEARCH,))
+    )
 
     events = run(session, ask("Weather?"))
 
@@ -454,7 +456,7 @@ def test_an_incomplete_response_ends_with_length(server, provider):
         ),
     )
     server.queue(server.Reply(frames=script.frames(server)))
-    events = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
     assert events[-2:] == [
         TokenUsage(usage=Usage(input=5, output=4)),
         Done(state="length", tokens=Tokens(input=5, output=4)),
@@ -474,7 +476,7 @@ def test_a_rate_limit_is_retried_with_a_reported_backoff(server, provider, sleep
         text_reply(server),
     )
 
-    events = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
 
     assert events[0] == Retrying(
         attempt=1, reason="rate limited: Rate limit reached", delay_seconds=sleeps.delays[0]
@@ -490,7 +492,7 @@ def test_server_overload_until_retries_run_out_ends_in_an_error_done(server, pro
                 status=503, json_body={"error": {"message": "overloaded", "type": "server_error"}}
             )
         )
-    events = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
     assert [e.attempt for e in events if isinstance(e, Retrying)] == [1, 2, 3]
     assert events[-1].state == "error"
     assert events[-1].provider_error.type == "server_overloaded"
@@ -524,7 +526,7 @@ def test_a_failed_response_mid_stream_is_rewound_and_retried(server, provider):
     script.add("response.failed", response=failed)
     server.queue(server.Reply(frames=script.frames(server)), text_reply(server, "Whole."))
 
-    events = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
 
     assert events[:4] == [BlockStart(), TextStart(), TextDelta(delta="Hal"), BlockReset()]
     assert events[4].reason == "server error: The server had an error."
@@ -535,7 +537,7 @@ def test_a_failed_response_mid_stream_is_rewound_and_retried(server, provider):
 def test_a_mid_stream_disconnect_is_rewound_and_retried(server, provider):
     frames = Script().created().message(0, "Hal", "f").completed().frames(server)
     server.queue(server.Reply(frames=frames, cut_after=4), text_reply(server, "Whole."))
-    events = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
     reset = events.index(BlockReset())
     assert events[:reset] == [BlockStart(), TextStart(), TextDelta(delta="Hal")]
     assert events[reset + 1].reason.startswith("connection lost")
@@ -587,7 +589,7 @@ def test_unretryable_errors_are_classified(
     server, provider, sleeps, status, body, kind, error_type
 ):
     server.queue(server.Reply(status=status, json_body=body))
-    (done,) = run(provider.open_session("a", SessionOptions(instructions="")), ask("go"))
+    (done,) = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
     assert (done.state, done.kind, done.provider_error.type) == ("error", kind, error_type)
     assert sleeps.delays == []
 
@@ -595,7 +597,7 @@ def test_unretryable_errors_are_classified(
 def test_cancelling_mid_stream_closes_the_connection_and_ends_cancelled(server, provider):
     frames = Script().created().message(0, "Hel", "lo").completed().frames(server)
     server.queue(server.Reply(frames=frames, hold_after=4))
-    session = provider.open_session("a", SessionOptions(instructions=""))
+    session = provider.open_model_session("a", ModelSessionOptions(instructions=""))
     cancel = CancelToken()
     seen: list[StreamEvent] = []
     first_delta = threading.Event()

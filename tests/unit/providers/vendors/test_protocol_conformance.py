@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from agentkeep.errors import ProviderSessionClosedError
+from agentkeep.errors import ModelSessionClosedError
 from agentkeep.providers.anthropic import AnthropicProvider
 from agentkeep.providers.openai_chat import OpenAICompatibleProvider
 from agentkeep.providers.openai_responses import OpenAIProvider
-from agentkeep.providers.protocol import Provider, Session
-from agentkeep.types import SessionOptions
+from agentkeep.providers.protocol import ModelSession, Provider
+from agentkeep.types import ModelSessionOptions
 
 MAKERS = {
     "anthropic": lambda: AnthropicProvider(api_key="k", base_url="http://127.0.0.1:9"),
@@ -25,10 +25,10 @@ def test_adapters_keep_the_provider_protocol_and_a_session_closes_once(name):
     provider = MAKERS[name]()
     try:
         assert isinstance(provider, Provider)
-        session = provider.open_session("agent-1", SessionOptions(instructions="x"))
-        assert isinstance(session, Session)
+        session = provider.open_model_session("agent-1", ModelSessionOptions(instructions="x"))
+        assert isinstance(session, ModelSession)
         session.close()
-        with pytest.raises(ProviderSessionClosedError):
+        with pytest.raises(ModelSessionClosedError):
             session.close()
     finally:
         provider.close()

@@ -1,5 +1,5 @@
-"""One agent's provider session: created lazily, recreated when what the provider was told
-changes, closed exactly once (invariant 21)."""
+"""One agent's model session (what its provider opened for it): created lazily, recreated when
+what the provider was told changes, closed exactly once (invariant 21)."""
 
 from __future__ import annotations
 
@@ -9,50 +9,50 @@ import msgspec
 
 from agentkeep.errors import ProviderError, UnknownProviderError
 from agentkeep.logs import get_logger
-from agentkeep.providers.protocol import Session
+from agentkeep.providers.protocol import ModelSession
 from agentkeep.providers.registry import Providers
-from agentkeep.types import SessionOptions, Settings, ToolDescriptor
+from agentkeep.types import ModelSessionOptions, Settings, ToolDescriptor
 
 log = get_logger(__name__)
 
 
-class SessionSlot:
-    """Holds the session for one agent. Only the agent's actor thread opens sessions; the
+class ModelSessionSlot:
+    """Holds the model session of one agent. Only the agent's actor thread opens them; the
     lock makes ``close`` safe from a stopping actor."""
 
     def __init__(self, agent_id: str, providers: Providers) -> None:
         self._agent_id = agent_id
         self._providers = providers
         self._lock = threading.Lock()
-        self._session: Session | None = None
+        self._session: ModelSession | None = None
         self._key: bytes | None = None
 
-    def session_for(
+    def model_session_for(
         self, settings: Settings, instructions: str, tools: tuple[ToolDescriptor, ...]
-    ) -> Session:
-        """The session for this configuration; a changed provider, model, prompt or tool
+    ) -> ModelSession:
+        """The model session for this configuration; a changed provider, model, prompt or tool
         descriptor recreates it, so the model always sees the tools the agent would run. A
-        changed profile recreates it too: a new profile starts a fresh provider session (the
+        changed profile recreates it too: a new profile starts a fresh model session (the
         profile is part of the key only, never of what the provider is told)."""
         if settings.provider is None:
             raise ProviderError("No provider is selected: pass provider= when opening the system.")
-        options = SessionOptions(instructions=instructions, tools=tools)
+        options = ModelSessionOptions(instructions=instructions, tools=tools)
         key = msgspec.json.encode((settings.provider, settings.model, settings.profile, options))
         with self._lock:
             if settings.provider not in self._providers:
-                # Removed (disabled): its open session is not used again.
+                # Removed (disabled): its open model session is not used again.
                 self._close_locked()
                 raise UnknownProviderError(settings.provider)
             if self._session is not None and key == self._key:
                 return self._session
             self._close_locked()
             provider = self._providers.resolve(settings.provider, settings.model)
-            self._session = provider.open_session(self._agent_id, options)
+            self._session = provider.open_model_session(self._agent_id, options)
             self._key = key
             return self._session
 
     def close(self) -> None:
-        """Close the open session, if any (a failing close is logged, never raised); the
+        """Close the open model session, if any (a failing close is logged, never raised); the
         next request opens a new one."""
         with self._lock:
             self._close_locked()
@@ -63,4 +63,6 @@ class SessionSlot:
             try:
                 session.close()
             except Exception as error:  # a failing close must not keep the agent from going on
-                log.warning("session_close_failed", agent_id=self._agent_id, error=repr(error))
+                log.warning(
+                    "model_session_close_failed", agent_id=self._agent_id, error=repr(error)
+                )

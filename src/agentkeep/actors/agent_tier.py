@@ -1,7 +1,8 @@
-"""The live agent actors of one system, under the agents supervisor (``one_for_one``).
+"""The agent tier: the live agent actors of one system, under the agents supervisor
+(``one_for_one``).
 
 An agent that owes nothing has no actor (after ``idle_grace_seconds``): resolving, reading or
-relabelling it never starts one; accepted work does. The registry is the only place actors
+relabelling it never starts one; accepted work does. The tier is the only place actors
 are started or stopped, so "one live actor per agent" holds by construction.
 
 Supervision: an agent actor that crashes is restarted by the supervisor (with backoff, at
@@ -9,7 +10,7 @@ most ``intensity`` times per period) and resumes from the store through the same
 process restart — the durable state is the source of truth, so a restart is always correct.
 Passivation is a normal (transient) exit, never a restart. Past the intensity, the agents
 supervisor gives up and escalates to the system supervisor, which restarts the whole agent
-tier (:meth:`AgentRegistry.start_tier`), as it does after a store writer failure
+tier (:meth:`AgentTier.start_tier`), as it does after a store writer failure
 (``rest_for_one``): every agent that owes work resumes from the store.
 
 Events for an agent whose actor is being restarted (or whose whole tier is) are *held*
@@ -17,9 +18,9 @@ Events for an agent whose actor is being restarted (or whose whole tier is) are 
 incarnation: a caller whose work was durably accepted is never told an error because a
 restart happened to be in progress.
 
-The registry's jobs, one owner each:
+The tier's jobs, one owner each:
 
-- the actors' lifecycle — start, stop, look up, passivate: :class:`AgentRegistry`;
+- the actors' lifecycle — start, stop, look up, passivate: :class:`AgentTier`;
 - the known agents and the idle accounting across them:
   :class:`~agentkeep.actors.directory.AgentDirectory` (each agent's own counts:
   :class:`~agentkeep.actors.status.AgentStatus`);
@@ -56,7 +57,7 @@ log = get_logger(__name__)
 _STOP_TIMEOUT_SECONDS = 10
 
 
-class AgentRegistry:
+class AgentTier:
     """Starts, stops, looks up and passivates the agent actors of one system.
 
     Locking: one lock, ``_lock`` (re-entrant, with the condition ``_changed``). It guards
@@ -65,7 +66,7 @@ class AgentRegistry:
     actors for one agent or hand an agent's held events over out of order. Lock order: this
     lock first, then any of the parts' own locks (``AgentDirectory``, ``HeldEvents``,
     ``PassivationTimers``, an ``AgentStatus``), each a leaf that is never held while calling
-    out. While holding ``_lock`` the registry itself does call out, in three ways, each safe
+    out. While holding ``_lock`` the tier itself does call out, in three ways, each safe
     because the callee never takes ``_lock``: it asks the agents supervisor to start an actor
     (``SupervisorRef.start_child``, a blocking ask: the restart path, :meth:`_spec`, runs in
     the supervisor's thread and writes ``_actors`` without the lock for that reason), it
@@ -147,7 +148,7 @@ class AgentRegistry:
     def writer_failed(self) -> None:
         """The store writer failed; the system supervisor will restart the tier after it.
         Until then every agent counts as busy, so ``wait_for_idle`` cannot return in the
-        middle of the recovery. (Called in the writer's thread: no registry lock.)"""
+        middle of the recovery. (Called in the writer's thread: no tier lock.)"""
         self._directory.hold_all_for_restart()
 
     def _resume_tier(self, owed: set[str], precounted: set[str]) -> None:
@@ -264,7 +265,7 @@ class AgentRegistry:
             ref = known.start_actor()
             if incarnations > 1:
                 # A restart rebuilds from the store and resumes what it owes, exactly as a
-                # process restart would. (A plain dict store: taking the registry lock here
+                # process restart would. (A plain dict store: taking the tier lock here
                 # could wait on a caller that waits on this supervisor.)
                 self._actors[agent_id] = ref
                 known.status.start_over(pending=1)  # the Start below
@@ -280,7 +281,7 @@ class AgentRegistry:
         )
 
     def _release_held(self, agent_id: str, known: KnownAgent, ref: pykka.ActorRef[Any]) -> None:
-        """A restart hands over the events held while it was pending (without the registry
+        """A restart hands over the events held while it was pending (without the tier
         lock: see _spec). A teller that held one after this sees the new actor itself."""
         for event, counted in self._held.take(agent_id):
             if counted:
@@ -329,7 +330,7 @@ class AgentRegistry:
 
     def stop_all(self) -> None:
         """Admit no more events and forget the actors; the system supervisor stops them (in
-        reverse start order, each closing its own session once). Every waiter is released
+        reverse start order, each closing its own model session once). Every waiter is released
         and every pending compaction fails."""
         with self._lock:
             self._stopping = True
@@ -384,7 +385,7 @@ class AgentRegistry:
             self._changed.notify_all()
         if live:
             try:
-                self._terminate(agent_id)  # a normal exit: its session closes in on_stop
+                self._terminate(agent_id)  # a normal exit: its model session closes in on_stop
             finally:
                 with self._lock:
                     self._passivating.discard(agent_id)

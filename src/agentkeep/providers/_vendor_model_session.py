@@ -1,11 +1,12 @@
-"""What every SDK adapter shares: the provider's client and the session's streaming template.
+"""What every SDK adapter shares: the provider's client and the model session's template.
 
-:class:`VendorProvider` holds the one SDK client (and connection pool) a provider's sessions
-share, its default model and retry policy. :class:`VendorSession` is a template: ``stream``
-claims the session (spec §1.1) for the whole stream, builds the request (a failure is reported
-as a ``Done(error)``, never raised), and drives attempts of it through the retry driver (spec
-§1.7). A vendor supplies only what differs, as hooks: how the body is built, how its SDK opens
-the stream, which mapper reads its events, and how its SDK's failures are classified.
+:class:`VendorProvider` holds the one SDK client (and connection pool) a provider's model
+sessions share, its default model and retry policy. :class:`VendorModelSession` is a template:
+``stream`` claims the model session (spec §1.1) for the whole stream, builds the request (a
+failure is reported as a ``Done(error)``, never raised), and drives attempts of it through the
+retry driver (spec §1.7). A vendor supplies only what differs, as hooks: how the body is
+built, how its SDK opens the stream, which mapper reads its events, and how its SDK's failures
+are classified.
 
 Nothing here imports an SDK, so the vendor modules stay importable without their extras.
 """
@@ -20,14 +21,14 @@ from agentkeep.providers._attempt import AttemptRunner, Mapper, VendorStream
 from agentkeep.providers._compaction import compact_by_summary
 from agentkeep.providers._transport import ResponseSlot
 from agentkeep.providers._wire import ToolNames
-from agentkeep.providers.local_session import SessionRules
+from agentkeep.providers.local_model_session import ModelSessionRules
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.retry import AttemptOutcome, RetryPolicy, stream_with_retries
 from agentkeep.types import (
     CompactionOutcome,
     Context,
+    ModelSessionOptions,
     Selection,
-    SessionOptions,
     StreamEvent,
     done_error,
 )
@@ -50,7 +51,7 @@ SettingsT = TypeVar("SettingsT")
 
 
 class VendorProvider(Generic[ProviderClientT]):
-    """One SDK client for all of a provider's sessions; closing the provider closes it.
+    """One SDK client for all of a provider's model sessions; closing the provider closes it.
 
     The API key is held only by the client, never here and never in ``repr``.
     """
@@ -69,8 +70,8 @@ class VendorProvider(Generic[ProviderClientT]):
         self._client.close()
 
 
-class VendorSession(ABC, Generic[ClientT, SettingsT]):
-    """One agent's session over a shared SDK client: one operation at a time, closed once.
+class VendorModelSession(ABC, Generic[ClientT, SettingsT]):
+    """One agent's model session over a shared SDK client: one operation at a time, closed once.
 
     ``settings`` is what the vendor's request builder needs besides the context and
     selection (the default model, and for some vendors more).
@@ -79,21 +80,21 @@ class VendorSession(ABC, Generic[ClientT, SettingsT]):
     def __init__(
         self,
         client: ClientT,
-        session_id: str,
-        options: SessionOptions,
+        agent_id: str,
+        options: ModelSessionOptions,
         settings: SettingsT,
         retry: RetryPolicy,
     ) -> None:
         self._client = client
-        self.session_id = session_id
+        self.agent_id = agent_id
         self._options = options
         self._settings = settings
         self._retry = retry
         self._names = ToolNames(options.tools)
-        self._rules = SessionRules(session_id)
+        self._rules = ModelSessionRules(agent_id)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(session_id={self.session_id!r})"
+        return f"{type(self).__name__}(agent_id={self.agent_id!r})"
 
     @abstractmethod
     def _build_body(self, context: Context, selection: Selection) -> Json:
@@ -144,5 +145,5 @@ class VendorSession(ABC, Generic[ClientT, SettingsT]):
         return compact_by_summary(self.stream, context, selection, cancel)
 
     def close(self) -> None:
-        """End the session (once); the provider's HTTP client stays open for other sessions."""
+        """End the model session (once); the provider's HTTP client stays open for the others."""
         self._rules.close()

@@ -1,11 +1,11 @@
-"""What every local (in-process) model session shares: the session rules and a guarded stream.
+"""What every model session shares: the one-operation rules and a guarded stream.
 
 The rules of spec §1.1, enforced loudly so the loop's bugs surface in tests:
 
 * one operation at a time: a second ``stream``/``compact`` while one runs raises
-  :class:`ProviderSessionBusyError` (a stream runs until its iterator yields ``Done``, is
+  :class:`ModelSessionBusyError` (a stream runs until its iterator yields ``Done``, is
   exhausted, or is closed);
-* nothing after ``close``, and ``close`` exactly once: :class:`ProviderSessionClosedError`.
+* nothing after ``close``, and ``close`` exactly once: :class:`ModelSessionClosedError`.
 
 :class:`GuardedStream` turns a model's raw event generator into a protocol-abiding stream:
 the cancel token is checked before every event, so a cancelled stream stops within one event
@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 
-from agentkeep.errors import ProviderSessionBusyError, ProviderSessionClosedError
+from agentkeep.errors import ModelSessionBusyError, ModelSessionClosedError
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.types import DONE_CANCELLED, Done, StreamEvent, done_error
 
@@ -36,11 +36,12 @@ END_WITHOUT_DONE = EndWithoutDone()
 RawEvent = StreamEvent | EndWithoutDone
 
 
-class SessionRules:
-    """The one-operation-at-a-time and closed-once rules of one session."""
+class ModelSessionRules:
+    """The one-operation-at-a-time and closed-once rules of one model session (opened for the
+    agent ``agent_id``, which its errors name)."""
 
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
+    def __init__(self, agent_id: str) -> None:
+        self.agent_id = agent_id
         self._lock = threading.Lock()
         self._running: str | None = None
         self._closed = False
@@ -49,13 +50,13 @@ class SessionRules:
         """Claim the session for ``operation`` or raise if it is closed or busy."""
         with self._lock:
             if self._closed:
-                raise ProviderSessionClosedError(
-                    f'Session "{self.session_id}" is closed; cannot {operation}.'
+                raise ModelSessionClosedError(
+                    f'The model session of agent "{self.agent_id}" is closed; cannot {operation}.'
                 )
             if self._running is not None:
-                raise ProviderSessionBusyError(
-                    f'Session "{self.session_id}" is still running a {self._running}; '
-                    f"cannot {operation} until it finishes or is closed."
+                raise ModelSessionBusyError(
+                    f'The model session of agent "{self.agent_id}" is still running a '
+                    f"{self._running}; cannot {operation} until it finishes or is closed."
                 )
             self._running = operation
 
@@ -68,11 +69,13 @@ class SessionRules:
         """Mark the session closed; raises if it is already closed or an operation runs."""
         with self._lock:
             if self._closed:
-                raise ProviderSessionClosedError(f'Session "{self.session_id}" was closed twice.')
+                raise ModelSessionClosedError(
+                    f'The model session of agent "{self.agent_id}" was closed twice.'
+                )
             if self._running is not None:
-                raise ProviderSessionBusyError(
-                    f'Session "{self.session_id}" was closed while a {self._running} was '
-                    "running; finish or close the stream first."
+                raise ModelSessionBusyError(
+                    f'The model session of agent "{self.agent_id}" was closed while a '
+                    f"{self._running} was running; finish or close the stream first."
                 )
             self._closed = True
 
