@@ -300,6 +300,7 @@ def readme(root: Path) -> None:
 
 SECTION_REF = re.compile(r"§\s*([0-9]+(?:\.[0-9]+)*)?")
 SEED_REF = re.compile(r"seed 00(\d)", re.IGNORECASE)
+BARE_INVARIANT = re.compile(r"\binvariants? \d+")
 # A § points at SURFACES.md when that name comes shortly before it on the same line; any other
 # § is the happy-agent base spec's (the only other numbered document the code cites).
 SURFACES_BEFORE = re.compile(r"SURFACES(?:\.md)?`?\s*(?:§[0-9.]+\s*(?:[,;–-]|and)?\s*)*$")
@@ -317,9 +318,10 @@ def references(root: Path) -> None:
     invariants: Counter[str] = Counter()
     seed_numbers: Counter[str] = Counter()
     for folder in ("src", "docs"):
-        sections = seeds = files = 0
+        sections = seeds = files = bare = 0
         for path in text_files(root, folder):
             text = path.read_text(encoding="utf-8")
+            bare += len(BARE_INVARIANT.findall(text))
             here = text.count("§")
             found = SEED_REF.findall(text)
             sections += here
@@ -336,7 +338,8 @@ def references(root: Path) -> None:
                         documents[f"spec §{chapter}"] += 1
                         if chapter == "7":
                             invariants[number] += 1
-        print(f"{folder}/: {sections} §, {seeds} seed 00x, in {files} files")
+        print(f"{folder}/: {sections} §, {seeds} seed 00x, in {files} files", end="")
+        print(f"; {bare} 'invariant N' (the spec's numbers without §)")
     print("§ point at: " + ", ".join(f"{d} {n}" for d, n in sorted(documents.items())))
     print(
         "spec §7 (invariants) cited: "
