@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-package
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-daemon test check lint typecheck unit chaos bench clean
+.PHONY: demo demo-daemon test test-fast check lint typecheck unit chaos bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,16 @@ $(STAMP): pyproject.toml $(DEMO_STAMP)
 	$(BIN)/python -m pip install --quiet -e . --group dev
 	touch $(STAMP)
 
-## test: lint, type-check and run the whole suite (what CI runs)
+## test: lint, type-check and run the whole suite (what CI runs), naming its 25 slowest tests
 test: check
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
+
+## test-fast: the unit suite without its slow tests (processes, the daemon as a process,
+## fuzzing: tests/unit/conftest.py names them), with CI's hypothesis profile (60 examples,
+## derandomized); no lint, no type check
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest tests/unit -m "not slow" -q -p no:cacheprovider \
+		--hypothesis-profile=ci --durations=10
 
 check: lint typecheck
 
