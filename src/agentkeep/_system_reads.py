@@ -35,7 +35,7 @@ T = TypeVar("T")
 
 def _require_session(tx: Transaction, session_id: str) -> None:
     """``UnknownAgentError`` unless the id names an agent, live or deleted."""
-    if not tx.session_known(session_id):
+    if not tx.ledger.session_known(session_id):
         raise UnknownAgentError(session_id)
 
 
@@ -55,8 +55,8 @@ class SystemReads:
         """The durable conversation; a deleted agent's stays readable (delete keeps it)."""
 
         def read(tx: Transaction) -> list[ConversationRecord]:
-            records = tx.load_records(agent_id)
-            if not records and tx.get_agent(agent_id) is None:
+            records = tx.records.load(agent_id)
+            if not records and tx.agents.get(agent_id) is None:
                 raise UnknownAgentError(agent_id)
             return records
 
@@ -74,7 +74,7 @@ class SystemReads:
 
         def read(tx: Transaction) -> list[SessionEvent]:
             _require_session(tx, session_id)
-            return tx.events(session_id, after, limit)
+            return tx.ledger.events(session_id, after, limit)
 
         return self._read(read)
 
@@ -100,16 +100,19 @@ class SystemReads:
     def settings(self, agent_id: str) -> Settings:
         """The agent's current settings (the system's defaults until a message chose
         others). Raises ``UnknownAgentError``."""
-        return self._read_agent(agent_id, lambda tx: tx.read_settings(agent_id)) or self._defaults
+        return (
+            self._read_agent(agent_id, lambda tx: tx.facts.read_settings(agent_id))
+            or self._defaults
+        )
 
     def context_tokens(self, agent_id: str) -> int | None:
         """The agent's context size in tokens as last recorded (None while unknown).
         Raises ``UnknownAgentError``."""
-        return self._read_agent(agent_id, lambda tx: tx.read_context_tokens(agent_id))
+        return self._read_agent(agent_id, lambda tx: tx.facts.read_context_tokens(agent_id))
 
     def state(self, agent_id: str) -> str:
         """``"running"``, ``"owes_work"`` or ``"idle"``; refused once close begins."""
-        owed = self._read_agent(agent_id, lambda tx: tx.read_owed(agent_id))
+        owed = self._read_agent(agent_id, lambda tx: tx.facts.read_owed(agent_id))
         known = self._agents.known(agent_id)
         if known is not None and not known.status.idle:
             return "running"
@@ -117,7 +120,7 @@ class SystemReads:
 
     def metadata(self, agent_id: str) -> JSONObject:
         """A copy of the agent's metadata. Raises ``UnknownAgentError``."""
-        row = self._read(lambda tx: tx.get_agent(agent_id))
+        row = self._read(lambda tx: tx.agents.get(agent_id))
         if row is None:
             raise UnknownAgentError(agent_id)
         return dict(row.metadata)
@@ -138,7 +141,7 @@ class SystemReads:
 
     def parent_of(self, agent_id: str) -> str | None:
         """The id of the agent's parent, or None. Raises ``UnknownAgentError``."""
-        row = self._read(lambda tx: tx.get_agent(agent_id))
+        row = self._read(lambda tx: tx.agents.get(agent_id))
         if row is None:
             raise UnknownAgentError(agent_id)
         return row.parent_id
@@ -146,7 +149,7 @@ class SystemReads:
     def children_of(self, agent_id: str) -> list[str]:
         """The ids of the live (not deleted) agents created with this one as their parent,
         sorted. Raises ``UnknownAgentError``."""
-        return self._read_agent(agent_id, lambda tx: tx.children_of(agent_id))
+        return self._read_agent(agent_id, lambda tx: tx.agents.children_of(agent_id))
 
     # -- internals -------------------------------------------------------------------------
 
@@ -162,7 +165,7 @@ class SystemReads:
         """``work`` on a snapshot in which the agent exists (``UnknownAgentError`` if not)."""
 
         def read(tx: Transaction) -> T:
-            if tx.get_agent(agent_id) is None:
+            if tx.agents.get(agent_id) is None:
                 raise UnknownAgentError(agent_id)
             return work(tx)
 

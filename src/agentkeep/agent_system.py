@@ -122,7 +122,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
             idle_grace_seconds=idle_grace_seconds,
             intensity=intensity,
             backoff=backoff,
-            owed=lambda: store.read(lambda tx: tx.agents_owing_work()),
+            owed=lambda: store.read(lambda tx: tx.facts.agents_owing_work()),
         )
         store.on_writer_failure = self._agents.writer_failed
         # A removed provider is disabled: its agents learn it at once (a retry_forever
@@ -322,7 +322,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
                 self.resolve(agent_id)  # UnknownAgentError for an id never created
             started = list(agent_ids)
         else:
-            started = self._read(lambda tx: tx.agents_owing_work())
+            started = self._read(lambda tx: tx.facts.agents_owing_work())
         for agent_id in started:
             self._agents.tell(agent_id, Start(explicit=bool(agent_ids)), counted=True)
         return started
@@ -361,7 +361,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
 
     def resolve(self, agent_id: str) -> Agent:
         """The agent with this id (its loop is not started). Raises ``UnknownAgentError``."""
-        if self._read(lambda tx: tx.get_agent(agent_id)) is None:
+        if self._read(lambda tx: tx.agents.get(agent_id)) is None:
             raise UnknownAgentError(agent_id)
         return Agent(self, agent_id)
 
@@ -382,7 +382,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
             self._delete_row(agent_id)
 
     def _delete_row(self, agent_id: str) -> None:
-        if not self._store.transact(lambda tx: tx.delete_agent(agent_id)):
+        if not self._store.transact(lambda tx: tx.agents.delete(agent_id)):
             raise UnknownAgentError(agent_id)
 
     def _make_agent(
@@ -394,7 +394,7 @@ class AgentSystem(SystemStopping, SystemDelivery):
             UnknownAgentError: the agent was never created (or has been deleted).
         """
         row, pinned = self._store.read(
-            lambda tx: (tx.get_agent(agent_id), session_tables.pinned_definition(tx, agent_id))
+            lambda tx: (tx.agents.get(agent_id), session_tables.pinned_definition(tx, agent_id))
         )
         if row is None:
             raise UnknownAgentError(agent_id)

@@ -52,7 +52,7 @@ def test_checker_catches_a_result_and_its_pending_entry_in_two_transactions(
         if isinstance(plan, CommitToolResult) and isinstance(event, CommitLanded):
             agent_id, internal_id = self._agent_id, plan.pending.internal_id
             with contextlib.suppress(Exception):
-                self._store.transact(lambda tx: tx.remove_pending_call(agent_id, internal_id))
+                self._store.transact(lambda tx: tx.calls.remove(agent_id, internal_id))
         return event
 
     monkeypatch.setattr(agent_actor.AgentActor, "_commit", two_step)

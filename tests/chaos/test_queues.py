@@ -52,9 +52,9 @@ def test_checker_catches_a_consumption_in_two_transactions(
             ids = {r.message_id for r in event.value.records if isinstance(r, UserRecord)}
 
             def delete(tx: Transaction) -> None:
-                for entry in tx.queued(agent_id, plan.queue):
+                for entry in tx.queue.messages(agent_id, plan.queue):
                     if entry.id in ids:
-                        tx.dequeue(agent_id, plan.queue, entry.seq)
+                        tx.queue.dequeue(agent_id, plan.queue, entry.seq)
 
             with contextlib.suppress(Exception):
                 self._store.transact(delete)

@@ -99,7 +99,7 @@ def list_agents(state: CliState) -> None:
     """List every agent with its state."""
 
     def read(tx: Transaction) -> list[dict[str, Any]]:
-        owing = set(tx.agents_owing_work())
+        owing = set(tx.facts.agents_owing_work())
         return [
             {
                 "id": row.id,
@@ -108,7 +108,7 @@ def list_agents(state: CliState) -> None:
                 "created_at": iso(row.created_at_ms),
                 "state": _state_of(row.id in owing),
             }
-            for row in tx.list_agents()
+            for row in tx.agents.live()
         ]
 
     with open_reader(state.home) as store:
@@ -128,12 +128,12 @@ def list_agents(state: CliState) -> None:
 
 def read_agent(tx: Transaction, agent_id: str) -> dict[str, Any] | None:
     """Everything ``show`` prints about one agent, from one snapshot."""
-    row = tx.get_agent(agent_id)
+    row = tx.agents.get(agent_id)
     if row is None:
         return None
-    settings = tx.read_settings(agent_id)
-    owed = tx.read_owed(agent_id)
-    records = tx.load_records(agent_id)
+    settings = tx.facts.read_settings(agent_id)
+    owed = tx.facts.read_owed(agent_id)
+    records = tx.records.load(agent_id)
     queued = [
         {
             "id": q.id,
@@ -143,7 +143,7 @@ def read_agent(tx: Transaction, agent_id: str) -> dict[str, Any] | None:
             "text": block_text(tuple(q.message.content)),
             "accepted_at": iso(q.accepted_at_ms),
         }
-        for q in tx.queued(agent_id)
+        for q in tx.queue.messages(agent_id)
     ]
     pending = [
         {
@@ -154,7 +154,7 @@ def read_agent(tx: Transaction, agent_id: str) -> dict[str, Any] | None:
             "arguments": p.call.arguments,
             "committed": p.committed is not None,
         }
-        for p in tx.pending_calls(agent_id)
+        for p in tx.calls.pending(agent_id)
     ]
     return {
         "id": row.id,
@@ -166,11 +166,11 @@ def read_agent(tx: Transaction, agent_id: str) -> dict[str, Any] | None:
         "state": _state_of(owed is not None),
         "owed": None if owed is None else all_fields(owed),
         "queued": queued,
-        "notices": len(tx.notices(agent_id)),
+        "notices": len(tx.queue.notices(agent_id)),
         "pending_calls": pending,
-        "context_tokens": tx.read_context_tokens(agent_id),
+        "context_tokens": tx.facts.read_context_tokens(agent_id),
         "messages": len(rebuild_messages(records)),
-        "children": tx.children_of(agent_id),
+        "children": tx.agents.children_of(agent_id),
     }
 
 
@@ -226,7 +226,7 @@ def transcript(state: CliState, agent_id: str, all_epochs: bool) -> None:
             return
 
         def read(tx: Transaction) -> list[ConversationRecord] | None:
-            return None if tx.get_agent(agent_id) is None else tx.load_records(agent_id)
+            return None if tx.agents.get(agent_id) is None else tx.records.load(agent_id)
 
         records = store.read(read)
     if records is None:

@@ -6,7 +6,7 @@ queue, notices, pending calls, settings, owed work, context tokens, agents row, 
 and driver, and turn rows. The writer is the only connection that writes, so it can remember
 them: a :class:`WriterMemo` belongs to one :class:`~agentkeep.persistence.codec.Statements`
 executor and answers those reads without SQL (58 statements per step became 25, with the
-ledger's buffered events: ``LedgerStatements.append_event``).
+ledger's buffered events: ``LedgerStatements.append``).
 
 Invariant (what makes a wrong answer impossible): every value the memo returns equals what
 the database holds at that point of the current transaction. It keeps three layers, each

@@ -23,7 +23,9 @@ def _two_kinds(world: World) -> ak.Providers:
 
 def _records(system: ak.AgentSystem, agent_id: str) -> tuple[int, int]:
     """(records, queued messages) as durably stored."""
-    return system.store.read(lambda tx: (tx.record_count(agent_id), len(tx.queued(agent_id))))
+    return system.store.read(
+        lambda tx: (tx.records.count(agent_id), len(tx.queue.messages(agent_id)))
+    )
 
 
 def test_a_typod_model_is_refused_before_anything_is_written(world: World) -> None:
