@@ -10,7 +10,7 @@ The system's supervision tree gets a third tier (``agentkeep.actors.tree``)::
 
 Rules (docs/drivers.md):
 
-- A turn of a driver session is accepted in ONE transaction: ``open_turn`` (with its
+- A turn of a driver session is accepted in ONE transaction: ``tx.turns.open`` (with its
   ``turn.queued``) and the input's ``message.accepted`` event. It never enters the native
   queue; the session's runner is woken after the commit.
 - At most one runner per session runs turns, one at a time, in number order. A runner

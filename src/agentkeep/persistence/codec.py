@@ -1,7 +1,7 @@
 """How values meet SQLite: canonical JSON (msgspec) and the statement executor.
 
 Every value stored is JSON text from one sorted-key encoder, so equal values are equal text
-(``write_owed`` skips identical writes and ``kv_compare_and_set`` compares in SQL on that),
+(``write_owed`` skips identical writes and ``tx.kv.compare_and_set`` compares in SQL on that),
 and each column decodes with the exact type (tagged unions for records).
 """
 
@@ -29,7 +29,7 @@ from agentkeep.types import (
 )
 
 # One encoder for everything: sorted keys make equal values encode to equal text, which
-# write_owed (skip identical) and kv_compare_and_set (compare in SQL) rely on.
+# write_owed (skip identical) and kv.compare_and_set (compare in SQL) rely on.
 _encoder = msgspec.json.Encoder(order="sorted")
 decode_record = msgspec.json.Decoder(ConversationRecord).decode
 decode_object = msgspec.json.Decoder(dict[str, Any]).decode

@@ -95,7 +95,7 @@ class TurnReads(TableStatements):
     # its live turns' ids in number order ("live_turns"), its started ones — running or
     # cancelling — in number order ("started_turns": what a step's answer moves, so a backlog
     # of queued turns costs it nothing), the turn of a message id ("message_turn"); per turn:
-    # its row ("turn"). Only TurnStatements' open_turn and move_turn write turns and
+    # its row ("turn"). Only TurnStatements' open and move write turns and
     # turn_inputs, and they keep these true; a finished turn's row is remembered only until
     # its transaction ends (it is rarely read again).
 
@@ -264,7 +264,7 @@ class TurnReads(TableStatements):
     def session_archived(self, agent_id: str) -> bool:
         """True once the session was archived (it takes no new input)."""
         # ``sessions`` is written only by raw SQL (sessions.tables), which makes the memo
-        # forget everything, and by the agents cascade (create_agent forgets the agent).
+        # forget everything, and by the agents cascade (tx.agents.create forgets the agent).
         self._check(write=False)
         key = ("archived", agent_id)
         known: bool = self._memo.get(key)
