@@ -16,7 +16,8 @@ whole mapping, in one place. The script rewrites:
   ``from agentkeep.persistence.<module> import <StatementClass>``).
 
 It is idempotent (a rewritten call no longer matches: ``tx.ledger.append`` is not
-``tx.<old>``) and prints every change, file by file. Run it from the repository's root:
+``tx.<old>``) and prints every change, file by file. A file containing the line
+``migrate_tx_calls: skip`` is left alone. Run it from the repository's root:
 
     python scripts/migrate_tx_calls.py            # rewrite src/ tests/ bench/ docs/ scripts/
     python scripts/migrate_tx_calls.py --check    # list what would change; exit 1 if any
@@ -140,6 +141,8 @@ PATCH = re.compile(rf"\(\s*SqliteTransaction\s*,\s*(?P<quote>[\"'])(?P<name>{_NA
 
 DEFAULT_ROOTS = ("src", "tests", "bench", "docs", "scripts")
 SUFFIXES = (".py", ".md")
+#: A file holding this line is left alone (its old names are examples, e.g. the script's test).
+SKIP_MARKER = "migrate_tx_calls: skip"
 
 
 def _call(match: re.Match[str]) -> str:
@@ -195,9 +198,13 @@ def files(paths: list[str]) -> list[Path]:
             found.append(path)
         elif path.is_dir():
             found.extend(p for p in sorted(path.rglob("*")) if p.suffix in SUFFIXES)
-    # Never rewrite this script's own mapping.
+    # Never rewrite this script's own mapping, nor a file that asks to be skipped.
     me = Path(__file__).resolve()
-    return [p for p in found if p.resolve() != me and ".venv" not in p.parts]
+    return [
+        p
+        for p in found
+        if p.resolve() != me and ".venv" not in p.parts and SKIP_MARKER not in p.read_text()
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
