@@ -81,7 +81,7 @@ def seed_store(home: Path, *, agents: int, owing: int) -> list[str]:
 
         def create_all(tx: object) -> None:
             for agent_id in ids:
-                tx.create_agent(AgentRow(id=agent_id, config={}))  # type: ignore[attr-defined]
+                tx.agents.create(AgentRow(id=agent_id, config={}))  # type: ignore[attr-defined]
 
         store.transact(create_all)
         for agent_id in ids[:owing]:

@@ -83,7 +83,7 @@ def _report(label: str, submitters: int, seconds: float, latencies: list[float])
 def bench_writer(directory: Path, submitters: int, seconds: float) -> tuple[float, Store]:
     store = Store.open(directory)
     store.transact(
-        lambda tx: [tx.create_agent(AgentRow(id=_agent(i), config={})) for i in range(AGENTS)]
+        lambda tx: [tx.agents.create(AgentRow(id=_agent(i), config={})) for i in range(AGENTS)]
     )
 
     def transact(index: int, n: int) -> None:
@@ -91,8 +91,8 @@ def bench_writer(directory: Path, submitters: int, seconds: float) -> tuple[floa
         owed = OwedWork(stage="inference", turn_id=f"t{n}")
 
         def work(tx: Transaction) -> None:
-            tx.append_record(agent, _RECORD)
-            tx.write_owed(agent, owed)
+            tx.records.append(agent, _RECORD)
+            tx.facts.write_owed(agent, owed)
 
         store.transact(work)
 

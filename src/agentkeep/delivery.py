@@ -169,9 +169,9 @@ def accept_message(
         IdempotencyConflictError: the key was used by a different input.
         InputTooLargeError / EventTooLargeError: the message is over the system's limits.
     """
-    if tx.get_agent(agent_id) is None:
+    if tx.agents.get(agent_id) is None:
         raise UnknownAgentError(agent_id)
-    if tx.session_archived(agent_id):
+    if tx.turns.session_archived(agent_id):
         raise SessionArchivedError(agent_id)
     check_tool_requests(message)  # hooks' actions too: nothing malformed is ever admitted
     kind: DeliveryKind = "steer" if queue == "steering" else "send"
@@ -179,9 +179,9 @@ def accept_message(
     # The message's stored JSON, encoded once: the size check, the turn's input and its
     # hash use these very bytes (each would encode it identically).
     content_json = encode_event_data(content)
-    tx.check_input_size(content, encoded=content_json)
+    tx.ledger.check_input_size(content, encoded=content_json)
     if idempotency_key is not None:
-        repeated = tx.turn_of_key(agent_id, idempotency_key, kind, content)
+        repeated = tx.turns.of_key(agent_id, idempotency_key, kind, content)
         if repeated is not None:
             return Delivery(
                 id=repeated.message_id or message_id,
@@ -195,12 +195,12 @@ def accept_message(
     if isinstance(message, AgentMessage):  # another agent's: a user message, by it
         event["author"] = msgspec.to_builtins(message.author)
     event_json = encode_event_data(event)
-    tx.check_event_size(f"Message {message_id!r}", event, encoded=event_json)
-    if not tx.claim_message_id(agent_id, message_id):
-        known = tx.turn_of_message(agent_id, message_id)
+    tx.ledger.check_event_size(f"Message {message_id!r}", event, encoded=event_json)
+    if not tx.queue.claim_message_id(agent_id, message_id):
+        known = tx.turns.of_message(agent_id, message_id)
         turn_id = None if known is None else known.id
         return Delivery(id=message_id, delivery=kind, created=False, turn_id=turn_id), None
-    turn, _ = tx.open_turn(
+    turn, _ = tx.turns.open(
         agent_id,
         key=idempotency_key,
         driver=NATIVE_DRIVER,
@@ -211,7 +211,7 @@ def accept_message(
     )
     event["turn_id"] = turn.id
     event_json = _with_turn_id(event_json, turn.id)
-    queued = tx.enqueue(
+    queued = tx.queue.enqueue(
         agent_id,
         QueuedMessage(
             id=message_id,
@@ -223,7 +223,7 @@ def accept_message(
         ),
     )
     owe_inference(tx, agent_id)
-    tx.append_event(agent_id, MESSAGE_ACCEPTED, event, turn_id=turn.id, encoded=event_json)
+    tx.ledger.append(agent_id, MESSAGE_ACCEPTED, event, turn_id=turn.id, encoded=event_json)
     return Delivery(id=message_id, delivery=kind, created=True, turn_id=turn.id), queued
 
 
@@ -324,10 +324,10 @@ def check_selection(
     """
     if options.provider is None and options.model is None:
         return
-    if tx.get_agent(agent_id) is None:
+    if tx.agents.get(agent_id) is None:
         raise UnknownAgentError(agent_id)  # the clearer error for a message to nobody
-    selection = tx.read_settings(agent_id) or defaults
-    for entry in tx.queued(agent_id):
+    selection = tx.facts.read_settings(agent_id) or defaults
+    for entry in tx.queue.messages(agent_id):
         selection = apply_options(selection, entry.options)
     selection = apply_options(selection, options)
     if selection.provider is not None and selection.model is not None:
@@ -336,7 +336,7 @@ def check_selection(
 
 def accept_notice(tx: Transaction, agent_id: str, message: SystemMessage) -> QueuedNotice:
     """Queue a hook's system notice durably; it owes the agent an inference."""
-    notice = tx.inject_notice(agent_id, QueuedNotice(message=message))
+    notice = tx.queue.inject_notice(agent_id, QueuedNotice(message=message))
     owe_inference(tx, agent_id)
     return notice
 
@@ -347,9 +347,11 @@ def owe_inference(tx: Transaction, agent_id: str) -> None:
     Work owed from nothing starts a loop: its loop and turn ids are allocated here, so the
     run adopts them at its load without another commit before its first hook is told them
     (docs/lifecycle.md)."""
-    if tx.claim_owed(agent_id, OwedWork(stage="inference", loop_id=new_id(), turn_id=new_id())):
+    if tx.facts.claim_owed(
+        agent_id, OwedWork(stage="inference", loop_id=new_id(), turn_id=new_id())
+    ):
         return
-    owed = tx.read_owed(agent_id)
+    owed = tx.facts.read_owed(agent_id)
     if owed is not None and owed.stage == "settlement":
         # A settlement in progress must not erase what this message made due.
-        tx.write_owed(agent_id, OwedWork(stage="inference", loop_id=owed.loop_id))
+        tx.facts.write_owed(agent_id, OwedWork(stage="inference", loop_id=owed.loop_id))

@@ -58,7 +58,7 @@ def read_history(tx: Transaction, agent_id: str, defaults: Settings) -> list[His
     Raises:
         UnknownAgentError: ``agent_id`` names no live agent.
     """
-    if tx.get_agent(agent_id) is None:
+    if tx.agents.get(agent_id) is None:
         raise UnknownAgentError(agent_id)
     epochs = [
         HistoryEpoch(
@@ -71,18 +71,18 @@ def read_history(tx: Transaction, agent_id: str, defaults: Settings) -> list[His
             messages=tuple(published_messages(list(archived.records))),
             profile=None if archived.settings is None else archived.settings.profile,
         )
-        for archived in tx.archived_epochs(agent_id)
+        for archived in tx.archive.epochs(agent_id)
     ]
-    settings = tx.read_settings(agent_id) or defaults
+    settings = tx.facts.read_settings(agent_id) or defaults
     epochs.append(
         HistoryEpoch(
-            number=tx.last_epoch(agent_id) + 1,
+            number=tx.archive.last_epoch(agent_id) + 1,
             archived=False,
             reason=None,
             archived_at_ms=None,
             provider=settings.provider,
             model=settings.model,
-            messages=tuple(published_messages(tx.load_records(agent_id))),
+            messages=tuple(published_messages(tx.records.load(agent_id))),
             profile=settings.profile,
         )
     )
@@ -95,9 +95,9 @@ def purge_archived(tx: Transaction, agent_id: str) -> PurgeResult:
     Raises:
         UnknownAgentError: ``agent_id`` names no live agent.
     """
-    if tx.get_agent(agent_id) is None:
+    if tx.agents.get(agent_id) is None:
         raise UnknownAgentError(agent_id)
-    epochs, records = tx.purge_archived(agent_id)
+    epochs, records = tx.archive.purge(agent_id)
     return PurgeResult(epochs=epochs, records=records)
 
 

@@ -33,12 +33,12 @@ def test_checker_catches_a_compaction_in_two_transactions(
         agent_id = self._agent_id
 
         def erase(tx: Transaction) -> None:
-            records = tx.load_records(agent_id)
+            records = tx.records.load(agent_id)
             erased = records[: plan.through_position]
-            tx.release_message_ids(
+            tx.queue.release_message_ids(
                 agent_id, [r.message_id for r in erased if isinstance(r, UserRecord)]
             )
-            tx.rewrite_records(agent_id, records[plan.through_position :])
+            tx.records.rewrite(agent_id, records[plan.through_position :])
 
         try:
             self._store.transact(erase)

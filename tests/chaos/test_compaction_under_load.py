@@ -26,8 +26,8 @@ def test_checker_catches_a_compaction_that_swallows_the_queues(
 
     def greedy(tx: Transaction, agent_id: str, plan: Any) -> None:
         replace(tx, agent_id, plan)
-        for entry in tx.queued(agent_id):
-            tx.dequeue(agent_id, entry.queue, entry.seq)
+        for entry in tx.queue.messages(agent_id):
+            tx.queue.dequeue(agent_id, entry.queue, entry.seq)
 
     monkeypatch.setattr(commit_plans, "_replace_with_compaction", greedy)
     caught = first_caught(compaction_under_load, range(80), {1})

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from agentkeep.chaos.campaigns import CampaignResult, concurrency, first_caught
-from agentkeep.persistence.transaction import SqliteTransaction
+from agentkeep.persistence.queue_statements import QueueStatements
 from agentkeep.types import QueuedMessage
 
 
@@ -23,7 +23,7 @@ def test_checker_catches_colliding_queue_keys(monkeypatch: pytest.MonkeyPatch) -
     ``send`` already returned (§7.1/§7.3)."""
 
     def enqueue(self: Any, agent_id: str, message: QueuedMessage) -> QueuedMessage:
-        seq = 1 + len(self.queued(agent_id, message.queue))
+        seq = 1 + len(self.messages(agent_id, message.queue))
         stored = msgspec.structs.replace(message, seq=seq)
         self._write(
             "INSERT OR REPLACE INTO queue (agent_id, queue, seq, message_id, envelope_json) "
@@ -32,6 +32,6 @@ def test_checker_catches_colliding_queue_keys(monkeypatch: pytest.MonkeyPatch) -
         )
         return stored
 
-    monkeypatch.setattr(SqliteTransaction, "enqueue", enqueue)
+    monkeypatch.setattr(QueueStatements, "enqueue", enqueue)
     caught = first_caught(concurrency, range(80), {1})
     assert caught is not None, "the checker never noticed an accepted message overwritten"

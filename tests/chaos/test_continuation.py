@@ -69,7 +69,7 @@ def test_a_healthy_crash_recovery_run_continues_a_cut_response(tmp_path: Path) -
         result = crash_recovery(seed, home=home)
         assert result.ok, result.describe()
         with Store.open(home / "state") as store:
-            records = store.read(lambda tx: tx.load_records("chaosagent"))
+            records = store.read(lambda tx: tx.records.load("chaosagent"))
         for before, record in itertools.pairwise(records):
             continued = isinstance(record, SystemRecord) and CONTINUE in str(record.message)
             if not continued:

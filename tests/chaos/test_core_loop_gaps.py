@@ -277,7 +277,7 @@ def test_a_re_entrant_close_from_a_tool_is_refused_and_the_system_still_closes_o
         transcript = reopened.transcript("closer")
         assert _texts(transcript, ak.ToolResultMessage) == ["asked"]
         assert _texts(transcript, ak.AssistantMessage)[-1] == "finished"
-        assert reopened.internals.store.read(lambda tx: tx.read_owed("closer")) is None
+        assert reopened.internals.store.read(lambda tx: tx.facts.read_owed("closer")) is None
     finally:
         reopened.close(timeout_seconds=TIMEOUT)
 
@@ -343,6 +343,6 @@ def test_a_self_close_from_an_observer_is_refused_keeps_the_response_and_closes_
         transcript = reopened.transcript("selfclose")
         assert _texts(transcript, ak.UserMessage) == ["q"]
         assert _texts(transcript, ak.AssistantMessage) == ["kept"]
-        assert reopened.internals.store.read(lambda tx: tx.read_owed("selfclose")) is None
+        assert reopened.internals.store.read(lambda tx: tx.facts.read_owed("selfclose")) is None
     finally:
         reopened.close(timeout_seconds=TIMEOUT)

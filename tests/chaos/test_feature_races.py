@@ -131,7 +131,7 @@ def test_a_spawn_whose_first_message_is_refused_leaves_a_whole_idle_child(
         assert system.parent_of("kid") == "parent"
         assert system.resolve("kid").transcript() == []
         assert system.state("kid") == "idle"  # no owed fact, no phantom turn
-        assert system.internals.store.read(lambda tx: tx.queued("kid")) == []
+        assert system.internals.store.read(lambda tx: tx.queue.messages("kid")) == []
 
         parent.send(ak.user("try again"))
         assert parent.wait_for_idle(timeout_seconds=TIMEOUT)

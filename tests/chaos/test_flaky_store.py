@@ -20,14 +20,25 @@ def test_flaky_store(seed: int, require_ok: Callable[[CampaignResult], None]) ->
     require_ok(flaky_store(seed))
 
 
+class _KeepPendingCalls:
+    """``tx.calls`` whose ``remove`` reports success and removes nothing."""
+
+    def __init__(self, calls: Any) -> None:
+        self._calls = calls
+
+    def remove(self, agent_id: str, internal_id: str) -> bool:
+        return True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._calls, name)
+
+
 class _KeepPending:
-    """A transaction whose ``remove_pending_call`` reports success and removes nothing."""
+    """A transaction whose ``calls.remove`` reports success and removes nothing."""
 
     def __init__(self, tx: Transaction) -> None:
         self._tx = tx
-
-    def remove_pending_call(self, agent_id: str, internal_id: str) -> bool:
-        return True
+        self.calls = _KeepPendingCalls(tx.calls)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._tx, name)
@@ -52,7 +63,7 @@ def test_checker_catches_a_result_and_its_pending_entry_in_two_transactions(
         if isinstance(plan, CommitToolResult) and isinstance(event, CommitLanded):
             agent_id, internal_id = self._agent_id, plan.pending.internal_id
             with contextlib.suppress(Exception):
-                self._store.transact(lambda tx: tx.remove_pending_call(agent_id, internal_id))
+                self._store.transact(lambda tx: tx.calls.remove(agent_id, internal_id))
         return event
 
     monkeypatch.setattr(agent_actor.AgentActor, "_commit", two_step)

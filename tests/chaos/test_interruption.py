@@ -28,8 +28,8 @@ def test_checker_catches_an_abort_that_drops_the_queues(monkeypatch: pytest.Monk
             agent_id = self._agent_id
 
             def clear(tx: Transaction) -> None:
-                for entry in tx.queued(agent_id):
-                    tx.dequeue(agent_id, entry.queue, entry.seq)
+                for entry in tx.queue.messages(agent_id):
+                    tx.queue.dequeue(agent_id, entry.queue, entry.seq)
 
             with contextlib.suppress(Exception):
                 self._store.transact(clear)

@@ -10,7 +10,7 @@ import pytest
 
 from agentkeep.actors import plan_hooks
 from agentkeep.chaos.campaigns import CampaignResult, first_caught, model_switch
-from agentkeep.persistence.transaction import SqliteTransaction
+from agentkeep.persistence.archive import ArchiveStatements
 
 
 def test_model_switch(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:
@@ -40,6 +40,6 @@ def test_checker_catches_a_switch_that_deletes_the_old_history(
     def delete_instead(self: Any, agent_id: str, through: Any, **_: Any) -> None:
         return None  # archive nothing: the reset's rewrite then deletes the records
 
-    monkeypatch.setattr(SqliteTransaction, "archive_records", delete_instead)
+    monkeypatch.setattr(ArchiveStatements, "add_epoch", delete_instead)
     caught = first_caught(model_switch, range(3), {26})
     assert caught is not None, "the checker never noticed the deleted history"

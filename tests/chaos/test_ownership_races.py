@@ -69,7 +69,7 @@ def _assert_each_answered_once(system: ak.AgentSystem, agent_id: str, texts: lis
     results = [m.call_id for m in transcript if isinstance(m, ak.ToolResultMessage)]
     assert len(calls) == len(set(calls)) == len(texts), transcript
     assert Counter(results) == Counter(calls), transcript
-    assert system.internals.store.read(lambda tx: tx.read_owed(agent_id)) is None
+    assert system.internals.store.read(lambda tx: tx.facts.read_owed(agent_id)) is None
 
 
 # -- one process -----------------------------------------------------------------------------
@@ -231,7 +231,7 @@ def test_sends_racing_delete_either_land_before_it_or_are_refused(tmp_path: Path
         # The id is free again and its next life starts clean.
         fresh = system.create(id="doomed")
         assert fresh.transcript() == []
-        assert system.internals.store.read(lambda tx: tx.queued("doomed")) == []
+        assert system.internals.store.read(lambda tx: tx.queue.messages("doomed")) == []
 
 
 def test_a_send_after_delete_began_is_refused(tmp_path: Path) -> None:
@@ -394,7 +394,7 @@ def test_owners_handing_a_store_over_answer_every_accepted_message_once(
         assert len(calls) == len(set(calls)), (context, calls)
         assert Counter(results) == Counter(calls), (context, transcript)
         assert all(n == 1 for n in runs.fragile.values()), (context, runs.fragile)
-        assert system.internals.store.read(lambda tx: tx.read_owed("handed")) is None, context
+        assert system.internals.store.read(lambda tx: tx.facts.read_owed("handed")) is None, context
     finally:
         system.close(timeout_seconds=10)
 
@@ -579,7 +579,7 @@ def test_a_model_left_hanging_by_a_dead_owner_is_never_answered_twice(tmp_path: 
         assert again.wait_for_idle(timeout_seconds=30)
         users = _user_texts(second.transcript("owned"))
         assert users == ["m1", "m2"]
-        assert second.internals.store.read(lambda tx: tx.read_owed("owned")) is None
+        assert second.internals.store.read(lambda tx: tx.facts.read_owed("owned")) is None
 
 
 def _delete_victim(system: ak.AgentSystem, start: threading.Barrier, outcome: list[str]) -> None:

@@ -21,14 +21,26 @@ def test_queues(seed: int, require_ok: Callable[[CampaignResult], None]) -> None
     require_ok(queues(seed))
 
 
-class _NoClaim:
-    """A transaction whose ``dequeue`` claims without deleting (the delete comes later)."""
+class _NoClaimQueue:
+    """``tx.queue`` whose ``dequeue`` claims without deleting (the delete comes later)."""
 
-    def __init__(self, tx: Transaction) -> None:
-        self._tx = tx
+    def __init__(self, queue: Any) -> None:
+        self._queue = queue
 
     def dequeue(self, agent_id: str, queue: str, seq: int) -> bool:
         return True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._queue, name)
+
+
+class _NoClaim:
+    """A transaction whose ``queue.dequeue`` claims without deleting (the delete comes
+    later)."""
+
+    def __init__(self, tx: Transaction) -> None:
+        self._tx = tx
+        self.queue = _NoClaimQueue(tx.queue)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._tx, name)
@@ -52,9 +64,9 @@ def test_checker_catches_a_consumption_in_two_transactions(
             ids = {r.message_id for r in event.value.records if isinstance(r, UserRecord)}
 
             def delete(tx: Transaction) -> None:
-                for entry in tx.queued(agent_id, plan.queue):
+                for entry in tx.queue.messages(agent_id, plan.queue):
                     if entry.id in ids:
-                        tx.dequeue(agent_id, plan.queue, entry.seq)
+                        tx.queue.dequeue(agent_id, plan.queue, entry.seq)
 
             with contextlib.suppress(Exception):
                 self._store.transact(delete)

@@ -50,18 +50,18 @@ from agentkeep.types import TextBlock, UserMessage
 
 home, threads, per_thread = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 store = Store.open(home)
-store.transact(lambda tx: tx.create_agent(AgentRow(id="agent", config={})))
+store.transact(lambda tx: tx.agents.create(AgentRow(id="agent", config={})))
 os.write(1, b"READY\\n")
 
 def submit(thread):
     for n in range(per_thread):
         tx_id = f"t{thread}n{n}"
         def work(tx, tx_id=tx_id):
-            tx.kv_write(f"tx.{tx_id}.a", tx_id)
-            tx.claim_message_id("agent", tx_id)
-            tx.append_record("agent", UserRecord(
+            tx.kv.write(f"tx.{tx_id}.a", tx_id)
+            tx.queue.claim_message_id("agent", tx_id)
+            tx.records.append("agent", UserRecord(
                 message_id=tx_id, message=UserMessage(content=(TextBlock(text=tx_id),))))
-            tx.kv_write(f"tx.{tx_id}.b", tx_id)
+            tx.kv.write(f"tx.{tx_id}.b", tx_id)
         store.transact(work)
         os.write(1, f"ACK {tx_id}\\n".encode())
 
@@ -121,8 +121,8 @@ def _run_child(home: Path, rng: random.Random) -> tuple[set[str], str]:
 
 def _check(home: Path, acked: set[str]) -> None:
     with Store.open(home) as store:
-        kv = dict(store.read(lambda tx: tx.kv_list("tx.")))
-        records = store.read(lambda tx: tx.load_records("agent"))
+        kv = dict(store.read(lambda tx: tx.kv.scan("tx.")))
+        records = store.read(lambda tx: tx.records.load("agent"))
     connection = apsw.Connection(str(home / "agents.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

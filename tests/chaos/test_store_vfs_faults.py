@@ -95,9 +95,9 @@ def faulty_vfs() -> Iterator[FaultyVFS]:
 def _work(tx_id: str) -> Any:
     def work(tx: Transaction) -> str:
         # Several statements, several pages: a partial outcome would be visible.
-        tx.kv_write(f"tx.{tx_id}.a", tx_id * 50)
-        tx.kv_write(f"tx.{tx_id}.b", tx_id * 50)
-        tx.kv_write(f"tx.{tx_id}.c", tx_id * 50)
+        tx.kv.write(f"tx.{tx_id}.a", tx_id * 50)
+        tx.kv.write(f"tx.{tx_id}.b", tx_id * 50)
+        tx.kv.write(f"tx.{tx_id}.c", tx_id * 50)
         return tx_id
 
     return work
@@ -135,7 +135,7 @@ def _load(store: Store, vfs: FaultyVFS, sticky: bool, rng: random.Random) -> dic
 
 def _check(home: Path, outcomes: dict[str, str]) -> None:
     with Store.open(home) as store:
-        rows = dict(store.read(lambda tx: tx.kv_list("tx.")))
+        rows = dict(store.read(lambda tx: tx.kv.scan("tx.")))
     connection = apsw.Connection(str(home / "agents.db"), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
@@ -182,11 +182,11 @@ def test_an_io_error_that_aborts_the_transaction_fails_the_group_with_a_known_ou
     """
     with Store.open(tmp_path, vfs=faulty_vfs.name) as store:
         # A tiny page cache makes a big work item spill (write) before COMMIT.
-        store.transact(lambda tx: tx._statements.connection.execute("PRAGMA cache_size = 1"))  # type: ignore[attr-defined]
+        store.transact(lambda tx: tx._x.statements.connection.execute("PRAGMA cache_size = 1"))  # type: ignore[attr-defined]
 
         def big(tx: Transaction) -> str:
             for j in range(200):
-                tx.kv_write(f"big.{j}", "x" * 500)
+                tx.kv.write(f"big.{j}", "x" * 500)
             return "big"
 
         started, release = threading.Event(), threading.Event()
@@ -222,6 +222,6 @@ def test_an_io_error_that_aborts_the_transaction_fails_the_group_with_a_known_ou
         assert isinstance(outcomes["big"], apsw.IOError)
         assert isinstance(outcomes["before"], StoreError)
         assert outcomes["after"] == "after"
-        rows = dict(store.read(lambda tx: tx.kv_list("")))
+        rows = dict(store.read(lambda tx: tx.kv.scan("")))
     assert not any(key.startswith(("big.", "tx.before.")) for key in rows)
     assert rows["tx.after.a"] == "after" * 50

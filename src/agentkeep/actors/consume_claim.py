@@ -157,7 +157,7 @@ def accept_consuming(
         nonlocal taken, consumption_failed
         # The owed fact before the acceptance writes its own (only worth reading while the
         # claim can still be taken).
-        owed_before = tx.read_owed(agent_id) if claim.open else None
+        owed_before = tx.facts.read_owed(agent_id) if claim.open else None
         value, queued = accept(tx)
         if queued is None or not claim.take():
             return value, queued, None

@@ -210,7 +210,7 @@ class ToolRunner:
         agent_id, internal_id = self._agent_id, run.internal_id
 
         def read(tx: Transaction) -> tuple[bool, ToolResultMessage | None]:
-            for pending in tx.pending_calls(agent_id):
+            for pending in tx.calls.pending(agent_id):
                 if pending.internal_id == internal_id:
                     return True, pending.committed
             return False, None

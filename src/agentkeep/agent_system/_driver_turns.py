@@ -100,14 +100,14 @@ class _DriverAcceptance:
                 f'session "{agent_id}" runs driver "{driver}": a tool_call_request block is '
                 "only for the native driver"
             )
-        if tx.get_agent(agent_id) is None:
+        if tx.agents.get(agent_id) is None:
             raise UnknownAgentError(agent_id)
-        if tx.session_archived(agent_id):
+        if tx.turns.session_archived(agent_id):
             raise SessionArchivedError(agent_id)
         content = wire_input(self._message)
-        tx.check_input_size(content)
+        tx.ledger.check_input_size(content)
         if self._key is not None:
-            repeated = tx.turn_of_key(agent_id, self._key, "send", content)
+            repeated = tx.turns.of_key(agent_id, self._key, "send", content)
             if repeated is not None:
                 return Delivery(
                     id=self._message_id, delivery="send", created=False, turn_id=repeated.id
@@ -121,10 +121,10 @@ class _DriverAcceptance:
         }
         if self._metadata is not None:
             event["metadata"] = self._metadata
-        tx.check_event_size(f"Message {self._message_id!r}", event)
-        turn, _ = tx.open_turn(
+        tx.ledger.check_event_size(f"Message {self._message_id!r}", event)
+        turn, _ = tx.turns.open(
             agent_id, key=self._key, driver=driver, delivery="send", input=content, message_id=None
         )
         event["turn_id"] = turn.id
-        tx.append_event(agent_id, MESSAGE_ACCEPTED, event, turn_id=turn.id)
+        tx.ledger.append(agent_id, MESSAGE_ACCEPTED, event, turn_id=turn.id)
         return Delivery(id=self._message_id, delivery="send", created=True, turn_id=turn.id)

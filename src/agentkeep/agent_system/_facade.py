@@ -136,7 +136,7 @@ class AgentSystem:
                 self.resolve(agent_id)  # UnknownAgentError for an id never created
             started = list(agent_ids)
         else:
-            started = parts.reads.read(lambda tx: tx.agents_owing_work())
+            started = parts.reads.read(lambda tx: tx.facts.agents_owing_work())
         for agent_id in started:
             parts.agents.tell(agent_id, Start(explicit=bool(agent_ids)), counted=True)
         return started
@@ -172,7 +172,7 @@ class AgentSystem:
     def resolve(self, agent_id: str) -> Agent:
         """The agent with this id (its loop is not started). Raises ``UnknownAgentError``."""
         reads = self._parts.reads
-        if reads.read(lambda tx: tx.get_agent(agent_id)) is None:
+        if reads.read(lambda tx: tx.agents.get(agent_id)) is None:
             raise UnknownAgentError(agent_id)
         return Agent(self, agent_id)
 
@@ -187,7 +187,7 @@ class AgentSystem:
         # deliveries admitted before it finish first (none can start an actor after removal).
         with parts.admission.operation(), parts.admission.deleting(agent_id, timeout_seconds):
             parts.agents.remove(agent_id, timeout_seconds=timeout_seconds)
-            if not parts.store.transact(lambda tx: tx.delete_agent(agent_id)):
+            if not parts.store.transact(lambda tx: tx.agents.delete(agent_id)):
                 raise UnknownAgentError(agent_id)
 
     # -- messages (the one acceptance path: ``_acceptance``) -------------------------------

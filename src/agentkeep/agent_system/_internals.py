@@ -87,7 +87,7 @@ class SystemInternals:
             idle_grace_seconds=args.idle_grace_seconds,
             intensity=args.intensity,
             backoff=args.backoff,
-            owed=lambda: store.read(lambda tx: tx.agents_owing_work()),
+            owed=lambda: store.read(lambda tx: tx.facts.agents_owing_work()),
         )
         store.on_writer_failure = self.agents.writer_failed
         self.reads = Reads(
@@ -187,7 +187,7 @@ class SystemInternals:
         """
         assert self.port is not None, "the facade attaches itself before any agent starts"
         row, pinned = self.store.read(
-            lambda tx: (tx.get_agent(agent_id), session_tables.pinned_definition(tx, agent_id))
+            lambda tx: (tx.agents.get(agent_id), session_tables.pinned_definition(tx, agent_id))
         )
         if row is None:
             raise UnknownAgentError(agent_id)

@@ -36,7 +36,7 @@ T = TypeVar("T")
 
 def _require_session(tx: Transaction, session_id: str) -> None:
     """``UnknownAgentError`` unless the id names an agent, live or deleted."""
-    if not tx.session_known(session_id):
+    if not tx.ledger.session_known(session_id):
         raise UnknownAgentError(session_id)
 
 
@@ -62,8 +62,8 @@ class Reads:
         """The durable conversation; a deleted agent's stays readable (delete keeps it)."""
 
         def read(tx: Transaction) -> list[ConversationRecord]:
-            records = tx.load_records(agent_id)
-            if not records and tx.get_agent(agent_id) is None:
+            records = tx.records.load(agent_id)
+            if not records and tx.agents.get(agent_id) is None:
                 raise UnknownAgentError(agent_id)
             return records
 
@@ -75,7 +75,7 @@ class Reads:
 
         def read(tx: Transaction) -> list[SessionEvent]:
             _require_session(tx, session_id)
-            return tx.events(session_id, after, limit)
+            return tx.ledger.events(session_id, after, limit)
 
         return self.read(read)
 
@@ -89,15 +89,17 @@ class Reads:
 
     def settings(self, agent_id: str) -> Settings:
         """``AgentSystem.settings`` (documented there)."""
-        return self.read_agent(agent_id, lambda tx: tx.read_settings(agent_id)) or self._defaults
+        return (
+            self.read_agent(agent_id, lambda tx: tx.facts.read_settings(agent_id)) or self._defaults
+        )
 
     def context_tokens(self, agent_id: str) -> int | None:
         """``AgentSystem.context_tokens`` (documented there)."""
-        return self.read_agent(agent_id, lambda tx: tx.read_context_tokens(agent_id))
+        return self.read_agent(agent_id, lambda tx: tx.facts.read_context_tokens(agent_id))
 
     def state(self, agent_id: str) -> str:
         """``"running"``, ``"owes_work"`` or ``"idle"``; refused once close begins."""
-        owed = self.read_agent(agent_id, lambda tx: tx.read_owed(agent_id))
+        owed = self.read_agent(agent_id, lambda tx: tx.facts.read_owed(agent_id))
         known = self._agents.known(agent_id)
         if known is not None and not known.status.idle:
             return "running"
@@ -105,7 +107,7 @@ class Reads:
 
     def metadata(self, agent_id: str) -> JSONObject:
         """A copy of the agent's metadata. Raises ``UnknownAgentError``."""
-        row = self.read(lambda tx: tx.get_agent(agent_id))
+        row = self.read(lambda tx: tx.agents.get(agent_id))
         if row is None:
             raise UnknownAgentError(agent_id)
         return dict(row.metadata)
@@ -126,14 +128,14 @@ class Reads:
 
     def parent_of(self, agent_id: str) -> str | None:
         """The id of the agent's parent, or None. Raises ``UnknownAgentError``."""
-        row = self.read(lambda tx: tx.get_agent(agent_id))
+        row = self.read(lambda tx: tx.agents.get(agent_id))
         if row is None:
             raise UnknownAgentError(agent_id)
         return row.parent_id
 
     def children_of(self, agent_id: str) -> list[str]:
         """``AgentSystem.children_of`` (documented there)."""
-        return self.read_agent(agent_id, lambda tx: tx.children_of(agent_id))
+        return self.read_agent(agent_id, lambda tx: tx.agents.children_of(agent_id))
 
     def history(self, agent_id: str) -> list[HistoryEpoch]:
         """The agent's epochs (``Agent.history``)."""
@@ -158,7 +160,7 @@ class Reads:
         """``work`` on a snapshot in which the agent exists (``UnknownAgentError`` if not)."""
 
         def read(tx: Transaction) -> T:
-            if tx.get_agent(agent_id) is None:
+            if tx.agents.get(agent_id) is None:
                 raise UnknownAgentError(agent_id)
             return work(tx)
 

@@ -56,13 +56,13 @@ class Requests:
         # a steer's input the marking took back (the loop's mirror still holds it) settles.
         if not wait:
             # A Start the aborted run takes up once it has stopped (loop.transitions.stop).
-            if took_back or self._reads.read(lambda tx: bool(tx.queued(agent_id))):
+            if took_back or self._reads.read(lambda tx: bool(tx.queue.messages(agent_id))):
                 self.wake(agent_id)
             return
         known.status.wait_for_idle(timeout_seconds)
         self._mark_turns(agent_id, "cancelling", session_turns.cancelled)
         queued, owes = self._reads.read(
-            lambda tx: (bool(tx.queued(agent_id)), tx.read_owed(agent_id) is not None)
+            lambda tx: (bool(tx.queue.messages(agent_id)), tx.facts.read_owed(agent_id) is not None)
         )
         if queued or owes:
             self.wake(agent_id)
@@ -79,7 +79,7 @@ class Requests:
         handle = self._store.handle
         if handle.in_transaction:
             return None
-        if any(t.status == status for t in self._reads.read(lambda tx: tx.started_turns(agent_id))):
+        if any(t.status == status for t in self._reads.read(lambda tx: tx.turns.started(agent_id))):
             return handle.transact(lambda tx: move(tx, agent_id))
         return None
 

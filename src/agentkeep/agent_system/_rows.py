@@ -84,22 +84,22 @@ def create_agent(
     """
 
     def work(tx: Transaction) -> None:
-        if row.parent_id is not None and tx.get_agent(row.parent_id) is None:
+        if row.parent_id is not None and tx.agents.get(row.parent_id) is None:
             raise UnknownAgentError(row.parent_id)
-        if not tx.create_agent(row):
+        if not tx.agents.create(row):
             raise AgentExistsError(row.id)
         if initial_context:
-            tx.append_record(row.id, CompactionRecord(messages=tuple(initial_context)))
+            tx.records.append(row.id, CompactionRecord(messages=tuple(initial_context)))
 
     store.transact(work)
 
 
 def list_agents(tx: Transaction) -> list[AgentInfo]:
     """Every (not deleted) agent as ``AgentSystem.agents()`` lists it, read in ``tx``."""
-    owing = set(tx.agents_owing_work())
+    owing = set(tx.facts.agents_owing_work())
     return [
         AgentInfo(id=r.id, parent_id=r.parent_id, metadata=r.metadata, owes_work=r.id in owing)
-        for r in tx.list_agents()
+        for r in tx.agents.live()
     ]
 
 
@@ -129,7 +129,7 @@ def merge_metadata(
     def work(tx: Transaction) -> tuple[MetadataChange, Settings]:
         previous, current = _merge(tx, agent_id, patch)
         change = MetadataChange(previous=previous, current=current, patch=patch)
-        settings = tx.read_settings(agent_id) or defaults
+        settings = tx.facts.read_settings(agent_id) or defaults
         if features.overrides("metadata_changed_transact"):
             features.transact(
                 "metadata_changed_transact",
@@ -144,13 +144,13 @@ def merge_metadata(
 
 
 def _merge(tx: Transaction, agent_id: str, patch: JSONObject) -> tuple[JSONObject, JSONObject]:
-    row = tx.get_agent(agent_id)
+    row = tx.agents.get(agent_id)
     if row is None:
         raise UnknownAgentError(agent_id)
     # The change and its ledger event commit together; one too big for its event is refused
     # before anything is written.
     event: JSONObject = {"patch": patch, "metadata": {**row.metadata, **patch}}
-    tx.check_event_size(f"The metadata update of agent {agent_id!r}", event)
-    merged = tx.update_metadata(agent_id, patch)
-    tx.append_event(agent_id, METADATA_CHANGED, {"patch": patch, "metadata": merged})
+    tx.ledger.check_event_size(f"The metadata update of agent {agent_id!r}", event)
+    merged = tx.agents.update_metadata(agent_id, patch)
+    tx.ledger.append(agent_id, METADATA_CHANGED, {"patch": patch, "metadata": merged})
     return dict(row.metadata), merged

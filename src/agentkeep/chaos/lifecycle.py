@@ -156,7 +156,7 @@ class _Lifecycle:
         agents = [*self.plan.residents, *self.plan.newcomers]
 
         def read(tx: Transaction) -> Snapshot:
-            listed = sorted(row.id for row in tx.list_agents())
+            listed = sorted(row.id for row in tx.agents.live())
             return listed, {agent: read_durable(tx, agent) for agent in agents}
 
         try:
@@ -324,7 +324,7 @@ class _Lifecycle:
         if system is None:
             return None
         try:
-            pending = system.internals.store.read(lambda tx: tx.pending_calls(agent_id))
+            pending = system.internals.store.read(lambda tx: tx.calls.pending(agent_id))
         except Exception:  # closed or closing: its calls' order no longer matters
             return None
         return frozenset(p.call.call_id for p in pending)

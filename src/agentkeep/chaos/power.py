@@ -160,7 +160,7 @@ def value_of(tx_id: str, part: str, size: int) -> str:
 def _work(tx_id: str, size: int) -> Any:
     def work(tx: Transaction) -> str:
         for part in PARTS:
-            tx.kv_write(f"tx.{tx_id}.{part}", value_of(tx_id, part, size))
+            tx.kv.write(f"tx.{tx_id}.{part}", value_of(tx_id, part, size))
         # A runtime fact with its ledger event, in the same transaction as the rows.
         accept_message(
             tx,
@@ -261,7 +261,7 @@ def _play(
         store = Store.open(home, vfs=vfs.name, checkpoint_pages=_NEVER)
         checkpointer = apsw.Connection(str(home / DATABASE_NAME), vfs=vfs.name)
         checkpointer.execute("PRAGMA mmap_size = 0")  # every byte through the VFS
-        store.transact(lambda tx: tx.create_agent(AgentRow(id=SESSION, config={})))
+        store.transact(lambda tx: tx.agents.create(AgentRow(id=SESSION, config={})))
         armed_at = grid.operations
         try:
             if cut_at is not None:
@@ -302,7 +302,7 @@ def _judge(reboot: Path, schedule: PowerPlan, result: PowerCutResult) -> None:
             connection.close()
         if check == [("ok",)]:
             with Store.open(reboot) as store:
-                rows: dict[str, Any] = dict(store.read(lambda tx: tx.kv_list("tx.")))
+                rows: dict[str, Any] = dict(store.read(lambda tx: tx.kv.scan("tx.")))
                 state = store.read(lambda tx: read_durable(tx, SESSION))
                 events = store.read(_ledger)
     except apsw.Error as exc:
@@ -327,7 +327,7 @@ def _judge(reboot: Path, schedule: PowerPlan, result: PowerCutResult) -> None:
 
 
 def _ledger(tx: Transaction) -> list[SessionEvent]:
-    return read_all(lambda after: tx.events(SESSION, after, 1000))
+    return read_all(lambda after: tx.ledger.events(SESSION, after, 1000))
 
 
 def _judge_ledger(result: PowerCutResult, state: Any, events: list[SessionEvent]) -> None:

@@ -86,13 +86,13 @@ def read_durable(tx: Transaction, agent_id: str) -> DurableState:
     notices, pending calls, owed work, settings and turns.
     """
     return DurableState(
-        archived=tuple(tx.archived_epochs(agent_id)),
-        records=tuple(tx.load_records(agent_id)),
-        queued=tuple(tx.queued(agent_id)),
-        notices=tuple(tx.notices(agent_id)),
-        pending=tuple(tx.pending_calls(agent_id)),
-        owed=tx.read_owed(agent_id),
-        settings=tx.read_settings(agent_id),
+        archived=tuple(tx.archive.epochs(agent_id)),
+        records=tuple(tx.records.load(agent_id)),
+        queued=tuple(tx.queue.messages(agent_id)),
+        notices=tuple(tx.queue.notices(agent_id)),
+        pending=tuple(tx.calls.pending(agent_id)),
+        owed=tx.facts.read_owed(agent_id),
+        settings=tx.facts.read_settings(agent_id),
         turns=tuple(_turns(tx, agent_id)),
         call_effects=tuple(_call_effects(tx, agent_id)),
         taken_back=tuple(_taken_back(tx, agent_id)),
@@ -106,29 +106,29 @@ def _taken_back(tx: Transaction, agent_id: str) -> list[str]:
         message_id
         for turn in _turns(tx, agent_id)
         if turn.status == "cancelled"
-        for message_id in tx.turn_message_ids(agent_id, turn.id)
+        for message_id in tx.turns.message_ids(agent_id, turn.id)
     ]
     if not inputs:
         return []
-    present = {q.id for q in tx.queued(agent_id)}
-    present |= {r.message_id for r in tx.load_records(agent_id) if isinstance(r, UserRecord)}
-    for epoch in tx.archived_epochs(agent_id):
+    present = {q.id for q in tx.queue.messages(agent_id)}
+    present |= {r.message_id for r in tx.records.load(agent_id) if isinstance(r, UserRecord)}
+    for epoch in tx.archive.epochs(agent_id):
         present |= {r.message_id for r in epoch.records if isinstance(r, UserRecord)}
     return [m for m in inputs if m not in present]
 
 
 def _call_effects(tx: Transaction, agent_id: str) -> list[tuple[str, bool]]:
     found = []
-    for call in tx.pending_calls(agent_id):
+    for call in tx.calls.pending(agent_id):
         key = scope_prefix("agent", agent_id, CALL_AREA, call.internal_id) + EFFECT_KEY
-        if tx.kv_read(key) is not None:
+        if tx.kv.read(key) is not None:
             found.append((call.internal_id, call.committed is not None))
     return found
 
 
 def _turns(tx: Transaction, agent_id: str) -> list[TurnRecord]:
     turns: list[TurnRecord] = []
-    while batch := tx.list_turns(agent_id, turns[-1].number if turns else 0, 1000):
+    while batch := tx.turns.page(agent_id, turns[-1].number if turns else 0, 1000):
         turns += batch
     return turns
 
@@ -276,7 +276,7 @@ class Live:
         if system is None or text is None or self.crashed():
             return
         try:
-            records = system.internals.store.read(lambda tx: tx.load_records(self.world.agent_id))
+            records = system.internals.store.read(lambda tx: tx.records.load(self.world.agent_id))
         except Exception:
             return
         last = records[-1] if records else None

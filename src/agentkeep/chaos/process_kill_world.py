@@ -51,7 +51,7 @@ class DiskWorld(ChaosWorld):
 
         def read(tx: Transaction) -> tuple[DurableState, list[SessionEvent]]:
             return read_durable(tx, agent_id), read_all(
-                lambda after: tx.events(agent_id, after, 1000)
+                lambda after: tx.ledger.events(agent_id, after, 1000)
             )
 
         with tempfile.TemporaryDirectory(prefix="chaos-copy-") as scratch:

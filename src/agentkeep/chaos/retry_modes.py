@@ -141,7 +141,7 @@ class ModeJournal(Feature):
     def on_event(self, ctx: HookContext, event: StreamEvent) -> None:
         if not (self.retrying and isinstance(event, Done) and event.state == "error"):
             return
-        turns = self._read(lambda tx: tx.list_turns(ctx.agent_id, 0, 1000))
+        turns = self._read(lambda tx: tx.turns.page(ctx.agent_id, 0, 1000))
         if turns is None:
             return
         statuses = [t.status for t in turns]
@@ -160,7 +160,7 @@ class ModeJournal(Feature):
         if not self.retrying:
             return
         call_id = ctx.provider_call_id
-        records = self._read(lambda tx: tx.load_records(ctx.agent_id))
+        records = self._read(lambda tx: tx.records.load(ctx.agent_id))
         if records is None:
             return
         if any(isinstance(r, ToolRecord) and r.message.call_id == call_id for r in records):

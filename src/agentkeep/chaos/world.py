@@ -161,7 +161,7 @@ class ChaosWorld:
         if system is None:
             return None
         try:
-            pending = system.internals.store.read(lambda tx: tx.pending_calls(agent_id))
+            pending = system.internals.store.read(lambda tx: tx.calls.pending(agent_id))
         except Exception:  # a dead store: its calls' order no longer matters
             return None
         return frozenset(p.call.call_id for p in pending)
@@ -256,7 +256,7 @@ class ChaosWorld:
 
         def read(tx: Transaction) -> tuple[DurableState, list[SessionEvent]]:
             return read_durable(tx, agent_id), read_all(
-                lambda after: tx.events(agent_id, after, 1000)
+                lambda after: tx.ledger.events(agent_id, after, 1000)
             )
 
         with Store.open(self.home) as store:

@@ -86,12 +86,12 @@ def _state_of(owes_work: bool) -> str:
 def read_agent(tx: Transaction, agent_id: str) -> dict[str, Any] | None:
     """What the runtime holds for one session (agent), from one snapshot: ``session show``'s
     ``runtime`` (settings, owed work, queued messages, pending tool calls, …)."""
-    row = tx.get_agent(agent_id)
+    row = tx.agents.get(agent_id)
     if row is None:
         return None
-    settings = tx.read_settings(agent_id)
-    owed = tx.read_owed(agent_id)
-    records = tx.load_records(agent_id)
+    settings = tx.facts.read_settings(agent_id)
+    owed = tx.facts.read_owed(agent_id)
+    records = tx.records.load(agent_id)
     queued = [
         {
             "id": q.id,
@@ -101,7 +101,7 @@ def read_agent(tx: Transaction, agent_id: str) -> dict[str, Any] | None:
             "text": block_text(tuple(q.message.content)),
             "accepted_at": iso(q.accepted_at_ms),
         }
-        for q in tx.queued(agent_id)
+        for q in tx.queue.messages(agent_id)
     ]
     pending = [
         {
@@ -112,7 +112,7 @@ def read_agent(tx: Transaction, agent_id: str) -> dict[str, Any] | None:
             "arguments": p.call.arguments,
             "committed": p.committed is not None,
         }
-        for p in tx.pending_calls(agent_id)
+        for p in tx.calls.pending(agent_id)
     ]
     return {
         "id": row.id,
@@ -124,11 +124,11 @@ def read_agent(tx: Transaction, agent_id: str) -> dict[str, Any] | None:
         "state": _state_of(owed is not None),
         "owed": None if owed is None else all_fields(owed),
         "queued": queued,
-        "notices": len(tx.notices(agent_id)),
+        "notices": len(tx.queue.notices(agent_id)),
         "pending_calls": pending,
-        "context_tokens": tx.read_context_tokens(agent_id),
+        "context_tokens": tx.facts.read_context_tokens(agent_id),
         "messages": len(rebuild_messages(records)),
-        "children": tx.children_of(agent_id),
+        "children": tx.agents.children_of(agent_id),
     }
 
 
@@ -175,7 +175,7 @@ def transcript(state: CliState, session_id: str, all_epochs: bool) -> None:
             return
 
         def read(tx: Transaction) -> list[ConversationRecord] | None:
-            return None if tx.get_agent(agent_id) is None else tx.load_records(agent_id)
+            return None if tx.agents.get(agent_id) is None else tx.records.load(agent_id)
 
         records = store.read(read)
     if records is None:

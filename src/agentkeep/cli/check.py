@@ -61,11 +61,11 @@ class Findings:
 
 def check_agent(tx: Transaction, agent_id: str, found: Findings) -> None:
     """Check one agent's durable invariants, adding what is wrong to ``found``."""
-    records = tx.load_records(agent_id)
-    owed = tx.read_owed(agent_id)
-    pending = tx.pending_calls(agent_id)
-    queued = tx.queued(agent_id)
-    notices = tx.notices(agent_id)
+    records = tx.records.load(agent_id)
+    owed = tx.facts.read_owed(agent_id)
+    pending = tx.calls.pending(agent_id)
+    queued = tx.queue.messages(agent_id)
+    notices = tx.queue.notices(agent_id)
 
     compactions = [i for i, r in enumerate(records) if isinstance(r, CompactionRecord)]
     if len(compactions) > 1 or (compactions and compactions[0] != 0):
@@ -213,7 +213,7 @@ def run_check(home: Home) -> dict[str, Any]:
         found.problem(None, "foreign_key_check", line)
 
     def each_agent(tx: Transaction) -> int:
-        agents = tx.list_agents()
+        agents = tx.agents.live()
         for row in agents:
             try:
                 check_agent(tx, row.id, found)

@@ -54,9 +54,9 @@ def verify(home: Home, agent_id: str, *, child_pid: int, note_text: str) -> dict
     with open_reader(home) as store:
 
         def read(tx: Any) -> tuple[list[Message], bool, int, int]:
-            messages = rebuild_messages(tx.load_records(agent_id))
-            owed = tx.read_owed(agent_id) is not None
-            return messages, owed, len(tx.queued(agent_id)), len(tx.pending_calls(agent_id))
+            messages = rebuild_messages(tx.records.load(agent_id))
+            owed = tx.facts.read_owed(agent_id) is not None
+            return messages, owed, len(tx.queue.messages(agent_id)), len(tx.calls.pending(agent_id))
 
         messages, owes, queued, pending = store.read(read)
     runs = Ledger(home.path / LEDGER_FILE).runs()

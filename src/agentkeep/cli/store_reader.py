@@ -65,7 +65,7 @@ class _Tail:
         self._buffer: deque[SessionEvent] = deque()
 
     def _page(self, tx: Transaction) -> list[SessionEvent]:
-        return tx.events(self._session_id, self._last, MAX_EVENTS_PAGE)
+        return tx.ledger.events(self._session_id, self._last, MAX_EVENTS_PAGE)
 
     def next(self, timeout_seconds: float | None) -> SessionEvent:
         """The next event (``TimeoutError`` if none committed within ``timeout_seconds``)."""
@@ -126,7 +126,7 @@ class StoreReader(Backend):
 
     def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
         found = self._reader.read(
-            lambda tx: self._known(tx, session_id).read_turn(session_id, turn_id)
+            lambda tx: self._known(tx, session_id).turns.read(session_id, turn_id)
         )
         if found is None:
             raise UnknownTurnError(session_id, turn_id)
@@ -134,13 +134,13 @@ class StoreReader(Backend):
 
     def turns(self, session_id: str, *, after: int, limit: int) -> list[TurnRecord]:
         return self._reader.read(
-            lambda tx: self._known(tx, session_id).list_turns(session_id, after, limit)
+            lambda tx: self._known(tx, session_id).turns.page(session_id, after, limit)
         )
 
     def events(self, session_id: str, *, after: int, limit: int) -> list[SessionEvent]:
         self.get_session(session_id)  # as SystemBackend: an unknown session is an error
         return self._reader.read(
-            lambda tx: tx.events(session_id, after, min(limit, MAX_EVENTS_PAGE))
+            lambda tx: tx.ledger.events(session_id, after, min(limit, MAX_EVENTS_PAGE))
         )
 
     def follow(
@@ -161,7 +161,7 @@ class StoreReader(Backend):
 
     @staticmethod
     def _known(tx: Transaction, session_id: str) -> Transaction:
-        if not tx.session_known(session_id):
+        if not tx.ledger.session_known(session_id):
             raise UnknownSessionError(session_id)
         return tx
 

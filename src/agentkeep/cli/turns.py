@@ -155,7 +155,7 @@ def _interrupted(
 
 def failure_of_last_turn(system: AgentSystem, agent_id: str) -> str | None:
     """The failure note the conversation ends in (its last turn failed), or None."""
-    records = system.internals.store.read(lambda tx: tx.load_records(agent_id))
+    records = system.internals.store.read(lambda tx: tx.records.load(agent_id))
     if not ends_in_failure_note(records):
         return None
     last = records[-1]

@@ -173,7 +173,7 @@ class DriverHost:
 
     def _resume(self) -> None:
         try:
-            turns = self.store.read(lambda tx: tx.all_live_turns())
+            turns = self.store.read(lambda tx: tx.turns.all_live())
         except Exception as error:  # the store went away: the next open recovers them
             log.warning("driver_tier_resume_failed", error=repr(error))
             return

@@ -106,7 +106,7 @@ class DriverRunner(SupervisedActor):
 
     # -- looking for work ------------------------------------------------------------------
     def _next_turn(self, tx: Transaction) -> TurnRecord | None:
-        for turn in tx.live_turns(self._session_id):
+        for turn in tx.turns.live(self._session_id):
             if turn.driver != NATIVE_DRIVER:
                 return turn
         return None
@@ -120,13 +120,13 @@ class DriverRunner(SupervisedActor):
                 stale.context.close()
 
         def end(tx: Transaction) -> None:
-            current = tx.read_turn(self._session_id, turn.id)
+            current = tx.turns.read(self._session_id, turn.id)
             if current is None or current.terminal or current.status == "queued":
                 return
             if current.status == "cancelling":
-                tx.move_turn(self._session_id, turn.id, "cancelled", error=CANCELLED_RUNNING)
+                tx.turns.move(self._session_id, turn.id, "cancelled", error=CANCELLED_RUNNING)
             else:
-                tx.move_turn(self._session_id, turn.id, "interrupted", error=INTERRUPTED_RUN)
+                tx.turns.move(self._session_id, turn.id, "interrupted", error=INTERRUPTED_RUN)
 
         self._store.transact(end)
 
@@ -215,14 +215,14 @@ class DriverRunner(SupervisedActor):
     def _append(self, tx: Transaction, turn_id: str, type: str, data: JSONObject) -> SessionEvent:
         # Checked in the transaction too: whatever happened to the runner, no event of a
         # run lands after its turn's terminal event.
-        current = tx.read_turn(self._session_id, turn_id)
+        current = tx.turns.read(self._session_id, turn_id)
         if current is None or current.terminal:
             raise DriverContextClosedError(
                 f'Turn "{turn_id}" is {"gone" if current is None else current.status}: '
                 "nothing more is written for it."
             )
-        sequence = tx.append_event(self._session_id, type, data, turn_id=turn_id)
-        return tx.events(self._session_id, sequence - 1, 1)[0]
+        sequence = tx.ledger.append(self._session_id, type, data, turn_id=turn_id)
+        return tx.ledger.events(self._session_id, sequence - 1, 1)[0]
 
     def _publish(self, turn_id: str, type: str, data: JSONObject) -> SessionEvent:
         self._hub.publish(self._session_id, type, data, turn_id)
@@ -239,7 +239,7 @@ class DriverRunner(SupervisedActor):
         failed = turn_failure(
             "unsupported_driver", f'Driver "{turn.driver}" is not registered in this system.'
         )
-        tx.move_turn(self._session_id, turn.id, "failed", error=failed)
+        tx.turns.move(self._session_id, turn.id, "failed", error=failed)
 
 
 __all__ = ["DriverRunActor", "DriverRunner", "RunState"]

@@ -58,28 +58,28 @@ def end_turn(
     ``failed``; a returned result is checked, its message appended as a ``message`` event
     and its driver session id stored, and the turn is ``completed``.
     """
-    current = tx.read_turn(session_id, turn.id)
+    current = tx.turns.read(session_id, turn.id)
     if current is None or current.terminal:
         return
     if current.status == "cancelling":
-        tx.move_turn(session_id, turn.id, "cancelled", error=CANCELLED_RUNNING)
+        tx.turns.move(session_id, turn.id, "cancelled", error=CANCELLED_RUNNING)
         return
     if state.stopping and (outcome != "returned" or state.error is not None):
-        tx.move_turn(session_id, turn.id, "interrupted", error=INTERRUPTED_CLOSE)
+        tx.turns.move(session_id, turn.id, "interrupted", error=INTERRUPTED_CLOSE)
         return
     failure = _failure(state, outcome, turn_timeout_seconds)
     if failure is not None:
-        tx.move_turn(session_id, turn.id, "failed", error=failure)
+        tx.turns.move(session_id, turn.id, "failed", error=failure)
         return
     try:
         result = _checked_result(state.result)
     except InvalidDriverEventError as error:
         failed = turn_failure("invalid_result", str(error))
-        tx.move_turn(session_id, turn.id, "failed", error=failed)
+        tx.turns.move(session_id, turn.id, "failed", error=failed)
         return
     if result.message is not None:
         data: JSONObject = {"role": "assistant", "message": result.message}
-        tx.append_event(session_id, MESSAGE, data, turn_id=turn.id, fit=True)
+        tx.ledger.append(session_id, MESSAGE, data, turn_id=turn.id, fit=True)
     driver_session_id: str | None
     if result.driver_session_id is not None:
         session_tables.set_driver_session_id(tx, session_id, result.driver_session_id, now_ms())
@@ -87,7 +87,7 @@ def end_turn(
     else:
         found = session_tables.read_session(tx, session_id)
         driver_session_id = None if found is None else found.driver_session_id
-    tx.move_turn(
+    tx.turns.move(
         session_id,
         turn.id,
         "completed",

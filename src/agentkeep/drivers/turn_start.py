@@ -22,7 +22,7 @@ def start_turn(tx: Transaction, session_id: str, turn: TurnRecord) -> DriverRunR
     Returns None, starting nothing, if the turn is no longer queued (cancelled before it
     started); a turn whose session was deleted meanwhile fails ``session_deleted``.
     """
-    current = tx.read_turn(session_id, turn.id)
+    current = tx.turns.read(session_id, turn.id)
     if current is None or current.status != "queued":
         return None
     session = session_tables.read_session(tx, session_id)
@@ -34,9 +34,9 @@ def start_turn(tx: Transaction, session_id: str, turn: TurnRecord) -> DriverRunR
     if session is None or revision is None:
         # The session was deleted after the turn was accepted: nothing to run it for.
         gone = turn_failure("session_deleted", "The session was deleted before it ran.")
-        tx.move_turn(session_id, turn.id, "failed", error=gone)
+        tx.turns.move(session_id, turn.id, "failed", error=gone)
         return None
-    running = tx.move_turn(session_id, turn.id, "running")
+    running = tx.turns.move(session_id, turn.id, "running")
     return DriverRunRequest(
         revision=revision,
         session=session,
@@ -61,7 +61,7 @@ def _history(tx: Transaction, session_id: str, before: int) -> list[JSONObject]:
     completed: dict[str, TurnRecord] = {}
     after = 0
     while True:
-        page = tx.list_turns(session_id, after, MAX_EVENTS_PAGE)
+        page = tx.turns.page(session_id, after, MAX_EVENTS_PAGE)
         for turn in page:
             if turn.number < before and turn.status == "completed":
                 completed[turn.id] = turn
@@ -71,7 +71,7 @@ def _history(tx: Transaction, session_id: str, before: int) -> list[JSONObject]:
     outputs: dict[str, list[JSONObject]] = {turn_id: [] for turn_id in completed}
     sequence = 0
     while True:
-        events = tx.events(session_id, sequence, MAX_EVENTS_PAGE)
+        events = tx.ledger.events(session_id, sequence, MAX_EVENTS_PAGE)
         for event in events:
             message = as_wire_json(event.data.get("message"))
             if event.type == MESSAGE and event.turn_id in outputs and isinstance(message, dict):

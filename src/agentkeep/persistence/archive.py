@@ -1,9 +1,8 @@
-"""The archived-history statements of :class:`~agentkeep.persistence.transaction.
-SqliteTransaction` (a mixin, so that module stays readable).
+"""``tx.archive``: archived history, inside one transaction.
 
 What a model switch or a compaction takes out of the provider's view is copied here, in the
 same transaction, before it leaves the conversation: ``archived_epochs`` holds one row per
-archived stretch, ``archived_records`` its records in order. Only :meth:`purge_archived`
+archived stretch, ``archived_records`` its records in order. Only :meth:`ArchiveStatements.purge`
 deletes them, and it keeps the epoch rows (``purged_at_ms``) so numbers are never reused.
 """
 
@@ -12,14 +11,16 @@ from __future__ import annotations
 from typing import Any, cast
 
 from agentkeep.persistence.codec import decode_record, decode_settings, encode, now_ms
-from agentkeep.persistence.transaction_core import TransactionCore
+from agentkeep.persistence.executor import TableStatements
 from agentkeep.types import ArchivedEpoch, ArchiveReason, Settings
 
+__all__ = ["ArchiveStatements"]
 
-class ArchivedHistory(TransactionCore):
+
+class ArchiveStatements(TableStatements):
     """Archived epochs over the enclosing transaction's statements (see the module)."""
 
-    def archive_records(
+    def add_epoch(
         self,
         agent_id: str,
         through_position: int | None,
@@ -27,6 +28,9 @@ class ArchivedHistory(TransactionCore):
         reason: ArchiveReason,
         settings: Settings | None,
     ) -> int | None:
+        """Copy records 1..through_position (all of them when None) into a new archived
+        epoch, before a reset or a compaction removes them from the conversation; returns
+        the epoch's number, or None (and archives nothing) when there is no such record."""
         self._check(write=True)
         bound = through_position if through_position is not None else -1
         count = int(
@@ -57,7 +61,8 @@ class ArchivedHistory(TransactionCore):
         )
         return epoch
 
-    def archived_epochs(self, agent_id: str) -> list[ArchivedEpoch]:
+    def epochs(self, agent_id: str) -> list[ArchivedEpoch]:
+        """The archived epochs not yet purged, oldest first, each with its records."""
         epochs: list[ArchivedEpoch] = []
         cursor = self._read(
             "SELECT epoch, reason, settings_json, archived_at_ms FROM archived_epochs "
@@ -87,6 +92,7 @@ class ArchivedHistory(TransactionCore):
         return epochs
 
     def last_epoch(self, agent_id: str) -> int:
+        """The highest epoch number ever archived (purged ones included); 0 if none."""
         return int(
             self._one(
                 "SELECT coalesce(max(epoch), 0) FROM archived_epochs WHERE agent_id = ?",
@@ -94,7 +100,9 @@ class ArchivedHistory(TransactionCore):
             )
         )
 
-    def purge_archived(self, agent_id: str) -> tuple[int, int]:
+    def purge(self, agent_id: str) -> tuple[int, int]:
+        """Physically delete every archived record of the agent (the current conversation is
+        untouched); returns ``(epochs, records)`` purged. Epoch numbers are not reused."""
         self._check(write=True)
         epochs = int(
             self._one(

@@ -1,12 +1,12 @@
-"""A session's pending tool calls and their result claims: their statements, a mixin of
-:class:`~agentkeep.persistence.transaction.SqliteTransaction` (like ``TurnStatements``).
+"""``tx.calls``: a session's pending tool calls and their result claims, inside one
+transaction.
 
 ``pending_calls`` holds the calls of the tool batch in flight, each with its committed
 result once it has one; ``tool_result_claims`` holds the first result claimed for a call.
 
 Invariants:
 
-- :meth:`CallStatements.claim_tool_result` is one conditional ``INSERT OR IGNORE``: the first
+- :meth:`CallStatements.claim_result` is one conditional ``INSERT OR IGNORE``: the first
   claim of a call wins, and there is never a claim without its pending call (a claim cascades
   with its call, through ``tool_result_claims``' foreign key).
 - The writer's memo (persistence/memo.py states its invariant: every value it returns equals
@@ -18,17 +18,19 @@ Invariants:
 from __future__ import annotations
 
 from agentkeep.persistence.codec import decode_call, decode_result, encode
+from agentkeep.persistence.executor import TableStatements
 from agentkeep.persistence.memo import MISSING
-from agentkeep.persistence.transaction_core import TransactionCore
 from agentkeep.types import PendingToolCall, ToolResultMessage
 
+__all__ = ["CallStatements"]
 
-class CallStatements(TransactionCore):
+
+class CallStatements(TableStatements):
     """A session's pending calls and result claims over the enclosing transaction (see the
     module)."""
 
-    # -- tool batches ------------------------------------------------------------------------
-    def put_pending_calls(self, agent_id: str, calls: list[PendingToolCall]) -> None:
+    def put(self, agent_id: str, calls: list[PendingToolCall]) -> None:
+        """Record a tool batch's calls as pending."""
         self._memo.forget(("calls", agent_id))
         for call in calls:
             self._write(
@@ -43,7 +45,8 @@ class CallStatements(TransactionCore):
                 ),
             )
 
-    def pending_calls(self, agent_id: str) -> list[PendingToolCall]:
+    def pending(self, agent_id: str) -> list[PendingToolCall]:
+        """In batch order (by ``index``)."""
         key = ("calls", agent_id)
         found: tuple[PendingToolCall, ...] = self._memo_get(key)
         if found is MISSING:
@@ -67,9 +70,9 @@ class CallStatements(TransactionCore):
             for internal_id, index, call_json, committed in cursor
         ]
 
-    def claim_tool_result(self, agent_id: str, internal_id: str, result: ToolResultMessage) -> bool:
-        """First writer wins; False also when the call is not pending (no result without
-        its call)."""
+    def claim_result(self, agent_id: str, internal_id: str, result: ToolResultMessage) -> bool:
+        """First-writer-wins result claim for one call; False also when the call is not
+        pending (no result without its call)."""
         return (
             self._write(
                 "INSERT OR IGNORE INTO tool_result_claims (agent_id, internal_id, result_json) "
@@ -80,16 +83,16 @@ class CallStatements(TransactionCore):
             == 1
         )
 
-    def tool_result_claim(self, agent_id: str, internal_id: str) -> ToolResultMessage | None:
+    def result_claim(self, agent_id: str, internal_id: str) -> ToolResultMessage | None:
+        """The result claimed for the call, or None."""
         raw = self._one(
             "SELECT result_json FROM tool_result_claims WHERE agent_id = ? AND internal_id = ?",
             (agent_id, internal_id),
         )
         return None if raw is None else decode_result(raw)
 
-    def mark_call_committed(
-        self, agent_id: str, internal_id: str, result: ToolResultMessage
-    ) -> bool:
+    def mark_committed(self, agent_id: str, internal_id: str, result: ToolResultMessage) -> bool:
+        """Record a result a tool committed early; False if the call is not pending."""
         self._memo.forget(("calls", agent_id))
         return (
             self._write(
@@ -100,7 +103,8 @@ class CallStatements(TransactionCore):
             == 1
         )
 
-    def remove_pending_call(self, agent_id: str, internal_id: str) -> bool:
+    def remove(self, agent_id: str, internal_id: str) -> bool:
+        """Delete the pending entry and its result claim; False if it was already gone."""
         # The claim cascades with the call (tool_result_claims' foreign key).
         self._memo.forget(("calls", agent_id))
         return (

@@ -1,7 +1,7 @@
 """How values meet SQLite: canonical JSON (msgspec) and the statement executor.
 
 Every value stored is JSON text from one sorted-key encoder, so equal values are equal text
-(``write_owed`` skips identical writes and ``kv_compare_and_set`` compares in SQL on that),
+(``write_owed`` skips identical writes and ``tx.kv.compare_and_set`` compares in SQL on that),
 and each column decodes with the exact type (tagged unions for records).
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 import apsw
 import msgspec
 
+from agentkeep.persistence.dialect import SQLITE, Dialect
 from agentkeep.persistence.faults import FaultInjector
 from agentkeep.persistence.memo import BEGIN_GROUP, BEGIN_ITEM, WriterMemo
 from agentkeep.types import (
@@ -28,7 +29,7 @@ from agentkeep.types import (
 )
 
 # One encoder for everything: sorted keys make equal values encode to equal text, which
-# write_owed (skip identical) and kv_compare_and_set (compare in SQL) rely on.
+# write_owed (skip identical) and kv.compare_and_set (compare in SQL) rely on.
 _encoder = msgspec.json.Encoder(order="sorted")
 decode_record = msgspec.json.Decoder(ConversationRecord).decode
 decode_object = msgspec.json.Decoder(dict[str, Any]).decode
@@ -70,11 +71,22 @@ class Statements:
     (``memo``): reads go straight through; a write goes through :meth:`write` when the method
     issuing it keeps the memo true, else (raw SQL, the writer's BEGIN/SAVEPOINT/RELEASE/COMMIT)
     the memo is told before and after it runs.
+
+    It is the one place SQL text reaches the connection, so the backend's
+    :class:`~agentkeep.persistence.dialect.Dialect` prepares every statement here.
     """
 
-    def __init__(self, connection: apsw.Connection, faults: FaultInjector | None = None) -> None:
+    def __init__(
+        self,
+        connection: apsw.Connection,
+        faults: FaultInjector | None = None,
+        *,
+        dialect: Dialect = SQLITE,
+    ) -> None:
         self.connection = connection
         self._faults = faults
+        self.dialect = dialect
+        self._prepare = dialect.prepare if dialect.translates else None
         # One reused cursor (cheaper than a new one per statement). Safe because every
         # Transaction method consumes its rows before it returns (``_first``), so no
         # statement is ever still being read when the next one starts; the writer also
@@ -100,6 +112,8 @@ class Statements:
                 self.flush()
         if self._faults is not None:
             self._faults.tick(sql)
+        if self._prepare is not None:
+            sql = self._prepare(sql)
         if self._kept or sql.startswith("SELECT"):
             return self._cursor.execute(sql, params)
         memo = self.memo

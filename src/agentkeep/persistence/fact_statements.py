@@ -1,5 +1,4 @@
-"""A session's single-row facts: their statements, a mixin of :class:`~agentkeep.persistence.
-transaction.SqliteTransaction` (like ``TurnStatements``).
+"""``tx.facts``: a session's single-row facts, inside one transaction.
 
 Each table holds at most one row per session: its settings (``settings``), the work it owes
 (``owed_work``: what a restart must resume) and its context size in tokens
@@ -21,16 +20,17 @@ Invariants:
 from __future__ import annotations
 
 from agentkeep.persistence.codec import decode_owed, decode_settings, encode
+from agentkeep.persistence.executor import TableStatements
 from agentkeep.persistence.memo import MISSING
-from agentkeep.persistence.transaction_core import TransactionCore
 from agentkeep.types import OwedWork, Settings
 
+__all__ = ["FactStatements"]
 
-class FactStatements(TransactionCore):
+
+class FactStatements(TableStatements):
     """A session's settings, owed work and context tokens over the enclosing transaction (see
     the module)."""
 
-    # -- per-agent facts ---------------------------------------------------------------------
     def read_settings(self, agent_id: str) -> Settings | None:
         # write_settings (their only writer) keeps the remembered JSON true.
         key = ("settings", agent_id)
@@ -62,6 +62,7 @@ class FactStatements(TransactionCore):
         return None if raw is None else decode_owed(raw)
 
     def write_owed(self, agent_id: str, owed: OwedWork) -> None:
+        """Upsert; an identical value is not rewritten."""
         # The WHERE skips the write when the stored value is identical (canonical JSON).
         key, text = ("owed", agent_id), encode(owed)
         self._memo.forget(key)
@@ -74,6 +75,7 @@ class FactStatements(TransactionCore):
         self._memo.put(key, text)
 
     def claim_owed(self, agent_id: str, owed: OwedWork) -> bool:
+        """Insert-if-absent: True if this write created the fact (the agent was settled)."""
         key, text = ("owed", agent_id), encode(owed)
         before = self._memo.get(key)
         self._memo.forget(key)
@@ -98,6 +100,7 @@ class FactStatements(TransactionCore):
         return deleted
 
     def agents_owing_work(self) -> list[str]:
+        """Ids of live agents with an owed-work fact (an index scan)."""
         cursor = self._read(
             "SELECT o.agent_id FROM owed_work AS o JOIN agents AS a ON a.id = o.agent_id "
             "WHERE a.deleted_at_ms IS NULL ORDER BY o.agent_id"

@@ -139,7 +139,7 @@ class ScopedKV:
     def read(self, key: str) -> Any | None:
         """The value at ``key``, or None."""
         raw = self._key(key)
-        return self._backend.run(lambda tx: tx.kv_read(raw), write=False)
+        return self._backend.run(lambda tx: tx.kv.read(raw), write=False)
 
     def list(self, prefix: str = "") -> Entries:
         """``(key, value)`` of this scope's own keys starting with ``prefix``, by key.
@@ -148,7 +148,7 @@ class ScopedKV:
         """
         scan = self._prefix + escape_segment(prefix)
         start = len(self._prefix)
-        rows = self._backend.run(lambda tx: tx.kv_list(scan), write=False)
+        rows = self._backend.run(lambda tx: tx.kv.scan(scan), write=False)
         # A bare "." after the scope prefix means the entry belongs to a nested scope.
         entries = [
             (unescape_segment(raw[start:]), value) for raw, value in rows if "." not in raw[start:]
@@ -160,27 +160,27 @@ class ScopedKV:
     def write(self, key: str, value: Any) -> None:
         """Set ``key`` to ``value`` (not None)."""
         raw = self._key(key)
-        self._backend.run(lambda tx: tx.kv_write(raw, value), write=True)
+        self._backend.run(lambda tx: tx.kv.write(raw, value), write=True)
 
     def write_if_absent(self, key: str, value: Any) -> bool:
         """Set ``key`` only if it is absent; True if this call wrote it."""
         raw = self._key(key)
-        return self._backend.run(lambda tx: tx.kv_write_if_absent(raw, value), write=True)
+        return self._backend.run(lambda tx: tx.kv.write_if_absent(raw, value), write=True)
 
     def compare_and_set(self, key: str, expected: Any | None, value: Any) -> bool:
         """Set ``key`` to ``value`` only if it currently holds ``expected`` (None: absent)."""
         raw = self._key(key)
-        return self._backend.run(lambda tx: tx.kv_compare_and_set(raw, expected, value), write=True)
+        return self._backend.run(lambda tx: tx.kv.compare_and_set(raw, expected, value), write=True)
 
     def delete(self, key: str) -> bool:
         """Delete ``key``; True if it was present."""
         raw = self._key(key)
-        return self._backend.run(lambda tx: tx.kv_delete(raw), write=True)
+        return self._backend.run(lambda tx: tx.kv.delete(raw), write=True)
 
     def clear(self) -> int:
         """Delete everything in this scope, nested scopes included; returns how many."""
         prefix = self._prefix
-        return self._backend.run(lambda tx: tx.kv_clear(prefix), write=True)
+        return self._backend.run(lambda tx: tx.kv.clear(prefix), write=True)
 
     def get_or_create(self, key: str, factory: Callable[[], Any]) -> Any:
         """The value at ``key``, or ``factory()`` stored there first (allocated once).
@@ -191,11 +191,11 @@ class ScopedKV:
         raw = self._key(key)
 
         def op(tx: Transaction) -> Any:
-            existing = tx.kv_read(raw)
+            existing = tx.kv.read(raw)
             if existing is not None:
                 return existing
             created = factory()
-            tx.kv_write(raw, created)
+            tx.kv.write(raw, created)
             return created
 
         return self._backend.run(op, write=True)

@@ -1,13 +1,12 @@
-"""The sorted ``kv`` table's statements, a mixin of :class:`~agentkeep.persistence.transaction.
-SqliteTransaction` (like ``TurnStatements``); :mod:`agentkeep.persistence.kv` builds its
-scoped stores on them.
+"""``tx.kv``: the sorted ``kv`` table's statements, inside one transaction;
+:mod:`agentkeep.persistence.kv` builds its scoped stores on them.
 
 Invariants:
 
 - Values are stored as canonical (sorted-key) JSON, so equal values are equal text and
-  :meth:`KvStatements.kv_compare_and_set` can compare them in SQL.
-- The conditional writes (``kv_write_if_absent``, ``kv_compare_and_set``,
-  ``kv_delete_if_present``) are each one statement whose change count says whether it won,
+  :meth:`KvStatements.compare_and_set` can compare them in SQL.
+- The conditional writes (``write_if_absent``, ``compare_and_set``,
+  ``delete_if_present``) are each one statement whose change count says whether it won,
   atomic even without the enclosing transaction.
 - The writer's memo (persistence/memo.py states its invariant: every value it returns equals
   what the database holds at that point of the transaction) remembers no ``kv`` row: every
@@ -20,18 +19,21 @@ from collections.abc import Iterator
 from typing import Any
 
 from agentkeep.persistence.codec import decode_any, encode, encode_value, prefix_upper_bound
-from agentkeep.persistence.transaction_core import TransactionCore
+from agentkeep.persistence.executor import TableStatements
+
+__all__ = ["KvStatements"]
 
 
-class KvStatements(TransactionCore):
+class KvStatements(TableStatements):
     """The ``kv`` table over the enclosing transaction (see the module)."""
 
-    # -- sorted key-value table --------------------------------------------------------------
-    def kv_read(self, key: str) -> Any | None:
+    def read(self, key: str) -> Any | None:
+        """The key's value, or None if absent."""
         raw = self._one("SELECT value_json FROM kv WHERE key = ?", (key,))
         return None if raw is None else decode_any(raw)
 
-    def kv_list(self, prefix: str) -> list[tuple[str, Any]]:
+    def scan(self, prefix: str) -> list[tuple[str, Any]]:
+        """Entries whose key starts with ``prefix``, in key order."""
         return [(key, decode_any(raw)) for key, raw in self._scan(prefix)]
 
     def _scan(self, prefix: str) -> Iterator[tuple[str, str]]:
@@ -48,23 +50,24 @@ class KvStatements(TransactionCore):
         for key, raw in cursor:
             yield str(key), str(raw)
 
-    def kv_write(self, key: str, value: Any) -> None:
+    def write(self, key: str, value: Any) -> None:
         self._write(
             "INSERT INTO kv (key, value_json) VALUES (?, ?) "
             "ON CONFLICT (key) DO UPDATE SET value_json = excluded.value_json",
             (key, encode_value(value)),
         )
 
-    def kv_delete(self, key: str) -> bool:
+    def delete(self, key: str) -> bool:
         return self._write("DELETE FROM kv WHERE key = ?", (key,)) == 1
 
-    def kv_clear(self, prefix: str) -> int:
+    def clear(self, prefix: str) -> int:
+        """Delete every key starting with ``prefix``; returns how many."""
         upper = prefix_upper_bound(prefix)
         if upper is None:
             return self._write("DELETE FROM kv WHERE key >= ?", (prefix,))
         return self._write("DELETE FROM kv WHERE key >= ? AND key < ?", (prefix, upper))
 
-    def kv_write_if_absent(self, key: str, value: Any) -> bool:
+    def write_if_absent(self, key: str, value: Any) -> bool:
         return (
             self._write(
                 "INSERT OR IGNORE INTO kv (key, value_json) VALUES (?, ?)",
@@ -73,9 +76,9 @@ class KvStatements(TransactionCore):
             == 1
         )
 
-    def kv_compare_and_set(self, key: str, expected: Any | None, value: Any) -> bool:
+    def compare_and_set(self, key: str, expected: Any | None, value: Any) -> bool:
         if expected is None:
-            return self.kv_write_if_absent(key, value)
+            return self.write_if_absent(key, value)
         # Canonical (sorted-key) JSON on both sides, so equal values compare equal in SQL.
         return (
             self._write(
@@ -85,5 +88,5 @@ class KvStatements(TransactionCore):
             == 1
         )
 
-    def kv_delete_if_present(self, key: str) -> bool:
-        return self.kv_delete(key)
+    def delete_if_present(self, key: str) -> bool:
+        return self.delete(key)

@@ -6,7 +6,7 @@ queue, notices, pending calls, settings, owed work, context tokens, agents row, 
 and driver, and turn rows. The writer is the only connection that writes, so it can remember
 them: a :class:`WriterMemo` belongs to one :class:`~agentkeep.persistence.codec.Statements`
 executor and answers those reads without SQL (58 statements per step became 25, with the
-ledger's buffered events: ``LedgerStatements.append_event``).
+ledger's buffered events: ``LedgerStatements.append``).
 
 Invariant (what makes a wrong answer impossible): every value the memo returns equals what
 the database holds at that point of the current transaction. It keeps three layers, each
@@ -34,7 +34,7 @@ Anything the memo cannot account for empties every layer, before the statement r
 ``COMMIT`` (until it returns; if it raises its outcome is unknown and nothing comes back), a
 write statement not issued by a memo-keeping method (raw SQL of a registry module or a chaos
 mutant, a ``ROLLBACK``, a trigger change). After that the memo stays off (``tainted``) until
-the next transaction starts. ``create_agent`` forgets the agent whose rows the ``agents``
+the next transaction starts. ``tx.agents.create`` forgets the agent whose rows the ``agents``
 cascade wiped. A writer restart builds a new executor, hence an empty memo. Forgetting is
 always safe: the next read goes to SQL.
 

@@ -1,5 +1,4 @@
-"""A session's queued input: its statements, a mixin of :class:`~agentkeep.persistence.
-transaction.SqliteTransaction` (like ``TurnStatements``).
+"""``tx.queue``: a session's queued input, inside one transaction.
 
 It holds the message identities a session has accepted (``message_ids``), its two message
 queues (``queue``: steering and send), its notices (``notices``) and the per-queue high-water
@@ -26,9 +25,9 @@ from bisect import bisect_left
 
 import msgspec
 
-from agentkeep.persistence.codec import Statements, decode_message, decode_notice, encode
+from agentkeep.persistence.codec import decode_message, decode_notice, encode
+from agentkeep.persistence.executor import TableStatements
 from agentkeep.persistence.memo import MISSING
-from agentkeep.persistence.transaction_core import TransactionCore
 from agentkeep.types import QueuedMessage, QueuedNotice, QueueName
 
 _QUEUE_ORDER = "CASE queue WHEN 'steering' THEN 0 ELSE 1 END, seq"
@@ -56,15 +55,16 @@ def _at(queue: tuple[QueuedMessage, ...], rank: tuple[int, int]) -> int:
     return bisect_left(queue, rank, key=_queue_rank)
 
 
-class QueueStatements(TransactionCore):
+__all__ = ["QueueStatements"]
+
+
+class QueueStatements(TableStatements):
     """A session's message ids, queues and notices over the enclosing transaction (see the
     module)."""
 
-    # The writer's executor (set by SqliteTransaction).
-    _statements: Statements
-
     # -- message identities ------------------------------------------------------------------
     def claim_message_id(self, agent_id: str, message_id: str) -> bool:
+        """Insert-if-absent: False if this id is already durable for the agent."""
         return (
             self._write(
                 "INSERT OR IGNORE INTO message_ids (agent_id, message_id) VALUES (?, ?)",
@@ -85,7 +85,7 @@ class QueueStatements(TransactionCore):
         # One statement: bump the durable high-water mark and read it back, so seqs grow
         # strictly per (agent, queue) across restarts and are never reused.
         self._check(write=True)
-        cursor = self._statements.write(
+        cursor = self._x.statements.write(
             "INSERT INTO queue_tails (agent_id, queue, last_seq) VALUES (?, ?, 1) "
             "ON CONFLICT (agent_id, queue) DO UPDATE SET last_seq = last_seq + 1 "
             "RETURNING last_seq",
@@ -96,6 +96,7 @@ class QueueStatements(TransactionCore):
         return seq
 
     def enqueue(self, agent_id: str, message: QueuedMessage) -> QueuedMessage:
+        """Append to ``message.queue``; returns the message with its assigned ``seq``."""
         stored = msgspec.structs.replace(message, seq=self._next_seq(agent_id, message.queue))
         key = ("queue", agent_id)
         before = self._memo.get(key)
@@ -110,8 +111,9 @@ class QueueStatements(TransactionCore):
             self._memo.put(key, (*before[:at], stored, *before[at:]))
         return stored
 
-    def queued(self, agent_id: str, queue: QueueName | None = None) -> list[QueuedMessage]:
-        """Steering before send when both are asked for (steering outranks sends)."""
+    def messages(self, agent_id: str, queue: QueueName | None = None) -> list[QueuedMessage]:
+        """Queued messages in FIFO order: one queue, or both, steering before send
+        (steering outranks sends)."""
         key = ("queue", agent_id)
         everything: tuple[QueuedMessage, ...] = self._memo_get(key)
         if everything is MISSING:
@@ -128,6 +130,7 @@ class QueueStatements(TransactionCore):
         return list(everything[:first_send] if queue == "steering" else everything[first_send:])
 
     def dequeue(self, agent_id: str, queue: QueueName, seq: int) -> bool:
+        """Delete-if-present: the claim that consumes one entry exactly once."""
         key = ("queue", agent_id)
         before = self._memo.get(key)
         self._memo.forget(key)

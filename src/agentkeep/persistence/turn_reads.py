@@ -1,4 +1,4 @@
-"""Turns in the store, the reading half: what a transaction asks of a session's turns,
+"""``tx.turns``, the reading half: what a transaction asks of a session's turns,
 answered from the writer's memo where it holds the answer and from SQL otherwise
 (docs/turns.md). :class:`~agentkeep.persistence.turns.TurnStatements` writes turns and keeps
 what the memo remembers of them true."""
@@ -13,9 +13,9 @@ import msgspec
 
 from agentkeep.errors import IdempotencyConflictError
 from agentkeep.persistence.codec import decode_object
+from agentkeep.persistence.executor import TableStatements
 from agentkeep.persistence.ledger import encode_event_data, encode_event_data_value
-from agentkeep.persistence.memo import MISSING, WriterMemo
-from agentkeep.persistence.transaction_core import TransactionCore
+from agentkeep.persistence.memo import MISSING
 from agentkeep.types import JSONObject
 from agentkeep.types.parts import content_json
 from agentkeep.types.turns import TERMINAL_STATUSES, TurnDelivery, TurnFailure, TurnRecord
@@ -86,19 +86,18 @@ def _turn(row: tuple[Any, ...]) -> TurnRecord:
     )
 
 
-class TurnReads(TransactionCore):
-    """The turns' reads over the enclosing transaction (a mixin of ``SqliteTransaction``,
-    through :class:`~agentkeep.persistence.turns.TurnStatements`)."""
+class TurnReads(TableStatements):
+    """The turns' reads over the enclosing transaction (the base of
+    :class:`~agentkeep.persistence.turns.TurnStatements`, which is ``tx.turns``)."""
 
-    # The writer's memo (set by SqliteTransaction; persistence/memo.py states the invariant).
+    # The writer's memo (persistence/memo.py states the invariant).
     # Per session: its last turn number ("turn_tail"), its running turn ("running_turn"),
     # its live turns' ids in number order ("live_turns"), its started ones — running or
     # cancelling — in number order ("started_turns": what a step's answer moves, so a backlog
     # of queued turns costs it nothing), the turn of a message id ("message_turn"); per turn:
-    # its row ("turn"). Only TurnStatements' open_turn and move_turn write turns and
+    # its row ("turn"). Only TurnStatements' open and move write turns and
     # turn_inputs, and they keep these true; a finished turn's row is remembered only until
     # its transaction ends (it is rarely read again).
-    _memo: WriterMemo
 
     # -- reads -----------------------------------------------------------------------------
     def _turns(self, where: str, params: tuple[Any, ...]) -> list[TurnRecord]:
@@ -114,7 +113,8 @@ class TurnReads(TransactionCore):
             ("turn", turn.session_id, turn.id), turn, transient=turn.status in TERMINAL_STATUSES
         )
 
-    def read_turn(self, agent_id: str, turn_id: str) -> TurnRecord | None:
+    def read(self, agent_id: str, turn_id: str) -> TurnRecord | None:
+        """The turn, or None."""
         self._check(write=False)
         known: TurnRecord | None = self._memo.get(("turn", agent_id, turn_id))
         if known is not MISSING:
@@ -122,29 +122,32 @@ class TurnReads(TransactionCore):
         found = self._turns("agent_id = ? AND id = ?", (agent_id, turn_id))
         return found[0] if found else None
 
-    def list_turns(self, agent_id: str, after: int = 0, limit: int = 100) -> list[TurnRecord]:
+    def page(self, agent_id: str, after: int = 0, limit: int = 100) -> list[TurnRecord]:
+        """Up to ``limit`` turns numbered above ``after``, in order."""
         return self._turns(
             "agent_id = ? AND number > ? ORDER BY number LIMIT ?", (agent_id, after, limit)
         )
 
-    def last_turn(self, agent_id: str) -> TurnRecord | None:
+    def last(self, agent_id: str) -> TurnRecord | None:
+        """The session's highest-numbered turn (any status), or None if it has none."""
         found = self._turns("agent_id = ? ORDER BY number DESC LIMIT 1", (agent_id,))
         return found[0] if found else None
 
-    def live_turns(self, agent_id: str) -> list[TurnRecord]:
+    def live(self, agent_id: str) -> list[TurnRecord]:
+        """The session's queued, running and cancelling turns, in order."""
         self._check(write=False)
         remembered = self._remembered_rows(agent_id, "live_turns")
         if remembered is not None:
             return remembered
         live = self._turns(f"agent_id = ? AND status IN {LIVE_IN} ORDER BY number", (agent_id,))
         self._memo.put(("live_turns", agent_id), tuple(turn.id for turn in live))
-        # The same answers started_turns and running_turn_id would read.
+        # The same answers started and running_id would read.
         started = tuple(turn.id for turn in live if turn.status != "queued")
         self._memo.put(("started_turns", agent_id), started)
         self._memo.put(("running_turn", agent_id), started[-1] if started else None)
         return live
 
-    def started_turns(self, agent_id: str) -> list[TurnRecord]:
+    def started(self, agent_id: str) -> list[TurnRecord]:
         """The session's running and cancelling turns, in number order: what an answer, a
         failure or an abort moves. Its cost does not grow with the session's queued turns."""
         self._check(write=False)
@@ -167,10 +170,11 @@ class TurnReads(TransactionCore):
         rows = [self._memo.get(("turn", agent_id, turn_id)) for turn_id in ids]
         return None if any(row is MISSING for row in rows) else rows
 
-    def all_live_turns(self) -> list[TurnRecord]:
+    def all_live(self) -> list[TurnRecord]:
+        """Every session's live turns (startup recovery)."""
         return self._turns(f"status IN {LIVE_IN} ORDER BY agent_id, number", ())
 
-    def running_turn_id(self, agent_id: str) -> str | None:
+    def running_id(self, agent_id: str) -> str | None:
         """The session's latest running (or cancelling) turn: the one a loop fact belongs to
         and a steer joins; None between turns."""
         self._check(write=False)
@@ -191,14 +195,14 @@ class TurnReads(TransactionCore):
         self._memo.put(key, running)
         return running
 
-    def turn_of_message(self, agent_id: str, message_id: str) -> TurnRecord | None:
+    def of_message(self, agent_id: str, message_id: str) -> TurnRecord | None:
         """The turn the latest input with this message id belongs to (message ids can be
         reused once compaction releases them; keys and turns never are)."""
         self._check(write=False)
         key = ("message_turn", agent_id, message_id)
         turn_id: str | None = self._memo.get(key)
         if turn_id is not MISSING:
-            return None if turn_id is None else self.read_turn(agent_id, turn_id)
+            return None if turn_id is None else self.read(agent_id, turn_id)
         found = self._turns(
             "agent_id = ?1 AND id = (SELECT turn_id FROM turn_inputs WHERE agent_id = ?1 "
             "AND message_id = ?2 ORDER BY rowid DESC LIMIT 1)",
@@ -207,7 +211,7 @@ class TurnReads(TransactionCore):
         self._memo.put(key, found[0].id if found else None)
         return found[0] if found else None
 
-    def turn_message_ids(self, agent_id: str, turn_id: str) -> list[str]:
+    def message_ids(self, agent_id: str, turn_id: str) -> list[str]:
         """The message ids of the turn's inputs, in acceptance order."""
         cursor = self._read(
             "SELECT message_id FROM turn_inputs WHERE agent_id = ? AND turn_id = ? "
@@ -216,7 +220,7 @@ class TurnReads(TransactionCore):
         )
         return [str(row[0]) for row in cursor.fetchall()]
 
-    def turn_inputs_queued(self, agent_id: str, turn_id: str) -> bool:
+    def inputs_queued(self, agent_id: str, turn_id: str) -> bool:
         """True while any input of the turn is still waiting in a queue."""
         self._check(write=False)
         ids: tuple[str, ...] = self._memo.get(("turn_messages", agent_id, turn_id))
@@ -235,7 +239,7 @@ class TurnReads(TransactionCore):
             is not None
         )
 
-    def turn_of_key(
+    def of_key(
         self, agent_id: str, key: str, delivery: TurnDelivery, input: JSONObject
     ) -> TurnRecord | None:
         """The turn an earlier input with ``key`` opened or joined, or None if the key is new.
@@ -255,12 +259,12 @@ class TurnReads(TransactionCore):
             str(known), delivery, input
         ):
             raise IdempotencyConflictError(agent_id, key)
-        return self.read_turn(agent_id, str(turn_id))
+        return self.read(agent_id, str(turn_id))
 
     def session_archived(self, agent_id: str) -> bool:
         """True once the session was archived (it takes no new input)."""
         # ``sessions`` is written only by raw SQL (sessions.tables), which makes the memo
-        # forget everything, and by the agents cascade (create_agent forgets the agent).
+        # forget everything, and by the agents cascade (tx.agents.create forgets the agent).
         self._check(write=False)
         key = ("archived", agent_id)
         known: bool = self._memo.get(key)

@@ -1,10 +1,10 @@
-"""Turns in the store: their statements, inside the enclosing transaction (docs/turns.md).
+"""``tx.turns``: turns in the store, inside the enclosing transaction (docs/turns.md).
 
 Invariants:
 
 - A turn is opened in the transaction that accepts its input, with its ``turn.queued`` event
   (the caller appends the input's ``message.accepted`` event in the same transaction).
-- An idempotency key names one input of one session forever: :meth:`TurnStatements.open_turn`
+- An idempotency key names one input of one session forever: :meth:`TurnStatements.open`
   returns the existing turn for a repeated key (and refuses a repeated key with another
   input), so a key never opens two turns and never runs a driver twice.
 - Every status move is checked against :data:`~agentkeep.types.turns.TRANSITIONS` and appends
@@ -22,7 +22,8 @@ import msgspec
 
 from agentkeep.errors import TurnStateError
 from agentkeep.persistence.codec import decode_object, now_ms
-from agentkeep.persistence.ledger import encode_event_data
+from agentkeep.persistence.executor import Executor
+from agentkeep.persistence.ledger import LedgerStatements, encode_event_data
 from agentkeep.persistence.memo import MISSING
 from agentkeep.persistence.turn_reads import (
     FAILURE_DECODER,
@@ -48,23 +49,15 @@ _encoder = msgspec.json.Encoder()
 
 
 class TurnStatements(TurnReads):
-    """The turns' writes over the enclosing transaction, and (inherited) their reads: a
-    mixin of ``SqliteTransaction``, like ``LedgerStatements``."""
+    """The turns' writes over the enclosing transaction, and (inherited) their reads; each
+    move appends its event through the transaction's ``ledger``."""
 
-    # Provided by SqliteTransaction / LedgerStatements.
-    def append_event(
-        self,
-        agent_id: str,
-        type: str,
-        data: JSONObject,
-        *,
-        turn_id: str | None = None,
-        fit: bool = False,
-    ) -> int:
-        raise NotImplementedError
+    def __init__(self, executor: Executor, ledger: LedgerStatements) -> None:
+        super().__init__(executor)
+        self._ledger = ledger
 
     # -- writes ----------------------------------------------------------------------------
-    def open_turn(
+    def open(
         self,
         agent_id: str,
         *,
@@ -87,11 +80,11 @@ class TurnStatements(TurnReads):
         if input_json is None:
             input_json = encode_event_data(input)
         digest = input_hash(delivery, input, encoded=input_json)
-        if key is not None and (known := self.turn_of_key(agent_id, key, delivery, input)):
+        if key is not None and (known := self.of_key(agent_id, key, delivery, input)):
             return known, False
         now = now_ms()
         key = key if key is not None else new_id()
-        joined = self.running_turn_id(agent_id) if delivery == "steer" else None
+        joined = self.running_id(agent_id) if delivery == "steer" else None
         if joined is not None:
             self._write(
                 "INSERT INTO turn_inputs (agent_id, idempotency_key, turn_id, delivery, "
@@ -103,7 +96,7 @@ class TurnStatements(TurnReads):
                 ids = self._memo.get(("turn_messages", agent_id, joined))
                 if ids is not MISSING:
                     self._memo.put(("turn_messages", agent_id, joined), (*ids, message_id))
-            turn = self.read_turn(agent_id, joined)
+            turn = self.read(agent_id, joined)
             assert turn is not None  # just found running
             return turn, True
         last = self._memo.get(("turn_tail", agent_id))
@@ -142,7 +135,7 @@ class TurnStatements(TurnReads):
         self._memo.put(
             ("turn_messages", agent_id, turn_id), () if message_id is None else (message_id,)
         )
-        self.append_event(
+        self._ledger.append(
             agent_id,
             turn_event_type("queued"),
             {
@@ -156,7 +149,7 @@ class TurnStatements(TurnReads):
             fit=True,
         )
         # The row just written, without reading it back (decoded from the same JSON, so it
-        # equals what read_turn would return).
+        # equals what read would return).
         turn = TurnRecord(
             id=turn_id,
             session_id=agent_id,
@@ -175,7 +168,7 @@ class TurnStatements(TurnReads):
         self._remember_turn(turn)
         return turn, True
 
-    def move_turn(
+    def move(
         self,
         agent_id: str,
         turn_id: str,
@@ -192,7 +185,7 @@ class TurnStatements(TurnReads):
                 status never changes), or there is no such turn.
         """
         self._check(write=True)
-        turn = self.read_turn(agent_id, turn_id)
+        turn = self.read(agent_id, turn_id)
         if turn is None:
             raise TurnStateError(f'Turn "{turn_id}" of session "{agent_id}" does not exist.')
         if status not in TRANSITIONS[turn.status]:
@@ -233,9 +226,9 @@ class TurnStatements(TurnReads):
             data["result"] = result
         if error is not None:
             data["error"] = msgspec.to_builtins(error)
-        self.append_event(agent_id, turn_event_type(status), data, turn_id=turn_id, fit=True)
+        self._ledger.append(agent_id, turn_event_type(status), data, turn_id=turn_id, fit=True)
         # The row as the UPDATE left it, without reading it back (the same coalesces, decoded
-        # from the same JSON, so it equals what read_turn would return).
+        # from the same JSON, so it equals what read would return).
         moved = msgspec.structs.replace(
             turn,
             status=status,
@@ -278,7 +271,7 @@ class TurnStatements(TurnReads):
         at = bisect_left([row.number for row in rows], turn.number)
         self._memo.put(key, (*ids[:at], turn.id, *ids[at:]))
 
-    def move_turns(
+    def move_all(
         self,
         agent_id: str,
         status: TurnStatus,
@@ -288,9 +281,9 @@ class TurnStatements(TurnReads):
         """Move every live turn of the session that ``select`` picks (and may make the move)
         to ``status``; returns the moved turns."""
         moved = []
-        for turn in self.live_turns(agent_id):
+        for turn in self.live(agent_id):
             if status in TRANSITIONS[turn.status] and select(turn):
-                moved.append(self.move_turn(agent_id, turn.id, status, **fields))
+                moved.append(self.move(agent_id, turn.id, status, **fields))
         return moved
 
 

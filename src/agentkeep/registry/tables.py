@@ -8,9 +8,10 @@ identity, changing or deleting a revision, and pointing an identity at a revisio
 
 These functions are the in-transaction API: later work that must read a revision in the same
 transaction as its own write (a session pinned to a revision) calls them with its ``tx``.
-Each is one statement (or one read) over :meth:`SqliteTransaction.query` /
-:meth:`SqliteTransaction.execute`, so it keeps the transaction's scope checks: expired
-transactions and writes in a read are refused.
+Each is one statement (or one read) over ``tx.sql`` (:class:`~agentkeep.persistence.sql.
+SqlStatements`, the store's sanctioned seam for a module that owns its tables), so it keeps
+the transaction's scope checks (expired transactions and writes in a read are refused) and
+goes through the backend's dialect like every other statement.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any
 
 from agentkeep.errors import StoreError
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.transaction import SqliteTransaction
 from agentkeep.registry.canonical import decode_definition
 from agentkeep.registry.types import DefinitionRecord, Revision
 
@@ -33,13 +33,6 @@ _REVISION = (
     "SELECT id, definition_id, number, hash, definition_json, created_at_ms "
     "FROM definition_revisions"
 )
-
-
-def _sql(tx: Transaction) -> SqliteTransaction:
-    # The registry's tables are SQLite tables; another backend brings its own module.
-    if not isinstance(tx, SqliteTransaction):
-        raise StoreError(f"The registry needs a SQLite transaction, got {type(tx).__name__}.")
-    return tx
 
 
 def _current(row: tuple[Any, ...]) -> tuple[DefinitionRecord, Revision]:
@@ -91,7 +84,7 @@ def _revision(row: tuple[Any, ...]) -> Revision:
 # -- reads -------------------------------------------------------------------------------------
 def read_current(tx: Transaction, definition_id: str) -> tuple[DefinitionRecord, Revision] | None:
     """The identity (live or deleted) with its current revision, or None if never created."""
-    rows = _sql(tx).query(f"{_CURRENT} WHERE d.id = ?", (definition_id,))
+    rows = tx.sql.query(f"{_CURRENT} WHERE d.id = ?", (definition_id,))
     return _current(rows[0]) if rows else None
 
 
@@ -99,7 +92,7 @@ def list_records(
     tx: Transaction, *, include_deleted: bool, after: str | None, limit: int | None
 ) -> list[DefinitionRecord]:
     """Identities in id order, after the id ``after`` (exclusive), at most ``limit``."""
-    rows = _sql(tx).query(
+    rows = tx.sql.query(
         f"{_CURRENT} WHERE (?1 IS NULL OR d.id > ?1) AND (?2 OR d.deleted_at_ms IS NULL) "
         "ORDER BY d.id LIMIT ?3",
         (after, include_deleted, -1 if limit is None else limit),
@@ -109,13 +102,13 @@ def list_records(
 
 def read_revision(tx: Transaction, revision_id: str) -> Revision | None:
     """The revision with this id, or None (inside ``tx``)."""
-    rows = _sql(tx).query(f"{_REVISION} WHERE id = ?", (revision_id,))
+    rows = tx.sql.query(f"{_REVISION} WHERE id = ?", (revision_id,))
     return _revision(rows[0]) if rows else None
 
 
 def read_revision_number(tx: Transaction, definition_id: str, number: int) -> Revision | None:
     """Revision ``number`` of definition ``definition_id``, or None (inside ``tx``)."""
-    rows = _sql(tx).query(
+    rows = tx.sql.query(
         f"{_REVISION} WHERE definition_id = ? AND number = ?", (definition_id, number)
     )
     return _revision(rows[0]) if rows else None
@@ -125,7 +118,7 @@ def list_revisions(
     tx: Transaction, definition_id: str, *, after: int | None, limit: int | None
 ) -> list[Revision]:
     """A definition's revisions by number, after ``after`` (exclusive), at most ``limit``."""
-    rows = _sql(tx).query(
+    rows = tx.sql.query(
         f"{_REVISION} WHERE definition_id = ?1 AND number > ?2 ORDER BY number LIMIT ?3",
         (definition_id, 0 if after is None else after, -1 if limit is None else limit),
     )
@@ -137,7 +130,7 @@ def claim_identity(tx: Transaction, definition_id: str, now_ms: int) -> bool:
     """Insert-if-absent of the identity row (pointing at revision 1, which the caller inserts
     in the same transaction); False if the id was ever taken, deleted ones included."""
     return (
-        _sql(tx).execute(
+        tx.sql.execute(
             "INSERT OR IGNORE INTO definitions "
             "(id, current_revision, created_at_ms, updated_at_ms) VALUES (?, 1, ?, ?)",
             (definition_id, now_ms, now_ms),
@@ -148,7 +141,7 @@ def claim_identity(tx: Transaction, definition_id: str, now_ms: int) -> bool:
 
 def insert_revision(tx: Transaction, revision: Revision, canonical: bytes) -> None:
     """Append an immutable revision (its number must be new for its definition)."""
-    _sql(tx).execute(
+    tx.sql.execute(
         "INSERT INTO definition_revisions "
         "(id, definition_id, number, hash, definition_json, created_at_ms) "
         "VALUES (?, ?, ?, ?, ?, ?)",
@@ -165,7 +158,7 @@ def insert_revision(tx: Transaction, revision: Revision, canonical: bytes) -> No
 
 def next_number(tx: Transaction, definition_id: str) -> int:
     """One past the highest revision number: numbers are dense and never reused."""
-    rows = _sql(tx).query(
+    rows = tx.sql.query(
         "SELECT coalesce(max(number), 0) FROM definition_revisions WHERE definition_id = ?",
         (definition_id,),
     )
@@ -174,7 +167,7 @@ def next_number(tx: Transaction, definition_id: str) -> int:
 
 def move_current(tx: Transaction, definition_id: str, number: int, now_ms: int) -> None:
     """Point a live identity at its revision ``number`` (the trigger checks it exists)."""
-    changed = _sql(tx).execute(
+    changed = tx.sql.execute(
         "UPDATE definitions SET current_revision = ?, updated_at_ms = ? "
         "WHERE id = ? AND deleted_at_ms IS NULL",
         (number, now_ms, definition_id),
@@ -186,7 +179,7 @@ def move_current(tx: Transaction, definition_id: str, number: int, now_ms: int) 
 def tombstone(tx: Transaction, definition_id: str, now_ms: int) -> bool:
     """Mark a live identity deleted; False if it is not live."""
     return (
-        _sql(tx).execute(
+        tx.sql.execute(
             "UPDATE definitions SET deleted_at_ms = ?1, updated_at_ms = ?1 "
             "WHERE id = ?2 AND deleted_at_ms IS NULL",
             (now_ms, definition_id),

@@ -162,14 +162,14 @@ NO_TOOL_CALL_HOOKS = NoToolCallHooks()
 def load_snapshot(tx: Transaction, agent_id: str, *, records: bool = True) -> Snapshot:
     """Everything the loop decides from, in one consistent read (records only if asked)."""
     return Snapshot(
-        records=tuple(tx.load_records(agent_id)) if records else None,
-        record_count=tx.record_count(agent_id),
-        queued=tuple(tx.queued(agent_id)),
-        notices=tuple(tx.notices(agent_id)),
-        pending=tuple(tx.pending_calls(agent_id)),
-        settings=tx.read_settings(agent_id),
-        owed=tx.read_owed(agent_id),
-        context_tokens=tx.read_context_tokens(agent_id),
+        records=tuple(tx.records.load(agent_id)) if records else None,
+        record_count=tx.records.count(agent_id),
+        queued=tuple(tx.queue.messages(agent_id)),
+        notices=tuple(tx.queue.notices(agent_id)),
+        pending=tuple(tx.calls.pending(agent_id)),
+        settings=tx.facts.read_settings(agent_id),
+        owed=tx.facts.read_owed(agent_id),
+        context_tokens=tx.facts.read_context_tokens(agent_id),
     )
 
 
@@ -183,7 +183,7 @@ def execute(
     """Run one plan inside ``tx``. Raising rolls the whole plan back."""
     match plan:
         case StageOwed(owed=owed):
-            tx.write_owed(agent_id, owed)
+            tx.facts.write_owed(agent_id, owed)
             return None
         case ConsumeQueue():
             return _consume_queue(tx, agent_id, plan, policy)
@@ -191,16 +191,16 @@ def execute(
             records: list[ConversationRecord] = []
             if continues:  # ahead of the boundary's queued notices (docs/lifecycle.md)
                 records.append(_append(tx, agent_id, _continue_notice(tx, agent_id)))
-            for notice in tx.notices(agent_id):
-                if tx.remove_notice(agent_id, notice.seq):
+            for notice in tx.queue.notices(agent_id):
+                if tx.queue.remove_notice(agent_id, notice.seq):
                     records.append(_append(tx, agent_id, SystemRecord(message=notice.message)))
             if records:
-                tx.write_owed(agent_id, owed)
+                tx.facts.write_owed(agent_id, owed)
             return Appended(records=tuple(records))
         case AppendBlock(block=block, private_calls=private, owed=owed_open):
             record = _append(tx, agent_id, _block_record(block, private))
             if owed_open is not None:
-                tx.write_owed(agent_id, owed_open)
+                tx.facts.write_owed(agent_id, owed_open)
             return Appended(records=(record,))
         case FinishResponse(blocks=blocks, tokens=tokens, settle=settle, answer=answer):
             private = plan.private_calls
@@ -210,23 +210,23 @@ def execute(
                 # ledger alone tells both sides of the conversation (SURFACES §4).
                 _event(tx, agent_id, events.MESSAGE, events.assistant_event(plan.message))
             if tokens is not None:
-                tx.write_context_tokens(agent_id, tokens.total)
+                tx.facts.write_context_tokens(agent_id, tokens.total)
             end = {} if tokens is None else {"tokens": msgspec.to_builtins(tokens)}
             _event(tx, agent_id, events.RESPONSE_END, end)
             if answer is not None:
                 session_turns.answered(tx, agent_id, answer)
             settled = settle and _settle(tx, agent_id).settled
             if not settled and plan.owed is not None:
-                tx.write_owed(agent_id, plan.owed)
-            queued = () if settled else tuple(tx.queued(agent_id))
+                tx.facts.write_owed(agent_id, plan.owed)
+            queued = () if settled else tuple(tx.queue.messages(agent_id))
             return Appended(records=appended, settled=settled, queued=queued)
         case DispatchBatch(calls=calls, owed=owed):
             # The whole batch is durable before any call runs (invariant 8).
-            tx.put_pending_calls(agent_id, list(calls))
+            tx.calls.put(agent_id, list(calls))
             in_order = sorted(calls, key=lambda c: c.index)
             for call in in_order:
                 hooks.before_tool_call(tx, call)
-            tx.write_owed(agent_id, owed)
+            tx.facts.write_owed(agent_id, owed)
             batch = [msgspec.to_builtins(c) for c in in_order]
             _event(tx, agent_id, events.TOOL_BATCH, {"calls": batch})
             return None
@@ -258,7 +258,7 @@ def _append(
 ) -> ConversationRecord:
     """Append ``record`` and, in the same transaction, its ledger event (none for a private
     block: it is not published, ``agentkeep.tools.provider_tools``)."""
-    position = tx.append_record(agent_id, record)
+    position = tx.records.append(agent_id, record)
     if isinstance(record, BlockRecord) and record.private:
         return record
     kind, data = events.record_event(record)
@@ -271,7 +271,7 @@ def _continue_notice(tx: Transaction, agent_id: str) -> SystemRecord:
     it follows are a cut response (the durable owed fact marks it open), so they and the
     continuation are one assistant message (docs/turns.md); an ordinary ``notice`` before a
     notice that reopens a finished response."""
-    owed = tx.read_owed(agent_id)
+    owed = tx.facts.read_owed(agent_id)
     cut = owed is not None and owed.response_open
     return SystemRecord(message=CONTINUE_NOTICE, reason="continue" if cut else "notice")
 
@@ -285,7 +285,7 @@ def _block_record(block: AssistantBlock, private_calls: tuple[str, ...]) -> Bloc
 def _event(tx: Transaction, agent_id: str, type: str, data: JSONObject) -> None:
     """Append a loop fact's event, attributed to the session's running turn (if any). A loop
     fact cannot be refused, so an oversized one is fitted (docs/ledger.md)."""
-    tx.append_event(agent_id, type, data, turn_id=tx.running_turn_id(agent_id), fit=True)
+    tx.ledger.append(agent_id, type, data, turn_id=tx.turns.running_id(agent_id), fit=True)
 
 
 def _consume_queue(
@@ -293,12 +293,12 @@ def _consume_queue(
 ) -> Consumed:
     # A send is consumed only when no steering is queued (below). Each read is a slice of
     # the writer's remembered queue: no Python pass over a backlog.
-    steering = tx.queued(agent_id, "steering") if plan.queue == "send" else []
-    entries = tx.queued(agent_id, plan.queue)
+    steering = tx.queue.messages(agent_id, "steering") if plan.queue == "send" else []
+    entries = tx.queue.messages(agent_id, plan.queue)
     if steering:
         # Steering outranks send by what is durable, not by what the mirror has heard of
         # yet (invariant 7): consume nothing, and let the loop take the steering first.
-        previous = tx.read_settings(agent_id) or plan.defaults
+        previous = tx.facts.read_settings(agent_id) or plan.defaults
         return Consumed(
             records=(), settings=previous, remaining=tuple(entries), outranked=tuple(steering)
         )
@@ -306,10 +306,12 @@ def _consume_queue(
     # come between its call and the call's result.
     offered = entries[:1] if plan.mode == "one-at-a-time" else batch_through_request(entries)
     # Claim each entry with an atomic delete: of two owners, exactly one consumes it.
-    claimed: list[QueuedMessage] = [e for e in offered if tx.dequeue(agent_id, plan.queue, e.seq)]
-    previous = tx.read_settings(agent_id) or plan.defaults
+    claimed: list[QueuedMessage] = [
+        e for e in offered if tx.queue.dequeue(agent_id, plan.queue, e.seq)
+    ]
+    previous = tx.facts.read_settings(agent_id) or plan.defaults
     if not claimed:
-        remaining = tuple(tx.queued(agent_id, plan.queue))
+        remaining = tuple(tx.queue.messages(agent_id, plan.queue))
         return Consumed(records=(), settings=previous, remaining=remaining)
     current = previous
     for entry in claimed:
@@ -367,10 +369,10 @@ def _consume_queue(
     if current.permission_mode != previous.permission_mode:
         policy.permission_mode_changed(tx, previous, current)
         mode_change = (previous.permission_mode, current.permission_mode)
-    if current != previous or tx.read_settings(agent_id) is None:
-        tx.write_settings(agent_id, current)
-    tx.write_owed(agent_id, plan.owed)
-    remaining = tuple(tx.queued(agent_id, plan.queue))
+    if current != previous or tx.facts.read_settings(agent_id) is None:
+        tx.facts.write_settings(agent_id, current)
+    tx.facts.write_owed(agent_id, plan.owed)
+    remaining = tuple(tx.queue.messages(agent_id, plan.queue))
     return Consumed(
         records=tuple(records),
         settings=current,
@@ -405,12 +407,12 @@ def _restart_history(tx: Transaction, agent_id: str, previous: Settings) -> int 
     into an archived epoch (readable until an explicit purge, never deleted here), and its
     message identities, history store and measured size go — all inside the consumption
     transaction."""
-    released = [r.message_id for r in tx.load_records(agent_id) if isinstance(r, UserRecord)]
-    tx.release_message_ids(agent_id, released)
-    epoch = tx.archive_records(agent_id, None, reason="model_switch", settings=previous)
-    tx.rewrite_records(agent_id, [])
-    tx.kv_clear(area_prefix(agent_id, HISTORY_AREA))
-    tx.write_context_tokens(agent_id, None)
+    released = [r.message_id for r in tx.records.load(agent_id) if isinstance(r, UserRecord)]
+    tx.queue.release_message_ids(agent_id, released)
+    epoch = tx.archive.add_epoch(agent_id, None, reason="model_switch", settings=previous)
+    tx.records.rewrite(agent_id, [])
+    tx.kv.clear(area_prefix(agent_id, HISTORY_AREA))
+    tx.facts.write_context_tokens(agent_id, None)
     return epoch
 
 
@@ -419,19 +421,19 @@ def _commit_tool_result(
 ) -> Appended:
     pending = plan.pending
     # First committed result wins (a tool's own ``call.commit`` may have claimed already).
-    tx.claim_tool_result(agent_id, pending.internal_id, plan.result)
-    winner = tx.tool_result_claim(agent_id, pending.internal_id) or plan.result
+    tx.calls.claim_result(agent_id, pending.internal_id, plan.result)
+    winner = tx.calls.result_claim(agent_id, pending.internal_id) or plan.result
     if winner.call_id != pending.call.call_id:
         raise ValueError(
             f"result for call {winner.call_id!r} claimed for call {pending.call.call_id!r}"
         )
-    if not tx.remove_pending_call(agent_id, pending.internal_id):
+    if not tx.calls.remove(agent_id, pending.internal_id):
         raise LookupError(f"tool call {pending.internal_id!r} is no longer pending")
     record = _append(tx, agent_id, ToolRecord(message=winner), internal_id=pending.internal_id)
     hooks.after_tool_call(tx, pending, winner)  # before the call's stores are erased
-    tx.kv_clear(area_prefix(agent_id, CALL_AREA, pending.internal_id))
+    tx.kv.clear(area_prefix(agent_id, CALL_AREA, pending.internal_id))
     if plan.owed_after is not None:
-        tx.write_owed(agent_id, plan.owed_after)
+        tx.facts.write_owed(agent_id, plan.owed_after)
     return Appended(records=(record,))
 
 
@@ -447,16 +449,16 @@ def _answer_calls(
         if index < len(plan.calls):
             call = plan.calls[index]
             hooks.after_tool_call(tx, call, result)
-            tx.kv_clear(area_prefix(agent_id, CALL_AREA, call.internal_id))
+            tx.kv.clear(area_prefix(agent_id, CALL_AREA, call.internal_id))
     return Appended(records=tuple(records))
 
 
 def _settle(tx: Transaction, agent_id: str) -> Settled:
     """Settling is committed, never inferred: only when nothing is queued or pending."""
-    if tx.queued(agent_id) or tx.notices(agent_id) or tx.pending_calls(agent_id):
+    if tx.queue.messages(agent_id) or tx.queue.notices(agent_id) or tx.calls.pending(agent_id):
         return Settled(settled=False)
-    tx.delete_owed(agent_id)
-    tx.kv_clear(area_prefix(agent_id, RUN_AREA))
+    tx.facts.delete_owed(agent_id)
+    tx.kv.clear(area_prefix(agent_id, RUN_AREA))
     session_turns.settled(tx, agent_id)  # an aborted turn ends by the time its run settles
     _event(tx, agent_id, events.SETTLED, {})
     return Settled(settled=True)
@@ -466,23 +468,23 @@ def _replace_with_compaction(tx: Transaction, agent_id: str, plan: ReplaceWithCo
     """Replace records 1..through with the compaction, keeping everything that joined after
     the snapshot (the boundary is a record count, so another owner's later records stay).
     The replaced records move into an archived epoch, readable until an explicit purge."""
-    records = tx.load_records(agent_id)
+    records = tx.records.load(agent_id)
     erased = records[: plan.through_position]
     released = [r.message_id for r in erased if isinstance(r, UserRecord)]
-    tx.release_message_ids(agent_id, released)
-    epoch = tx.archive_records(
+    tx.queue.release_message_ids(agent_id, released)
+    epoch = tx.archive.add_epoch(
         agent_id,
         plan.through_position,
         reason="compaction",
-        settings=tx.read_settings(agent_id),
+        settings=tx.facts.read_settings(agent_id),
     )
-    tx.kv_clear(area_prefix(agent_id, HISTORY_AREA))
+    tx.kv.clear(area_prefix(agent_id, HISTORY_AREA))
     suffix_owes = any(isinstance(r, UserRecord) for r in records[plan.through_position :])
     replacement = CompactionRecord(messages=plan.messages, owes_answer=plan.owes_answer)
-    tx.replace_records(agent_id, plan.through_position, replacement)
-    tx.write_context_tokens(agent_id, None)
+    tx.records.replace(agent_id, plan.through_position, replacement)
+    tx.facts.write_context_tokens(agent_id, None)
     if plan.answer_now or suffix_owes:
-        tx.write_owed(agent_id, plan.owed)
+        tx.facts.write_owed(agent_id, plan.owed)
     compaction = {
         "epoch": epoch,
         "through_position": plan.through_position,

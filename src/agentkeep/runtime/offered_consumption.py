@@ -58,14 +58,14 @@ def _as_offered(
     count (the same test a reload without records makes), settings and context size."""
     if owed_before is not None:
         return False
-    queued = tx.queued(agent_id)
+    queued = tx.queue.messages(agent_id)
     if len(queued) != 1 or queued[0].seq != entry.seq or queued[0].queue != entry.queue:
         return False
-    if tx.notices(agent_id) or tx.pending_calls(agent_id):
+    if tx.queue.notices(agent_id) or tx.calls.pending(agent_id):
         return False
-    if tx.record_count(agent_id) != offer.record_count:
+    if tx.records.count(agent_id) != offer.record_count:
         return False
-    settings = tx.read_settings(agent_id) or offer.plan(entry.queue).defaults
+    settings = tx.facts.read_settings(agent_id) or offer.plan(entry.queue).defaults
     if settings != offer.settings:
         return False
-    return tx.read_context_tokens(agent_id) == offer.context_tokens
+    return tx.facts.read_context_tokens(agent_id) == offer.context_tokens

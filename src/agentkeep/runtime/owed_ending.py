@@ -45,36 +45,36 @@ NOTE_PREFIX = "The work owed here was ended: "
 
 def owes(tx: Transaction, agent_id: str) -> bool:
     """Whether the session owes work durably: the owed fact stands."""
-    return tx.read_owed(agent_id) is not None
+    return tx.facts.read_owed(agent_id) is not None
 
 
 def end_owed(tx: Transaction, agent_id: str, note: str | None = None) -> bool:
     """End the work ``agent_id`` owes (see the module); True if there was any (False: the
     owed fact was absent and the conversation owes no answer — nothing is written)."""
-    records = tx.load_records(agent_id)
+    records = tx.records.load(agent_id)
     if not owes(tx, agent_id) and not tail_owes_answer(records):
         return False
-    pending = tx.pending_calls(agent_id)
+    pending = tx.calls.pending(agent_id)
     for call in pending:
-        tx.remove_pending_call(agent_id, call.internal_id)
+        tx.calls.remove(agent_id, call.internal_id)
         _append(tx, agent_id, ToolRecord(message=error_result(call.call, ENDED_CALL)), ran=False)
-        tx.kv_clear(area_prefix(agent_id, CALL_AREA, call.internal_id))
+        tx.kv.clear(area_prefix(agent_id, CALL_AREA, call.internal_id))
     for block in undispatched_calls(records, pending):
         _append(tx, agent_id, ToolRecord(message=error_result(block, ENDED_CALL)), ran=False)
-    for notice in tx.notices(agent_id):
-        tx.remove_notice(agent_id, notice.seq)
+    for notice in tx.queue.notices(agent_id):
+        tx.queue.remove_notice(agent_id, notice.seq)
     text = NOTE_PREFIX + (note if note else DEFAULT_NOTE)
     message = SystemMessage(content=(TextBlock(text=text),))
     _append(tx, agent_id, SystemRecord(message=message, reason="settled"))
-    tx.delete_owed(agent_id)
-    tx.kv_clear(area_prefix(agent_id, RUN_AREA))
-    tx.append_event(agent_id, events.SETTLED, {"ended": True}, fit=True)
+    tx.facts.delete_owed(agent_id)
+    tx.kv.clear(area_prefix(agent_id, RUN_AREA))
+    tx.ledger.append(agent_id, events.SETTLED, {"ended": True}, fit=True)
     return True
 
 
 def _append(tx: Transaction, agent_id: str, record: ConversationRecord, **extra: object) -> None:
     """Append ``record`` with its ledger event (as the loop's own appends do), of no turn."""
-    position = tx.append_record(agent_id, record)
+    position = tx.records.append(agent_id, record)
     kind, data = events.record_event(record)
     payload: JSONObject = {**data, **extra, "position": position}
-    tx.append_event(agent_id, kind, payload, fit=True)
+    tx.ledger.append(agent_id, kind, payload, fit=True)

@@ -37,21 +37,21 @@ CANCELLED = TurnFailure(code="cancelled", message="Cancelled while it ran.")
 
 def consumed(tx: Transaction, agent_id: str, message_id: str) -> None:
     """The queued message ``message_id`` entered the conversation: its turn runs."""
-    turn = tx.turn_of_message(agent_id, message_id)
+    turn = tx.turns.of_message(agent_id, message_id)
     if turn is not None and turn.status == "queued" and turn.driver == NATIVE_DRIVER:
-        tx.move_turn(agent_id, turn.id, "running")
+        tx.turns.move(agent_id, turn.id, "running")
 
 
 def answered(tx: Transaction, agent_id: str, answer: Sequence[AssistantBlock]) -> None:
     """A response answered: complete (or, if asked, cancel) the turns it answers."""
     message = assistant_json(answer)
     for turn in _native(tx, agent_id):
-        if tx.turn_inputs_queued(agent_id, turn.id):
+        if tx.turns.inputs_queued(agent_id, turn.id):
             continue
         if turn.status == "cancelling":
-            tx.move_turn(agent_id, turn.id, "cancelled")
+            tx.turns.move(agent_id, turn.id, "cancelled")
         else:
-            tx.move_turn(agent_id, turn.id, "completed", result={"message": message})
+            tx.turns.move(agent_id, turn.id, "completed", result={"message": message})
 
 
 def failed(tx: Transaction, agent_id: str, reason: str) -> None:
@@ -59,9 +59,9 @@ def failed(tx: Transaction, agent_id: str, reason: str) -> None:
     error = TurnFailure(code=INFERENCE_FAILED, message=reason)
     for turn in _native(tx, agent_id):
         if turn.status == "cancelling":
-            tx.move_turn(agent_id, turn.id, "cancelled")
+            tx.turns.move(agent_id, turn.id, "cancelled")
         elif turn.status == "running":
-            tx.move_turn(agent_id, turn.id, "failed", error=error)
+            tx.turns.move(agent_id, turn.id, "failed", error=error)
 
 
 def cancelling(tx: Transaction, agent_id: str) -> bool:
@@ -72,7 +72,7 @@ def cancelling(tx: Transaction, agent_id: str) -> bool:
     for turn in _native(tx, agent_id):
         if turn.status == "running":
             took_back = unqueue_inputs(tx, agent_id, turn.id) or took_back
-            tx.move_turn(agent_id, turn.id, "cancelling")
+            tx.turns.move(agent_id, turn.id, "cancelling")
     return took_back
 
 
@@ -82,18 +82,18 @@ def unqueue_inputs(tx: Transaction, agent_id: str, turn_id: str) -> bool:
     waiting and is gone now (a queued turn none of whose input was consumed yet), False if
     none waited. The queue delete is the claim: of this and the loop's consumption, exactly
     one takes each entry."""
-    mine = set(tx.turn_message_ids(agent_id, turn_id))
-    waiting = [m for m in tx.queued(agent_id) if m.id in mine]
+    mine = set(tx.turns.message_ids(agent_id, turn_id))
+    waiting = [m for m in tx.queue.messages(agent_id) if m.id in mine]
     if not waiting:
         return False
-    return all(tx.dequeue(agent_id, m.queue, m.seq) for m in waiting)
+    return all(tx.queue.dequeue(agent_id, m.queue, m.seq) for m in waiting)
 
 
 def cancelled(tx: Transaction, agent_id: str) -> None:
     """The aborted work stopped: ``cancelling`` turns are ``cancelled``."""
     for turn in _native(tx, agent_id):
         if turn.status == "cancelling":
-            tx.move_turn(agent_id, turn.id, "cancelled", error=CANCELLED)
+            tx.turns.move(agent_id, turn.id, "cancelled", error=CANCELLED)
 
 
 def settled(tx: Transaction, agent_id: str) -> None:
@@ -103,12 +103,12 @@ def settled(tx: Transaction, agent_id: str) -> None:
     for turn in _native(tx, agent_id):
         if turn.status in ("running", "cancelling"):
             if turn.status == "running":
-                tx.move_turn(agent_id, turn.id, "cancelling")
-            tx.move_turn(agent_id, turn.id, "cancelled", error=CANCELLED)
+                tx.turns.move(agent_id, turn.id, "cancelling")
+            tx.turns.move(agent_id, turn.id, "cancelled", error=CANCELLED)
 
 
 def _native(tx: Transaction, agent_id: str) -> list[TurnRecord]:
     # The started turns (every move here is of a running or cancelling turn: a queued one
     # waits for its message), and only the native loop's own: an injected driver's turns
     # move by its runner.
-    return [t for t in tx.started_turns(agent_id) if t.driver == NATIVE_DRIVER]
+    return [t for t in tx.turns.started(agent_id) if t.driver == NATIVE_DRIVER]

@@ -27,12 +27,12 @@ def claim_result(
     call store is erased, all in ``tx``. False, with nothing written, if a result was
     claimed already or the call is no longer pending (answered, or never dispatched).
     """
-    if not tx.claim_tool_result(agent_id, internal_id, result):
+    if not tx.calls.claim_result(agent_id, internal_id, result):
         return False
-    if not tx.mark_call_committed(agent_id, internal_id, result):  # pragma: no cover
+    if not tx.calls.mark_committed(agent_id, internal_id, result):  # pragma: no cover
         raise LookupError(f"tool call {internal_id!r} lost its pending entry inside a claim")
     prefix = area_prefix(agent_id, CALL_AREA, internal_id)
-    for raw, _ in tx.kv_list(prefix):
+    for raw, _ in tx.kv.scan(prefix):
         if not raw[len(prefix) :].startswith(_FEATURE_SCOPE):
-            tx.kv_delete(raw)
+            tx.kv.delete(raw)
     return True

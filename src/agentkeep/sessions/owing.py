@@ -18,10 +18,10 @@ from agentkeep.sessions.types import SessionOwes
 
 def owes(tx: Transaction, session_id: str) -> SessionOwes | None:
     """The work ``session_id`` owes that no live turn holds, or None."""
-    owed = tx.read_owed(session_id)
-    if owed is None or tx.live_turns(session_id):
+    owed = tx.facts.read_owed(session_id)
+    if owed is None or tx.turns.live(session_id):
         return None
-    last = tx.last_turn(session_id)
+    last = tx.turns.last(session_id)
     if last is not None and last.status == "failed":
         problem = last.error.message if last.error is not None else "no reason given"
         return SessionOwes(
@@ -53,7 +53,7 @@ def cancel_hint(session_id: str) -> str:
 
 def live_state(tx: Transaction, session_id: str) -> str | None:
     """The session's live turn, with the way out, or None if it has none."""
-    live = tx.live_turns(session_id)
+    live = tx.turns.live(session_id)
     if not live:
         return None
     started = [t for t in live if t.status != "queued"]

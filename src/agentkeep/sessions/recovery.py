@@ -29,7 +29,7 @@ CANCELLED_AT_RESTART = TurnFailure(
 def needs_recovery(tx: Transaction) -> bool:
     """True if a live turn is one :func:`recover_turns` moves (read first, so an open with
     nothing to recover writes nothing)."""
-    return any(_moves(turn) for turn in tx.all_live_turns())
+    return any(_moves(turn) for turn in tx.turns.all_live())
 
 
 def _moves(turn: TurnRecord) -> bool:
@@ -39,11 +39,11 @@ def _moves(turn: TurnRecord) -> bool:
 def recover_turns(tx: Transaction) -> list[TurnRecord]:
     """Apply the module's rules to every live turn; returns the turns moved."""
     moved: list[TurnRecord] = []
-    for turn in tx.all_live_turns():
+    for turn in tx.turns.all_live():
         if turn.driver != NATIVE_DRIVER:
-            moved.append(tx.move_turn(turn.session_id, turn.id, "interrupted", error=INTERRUPTED))
+            moved.append(tx.turns.move(turn.session_id, turn.id, "interrupted", error=INTERRUPTED))
         elif turn.status == "cancelling":
             moved.append(
-                tx.move_turn(turn.session_id, turn.id, "cancelled", error=CANCELLED_AT_RESTART)
+                tx.turns.move(turn.session_id, turn.id, "cancelled", error=CANCELLED_AT_RESTART)
             )
     return moved

@@ -141,13 +141,13 @@ class Sessions:
         def work(tx: Transaction) -> SessionRecord:
             revision = self._revision(tx, definition_id, revision_id)
             settings = checked(revision)
-            if not tx.create_agent(row):
+            if not tx.agents.create(row):
                 raise AgentExistsError(row.id)
             now = now_ms()
             tables.insert_pin(tx, row.id, revision, now)
             if settings is not None and revision.definition.model is not None:
                 # Without a model the session follows the system's defaults, like any agent.
-                tx.write_settings(row.id, settings)
+                tx.facts.write_settings(row.id, settings)
             found = tables.read_session(tx, row.id)
             assert found is not None  # written just above, in this transaction
             return found
@@ -211,7 +211,9 @@ class Sessions:
             # Durable work owed (an accepted message, a turn in flight) keeps the session
             # busy whether or not an actor runs it now; the refusal names the way out.
             state = owing.busy_state(tx, session_id)
-            if state is None and (tx.read_owed(session_id) is not None or tx.queued(session_id)):
+            if state is None and (
+                tx.facts.read_owed(session_id) is not None or tx.queue.messages(session_id)
+            ):
                 state = "it owes work"
             if state is not None:
                 raise SessionBusyError(session_id, state)

@@ -6,16 +6,17 @@ session. The pin (``definition_id``, ``revision_id``, ``revision_number``) is wr
 with the agent's row, and never changes: migration ``sessions`` in
 :mod:`agentkeep.persistence.schema` refuses an update of it and a pin to a revision of another
 definition. The row cascades from ``agents``, so re-creating a deleted agent id starts clean.
+
+Every statement runs through ``tx.sql`` (:class:`~agentkeep.persistence.sql.SqlStatements`),
+the store's sanctioned seam for a module that owns its tables.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentkeep.errors import StoreError
 from agentkeep.persistence.codec import decode_object
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.transaction import SqliteTransaction
 from agentkeep.registry.canonical import decode_definition
 from agentkeep.registry.types import Definition, Revision
 from agentkeep.sessions import owing as owing_work
@@ -29,13 +30,6 @@ _SELECT = (
     "FROM agents AS a LEFT JOIN sessions AS s ON s.agent_id = a.id "
     "WHERE a.deleted_at_ms IS NULL"
 )
-
-
-def _sql(tx: Transaction) -> SqliteTransaction:
-    # The sessions table is a SQLite table; another backend brings its own module.
-    if not isinstance(tx, SqliteTransaction):
-        raise StoreError(f"Sessions need a SQLite transaction, got {type(tx).__name__}.")
-    return tx
 
 
 def _record(tx: Transaction, row: tuple[Any, ...]) -> SessionRecord:
@@ -70,7 +64,7 @@ def _record(tx: Transaction, row: tuple[Any, ...]) -> SessionRecord:
 # -- reads -------------------------------------------------------------------------------------
 def read_session(tx: Transaction, session_id: str) -> SessionRecord | None:
     """The live (not deleted) agent ``session_id`` as a session, or None."""
-    rows = _sql(tx).query(f"{_SELECT} AND a.id = ?", (session_id,))
+    rows = tx.sql.query(f"{_SELECT} AND a.id = ?", (session_id,))
     return _record(tx, rows[0]) if rows else None
 
 
@@ -84,7 +78,7 @@ def list_sessions(
 ) -> list[SessionRecord]:
     """Live agents as sessions in id order, after ``after`` (exclusive), at most ``limit``;
     only those pinned to ``definition_id`` if given; archived ones only if asked."""
-    rows = _sql(tx).query(
+    rows = tx.sql.query(
         f"{_SELECT} AND (?1 IS NULL OR s.definition_id = ?1) "
         "AND (?2 OR s.archived_at_ms IS NULL) AND (?3 IS NULL OR a.id > ?3) "
         "ORDER BY a.id LIMIT ?4",
@@ -96,7 +90,7 @@ def list_sessions(
 def pinned_definition(tx: Transaction, session_id: str) -> Definition | None:
     """The definition of the revision ``session_id`` is pinned to, or None if it has no pin
     (a deleted definition's revisions stay readable, so its sessions keep working)."""
-    rows = _sql(tx).query(
+    rows = tx.sql.query(
         "SELECT r.definition_json FROM sessions AS s "
         "JOIN definition_revisions AS r ON r.id = s.revision_id WHERE s.agent_id = ?",
         (session_id,),
@@ -109,9 +103,9 @@ def session_driver(tx: Transaction, session_id: str) -> str:
     ``agentkeep`` (the native loop) for a session without a pin."""
     # Read on every acceptance: a scalar subquery, measured ~8x cheaper than the equivalent
     # join (same answer: no session, no pin or no driver id all read as the native loop).
-    # Remembered by the writer: sessions rows change only through execute() or the agents
+    # Remembered by the writer: sessions rows change only through tx.sql.execute or the agents
     # cascade, and revisions never change.
-    rows = _sql(tx).query_remembered(
+    rows = tx.sql.query_remembered(
         session_id,
         "SELECT (SELECT json_extract(r.definition_json, '$.driver.id') "
         "FROM definition_revisions AS r WHERE r.id = s.revision_id) "
@@ -124,7 +118,7 @@ def session_driver(tx: Transaction, session_id: str) -> str:
 # -- writes ------------------------------------------------------------------------------------
 def insert_pin(tx: Transaction, session_id: str, revision: Revision, now_ms: int) -> None:
     """Pin the just-created agent ``session_id`` to ``revision`` (once: the pin is immutable)."""
-    _sql(tx).execute(
+    tx.sql.execute(
         "INSERT INTO sessions (agent_id, definition_id, revision_id, revision_number, "
         "created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
         (session_id, revision.definition_id, revision.id, revision.number, now_ms, now_ms),
@@ -134,7 +128,7 @@ def insert_pin(tx: Transaction, session_id: str, revision: Revision, now_ms: int
 def archive(tx: Transaction, session_id: str, now_ms: int) -> None:
     """Mark the session archived (making its row if it had none)."""
     _ensure_row(tx, session_id, now_ms)
-    _sql(tx).execute(
+    tx.sql.execute(
         "UPDATE sessions SET archived_at_ms = ?1, updated_at_ms = ?1 "
         "WHERE agent_id = ?2 AND archived_at_ms IS NULL",
         (now_ms, session_id),
@@ -145,14 +139,14 @@ def set_driver_session_id(tx: Transaction, session_id: str, value: str | None, n
     """Store the driver's opaque session id for ``session_id`` (a driver calls this; it
     replaces the previous value)."""
     _ensure_row(tx, session_id, now_ms)
-    _sql(tx).execute(
+    tx.sql.execute(
         "UPDATE sessions SET driver_session_id = ?, updated_at_ms = ? WHERE agent_id = ?",
         (value, now_ms, session_id),
     )
 
 
 def _ensure_row(tx: Transaction, session_id: str, now_ms: int) -> None:
-    _sql(tx).execute(
+    tx.sql.execute(
         "INSERT OR IGNORE INTO sessions (agent_id, created_at_ms, updated_at_ms) VALUES (?, ?, ?)",
         (session_id, now_ms, now_ms),
     )

@@ -128,7 +128,7 @@ class TurnService:
 
         def read(tx: Transaction) -> TurnRecord | None:
             _require_session(tx, session_id)
-            return tx.read_turn(session_id, turn_id)
+            return tx.turns.read(session_id, turn_id)
 
         found = self._store.read(read)
         if found is None:
@@ -140,7 +140,7 @@ class TurnService:
 
         def read(tx: Transaction) -> list[TurnRecord]:
             _require_session(tx, session_id)
-            return tx.list_turns(session_id, after, limit)
+            return tx.turns.page(session_id, after, limit)
 
         return self._store.read(read)
 
@@ -150,7 +150,7 @@ class TurnService:
 
         def snapshot(tx: Transaction) -> tuple[TurnRecord | None, int]:
             _require_session(tx, session_id)
-            return tx.read_turn(session_id, turn_id), tx.last_event_sequence(session_id)
+            return tx.turns.read(session_id, turn_id), tx.ledger.last_sequence(session_id)
 
         turn, last = self._store.read(snapshot)
         if turn is None:
@@ -194,22 +194,24 @@ class TurnService:
                 # An injected driver's turn: only its runner moves it to running (in the
                 # writer, so this transaction sees whether it did).
                 if turn.status == "queued":
-                    cancelled = tx.move_turn(
+                    cancelled = tx.turns.move(
                         session_id, turn.id, "cancelled", error=CANCELLED_QUEUED
                     )
                     return cancelled, False
-                return tx.move_turn(session_id, turn.id, "cancelling"), True
+                return tx.turns.move(session_id, turn.id, "cancelling"), True
             if turn.status == "queued" and session_turns.unqueue_inputs(tx, session_id, turn.id):
                 unqueued.append(turn.id)
-                return tx.move_turn(session_id, turn.id, "cancelled", error=CANCELLED_QUEUED), False
+                return tx.turns.move(
+                    session_id, turn.id, "cancelled", error=CANCELLED_QUEUED
+                ), False
             # Running (or its input was consumed just now): the intent is durable first, and
             # what steers joined to it and still waits leaves the queue with it.
-            current = tx.read_turn(session_id, turn.id)
+            current = tx.turns.read(session_id, turn.id)
             assert current is not None  # read above, in this transaction
             if current.status == "queued":
-                tx.move_turn(session_id, turn.id, "running")
+                tx.turns.move(session_id, turn.id, "running")
             session_turns.unqueue_inputs(tx, session_id, turn.id)
-            return tx.move_turn(session_id, turn.id, "cancelling"), True
+            return tx.turns.move(session_id, turn.id, "cancelling"), True
 
         turn, abort = self._store.transact(mark)
         if unqueued:
@@ -219,7 +221,9 @@ class TurnService:
             # cancel returns once it has (bounded by the timeout), so the session reads idle
             # instead of owing work no turn holds.
             leftover = self._store.read(
-                lambda tx: not tx.live_turns(session_id) and tx.read_owed(session_id) is not None
+                lambda tx: (
+                    not tx.turns.live(session_id) and tx.facts.read_owed(session_id) is not None
+                )
             )
             if leftover:
                 self._requests.wake(session_id)
@@ -244,7 +248,10 @@ class TurnService:
             # Work still owed without them (the aborted run stopped on input a steer had
             # queued, which this cancel took back) is settled by the same wake.
             queued, owes = self._store.read(
-                lambda tx: (bool(tx.queued(session_id)), tx.read_owed(session_id) is not None)
+                lambda tx: (
+                    bool(tx.queue.messages(session_id)),
+                    tx.facts.read_owed(session_id) is not None,
+                )
             )
             if queued or owes:
                 self._requests.wake(session_id)
@@ -256,20 +263,20 @@ class TurnService:
 def _finish_cancel(tx: Transaction, session_id: str, turn_id: str) -> TurnRecord:
     """After the abort: a turn the loop has not ended yet is cancelled now (the abort
     stopped the work it asked for; anything the resumed loop still owes belongs to no turn)."""
-    turn = tx.read_turn(session_id, turn_id)
+    turn = tx.turns.read(session_id, turn_id)
     assert turn is not None  # turns are never deleted while their session exists
     if turn.status == "cancelling":
-        return tx.move_turn(session_id, turn_id, "cancelled", error=CANCELLED_RUNNING)
+        return tx.turns.move(session_id, turn_id, "cancelled", error=CANCELLED_RUNNING)
     return turn
 
 
 def _target(tx: Transaction, session_id: str, turn_id: str | None) -> TurnRecord:
     if turn_id is not None:
-        found = tx.read_turn(session_id, turn_id)
+        found = tx.turns.read(session_id, turn_id)
         if found is None:
             raise UnknownTurnError(session_id, turn_id)
         return found
-    live = tx.live_turns(session_id)
+    live = tx.turns.live(session_id)
     active = [t for t in live if t.status != "queued"] or live
     if not active:
         owed = owing.owes(tx, session_id)
@@ -290,5 +297,5 @@ def _ends(event: SessionEvent, turn_id: str) -> bool:
 
 
 def _require_session(tx: Transaction, session_id: str) -> None:
-    if not tx.session_known(session_id):
+    if not tx.ledger.session_known(session_id):
         raise UnknownSessionError(session_id)

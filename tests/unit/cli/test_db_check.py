@@ -57,13 +57,19 @@ CALL = ToolCallBlock(call_id="call-9", name="calculator", arguments='{"expressio
     ("damage", "check", "words"),
     [
         (
-            lambda tx: tx.enqueue("alpha", QueuedMessage(id="m1", queue="send", message=user("x"))),
+            lambda tx: tx.queue.enqueue(
+                "alpha", QueuedMessage(id="m1", queue="send", message=user("x"))
+            ),
             "owed",
             "owes no work",
         ),
-        (lambda tx: tx.append_record("alpha", BlockRecord(block=CALL)), "tool_calls", "unanswered"),
         (
-            lambda tx: tx.append_record(
+            lambda tx: tx.records.append("alpha", BlockRecord(block=CALL)),
+            "tool_calls",
+            "unanswered",
+        ),
+        (
+            lambda tx: tx.records.append(
                 "alpha",
                 ToolRecord(
                     message=ToolResultMessage(call_id="call-7", content=(TextBlock(text="2"),))

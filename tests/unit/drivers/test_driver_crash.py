@@ -157,7 +157,7 @@ def test_a_writer_failure_restarts_the_runners_which_interrupt_the_running_turn(
 
     armed[0] = 1
     with pytest.raises(ak.CommitOutcomeUnknownError):
-        system.internals.store.transact(lambda tx: tx.kv_read("probe"))
+        system.internals.store.transact(lambda tx: tx.kv.read("probe"))
 
     driver.release[1].set()
     assert second.wait(timeout_seconds=20).status == "completed"

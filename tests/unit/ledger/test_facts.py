@@ -167,10 +167,10 @@ def test_no_statement_can_change_or_delete_an_event(world: LedgerWorld) -> None:
     system.update_metadata(agent.id, {"a": 1})
     with pytest.raises(apsw.ConstraintError, match="immutable"):
         system.internals.store.transact(
-            lambda tx: tx.execute("UPDATE session_events SET type = 'x'")  # type: ignore[attr-defined]
+            lambda tx: tx.sql.execute("UPDATE session_events SET type = 'x'")  # type: ignore[attr-defined]
         )
     with pytest.raises(apsw.ConstraintError, match="never deleted"):
         system.internals.store.transact(
-            lambda tx: tx.execute("DELETE FROM session_events")  # type: ignore[attr-defined]
+            lambda tx: tx.sql.execute("DELETE FROM session_events")  # type: ignore[attr-defined]
         )
     assert types_of(system.events(agent.id)) == ["metadata.changed"]

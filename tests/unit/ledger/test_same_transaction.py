@@ -56,26 +56,26 @@ def _scenario(system: ak.AgentSystem) -> None:
 
 
 def _check(tx: SqliteTransaction) -> None:
-    if tx.get_agent(AGENT) is None:
-        assert tx.events(AGENT, 0, 1000) == []
+    if tx.agents.get(AGENT) is None:
+        assert tx.ledger.events(AGENT, 0, 1000) == []
         return
-    events = tx.events(AGENT, 0, 1000)
+    events = tx.ledger.events(AGENT, 0, 1000)
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
     kinds = [e.type for e in events]
     # Each conversation record has exactly its event, at its position.
-    records = tx.load_records(AGENT)
+    records = tx.records.load(AGENT)
     reported = [(e.data["position"], e.type) for e in events if "position" in e.data]
     assert reported == [(n, RECORD_EVENTS[type(r)]) for n, r in enumerate(records, start=1)]
     # An accepted message claimed its id: the claim and the event commit together.
-    (claimed,) = tx.query("SELECT count(*) FROM message_ids WHERE agent_id = ?", (AGENT,))[0]
+    (claimed,) = tx.sql.query("SELECT count(*) FROM message_ids WHERE agent_id = ?", (AGENT,))[0]
     assert kinds.count("message.accepted") == claimed
     # The metadata change.
-    assert kinds.count("metadata.changed") == (1 if tx.get_agent(AGENT).metadata else 0)  # type: ignore[union-attr]
+    assert kinds.count("metadata.changed") == (1 if tx.agents.get(AGENT).metadata else 0)  # type: ignore[union-attr]
     # The batch: durable pending calls or their results exist exactly when it was reported.
-    dispatched = bool(tx.pending_calls(AGENT)) or any(isinstance(r, ToolRecord) for r in records)
+    dispatched = bool(tx.calls.pending(AGENT)) or any(isinstance(r, ToolRecord) for r in records)
     assert kinds.count("tool.batch") == (1 if dispatched else 0)
     # Settlement: the owed fact went exactly when it was reported.
-    settled = claimed > 0 and tx.read_owed(AGENT) is None
+    settled = claimed > 0 and tx.facts.read_owed(AGENT) is None
     assert kinds.count("settled") == (1 if settled else 0)
 
 

@@ -31,7 +31,7 @@ class BoomError(Exception):
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
     with Store.open(tmp_path) as opened:
-        opened.transact(lambda tx: tx.create_agent(AgentRow(id=SESSION, config={})))
+        opened.transact(lambda tx: tx.agents.create(AgentRow(id=SESSION, config={})))
         yield opened
 
 
@@ -40,17 +40,17 @@ def _count(executed: list[str], prefix: str) -> int:
 
 
 def _sequences(store: Store) -> list[int]:
-    return [e.sequence for e in store.read(lambda tx: tx.events(SESSION, 0, 1000))]
+    return [e.sequence for e in store.read(lambda tx: tx.ledger.events(SESSION, 0, 1000))]
 
 
 def test_appends_are_dense_and_read_the_tail_only_once(store: Store, executed: list[str]) -> None:
     executed.clear()
-    store.transact(lambda tx: tx.append_event(SESSION, "note", {"n": 0}))
+    store.transact(lambda tx: tx.ledger.append(SESSION, "note", {"n": 0}))
     assert _count(executed, MAX_SEQUENCE) == 1
 
     def three(tx: Transaction) -> list[int]:
-        appended = [tx.append_event(SESSION, "note", {"n": n}) for n in (1, 2, 3)]
-        return [*appended, tx.last_event_sequence(SESSION)]
+        appended = [tx.ledger.append(SESSION, "note", {"n": n}) for n in (1, 2, 3)]
+        return [*appended, tx.ledger.last_sequence(SESSION)]
 
     executed.clear()
     assert store.transact(three) == [2, 3, 4, 4]
@@ -60,7 +60,7 @@ def test_appends_are_dense_and_read_the_tail_only_once(store: Store, executed: l
 
 
 def test_a_rolled_back_group_item_leaves_no_hole_for_its_mates(store: Store) -> None:
-    store.transact(lambda tx: tx.append_event(SESSION, "note", {"n": 0}))
+    store.transact(lambda tx: tx.ledger.append(SESSION, "note", {"n": 0}))
     started, release = threading.Event(), threading.Event()
 
     def blocker(tx: Transaction) -> None:
@@ -68,12 +68,12 @@ def test_a_rolled_back_group_item_leaves_no_hole_for_its_mates(store: Store) -> 
         assert release.wait(TIMEOUT)
 
     def fails(tx: Transaction) -> None:
-        tx.append_event(SESSION, "note", {"lost": 1})
-        tx.append_event(SESSION, "note", {"lost": 2})
+        tx.ledger.append(SESSION, "note", {"lost": 1})
+        tx.ledger.append(SESSION, "note", {"lost": 2})
         raise BoomError
 
     def appends(tx: Transaction) -> list[int]:
-        return [tx.append_event(SESSION, "note", {"kept": n}) for n in (1, 2)]
+        return [tx.ledger.append(SESSION, "note", {"kept": n}) for n in (1, 2)]
 
     # Hold the writer so the three items below form one group (one BEGIN … COMMIT).
     holder = threading.Thread(target=store.transact, args=(blocker,))
@@ -103,7 +103,7 @@ def test_a_rolled_back_group_item_leaves_no_hole_for_its_mates(store: Store) -> 
     assert isinstance(outcomes["fails"], BoomError)
     # The failed item's appends (4, 5) were rolled back: its mate starts right after "first".
     assert outcomes["after"] == [4, 5]
-    assert store.transact(lambda tx: tx.append_event(SESSION, "note", {})) == 6
+    assert store.transact(lambda tx: tx.ledger.append(SESSION, "note", {})) == 6
     assert _sequences(store) == [1, 2, 3, 4, 5, 6]
 
 
@@ -111,16 +111,16 @@ def test_the_running_turn_is_read_once_and_follows_the_transactions_moves(
     store: Store, executed: list[str]
 ) -> None:
     def scenario(tx: Transaction) -> list[str | None]:
-        turn, _ = tx.open_turn(
+        turn, _ = tx.turns.open(
             SESSION, key=None, driver="native", delivery="send", input={}, message_id=None
         )
-        seen = [tx.running_turn_id(SESSION), tx.running_turn_id(SESSION)]
-        tx.move_turn(SESSION, turn.id, "running")
-        seen += [tx.running_turn_id(SESSION), tx.running_turn_id(SESSION)]
-        tx.move_turn(SESSION, turn.id, "cancelling")
-        seen.append(tx.running_turn_id(SESSION))
-        tx.move_turn(SESSION, turn.id, "cancelled")
-        seen.append(tx.running_turn_id(SESSION))
+        seen = [tx.turns.running_id(SESSION), tx.turns.running_id(SESSION)]
+        tx.turns.move(SESSION, turn.id, "running")
+        seen += [tx.turns.running_id(SESSION), tx.turns.running_id(SESSION)]
+        tx.turns.move(SESSION, turn.id, "cancelling")
+        seen.append(tx.turns.running_id(SESSION))
+        tx.turns.move(SESSION, turn.id, "cancelled")
+        seen.append(tx.turns.running_id(SESSION))
         return [turn.id, *seen]
 
     executed.clear()
@@ -130,16 +130,16 @@ def test_the_running_turn_is_read_once_and_follows_the_transactions_moves(
     assert _count(executed, RUNNING_TURN) == 2
     # A later transaction of the writer is answered from what it committed.
     executed.clear()
-    assert store.transact(lambda tx: tx.running_turn_id(SESSION)) is None
+    assert store.transact(lambda tx: tx.turns.running_id(SESSION)) is None
     assert _count(executed, RUNNING_TURN) == 0
-    assert store.read(lambda tx: tx.running_turn_id(SESSION)) is None
+    assert store.read(lambda tx: tx.turns.running_id(SESSION)) is None
 
 
 def test_the_returned_turns_equal_the_stored_rows_without_reading_them(
     store: Store, executed: list[str]
 ) -> None:
     def scenario(tx: Transaction) -> list[Any]:
-        turn, _ = tx.open_turn(
+        turn, _ = tx.turns.open(
             SESSION,
             key="k1",
             driver="native",
@@ -147,18 +147,18 @@ def test_the_returned_turns_equal_the_stored_rows_without_reading_them(
             input={"role": "user", "content": [{"type": "text", "text": "hi"}]},
             message_id="m1",
         )
-        pairs = [(turn, tx.read_turn(SESSION, turn.id))]
-        running = tx.move_turn(SESSION, turn.id, "running")
-        pairs.append((running, tx.read_turn(SESSION, turn.id)))
+        pairs = [(turn, tx.turns.read(SESSION, turn.id))]
+        running = tx.turns.move(SESSION, turn.id, "running")
+        pairs.append((running, tx.turns.read(SESSION, turn.id)))
         failure = TurnFailure(code="x", message="y", details={"a": [1, 2]})
-        failed = tx.move_turn(SESSION, turn.id, "failed", error=failure)
-        pairs.append((failed, tx.read_turn(SESSION, turn.id)))
-        other, _ = tx.open_turn(
+        failed = tx.turns.move(SESSION, turn.id, "failed", error=failure)
+        pairs.append((failed, tx.turns.read(SESSION, turn.id)))
+        other, _ = tx.turns.open(
             SESSION, key=None, driver="native", delivery="send", input={}, message_id=None
         )
-        tx.move_turn(SESSION, other.id, "running")
-        done = tx.move_turn(SESSION, other.id, "completed", result={"message": {"n": 1}})
-        pairs.append((done, tx.read_turn(SESSION, other.id)))
+        tx.turns.move(SESSION, other.id, "running")
+        done = tx.turns.move(SESSION, other.id, "completed", result={"message": {"n": 1}})
+        pairs.append((done, tx.turns.read(SESSION, other.id)))
         return pairs
 
     executed.clear()
@@ -168,8 +168,8 @@ def test_the_returned_turns_equal_the_stored_rows_without_reading_them(
     for returned, known in pairs:
         assert returned == known
     # ... and what it returned is what the store holds (read back on a reader's snapshot).
-    assert store.read(lambda tx: tx.read_turn(SESSION, pairs[-1][0].id)) == pairs[-1][0]
-    first = store.read(lambda tx: tx.read_turn(SESSION, pairs[0][0].id))
+    assert store.read(lambda tx: tx.turns.read(SESSION, pairs[-1][0].id)) == pairs[-1][0]
+    first = store.read(lambda tx: tx.turns.read(SESSION, pairs[0][0].id))
     assert first == pairs[2][0]
 
 
@@ -177,30 +177,30 @@ def test_settings_are_read_once_and_follow_the_transactions_writes(
     store: Store, executed: list[str]
 ) -> None:
     def scenario(tx: Transaction) -> list[Settings | None]:
-        seen = [tx.read_settings(SESSION), tx.read_settings(SESSION)]
-        tx.write_settings(SESSION, Settings(provider="p", model="m1"))
-        seen.append(tx.read_settings(SESSION))
+        seen = [tx.facts.read_settings(SESSION), tx.facts.read_settings(SESSION)]
+        tx.facts.write_settings(SESSION, Settings(provider="p", model="m1"))
+        seen.append(tx.facts.read_settings(SESSION))
         return seen
 
     executed.clear()
     assert store.transact(scenario) == [None, None, Settings(provider="p", model="m1")]
     assert _count(executed, SETTINGS) == 1
     # A committed change is what the writer's next transaction sees, without a read.
-    store.transact(lambda tx: tx.write_settings(SESSION, Settings(provider="p", model="m2")))
+    store.transact(lambda tx: tx.facts.write_settings(SESSION, Settings(provider="p", model="m2")))
     executed.clear()
-    assert store.transact(lambda tx: tx.read_settings(SESSION)) == Settings(
+    assert store.transact(lambda tx: tx.facts.read_settings(SESSION)) == Settings(
         provider="p", model="m2"
     )
     assert _count(executed, SETTINGS) == 0
 
     # A rolled-back change is not.
     def changes_then_fails(tx: Transaction) -> None:
-        tx.write_settings(SESSION, Settings(provider="p", model="lost"))
+        tx.facts.write_settings(SESSION, Settings(provider="p", model="lost"))
         raise BoomError
 
     with pytest.raises(BoomError):
         store.transact(changes_then_fails)
-    assert store.transact(lambda tx: tx.read_settings(SESSION)) == Settings(
+    assert store.transact(lambda tx: tx.facts.read_settings(SESSION)) == Settings(
         provider="p", model="m2"
     )
 
@@ -211,20 +211,20 @@ def test_live_turns_tell_the_running_turn_without_another_read(
     def scenario(tx: Transaction) -> list[str]:
         ids = []
         for _ in range(3):
-            turn, _new = tx.open_turn(
+            turn, _new = tx.turns.open(
                 SESSION, key=None, driver="native", delivery="send", input={}, message_id=None
             )
             ids.append(turn.id)
-        tx.move_turn(SESSION, ids[0], "running")
-        tx.move_turn(SESSION, ids[1], "running")
-        tx.move_turn(SESSION, ids[1], "cancelling")
+        tx.turns.move(SESSION, ids[0], "running")
+        tx.turns.move(SESSION, ids[1], "running")
+        tx.turns.move(SESSION, ids[1], "cancelling")
         return ids
 
     ids = store.transact(scenario)
     executed.clear()
 
     def read(tx: Transaction) -> tuple[list[str], str | None]:
-        return [t.id for t in tx.live_turns(SESSION)], tx.running_turn_id(SESSION)
+        return [t.id for t in tx.turns.live(SESSION)], tx.turns.running_id(SESSION)
 
     assert store.transact(read) == (ids, ids[1])
     assert _count(executed, RUNNING_TURN) == 0

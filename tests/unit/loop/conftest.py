@@ -74,9 +74,9 @@ def wait_for_durable_block(
             try:
                 records, owed, events = store.read(
                     lambda tx: (
-                        tx.load_records("a1"),
-                        tx.read_owed("a1"),
-                        [e.type for e in tx.events("a1", 0, 1000)],
+                        tx.records.load("a1"),
+                        tx.facts.read_owed("a1"),
+                        [e.type for e in tx.ledger.events("a1", 0, 1000)],
                     )
                 )
             except Exception:  # the agent's row is not there yet

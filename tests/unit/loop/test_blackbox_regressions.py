@@ -195,7 +195,9 @@ def test_writes_of_sequential_processes_in_one_millisecond_keep_their_order(
     assert clock.calls == len(ids)
     stamps = [
         q.accepted_at_ms
-        for q in world.open(resume=False).internals.store.read(lambda tx: tx.queued("samems"))
+        for q in world.open(resume=False).internals.store.read(
+            lambda tx: tx.queue.messages("samems")
+        )
     ]
     world.systems.pop().close()
     assert stamps[0] == stamps[1] > stamps[2] == stamps[3] > stamps[4] == stamps[5], stamps
@@ -222,11 +224,11 @@ def test_start_answers_a_trailing_tool_result(world: World) -> None:
     call = ToolCallBlock(call_id="c1", name="echo", arguments='{"text": "x"}')
 
     def write(tx: Transaction) -> None:
-        tx.append_record("trailing", UserRecord(message_id="m1", message=ak.user("go")))
-        tx.append_record("trailing", BlockRecord(block=call))
+        tx.records.append("trailing", UserRecord(message_id="m1", message=ak.user("go")))
+        tx.records.append("trailing", BlockRecord(block=call))
         result = ToolResultMessage(call_id="c1", content=(ak.TextBlock(text="echo x"),))
-        tx.append_record("trailing", ToolRecord(message=result))
-        tx.write_owed("trailing", OwedWork(stage="inference"))
+        tx.records.append("trailing", ToolRecord(message=result))
+        tx.facts.write_owed("trailing", OwedWork(stage="inference"))
 
     system = world.open()
     system.create(id="trailing")
@@ -311,23 +313,23 @@ def test_a_hanging_tool_is_abandoned_on_close_and_answered_once_after_restart(
     )
     assert text_of(transcript[3]) == "after"
     assert world.tool_runs == ["wait:g"]
-    assert second.internals.store.read(lambda tx: tx.pending_calls("hanging")) == []
+    assert second.internals.store.read(lambda tx: tx.calls.pending("hanging")) == []
 
 
 def test_one_failed_queue_delete_rolls_back_the_whole_consumption(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentkeep.persistence.transaction import SqliteTransaction
+    from agentkeep.persistence.queue_statements import QueueStatements
 
-    original = SqliteTransaction.dequeue
+    original = QueueStatements.dequeue
     failures = [RuntimeError("the delete failed")]
 
-    def dequeue(self: SqliteTransaction, *args: Any, **kwargs: Any) -> bool:
+    def dequeue(self: QueueStatements, *args: Any, **kwargs: Any) -> bool:
         if failures:
             raise failures.pop()
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(SqliteTransaction, "dequeue", dequeue)
+    monkeypatch.setattr(QueueStatements, "dequeue", dequeue)
     world.model.add(script.text("about the failure"), script.text("a1"))
     system = world.open()
     agent = system.create(id="rollback")
@@ -336,7 +338,9 @@ def test_one_failed_queue_delete_rolls_back_the_whole_consumption(
 
     # Nothing of the consumption landed: the entry is still queued, no user record, owed.
     assert roles(agent.transcript()) == ["system"]
-    assert [q.id for q in system.internals.store.read(lambda tx: tx.queued(agent.id))] == ["m1"]
+    assert [q.id for q in system.internals.store.read(lambda tx: tx.queue.messages(agent.id))] == [
+        "m1"
+    ]
     assert agent.state == "owes_work"
     assert world.model.requests == ()
 
@@ -346,7 +350,7 @@ def test_one_failed_queue_delete_rolls_back_the_whole_consumption(
     assert roles(agent.transcript()) == ["system", "assistant", "user", "assistant"]
     assert text_of(agent.transcript()[2]) == "m1"
     assert system.internals.store.read(
-        lambda tx: (tx.queued(agent.id), tx.read_owed(agent.id))
+        lambda tx: (tx.queue.messages(agent.id), tx.facts.read_owed(agent.id))
     ) == (
         [],
         None,

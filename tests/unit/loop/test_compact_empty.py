@@ -14,6 +14,6 @@ def test_compacting_an_empty_agent_is_a_no_op(world: World) -> None:
     agent.wait_for_idle(timeout_seconds=10)
 
     assert agent.transcript() == []
-    assert system.internals.store.read(lambda tx: tx.record_count(agent.id)) == 0
+    assert system.internals.store.read(lambda tx: tx.records.count(agent.id)) == 0
     assert world.model.compactions == ()  # the provider was never asked
     assert agent.state == "idle"

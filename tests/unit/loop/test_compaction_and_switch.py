@@ -26,7 +26,7 @@ def test_compaction_replaces_the_history_atomically_and_owes_no_answer(world: Wo
     agent.wait_for_idle(timeout_seconds=10)
 
     assert [text_of(m) for m in agent.transcript()] == ["summary of it all"]
-    records = system.internals.store.read(lambda tx: tx.load_records(agent.id))
+    records = system.internals.store.read(lambda tx: tx.records.load(agent.id))
     assert len(records) == 1
     assert isinstance(records[0], CompactionRecord)
     assert agent.context_tokens is None  # the measured conversation is gone
@@ -181,7 +181,7 @@ def test_a_question_an_abort_left_unanswered_survives_a_compaction(world: World)
     agent.compact(wait=True, timeout_seconds=10)
     assert agent.wait_for_idle(timeout_seconds=10)
 
-    (record,) = system.internals.store.read(lambda tx: tx.load_records(agent.id))
+    (record,) = system.internals.store.read(lambda tx: tx.records.load(agent.id))
     assert isinstance(record, CompactionRecord)
     assert record.owes_answer
     assert agent.state == "idle"  # still not owed: the compaction answered nothing

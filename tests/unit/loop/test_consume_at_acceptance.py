@@ -34,7 +34,7 @@ def ledger_problems(system: ak.AgentSystem, agent_id: str) -> list[str]:
     """The ledger's dense, fact⇔event and turn checks (the chaos checker's L1, L2, T1–T4)."""
 
     def read(tx: Transaction) -> tuple[Any, Any]:
-        events = read_all(lambda after: tx.events(agent_id, after, 1000))
+        events = read_all(lambda after: tx.ledger.events(agent_id, after, 1000))
         return read_durable(tx, agent_id), events
 
     state, events = system.internals.store.read(read)
@@ -47,10 +47,10 @@ def consumed_when_sent(system: ak.AgentSystem, agent_id: str, message_id: str) -
     """What is durable about ``message_id``: (queued ids, is it a record, its turn's status)."""
 
     def read(tx: Transaction) -> tuple[Any, ...]:
-        records = tx.load_records(agent_id)
-        turn = tx.turn_of_message(agent_id, message_id)
+        records = tx.records.load(agent_id)
+        turn = tx.turns.of_message(agent_id, message_id)
         return (
-            [q.id for q in tx.queued(agent_id)],
+            [q.id for q in tx.queue.messages(agent_id)],
             any(getattr(r, "message_id", None) == message_id for r in records),
             None if turn is None else turn.status,
         )
@@ -293,8 +293,8 @@ assert agent.wait_for_idle(timeout_seconds=30)
 agent.send(ak.user("two"), id="m2")
 
 def durable(tx):
-    turn = tx.turn_of_message("agent1", "m2")
-    return [[q.id for q in tx.queued("agent1")], tx.record_count("agent1"), turn.status]
+    turn = tx.turns.of_message("agent1", "m2")
+    return [[q.id for q in tx.queue.messages("agent1")], tx.records.count("agent1"), turn.status]
 
 print(json.dumps(system.internals.store.read(durable)), flush=True)
 sys.stdin.read()  # the parent kills this process here, its reply never committed

@@ -24,13 +24,13 @@ DEFAULTS = Settings(provider="local", model="gym-1")
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
     with Store.open(tmp_path) as opened:
-        opened.transact(lambda tx: tx.create_agent(AgentRow(id=AGENT, config={})))
+        opened.transact(lambda tx: tx.agents.create(AgentRow(id=AGENT, config={})))
         yield opened
 
 
 def _queue(store: Store, queue: str, message_id: str) -> None:
     entry = QueuedMessage(id=message_id, queue=queue, message=ak.user(message_id))  # type: ignore[arg-type]
-    store.transact(lambda tx: tx.enqueue(AGENT, entry))
+    store.transact(lambda tx: tx.queue.enqueue(AGENT, entry))
 
 
 def _consume(store: Store, queue: str) -> Consumed:

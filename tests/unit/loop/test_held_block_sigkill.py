@@ -110,6 +110,6 @@ def test_a_block_the_stream_stalls_after_survives_a_sigkill_and_is_continued(
         assert after.ids("before_turn") == [(loop_id, turn_id, None, None)]
         ((_, _, resumed_id, _),) = after.ids("before_inference")
         assert resumed_id not in (None, cut_id)
-        assert system.internals.store.read(lambda tx: tx.read_owed("a1")) is None
+        assert system.internals.store.read(lambda tx: tx.facts.read_owed("a1")) is None
     finally:
         system.close(timeout_seconds=10)

@@ -117,10 +117,10 @@ def _seed(world: World, agent_id: str, write: Callable[[Transaction], None]) -> 
 
 def test_start_answers_a_trailing_user_record_and_leftover_queue(world: World) -> None:
     def write(tx: Transaction) -> None:
-        tx.append_record("agentx", UserRecord(message_id="m1", message=ak.user("left")))
-        tx.claim_message_id("agentx", "m2")
-        tx.enqueue("agentx", QueuedMessage(id="m2", queue="send", message=ak.user("queued")))
-        tx.write_owed("agentx", OwedWork(stage="inference"))
+        tx.records.append("agentx", UserRecord(message_id="m1", message=ak.user("left")))
+        tx.queue.claim_message_id("agentx", "m2")
+        tx.queue.enqueue("agentx", QueuedMessage(id="m2", queue="send", message=ak.user("queued")))
+        tx.facts.write_owed("agentx", OwedWork(stage="inference"))
 
     _seed(world, "agentx", write)
     world.model.add(script.text("for left"), script.text("for queued"))
@@ -156,14 +156,14 @@ def test_a_dispatched_batch_resumes_running_only_durable_tools(world: World) -> 
     ]
 
     def write(tx: Transaction) -> None:
-        tx.append_record("agentx", UserRecord(message_id="m1", message=ak.user("go")))
+        tx.records.append("agentx", UserRecord(message_id="m1", message=ak.user("go")))
         for call in calls:
-            tx.append_record("agentx", BlockRecord(block=call))
+            tx.records.append("agentx", BlockRecord(block=call))
         pending = [
             PendingToolCall(internal_id=f"i{n}", index=n, call=c) for n, c in enumerate(calls)
         ]
-        tx.put_pending_calls("agentx", pending)
-        tx.write_owed("agentx", OwedWork(stage="tools"))
+        tx.calls.put("agentx", pending)
+        tx.facts.write_owed("agentx", OwedWork(stage="tools"))
 
     _seed(world, "agentx", write)
     world.model.add(script.text("after resume"))
@@ -177,7 +177,7 @@ def test_a_dispatched_batch_resumes_running_only_durable_tools(world: World) -> 
         text_of(transcript[3]) == "The tool call was interrupted by a restart and was not retried."
     )
     assert system.internals.store.read(
-        lambda tx: (tx.read_owed("agentx"), tx.pending_calls("agentx"))
+        lambda tx: (tx.facts.read_owed("agentx"), tx.calls.pending("agentx"))
     ) == (
         None,
         [],
@@ -186,10 +186,10 @@ def test_a_dispatched_batch_resumes_running_only_durable_tools(world: World) -> 
 
 def test_a_call_stranded_without_a_batch_entry_is_dispatched_fresh(world: World) -> None:
     def write(tx: Transaction) -> None:
-        tx.append_record("agentx", UserRecord(message_id="m1", message=ak.user("go")))
+        tx.records.append("agentx", UserRecord(message_id="m1", message=ak.user("go")))
         call = ToolCallBlock(call_id="c1", name="echo", arguments='{"text": "x"}')
-        tx.append_record("agentx", BlockRecord(block=call))
-        tx.write_owed("agentx", OwedWork(stage="inference"))
+        tx.records.append("agentx", BlockRecord(block=call))
+        tx.facts.write_owed("agentx", OwedWork(stage="inference"))
 
     _seed(world, "agentx", write)
     world.model.add(script.text("answered"))

@@ -138,7 +138,7 @@ def test_close_admits_nothing_new_and_answers_what_it_admitted(world: World) -> 
         agent.send(ak.user("too late"))
     reopened = world.open()
     assert text_of(reopened.transcript(agent.id)[-1]) == "finished"
-    assert reopened.internals.store.read(lambda tx: tx.read_owed(agent.id)) is None
+    assert reopened.internals.store.read(lambda tx: tx.facts.read_owed(agent.id)) is None
 
 
 def test_graceful_shutdown_lets_the_tool_finish_and_leaves_the_rest_owed(world: World) -> None:

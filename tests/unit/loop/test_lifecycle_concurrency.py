@@ -122,7 +122,7 @@ def test_the_actions_of_a_hook_an_abort_arrived_during_are_dropped(world: World)
     feature.release.set()
     assert agent.wait_for_idle(timeout_seconds=TIMEOUT)
 
-    queued = system.internals.store.read(lambda tx: tx.queued(agent.id))
+    queued = system.internals.store.read(lambda tx: tx.queue.messages(agent.id))
     assert "hook steer" not in [text_of(q.message) for q in queued]
     assert "hook steer" not in texts(agent.transcript())
     agent.send(ak.user("q2"))  # whatever the abort left queued is answered, the steer never
@@ -314,4 +314,4 @@ def test_close_waits_for_a_send_admitted_before_it_and_answers_it(
         agent.send(ak.user("after close"))
     reopened = world.open(resume=False)
     assert texts(reopened.transcript("barrier")) == ["admitted", "answer admitted"]
-    assert reopened.internals.store.read(lambda tx: tx.read_owed("barrier")) is None
+    assert reopened.internals.store.read(lambda tx: tx.facts.read_owed("barrier")) is None

@@ -114,7 +114,7 @@ def test_a_response_cut_after_its_first_block_is_continued_after_a_restart(world
     agent = system.create(id="a1")
     agent.send(ak.user("question"))
     assert before.cut.wait(10)
-    owed = system.internals.store.read(lambda tx: tx.read_owed("a1"))
+    owed = system.internals.store.read(lambda tx: tx.facts.read_owed("a1"))
     # The cut request's completed content is marked open, with the ids the hooks were told.
     assert owed is not None
     assert owed.response_open
@@ -139,7 +139,7 @@ def test_a_response_cut_after_its_first_block_is_continued_after_a_restart(world
     # The continuation is the final answer; the notice stays in the history.
     transcript = system.transcript("a1")
     assert texts(transcript) == ["question", "part one", CONTINUE, "part two"]
-    assert system.internals.store.read(lambda tx: tx.read_owed("a1")) is None
+    assert system.internals.store.read(lambda tx: tx.facts.read_owed("a1")) is None
     # Same loop and turn after the reopen; the cut request's id was retired.
     assert after.ids("before_agent_loop") == [(loop_id, turn_id, None, None)]
     assert after.ids("before_turn") == [(loop_id, turn_id, None, None)]

@@ -107,12 +107,12 @@ def compaction_deletes_what_it_replaces() -> Iterator[None]:
     original = commit_plans._replace_with_compaction
 
     def replace(tx: Any, agent_id: str, plan: ReplaceWithCompaction) -> None:
-        archive = tx.archive_records
-        tx.archive_records = lambda *args, **kwargs: None
+        archive = tx.archive.add_epoch
+        tx.archive.add_epoch = lambda *args, **kwargs: None
         try:
             original(tx, agent_id, plan)
         finally:
-            tx.archive_records = archive
+            tx.archive.add_epoch = archive
 
     commit_plans._replace_with_compaction = replace
     try:

@@ -104,7 +104,7 @@ class RetryProcess(Process):
                 answered = self.disk.read(
                     lambda tx: {
                         r.message.call_id
-                        for r in [*archived_records(tx), *tx.load_records(AGENT)]
+                        for r in [*archived_records(tx), *tx.records.load(AGENT)]
                         if isinstance(r, ToolRecord)
                     }
                 )
@@ -189,7 +189,7 @@ class RetryModesMachine(LoopMachine):
     @invariant()
     def retrying_never_gives_up_nor_replays(self) -> None:
         live, turns = self.disk.read(
-            lambda tx: (tx.load_records(AGENT), tx.list_turns(AGENT, 0, 1000))
+            lambda tx: (tx.records.load(AGENT), tx.turns.page(AGENT, 0, 1000))
         )
         records = self.history_log(live)  # what compactions archived too
         notes = [r for r in records if isinstance(r, SystemRecord) and r.reason == "failure"]
@@ -205,7 +205,9 @@ class RetryModesMachine(LoopMachine):
 
     @invariant()
     def the_mode_is_the_last_consumed_one(self) -> None:
-        live, durable = self.disk.read(lambda tx: (tx.load_records(AGENT), tx.read_settings(AGENT)))
+        live, durable = self.disk.read(
+            lambda tx: (tx.records.load(AGENT), tx.facts.read_settings(AGENT))
+        )
         records = self.history_log(live)  # a compaction archives the messages that set modes
         mode: str = "auto"
         at_call: dict[str, str] = {}
@@ -276,7 +278,7 @@ def test_a_response_failing_right_after_a_finished_block_is_continued_after_a_re
     machine.accept(at_acceptance=False, queue="send")
     machine.stream_events(count=4, pick=0)
     machine.durable_state_keeps_its_promises()
-    owed = machine.disk.read(lambda tx: tx.read_owed(AGENT))
+    owed = machine.disk.read(lambda tx: tx.facts.read_owed(AGENT))
     assert owed is not None
     assert owed.response_open, "the cut response's content was marked finished"
     machine.teardown()  # a fresh process drives it to quiescence; C2 is checked there

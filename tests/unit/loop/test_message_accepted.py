@@ -78,7 +78,9 @@ def test_a_failing_transactional_hook_rolls_the_consumption_back(world: World) -
     # Nothing of the consumption landed: the message is still queued, nothing observed;
     # the turn failed (its note is the only record) and stays owed.
     assert roles(agent.transcript()) == ["system"]
-    assert system.internals.store.read(lambda tx: [q.id for q in tx.queued(agent.id)]) == ["bad"]
+    assert system.internals.store.read(lambda tx: [q.id for q in tx.queue.messages(agent.id)]) == [
+        "bad"
+    ]
     assert journal.observed == []
     assert agent.state == "owes_work"
 

@@ -43,7 +43,7 @@ def test_a_merge_is_reported_in_its_transaction_and_after_it(world: World) -> No
     assert change.patch == {"title": "new"}
     assert watcher.observed == [change]
     stored = system.internals.store.read(
-        lambda tx: tx.kv_list(f"agent.{agent.id}.")  # the hook's write landed with the merge
+        lambda tx: tx.kv.scan(f"agent.{agent.id}.")  # the hook's write landed with the merge
     )
     assert any(value == "new" for _key, value in stored)
     assert system.internals.live_agents() == []  # reporting a merge starts no loop

@@ -143,7 +143,9 @@ def test_a_failing_transactional_hook_rolls_the_change_back(world: World) -> Non
     # hook's own write; nothing observed, and the turn failed.
     assert agent.settings.permission_mode == "auto"
     assert roles(agent.transcript()) == ["system"]
-    assert system.internals.store.read(lambda tx: [q.id for q in tx.queued(agent.id)]) == ["m1"]
+    assert system.internals.store.read(lambda tx: [q.id for q in tx.queue.messages(agent.id)]) == [
+        "m1"
+    ]
     assert journal.observed == []
     assert journal.transacted == []
     assert agent.state == "owes_work"

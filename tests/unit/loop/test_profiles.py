@@ -193,11 +193,11 @@ def test_the_history_store_is_cleared_with_the_reset_and_kept_when_rejected(
     agent.send(ak.user("q1"))
     agent.wait_for_idle(timeout_seconds=10)
     key = area_prefix(agent.id, HISTORY_AREA) + "announced"
-    system.internals.store.transact(lambda tx: tx.kv_write(key, "q1"))
+    system.internals.store.transact(lambda tx: tx.kv.write(key, "q1"))
 
     agent.send(ak.user("q2"), profile="reviewer")
     agent.wait_for_idle(timeout_seconds=10)
 
-    kept = system.internals.store.read(lambda tx: tx.kv_read(key))
+    kept = system.internals.store.read(lambda tx: tx.kv.read(key))
     assert kept == ("q1" if fail else None)
     assert (len(agent.history()) == 1) is fail

@@ -24,7 +24,7 @@ def test_a_sent_message_is_answered_and_the_agent_settles(world: World) -> None:
     assert roles(transcript) == ["user", "assistant"]
     assert text_of(transcript[1]) == "hello there"
     assert agent.state == "idle"
-    assert system.internals.store.read(lambda tx: tx.read_owed(agent.id)) is None
+    assert system.internals.store.read(lambda tx: tx.facts.read_owed(agent.id)) is None
 
 
 def test_a_repeated_message_id_is_accepted_once(world: World) -> None:
@@ -160,6 +160,6 @@ def test_bad_input_is_refused_with_a_clear_error_and_nothing_is_queued(world: Wo
         agent.send(ak.user([]))
     with pytest.raises(ak.InvalidMessageError, match="invalid"):
         agent.send(ak.user("x"), id="Not An Id")
-    assert system.internals.store.read(lambda tx: tx.queued(agent.id)) == []
+    assert system.internals.store.read(lambda tx: tx.queue.messages(agent.id)) == []
     with pytest.raises(ak.UnknownAgentError, match="nosuchagent"):
         system.resolve("nosuchagent")

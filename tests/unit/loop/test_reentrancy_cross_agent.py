@@ -305,7 +305,7 @@ def test_a_system_close_from_one_agents_tool_waits_for_the_other_agents_admitted
         "answer b later",
     ]
     for agent_id in ("aaa", "bbb"):
-        assert reopened.internals.store.read(lambda tx, i=agent_id: tx.read_owed(i)) is None
+        assert reopened.internals.store.read(lambda tx, i=agent_id: tx.facts.read_owed(i)) is None
 
 
 def test_a_waited_compact_of_an_agent_running_a_tool_from_another_loop_is_refused(

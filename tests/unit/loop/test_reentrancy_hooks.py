@@ -285,7 +285,7 @@ def test_a_self_close_from_after_turn_is_refused_and_the_system_closes_once(
     assert world.model.closed_model_sessions == (session.agent_id,)
     reopened = world.open(resume=False)
     assert [text_of(m) for m in reopened.transcript("closer")] == ["q1", "a1"]
-    assert reopened.internals.store.read(lambda tx: tx.read_owed("closer")) is None
+    assert reopened.internals.store.read(lambda tx: tx.facts.read_owed("closer")) is None
 
 
 # -- after_agent_settled -----------------------------------------------------------------------

@@ -107,7 +107,7 @@ def test_a_tool_sending_and_steering_to_its_own_agent_lands_without_waiting_and_
     # notify returned while its batch is still running (its sibling holds the gate): the
     # messages are durably queued and the loop has consumed none of them yet.
     assert [d.created for d in deliveries] == [True, True, False]
-    queued = system.internals.store.read(lambda tx: tx.queued(agent.id))
+    queued = system.internals.store.read(lambda tx: tx.queue.messages(agent.id))
     assert sorted((q.queue, text_of(q.message)) for q in queued) == [
         ("send", "sent"),
         ("steering", "steered"),
@@ -236,7 +236,7 @@ def test_calls_of_one_batch_each_see_only_their_own_call_store(world: World) -> 
         with pytest.raises(ak.ExpiredScopeError):
             store.read("value")
     prefixes = [store.prefix for store in kept]
-    leftovers = system.internals.store.read(lambda tx: [tx.kv_list(p) for p in prefixes])
+    leftovers = system.internals.store.read(lambda tx: [tx.kv.scan(p) for p in prefixes])
     assert leftovers == [[], []]
 
 
@@ -280,7 +280,7 @@ def test_a_system_close_from_a_tool_is_refused_and_drains_after_the_tool(world: 
     assert world.model.closed_model_sessions == (session.agent_id,)
     reopened = world.open(resume=False)
     assert texts(reopened.transcript("closer")) == ["go", "", "still working", "finished"]
-    assert reopened.internals.store.read(lambda tx: tx.read_owed("closer")) is None
+    assert reopened.internals.store.read(lambda tx: tx.facts.read_owed("closer")) is None
 
 
 def test_a_detached_tool_store_is_revoked_before_the_store_is_released(world: World) -> None:
@@ -315,7 +315,7 @@ def test_a_detached_tool_store_is_revoked_before_the_store_is_released(world: Wo
 
     (error,) = late
     assert isinstance(error, ak.ExpiredScopeError | ak.StoreClosedError), error
-    entries = second.internals.store.read(lambda tx: tx.kv_list(stores[0].prefix))
+    entries = second.internals.store.read(lambda tx: tx.kv.scan(stores[0].prefix))
     assert [value for _, value in entries] == ["kept until the result"]
 
 

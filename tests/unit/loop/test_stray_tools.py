@@ -193,6 +193,6 @@ def test_close_does_not_wait_for_a_stray_tool_and_it_writes_nothing_after(
     assert isinstance(error, ak.ExpiredScopeError | ak.StoreClosedError), error
     reopened = world.open(resume=False)  # nothing landed behind the close
     # The call's store ended with its (aborted) answer; the late write did not revive it.
-    assert reopened.internals.store.read(lambda tx: tx.kv_list(stubborn.prefix)) == []
+    assert reopened.internals.store.read(lambda tx: tx.kv.scan(stubborn.prefix)) == []
     transcript = [text_of(m) for m in reopened.transcript("stray")]
     assert transcript == ["q1", "", ABORTED, "q2", "answer q2"]

@@ -60,7 +60,7 @@ def test_a_crashed_agent_actor_is_restarted_and_finishes_the_turn(
     assert runs == ["x"]  # the crash came before the call ran: it ran exactly once
     assert system.failure is None
     assert system.internals.store.read(
-        lambda tx: (tx.read_owed(agent.id), tx.pending_calls(agent.id))
+        lambda tx: (tx.facts.read_owed(agent.id), tx.calls.pending(agent.id))
     ) == (
         None,
         [],
@@ -161,7 +161,7 @@ INTERRUPTED = "The tool call was interrupted by a restart and was not retried."
 
 
 def probe(tx: Transaction) -> None:
-    tx.kv_read("probe")
+    tx.kv.read("probe")
 
 
 def test_a_writer_failure_restarts_the_writer_and_the_agents_after_it(
@@ -234,7 +234,7 @@ def test_a_writer_failure_inside_an_agents_own_commit_loses_and_repeats_nothing(
     assert runs == ["x"]
     assert system.failure is None
     assert system.internals.store.read(
-        lambda tx: (tx.read_owed(agent.id), tx.pending_calls(agent.id))
+        lambda tx: (tx.facts.read_owed(agent.id), tx.calls.pending(agent.id))
     ) == (
         None,
         [],
@@ -306,4 +306,4 @@ def test_a_send_during_a_restart_backoff_is_held_for_the_restarted_actor(
         "while it restarts",
     ]
     assert text_of(transcript[-1]) in {"first", "second"}
-    assert system.internals.store.read(lambda tx: tx.read_owed(agent.id)) is None
+    assert system.internals.store.read(lambda tx: tx.facts.read_owed(agent.id)) is None

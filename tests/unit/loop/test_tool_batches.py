@@ -66,7 +66,7 @@ def test_the_whole_batch_is_durable_before_any_call_runs(world: World) -> None:
     @ak.tool
     def look(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """Read the pending batch."""
-        pending = system_box[0].internals.store.read(lambda tx: tx.pending_calls(ctx.agent_id))
+        pending = system_box[0].internals.store.read(lambda tx: tx.calls.pending(ctx.agent_id))
         seen.append([p.call.call_id for p in pending])
         return "ok"
 
@@ -85,7 +85,7 @@ def test_the_whole_batch_is_durable_before_any_call_runs(world: World) -> None:
     assert seen
     assert all(set(s) >= {"a", "b"} or s == ["b"] for s in seen)
     assert ["a", "b"] in seen  # the first call to run saw both entries committed
-    assert system.internals.store.read(lambda tx: tx.pending_calls(agent.id)) == []
+    assert system.internals.store.read(lambda tx: tx.calls.pending(agent.id)) == []
 
 
 def test_calls_run_in_parallel(world: World) -> None:

@@ -296,7 +296,7 @@ def test_transactional_hooks_write_atomically_with_dispatch_and_result(world: Wo
     assert kv.read("note:c1") == "from dispatch"  # the call's store lived until its result
     area = ScopedKV.through(system.internals.store, "agent", agent.id, "call")
     assert area.list() == []
-    assert system.internals.store.read(lambda tx: tx.kv_list(area.prefix)) == []
+    assert system.internals.store.read(lambda tx: tx.kv.scan(area.prefix)) == []
     with pytest.raises(ak.ExpiredScopeError):  # a transactional context expires on return
         journal.retained[0].write("late", 1)
 
@@ -317,7 +317,7 @@ def test_a_failing_before_tool_call_transact_dispatches_nothing_and_fails_the_tu
     journal = feature_kv(system, agent.id, "journal").list()
     assert journal == [("answered:c1", FAILED_TURN_CALL)]
     assert [text_of(r) for _, r in recorder.appended] == [FAILED_TURN_CALL]
-    assert system.internals.store.read(lambda tx: tx.pending_calls(agent.id)) == []
+    assert system.internals.store.read(lambda tx: tx.calls.pending(agent.id)) == []
     transcript = agent.transcript()
     assert text_of(results(transcript)[0]) == FAILED_TURN_CALL
     assert text_of(transcript[-1]) == "The last turn failed: dispatch refused"
@@ -336,9 +336,9 @@ def test_a_failing_after_tool_call_transact_leaves_neither_result_nor_writes_and
     assert kv.read("dispatched:c1") == "echo"
     assert kv.read("answered:c1") is None  # rolled back with the result
     assert roles(agent.transcript()) == ["user", "assistant"]
-    pending = system.internals.store.read(lambda tx: tx.pending_calls(agent.id))
+    pending = system.internals.store.read(lambda tx: tx.calls.pending(agent.id))
     assert [p.call.call_id for p in pending] == ["c1"]  # the batch stays, to resume
-    assert system.internals.store.read(lambda tx: tx.read_owed(agent.id)) is not None
+    assert system.internals.store.read(lambda tx: tx.facts.read_owed(agent.id)) is not None
 
     refuse.failing = False
     system.start(agent.id)

@@ -54,15 +54,15 @@ def call_kv(system: ak.AgentSystem, agent_id: str, call_id: str) -> list[tuple[s
     """The raw kv entries of the pending call whose provider id is ``call_id``."""
 
     def read(tx: Transaction) -> list[tuple[str, Any]]:
-        pending = {p.call.call_id: p.internal_id for p in tx.pending_calls(agent_id)}
+        pending = {p.call.call_id: p.internal_id for p in tx.calls.pending(agent_id)}
         prefix = scope_prefix("agent", agent_id, "call", pending[call_id])
-        return tx.kv_list(prefix)
+        return tx.kv.scan(prefix)
 
     return system.internals.store.read(read)
 
 
 def pending(system: ak.AgentSystem, agent_id: str) -> list[PendingToolCall]:
-    return system.internals.store.read(lambda tx: tx.pending_calls(agent_id))
+    return system.internals.store.read(lambda tx: tx.calls.pending(agent_id))
 
 
 def held_first(world: World, second: str) -> None:
@@ -313,16 +313,16 @@ def test_a_committed_call_left_by_a_crash_lands_in_batch_order_and_never_runs_ag
     saved = ToolResultMessage(call_id="c2", content=(TextBlock(text="saved before the crash"),))
 
     def write(tx: Transaction) -> None:
-        tx.append_record("agentx", UserRecord(message_id="m1", message=ak.user("go")))
+        tx.records.append("agentx", UserRecord(message_id="m1", message=ak.user("go")))
         for call in calls:
-            tx.append_record("agentx", BlockRecord(block=call))
-        tx.put_pending_calls(
+            tx.records.append("agentx", BlockRecord(block=call))
+        tx.calls.put(
             "agentx",
             [PendingToolCall(internal_id=f"i{n}", index=n, call=c) for n, c in enumerate(calls)],
         )
-        tx.claim_tool_result("agentx", "i1", saved)
-        tx.mark_call_committed("agentx", "i1", saved)
-        tx.write_owed("agentx", OwedWork(stage="tools"))
+        tx.calls.claim_result("agentx", "i1", saved)
+        tx.calls.mark_committed("agentx", "i1", saved)
+        tx.facts.write_owed("agentx", OwedWork(stage="tools"))
 
     seeding = world.open()
     seeding.create(id="agentx")

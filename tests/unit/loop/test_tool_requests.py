@@ -157,7 +157,7 @@ def test_a_tool_only_message_adds_no_user_message_and_keeps_its_delivery_identit
     assert first.created
     assert roles(list(context_of(world))) == ["assistant", "tool"]
     assert roles(agent.transcript()) == ["user", "assistant", "tool", "assistant"]
-    records = system.internals.store.read(lambda tx: tx.load_records(agent.id))
+    records = system.internals.store.read(lambda tx: tx.records.load(agent.id))
     assert isinstance(records[0], UserRecord)
     assert records[0].message_id == "solomsg"
 
@@ -167,7 +167,7 @@ def test_a_tool_only_message_adds_no_user_message_and_keeps_its_delivery_identit
     assert (again.id, again.created) == ("solomsg", False)  # an idempotent repeat
     assert world.tool_runs == ["echo:solo"]
     assert len(world.model.requests) == 1
-    assert system.internals.store.read(lambda tx: tx.queued(agent.id)) == []
+    assert system.internals.store.read(lambda tx: tx.queue.messages(agent.id)) == []
 
 
 def test_omitted_arguments_mean_an_empty_object(world: World) -> None:
@@ -232,7 +232,7 @@ def test_a_malformed_request_is_rejected_before_admission(
         agent.send(message, id="badmsg")
 
     assert world.tool_runs == []
-    assert system.internals.store.read(lambda tx: tx.queued(agent.id)) == []
+    assert system.internals.store.read(lambda tx: tx.queue.messages(agent.id)) == []
     assert [text_of(m) for m in agent.transcript()] == ["first", "first answered"]
     # Nothing was admitted: the id is still free, and the earlier message is intact.
     world.model.add(script.text("fine"))
@@ -259,7 +259,7 @@ def test_a_hook_action_with_a_malformed_request_is_not_admitted(world: World) ->
     assert agent.wait_for_idle(timeout_seconds=TIMEOUT)
 
     assert world.tool_runs == []
-    assert system.internals.store.read(lambda tx: tx.queued(agent.id)) == []
+    assert system.internals.store.read(lambda tx: tx.queue.messages(agent.id)) == []
     assert [text_of(m) for m in agent.transcript()] == ["go", "answer"]
 
 
@@ -417,7 +417,7 @@ def test_an_abort_during_the_call_answers_it_and_asks_no_model(world: World) -> 
     assert roles(transcript) == ["user", "assistant", "tool"]
     assert text_of(transcript[-1]) == ABORTED_CALL
     assert system.internals.store.read(
-        lambda tx: (tx.pending_calls(agent.id), tx.read_owed(agent.id))
+        lambda tx: (tx.calls.pending(agent.id), tx.facts.read_owed(agent.id))
     ) == (
         [],
         None,

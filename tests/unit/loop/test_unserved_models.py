@@ -24,7 +24,7 @@ def _two_kinds(world: World) -> ak.Providers:
 def _records(system: ak.AgentSystem, agent_id: str) -> tuple[int, int]:
     """(records, queued messages) as durably stored."""
     return system.internals.store.read(
-        lambda tx: (tx.record_count(agent_id), len(tx.queued(agent_id)))
+        lambda tx: (tx.records.count(agent_id), len(tx.queue.messages(agent_id)))
     )
 
 

@@ -94,7 +94,7 @@ def test_a_turn_cut_after_its_answer_block_and_continued_has_the_whole_answer(
         assert isinstance(transcript[1], AssistantMessage)
         assert isinstance(transcript[2], SystemMessage)
         # The notice is durably marked as continuing a cut response.
-        records = system.internals.store.read(lambda tx: tx.load_records("a1"))
+        records = system.internals.store.read(lambda tx: tx.records.load("a1"))
         (notice,) = [r for r in records if isinstance(r, SystemRecord)]
         assert notice.reason == "continue"
 
@@ -138,7 +138,7 @@ def test_a_finished_answer_reopened_by_a_notice_is_not_repeated(tmp_path: Path) 
         system.create(id="a1")
         sent = system.sessions.send("a1", "question")
         assert system.wait_for_idle("a1", timeout_seconds=10)
-        records = system.internals.store.read(lambda tx: tx.load_records("a1"))
+        records = system.internals.store.read(lambda tx: tx.records.load("a1"))
         reasons = [r.reason for r in records if isinstance(r, SystemRecord)]
         assert reasons == ["notice", "notice"]
         assert [text_of(m) for m in system.transcript("a1")][-3:] == [

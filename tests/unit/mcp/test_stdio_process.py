@@ -76,7 +76,7 @@ def test_talk_in_the_background_then_read_the_conversation_over_stdio(tmp_path: 
     # turn is durable.
     store = Store.open(home)
     try:
-        stored = store.read(lambda tx: tx.read_turn(read["conversation_id"], turn["id"]))
+        stored = store.read(lambda tx: tx.turns.read(read["conversation_id"], turn["id"]))
     finally:
         store.close()
     assert stored is not None

@@ -15,5 +15,5 @@ from agentkeep.types import AgentRow
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
     with Store.open(tmp_path) as opened:
-        opened.transact(lambda tx: tx.create_agent(AgentRow(id="a", config={})))
+        opened.transact(lambda tx: tx.agents.create(AgentRow(id="a", config={})))
         yield opened

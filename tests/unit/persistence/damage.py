@@ -15,7 +15,7 @@ def make_store(home: Path, agents: int = 3) -> Path:
     """A store with a few agents, checkpointed so every page is in ``agents.db`` itself."""
     with Store.open(home) as store:
         for n in range(agents):
-            store.transact(lambda tx, n=n: tx.create_agent(AgentRow(id=f"agent{n}", config={})))
+            store.transact(lambda tx, n=n: tx.agents.create(AgentRow(id=f"agent{n}", config={})))
     database = home / DATABASE_NAME
     connection = apsw.Connection(str(database))
     connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -19,55 +19,55 @@ def _texts(records: tuple[object, ...]) -> list[str]:
 
 def test_archive_copies_a_prefix_or_everything_into_numbered_epochs(store: Store) -> None:
     for text in ("1", "2", "3"):
-        store.transact(lambda tx, text=text: tx.append_record("a", _user(text)))
+        store.transact(lambda tx, text=text: tx.records.append("a", _user(text)))
     selection = Settings(provider="local", model="gym-1")
 
     first = store.transact(
-        lambda tx: tx.archive_records("a", 2, reason="compaction", settings=selection)
+        lambda tx: tx.archive.add_epoch("a", 2, reason="compaction", settings=selection)
     )
     second = store.transact(
-        lambda tx: tx.archive_records("a", None, reason="model_switch", settings=None)
+        lambda tx: tx.archive.add_epoch("a", None, reason="model_switch", settings=None)
     )
 
     assert (first, second) == (1, 2)
-    epochs = store.read(lambda tx: tx.archived_epochs("a"))
+    epochs = store.read(lambda tx: tx.archive.epochs("a"))
     assert [(e.epoch, e.reason, e.settings) for e in epochs] == [
         (1, "compaction", selection),
         (2, "model_switch", None),
     ]
     assert [_texts(e.records) for e in epochs] == [["1", "2"], ["1", "2", "3"]]
-    assert store.read(lambda tx: tx.record_count("a")) == 3  # archiving copies; it never deletes
+    assert store.read(lambda tx: tx.records.count("a")) == 3  # archiving copies; it never deletes
     # Nothing to archive archives nothing.
     assert (
-        store.transact(lambda tx: tx.archive_records("a", 0, reason="compaction", settings=None))
+        store.transact(lambda tx: tx.archive.add_epoch("a", 0, reason="compaction", settings=None))
         is None
     )
 
 
 def test_purge_deletes_the_archive_only_and_numbers_are_not_reused(store: Store) -> None:
-    store.transact(lambda tx: tx.append_record("a", _user("1")))
-    store.transact(lambda tx: tx.archive_records("a", None, reason="model_switch", settings=None))
+    store.transact(lambda tx: tx.records.append("a", _user("1")))
+    store.transact(lambda tx: tx.archive.add_epoch("a", None, reason="model_switch", settings=None))
 
-    assert store.transact(lambda tx: tx.purge_archived("a")) == (1, 1)
+    assert store.transact(lambda tx: tx.archive.purge("a")) == (1, 1)
 
-    assert store.read(lambda tx: tx.archived_epochs("a")) == []
-    assert store.read(lambda tx: tx.record_count("a")) == 1
-    assert store.read(lambda tx: tx.last_epoch("a")) == 1
+    assert store.read(lambda tx: tx.archive.epochs("a")) == []
+    assert store.read(lambda tx: tx.records.count("a")) == 1
+    assert store.read(lambda tx: tx.archive.last_epoch("a")) == 1
     again = store.transact(
-        lambda tx: tx.archive_records("a", None, reason="model_switch", settings=None)
+        lambda tx: tx.archive.add_epoch("a", None, reason="model_switch", settings=None)
     )
     assert again == 2
     with pytest.raises(ReadOnlyTransactionError):
-        store.read(lambda tx: tx.purge_archived("a"))
+        store.read(lambda tx: tx.archive.purge("a"))
 
 
 def test_a_re_created_id_starts_without_the_old_archive(store: Store) -> None:
-    store.transact(lambda tx: tx.append_record("a", _user("1")))
-    store.transact(lambda tx: tx.archive_records("a", None, reason="model_switch", settings=None))
-    store.transact(lambda tx: tx.delete_agent("a"))
-    assert store.read(lambda tx: len(tx.archived_epochs("a"))) == 1  # a delete keeps it
+    store.transact(lambda tx: tx.records.append("a", _user("1")))
+    store.transact(lambda tx: tx.archive.add_epoch("a", None, reason="model_switch", settings=None))
+    store.transact(lambda tx: tx.agents.delete("a"))
+    assert store.read(lambda tx: len(tx.archive.epochs("a"))) == 1  # a delete keeps it
 
-    store.transact(lambda tx: tx.create_agent(AgentRow(id="a", config={})))
+    store.transact(lambda tx: tx.agents.create(AgentRow(id="a", config={})))
 
-    assert store.read(lambda tx: tx.archived_epochs("a")) == []
-    assert store.read(lambda tx: tx.last_epoch("a")) == 0
+    assert store.read(lambda tx: tx.archive.epochs("a")) == []
+    assert store.read(lambda tx: tx.archive.last_epoch("a")) == 0

@@ -17,7 +17,7 @@ TIMEOUT = 30.0
 
 def _write(key: str, value: int) -> Callable[[Transaction], None]:
     def work(tx: Transaction) -> None:
-        tx.kv_write(key, value)
+        tx.kv.write(key, value)
 
     return work
 
@@ -43,13 +43,13 @@ def test_a_commit_does_not_wait_for_a_checkpoint_under_way(
         try:
             # On the writer's thread this commit would wait behind the checkpoint forever.
             store.transact(_write("during", 2), timeout_seconds=TIMEOUT)
-            assert store.read(lambda tx: tx.kv_read("during")) == 2
+            assert store.read(lambda tx: tx.kv.read("during")) == 2
             assert store.statistics().checkpoints == 0  # not finished: it is still held
         finally:
             release.set()
         assert store.handle.wait_for_checkpoints(1, timeout_seconds=TIMEOUT)
     with Store.open(tmp_path) as reopened:
-        assert reopened.read(lambda tx: [tx.kv_read(k) for k in ("k0", "k1", "during")]) == [
+        assert reopened.read(lambda tx: [tx.kv.read(k) for k in ("k0", "k1", "during")]) == [
             0,
             1,
             2,

@@ -53,7 +53,7 @@ def test_opening_a_damaged_store_refuses_writes_and_leaves_the_file_as_it_was(
 def test_a_healthy_store_opens_after_the_check(tmp_path: Path) -> None:
     make_store(tmp_path)
     with Store.open(tmp_path) as store:
-        assert [row.id for row in store.read(lambda tx: tx.list_agents())] == [
+        assert [row.id for row in store.read(lambda tx: tx.agents.live())] == [
             "agent0",
             "agent1",
             "agent2",

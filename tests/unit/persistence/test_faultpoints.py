@@ -16,7 +16,7 @@ from agentkeep.persistence.faults import FaultInjector
 def test_a_recording_lists_one_stores_operations_in_order(tmp_path: Path) -> None:
     original = FaultInjector.tick
     with recording_labels() as recording, Store.open(tmp_path) as store:
-        store.transact(lambda tx: tx.kv_write("k", 1))
+        store.transact(lambda tx: tx.kv.write("k", 1))
         labels = list(recording.labels)
     assert FaultInjector.tick is original  # the wrapper is gone after the block
     write = find_label(labels, "INSERT INTO kv")
@@ -27,7 +27,7 @@ def test_a_recording_lists_one_stores_operations_in_order(tmp_path: Path) -> Non
 
 def test_a_picked_operation_is_the_one_the_fault_hits(tmp_path: Path) -> None:
     with recording_labels() as recording, Store.open(tmp_path / "dry") as store:
-        store.transact(lambda tx: tx.kv_write("k", 1))
+        store.transact(lambda tx: tx.kv.write("k", 1))
         labels = list(recording.labels)
     at = expect_label(labels, find_label(labels, "INSERT INTO kv"), "INSERT")
     plan = FaultPlan(at=at, mode="flaky")
@@ -35,7 +35,7 @@ def test_a_picked_operation_is_the_one_the_fault_hits(tmp_path: Path) -> None:
         Store.open(tmp_path / "run", faults=plan) as store,
         pytest.raises(InjectedFaultError) as caught,
     ):
-        store.transact(lambda tx: tx.kv_write("k", 1))
+        store.transact(lambda tx: tx.kv.write("k", 1))
     assert (caught.value.operation, caught.value.label) == (at, "INSERT")
 
 

@@ -60,7 +60,7 @@ def _restore_structlog() -> Iterator[None]:
 
 def _write(key: str, value: int) -> Callable[[Transaction], int]:
     def work(tx: Transaction) -> int:
-        tx.kv_write(key, value)
+        tx.kv.write(key, value)
         return value
 
     return work
@@ -88,7 +88,7 @@ def test_a_log_sink_on_a_full_disk_never_reaches_the_writer(tmp_path: Path, sink
         with pytest.raises(CommitOutcomeUnknownError):
             store.transact(_write("k", 1))
         assert store.transact(_write("j", 2)) == 2
-        assert store.read(lambda tx: tx.kv_list("")) == [("j", 2)]
+        assert store.read(lambda tx: tx.kv.scan("")) == [("j", 2)]
     assert stream.attempts > 0  # the writer did log (into the full disk)
     assert dropped_log_lines() > before  # ... and the lines were dropped and counted
 
@@ -194,6 +194,6 @@ def test_a_read_only_file_system_is_refused_clearly_and_writes_resume(tmp_path: 
                 assert "read-only" in str(refused)
             vfs.read_only = False  # remounted read-write: no restart needed
             assert store.transact(_write("j", 2)) == 2
-            assert store.read(lambda tx: tx.kv_read("j")) == 2
+            assert store.read(lambda tx: tx.kv.read("j")) == 2
     finally:
         vfs.unregister()

@@ -200,7 +200,7 @@ class ScopedKVMachine(RuleBasedStateMachine):
 
     @invariant()
     def whole_scope_matches(self) -> None:
-        rows = self.store.read(lambda tx: tx.kv_list(self.root.prefix))
+        rows = self.store.read(lambda tx: tx.kv.scan(self.root.prefix))
         assert len(rows) == len(self.model)
 
 

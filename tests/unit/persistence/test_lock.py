@@ -98,7 +98,7 @@ def test_a_connection_that_fails_to_close_still_releases_the_lock(
     from agentkeep.persistence.readers import ReaderPool
 
     store = Store.open(tmp_path)
-    store.read(lambda tx: tx.last_epoch("nobody"))  # a reader connection exists
+    store.read(lambda tx: tx.archive.last_epoch("nobody"))  # a reader connection exists
 
     def failing_close(self: ReaderPool) -> None:
         raise OSError("the VFS refused to delete the WAL")
@@ -108,4 +108,4 @@ def test_a_connection_that_fails_to_close_still_releases_the_lock(
         store.close()
     monkeypatch.undo()
     with Store.open(tmp_path) as again:  # the lock was released
-        assert again.read(lambda tx: tx.last_epoch("nobody")) == 0
+        assert again.read(lambda tx: tx.archive.last_epoch("nobody")) == 0

@@ -26,7 +26,7 @@ class BoomError(Exception):
 
 def _write(key: str, value: int) -> Callable[[Transaction], int]:
     def work(tx: Transaction) -> int:
-        tx.kv_write(key, value)
+        tx.kv.write(key, value)
         return value
 
     return work
@@ -34,8 +34,8 @@ def _write(key: str, value: int) -> Callable[[Transaction], int]:
 
 def _fails_after(key: str) -> Callable[[Transaction], None]:
     def work(tx: Transaction) -> None:
-        tx.kv_write(key, 1)
-        tx.append_event(A, "note", {"key": key})
+        tx.kv.write(key, 1)
+        tx.ledger.append(A, "note", {"key": key})
         raise BoomError
 
     return work
@@ -75,7 +75,7 @@ def test_a_lone_item_runs_without_a_savepoint(store: Store, executed: list[str])
     assert executed[0] == "BEGIN IMMEDIATE"
     assert executed[-1] == "COMMIT"
     assert not [sql for sql in executed if sql.startswith(("SAVEPOINT", "RELEASE"))]
-    assert store.read(lambda tx: tx.kv_read("k")) == 1
+    assert store.read(lambda tx: tx.kv.read("k")) == 1
 
 
 def test_a_lone_item_that_fails_rolls_back_its_transaction_without_a_commit(
@@ -88,11 +88,11 @@ def test_a_lone_item_that_fails_rolls_back_its_transaction_without_a_commit(
     after = store.statistics()
     assert after.commits == before.commits
     assert (after.groups, after.failed_transactions) == (before.groups + 1, 1)
-    assert store.read(lambda tx: (tx.kv_read("k"), tx.last_event_sequence(A))) == (None, 0)
+    assert store.read(lambda tx: (tx.kv.read("k"), tx.ledger.last_sequence(A))) == (None, 0)
     # The writer goes on, and what the failed item remembered is gone with it.
-    sequence = store.transact(lambda tx: tx.append_event(A, "note", {}))
+    sequence = store.transact(lambda tx: tx.ledger.append(A, "note", {}))
     assert sequence == 1
-    assert store.read(lambda tx: tx.last_event_sequence(A)) == 1
+    assert store.read(lambda tx: tx.ledger.last_sequence(A)) == 1
 
 
 def test_a_group_of_several_items_still_isolates_a_failing_one(
@@ -103,13 +103,13 @@ def test_a_group_of_several_items_still_isolates_a_failing_one(
     assert outcomes[2] == 3
     assert isinstance(outcomes[1], BoomError)
     assert executed.count("SAVEPOINT agentkeep_work_item") == 3
-    assert store.read(lambda tx: tx.kv_list("")) == [("x", 1), ("z", 3)]
-    assert store.read(lambda tx: tx.last_event_sequence(A)) == 0
+    assert store.read(lambda tx: tx.kv.scan("")) == [("x", 1), ("z", 3)]
+    assert store.read(lambda tx: tx.ledger.last_sequence(A)) == 0
 
 
 def _appends_events(tx: Transaction) -> int:
-    tx.kv_write("k", 1)
-    return tx.append_event(A, "note", {"n": 1})
+    tx.kv.write("k", 1)
+    return tx.ledger.append(A, "note", {"n": 1})
 
 
 def test_a_lone_items_buffered_events_that_fail_to_write_fail_the_item_not_the_commit(
@@ -118,7 +118,7 @@ def test_a_lone_items_buffered_events_that_fail_to_write_fail_the_item_not_the_c
     # Find the operation of the INSERT writing the item's buffered event (after its work
     # returned, where the RELEASE used to be), then fail exactly that operation.
     with Store.open(tmp_path / "count") as store:
-        store.transact(lambda tx: tx.create_agent(AgentRow(id=A, config={})))
+        store.transact(lambda tx: tx.agents.create(AgentRow(id=A, config={})))
         seen: list[str] = []
         original = Statements.execute
 
@@ -134,12 +134,12 @@ def test_a_lone_items_buffered_events_that_fail_to_write_fail_the_item_not_the_c
         assert seen[-1] == "COMMIT"
         assert "INTO session_events" in seen[-2]  # the flush, where RELEASE used to run
     with Store.open(tmp_path / "fault", faults=FaultPlan(at=at, mode="flaky")) as store:
-        store.transact(lambda tx: tx.create_agent(AgentRow(id=A, config={})))
+        store.transact(lambda tx: tx.agents.create(AgentRow(id=A, config={})))
         assert store.statistics().operations == start
         with pytest.raises(InjectedFaultError):  # known outcome: nothing committed
             store.transact(_appends_events)
         assert store.statistics().commit_errors == 0
-        assert store.read(lambda tx: (tx.kv_read("k"), tx.last_event_sequence(A))) == (None, 0)
+        assert store.read(lambda tx: (tx.kv.read("k"), tx.ledger.last_sequence(A))) == (None, 0)
         assert store.transact(_appends_events) == 1
 
 
@@ -163,7 +163,7 @@ def test_statistics_report_every_outcome(store: Store) -> None:
 def test_one_transaction_announces_its_events_once(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store.transact(lambda tx: tx.create_agent(AgentRow(id=B, config={})))
+    store.transact(lambda tx: tx.agents.create(AgentRow(id=B, config={})))
     announced: list[dict[str, int]] = []
     original = LedgerHub.committed_marks
 
@@ -175,8 +175,8 @@ def test_one_transaction_announces_its_events_once(
 
     def appends(tx: Transaction) -> None:
         for n in range(3):
-            tx.append_event(A, "note", {"n": n})
-        tx.append_event(B, "note", {})
+            tx.ledger.append(A, "note", {"n": n})
+        tx.ledger.append(B, "note", {})
 
     store.transact(appends)
     assert announced == [{A: 3, B: 1}]
@@ -184,7 +184,7 @@ def test_one_transaction_announces_its_events_once(
     woke: list[int] = []
     waiter = threading.Thread(target=lambda: woke.append(store.ledger.wait_past(A, 3, TIMEOUT)))
     waiter.start()
-    store.transact(lambda tx: tx.append_event(A, "note", {}))
+    store.transact(lambda tx: tx.ledger.append(A, "note", {}))
     waiter.join(TIMEOUT)
     assert woke == [4]
 
@@ -197,11 +197,11 @@ def test_a_lone_item_failing_after_a_read_leaves_the_final_checkpoint_unlocked(
     # later statement on that cursor, and the closing TRUNCATE checkpoint failed with
     # SQLITE_LOCKED ("database table is locked"), logged on the CLI's stderr.
     def create_again(tx: Transaction) -> None:
-        if not tx.create_agent(AgentRow(id=A, config={})):
+        if not tx.agents.create(AgentRow(id=A, config={})):
             raise BoomError
 
     with Store.open(tmp_path) as store:
-        store.transact(lambda tx: tx.create_agent(AgentRow(id=A, config={})))
+        store.transact(lambda tx: tx.agents.create(AgentRow(id=A, config={})))
         with pytest.raises(BoomError):
             store.transact(create_again)
         store.close()

@@ -62,25 +62,25 @@ def step(i: int, *, others: bool = True) -> Callable[[Transaction], None]:
     ``others``, also owed work, settings, notices and pending calls."""
 
     def work(tx: Transaction) -> None:
-        tx.append_event(A, "note", {"i": i})
-        tx.append_record(A, _record(f"r{i}"))
-        tx.record_count(A)
-        for turn in tx.live_turns(A):
+        tx.ledger.append(A, "note", {"i": i})
+        tx.records.append(A, _record(f"r{i}"))
+        tx.records.count(A)
+        for turn in tx.turns.live(A):
             if turn.status == "running":
-                tx.move_turn(A, turn.id, "completed", result={"i": i})
-        turn, _ = tx.open_turn(
+                tx.turns.move(A, turn.id, "completed", result={"i": i})
+        turn, _ = tx.turns.open(
             A, key=None, driver="native", delivery="send", input={"i": i}, message_id=f"m{i}"
         )
-        tx.move_turn(A, turn.id, "running")
-        for message in tx.queued(A, "send"):
-            tx.dequeue(A, "send", message.seq)
-        tx.enqueue(A, _message(f"m{i}"))
-        tx.write_context_tokens(A, i)
-        tx.turn_inputs_queued(A, turn.id)
-        tx.turn_of_message(A, f"m{i}")
+        tx.turns.move(A, turn.id, "running")
+        for message in tx.queue.messages(A, "send"):
+            tx.queue.dequeue(A, "send", message.seq)
+        tx.queue.enqueue(A, _message(f"m{i}"))
+        tx.facts.write_context_tokens(A, i)
+        tx.turns.inputs_queued(A, turn.id)
+        tx.turns.of_message(A, f"m{i}")
         if others:
             _others(tx, i, turn.id)
-        tx.append_event(A, "note", {"i": i, "end": True}, turn_id=tx.running_turn_id(A))
+        tx.ledger.append(A, "note", {"i": i, "end": True}, turn_id=tx.turns.running_id(A))
 
     return work
 
@@ -88,24 +88,24 @@ def step(i: int, *, others: bool = True) -> Callable[[Transaction], None]:
 def _others(tx: Transaction, i: int, turn_id: str) -> None:
     """Change and read the other remembered facts: owed work, settings, notices, calls."""
     ours = OwedWork(stage="inference", turn_id=turn_id)
-    if not tx.claim_owed(A, ours):
-        assert tx.read_owed(A) != ours  # refused: an earlier turn's fact stays
-        tx.write_owed(A, OwedWork(stage="tools"))
-        tx.read_owed(A)
+    if not tx.facts.claim_owed(A, ours):
+        assert tx.facts.read_owed(A) != ours  # refused: an earlier turn's fact stays
+        tx.facts.write_owed(A, OwedWork(stage="tools"))
+        tx.facts.read_owed(A)
         if i % 2 == 0:
-            tx.delete_owed(A)
-    tx.read_owed(A)
-    tx.write_settings(A, Settings(model=f"m{i % 3}"))
-    tx.read_settings(A)
-    for notice in tx.notices(A)[:1]:
-        tx.remove_notice(A, notice.seq)
-    tx.inject_notice(A, QueuedNotice(message=SystemMessage(content=(TextBlock(text="n"),))))
-    for call in tx.pending_calls(A)[1:]:
-        tx.remove_pending_call(A, call.internal_id)
+            tx.facts.delete_owed(A)
+    tx.facts.read_owed(A)
+    tx.facts.write_settings(A, Settings(model=f"m{i % 3}"))
+    tx.facts.read_settings(A)
+    for notice in tx.queue.notices(A)[:1]:
+        tx.queue.remove_notice(A, notice.seq)
+    tx.queue.inject_notice(A, QueuedNotice(message=SystemMessage(content=(TextBlock(text="n"),))))
+    for call in tx.calls.pending(A)[1:]:
+        tx.calls.remove(A, call.internal_id)
     block = ToolCallBlock(call_id=f"c{i}", name="t", arguments="{}")
-    tx.put_pending_calls(A, [PendingToolCall(internal_id=f"p{i}", index=i, call=block)])
-    tx.notices(A)
-    tx.pending_calls(A)
+    tx.calls.put(A, [PendingToolCall(internal_id=f"p{i}", index=i, call=block)])
+    tx.queue.notices(A)
+    tx.calls.pending(A)
 
 
 def check_memo_matches_the_store(store: Store) -> None:
@@ -113,21 +113,21 @@ def check_memo_matches_the_store(store: Store) -> None:
     the same transaction; then append once more and check every sequence is dense."""
 
     def compare(tx: Transaction) -> None:
-        sql = tx.query  # type: ignore[attr-defined]
+        sql = tx.sql.query  # type: ignore[attr-defined]
         events = [
             row[0] for row in sql("SELECT sequence FROM session_events WHERE agent_id = ?", (A,))
         ]
         assert events == list(range(1, len(events) + 1))
-        assert tx.last_event_sequence(A) == len(events)
+        assert tx.ledger.last_sequence(A) == len(events)
         positions = [row[0] for row in sql("SELECT position FROM records WHERE agent_id = ?", (A,))]
         assert sorted(positions) == list(range(1, len(positions) + 1))
-        assert tx.record_count(A) == len(positions)
+        assert tx.records.count(A) == len(positions)
         queued = [
             decode_message(row[0])
             for row in sql("SELECT envelope_json FROM queue WHERE agent_id = ? ORDER BY seq", (A,))
         ]
-        assert tx.queued(A) == queued
-        assert tx.queued(A, "send") == queued
+        assert tx.queue.messages(A) == queued
+        assert tx.queue.messages(A, "send") == queued
         live = [
             row[0]
             for row in sql(
@@ -144,16 +144,16 @@ def check_memo_matches_the_store(store: Store) -> None:
                 (A,),
             )
         ]
-        assert tx.running_turn_id(A) == (running[-1] if running else None)
-        assert [turn.id for turn in tx.started_turns(A)] == running
-        remembered = tx.live_turns(A)
+        assert tx.turns.running_id(A) == (running[-1] if running else None)
+        assert [turn.id for turn in tx.turns.started(A)] == running
+        remembered = tx.turns.live(A)
         assert [turn.id for turn in remembered] == live
         numbers = [row[0] for row in sql("SELECT number FROM turns WHERE agent_id = ?", (A,))]
         assert sorted(numbers) == list(range(1, len(numbers) + 1))
         for turn in remembered:
             [row] = sql("SELECT status, result_json FROM turns WHERE id = ?", (turn.id,))
             assert (turn.status, turn.result) == (row[0], None if row[1] is None else turn.result)
-            assert tx.turn_inputs_queued(A, turn.id) == bool(
+            assert tx.turns.inputs_queued(A, turn.id) == bool(
                 sql(
                     "SELECT 1 FROM turn_inputs AS i JOIN queue AS q ON q.agent_id = i.agent_id "
                     "AND q.message_id = i.message_id WHERE i.turn_id = ?",
@@ -161,15 +161,15 @@ def check_memo_matches_the_store(store: Store) -> None:
                 )
             )
         tokens = sql("SELECT tokens FROM context_tokens WHERE agent_id = ?", (A,))
-        assert tx.read_context_tokens(A) == (tokens[0][0] if tokens else None)
+        assert tx.facts.read_context_tokens(A) == (tokens[0][0] if tokens else None)
         owed = sql("SELECT owed_json FROM owed_work WHERE agent_id = ?", (A,))
-        assert tx.read_owed(A) == (decode_owed(owed[0][0]) if owed else None)
+        assert tx.facts.read_owed(A) == (decode_owed(owed[0][0]) if owed else None)
         settings = sql("SELECT settings_json FROM settings WHERE agent_id = ?", (A,))
-        assert tx.read_settings(A) == (decode_settings(settings[0][0]) if settings else None)
+        assert tx.facts.read_settings(A) == (decode_settings(settings[0][0]) if settings else None)
         notices = sql("SELECT notice_json FROM notices WHERE agent_id = ? ORDER BY seq", (A,))
-        assert tx.notices(A) == [decode_notice(row[0]) for row in notices]
+        assert tx.queue.notices(A) == [decode_notice(row[0]) for row in notices]
         calls = sql("SELECT internal_id FROM pending_calls WHERE agent_id = ? ORDER BY idx", (A,))
-        assert [call.internal_id for call in tx.pending_calls(A)] == [row[0] for row in calls]
+        assert [call.internal_id for call in tx.calls.pending(A)] == [row[0] for row in calls]
 
     store.transact(compare)
     store.transact(step(1000))
@@ -253,7 +253,7 @@ def test_a_group_rolled_back_as_a_whole_leaves_nothing_remembered(store: Store) 
         step(3)(tx)
         # What SQLite does on its own after some errors (a full disk, an I/O error): the
         # whole transaction is gone, past the executor, so the writer rolls back the group.
-        tx._statements.connection.execute("ROLLBACK")  # type: ignore[attr-defined]
+        tx._x.statements.connection.execute("ROLLBACK")  # type: ignore[attr-defined]
         raise BoomError
 
     outcomes = _one_group(store, [step(2), abandons])
@@ -291,7 +291,7 @@ def test_a_commit_that_fails_leaves_nothing_remembered(tmp_path: Path) -> None:
     vfs = FailingSyncVFS("agentkeep-memo-failing-sync")
     try:
         with Store.open(tmp_path, vfs=vfs.name) as store:
-            store.transact(lambda tx: tx.create_agent(AgentRow(id=A, config={})))
+            store.transact(lambda tx: tx.agents.create(AgentRow(id=A, config={})))
             store.transact(step(1))
             vfs.armed.set()
             with pytest.raises(CommitOutcomeUnknownError):
@@ -308,9 +308,9 @@ def test_an_items_events_are_written_by_one_statement_and_seen_by_its_reads(
     store.transact(step(1))
 
     def appends(tx: Transaction) -> list[Any]:
-        first = [tx.append_event(A, "note", {"n": n}) for n in range(3)]
-        seen = [event.sequence for event in tx.events(A, first[0] - 1, 10)]
-        second = [tx.append_event(A, "note", {"n": n}) for n in range(3, 5)]
+        first = [tx.ledger.append(A, "note", {"n": n}) for n in range(3)]
+        seen = [event.sequence for event in tx.ledger.events(A, first[0] - 1, 10)]
+        second = [tx.ledger.append(A, "note", {"n": n}) for n in range(3, 5)]
         return [first, seen, second]
 
     executed.clear()
@@ -319,7 +319,7 @@ def test_an_items_events_are_written_by_one_statement_and_seen_by_its_reads(
     assert second == [first[-1] + 1, first[-1] + 2]
     inserts = [sql for sql in executed if sql.startswith("INSERT INTO session_events")]
     assert len(inserts) == 2  # one before the read, one before RELEASE
-    events = store.read(lambda tx: tx.events(A, first[0] - 1, 10))
+    events = store.read(lambda tx: tx.ledger.events(A, first[0] - 1, 10))
     assert [(e.sequence, e.data) for e in events] == [
         (sequence, {"n": n}) for n, sequence in enumerate(first + second)
     ]
@@ -330,14 +330,14 @@ def test_raw_sql_makes_the_writer_forget(store: Store) -> None:
     store.transact(step(1))
 
     def raw(tx: Transaction) -> None:
-        tx.append_event(A, "note", {"before": "raw"})  # buffered until the raw SQL runs
-        tx.execute(  # type: ignore[attr-defined]
+        tx.ledger.append(A, "note", {"before": "raw"})  # buffered until the raw SQL runs
+        tx.sql.execute(  # type: ignore[attr-defined]
             "INSERT INTO session_events (agent_id, sequence, type, data_json, created_at_ms) "
             "SELECT agent_id, max(sequence) + 1, 'raw', '{}', 0 FROM session_events "
             "WHERE agent_id = ?",
             (A,),
         )
-        tx.execute("DELETE FROM queue WHERE agent_id = ?", (A,))  # type: ignore[attr-defined]
+        tx.sql.execute("DELETE FROM queue WHERE agent_id = ?", (A,))  # type: ignore[attr-defined]
 
     store.transact(raw)
     check_memo_matches_the_store(store)
@@ -347,9 +347,9 @@ def test_raw_savepoints_of_the_writers_name_make_the_writer_forget(store: Store)
     store.transact(step(1))
 
     def nested(tx: Transaction) -> None:
-        raw = tx.execute  # type: ignore[attr-defined]
+        raw = tx.sql.execute  # type: ignore[attr-defined]
         raw("SAVEPOINT agentkeep_work_item")
-        tx.append_event(A, "note", {"inner": True})
+        tx.ledger.append(A, "note", {"inner": True})
         raw("RELEASE agentkeep_work_item")
         raise BoomError  # the item's own savepoint rolls the event back
 
@@ -422,11 +422,11 @@ class Restarting:
 
     def workload(self, *, grouped: bool = False) -> None:
         for _ in range(2):  # a fault may hit the creation: once more then
-            if self.store.read(lambda tx: tx.get_agent(A)) is None:
-                self.run(lambda tx: tx.create_agent(AgentRow(id=A, config={})))
+            if self.store.read(lambda tx: tx.agents.get(A)) is None:
+                self.run(lambda tx: tx.agents.create(AgentRow(id=A, config={})))
         for i in range(1, 3):
             if grouped:
-                self.run_group([step(i), lambda tx: tx.kv_write("k", 1)])
+                self.run_group([step(i), lambda tx: tx.kv.write("k", 1)])
             else:
                 self.run(step(i))
         self.run(lambda tx: None)  # restarts the writer if the last step's fault ended it
@@ -505,15 +505,15 @@ def test_remembered_agents_and_sessions_follow_every_change(
 ) -> None:
     from agentkeep.sessions import tables
 
-    store.transact(lambda tx: tx.create_agent(AgentRow(id="child", config={}, parent_id=A)))
+    store.transact(lambda tx: tx.agents.create(AgentRow(id="child", config={}, parent_id=A)))
 
     def facts(tx: Transaction) -> tuple[Any, ...]:
-        child = tx.get_agent("child")
+        child = tx.agents.get("child")
         return (
-            tx.get_agent(A) is not None,
+            tx.agents.get(A) is not None,
             None if child is None else child.parent_id,
             None if child is None else child.metadata,
-            tx.session_archived(A),
+            tx.turns.session_archived(A),
             tables.session_driver(tx, A),
         )
 
@@ -523,11 +523,11 @@ def test_remembered_agents_and_sessions_follow_every_change(
     assert [sql for sql in executed if sql.startswith("SELECT")] == []
 
     def renamed(tx: Transaction) -> tuple[Any, ...]:
-        tx.update_metadata("child", {"k": 1})
+        tx.agents.update_metadata("child", {"k": 1})
         return facts(tx)
 
     def deleted(tx: Transaction) -> tuple[Any, ...]:
-        tx.delete_agent(A)  # the child's parent_id goes too
+        tx.agents.delete(A)  # the child's parent_id goes too
         return facts(tx)
 
     def archived(tx: Transaction) -> tuple[Any, ...]:

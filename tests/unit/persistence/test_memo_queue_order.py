@@ -26,7 +26,7 @@ STEPS = st.lists(
 
 
 def _from_sql(tx: Transaction) -> dict[str, list[QueuedMessage]]:
-    rows = tx.query(  # type: ignore[attr-defined]
+    rows = tx.sql.query(  # type: ignore[attr-defined]
         "SELECT queue, envelope_json FROM queue WHERE agent_id = ? ORDER BY seq", (A,)
     )
     found: dict[str, list[QueuedMessage]] = {"steering": [], "send": []}
@@ -37,21 +37,23 @@ def _from_sql(tx: Transaction) -> dict[str, list[QueuedMessage]]:
 
 def _check(tx: Transaction) -> None:
     expected = _from_sql(tx)
-    assert tx.queued(A, "steering") == expected["steering"]
-    assert tx.queued(A, "send") == expected["send"]
-    assert tx.queued(A) == expected["steering"] + expected["send"]  # steering outranks sends
+    assert tx.queue.messages(A, "steering") == expected["steering"]
+    assert tx.queue.messages(A, "send") == expected["send"]
+    assert (
+        tx.queue.messages(A) == expected["steering"] + expected["send"]
+    )  # steering outranks sends
 
 
 def _play(tx: Transaction, steps: list[Step], start: int) -> None:
-    tx.queued(A)  # remembered from here on: every step below changes the remembered queue
+    tx.queue.messages(A)  # remembered from here on: every step below changes the remembered queue
     for n, (action, queue, k) in enumerate(steps):
         if action == "add":
             message = UserMessage(content=())
-            tx.enqueue(A, QueuedMessage(id=f"m{start + n}", queue=queue, message=message))
+            tx.queue.enqueue(A, QueuedMessage(id=f"m{start + n}", queue=queue, message=message))
         else:
-            entries = tx.queued(A, queue)
+            entries = tx.queue.messages(A, queue)
             if entries:
-                assert tx.dequeue(A, queue, entries[k % len(entries)].seq)
+                assert tx.queue.dequeue(A, queue, entries[k % len(entries)].seq)
         _check(tx)
 
 
@@ -62,7 +64,7 @@ def _play(tx: Transaction, steps: list[Step], start: int) -> None:
 def test_the_remembered_queue_is_the_queue_in_order(
     store: Store, first: list[Step], second: list[Step]
 ) -> None:
-    base = store.read(lambda tx: len(tx.queued(A)))
+    base = store.read(lambda tx: len(tx.queue.messages(A)))
     store.transact(lambda tx: _play(tx, first, 10_000 + base * 1_000))
     # A later transaction starts from what the first one left remembered (the committed layer).
     store.transact(lambda tx: _play(tx, second, 500_000 + base * 1_000))

@@ -24,7 +24,7 @@ STEPS = st.lists(
 
 
 def _ids(tx: Transaction, statuses: str) -> list[str]:
-    rows = tx.query(  # type: ignore[attr-defined]
+    rows = tx.sql.query(  # type: ignore[attr-defined]
         f"SELECT id FROM turns WHERE agent_id = ? AND status IN {statuses} ORDER BY number", (A,)
     )
     return [row[0] for row in rows]
@@ -32,27 +32,27 @@ def _ids(tx: Transaction, statuses: str) -> list[str]:
 
 def _check(tx: Transaction) -> None:
     started = _ids(tx, "('running', 'cancelling')")
-    assert [turn.id for turn in tx.started_turns(A)] == started
-    assert tx.running_turn_id(A) == (started[-1] if started else None)
-    assert [turn.id for turn in tx.live_turns(A)] == _ids(tx, LIVE)
-    for turn in tx.started_turns(A):
+    assert [turn.id for turn in tx.turns.started(A)] == started
+    assert tx.turns.running_id(A) == (started[-1] if started else None)
+    assert [turn.id for turn in tx.turns.live(A)] == _ids(tx, LIVE)
+    for turn in tx.turns.started(A):
         assert turn.status in ("running", "cancelling")
 
 
 def _play(tx: Transaction, steps: list[Step], *, warm: bool) -> None:
     if warm:  # remembered from here on: every step below changes the remembered turns
-        tx.started_turns(A)
-        tx.live_turns(A)
+        tx.turns.started(A)
+        tx.turns.live(A)
     for action, k, k2 in steps:
         if action == "open":
-            tx.open_turn(A, key=None, driver="native", delivery="send", input={}, message_id=None)
+            tx.turns.open(A, key=None, driver="native", delivery="send", input={}, message_id=None)
         else:
             live = _ids(tx, LIVE)
             if live:
-                turn = tx.read_turn(A, live[k % len(live)])
+                turn = tx.turns.read(A, live[k % len(live)])
                 assert turn is not None
                 moves: tuple[TurnStatus, ...] = TRANSITIONS[turn.status]
-                tx.move_turn(A, turn.id, moves[k2 % len(moves)])
+                tx.turns.move(A, turn.id, moves[k2 % len(moves)])
         _check(tx)
 
 
@@ -72,17 +72,17 @@ def test_the_remembered_started_turns_are_the_running_and_cancelling_turns(
 def test_a_turn_started_out_of_order_takes_its_place_by_number(store: Store) -> None:
     def scenario(tx: Transaction) -> list[str]:
         ids = [
-            tx.open_turn(A, key=None, driver="native", delivery="send", input={}, message_id=None)[
+            tx.turns.open(A, key=None, driver="native", delivery="send", input={}, message_id=None)[
                 0
             ].id
             for _ in range(3)
         ]
-        tx.started_turns(A)  # remembered: empty
-        tx.move_turn(A, ids[2], "running")
-        tx.move_turn(A, ids[0], "running")  # an older turn starts later (a steer outranks)
+        tx.turns.started(A)  # remembered: empty
+        tx.turns.move(A, ids[2], "running")
+        tx.turns.move(A, ids[0], "running")  # an older turn starts later (a steer outranks)
         return ids
 
     ids = store.transact(scenario)
 
-    assert store.transact(lambda tx: [t.id for t in tx.started_turns(A)]) == [ids[0], ids[2]]
-    assert store.transact(lambda tx: tx.running_turn_id(A)) == ids[2]
+    assert store.transact(lambda tx: [t.id for t in tx.turns.started(A)]) == [ids[0], ids[2]]
+    assert store.transact(lambda tx: tx.turns.running_id(A)) == ids[2]

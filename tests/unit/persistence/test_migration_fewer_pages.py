@@ -330,9 +330,15 @@ def test_an_agent_upgraded_mid_life_keeps_its_state_and_goes_on(
 def _in_flight(tx: Transaction, agent_id: str) -> None:
     """What an agent holds between steps: queued input, a notice, a tool batch with one
     result claimed, owed work, a token count."""
-    tx.enqueue(agent_id, QueuedMessage(id="q1", queue="send", message=UserMessage(content=())))
-    tx.enqueue(agent_id, QueuedMessage(id="q2", queue="steering", message=UserMessage(content=())))
-    tx.inject_notice(agent_id, QueuedNotice(message=SystemMessage(content=(TextBlock(text="n"),))))
+    tx.queue.enqueue(
+        agent_id, QueuedMessage(id="q1", queue="send", message=UserMessage(content=()))
+    )
+    tx.queue.enqueue(
+        agent_id, QueuedMessage(id="q2", queue="steering", message=UserMessage(content=()))
+    )
+    tx.queue.inject_notice(
+        agent_id, QueuedNotice(message=SystemMessage(content=(TextBlock(text="n"),)))
+    )
     calls = [
         PendingToolCall(
             internal_id=f"c{n}",
@@ -341,43 +347,43 @@ def _in_flight(tx: Transaction, agent_id: str) -> None:
         )
         for n in range(2)
     ]
-    tx.put_pending_calls(agent_id, calls)
+    tx.calls.put(agent_id, calls)
     result = ToolResultMessage(call_id="p0", content=(TextBlock(text="ok"),))
-    assert tx.claim_tool_result(agent_id, "c0", result)
-    tx.write_owed(agent_id, OwedWork(stage="tools"))
-    tx.write_context_tokens(agent_id, 42)
+    assert tx.calls.claim_result(agent_id, "c0", result)
+    tx.facts.write_owed(agent_id, OwedWork(stage="tools"))
+    tx.facts.write_context_tokens(agent_id, 42)
 
 
 def _settle(tx: Transaction, agent_id: str) -> None:
-    for message in tx.queued(agent_id):
-        assert tx.dequeue(agent_id, message.queue, message.seq)
-    for notice in tx.notices(agent_id):
-        assert tx.remove_notice(agent_id, notice.seq)
-    for call in tx.pending_calls(agent_id):
-        assert tx.remove_pending_call(agent_id, call.internal_id)
-    assert tx.tool_result_claim(agent_id, "c0") is None  # went with its call
-    assert tx.delete_owed(agent_id)
+    for message in tx.queue.messages(agent_id):
+        assert tx.queue.dequeue(agent_id, message.queue, message.seq)
+    for notice in tx.queue.notices(agent_id):
+        assert tx.queue.remove_notice(agent_id, notice.seq)
+    for call in tx.calls.pending(agent_id):
+        assert tx.calls.remove(agent_id, call.internal_id)
+    assert tx.calls.result_claim(agent_id, "c0") is None  # went with its call
+    assert tx.facts.delete_owed(agent_id)
 
 
 def _state(tx: Transaction, agent_id: str) -> dict[str, Any]:
     return {
-        "agent": tx.get_agent(agent_id),
-        "records": tx.load_records(agent_id),
-        "turns": tx.list_turns(agent_id),
-        "events": tx.events(agent_id, limit=1000),
-        "queued": tx.queued(agent_id),
-        "notices": tx.notices(agent_id),
-        "pending": tx.pending_calls(agent_id),
-        "claim": tx.tool_result_claim(agent_id, "c0"),
-        "owed": tx.read_owed(agent_id),
-        "owing": tx.agents_owing_work(),
-        "tokens": tx.read_context_tokens(agent_id),
-        "settings": tx.read_settings(agent_id),
+        "agent": tx.agents.get(agent_id),
+        "records": tx.records.load(agent_id),
+        "turns": tx.turns.page(agent_id),
+        "events": tx.ledger.events(agent_id, limit=1000),
+        "queued": tx.queue.messages(agent_id),
+        "notices": tx.queue.notices(agent_id),
+        "pending": tx.calls.pending(agent_id),
+        "claim": tx.calls.result_claim(agent_id, "c0"),
+        "owed": tx.facts.read_owed(agent_id),
+        "owing": tx.facts.agents_owing_work(),
+        "tokens": tx.facts.read_context_tokens(agent_id),
+        "settings": tx.facts.read_settings(agent_id),
     }
 
 
 def _storage(tx: Transaction) -> dict[str, int]:
-    rows = tx.query("SELECT wr FROM pragma_table_list WHERE name = 'owed_work'")
+    rows = tx.sql.query("SELECT wr FROM pragma_table_list WHERE name = 'owed_work'")
     return {"owed_work": int(rows[0][0])}
 
 
@@ -385,10 +391,10 @@ def test_agent_rows_survive_the_rebuild_untouched(tmp_path: Path) -> None:
     connection = _old_database(tmp_path / "agents.db")
     connection.close()
     with Store.open(tmp_path) as opened:
-        assert opened.read(lambda tx: tx.get_agent("b")) == AgentRow(
+        assert opened.read(lambda tx: tx.agents.get("b")) == AgentRow(
             id="b", config={}, metadata={"k": 1}, parent_id="a", created_at_ms=2
         )
-        assert opened.read(lambda tx: tx.children_of("a")) == ["b"]
+        assert opened.read(lambda tx: tx.agents.children_of("a")) == ["b"]
 
 
 def test_a_row_no_query_could_reach_does_not_block_the_upgrade(tmp_path: Path) -> None:

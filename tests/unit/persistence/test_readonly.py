@@ -32,7 +32,7 @@ from agentkeep.types import AgentRow
 store = Store.open(sys.argv[1])
 print("owned", flush=True)
 sys.stdin.readline()
-store.transact(lambda tx: tx.create_agent(AgentRow(id="late", config={})))
+store.transact(lambda tx: tx.agents.create(AgentRow(id="late", config={})))
 print("committed", flush=True)
 sys.stdin.readline()
 store.close()
@@ -61,7 +61,7 @@ def owner(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
 
 
 def ids(store: ReadOnlyStore) -> list[str]:
-    return [row.id for row in store.read(lambda tx: tx.list_agents())]
+    return [row.id for row in store.read(lambda tx: tx.agents.live())]
 
 
 def test_reads_see_committed_state_while_another_process_owns_the_store(
@@ -83,7 +83,7 @@ def test_a_read_only_store_refuses_writes(tmp_path: Path) -> None:
     make_store(tmp_path, agents=1)
     with ReadOnlyStore.open(tmp_path) as store:
         with pytest.raises(ReadOnlyTransactionError):
-            store.read(lambda tx: tx.create_agent(AgentRow(id="nope", config={})))
+            store.read(lambda tx: tx.agents.create(AgentRow(id="nope", config={})))
         assert ids(store) == ["agent0"]
 
 
@@ -95,7 +95,7 @@ def test_opening_read_only_changes_nothing_on_disk(tmp_path: Path) -> None:
     assert hashlib.sha256(database.read_bytes()).hexdigest() == before
     # No lock was taken: the owning opening works at once, also while a reader is open.
     with ReadOnlyStore.open(tmp_path) as reader, Store.open(tmp_path) as owner:
-        owner.transact(lambda tx: tx.create_agent(AgentRow(id="more", config={})))
+        owner.transact(lambda tx: tx.agents.create(AgentRow(id="more", config={})))
         assert ids(reader) == ["agent0", "agent1", "more"]
 
 

@@ -104,7 +104,7 @@ def test_every_record_type_round_trips_through_json(record_type: type[Any]) -> N
 @pytest.fixture(scope="module")
 def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     with Store.open(tmp_path_factory.mktemp("records")) as store:
-        store.transact(lambda tx: tx.create_agent(AgentRow(id="a", config={})))
+        store.transact(lambda tx: tx.agents.create(AgentRow(id="a", config={})))
         yield store
 
 
@@ -130,22 +130,22 @@ def test_domain_values_round_trip_through_the_store(
     owed: OwedWork,
 ) -> None:
     def work(tx: Any) -> tuple[Any, ...]:
-        tx.rewrite_records("a", [])
-        tx.append_record("a", record)
-        for queued in tx.queued("a"):
-            tx.dequeue("a", queued.queue, queued.seq)
-        stored = tx.enqueue("a", message)
-        for pending in tx.pending_calls("a"):
-            tx.remove_pending_call("a", pending.internal_id)
-        tx.put_pending_calls("a", [call])
-        tx.write_settings("a", settings_)
-        tx.write_owed("a", owed)
+        tx.records.rewrite("a", [])
+        tx.records.append("a", record)
+        for queued in tx.queue.messages("a"):
+            tx.queue.dequeue("a", queued.queue, queued.seq)
+        stored = tx.queue.enqueue("a", message)
+        for pending in tx.calls.pending("a"):
+            tx.calls.remove("a", pending.internal_id)
+        tx.calls.put("a", [call])
+        tx.facts.write_settings("a", settings_)
+        tx.facts.write_owed("a", owed)
         return stored, (
-            tx.load_records("a"),
-            tx.queued("a"),
-            tx.pending_calls("a"),
-            tx.read_settings("a"),
-            tx.read_owed("a"),
+            tx.records.load("a"),
+            tx.queue.messages("a"),
+            tx.calls.pending("a"),
+            tx.facts.read_settings("a"),
+            tx.facts.read_owed("a"),
         )
 
     stored, loaded = shared_store.transact(work)
@@ -157,11 +157,11 @@ def test_domain_values_round_trip_through_the_store(
 @given(row=records_of(AgentRow))
 def test_agent_rows_round_trip_through_the_store(shared_store: Store, row: AgentRow) -> None:
     def work(tx: Any) -> Any:
-        tx.delete_agent(row.id)
+        tx.agents.delete(row.id)
         # A parent must exist; round-trip the link only to the known agent.
         fresh = msgspec.structs.replace(row, parent_id="a" if row.parent_id else None)
-        tx.create_agent(fresh)
-        return fresh, tx.get_agent(row.id)
+        tx.agents.create(fresh)
+        return fresh, tx.agents.get(row.id)
 
     if row.id == "a":
         return

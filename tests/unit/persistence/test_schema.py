@@ -66,7 +66,7 @@ def test_the_store_opens_with_wal_full_sync_and_foreign_keys(tmp_path: Path) -> 
     with Store.open(tmp_path) as store:
         pragmas = store.transact(
             lambda tx: [
-                tx._statements.connection.execute(f"PRAGMA {name}").fetchall()[0][0]  # type: ignore[attr-defined]
+                tx._x.statements.connection.execute(f"PRAGMA {name}").fetchall()[0][0]  # type: ignore[attr-defined]
                 for name in ("journal_mode", "synchronous", "foreign_keys", "wal_autocheckpoint")
             ]
         )
@@ -74,7 +74,7 @@ def test_the_store_opens_with_wal_full_sync_and_foreign_keys(tmp_path: Path) -> 
 
 
 def _page_size(store: Store) -> int:
-    rows = store.read(lambda tx: tx.query("PRAGMA page_size"))
+    rows = store.read(lambda tx: tx.sql.query("PRAGMA page_size"))
     return int(rows[0][0])
 
 
@@ -92,8 +92,8 @@ def test_an_existing_store_keeps_its_page_size_and_works(tmp_path: Path) -> None
     connection.close()
     with Store.open(tmp_path) as store:
         assert _page_size(store) == 4096
-        store.transact(lambda tx: tx.create_agent(AgentRow(id="a", config={})))
-        assert store.read(lambda tx: tx.get_agent("a")) is not None
+        store.transact(lambda tx: tx.agents.create(AgentRow(id="a", config={})))
+        assert store.read(lambda tx: tx.agents.get("a")) is not None
     connection = _connect(tmp_path / "agents.db")
     assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     connection.close()

@@ -36,9 +36,9 @@ def test_open_creates_the_directory_and_database_and_survives_reopen(
     monkeypatch.setenv(HOME_ENV, str(tmp_path / "state"))
     with Store.open() as store:
         assert store.path == tmp_path / "state" / DATABASE_NAME
-        store.transact(lambda tx: tx.kv_write("k", [1, "two"]))
+        store.transact(lambda tx: tx.kv.write("k", [1, "two"]))
     with Store.open(tmp_path / "state") as store:
-        assert store.read(lambda tx: tx.kv_read("k")) == [1, "two"]
+        assert store.read(lambda tx: tx.kv.read("k")) == [1, "two"]
 
 
 def test_readers_see_only_committed_state(tmp_path: Path) -> None:
@@ -46,17 +46,17 @@ def test_readers_see_only_committed_state(tmp_path: Path) -> None:
         inside, release = threading.Event(), threading.Event()
 
         def slow(tx):  # type: ignore[no-untyped-def]
-            tx.kv_write("k", 1)
+            tx.kv.write("k", 1)
             inside.set()
             assert release.wait(30)
 
         writer = threading.Thread(target=store.transact, args=(slow,))
         writer.start()
         assert inside.wait(30)
-        assert store.read(lambda tx: tx.kv_read("k")) is None
+        assert store.read(lambda tx: tx.kv.read("k")) is None
         release.set()
         writer.join(30)
-        assert store.read(lambda tx: tx.kv_read("k")) == 1
+        assert store.read(lambda tx: tx.kv.read("k")) == 1
 
 
 def test_fault_plan_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,9 +78,9 @@ def test_environment_fault_plan_applies_when_no_option_is_given(
     monkeypatch.setenv(FAULT_MODE_ENV, "flaky")
     with Store.open(tmp_path) as store:
         with pytest.raises(InjectedFaultError):
-            store.transact(lambda tx: tx.kv_write("k", 1))
-        store.transact(lambda tx: tx.kv_write("k", 2))
-        assert store.read(lambda tx: tx.kv_read("k")) == 2
+            store.transact(lambda tx: tx.kv.write("k", 1))
+        store.transact(lambda tx: tx.kv.write("k", 2))
+        assert store.read(lambda tx: tx.kv.read("k")) == 2
 
 
 def test_injector_modes() -> None:
@@ -103,14 +103,14 @@ def test_injector_modes() -> None:
 
 def test_concurrent_readers_each_get_a_consistent_snapshot(tmp_path: Path) -> None:
     with Store.open(tmp_path) as store:
-        store.transact(lambda tx: [tx.kv_write(f"k{i}", 0) for i in range(4)])
+        store.transact(lambda tx: [tx.kv.write(f"k{i}", 0) for i in range(4)])
         start = threading.Barrier(9)
         torn: list[list[int]] = []
 
         def bump(tx):  # type: ignore[no-untyped-def]
-            value = tx.kv_read("k0") + 1
+            value = tx.kv.read("k0") + 1
             for i in range(4):
-                tx.kv_write(f"k{i}", value)
+                tx.kv.write(f"k{i}", value)
 
         def writer() -> None:
             start.wait()
@@ -120,7 +120,7 @@ def test_concurrent_readers_each_get_a_consistent_snapshot(tmp_path: Path) -> No
         def reader() -> None:
             start.wait()
             for _ in range(30):
-                values = [v for _, v in store.read(lambda tx: tx.kv_list("k"))]
+                values = [v for _, v in store.read(lambda tx: tx.kv.scan("k"))]
                 if len(set(values)) != 1:
                     torn.append(values)
 
@@ -133,4 +133,4 @@ def test_concurrent_readers_each_get_a_consistent_snapshot(tmp_path: Path) -> No
             thread.join(60)
         # Every snapshot saw all four keys from the same commit.
         assert torn == []
-        assert store.read(lambda tx: tx.kv_read("k3")) == 30
+        assert store.read(lambda tx: tx.kv.read("k3")) == 30

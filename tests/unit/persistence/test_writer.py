@@ -63,7 +63,7 @@ def _submit_all(store: Store, works: list[Callable[[Transaction], Any]]) -> list
 
 def _write(key: str, value: int) -> Callable[[Transaction], int]:
     def work(tx: Transaction) -> int:
-        tx.kv_write(key, value)
+        tx.kv.write(key, value)
         return value
 
     return work
@@ -77,12 +77,12 @@ def test_concurrent_submitters_share_commits(store: Store) -> None:
     assert stats.transactions == 17
     assert stats.commits == 2 < stats.transactions
     assert stats.max_group_size == 16
-    assert len(store.read(lambda tx: tx.kv_list("k"))) == 16
+    assert len(store.read(lambda tx: tx.kv.scan("k"))) == 16
 
 
 def test_a_failing_item_rolls_back_alone(store: Store) -> None:
     def failing(tx: Transaction) -> None:
-        tx.kv_write("bad", 1)
+        tx.kv.write("bad", 1)
         raise BoomError("no")
 
     outcomes = _submit_all(store, [_write("a", 1), failing, _write("b", 2)])
@@ -90,7 +90,7 @@ def test_a_failing_item_rolls_back_alone(store: Store) -> None:
     assert outcomes[2] == ("ok", 2)
     assert outcomes[1][0] == "error"
     assert isinstance(outcomes[1][1], BoomError)
-    assert store.read(lambda tx: tx.kv_list("")) == [("a", 1), ("b", 2)]
+    assert store.read(lambda tx: tx.kv.scan("")) == [("a", 1), ("b", 2)]
     assert store.statistics().failed_transactions == 1
 
 
@@ -107,9 +107,9 @@ def test_after_commit_runs_after_durability_and_not_on_rollback(store: Store) ->
     seen: list[Any] = []
 
     def work(tx: Transaction) -> None:
-        tx.kv_write("k", 1)
+        tx.kv.write("k", 1)
         # Runs only once the COMMIT is durable: a reader sees the write.
-        tx.after_commit(lambda: seen.append(store.read(lambda r: r.kv_read("k"))))
+        tx.after_commit(lambda: seen.append(store.read(lambda r: r.kv.read("k"))))
 
     store.transact(work)
     assert seen == [1]
@@ -148,7 +148,7 @@ def test_commit_error_makes_every_group_member_outcome_unknown(tmp_path: Path) -
         assert store.statistics().commit_errors == 1
         # The writer stays usable; the failed group rolled back.
         assert store.transact(_write("j", 2)) == 2
-        assert store.read(lambda tx: tx.kv_list("")) == [("j", 2)]
+        assert store.read(lambda tx: tx.kv.scan("")) == [("j", 2)]
 
 
 def test_fault_after_commit_is_durable_but_reported_unknown(tmp_path: Path) -> None:
@@ -157,7 +157,7 @@ def test_fault_after_commit_is_durable_but_reported_unknown(tmp_path: Path) -> N
     with Store.open(tmp_path, faults=FaultPlan(at=after_commit, mode="flaky")) as store:
         with pytest.raises(CommitOutcomeUnknownError):
             store.transact(_write("k", 1))
-        assert store.read(lambda tx: tx.kv_read("k")) == 1
+        assert store.read(lambda tx: tx.kv.read("k")) == 1
 
 
 def test_crash_mode_keeps_failing_until_reopened(tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ def test_crash_mode_keeps_failing_until_reopened(tmp_path: Path) -> None:
         with pytest.raises(InjectedFaultError):
             store.transact(_write("k", 2))
     with Store.open(tmp_path) as store:
-        assert store.read(lambda tx: tx.kv_read("k")) is None
+        assert store.read(lambda tx: tx.kv.read("k")) is None
         assert store.transact(_write("k", 3)) == 3
 
 
@@ -188,7 +188,7 @@ def test_work_after_close_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreClosedError):
         store.transact(_write("k", 1))
     with pytest.raises(StoreClosedError):
-        store.read(lambda tx: tx.kv_read("k"))
+        store.read(lambda tx: tx.kv.read("k"))
 
 
 def test_close_commits_work_already_accepted(tmp_path: Path) -> None:
@@ -205,7 +205,7 @@ def test_close_commits_work_already_accepted(tmp_path: Path) -> None:
         thread.join(TIMEOUT)
     assert result == [1]
     with Store.open(tmp_path) as reopened:
-        assert reopened.read(lambda tx: tx.kv_read("k")) == 1
+        assert reopened.read(lambda tx: tx.kv.read("k")) == 1
 
 
 def test_idle_writer_checkpoints_the_wal(tmp_path: Path) -> None:
@@ -237,9 +237,9 @@ def test_a_failure_resting_on_a_group_mates_write_is_answered_after_the_commit(
     seen_after_failure: list[object] = []
 
     def claim(tx: Transaction) -> str:
-        if tx.kv_read("owner") is not None:
+        if tx.kv.read("owner") is not None:
             raise BoomError("taken")
-        tx.kv_write("owner", "first")
+        tx.kv.write("owner", "first")
         return "claimed"
 
     def claim_and_look(tx: Transaction) -> str:
@@ -256,7 +256,7 @@ def test_a_failure_resting_on_a_group_mates_write_is_answered_after_the_commit(
             store.transact(claim_and_look)
         except BoomError:
             # Acting on the failure: the owner it rests on must be readable now.
-            seen_after_failure.append(store.read(lambda tx: tx.kv_read("owner")))
+            seen_after_failure.append(store.read(lambda tx: tx.kv.read("owner")))
 
     one = threading.Thread(target=first)
     one.start()

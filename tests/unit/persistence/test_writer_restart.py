@@ -39,7 +39,7 @@ def break_next_group(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def write(key: str, value: int) -> Any:
     def work(tx: Transaction) -> None:
-        tx.kv_write(key, value)
+        tx.kv.write(key, value)
 
     return work
 
@@ -71,7 +71,7 @@ def test_a_supervised_writer_that_fails_is_down_until_restarted(
         second = store.start_writer()  # what the supervisor does: a fresh connection
         assert second is not first
         store.transact(write("d", 4))
-        values = store.read(lambda tx: [tx.kv_read(k) for k in ("a", "b", "c", "d")])
+        values = store.read(lambda tx: [tx.kv.read(k) for k in ("a", "b", "c", "d")])
         assert values == [1, None, None, 4]
     finally:
         store.close()

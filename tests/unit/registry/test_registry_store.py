@@ -15,7 +15,6 @@ from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readers import open_connection
 from agentkeep.persistence.schema import applied_migrations, migrate
 from agentkeep.persistence.store import DATABASE_NAME
-from agentkeep.persistence.transaction import SqliteTransaction
 
 from .conftest import Opener
 
@@ -107,8 +106,7 @@ def test_the_tables_refuse_to_rewrite_history(
     before = system.registry.get("kept")
 
     def rewrite(tx: Transaction) -> int:
-        assert isinstance(tx, SqliteTransaction)
-        return tx.execute(statement)
+        return tx.sql.execute(statement)
 
     with pytest.raises(apsw.ConstraintError, match=message):
         system.internals.store.transact(rewrite)
@@ -132,20 +130,18 @@ def test_a_database_from_before_the_registry_gains_it_on_open(tmp_path: Path) ->
 
 
 def _applied_migration_names(tx: Transaction) -> list[str]:
-    assert isinstance(tx, SqliteTransaction)
-    return [str(row[0]) for row in tx.query("SELECT name FROM schema_migrations")]
+    return [str(row[0]) for row in tx.sql.query("SELECT name FROM schema_migrations")]
 
 
 def test_the_registrys_statements_keep_the_transactions_scope_rules(open_system: Opener) -> None:
     system = open_system()
-    kept: list[SqliteTransaction] = []
+    kept: list[Transaction] = []
 
     def write_in_a_read(tx: Transaction) -> int:
-        assert isinstance(tx, SqliteTransaction)
         kept.append(tx)
-        return tx.execute("UPDATE definitions SET updated_at_ms = 0")
+        return tx.sql.execute("UPDATE definitions SET updated_at_ms = 0")
 
     with pytest.raises(ReadOnlyTransactionError):
         system.internals.store.read(write_in_a_read)
     with pytest.raises(ExpiredScopeError):
-        kept[0].query("SELECT 1")
+        kept[0].sql.query("SELECT 1")

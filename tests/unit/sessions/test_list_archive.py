@@ -144,7 +144,7 @@ def test_the_store_refuses_to_move_a_pin(world: World) -> None:
     system.sessions.start("reviewer", id="fixed1")
 
     def move(tx: object) -> None:
-        tx.execute(  # type: ignore[attr-defined]
+        tx.sql.execute(  # type: ignore[attr-defined]
             "UPDATE sessions SET revision_number = 1 WHERE agent_id = 'fixed1'"
         )
 

@@ -239,12 +239,12 @@ def test_at_startup_cancelling_becomes_cancelled_and_other_drivers_are_interrupt
     session = system.create()
 
     def setup(tx: Transaction) -> tuple[str, str]:
-        native, _ = tx.open_turn(
+        native, _ = tx.turns.open(
             session.id, key="n", driver="agentkeep", delivery="send", input={}, message_id=None
         )
-        tx.move_turn(session.id, native.id, "running")
-        tx.move_turn(session.id, native.id, "cancelling")
-        other, _ = tx.open_turn(
+        tx.turns.move(session.id, native.id, "running")
+        tx.turns.move(session.id, native.id, "cancelling")
+        other, _ = tx.turns.open(
             session.id, key="o", driver="elsewhere", delivery="send", input={}, message_id=None
         )
         return native.id, other.id
@@ -266,15 +266,15 @@ def test_a_terminal_status_never_changes_whoever_tries(world: TurnWorld) -> None
     done = system.sessions.send(session.id, "q").wait(timeout_seconds=10)
     with pytest.raises(ak.TurnStateError, match="completed; it cannot become failed"):
         system.internals.store.handle.transact(
-            lambda tx: tx.move_turn(session.id, done.id, "failed")
+            lambda tx: tx.turns.move(session.id, done.id, "failed")
         )
     with pytest.raises(apsw.ConstraintError, match="terminal turn status never changes"):
         system.internals.store.handle.transact(
-            lambda tx: tx.execute("UPDATE turns SET status = 'failed' WHERE id = ?", (done.id,))  # type: ignore[attr-defined]
+            lambda tx: tx.sql.execute("UPDATE turns SET status = 'failed' WHERE id = ?", (done.id,))  # type: ignore[attr-defined]
         )
     with pytest.raises(apsw.ConstraintError, match="never released"):
         system.internals.store.handle.transact(
-            lambda tx: tx.execute("DELETE FROM turn_inputs WHERE turn_id = ?", (done.id,))  # type: ignore[attr-defined]
+            lambda tx: tx.sql.execute("DELETE FROM turn_inputs WHERE turn_id = ?", (done.id,))  # type: ignore[attr-defined]
         )
     assert system.sessions.turn(session.id, done.id) == done
 
@@ -324,11 +324,11 @@ def test_open_survives_a_failing_recovery_transaction(
     session = system.create()
 
     def cancelling(tx: Transaction) -> str:
-        turn, _ = tx.open_turn(
+        turn, _ = tx.turns.open(
             session.id, key="n", driver="agentkeep", delivery="send", input={}, message_id=None
         )
-        tx.move_turn(session.id, turn.id, "running")
-        tx.move_turn(session.id, turn.id, "cancelling")
+        tx.turns.move(session.id, turn.id, "running")
+        tx.turns.move(session.id, turn.id, "cancelling")
         return turn.id
 
     turn_id = system.internals.store.handle.transact(cancelling)
@@ -346,11 +346,11 @@ def test_open_survives_a_failing_recovery_transaction(
     assert system.sessions.turn(session.id, turn_id).status == "cancelled"
 
     def cancelling_again(tx: Transaction) -> str:
-        turn, _ = tx.open_turn(
+        turn, _ = tx.turns.open(
             session.id, key="m", driver="agentkeep", delivery="send", input={}, message_id=None
         )
-        tx.move_turn(session.id, turn.id, "running")
-        tx.move_turn(session.id, turn.id, "cancelling")
+        tx.turns.move(session.id, turn.id, "running")
+        tx.turns.move(session.id, turn.id, "cancelling")
         return turn.id
 
     second = system.internals.store.handle.transact(cancelling_again)

@@ -106,10 +106,12 @@ def mode_changes_at_acceptance() -> Iterator[None]:
     def accept_message(tx: Transaction, agent_id: str, **kwargs: Any) -> Any:
         accepted = original(tx, agent_id, **kwargs)
         options: MessageOptions = kwargs["options"]
-        settings = tx.read_settings(agent_id)  # None until a first consumption chose some
+        settings = tx.facts.read_settings(agent_id)  # None until a first consumption chose some
         if options.permission_mode is not None and accepted[1] is not None and settings:
             mode = options.permission_mode
-            tx.write_settings(agent_id, msgspec.structs.replace(settings, permission_mode=mode))
+            tx.facts.write_settings(
+                agent_id, msgspec.structs.replace(settings, permission_mode=mode)
+            )
         return accepted
 
     with patched(delivery, "accept_message", accept_message):

@@ -13,7 +13,7 @@ answer may become final (C2) or a request may end with the model's own message (
 
 More break the session event ledger (``docs/ledger.md``; the checks are ``L1``–``L4``
 in :mod:`agentkeep.chaos.ledger_checks`), most by patching
-:meth:`SqliteTransaction.append_event <agentkeep.persistence.ledger.LedgerStatements.append_event>`:
+:meth:`LedgerStatements.append <agentkeep.persistence.ledger.LedgerStatements.append>`:
 :func:`accepted_event_in_second_transaction` (L2 under crashes and power cuts),
 :func:`settled_event_skipped` (L2), :func:`old_event_rewritten_on_compaction` (L3),
 :func:`first_event_retimed_on_acceptance` (L3 alone: the facts still match),
@@ -51,9 +51,9 @@ from agentkeep.chaos._mutants.turns import (
 )
 from agentkeep.loop import inference, transitions
 from agentkeep.loop.batch import ToolBatch
+from agentkeep.persistence.agents import AgentStatements
 from agentkeep.persistence.codec import now_ms
-from agentkeep.persistence.ledger import Subscription, encode_event_data
-from agentkeep.persistence.transaction import SqliteTransaction
+from agentkeep.persistence.ledger import LedgerStatements, Subscription, encode_event_data
 from agentkeep.runtime.tool_claims import claim_result
 from agentkeep.types import AgentRow, PendingToolCall, ToolResultMessage
 
@@ -128,9 +128,9 @@ AppendEvent = Callable[..., int]
 
 @contextmanager
 def _patched_append_event(make: Callable[[AppendEvent], AppendEvent]) -> Iterator[None]:
-    """Replace ``SqliteTransaction.append_event`` by ``make(original)`` while active."""
-    original: AppendEvent = SqliteTransaction.append_event
-    with patched(SqliteTransaction, "append_event", make(original)):
+    """Replace ``LedgerStatements.append`` by ``make(original)`` while active."""
+    original: AppendEvent = LedgerStatements.append
+    with patched(LedgerStatements, "append", make(original)):
         yield
 
 
@@ -143,11 +143,11 @@ def accepted_event_in_second_transaction() -> Iterator[None]:
 
     def make(original: AppendEvent) -> AppendEvent:
         def append_event(
-            self: SqliteTransaction, agent_id: str, type: str, data: Any, **options: Any
+            self: LedgerStatements, agent_id: str, type: str, data: Any, **options: Any
         ) -> int:
             if type != "message.accepted":
                 return original(self, agent_id, type, data, **options)
-            statements, text = self._statements, encode_event_data(data)
+            statements, text = self._x.statements, encode_event_data(data)
             turn_id = options.get("turn_id")
 
             def second_transaction() -> None:
@@ -170,7 +170,7 @@ def accepted_event_in_second_transaction() -> Iterator[None]:
                     execute("ROLLBACK")
                     raise
 
-            self.after_commit(second_transaction)
+            self._x.after_commit(second_transaction)
             return 0
 
         return append_event
@@ -185,10 +185,10 @@ def settled_event_skipped() -> Iterator[None]:
 
     def make(original: AppendEvent) -> AppendEvent:
         def append_event(
-            self: SqliteTransaction, agent_id: str, type: str, data: Any, **options: Any
+            self: LedgerStatements, agent_id: str, type: str, data: Any, **options: Any
         ) -> int:
             if type == "settled":
-                return self.last_event_sequence(agent_id)
+                return self.last_sequence(agent_id)
             return original(self, agent_id, type, data, **options)
 
         return append_event
@@ -205,11 +205,11 @@ def old_event_rewritten_on_compaction() -> Iterator[None]:
 
     def make(original: AppendEvent) -> AppendEvent:
         def append_event(
-            self: SqliteTransaction, agent_id: str, type: str, data: Any, **options: Any
+            self: LedgerStatements, agent_id: str, type: str, data: Any, **options: Any
         ) -> int:
             sequence = original(self, agent_id, type, data, **options)
             if type == "compaction":
-                execute = self._statements.execute
+                execute = self._x.statements.execute
                 execute("DROP TRIGGER session_events_are_immutable")
                 execute(
                     "UPDATE session_events SET data_json = ? WHERE agent_id = ? AND sequence = 1",
@@ -232,17 +232,17 @@ def _sequence_gap_at(event_type: str) -> AbstractContextManager[None]:
 
     def make(original: AppendEvent) -> AppendEvent:
         def append_event(
-            self: SqliteTransaction, agent_id: str, type: str, data: Any, **options: Any
+            self: LedgerStatements, agent_id: str, type: str, data: Any, **options: Any
         ) -> int:
             if type != event_type:
                 return original(self, agent_id, type, data, **options)
-            sequence = self.last_event_sequence(agent_id) + 2
-            self._statements.execute(
+            sequence = self.last_sequence(agent_id) + 2
+            self._x.statements.execute(
                 "INSERT INTO session_events (agent_id, sequence, type, data_json, "
                 "created_at_ms) VALUES (?, ?, ?, ?, ?)",
                 (agent_id, sequence, type, encode_event_data(data), now_ms()),
             )
-            self.noted_event_sequence(agent_id, sequence)
+            self.noted_sequence(agent_id, sequence)
             return sequence
 
         return append_event
@@ -275,11 +275,11 @@ def first_event_retimed_on_acceptance() -> Iterator[None]:
 
     def make(original: AppendEvent) -> AppendEvent:
         def append_event(
-            self: SqliteTransaction, agent_id: str, type: str, data: Any, **options: Any
+            self: LedgerStatements, agent_id: str, type: str, data: Any, **options: Any
         ) -> int:
             sequence = original(self, agent_id, type, data, **options)
             if type == "message.accepted" and sequence > 1:
-                execute = self._statements.execute
+                execute = self._x.statements.execute
                 execute("DROP TRIGGER session_events_are_immutable")
                 execute(
                     "UPDATE session_events SET created_at_ms = created_at_ms + 1 "
@@ -303,10 +303,10 @@ def ledger_kept_across_recreate() -> Iterator[None]:
     """While active, re-creating a deleted id keeps its previous life's events: they are
     read before the wipe and written back under the new agents row (L2: the new session
     reports acceptances it has no fact for)."""
-    original = SqliteTransaction.create_agent
+    original = AgentStatements.create
 
-    def create_agent(self: SqliteTransaction, row: AgentRow) -> bool:
-        execute = self._statements.execute
+    def create_agent(self: AgentStatements, row: AgentRow) -> bool:
+        execute = self._x.statements.execute
         kept = execute(
             "SELECT sequence, type, turn_id, data_json, created_at_ms FROM session_events "
             "WHERE agent_id = ?",
@@ -322,7 +322,7 @@ def ledger_kept_across_recreate() -> Iterator[None]:
                 )
         return created
 
-    with patched(SqliteTransaction, "create_agent", create_agent):
+    with patched(AgentStatements, "create", create_agent):
         yield
 
 

@@ -1,8 +1,8 @@
 """Deliberately broken turns the checks ``T1``–``T4`` must catch (tests only).
 
-Each patches the store's turn statements (:class:`~agentkeep.persistence.turns.TurnStatements`,
-a mixin of :class:`~agentkeep.persistence.transaction.SqliteTransaction`) or its ledger
-append while active, for every system in the process; they are registered with the ledger
+Each patches the store's turn statements (``tx.turns``:
+:class:`~agentkeep.persistence.turns.TurnStatements`) or its ledger append (``tx.ledger``)
+while active, for every system in the process; they are registered with the ledger
 mutants in :data:`agentkeep.chaos._mutants.runtime.LEDGER_MUTANTS`, so a child process installs one
 by name.
 
@@ -25,26 +25,26 @@ from contextlib import contextmanager
 from typing import Any
 
 from agentkeep.chaos._mutants.patching import patched
-from agentkeep.persistence.ledger import encode_event_data
-from agentkeep.persistence.transaction import SqliteTransaction
+from agentkeep.persistence.ledger import LedgerStatements, encode_event_data
+from agentkeep.persistence.turns import TurnStatements
 from agentkeep.types.turns import TERMINAL_STATUSES, TurnStatus, turn_event_type
 
 
 @contextmanager
 def terminal_turn_event_appended_twice() -> Iterator[None]:
     """While active, every move to a terminal status appends its event twice (T1)."""
-    original = SqliteTransaction.move_turn
+    original = TurnStatements.move
 
     def move_turn(
-        self: SqliteTransaction, agent_id: str, turn_id: str, status: TurnStatus, **fields: Any
+        self: TurnStatements, agent_id: str, turn_id: str, status: TurnStatus, **fields: Any
     ) -> Any:
         moved = original(self, agent_id, turn_id, status, **fields)
         if status in TERMINAL_STATUSES:
             data = {"turn_id": turn_id, "status": status}
-            self.append_event(agent_id, turn_event_type(status), data, turn_id=turn_id)
+            self._ledger.append(agent_id, turn_event_type(status), data, turn_id=turn_id)
         return moved
 
-    with patched(SqliteTransaction, "move_turn", move_turn):
+    with patched(TurnStatements, "move", move_turn):
         yield
 
 
@@ -52,39 +52,39 @@ def terminal_turn_event_appended_twice() -> Iterator[None]:
 def completion_overwrites_earlier_results() -> Iterator[None]:
     """While active, a turn's completion also overwrites the result of every earlier
     completed turn of its session (T2: a terminal turn changed across a reopen)."""
-    original = SqliteTransaction.move_turn
+    original = TurnStatements.move
 
     def move_turn(
-        self: SqliteTransaction, agent_id: str, turn_id: str, status: TurnStatus, **fields: Any
+        self: TurnStatements, agent_id: str, turn_id: str, status: TurnStatus, **fields: Any
     ) -> Any:
         moved = original(self, agent_id, turn_id, status, **fields)
         result = fields.get("result")
         if status == "completed" and result is not None:
-            self._statements.execute(
+            self._x.statements.execute(
                 "UPDATE turns SET result_json = ? WHERE agent_id = ? AND status = 'completed' "
                 "AND id != ?",
                 (encode_event_data(result), agent_id, turn_id),
             )
         return moved
 
-    with patched(SqliteTransaction, "move_turn", move_turn):
+    with patched(TurnStatements, "move", move_turn):
         yield
 
 
 @contextmanager
 def input_event_without_turn_id() -> Iterator[None]:
     """While active, ``message.accepted`` events are appended without their turn (T3)."""
-    original = SqliteTransaction.append_event
+    original = LedgerStatements.append
 
     def append_event(
-        self: SqliteTransaction, agent_id: str, type: str, data: Any, **options: Any
+        self: LedgerStatements, agent_id: str, type: str, data: Any, **options: Any
     ) -> int:
         if type == "message.accepted":
             data = {k: v for k, v in data.items() if k != "turn_id"}
             options.pop("turn_id", None)
         return original(self, agent_id, type, data, **options)
 
-    with patched(SqliteTransaction, "append_event", append_event):
+    with patched(LedgerStatements, "append", append_event):
         yield
 
 
@@ -92,15 +92,15 @@ def input_event_without_turn_id() -> Iterator[None]:
 def retried_key_opens_second_turn() -> Iterator[None]:
     """While active, looking up an idempotency key finds nothing, and opening a turn with a
     key already taken uses a fresh key instead (T4)."""
-    original = SqliteTransaction.open_turn
+    original = TurnStatements.open
 
-    def turn_of_key(self: SqliteTransaction, *args: Any, **kwargs: Any) -> None:
+    def turn_of_key(self: TurnStatements, *args: Any, **kwargs: Any) -> None:
         return None
 
-    def open_turn(self: SqliteTransaction, agent_id: str, *, key: str | None, **kwargs: Any) -> Any:
+    def open_turn(self: TurnStatements, agent_id: str, *, key: str | None, **kwargs: Any) -> Any:
         taken = (
             key is not None
-            and self._statements.execute(
+            and self._x.statements.execute(
                 "SELECT 1 FROM turn_inputs WHERE agent_id = ? AND idempotency_key = ?",
                 (agent_id, key),
             ).fetchall()
@@ -108,8 +108,8 @@ def retried_key_opens_second_turn() -> Iterator[None]:
         return original(self, agent_id, key=None if taken else key, **kwargs)
 
     with (
-        patched(SqliteTransaction, "turn_of_key", turn_of_key),
-        patched(SqliteTransaction, "open_turn", open_turn),
+        patched(TurnStatements, "of_key", turn_of_key),
+        patched(TurnStatements, "open", open_turn),
     ):
         yield
 

@@ -736,12 +736,12 @@ def assert_killed_inside_the_batch(
     transcript = system.transcript(AGENT)
     assert transcript == reference.transcript[:2]  # the question, the assistant tool-call turn
     assert isinstance(transcript[-1], AssistantMessage)
-    pending = system.internals.store.read(lambda tx: tx.pending_calls(AGENT))
+    pending = system.internals.store.read(lambda tx: tx.calls.pending(AGENT))
     assert [(p.index, p.call.call_id, p.committed) for p in pending] == [
         (0, adapter.call_ids[0], None),
         (1, adapter.call_ids[1], None),
     ]
-    owed = system.internals.store.read(lambda tx: tx.read_owed(AGENT))
+    owed = system.internals.store.read(lambda tx: tx.facts.read_owed(AGENT))
     assert owed is not None
     assert owed.stage == "tools"
 
@@ -757,7 +757,7 @@ def resume_and_finish(adapter: Adapter, server: Any, home: Path, reference: Refe
         assert system.wait_for_idle(AGENT, timeout_seconds=WAIT_SECONDS)
         transcript = system.transcript(AGENT)
         owed_and_pending = system.internals.store.read(
-            lambda tx: (tx.read_owed(AGENT), tx.pending_calls(AGENT))
+            lambda tx: (tx.facts.read_owed(AGENT), tx.calls.pending(AGENT))
         )
 
     assert owed_and_pending == (None, [])
