@@ -68,15 +68,17 @@ def main() -> int:
             streaming = threading.Event()
 
             def follow() -> None:
-                with httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:
-                    with client.stream("GET", "/v1/sessions/traced/events/stream") as r:
-                        streaming.set()
-                        for line in r.iter_lines():
-                            if tracer.on and line.startswith("data:"):
-                                tracer.on = False  # the first event after the POST began
-                                seen_type.append(json.loads(line[5:]).get("type", "?"))
-                                seen.set()
-                                return
+                with (
+                    httpx.Client(base_url=server.url, headers=headers, timeout=30) as client,
+                    client.stream("GET", "/v1/sessions/traced/events/stream") as r,
+                ):
+                    streaming.set()
+                    for line in r.iter_lines():
+                        if tracer.on and line.startswith("data:"):
+                            tracer.on = False  # the first event after the POST began
+                            seen_type.append(json.loads(line[5:]).get("type", "?"))
+                            seen.set()
+                            return
 
             reader = threading.Thread(target=follow, name="sse-client", daemon=True)
             reader.start()

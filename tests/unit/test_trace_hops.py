@@ -24,7 +24,9 @@ def test_one_message_is_traced_from_request_to_stream() -> None:
     assert "POST answered 202; first event out: ['turn.queued']" in out
     entered = re.search(r"modules entered: (\d+); threads running agentkeep code: (\d+);", out)
     assert entered is not None
-    assert int(entered.group(1)) > 20 and int(entered.group(2)) >= 3
+    assert int(entered.group(1)) > 20
+    assert int(entered.group(2)) >= 3
     assert re.search(r"module hops \(consecutive calls on one thread changing module\): \d+", out)
     # The request thread, the worker that runs the acceptance and the store's writer.
-    assert "agentkeep-http" in out and "StoreWriter" in out
+    assert "agentkeep-http" in out
+    assert "StoreWriter" in out
