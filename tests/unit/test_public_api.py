@@ -272,9 +272,7 @@ ROLES: dict[str, list[str]] = {
         "UnknownRevisionError",
         "Workspace",
         "WorkspacePatch",
-        "canonical_json",
         "content_hash",
-        "normalize",
     ],
     "agentkeep.drivers": [
         "DRIVERS_ENV",
@@ -294,7 +292,6 @@ ROLES: dict[str, list[str]] = {
         "load_drivers",
     ],
     "agentkeep.tools": [
-        "MAX_ISSUES",
         "ArgsT",
         "BasicToolContext",
         "GrammarInput",
@@ -309,11 +306,9 @@ ROLES: dict[str, list[str]] = {
         "ToolOutput",
         "ToolSet",
         "default_to_llm",
-        "execute_tool",
         "run_tool",
         "tool",
         "validate_arguments",
-        "validate_result",
     ],
     "agentkeep.features": [
         "HOOKS",

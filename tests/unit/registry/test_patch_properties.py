@@ -24,11 +24,9 @@ from agentkeep.registry import (
     ResourcesPatch,
     ToolboxPatch,
     WorkspacePatch,
-    canonical_json,
     content_hash,
-    normalize,
 )
-from agentkeep.registry.canonical import canonicalize
+from agentkeep.registry.canonical import canonical_json, canonicalize, normalize
 from agentkeep.registry.patch import apply_patch, new_definition
 
 # -- strategies --------------------------------------------------------------------------------
