@@ -26,7 +26,8 @@ import agentkeep as ak
 from agentkeep.delivery import accept_message
 from agentkeep.persistence.store import Store
 from agentkeep.providers import script
-from agentkeep.types import AgentRow, MessageOptions
+from agentkeep.types import MessageOptions
+from agentkeep.types.records import AgentRow
 
 
 def rss_bytes() -> int:

@@ -26,7 +26,8 @@ import msgspec
 import structlog
 
 from agentkeep.persistence import Store, Transaction
-from agentkeep.types import AgentRow, OwedWork, TextBlock, UserMessage, UserRecord
+from agentkeep.types import TextBlock, UserMessage
+from agentkeep.types.records import AgentRow, OwedWork, UserRecord
 
 SUBMITTERS = (1, 8, 64)
 AGENTS = 64

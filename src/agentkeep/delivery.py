@@ -29,20 +29,17 @@ from agentkeep.types import (
     AgentMessage,
     JSONObject,
     MessageOptions,
-    OwedWork,
     PermissionMode,
     QueueableMessage,
-    QueuedMessage,
-    QueuedNotice,
-    QueueName,
     ReasoningEffort,
     ServiceTier,
     Settings,
     SystemMessage,
-    apply_options,
     new_id,
 )
 from agentkeep.types.ledger import MESSAGE_ACCEPTED
+from agentkeep.types.records import OwedWork, QueuedMessage, QueuedNotice, QueueName
+from agentkeep.types.selection import apply_options
 from agentkeep.types.turns import MAX_IDEMPOTENCY_KEY_LENGTH, NATIVE_DRIVER
 
 DeliveryKind = Literal["send", "steer"]

@@ -14,7 +14,8 @@ import msgspec
 
 from agentkeep.errors import UnknownAgentError
 from agentkeep.persistence.interface import Transaction
-from agentkeep.types import ArchiveReason, Message, Settings, published_messages
+from agentkeep.types import Message, Settings
+from agentkeep.types.records import ArchiveReason, published_messages
 
 
 class HistoryEpoch(msgspec.Struct, frozen=True, kw_only=True):

@@ -17,7 +17,8 @@ from typing import Any, Protocol, Unpack
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery, SendOptions
 from agentkeep.persistence.interface import Transaction
-from agentkeep.types import JSONObject, Message, QueueableMessage, QueueName
+from agentkeep.types import JSONObject, Message, QueueableMessage
+from agentkeep.types.records import QueueName
 
 _UNSET: Any = object()
 

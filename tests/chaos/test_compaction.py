@@ -13,7 +13,7 @@ from agentkeep.chaos.campaigns import CampaignResult, compaction, first_caught
 from agentkeep.loop.events import CommitFailed
 from agentkeep.loop.plans import Plan, ReplaceWithCompaction
 from agentkeep.persistence.interface import Transaction
-from agentkeep.types import UserRecord
+from agentkeep.types.records import UserRecord
 
 
 def test_compaction(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:

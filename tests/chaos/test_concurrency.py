@@ -10,7 +10,7 @@ import pytest
 
 from agentkeep.chaos.campaigns import CampaignResult, concurrency, first_caught
 from agentkeep.persistence.queue_statements import QueueStatements
-from agentkeep.types import QueuedMessage
+from agentkeep.types.records import QueuedMessage
 
 
 def test_concurrency(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:

@@ -24,16 +24,13 @@ from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.responding import RespondingModel
 from agentkeep.types import (
     AssistantMessage,
-    BlockRecord,
     Context,
-    ConversationRecord,
     ModelSessionOptions,
     ReasoningBlock,
     Selection,
-    SystemRecord,
     UserMessage,
-    UserRecord,
 )
+from agentkeep.types.records import BlockRecord, ConversationRecord, SystemRecord, UserRecord
 
 #: The mutant is caught where a crash cuts a response right after its reasoning and a later
 #: process settles over it: seeds 17, 25, 27, 30, 34, 39 of 0–39 (2026-12-02, two runs agreed

@@ -14,7 +14,7 @@ from agentkeep.loop.events import CommitLanded
 from agentkeep.loop.plans import ConsumeQueue, Plan
 from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime import commit_plans
-from agentkeep.types import UserRecord
+from agentkeep.types.records import UserRecord
 
 
 def test_queues(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:

@@ -10,7 +10,7 @@ from agentkeep.chaos.faultpoints import expect_label, find_label, recording_labe
 from agentkeep.chaos.invariants import check_final, check_state
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.providers.responding import count_conversation
-from agentkeep.types import SystemRecord, ToolRecord, rebuild_messages
+from agentkeep.types.records import SystemRecord, ToolRecord, rebuild_messages
 
 
 def _final_text(messages: list[ak.Message]) -> str | None:

@@ -22,7 +22,8 @@ from agentkeep.chaos.campaigns import DEFAULT_SEEDS, SUITES, first_caught
 from agentkeep.chaos.invariants import check_state
 from agentkeep.chaos.world import ChaosWorld
 from agentkeep.providers.protocol import CancelToken
-from agentkeep.types import BlockRecord, Context, ToolCallBlock, ToolRecord
+from agentkeep.types import Context, ToolCallBlock
+from agentkeep.types.records import BlockRecord, ToolRecord
 
 
 @pytest.mark.parametrize("suite", list(SUITES))

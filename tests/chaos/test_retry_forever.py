@@ -16,7 +16,7 @@ from agentkeep.chaos._mutants.retry_modes import (
 from agentkeep.chaos.campaigns import DEFAULT_SEEDS, CampaignResult, first_caught
 from agentkeep.chaos.process import DurableState, ProcessReport
 from agentkeep.chaos.retry_modes import ModeChecks, ModeJournal, retry_forever
-from agentkeep.types import SystemRecord
+from agentkeep.types.records import SystemRecord
 
 
 def test_retry_forever(seed: int, require_ok: Callable[[CampaignResult], None]) -> None:

@@ -45,7 +45,7 @@ import os, sys, threading
 import structlog
 structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
 from agentkeep.persistence import Store
-from agentkeep.types import AgentRow, UserRecord
+from agentkeep.types.records import AgentRow, UserRecord
 from agentkeep.types import TextBlock, UserMessage
 
 home, threads, per_thread = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -1,9 +1,9 @@
 """Every public class, function, method and hook carries a docstring (issue 13, item 5).
 
 The public surface (``docs/architecture.md``, "Public and internal") is what the documented
-packages export — ``agentkeep.__all__`` and the ``__all__`` of :mod:`agentkeep.chaos`,
-:mod:`agentkeep.providers` and :mod:`agentkeep.registry` — and every name not starting with
-``_`` of a public module: a module of ``agentkeep`` itself or of a public package
+packages export — ``agentkeep.__all__`` and the ``__all__`` of :mod:`agentkeep.chaos` and of
+the role subpackages (``ROLES`` in ``tests/unit/test_public_api.py``) — and every name not
+starting with ``_`` of a public module: a module of ``agentkeep`` itself or of a public package
 (``PUBLIC_PACKAGES``) whose own name does not start with ``_``. The internal packages
 (``INTERNAL_PACKAGES``) are not walked. For each object the walk checks the object itself and,
 for a class, every public member (method, classmethod, staticmethod, property) it defines or
@@ -29,7 +29,17 @@ from typing import Any
 
 import pytest
 
-SURFACES = ("agentkeep", "agentkeep.chaos", "agentkeep.providers", "agentkeep.registry")
+SURFACES = (
+    "agentkeep",
+    "agentkeep.chaos",
+    "agentkeep.types",
+    "agentkeep.providers",
+    "agentkeep.sessions",
+    "agentkeep.registry",
+    "agentkeep.drivers",
+    "agentkeep.tools",
+    "agentkeep.features",
+)
 
 # Packages left out of the walk (none: the loop is covered too).
 EXCLUDED_PACKAGES: tuple[str, ...] = ()

@@ -14,6 +14,7 @@ from types import ModuleType
 
 import agentkeep as ak
 import agentkeep.providers as providers
+from agentkeep.providers import ModelSessionBusyError, ModelSessionClosedError
 from agentkeep.providers.protocol import ModelSession
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,10 +70,10 @@ def test_the_rename_is_idempotent_and_keeps_seed_002s_session() -> None:
 
 
 def test_the_model_session_is_exported_under_its_one_name() -> None:
-    assert ak.ModelSession is ModelSession is providers.ModelSession
+    assert ak.providers.ModelSession is ModelSession is providers.ModelSession
     for old in ("Session", "SessionOptions", "ProviderSessionBusyError", "OpenedSession"):
         assert not hasattr(ak, old)
         assert not hasattr(providers, old)
     # The wire codes are the contract: they keep their names.
-    assert ak.ModelSessionBusyError.code == "provider_session_busy"
-    assert ak.ModelSessionClosedError.code == "provider_session_closed"
+    assert ModelSessionBusyError.code == "provider_session_busy"
+    assert ModelSessionClosedError.code == "provider_session_closed"

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import agentkeep as ak
 from agentkeep.messages import from_wire, wire_input
+from agentkeep.sessions import DataPart, ReferencePart, TextPart, WireMessage
 from agentkeep.types import input_blocks
 from agentkeep.types.parts import (
     TOOL_CALL_REQUEST,
@@ -28,31 +29,31 @@ _json = st.recursive(
 )
 _parts = st.lists(
     st.one_of(
-        st.builds(ak.TextPart, text=st.text()),
+        st.builds(TextPart, text=st.text()),
         st.builds(
-            ak.ReferencePart,
+            ReferencePart,
             uri=st.text(min_size=1),
             name=st.none() | st.text(),
             media_type=st.none() | st.text(),
         ),
-        st.builds(ak.DataPart, name=st.text(), data=_json),
+        st.builds(DataPart, name=st.text(), data=_json),
     ),
     max_size=5,
 )
 
 
 @given(_parts)
-def test_parts_round_trip_through_blocks(parts: list[ak.TextPart]) -> None:
+def test_parts_round_trip_through_blocks(parts: list[TextPart]) -> None:
     blocks = [part_block(p) for p in parts]
     assert list(parts_of(blocks)) == parts
     wire = message_json("user", blocks)
-    assert decode_message(wire) == ak.WireMessage(role="user", parts=tuple(parts))
+    assert decode_message(wire) == WireMessage(role="user", parts=tuple(parts))
 
 
 def test_an_image_is_a_data_uri_reference_and_back() -> None:
     image = ak.ImageBlock(data="aGk=", mime_type="image/png")
     (part,) = parts_of([image])
-    assert part == ak.ReferencePart(uri="data:image/png;base64,aGk=", media_type="image/png")
+    assert part == ReferencePart(uri="data:image/png;base64,aGk=", media_type="image/png")
     assert part_block(part) == image
 
 

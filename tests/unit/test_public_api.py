@@ -1,13 +1,20 @@
-"""The public surface is pinned (issue 12, item 18).
+"""The public surface is pinned at two levels (issue 30, item 8; ``docs/architecture.md``,
+"The public surface").
 
-``agentkeep.__all__`` is listed here, so adding or removing a public name is a deliberate
-change to this file; and every agentkeep type that appears in a public signature (a
-parameter, a return, a field of a public class) is itself exported, so a user can name what
-they are handed and what they must pass.
+``agentkeep.__all__`` is the embedding API: the system and its agents, messages, tools,
+features, the ready-made models a first program uses and the errors an embedder catches. Stream
+events and value types, provider-implementer types, seed 002's sessions and registry, and
+drivers live in their role subpackages (``ROLES``), each ``__all__`` listed here too, so adding,
+removing or moving a public name is a deliberate change to this file. A name that left
+``agentkeep`` is not left behind there as an alias. Every agentkeep type that appears in a
+public signature (a parameter, a return, a field of a public class) is itself exported, from
+``agentkeep`` or from one of the role subpackages, so a user can name what they are handed and
+what they must pass.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import types
 import typing
@@ -33,10 +40,6 @@ PUBLIC = [
     "Author",
     "AwaitFromOwnLoopError",
     "Backoff",
-    "BlockReset",
-    "BlockStart",
-    "BlockStop",
-    "CancelToken",
     "CommitOutcomeUnknownError",
     "CompactAction",
     "CompactionCancelled",
@@ -44,32 +47,10 @@ PUBLIC = [
     "CompactionFailed",
     "CompactionFailedError",
     "CompactionMessage",
-    "CompactionRequest",
-    "Context",
     "DataBlock",
-    "DataPart",
-    "Definition",
-    "DefinitionDeletedError",
-    "DefinitionExistsError",
-    "DefinitionInput",
-    "DefinitionPatch",
-    "DefinitionRecord",
-    "DefinitionUpdate",
     "Delivery",
     "DemoModel",
-    "Done",
-    "Driver",
-    "DriverCancelledError",
-    "DriverContext",
-    "DriverContextClosedError",
-    "DriverError",
-    "DriverPatch",
-    "DriverRef",
-    "DriverResult",
-    "DriverRunRequest",
-    "DriverSignal",
     "DuplicateProviderError",
-    "EventTooLargeError",
     "ExpiredScopeError",
     "Feature",
     "FeatureDefinitionError",
@@ -79,10 +60,7 @@ PUBLIC = [
     "ImageBlock",
     "InferenceInfo",
     "InjectAction",
-    "InputTooLargeError",
     "InvalidConfigError",
-    "InvalidDefinitionError",
-    "InvalidDriverEventError",
     "InvalidIdError",
     "InvalidMessageError",
     "KeyValueStore",
@@ -92,106 +70,49 @@ PUBLIC = [
     "MetadataChange",
     "MissingExtraError",
     "ModelChange",
-    "ModelInput",
     "ModelNotServedError",
-    "ModelRef",
-    "ModelSession",
-    "ModelSessionBusyError",
-    "ModelSessionClosedError",
-    "ModelSessionOptions",
-    "OpenedModelSession",
     "PermissionModeChange",
-    "Provider",
     "ProviderError",
-    "ProviderErrorInfo",
     "ProviderTool",
     "ProviderUnavailableError",
     "Providers",
     "PurgeResult",
     "ReasoningBlock",
-    "ReasoningDelta",
-    "ReasoningEnd",
-    "ReasoningStart",
     "ReferenceBlock",
-    "ReferencePart",
-    "Registry",
-    "RegistryError",
-    "Resources",
-    "ResourcesPatch",
-    "RespondingModel",
     "RestartIntensity",
-    "Retrying",
-    "Revision",
     "SchemaTooNewError",
     "ScriptedModel",
-    "Selection",
     "SendAction",
     "SendOptions",
     "ServerToolResultBlock",
-    "ServesModels",
     "SessionArchivedError",
-    "SessionBusyError",
-    "SessionConfigError",
-    "SessionError",
-    "SessionEvent",
-    "SessionOwes",
-    "SessionRecord",
-    "Sessions",
     "Settings",
     "SteerAction",
     "StoreClosedError",
     "StoreError",
     "StoreLockedError",
     "StoreUnavailableError",
-    "StreamEvent",
-    "StreamRequest",
-    "Subscription",
     "SupervisorGaveUpError",
     "SystemMessage",
     "SystemOptions",
     "TextBlock",
-    "TextDelta",
-    "TextEnd",
-    "TextPart",
-    "TextStart",
-    "TokenUsage",
     "Tokens",
     "Tool",
     "ToolCallBlock",
     "ToolCallDecision",
-    "ToolCallDelta",
-    "ToolCallEnd",
     "ToolCallInfo",
     "ToolCallRequestBlock",
     "ToolCallResult",
-    "ToolCallStart",
     "ToolCommitError",
     "ToolContext",
     "ToolDefinitionError",
-    "ToolDescriptor",
-    "ToolResultDelta",
-    "ToolResultEnd",
     "ToolResultMessage",
-    "ToolResultStart",
-    "Toolbox",
-    "ToolboxPatch",
-    "TurnFailure",
-    "TurnHandle",
     "TurnInfo",
-    "TurnRecord",
     "TurnStateError",
     "UnknownAgentError",
-    "UnknownDefinitionError",
     "UnknownProviderError",
-    "UnknownRevisionError",
-    "UnknownSessionError",
-    "UnknownTurnError",
-    "UnsupportedDriverError",
     "Usage",
     "UserMessage",
-    "WireMessage",
-    "Workspace",
-    "WorkspacePatch",
     "current_environment",
     "script",
     "system",
@@ -199,6 +120,209 @@ PUBLIC = [
     "tool_request",
     "user",
 ]
+
+# The role subpackages and their ``__all__``: stream events and value types, what a provider
+# implementer writes against, seed 002's sessions and registry, drivers, and the tool and
+# feature packages ``agentkeep`` re-exports its embedding names from.
+ROLES: dict[str, list[str]] = {
+    "agentkeep.types": [
+        "DONE_CANCELLED",
+        "PERMISSION_MODES",
+        "REASONING_EFFORTS",
+        "AgentContentBlock",
+        "AgentEnvironment",
+        "AgentMessage",
+        "AssistantBlock",
+        "AssistantMessage",
+        "Author",
+        "BlockReset",
+        "BlockStart",
+        "BlockStop",
+        "CompactionCancelled",
+        "CompactionCompleted",
+        "CompactionFailed",
+        "CompactionMessage",
+        "CompactionOutcome",
+        "Context",
+        "DataBlock",
+        "Done",
+        "DoneState",
+        "ErrorKind",
+        "ImageBlock",
+        "InputBlock",
+        "JSONObject",
+        "Message",
+        "MessageOptions",
+        "ModelSessionOptions",
+        "OutputBlock",
+        "PermissionMode",
+        "ProviderErrorInfo",
+        "ProviderErrorType",
+        "QueueableMessage",
+        "ReasoningBlock",
+        "ReasoningDelta",
+        "ReasoningEffort",
+        "ReasoningEnd",
+        "ReasoningStart",
+        "ReferenceBlock",
+        "Retrying",
+        "Selection",
+        "ServerToolResultBlock",
+        "ServiceTier",
+        "SessionEvent",
+        "Settings",
+        "StreamEvent",
+        "SystemMessage",
+        "TextBlock",
+        "TextDelta",
+        "TextEnd",
+        "TextStart",
+        "TokenUsage",
+        "Tokens",
+        "ToolCallBlock",
+        "ToolCallDelta",
+        "ToolCallEnd",
+        "ToolCallRequestBlock",
+        "ToolCallStart",
+        "ToolDescriptor",
+        "ToolResultDelta",
+        "ToolResultEnd",
+        "ToolResultMessage",
+        "ToolResultStart",
+        "Usage",
+        "UserBlock",
+        "UserMessage",
+        "done_error",
+        "input_blocks",
+        "is_valid_id",
+        "new_id",
+    ],
+    "agentkeep.providers": [
+        "PROVIDER_KINDS",
+        "AnthropicModelSession",
+        "AnthropicProvider",
+        "CancelToken",
+        "CompactionRequest",
+        "DemoModel",
+        "ModelSession",
+        "ModelSessionBusyError",
+        "ModelSessionClosedError",
+        "NamedModels",
+        "OpenAIChatModelSession",
+        "OpenAICompatibleProvider",
+        "OpenAIProvider",
+        "OpenAIResponsesModelSession",
+        "OpenedModelSession",
+        "Provider",
+        "ProviderFactory",
+        "ProviderKind",
+        "Providers",
+        "RespondingModel",
+        "RetryPolicy",
+        "ScriptedModel",
+        "ServesModels",
+        "StreamRequest",
+        "script",
+    ],
+    "agentkeep.sessions": [
+        "DataPart",
+        "EventTooLargeError",
+        "InputTooLargeError",
+        "ReferencePart",
+        "SessionBusyError",
+        "SessionConfigError",
+        "SessionError",
+        "SessionEvent",
+        "SessionOwes",
+        "SessionRecord",
+        "SessionStatus",
+        "Sessions",
+        "Subscription",
+        "TextPart",
+        "TurnFailure",
+        "TurnHandle",
+        "TurnRecord",
+        "UnknownSessionError",
+        "UnknownTurnError",
+        "UnsupportedDriverError",
+        "WireMessage",
+    ],
+    "agentkeep.registry": [
+        "DEFAULT_DRIVER_ID",
+        "Definition",
+        "DefinitionDeletedError",
+        "DefinitionExistsError",
+        "DefinitionInput",
+        "DefinitionPatch",
+        "DefinitionRecord",
+        "DefinitionUpdate",
+        "DriverPatch",
+        "DriverRef",
+        "InvalidDefinitionError",
+        "ModelInput",
+        "ModelRef",
+        "Registry",
+        "RegistryError",
+        "Resources",
+        "ResourcesPatch",
+        "Revision",
+        "Toolbox",
+        "ToolboxPatch",
+        "UnknownDefinitionError",
+        "UnknownRevisionError",
+        "Workspace",
+        "WorkspacePatch",
+        "content_hash",
+    ],
+    "agentkeep.drivers": [
+        "DRIVERS_ENV",
+        "Driver",
+        "DriverCancelledError",
+        "DriverContext",
+        "DriverContextClosedError",
+        "DriverError",
+        "DriverLoadError",
+        "DriverResult",
+        "DriverRunRequest",
+        "DriverSignal",
+        "InvalidDriverEventError",
+        "ProcessDriver",
+        "ProcessDriverError",
+        "ProcessSettings",
+        "load_drivers",
+    ],
+    "agentkeep.tools": [
+        "ArgsT",
+        "BasicToolContext",
+        "GrammarInput",
+        "ProviderTool",
+        "ResultT",
+        "Tool",
+        "ToolCallDecision",
+        "ToolCallInfo",
+        "ToolCallResult",
+        "ToolContext",
+        "ToolError",
+        "ToolOutput",
+        "ToolSet",
+        "default_to_llm",
+        "run_tool",
+        "tool",
+        "validate_arguments",
+    ],
+    "agentkeep.features": [
+        "HOOKS",
+        "Feature",
+        "FeatureSet",
+        "HookContext",
+        "InferenceInfo",
+        "MessageAccepted",
+        "MetadataChange",
+        "ModelChange",
+        "PermissionModeChange",
+        "TurnInfo",
+    ],
+}
 
 # Public members whose signatures are deliberately not public API, and why.
 NOT_PUBLIC_SIGNATURES = {
@@ -208,9 +332,14 @@ NOT_PUBLIC_SIGNATURES = {
     "Agent.__init__": "an Agent comes from AgentSystem.create or AgentSystem.resolve",
     "AgentRef.__init__": "references have no public constructor",
     "AgentSystemRef.__init__": "references have no public constructor",
-    "Registry.__init__": "reach the registry as AgentSystem.registry",
-    "Sessions.__init__": "reach the sessions as AgentSystem.sessions",
-    "Subscription.__init__": "use AgentSystem.subscribe; the constructor takes the store's parts",
+    "registry.Registry.__init__": "reach the registry as AgentSystem.registry",
+    "sessions.Sessions.__init__": "reach the sessions as AgentSystem.sessions",
+    "sessions.Subscription.__init__": "use AgentSystem.subscribe; the constructor takes the "
+    "store's parts",
+    "providers.AnthropicModelSession.__init__": "a vendor's model session comes from its "
+    "provider's open_model_session; the constructor takes the vendor SDK's client",
+    "providers.OpenAIChatModelSession.__init__": "as AnthropicModelSession.__init__",
+    "providers.OpenAIResponsesModelSession.__init__": "as AnthropicModelSession.__init__",
     "AgentSystemRef.within": "the runtime binds a reference to a hook's transaction",
 }
 
@@ -219,14 +348,41 @@ NOT_PUBLIC_SIGNATURES = {
 TESTING_HOOKS = {("SystemOptions", "testing")}
 
 
+def _ruff_order(names: list[str]) -> list[str]:
+    """``__all__`` as ruff sorts it: constants, then classes, then functions and modules."""
+    return sorted(names, key=lambda n: (not n.isupper(), n[:1].islower(), n))
+
+
 def test_all_is_pinned() -> None:
     assert sorted(ak.__all__) == ak.__all__, "keep __all__ sorted"
     assert ak.__all__ == PUBLIC
 
 
+def test_every_role_subpackage_is_pinned() -> None:
+    for package, names in ROLES.items():
+        exported = importlib.import_module(package).__all__
+        assert exported == _ruff_order(exported), f"keep {package}.__all__ sorted"
+        assert exported == names, package
+
+
 def test_every_exported_name_exists() -> None:
     for name in ak.__all__:
         assert hasattr(ak, name), name
+    for package, names in ROLES.items():
+        module = importlib.import_module(package)
+        for name in names:
+            assert hasattr(module, name), f"{package}.{name}"
+
+
+def test_names_that_left_agentkeep_leave_no_alias() -> None:
+    """A role subpackage's name is reachable from ``agentkeep`` only if it is part of the
+    embedding API: nothing stays behind as an undeclared alias."""
+    for package, names in ROLES.items():
+        for name in names:
+            assert hasattr(ak, name) == (name in ak.__all__), f"agentkeep.{name} ({package})"
+    for name in ("TextDelta", "Provider", "Sessions", "Registry", "Driver", "Subscription"):
+        assert name not in ak.__all__, name
+    assert "QueuedMessage" not in ROLES["agentkeep.types"], "store records stay unexported"
 
 
 def _named_types(annotation: Any) -> Iterator[type]:
@@ -258,7 +414,7 @@ def _signatures(name: str, obj: object) -> Iterator[tuple[str, Callable[..., Any
                 yield from _signatures(f"{name}.{member_name}", member)
         return
     if not isinstance(obj, type):
-        if callable(obj):
+        if inspect.isfunction(obj):  # not a type alias or a constant
             yield name, obj
         return
     yield name, obj  # fields
@@ -274,16 +430,30 @@ def _signatures(name: str, obj: object) -> Iterator[tuple[str, Callable[..., Any
             yield f"{name}.{member_name}", raw
 
 
+def _public_names() -> list[tuple[str, object]]:
+    """Every exported name with its object: ``agentkeep``'s, then each role subpackage's."""
+    names = [(name, getattr(ak, name)) for name in ak.__all__]
+    for package in ROLES:
+        module = importlib.import_module(package)
+        names += [(f"{package}.{name}", getattr(module, name)) for name in module.__all__]
+    return names
+
+
 def _unexported() -> dict[str, list[str]]:
-    namespace = {name: getattr(ak, name) for name in ak.__all__}
+    public = _public_names()
+    namespace: dict[str, Any] = {}
+    for qualified, obj in public:
+        namespace.setdefault(qualified.rsplit(".", 1)[-1], obj)
+    exported_objects = {id(obj) for _, obj in public}
     # A module agentkeep exports (``ak.script``) exports what its own ``__all__`` lists.
     for module in [m for m in namespace.values() if isinstance(m, types.ModuleType)]:
         for name in module.__all__:
             namespace.setdefault(name, getattr(module, name))
+            exported_objects.add(id(getattr(module, name)))
     chaos_namespace = {name: getattr(chaos, name) for name in chaos.__all__}
     missing: dict[str, list[str]] = {}
-    for name in ak.__all__:
-        for where, item in _signatures(name, getattr(ak, name)):
+    for name, obj in public:
+        for where, item in _signatures(name.removeprefix("agentkeep."), obj):
             if where in NOT_PUBLIC_SIGNATURES:
                 continue
             try:
@@ -294,9 +464,13 @@ def _unexported() -> dict[str, list[str]]:
                 missing.setdefault(str(error), []).append(where)
                 continue
             for parameter, annotation in hints.items():
-                exported = chaos_namespace if (where, parameter) in TESTING_HOOKS else namespace
+                testing = (where, parameter) in TESTING_HOOKS
                 for found in _named_types(annotation):
-                    if exported.get(found.__name__) is not found:
+                    if testing:
+                        exported = chaos_namespace.get(found.__name__) is found
+                    else:
+                        exported = id(found) in exported_objects
+                    if not exported:
                         missing.setdefault(f"{found.__module__}.{found.__name__}", []).append(where)
     return missing
 

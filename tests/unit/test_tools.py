@@ -23,8 +23,8 @@ from agentkeep.tools import (
     run_tool,
     tool,
     validate_arguments,
-    validate_result,
 )
+from agentkeep.tools.results import validate_result
 from agentkeep.types import ImageBlock, OutputBlock, TextBlock, ToolCallBlock
 
 

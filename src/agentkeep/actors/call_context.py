@@ -18,7 +18,8 @@ from agentkeep.errors import ToolCommitError
 from agentkeep.key_value import KeyValueStore
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.refs import AgentSystemRef
-from agentkeep.tools import Tool, ToolError, validate_result
+from agentkeep.tools import Tool, ToolError
+from agentkeep.tools.results import validate_result
 from agentkeep.types import PermissionMode, ToolResultMessage
 
 

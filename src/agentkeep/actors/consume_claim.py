@@ -28,7 +28,7 @@ from agentkeep.loop.plans import Consumed, ConsumeOffer, ConsumeQueue
 from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime import commit_plans
 from agentkeep.runtime.offered_consumption import consume_offered
-from agentkeep.types import QueuedMessage
+from agentkeep.types.records import QueuedMessage
 
 log = get_logger(__name__)
 

@@ -20,13 +20,8 @@ from agentkeep.persistence.interface import Transaction
 from agentkeep.providers.compatibility import needs_reset
 from agentkeep.providers.registry import Providers
 from agentkeep.tools import ToolCallInfo
-from agentkeep.types import (
-    PendingToolCall,
-    QueuedMessage,
-    Settings,
-    SystemMessage,
-    ToolResultMessage,
-)
+from agentkeep.types import Settings, SystemMessage, ToolResultMessage
+from agentkeep.types.records import PendingToolCall, QueuedMessage
 
 
 class ConsumptionPolicy:

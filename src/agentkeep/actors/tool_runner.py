@@ -23,16 +23,9 @@ from agentkeep.providers.protocol import CancelToken
 from agentkeep.refs import AgentSystemRef
 from agentkeep.runtime.commit_plans import CALL_AREA
 from agentkeep.runtime.tool_claims import claim_result
-from agentkeep.tools import (
-    Tool,
-    ToolError,
-    ToolOutput,
-    ToolSet,
-    execute_tool,
-    validate_arguments,
-    validate_result,
-)
+from agentkeep.tools import Tool, ToolError, ToolOutput, ToolSet, validate_arguments
 from agentkeep.tools.hooks import ToolCallInfo, ToolCallResult, failed
+from agentkeep.tools.results import execute_tool, validate_result
 from agentkeep.types import Settings, TextBlock, ToolResultMessage
 
 INTERRUPTED_CALL = "The tool call was interrupted by a restart and was not retried."

@@ -34,14 +34,8 @@ from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
 from agentkeep.providers.registry import Providers
 from agentkeep.sessions import tables as session_tables
-from agentkeep.types import (
-    JSONObject,
-    MessageOptions,
-    QueueableMessage,
-    QueuedMessage,
-    QueueName,
-    Settings,
-)
+from agentkeep.types import JSONObject, MessageOptions, QueueableMessage, Settings
+from agentkeep.types.records import QueuedMessage, QueueName
 from agentkeep.types.turns import NATIVE_DRIVER
 
 _Accept = Callable[[Transaction], tuple[Delivery, QueuedMessage | None]]

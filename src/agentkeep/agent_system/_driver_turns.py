@@ -16,14 +16,9 @@ from agentkeep.errors import InvalidMessageError, SessionArchivedError, UnknownA
 from agentkeep.messages import validate_message, wire_input
 from agentkeep.persistence.interface import Transaction
 from agentkeep.sessions.errors import UnsupportedDriverError
-from agentkeep.types import (
-    JSONObject,
-    MessageOptions,
-    QueueableMessage,
-    QueueName,
-    ToolCallRequestBlock,
-)
+from agentkeep.types import JSONObject, MessageOptions, QueueableMessage, ToolCallRequestBlock
 from agentkeep.types.ledger import MESSAGE_ACCEPTED
+from agentkeep.types.records import QueueName
 
 
 def prepare_driver_turn(

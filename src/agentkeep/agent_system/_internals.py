@@ -35,7 +35,8 @@ from agentkeep.providers.registry import Providers
 from agentkeep.refs import SystemPort, make_system_ref
 from agentkeep.sessions import setup as session_setup
 from agentkeep.sessions import tables as session_tables
-from agentkeep.types import JSONObject, MessageOptions, QueueableMessage, QueueName
+from agentkeep.types import JSONObject, MessageOptions, QueueableMessage
+from agentkeep.types.records import QueueName
 
 
 class SystemInternals:

@@ -65,7 +65,7 @@ class SystemOptions(TypedDict, total=False):
       refused (``EventTooLargeError``) before anything is written.
     - ``max_input_bytes``: the bound on one input message's encoded JSON (seed 002's
       ``maxInputBytes``), refused (``InputTooLargeError``) before anything is written.
-    - ``drivers``: injected drivers (:class:`agentkeep.Driver`), selected by a session's
+    - ``drivers``: injected drivers (:class:`agentkeep.drivers.Driver`), selected by a session's
       pinned ``driver.id`` (docs/drivers.md).
     - ``turn_timeout_seconds``: the bound on one turn of an injected driver (seed 002's
       ``turnTimeoutMs``; default 600).

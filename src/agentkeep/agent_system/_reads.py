@@ -22,14 +22,8 @@ from agentkeep.history import HistoryEpoch, PurgeResult, purge_archived, read_hi
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.ledger import Subscription, check_page
 from agentkeep.persistence.store import Store
-from agentkeep.types import (
-    ConversationRecord,
-    JSONObject,
-    Message,
-    SessionEvent,
-    Settings,
-    published_messages,
-)
+from agentkeep.types import JSONObject, Message, SessionEvent, Settings
+from agentkeep.types.records import ConversationRecord, published_messages
 
 T = TypeVar("T")
 

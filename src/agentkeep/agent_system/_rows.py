@@ -18,15 +18,9 @@ from agentkeep.config import AgentConfig
 from agentkeep.errors import AgentExistsError, InvalidConfigError, UnknownAgentError, check_id
 from agentkeep.features import FeatureSet, MetadataChange
 from agentkeep.persistence.interface import StoreHandle, Transaction
-from agentkeep.types import (
-    AgentRow,
-    CompactionRecord,
-    JSONObject,
-    Message,
-    Settings,
-    new_id,
-)
+from agentkeep.types import JSONObject, Message, Settings, new_id
 from agentkeep.types.ledger import METADATA_CHANGED
+from agentkeep.types.records import AgentRow, CompactionRecord
 
 if TYPE_CHECKING:
     from agentkeep.actors.hook_contexts import HookContexts

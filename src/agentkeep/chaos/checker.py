@@ -28,10 +28,10 @@ from agentkeep.chaos.process import DurableState, ProcessReport, history_log
 from agentkeep.chaos.turn_checks import check_turns
 from agentkeep.chaos.world import ChaosWorld
 from agentkeep.providers.responding import count_conversation
-from agentkeep.types import (
+from agentkeep.types import SessionEvent
+from agentkeep.types.records import (
     CompactionRecord,
     ConversationRecord,
-    SessionEvent,
     UserRecord,
     rebuild_messages,
 )

@@ -21,7 +21,7 @@ from agentkeep.chaos.world import ChaosWorld, ProcessReport
 from agentkeep.loop.plans import QueueMode
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.providers.registry import Providers
-from agentkeep.types import QueueName
+from agentkeep.types.records import QueueName
 
 
 class Campaign:

@@ -17,15 +17,17 @@ from agentkeep.chaos.process import DurableState, ProcessReport, archived_users
 from agentkeep.providers.responding import count_conversation
 from agentkeep.types import (
     AssistantMessage,
-    BlockRecord,
     CompactionMessage,
-    CompactionRecord,
-    ConversationRecord,
     ReasoningBlock,
     Settings,
-    SystemRecord,
     TextBlock,
     ToolCallBlock,
+)
+from agentkeep.types.records import (
+    BlockRecord,
+    CompactionRecord,
+    ConversationRecord,
+    SystemRecord,
     ToolRecord,
     UserRecord,
     rebuild_messages,

@@ -31,12 +31,11 @@ from typing import TYPE_CHECKING
 
 from agentkeep.chaos.invariants import INVARIANTS, Violation
 from agentkeep.chaos.process import DurableState, history_log
-from agentkeep.types import (
+from agentkeep.types import SessionEvent, ToolCallBlock
+from agentkeep.types.records import (
     BlockRecord,
     ConversationRecord,
-    SessionEvent,
     SystemRecord,
-    ToolCallBlock,
     ToolRecord,
     UserRecord,
 )

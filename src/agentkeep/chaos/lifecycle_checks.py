@@ -35,7 +35,8 @@ from agentkeep.errors import (
     AgentExistsError,
     UnknownAgentError,
 )
-from agentkeep.types import BlockRecord, TextBlock, UserRecord
+from agentkeep.types import TextBlock
+from agentkeep.types.records import BlockRecord, UserRecord
 
 Problem = tuple[int, str] | None
 

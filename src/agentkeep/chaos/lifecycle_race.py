@@ -31,7 +31,7 @@ from agentkeep.chaos.process import DurableState, read_durable
 from agentkeep.config import AgentConfig
 from agentkeep.messages import user
 from agentkeep.persistence.store import Store
-from agentkeep.types import QueueName
+from agentkeep.types.records import QueueName
 
 OpKind = Literal["send", "create", "squat", "delete", "recreate", "resolve", "metadata", "close"]
 Ending = Literal["close", "shutdown"]

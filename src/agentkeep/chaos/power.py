@@ -63,7 +63,8 @@ from agentkeep.messages import user
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readers import read_snapshot
 from agentkeep.persistence.store import DATABASE_NAME, Store
-from agentkeep.types import AgentRow, MessageOptions, SessionEvent
+from agentkeep.types import MessageOptions, SessionEvent
+from agentkeep.types.records import AgentRow
 
 DEFAULT_SEEDS = 6
 PARTS = ("a", "b", "c")

@@ -22,22 +22,17 @@ from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import scope_prefix
 from agentkeep.runtime.commit_plans import CALL_AREA
-from agentkeep.types import (
+from agentkeep.types import Done, PermissionMode, Settings, StreamEvent, TextBlock, TextEnd
+from agentkeep.types.records import (
     ArchivedEpoch,
     BlockRecord,
     CompactionRecord,
     ConversationRecord,
-    Done,
     OwedWork,
     PendingToolCall,
-    PermissionMode,
     QueuedMessage,
     QueuedNotice,
     QueueName,
-    Settings,
-    StreamEvent,
-    TextBlock,
-    TextEnd,
     UserRecord,
 )
 from agentkeep.types.turns import TurnRecord

@@ -20,7 +20,8 @@ from agentkeep.chaos.tools import Ledger, LedgerEntry
 from agentkeep.chaos.world import ChaosWorld
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import DATABASE_NAME, Store
-from agentkeep.types import SessionEvent, UserRecord
+from agentkeep.types import SessionEvent
+from agentkeep.types.records import UserRecord
 
 
 class DiskWorld(ChaosWorld):

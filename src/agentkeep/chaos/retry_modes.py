@@ -54,17 +54,8 @@ from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
 from agentkeep.providers.registry import Providers
 from agentkeep.tools import Tool, ToolCallDecision, ToolCallInfo, ToolContext
-from agentkeep.types import (
-    BlockRecord,
-    Done,
-    PermissionMode,
-    QueueName,
-    StreamEvent,
-    SystemRecord,
-    ToolCallBlock,
-    ToolRecord,
-    UserRecord,
-)
+from agentkeep.types import Done, PermissionMode, StreamEvent, ToolCallBlock
+from agentkeep.types.records import BlockRecord, QueueName, SystemRecord, ToolRecord, UserRecord
 
 if TYPE_CHECKING:
     from agentkeep.chaos.world import ChaosWorld

@@ -38,7 +38,8 @@ from agentkeep.history import read_history
 from agentkeep.persistence.interface import Transaction
 from agentkeep.server.wire import iso
 from agentkeep.sessions import SessionRecord, UnknownSessionError
-from agentkeep.types import ConversationRecord, Settings, published_messages, rebuild_messages
+from agentkeep.types import Settings
+from agentkeep.types.records import ConversationRecord, published_messages, rebuild_messages
 
 
 def parse_metadata(pairs: tuple[str, ...]) -> dict[str, Any]:

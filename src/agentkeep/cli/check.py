@@ -35,14 +35,8 @@ from agentkeep.messages import validate_message
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readonly import DAMAGE_ERRORS
 from agentkeep.persistence.store import DATABASE_NAME, check_lines
-from agentkeep.types import (
-    AssistantMessage,
-    CompactionRecord,
-    ToolCallBlock,
-    ToolResultMessage,
-    UserRecord,
-    rebuild_messages,
-)
+from agentkeep.types import AssistantMessage, ToolCallBlock, ToolResultMessage
+from agentkeep.types.records import CompactionRecord, UserRecord, rebuild_messages
 
 
 @dataclass

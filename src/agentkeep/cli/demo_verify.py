@@ -19,8 +19,8 @@ from agentkeep.types import (
     ToolCallBlock,
     ToolResultMessage,
     UserMessage,
-    rebuild_messages,
 )
+from agentkeep.types.records import rebuild_messages
 
 
 def answers_per_message(messages: list[Message]) -> list[tuple[str, int]]:

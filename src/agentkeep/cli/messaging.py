@@ -42,8 +42,9 @@ from agentkeep.errors import UnknownAgentError
 from agentkeep.messages import user
 from agentkeep.server.turn_wire import turn_out
 from agentkeep.sessions import UnknownSessionError
-from agentkeep.types import MessageOptions, QueueName
+from agentkeep.types import MessageOptions
 from agentkeep.types.ids import ID_RULE
+from agentkeep.types.records import QueueName
 
 F = TypeVar("F", bound=Callable[..., Any])
 

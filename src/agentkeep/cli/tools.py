@@ -4,8 +4,8 @@
 * ``word_count`` (durable: pure),
 * ``save_note`` (not durable: it appends to ``notes.txt`` in the state directory, a side
   effect that must never happen twice, so after a crash it is reported, not retried),
-* ``durable_tool`` / ``fragile_tool``: what :class:`~agentkeep.RespondingModel` (the ``local``
-  provider) calls; they only echo.
+* ``durable_tool`` / ``fragile_tool``: what
+  :class:`~agentkeep.providers.RespondingModel` (the ``local`` provider) calls; they only echo.
 
 Every execution is appended to ``tool-runs.jsonl`` in the state directory (tool, call ids,
 process id), so anyone can check which side effects ran, and how often, across crashes.

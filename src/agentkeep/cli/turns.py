@@ -30,7 +30,8 @@ from agentkeep.cli.output import EXIT_FAILURE, CliError, block_text
 from agentkeep.features import Feature, HookContext
 from agentkeep.loop.texts import FAILURE_NOTE
 from agentkeep.loop.view import ends_in_failure_note
-from agentkeep.types import Retrying, StreamEvent, SystemRecord
+from agentkeep.types import Retrying, StreamEvent
+from agentkeep.types.records import SystemRecord
 
 EXIT_TURN_FAILED = 5  # the agent's turn failed; the failure is printed, the turn stays owed
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT): the turn was aborted

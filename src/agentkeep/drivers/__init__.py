@@ -20,7 +20,7 @@ driver other than ``agentkeep`` run their turns through it (docs/drivers.md).
 
 from agentkeep.drivers.context import DriverContext, DriverSignal
 from agentkeep.drivers.loading import DRIVERS_ENV, DriverLoadError, load_drivers
-from agentkeep.drivers.process import ProcessDriver, ProcessDriverError
+from agentkeep.drivers.process import ProcessDriver, ProcessDriverError, ProcessSettings
 from agentkeep.drivers.types import (
     Driver,
     DriverCancelledError,
@@ -45,5 +45,6 @@ __all__ = [
     "InvalidDriverEventError",
     "ProcessDriver",
     "ProcessDriverError",
+    "ProcessSettings",
     "load_drivers",
 ]

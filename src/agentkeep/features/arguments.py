@@ -11,14 +11,8 @@ from typing import Any
 
 from agentkeep.key_value import KeyValueStore
 from agentkeep.refs import AgentSystemRef
-from agentkeep.types import (
-    JSONObject,
-    PermissionMode,
-    QueueableMessage,
-    QueueName,
-    Settings,
-    Tokens,
-)
+from agentkeep.types import JSONObject, PermissionMode, QueueableMessage, Settings, Tokens
+from agentkeep.types.records import QueueName
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,7 +4,8 @@ strict batch order in which results are committed (invariant 9)."""
 from __future__ import annotations
 
 from agentkeep.loop.effects import ToolRun
-from agentkeep.types import PendingToolCall, TextBlock, ToolResultMessage
+from agentkeep.types import TextBlock, ToolResultMessage
+from agentkeep.types.records import PendingToolCall
 
 
 class ToolBatch:

@@ -20,7 +20,8 @@ from agentkeep.loop.phases import Idle, Phase, Turn
 from agentkeep.loop.plans import AnswerCalls, Plan, QueueMode
 from agentkeep.loop.server_calls import NO_SERVER_TOOLS, ServerToolPolicy
 from agentkeep.loop.view import OpenCalls, ProviderViews
-from agentkeep.types import (
+from agentkeep.types import Settings, TextBlock, ToolCallBlock, ToolResultMessage
+from agentkeep.types.records import (
     ConversationRecord,
     OwedStage,
     OwedWork,
@@ -28,10 +29,6 @@ from agentkeep.types import (
     QueuedMessage,
     QueuedNotice,
     QueueName,
-    Settings,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultMessage,
 )
 
 

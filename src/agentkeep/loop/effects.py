@@ -13,16 +13,8 @@ from typing import Literal, TypeAlias
 import msgspec
 
 from agentkeep.loop.plans import Plan
-from agentkeep.types import (
-    Message,
-    PermissionMode,
-    QueueName,
-    Settings,
-    StreamEvent,
-    Tokens,
-    ToolCallBlock,
-    UserRecord,
-)
+from agentkeep.types import Message, PermissionMode, Settings, StreamEvent, Tokens, ToolCallBlock
+from agentkeep.types.records import QueueName, UserRecord
 
 
 class _Data(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,13 +14,8 @@ import msgspec
 
 from agentkeep.loop.effects import HookName
 from agentkeep.loop.plans import Appended, Consumed, ConsumeQueue, Plan, Settled, Snapshot
-from agentkeep.types import (
-    CompactionOutcome,
-    QueuedMessage,
-    QueuedNotice,
-    StreamEvent,
-    ToolResultMessage,
-)
+from agentkeep.types import CompactionOutcome, StreamEvent, ToolResultMessage
+from agentkeep.types.records import QueuedMessage, QueuedNotice
 
 
 class _Data(msgspec.Struct, frozen=True, kw_only=True):

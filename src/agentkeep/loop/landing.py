@@ -35,7 +35,7 @@ from agentkeep.loop.plans import (
     Settle,
     StageOwed,
 )
-from agentkeep.types import CompactionRecord, QueuedMessage, QueuedNotice, UserRecord
+from agentkeep.types.records import CompactionRecord, QueuedMessage, QueuedNotice, UserRecord
 
 Entry = TypeVar("Entry", QueuedMessage, QueuedNotice)
 _seq = attrgetter("seq")

@@ -13,7 +13,7 @@ from agentkeep.loop.outcomes import Outcome
 from agentkeep.loop.phases import Dispatched, Passing, Recorded
 from agentkeep.loop.plans import Snapshot, StageOwed
 from agentkeep.loop.view import ends_in_failure_note, tail_owes_answer
-from agentkeep.types import OwedWork
+from agentkeep.types.records import OwedWork
 
 
 def loaded(ctx: LoopContext, snapshot: Snapshot) -> Outcome:

@@ -51,13 +51,13 @@ from agentkeep.loop.events import Event
 from agentkeep.loop.phases import Phase
 from agentkeep.loop.plans import ConsumeOffer, QueueMode
 from agentkeep.loop.server_calls import NO_SERVER_TOOLS, ServerToolPolicy
-from agentkeep.types import (
+from agentkeep.types import Settings
+from agentkeep.types.records import (
     ConversationRecord,
     OwedWork,
     QueuedMessage,
     QueuedNotice,
     QueueName,
-    Settings,
 )
 
 

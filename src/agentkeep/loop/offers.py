@@ -26,7 +26,7 @@ from agentkeep.loop.effects import Observe
 from agentkeep.loop.outcomes import Outcome
 from agentkeep.loop.phases import Idle, Passing, Turn
 from agentkeep.loop.plans import Consumed, ConsumeOffer, ConsumeQueue
-from agentkeep.types import OwedWork, QueueName
+from agentkeep.types.records import OwedWork, QueueName
 
 
 def offer(ctx: LoopContext) -> ConsumeOffer | None:

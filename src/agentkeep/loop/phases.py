@@ -28,7 +28,8 @@ from agentkeep.loop.batch import ToolBatch
 from agentkeep.loop.effects import HookName
 from agentkeep.loop.response import ResponseAssembler
 from agentkeep.loop.server_calls import ServerCalls
-from agentkeep.types import AssistantBlock, PendingToolCall
+from agentkeep.types import AssistantBlock
+from agentkeep.types.records import PendingToolCall
 
 
 @dataclass(frozen=True, slots=True)

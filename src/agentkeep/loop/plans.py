@@ -17,17 +17,19 @@ import msgspec
 
 from agentkeep.types import (
     AssistantBlock,
-    ConversationRecord,
     Message,
-    OwedWork,
-    PendingToolCall,
     PermissionMode,
-    QueuedMessage,
-    QueuedNotice,
-    QueueName,
     Settings,
     Tokens,
     ToolResultMessage,
+)
+from agentkeep.types.records import (
+    ConversationRecord,
+    OwedWork,
+    PendingToolCall,
+    QueuedMessage,
+    QueuedNotice,
+    QueueName,
 )
 
 QueueMode: TypeAlias = Literal["one-at-a-time", "all"]

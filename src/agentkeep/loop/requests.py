@@ -18,16 +18,14 @@ from collections.abc import Sequence
 import msgspec
 
 from agentkeep.types import (
-    BlockRecord,
-    ConversationRecord,
     Message,
     QueueableMessage,
-    QueuedMessage,
     ToolCallBlock,
     ToolCallRequestBlock,
     UserMessage,
     input_blocks,
 )
+from agentkeep.types.records import BlockRecord, ConversationRecord, QueuedMessage
 
 
 def request_of(message: QueueableMessage) -> ToolCallRequestBlock | None:

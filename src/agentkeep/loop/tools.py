@@ -14,14 +14,8 @@ from agentkeep.loop.phases import Recorded
 from agentkeep.loop.plans import ClaimToolResults, CommitToolResult, DispatchBatch, StageOwed
 from agentkeep.loop.requests import calls_recorded
 from agentkeep.loop.texts import ABORTED_CALL, DRAINED_CALL, STEERED_CALL
-from agentkeep.types import (
-    ConversationRecord,
-    PendingToolCall,
-    QueuedMessage,
-    ToolCallEnd,
-    ToolCallStart,
-    ToolResultMessage,
-)
+from agentkeep.types import ToolCallEnd, ToolCallStart, ToolResultMessage
+from agentkeep.types.records import ConversationRecord, PendingToolCall, QueuedMessage
 
 
 def start_batch(ctx: LoopContext, calls: list[PendingToolCall], *, resumed: bool) -> None:

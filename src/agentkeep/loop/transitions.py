@@ -89,7 +89,8 @@ from agentkeep.loop.plans import (
 )
 from agentkeep.loop.texts import ABORTED_COMPACTION
 from agentkeep.loop.view import ends_with_own_message
-from agentkeep.types import DONE_CANCELLED, QueueName, done_error
+from agentkeep.types import DONE_CANCELLED, done_error
+from agentkeep.types.records import QueueName
 
 
 def handle(ctx: LoopContext, event: Event) -> None:

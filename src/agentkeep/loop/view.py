@@ -8,15 +8,17 @@ from agentkeep.loop.requests import without_requests
 from agentkeep.types import (
     AssistantBlock,
     AssistantMessage,
+    Message,
+    ToolCallBlock,
+    ToolResultMessage,
+)
+from agentkeep.types.records import (
     BlockRecord,
     CompactionRecord,
     ConversationRecord,
-    Message,
     PendingToolCall,
     SystemRecord,
-    ToolCallBlock,
     ToolRecord,
-    ToolResultMessage,
     UserRecord,
     rebuild_messages,
 )

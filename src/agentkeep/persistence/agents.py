@@ -19,7 +19,8 @@ from agentkeep.persistence.executor import Executor, TableStatements, first
 from agentkeep.persistence.kv import agent_prefix
 from agentkeep.persistence.kv_statements import KvStatements
 from agentkeep.persistence.memo import MISSING
-from agentkeep.types import AgentRow, JSONObject
+from agentkeep.types import JSONObject
+from agentkeep.types.records import AgentRow
 
 __all__ = ["AgentStatements"]
 

@@ -12,7 +12,8 @@ from typing import Any, cast
 
 from agentkeep.persistence.codec import decode_record, decode_settings, encode, now_ms
 from agentkeep.persistence.executor import TableStatements
-from agentkeep.types import ArchivedEpoch, ArchiveReason, Settings
+from agentkeep.types import Settings
+from agentkeep.types.records import ArchivedEpoch, ArchiveReason
 
 __all__ = ["ArchiveStatements"]
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 from agentkeep.persistence.codec import decode_call, decode_result, encode
 from agentkeep.persistence.executor import TableStatements
 from agentkeep.persistence.memo import MISSING
-from agentkeep.types import PendingToolCall, ToolResultMessage
+from agentkeep.types import ToolResultMessage
+from agentkeep.types.records import PendingToolCall
 
 __all__ = ["CallStatements"]
 

@@ -17,15 +17,13 @@ import msgspec
 from agentkeep.persistence.dialect import SQLITE, Dialect
 from agentkeep.persistence.faults import FaultInjector
 from agentkeep.persistence.memo import BEGIN_GROUP, BEGIN_ITEM, WriterMemo
-from agentkeep.types import (
+from agentkeep.types import Settings, ToolCallBlock, ToolResultMessage
+from agentkeep.types.records import (
     AgentRow,
     ConversationRecord,
     OwedWork,
     QueuedMessage,
     QueuedNotice,
-    Settings,
-    ToolCallBlock,
-    ToolResultMessage,
 )
 
 # One encoder for everything: sorted keys make equal values encode to equal text, which

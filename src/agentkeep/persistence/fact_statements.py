@@ -22,7 +22,8 @@ from __future__ import annotations
 from agentkeep.persistence.codec import decode_owed, decode_settings, encode
 from agentkeep.persistence.executor import TableStatements
 from agentkeep.persistence.memo import MISSING
-from agentkeep.types import OwedWork, Settings
+from agentkeep.types import Settings
+from agentkeep.types.records import OwedWork
 
 __all__ = ["FactStatements"]
 

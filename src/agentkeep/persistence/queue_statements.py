@@ -28,7 +28,7 @@ import msgspec
 from agentkeep.persistence.codec import decode_message, decode_notice, encode
 from agentkeep.persistence.executor import TableStatements
 from agentkeep.persistence.memo import MISSING
-from agentkeep.types import QueuedMessage, QueuedNotice, QueueName
+from agentkeep.types.records import QueuedMessage, QueuedNotice, QueueName
 
 _QUEUE_ORDER = "CASE queue WHEN 'steering' THEN 0 ELSE 1 END, seq"
 _NOTICE_TAIL = "notice"  # queue_tails key for notices (not a QueueName)

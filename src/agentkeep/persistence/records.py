@@ -13,7 +13,7 @@ from __future__ import annotations
 from agentkeep.persistence.codec import decode_record, encode
 from agentkeep.persistence.executor import TableStatements
 from agentkeep.persistence.memo import MISSING
-from agentkeep.types import ConversationRecord
+from agentkeep.types.records import ConversationRecord
 
 __all__ = ["RecordStatements"]
 

@@ -1,7 +1,7 @@
 """``DemoModel``: a deterministic local model that calls real tools (the CLI's default).
 
-Like :class:`~agentkeep.RespondingModel` (which it extends) its answer is a pure function of
-the conversation, so an agent restarted after a crash hears exactly what its dead
+Like :class:`~agentkeep.providers.RespondingModel` (which it extends) its answer is a pure
+function of the conversation, so an agent restarted after a crash hears exactly what its dead
 predecessor heard, with the same call ids. It reads the last user message and calls, in the
 order they appear in the text, ``calculator`` for arithmetic (``12 * (3 + 4)``),
 ``word_count`` for ``count the words in "..."`` and ``save_note`` for ``note "..."``, all in

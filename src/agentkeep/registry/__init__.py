@@ -13,7 +13,7 @@ definition is a :class:`Definition` (see ``docs/registry.md`` for the mapping):
   (``AgentSystem.registry``).
 """
 
-from agentkeep.registry.canonical import canonical_json, content_hash, normalize
+from agentkeep.registry.canonical import content_hash
 from agentkeep.registry.errors import (
     DefinitionDeletedError,
     DefinitionExistsError,
@@ -68,7 +68,5 @@ __all__ = [
     "UnknownRevisionError",
     "Workspace",
     "WorkspacePatch",
-    "canonical_json",
     "content_hash",
-    "normalize",
 ]

@@ -49,22 +49,24 @@ from agentkeep.persistence.kv import scope_prefix
 from agentkeep.runtime import session_turns
 from agentkeep.types import (
     AssistantBlock,
+    JSONObject,
+    Settings,
+    SystemMessage,
+    TextBlock,
+    ToolResultMessage,
+)
+from agentkeep.types import ledger as events
+from agentkeep.types.records import (
     BlockRecord,
     CompactionRecord,
     ConversationRecord,
-    JSONObject,
     PendingToolCall,
     QueuedMessage,
-    Settings,
-    SystemMessage,
     SystemRecord,
-    TextBlock,
     ToolRecord,
-    ToolResultMessage,
     UserRecord,
-    apply_options,
 )
-from agentkeep.types import ledger as events
+from agentkeep.types.selection import apply_options
 
 # Where an agent's scoped stores live in the kv table (all under the agent's own prefix, which
 # re-creating the id wipes).

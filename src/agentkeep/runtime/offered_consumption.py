@@ -16,7 +16,7 @@ from __future__ import annotations
 from agentkeep.loop.plans import Consumed, ConsumeOffer
 from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime import commit_plans
-from agentkeep.types import OwedWork, QueuedMessage
+from agentkeep.types.records import OwedWork, QueuedMessage
 
 
 def consume_offered(

@@ -25,15 +25,9 @@ from agentkeep.loop.context import error_result
 from agentkeep.loop.view import tail_owes_answer, undispatched_calls
 from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime.commit_plans import CALL_AREA, RUN_AREA, area_prefix
-from agentkeep.types import (
-    ConversationRecord,
-    JSONObject,
-    SystemMessage,
-    SystemRecord,
-    TextBlock,
-    ToolRecord,
-)
+from agentkeep.types import JSONObject, SystemMessage, TextBlock
 from agentkeep.types import ledger as events
+from agentkeep.types.records import ConversationRecord, SystemRecord, ToolRecord
 
 #: What an open tool call is answered with when its owed work is ended.
 ENDED_CALL = "The tool call was never finished: its work was ended (settle)."

@@ -294,8 +294,9 @@ class Sessions:
         Args:
             session_id: The session (agent).
             message: Text (a user message), seed 002's ``AgentMessage`` (an
-                ``ak.WireMessage`` or its JSON ``{"role": "user", "parts": [...]}``: text,
-                reference and data parts, kept verbatim) or a message (``ak.user(...)``).
+                ``agentkeep.sessions.WireMessage`` or its JSON
+                ``{"role": "user", "parts": [...]}``: text, reference and data parts, kept
+                verbatim) or a message (``ak.user(...)``).
             idempotency_key: Any string of 1-255 characters (no control characters),
                 unique in the session; None gives the message a fresh one.
             delivery: ``send`` or ``steer``.

@@ -30,7 +30,8 @@ from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime import session_turns
 from agentkeep.sessions import owing
 from agentkeep.sessions.errors import UnknownSessionError, UnknownTurnError
-from agentkeep.types import JSONObject, MessageOptions, QueueableMessage, QueueName, SessionEvent
+from agentkeep.types import JSONObject, MessageOptions, QueueableMessage, SessionEvent
+from agentkeep.types.records import QueueName
 from agentkeep.types.turns import (
     NATIVE_DRIVER,
     TERMINAL_STATUSES,

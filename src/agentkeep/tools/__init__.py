@@ -1,6 +1,7 @@
 """Tools: what an agent's model may call, and the hooks that bracket a call (spec §3.6).
 
-Import every name from here (``agentkeep`` re-exports the ones an embedding needs). The
+Import every public name from here (``agentkeep`` re-exports the ones an embedding needs;
+what only the runtime calls, ``execute_tool`` and ``validate_result``, stays in its module). The
 package's modules, each importing only those listed before it:
 
 - :mod:`.schema`: JSON Schemas of arguments (what providers are shown, why a value misfits);
@@ -17,17 +18,16 @@ package's modules, each importing only those listed before it:
   search), declared to it and never executed here.
 """
 
-from agentkeep.tools.arguments import MAX_ISSUES, GrammarInput, validate_arguments
+from agentkeep.tools.arguments import GrammarInput, validate_arguments
 from agentkeep.tools.context import BasicToolContext, ToolContext
 from agentkeep.tools.decorator import tool
 from agentkeep.tools.definition import Tool, ToolSet
 from agentkeep.tools.hooks import ToolCallDecision, ToolCallInfo, ToolCallResult
 from agentkeep.tools.outputs import ArgsT, ResultT, ToolError, ToolOutput, default_to_llm
 from agentkeep.tools.provider_tools import ProviderTool
-from agentkeep.tools.results import execute_tool, run_tool, validate_result
+from agentkeep.tools.results import run_tool
 
 __all__ = [
-    "MAX_ISSUES",
     "ArgsT",
     "BasicToolContext",
     "GrammarInput",
@@ -42,9 +42,7 @@ __all__ = [
     "ToolOutput",
     "ToolSet",
     "default_to_llm",
-    "execute_tool",
     "run_tool",
     "tool",
     "validate_arguments",
-    "validate_result",
 ]

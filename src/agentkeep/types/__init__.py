@@ -3,6 +3,11 @@
 Conversation content (blocks, messages, tokens: :mod:`.content`), provider stream events
 (:mod:`.stream`), what inference runs on (:mod:`.selection`), the records the store keeps
 (:mod:`.records`: conversation records, queued messages, owed work) and ids (:mod:`.ids`).
+
+The package exports the public value types: the messages and blocks (``agentkeep`` re-exports
+them), the stream events a provider yields and what a request runs on. The store's records
+stay in :mod:`.records` and are not exported: import them from there.
+
 Everything here is an immutable msgspec value or a pure function of values; it imports nothing
 else of agentkeep (``tests/unit/test_layering.py`` holds it to that), so the loop, the store,
 the providers and the surfaces can all depend on it without depending on each other.
@@ -42,34 +47,9 @@ from agentkeep.types.content import (
     UserMessage,
     input_blocks,
 )
-from agentkeep.types.ids import (
-    is_valid_id,
-    new_id,
-)
+from agentkeep.types.ids import is_valid_id, new_id
 from agentkeep.types.ledger import SessionEvent
-from agentkeep.types.records import (
-    RECORD_TYPES,
-    AgentEnvironment,
-    AgentRow,
-    ArchivedEpoch,
-    ArchiveReason,
-    BlockRecord,
-    CompactionRecord,
-    ConversationRecord,
-    JSONObject,
-    OwedStage,
-    OwedWork,
-    PendingToolCall,
-    QueuedMessage,
-    QueuedNotice,
-    QueueName,
-    SystemReason,
-    SystemRecord,
-    ToolRecord,
-    UserRecord,
-    published_messages,
-    rebuild_messages,
-)
+from agentkeep.types.records import AgentEnvironment, JSONObject
 from agentkeep.types.selection import (
     PERMISSION_MODES,
     REASONING_EFFORTS,
@@ -79,7 +59,6 @@ from agentkeep.types.selection import (
     Selection,
     ServiceTier,
     Settings,
-    apply_options,
 )
 from agentkeep.types.stream import (
     DONE_CANCELLED,
@@ -113,17 +92,12 @@ __all__ = [
     "DONE_CANCELLED",
     "PERMISSION_MODES",
     "REASONING_EFFORTS",
-    "RECORD_TYPES",
     "AgentContentBlock",
     "AgentEnvironment",
     "AgentMessage",
-    "AgentRow",
-    "ArchiveReason",
-    "ArchivedEpoch",
     "AssistantBlock",
     "AssistantMessage",
     "Author",
-    "BlockRecord",
     "BlockReset",
     "BlockStart",
     "BlockStop",
@@ -132,9 +106,7 @@ __all__ = [
     "CompactionFailed",
     "CompactionMessage",
     "CompactionOutcome",
-    "CompactionRecord",
     "Context",
-    "ConversationRecord",
     "DataBlock",
     "Done",
     "DoneState",
@@ -146,16 +118,10 @@ __all__ = [
     "MessageOptions",
     "ModelSessionOptions",
     "OutputBlock",
-    "OwedStage",
-    "OwedWork",
-    "PendingToolCall",
     "PermissionMode",
     "ProviderErrorInfo",
     "ProviderErrorType",
-    "QueueName",
     "QueueableMessage",
-    "QueuedMessage",
-    "QueuedNotice",
     "ReasoningBlock",
     "ReasoningDelta",
     "ReasoningEffort",
@@ -170,8 +136,6 @@ __all__ = [
     "Settings",
     "StreamEvent",
     "SystemMessage",
-    "SystemReason",
-    "SystemRecord",
     "TextBlock",
     "TextDelta",
     "TextEnd",
@@ -184,7 +148,6 @@ __all__ = [
     "ToolCallRequestBlock",
     "ToolCallStart",
     "ToolDescriptor",
-    "ToolRecord",
     "ToolResultDelta",
     "ToolResultEnd",
     "ToolResultMessage",
@@ -192,12 +155,8 @@ __all__ = [
     "Usage",
     "UserBlock",
     "UserMessage",
-    "UserRecord",
-    "apply_options",
     "done_error",
     "input_blocks",
     "is_valid_id",
     "new_id",
-    "published_messages",
-    "rebuild_messages",
 ]

@@ -11,14 +11,8 @@ import pytest
 
 from agentkeep.messages import user
 from agentkeep.persistence import Store, Transaction
-from agentkeep.types import (
-    BlockRecord,
-    QueuedMessage,
-    TextBlock,
-    ToolCallBlock,
-    ToolRecord,
-    ToolResultMessage,
-)
+from agentkeep.types import TextBlock, ToolCallBlock, ToolResultMessage
+from agentkeep.types.records import BlockRecord, QueuedMessage, ToolRecord
 
 REPORT_FIELDS = {"ok", "path", "integrity", "agents", "problems", "notes", "advice"}
 

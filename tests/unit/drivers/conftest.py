@@ -1,5 +1,5 @@
 """A world for the injected-driver tests: a fresh store per test, real drivers (small classes
-implementing ``ak.Driver``), sessions started from definitions that name them."""
+implementing ``Driver``), sessions started from definitions that name them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 
 import agentkeep as ak
+from agentkeep.drivers import DriverContext, DriverResult, DriverRunRequest
+from agentkeep.registry import DefinitionExistsError
+from agentkeep.sessions import SessionEvent
 
 
 class Gated:
@@ -28,14 +31,14 @@ class Gated:
         self.started = [threading.Event() for _ in range(runs)]
         self.release = [threading.Event() for _ in range(runs)]
         self.returned = [threading.Event() for _ in range(runs)]
-        self.requests: list[ak.DriverRunRequest] = []
-        self.contexts: list[ak.DriverContext] = []
+        self.requests: list[DriverRunRequest] = []
+        self.contexts: list[DriverContext] = []
         self.order: list[str] = []
         self._lock = threading.Lock()
         self.active = 0
         self.max_active = 0
 
-    def run(self, request: ak.DriverRunRequest, context: ak.DriverContext) -> ak.DriverResult:
+    def run(self, request: DriverRunRequest, context: DriverContext) -> DriverResult:
         with self._lock:
             index = len(self.requests)
             self.requests.append(request)
@@ -49,7 +52,7 @@ class Gated:
                 if self.honour:
                     context.raise_if_cancelled()
             text = request.input["parts"][0]["text"]
-            return ak.DriverResult(
+            return DriverResult(
                 message={"role": "assistant", "parts": [{"type": "text", "text": f"re: {text}"}]}
             )
         finally:
@@ -64,16 +67,14 @@ class Scripted:
     def __init__(
         self,
         id: str,
-        script: Callable[[ak.DriverRunRequest, ak.DriverContext], ak.DriverResult | None],
+        script: Callable[[DriverRunRequest, DriverContext], DriverResult | None],
     ) -> None:
         self.id = id
         self.script = script
         self.calls = 0
-        self.requests: list[ak.DriverRunRequest] = []
+        self.requests: list[DriverRunRequest] = []
 
-    def run(
-        self, request: ak.DriverRunRequest, context: ak.DriverContext
-    ) -> ak.DriverResult | None:
+    def run(self, request: DriverRunRequest, context: DriverContext) -> DriverResult | None:
         self.calls += 1
         self.requests.append(request)
         return self.script(request, context)
@@ -102,7 +103,7 @@ class DriverWorld:
 
     def session(self, system: ak.AgentSystem, driver_id: str, name: str = "remote") -> str:
         """A session of a definition whose driver is ``driver_id``."""
-        with contextlib.suppress(ak.DefinitionExistsError):
+        with contextlib.suppress(DefinitionExistsError):
             system.registry.create(
                 {"id": name, "instructions": "be brief", "driver": {"id": driver_id}}
             )
@@ -119,7 +120,7 @@ def world(tmp_path: Path) -> Iterator[DriverWorld]:
         system.close(timeout_seconds=10)
 
 
-def events(system: ak.AgentSystem, session_id: str) -> list[ak.SessionEvent]:
+def events(system: ak.AgentSystem, session_id: str) -> list[SessionEvent]:
     return system.events(session_id, limit=1000)
 
 

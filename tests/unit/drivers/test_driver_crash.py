@@ -14,6 +14,7 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.actors.supervisor import Backoff
+from agentkeep.drivers import DriverContextClosedError, DriverResult
 from agentkeep.persistence.writer import StoreWriter
 
 from .conftest import DriverWorld, Gated, Scripted
@@ -90,7 +91,7 @@ def test_a_sigkilled_driver_turn_is_interrupted_and_never_run_again(
     assert owner.returncode == -signal.SIGKILL
     assert calls.read_text().split() == [first_id]
 
-    reopened = Scripted("remote", lambda request, context: ak.DriverResult())
+    reopened = Scripted("remote", lambda request, context: DriverResult())
     system = world.open([reopened])
     first = system.sessions.turn(session_id, first_id)
     second = system.sessions.turn(session_id, second_id)
@@ -163,7 +164,7 @@ def test_a_writer_failure_restarts_the_runners_which_interrupt_the_running_turn(
     assert second.wait(timeout_seconds=20).status == "completed"
     interrupted = system.sessions.turn(session_id, first.turn.id)
     assert interrupted.status == "interrupted"
-    with pytest.raises(ak.DriverContextClosedError):
+    with pytest.raises(DriverContextClosedError):
         driver.contexts[0].emit("progress", {"late": True})
     driver.release[0].set()
     assert driver.returned[0].wait(10)

@@ -12,8 +12,8 @@ import pytest
 import structlog
 from click.testing import CliRunner
 
-import agentkeep as ak
 from agentkeep.cli import cli
+from agentkeep.drivers import Driver
 from agentkeep.drivers.loading import DriverLoadError, load_drivers, split_specs
 from agentkeep.drivers.process import ProcessDriver
 
@@ -25,7 +25,7 @@ class Echo:
 
     def run(self, request, context):
         context.emit("echoed", {"n": len(request.history)})
-        return ak.DriverResult(metadata={"by": self.id})
+        return DriverResult(metadata={"by": self.id})
 
 instance = Echo()
 instance.id = "echo-instance"
@@ -93,7 +93,7 @@ def test_every_form_loads(drivers_file: Path, module_dir: Path) -> None:
         "process",
         "module-itself",
     ]
-    assert all(isinstance(d, ak.Driver) for d in loaded)
+    assert all(isinstance(d, Driver) for d in loaded)
     assert isinstance(loaded[4], ProcessDriver)
     assert load_drivers("") == []
     assert split_specs(" a , ,b,") == ["a", "b"]

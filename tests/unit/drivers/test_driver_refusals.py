@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-import agentkeep as ak
+from agentkeep.drivers import (
+    DriverContext,
+    DriverContextClosedError,
+    DriverResult,
+    DriverRunRequest,
+    InvalidDriverEventError,
+)
 
 from .conftest import DriverWorld, Gated, Scripted, events, types_of
 
@@ -39,17 +45,17 @@ def test_an_invalid_emit_raises_and_fails_the_turn(
     raised: list[BaseException] = []
     after: list[BaseException] = []
 
-    def emitter(request: ak.DriverRunRequest, context: ak.DriverContext) -> ak.DriverResult:
+    def emitter(request: DriverRunRequest, context: DriverContext) -> DriverResult:
         context.emit("progress", {"fine": True})
         try:
             context.emit(type, data)
-        except ak.InvalidDriverEventError as error:
+        except InvalidDriverEventError as error:
             raised.append(error)
         try:  # the context is closed after an invalid emit: nothing more is written
             context.emit("progress", {"after": True})
-        except ak.DriverContextClosedError as error:
+        except DriverContextClosedError as error:
             after.append(error)
-        return ak.DriverResult(message={"role": "assistant", "parts": []})
+        return DriverResult(message={"role": "assistant", "parts": []})
 
     system = world.open([Scripted("remote", emitter)], max_event_bytes=1024)
     session_id = world.session(system, "remote")
@@ -74,11 +80,11 @@ def test_an_invalid_emit_raises_and_fails_the_turn(
 
 
 def test_an_invalid_result_fails_the_turn(world: DriverWorld) -> None:
-    def wrong(request: ak.DriverRunRequest, context: ak.DriverContext) -> Any:
+    def wrong(request: DriverRunRequest, context: DriverContext) -> Any:
         return "not a DriverResult"
 
-    def bad_message(request: ak.DriverRunRequest, context: ak.DriverContext) -> ak.DriverResult:
-        return ak.DriverResult(message={"role": "user", "parts": []}, driver_session_id="x")
+    def bad_message(request: DriverRunRequest, context: DriverContext) -> DriverResult:
+        return DriverResult(message={"role": "user", "parts": []}, driver_session_id="x")
 
     system = world.open([Scripted("wrong", wrong), Scripted("bad", bad_message)])
     for driver_id, problem in (
@@ -96,11 +102,11 @@ def test_an_invalid_result_fails_the_turn(world: DriverWorld) -> None:
 
 
 def test_emit_text_delta_is_ephemeral_like_seed_002(world: DriverWorld) -> None:
-    def seedlike(request: ak.DriverRunRequest, context: ak.DriverContext) -> ak.DriverResult:
+    def seedlike(request: DriverRunRequest, context: DriverContext) -> DriverResult:
         event = context.emit("text.delta", {"text": "Working…"})
         assert event.ephemeral
         assert event.sequence == 0
-        return ak.DriverResult()
+        return DriverResult()
 
     system = world.open([Scripted("remote", seedlike)])
     session_id = world.session(system, "remote")
@@ -130,10 +136,10 @@ def test_closing_the_system_interrupts_a_running_turn_never_replayed(
 
 
 def test_a_delta_that_is_not_text_fails_the_turn(world: DriverWorld) -> None:
-    def wrong(request: ak.DriverRunRequest, context: ak.DriverContext) -> ak.DriverResult:
-        with pytest.raises(ak.InvalidDriverEventError, match="must be a string"):
+    def wrong(request: DriverRunRequest, context: DriverContext) -> DriverResult:
+        with pytest.raises(InvalidDriverEventError, match="must be a string"):
             context.delta(42)  # type: ignore[arg-type]
-        return ak.DriverResult()
+        return DriverResult()
 
     system = world.open([Scripted("remote", wrong)])
     session_id = world.session(system, "remote")

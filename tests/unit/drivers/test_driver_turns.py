@@ -7,11 +7,18 @@ import threading
 import pytest
 
 import agentkeep as ak
+from agentkeep.drivers import (
+    DriverContext,
+    DriverContextClosedError,
+    DriverResult,
+    DriverRunRequest,
+)
+from agentkeep.sessions import TurnFailure, UnsupportedDriverError
 
 from .conftest import DriverWorld, Gated, Scripted, events, types_of
 
 
-def _streaming(request: ak.DriverRunRequest, context: ak.DriverContext) -> ak.DriverResult:
+def _streaming(request: DriverRunRequest, context: DriverContext) -> DriverResult:
     context.delta("Work")
     first = context.emit("progress", {"step": 1})
     assert first.sequence > 0  # committed before emit returned
@@ -19,7 +26,7 @@ def _streaming(request: ak.DriverRunRequest, context: ak.DriverContext) -> ak.Dr
     context.emit("progress", {"step": 2, "nested": {"ok": [1, 2.5, None]}})
     context.emit("message", {"role": "assistant", "parts": [{"type": "text", "text": "mid"}]})
     text = request.input["parts"][0]["text"]
-    return ak.DriverResult(
+    return DriverResult(
         message={"role": "assistant", "parts": [{"type": "text", "text": f"done: {text}"}]},
         driver_session_id=f"remote-{len(request.history)}",
         metadata={"provider": "example"},
@@ -98,7 +105,7 @@ def test_a_streaming_driver_runs_a_turn_and_the_ledger_tells_it(world: DriverWor
 
 
 def test_a_driver_that_raises_fails_the_turn(world: DriverWorld) -> None:
-    def broken(request: ak.DriverRunRequest, context: ak.DriverContext) -> None:
+    def broken(request: DriverRunRequest, context: DriverContext) -> None:
         context.emit("progress", {"step": 1})
         raise ConnectionError("the remote runtime hung up")
 
@@ -106,7 +113,7 @@ def test_a_driver_that_raises_fails_the_turn(world: DriverWorld) -> None:
     session_id = world.session(system, "remote")
     done = system.sessions.send(session_id, "go").wait(timeout_seconds=10)
     assert done.status == "failed"
-    assert done.error == ak.TurnFailure(
+    assert done.error == TurnFailure(
         code="driver_error",
         message="the remote runtime hung up",
         details={"type": "ConnectionError"},
@@ -122,15 +129,15 @@ def test_a_driver_that_outlives_the_turn_timeout_fails_it_and_its_late_emits_are
     late: list[BaseException] = []
     finished = threading.Event()
 
-    def slow(request: ak.DriverRunRequest, context: ak.DriverContext) -> ak.DriverResult:
+    def slow(request: DriverRunRequest, context: DriverContext) -> DriverResult:
         context.wait_cancelled(10)  # the timeout fires the signal
         try:
             context.emit("progress", {"late": True})
-        except ak.DriverContextClosedError as error:
+        except DriverContextClosedError as error:
             late.append(error)
         finally:
             finished.set()
-        return ak.DriverResult()
+        return DriverResult()
 
     system = world.open([Scripted("remote", slow)], turn_timeout_seconds=0.3)
     session_id = world.session(system, "remote")
@@ -175,7 +182,7 @@ def test_a_driver_that_ignores_cancel_is_abandoned_after_the_grace(world: Driver
     cancelled = system.sessions.cancel(session_id, timeout_seconds=10)
     assert cancelled.status == "cancelled"
     assert not driver.returned[0].is_set()  # still running: abandoned, not waited for
-    with pytest.raises(ak.DriverContextClosedError):
+    with pytest.raises(DriverContextClosedError):
         driver.contexts[0].emit("progress", {"after": "abandon"})
     assert "progress" not in types_of(system, session_id)
     # The session goes on with its next turn while the abandoned run still blocks.
@@ -297,13 +304,13 @@ def test_unregistered_and_reserved_drivers_are_refused(world: DriverWorld) -> No
         world.open([], turn_timeout_seconds=0)
     system = world.open([Scripted("remote", lambda r, c: None)])
     system.registry.create({"id": "other", "driver": {"id": "elsewhere"}})
-    with pytest.raises(ak.UnsupportedDriverError, match='"elsewhere" is not registered'):
+    with pytest.raises(UnsupportedDriverError, match='"elsewhere" is not registered'):
         system.sessions.start("other")
     session_id = world.session(system, "remote")
     system.close()
     # Reopened without its driver: the session stays readable, a new turn is refused whole.
     system = world.open([])
-    with pytest.raises(ak.UnsupportedDriverError, match='"remote" is not registered'):
+    with pytest.raises(UnsupportedDriverError, match='"remote" is not registered'):
         system.sessions.send(session_id, "anyone there?")
     assert system.sessions.turns(session_id) == []
     assert system.events(session_id) == []
@@ -314,7 +321,7 @@ def test_the_cancel_intent_is_durable_before_the_signal_fires(world: DriverWorld
     seen: list[str] = []
     started = threading.Event()
 
-    def watcher(request: ak.DriverRunRequest, context: ak.DriverContext) -> None:
+    def watcher(request: DriverRunRequest, context: DriverContext) -> None:
         started.set()
         assert context.wait_cancelled(10)
         # What the store says the moment the signal fired.

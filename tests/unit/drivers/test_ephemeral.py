@@ -5,28 +5,29 @@ from __future__ import annotations
 
 import threading
 
-import agentkeep as ak
+from agentkeep.drivers import DriverContext, DriverResult, DriverRunRequest
 from agentkeep.persistence.ledger import MAX_PENDING_EPHEMERALS
 from agentkeep.providers import script
+from agentkeep.sessions import SessionEvent, Subscription
 
 from .conftest import DriverWorld, Scripted
 
 
 def _chatty(count: int, gate: threading.Event | None = None) -> Scripted:
-    def run(request: ak.DriverRunRequest, context: ak.DriverContext) -> ak.DriverResult:
+    def run(request: DriverRunRequest, context: DriverContext) -> DriverResult:
         if gate is not None:
             assert gate.wait(10)
         for index in range(count):
             context.delta(f"d{index}")
             context.emit("progress", {"index": index})
-        return ak.DriverResult()
+        return DriverResult()
 
     return Scripted("remote", run)
 
 
-def _drain(subscription: ak.Subscription, durable: int) -> list[ak.SessionEvent]:
+def _drain(subscription: Subscription, durable: int) -> list[SessionEvent]:
     """Read until ``durable`` durable events came (and whatever ephemerals came with them)."""
-    seen: list[ak.SessionEvent] = []
+    seen: list[SessionEvent] = []
     while sum(1 for e in seen if not e.ephemeral) < durable:
         seen.append(subscription.next(timeout_seconds=10))
     return seen
@@ -38,7 +39,7 @@ def test_ephemerals_interleave_without_touching_the_durable_order(world: DriverW
     session_id = world.session(system, "remote")
     live = system.subscribe(session_id, ephemeral=True)
     plain = system.subscribe(session_id)
-    reader: list[ak.SessionEvent] = []
+    reader: list[SessionEvent] = []
     done = threading.Event()
     total = 3 + count + 1  # queued, accepted, running, progress…, completed
 

@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 import agentkeep as ak
+from agentkeep.sessions import SessionEvent
 
 
 class EchoArgs(msgspec.Struct):
@@ -60,12 +61,12 @@ def world(tmp_path: Path) -> Iterator[LedgerWorld]:
         system.close(timeout_seconds=10)
 
 
-def types_of(events: list[ak.SessionEvent]) -> list[str]:
+def types_of(events: list[SessionEvent]) -> list[str]:
     return [e.type for e in events]
 
 
-def all_events(system: ak.AgentSystem, session_id: str) -> list[ak.SessionEvent]:
-    events: list[ak.SessionEvent] = []
+def all_events(system: ak.AgentSystem, session_id: str) -> list[SessionEvent]:
+    events: list[SessionEvent] = []
     while page := system.events(session_id, after=len(events), limit=1000):
         events.extend(page)
     return events

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import agentkeep as ak
 from agentkeep.providers import script
+from agentkeep.sessions import SessionEvent
 
 from .conftest import LedgerWorld, all_events
 
 
-def _said(event: ak.SessionEvent) -> tuple[str, str]:
+def _said(event: SessionEvent) -> tuple[str, str]:
     message = event.data["message"]
     assert set(message) == {"role", "parts"}  # seed 002's AgentMessage, nothing else
     assert message["role"] == event.data["role"]

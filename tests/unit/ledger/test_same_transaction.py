@@ -17,7 +17,7 @@ import agentkeep as ak
 from agentkeep.chaos import FaultInjection, FaultPlan
 from agentkeep.persistence.transaction import SqliteTransaction
 from agentkeep.providers import script
-from agentkeep.types import BlockRecord, SystemRecord, ToolRecord, UserRecord
+from agentkeep.types.records import BlockRecord, SystemRecord, ToolRecord, UserRecord
 
 from .conftest import echo
 

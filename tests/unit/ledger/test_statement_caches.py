@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from agentkeep.persistence import Store, Transaction
-from agentkeep.types import AgentRow, Settings
+from agentkeep.types import Settings
+from agentkeep.types.records import AgentRow
 from agentkeep.types.turns import TurnFailure
 
 TIMEOUT = 30.0

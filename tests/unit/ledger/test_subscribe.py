@@ -10,6 +10,7 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.providers import script
+from agentkeep.sessions import SessionEvent
 
 from .conftest import LedgerWorld, all_events, types_of
 
@@ -72,7 +73,7 @@ def test_a_subscriber_sees_a_whole_turn_as_it_commits(world: LedgerWorld) -> Non
     system = world.open()
     agent = system.create()
     subscription = system.subscribe(agent.id)
-    seen: list[ak.SessionEvent] = []
+    seen: list[SessionEvent] = []
 
     def follow() -> None:
         for event in subscription:

@@ -7,6 +7,7 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.providers import script
+from agentkeep.sessions import EventTooLargeError
 
 from .conftest import LedgerWorld, all_events, types_of
 
@@ -84,7 +85,7 @@ def test_a_message_too_big_for_its_event_is_refused_before_anything_is_written(
 ) -> None:
     system = world.open(max_event_bytes=1024)
     agent = system.create()
-    with pytest.raises(ak.EventTooLargeError, match=r"max_event_bytes \(1024\)") as raised:
+    with pytest.raises(EventTooLargeError, match=r"max_event_bytes \(1024\)") as raised:
         system.internals.deliver(agent.id, "send", ak.user("x" * 2000), id="m1", start=False)
     assert raised.value.limit == 1024
     assert raised.value.size > 2000
@@ -100,7 +101,7 @@ def test_a_message_too_big_for_its_event_is_refused_before_anything_is_written(
 def test_a_metadata_update_too_big_for_its_event_is_refused(world: LedgerWorld) -> None:
     system = world.open(max_event_bytes=1024)
     agent = system.create()
-    with pytest.raises(ak.EventTooLargeError, match="metadata update"):
+    with pytest.raises(EventTooLargeError, match="metadata update"):
         system.update_metadata(agent.id, {"blob": "y" * 2000})
     assert system.metadata(agent.id) == {}
     assert system.events(agent.id) == []

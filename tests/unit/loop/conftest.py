@@ -20,15 +20,14 @@ import agentkeep as ak
 from agentkeep.persistence.readonly import ReadOnlyStore
 from agentkeep.types import (
     AssistantMessage,
-    BlockRecord,
     Message,
-    OwedWork,
     SystemMessage,
     TextBlock,
     ToolCallBlock,
     ToolResultMessage,
     UserMessage,
 )
+from agentkeep.types.records import BlockRecord, OwedWork
 
 
 @contextmanager

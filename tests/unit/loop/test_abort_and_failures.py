@@ -6,7 +6,7 @@ import threading
 
 import agentkeep as ak
 from agentkeep.providers import script
-from agentkeep.types import Done, StreamEvent, ToolResultMessage
+from agentkeep.types import Done, StreamEvent, TextStart, ToolResultMessage
 
 from .conftest import World, roles, text_of
 
@@ -30,7 +30,7 @@ def test_abort_mid_stream_keeps_finished_blocks_drops_the_open_one_and_ends_once
     world: World,
 ) -> None:
     log = EventLog()
-    world.model.add(script.hang(before=[*script.text("kept").steps[:-1], ak.TextStart()]))
+    world.model.add(script.hang(before=[*script.text("kept").steps[:-1], TextStart()]))
     system = world.open(features=[log])
     agent = system.create()
     agent.send(ak.user("go"))

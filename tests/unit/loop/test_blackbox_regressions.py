@@ -35,18 +35,15 @@ import agentkeep as ak
 from agentkeep.persistence.interface import Transaction
 from agentkeep.providers import script
 from agentkeep.types import (
-    BlockRecord,
     Done,
-    OwedWork,
     StreamEvent,
     TextDelta,
     TextEnd,
     TextStart,
     ToolCallBlock,
-    ToolRecord,
     ToolResultMessage,
-    UserRecord,
 )
+from agentkeep.types.records import BlockRecord, OwedWork, ToolRecord, UserRecord
 
 from .conftest import World, roles, text_of
 

@@ -6,7 +6,7 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.providers import script
-from agentkeep.types import CompactionRecord
+from agentkeep.types.records import CompactionRecord
 
 from .conftest import World, roles, text_of
 

@@ -13,7 +13,8 @@ import agentkeep as ak
 from agentkeep.loop.plans import Consumed, ConsumeQueue
 from agentkeep.persistence import Store
 from agentkeep.runtime import commit_plans
-from agentkeep.types import AgentRow, OwedWork, QueuedMessage, Settings, UserRecord
+from agentkeep.types import Settings
+from agentkeep.types.records import AgentRow, OwedWork, QueuedMessage, UserRecord
 
 AGENT = "a1"
 QUEUE_READ = "SELECT envelope_json FROM queue"

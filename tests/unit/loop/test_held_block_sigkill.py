@@ -17,15 +17,9 @@ import signal
 from pathlib import Path
 
 from agentkeep.providers import script
-from agentkeep.types import (
-    AssistantMessage,
-    BlockRecord,
-    ReasoningBlock,
-    SystemMessage,
-    TextBlock,
-    UserMessage,
-)
+from agentkeep.types import AssistantMessage, ReasoningBlock, SystemMessage, TextBlock, UserMessage
 from agentkeep.types.ledger import ASSISTANT_BLOCK
+from agentkeep.types.records import BlockRecord
 
 from .conftest import World, printed, python_child, wait_for_durable_block
 from .test_lifecycle_ids import CONTINUE, Recorder, assert_never_ends_with_own_message

@@ -22,7 +22,6 @@ from agentkeep.loop.events import (
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import AppendBlock, Appended, FinishResponse
 from agentkeep.types import (
-    BlockRecord,
     Done,
     ReasoningBlock,
     ReasoningEnd,
@@ -33,6 +32,7 @@ from agentkeep.types import (
     TextStart,
     Tokens,
 )
+from agentkeep.types.records import BlockRecord
 
 from .conftest import World
 from .test_machine_unit import begin_inference, kinds, new_loop

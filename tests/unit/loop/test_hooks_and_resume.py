@@ -10,13 +10,12 @@ import pytest
 import agentkeep as ak
 from agentkeep.persistence.interface import Transaction
 from agentkeep.providers import script
-from agentkeep.types import (
+from agentkeep.types import StreamEvent, ToolCallBlock
+from agentkeep.types.records import (
     BlockRecord,
     OwedWork,
     PendingToolCall,
     QueuedMessage,
-    StreamEvent,
-    ToolCallBlock,
     UserRecord,
 )
 

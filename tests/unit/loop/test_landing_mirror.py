@@ -15,7 +15,8 @@ import agentkeep as ak
 from agentkeep.loop import landing
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.machine import AgentLoop
-from agentkeep.types import QueuedMessage, QueuedNotice, QueueName, Settings
+from agentkeep.types import Settings
+from agentkeep.types.records import QueuedMessage, QueuedNotice, QueueName
 
 
 def _context() -> LoopContext:

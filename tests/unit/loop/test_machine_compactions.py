@@ -24,7 +24,7 @@ from agentkeep.loop.events import Event, HookFinished, Start
 from agentkeep.loop.plans import ReplaceWithCompaction
 from agentkeep.loop.texts import ABORTED_COMPACTION
 from agentkeep.runtime import commit_plans
-from agentkeep.types import BlockRecord
+from agentkeep.types.records import BlockRecord
 
 from .test_machine_properties import Disk, LoopMachine, Process, replaying
 

@@ -93,17 +93,12 @@ from agentkeep.providers.responding import count_conversation
 from agentkeep.runtime import commit_plans
 from agentkeep.runtime.offered_consumption import consume_offered
 from agentkeep.types import (
-    AgentRow,
-    ArchivedEpoch,
     AssistantMessage,
-    BlockRecord,
     CompactionCancelled,
     CompactionFailed,
     CompactionMessage,
     CompactionOutcome,
-    CompactionRecord,
     Context,
-    ConversationRecord,
     Message,
     MessageOptions,
     ModelSessionOptions,
@@ -111,11 +106,18 @@ from agentkeep.types import (
     Selection,
     Settings,
     StreamEvent,
-    SystemRecord,
     TextBlock,
     ToolCallBlock,
-    ToolRecord,
     ToolResultMessage,
+)
+from agentkeep.types.records import (
+    AgentRow,
+    ArchivedEpoch,
+    BlockRecord,
+    CompactionRecord,
+    ConversationRecord,
+    SystemRecord,
+    ToolRecord,
     UserRecord,
     rebuild_messages,
 )

@@ -45,17 +45,8 @@ from agentkeep.loop.effects import (
 from agentkeep.loop.events import Event, Loaded, LoadFailed, Start, WorkAccepted
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.runtime import commit_plans
-from agentkeep.types import (
-    BlockRecord,
-    MessageOptions,
-    PermissionMode,
-    Settings,
-    SystemRecord,
-    ToolCallBlock,
-    ToolRecord,
-    UserRecord,
-    done_error,
-)
+from agentkeep.types import MessageOptions, PermissionMode, Settings, ToolCallBlock, done_error
+from agentkeep.types.records import BlockRecord, SystemRecord, ToolRecord, UserRecord
 
 from .test_machine_properties import (
     AGENT,

@@ -45,20 +45,22 @@ from agentkeep.loop.plans import (
     StageOwed,
 )
 from agentkeep.types import (
-    BlockRecord,
     Done,
-    OwedWork,
-    QueuedMessage,
     Settings,
-    SystemRecord,
     TextBlock,
     TextEnd,
     Tokens,
     ToolCallBlock,
     ToolCallEnd,
     ToolCallStart,
-    ToolRecord,
     ToolResultMessage,
+)
+from agentkeep.types.records import (
+    BlockRecord,
+    OwedWork,
+    QueuedMessage,
+    SystemRecord,
+    ToolRecord,
     UserRecord,
 )
 

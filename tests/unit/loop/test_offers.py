@@ -18,7 +18,8 @@ from agentkeep.loop.events import (
 )
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import Consumed, ConsumeOffer, Settle, Settled, Snapshot
-from agentkeep.types import OwedWork, QueuedMessage, Settings, UserRecord
+from agentkeep.types import Settings
+from agentkeep.types.records import OwedWork, QueuedMessage, UserRecord
 
 DEFAULTS = Settings(provider="local", model="gym-1")
 

@@ -47,16 +47,8 @@ from agentkeep.loop.plans import (
     Snapshot,
     StageOwed,
 )
-from agentkeep.types import (
-    BlockRecord,
-    CompactionCompleted,
-    Done,
-    QueuedMessage,
-    Settings,
-    TextBlock,
-    TextEnd,
-    UserRecord,
-)
+from agentkeep.types import CompactionCompleted, Done, Settings, TextBlock, TextEnd
+from agentkeep.types.records import BlockRecord, QueuedMessage, UserRecord
 
 DEFAULTS = Settings(provider="local", model="gym-1")
 MESSAGE = QueuedMessage(id="m1", queue="send", message=ak.user("hi"), seq=1)

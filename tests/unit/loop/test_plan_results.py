@@ -17,7 +17,8 @@ from agentkeep.loop.plans import (
     Settled,
     StageOwed,
 )
-from agentkeep.types import OwedWork, Settings
+from agentkeep.types import Settings
+from agentkeep.types.records import OwedWork
 
 # What ``runtime.commit_plans.execute`` returns for each plan.
 RETURNS = {

@@ -14,16 +14,18 @@ from agentkeep.loop import view as views
 from agentkeep.loop.view import OpenCalls, ProviderViews, provider_view, unanswered_calls
 from agentkeep.types import (
     AssistantMessage,
+    SystemMessage,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+    UserMessage,
+)
+from agentkeep.types.records import (
     BlockRecord,
     CompactionRecord,
     ConversationRecord,
-    SystemMessage,
     SystemRecord,
-    TextBlock,
-    ToolCallBlock,
     ToolRecord,
-    ToolResultMessage,
-    UserMessage,
     UserRecord,
 )
 

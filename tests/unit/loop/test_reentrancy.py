@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import agentkeep as ak
 from agentkeep.providers import script
-from agentkeep.types import Done, StreamEvent, TextEnd
+from agentkeep.types import Context, Done, StreamEvent, TextEnd
 
 from .conftest import EchoArgs, World, roles, text_of
 
@@ -102,7 +102,7 @@ def test_agents_messaging_each_other_from_their_tools_never_deadlock(world: Worl
         delivery = ctx.system.resolve(other).send(ak.user(f"hello from {ctx.agent_id}"))
         return f"delivered {delivery.created}"
 
-    def respond(context: ak.Context) -> script.ScriptedResponse:
+    def respond(context: Context) -> script.ScriptedResponse:
         # Derived from the conversation, not from request order (two agents share the model):
         # a "start" message calls the tool; anything else gets a text answer.
         last = context.messages[-1]

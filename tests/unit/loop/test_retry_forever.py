@@ -27,14 +27,8 @@ from agentkeep.loop.events import (
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import Snapshot
 from agentkeep.providers import script
-from agentkeep.types import (
-    Done,
-    QueuedMessage,
-    ReasoningEnd,
-    ReasoningStart,
-    Settings,
-    StreamEvent,
-)
+from agentkeep.types import Done, ReasoningEnd, ReasoningStart, Settings, StreamEvent
+from agentkeep.types.records import QueuedMessage
 
 from .conftest import World, counting_tool, roles, text_of
 

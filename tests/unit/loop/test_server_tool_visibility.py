@@ -12,7 +12,7 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.providers import script
-from agentkeep.types import ServerToolResultBlock, ToolCallBlock
+from agentkeep.types import ServerToolResultBlock, StreamEvent, TextEnd, ToolCallBlock
 
 from .conftest import EchoArgs, World, text_of
 
@@ -25,13 +25,13 @@ class Watcher(ak.Feature):
     name = "watcher"
 
     def __init__(self) -> None:
-        self.events: list[ak.StreamEvent] = []
+        self.events: list[StreamEvent] = []
 
-    def on_event(self, ctx: ak.HookContext, event: ak.StreamEvent) -> None:
+    def on_event(self, ctx: ak.HookContext, event: StreamEvent) -> None:
         self.events.append(event)
 
 
-def _call_ids(events: list[ak.StreamEvent]) -> set[str]:
+def _call_ids(events: list[StreamEvent]) -> set[str]:
     return {e.call_id for e in events if hasattr(e, "call_id")}
 
 
@@ -77,7 +77,7 @@ def test_a_hidden_server_tool_has_no_live_events(world: World) -> None:
     _, agent = _run(world, tool, watcher)
 
     assert _call_ids(watcher.events) == set()  # neither its call nor its result was observed
-    assert [e for e in watcher.events if isinstance(e, ak.TextEnd)]  # the answer still was
+    assert [e for e in watcher.events if isinstance(e, TextEnd)]  # the answer still was
     assert len(_server_blocks(agent.transcript())) == 2  # it is still in the history
 
 

@@ -26,15 +26,8 @@ import agentkeep as ak
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import scope_prefix
 from agentkeep.providers import script
-from agentkeep.types import (
-    BlockRecord,
-    OwedWork,
-    PendingToolCall,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultMessage,
-    UserRecord,
-)
+from agentkeep.types import TextBlock, ToolCallBlock, ToolResultMessage
+from agentkeep.types.records import BlockRecord, OwedWork, PendingToolCall, UserRecord
 
 from .conftest import EchoArgs, Gate, World, text_of
 

@@ -46,11 +46,8 @@ from agentkeep.types import (
     AgentMessage,
     AssistantMessage,
     Author,
-    BlockRecord,
     Message,
     MessageOptions,
-    OwedWork,
-    QueuedMessage,
     Settings,
     ToolCallBlock,
     ToolCallEnd,
@@ -58,9 +55,9 @@ from agentkeep.types import (
     ToolCallStart,
     ToolResultMessage,
     UserMessage,
-    UserRecord,
     is_valid_id,
 )
+from agentkeep.types.records import BlockRecord, OwedWork, QueuedMessage, UserRecord
 
 from .conftest import World, counting_tool, roles, text_of, tool_calls
 from .test_machine_properties import AGENT, LoopMachine

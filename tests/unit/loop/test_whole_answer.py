@@ -17,15 +17,8 @@ from pathlib import Path
 
 import agentkeep as ak
 from agentkeep.providers import script
-from agentkeep.types import (
-    AssistantMessage,
-    BlockRecord,
-    SystemMessage,
-    SystemRecord,
-    TextDelta,
-    TextEnd,
-    TextStart,
-)
+from agentkeep.types import AssistantMessage, SystemMessage, TextDelta, TextEnd, TextStart
+from agentkeep.types.records import BlockRecord, SystemRecord
 
 from .conftest import World, python_child, text_of, wait_for_durable_block
 from .test_lifecycle_ids import CONTINUE
@@ -193,13 +186,8 @@ def test_the_continued_blocks_are_read_back_across_each_cut_and_stop_at_a_finish
     ``notice`` (before a notice that reopened a finished response) joins nothing."""
     from agentkeep.loop.texts import CONTINUE_NOTICE
     from agentkeep.loop.view import continued_blocks
-    from agentkeep.types import (
-        ReasoningBlock,
-        SystemReason,
-        TextBlock,
-        UserMessage,
-        UserRecord,
-    )
+    from agentkeep.types import ReasoningBlock, TextBlock, UserMessage
+    from agentkeep.types.records import SystemReason, UserRecord
 
     def block(text: str, *, private: bool = False) -> BlockRecord:
         return BlockRecord(block=TextBlock(text=text), private=private)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentkeep.persistence import Store
-from agentkeep.types import AgentRow
+from agentkeep.types.records import AgentRow
 
 
 @pytest.fixture

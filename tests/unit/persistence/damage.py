@@ -8,7 +8,7 @@ from pathlib import Path
 import apsw
 
 from agentkeep.persistence import DATABASE_NAME, Store
-from agentkeep.types import AgentRow
+from agentkeep.types.records import AgentRow
 
 
 def make_store(home: Path, agents: int = 3) -> Path:

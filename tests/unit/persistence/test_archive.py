@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from agentkeep.persistence import ReadOnlyTransactionError, Store
-from agentkeep.types import AgentRow, Settings, TextBlock, UserMessage, UserRecord
+from agentkeep.types import Settings, TextBlock, UserMessage
+from agentkeep.types.records import AgentRow, UserRecord
 
 
 def _user(text: str) -> UserRecord:

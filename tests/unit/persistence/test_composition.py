@@ -23,7 +23,7 @@ from agentkeep.persistence.codec import Statements
 from agentkeep.persistence.executor import Executor, TableStatements
 from agentkeep.persistence.schema import MIGRATIONS, migrate
 from agentkeep.persistence.transaction import SqliteTransaction
-from agentkeep.types import AgentRow
+from agentkeep.types.records import AgentRow
 
 ROOT = Path(__file__).resolve().parents[3]
 SRC = ROOT / "src" / "agentkeep"

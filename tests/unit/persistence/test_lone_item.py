@@ -14,7 +14,7 @@ from agentkeep.persistence import FaultPlan, InjectedFaultError, Store, Transact
 from agentkeep.persistence.codec import Statements
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.store import DATABASE_NAME
-from agentkeep.types import AgentRow
+from agentkeep.types.records import AgentRow
 
 TIMEOUT = 30.0
 A, B = "a", "b"

@@ -26,17 +26,13 @@ from agentkeep.persistence.faults import InjectedWriterCrashError
 from agentkeep.persistence.memo import BEGIN_GROUP, BEGIN_ITEM, COMMIT_GROUP, END_ITEM
 from agentkeep.persistence.schema import migrate
 from agentkeep.persistence.writer import _BEGIN_ITEM, _END_ITEM
-from agentkeep.types import (
+from agentkeep.types import Settings, SystemMessage, TextBlock, ToolCallBlock, UserMessage
+from agentkeep.types.records import (
     AgentRow,
     OwedWork,
     PendingToolCall,
     QueuedMessage,
     QueuedNotice,
-    Settings,
-    SystemMessage,
-    TextBlock,
-    ToolCallBlock,
-    UserMessage,
     UserRecord,
 )
 

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from agentkeep.persistence import Store, Transaction
 from agentkeep.persistence.codec import decode_message
-from agentkeep.types import QueuedMessage, QueueName, UserMessage
+from agentkeep.types import UserMessage
+from agentkeep.types.records import QueuedMessage, QueueName
 
 A = "a"
 

@@ -18,18 +18,8 @@ import agentkeep as ak
 from agentkeep.persistence import MIGRATIONS, Store, Transaction, schema
 from agentkeep.persistence import store as store_module
 from agentkeep.providers import script
-from agentkeep.types import (
-    AgentRow,
-    OwedWork,
-    PendingToolCall,
-    QueuedMessage,
-    QueuedNotice,
-    SystemMessage,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultMessage,
-    UserMessage,
-)
+from agentkeep.types import SystemMessage, TextBlock, ToolCallBlock, ToolResultMessage, UserMessage
+from agentkeep.types.records import AgentRow, OwedWork, PendingToolCall, QueuedMessage, QueuedNotice
 
 TIMEOUT = 30.0
 BEFORE = tuple(m for m in MIGRATIONS if m.version <= 6)

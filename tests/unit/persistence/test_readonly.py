@@ -20,7 +20,7 @@ from agentkeep.errors import (
 from agentkeep.persistence import DATABASE_NAME, MIGRATIONS, Migration, Store
 from agentkeep.persistence.readonly import ReadOnlyStore
 from agentkeep.persistence.transaction import ReadOnlyTransactionError
-from agentkeep.types import AgentRow
+from agentkeep.types.records import AgentRow
 
 from .damage import flip_bytes, make_store
 
@@ -28,7 +28,7 @@ from .damage import flip_bytes, make_store
 _OWNER = """
 import sys
 from agentkeep.persistence import Store
-from agentkeep.types import AgentRow
+from agentkeep.types.records import AgentRow
 store = Store.open(sys.argv[1])
 print("owned", flush=True)
 sys.stdin.readline()

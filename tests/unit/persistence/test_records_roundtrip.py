@@ -13,16 +13,14 @@ from hypothesis import strategies as st
 
 from agentkeep.persistence import Store
 from agentkeep.persistence.codec import encode as _encode
-from agentkeep.types import (
+from agentkeep.types import DataBlock, Settings, ToolCallRequestBlock
+from agentkeep.types.records import (
     RECORD_TYPES,
     AgentRow,
     ConversationRecord,
-    DataBlock,
     OwedWork,
     PendingToolCall,
     QueuedMessage,
-    Settings,
-    ToolCallRequestBlock,
 )
 
 json_leaves = (

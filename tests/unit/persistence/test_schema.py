@@ -10,7 +10,7 @@ import pytest
 from agentkeep.errors import SchemaTooNewError, StoreError
 from agentkeep.persistence import MIGRATIONS, SCHEMA_VERSION, Migration, Store
 from agentkeep.persistence.schema import PAGE_SIZE, applied_migrations, migrate
-from agentkeep.types import AgentRow
+from agentkeep.types.records import AgentRow
 
 
 def _connect(path: Path) -> apsw.Connection:

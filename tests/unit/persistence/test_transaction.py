@@ -11,6 +11,14 @@ import pytest
 from agentkeep.errors import ExpiredScopeError, UnknownAgentError
 from agentkeep.persistence import ReadOnlyTransactionError, Store, Transaction, agent_prefix
 from agentkeep.types import (
+    Settings,
+    SystemMessage,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+    UserMessage,
+)
+from agentkeep.types.records import (
     AgentRow,
     BlockRecord,
     CompactionRecord,
@@ -18,13 +26,7 @@ from agentkeep.types import (
     PendingToolCall,
     QueuedMessage,
     QueuedNotice,
-    Settings,
-    SystemMessage,
     SystemRecord,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultMessage,
-    UserMessage,
     UserRecord,
 )
 

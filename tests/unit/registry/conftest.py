@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import agentkeep as ak
+from agentkeep.registry import Registry
 
 Opener = Callable[[], ak.AgentSystem]
 
@@ -37,5 +38,5 @@ def open_system(tmp_path: Path) -> Iterator[Opener]:
 
 
 @pytest.fixture
-def registry(open_system: Opener) -> ak.Registry:
+def registry(open_system: Opener) -> Registry:
     return open_system().registry

@@ -14,19 +14,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec import UNSET
 
-import agentkeep as ak
 from agentkeep.registry import (
+    Definition,
+    DefinitionInput,
     DefinitionPatch,
     DriverPatch,
     ModelInput,
+    Registry,
     ResourcesPatch,
     ToolboxPatch,
     WorkspacePatch,
-    canonical_json,
     content_hash,
-    normalize,
 )
-from agentkeep.registry.canonical import canonicalize
+from agentkeep.registry.canonical import canonical_json, canonicalize, normalize
 from agentkeep.registry.patch import apply_patch, new_definition
 
 # -- strategies --------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ patches = st.builds(
 )
 definitions = st.builds(
     lambda identity, patch: (
-        apply_patch(new_definition(ak.DefinitionInput(id=identity)).definition, patch).definition
+        apply_patch(new_definition(DefinitionInput(id=identity)).definition, patch).definition
     ),
     ids,
     patches,
@@ -97,16 +97,16 @@ def scrambled(value: Any) -> Any:
 
 # -- pure properties ---------------------------------------------------------------------------
 @given(definitions)
-def test_normalizing_is_idempotent(definition: ak.Definition) -> None:
+def test_normalizing_is_idempotent(definition: Definition) -> None:
     once = normalize(definition)
     assert normalize(once) == once
     assert canonical_json(once) == canonical_json(definition)
-    assert msgspec.json.decode(canonical_json(once), type=ak.Definition) == once
+    assert msgspec.json.decode(canonical_json(once), type=Definition) == once
 
 
 @given(definitions, st.data())
 def test_the_hash_ignores_key_order_and_duplicate_entries(
-    definition: ak.Definition, data: st.DataObject
+    definition: Definition, data: st.DataObject
 ) -> None:
     raw = msgspec.to_builtins(definition)
     for group, field in (
@@ -119,14 +119,14 @@ def test_the_hash_ignores_key_order_and_duplicate_entries(
         entries = raw[group][field]
         if entries:  # repeat some entries after their first occurrence
             raw[group][field] = entries + data.draw(st.lists(st.sampled_from(entries)))
-    shaken = msgspec.convert(scrambled(raw), ak.Definition)
+    shaken = msgspec.convert(scrambled(raw), Definition)
     assert content_hash(shaken) == content_hash(definition)
     assert normalize(shaken) == normalize(definition)
 
 
 @given(definitions)
 def test_an_empty_patch_and_a_patch_of_the_current_values_change_nothing(
-    definition: ak.Definition,
+    definition: Definition,
 ) -> None:
     current = canonicalize(definition)
     assert apply_patch(current.definition, DefinitionPatch()).hash == current.hash
@@ -136,7 +136,7 @@ def test_an_empty_patch_and_a_patch_of_the_current_values_change_nothing(
 
 @given(definitions, patches)
 def test_a_patch_applied_twice_changes_nothing_the_second_time(
-    definition: ak.Definition, patch: DefinitionPatch
+    definition: Definition, patch: DefinitionPatch
 ) -> None:
     once = apply_patch(normalize(definition), patch)
     assert apply_patch(once.definition, patch).hash == once.hash
@@ -144,7 +144,7 @@ def test_a_patch_applied_twice_changes_nothing_the_second_time(
 
 @given(definitions, patches)
 def test_merge_keeps_untouched_fields_and_takes_given_ones(
-    definition: ak.Definition, patch: DefinitionPatch
+    definition: Definition, patch: DefinitionPatch
 ) -> None:
     before = normalize(definition)
     after = apply_patch(before, patch).definition
@@ -185,7 +185,7 @@ def test_merge_keeps_untouched_fields_and_takes_given_ones(
 
 
 @given(definitions)
-def test_arrays_are_deduplicated_keeping_first_occurrences(definition: ak.Definition) -> None:
+def test_arrays_are_deduplicated_keeping_first_occurrences(definition: Definition) -> None:
     after = normalize(definition)
     for group, field in (
         ("resources", "files"),
@@ -200,7 +200,7 @@ def test_arrays_are_deduplicated_keeping_first_occurrences(definition: ak.Defini
 
 
 # -- through a real store ----------------------------------------------------------------------
-def test_updates_through_the_store_follow_the_timeline_model(registry: ak.Registry) -> None:
+def test_updates_through_the_store_follow_the_timeline_model(registry: Registry) -> None:
     """Every update of a random sequence: a revision is appended exactly when the content
     changes, numbers are dense, and content seen before still gets a new number."""
     names = (f"def-{n}" for n in itertools.count())
@@ -228,7 +228,7 @@ def test_updates_through_the_store_follow_the_timeline_model(registry: ak.Regist
     timeline()
 
 
-def test_an_equal_patch_never_makes_a_revision_through_the_store(registry: ak.Registry) -> None:
+def test_an_equal_patch_never_makes_a_revision_through_the_store(registry: Registry) -> None:
     names = (f"eq-{n}" for n in itertools.count())
 
     @settings(max_examples=25)

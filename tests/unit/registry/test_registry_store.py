@@ -15,6 +15,7 @@ from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readers import open_connection
 from agentkeep.persistence.schema import applied_migrations, migrate
 from agentkeep.persistence.store import DATABASE_NAME
+from agentkeep.registry import DefinitionExistsError, DefinitionRecord, Registry
 
 from .conftest import Opener
 
@@ -28,24 +29,24 @@ def _race(callers: list[threading.Thread]) -> None:
 
 
 def _create_twice_at_once(
-    registry: ak.Registry, identity: str
-) -> tuple[list[ak.DefinitionRecord], list[ak.DefinitionExistsError]]:
+    registry: Registry, identity: str
+) -> tuple[list[DefinitionRecord], list[DefinitionExistsError]]:
     start = threading.Barrier(2)
-    won: list[ak.DefinitionRecord] = []
-    lost: list[ak.DefinitionExistsError] = []
+    won: list[DefinitionRecord] = []
+    lost: list[DefinitionExistsError] = []
 
     def create(name: str) -> None:
         start.wait()
         try:
             won.append(registry.create({"id": identity, "name": name}))
-        except ak.DefinitionExistsError as exc:
+        except DefinitionExistsError as exc:
             lost.append(exc)
 
     _race([threading.Thread(target=create, args=(name,)) for name in ("left", "right")])
     return won, lost
 
 
-def test_two_creates_of_one_id_have_exactly_one_winner(registry: ak.Registry) -> None:
+def test_two_creates_of_one_id_have_exactly_one_winner(registry: Registry) -> None:
     for round_ in range(10):
         identity = f"race-{round_}"
         won, lost = _create_twice_at_once(registry, identity)
@@ -55,7 +56,7 @@ def test_two_creates_of_one_id_have_exactly_one_winner(registry: ak.Registry) ->
         assert [r.number for r in registry.revisions(identity)] == [1]
 
 
-def test_concurrent_updates_lose_nothing_and_number_densely(registry: ak.Registry) -> None:
+def test_concurrent_updates_lose_nothing_and_number_densely(registry: Registry) -> None:
     registry.create({"id": "shared"})
     patches = [
         {"resources": {"files": ["f"]}},

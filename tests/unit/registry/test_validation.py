@@ -6,23 +6,22 @@ from typing import Any
 
 import pytest
 
-import agentkeep as ak
-from agentkeep.registry import validation
+from agentkeep.registry import DefinitionInput, InvalidDefinitionError, Registry, validation
 
 
 @pytest.mark.parametrize(
     "identity",
     ["a", "reviewer", "code.review_v2-1", "0", "-", "_", "...", "x" * 128],
 )
-def test_ids_of_seed_002s_rule_are_accepted(registry: ak.Registry, identity: str) -> None:
+def test_ids_of_seed_002s_rule_are_accepted(registry: Registry, identity: str) -> None:
     assert registry.create({"id": identity}).id == identity
 
 
 @pytest.mark.parametrize(
     "identity", ["", "Reviewer", "a b", "a/b", "é", "x" * 129, ".", "..", "a\n"]
 )
-def test_ids_outside_the_rule_are_refused(registry: ak.Registry, identity: str) -> None:
-    with pytest.raises(ak.InvalidDefinitionError) as caught:
+def test_ids_outside_the_rule_are_refused(registry: Registry, identity: str) -> None:
+    with pytest.raises(InvalidDefinitionError) as caught:
         registry.create({"id": identity})
     assert caught.value.field == "id"
     assert registry.list(include_deleted=True) == []
@@ -55,9 +54,9 @@ def test_ids_outside_the_rule_are_refused(registry: ak.Registry, identity: str) 
     ],
 )
 def test_invalid_input_names_the_field(
-    registry: ak.Registry, draft: dict[str, Any], field: str, problem: str
+    registry: Registry, draft: dict[str, Any], field: str, problem: str
 ) -> None:
-    with pytest.raises(ak.InvalidDefinitionError) as caught:
+    with pytest.raises(InvalidDefinitionError) as caught:
         registry.create(draft)
     assert caught.value.field == field
     assert problem in str(caught.value)
@@ -81,36 +80,36 @@ def test_invalid_input_names_the_field(
     ],
 )
 def test_size_limits_are_refused_with_the_field(
-    registry: ak.Registry, draft: dict[str, Any], field: str
+    registry: Registry, draft: dict[str, Any], field: str
 ) -> None:
-    with pytest.raises(ak.InvalidDefinitionError) as caught:
+    with pytest.raises(InvalidDefinitionError) as caught:
         registry.create({"id": "big", **draft})
     assert caught.value.field == field
     assert "limit" in str(caught.value)
 
 
-def test_the_whole_definition_has_a_size_limit(registry: ak.Registry) -> None:
+def test_the_whole_definition_has_a_size_limit(registry: Registry) -> None:
     # Each part within its own limit, together too large.
     files = [f"{i:04d}" + "f" * 1000 for i in range(validation.MAX_ARRAY_ITEMS)]
-    with pytest.raises(ak.InvalidDefinitionError, match=r"the definition is .* bytes"):
+    with pytest.raises(InvalidDefinitionError, match=r"the definition is .* bytes"):
         registry.create({"id": "big", "resources": {"files": files}})
 
 
-def test_nesting_deeper_than_the_limit_is_refused(registry: ak.Registry) -> None:
+def test_nesting_deeper_than_the_limit_is_refused(registry: Registry) -> None:
     deep: Any = "leaf"
     for _ in range(validation.MAX_JSON_DEPTH + 1):
         deep = {"d": deep}
-    with pytest.raises(ak.InvalidDefinitionError, match="nests deeper"):
+    with pytest.raises(InvalidDefinitionError, match="nests deeper"):
         registry.create({"id": "deep", "metadata": deep})
 
 
-def test_duplicates_do_not_count_against_the_array_limit(registry: ak.Registry) -> None:
+def test_duplicates_do_not_count_against_the_array_limit(registry: Registry) -> None:
     files = ["same"] * (validation.MAX_ARRAY_ITEMS + 5)
     record = registry.create({"id": "dup", "resources": {"files": files}})
     assert record.definition.resources.files == ["same"]
 
 
-def test_a_bad_patch_writes_nothing(registry: ak.Registry) -> None:
+def test_a_bad_patch_writes_nothing(registry: Registry) -> None:
     created = registry.create({"id": "a", "name": "A"})
     for patch in (
         {"name": None},
@@ -119,23 +118,23 @@ def test_a_bad_patch_writes_nothing(registry: ak.Registry) -> None:
         {"metadata": {"x": float("nan")}},
         b"{not json",
     ):
-        with pytest.raises(ak.InvalidDefinitionError):
+        with pytest.raises(InvalidDefinitionError):
             registry.update("a", patch)
     assert registry.get("a") == created
     assert [r.number for r in registry.revisions("a")] == [1]
 
 
-def test_malformed_json_text_is_invalid(registry: ak.Registry) -> None:
-    with pytest.raises(ak.InvalidDefinitionError, match="not valid JSON"):
+def test_malformed_json_text_is_invalid(registry: Registry) -> None:
+    with pytest.raises(InvalidDefinitionError, match="not valid JSON"):
         registry.create(b'{"id": ')
-    with pytest.raises(ak.InvalidDefinitionError) as caught:
+    with pytest.raises(InvalidDefinitionError) as caught:
         registry.create(b"[1]")  # valid JSON, but not an object
     assert "not valid JSON" not in str(caught.value)
     assert "Expected `object`, got `array`" in str(caught.value)
 
 
-def test_a_struct_built_in_python_is_type_checked(registry: ak.Registry) -> None:
+def test_a_struct_built_in_python_is_type_checked(registry: Registry) -> None:
     wrong: Any = 7
-    with pytest.raises(ak.InvalidDefinitionError) as caught:
-        registry.create(ak.DefinitionInput(id="a", name=wrong))
+    with pytest.raises(InvalidDefinitionError) as caught:
+        registry.create(DefinitionInput(id="a", name=wrong))
     assert caught.value.field == "name"

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 import agentkeep as ak
+from agentkeep.drivers import Driver
 from agentkeep.server import RunningServer, ServeOptions
 
 TOKEN = "test-token-0123456789-abcdefghijklmnop"
@@ -44,7 +45,7 @@ class Served:
         self.system.close(timeout_seconds=10)
 
 
-def serve(home: Path, *, drivers: Sequence[ak.Driver] = (), **options: Any) -> Served:
+def serve(home: Path, *, drivers: Sequence[Driver] = (), **options: Any) -> Served:
     model = ak.ScriptedModel()
     providers = ak.Providers()
     providers.add("local", model, kind="gym")

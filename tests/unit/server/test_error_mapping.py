@@ -28,6 +28,7 @@ import agentkeep as ak
 from agentkeep.cli.provider_adapters import LazyProvider
 from agentkeep.cli.providers_toml import ProviderEntry
 from agentkeep.errors import AgentkeepError
+from agentkeep.providers import Provider
 from agentkeep.server import RunningServer, ServeOptions
 from agentkeep.server.app import operations
 from agentkeep.server.errors import STATUS_OF_CODE, status_of
@@ -189,7 +190,7 @@ def test_every_route_answers_every_library_error_with_its_documented_status(
 
 
 # -- configuration problems, end to end --------------------------------------------------------
-def _fails_to_build(provider_id: str, model: str | None) -> ak.Provider:
+def _fails_to_build(provider_id: str, model: str | None) -> Provider:
     raise RuntimeError(f"no API key: ${MISSING_KEY} is unset")
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-import agentkeep as ak
+from agentkeep.drivers import DriverRunRequest
 
 from .conftest import TIMEOUT, serve
 
@@ -43,7 +43,7 @@ class Recording(MyRuntime):
     """The port, unchanged, plus a record of the requests it was given."""
 
     def __init__(self) -> None:
-        self.requests: list[ak.DriverRunRequest] = []
+        self.requests: list[DriverRunRequest] = []
 
     def run(self, request: Any, context: Any) -> Any:
         self.requests.append(request)

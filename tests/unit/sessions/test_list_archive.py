@@ -7,9 +7,10 @@ import pytest
 from tests.unit.sessions.conftest import REVIEWER, TIMEOUT, World, run_turn
 
 import agentkeep as ak
+from agentkeep.sessions import SessionBusyError, SessionRecord, UnknownSessionError
 
 
-def _ids(sessions: list[ak.SessionRecord]) -> list[str]:
+def _ids(sessions: list[SessionRecord]) -> list[str]:
     return [s.id for s in sessions]
 
 
@@ -31,7 +32,7 @@ def test_agents_made_without_a_definition_are_sessions_too(world: World) -> None
     assert system.sessions.get("pinned1") == pinned
     system.delete("plain1")  # a deleted agent is no session
     assert _ids(system.sessions.list()) == ["pinned1"]
-    with pytest.raises(ak.UnknownSessionError):
+    with pytest.raises(UnknownSessionError):
         system.sessions.get("plain1")
 
 
@@ -77,7 +78,7 @@ def test_archive_hides_a_session_from_the_default_list_and_is_idempotent(
     assert plain.status == "archived"
     assert plain.definition_id is None
     assert system.sessions.list() == []
-    with pytest.raises(ak.UnknownSessionError) as raised:
+    with pytest.raises(UnknownSessionError) as raised:
         system.sessions.archive("nobody1")
     assert isinstance(raised.value, ak.UnknownAgentError)
 
@@ -90,7 +91,7 @@ def test_archive_is_refused_while_a_turn_runs(world: World) -> None:
     system.send(session.id, ak.user("think hard"))
     assert world.local.wait_for_requests(1, timeout_seconds=TIMEOUT)
 
-    with pytest.raises(ak.SessionBusyError, match="busy1"):
+    with pytest.raises(SessionBusyError, match="busy1"):
         system.sessions.archive("busy1")
     assert system.sessions.get("busy1").status == "active"
 
@@ -105,7 +106,7 @@ def test_archive_is_refused_while_the_session_owes_work(world: World) -> None:
     # Accepted but not started: no actor runs it, yet the turn is owed durably.
     system.internals.deliver("owes1", "send", ak.user("later"), start=False)
     assert system.state("owes1") == "owes_work"
-    with pytest.raises(ak.SessionBusyError):
+    with pytest.raises(SessionBusyError):
         system.sessions.archive("owes1")
     assert system.sessions.get("owes1").status == "active"
 

@@ -8,6 +8,18 @@ import pytest
 from tests.unit.sessions.conftest import REVIEWER, SYSTEM_INSTRUCTIONS, World, lookup, run_turn
 
 import agentkeep as ak
+from agentkeep.registry import (
+    DefinitionDeletedError,
+    InvalidDefinitionError,
+    UnknownDefinitionError,
+    UnknownRevisionError,
+)
+from agentkeep.sessions import (
+    SessionConfigError,
+    SessionRecord,
+    UnknownSessionError,
+    UnsupportedDriverError,
+)
 
 
 def _tool_keys(model: ak.ScriptedModel) -> set[tuple[str | None, str]]:
@@ -158,7 +170,7 @@ def _refused(
         system.registry.create(definition)
     with pytest.raises(error) as raised:
         system.sessions.start(str(definition["id"]), id="refused1")
-    with pytest.raises(ak.UnknownSessionError):
+    with pytest.raises(UnknownSessionError):
         system.sessions.get("refused1")
     assert system.sessions.list(include_archived=True) == []
     return raised.value
@@ -166,23 +178,23 @@ def _refused(
 
 def test_an_unknown_tool_id_is_refused_at_start(world: World) -> None:
     error = _refused(
-        world, {"id": "d", "toolbox": {"toolIds": ["lookup", "deploy"]}}, ak.SessionConfigError
+        world, {"id": "d", "toolbox": {"toolIds": ["lookup", "deploy"]}}, SessionConfigError
     )
-    assert isinstance(error, ak.SessionConfigError)
+    assert isinstance(error, SessionConfigError)
     assert error.field == "toolbox.toolIds[1]"
     assert '"deploy"' in str(error)
 
 
 def test_a_driver_other_than_agentkeep_is_refused_naming_it(world: World) -> None:
-    error = _refused(world, {"id": "d", "driver": "claude-code"}, ak.UnsupportedDriverError)
+    error = _refused(world, {"id": "d", "driver": "claude-code"}, UnsupportedDriverError)
     assert "claude-code" in str(error)
 
 
 def test_an_unregistered_provider_is_refused(world: World) -> None:
     # Written while "nowhere" was registered: readable now, but no session starts.
     definition = {"id": "d", "model": {"id": "nowhere/m"}}
-    error = _refused(world, definition, ak.SessionConfigError, written_elsewhere=True)
-    assert isinstance(error, ak.SessionConfigError)
+    error = _refused(world, definition, SessionConfigError, written_elsewhere=True)
+    assert isinstance(error, SessionConfigError)
     assert error.field == "model.id"
     assert '"nowhere"' in str(error)
 
@@ -194,7 +206,7 @@ def test_a_model_the_provider_does_not_serve_is_refused(world: World) -> None:
 
 def test_a_model_id_without_a_provider_is_refused_when_written(world: World) -> None:
     system = world.open()
-    with pytest.raises(ak.InvalidDefinitionError) as raised:
+    with pytest.raises(InvalidDefinitionError) as raised:
         system.registry.create({"id": "d", "model": {"id": "gym-1"}})
     assert raised.value.field == "model.id"
     assert "registered providers: local, other" in str(raised.value)
@@ -202,14 +214,14 @@ def test_a_model_id_without_a_provider_is_refused_when_written(world: World) -> 
 
 def test_an_unknown_model_setting_is_refused(world: World) -> None:
     definition = {"id": "d", "model": {"id": "local/gym-1", "settings": {"temperature": 0.2}}}
-    error = _refused(world, definition, ak.SessionConfigError)
-    assert isinstance(error, ak.SessionConfigError)
+    error = _refused(world, definition, SessionConfigError)
+    assert isinstance(error, SessionConfigError)
     assert error.field == "model.settings.temperature"
 
 
 def test_a_bad_setting_value_is_refused(world: World) -> None:
     definition = {"id": "d", "model": {"id": "local/gym-1", "settings": {"effort": "turbo"}}}
-    error = _refused(world, definition, ak.SessionConfigError)
+    error = _refused(world, definition, SessionConfigError)
     assert "turbo" in str(error)
 
 
@@ -217,11 +229,11 @@ def test_unknown_definitions_and_revisions_are_refused(world: World) -> None:
     system = world.open()
     system.registry.create(REVIEWER)
     other = system.registry.create({"id": "other"})
-    with pytest.raises(ak.UnknownDefinitionError):
+    with pytest.raises(UnknownDefinitionError):
         system.sessions.start("nobody")
-    with pytest.raises(ak.UnknownRevisionError):
+    with pytest.raises(UnknownRevisionError):
         system.sessions.start("reviewer", revision_id="nosuchrevision")
-    with pytest.raises(ak.UnknownRevisionError):  # a revision of another definition
+    with pytest.raises(UnknownRevisionError):  # a revision of another definition
         system.sessions.start("reviewer", revision_id=other.current_revision_id)
     assert system.sessions.list() == []
 
@@ -243,9 +255,9 @@ def test_a_deleted_definitions_sessions_keep_working_but_new_ones_are_refused(
     record = system.registry.create(REVIEWER)
     session = system.sessions.start("reviewer")
     system.registry.delete("reviewer")
-    with pytest.raises(ak.DefinitionDeletedError):
+    with pytest.raises(DefinitionDeletedError):
         system.sessions.start("reviewer")
-    with pytest.raises(ak.DefinitionDeletedError):
+    with pytest.raises(DefinitionDeletedError):
         system.sessions.start("reviewer", revision_id=record.current_revision_id)
     world.local.add(ak.script.text("still here"))
     run_turn(system, session.id, "go")
@@ -271,7 +283,7 @@ def test_the_wire_names_are_seed_002s(world: World) -> None:
         "archivedAtMs",
         "owes",  # agentkeep's: work owed that no live turn holds (issue 28)
     }
-    assert msgspec.json.decode(msgspec.json.encode(session), type=ak.SessionRecord) == session
+    assert msgspec.json.decode(msgspec.json.encode(session), type=SessionRecord) == session
 
 
 def test_the_permission_mode_setting_becomes_the_sessions(world: World) -> None:

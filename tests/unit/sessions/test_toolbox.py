@@ -14,6 +14,7 @@ import pytest
 from tests.unit.sessions.conftest import NoArgs, lookup, shell, status
 
 import agentkeep as ak
+from agentkeep.sessions import SessionConfigError
 
 TIMEOUT = 30.0
 
@@ -138,7 +139,7 @@ def test_an_unknown_id_is_refused_at_start_naming_the_field_and_the_known_ids(
 ) -> None:
     system, _, _ = opened
     system.registry.create({"id": "typo", "toolbox": {"toolIds": ["calculator", "calculater"]}})
-    with pytest.raises(ak.SessionConfigError) as refused:
+    with pytest.raises(SessionConfigError) as refused:
         system.sessions.start("typo")
     assert refused.value.field == "toolbox.toolIds[1]"
     assert '"calculater"' in str(refused.value)

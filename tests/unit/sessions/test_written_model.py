@@ -8,13 +8,15 @@ from __future__ import annotations
 import pytest
 
 import agentkeep as ak
+from agentkeep.registry import DefinitionDeletedError, InvalidDefinitionError
+from agentkeep.sessions import SessionConfigError
 
 from .conftest import World
 
 
-def _refusal(call: object) -> ak.InvalidDefinitionError:
+def _refusal(call: object) -> InvalidDefinitionError:
     assert callable(call)
-    with pytest.raises(ak.InvalidDefinitionError) as raised:
+    with pytest.raises(InvalidDefinitionError) as raised:
         call()
     return raised.value
 
@@ -77,7 +79,7 @@ def test_a_definition_whose_provider_went_away_stays_readable_and_editable(world
     error = _refusal(lambda: system.registry.update("d", {"model": {"id": "gone/g-1"}}))
     assert "registered: local, other" in str(error)
     # A session of it is refused at start, as before.
-    with pytest.raises(ak.SessionConfigError) as refused:
+    with pytest.raises(SessionConfigError) as refused:
         system.sessions.start("d")
     assert refused.value.field == "model.id"
 
@@ -96,5 +98,5 @@ def test_a_patch_is_judged_before_the_definition_is_read(world: World) -> None:
         ):
             error = _refusal(lambda: system.registry.update(definition_id, patch))  # noqa: B023
             assert error.field == field
-    with pytest.raises(ak.DefinitionDeletedError):
+    with pytest.raises(DefinitionDeletedError):
         system.registry.update("d", {"name": "ok"})

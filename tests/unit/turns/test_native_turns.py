@@ -8,6 +8,13 @@ import pytest
 import agentkeep as ak
 from agentkeep.persistence.interface import Transaction
 from agentkeep.providers import script
+from agentkeep.sessions import (
+    InputTooLargeError,
+    SessionBusyError,
+    TurnRecord,
+    UnknownSessionError,
+    UnknownTurnError,
+)
 
 from .conftest import GATE, TurnWorld, turn_events
 
@@ -198,7 +205,7 @@ def test_an_archived_session_takes_no_message_and_a_live_turn_blocks_archiving(
     system = world.open()
     session = system.create()
     system.internals.deliver(session.id, "send", ak.user("waits"), start=False)
-    with pytest.raises(ak.SessionBusyError):
+    with pytest.raises(SessionBusyError):
         system.sessions.archive(session.id)
     other = system.create()
     system.sessions.archive(other.id)
@@ -214,7 +221,7 @@ def test_an_input_over_max_input_bytes_is_refused_before_anything_is_written(
 ) -> None:
     system = world.open(max_input_bytes=1024)
     session = system.create()
-    with pytest.raises(ak.InputTooLargeError, match=r"max_input_bytes \(1024\)"):
+    with pytest.raises(InputTooLargeError, match=r"max_input_bytes \(1024\)"):
         system.sessions.send(session.id, "x" * 2000)
     assert system.events(session.id) == []
     assert system.sessions.turns(session.id) == []
@@ -282,9 +289,9 @@ def test_a_terminal_status_never_changes_whoever_tries(world: TurnWorld) -> None
 def test_unknown_session_and_turn_are_named(world: TurnWorld) -> None:
     system = world.open()
     session = system.create()
-    with pytest.raises(ak.UnknownSessionError, match="nope"):
+    with pytest.raises(UnknownSessionError, match="nope"):
         system.sessions.send("nope", "hi")
-    with pytest.raises(ak.UnknownTurnError, match="t404"):
+    with pytest.raises(UnknownTurnError, match="t404"):
         system.sessions.turn(session.id, "t404")
     with pytest.raises(ak.TurnStateError, match="no live turn to cancel: it is idle"):
         system.sessions.cancel(session.id)
@@ -336,7 +343,7 @@ def test_open_survives_a_failing_recovery_transaction(
 
     failures = [OSError("disk I/O error")]
 
-    def flaky(tx: Transaction) -> list[ak.TurnRecord]:
+    def flaky(tx: Transaction) -> list[TurnRecord]:
         if failures:
             raise failures.pop()
         return recovery.recover_turns(tx)
@@ -356,7 +363,7 @@ def test_open_survives_a_failing_recovery_transaction(
     second = system.internals.store.handle.transact(cancelling_again)
     system.close()
 
-    def broken(tx: Transaction) -> list[ak.TurnRecord]:
+    def broken(tx: Transaction) -> list[TurnRecord]:
         raise OSError("disk I/O error")
 
     monkeypatch.setattr(opening_module, "recover_turns", broken)

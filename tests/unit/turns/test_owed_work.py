@@ -9,11 +9,12 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.providers import script
+from agentkeep.sessions import SessionBusyError, TurnRecord
 
 from .conftest import TurnWorld
 
 
-def _failed_session(world: TurnWorld) -> tuple[ak.AgentSystem, str, ak.TurnRecord]:
+def _failed_session(world: TurnWorld) -> tuple[ak.AgentSystem, str, TurnRecord]:
     world.model.add(script.error("internal_error", "the vendor is down"))
     system = world.open()
     session = system.create()
@@ -34,7 +35,7 @@ def test_a_failed_turn_shows_its_owed_work_and_every_refusal_names_the_way_out(
     assert "turn 1 failed (the vendor is down)" in owes.reason
     assert system.sessions.list()[0].owes == owes
     way_out = f"agentkeep session settle {session_id}"
-    with pytest.raises(ak.SessionBusyError, match="owes work no turn holds") as busy:
+    with pytest.raises(SessionBusyError, match="owes work no turn holds") as busy:
         system.sessions.archive(session_id)
     assert way_out in str(busy.value)
     assert f"POST /v1/sessions/{session_id}/settle" in str(busy.value)
@@ -93,10 +94,10 @@ def test_settle_refuses_a_live_turn_and_names_the_cancel(world: TurnWorld) -> No
     sent = system.sessions.send(session.id, "hang")
     assert world.model.wait_for_requests(1, timeout_seconds=10)
     assert system.sessions.get(session.id).owes is None  # a live turn holds the work
-    with pytest.raises(ak.SessionBusyError, match="turn 1 is running") as busy:
+    with pytest.raises(SessionBusyError, match="turn 1 is running") as busy:
         system.sessions.settle(session.id)
     assert f"agentkeep session cancel {session.id}" in str(busy.value)
-    with pytest.raises(ak.SessionBusyError, match="cannot be archived now: turn 1 is running"):
+    with pytest.raises(SessionBusyError, match="cannot be archived now: turn 1 is running"):
         system.sessions.archive(session.id)
     system.sessions.cancel(session.id, timeout_seconds=10)
     assert sent.wait(timeout_seconds=10).status == "cancelled"

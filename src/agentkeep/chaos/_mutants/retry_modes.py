@@ -26,13 +26,8 @@ from agentkeep.loop.context import LoopContext
 from agentkeep.loop.plans import Snapshot
 from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime import commit_plans
-from agentkeep.types import (
-    BlockRecord,
-    MessageOptions,
-    PendingToolCall,
-    ToolCallBlock,
-    ToolRecord,
-)
+from agentkeep.types import MessageOptions, ToolCallBlock
+from agentkeep.types.records import BlockRecord, PendingToolCall, ToolRecord
 
 
 @contextmanager

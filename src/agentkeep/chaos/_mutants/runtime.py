@@ -55,7 +55,8 @@ from agentkeep.persistence.agents import AgentStatements
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.ledger import LedgerStatements, Subscription, encode_event_data
 from agentkeep.runtime.tool_claims import claim_result
-from agentkeep.types import AgentRow, PendingToolCall, ToolResultMessage
+from agentkeep.types import ToolResultMessage
+from agentkeep.types.records import AgentRow, PendingToolCall
 
 
 @contextmanager
