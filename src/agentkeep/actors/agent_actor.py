@@ -125,7 +125,7 @@ class LoopOptions:
     # Hands an ephemeral event (session id, type, data, turn id) to live subscribers.
     publish: Callable[[str, str, JSONObject, str | None], None] | None = None
     retry: RetryPolicy | None = None  # retry forever with this backoff (None: give up)
-    server_tools: tuple[ProviderTool, ...] = ()  # provider-owned tools, told beside the tools
+    provider_tools: tuple[ProviderTool, ...] = ()  # provider-owned tools, told beside the tools
     # How long a finished block may wait for the next stream event (``inference.hold``).
     held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
 
@@ -186,7 +186,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             consume_at_acceptance=not (
                 features.overrides("before_agent_loop") or features.overrides("before_turn")
             ),
-            server_tools=policy_of(options.server_tools),
+            provider_tools=policy_of(options.provider_tools),
             held_block_seconds=options.held_block_seconds,
         )
         self._timers = LoopTimers()  # this incarnation's own waits (backoffs, held blocks)
@@ -409,7 +409,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         Raises if the provider is unknown or a correctness hook fails."""
         instructions = self._features.instructions(self._options.instructions, self._ctx_for)
         tools = self._runner.tool_set(settings)
-        servers = self._options.server_tools
+        servers = self._options.provider_tools
         check_provider_tools(tools, servers)  # a feature's tool may not take a provider tool's name
         descriptors = (*tools.descriptors(), *(each.descriptor() for each in servers))
         session = self._model_session.model_session_for(settings, instructions, descriptors)

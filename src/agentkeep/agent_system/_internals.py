@@ -67,7 +67,7 @@ class SystemInternals:
                 instructions=args.instructions,
                 publish=store.ledger.publish,
                 retry=args.retry,
-                server_tools=args.server_tools,
+                provider_tools=args.provider_tools,
                 held_block_seconds=args.held_block_seconds,
             ),
         )
