@@ -129,6 +129,16 @@ SCOPED: list[Scoped] = [
         _is("src/agentkeep/errors.py"),
         _in_class("IdempotencyConflictError", _SESSION_ID, "agent_id"),
     ),
+    # accepting a message is one act: Acceptance.send (a send/steer of any surface, options
+    # checked) and Acceptance.accept; "offer" is the loop's (ConsumeOffer), "deliver" was a
+    # third word for the plumbing's accept
+    (lambda _p, _t: True, _sub(r"\b(_?acceptance)\.offer\(", r"\1.send(")),
+    (
+        _is("src/agentkeep/agent_system/_acceptance.py", "src/agentkeep/refs.py"),
+        _sub(r"\bdef offer\(", "def send("),
+    ),
+    (lambda _p, _t: True, _sub(r"\binternals\.deliver\b", "internals.accept")),
+    (_is("src/agentkeep/agent_system/_internals.py"), _sub(r"\bdef deliver\(", "def accept(")),
     # the daemon reads the library Subscription's attribute (its own names stay seed 002's)
     (_is("src/agentkeep/server/sse.py"), _sub(r"\b_sub\.session_id\b", "_sub.agent_id")),
     # the library's docs: AgentSystem.events / subscribe take the agent's id

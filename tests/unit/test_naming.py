@@ -21,9 +21,9 @@ from agentkeep.providers.protocol import ModelSession
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _script() -> ModuleType:
-    path = ROOT / "scripts" / "rename_model_session.py"
-    spec = importlib.util.spec_from_file_location("rename_model_session", path)
+def _script(name: str = "rename_model_session") -> ModuleType:
+    path = ROOT / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -188,6 +188,49 @@ def test_the_session_id_check_sees_parameters_attributes_and_keywords() -> None:
     ]
     # The record's own field is seed 002's: declaring it there is allowed.
     assert _session_ids_in("types/ledger.py", source)[-1] == "types/ledger.py:4: session_id"
+
+
+def test_no_old_word_for_the_agent_or_its_acceptance_is_left() -> None:
+    """``scripts/rename_agent_id.py`` (the mapping: session_id → agent_id inside the library,
+    server_tools → provider_tools, deliver/offer → accept/send) finds nothing left to do."""
+    script = _script("rename_agent_id")
+    files = [
+        *sorted((ROOT / "src").rglob("*.py")),
+        *sorted((ROOT / "tests").rglob("*.py")),
+        *sorted((ROOT / "docs").glob("*.md")),
+    ]
+    stale = [
+        str(path.relative_to(ROOT))
+        for path in files
+        if path.resolve() not in script.SKIP
+        and script.rename(path, (text := path.read_text(encoding="utf-8"))) != text
+    ]
+    assert stale == [], "run scripts/rename_agent_id.py on these files"
+    assert all(not (ROOT / old).exists() for old in script.MOVED_FILES)
+
+
+def test_the_agent_id_rename_is_idempotent_and_keeps_seed_002s_names() -> None:
+    rename = _script("rename_agent_id").rename
+    hub = ROOT / "src" / "agentkeep" / "persistence" / "ledger" / "hub.py"
+    old = (
+        "def publish(self, session_id: str) -> None:\n"
+        "    SessionEvent(session_id=session_id)\n"
+        "    system.internals.deliver(a, 'send', m)\n"
+        "    self._acceptance.offer(None, a, 'send', m, {}, where='x')\n"
+        "    AgentSystem.open(server_tools=[tool])\n"
+    )
+    new = rename(hub, old)
+    assert new == (
+        "def publish(self, agent_id: str) -> None:\n"
+        "    SessionEvent(session_id=agent_id)\n"
+        "    system.internals.accept(a, 'send', m)\n"
+        "    self._acceptance.send(None, a, 'send', m, {}, where='x')\n"
+        "    AgentSystem.open(provider_tools=[tool])\n"
+    )
+    assert rename(hub, new) == new
+    # Seed 002's packages keep session_id; the loop's consume offer is another act.
+    wire = "def get(session_id: str) -> None:\n    offer = self._core.offer()\n"
+    assert rename(ROOT / "src" / "agentkeep" / "sessions" / "x.py", wire) == wire
 
 
 def test_provider_tools_is_the_option_of_provider_owned_tools() -> None:

@@ -67,7 +67,7 @@ class Acceptance:
         self._providers = providers
         self._defaults = defaults
 
-    def offer(
+    def send(
         self,
         tx: Transaction | None,
         agent_id: str,

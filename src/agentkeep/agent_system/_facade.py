@@ -205,7 +205,7 @@ class AgentSystem:
                 ``provider``, ``model``, ``effort``, ``service_tier``, ``permission_mode``
                 and ``profile`` it selects.
         """
-        return self._parts.acceptance.offer(
+        return self._parts.acceptance.send(
             None, agent_id, "send", message, options, where="AgentSystem.send"
         )
 
@@ -214,7 +214,7 @@ class AgentSystem:
     ) -> Delivery:
         """Queue ``message`` on the steering queue (it outranks queued sends); the options
         are :meth:`send`'s."""
-        return self._parts.acceptance.offer(
+        return self._parts.acceptance.send(
             None, agent_id, "steering", message, options, where="AgentSystem.steer"
         )
 

@@ -136,7 +136,7 @@ class SystemInternals:
 
     # -- plumbing (tests, chaos campaigns, the CLI's demo) ------------------------------------
 
-    def deliver(
+    def accept(
         self,
         agent_id: str,
         queue: QueueName,
