@@ -51,6 +51,9 @@ MOVED_FILES = {
     "tests/unit/loop/test_server_tool_visibility.py": (
         "tests/unit/loop/test_provider_tool_visibility.py"
     ),
+    # "registry" is the definitions' (agentkeep.registry); the providers by id are a catalog
+    "src/agentkeep/providers/registry.py": "src/agentkeep/providers/catalog.py",
+    "tests/unit/providers/test_registry.py": "tests/unit/providers/test_catalog.py",
 }
 
 # Old → new, each matched on word boundaries; no new name contains its old one as a word, so
@@ -66,6 +69,10 @@ RENAMES: dict[str, str] = {
     "test_server_tool_visibility": "test_provider_tool_visibility",
     # the ledger's "was this agent ever created" (it reads the agents table)
     "session_known": "agent_known",
+    # the providers by id (agentkeep.registry is the definitions' registry)
+    "agentkeep.providers.registry": "agentkeep.providers.catalog",
+    "providers/registry.py": "providers/catalog.py",
+    "provider registry": "provider catalog",
 }
 
 
@@ -139,6 +146,16 @@ SCOPED: list[Scoped] = [
     ),
     (lambda _p, _t: True, _sub(r"\binternals\.deliver\b", "internals.accept")),
     (_is("src/agentkeep/agent_system/_internals.py"), _sub(r"\bdef deliver\(", "def accept(")),
+    # the providers' catalog, and needs_reset's lookup parameter, say "catalog"
+    (
+        _is(
+            "src/agentkeep/providers/catalog.py",
+            "src/agentkeep/providers/compatibility.py",
+            "src/agentkeep/providers/__init__.py",
+            "tests/unit/providers/test_catalog.py",
+        ),
+        _sub(r"\bregistry\b", "catalog"),
+    ),
     # the daemon reads the library Subscription's attribute (its own names stay seed 002's)
     (_is("src/agentkeep/server/sse.py"), _sub(r"\b_sub\.session_id\b", "_sub.agent_id")),
     # the library's docs: AgentSystem.events / subscribe take the agent's id

@@ -298,7 +298,7 @@ class TurnStateError(AgentkeepError):
 
 
 class ProviderError(AgentkeepError):
-    """A provider registry or model session operation failed."""
+    """A provider catalog or model session operation failed."""
 
     code = "provider_error"
 

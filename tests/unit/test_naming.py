@@ -238,3 +238,10 @@ def test_provider_tools_is_the_option_of_provider_owned_tools() -> None:
     assert "server_tools" not in SystemOptions.__annotations__
     assert importlib.util.find_spec("agentkeep.loop.provider_calls") is not None
     assert importlib.util.find_spec("agentkeep.loop.server_calls") is None
+
+
+def test_registry_is_only_the_definitions() -> None:
+    # The providers by id are a catalog; "registry" is agentkeep.registry's definitions.
+    assert importlib.util.find_spec("agentkeep.providers.catalog") is not None
+    assert importlib.util.find_spec("agentkeep.providers.registry") is None
+    assert importlib.util.find_spec("agentkeep.registry") is not None

@@ -91,8 +91,8 @@ from agentkeep.loop.events import (
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import Plan, QueueMode
 from agentkeep.persistence.interface import StoreHandle
+from agentkeep.providers.catalog import Providers
 from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.registry import Providers
 from agentkeep.runtime import commit_plans
 from agentkeep.tools.provider_tools import ProviderTool, check_provider_tools, policy_of
 from agentkeep.types import (
@@ -141,7 +141,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         agent_id: The agent this actor runs.
         options: The system's loop configuration.
         store: Where it loads the agent's state and commits its plans.
-        providers: The provider registry: its model sessions, and the reset rule for switches.
+        providers: The provider catalog: its model sessions, and the reset rule for switches.
         features: The system's features, whose hooks it runs.
         contexts: The agent's hook contexts.
         tool_runner: Runs the agent's tool calls (in child actors).

@@ -32,7 +32,7 @@ from agentkeep.errors import CommitOutcomeUnknownError
 from agentkeep.loop.events import Start, WorkAccepted
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.sessions import tables as session_tables
 from agentkeep.types import (
     JSONObject,

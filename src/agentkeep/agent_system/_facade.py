@@ -33,7 +33,7 @@ from agentkeep.errors import UnknownAgentError
 from agentkeep.loop.events import Start
 from agentkeep.persistence.ledger import Subscription
 from agentkeep.persistence.store import Store
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.registry import Registry
 from agentkeep.sessions import Sessions
 from agentkeep.sessions import setup as session_setup

@@ -31,7 +31,7 @@ from agentkeep.drivers.host import DriverHost
 from agentkeep.errors import UnknownAgentError
 from agentkeep.loop.events import ProviderRemoved
 from agentkeep.persistence.store import Store
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.refs import SystemPort, make_system_ref
 from agentkeep.sessions import setup as session_setup
 from agentkeep.sessions import tables as session_tables

@@ -24,7 +24,7 @@ from agentkeep.logs import get_logger
 from agentkeep.loop.context import DEFAULT_HELD_BLOCK_SECONDS, RetryPolicy
 from agentkeep.loop.plans import QueueMode
 from agentkeep.persistence.store import Store
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.sessions.recovery import needs_recovery, recover_turns
 from agentkeep.tools import Tool, ToolSet
 from agentkeep.tools.provider_tools import ProviderTool, check_provider_tools

@@ -56,7 +56,7 @@ from agentkeep.chaos.process import Offer
 from agentkeep.chaos.tools import Ledger, LedgerEntry, guard_tool, ledger_tools
 from agentkeep.errors import UnknownAgentError
 from agentkeep.messages import user
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.providers.responding import RespondingModel
 
 AGENT_ID = "killagent"

@@ -1,4 +1,4 @@
-"""Providers: the protocol the loop talks to models through, the registry, and local models.
+"""Providers: the protocol the loop talks to models through, the catalog, and local models.
 
 Public names are re-exported here, the vendor adapters included: their modules import their
 SDKs only when a provider is constructed (install the ``anthropic`` / ``openai`` extras), so
@@ -7,6 +7,7 @@ importing this package works without either SDK.
 
 from agentkeep.providers import script
 from agentkeep.providers.anthropic import AnthropicProvider
+from agentkeep.providers.catalog import ProviderFactory, Providers
 from agentkeep.providers.compatibility import (
     PROVIDER_KINDS,
     ModelFamily,
@@ -25,7 +26,6 @@ from agentkeep.providers.protocol import (
     Provider,
     ServesModels,
 )
-from agentkeep.providers.registry import ProviderFactory, Providers
 from agentkeep.providers.responding import RespondingModel
 from agentkeep.providers.scripted import ScriptedModel
 
