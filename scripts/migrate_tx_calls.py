@@ -59,7 +59,7 @@ MOVES: dict[str, tuple[str, str]] = {
     "last_event_sequence": ("ledger", "last_sequence"),
     "noted_event_sequence": ("ledger", "noted_sequence"),
     "events": ("ledger", "events"),
-    "session_known": ("ledger", "session_known"),
+    "session_known": ("ledger", "agent_known"),
     # tx.turns (persistence/turns.py, turn_reads.py)
     "read_turn": ("turns", "read"),
     "list_turns": ("turns", "page"),

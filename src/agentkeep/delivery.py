@@ -24,7 +24,7 @@ from agentkeep.loop.actions import check_message_id as check_action_message_id
 from agentkeep.messages import check_tool_requests, validate_message, wire_input
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.ledger import encode_event_data, encode_event_data_value
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.types import (
     AgentMessage,
     JSONObject,

@@ -269,12 +269,12 @@ class IdempotencyConflictError(InvalidMessageError):
 
     code = "idempotency_conflict"
 
-    def __init__(self, session_id: str, key: str) -> None:
+    def __init__(self, agent_id: str, key: str) -> None:
         super().__init__(
-            f'Idempotency key "{key}" of session "{session_id}" was already used for a '
+            f'Idempotency key "{key}" of session "{agent_id}" was already used for a '
             "different input; nothing was written. Use a new key for a new input."
         )
-        self.session_id = session_id
+        self.agent_id = agent_id
         self.key = key
 
 
@@ -298,7 +298,7 @@ class TurnStateError(AgentkeepError):
 
 
 class ProviderError(AgentkeepError):
-    """A provider registry or model session operation failed."""
+    """A provider catalog or model session operation failed."""
 
     code = "provider_error"
 

@@ -82,7 +82,7 @@ class AcceptancePort(Protocol):
     (``agentkeep.agent_system._acceptance.Acceptance``), the one path every ``send`` and
     ``steer`` takes. Declared here for the same reason as :class:`SystemPort`."""
 
-    def offer(
+    def send(
         self,
         tx: Transaction | None,
         agent_id: str,
@@ -152,7 +152,7 @@ class AgentRef:
     ) -> Delivery:
         """Queue on the send queue; returns once durably accepted (never waits for a loop).
         The options are :meth:`AgentSystem.send`'s."""
-        return self._acceptance.offer(
+        return self._acceptance.send(
             self._tx, self.id, "send", message, options, where="AgentRef.send"
         )
 
@@ -162,7 +162,7 @@ class AgentRef:
         **options: Unpack[SendOptions],
     ) -> Delivery:
         """Queue on the steering queue; returns once durably accepted."""
-        return self._acceptance.offer(
+        return self._acceptance.send(
             self._tx, self.id, "steering", message, options, where="AgentRef.steer"
         )
 

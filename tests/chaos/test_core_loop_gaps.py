@@ -191,7 +191,7 @@ def test_an_external_steer_cannot_split_one_hook_decisions_two_steers(
         result = original(tx, agent_id, **options)
         if _texts([options["message"]], ak.UserMessage) == ["hook-1"]:
             racer = threading.Thread(
-                target=box[0].internals.deliver,
+                target=box[0].internals.accept,
                 args=("hooked", "steering", ak.user("outsider")),
                 kwargs={"id": "outsider"},
             )

@@ -265,14 +265,14 @@ def test_a_report_offered_again_after_a_restart_is_not_answered_twice(
     model = ak.ScriptedModel([_route for _ in range(6)])
     system = _system(tmp_path, model, tools=[])
     system.create(id="parent")
-    system.internals.deliver(
+    system.internals.accept(
         "parent", "send", ak.user("report from kid"), id="reportkid", start=False
     )
     if restart:
         system.close(timeout_seconds=TIMEOUT)
         system = _system(tmp_path, model, tools=[])
     try:
-        again = system.internals.deliver(
+        again = system.internals.accept(
             "parent", "send", ak.user("report from kid"), id="reportkid"
         )
         assert again.created is False

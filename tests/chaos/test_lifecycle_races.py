@@ -131,7 +131,7 @@ def test_a_send_admitted_before_a_delete_leaves_the_deleted_agent_no_actor(
 
     monkeypatch.setattr(system.internals.store, "transact", paced)
     send = threading.Thread(
-        target=_quietly(system.internals.deliver, "doomed", "send", ak.user("late"), id="late"),
+        target=_quietly(system.internals.accept, "doomed", "send", ak.user("late"), id="late"),
         name="sender",
     )
     delete = threading.Thread(

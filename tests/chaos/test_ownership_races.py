@@ -171,7 +171,7 @@ def test_sends_racing_close_are_either_refused_or_answered_exactly_once(tmp_path
         for n in range(200):
             message_id = f"{name}x{n}"
             try:
-                system.internals.deliver("closing", "send", ak.user(message_id), id=message_id)
+                system.internals.accept("closing", "send", ak.user(message_id), id=message_id)
             except ak.AgentClosedError:
                 with lock:
                     refused.append(message_id)
@@ -210,7 +210,7 @@ def test_sends_racing_delete_either_land_before_it_or_are_refused(tmp_path: Path
         def sender() -> None:
             for n in range(60):  # bounded: delete waits for a steady sender (see below)
                 try:
-                    system.internals.deliver("doomed", "send", ak.user(f"d{n}"), id=f"d{n}")
+                    system.internals.accept("doomed", "send", ak.user(f"d{n}"), id=f"d{n}")
                 except (ak.UnknownAgentError, ak.AgentClosedError):
                     return  # refused: deleted, or being deleted (delete admits nothing new)
                 except BaseException as error:  # anything else is a bug

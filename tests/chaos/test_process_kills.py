@@ -17,7 +17,7 @@ from agentkeep.chaos.campaigns import seeds_from_env
 from agentkeep.chaos.process_kills import DEFAULT_SEEDS, Kill, plan, run_campaign
 from agentkeep.chaos.process_worker import RERUN_FRAGILE
 from agentkeep.persistence.store import Store
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 
 MUTANT_SEEDS = range(8, 14)
 

@@ -18,7 +18,7 @@ providers = ak.Providers()
 providers.add("local", ak.ScriptedModel(), kind="gym")
 system = ak.AgentSystem.open(sys.argv[1], providers=providers, provider="local", model="gym-1")
 agent = system.create(id="a1")
-system.internals.deliver("a1", "send", ak.user("hello"))
+system.internals.accept("a1", "send", ak.user("hello"))
 assert system.wait_for_idle("a1", timeout_seconds=60)
 answer = system.transcript("a1")[-1]
 structlog.get_logger("agentkeep.probe").warning("probe_warning", detail=1)

@@ -91,8 +91,8 @@ from agentkeep.loop.events import (
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import Plan, QueueMode
 from agentkeep.persistence.interface import StoreHandle
+from agentkeep.providers.catalog import Providers
 from agentkeep.providers.protocol import CancelToken
-from agentkeep.providers.registry import Providers
 from agentkeep.runtime import commit_plans
 from agentkeep.tools.provider_tools import ProviderTool, check_provider_tools, policy_of
 from agentkeep.types import (
@@ -125,7 +125,7 @@ class LoopOptions:
     # Hands an ephemeral event (session id, type, data, turn id) to live subscribers.
     publish: Callable[[str, str, JSONObject, str | None], None] | None = None
     retry: RetryPolicy | None = None  # retry forever with this backoff (None: give up)
-    server_tools: tuple[ProviderTool, ...] = ()  # provider-owned tools, told beside the tools
+    provider_tools: tuple[ProviderTool, ...] = ()  # provider-owned tools, told beside the tools
     # How long a finished block may wait for the next stream event (``inference.hold``).
     held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
 
@@ -141,7 +141,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         agent_id: The agent this actor runs.
         options: The system's loop configuration.
         store: Where it loads the agent's state and commits its plans.
-        providers: The provider registry: its model sessions, and the reset rule for switches.
+        providers: The provider catalog: its model sessions, and the reset rule for switches.
         features: The system's features, whose hooks it runs.
         contexts: The agent's hook contexts.
         tool_runner: Runs the agent's tool calls (in child actors).
@@ -186,7 +186,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             consume_at_acceptance=not (
                 features.overrides("before_agent_loop") or features.overrides("before_turn")
             ),
-            server_tools=policy_of(options.server_tools),
+            provider_tools=policy_of(options.provider_tools),
             held_block_seconds=options.held_block_seconds,
         )
         self._timers = LoopTimers()  # this incarnation's own waits (backoffs, held blocks)
@@ -409,7 +409,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         Raises if the provider is unknown or a correctness hook fails."""
         instructions = self._features.instructions(self._options.instructions, self._ctx_for)
         tools = self._runner.tool_set(settings)
-        servers = self._options.server_tools
+        servers = self._options.provider_tools
         check_provider_tools(tools, servers)  # a feature's tool may not take a provider tool's name
         descriptors = (*tools.descriptors(), *(each.descriptor() for each in servers))
         session = self._model_session.model_session_for(settings, instructions, descriptors)

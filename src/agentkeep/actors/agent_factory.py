@@ -17,7 +17,7 @@ from agentkeep.actors.status import AgentStatus
 from agentkeep.actors.tool_runner import ToolRunner
 from agentkeep.features import FeatureSet
 from agentkeep.persistence.interface import StoreHandle
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.refs import AgentSystemRef
 from agentkeep.tools import Tool
 

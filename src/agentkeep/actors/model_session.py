@@ -9,8 +9,8 @@ import msgspec
 
 from agentkeep.errors import ProviderError, UnknownProviderError
 from agentkeep.logs import get_logger
+from agentkeep.providers.catalog import Providers
 from agentkeep.providers.protocol import ModelSession
-from agentkeep.providers.registry import Providers
 from agentkeep.types import ModelSessionOptions, Settings, ToolDescriptor
 
 log = get_logger(__name__)

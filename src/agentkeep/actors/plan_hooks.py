@@ -17,8 +17,8 @@ from agentkeep.features import (
 )
 from agentkeep.loop.effects import LifecycleIds
 from agentkeep.persistence.interface import Transaction
+from agentkeep.providers.catalog import Providers
 from agentkeep.providers.compatibility import needs_reset
-from agentkeep.providers.registry import Providers
 from agentkeep.tools import ToolCallInfo
 from agentkeep.types import Settings, SystemMessage, ToolResultMessage
 from agentkeep.types.records import PendingToolCall, QueuedMessage

@@ -32,7 +32,7 @@ from agentkeep.errors import CommitOutcomeUnknownError
 from agentkeep.loop.events import Start, WorkAccepted
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.sessions import tables as session_tables
 from agentkeep.types import JSONObject, MessageOptions, QueueableMessage, Settings
 from agentkeep.types.records import QueuedMessage, QueueName
@@ -61,7 +61,7 @@ class Acceptance:
         self._providers = providers
         self._defaults = defaults
 
-    def offer(
+    def send(
         self,
         tx: Transaction | None,
         agent_id: str,

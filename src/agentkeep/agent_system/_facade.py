@@ -33,7 +33,7 @@ from agentkeep.errors import UnknownAgentError
 from agentkeep.loop.events import Start
 from agentkeep.persistence.ledger import Subscription
 from agentkeep.persistence.store import Store
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.registry import Registry
 from agentkeep.sessions import Sessions
 from agentkeep.sessions import setup as session_setup
@@ -205,7 +205,7 @@ class AgentSystem:
                 ``provider``, ``model``, ``effort``, ``service_tier``, ``permission_mode``
                 and ``profile`` it selects.
         """
-        return self._parts.acceptance.offer(
+        return self._parts.acceptance.send(
             None, agent_id, "send", message, options, where="AgentSystem.send"
         )
 
@@ -214,7 +214,7 @@ class AgentSystem:
     ) -> Delivery:
         """Queue ``message`` on the steering queue (it outranks queued sends); the options
         are :meth:`send`'s."""
-        return self._parts.acceptance.offer(
+        return self._parts.acceptance.send(
             None, agent_id, "steering", message, options, where="AgentSystem.steer"
         )
 
@@ -224,7 +224,7 @@ class AgentSystem:
         """The durable conversation; a deleted agent's stays readable (delete keeps it)."""
         return self._parts.reads.transcript(agent_id)
 
-    def events(self, session_id: str, *, after: int = 0, limit: int = 100) -> list[SessionEvent]:
+    def events(self, agent_id: str, *, after: int = 0, limit: int = 100) -> list[SessionEvent]:
         """Up to ``limit`` (at most 1000) committed ledger events of the session (agent) with
         a sequence above ``after``, in order; a deleted agent's ledger stays readable.
 
@@ -232,11 +232,9 @@ class AgentSystem:
             UnknownAgentError: no agent was ever created with this id.
             InvalidConfigError: ``after`` is negative or ``limit`` is not 1..1000.
         """
-        return self._parts.reads.events(session_id, after=after, limit=limit)
+        return self._parts.reads.events(agent_id, after=after, limit=limit)
 
-    def subscribe(
-        self, session_id: str, *, after: int = 0, ephemeral: bool = False
-    ) -> Subscription:
+    def subscribe(self, agent_id: str, *, after: int = 0, ephemeral: bool = False) -> Subscription:
         """The session's committed events after ``after``: the backlog, then live events as
         they commit, each exactly once, in order (usable from another thread; closed by
         :meth:`close`). Resubscribe from ``last_sequence`` to resume without a gap.
@@ -249,7 +247,7 @@ class AgentSystem:
             UnknownAgentError: no agent was ever created with this id.
             InvalidConfigError: ``after`` is negative.
         """
-        return self._parts.reads.subscribe(session_id, after=after, ephemeral=ephemeral)
+        return self._parts.reads.subscribe(agent_id, after=after, ephemeral=ephemeral)
 
     def settings(self, agent_id: str) -> Settings:
         """The agent's current settings (the system's defaults until a message chose

@@ -31,7 +31,7 @@ from agentkeep.drivers.host import DriverHost
 from agentkeep.errors import UnknownAgentError
 from agentkeep.loop.events import ProviderRemoved
 from agentkeep.persistence.store import Store
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.refs import SystemPort, make_system_ref
 from agentkeep.sessions import setup as session_setup
 from agentkeep.sessions import tables as session_tables
@@ -68,7 +68,7 @@ class SystemInternals:
                 instructions=args.instructions,
                 publish=store.ledger.publish,
                 retry=args.retry,
-                server_tools=args.server_tools,
+                provider_tools=args.provider_tools,
                 held_block_seconds=args.held_block_seconds,
             ),
         )
@@ -137,7 +137,7 @@ class SystemInternals:
 
     # -- plumbing (tests, chaos campaigns, the CLI's demo) ------------------------------------
 
-    def deliver(
+    def accept(
         self,
         agent_id: str,
         queue: QueueName,

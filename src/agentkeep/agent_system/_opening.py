@@ -24,7 +24,7 @@ from agentkeep.logs import get_logger
 from agentkeep.loop.context import DEFAULT_HELD_BLOCK_SECONDS, RetryPolicy
 from agentkeep.loop.plans import QueueMode
 from agentkeep.persistence.store import Store
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.sessions.recovery import needs_recovery, recover_turns
 from agentkeep.tools import Tool, ToolSet
 from agentkeep.tools.provider_tools import ProviderTool, check_provider_tools
@@ -78,7 +78,7 @@ class SystemOptions(TypedDict, total=False):
       leaving a failure note and giving up after three failed turns (the default, False).
       The owed stage stays between attempts (committed tool effects are not replayed) and
       the turn stays ``running``; only abort, close and shutdown stop the retrying.
-    - ``server_tools``: provider-owned tools (:class:`agentkeep.ProviderTool`), declared to
+    - ``provider_tools``: provider-owned tools (:class:`agentkeep.ProviderTool`), declared to
       the provider beside ``tools`` and never executed; each may hide its live events
       (``visible_to_user=False``) or its history (``persist_in_history=False``).
     - ``held_block_seconds``: the bound on how long a finished block of a response may
@@ -109,7 +109,7 @@ class SystemOptions(TypedDict, total=False):
     retry_forever: bool
     retry_initial_seconds: float
     retry_max_seconds: float
-    server_tools: Sequence[ProviderTool]
+    provider_tools: Sequence[ProviderTool]
     held_block_seconds: float
     testing: FaultInjection | None
 
@@ -136,7 +136,7 @@ class OpenArguments(NamedTuple):
     turn_timeout_seconds: float
     driver_cancel_grace_seconds: float
     retry: RetryPolicy | None
-    server_tools: tuple[ProviderTool, ...]
+    provider_tools: tuple[ProviderTool, ...]
     held_block_seconds: float
     testing: FaultInjection
 
@@ -170,7 +170,7 @@ def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenAr
     )
     tool_set = ToolSet(_checked("tools", given_tools, Tool, "an ak.Tool (build one with @ak.tool)"))
     servers = _checked(
-        "server_tools", options.get("server_tools", ()), ProviderTool, "an ak.ProviderTool"
+        "provider_tools", options.get("provider_tools", ()), ProviderTool, "an ak.ProviderTool"
     )
     check_provider_tools(tool_set, servers)
     checked_drivers = check_drivers(options.get("drivers", ()))
@@ -212,7 +212,7 @@ def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenAr
         turn_timeout_seconds=timeout,
         driver_cancel_grace_seconds=grace,
         retry=retry,
-        server_tools=tuple(servers),
+        provider_tools=tuple(servers),
         held_block_seconds=held,
         testing=options.get("testing") or FaultInjection(),
     )

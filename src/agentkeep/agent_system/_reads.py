@@ -28,10 +28,10 @@ from agentkeep.types.records import ConversationRecord, published_messages
 T = TypeVar("T")
 
 
-def _require_session(tx: Transaction, session_id: str) -> None:
+def _require_agent(tx: Transaction, agent_id: str) -> None:
     """``UnknownAgentError`` unless the id names an agent, live or deleted."""
-    if not tx.ledger.session_known(session_id):
-        raise UnknownAgentError(session_id)
+    if not tx.ledger.agent_known(agent_id):
+        raise UnknownAgentError(agent_id)
 
 
 class Reads:
@@ -63,23 +63,21 @@ class Reads:
 
         return published_messages(self.read(read))
 
-    def events(self, session_id: str, *, after: int = 0, limit: int = 100) -> list[SessionEvent]:
+    def events(self, agent_id: str, *, after: int = 0, limit: int = 100) -> list[SessionEvent]:
         """``AgentSystem.events`` (documented there)."""
         check_page(after, limit)
 
         def read(tx: Transaction) -> list[SessionEvent]:
-            _require_session(tx, session_id)
-            return tx.ledger.events(session_id, after, limit)
+            _require_agent(tx, agent_id)
+            return tx.ledger.events(agent_id, after, limit)
 
         return self.read(read)
 
-    def subscribe(
-        self, session_id: str, *, after: int = 0, ephemeral: bool = False
-    ) -> Subscription:
+    def subscribe(self, agent_id: str, *, after: int = 0, ephemeral: bool = False) -> Subscription:
         """``AgentSystem.subscribe`` (documented there)."""
         check_page(after, 1)
-        self.read(lambda tx: _require_session(tx, session_id))
-        return Subscription(session_id, after, self._store.ledger, self.read, ephemeral=ephemeral)
+        self.read(lambda tx: _require_agent(tx, agent_id))
+        return Subscription(agent_id, after, self._store.ledger, self.read, ephemeral=ephemeral)
 
     def settings(self, agent_id: str) -> Settings:
         """``AgentSystem.settings`` (documented there)."""

@@ -25,7 +25,7 @@ class Compaction(msgspec.Struct, frozen=True, kw_only=True):
     state: AgentState
 
 
-def compact_now(system: AgentSystem, session_id: str, *, timeout_seconds: float) -> Compaction:
+def compact_now(system: AgentSystem, agent_id: str, *, timeout_seconds: float) -> Compaction:
     """Compact the session's context, wait for the outcome and for the agent to settle
     (both within ``timeout_seconds``).
 
@@ -35,13 +35,13 @@ def compact_now(system: AgentSystem, session_id: str, *, timeout_seconds: float)
         TimeoutError: no outcome within ``timeout_seconds`` (it goes on).
     """
     deadline = time.monotonic() + timeout_seconds
-    before = system.context_tokens(session_id)
-    system.compact(session_id, wait=True, timeout_seconds=timeout_seconds)
+    before = system.context_tokens(agent_id)
+    system.compact(agent_id, wait=True, timeout_seconds=timeout_seconds)
     # The outcome is known a moment before the agent's step ends: let it settle (within
     # the same bound; work that goes on past it is reported as "running").
-    system.wait_for_idle(session_id, timeout_seconds=max(0.0, deadline - time.monotonic()))
+    system.wait_for_idle(agent_id, timeout_seconds=max(0.0, deadline - time.monotonic()))
     return Compaction(
         context_tokens_before=before,
-        messages=len(system.transcript(session_id)),
-        state=cast(AgentState, system.state(session_id)),  # its three answers
+        messages=len(system.transcript(agent_id)),
+        state=cast(AgentState, system.state(agent_id)),  # its three answers
     )

@@ -33,10 +33,10 @@ class SurfaceReader:
         """Why the store refuses writes now (its writer failed for good), or None."""
         return self._store.refusal
 
-    def watch(self, session_id: str, callback: Callable[[], None]) -> Callable[[], None]:
+    def watch(self, agent_id: str, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` (from the committing thread) whenever the session's ledger
         moves: a commit or an ephemeral event. Returns the function that stops watching."""
-        return self._store.ledger.watch(session_id, callback)
+        return self._store.ledger.watch(agent_id, callback)
 
     @property
     def closed(self) -> bool:

@@ -36,7 +36,7 @@ from agentkeep.chaos.retry_modes import permission_modes, retry_forever
 from agentkeep.chaos.tools import ledger_tools
 from agentkeep.chaos.world import Offer, ProcessHandle
 from agentkeep.persistence.faults import FaultPlan
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 
 
 def _messages(prefix: str, count: int, queue: Literal["send", "steering"] = "send") -> list[Offer]:

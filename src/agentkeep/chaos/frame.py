@@ -20,7 +20,7 @@ from agentkeep.chaos.ledger_checks import check_subscription
 from agentkeep.chaos.world import ChaosWorld, ProcessReport
 from agentkeep.loop.plans import QueueMode
 from agentkeep.persistence.faults import FaultPlan
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.types.records import QueueName
 
 

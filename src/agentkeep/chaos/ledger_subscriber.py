@@ -77,7 +77,7 @@ class RecordingSubscriber:
     def __init__(
         self,
         system: AgentSystem,
-        session_id: str,
+        agent_id: str,
         log: Path,
         generation: int,
         seed: int,
@@ -89,7 +89,7 @@ class RecordingSubscriber:
         self._kill_at = kill_at
         self._received = 0
         self._system = system
-        self._session = session_id
+        self._agent_id = agent_id
         self._log = SubscriberLog(log)
         self._generation = generation
         self._rng = random.Random(seed)
@@ -133,7 +133,7 @@ class RecordingSubscriber:
         after = self._last
         self._append("connect", after=after)
         try:
-            subscription = self._system.subscribe(self._session, after=after)
+            subscription = self._system.subscribe(self._agent_id, after=after)
         except AgentClosedError:  # the system closed between two connections
             with self._changed:
                 self._stopping = True
@@ -175,7 +175,7 @@ class RecordingSubscriber:
                 self._current.close()
         self._thread.join(DRAIN_SECONDS)
         extra: int | None = None
-        probe = self._system.subscribe(self._session, after=reached)
+        probe = self._system.subscribe(self._agent_id, after=reached)
         try:
             with contextlib.suppress(TimeoutError):
                 extra = probe.next(timeout_seconds=0).sequence

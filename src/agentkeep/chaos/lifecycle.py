@@ -61,7 +61,7 @@ from agentkeep.errors import (
 from agentkeep.messages import user
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 
 SUITE = "lifecycle_races"
 TIMEOUT = 20.0  # bound of every wait, delete and close; a call still running after 2× hung

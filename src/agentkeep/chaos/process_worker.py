@@ -56,7 +56,7 @@ from agentkeep.chaos.process import Offer
 from agentkeep.chaos.tools import Ledger, LedgerEntry, guard_tool, ledger_tools
 from agentkeep.errors import UnknownAgentError
 from agentkeep.messages import user
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.providers.responding import RespondingModel
 
 AGENT_ID = "killagent"
@@ -178,7 +178,7 @@ def _play(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[s
                 subscriber.start()
             for offer in OFFERS[:offers]:
                 # The offer's id is its idempotency key too (T4: a re-offer is a repeat).
-                delivery = system.internals.deliver(
+                delivery = system.internals.accept(
                     AGENT_ID, "send", user(offer.text), id=offer.id, idempotency_key=offer.id
                 )
                 ledger.append(
@@ -190,7 +190,7 @@ def _play(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[s
                 )
             # A client retrying the first offer with a fresh message id and the same key:
             # the key alone must make it a repeat of the turn it opened (T4).
-            retry = system.internals.deliver(
+            retry = system.internals.accept(
                 AGENT_ID,
                 "send",
                 user(OFFERS[0].text),

@@ -52,7 +52,7 @@ from agentkeep.chaos.tools import ledger_tools
 from agentkeep.features import Feature, HookContext
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.tools import Tool, ToolCallDecision, ToolCallInfo, ToolContext
 from agentkeep.types import Done, PermissionMode, StreamEvent, ToolCallBlock
 from agentkeep.types.records import BlockRecord, QueueName, SystemRecord, ToolRecord, UserRecord

@@ -49,7 +49,7 @@ from agentkeep.loop.plans import QueueMode
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.providers.responding import RespondingModel
 from agentkeep.tools import Tool
 from agentkeep.types import SessionEvent

@@ -60,8 +60,8 @@ from agentkeep.cli.providers_toml import (
     optional_string,
     parse_entry,
 )
+from agentkeep.providers.catalog import Providers
 from agentkeep.providers.demo import DEMO_MODEL, DEMO_PROVIDER, DemoModel
-from agentkeep.providers.registry import Providers
 from agentkeep.providers.responding import RespondingModel
 from agentkeep.types import MessageOptions
 

@@ -70,7 +70,7 @@ def _talk_in_process(home: Home, agent_id: str, console: Console, *, resume: boo
     printer = StreamPrinter(agent_id, console, prefix="   ")
     with open_system(home, resume=resume, features=[printer], observer=printer) as (system, _):
         if not resume:
-            system.internals.deliver(agent_id, "send", user(FIRST_MESSAGE), options=_OPTIONS)
+            system.internals.accept(agent_id, "send", user(FIRST_MESSAGE), options=_OPTIONS)
         if not system.wait_for_idle(agent_id, timeout_seconds=CHILD_TIMEOUT_SECONDS):
             raise CliError("The agent did not settle in time.", code="demo_timeout")
 
@@ -279,6 +279,6 @@ def demo_child(state: CliState, agent_id: str) -> None:
     crash = _CrashPoint(console, printer)
     tools = ToolEnvironment(home=state.home.path, observer=crash, after_note=crash.after_note)
     with open_system(state.home, resume=False, features=[printer], tools=tools) as (system, _):
-        system.internals.deliver(agent_id, "send", user(CRASH_MESSAGE), options=_OPTIONS)
-        system.internals.deliver(agent_id, "send", user(QUEUED_MESSAGE), options=_OPTIONS)
+        system.internals.accept(agent_id, "send", user(CRASH_MESSAGE), options=_OPTIONS)
+        system.internals.accept(agent_id, "send", user(QUEUED_MESSAGE), options=_OPTIONS)
         system.wait_for_idle(agent_id, timeout_seconds=CHILD_TIMEOUT_SECONDS)

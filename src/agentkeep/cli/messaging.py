@@ -130,7 +130,7 @@ def _run_and_wait(
             announce("nothing was sent", json_mode=state.json_mode)
             interrupts.announced = True
             raise click.exceptions.Exit(EXIT_INTERRUPTED)
-        delivery = system.internals.deliver(
+        delivery = system.internals.accept(
             agent_id, queue, user(message), id=message_id, options=options
         )
         wait_for_turn(system, agent_id, timeout_seconds, interrupts, json_mode=state.json_mode)

@@ -161,7 +161,7 @@ class StoreReader(Backend):
 
     @staticmethod
     def _known(tx: Transaction, session_id: str) -> Transaction:
-        if not tx.ledger.session_known(session_id):
+        if not tx.ledger.agent_known(session_id):
             raise UnknownSessionError(session_id)
         return tx
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from agentkeep.loop.effects import Commit, Effect, LifecycleIds
 from agentkeep.loop.phases import Idle, Phase, Turn
 from agentkeep.loop.plans import AnswerCalls, Plan, QueueMode
-from agentkeep.loop.server_calls import NO_SERVER_TOOLS, ServerToolPolicy
+from agentkeep.loop.provider_calls import NO_PROVIDER_TOOLS, ProviderToolPolicy
 from agentkeep.loop.view import OpenCalls, ProviderViews
 from agentkeep.types import Settings, TextBlock, ToolCallBlock, ToolResultMessage
 from agentkeep.types.records import (
@@ -70,7 +70,7 @@ class LoopConfig:
         consume_at_acceptance: An idle loop may offer its next consumption to the
             acceptance that wakes it (``agentkeep.loop.offers``): nothing observes the
             hooks a run runs before it consumes.
-        server_tools: What the system's server tools hide (``agentkeep.tools.provider_tools``).
+        provider_tools: What the system's provider tools hide (``agentkeep.tools.provider_tools``).
         held_block_seconds: The bound on how long a finished block waits for the
             provider's next event before it is committed on its own (``inference.hold``);
             0: never held (each block is committed as it finishes).
@@ -83,7 +83,7 @@ class LoopConfig:
     eager_settle: bool
     retry: RetryPolicy | None = None
     consume_at_acceptance: bool = False
-    server_tools: ServerToolPolicy = NO_SERVER_TOOLS
+    provider_tools: ProviderToolPolicy = NO_PROVIDER_TOOLS
     held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
 
 

@@ -22,7 +22,7 @@ from agentkeep.loop.plans import (
     FinishResponse,
     StageOwed,
 )
-from agentkeep.loop.server_calls import ServerCalls, is_private
+from agentkeep.loop.provider_calls import ProviderCalls, is_private
 from agentkeep.loop.texts import ABORTED_CALL, UNDISPATCHED_CALL
 from agentkeep.loop.view import continued_blocks, ends_with_own_message
 from agentkeep.types import Done, StreamEvent, ToolCallBlock
@@ -46,7 +46,7 @@ def start(ctx: LoopContext) -> None:
     ctx.phase = Inferring(
         inference_id=inference_id,
         continued=continued_blocks(ctx.mirror.records),
-        server_calls=ServerCalls(policy=ctx.config.server_tools),
+        provider_calls=ProviderCalls(policy=ctx.config.provider_tools),
     )
     ctx.children.add(inference_id)
     ctx.turn.step = "steering"
@@ -64,7 +64,7 @@ def stream_event(ctx: LoopContext, inference_id: str, event: StreamEvent) -> Non
     phase = ctx.phase
     if not isinstance(phase, Inferring) or inference_id != phase.inference_id:
         return  # a cancelled response's leftovers: its terminal event was already given
-    if phase.server_calls.observe(event):  # a hidden server call's events are not observed
+    if phase.provider_calls.observe(event):  # a hidden server call's events are not observed
         ctx.out.append(Emit(event=event))
     if not isinstance(event, Done):
         flush_held(ctx, phase)
@@ -117,7 +117,7 @@ def flush_held(ctx: LoopContext, phase: Inferring) -> None:
     disarm(ctx, phase)
     held, phase.held = phase.held, []
     for block in held:
-        private = phase.server_calls.private_ids((block,))
+        private = phase.provider_calls.private_ids((block,))
         owed = None
         if not phase.opened:
             phase.opened = True
@@ -148,7 +148,7 @@ def maybe_finish(ctx: LoopContext) -> None:
     calls = response.client_calls
     settle = ctx.config.eager_settle and _ends_run(ctx, phase.inference_id, done, calls)
     answers = done.state in ("normal", "length") and not calls
-    private = phase.server_calls.private_ids(response.blocks)
+    private = phase.provider_calls.private_ids(response.blocks)
     # The turn's answer is published: a server call kept out of the history is not in it.
     # It is the whole assistant message: a continuation completes the cut responses it
     # continues, whose blocks the user sees before it (docs/turns.md).
@@ -174,7 +174,7 @@ def maybe_finish(ctx: LoopContext) -> None:
                 settle=settle,
                 answer=answer,
                 message=message,
-                private_calls=phase.server_calls.private_ids(blocks),
+                private_calls=phase.provider_calls.private_ids(blocks),
                 owed=owed,
             )
         )

@@ -50,7 +50,7 @@ from agentkeep.loop.effects import Effect, LifecycleIds
 from agentkeep.loop.events import Event
 from agentkeep.loop.phases import Phase
 from agentkeep.loop.plans import ConsumeOffer, QueueMode
-from agentkeep.loop.server_calls import NO_SERVER_TOOLS, ServerToolPolicy
+from agentkeep.loop.provider_calls import NO_PROVIDER_TOOLS, ProviderToolPolicy
 from agentkeep.types import Settings
 from agentkeep.types.records import (
     ConversationRecord,
@@ -79,7 +79,7 @@ class AgentLoop:
         consume_at_acceptance: Nothing can observe the hooks a run runs before it consumes
             (no ``before_agent_loop`` or ``before_turn``), so an idle loop may offer its
             next consumption to the acceptance that wakes it (:meth:`offer`).
-        server_tools: What the system's server tools hide from the live events and the
+        provider_tools: What the system's server tools hide from the live events and the
             published history (:mod:`agentkeep.tools.provider_tools`).
         held_block_seconds: How long a finished block may wait for the provider's next
             event (to ride in the commit that event brings) before it is committed on its
@@ -99,7 +99,7 @@ class AgentLoop:
         eager_settle: bool = False,
         retry: RetryPolicy | None = None,
         consume_at_acceptance: bool = False,
-        server_tools: ServerToolPolicy = NO_SERVER_TOOLS,
+        provider_tools: ProviderToolPolicy = NO_PROVIDER_TOOLS,
         held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS,
     ) -> None:
         self.agent_id = agent_id
@@ -112,7 +112,7 @@ class AgentLoop:
             eager_settle,
             retry,
             consume_at_acceptance,
-            server_tools,
+            provider_tools,
             held_block_seconds,
         )
         self._ctx = LoopContext(config)

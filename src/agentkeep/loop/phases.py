@@ -26,8 +26,8 @@ from typing import Literal, TypeAlias
 
 from agentkeep.loop.batch import ToolBatch
 from agentkeep.loop.effects import HookName
+from agentkeep.loop.provider_calls import ProviderCalls
 from agentkeep.loop.response import ResponseAssembler
-from agentkeep.loop.server_calls import ServerCalls
 from agentkeep.types import AssistantBlock
 from agentkeep.types.records import PendingToolCall
 
@@ -70,7 +70,7 @@ class Inferring:
     response: ResponseAssembler = field(default_factory=ResponseAssembler)
     held: list[AssistantBlock] = field(default_factory=list)
     hold_timer: str | None = None  # the timer bounding how long ``held`` waits (if any)
-    server_calls: ServerCalls = field(default_factory=ServerCalls)  # what they hide
+    provider_calls: ProviderCalls = field(default_factory=ProviderCalls)  # what they hide
     opened: bool = False  # a finished block was committed (the owed fact marks it open)
 
 

@@ -1,4 +1,4 @@
-"""Providers: the protocol the loop talks to models through, the registry, and local models.
+"""Providers: the protocol the loop talks to models through, the catalog, and local models.
 
 This is the home of what a provider implementer writes against (:class:`Provider`,
 :class:`ModelSession`, :class:`CancelToken`, the scripted model's requests, the model-session
@@ -14,6 +14,7 @@ importing this package works without either SDK.
 from agentkeep.errors import ModelSessionBusyError, ModelSessionClosedError
 from agentkeep.providers import script
 from agentkeep.providers.anthropic import AnthropicModelSession, AnthropicProvider
+from agentkeep.providers.catalog import ProviderFactory, Providers
 from agentkeep.providers.compatibility import PROVIDER_KINDS, ProviderKind
 from agentkeep.providers.demo import DemoModel
 from agentkeep.providers.openai_chat import OpenAIChatModelSession, OpenAICompatibleProvider
@@ -25,7 +26,6 @@ from agentkeep.providers.protocol import (
     Provider,
     ServesModels,
 )
-from agentkeep.providers.registry import ProviderFactory, Providers
 from agentkeep.providers.responding import RespondingModel
 from agentkeep.providers.retry import RetryPolicy
 from agentkeep.providers.scripted import (

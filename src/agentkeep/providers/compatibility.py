@@ -5,7 +5,7 @@ tool results) that only the vendor family that produced them can read back. The 
 says which provider kinds may continue a history written under another kind, and for which
 model families; :func:`needs_reset` applies the reset rule of spec §3.11 on top of it.
 
-Nothing here reads global state: the registry is passed in (anything with ``kind_of``,
+Nothing here reads global state: the catalog is passed in (anything with ``kind_of``,
 ``region_of`` and ``compatibility_key``), so the rule is table-testable.
 """
 
@@ -101,7 +101,7 @@ def compatibility_key(
 
 
 class ProviderLookup(Protocol):
-    """What :func:`needs_reset` needs from a registry (``Providers`` satisfies it)."""
+    """What :func:`needs_reset` needs from a catalog (``Providers`` satisfies it)."""
 
     def kind_of(self, provider_id: str) -> ProviderKind | None:
         """The kind ``provider_id`` was registered with, or None if it is not registered."""
@@ -121,7 +121,7 @@ def needs_reset(
     previous_model: str | None,
     provider: str | None,
     model: str | None,
-    registry: ProviderLookup,
+    catalog: ProviderLookup,
 ) -> bool:
     """The reset rule of spec §3.11: must the history be erased for this switch?
 
@@ -132,23 +132,23 @@ def needs_reset(
     """
     if previous_model is None or model is None:
         return previous_model != model
-    previous_kind = registry.kind_of(previous_provider) if previous_provider else None
-    kind = registry.kind_of(provider) if provider else None
+    previous_kind = catalog.kind_of(previous_provider) if previous_provider else None
+    kind = catalog.kind_of(provider) if provider else None
     if previous_provider is None or provider is None or previous_kind is None or kind is None:
         return True
     if previous_kind != kind:
         return True
-    previous_key = registry.compatibility_key(previous_provider, previous_model)
-    key = registry.compatibility_key(provider, model)
+    previous_key = catalog.compatibility_key(previous_provider, previous_model)
+    key = catalog.compatibility_key(provider, model)
     if previous_key is None or key is None:
         return True
     before = Endpoint(
         provider_id=previous_provider,
         kind=previous_kind,
         model=previous_model,
-        region=registry.region_of(previous_provider),
+        region=catalog.region_of(previous_provider),
     )
     after = Endpoint(
-        provider_id=provider, kind=kind, model=model, region=registry.region_of(provider)
+        provider_id=provider, kind=kind, model=model, region=catalog.region_of(provider)
     )
     return not compatible(before, after)

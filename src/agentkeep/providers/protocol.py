@@ -141,7 +141,7 @@ class ServesModels(Protocol):
 
     Every provider in agentkeep implements it: local models serve only their own names, vendor
     adapters any name of their family. :meth:`Providers.check_model
-    <agentkeep.providers.registry.Providers.check_model>` asks it when a message or a system
+    <agentkeep.providers.catalog.Providers.check_model>` asks it when a message or a system
     default names a model, inside the acceptance transaction, so ``serves`` must be pure and
     quick (no network).
     """

@@ -41,8 +41,8 @@ from agentkeep.loop.plans import (
     Snapshot,
     StageOwed,
 )
+from agentkeep.loop.provider_calls import is_private
 from agentkeep.loop.requests import batch_through_request, request_of, requested_call
-from agentkeep.loop.server_calls import is_private
 from agentkeep.loop.texts import CONTINUE_NOTICE, FAILURE_NOTE
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import scope_prefix

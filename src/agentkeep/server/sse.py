@@ -171,7 +171,7 @@ class EventBridge:
             self._loop.call_soon_threadsafe(self._moved.set)
 
     async def _run(self) -> None:
-        unwatch = self._surfaces.watch(self._sub.session_id, self._announced)
+        unwatch = self._surfaces.watch(self._sub.agent_id, self._announced)
         try:
             while not self._stopped.is_set():
                 self._moved.clear()  # before the read: anything announced after it wakes us
@@ -186,14 +186,14 @@ class EventBridge:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._moved.wait(), _POLL_SECONDS)
         except Exception as error:  # the stream ends; the client resumes from its last id
-            log.warning("sse_bridge_failed", session_id=self._sub.session_id, error=repr(error))
+            log.warning("sse_bridge_failed", session_id=self._sub.agent_id, error=repr(error))
         finally:
             unwatch()
             self._sub.close()
             if self.overflowed:
                 log.info(
                     "sse_consumer_stalled",
-                    session_id=self._sub.session_id,
+                    session_id=self._sub.agent_id,
                     stall_seconds=self._stall,
                 )
                 self._drop_queued()

@@ -40,7 +40,7 @@ import msgspec
 from agentkeep.errors import ModelNotServedError, ProviderUnavailableError, UnknownProviderError
 from agentkeep.features import FeatureSet
 from agentkeep.logs import get_logger
-from agentkeep.providers.registry import Providers
+from agentkeep.providers.catalog import Providers
 from agentkeep.registry.errors import InvalidDefinitionError
 from agentkeep.registry.types import DEFAULT_DRIVER_ID, Definition
 from agentkeep.sessions.errors import SessionConfigError, UnsupportedDriverError

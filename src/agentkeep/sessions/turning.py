@@ -298,5 +298,5 @@ def _ends(event: SessionEvent, turn_id: str) -> bool:
 
 
 def _require_session(tx: Transaction, session_id: str) -> None:
-    if not tx.ledger.session_known(session_id):
+    if not tx.ledger.agent_known(session_id):
         raise UnknownSessionError(session_id)

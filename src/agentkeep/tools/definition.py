@@ -255,5 +255,5 @@ def refuse_hiding(name: str, visible_to_user: object, persist_in_history: object
             raise ToolDefinitionError(
                 f'Tool "{name}" sets {flag}={value!r}, but an executable tool cannot hide '
                 "from correctness or security observers; only a provider-owned tool "
-                "(ak.ProviderTool, passed as AgentSystem.open(server_tools=...)) may set it."
+                "(ak.ProviderTool, passed as AgentSystem.open(provider_tools=...)) may set it."
             )

@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 
 from agentkeep.errors import ToolDefinitionError
-from agentkeep.loop.server_calls import ServerToolPolicy, ToolKey
+from agentkeep.loop.provider_calls import ProviderToolPolicy, ToolKey
 from agentkeep.tools.definition import NAME, ToolSet
 from agentkeep.types import ToolDescriptor
 
@@ -36,7 +36,7 @@ from agentkeep.types import ToolDescriptor
 class ProviderTool:
     """A provider-owned tool: declared to the provider, never executed by agentkeep.
 
-    Pass it to ``AgentSystem.open(server_tools=[...])``.
+    Pass it to ``AgentSystem.open(provider_tools=[...])``.
 
     Attributes:
         name: ``[A-Za-z0-9_-]{1,64}``; no executable tool of the system may share its
@@ -104,10 +104,10 @@ class ProviderTool:
         )
 
 
-def policy_of(tools: Iterable[ProviderTool]) -> ServerToolPolicy:
-    """What the loop hides for ``tools`` (``agentkeep.loop.server_calls``)."""
+def policy_of(tools: Iterable[ProviderTool]) -> ProviderToolPolicy:
+    """What the loop hides for ``tools`` (``agentkeep.loop.provider_calls``)."""
     listed = list(tools)
-    return ServerToolPolicy(
+    return ProviderToolPolicy(
         hidden=frozenset(t.key for t in listed if not t.visible_to_user),
         private=frozenset(t.key for t in listed if not t.persist_in_history),
     )

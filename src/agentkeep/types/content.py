@@ -65,7 +65,11 @@ class ToolCallBlock(Value, frozen=True, tag="tool_call"):
 
 
 class ServerToolResultBlock(Value, frozen=True, tag="tool_result"):
-    """The result of a provider-owned (server) tool call, kept in the assistant message."""
+    """The result of a provider-owned (server) tool call, kept in the assistant message.
+
+    It keeps the vendors' word, like ``ToolCallBlock.server``: its tag and fields are stored in
+    the database, and its name pairs it with that stored flag (``ak.ProviderTool`` declares
+    the tool; what comes back is the provider's server call and its result)."""
 
     call_id: str
     content: tuple[TextBlock | ImageBlock, ...] = ()

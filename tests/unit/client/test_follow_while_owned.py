@@ -25,7 +25,7 @@ providers.add("local", ak.ScriptedModel([text("answer from the owner")]), kind="
 system = ak.AgentSystem.open(sys.argv[1], providers=providers, provider="local", model="gym-1")
 print("owned", flush=True)
 sys.stdin.readline()
-system.internals.deliver("a1", "send", ak.user("written by the owner"))
+system.internals.accept("a1", "send", ak.user("written by the owner"))
 assert system.wait_for_idle("a1", timeout_seconds=60)
 print("answered", flush=True)
 sys.stdin.readline()

@@ -72,8 +72,8 @@ def test_steering_is_accepted_as_steer(world: LedgerWorld) -> None:
 def test_an_idempotent_repeat_appends_nothing(world: LedgerWorld) -> None:
     system = world.open()
     agent = system.create()
-    first = system.internals.deliver(agent.id, "send", ak.user("q"), id="m1", start=False)
-    again = system.internals.deliver(agent.id, "send", ak.user("q"), id="m1", start=False)
+    first = system.internals.accept(agent.id, "send", ak.user("q"), id="m1", start=False)
+    again = system.internals.accept(agent.id, "send", ak.user("q"), id="m1", start=False)
     assert types_of(all_events(system, agent.id)) == ["turn.queued", "message.accepted"]
     assert (again.created, again.turn_id) == (False, first.turn_id)
 

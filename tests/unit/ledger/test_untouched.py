@@ -86,14 +86,14 @@ def test_a_message_too_big_for_its_event_is_refused_before_anything_is_written(
     system = world.open(max_event_bytes=1024)
     agent = system.create()
     with pytest.raises(EventTooLargeError, match=r"max_event_bytes \(1024\)") as raised:
-        system.internals.deliver(agent.id, "send", ak.user("x" * 2000), id="m1", start=False)
+        system.internals.accept(agent.id, "send", ak.user("x" * 2000), id="m1", start=False)
     assert raised.value.limit == 1024
     assert raised.value.size > 2000
     assert isinstance(raised.value, ak.InvalidMessageError)
     assert system.events(agent.id) == []
     assert system.state(agent.id) == "idle"  # nothing owed, nothing queued
     # Nothing was claimed either: the id is still free for a message that fits.
-    delivery = system.internals.deliver(agent.id, "send", ak.user("short"), id="m1", start=False)
+    delivery = system.internals.accept(agent.id, "send", ak.user("short"), id="m1", start=False)
     assert delivery.created
     assert types_of(system.events(agent.id)) == ["turn.queued", "message.accepted"]
 

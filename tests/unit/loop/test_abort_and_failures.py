@@ -107,8 +107,8 @@ def test_a_persistently_failing_provider_cannot_loop(world: World) -> None:
     agent = system.create()
     # Both queued before the loop starts (sent one by one, a loaded machine could run the
     # first before the second is accepted, which asks the model once more).
-    system.internals.deliver(agent.id, "send", ak.user("one"), start=False)
-    system.internals.deliver(agent.id, "send", ak.user("two"), start=False)
+    system.internals.accept(agent.id, "send", ak.user("one"), start=False)
+    system.internals.accept(agent.id, "send", ak.user("two"), start=False)
     system.internals.wake(agent.id)
     agent.wait_for_idle(timeout_seconds=10)
 

@@ -146,12 +146,12 @@ def test_queue_entries_of_an_earlier_process_join_new_ones_in_key_order(world: W
     first = world.open(resume=False)
     agent = first.create(id="queued")
     for n in (1, 2):
-        first.internals.deliver(agent.id, "send", ak.user(f"old{n}"), id=f"old{n}", start=False)
+        first.internals.accept(agent.id, "send", ak.user(f"old{n}"), id=f"old{n}", start=False)
     first.close()
 
     second = world.open(resume=False)
     for n in (1, 2):
-        second.internals.deliver(agent.id, "send", ak.user(f"new{n}"), id=f"new{n}", start=False)
+        second.internals.accept(agent.id, "send", ak.user(f"new{n}"), id=f"new{n}", start=False)
     second.start()
     assert second.wait_for_idle(agent.id, timeout_seconds=10)
 
@@ -187,7 +187,7 @@ def test_writes_of_sequential_processes_in_one_millisecond_keep_their_order(
             system.create(id="samems")
         for n in range(2):
             ids.append(f"g{generation}m{n}")
-            system.internals.deliver("samems", "send", ak.user(ids[-1]), id=ids[-1], start=False)
+            system.internals.accept("samems", "send", ak.user(ids[-1]), id=ids[-1], start=False)
         system.close()
     assert clock.calls == len(ids)
     stamps = [

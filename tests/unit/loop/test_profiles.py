@@ -48,7 +48,7 @@ def test_a_profile_is_durable_across_reopen_and_never_reaches_the_provider(
     system = world.open()
     agent = system.create()
     # Queued durably without starting the agent: the profile must survive the process.
-    system.internals.deliver(
+    system.internals.accept(
         agent.id,
         "send",
         ak.user("q1"),

@@ -250,7 +250,7 @@ def test_a_writer_failure_storm_stops_the_system_with_durable_state_intact(
         restart_backoff=Backoff(initial_seconds=0),
     )
     agent = system.create()
-    system.internals.deliver(agent.id, "send", ak.user("queued"), start=False)
+    system.internals.accept(agent.id, "send", ak.user("queued"), start=False)
 
     failures.armed = 100
     with pytest.raises(ak.CommitOutcomeUnknownError):

@@ -357,7 +357,7 @@ def test_an_all_at_once_batch_ends_at_the_tool_request(world: World) -> None:
         ("b", "read_only", (request("echo", text="b"),)),
         ("c", "full_access", ()),
     ):
-        system.internals.deliver(
+        system.internals.accept(
             agent.id,
             "send",
             ak.user([ak.TextBlock(text=text), *blocks]),
@@ -464,7 +464,7 @@ def test_a_crash_before_dispatch_recovers_the_recorded_call_with_the_same_id(
 def test_a_restart_between_acceptance_and_dispatch_runs_the_recorded_call(world: World) -> None:
     system = world.open()
     agent = system.create()
-    system.internals.deliver(agent.id, "send", ak.user([request("echo", text="r")]), start=False)
+    system.internals.accept(agent.id, "send", ak.user([request("echo", text="r")]), start=False)
     consume = ConsumeQueue(
         queue="send",
         mode="one-at-a-time",

@@ -65,9 +65,9 @@ def test_the_model_is_checked_under_the_provider_the_message_will_run_on(
         agent.send(ak.user("q"), provider="claude")
     # ... but a queued switch counts: after it, the claude name alone is fine.
     switch = MessageOptions(provider="claude", model=CLAUDE)
-    system.internals.deliver(agent.id, "send", ak.user("q1"), options=switch, start=False)
+    system.internals.accept(agent.id, "send", ak.user("q1"), options=switch, start=False)
     later = MessageOptions(model=CLAUDE)
-    assert system.internals.deliver(
+    assert system.internals.accept(
         agent.id, "send", ak.user("q2"), options=later, start=False
     ).created
 

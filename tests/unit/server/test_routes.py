@@ -153,7 +153,7 @@ def test_session_refusals_and_archive(client: httpx.Client, served: Served) -> N
 def test_archiving_a_busy_session_is_a_409(client: httpx.Client, served: Served) -> None:
     agent = served.system.create(id="busy1")
     # Queued without starting: the session owes work, durably.
-    served.system.internals.deliver(agent.id, "send", ak.user("hello"), start=False)
+    served.system.internals.accept(agent.id, "send", ak.user("hello"), start=False)
     busy = client.delete("/v1/sessions/busy1")
     assert (busy.status_code, _code(busy)) == (409, "session_busy")
 

@@ -104,7 +104,7 @@ def test_archive_is_refused_while_the_session_owes_work(world: World) -> None:
     system = world.open()
     system.create(id="owes1")
     # Accepted but not started: no actor runs it, yet the turn is owed durably.
-    system.internals.deliver("owes1", "send", ak.user("later"), start=False)
+    system.internals.accept("owes1", "send", ak.user("later"), start=False)
     assert system.state("owes1") == "owes_work"
     with pytest.raises(SessionBusyError):
         system.sessions.archive("owes1")

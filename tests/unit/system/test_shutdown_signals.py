@@ -26,7 +26,7 @@ DAEMON = textwrap.dedent(
     providers.add("local", ak.ScriptedModel(), kind="gym")
     system = ak.AgentSystem.open(sys.argv[1], providers=providers, provider="local", model="gym-1")
     agent = system.create(id="daemonagent")
-    system.internals.deliver(agent.id, "send", ak.user("left owed"), start=False)
+    system.internals.accept(agent.id, "send", ak.user("left owed"), start=False)
     system.install_signal_handlers()
     print("ready", flush=True)
     finished = system.wait_for_shutdown(timeout_seconds=60)

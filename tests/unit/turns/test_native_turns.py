@@ -204,7 +204,7 @@ def test_an_archived_session_takes_no_message_and_a_live_turn_blocks_archiving(
 ) -> None:
     system = world.open()
     session = system.create()
-    system.internals.deliver(session.id, "send", ak.user("waits"), start=False)
+    system.internals.accept(session.id, "send", ak.user("waits"), start=False)
     with pytest.raises(SessionBusyError):
         system.sessions.archive(session.id)
     other = system.create()
@@ -232,7 +232,7 @@ def test_a_native_turn_resumes_after_a_restart(world: TurnWorld) -> None:
     world.model.add(script.text("answered after the restart"))
     system = world.open()
     session = system.create()
-    accepted = system.internals.deliver(session.id, "send", ak.user("q"), start=False)
+    accepted = system.internals.accept(session.id, "send", ak.user("q"), start=False)
     system.close()
     system = world.open()  # resumes the owed work
     done = system.sessions.wait(session.id, str(accepted.turn_id), timeout_seconds=10)

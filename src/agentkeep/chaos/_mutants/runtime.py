@@ -377,8 +377,8 @@ def subscription_resumes_one_late() -> Iterator[None]:
     event right after ``after`` is never handed out (L4)."""
     original = Subscription.__init__
 
-    def init(self: Subscription, session_id: str, after: int, *args: Any, **kwargs: Any) -> None:
-        original(self, session_id, after + 1 if after > 0 else after, *args, **kwargs)
+    def init(self: Subscription, agent_id: str, after: int, *args: Any, **kwargs: Any) -> None:
+        original(self, agent_id, after + 1 if after > 0 else after, *args, **kwargs)
 
     with patched(Subscription, "__init__", init):
         yield
@@ -390,8 +390,8 @@ def subscription_resumes_one_early() -> Iterator[None]:
     event at ``after`` — which the subscriber already has — is handed out again (L4)."""
     original = Subscription.__init__
 
-    def init(self: Subscription, session_id: str, after: int, *args: Any, **kwargs: Any) -> None:
-        original(self, session_id, after - 1 if after > 0 else after, *args, **kwargs)
+    def init(self: Subscription, agent_id: str, after: int, *args: Any, **kwargs: Any) -> None:
+        original(self, agent_id, after - 1 if after > 0 else after, *args, **kwargs)
 
     with patched(Subscription, "__init__", init):
         yield

@@ -90,9 +90,9 @@ class LedgerHub:
         """True once the store closed: every subscription ends."""
         return self._closed
 
-    def committed(self, session_id: str, sequence: int) -> None:
-        """An event up to ``sequence`` of ``session_id`` is durable: wake its subscribers."""
-        self.committed_marks({session_id: sequence})
+    def committed(self, agent_id: str, sequence: int) -> None:
+        """An event up to ``sequence`` of ``agent_id`` is durable: wake its subscribers."""
+        self.committed_marks({agent_id: sequence})
 
     def committed_marks(self, marks: dict[str, int]) -> None:
         """Events up to ``marks[session]`` are durable (one transaction's, announced once
@@ -104,10 +104,10 @@ class LedgerHub:
         with self._condition:
             latest = self._latest
             woken: list[Callable[[], None]] = []
-            for session_id, sequence in marks.items():
-                if sequence > latest.get(session_id, 0):
-                    latest[session_id] = sequence
-                    watchers = self._watchers.get(session_id)
+            for agent_id, sequence in marks.items():
+                if sequence > latest.get(agent_id, 0):
+                    latest[agent_id] = sequence
+                    watchers = self._watchers.get(agent_id)
                     if watchers:
                         woken.extend(watchers.values())
             if self._waiting:
@@ -115,9 +115,9 @@ class LedgerHub:
         for callback in woken:
             callback()
 
-    def watch(self, session_id: str, callback: Callable[[], None]) -> Callable[[], None]:
+    def watch(self, agent_id: str, callback: Callable[[], None]) -> Callable[[], None]:
         """Run ``callback`` (from the committing thread: it must not block, e.g.
-        ``loop.call_soon_threadsafe``) each time ``session_id``'s mark moves or an ephemeral
+        ``loop.call_soon_threadsafe``) each time ``agent_id``'s mark moves or an ephemeral
         event of it is published, and once when the hub closes; returns the function that
         stops watching. An event loop waits on the hub this way without holding a thread."""
         with self._condition:
@@ -127,24 +127,24 @@ class LedgerHub:
                 closed = False
                 self._next_watch += 1
                 key = self._next_watch
-                self._watchers.setdefault(session_id, {})[key] = callback
+                self._watchers.setdefault(agent_id, {})[key] = callback
         if closed:
             callback()
             return lambda: None
 
         def unwatch() -> None:
             with self._condition:
-                watchers = self._watchers.get(session_id)
+                watchers = self._watchers.get(agent_id)
                 if watchers is not None:
                     watchers.pop(key, None)
                     if not watchers:
-                        del self._watchers[session_id]
+                        del self._watchers[agent_id]
 
         return unwatch
 
     def wait_past(
         self,
-        session_id: str,
+        agent_id: str,
         after: int,
         timeout_seconds: float | None,
         stop: Callable[[], bool] = lambda: False,
@@ -156,33 +156,33 @@ class LedgerHub:
             self._waiting += 1
             try:
                 self._condition.wait_for(
-                    lambda: self._closed or stop() or self._latest.get(session_id, 0) > after,
+                    lambda: self._closed or stop() or self._latest.get(agent_id, 0) > after,
                     timeout_seconds,
                 )
             finally:
                 self._waiting -= 1
-            return self._latest.get(session_id, 0)
+            return self._latest.get(agent_id, 0)
 
-    def publish(self, session_id: str, type: str, data: JSONObject, turn_id: str | None) -> None:
+    def publish(self, agent_id: str, type: str, data: JSONObject, turn_id: str | None) -> None:
         """Hand an ephemeral event to the session's live subscriptions that want them; it is
         not stored, has no sequence and is never replayed (nobody listening: it is gone)."""
         with self._condition:
-            queues = self._ephemeral.get(session_id)
+            queues = self._ephemeral.get(agent_id)
             if not queues:
                 return
             event = SessionEvent(
-                session_id=session_id,
+                session_id=agent_id,
                 sequence=0,
                 type=type,
                 data=data,
                 created_at_ms=now_ms(),
                 turn_id=turn_id,
             )
-            mark = self._latest.get(session_id, 0)
+            mark = self._latest.get(agent_id, 0)
             for queue in queues:
                 queue.put(mark, event)
             self._condition.notify_all()
-            woken = list(self._watchers.get(session_id, {}).values())
+            woken = list(self._watchers.get(agent_id, {}).values())
         for callback in woken:
             callback()
 
@@ -196,21 +196,21 @@ class LedgerHub:
                 return None
             return queue.pop()
 
-    def listen(self, session_id: str) -> EphemeralQueue:
+    def listen(self, agent_id: str) -> EphemeralQueue:
         """A new bounded queue receiving the session's ephemeral events from now on."""
         queue = EphemeralQueue()
         with self._condition:
-            self._ephemeral.setdefault(session_id, []).append(queue)
+            self._ephemeral.setdefault(agent_id, []).append(queue)
         return queue
 
-    def unlisten(self, session_id: str, queue: EphemeralQueue) -> None:
+    def unlisten(self, agent_id: str, queue: EphemeralQueue) -> None:
         """Stop delivering the session's ephemeral events to ``queue``."""
         with self._condition:
-            queues = self._ephemeral.get(session_id, [])
+            queues = self._ephemeral.get(agent_id, [])
             if queue in queues:
                 queues.remove(queue)
             if not queues:
-                self._ephemeral.pop(session_id, None)
+                self._ephemeral.pop(agent_id, None)
 
     def wake(self) -> None:
         """Wake every waiter to re-check its own stop condition."""

@@ -228,7 +228,7 @@ class LedgerStatements(TableStatements):
             for sequence, type_, turn_id, data_json, created_at_ms in rows
         ]
 
-    def session_known(self, agent_id: str) -> bool:
+    def agent_known(self, agent_id: str) -> bool:
         """True if ``agent_id`` was ever created and not wiped (deleted agents count: their
         ledger stays readable)."""
         return self._one("SELECT 1 FROM agents WHERE id = ?", (agent_id,)) is not None

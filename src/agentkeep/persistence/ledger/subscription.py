@@ -48,7 +48,7 @@ class Subscription:
 
     def __init__(
         self,
-        session_id: str,
+        agent_id: str,
         after: int,
         hub: LedgerHub,
         read: Callable[[Callable[[Transaction], list[SessionEvent]]], list[SessionEvent]],
@@ -56,7 +56,7 @@ class Subscription:
         poll_seconds: float = 1.0,
         ephemeral: bool = False,
     ) -> None:
-        self.session_id = session_id
+        self.agent_id = agent_id
         self._last = after
         self._hub = hub
         self._read = read
@@ -65,7 +65,7 @@ class Subscription:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         # Ephemeral events go to their own bounded queue, never into the durable cursor.
-        self._ephemeral = hub.listen(session_id) if ephemeral else None
+        self._ephemeral = hub.listen(agent_id) if ephemeral else None
 
     @property
     def dropped_ephemerals(self) -> int:
@@ -87,7 +87,7 @@ class Subscription:
         """Stop: a waiting :meth:`next` returns (``StopIteration``) at its next wake-up."""
         self._closed.set()
         if self._ephemeral is not None:
-            self._hub.unlisten(self.session_id, self._ephemeral)
+            self._hub.unlisten(self.agent_id, self._ephemeral)
         self._hub.wake()
 
     def __iter__(self) -> Iterator[SessionEvent]:
@@ -125,14 +125,14 @@ class Subscription:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError(
-                        f"no event of session {self.session_id!r} after sequence "
+                        f"no event of session {self.agent_id!r} after sequence "
                         f"{self._last} within {timeout_seconds} s"
                     )
                 threshold = max(threshold, self._last)
                 wait = self._poll if remaining is None else min(self._poll, remaining)
                 threshold = max(
                     threshold,
-                    self._hub.wait_past(self.session_id, threshold, wait, self._woken),
+                    self._hub.wait_past(self.agent_id, threshold, wait, self._woken),
                 )
 
     def _woken(self) -> bool:
@@ -149,7 +149,7 @@ class Subscription:
         after = self._last
 
         def page(tx: Transaction) -> list[SessionEvent]:
-            return tx.ledger.events(self.session_id, after, self._PAGE)
+            return tx.ledger.events(self.agent_id, after, self._PAGE)
 
         try:
             events = self._read(page)

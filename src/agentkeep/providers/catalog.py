@@ -1,6 +1,6 @@
-"""The ``Providers`` registry: provider ids → provider instances (or factories) and kinds.
+"""The ``Providers`` catalog: provider ids → provider instances (or factories) and kinds.
 
-An agent stores only a provider *id*; the registry maps it to something that opens model sessions.
+An agent stores only a provider *id*; the catalog maps it to something that opens model sessions.
 The kind (``claude``, ``codex``, ``grok``, ``bedrock``, ``gym``) decides which histories can
 move between providers (see :mod:`agentkeep.providers.compatibility`).
 
@@ -54,7 +54,7 @@ def _built(provider_id: str, make: Callable[[], T], model: str | None) -> T:
 
 
 class Providers:
-    """A registry of providers by id.
+    """A catalog of providers by id.
 
     Example:
         >>> providers = Providers()
@@ -77,7 +77,7 @@ class Providers:
         """Register ``provider`` under ``provider_id``.
 
         Args:
-            provider_id: A non-empty id, unique in this registry.
+            provider_id: A non-empty id, unique in this catalog.
             provider: A provider instance, or a factory ``(provider_id, model) -> Provider``.
             kind: One of ``claude``, ``codex``, ``grok``, ``bedrock``, ``gym``.
             region: The vendor region (bedrock); defaults to the provider's ``region``
@@ -120,7 +120,7 @@ class Providers:
             removed = self._entries.pop(provider_id, None) is not None
             listeners = list(self._removal_listeners)
         if removed:
-            for listener in listeners:  # outside the lock: a listener may read the registry
+            for listener in listeners:  # outside the lock: a listener may read the catalog
                 listener(provider_id)
         return removed
 

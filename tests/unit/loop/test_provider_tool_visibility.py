@@ -50,7 +50,7 @@ def _run(world: World, tool: ak.ProviderTool, watcher: Watcher) -> tuple[ak.Agen
         script.server_tool_call("web_search", {"q": "x"}, result="found", answer="here"),
         script.text("again"),
     )
-    system = world.open(server_tools=[tool], features=[watcher])
+    system = world.open(provider_tools=[tool], features=[watcher])
     agent = system.create()
     agent.send(ak.user("search"))
     agent.wait_for_idle(timeout_seconds=10)
@@ -108,14 +108,14 @@ def test_an_unpersisted_server_tool_stays_hidden_after_a_restart(world: World) -
     world.model.add(
         script.server_tool_call("web_search", {"q": "x"}, result="found", answer="here")
     )
-    system = world.open(server_tools=[tool])
+    system = world.open(provider_tools=[tool])
     agent = system.create()
     agent.send(ak.user("search"))
     agent.wait_for_idle(timeout_seconds=10)
     system.close(timeout_seconds=10)
 
     world.model.add(script.text("again"))
-    reopened = world.open(server_tools=[tool])
+    reopened = world.open(provider_tools=[tool])
     again = reopened.resolve(agent.id)
     again.send(ak.user("more"))
     again.wait_for_idle(timeout_seconds=10)
@@ -144,6 +144,6 @@ def test_a_server_tool_is_checked_when_the_system_opens(world: World) -> None:
     with pytest.raises(ak.ToolDefinitionError, match=r'descriptor as a mapping with a "type"'):
         ak.ProviderTool(name="web_search", server={})
     with pytest.raises(ak.ToolDefinitionError, match='Tool "echo" is defined twice'):
-        world.open(server_tools=[ak.ProviderTool(name="echo", server=SEARCH)])
-    with pytest.raises(ak.InvalidConfigError, match=r"server_tools\[0\]"):
-        world.open(server_tools=[msgspec.Struct])
+        world.open(provider_tools=[ak.ProviderTool(name="echo", server=SEARCH)])
+    with pytest.raises(ak.InvalidConfigError, match=r"provider_tools\[0\]"):
+        world.open(provider_tools=[msgspec.Struct])

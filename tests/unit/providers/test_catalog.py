@@ -1,4 +1,4 @@
-"""The ``Providers`` registry."""
+"""The ``Providers`` catalog."""
 
 from __future__ import annotations
 

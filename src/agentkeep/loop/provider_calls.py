@@ -1,7 +1,11 @@
-"""Which server calls of one response hide something (pure): the loop's side of
+"""Which provider-tool calls of one response hide something (pure): the loop's side of
 ``agentkeep.tools.provider_tools``.
 
-A server tool declared ``visible_to_user=False`` has its live call/result events kept from the
+A *server call* here is a call of a provider tool: its block or event has ``server`` set. The
+content types keep the vendors' word ("server tool", Anthropic's ``server_tool_use``) because
+``server`` is a field name stored in every persisted ``ToolCallBlock``.
+
+A provider tool declared ``visible_to_user=False`` has its live call/result events kept from the
 ``on_event`` observers; one declared ``persist_in_history=False`` has its call and result
 blocks kept out of the published history (they stay in the private model context). A server
 call is named only by its ``toolcall_start``; every later event and block carries its call id.
@@ -30,14 +34,14 @@ from agentkeep.types import (
 ToolKey = tuple[str | None, str]  # (namespace, name)
 
 
-class ServerToolPolicy(msgspec.Struct, frozen=True, kw_only=True):
-    """What the loop hides, by server tool: pure data, fixed when the system opens."""
+class ProviderToolPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """What the loop hides, by provider tool: pure data, fixed when the system opens."""
 
     hidden: frozenset[ToolKey] = frozenset()  # visible_to_user=False
     private: frozenset[ToolKey] = frozenset()  # persist_in_history=False
 
 
-NO_SERVER_TOOLS = ServerToolPolicy()
+NO_PROVIDER_TOOLS = ProviderToolPolicy()
 
 _CALL_EVENTS = (
     ToolCallStart,
@@ -50,11 +54,11 @@ _CALL_EVENTS = (
 
 
 @dataclass(slots=True)
-class ServerCalls:
+class ProviderCalls:
     """One response's server calls that hide something, by the provider's call id (a
     response's server call is named only by its ``toolcall_start``)."""
 
-    policy: ServerToolPolicy = NO_SERVER_TOOLS
+    policy: ProviderToolPolicy = NO_PROVIDER_TOOLS
     hidden: set[str] = field(default_factory=set)
     private: set[str] = field(default_factory=set)
 
