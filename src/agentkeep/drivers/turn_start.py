@@ -48,7 +48,7 @@ def start_turn(tx: Transaction, session_id: str, turn: TurnRecord) -> DriverRunR
 
 
 def _wire(message: JSONObject) -> JSONObject:
-    """A stored message as seed 002's ``AgentMessage`` (a turn accepted before inputs were
+    """A stored message as the wire's ``AgentMessage`` (a turn accepted before inputs were
     stored in that shape holds content blocks)."""
     wire = as_wire_json(message)
     return wire if isinstance(wire, dict) else message
