@@ -1,10 +1,10 @@
 """Sessions: agentkeep agents started from a definition's revision, pinned to it.
 
-Seed 002 calls one durable conversation a *session*; in agentkeep it is an agent, and the
+The wire calls one durable conversation a *session*; in agentkeep it is an agent, and the
 session id is the agent id (``docs/sessions.md``). Agents created without a definition are
 sessions too, so the surfaces see everything.
 
-- :mod:`~agentkeep.sessions.types`: :class:`SessionRecord` (seed 002's ``AgentSession``);
+- :mod:`~agentkeep.sessions.types`: :class:`SessionRecord` (the wire's ``AgentSession``);
 - :mod:`~agentkeep.sessions.errors`: what is refused;
 - :mod:`~agentkeep.sessions.setup`: what a revision configures, checked at start;
 - :mod:`~agentkeep.sessions.tables`: the ``sessions`` table, inside a store transaction;
