@@ -1,4 +1,4 @@
-"""Tools: what an agent's model may call, and the hooks that bracket a call (spec §3.6).
+"""Tools: what an agent's model may call, and the hooks that bracket a call.
 
 Import every name from here (``agentkeep`` re-exports the ones an embedding needs). The
 package's modules, each importing only those listed before it:
