@@ -55,8 +55,8 @@ def _wire(message: JSONObject) -> JSONObject:
 
 
 def _history(tx: Transaction, session_id: str, before: int) -> list[JSONObject]:
-    """Each earlier completed turn's input, then its ``message`` events' messages (seed
-    002's ``AgentMessage``s: the driver's own, or the native loop's if the session's driver
+    """Each earlier completed turn's input, then its ``message`` events' messages (wire
+    ``AgentMessage``s: the driver's own, or the native loop's if the session's driver
     changed)."""
     completed: dict[str, TurnRecord] = {}
     after = 0

@@ -287,7 +287,7 @@ def hook_finished(ctx: LoopContext, event: HookFinished) -> None:
     elif wants_more and may_continue(ctx):
         if event.hook == "after_agent_loop":
             # Its actions reopen the loop: every loop is bracketed by before_agent_loop and
-            # after_agent_loop (spec §3.1 ``loops``); the loop id stays until the run settles.
+            # after_agent_loop (``loops``); the loop id stays until the run settles.
             ctx.out.append(Observe(hook="before_agent_loop", ids=ctx.ids()))
         begin_turn(ctx)  # after_turn: a turn was requested; after_agent_loop: actions reopen
     elif event.hook == "after_turn":
@@ -314,7 +314,7 @@ def finish_run(ctx: LoopContext) -> None:
         # owed fact stays and the next start (a restart included) answers it.
         stop(ctx, settled=False)
     elif turn.aborted and ctx.mirror.has_input():
-        # Decision (spec §3.9 observed edge): input left queued after an abort keeps the
+        # Decision (docs/decisions.md): input left queued after an abort keeps the
         # owed fact, so a restarted system resumes it instead of stranding it.
         stop(ctx, settled=False)
     elif turn.settled_early:

@@ -1,7 +1,7 @@
 """The JSON shapes of the REST surface: the wire's names, ISO 8601 timestamps.
 
-The library keeps timestamps as integer milliseconds (``created_at_ms``); the wire shows seed
-002's ISO strings (``createdAt``), converted in one place (:func:`iso`). Every response body
+The library keeps timestamps as integer milliseconds (``created_at_ms``); the wire shows
+ISO strings (``createdAt``), converted in one place (:func:`iso`). Every response body
 is one of the structs below (or a library struct inside one), so ``/v1/openapi.json`` is
 generated from exactly what is sent (:mod:`agentkeep.server.openapi`). Request bodies refuse
 unknown fields, so a misspelt field is an error naming it, never silently dropped.

@@ -80,7 +80,7 @@ NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what both Anthropic and OpenAI ac
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Tool(Generic[ArgsT, ResultT]):
-    """A tool definition (spec §3.6 ``AgentTool``).
+    """A tool definition.
 
     Attributes:
         name: ``[A-Za-z0-9_-]{1,64}``, unique within its namespace in one tool list.
