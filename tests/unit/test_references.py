@@ -1,9 +1,10 @@
 """The repository explains itself: what ``src/`` and ``docs/`` cite is in the repository.
 
-A section sign with a number (``§3.5``), "spec §", an issue number ("issue 17") or a seed
-number ("seed 002") or an invariant by the base spec's number ("invariant 17") points at a document this repository does not ship, or at history; the
-code and docs cite the promise by number ("invariant I14", docs/invariants.md) or the docs
-page that states the rule instead. ``CHANGELOG.md`` is history and is not scanned.
+A section sign with a number (``§3.5``), "spec §", an issue number ("issue 17"), a seed
+number ("seed 002") or an invariant by the base spec's number ("invariant 17") points at a
+document this repository does not ship, or at history. The code and docs cite the promise by
+its number here ("invariant I14", docs/invariants.md) or the docs page that states the rule.
+``CHANGELOG.md`` is history and is not scanned.
 
 A few places may still say them, each for a reason (:data:`ALLOWED`); every entry must still
 match something, so the list cannot outlive its reason.
@@ -41,12 +42,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("src/agentkeep/chaos/invariants.py", "archived (issue 12)"): "an invariant's printed name",
     # Text users see (help, error messages, tool and API descriptions): output, not comments;
     # rewording it is a change of behaviour, left to its own change.
-    ("src/agentkeep/cli/__init__.py", "\"seed 002's spelling.\""): "--home's help text",
+    ("src/agentkeep/cli/__init__.py", '"seed 002\'s spelling."'): "--home's help text",
     ("src/agentkeep/cli/message_input.py", "is not seed 002's AgentMessage"): "an error message",
     ("src/agentkeep/cli/message_input.py", "The message is seed 002's"): "--message-json's help",
     ("src/agentkeep/drivers/turn_endings.py", "(seed 002's \""): "an error message",
     ("src/agentkeep/drivers/context.py", "(seed 002\\'s AgentMessage"): "an error message",
-    ("src/agentkeep/mcp/types.py", "[...]} (seed 002).\""): "an MCP argument description",
+    ("src/agentkeep/mcp/types.py", '[...]} (seed 002)."'): "an MCP argument description",
     ("src/agentkeep/mcp/tools.py", "(seed 002's AgentDefinitionInput"): "an MCP tool description",
     ("src/agentkeep/server/openapi.py", "\"Seed 002's REST API"): "the OpenAPI description",
 }
