@@ -1,4 +1,4 @@
-"""The public surface is pinned (issue 12, item 18).
+"""The public surface is pinned.
 
 ``agentkeep.__all__`` is listed here, so adding or removing a public name is a deliberate
 change to this file; and every agentkeep type that appears in a public signature (a
