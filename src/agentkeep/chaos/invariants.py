@@ -361,7 +361,7 @@ def _check_switch(state: DurableState, switch: SwitchExpectation, process: int) 
 
 
 def check_ledger(world: ChaosWorld, process: int) -> list[Violation]:
-    """I17: a non-durable tool ran at most once per call; a violation for each call the
+    """I17: a non-durable (fragile) tool ran at most once per call; a violation for each call the
     ledger shows running twice or more.
     """
     counts = Counter(
