@@ -8,7 +8,7 @@ This package exports the embedding API: the system and its agents, messages, too
 the ready-made models a first program runs on, and the errors an embedder catches. The other
 public names live in their role subpackages (``docs/architecture.md``, "The public surface"):
 stream events and value types in :mod:`agentkeep.types`, what a provider implementer writes
-against in :mod:`agentkeep.providers`, seed 002's sessions, turns and ledger in
+against in :mod:`agentkeep.providers`, the wire's sessions, turns and ledger in
 :mod:`agentkeep.sessions`, its definitions in :mod:`agentkeep.registry`, injected drivers in
 :mod:`agentkeep.drivers`. Everything else is private by default.
 """

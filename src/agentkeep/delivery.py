@@ -2,7 +2,7 @@
 
 Acceptance runs as its own transaction through the writer, never through the agent's actor,
 so a tool or hook that messages its own agent never waits for the loop it is running in
-(invariant 20). In the same transaction it records that the agent owes work, so the message
+(invariant I26). In the same transaction it records that the agent owes work, so the message
 is never acknowledged before anything could find the agent that owes it.
 """
 
@@ -241,7 +241,7 @@ def _accepted_event(
     metadata: JSONObject | None,
 ) -> JSONObject:
     """The ``message.accepted`` event's data: the message as the turn's input (``content``,
-    seed 002's ``AgentMessage``), docs/ledger.md."""
+    the wire's ``AgentMessage``), docs/ledger.md."""
     data: JSONObject = {
         "message_id": message_id,
         "delivery": kind,
@@ -339,7 +339,7 @@ def accept_notice(tx: Transaction, agent_id: str, message: SystemMessage) -> Que
 
 
 def owe_inference(tx: Transaction, agent_id: str) -> None:
-    """Record that the agent owes work, with the change that made it due (invariant 6).
+    """Record that the agent owes work, with the change that made it due (invariant I7).
 
     Work owed from nothing starts a loop: its loop and turn ids are allocated here, so the
     run adopts them at its load without another commit before its first hook is told them

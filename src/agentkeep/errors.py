@@ -249,7 +249,7 @@ class EventTooLargeError(InvalidMessageError):
 
 
 class InputTooLargeError(InvalidMessageError):
-    """A message is larger than the system's ``max_input_bytes`` (seed 002's
+    """A message is larger than the system's ``max_input_bytes`` (the wire's
     ``maxInputBytes``): it was refused before anything was written."""
 
     code = "input_too_large"

@@ -14,7 +14,7 @@ the library's bookkeeping into an embedding program's output. Opening a store ca
 The level filter is a processor (not a filtering wrapper class), so
 ``structlog.testing.capture_logs()`` still sees every event.
 
-Invariant (issue 29): logging never raises into the runtime. A log line is bookkeeping; the
+Invariant: logging never raises into the runtime. A log line is bookkeeping; the
 store writer, a supervisor or a request must not fail because its line could not be written
 (a full disk under the log file, a closed or broken stderr). Two layers keep it so:
 

@@ -1,5 +1,5 @@
 """The messages a caller hands in: made from text or blocks (``ak.user``, ``ak.system``,
-``ak.tool_request``), from seed 002's ``AgentMessage`` (``{role, parts}``), and as a turn's
+``ak.tool_request``), from the wire's ``AgentMessage`` (``{role, parts}``), and as a turn's
 ``input`` in that shape; and the checks that refuse what cannot join a conversation, naming
 what is wrong. Accepting one (a durable queue write) is ``delivery.py``'s.
 """
@@ -60,7 +60,7 @@ def user(content: str | Sequence[UserBlock | str]) -> UserMessage:
 
 
 def from_wire(message: object) -> QueueableMessage:
-    """Seed 002's ``AgentMessage`` (a :class:`WireMessage` or its JSON ``{role, parts}``) as
+    """The wire's ``AgentMessage`` (a :class:`WireMessage` or its JSON ``{role, parts}``) as
     the message the conversation keeps (``types/parts.py``: parts ⇄ blocks, nothing lost).
     A ``user`` message keeps every part; a ``system`` message keeps text and images, a
     reference or data part becoming its text (a system message holds only those).
@@ -84,7 +84,7 @@ def from_wire(message: object) -> QueueableMessage:
 
 
 def as_message(message: object) -> QueueableMessage:
-    """What ``Sessions.send`` takes as a message: text (a user message), seed 002's
+    """What ``Sessions.send`` takes as a message: text (a user message), the wire's
     ``AgentMessage`` (:func:`from_wire`) or a message made with ``ak.user``/``ak.system``."""
     if isinstance(message, str):
         return user(message)
@@ -94,7 +94,7 @@ def as_message(message: object) -> QueueableMessage:
 
 
 def wire_input(message: QueueableMessage) -> JSONObject:
-    """A message as a turn's ``input`` (seed 002's ``AgentMessage``): another agent's
+    """A message as a turn's ``input`` (the wire's ``AgentMessage``): another agent's
     message is a ``user`` message."""
     if isinstance(message, SystemMessage):
         return message_json("system", message.content)

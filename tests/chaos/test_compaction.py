@@ -1,4 +1,4 @@
-"""compaction: the one operation that destroys history, interrupted by crashes (spec §6.2)."""
+"""compaction: the one operation that destroys history, interrupted by crashes."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_checker_catches_a_compaction_in_two_transactions(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Mutant: compaction erases the summarised history in one transaction and writes the
-    summary in a second; a crash between them leaves a half-erased history (§7.14)."""
+    summary in a second; a crash between them leaves a half-erased history (invariant I21)."""
     commit = agent_actor.AgentActor._commit
 
     def two_step(self: Any, plan: Plan) -> Any:

@@ -1,5 +1,5 @@
 """compaction_under_load: compaction while both queues hold messages and calls are in flight,
-under crashes (spec §6.2)."""
+under crashes."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_checker_catches_a_compaction_that_swallows_the_queues(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Mutant: the compaction's replacement also clears both queues, so messages accepted
-    (and acknowledged) but not yet consumed vanish (§7.1/§7.14)."""
+    (and acknowledged) but not yet consumed vanish (invariants I1, I21)."""
     replace = commit_plans._replace_with_compaction
 
     def greedy(tx: Transaction, agent_id: str, plan: Any) -> None:

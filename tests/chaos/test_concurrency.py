@@ -1,4 +1,4 @@
-"""concurrency: senders, steerers, aborts and starts all at once, no crash (spec §6.2)."""
+"""concurrency: senders, steerers, aborts and starts all at once, no crash."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def test_concurrency(seed: int, require_ok: Callable[[CampaignResult], None]) ->
 def test_checker_catches_colliding_queue_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """Mutant: a queue key is derived from how many entries are queued (not from the durable
     tail) and written with upsert, so an accepted message can silently replace another whose
-    ``send`` already returned (§7.1/§7.3)."""
+    ``send`` already returned (invariants I1, I3)."""
 
     def enqueue(self: Any, agent_id: str, message: QueuedMessage) -> QueuedMessage:
         seq = 1 + len(self.messages(agent_id, message.queue))

@@ -1,10 +1,10 @@
-"""Seed 001's continuation (docs/lifecycle.md), checked by the crash_recovery suite.
+"""The continuation of a cut response (docs/lifecycle.md), checked by the crash_recovery suite.
 
 Every response of the crash_recovery model starts with a reasoning block, so a crash often
 cuts one after its first block. The runtime must continue it after "Continue from where you
 left off." — never settle over it (C2) nor send a request that ends with the model's own
-message (C1). Under :func:`~agentkeep.chaos._mutants.runtime.settles_over_a_truncated_answer` (the
-behaviour before seed 001, probe P29) the suite must catch the cut answer within a few seeds.
+message (C1). Under :func:`~agentkeep.chaos._mutants.runtime.settles_over_a_truncated_answer` (no
+continuation) the suite must catch the cut answer within a few seeds.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Core-loop consistency gaps (spec §6.2 coreLoopConsistencyGaps, adapted to agentkeep).
+"""Core-loop consistency gaps (the base runtime's coreLoopConsistencyGaps, adapted to agentkeep).
 
 - a send accepted mid-inference ⇒ two requests in one turn (no phantom turn);
 - abort on a normal ``done`` ⇒ exactly one terminal event;
-- an external sender cannot split the two steer actions of one hook decision (§7.2);
-- a retained call-scoped store refuses use once its call ended (§7.25); hook stores are not
+- an external sender cannot split the two steer actions of one hook decision (invariant I2);
+- a retained call-scoped store refuses use once its call ended (invariant I20); hook stores are not
   transactional in agentkeep (``HookContext.kv`` is a durable handle, each operation its own
   transaction), so the spec's "retained modelChanged KV" has no counterpart to test;
 - a re-entrant close from inside a tool is refused, the system still closes, once (and

@@ -1,4 +1,4 @@
-"""crash_recovery: the process dies at a random store operation, again and again (spec §6.2)."""
+"""crash_recovery: the process dies at a random store operation, again and again."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_crash_recovery(seed: int, require_ok: Callable[[CampaignResult], None])
 
 def test_checker_catches_a_fragile_tool_rerun_on_resume(monkeypatch: pytest.MonkeyPatch) -> None:
     """Mutant: the tool runner forgets that a resumed call may already have run, so a
-    non-durable tool runs again after a restart (§7.12)."""
+    non-durable tool runs again after a restart (invariant I17)."""
     bind = tool_runner.ToolRunner.bind
 
     def forgetful(self: Any, run: ToolRun, *args: Any) -> Any:

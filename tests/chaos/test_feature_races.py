@@ -1,4 +1,4 @@
-"""Feature consistency races (spec §6.2 moduleConsistencyRaces, seed table, adapted).
+"""Feature consistency races (the base runtime's moduleConsistencyRaces, adapted).
 
 - scopes colliding through a dot: a feature named ``alpha.beta`` and a feature ``alpha``
   writing key ``beta.state`` never alias, in ``kv``, ``run_kv`` or ``shared_kv``;

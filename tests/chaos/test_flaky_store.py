@@ -1,4 +1,4 @@
-"""flaky_store: single store operations fail and the process keeps running (spec §6.2)."""
+"""flaky_store: single store operations fail and the process keeps running."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_checker_catches_a_result_and_its_pending_entry_in_two_transactions(
 ) -> None:
     """Mutant: a tool result lands in one transaction and its pending entry is removed in a
     second; when that second write fails the call is both answered and pending, and a
-    restart answers it again (§7.9/§7.10)."""
+    restart answers it again (invariants I14, I15)."""
     commit_result = commit_plans._commit_tool_result
     monkeypatch.setattr(
         commit_plans,

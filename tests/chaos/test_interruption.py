@@ -1,4 +1,4 @@
-"""interruption: turns aborted at a random stream event, sometimes while crashing (§6.2)."""
+"""interruption: turns aborted at a random stream event, sometimes while crashing."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def test_interruption(seed: int, require_ok: Callable[[CampaignResult], None]) -
 
 def test_checker_catches_an_abort_that_drops_the_queues(monkeypatch: pytest.MonkeyPatch) -> None:
     """Mutant: an abort clears the agent's queues along with its turn, losing messages whose
-    ``send`` already returned (§7.17 "abort keeps queues", seen as §7.1)."""
+    ``send`` already returned (invariant I24: an abort keeps the queues; seen as I1)."""
     receive = agent_actor.AgentActor.on_receive
 
     def dropping(self: Any, message: Any) -> None:

@@ -1,4 +1,4 @@
-"""Issue 14's ledger evidence beyond the in-process suites: the ledger checks of the
+"""The ledger's evidence beyond the in-process suites: the ledger checks of the
 real-process (``process_kills``), ``lifecycle_races`` and ``power_loss`` campaigns, the
 SIGKILL-surviving subscriber, and the mutants each campaign must catch, naming the check.
 
@@ -78,7 +78,7 @@ def test_a_kill_between_an_acceptance_and_its_late_event_is_caught() -> None:
 
 @pytest.mark.slow
 def test_a_kill_after_the_answer_block_leaves_the_whole_answer_in_the_result() -> None:
-    """Issue 29 item 5: killed after the answer's block committed, before the response's
+    """Killed after the answer's block committed, before the response's
     end, the turn's result and message hold the cut block and the continuation (``T5``);
     the runtime before the fix (the mutant) completes it with the continuation alone."""
     kills = [Kill("store", at=ANSWER_CUT_WINDOW), Kill(None)]

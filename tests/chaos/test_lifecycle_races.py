@@ -1,4 +1,4 @@
-"""lifecycle_races: create / delete / resolve / close / shutdown racing sends (issue 5).
+"""lifecycle_races: create / delete / resolve / close / shutdown racing sends.
 
 The seeded campaign (:mod:`agentkeep.chaos.lifecycle`), its two mutants, and regression tests
 pinning the two runtime bugs it found (at 1abc9d5, ``agentkeep chaos run --suite
@@ -80,8 +80,8 @@ def _store_error(home: Path) -> Exception | None:
 
 
 def test_a_close_racing_a_close_returns_only_once_the_store_is_free(tmp_path: Path) -> None:
-    """Concurrent closers share one close (spec §3.15): the second returns only once the
-    store is released (§7.23). It used to return at once (``if self._closing: return``)."""
+    """Concurrent closers share one close: the second returns only once the
+    store is released (invariant I28). It used to return at once (``if self._closing: return``)."""
     home = tmp_path / "state"
     held = _Held(home)
     first = threading.Thread(target=held.system.close, kwargs={"timeout_seconds": WAIT})
@@ -104,7 +104,7 @@ def test_a_send_admitted_before_a_delete_leaves_the_deleted_agent_no_actor(
 ) -> None:
     """A send admitted before a delete began used to commit after ``AgentTier.remove``
     returned (the agent had no actor to wait for) and then tell the agent, starting an actor
-    for the agent being deleted that outlived the delete (§7.18). The send is held between
+    for the agent being deleted that outlived the delete (invariant I25). The send is held between
     its commit and its tell, the delete before its row is removed."""
     system = ak.AgentSystem.open(
         tmp_path / "state",
@@ -169,8 +169,8 @@ def _quietly(action: Callable[..., object], *args: object, **kwargs: object) -> 
 
 
 def _first_caught(phrase: str, seeds: Iterable[int]) -> CampaignResult | None:
-    """Like :func:`~agentkeep.chaos.first_caught`, but by the mutant's own §7.18 violation,
-    so that an unrelated §7.18 finding cannot pass for the catch."""
+    """Like :func:`~agentkeep.chaos.first_caught`, but by the mutant's own invariant I25 violation,
+    so that an unrelated invariant I25 finding cannot pass for the catch."""
     for seed in seeds:
         result = lifecycle_races(seed)
         if any(v.invariant == 18 and phrase in v.detail for v in result.violations):
@@ -182,7 +182,7 @@ def test_the_campaign_catches_a_delete_that_does_not_wait_for_the_agent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Mutant: delete stops the agent's actor without waiting for its admitted work, so a
-    message accepted before the delete began is left unanswered (§7.18)."""
+    message accepted before the delete began is left unanswered (invariant I25)."""
     remove = AgentTier.remove
 
     def hasty(self: AgentTier, agent_id: str, *, timeout_seconds: float | None) -> None:
@@ -197,7 +197,7 @@ def test_the_campaign_catches_a_close_that_does_not_wait_for_admitted_work(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Mutant: close neither waits for admitted operations nor for the agents to finish
-    them, so it returns with accepted messages unanswered (§7.18)."""
+    them, so it returns with accepted messages unanswered (invariant I25)."""
     close = ak.AgentSystem.close
 
     def hasty(self: ak.AgentSystem, *, timeout_seconds: float | None = 30.0) -> None:

@@ -1,5 +1,5 @@
 """model_switch: an incompatible codex → claude switch (the provider's view restarts, the old
-conversation is archived), crashed around (spec §6.2)."""
+conversation is archived), crashed around."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_checker_catches_old_history_under_the_new_model(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Mutant: the compatibility rule is skipped, so the codex history is kept under the
-    claude model (§7.15)."""
+    claude model (invariant I22)."""
 
     def never(self: Any, previous: Any, current: Any) -> bool:
         return False
@@ -34,8 +34,8 @@ def test_checker_catches_old_history_under_the_new_model(
 def test_checker_catches_a_switch_that_deletes_the_old_history(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Mutant: the reset erases the old conversation instead of archiving it (issue 12's
-    data loss: a typo'd --model deleted the history) (§7.26)."""
+    """Mutant: the reset erases the old conversation instead of archiving it (a
+    typo'd --model would delete the history; invariant I23)."""
 
     def delete_instead(self: Any, agent_id: str, through: Any, **_: Any) -> None:
         return None  # archive nothing: the reset's rewrite then deletes the records

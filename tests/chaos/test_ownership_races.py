@@ -1,4 +1,4 @@
-"""Ownership races (seed table, spec §7.23): two systems or two processes on one store.
+"""Ownership races (seed table, invariant I28): two systems or two processes on one store.
 
 The kernel lock decides who owns a store; the loser is told who holds it, and can take over
 once the winner closed or died. Across the handover every accepted message is answered exactly

@@ -1,4 +1,4 @@
-"""permission_modes: messages changing the permission mode under crashes (issue 18): each
+"""permission_modes: messages changing the permission mode under crashes: each
 tool execution and its ``before_tool_call`` run under the mode their response began under
 (``P1``), and the durable mode is the last consumed message's across every reopen (``P2``)."""
 

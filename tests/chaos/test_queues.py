@@ -1,4 +1,4 @@
-"""queues: mixed steering and send messages, each offered just before a crash (spec §6.2)."""
+"""queues: mixed steering and send messages, each offered just before a crash."""
 
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ def test_checker_catches_a_consumption_in_two_transactions(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Mutant: a consumed message joins the conversation in one transaction and leaves its
-    queue in a second; a crash between them consumes it again after the restart (§7.1/§7.4)."""
+    queue in a second; a crash between them consumes it again after the restart
+    (invariants I1, I4)."""
     consume = commit_plans._consume_queue
     monkeypatch.setattr(
         commit_plans, "_consume_queue", lambda tx, *args: consume(_NoClaim(tx), *args)

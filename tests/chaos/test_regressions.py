@@ -107,7 +107,7 @@ def test_batch_commit_with_unknown_outcome_is_not_answered_as_undispatched(
     dispatch, so the batch *is* durable but the commit reports an unknown outcome. The turn
     fails and settles the call as if it had never been dispatched ("The turn failed before
     this tool call finished.") while its pending entry stays; the next process resumes the
-    batch and answers the call a second time (§7.9, §7.10)."""
+    batch and answers the call a second time (invariant I15)."""
     labels = _dry_run_labels(tmp_path, 0)
     world = _one_flaky_turn(
         tmp_path, _after_commit_of(labels, "INSERT INTO pending_calls"), expect=labels
@@ -127,7 +127,7 @@ def test_block_commit_with_unknown_outcome_leaves_no_call_behind_the_note(
 ) -> None:
     """flaky_store seed 77 (40 sweep seeds): the fault hits ``after_commit`` of the tool-call
     block, so the call is durable but the loop believes it is not; the failing turn appends
-    "The last turn failed: …" behind a call it never settled (§7.11). (With the settle-on-
+    "The last turn failed: …" behind a call it never settled (invariant I16). (With the settle-on-
     failure bug above, the call then stays unanswered for good: seeds 596, 1003.)"""
     labels = _dry_run_labels(tmp_path, 0)
     user = find_label(labels, "INSERT INTO records")  # the user's record, at consumption
@@ -142,7 +142,7 @@ def test_settlement_with_unknown_outcome_leaves_no_orphan_failure_note(tmp_path:
     """flaky_store seed 10: the fault hits ``after_commit`` of the settlement, so the agent
     *is* settled (owed erased) but the loop reads an unknown outcome as a failed turn and
     appends "The last turn failed: COMMIT reported …" after the durable ``answer-1``, with no
-    owed fact: a note nobody will answer, for a turn that had succeeded (§7.6, §7.22)."""
+    owed fact: a note nobody will answer, for a turn that had succeeded (invariant I11)."""
     labels = _dry_run_labels(tmp_path, 0)
     world = _one_flaky_turn(
         tmp_path, _after_commit_of(labels, "DELETE FROM owed_work"), expect=labels
@@ -155,7 +155,7 @@ def test_any_single_flaky_operation_of_one_turn_keeps_the_history_whole(tmp_path
     """The three tests above pin one operation each (found by what it is in a dry run's
     labels); this one sweeps every operation of a one-message turn (as many as a dry run
     performs), so it also guards operations nobody named: a single flaky operation, then a
-    healthy restart, must leave §7.6/§7.9/§7.10/§7.11 intact and the message answered."""
+    healthy restart, must leave invariants I7, I14, I15 and I16 intact and the message answered."""
     broken: list[str] = []
     for at in range(1, len(_dry_run_labels(tmp_path, 0)) + 1):
         world = _one_flaky_turn(tmp_path / str(at), at)

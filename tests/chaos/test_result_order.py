@@ -1,4 +1,4 @@
-"""Spec §7.9 — a batch's results land in call order — checked by every in-process suite.
+"""Invariant I14 — a batch's results land in call order — checked by every in-process suite.
 
 The campaigns' model asks for batches of 1–3 calls and their calls finish in a seeded order
 (:mod:`agentkeep.chaos.batches`), so a later call often finishes first. Under the mutant
@@ -44,7 +44,7 @@ def test_the_mutant_is_undone_when_it_leaves() -> None:
 
 def test_the_checker_names_a_result_that_overtook_an_earlier_call(tmp_path: Path) -> None:
     """One healthy process under the mutant: the seeded order holds ``call-0`` until
-    ``call-2`` told its result, so ``call-2``'s result lands first: a §7.9 violation
+    ``call-2`` told its result, so ``call-2``'s result lands first: an invariant I14 violation
     naming the call it overtook."""
     seed = _seed_holding("call-0", "call-2")
     world = ChaosWorld(tmp_path / "state", seed)

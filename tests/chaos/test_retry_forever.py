@@ -1,5 +1,5 @@
-"""retry_forever: a flaky provider and a flaky or dying store under ``retry_forever=True``
-(issue 18): no failure note, no failed turn, no committed effect replayed, a surviving
+"""retry_forever: a flaky provider and a flaky or dying store under ``retry_forever=True``:
+no failure note, no failed turn, no committed effect replayed, a surviving
 process ends settled (``R1``–``R3``), and the permission-mode checks (``P1``–``P2``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Seed 001's tool result commits under crashes: ``X1``, ``X2`` and the mutants they catch.
+"""Tool result commits under crashes (invariant I18): ``X1``, ``X2`` and the mutants they catch.
 
 The chaos world's fragile tool is ``transactional`` and writes into its call store; the write
 commits in the transaction that claims its result (which erases it), or not at all, so no

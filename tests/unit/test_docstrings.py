@@ -1,4 +1,4 @@
-"""Every public class, function, method and hook carries a docstring (issue 13, item 5).
+"""Every public class, function, method and hook carries a docstring.
 
 The public surface (``docs/architecture.md``, "Public and internal") is what the documented
 packages export — ``agentkeep.__all__`` and the ``__all__`` of :mod:`agentkeep.chaos` and of

@@ -1,4 +1,4 @@
-"""The fast loop (issue 30 item 12): ``make test-fast`` runs the unit suite without the tests
+"""The fast loop: ``make test-fast`` runs the unit suite without the tests
 ``tests/unit/conftest.py`` names slow, and ``make test`` (what CI runs) prints the 25 slowest
 tests, so the suite's time stays visible."""
 

@@ -1,4 +1,4 @@
-"""``scripts/house_metrics.py`` (issue 30's before/after figures) runs on this repository and
+"""``scripts/house_metrics.py`` (the house's figures) runs on this repository and
 prints each of its sections; its import-cycle and ``Transaction`` counts are right on small
 synthetic trees (a cycle closed only by a lazy or a ``TYPE_CHECKING`` import still counts; a
 protocol composed of per-table objects is counted per object)."""

@@ -1,4 +1,4 @@
-"""Ids (issue 17): the cuid2 shape and length, from the OS's CSPRNG, cheap enough to make
+"""Ids: the cuid2 shape and length, from the OS's CSPRNG, cheap enough to make
 several per durable step."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def test_an_id_is_drawn_from_the_operating_systems_random_bytes(
 
 
 def test_one_read_of_random_bytes_makes_many_ids(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Issue 17: every os.urandom call releases the GIL (a thread switch on a busy process);
+    # Every os.urandom call releases the GIL (a thread switch on a busy process);
     # a step makes a dozen ids, so they are made 64 per read, never one per read.
     reads: list[int] = []
     real = os.urandom

@@ -1,6 +1,6 @@
 """``docs/invariants.md`` stays true: every module and test it cites exists, its promises are
 numbered I1, I2, … without a gap, and its table maps each of the base specification's 25
-invariants to exactly one of them (issue 30 item 9: code cites "invariant I7", so a stale row
+invariants to exactly one of them (code cites "invariant I7", so a stale row
 would send a reader nowhere)."""
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ def test_the_rename_is_idempotent_and_keeps_seed_002s_session() -> None:
         "    raise ModelSessionBusyError(f'Session \"{x}\" is busy')\n"
     )
     assert rename(path, new) == new
-    # Where the provider's Session is not imported, "Session" is seed 002's and stays.
+    # Where the provider's Session is not imported, "Session" is the wire's and stays.
     wire = "class SessionOut: ...\nSession = SessionRecord\nsystem.sessions.start('a')\n"
     assert rename(ROOT / "src" / "agentkeep" / "server" / "x.py", wire) == wire
 

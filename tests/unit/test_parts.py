@@ -1,4 +1,4 @@
-"""Issue 28 item 4: ``types/parts.py`` is the one conversion between seed 002's
+"""``types/parts.py`` is the one conversion between the wire's
 ``AgentMessage`` parts and content blocks: nothing a client sends is lost, and a model is
 shown a reference or data part as one line of text."""
 

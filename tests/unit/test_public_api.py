@@ -1,4 +1,4 @@
-"""The public surface is pinned at two levels (issue 30, item 8; ``docs/architecture.md``,
+"""The public surface is pinned at two levels (``docs/architecture.md``,
 "The public surface").
 
 ``agentkeep.__all__`` is the embedding API: the system and its agents, messages, tools,

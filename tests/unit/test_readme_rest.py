@@ -1,4 +1,4 @@
-"""The README's REST conversation runs when pasted into a shell, as written (issue 28 item 18):
+"""The README's REST conversation runs when pasted into a shell, as written:
 it starts ``serve``, waits for its ready file, creates a definition, starts a session, sends a
 message and streams its events until the turn ends."""
 

@@ -1,4 +1,4 @@
-"""Tool definitions, descriptors, and the argument/result handling of spec §3.6."""
+"""Tool definitions, descriptors, and the argument/result handling of one call."""
 
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ def test_the_decorator_reads_name_docstring_and_types() -> None:
 
 
 def test_a_transactional_tool_is_accepted_and_keeps_its_flag() -> None:
-    # Built now (issue 18 item 2): the flag is kept for the runtime, which runs the call in
+    # Built now: the flag is kept for the runtime, which runs the call in
     # one transaction (tests/unit/loop/test_tool_lifetime_flags.py).
     @tool(name="atomic", transactional=True)
     def atomic(ctx: ToolContext, args: Defaults) -> str:
@@ -234,7 +234,7 @@ def test_a_tool_list_refuses_duplicate_names_per_namespace() -> None:
         ToolSet([add, add])
 
 
-# -- arguments (spec §3.6) ------------------------------------------------------------------
+# -- arguments ------------------------------------------------------------------
 
 
 def test_a_missing_tool_is_refused() -> None:

@@ -305,7 +305,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
 
     def _carry_out(self, effect: Effect) -> list[Event]:
         # Effect types are distinct classes, so the order of the cases is only their cost:
-        # the ones every step carries out several times come first (issue 17).
+        # the ones every step carries out several times come first.
         match effect:
             case Observe():
                 self._observe(effect)
@@ -333,7 +333,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
                 return self._runner.lifetimes(runs, batch)  # which calls steering interrupts
             case CancelTools(internal_ids=ids):
                 # Answered already: a call that ignores its cancellation past the grace is
-                # abandoned, so it cannot hold up the next request (issue 12, item 5).
+                # abandoned, so it cannot hold up the next request.
                 for child_id in ids:
                     self._children.cancel(child_id, abandon_after_grace=True)
             case StartCompaction():
@@ -469,7 +469,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
 
     def _observe(self, effect: Observe) -> None:
         if not self._features.overrides(effect.hook):
-            return  # no feature observes it: nothing to build or run (issue 17)
+            return  # no feature observes it: nothing to build or run
         with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
             self._observe_inside(effect)
 
@@ -504,7 +504,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         features = self._features
         if not features.overrides(effect.hook):
             # No feature overrides it: it decides nothing (no actions, no compaction), so
-            # nothing is built or run — the same outcome as running it (issue 17).
+            # nothing is built or run — the same outcome as running it.
             return [HookFinished(hook=effect.hook)]
         ctx_for = self._ctx_told(effect.ids)
         with inside_loop(self._agent_id):
@@ -514,13 +514,13 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
                 turn = TurnInfo(context_tokens=effect.context_tokens, aborted=effect.aborted)
                 actions = features.actions(effect.hook, ctx_for, turn)
         if effect.drop_actions or self._status.abort_pending:
-            # The abort fired before or while the hook ran: its actions are dropped (§3.1).
+            # The abort fired before or while the hook ran: its actions are dropped.
             return [HookFinished(hook=effect.hook)]
         compact = any(isinstance(a, CompactAction) for a in actions)
         follow: list[Event] = []
         try:
             # One decision's messages commit as one batch, so a caller arriving during it
-            # lands before or after all of it (invariant 2).
+            # lands before or after all of it (invariant I2).
             follow = list(
                 accept_hook_actions(
                     self._store, self._agent_id, actions, new_id=self._options.new_id

@@ -8,9 +8,9 @@ The agent actor starts one child per stream, tool call and compaction
   failure escaped its work) is answered for here, so the loop never waits for a report that
   cannot come: a tool call gets an error result, a stream a failed ``done``, a compaction a
   failed outcome.
-- An aborted tool call is answered at once (the loop does that, spec §3.9); its thread gets
+- An aborted tool call is answered at once (the loop does that); its thread gets
   ``grace_seconds`` to notice the cancellation and unwind, and the next provider request
-  waits for it meanwhile (spec §3.5). Past the grace it is *abandoned*: the loop is told it
+  waits for it meanwhile. Past the grace it is *abandoned*: the loop is told it
   stopped, so a tool that ignores cancellation cannot wedge its agent; it leaves pykka's
   registry; whatever it reports later is discarded and logged.
 - When the agent stops (passivation, delete, close) or crashes, every child is cancelled and

@@ -23,7 +23,7 @@ def accept_hook_actions(
     store: StoreHandle, agent_id: str, actions: Sequence[Action], *, new_id: Callable[[], str]
 ) -> list[WorkAccepted]:
     """Accept a hook decision's steer/send/inject actions for ``agent_id`` in one transaction
-    (so a caller arriving meanwhile lands before or after all of them, invariant 2); other
+    (so a caller arriving meanwhile lands before or after all of them, invariant I2); other
     actions are ignored here. A message action whose ``id`` is already durable is an
     idempotent repeat (a hook run again after a crash): nothing is written for it.
     Returns the events that tell the loop what was accepted.

@@ -98,6 +98,6 @@ class HookContexts:
     def call_kv(self, internal_id: str, alive: Callable[[], bool]) -> ScopedKV:
         """The store a tool sees for one call; it refuses use once ``alive()`` is False (the
         call returned), so a retained handle can never write behind its result (invariant
-        25)."""
+        I20)."""
         scope = ScopedKV.through(self._store, "agent", self._agent_id, CALL_AREA, internal_id)
         return scope.until(alive)

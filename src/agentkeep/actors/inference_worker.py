@@ -1,5 +1,5 @@
 """An agent's long-lived inference worker: one thread per agent actor incarnation that runs
-its provider streams one after the other (issue 17: a one-shot pykka actor per response cost
+its provider streams one after the other (a one-shot pykka actor per response cost
 a thread and an actor start on every step).
 
 Each stream is a child of the agent exactly as a one-shot actor was (see
@@ -9,7 +9,7 @@ Each stream is a child of the agent exactly as a one-shot actor was (see
 (:class:`StreamJob`) has the parts of an actor ref the agent uses: the urn, ``actor_stopped``,
 ``stop``.
 
-Reports are coalesced (issue 17: a response's events and its exit were one mailbox message
+Reports are coalesced (a response's events and its exit were one mailbox message
 each, six per step): a report — and last, the exit — goes into the job's outbox, and only the
 one that finds the outbox empty tells the agent :class:`StreamReports`; the agent then takes
 everything queued by that time, in order, each as if it had come as a message of its own.
@@ -17,7 +17,7 @@ Nothing is reordered: what one job queued is taken in the order queued, and it i
 later than it would have been as separate messages.
 
 Why one thread is enough: the loop starts a response only once every earlier stream has told
-``ChildStopped`` (spec §3.5), which a job tells right before its exit report, so a new job
+``ChildStopped``, which a job tells right before its exit report, so a new job
 never waits behind a running one. A stream that ignores its cancellation as its agent stops is
 abandoned with the worker (a daemon thread): the next incarnation has a worker of its own.
 """

@@ -1,5 +1,5 @@
 """A one-shot latch on one C lock: the part of ``threading.Event`` the actor shell uses, made
-cheaply (issue 17: an ``Event`` builds a ``Condition`` in Python, ~3–5 µs, and the agent's
+cheaply (an ``Event`` builds a ``Condition`` in Python, ~3–5 µs, and the agent's
 thread made two per step — one per consumption claim, one per stream)."""
 
 from __future__ import annotations

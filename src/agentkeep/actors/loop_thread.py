@@ -1,5 +1,5 @@
 """Which agent's loop the calling thread runs in: hooks and tools run marked, so waiting on
-their own agent from there is refused instead of deadlocking (invariant 20)."""
+their own agent from there is refused instead of deadlocking (invariant I26)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def current_loop_agent() -> str | None:
 
 class _InsideLoop:
     """The mark of one ``with inside_loop(...)`` block (a plain class, not a generator
-    context manager: the actor enters one for every hook of every step, issue 17)."""
+    context manager: the actor enters one for every hook of every step)."""
 
     __slots__ = ("_agent_id", "_previous")
 

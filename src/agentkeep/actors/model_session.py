@@ -1,5 +1,5 @@
 """One agent's model session (what its provider opened for it): created lazily, recreated when
-what the provider was told changes, closed exactly once (invariant 21)."""
+what the provider was told changes, closed exactly once (invariant I12)."""
 
 from __future__ import annotations
 

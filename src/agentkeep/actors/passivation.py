@@ -3,7 +3,7 @@
 and accepted work starts it again).
 
 One sweeper thread (an ``actors/sweeper.py`` :class:`Sweeper`) serves every agent of a
-system (issue 17: a ``threading.Timer`` per settlement cost a thread start on every step).
+system (a ``threading.Timer`` per settlement cost a thread start on every step).
 It lives while some agent has a deadline and exits when none has, so an idle system holds
 no thread for it.
 """

@@ -56,8 +56,7 @@ class ConsumptionPolicy:
         )
 
     def needs_reset(self, previous: Settings, current: Settings) -> bool:
-        """True if switching from ``previous`` to ``current`` must reset the provider's view
-        (spec §3.11)."""
+        """True if switching from ``previous`` to ``current`` must reset the provider's view."""
         return needs_reset(
             previous.provider, previous.model, current.provider, current.model, self._providers
         )

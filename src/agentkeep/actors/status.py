@@ -38,7 +38,7 @@ class AgentStatus:
         self._compactions: list[Future[None]] = []
         self._tools = 0  # tool executions in progress (what a waited cross-agent compact checks)
         # Set the moment abort() is called, before the AbortRequested reaches the mailbox:
-        # a hook running meanwhile loses its actions (spec §3.1). Cleared when it is taken.
+        # a hook running meanwhile loses its actions. Cleared when it is taken.
         self.abort_pending = False
         # The idle actor's published consumption claim (``actors.consume_claim``), or None.
         # A plain reference: the actor replaces it, an acceptance reads it and takes the
@@ -63,7 +63,7 @@ class AgentStatus:
         """Whether the actor's loop has a run in progress (after each event it took)."""
         if running == self._running:
             # Unchanged (most events of a step): idleness cannot change, nobody is woken, so
-            # the condition is not taken (issue 17). Read without it: only the actor writes
+            # the condition is not taken. Read without it: only the actor writes
             # ``_running`` but for ``start_over`` (a restart), and this check then orders
             # before it, as if taken first.
             return

@@ -2,7 +2,7 @@
 
 The loop's timers (``actors/loop_timers.py``: a retry's backoff, the bound on a held block)
 and the idle-grace timers (``actors/passivation.py``) are each a :class:`Sweeper`: a
-``threading.Timer`` per deadline would cost a thread start per step (issue 17). A sweeper's
+``threading.Timer`` per deadline would cost a thread start per step. A sweeper's
 thread lives while some deadline is pending (and ``linger_seconds`` after), so an idle
 process holds no thread for it.
 """

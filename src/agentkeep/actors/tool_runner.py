@@ -41,7 +41,7 @@ _NO_IDS = LifecycleIds()
 @dataclass(frozen=True, kw_only=True)
 class BatchTools:
     """What the calls of one batch run against: the tools of the moment (or why there are
-    none: a failing tools hook's error, which every call then answers, spec §3.6), the
+    none: a failing tools hook's error, which every call then answers), the
     agent's settings, which their hooks see, and the lifecycle ids their plain hooks and
     the tools are told (the loop, the turn, the request whose response asked for them)."""
 
@@ -94,7 +94,7 @@ class ToolRunner:
 
     def batch_tools(self, settings: Settings, ids: LifecycleIds | None = None) -> BatchTools:
         """What a batch starting now runs against, its calls told ``ids``; a failing tools
-        hook is kept as the error every call of the batch answers (spec §3.6), never
+        hook is kept as the error every call of the batch answers, never
         raised."""
         try:
             tools: ToolSet | str = self.tool_set(settings)
@@ -160,7 +160,7 @@ class ToolRunner:
                 return settled  # an earlier run's claim landed after the reload read
         args = validate_arguments(tool, call)
         if isinstance(args, ToolError) or tool is None:
-            # A refused call reaches no tool hook (spec §3.6).
+            # A refused call reaches no tool hook.
             return _error(call.call_id, args.message if isinstance(args, ToolError) else "")
         info = ToolCallInfo(
             call_id=run.internal_id,
@@ -257,7 +257,7 @@ class ToolRunner:
         )
         # The call's store expires when the call returns, when it is cancelled (an aborted
         # call is answered at once, so its thread, running on unobserved, must not write
-        # behind that answer, invariant 25) and when a result was committed (erased with it).
+        # behind that answer, invariant I20) and when a result was committed (erased with it).
         ctx = CallContext(
             agent_id=agent_id,
             call_id=internal_id,
@@ -363,8 +363,8 @@ class _RolledBackError(Exception):
 
 def _may_run_again(tool: Tool[Any, Any]) -> bool:
     """Whether a call interrupted by a crash may run again: a durable or a reloadable tool
-    says so (a reloadable one is retry-safe). ``transactional`` alone does not: seed 001
-    keeps the flags apart, and a tool's effects outside the store are its own."""
+    says so (a reloadable one is retry-safe). ``transactional`` alone does not: the
+    flags stay apart, and a tool's effects outside the store are its own."""
     return tool.durable or tool.reloadable
 
 

@@ -14,7 +14,7 @@
 5. **the post-commit tell**: only after the commit is the agent's actor (or its driver's
    runner) told; a transaction that rolls back leaves no live effect.
 
-Invariant: acceptance never waits for the agent's loop (invariant 20): a tool or hook that
+Invariant: acceptance never waits for the agent's loop (invariant I26): a tool or hook that
 messages its own agent is accepted through the store's writer like any caller.
 """
 

@@ -59,7 +59,7 @@ class Agent:
     def abort(self, *, wait: bool = False, timeout_seconds: float | None = None) -> None:
         """Abort the agent's running turn; a no-op when it has none.
 
-        The abort is handled by the agent's loop at its next step (spec §3); the actions a hook
+        The abort is handled by the agent's loop at its next step; the actions a hook
         is returning meanwhile are dropped. The turn ends ``cancelled`` with the input steers
         joined to it and that still waited; the turns queued behind it then run
         (docs/turns.md).

@@ -115,14 +115,14 @@ class AgentSystem:
 
     @property
     def registry(self) -> Registry:
-        """The versioned definitions (seed 002's agents) in this system's store."""
+        """The versioned definitions (the wire's agents) in this system's store."""
         parts = self._parts
         check = partial(session_setup.check_written_model, providers=parts.providers)
         return Registry(parts.store.handle, admission=parts.admission, check=check)
 
     @property
     def sessions(self) -> Sessions:
-        """Sessions (seed 002's): agents started from a definition's revision and pinned to
+        """Sessions: agents started from a definition's revision and pinned to
         it, and every other agent (see ``docs/sessions.md``)."""
         return Sessions(self._parts)
 

@@ -60,18 +60,18 @@ class SystemOptions(TypedDict, total=False):
       (``AgentSystem.failure``). The same limits apply to the system supervisor, which
       restarts the store writer and the agent tier after it when the writer fails
       (``rest_for_one``, see ``agentkeep.actors.tree``).
-    - ``max_event_bytes``: the bound on one ledger event's encoded data (seed 002's
+    - ``max_event_bytes``: the bound on one ledger event's encoded data (the wire's
       ``maxEventBytes``): a message or metadata update whose event would exceed it is
       refused (``EventTooLargeError``) before anything is written.
-    - ``max_input_bytes``: the bound on one input message's encoded JSON (seed 002's
+    - ``max_input_bytes``: the bound on one input message's encoded JSON (the wire's
       ``maxInputBytes``), refused (``InputTooLargeError``) before anything is written.
     - ``drivers``: injected drivers (:class:`agentkeep.drivers.Driver`), selected by a session's
       pinned ``driver.id`` (docs/drivers.md).
-    - ``turn_timeout_seconds``: the bound on one turn of an injected driver (seed 002's
+    - ``turn_timeout_seconds``: the bound on one turn of an injected driver (the wire's
       ``turnTimeoutMs``; default 600).
     - ``driver_cancel_grace_seconds``: how long a cancelled driver run may take to return
       before it is abandoned (default 1).
-    - ``retry_forever``: seed 001's ``retryForever`` (docs/decisions.md): provider errors,
+    - ``retry_forever`` (docs/decisions.md): provider errors,
       failed compactions and fatal run-stage failures (a refused or unknown commit, a
       failed load) are retried with bounded exponential backoff — ``retry_initial_seconds``
       (default 0.1), doubling, at most ``retry_max_seconds`` (default 30) — instead of

@@ -1,5 +1,5 @@
 """Seeded chaos campaigns: break the runtime on purpose and check that durable state keeps
-its promises (spec §6 and §7).
+its promises.
 
 A campaign runs in a :class:`ChaosWorld`: a state directory that outlives each simulated
 process, a store that dies (``crash``) or hiccups (``flaky``) at a seeded operation, the
@@ -8,7 +8,7 @@ restarted agent hears what its dead predecessor heard; as a :class:`BatchingMode
 batches of 1–3 calls), tools that refuse to run for a dead process, record every execution in
 a :class:`Ledger` and finish in a seeded order (:class:`CompletionOrder`, so a later call of a
 batch often finishes first), and a :class:`Checker` that reads only durable state and the
-ledger. The suites of spec §6.2 are in :data:`SUITES`::
+ledger. The suites (docs/chaos.md) are in :data:`SUITES`::
 
     from agentkeep import chaos
 

@@ -1,6 +1,6 @@
-"""Tool batches of more than one call, whose calls finish in a seeded order (spec §7.9).
+"""Tool batches of more than one call, whose calls finish in a seeded order (invariant I14).
 
-Spec §7.9 says a batch's results land in *call* order, whatever order the calls finish in.
+Invariant I14 says a batch's results land in *call* order, whatever order the calls finish in.
 A campaign can only check that if its batches hold several calls and a later call sometimes
 finishes first. Two pieces make that happen, deterministically per seed:
 
@@ -16,7 +16,7 @@ finishes first. Two pieces make that happen, deterministically per seed:
 
 A call is held only for a later call that is sure to run in the same process: a *durable*
 one (it runs whenever its batch runs, fresh or resumed after a restart, whereas a resumed
-non-durable call is answered without running, §7.12) that is still *pending* in the store
+non-durable call is answered without running, invariant I17) that is still *pending* in the store
 (a response cut short by a crash or a failure dispatches only the calls it committed, and a
 batch is durable before any call runs, so the pending entries are the batch). A hold also
 ends when the held call is cancelled (abort, close); its ``timeout`` is a last resort

@@ -2,7 +2,7 @@
 
 A suite's fault point (``crash``, ``flaky`` or ``writer`` at store operation N) only tests
 something if the process is still working at operation N. The store keeps getting cheaper
-per step, so a hard-coded bound (the old "N ≤ 150 of about 210") silently drifts: too low,
+per step, so a hard-coded bound (such as "N ≤ 150 of about 210") silently drifts: too low,
 the fault never reaches the end of the work; too high, most faults land after the work is
 done and the seed exercises a healthy process.
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 # work item lost its SAVEPOINT/RELEASE (2026-12-01). 499a260, before the writer memo and the
 # multi-row ledger insert, ran up to 65% more (crash_recovery 540, queues 318);
 # bench/chaos_calibration.py measures any revision. interruption's length varies most by seed:
-# since each of its processes brings a message of its own (issue 28: an abort no longer
+# since each of its processes brings a message of its own (an abort no longer
 # leaves the queue to the next process), its 20-seed median is 148 and seeds 0-4 measure
 # 113; it is set between the two.
 HEALTHY_OPERATIONS: dict[str, int] = {

@@ -1,4 +1,4 @@
-"""The chaos suites (spec §6.2) as functions ``(seed) -> CampaignResult``, and their runner.
+"""The chaos suites as functions ``(seed) -> CampaignResult``, and their runner.
 
 Every suite builds a :class:`~agentkeep.chaos.world.ChaosWorld` in a temporary directory,
 plays a seeded sequence of simulated processes (crashing, flaky, aborted, concurrent), checks
@@ -96,7 +96,7 @@ def interruption(seed: int, *, home: str | Path | None = None) -> CampaignResult
     never twice, nothing owed, the last answer numbering every message.
 
     Each process brings a message of its own: the turns queued behind an aborted one run
-    right after it (issue 28), so a process would otherwise finish the whole workload and
+    right after it, so a process would otherwise finish the whole workload and
     leave its successors, and their faults, nothing to interrupt."""
 
     def body(c: Campaign) -> None:
@@ -108,7 +108,7 @@ def interruption(seed: int, *, home: str | Path | None = None) -> CampaignResult
                 abort_after_events=c.rng.randint(1, 8),
                 messages=_messages(f"a{n}-", 1),
             )
-        # An aborted turn may settle leaving its message unanswered (spec §3.9); a last
+        # An aborted turn may settle leaving its message unanswered; a last
         # message makes the agent answer the whole conversation.
         c.process(final=True, start=True, messages=_messages("last", 1))
 
@@ -138,7 +138,7 @@ def writer_failures(seed: int, *, home: str | Path | None = None) -> CampaignRes
     (mode ``writer``: inside a group, at BEGIN or COMMIT, right after COMMIT, at a
     checkpoint). The system supervisor restarts the writer, then the agent tier after it,
     within the process: so each process must still end settled, everything it accepted
-    answered, nothing owed, queued or pending (§7.6) — not only after the next open."""
+    answered, nothing owed, queued or pending (invariant I7) — not only after the next open."""
 
     def body(c: Campaign) -> None:
         offers = _messages("w", 3)
@@ -262,7 +262,7 @@ def _switch_of(seed: int) -> tuple[SwitchExpectation, Offer]:
 
     A switch to a new profile alone resets too, but is left to the unit tests: the chaos
     model numbers its calls per conversation, so the reset conversation on the same provider
-    would reuse the old one's call ids, which the §7.12 ledger check keys on (a model switch
+    would reuse the old one's call ids, which the invariant I17 ledger check keys on (a model switch
     moves to the ``_b`` tools instead)."""
     import random
 

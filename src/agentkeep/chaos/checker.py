@@ -1,4 +1,4 @@
-"""The invariant checker: spec §7, judged from durable state and the side-effect ledger only.
+"""The invariant checker (docs/invariants.md): judged from durable state and the side-effect ledger.
 
 :class:`Checker` follows a campaign: after every simulated process it reads the disk through a
 fresh open (:meth:`ChaosWorld.durable <agentkeep.chaos.world.ChaosWorld.durable>`) and checks
@@ -8,7 +8,7 @@ ledger's ``L1``–``L3`` (:mod:`agentkeep.chaos.ledger_checks`: dense, one event
 one fact per event, never changed between reopens) and the turns' ``T1``–``T4``
 (:mod:`agentkeep.chaos.turn_checks`); after the final healthy process it also
 checks that the agent settled owing nothing with the expected final answer. Each broken
-promise is a :class:`Violation` naming the §7 invariant (or ledger ``L`` name) it breaks.
+promise is a :class:`Violation` naming the invariant (or ledger ``L`` name) it breaks.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Checker:
         # The ledger as read at the previous reopen: the next one must extend it (L3).
         self.events: list[SessionEvent] = []
         self.violations: list[Violation] = []
-        # An aborted turn may settle with its last message unanswered (spec §3.9); that tail
+        # An aborted turn may settle with its last message unanswered; that tail
         # is exempt from the owed check until something is appended after it.
         self._aborted_tail: tuple[int, ConversationRecord] | None = None
 
@@ -125,7 +125,7 @@ class Checker:
 
 
 def _nothing_deleted(previous: DurableState, state: DurableState, process: int) -> list[Violation]:
-    """§7.26: every record once durable is still readable — in the conversation or in an
+    """Invariant I23: every record once durable is still readable — in the conversation or in an
     archived epoch — in the same order (the archive-then-current log only grows)."""
     before, after = history_log(previous), history_log(state)
     if after[: len(before)] == before:

@@ -1,4 +1,4 @@
-"""The invariants of spec §7 as pure functions of durable state and the side-effect ledger.
+"""The invariants (docs/invariants.md), pure functions of durable state and the side-effect ledger.
 
 Each check returns the :class:`Violation` values it finds; :class:`~agentkeep.chaos.checker.
 Checker` runs them after every simulated process. Nothing here reads memory or logs.
@@ -53,7 +53,7 @@ INVARIANTS: dict[int | str, str] = {
     20: "no operation deadlocks: each returns or refuses promptly",
     23: "one owner per store, its lock held until every agent closed and no longer",
     26: "history is never deleted: what leaves the provider's view is archived (issue 12)",
-    # Seed 001's continuation (docs/lifecycle.md): a response cut short is continued.
+    # The continuation (docs/lifecycle.md): a response cut short is continued.
     "C1": "a provider request never ends with the model's own message",
     "C2": "no settled history ends with a response cut short",
     # The session event ledger (docs/ledger.md), checked by agentkeep.chaos.ledger_checks.
@@ -67,21 +67,21 @@ INVARIANTS: dict[int | str, str] = {
     "T3": "every turn's input event is in the same ledger",
     "T4": "an idempotency key never maps to two turns nor runs a driver twice",
     "T5": "a completed turn's result is its whole answer, as the transcript shows it",
-    # Seed 001's transactional tools, checked by agentkeep.chaos.checker.
+    # Transactional tools (invariant I18), checked by agentkeep.chaos.checker.
     "X1": "a transactional tool's writes commit with its result or not at all",
     "X2": "a call whose result was committed (ctx.commit) never runs again",
 }
 
 
 class Violation(msgspec.Struct, frozen=True, kw_only=True):
-    """One broken promise: the §7 invariant, where it was seen, and what was wrong."""
+    """One broken promise: the invariant, where it was seen, and what was wrong."""
 
     invariant: int | str
     process: int
     detail: str
 
     def describe(self) -> str:
-        """One line: the invariant (§7 number or ledger ``L`` name, and its name), the process
+        """One line: the invariant (base-spec number or ``L`` name, and its name), the process
         after which it broke, and the detail.
         """
         name = INVARIANTS.get(self.invariant, "")
@@ -127,7 +127,7 @@ def check_state(
     aborted: bool = False,
 ) -> list[Violation]:
     """Invariants that hold after any process, however it died. ``aborted``: the process
-    aborted a turn, which may settle with its last message unanswered (spec §3.9)."""
+    aborted a turn, which may settle with its last message unanswered."""
     found: list[Violation] = []
 
     def bad(invariant: int, detail: str) -> None:
@@ -137,7 +137,7 @@ def check_state(
     users = [r.message_id for r in state.records if isinstance(r, UserRecord)]
     queued_list = [q.id for q in state.queued]
     queued = set(queued_list)
-    # §7.1: exactly once
+    # invariant I1: exactly once
     for message_id, count in Counter(users).items():
         if count > 1:
             bad(1, f"message {message_id!r} is in the conversation {count} times")
@@ -149,7 +149,7 @@ def check_state(
     for message_id in set(users) | queued:
         if message_id not in offered:
             bad(1, f"message {message_id!r} was never offered")
-    # A switch or a compaction archives what it takes out of view (§7.26): an accepted
+    # A switch or a compaction archives what it takes out of view (invariant I23): an accepted
     # message is queued, in the conversation, or in an archived epoch — never gone.
     # A steer still waiting when the turn it joined was cancelled went with that turn
     # (docs/turns.md: a cancel stops everything the turn joined).
@@ -158,7 +158,7 @@ def check_state(
     for message_id in world.accept_order:
         if message_id not in users and message_id not in kept:
             bad(1, f"accepted message {message_id!r} is neither queued, consumed nor archived")
-    # §7.3: per-queue order
+    # invariant I3: per-queue order
     if world.order_known:
         rank = {message_id: i for i, message_id in enumerate(world.accept_order)}
         for queue in ("steering", "send"):
@@ -207,7 +207,7 @@ def _check_calls(world: ChaosWorld, state: DurableState, process: int) -> list[V
             elif call_id in answered:
                 bad(10, f"call {call_id!r} answered twice")
             else:
-                # §7.9: results land in call order, so every call before this one (in its
+                # invariant I14: results land in call order, so every call before this one (in its
                 # batch, and in the batches before it) is already answered.
                 skipped = [c for c, p in calls.items() if p < calls[call_id] and c not in answered]
                 if skipped:
@@ -250,7 +250,7 @@ def _check_owed(state: DurableState, process: int, *, aborted: bool) -> list[Vio
         reasons.append(f"{len(state.pending)} pending call(s)")
     last = state.records[-1] if state.records else None
     if aborted:
-        pass  # an aborted turn may settle with its last message unanswered (spec §3.9)
+        pass  # an aborted turn may settle with its last message unanswered
     elif isinstance(last, UserRecord | ToolRecord) or (
         isinstance(last, SystemRecord) and last.reason == "failure"
     ):
@@ -271,9 +271,9 @@ def _check_continued(
 ) -> list[Violation]:
     """C2: the campaigns' model never ends a response with its reasoning, so a reasoning block
     that ends a settled history, or that a consumed ``send`` message directly follows, is a
-    response a crash cut short that was never continued (seed 001: it is continued after
+    response a crash cut short that was never continued (it is continued after
     "Continue from where you left off." before any send is consumed; steering may come
-    first). An abort may settle a cut response (§3.9): a campaign that aborted is exempt."""
+    first). An abort may settle a cut response: a campaign that aborted is exempt."""
     if aborted or any(report.aborted for report in world.reports):
         return []
     records = state.records
@@ -339,7 +339,7 @@ def _check_switch(state: DurableState, switch: SwitchExpectation, process: int) 
         problems.append(f"switch messages {sorted(new)} consumed under {settings}")
     found = [Violation(invariant=15, process=process, detail=p) for p in problems]
     # The reset restarted what the provider sees; the old conversation must stay readable
-    # in an epoch archived by the switch (§7.26), never be deleted.
+    # in an epoch archived by the switch (invariant I23), never be deleted.
     kept = {
         r.message_id
         for epoch in state.archived
@@ -363,7 +363,7 @@ def _check_switch(state: DurableState, switch: SwitchExpectation, process: int) 
 
 
 def check_ledger(world: ChaosWorld, process: int) -> list[Violation]:
-    """§7.12: a non-durable (fragile) tool ran at most once per call; a violation for each call the
+    """I17: a non-durable (fragile) tool ran at most once per call; a violation for each call the
     ledger shows running twice or more.
     """
     counts = Counter(

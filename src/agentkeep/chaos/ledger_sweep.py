@@ -6,7 +6,7 @@ power-loss campaigns, and the mutants each must catch.
 
 - plain: run ``--seeds`` seeds (default ``CHAOS_SEEDS``, else each campaign's CI count) of
   each campaign; print every failing seed, then a table of seeds, failures and findings per
-  check (``L1``–``L4``, ``T1``–``T5``, ``§7`` numbers, ``other``: e.g. an integrity check);
+  check (``L1``–``L4``, ``T1``–``T5``, base-spec numbers, ``other``: e.g. an integrity check);
 - ``--mutant M``: the same under one mutant of
   :data:`~agentkeep.chaos._mutants.runtime.LEDGER_MUTANTS` (or ``lying_sync`` for
   ``power_loss``); the seeds catching it are the ones that fail;
@@ -89,7 +89,7 @@ class SeedRun:
 
     @property
     def checks(self) -> Counter[str]:
-        """How many problems name each check (``L1``, ``§7.12``, ``other``)."""
+        """How many problems name each check (``L1``, a base-spec number, ``other``)."""
         named: Counter[str] = Counter()
         for problem in self.problems:
             match = _CHECK.match(problem)

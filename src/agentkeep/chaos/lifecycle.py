@@ -1,4 +1,4 @@
-"""``lifecycle_races``: create / delete / resolve / close / shutdown racing sends (issue 5).
+"""``lifecycle_races``: create / delete / resolve / close / shutdown racing sends.
 
 One seed plays two processes on one state directory:
 
@@ -99,7 +99,7 @@ class _Lifecycle:
         self.ledger = Ledger()
         self.alive: dict[int, bool] = {}
         self.system: AgentSystem | None = None  # the running process's system
-        # Batches of 1-3 calls finishing in a seeded order, so §7.9 is checked here too.
+        # Batches of 1-3 calls finishing in a seeded order, so invariant I14 is checked here too.
         self.completion = CompletionOrder(seed, dispatched=self._dispatched)
         self.checkers: dict[str, Checker] = {}
         survivors = [r for r in self.plan.residents if r not in self.plan.doomed]
@@ -176,8 +176,8 @@ class _Lifecycle:
         return listed, states
 
     def _judge_disk(self, facts: Facts, agent: str, state: DurableState) -> None:
-        """The shared §7 checks; refused means not accepted (§7.1); a re-created id starts
-        clean (§7.18); after ``close`` everything accepted is answered (§7.18)."""
+        """The shared checks; refused means not accepted (invariant I1); a re-created id starts
+        clean (invariant I25); after ``close`` everything accepted is answered (invariant I25)."""
         checker = self._checker(agent, facts)
         checker.world.accept_order = sorted(facts.accepted(agent))
         checker.after_process(ProcessReport(generation=1, faults=None))
@@ -235,7 +235,7 @@ class _Lifecycle:
             self.violations += [violation(v.invariant, v.process, v.detail, agent) for v in found]
 
     def _judge_metadata(self, system: AgentSystem, facts: Facts) -> None:
-        """The durable metadata is the winning create's and the last update's (§7.18)."""
+        """The durable metadata is the winning create's and the last update's (invariant I25)."""
         for agent, won in facts.winners.items():
             if won and system.metadata(agent).get("creator") != won[0].note:
                 detail = f"metadata {system.metadata(agent)}, yet {won[0].describe()} won"
@@ -252,7 +252,7 @@ class _Lifecycle:
         self, system: AgentSystem, facts: Facts, agent: str, state: DurableState
     ) -> list[Offer]:
         """Every id offered again: a durable one is an idempotent repeat, any other is new
-        (§7.1)."""
+        (invariant I1)."""
         offers: dict[str, Offer] = {}
         for op in facts.sends(agent):
             message = op.message or ""
@@ -268,7 +268,7 @@ class _Lifecycle:
 
     def _recreate(self, system: AgentSystem, facts: Facts, agent: str) -> list[Offer]:
         """A deleted id is unknown, then free: re-created, it starts clean and accepts an id
-        of its previous life as new (§7.18)."""
+        of its previous life as new (invariant I25)."""
 
         def bad(detail: str) -> None:
             self.violations.append(violation(18, 2, detail, agent))
@@ -291,7 +291,7 @@ class _Lifecycle:
         return [Offer(id=message, text=message)]
 
     def _judge_final(self, agent: str, offers: list[Offer], idle: bool) -> None:
-        """The shared §7 checks, and the final ones: each offer once, answered, nothing owed."""
+        """The shared checks, and the final ones: each offer once, answered, nothing owed."""
         checker = self.checkers.get(agent) or self._checker(agent, None)
         checker.world.offers = list(offers)
         checker.world.accept_order = [o.id for o in offers]
@@ -344,7 +344,7 @@ class _Lifecycle:
         return checker
 
     def _deliver(self, system: AgentSystem, agent: str, message: str) -> Delivery | None:
-        """Send in the new process; failing or hanging there is a violation (§7.1)."""
+        """Send in the new process; failing or hanging there is a violation (invariant I1)."""
         delivered: list[Delivery] = []
         send = Agent(system, agent).send
         error = bounded(lambda: delivered.append(send(user(message), id=message)), TIMEOUT)
@@ -355,7 +355,7 @@ class _Lifecycle:
 
 
 def judge_closed_system(system: AgentSystem, agent: str, timeout: float) -> list[Violation]:
-    """After close/shutdown returned, the old system admits nothing (§7.18): each write is
+    """After close/shutdown returned, the old system admits nothing (invariant I25): each write is
     refused with AgentClosedError (reads too: every operation passes the admission gate),
     and a second close or shutdown returns at once."""
     refused_with: dict[str, tuple[Callable[[], object], tuple[type[Exception], ...]]] = {

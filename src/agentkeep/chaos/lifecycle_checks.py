@@ -3,19 +3,19 @@
 :class:`Facts` condenses a finished :class:`~agentkeep.chaos.lifecycle_race.Race`: which
 create won each newcomer id, which deletes and re-creates succeeded, and when the first closer
 began, all as logical tickets. Every check returns :class:`~agentkeep.chaos.Violation` values
-numbered by the spec §7 invariant they guard:
+named by the invariant they guard (docs/invariants.md):
 
-* §7.1 — an accepted message is in its agent's conversation exactly once; a repeat of a
+* invariant I1 — an accepted message is in its agent's conversation exactly once; a repeat of a
   durable id is an idempotent repeat; a refused message is not in the conversation; an agent
   id is claimed by one create;
-* §7.18 — close and delete admit nothing new (a racing caller is refused with
+* invariant I25 — close and delete admit nothing new (a racing caller is refused with
   ``AgentClosedError`` or, for an agent that does not exist, ``UnknownAgentError``; nothing
   else), and answer everything admitted before they return; a deleted id is released (resolve
   refuses it, re-creating it starts clean);
-* §7.20 — no operation hangs;
-* §7.23 — the store's lock is free once ``close``/``shutdown`` returned.
+* invariant I26 — no operation hangs;
+* invariant I28 — the store's lock is free once ``close``/``shutdown`` returned.
 
-The §7 invariants of the shared checker (well-formed history, owed work, continuity across
+The invariants of the shared checker (well-formed history, owed work, continuity across
 processes, the final answer) are judged by :class:`~agentkeep.chaos.checker.Checker`.
 """
 
@@ -154,8 +154,8 @@ def _successful(ops: Iterable[Op], kind: str) -> dict[str, Op]:
 
 
 def judge_ops(facts: Facts) -> list[Violation]:
-    """Every raced call returned, or was refused with an error its race explains (§7.18);
-    an id was claimed by one create and a repeat was idempotent (§7.1); nothing hung (§7.20)."""
+    """Every raced call returned, or was refused with an error its race explains (invariant I25);
+    an id was claimed by one create and a repeat was idempotent (I1); nothing hung (I26)."""
     found: list[Violation] = []
     for op in facts.ops:
         if op.end is None:
@@ -244,7 +244,7 @@ _JUDGES: dict[str, Callable[[Facts, Op], Problem]] = {
 
 
 def _judge_repeats(facts: Facts) -> list[Violation]:
-    """A fresh id is created once; its repeat is an idempotent repeat (§7.1) — unless the
+    """A fresh id is created once; its repeat is an idempotent repeat (invariant I1) — unless the
     agent was re-created between them (a new life has no ids yet)."""
     found: list[Violation] = []
     seen: set[tuple[str, str]] = set()
@@ -264,14 +264,14 @@ def _judge_repeats(facts: Facts) -> list[Violation]:
 
 
 def judge_hangs(race: Race, stuck: list[str]) -> list[Violation]:
-    """A thread still running at the deadline hung (§7.20); each running call is named."""
+    """A thread still running at the deadline hung (invariant I26); each running call is named."""
     running = [op.describe() for op in race.ops if op.end is None]
     return [violation(20, 1, f"thread {name} hung; running: {running}") for name in stuck]
 
 
 def judge_probes(race: Race) -> list[Violation]:
-    """Once close/shutdown returned, the store opens (§7.23) — also for a closer that found
-    another close already running (spec §3.15: concurrent closers share one close)."""
+    """Once close/shutdown returned, the store opens (invariant I28) — also for a closer that found
+    another close already running (concurrent closers share one close)."""
     found: list[Violation] = []
     for op, error in race.probes:
         if error is None:
@@ -286,7 +286,7 @@ def judge_probes(race: Race) -> list[Violation]:
 
 def judge_deletes(facts: Facts, race: Race) -> list[Violation]:
     """Delete returns once the agent answered everything accepted before it began, and
-    leaves it no actor (§7.18)."""
+    leaves it no actor (invariant I25)."""
     found: list[Violation] = []
     for agent, delete in facts.deleted.items():
         if race.left_alive.get(agent):
@@ -301,7 +301,7 @@ def judge_deletes(facts: Facts, race: Race) -> list[Violation]:
 
 
 def judge_reborn(facts: Facts, agent: str, state: DurableState) -> list[Violation]:
-    """A re-created id starts clean (§7.18): it holds only messages sent to its new life,
+    """A re-created id starts clean (invariant I25): it holds only messages sent to its new life,
     and its conversation begins with one of them."""
     reborn = facts.reborn.get(agent)
     if reborn is None:
@@ -356,7 +356,7 @@ def present(state: DurableState) -> set[str]:
 
 
 def judge_fragile(entries: Iterable[LedgerEntry], fragile: frozenset[str]) -> list[Violation]:
-    """A non-durable tool ran at most once per call, across both processes (§7.12)."""
+    """A non-durable tool ran at most once per call, across both processes (invariant I17)."""
     counts = Counter((e.agent_id, e.internal_id) for e in entries if e.tool in fragile)
     return [
         violation(12, 2, f"non-durable tool ran {n} times for call {call}", agent)

@@ -1,4 +1,4 @@
-"""Chaos for seed 001's ``retryForever`` and permission modes (issue 18).
+"""Chaos for ``retry_forever`` (docs/decisions.md) and permission modes.
 
 Two suites share one world and one journal:
 
@@ -354,7 +354,7 @@ def _campaign(suite: str, seed: int, *, retrying: bool, home: str | Path | None)
                 abort_after_events=c.rng.randint(1, 8) if abort else None,
             )
         c.world.offer(*offers)
-        # An aborted turn may settle leaving its message unanswered (spec §3.9); a last
+        # An aborted turn may settle leaving its message unanswered; a last
         # message makes the agent answer the whole conversation.
         process(final=True, start=True, messages=[Offer(id="last", text="last")])
 

@@ -6,7 +6,7 @@ is dead once its store has crashed or once the campaign moved on to the next pro
 call of a dead process raises :class:`ZombieToolError` instead of running, so its side effect
 is never mistaken for the world's. A live call is written to the :class:`Ledger` first, then
 runs the wrapped tool; given a :class:`~agentkeep.chaos.batches.CompletionOrder`, it then
-finishes only after the later call of its batch the order chose (spec §7.9 is only tested if
+finishes only after the later call of its batch the order chose (invariant I14 is only tested if
 results can finish out of call order).
 
 ``durable_tool`` and ``fragile_tool`` are the tools the ``RespondingModel`` calls (durable on

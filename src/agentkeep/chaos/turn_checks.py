@@ -113,7 +113,7 @@ def check_turns(
 class WholeAnswer(NamedTuple):
     """A completed turn's whole answer as the ledger tells it (:func:`whole_answer`)."""
 
-    message: JSONObject  # seed 002's ``AgentMessage`` of every block of the answer
+    message: JSONObject  # the wire's ``AgentMessage`` of every block of the answer
     said: SessionEvent | None  # the answering response's assistant ``message`` event
     cuts: int  # how many cut responses it continues (``continue`` notices crossed)
 
@@ -153,7 +153,7 @@ _UNDER_REWRITE = frozenset({"compaction", "model.switch"})
 
 def whole_answer(events: Sequence[SessionEvent], completed: int) -> WholeAnswer | None:
     """The whole answer of the response whose transaction appended ``events[completed]`` (a
-    ``turn.completed``), as seed 002's ``AgentMessage`` — and that response's assistant
+    ``turn.completed``), as the wire's ``AgentMessage`` — and that response's assistant
     ``message`` event, if any. None when it cannot be told from the ledger (a compaction or
     a model switch rewrote the conversation under it; an event was fitted).
 

@@ -12,7 +12,7 @@ refuse to run, exactly as if it had been killed; the next process reopens the sa
 
 The default model answers with batches of 1–3 calls, and the calls finish in a seeded order
 (:mod:`agentkeep.chaos.batches`): a later call of a batch often finishes first, so the
-checker can see whether results still land in call order (spec §7.9).
+checker can see whether results still land in call order (invariant I14).
 
 The world reads nothing but durable state (:meth:`ChaosWorld.durable`) and the ledger; the
 invariant checker (:mod:`agentkeep.chaos.checker`) judges the two.

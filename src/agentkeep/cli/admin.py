@@ -1,4 +1,4 @@
-"""What ``agentkeep session …`` adds to seed 002's session commands, over one state directory:
+"""What ``agentkeep session …`` adds to the REST API's session commands, over one state directory:
 a session without a definition (``session start`` without AGENT_ID), what the runtime holds
 for a session (``session show``'s ``runtime``), ``session transcript``, ``session delete``;
 and the top-level ``resume``.

@@ -1,7 +1,7 @@
 """``agentkeep chaos list`` and ``agentkeep chaos run``: the seeded chaos campaigns.
 
 ``run`` plays seeds of one or more suites (see :mod:`agentkeep.cli.chaos_suites`) with a
-progress bar on stderr, then prints every failing seed (what broke, the §7 invariant, the
+progress bar on stderr, then prints every failing seed (what broke, the invariant, the
 trace and the exact command replaying it) and a summary table; with ``--json`` one JSON
 document instead (stdout stays clean: the progress bar is on stderr). The exit status is 1 if
 any seed found a violation. Campaign code is imported only when a command runs, so the rest

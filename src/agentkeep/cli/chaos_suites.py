@@ -5,7 +5,7 @@ The in-process suites of :data:`agentkeep.chaos.campaigns.SUITES` report
 (:mod:`agentkeep.chaos.process_kills`) and the power-loss campaign
 (:mod:`agentkeep.chaos.power`) report problem strings. :func:`suites` wraps each in a
 :class:`Suite` whose ``run(seed)`` returns an :class:`Outcome`: the seed, what broke (with
-the §7 invariant where one is named), the trace of the run and the commands replaying it.
+the invariant where one is named), the trace of the run and the commands replaying it.
 
 Campaign modules are imported when :func:`suites` is called, and a suite's campaign function
 is looked up when it runs (so tests can swap one in).
@@ -34,7 +34,7 @@ def replay_command(suite: str, seed: int) -> str:
 
 @dataclass(frozen=True)
 class Finding:
-    """One broken promise of one seed: the §7 invariant or ledger ``L`` name (None when the
+    """One broken promise of one seed: the invariant or ledger ``L`` name (None when the
     campaign names none, e.g. a failed integrity check after a power cut) and its
     description."""
 
@@ -191,7 +191,7 @@ def _power_loss(seed: int) -> Outcome:
 
 
 def _from_problem(problem: str) -> Finding:
-    """A problem string; the checker's start ``§7.N (name)``, ``LN (name)`` or ``TN (name)``."""
+    """A problem string; the checker's start: a base-spec number, ``LN (name)`` or ``TN (name)``."""
     from agentkeep.chaos.invariants import INVARIANTS
 
     match = _INVARIANT.match(problem)

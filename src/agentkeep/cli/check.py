@@ -7,13 +7,13 @@ process owns the store. Then, for every live agent, from one snapshot:
 
 - history: at most one compaction record, and only first; no tool result without its call;
   one result per call; a call without a result is either in the durable pending batch or
-  owed (it is dispatched on resume) — never silently unanswerable (invariants 10, 11);
+  owed (it is dispatched on resume) — never silently unanswerable (invariants I15, I16);
 - pending batch: indexes unique and ordered, each call in the history and unanswered, and
-  the agent owes work while a batch is pending (invariants 8, 9);
+  the agent owes work while a batch is pending (invariants I13, I14);
 - queues: sequence numbers strictly increasing per queue, message ids unique and not also
   consumed, messages well-formed, and the agent owes work while anything is queued
-  (invariants 3, 4, 6);
-- the owed-work fact: a ``tools`` stage has a pending batch to finish (invariant 6).
+  (invariants I3, I4, I7);
+- the owed-work fact: a ``tools`` stage has a pending batch to finish (invariant I7).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""``agentkeep session …``: the durable conversations. Seed 002's ``list/start/show/events/
+"""``agentkeep session …``: the durable conversations. The wire's ``list/start/show/events/
 send/cancel/archive``, and agentkeep's ``settle``, ``compact``, ``transcript`` and ``delete``.
 
 Most run over a :class:`~agentkeep.mcp.backend.Backend` (:mod:`agentkeep.cli.transport`),
 printing the daemon's JSON (``server.wire``) in both modes. A session id is an agent id
-(SURFACES §1): a session started from a definition and one made without (``session start``
+(docs/architecture.md): a session started from a definition and one made without (``session start``
 without AGENT_ID) are the same kind of thing. The top-level names these commands had
 (``agentkeep send`` …) exit 2 naming the command here (``agentkeep.cli.MOVED``).
 """
@@ -63,7 +63,7 @@ def _session_line(value: dict[str, Any]) -> str:
 
 @click.group(name="session")
 def session() -> None:
-    """Sessions: durable conversations, their turns and events (seed 002's `session`
+    """Sessions: durable conversations, their turns and events (the `session`
     commands, and agentkeep's settle, compact, transcript and delete)."""
 
 
@@ -162,7 +162,7 @@ def start(
                 revision_id=revision_id,
             )
         except AgentExistsError:
-            # Seed 002: a client-chosen id makes the start idempotent (the daemon's rule).
+            # A client-chosen id makes the start idempotent (the daemon's rule).
             assert session_id is not None
             record = backend.get_session(session_id)
             if not _same_start(record, definition_id, revision_id, wanted or None):

@@ -1,4 +1,4 @@
-"""``agentkeep agent …``: seed 002's definitions (``list/show/create/update/delete``).
+"""``agentkeep agent …``: definitions (``list/show/create/update/delete``).
 
 A definition is read from a JSON file or ``-`` (stdin). Every subcommand runs over a
 :class:`~agentkeep.mcp.backend.Backend` (:mod:`agentkeep.cli.transport`), so it goes through
@@ -21,7 +21,7 @@ from agentkeep.registry import DefinitionRecord
 from agentkeep.server.wire import AgentList, AgentOut, agent_out
 from agentkeep.types import JSONObject
 
-PAGE_LIMIT = 1000  # the most one page holds (seed 002's limit)
+PAGE_LIMIT = 1000  # the most one page holds (the wire's page limit)
 
 
 def wire(value: msgspec.Struct) -> Any:
@@ -84,7 +84,7 @@ def _render_one(value: dict[str, Any]) -> str:
 
 @click.group(name="agent")
 def agent() -> None:
-    """Agent definitions (seed 002's `agent` commands): named, revisioned, JSON."""
+    """Agent definitions: named, revisioned, JSON."""
 
 
 @agent.command(name="list")
@@ -130,7 +130,7 @@ def create_definition(state: CliState, source: str) -> None:
 @click.argument("source", metavar="PATCH.json")
 @pass_state
 def update_definition(state: CliState, definition_id: str, source: str) -> None:
-    """Apply a JSON patch (seed 002's nested PATCH rules) from a file or - (stdin)."""
+    """Apply a JSON patch (the nested PATCH rules of docs/registry.md) from a file or - (stdin)."""
     patch = read_json_object(source, "patch")
     with open_backend(state) as backend:
         update = backend.update_definition(definition_id, patch)

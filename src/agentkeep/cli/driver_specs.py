@@ -1,5 +1,5 @@
 """``--drivers`` and ``AGENTKEEP_DRIVERS``: the injected drivers a command's system registers
-(seed 002's ``--drivers`` / ``AMALGM_AGENT_DRIVERS``; docs/drivers.md, "Drivers from the
+(the wire's ``--drivers`` / ``AMALGM_AGENT_DRIVERS``; docs/drivers.md, "Drivers from the
 command line").
 
 The list is a global option (``agentkeep --drivers SPECS COMMAND``, or the environment

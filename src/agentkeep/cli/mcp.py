@@ -41,7 +41,7 @@ from agentkeep.persistence.store import HOME_ENV, resolve_home
 @drivers_after()
 @pass_state
 def mcp(state: CliState, home: str | None) -> None:
-    """Serve MCP over stdio: seed 002's agents_* tools, talk_to_agent, steer_agent, cancel_turn.
+    """Serve MCP over stdio: the wire's agents_* tools, talk_to_agent, steer_agent, cancel_turn.
 
     Point an MCP client at `agentkeep mcp --home DIR`. When a daemon (`agentkeep serve`)
     owns DIR, the server is a client of it; otherwise it owns DIR's store while it runs

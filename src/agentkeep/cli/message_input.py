@@ -3,7 +3,7 @@
 argv stops near 128 KB (one argument), so a long message is piped or read from a file; both
 are read as UTF-8, and the newline(s) an editor or ``echo`` leaves at the end are dropped,
 like the shell's ``$(...)`` does. A message is at most ``max_input_bytes`` (its stored JSON,
-512 KiB: seed 002's ``maxInputBytes``). Every refusal is exit 2 before anything is queued.
+512 KiB: the wire's ``maxInputBytes``). Every refusal is exit 2 before anything is queued.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def check_size(content: str) -> None:
 
 
 def structured_message(content: str) -> AgentMessage:
-    """``content`` (the message read as for :func:`read_message`) as seed 002's
+    """``content`` (the message read as for :func:`read_message`) as the wire's
     ``AgentMessage`` JSON, ``{"role": "user" | "system", "parts": [...]}`` (``--message-json``):
     its reference and data parts are kept verbatim.
 

@@ -96,7 +96,7 @@ def serve(
     heartbeat_seconds: float,
     ready_file: Path | None,
 ) -> None:
-    """Serve the state directory over HTTP: seed 002's REST API and SSE event streams.
+    """Serve the state directory over HTTP: the REST API of docs/daemon.md and SSE event streams.
 
     A token is generated on first start into daemon.token in the state directory (mode
     0600); send it as `Authorization: Bearer TOKEN`. SIGTERM or Ctrl-C stops it gracefully.
@@ -148,7 +148,7 @@ def serve(
         click.echo(line)
         sys.stdout.flush()
 
-    make_home_private(state.home.path)  # before the store creates its files (issue 29)
+    make_home_private(state.home.path)  # before the store creates its files
     try:
         with open_system(state.home, resume=True, create=True, drivers=drivers) as (
             system,

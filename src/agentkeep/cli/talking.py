@@ -1,19 +1,19 @@
-"""``agentkeep talk``: seed 002's ``talk AGENT MESSAGE`` merged with today's ``talk AGENT_ID``.
+"""``agentkeep talk``: ``talk AGENT MESSAGE`` (docs/cli.md) and ``talk AGENT_ID``.
 
 One command, two meanings of its first argument, decided in this order:
 
 1. ``--session S``: continue session ``S`` (it must be a session of the definition AGENT).
-2. AGENT names an agent definition: start a session of it and talk (seed 002). With
+2. AGENT names an agent definition: start a session of it and talk. With
    ``--key K`` the session's id is derived from AGENT and K (MCP's ``talk_to_agent`` rule),
    so a retry finds the session and the turn the first attempt made: the same key returns
    them without running the model again, and with another message is refused (exit 2).
-3. AGENT names a session (an agent id, SURFACES §1): continue it.
+3. AGENT names a session (an agent id, docs/architecture.md, "Words"): continue it.
 
 Cases 1 and 2, and every case while a daemon owns the home, run over a
 :class:`~agentkeep.mcp.backend.Backend`: the message becomes a turn; ``--background`` prints
 the accepted turn and returns; otherwise the answer streams as its blocks commit and the
 command ends with the turn (``completed`` 0, ``failed`` 5, ``cancelled`` 1). Case 3 without
-a daemon and without ``--key``/``--background`` is today's talk (the answer streams token by
+a daemon and without ``--key``/``--background`` talks directly (the answer streams token by
 token, ``--model``/``--provider`` apply, ``--json`` prints JSON lines).
 """
 

@@ -233,7 +233,7 @@ class HttpBackend(Backend):
         options: MessageOptions | None = None,
     ) -> SentTurn:
         body: JSONObject = {
-            # Seed 002's AgentMessage as the tool got it: every part kept verbatim.
+            # The wire's AgentMessage as the tool got it: every part kept verbatim.
             "message": message if isinstance(message, str) else msgspec.to_builtins(message),
             "wait": False,
             "delivery": delivery,

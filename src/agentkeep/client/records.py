@@ -25,7 +25,7 @@ from agentkeep.types.turns import TurnFailure, TurnRecord
 
 
 def ms(value: str) -> int:
-    """Seed 002's ISO timestamp as milliseconds since the epoch (the inverse of ``iso``)."""
+    """The wire's ISO timestamp as milliseconds since the epoch (the inverse of ``iso``)."""
     moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     return round(moment.timestamp() * 1000)
 
@@ -76,7 +76,7 @@ def turn_record(body: JSONObject) -> TurnRecord:
         idempotency_key=body["idempotencyKey"],
         driver=body["driver"],
         status=body["status"],
-        input=body["input"],  # seed 002's AgentMessage, as the library stores it
+        input=body["input"],  # a wire AgentMessage, as the library stores it
         result=body.get("result"),
         error=None if error is None else msgspec.convert(error, TurnFailure),
         created_at_ms=ms(body["createdAt"]),

@@ -1,4 +1,4 @@
-"""Injected drivers (seed 002's ``AgentDriver``): sessions whose pinned revision names a
+"""Injected drivers (the wire's ``AgentDriver``): sessions whose pinned revision names a
 driver other than ``agentkeep`` run their turns through it (docs/drivers.md).
 
 - :mod:`~agentkeep.drivers.types`: :class:`Driver`, :class:`DriverRunRequest`,

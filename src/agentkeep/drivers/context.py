@@ -40,7 +40,7 @@ _RESERVED = frozenset(EVENT_TYPES) - {MESSAGE}
 
 
 def check_assistant_message(message: object, what: str) -> JSONObject:
-    """``message`` as seed 002's assistant ``AgentMessage`` (``{"role": "assistant",
+    """``message`` as the wire's assistant ``AgentMessage`` (``{"role": "assistant",
     "parts": [...]}``), as plain JSON. A message of content blocks (``{"role":
     "assistant", "content": [...]}``, agentkeep's earlier form) is converted to parts
     (``types/parts.py``).
@@ -132,7 +132,7 @@ def _is_text(value: object) -> bool:
 
 
 class DriverSignal:
-    """A run's cancel signal, as seed 002's ``context.signal`` (an ``AbortSignal``) in
+    """A run's cancel signal, as the wire's ``context.signal`` (an ``AbortSignal``) in
     Python: ``aborted``, ``reason``, ``throw_if_aborted()`` and ``wait(timeout)``. It fires
     on a cancel (after the intent is durable), at the turn timeout and when the system
     closes."""
@@ -160,7 +160,7 @@ class DriverSignal:
 
 
 class DriverContext:
-    """One run's context (seed 002's ``DriverRunContext``): a cancel signal, ``emit`` (a
+    """One run's context (the wire's ``DriverRunContext``): a cancel signal, ``emit`` (a
     durable event of the turn, committed before it returns) and ``delta`` (ephemeral text
     for live subscribers). Thread-safe; see the module's invariants.
 
@@ -191,7 +191,7 @@ class DriverContext:
     # -- the cancel signal -------------------------------------------------------------------
     @property
     def signal(self) -> DriverSignal:
-        """The cancel signal as seed 002's drivers use it (``context.signal``)."""
+        """The cancel signal as the wire's drivers use it (``context.signal``)."""
         return DriverSignal(self)
 
     @property
@@ -219,11 +219,11 @@ class DriverContext:
     def emit(self, type: str | Mapping[str, Any], data: JSONObject | None = None) -> SessionEvent:
         """Commit an event of the turn to the session's ledger and return it.
 
-        Called as ``emit(type, data)`` or, as seed 002's drivers do, with one event
+        Called as ``emit(type, data)`` or, as the wire's drivers do, with one event
         ``emit({"type": ..., "data": {...}})`` (``data`` defaults to ``{}``). ``type`` is
         the driver's own (not ``turn.*``, not one of agentkeep's event types), or
         ``message`` with an assistant ``AgentMessage`` as ``data``. ``text.delta`` with
-        ``{"text": ...}`` is seed 002's streamed text: it is the same as :meth:`delta`
+        ``{"text": ...}`` is the wire's streamed text: it is the same as :meth:`delta`
         (ephemeral, not stored; the returned event has ``sequence == 0``).
 
         Raises:

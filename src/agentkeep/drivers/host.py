@@ -53,7 +53,7 @@ from agentkeep.types.turns import NATIVE_DRIVER
 
 log = get_logger(__name__)
 
-#: The default turn timeout of an injected driver (seed 002's ``turnTimeoutMs``).
+#: The default turn timeout of an injected driver (the wire's ``turnTimeoutMs``).
 DEFAULT_TURN_TIMEOUT_SECONDS = 600.0
 #: How long a cancelled run may take to return before it is abandoned.
 DEFAULT_CANCEL_GRACE_SECONDS = 1.0

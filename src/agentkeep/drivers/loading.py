@@ -1,4 +1,4 @@
-"""Loading injected drivers named by text: seed 002's ``--drivers`` / ``AMALGM_AGENT_DRIVERS``
+"""Loading injected drivers named by text: the wire's ``--drivers`` / ``AMALGM_AGENT_DRIVERS``
 (ours: ``agentkeep --drivers`` / ``AGENTKEEP_DRIVERS``; docs/drivers.md).
 
 A list is comma-separated (empty items are skipped); each item, a **spec**, is one of:
@@ -38,7 +38,7 @@ from agentkeep.drivers.types import Driver
 from agentkeep.errors import InvalidConfigError
 from agentkeep.types.turns import NATIVE_DRIVER
 
-#: The environment variable holding a comma-separated driver list (seed 002's
+#: The environment variable holding a comma-separated driver list (the wire's
 #: ``AMALGM_AGENT_DRIVERS``).
 DRIVERS_ENV = "AGENTKEEP_DRIVERS"
 #: The attribute a module spec without ``:attr`` is looked up by.

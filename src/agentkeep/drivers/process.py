@@ -10,7 +10,7 @@ The protocol, one harness process per turn:
   through ``context.emit(T, data)`` before the next line is read (``text.delta`` is live
   text, ``message`` an assistant message; ``data`` defaults to ``{}``). One line
   ``{"type": "result", "message"?, "driverSessionId"?, "metadata"?}`` is the turn's result
-  (seed 002's ``DriverRunResult``), passed on as it is; no result line is a result of none.
+  (the wire's ``DriverRunResult``), passed on as it is; no result line is a result of none.
 - **stderr**: free text; its last 8 KiB are kept for the failure message.
 - **exit status**: 0 completes the turn; anything else fails it, naming the status and the
   end of stderr.

@@ -21,7 +21,7 @@ cannot kill a thread; an abandoned run can only waste its own time.
 
 A ``running``/``cancelling`` turn the runner finds when it looks for work is an orphan of a
 previous incarnation (a crash of the runner or of its tier): it becomes ``interrupted``
-(``cancelled`` if its cancellation was asked), never replayed, seed 002's crash rule.
+(``cancelled`` if its cancellation was asked), never replayed, the crash rule of docs/drivers.md.
 """
 
 from __future__ import annotations

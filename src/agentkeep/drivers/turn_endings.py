@@ -113,7 +113,7 @@ def _failure(state: RunState, outcome: str, timeout: float) -> TurnFailure | Non
 
 
 def _result_of(result: Mapping[Any, Any]) -> DriverResult:
-    """Seed 002's ``DriverRunResult`` as a plain dict (``message``, ``driverSessionId``,
+    """The wire's ``DriverRunResult`` as a plain dict (``message``, ``driverSessionId``,
     ``metadata``, each optional; ``driver_session_id`` is accepted too) as a
     :class:`DriverResult`.
 
@@ -139,7 +139,7 @@ def _result_of(result: Mapping[Any, Any]) -> DriverResult:
 
 def _checked_result(result: object) -> DriverResult:
     """The run's return value as a :class:`DriverResult` (None: an empty one; a dict:
-    seed 002's ``DriverRunResult``, :func:`_result_of`).
+    the wire's ``DriverRunResult``, :func:`_result_of`).
 
     Raises:
         InvalidDriverEventError: it is something else, or its fields are invalid.

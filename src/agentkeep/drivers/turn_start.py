@@ -48,15 +48,15 @@ def start_turn(tx: Transaction, session_id: str, turn: TurnRecord) -> DriverRunR
 
 
 def _wire(message: JSONObject) -> JSONObject:
-    """A stored message as seed 002's ``AgentMessage`` (a turn accepted before inputs were
+    """A stored message as the wire's ``AgentMessage`` (a turn accepted before inputs were
     stored in that shape holds content blocks)."""
     wire = as_wire_json(message)
     return wire if isinstance(wire, dict) else message
 
 
 def _history(tx: Transaction, session_id: str, before: int) -> list[JSONObject]:
-    """Each earlier completed turn's input, then its ``message`` events' messages (seed
-    002's ``AgentMessage``s: the driver's own, or the native loop's if the session's driver
+    """Each earlier completed turn's input, then its ``message`` events' messages (wire
+    ``AgentMessage``s: the driver's own, or the native loop's if the session's driver
     changed)."""
     completed: dict[str, TurnRecord] = {}
     after = 0

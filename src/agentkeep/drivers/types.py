@@ -1,4 +1,4 @@
-"""The injected-driver API (seed 002's ``AgentDriver``): what a driver is, what it is given,
+"""The injected-driver API (the wire's ``AgentDriver``): what a driver is, what it is given,
 what it returns, and what it may raise or be refused (docs/drivers.md).
 
 A driver runs the turns of the sessions whose pinned revision names it (``driver.id``). It is
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 class DriverRunRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """What a driver's ``run`` is given for one turn (seed 002's ``DriverRunRequest``).
+    """What a driver's ``run`` is given for one turn (the wire's ``DriverRunRequest``).
 
     Attributes:
         revision: The session's pinned (immutable) revision: instructions, model, driver
@@ -33,11 +33,11 @@ class DriverRunRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
         turn: The turn, already ``running``.
         history: The ordered completed history before this turn: for each earlier
             ``completed`` turn, its input then the assistant messages it produced (its
-            ``message`` events), each seed 002's ``AgentMessage`` as JSON (``{"role",
+            ``message`` events), each a wire ``AgentMessage`` as JSON (``{"role",
             "parts"}``: text, reference and data parts).
         input: The turn's input message (``turn.input``), an ``AgentMessage`` as JSON.
         driver_session_id: The opaque id the last turn that returned one gave, or None
-            (seed 002's ``driverSessionId``).
+            (the wire's ``driverSessionId``).
     """
 
     revision: Revision
@@ -49,12 +49,12 @@ class DriverRunRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
 
     @property
     def agent(self) -> Revision:
-        """The pinned revision under seed 002's name (``request.agent``)."""
+        """The pinned revision under its wire name (``request.agent``)."""
         return self.revision
 
 
 class DriverResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """What a driver's ``run`` returns (seed 002's ``DriverRunResult``); returning None is
+    """What a driver's ``run`` returns (the wire's ``DriverRunResult``); returning None is
     the same as ``DriverResult()``, and a plain dict ``{"message", "driverSessionId",
     "metadata"}`` (each optional) is taken as one.
 
@@ -73,7 +73,7 @@ class DriverResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 @runtime_checkable
 class Driver(Protocol):
-    """An injected driver (seed 002's ``AgentDriver``).
+    """An injected driver (the wire's ``AgentDriver``).
 
     Attributes:
         id: What a definition's ``driver.id`` names to select it (not ``agentkeep``, which is
@@ -85,7 +85,7 @@ class Driver(Protocol):
     def run(
         self, request: DriverRunRequest, context: DriverContext
     ) -> DriverResult | JSONObject | None:
-        """Run one turn; return its result (a :class:`DriverResult`, seed 002's
+        """Run one turn; return its result (a :class:`DriverResult`, the wire's
         ``DriverRunResult`` as a dict, or None), or raise to fail it.
 
         Called in a worker thread with the turn already ``running``. Observe

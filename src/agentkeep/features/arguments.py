@@ -102,7 +102,7 @@ class HookContext:
     refuses use once the hook returned).
     ``system`` is the system as seen from inside an agent (no close, no wait).
 
-    The lifecycle ids (seed 001, ``docs/lifecycle.md``) name what the hook belongs to; each
+    The lifecycle ids (``docs/lifecycle.md``) name what the hook belongs to; each
     is None where the hook belongs to none (outside a run, say). They are written with the
     agent's outstanding work before the first hook is told them and survive a restart, so a
     hook may key durable state on them:

@@ -36,7 +36,7 @@ class FeatureSet:
         if duplicates:
             raise InvalidConfigError(f"feature names must be unique: {sorted(duplicates)}")
         self.features = tuple(features)
-        # The features that override each hook, in order, worked out once (issue 17: every
+        # The features that override each hook, in order, worked out once (every
         # hook of every step asked each feature, and made each one a context). Only they are
         # called: a hook a feature leaves alone is the base class's no-op, so skipping it
         # changes nothing but the cost (no context is made for it).

@@ -67,7 +67,7 @@ class CompactAction(_Data, frozen=True):
 
 class InjectAction(_Data, frozen=True):
     """Queue ``message`` as a system notice, durably: it owes the agent an inference and
-    enters the conversation after the queued input (spec §3.12: notices are consumed last)."""
+    enters the conversation after the queued input (notices are consumed last)."""
 
     message: SystemMessage
 

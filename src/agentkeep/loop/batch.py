@@ -1,5 +1,5 @@
 """One tool batch's bookkeeping (pure): which calls run, which results are ready, and the
-strict batch order in which results are committed (invariant 9)."""
+strict batch order in which results are committed (invariant I14)."""
 
 from __future__ import annotations
 

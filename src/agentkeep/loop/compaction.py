@@ -1,4 +1,4 @@
-"""The compaction stage (spec §3.10): stage the owed fact, summarise, replace the history."""
+"""The compaction stage: stage the owed fact, summarise, replace the history."""
 
 from __future__ import annotations
 

@@ -147,7 +147,7 @@ class Run:
 
     hook_due: bool = False  # before_agent_loop is observed once the ids are settled
     failure: str | None = None  # the unrecovered failure that left its note
-    # The run's provider was removed (seed 001 provider disablement): its failures are not
+    # The run's provider was removed (provider disablement): its failures are not
     # retried.
     provider_disabled: bool = False
 
@@ -222,7 +222,7 @@ class LoopContext:
         self.requests = Requests()
         self.failures = Failures()
         self.commits = Commits()
-        # children (streams, tools, compactions) not yet known to have stopped (§3.5)
+        # children (streams, tools, compactions) not yet known to have stopped
         self.children: set[str] = set()
 
     def new_id(self) -> str:
@@ -272,7 +272,7 @@ class LoopContext:
     def usable_inference_id(self) -> str | None:
         """The inference id the durable owed fact holds for this turn's next request, if a
         request may be made under it: one no request of this process used, whose request
-        (before a restart) committed no completed content (seed 001: an inference id
+        (before a restart) committed no completed content (an inference id
         survives only while its request has produced no completed block)."""
         owed, ids = self.mirror.owed, self.lifecycle
         if owed is None or owed.stage != "inference" or owed.inference_id is None:

@@ -25,7 +25,7 @@ HookName: TypeAlias = Literal["before_turn", "after_turn", "after_agent_loop"]
 
 
 class LifecycleIds(_Data, frozen=True):
-    """The lifecycle ids a hook is told (seed 001; ``docs/lifecycle.md``): the loop (a run,
+    """The lifecycle ids a hook is told (``docs/lifecycle.md``): the loop (a run,
     settled to settled), the turn, the provider request and the settlement it belongs to;
     None where the hook belongs to none."""
 

@@ -73,7 +73,7 @@ class StopRetrying(_Data, frozen=True):
 
 class ProviderRemoved(_Data, frozen=True):
     """The provider ``provider_id`` was removed from the registry, or a request found it
-    unregistered (seed 001 provider disablement): a run against it stops retrying."""
+    unregistered (provider disablement): a run against it stops retrying."""
 
     provider_id: str
 
@@ -120,7 +120,7 @@ class ToolLifetimes(_Data, frozen=True):
     """Which of the calls just started run tools with lifetime flags (told by the runtime,
     which knows the tools, right after ``StartTools``): ``steerable`` calls are interrupted
     by newly accepted steering and by a drain, ``reloadable`` ones are left pending by a
-    drain (seed 001)."""
+    drain."""
 
     steerable: tuple[str, ...] = ()
     reloadable: tuple[str, ...] = ()

@@ -1,4 +1,4 @@
-"""The inference stage (spec §3.4): start a provider response, read its stream, judge its end.
+"""The inference stage: start a provider response, read its stream, judge its end.
 
 Finished blocks are held, briefly: a block an event finished is committed when the next event
 arrives (the response goes on), so that the last one rides in the response's finishing commit
@@ -39,7 +39,7 @@ def start(ctx: LoopContext) -> None:
     inference_id = ctx.usable_inference_id()
     if inference_id is None:
         # The request's id is written with the owed work before its first hook is told it
-        # (seed 001): decided again once this lands.
+        # and is decided again once this lands.
         ctx.commit(StageOwed(owed=ctx.owed_for_inference()))
         return
     ctx.lifecycle.inference_id = ctx.lifecycle.last_request_id = inference_id

@@ -1,5 +1,5 @@
-"""What stops a turn short: a refused commit (spec §3.5, §3.7, §3.14), a commit whose outcome
-is unknown, a failed turn (§3.8) and an abort (§3.9, invariant 17). Each returns what became
+"""What stops a turn short: a refused commit, a commit whose outcome
+is unknown, a failed turn and an abort (invariant I24). Each returns what became
 of the run (:class:`~agentkeep.loop.outcomes.Outcome`); ``transitions`` acts on it."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def commit_failed(ctx: LoopContext, plan: Plan, message: str) -> Outcome:
                 return Outcome.RUN_BLOCKED
             return fail_turn(ctx, message)
         case CommitToolResult():
-            # First failed result closes the batch; its entries and owed stay (spec §3.5).
+            # First failed result closes the batch; its entries and owed stay.
             turn.blocked = True
             if turn.batch is not None:
                 tools.abandon(ctx)
@@ -130,7 +130,7 @@ def fail_turn(ctx: LoopContext, message: str) -> Outcome:
 
 
 def abort(ctx: LoopContext) -> Outcome:
-    """Cancel the whole turn; never wait for a stream or a tool (invariant 17). ``DONE``:
+    """Cancel the whole turn; never wait for a stream or a tool (invariant I24). ``DONE``:
     the turn ends at the next decision."""
     turn = ctx.turn
     if not ctx.running or turn.aborted:

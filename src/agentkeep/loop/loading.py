@@ -1,4 +1,4 @@
-"""The turn's load (spec §3.1, §3.13): mirror the durable state read, find what the turn owes
+"""The turn's load: mirror the durable state read, find what the turn owes
 (a batch to resume, calls stranded by a restart, a question to answer) and settle the run's
 lifecycle ids before any hook is told them. :mod:`agentkeep.loop.transitions` opens the turn
 once they are durable."""
@@ -38,7 +38,7 @@ def loaded(ctx: LoopContext, snapshot: Snapshot) -> Outcome:
     ctx.mirror.settings = snapshot.settings or ctx.config.defaults
     ctx.mirror.owed = snapshot.owed
     ctx.mirror.context_tokens = snapshot.context_tokens
-    # Recovery (spec §3.13): a dispatched batch resumes; calls the history holds without a
+    # Recovery: a dispatched batch resumes; calls the history holds without a
     # batch entry never ran and are dispatched fresh; a trailing question is answered.
     if snapshot.pending:
         turn.resume = Dispatched(list(snapshot.pending))
@@ -58,7 +58,7 @@ def loaded(ctx: LoopContext, snapshot: Snapshot) -> Outcome:
         # truncated answer is never final — it is continued while the owed fact stands.
         turn.needs_inference = True
     if lifecycle_ids(ctx, snapshot.owed):
-        # The ids are durable before any hook is told them (seed 001): the turn's hooks
+        # The ids are durable before any hook is told them: the turn's hooks
         # wait for the staging commit (``landing.landed``), so a failure of it meets a turn
         # with no hook running — and no hook was told ids that never became durable.
         turn.opening = True
@@ -68,7 +68,7 @@ def loaded(ctx: LoopContext, snapshot: Snapshot) -> Outcome:
 
 def lifecycle_ids(ctx: LoopContext, owed: OwedWork | None) -> bool:
     """Settle the loop's and turn's ids at the turn's load, and write them with the owed
-    work before any hook is told them (seed 001; docs/lifecycle.md).
+    work before any hook is told them (docs/lifecycle.md).
 
     A run's first load continues the owed fact's loop and turn (a restart resumes them); a
     later turn of the run gets a fresh turn id. A request whose completed content never

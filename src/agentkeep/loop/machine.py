@@ -6,8 +6,8 @@ No I/O, no threads, no clock: ids come from an injected factory, every durable c
 the shell runs and reports on. The same event sequence always yields the same effects, which
 is what lets hypothesis drive it.
 
-Shape of a run (spec §3): a *run* goes from settled to settled; it is a sequence of *turns*;
-each turn reloads durable state first (invariant 5), runs ``before_turn``, then *passes*:
+Shape of a run: a *run* goes from settled to settled; it is a sequence of *turns*;
+each turn reloads durable state first (invariant I6), runs ``before_turn``, then *passes*:
 resume a dispatched batch, compact if asked, consume steering (always) or send (only when
 nothing is owed), consume notices, infer; a tool batch runs and the pass repeats. A turn ends
 when a pass finds nothing to do; the run settles when no turn is requested.

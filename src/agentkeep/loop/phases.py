@@ -4,17 +4,17 @@ A loop is in exactly one :data:`Phase` at a time; :mod:`agentkeep.loop.transitio
 from one to the next. What spans stages lives in :class:`~agentkeep.loop.context.LoopContext`;
 what one turn learns (aborted, failing, what is owed next) lives in :class:`Turn`.
 
-Stage         waits for                            spec
-``Idle``      a start, a message, a compaction     §3.1 (no run)
-``Loading``   ``Loaded`` / ``LoadFailed``          §3.1 turn: reload durable state
-``InHook``    ``HookFinished`` of that hook        §3.1 before_turn, after_turn, after_agent_loop
-``Passing``   commits landing, a tool batch, or    §3.2 the pass: consume queues and notices,
-              nothing (the next step is decided)   land results (§3.3, §3.5, §3.12)
-``Inferring`` stream events of one inference       §3.4
-``Compacting`` the compaction's outcome, then      §3.10
+Stage         waits for                            rule (docs/architecture.md, "Inside the loop")
+``Idle``      a start, a message, a compaction     run (none under way)
+``Loading``   ``Loaded`` / ``LoadFailed``          turn: reload durable state
+``InHook``    ``HookFinished`` of that hook        hooks: before_turn, after_turn, after_agent_loop
+``Passing``   commits landing, a tool batch, or    pass: consume queues and notices,
+              nothing (the next step is decided)   land results
+``Inferring`` stream events of one inference       infer
+``Compacting`` the compaction's outcome, then      compact
               its replacement commit
-``Settling``  the ``Settle`` commit                §3.14
-``BackingOff`` ``TimerFired`` before a retry         seed 001 ``retryForever``
+``Settling``  the ``Settle`` commit                settle
+``BackingOff`` ``TimerFired`` before a retry         ``retry_forever`` (docs/decisions.md)
 
 (``Inferring`` takes a ``TimerFired`` too: the bound on how long a finished block is held.)
 """
@@ -39,7 +39,7 @@ class Idle:
 
 @dataclass(frozen=True, slots=True)
 class Loading:
-    """A turn began: the durable state is being read (invariant 5)."""
+    """A turn began: the durable state is being read (invariant I6)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,7 @@ class Compacting:
 
 @dataclass(frozen=True, slots=True)
 class Settling:
-    """The run owes nothing: the ``Settle`` commit is in flight (spec §3.14)."""
+    """The run owes nothing: the ``Settle`` commit is in flight."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ Phase: TypeAlias = (
 
 @dataclass(frozen=True, slots=True)
 class Dispatched:
-    """A batch dispatched before a restart: its calls resume (spec §3.13)."""
+    """A batch dispatched before a restart: its calls resume."""
 
     calls: list[PendingToolCall]
 
@@ -126,20 +126,20 @@ class Turn:
     """What one turn has learned; a new turn starts from a fresh one.
 
     The tool batch lives here rather than in a stage: a dispatched batch's results keep
-    landing in batch order whatever else the turn does (spec §3.5).
+    landing in batch order whatever else the turn does.
     """
 
     loaded: bool = False  # the durable state was read (a failure note needs it)
     aborted: bool = False  # an abort, or the provider cancelled the response
     cancel_emitted: bool = False  # the one terminal ``done{cancelled}`` was given
-    pending_error: str | None = None  # an unrecovered provider error (spec §3.8)
+    pending_error: str | None = None  # an unrecovered provider error
     failing: bool = False  # the turn cannot go on: it ends at the next decision
     blocked: bool = False  # a failed write left the owed fact standing: no settlement
     ending: bool = False  # after_turn was asked: nothing more is decided in this turn
     opening: bool = False  # the load staged the turn's ids: its hooks wait for that commit
     settled_early: bool = False  # the last response's own transaction settled the run
     needs_inference: bool = False  # something awaits a provider response
-    step: ConsumeStep = "steering"  # where the pass's consumption stands (invariant 7)
+    step: ConsumeStep = "steering"  # where the pass's consumption stands (invariant I5)
     resume: Dispatched | Recorded | None = None  # calls to run before anything else
     batch: ToolBatch | None = None
     # The request whose response the next dispatch comes from (None: calls a load found).

@@ -197,7 +197,7 @@ class FinishResponse(_Plan[Appended], frozen=True):
     answer: tuple[AssistantBlock, ...] | None = None
     # The whole response as published (a server call kept out of the history left out),
     # when it ended with content (normally, at its length limit or calling tools): its
-    # assistant message is reported as a seed-002 ``message`` event in this transaction
+    # assistant message is reported as a wire ``message`` event in this transaction
     # (docs/ledger.md). None for a response that failed or was cut short.
     message: tuple[AssistantBlock, ...] | None = None
     private_calls: tuple[str, ...] = ()  # as for ``AppendBlock``
@@ -207,7 +207,7 @@ class FinishResponse(_Plan[Appended], frozen=True):
 
 
 class DispatchBatch(_Plan[None], frozen=True):
-    """The whole batch durable before any call runs (invariant 8)."""
+    """The whole batch durable before any call runs (invariant I13)."""
 
     calls: tuple[PendingToolCall, ...]
     owed: OwedWork

@@ -1,4 +1,4 @@
-"""Tool request blocks (seed 001, "SessionInputTool"): a queued user message may ask the
+"""Tool request blocks ("SessionInputTool"): a queued user message may ask the
 runtime to run one tool call before the model is asked.
 
 Pure helpers shared by the consumption transaction (``plans``), the loop (``machine``) and
@@ -40,8 +40,8 @@ def request_of(message: QueueableMessage) -> ToolCallRequestBlock | None:
 
 def batch_through_request(entries: Sequence[QueuedMessage]) -> list[QueuedMessage]:
     """An all-at-once batch: the leading entries that select the first entry's profile, up to
-    and including the first tool request. Entries of different profiles never share a batch
-    (seed 001): they may not share model context, so the next pass takes the rest."""
+    and including the first tool request. Entries of different profiles never share a batch:
+    they may not share model context, so the next pass takes the rest."""
     if not entries:
         return []
     profile = entries[0].options.profile

@@ -1,6 +1,6 @@
 """Assembling one streamed response into finished blocks (pure).
 
-Decisions (spec §1.9 leaves them open; the seed code ignored both):
+Decisions (a provider's stream events leave them open):
 
 - ``block_start … block_reset`` discards that attempt: blocks finished inside an open attempt
   are held back and released only by ``block_stop`` (or by the terminal ``done``, which closes

@@ -1,4 +1,4 @@
-"""Retrying forever (seed 001 ``retryForever``): a provider error, a failed compaction or a
+"""Retrying forever (docs/decisions.md): a provider error, a failed compaction or a
 fatal run-stage failure waits out a bounded exponential backoff and tries again, instead of
 leaving a failure note and giving up after ``max_failed_turns``.
 
@@ -8,7 +8,7 @@ shutdown arriving during the wait takes effect at once (``cancel``). Between att
 outstanding durable stage (the owed fact) stays as it is, so committed tool effects are never
 replayed, no failure note is appended, and the turn stays ``running``.
 
-Provider disablement (seed 001) stops it too: once the run's provider is removed from the
+Provider disablement stops it too: once the run's provider is removed from the
 registry (``Providers.remove``, told at once as ``ProviderRemoved``; a request that finds its
 provider unregistered tells the same), the run's failures are no longer retried. A wait under
 way ends at once and the next attempt is made now; it fails (the provider is gone) and takes

@@ -1,6 +1,6 @@
 """The texts the loop writes into the conversation for calls and compactions that did not run
-as asked, for a turn that failed (spec §3.5, §3.7, §3.8, §3.9), and before continuing a
-response whose completed blocks end the conversation (seed 001, docs/lifecycle.md)."""
+as asked, for a turn that failed, and before continuing a
+response whose completed blocks end the conversation (docs/lifecycle.md)."""
 
 from agentkeep.types import SystemMessage, TextBlock
 

@@ -1,6 +1,6 @@
-"""The tool-batch steps (spec §3.5): dispatch, run, land results in batch order, abandon;
-and the lifetime flags of seed 001 (steering interrupts ``steerable`` calls; a drain
-interrupts them too and leaves ``reloadable`` calls pending for the next process)."""
+"""The tool-batch steps: dispatch, run, land results in batch order, abandon;
+and the lifetime flags (``tools/definition.py``: steering interrupts ``steerable`` calls; a
+drain interrupts them too and leaves ``reloadable`` calls pending for the next process)."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def note_lifetimes(ctx: LoopContext, lifetimes: ToolLifetimes) -> None:
 
 
 def steer(ctx: LoopContext, message: QueuedMessage) -> None:
-    """Newly accepted steering interrupts the running steerable calls (seed 001): each is
+    """Newly accepted steering interrupts the running steerable calls: each is
     answered at once and cancelled, like an abort of that call alone."""
     batch = ctx.turn.batch
     if batch is None or message.queue != "steering" or not batch.steerable:

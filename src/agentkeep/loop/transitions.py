@@ -1,4 +1,5 @@
-"""Every transition of the loop, by event and by stage — the place to hold against spec §3.
+"""Every transition of the loop, by event and by stage — the place to hold
+against the loop's rules (docs/architecture.md, "Inside the loop").
 
 ``handle`` dispatches each event (one ``match``); the functions below it move the run through
 its stages (:mod:`agentkeep.loop.phases`):
@@ -195,7 +196,7 @@ def commit_landed(ctx: LoopContext, plan: Plan, value: PlanResult) -> None:
     decide(ctx)
 
 
-# -- runs and turns (spec §3.1) ------------------------------------------------------------
+# -- runs and turns ------------------------------------------------------------
 
 
 def start(ctx: LoopContext, *, explicit: bool) -> None:
@@ -287,7 +288,7 @@ def hook_finished(ctx: LoopContext, event: HookFinished) -> None:
     elif wants_more and may_continue(ctx):
         if event.hook == "after_agent_loop":
             # Its actions reopen the loop: every loop is bracketed by before_agent_loop and
-            # after_agent_loop (spec §3.1 ``loops``); the loop id stays until the run settles.
+            # after_agent_loop (``loops``); the loop id stays until the run settles.
             ctx.out.append(Observe(hook="before_agent_loop", ids=ctx.ids()))
         begin_turn(ctx)  # after_turn: a turn was requested; after_agent_loop: actions reopen
     elif event.hook == "after_turn":
@@ -311,10 +312,10 @@ def finish_run(ctx: LoopContext) -> None:
         stop(ctx, settled=False)
     elif ctx.run.failure is not None:
         # An unrecovered failure left its note: the question was never answered, so the
-        # owed fact stays and the next start (a restart included) answers it (issue 4).
+        # owed fact stays and the next start (a restart included) answers it.
         stop(ctx, settled=False)
     elif turn.aborted and ctx.mirror.has_input():
-        # Decision (spec §3.9 observed edge): input left queued after an abort keeps the
+        # Decision (docs/decisions.md): input left queued after an abort keeps the
         # owed fact, so a restarted system resumes it instead of stranding it.
         stop(ctx, settled=False)
     elif turn.settled_early:
@@ -341,11 +342,11 @@ def stop(ctx: LoopContext, *, settled: bool) -> None:
     if ctx.turn.aborted and ctx.requests.turn and not ctx.requests.shutdown:
         # A turn asked for after the abort (a message accepted, or a wake, while the aborted
         # work unwound): the abort dropped the requests made before it, not the ones after
-        # (spec §3.9: queued input drains "on the next start/message").
+        # (queued input drains "on the next start/message").
         request_turn(ctx)
 
 
-# -- the pass (spec §3.2) --------------------------------------------------------------------
+# -- the pass --------------------------------------------------------------------
 
 
 def decide(ctx: LoopContext) -> None:
@@ -364,7 +365,7 @@ def decide(ctx: LoopContext) -> None:
     elif not consume_next(ctx):
         if not turn.needs_inference:
             end_turn(ctx)
-        elif not ctx.children:  # earlier streams and aborted tools unwind first (§3.5)
+        elif not ctx.children:  # earlier streams and aborted tools unwind first
             inference.start(ctx)
 
 
@@ -383,7 +384,7 @@ def consume_next(ctx: LoopContext) -> bool:
     """One step of the pass's consumption; True if it committed something to wait for.
 
     Steering is consumed at every stop and outranks send; send only when nothing is
-    owed; notices last, right before the inference that sees them (invariant 7).
+    owed; notices last, right before the inference that sees them (invariant I5).
     """
     turn = ctx.turn
     if turn.step == "steering":
@@ -423,7 +424,7 @@ def _consume(ctx: LoopContext, queue: QueueName) -> ConsumeQueue:
 
 
 def end_turn(ctx: LoopContext) -> None:
-    """Leave a failure note if one is owed (spec §3.8), then ask for ``after_turn``."""
+    """Leave a failure note if one is owed, then ask for ``after_turn``."""
     turn = ctx.turn
     if turn.ending:
         return

@@ -87,7 +87,7 @@ class _Seen:
 class OpenCalls:
     """``unanswered_calls(records)`` for a conversation that grows by appending: the open
     calls of the records seen last time are kept and only the records after them are read
-    (issue 17: every turn scanned the whole history). Records that are not the list seen,
+    (every turn scanned the whole history). Records that are not the list seen,
     extended (a compaction, a reset, a reload: ``_Seen``), are read again whole, so the
     answer is always exactly ``unanswered_calls(records)``."""
 
@@ -253,7 +253,7 @@ def _view(records: Sequence[ConversationRecord]) -> _Part:
 
 class ProviderViews:
     """``provider_view(records)`` for a conversation that grows by appending: the view of a
-    prefix is kept and only the records after it are read again (issue 17: rebuilding the
+    prefix is kept and only the records after it are read again (rebuilding the
     whole view every inference made a step's cost grow with the history).
 
     The kept prefix is one whose view no later record can change: every call issued in it

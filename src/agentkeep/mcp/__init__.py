@@ -1,4 +1,4 @@
-"""``agentkeep mcp``: seed 002's MCP tools on the official MCP SDK (``docs/mcp.md``).
+"""``agentkeep mcp``: the MCP tools on the official MCP SDK (``docs/mcp.md``).
 
 - :mod:`~agentkeep.mcp.types`: the tools' arguments and results (msgspec), their schemas;
 - :mod:`~agentkeep.mcp.errors`: what the tools refuse themselves;

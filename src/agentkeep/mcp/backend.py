@@ -29,8 +29,8 @@ from agentkeep.types.turns import TERMINAL_STATUSES, TURN_EVENT_PREFIX, SentTurn
 
 
 class Backend(Protocol):
-    """The operations behind the MCP tools (seed 002's ``Agents`` service, as far as MCP
-    uses it). Definitions are passed as seed 002's JSON objects, so they are checked (and
+    """The operations behind the MCP tools (the wire's ``Agents`` service, as far as MCP
+    uses it). Definitions are passed as the wire's JSON objects, so they are checked (and
     refused, naming the field) exactly once, by the registry."""
 
     def list_definitions(
@@ -326,7 +326,7 @@ def ends_turn(event: SessionEvent) -> bool:
 
 def wire_message(message: str | AgentMessage) -> str | WireMessage:
     """A tool's message as ``Sessions.send`` (and the daemon's REST API) takes it: text, or
-    seed 002's ``AgentMessage`` with every part kept verbatim.
+    the wire's ``AgentMessage`` with every part kept verbatim.
 
     Raises:
         InvalidMessageError: the message is empty.

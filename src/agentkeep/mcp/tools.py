@@ -1,12 +1,12 @@
-"""The ten MCP tools: seed 002's seven, plus ``steer_agent``, ``cancel_turn`` and
+"""The ten MCP tools: the seven of docs/mcp.md, plus ``steer_agent``, ``cancel_turn`` and
 ``settle_session``.
 
 Each tool is a name, a description, its argument and result types (whose schemas the
 server lists) and a handler over a :class:`~agentkeep.mcp.backend.Backend`. Handlers hold no
-state of their own (seed 002 MCP.md: MCP keeps no second registry, transcript or engine):
+state of their own (docs/mcp.md: MCP keeps no second registry, transcript or engine):
 everything they return was read from, or committed by, the backend.
 
-``talk_to_agent`` and seed 002's legacy fields: ``agent`` is ``agent_id``,
+``talk_to_agent`` and the legacy fields of docs/mcp.md: ``agent`` is ``agent_id``,
 ``conversation_id`` is ``session_id``, ``prompt`` is ``message``; giving both names of one
 field with different values is an error. ``description`` is kept in the turn's message
 metadata (and the new session's). The result's ``conversation_id`` is the durable session id.
@@ -260,7 +260,7 @@ def _message(message: str | AgentMessage | None, prompt: str | None) -> str | Ag
 
 
 def _wire(value: msgspec.Struct) -> JSONObject:
-    """A decoded definition input or patch back as seed 002's JSON object (absent fields stay
+    """A decoded definition input or patch back as the wire's JSON object (absent fields stay
     absent), for the backend, which checks it."""
     wire = msgspec.to_builtins(value)
     assert isinstance(wire, dict)  # a struct

@@ -5,9 +5,9 @@ every call's arguments are decoded with the same type (:func:`decode_arguments`)
 client is told and what the server accepts cannot drift apart. Unknown argument fields are
 refused, naming the field, so a misspelt argument is never silently dropped.
 
-Argument names are snake_case, as seed 002's MCP tools name them (``conversation_id``,
+Argument names are snake_case, as the MCP tools of docs/mcp.md name them (``conversation_id``,
 ``run_in_background``); the agents, sessions, turns and events inside the results are the
-REST API's very JSON (``server/wire.py``: seed 002's camelCase names, ISO 8601 timestamps,
+REST API's very JSON (``server/wire.py``: the wire's camelCase names, ISO 8601 timestamps,
 messages as ``AgentMessage {role, parts}``, event data in camelCase).
 """
 
@@ -55,9 +55,9 @@ Page = Annotated[int, msgspec.Meta(ge=1, le=MAX_PAGE, description="At most this 
 After = Annotated[int, msgspec.Meta(ge=0, description="Only those numbered above this.")]
 
 
-# -- seed 002's structured message --------------------------------------------------------------
+# -- the wire's structured message --------------------------------------------------------------
 class AgentMessage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Seed 002's structured message (``AgentMessage``) as a tool takes it: a ``user`` (the
+    """The wire's structured message (``AgentMessage``) as a tool takes it: a ``user`` (the
     default) or ``system`` message of text, reference and data parts, kept verbatim (a
     native model is shown a reference or data part as a line of text: docs/mcp.md)."""
 
@@ -105,12 +105,12 @@ class GetAgentArgs(_Args, frozen=True, kw_only=True):
     include_deleted: Annotated[bool, _doc("Also return a deleted agent.")] = False
 
 
-#: agents_create takes the definition itself (seed 002's ``AgentDefinitionInput``).
+#: agents_create takes the definition itself (the wire's ``AgentDefinitionInput``).
 CreateAgentArgs = DefinitionInput
 
 
 class UpdateAgentArgs(_Args, frozen=True, kw_only=True):
-    """agents_update: apply seed 002's PATCH rules to an agent's current definition."""
+    """agents_update: apply the PATCH rules of docs/registry.md to an agent's current definition."""
 
     agent_id: AgentId
     patch: DefinitionPatch
@@ -123,7 +123,7 @@ class DeleteAgentArgs(_Args, frozen=True, kw_only=True):
 
 
 class _SessionRef(_Args, frozen=True, kw_only=True):
-    """Names a session as ``session_id`` or, as seed 002's legacy tools do, ``conversation_id``."""
+    """Names a session as ``session_id`` or ``conversation_id`` (docs/mcp.md)."""
 
     session_id: Annotated[str | None, _doc(_SESSION_ID)] = None
     conversation_id: Annotated[str | None, _doc("Legacy name of session_id.")] = None
@@ -222,7 +222,7 @@ class Conversation(_Result, frozen=True, kw_only=True):
 class TalkResult(_Result, frozen=True, kw_only=True):
     """The turn a talk made (or found, ``duplicate``) and, if it was waited for, its answer.
 
-    ``conversation_id`` is the durable session id (seed 002), not a chat id.
+    ``conversation_id`` is the durable session id, not a chat id.
     """
 
     conversation_id: str

@@ -3,7 +3,7 @@
 The writer decides when to checkpoint (its inbox empty, the WAL past the threshold) and counts
 the ``checkpoint`` fault point in its own sequence of operations; the checkpoint itself runs
 here, on a thread and a connection of its own, so a commit arriving meanwhile does not wait
-behind it (issue 17: a checkpoint of ~1,000 pages took 2–10 ms, and the commit of the step
+behind it (a checkpoint of ~1,000 pages took 2–10 ms, and the commit of the step
 under way nearly always arrived meanwhile — about one step in 33 waited for it). What such
 commits add while it copies, the writer copies itself afterwards (a short tail:
 ``StoreWriter._maybe_checkpoint``), so the WAL still restarts.

@@ -2,7 +2,7 @@
 
 These are not the writer's own failures: a refused write answers its callers with an error
 that says why (:class:`~agentkeep.errors.StoreNotWritableError`), and the writer stays up, so
-writes resume by themselves once the file system takes them again (issue 29).
+writes resume by themselves once the file system takes them again.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ class Inbox:
                     "not run. Retry it."
                 )
             self._items.append(item)
-            if self._size_waiters:  # a notify nobody waits for still costs (issue 17)
+            if self._size_waiters:  # a notify nobody waits for still costs
                 self._changed.notify_all()
             wake, self._wake_pending = not self._wake_pending, True
             return wake
@@ -202,7 +202,7 @@ class Counters:
 
     Updated under ``lock`` so a :meth:`snapshot` is consistent; the writer's success path
     uses :meth:`group_committed` (a handful of integer additions, no struct rebuilt per
-    group: issue 17). ``operations`` lives in the fault injector and is filled in by
+    group). ``operations`` lives in the fault injector and is filled in by
     ``statistics()``.
     """
 

@@ -1,6 +1,6 @@
-"""What the single writer remembers of the store between statements (issue 17).
+"""What the single writer remembers of the store between statements.
 
-A durable step used to re-read the same facts many times: each session's last event
+Without it, a durable step re-reads the same facts many times: each session's last event
 sequence, last record position, record count, last turn number, live and running turns, its
 queue, notices, pending calls, settings, owed work, context tokens, agents row, archived flag
 and driver, and turn rows. The writer is the only connection that writes, so it can remember
@@ -20,7 +20,7 @@ valid exactly as long as the SQL scope it mirrors:
 - ``item``: what the running work item changed or read. Dropped when the next item starts
   (its transaction object, its ``SAVEPOINT``) and not merged by a ``COMMIT``, so an item whose
   savepoint was rolled back leaves nothing behind. A group of one item runs it without a
-  savepoint (issue 17: two statements fewer per transaction); the writer ends it with
+  savepoint (two statements fewer per transaction); the writer ends it with
   ``Statements.end_item`` (what its ``RELEASE`` would do) once its work returned, and if it
   fails rolls back the whole transaction, whose layers the next ``BEGIN`` drops.
 
@@ -92,7 +92,7 @@ class WriterMemo:
     # -- reads and writes by memo-keeping methods -----------------------------------------
     def get(self, key: Key) -> Any:
         """The remembered value of ``key``, or :data:`MISSING`."""
-        # Membership tests, not dict.get calls: ~53 lookups per durable step (issue 17).
+        # Membership tests, not dict.get calls: ~53 lookups per durable step.
         if self._tainted:
             return MISSING
         layer = self._item

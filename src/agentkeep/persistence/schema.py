@@ -129,7 +129,7 @@ CREATE TABLE kv (
 ) WITHOUT ROWID;
 """
 
-# The registry of versioned definitions (seed 002's agents; see agentkeep.registry). An
+# The registry of versioned definitions (the wire's agents; see agentkeep.registry). An
 # identity row is never deleted (a delete sets deleted_at_ms: ids stay reserved) and a revision
 # is never changed or deleted; triggers refuse both, so no code path can rewrite history. The
 # current pointer may only move to a revision of the same definition that exists.
@@ -178,7 +178,7 @@ BEGIN
 END;
 """
 
-# Archived history (issue 12): what a model switch or a compaction took out of the provider's
+# Archived history: what a model switch or a compaction took out of the provider's
 # view stays readable here until an explicit purge. One ``archived_epochs`` row per archived
 # stretch of history; a purge deletes its records but keeps the row (``purged_at_ms``), so
 # epoch numbers are never reused. Both cascade from agents like every per-agent table.
@@ -204,7 +204,7 @@ CREATE TABLE archived_records (
 );
 """
 
-# Sessions (issue 14, item 2; see agentkeep.sessions): one row per agent started from a
+# Sessions (see agentkeep.sessions): one row per agent started from a
 # definition (its pin) or whose session record changed (archived, a driver session id); an
 # agent without a row is an active session without a definition. The pin is written with the
 # agent and never changes (a trigger refuses it), and it must name a revision of its own
@@ -246,7 +246,7 @@ BEGIN
 END;
 """
 
-# The session event ledger (issue 14, docs/ledger.md): one row per committed fact, dense per
+# The session event ledger (docs/ledger.md): one row per committed fact, dense per
 # session from 1. Append-only: no statement may change or delete an event; the only deletion
 # is the cascade from ``agents`` when a soft-deleted id is re-created (which wipes everything
 # the previous agent stored, its ledger included). A soft delete keeps the ledger readable,
@@ -275,7 +275,7 @@ BEGIN
 END;
 """
 
-# Turns (issue 14, docs/turns.md): one row per turn, and one row per accepted input that
+# Turns (docs/turns.md): one row per turn, and one row per accepted input that
 # belongs to a turn (a send's opens it, a steer's joins it). An idempotency key is unique per
 # session and never released: neither table is ever pruned (compaction and model resets touch
 # neither). A terminal status never changes; a turn's identity and input never change; rows go
@@ -372,7 +372,7 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 """
 
 
-#: The page size a new database is created with (issue 17). A commit appends every page it
+#: The page size a new database is created with. A commit appends every page it
 #: dirtied to the WAL whole, and its fsync's cost grows with those bytes: a step dirties about
 #: the same number of b-tree pages whatever their size, so 2 KB pages write ~60 KB per step
 #: where 4 KB pages wrote ~110 KB (measured: each commit ~40-100 µs cheaper), while rows up

@@ -1,9 +1,9 @@
 """Schema migration 7's statements: the per-step tables re-stored so a commit dirties fewer
-pages (issue 17). Kept apart from :mod:`agentkeep.persistence.schema`, which lists it."""
+pages. Kept apart from :mod:`agentkeep.persistence.schema`, which lists it."""
 
 from __future__ import annotations
 
-# Fewer pages per commit (issue 17): measured with the WAL frames each commit appends, mapped
+# Fewer pages per commit: measured with the WAL frames each commit appends, mapped
 # to their b-trees through dbstat. A rowid table with a TEXT or composite primary key is two
 # b-trees (the rows, and the key's index), so an insert or delete dirties a page in each.
 # The small or short-lived rows written on every step (owed work, queued messages, notices,

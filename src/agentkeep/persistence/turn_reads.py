@@ -46,7 +46,7 @@ def input_hash(delivery: TurnDelivery, input: JSONObject, *, encoded: str | None
 
 
 def _hashed_as_stored_before(known: str, delivery: TurnDelivery, input: JSONObject) -> bool:
-    """True if ``known`` is ``input``'s hash as a store written before seed 002's message
+    """True if ``known`` is ``input``'s hash as a store written before the wire's message
     shape made it (the conversation's ``{role, content}`` JSON): a key accepted then, retried
     after an upgrade, still returns its turn instead of a conflict."""
     before = content_json(input)

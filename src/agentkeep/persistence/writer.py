@@ -98,7 +98,7 @@ class StoreWriter(pykka.ThreadingActor):
 
     @staticmethod
     def _create_actor_inbox() -> ActorInbox:
-        # A C mailbox (issue 17): woken on every commit, and pykka only puts, gets and asks
+        # A C mailbox: woken on every commit, and pykka only puts, gets and asks
         # ``empty`` on it — see ``agentkeep.actors.supervision.inbox`` (not imported: layering).
         inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         return inbox
@@ -407,7 +407,7 @@ class StoreWriter(pykka.ThreadingActor):
         """Between groups, outside any COMMIT: checkpoint once the WAL grew by the threshold.
 
         Idle (nothing queued), it is handed to the background checkpointer, so the commit
-        that arrives meanwhile does not wait for it (issue 17: it nearly always arrived, and
+        that arrives meanwhile does not wait for it (it nearly always arrived, and
         waited 2–10 ms, about one step in 33). The WAL restarts only at a commit that began
         with every frame copied; commits racing the checkpointer leave a tail, so it is
         asked again at the next idle moments until the WAL restarted — after

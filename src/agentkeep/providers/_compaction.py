@@ -1,9 +1,9 @@
-"""Compaction by a summarising request (spec §1.5), shared by every vendor adapter.
+"""Compaction by a summarising request, shared by every vendor adapter.
 
 The model session streams one ordinary request: the whole context followed by a user message that
 asks for a summary. The finished text becomes the replacement context, a single user message
 that carries the summary, so the next request starts from it. Nothing here retries: the
-stream it runs on already owns retries (spec §1.7).
+stream it runs on already owns retries.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Classifying vendor failures into agentkeep's error kinds (spec §1.3) and retryability.
+"""Classifying vendor failures into agentkeep's error kinds and retryability.
 
 Adapters extract plain values from their SDK's exception (HTTP status, decoded body, response
 headers, message) and hand them here, so both vendors share one table:
@@ -47,7 +47,7 @@ _BILLING = re.compile(
     r"credit balance|billing|insufficient_quota|exceeded your current quota|payment",
     re.IGNORECASE,
 )
-_MAX_MESSAGE_CHARS = 500  # diagnostics are bounded (spec §1.3)
+_MAX_MESSAGE_CHARS = 500  # diagnostics are bounded
 
 
 def _error_fields(body: object) -> tuple[str | None, str | None, str | None]:

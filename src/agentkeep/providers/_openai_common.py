@@ -13,7 +13,7 @@ import openai
 from agentkeep.providers._errors import classify, classify_status_error, now_ms, transport_failed
 from agentkeep.providers.retry import AttemptOutcome
 
-MODEL_PREFIX = "openai/"  # the compatibility family prefix (spec §1.8), not a model name
+MODEL_PREFIX = "openai/"  # the compatibility family prefix, not a model name
 
 
 def make_client(

@@ -3,7 +3,7 @@
 Invariants:
 
 * ``store`` is false and ``reasoning.encrypted_content`` is included, so the conversation is
-  carried whole on every request (the caller owns it, spec §1.1) and reasoning replays;
+  carried whole on every request (the caller owns it) and reasoning replays;
 * a reasoning item is replayed from its ``vendor`` JSON exactly as ``output_item.done``
   gave it (id, summary, ``encrypted_content`` byte for byte);
 * an assistant text is replayed with its ``phase`` (kept in the text's ``vendor``); message

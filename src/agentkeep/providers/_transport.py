@@ -1,4 +1,4 @@
-"""Closing a vendor's HTTP stream from the thread that cancels (spec §1.1 cancellation).
+"""Closing a vendor's HTTP stream from the thread that cancels.
 
 The reading thread is blocked in a socket ``recv`` inside the SDK. Closing a socket from
 another thread does not wake that ``recv`` on Linux, but ``shutdown`` does: the read returns

@@ -2,9 +2,9 @@
 
 :class:`VendorProvider` holds the one SDK client (and connection pool) a provider's model
 sessions share, its default model and retry policy. :class:`VendorModelSession` is a template:
-``stream`` claims the model session (spec §1.1) for the whole stream, builds the request (a
+``stream`` claims the model session for the whole stream, builds the request (a
 failure is reported as a ``Done(error)``, never raised), and drives attempts of it through the
-retry driver (spec §1.7). A vendor supplies only what differs, as hooks: how the body is
+retry driver. A vendor supplies only what differs, as hooks: how the body is
 built, how its SDK opens the stream, which mapper reads its events, and how its SDK's failures
 are classified.
 

@@ -18,7 +18,7 @@ from agentkeep.types import (
 
 NAMESPACE_SEPARATOR = "__"
 EMPTY_SCHEMA: dict[str, object] = {"type": "object", "properties": {}}
-# A grammar tool takes one raw string (spec §1.6): the call's raw input becomes {"input": raw}.
+# A grammar tool takes one raw string: the call's raw input becomes {"input": raw}.
 GRAMMAR_SCHEMA: dict[str, object] = {
     "type": "object",
     "properties": {"input": {"type": "string"}},

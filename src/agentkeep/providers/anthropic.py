@@ -4,7 +4,7 @@ official ``anthropic`` SDK's synchronous client.
 The SDK is an optional extra and is imported only when a provider is constructed, so
 ``import agentkeep.providers`` works without it. The SDK's own retries are disabled
 (``max_retries=0``): agentkeep's retry driver owns retries so each one is reported as a
-``Retrying`` event and can be aborted (spec §1.7).
+``Retrying`` event and can be aborted.
 
 A mid-stream disconnect (the connection ends before ``message_stop``, or the transport
 fails) is retried like any transient failure: the attempt's output was tentative, and the
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 DEFAULT_MAX_TOKENS = 16384
-MODEL_PREFIX = "anthropic/"  # the compatibility family prefix (spec §1.8), not a model name
+MODEL_PREFIX = "anthropic/"  # the compatibility family prefix, not a model name
 
 
 def serves_anthropic(model: str) -> bool:
@@ -58,7 +58,7 @@ class AnthropicProvider(VendorProvider["anthropic_sdk.Anthropic"]):
         max_tokens: The output limit of a request (raised above a thinking budget).
         thinking_mode: ``"adaptive"`` (current models: the effort goes in ``output_config``)
             or ``"budget"`` (older models: the effort becomes ``budget_tokens``).
-        retry: Retry count, jitter source and sleep (spec §1.7).
+        retry: Retry count, jitter source and sleep.
         timeout_seconds: The SDK's per-request timeout (connect and read).
 
     Raises:
@@ -105,7 +105,7 @@ class AnthropicProvider(VendorProvider["anthropic_sdk.Anthropic"]):
     def open_model_session(
         self, agent_id: str, options: ModelSessionOptions
     ) -> AnthropicModelSession:
-        """Open a model session for fixed instructions and tools (spec §1.1)."""
+        """Open a model session for fixed instructions and tools."""
         return AnthropicModelSession(
             self._client,
             agent_id,

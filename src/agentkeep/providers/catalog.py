@@ -110,7 +110,7 @@ class Providers:
     def remove(self, provider_id: str) -> bool:
         """Unregister ``provider_id``; returns whether it was registered.
 
-        Removing a provider disables it (seed 001 "provider disablement"): an agent's next
+        Removing a provider disables it ("provider disablement"): an agent's next
         request to it fails with :class:`~agentkeep.errors.UnknownProviderError`, and a
         ``retry_forever`` run waiting to retry against it stops retrying at once and gives
         up as a run without ``retry_forever`` would (``docs/decisions.md``). Adding it back

@@ -1,9 +1,9 @@
-"""Which conversations survive a provider or model switch (spec §1.8), as pure functions.
+"""Which conversations survive a provider or model switch, as pure functions.
 
 A history carries vendor-signed payloads (reasoning signatures, encrypted reasoning, server
 tool results) that only the vendor family that produced them can read back. The matrix below
 says which provider kinds may continue a history written under another kind, and for which
-model families; :func:`needs_reset` applies the reset rule of spec §3.11 on top of it.
+model families; :func:`needs_reset` applies the reset rule (invariant I22) on top of it.
 
 Nothing here reads global state: the catalog is passed in (anything with ``kind_of``,
 ``region_of`` and ``compatibility_key``), so the rule is table-testable.
@@ -65,7 +65,7 @@ def _region_bound(endpoint: Endpoint) -> bool:
 
 
 def compatible(left: Endpoint, right: Endpoint) -> bool:
-    """Whether a history written by ``left`` can be continued by ``right`` (spec §1.8).
+    """Whether a history written by ``left`` can be continued by ``right``.
 
     Families must be defined and equal and listed in the matrix for ``left.kind → right.kind``;
     for bedrock running codex models the regions must match when both are known, otherwise
@@ -123,7 +123,7 @@ def needs_reset(
     model: str | None,
     catalog: ProviderLookup,
 ) -> bool:
-    """The reset rule of spec §3.11: must the history be erased for this switch?
+    """The reset rule (invariant I22): must the history be erased for this switch?
 
     When both models are set, reset if either provider kind is unknown, the kinds differ, a
     compatibility key is missing, or the endpoints are not :func:`compatible`. Otherwise

@@ -1,6 +1,6 @@
 """What every model session shares: the one-operation rules and a guarded stream.
 
-The rules of spec §1.1, enforced loudly so the loop's bugs surface in tests:
+The rules of a model session (invariant I12), enforced loudly so the loop's bugs surface in tests:
 
 * one operation at a time: a second ``stream``/``compact`` while one runs raises
   :class:`ModelSessionBusyError` (a stream runs until its iterator yields ``Done``, is

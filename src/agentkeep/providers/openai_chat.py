@@ -3,7 +3,7 @@
 
 The base URL and model come from configuration. A local server usually needs no key: when
 none is given and ``OPENAI_API_KEY`` is unset, a placeholder is sent. The SDK's retries are
-off; agentkeep's driver owns them (spec §1.7). A stream cut before its ``finish_reason`` is
+off; agentkeep's driver owns them. A stream cut before its ``finish_reason`` is
 retried, its tentative output rewound with ``BlockReset``.
 """
 
@@ -29,7 +29,7 @@ class OpenAICompatibleProvider(OpenAIClientProvider):
         model: The model when a request's selection names none.
         api_key: The key, if the server wants one; defaults to ``OPENAI_API_KEY``. Held only
             by the SDK client, never in agent state, never in ``repr``.
-        retry: Retry count, jitter source and sleep (spec §1.7).
+        retry: Retry count, jitter source and sleep.
         timeout_seconds: The SDK's per-request timeout.
 
     Raises:
@@ -56,7 +56,7 @@ class OpenAICompatibleProvider(OpenAIClientProvider):
     def open_model_session(
         self, agent_id: str, options: ModelSessionOptions
     ) -> OpenAIChatModelSession:
-        """Open a model session for fixed instructions and tools (spec §1.1)."""
+        """Open a model session for fixed instructions and tools."""
         return OpenAIChatModelSession(self._client, agent_id, options, self._model, self._retry)
 
 

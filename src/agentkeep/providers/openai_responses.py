@@ -3,8 +3,8 @@ official ``openai`` SDK's synchronous client.
 
 The SDK is an optional extra, imported only when a provider is constructed. Requests are
 stateless (``store: false``): the whole conversation is sent each time, with reasoning items
-replayed from their encrypted content. The SDK's retries are off; agentkeep's driver owns them
-(spec §1.7). A stream cut before ``response.completed`` is retried like a transient failure,
+replayed from their encrypted content. The SDK's retries are off; agentkeep's driver owns them.
+A stream cut before ``response.completed`` is retried like a transient failure,
 its tentative output rewound with ``BlockReset``.
 """
 
@@ -33,7 +33,7 @@ class OpenAIProvider(OpenAIClientProvider):
             never in agent state, never in ``repr``.
         model: The model when a request's selection names none.
         base_url: The API root including ``/v1`` (a local server in tests).
-        retry: Retry count, jitter source and sleep (spec §1.7).
+        retry: Retry count, jitter source and sleep.
         timeout_seconds: The SDK's per-request timeout.
 
     Raises:
@@ -72,7 +72,7 @@ class OpenAIProvider(OpenAIClientProvider):
     def open_model_session(
         self, agent_id: str, options: ModelSessionOptions
     ) -> OpenAIResponsesModelSession:
-        """Open a model session for fixed instructions and tools (spec §1.1)."""
+        """Open a model session for fixed instructions and tools."""
         return OpenAIResponsesModelSession(
             self._client, agent_id, options, self._model, self._retry
         )

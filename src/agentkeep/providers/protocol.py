@@ -2,7 +2,7 @@
 
 A :class:`Provider` opens one :class:`ModelSession` per agent for fixed instructions and tool
 descriptors (a *model session*: the runtime's connection to the model inside one agent, not
-seed 002's session, which is the agent's durable conversation, :mod:`agentkeep.sessions`).
+a session, which is the agent's durable conversation: docs/architecture.md, "Words").
 A model session runs **one operation at a time**: ``stream`` yields the events of one
 response synchronously, ``compact`` summarises a context, ``close`` ends it (exactly once).
 The caller owns the transcript and passes it whole on every request.

@@ -1,6 +1,6 @@
 """``RespondingModel``: a local provider that answers from the conversation it is handed.
 
-The answer is a pure function of the context (spec §6.1), so an agent restarted after a crash
+The answer is a pure function of the context, so an agent restarted after a crash
 hears exactly what its dead predecessor heard, with the same call ids:
 
 * the last message is a user message ⇒ one tool call ``call-<k>`` where ``k`` counts the
@@ -123,7 +123,7 @@ def _chunks(text: str, count: int) -> list[str]:
 
 
 class RespondingModel(NamedModels):
-    """A deterministic provider that answers from the conversation (spec §6.1).
+    """A deterministic provider that answers from the conversation.
 
     Args:
         models: The model names it serves (any other is refused before acceptance);
@@ -180,7 +180,7 @@ class RespondingModel(NamedModels):
     def prefills(self) -> tuple[int, ...]:
         """The numbers (from 1) of the requests whose input ended with the model's own message
         (an assistant prefill, which providers such as Claude reject): a runtime must never
-        send one (seed 001). Chaos campaigns report each as a violation."""
+        send one. Chaos campaigns report each as a violation."""
         with self._lock:
             return tuple(self._prefills)
 

@@ -1,4 +1,4 @@
-"""Provider-owned retries (spec §1.7): capped exponential backoff with jitter, abortable.
+"""Provider-owned retries: capped exponential backoff with jitter, abortable.
 
 A vendor adapter runs each *attempt* of a request as a generator of stream events that
 returns how the attempt ended. :func:`stream_with_retries` drives the attempts: it opens each
@@ -130,7 +130,7 @@ def stream_with_retries(
                 except StopIteration as stop:
                     outcome: AttemptOutcome = stop.value
                     break
-                # TokenUsage stays outside blocks (spec §1.3); the rest is tentative output.
+                # TokenUsage stays outside blocks; the rest is tentative output.
                 if isinstance(event, TokenUsage):
                     usage.append(event)
                     continue

@@ -1,13 +1,13 @@
-"""The registry of versioned definitions: seed 002's agents, with immutable revisions.
+"""The registry of versioned definitions: the wire's agents, with immutable revisions.
 
-Seed 002 (``../shared/seeds/002_*``, DEFINITIONS.md, DATA_MODEL.md, ARCHITECTURE.md) calls a
-definition an *agent*; in agentkeep an agent is a conversation (seed 002's *session*), so the
+The wire calls a definition an *agent*; in agentkeep an agent is a conversation (a
+*session*, docs/architecture.md), so the
 definition is a :class:`Definition` (see ``docs/registry.md`` for the mapping):
 
-- :mod:`~agentkeep.registry.types`: the values (seed 002's camelCase JSON names);
+- :mod:`~agentkeep.registry.types`: the values (the wire's camelCase JSON names);
 - :mod:`~agentkeep.registry.validation`: the rules and limits, errors naming the field;
 - :mod:`~agentkeep.registry.canonical`: normalization and the content hash;
-- :mod:`~agentkeep.registry.patch`: seed 002's PATCH rules;
+- :mod:`~agentkeep.registry.patch`: the PATCH rules of docs/registry.md;
 - :mod:`~agentkeep.registry.tables`: the two tables, inside a store transaction;
 - :mod:`~agentkeep.registry.service`: :class:`Registry`, the operations
   (``AgentSystem.registry``).

@@ -1,13 +1,13 @@
 """Normalization and the canonical content hash of a definition.
 
-Seed 002 (DEFINITIONS.md "Revisions", ARCHITECTURE.md "Mutation path"): the normalized complete
+Revisions (docs/registry.md, "The rules"): the normalized complete
 definition is hashed, and an edit whose hash equals the current revision's keeps that revision.
 Here:
 
 - *complete*: every field present, defaults filled in (:class:`~.types.Definition` has no
   optional field; a create fills ``name`` with the id);
 - *normalized*: the definition's own arrays (``resources.files/skills/subagents``,
-  ``toolbox.toolIds/actionIds``) de-duplicated keeping each entry's first occurrence (seed 002:
+  ``toolbox.toolIds/actionIds``) de-duplicated keeping each entry's first occurrence (rules:
   "arrays are authoritative and de-duplicated"); their order is the caller's and is kept;
 - *canonical JSON*: msgspec's sorted encoder: every object's keys sorted (struct fields by
   wire name, and JSON objects at every depth), no whitespace, UTF-8, shortest round-trip

@@ -1,6 +1,6 @@
-"""Seed 002's PATCH rules, and a create as a patch over the defaults.
+"""The PATCH rules (docs/registry.md), and a create as a patch over the defaults.
 
-Seed 002, DEFINITIONS.md "PATCH behavior":
+In detail:
 
 - Top-level fields replace their prior values: ``name``, ``description``, ``instructions``,
   ``model`` (a whole ``{id, settings}``; absent ``settings`` means ``{}``), ``authRef``,
@@ -13,7 +13,7 @@ Seed 002, DEFINITIONS.md "PATCH behavior":
   for any other field is refused.
 - ``id`` cannot change (a patch may repeat the same id).
 
-``driver`` given as a string (seed 002's ``driver?: string | Partial<AgentDriverRef>``) names
+``driver`` given as a string (the wire's ``driver?: string | Partial<AgentDriverRef>``) names
 the driver with an empty config: the previous driver's config is for the previous driver and
 is not carried over to another one.
 
@@ -55,7 +55,7 @@ def new_definition(draft: DefinitionInput) -> Canonical:
 
 
 def apply_patch(current: Definition, patch: DefinitionPatch) -> Canonical:
-    """``current`` with ``patch`` applied by seed 002's rules, normalized and hashed.
+    """``current`` with ``patch`` applied by docs/registry.md's PATCH rules, normalized and hashed.
 
     ``patch`` must already be type-checked (``validation.checked``); ``current`` is a
     normalized definition.

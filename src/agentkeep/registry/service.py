@@ -1,11 +1,11 @@
 """The registry service: create, update, delete, get and list definitions through the store.
 
-Seed 002 ARCHITECTURE.md "Mutation path", and its DEFINITIONS.md:
+The rules of docs/registry.md:
 
 - **create** makes the identity and revision 1 in one transaction. An id that was ever taken
   is refused (:class:`DefinitionExistsError`), a deleted one too: ids stay reserved so old
   revisions and the sessions pinned to them are never confused with a new definition.
-- **update** applies seed 002's PATCH rules (:mod:`agentkeep.registry.patch`) to the current
+- **update** applies the PATCH rules (:mod:`agentkeep.registry.patch`) to the current
   revision and compares content hashes. Equal content writes nothing and keeps the current
   revision (``changed=False``); changed content appends revision *n+1* and moves the current
   pointer, in one transaction. Returning to the content of an older revision appends a *new*
@@ -59,7 +59,7 @@ from agentkeep.registry.validation import check_id, checked
 from agentkeep.types import new_id
 from agentkeep.types.ids import is_valid_id
 
-#: What a create or an update accepts: the struct, a mapping with seed 002's (wire) field
+#: What a create or an update accepts: the struct, a mapping with the wire's field
 #: names, or JSON text.
 InputLike: TypeAlias = DefinitionInput | Mapping[str, Any] | bytes | str
 PatchLike: TypeAlias = DefinitionPatch | Mapping[str, Any] | bytes | str
@@ -73,7 +73,7 @@ DefinitionCheck: TypeAlias = Callable[[Definition], None]
 
 
 class Registry:
-    """Versioned definitions (seed 002's agents) in the store of an ``AgentSystem``.
+    """Versioned definitions (the wire's agents) in the store of an ``AgentSystem``.
 
     Use ``AgentSystem.registry``. Every method raises ``AgentClosedError`` once the system
     is closing.
@@ -139,7 +139,7 @@ class Registry:
         return self._write(work)
 
     def update(self, definition_id: str, patch: PatchLike) -> DefinitionUpdate:
-        """Apply a PATCH (seed 002's rules) to the current revision.
+        """Apply a PATCH (the PATCH rules of docs/registry.md) to the current revision.
 
         Returns:
             The record, its current revision, and whether a revision was appended.

@@ -1,9 +1,9 @@
-"""The registry's values: seed 002's agent definition and its revisions, as msgspec structs.
+"""The registry's values: the wire's agent definition and its revisions, as msgspec structs.
 
-Seed 002 (``package/dist/types.d.ts``) calls a definition an *agent*; agentkeep calls it a
-:class:`Definition` because an agentkeep agent is a conversation (seed 002's *session*; see
-``docs/registry.md``). The JSON field names are seed 002's exactly (``authRef``,
-``toolbox.toolIds``, …: ``rename="camel"``), so a seed-002 client reads and writes them
+The wire calls a definition an *agent*; agentkeep calls it a
+:class:`Definition` because an agentkeep agent is a conversation (a *session*; see
+``docs/registry.md``). The JSON field names are the wire's exactly (``authRef``,
+``toolbox.toolIds``, …: ``rename="camel"``), so a client of the wire reads and writes them
 unchanged. Timestamps are integers in milliseconds (``createdAtMs``); the wire surfaces format
 them.
 
@@ -40,7 +40,7 @@ from agentkeep.types.ids import IdString
 DEFAULT_DRIVER_ID = "agentkeep"
 
 
-# The input shapes' text fields as ``/v1/openapi.json`` states them (issue 29: the document is
+# The input shapes' text fields as ``/v1/openapi.json`` states them (the document is
 # as strict as the server). :mod:`.validation` checks each rule, so its error names the field
 # in the registry's words; the schema only states it.
 Name = Annotated[
@@ -98,7 +98,7 @@ References = Annotated[
 
 
 class _Wire(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
-    """Seed 002's camelCase names; unknown fields are an error, never silently dropped."""
+    """The wire's camelCase names; unknown fields are an error, never silently dropped."""
 
 
 class _Partial(_Wire, frozen=True, kw_only=True, omit_defaults=True):
@@ -142,7 +142,7 @@ class Workspace(_Wire, frozen=True, kw_only=True):
 
 
 class Definition(_Wire, frozen=True, kw_only=True):
-    """A complete, normalized definition (seed 002's ``AgentDefinition``).
+    """A complete, normalized definition (the wire's ``AgentDefinition``).
 
     Attributes:
         id: The stable identity: 1–128 of ``[a-z0-9._-]``; never changes.
@@ -209,7 +209,7 @@ class WorkspacePatch(_Partial, frozen=True, kw_only=True):
 
 
 class DefinitionPatch(_Partial, frozen=True, kw_only=True):
-    """An update (seed 002's ``AgentPatch``): absent fields keep their value.
+    """An update (the wire's ``AgentPatch``): absent fields keep their value.
 
     ``driver``, ``resources``, ``toolbox`` and ``workspace`` merge by field; every other field
     replaces. ``None`` clears the nullable fields (``model``, ``auth_ref``, ``workspace.cwd``).
@@ -231,7 +231,7 @@ class DefinitionPatch(_Partial, frozen=True, kw_only=True):
 
 
 class DefinitionInput(DefinitionPatch, frozen=True, kw_only=True):
-    """A create (seed 002's ``AgentDefinitionInput``): the id, and any other fields; what is
+    """A create (the wire's ``AgentDefinitionInput``): the id, and any other fields; what is
     absent takes its default (a create is a patch over the defaults)."""
 
     id: IdString
@@ -239,11 +239,11 @@ class DefinitionInput(DefinitionPatch, frozen=True, kw_only=True):
 
 # -- what the registry stores and returns ------------------------------------------------------
 class Revision(_Wire, frozen=True, kw_only=True):
-    """One immutable version of a definition (seed 002's ``AgentRevision``).
+    """One immutable version of a definition (the wire's ``AgentRevision``).
 
     Attributes:
         id: The revision's own id (see ``model.ids``), unique across definitions.
-        definition_id: The definition it belongs to (seed 002: ``agentId``).
+        definition_id: The definition it belongs to (on the wire ``agentId``).
         number: 1, 2, 3, … per definition, dense, never reused.
         hash: sha256 hex of the definition's canonical JSON.
         definition: The complete normalized definition.
@@ -259,7 +259,7 @@ class Revision(_Wire, frozen=True, kw_only=True):
 
 
 class DefinitionRecord(_Wire, frozen=True, kw_only=True):
-    """A definition's identity and its current revision (seed 002's ``AgentRecord``).
+    """A definition's identity and its current revision (the wire's ``AgentRecord``).
 
     Attributes:
         id: The definition id.

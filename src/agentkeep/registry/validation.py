@@ -4,7 +4,7 @@ Every refusal is an :class:`~agentkeep.registry.errors.InvalidDefinitionError` n
 by its wire path (``toolbox.toolIds[2]``, ``metadata.icon``), raised before anything is
 written. The rules:
 
-- ``id``: seed 002's identity rule, 1–128 of ``[a-z0-9._-]`` (DEFINITIONS.md "Identity"); ``.``
+- ``id``: the id rule of docs/decisions.md, 1–128 of ``[a-z0-9._-]``; ``.``
   and ``..`` are refused as well, because an id is a path segment on the wire
   (``/v1/agents/{id}``) and those two would name a different route. It is the one id rule
   of :mod:`agentkeep.types.ids`, which session, agent and message ids follow too.
@@ -50,7 +50,7 @@ _MISSING = re.compile(r"Object missing required field `(.*)`")
 
 
 def check_id(value: str, field: str = "id") -> None:
-    """Seed 002's id rule: 1–128 of ``[a-z0-9._-]``, and not ``.`` or ``..``."""
+    """The wire's id rule: 1–128 of ``[a-z0-9._-]``, and not ``.`` or ``..``."""
     if not is_valid_id(value):
         raise InvalidDefinitionError(field, f"{value!r} is not a valid id: use {ID_RULE}")
 

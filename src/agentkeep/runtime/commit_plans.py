@@ -82,7 +82,7 @@ def area_prefix(agent_id: str, area: str, *more: str) -> str:
 
 class ConsumptionPolicy(Protocol):
     """What a consumption needs from the system: the reset rule for provider/model switches
-    (spec §3.11) and the features' hooks that run inside the consumption transaction."""
+    and the features' hooks that run inside the consumption transaction."""
 
     def needs_reset(self, previous: Settings, current: Settings) -> bool:
         """True if the change is incompatible and the history must be erased."""
@@ -208,8 +208,8 @@ def execute(
             private = plan.private_calls
             appended = tuple(_append(tx, agent_id, _block_record(b, private)) for b in blocks)
             if plan.message is not None:
-                # The response's message is complete: seed 002's ``message`` event, so the
-                # ledger alone tells both sides of the conversation (SURFACES §4).
+                # The response's message is complete: the wire's ``message`` event, so the
+                # ledger alone tells both sides of the conversation (docs/ledger.md).
                 _event(tx, agent_id, events.MESSAGE, events.assistant_event(plan.message))
             if tokens is not None:
                 tx.facts.write_context_tokens(agent_id, tokens.total)
@@ -223,7 +223,7 @@ def execute(
             queued = () if settled else tuple(tx.queue.messages(agent_id))
             return Appended(records=appended, settled=settled, queued=queued)
         case DispatchBatch(calls=calls, owed=owed):
-            # The whole batch is durable before any call runs (invariant 8).
+            # The whole batch is durable before any call runs (invariant I13).
             tx.calls.put(agent_id, list(calls))
             in_order = sorted(calls, key=lambda c: c.index)
             for call in in_order:
@@ -299,7 +299,7 @@ def _consume_queue(
     entries = tx.queue.messages(agent_id, plan.queue)
     if steering:
         # Steering outranks send by what is durable, not by what the mirror has heard of
-        # yet (invariant 7): consume nothing, and let the loop take the steering first.
+        # yet (invariant I5): consume nothing, and let the loop take the steering first.
         previous = tx.facts.read_settings(agent_id) or plan.defaults
         return Consumed(
             records=(), settings=previous, remaining=tuple(entries), outranked=tuple(steering)
@@ -322,7 +322,7 @@ def _consume_queue(
     reset = False
     records: list[ConversationRecord] = []
     switched = (current.provider, current.model) != (previous.provider, previous.model)
-    # Profiles never share model context (seed 001): changing the profile in effect always
+    # Profiles never share model context: changing the profile in effect always
     # resets, exactly as an incompatible model switch does.
     reprofiled = current.profile != previous.profile
     if (switched and current.model is not None) or reprofiled:
@@ -443,7 +443,7 @@ def _answer_calls(
     tx: Transaction, agent_id: str, plan: AnswerCalls, hooks: ToolCallHooks
 ) -> Appended:
     """Results for calls that never ran: each appended, then its ``after_tool_call_transact``
-    (spec: it runs inside the transaction that appends a result), then its call store erased."""
+    (it runs inside the transaction that appends a result), then its call store erased."""
     records: list[ConversationRecord] = []
     for index, result in enumerate(plan.results):
         answered = {"internal_id": plan.calls[index].internal_id} if index < len(plan.calls) else {}

@@ -1,8 +1,8 @@
 """Ending the work a session owes and no turn holds, in one transaction (docs/turns.md,
 "Owed work no turn holds"; ``Sessions.settle``).
 
-A failed native turn is final, but the runtime still owes its question an answer (seed 001:
-a failure note is owed an answer, so the next start asks again). When nobody wants that
+A failed native turn is final, but the runtime still owes its question an answer (a
+failure note is owed an answer, so the next start asks again). When nobody wants that
 answer, :func:`end_owed` gives it up durably, as one transaction:
 
 - tool calls still open are answered with an error result (a dispatched batch's entries are

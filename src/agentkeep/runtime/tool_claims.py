@@ -1,4 +1,4 @@
-"""A tool call's early result commit (seed 001 ``call.commit``, and a transactional tool's
+"""A tool call's early result commit (``ctx.commit``, and a transactional tool's
 automatic commit): the result is claimed for its pending call before the batch gets to it.
 
 The claim is the durable fact: the batch's own result transaction (``CommitToolResult``)

@@ -1,4 +1,4 @@
-"""The daemon: seed 002's REST API and an SSE event stream over an embedded ``AgentSystem``.
+"""The daemon: a REST API (docs/daemon.md) and an SSE event stream over an embedded ``AgentSystem``.
 
 ``agentkeep serve`` runs it (``docs/daemon.md``); a program that embeds a system can serve it
 too::

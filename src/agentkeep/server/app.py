@@ -4,7 +4,7 @@
 not own (its embedder closes it). Middleware, outermost first: the access log (one
 structured line per request on stderr: method, path, status, duration — never a header, so
 never the token, and never the query), then the :class:`~agentkeep.server.security.Guard`.
-Every error leaves as seed 002's envelope, the router's own 404 and 405 included.
+Every error leaves as the error envelope of docs/daemon.md, the router's own 404 and 405 included.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ from agentkeep.server.security import DaemonConfigError, SecurityPolicy
 
 log = get_logger(__name__)
 
-#: The default address (seed 002's).
+#: The default address.
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4317
 #: The file naming a running daemon, in the state directory.

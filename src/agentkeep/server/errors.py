@@ -1,4 +1,4 @@
-"""Every refusal of the REST surface as seed 002's error envelope, with a fitting status.
+"""Every refusal of the REST surface as the error envelope of docs/daemon.md, with a fitting status.
 
 The invariant: bad input and a configuration problem never become a 500. A request the
 server cannot take is an :class:`ApiError` (raised by the request parsing helpers), and
@@ -189,7 +189,7 @@ def error_response(error: ApiError, headers: dict[str, str] | None = None) -> Re
 def json_response(
     body: msgspec.Struct, status: int = 200, headers: dict[str, str] | None = None
 ) -> Response:
-    """``body`` encoded with msgspec (seed 002's names come from the struct)."""
+    """``body`` encoded with msgspec (the wire's names come from the struct)."""
     return Response(
         _encoder.encode(body), status_code=status, media_type="application/json", headers=headers
     )

@@ -1,5 +1,5 @@
-"""A ledger event's ``data`` as every surface shows it: seed 002's camelCase keys and
-seed 002's message shape.
+"""A ledger event's ``data`` as every surface shows it: the wire's camelCase keys and
+the wire's message shape.
 
 The ledger stores agentkeep's own events with snake_case keys (``message_id``, ``call_id``)
 and keeps them so forever (it is append-only: nothing stored can be renamed), so the one
@@ -10,7 +10,7 @@ the CLI's JSON): :func:`wire_event_data`.
   depth agentkeep owns. Values that are someone else's JSON keep their keys verbatim: a
   session's ``metadata`` and a metadata ``patch``, a tool call's ``arguments``, a data
   part's ``data``, an error's ``details``, a message's ``options``.
-- Every ``message`` in them (a turn's ``result.message`` too) is seed 002's
+- Every ``message`` in them (a turn's ``result.message`` too) is the wire's
   ``AgentMessage`` (``types/parts.py``), whichever shape an older ledger stored. (A
   ``compaction`` event's ``messages`` are the conversation records it replaced, tool calls
   and all: shown as records, their keys camelCase.)
@@ -30,7 +30,7 @@ from agentkeep.types.turns import TURN_EVENT_PREFIX
 OPAQUE_KEYS: Final = frozenset(
     {"metadata", "patch", "arguments", "data", "details", "options", "settings"}
 )
-#: Keys whose values are messages: shown as seed 002's ``AgentMessage``.
+#: Keys whose values are messages: shown as the wire's ``AgentMessage``.
 _MESSAGE_KEYS: Final = frozenset({"message"})
 _OWN: Final = frozenset(EVENT_TYPES)
 

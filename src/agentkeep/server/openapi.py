@@ -66,7 +66,7 @@ class Operation:
     auth: bool = True
 
 
-#: The schema of an id (a path parameter or a body field): seed 002's id rule.
+#: The schema of an id (a path parameter or a body field): the id rule of docs/decisions.md.
 ID_SCHEMA: dict[str, Any] = {
     "type": "string",
     "pattern": ID_PATTERN,

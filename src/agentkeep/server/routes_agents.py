@@ -1,4 +1,4 @@
-"""``/v1/agents``: seed 002's agents, which are the registry's definitions.
+"""``/v1/agents``: the wire's agents, which are the registry's definitions.
 
 Every handler is a thin translation: parse the request, call ``system.registry`` in a worker
 thread, encode the result. The registry judges every body itself (its errors name the field),
@@ -66,7 +66,7 @@ async def get_agent(request: Request) -> Response:
 
 
 async def update_agent(request: Request) -> Response:
-    """PATCH /v1/agents/{id}: seed 002's PATCH rules; equal content keeps the revision."""
+    """PATCH /v1/agents/{id}: docs/registry.md's PATCH rules; equal content keeps the revision."""
     body = await read_body(request)
     check_json(body)
     update = await call(context(request).system.registry.update, request.path_params["id"], body)

@@ -1,4 +1,4 @@
-"""``/v1/sessions``: seed 002's sessions (agentkeep agents; session id = agent id).
+"""``/v1/sessions``: sessions (agentkeep agents; session id = agent id).
 
 A client-chosen ``sessionId`` makes ``POST /v1/sessions`` idempotent: the first request
 creates the session (201); the same request again — a retry after a lost response — returns

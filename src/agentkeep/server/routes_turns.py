@@ -1,10 +1,10 @@
-"""Turns over HTTP: send a message, read turns, cancel (seed 002's REST plus SURFACES §6).
+"""Turns over HTTP: send a message, read turns, cancel (docs/daemon.md, "Routes").
 
 ``POST /v1/sessions/{id}/messages`` accepts a message as a turn once it is durable:
 
 - ``wait: false`` → **202** with ``Location: /v1/sessions/{id}/turns/{turn_id}`` (the turn as
   accepted: ``queued``, or already ``running`` — docs/turns.md says when);
-- ``wait: true`` (the default, as seed 002) → **200** with the terminal turn; a turn still
+- ``wait: true`` (the default) → **200** with the terminal turn; a turn still
   live when the server's wait ends (or the daemon stops) is a 202 with its ``Location``;
 - the ``Idempotency-Key`` header is an alias of the body's ``idempotencyKey`` (both given
   and different: 422; a non-ASCII header: 400 ``invalid_header``, send such a key in the

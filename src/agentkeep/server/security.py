@@ -1,4 +1,4 @@
-"""The daemon's guard (SURFACES §5): token, Host, Origin, content type and body size.
+"""The daemon's guard (docs/daemon.md, "Security"): token, Host, Origin, content type and body size.
 
 Every request passes :class:`Guard` before any route runs, in this order:
 
@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from agentkeep.errors import AgentkeepError
 from agentkeep.server.errors import ApiError, error_response, unauthorized
 
-#: The largest request body accepted (seed 002: 512 KB).
+#: The largest request body accepted (512 KB, docs/daemon.md).
 MAX_BODY_BYTES = 512 * 1024
 #: The token file in the state directory, and the environment variable that overrides it.
 TOKEN_FILE = "daemon.token"

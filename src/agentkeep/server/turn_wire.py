@@ -1,6 +1,6 @@
-"""The JSON shapes of turns (seed 002's ``AgentTurn``, ``AgentMessage``, ``SendInput``).
+"""The JSON shapes of turns (the wire's ``AgentTurn``, ``AgentMessage``, ``SendInput``).
 
-A message on the wire is seed 002's ``AgentMessage`` (``role`` and ``parts``: text,
+A message on the wire is an ``AgentMessage`` (``role`` and ``parts``: text,
 reference and data parts), or plain text; ``types/parts.py`` is the one conversion between
 it and the library's content blocks. A ``user`` or ``system`` message is taken whole (a
 reference or data part is kept verbatim, and shown to a native model as a line of text);
@@ -20,7 +20,7 @@ from agentkeep.types.ids import IdString
 from agentkeep.types.parts import Part, WireMessage, as_wire_json
 from agentkeep.types.turns import MAX_IDEMPOTENCY_KEY_LENGTH, TurnRecord, TurnStatus
 
-#: A message as a turn shows it: seed 002's ``AgentMessage``.
+#: A message as a turn shows it: the wire's ``AgentMessage``.
 MessageOut = WireMessage
 
 
@@ -38,7 +38,7 @@ _NOT_BLANK_PARTS = {
 
 
 class MessageIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A message as a request sends it: seed 002's ``AgentMessage`` as an input takes it (a
+    """A message as a request sends it: the wire's ``AgentMessage`` as an input takes it (a
     ``user`` or ``system`` role: an ``assistant`` one is a 422 naming ``message.role``), its
     schema stating that a part must not be blank text (the library refuses a blank message)."""
 
@@ -80,7 +80,7 @@ IDEMPOTENCY_KEY_HEADER: dict[str, Any] = {
 class SendMessage(
     msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True
 ):
-    """``POST /v1/sessions/:id/messages`` (seed 002's ``SendInput`` plus ``wait`` and
+    """``POST /v1/sessions/:id/messages`` (the wire's ``SendInput`` plus ``wait`` and
     agentkeep's ``delivery``, ``metadata``, ``messageId``, ``provider``, ``model`` and
     ``profile``)."""
 
@@ -112,7 +112,7 @@ class CancelRequest(
 
 
 class FailureOut(msgspec.Struct, frozen=True, kw_only=True):
-    """Why a turn failed, was cancelled or interrupted (seed 002's ``AgentFailure``)."""
+    """Why a turn failed, was cancelled or interrupted (the wire's ``AgentFailure``)."""
 
     code: str
     message: str
@@ -120,7 +120,7 @@ class FailureOut(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TurnOut(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A turn (seed 002's ``AgentTurn``, with agentkeep's ``number`` and ``driver``)."""
+    """A turn (the wire's ``AgentTurn``, with agentkeep's ``number`` and ``driver``)."""
 
     id: str
     session_id: str
@@ -137,7 +137,7 @@ class TurnOut(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 
 class SentTurnOut(msgspec.Struct, frozen=True, kw_only=True):
-    """What sending returns (seed 002's ``EnqueuedTurn``): the turn, and whether its
+    """What sending returns (the wire's ``EnqueuedTurn``): the turn, and whether its
     idempotency key had already made it."""
 
     turn: TurnOut
@@ -159,12 +159,12 @@ def to_user_message(message: str | MessageIn) -> str | WireMessage:
 
 
 def to_parts(message: JSONObject) -> WireMessage:
-    """A stored message (either shape, ``types/parts.py``) as seed 002's ``AgentMessage``."""
+    """A stored message (either shape, ``types/parts.py``) as the wire's ``AgentMessage``."""
     return msgspec.convert(as_wire_json(message), WireMessage)
 
 
 def wire_result(result: JSONObject | None) -> JSONObject | None:
-    """A turn's result with its ``message`` as seed 002's ``AgentMessage`` (a native turn
+    """A turn's result with its ``message`` as the wire's ``AgentMessage`` (a native turn
     completed before results were stored in that shape holds content blocks)."""
     if result is None or not isinstance(result.get("message"), dict):
         return result

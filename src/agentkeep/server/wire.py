@@ -1,7 +1,7 @@
-"""The JSON shapes of the REST surface: seed 002's names, ISO 8601 timestamps.
+"""The JSON shapes of the REST surface: the wire's names, ISO 8601 timestamps.
 
-The library keeps timestamps as integer milliseconds (``created_at_ms``); the wire shows seed
-002's ISO strings (``createdAt``), converted in one place (:func:`iso`). Every response body
+The library keeps timestamps as integer milliseconds (``created_at_ms``); the wire shows
+ISO strings (``createdAt``), converted in one place (:func:`iso`). Every response body
 is one of the structs below (or a library struct inside one), so ``/v1/openapi.json`` is
 generated from exactly what is sent (:mod:`agentkeep.server.openapi`). Request bodies refuse
 unknown fields, so a misspelt field is an error naming it, never silently dropped.
@@ -22,7 +22,7 @@ from agentkeep.types.ids import IdString
 
 
 class _Out(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A response body: seed 002's camelCase names."""
+    """A response body: the wire's camelCase names."""
 
 
 class _In(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
@@ -30,7 +30,7 @@ class _In(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unkn
 
 
 def iso(ms: int) -> str:
-    """Milliseconds since the epoch as seed 002's timestamp: ISO 8601, UTC, milliseconds."""
+    """Milliseconds since the epoch as a wire timestamp: ISO 8601, UTC, milliseconds."""
     moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -50,7 +50,7 @@ class ErrorBody(_Out, frozen=True, kw_only=True):
 
 
 class ErrorEnvelope(_Out, frozen=True, kw_only=True):
-    """Seed 002's error envelope: ``{"error": {"code", "message", "details"}}``."""
+    """The wire's error envelope: ``{"error": {"code", "message", "details"}}``."""
 
     error: ErrorBody
 
@@ -62,7 +62,7 @@ class Health(_Out, frozen=True, kw_only=True):
 
 
 class AgentOut(_Out, frozen=True, kw_only=True):
-    """A definition (seed 002's ``AgentRecord``)."""
+    """A definition (the wire's ``AgentRecord``)."""
 
     id: str
     current_revision_id: str
@@ -75,7 +75,7 @@ class AgentOut(_Out, frozen=True, kw_only=True):
 
 
 class RevisionOut(_Out, frozen=True, kw_only=True):
-    """An immutable revision (seed 002's ``AgentRevision``)."""
+    """An immutable revision (the wire's ``AgentRevision``)."""
 
     id: str
     agent_id: str
@@ -94,7 +94,7 @@ class AgentList(_Out, frozen=True, kw_only=True):
 
 
 class SessionOut(_Out, frozen=True, kw_only=True):
-    """A session (seed 002's ``AgentSession``); ``agentId`` None: made without a definition.
+    """A session (the wire's ``AgentSession``); ``agentId`` None: made without a definition.
     ``owes`` (agentkeep's): work the runtime owes that no live turn holds — ``{stage,
     reason, turnId}`` — which ``POST /v1/sessions/{id}/settle`` ends; null otherwise."""
 
@@ -119,7 +119,7 @@ class SessionList(_Out, frozen=True, kw_only=True):
 
 
 class EventOut(_Out, frozen=True, kw_only=True):
-    """One ledger event (seed 002's ``SessionEvent``); ``id`` is ``<session>:<sequence>``;
+    """One ledger event (the wire's ``SessionEvent``); ``id`` is ``<session>:<sequence>``;
     ``data`` in camelCase with messages as ``AgentMessage`` (:mod:`.event_wire`)."""
 
     id: str
@@ -167,7 +167,7 @@ class SettleRequest(_In, frozen=True, kw_only=True):
 
 
 class StartSession(_In, frozen=True, kw_only=True):
-    """``POST /v1/sessions`` (seed 002's ``StartSessionInput``). A client-chosen
+    """``POST /v1/sessions`` (the wire's ``StartSessionInput``). A client-chosen
     ``sessionId`` makes the start idempotent."""
 
     agent_id: IdString

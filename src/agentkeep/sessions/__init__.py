@@ -1,10 +1,10 @@
 """Sessions: agentkeep agents started from a definition's revision, pinned to it.
 
-Seed 002 calls one durable conversation a *session*; in agentkeep it is an agent, and the
+The wire calls one durable conversation a *session*; in agentkeep it is an agent, and the
 session id is the agent id (``docs/sessions.md``). Agents created without a definition are
 sessions too, so the surfaces see everything.
 
-- :mod:`~agentkeep.sessions.types`: :class:`SessionRecord` (seed 002's ``AgentSession``);
+- :mod:`~agentkeep.sessions.types`: :class:`SessionRecord` (the wire's ``AgentSession``);
 - :mod:`~agentkeep.sessions.errors`: what is refused;
 - :mod:`~agentkeep.sessions.setup`: what a revision configures, checked at start;
 - :mod:`~agentkeep.sessions.tables`: the ``sessions`` table, inside a store transaction;
@@ -13,7 +13,7 @@ sessions too, so the surfaces see everything.
   way out;
 - :mod:`~agentkeep.sessions.service`: :class:`Sessions` (``AgentSystem.sessions``).
 
-The package exports seed 002's session surface: :class:`Sessions`, its records and errors, the
+The package exports the wire's session surface: :class:`Sessions`, its records and errors, the
 wire values a turn carries (:class:`TurnRecord`, :class:`TurnFailure`, :class:`WireMessage` and
 its parts), the ledger's :class:`SessionEvent`, and :class:`Subscription`
 (``AgentSystem.subscribe``).

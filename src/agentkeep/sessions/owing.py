@@ -1,5 +1,5 @@
-"""What a session owes that no live turn holds, and the way out of each busy state (issue 28
-item 1; docs/turns.md, "Owed work no turn holds").
+"""What a session owes that no live turn holds, and the way out of each busy state
+(docs/turns.md, "Owed work no turn holds").
 
 Three views must agree on a session: its turns, its owed work, and whether it can be
 archived. Work the runtime owes is either held by a live turn (``queued``, ``running``,

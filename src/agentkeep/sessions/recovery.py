@@ -4,8 +4,8 @@
   the loop resumes exactly where it stopped, so the turn ends as if nothing had happened.
 - A native turn that is ``cancelling`` becomes ``cancelled``: its cancellation was asked and
   durable; whatever the resumed loop still owes belongs to no turn.
-- Any other driver's live turn becomes ``interrupted`` (seed 002's rule): its driver may have
-  done external work before the crash, so it is never guessed at and never replayed.
+- Any other driver's live turn becomes ``interrupted`` (docs/drivers.md's crash rule): its driver
+  may have done external work before the crash, so it is never guessed at and never replayed.
 
 All of it in one transaction, before any agent starts.
 """

@@ -1,6 +1,6 @@
 """The sessions service: start a session from a definition's revision, read, list, archive.
 
-A session is an agentkeep agent (session id = agent id; SURFACES §1). Starting one is one
+A session is an agentkeep agent (session id = agent id; docs/architecture.md). Starting one is one
 transaction through the store's writer: the revision is read (the current one, or the one
 asked for), everything it configures is checked (:mod:`agentkeep.sessions.setup`), and the
 agent's row, its pin and its starting settings are written together, so a refused start
@@ -58,7 +58,7 @@ T = TypeVar("T")
 
 
 class Sessions:
-    """Sessions (seed 002's) of an ``AgentSystem``: use ``AgentSystem.sessions``.
+    """Sessions of an ``AgentSystem``: use ``AgentSystem.sessions``.
 
     Every method raises ``AgentClosedError`` once the system is closing.
 
@@ -293,7 +293,7 @@ class Sessions:
 
         Args:
             session_id: The session (agent).
-            message: Text (a user message), seed 002's ``AgentMessage`` (an
+            message: Text (a user message), the wire's ``AgentMessage`` (an
                 ``agentkeep.sessions.WireMessage`` or its JSON
                 ``{"role": "user", "parts": [...]}``: text, reference and data parts, kept
                 verbatim) or a message (``ak.user(...)``).

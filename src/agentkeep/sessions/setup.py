@@ -1,6 +1,6 @@
 """What a pinned revision configures: the session's settings, instructions and tools.
 
-Checked when the session starts, never at its first turn (SURFACES §2):
+Checked when the session starts, never at its first turn (docs/registry.md):
 
 - ``driver.id`` must be ``agentkeep`` or a driver registered at
   ``AgentSystem.open(drivers=...)``: :class:`UnsupportedDriverError` otherwise. An injected

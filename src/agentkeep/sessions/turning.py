@@ -52,7 +52,7 @@ CANCELLED_RUNNING = TurnFailure(code="cancelled", message="Cancelled while it ra
 
 
 class TurnHandle:
-    """A sent turn (seed 002's ``EnqueuedTurn``): the turn as durably accepted, whether an
+    """A sent turn (the wire's ``EnqueuedTurn``): the turn as durably accepted, whether an
     earlier send with the same idempotency key had made it, and :meth:`wait` for its end."""
 
     def __init__(

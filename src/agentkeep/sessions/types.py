@@ -1,8 +1,8 @@
-"""A session as the surfaces see it: seed 002's ``AgentSession``, as a msgspec struct.
+"""A session as the surfaces see it: the wire's ``AgentSession``, as a msgspec struct.
 
-A session is an agentkeep agent (session id = agent id). JSON names are seed 002's
+A session is an agentkeep agent (session id = agent id). JSON names are the wire's
 (``agentId`` is the *definition* id, ``agentRevisionId``/``agentRevision`` its pinned
-revision), so a seed-002 client reads them unchanged. Timestamps are integer milliseconds
+revision), so a client of the wire reads them unchanged. Timestamps are integer milliseconds
 (``createdAtMs``), as in the registry; the wire surfaces format them as ISO strings.
 """
 
@@ -36,11 +36,11 @@ class SessionOwes(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 
 class SessionRecord(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """One session (seed 002's ``AgentSession``).
+    """One session (the wire's ``AgentSession``).
 
     Attributes:
         id: The session id, which is its agent's id.
-        definition_id: The definition it was started from (seed 002: ``agentId``), or None
+        definition_id: The definition it was started from (on the wire ``agentId``), or None
             for an agent created without one (``AgentSystem.create``).
         revision_id: The pinned revision's id (``agentRevisionId``), or None.
         revision_number: The pinned revision's number (``agentRevision``), or None.

@@ -1,4 +1,4 @@
-"""Tools: what an agent's model may call, and the hooks that bracket a call (spec §3.6).
+"""Tools: what an agent's model may call, and the hooks that bracket a call.
 
 Import every public name from here (``agentkeep`` re-exports the ones an embedding needs;
 what only the runtime calls, ``execute_tool`` and ``validate_result``, stays in its module). The

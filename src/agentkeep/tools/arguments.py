@@ -1,4 +1,4 @@
-"""How a model's tool call becomes a tool's validated arguments (spec §3.6).
+"""How a model's tool call becomes a tool's validated arguments.
 
 Nothing a model sends can raise out of here:
 :func:`validate_arguments` returns either the validated arguments or a
@@ -16,11 +16,11 @@ from agentkeep.tools.outputs import ArgsT, ToolError
 from agentkeep.tools.schema import issue_from_msgspec, schema_issues
 from agentkeep.types import ToolCallBlock
 
-MAX_ISSUES = 8  # spec §3.6: a schema mismatch lists at most 8 issues
+MAX_ISSUES = 8  # a schema mismatch lists at most 8 issues
 
 
 class GrammarInput(msgspec.Struct, frozen=True):
-    """The arguments of a grammar tool: the model's raw input (spec §3.6)."""
+    """The arguments of a grammar tool: the model's raw input."""
 
     input: str
 
@@ -36,7 +36,7 @@ def _mismatch(name: str, issues: list[str]) -> ToolError:
 def validate_arguments(tool: Tool[ArgsT, Any] | None, call: ToolCallBlock) -> ArgsT | ToolError:
     """The validated arguments of ``call`` for ``tool``, or the error the model is told.
 
-    Spec §3.6, in order: a missing tool, an incomplete call, a grammar tool's raw input as
+    In order: a missing tool, an incomplete call, a grammar tool's raw input as
     ``{"input": raw}``, blank arguments as ``{}``, invalid JSON, then a schema mismatch
     listing up to 8 issues with exact paths. Never raises.
     """

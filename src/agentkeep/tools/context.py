@@ -97,7 +97,7 @@ class ToolContext(Protocol):
         ...
 
     def commit(self, result: Any) -> bool:
-        """Durably save ``result`` as this call's result now (seed 001 ``call.commit``).
+        """Durably save ``result`` as this call's result now (``ctx.commit``).
 
         ``result`` is validated against the tool's result type and rendered as a return
         would be, then claimed in one store transaction that also erases the call's ``kv``

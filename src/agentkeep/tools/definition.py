@@ -1,4 +1,4 @@
-"""Tool definitions and the argument/result handling of one tool call (spec §3.6).
+"""Tool definitions and the argument/result handling of one tool call.
 
 A :class:`Tool` is a frozen definition: a name (unique per namespace), a description, a
 msgspec ``Struct`` arguments type, a result type and ``execute(ctx, args) -> result``. Build
@@ -13,7 +13,7 @@ one directly or with the :func:`tool` decorator from a typed function::
         \"\"\"Add two numbers.\"\"\"
         return args.a + args.b
 
-Lifetime flags (seed 001) say what may happen to a call that is still running:
+Lifetime flags say what may happen to a call that is still running:
 
 - ``durable=True``: after a crash the unfinished call may execute again (else it is answered
   "interrupted by a restart").
@@ -80,7 +80,7 @@ NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what both Anthropic and OpenAI ac
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Tool(Generic[ArgsT, ResultT]):
-    """A tool definition (spec §3.6 ``AgentTool``).
+    """A tool definition.
 
     Attributes:
         name: ``[A-Za-z0-9_-]{1,64}``, unique within its namespace in one tool list.
@@ -156,7 +156,7 @@ class Tool(Generic[ArgsT, ResultT]):
         return self._parameters
 
     def descriptor(self) -> ToolDescriptor:
-        """What a provider is told about this tool (spec §1.6)."""
+        """What a provider is told about this tool."""
         return ToolDescriptor(
             name=self.name,
             description=self.description,
@@ -245,7 +245,7 @@ def checked_schemas(tool: Tool[Any, Any]) -> tuple[dict[str, Any], dict[str, Any
 
 
 def refuse_hiding(name: str, visible_to_user: object, persist_in_history: object) -> None:
-    """An executable tool cannot hide from correctness or security observers (seed 001):
+    """An executable tool cannot hide from correctness or security observers:
     only a provider-owned tool may suppress its live events or its history."""
     for flag, value in (
         ("visible_to_user", visible_to_user),

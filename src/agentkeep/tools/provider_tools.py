@@ -1,4 +1,4 @@
-"""Provider-owned tools (spec §1.6; seed 001: "server tools") and what they may hide.
+"""Provider-owned tools ("server tools") and what they may hide.
 
 A :class:`ProviderTool` is a tool the provider runs itself (a web search, a code sandbox): the
 provider is told about it (``ToolDescriptor.server``), its calls and results come back in the
@@ -95,7 +95,7 @@ class ProviderTool:
         return (self.namespace, self.name)
 
     def descriptor(self) -> ToolDescriptor:
-        """What a provider is told about this tool (spec §1.6: ``server`` set)."""
+        """What a provider is told about this tool (``server`` set)."""
         return ToolDescriptor(
             name=self.name,
             description=self.description,

@@ -8,7 +8,7 @@ Two views of the schema ``msgspec.json.schema`` generates for an arguments type:
 * :func:`schema_issues` — why a decoded JSON value does not fit, as (path, message) issues.
   msgspec stops at the first error; this walker reports every issue it can find, and for a
   union picks the closest variant (the tagged one, else one of the value's JSON type with the
-  fewest issues), so the model can fix its call in one go (spec §3.6: exact paths, ≤ 8).
+  fewest issues), so the model can fix its call in one go (exact paths, ≤ 8).
 
 The walker only explains: msgspec stays the authority on whether arguments are valid.
 """

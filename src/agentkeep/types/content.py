@@ -92,7 +92,7 @@ class ToolCallRequestBlock(Value, frozen=True, tag="tool_call_request"):
 
 
 class ReferenceBlock(Value, frozen=True, tag="reference"):
-    """A reference the host resolves (seed 002's ``ReferencePart``): a file, a URL.
+    """A reference the host resolves (the wire's ``ReferencePart``): a file, a URL.
 
     Kept verbatim in the conversation; a model is shown it as a line of text
     (:func:`input_blocks`, :func:`reference_text`), since agentkeep does not fetch it.
@@ -104,7 +104,7 @@ class ReferenceBlock(Value, frozen=True, tag="reference"):
 
 
 class DataBlock(Value, frozen=True, tag="data"):
-    """Named JSON data (seed 002's ``DataPart``), kept verbatim; a model is shown it as a
+    """Named JSON data (the wire's ``DataPart``), kept verbatim; a model is shown it as a
     line of text naming it, with the data as compact JSON (:func:`input_blocks`)."""
 
     name: str
@@ -254,7 +254,7 @@ class Usage(Value, frozen=True):
 
 
 class ToolDescriptor(Value, frozen=True):
-    """What a provider is told about one tool (spec §1.6)."""
+    """What a provider is told about one tool."""
 
     name: str
     description: str | None = None

@@ -1,6 +1,6 @@
 """Identities: what a client may name a record by, and the ids agentkeep makes itself.
 
-A client-given id (an agent, session or message id; seed 002's DEFINITIONS.md "Identity")
+A client-given id (an agent, session or message id; docs/decisions.md, "One id rule")
 is 1-128 lowercase letters, digits, dots, underscores or hyphens (:data:`ID_PATTERN`), and
 neither ``.`` nor ``..``: an id is a path segment on the wire (``/v1/sessions/{id}``), where
 those two would name another route. A lowercase UUID fits. :func:`agentkeep.errors.check_id` refuses
@@ -16,7 +16,7 @@ That is the shape and length of the cuid2 ids agentkeep used before, and at leas
 collision resistance. Nothing may assume more of an id than ``is_valid_id``.
 
 Ids are made 64 at a time from one read of the OS's random bytes and handed out from a
-list (issue 17: a durable step makes a dozen ids; cuid2 took tens of microseconds each,
+list (a durable step makes a dozen ids; cuid2 took tens of microseconds each,
 and every ``os.urandom`` call releases the GIL, which on a busy process costs a thread
 switch). ``list.pop`` and ``list.extend`` are atomic under the GIL, so threads share the
 list without a lock (two that find it empty both refill it: more ids, none repeated). A
@@ -31,7 +31,7 @@ from typing import Annotated
 
 import msgspec
 
-#: Seed 002's id grammar, as JSON Schema and OpenAPI state it: ``.`` and ``..`` are refused
+#: The wire's id grammar, as JSON Schema and OpenAPI state it: ``.`` and ``..`` are refused
 #: too (the lookahead), so the document is as strict as :func:`is_valid_id`.
 ID_PATTERN = r"^(?!\.\.?$)[a-z0-9._-]{1,128}$"
 #: The longest id.

@@ -1,4 +1,4 @@
-"""The session event ledger's vocabulary (seed 002's ``SessionEvent``).
+"""The session event ledger's vocabulary (the wire's ``SessionEvent``).
 
 One :class:`SessionEvent` is one committed fact about one session (an agent): its
 ``sequence`` is dense from 1 per session and never reused, and it committed in the same
@@ -24,16 +24,16 @@ from agentkeep.types.records import (
     UserRecord,
 )
 
-#: The default bound on one event's encoded ``data`` (seed 002's ``maxEventBytes``).
+#: The default bound on one event's encoded ``data`` (the wire's ``maxEventBytes``).
 DEFAULT_MAX_EVENT_BYTES: Final = 1024 * 1024
-#: The default bound on one input message's encoded JSON (seed 002's ``maxInputBytes``).
+#: The default bound on one input message's encoded JSON (the wire's ``maxInputBytes``).
 DEFAULT_MAX_INPUT_BYTES: Final = 512 * 1024
-#: The most events one ``events`` page returns (seed 002: ``limit`` maximum 1000).
+#: The most events one ``events`` page returns (on the wire ``limit`` maximum 1000).
 MAX_EVENTS_PAGE: Final = 1000
 
-# The durable event types (seed 002 names ``message``; the others are agentkeep's facts).
+# The durable event types (the wire names ``message``; the others are agentkeep's facts).
 MESSAGE_ACCEPTED: Final = "message.accepted"  # a send/steer durably queued
-MESSAGE: Final = "message"  # a message entered the conversation (seed 002's type)
+MESSAGE: Final = "message"  # a message entered the conversation (the wire's type, docs/ledger.md)
 ASSISTANT_BLOCK: Final = "assistant.block"  # a finished assistant block
 RESPONSE_END: Final = "response.end"  # a response ended (its measurement)
 TOOL_BATCH: Final = "tool.batch"  # a tool batch dispatched (durable before any call runs)
@@ -43,7 +43,7 @@ COMPACTION: Final = "compaction"  # history replaced by a compaction (archived e
 MODEL_SWITCH: Final = "model.switch"  # the provider/model or profile changed (reset or not)
 METADATA_CHANGED: Final = "metadata.changed"  # the session's metadata was merged
 SETTLED: Final = "settled"  # the run settled: nothing owed
-#: Seed 002's ephemeral streaming type: never stored, never sequenced.
+#: The wire's ephemeral streaming type: never stored, never sequenced.
 TEXT_DELTA: Final = "text.delta"
 
 EVENT_TYPES: Final = (
@@ -107,7 +107,7 @@ __all__ = [
 
 def assistant_event(blocks: Iterable[AssistantBlock]) -> dict[str, object]:
     """The data of the ``message`` event reporting a complete assistant response:
-    ``{"role": "assistant", "message": <seed 002's AgentMessage>}`` (a driver's returned or
+    ``{"role": "assistant", "message": <an AgentMessage>}`` (a driver's returned or
     emitted message is reported the same way)."""
     return {"role": "assistant", "message": assistant_json(blocks)}
 

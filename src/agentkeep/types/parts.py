@@ -1,4 +1,4 @@
-"""Seed 002's message shape (``AgentMessage {role, parts}``) and its one conversion to and
+"""The wire's message shape (``AgentMessage {role, parts}``) and its one conversion to and
 from agentkeep's content blocks.
 
 Every surface shows a message in this shape — a turn's ``input`` and ``result.message``,
@@ -20,7 +20,7 @@ message keeps the part itself. Blocks a message shows no part for: an assistant'
 tool calls and server tool results (the ledger's ``assistant.block`` events carry them); a
 user message's tool-call request shows as a data part named :data:`TOOL_CALL_REQUEST`.
 
-Names on the wire are seed 002's camelCase (``mediaType``).
+Names on the wire are camelCase (``mediaType``).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from agentkeep.types.records import JSONObject
 #: The data part a user message's tool-call request shows as (never turned back into one: a
 #: request block is made only by ``ak.tool_request``).
 TOOL_CALL_REQUEST: Final = "agentkeep.tool_call_request"
-#: The roles of seed 002's ``AgentMessage``.
+#: The roles of the wire's ``AgentMessage``.
 MessageRole: TypeAlias = Literal["user", "assistant", "system"]
 
 
@@ -59,17 +59,17 @@ class _Part(
     forbid_unknown_fields=True,
     tag_field="type",
 ):
-    """A part of a message (seed 002's ``AgentPart``), tagged by ``type``."""
+    """A part of a message (the wire's ``AgentPart``), tagged by ``type``."""
 
 
 class TextPart(_Part, frozen=True, kw_only=True, tag="text"):
-    """Text (seed 002's ``TextPart``)."""
+    """Text (the wire's ``TextPart``)."""
 
     text: str
 
 
 class ReferencePart(_Part, frozen=True, kw_only=True, tag="reference"):
-    """Something the host resolves, by URI (seed 002's ``ReferencePart``); shown to a model
+    """Something the host resolves, by URI (the wire's ``ReferencePart``); shown to a model
     as a line of text naming it."""
 
     uri: str
@@ -78,7 +78,7 @@ class ReferencePart(_Part, frozen=True, kw_only=True, tag="reference"):
 
 
 class DataPart(_Part, frozen=True, kw_only=True, tag="data"):
-    """Named JSON data (seed 002's ``DataPart``); shown to a model as a line of text with
+    """Named JSON data (the wire's ``DataPart``); shown to a model as a line of text with
     the data as compact JSON."""
 
     name: str
@@ -89,7 +89,7 @@ Part: TypeAlias = TextPart | ReferencePart | DataPart
 
 
 class WireMessage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Seed 002's ``AgentMessage``: a role and its parts (``to_builtins`` gives its JSON)."""
+    """The wire's ``AgentMessage``: a role and its parts (``to_builtins`` gives its JSON)."""
 
     role: MessageRole
     parts: tuple[Part, ...]
@@ -124,7 +124,7 @@ def message_json(role: MessageRole, blocks: Iterable[object]) -> JSONObject:
 
 
 def assistant_json(blocks: Iterable[AssistantBlock]) -> JSONObject:
-    """An assistant response as seed 002's ``AgentMessage`` (its text; reasoning and tool
+    """An assistant response as the wire's ``AgentMessage`` (its text; reasoning and tool
     calls are in the ledger's ``assistant.block`` events)."""
     return message_json("assistant", blocks)
 
@@ -167,9 +167,9 @@ def decode_message(value: object) -> WireMessage:
 
 # -- stored messages of any age ----------------------------------------------------------------
 def content_json(message: JSONObject) -> JSONObject | None:
-    """An input message in seed 002's shape as the conversation's own JSON (``{role,
+    """An input message in the wire's shape as the conversation's own JSON (``{role,
     content}``): how a turn's input was stored, and its idempotency key hashed, before every
-    surface took seed 002's shape (issue 28). None for what that JSON cannot say the same
+    surface took the wire's shape. None for what that JSON cannot say the same
     way (not such a message, or an ``assistant`` one)."""
     try:
         wire = decode_message(message)
@@ -187,7 +187,7 @@ def content_json(message: JSONObject) -> JSONObject | None:
 
 
 def as_wire_json(message: object) -> object:
-    """A stored message in seed 002's shape: ``{role, parts}`` as it is, or a message of
+    """A stored message in the wire's shape: ``{role, parts}`` as it is, or a message of
     content blocks (what the conversation and older ledgers hold: ``{role, content}``)
     converted; another agent's message (role ``agent``) is a ``user`` message. Anything
     else is returned unchanged."""

@@ -193,11 +193,11 @@ class PendingToolCall(_Record, frozen=True):
 
 
 class OwedWork(_Record, frozen=True):
-    """The one liveness fact: present ⇔ the agent owes work (spec invariant 6).
+    """The one liveness fact: present ⇔ the agent owes work (invariant I7).
 
     Written with the change that made work due; erased only by the settlement transaction.
 
-    It also carries the run's lifecycle ids (seed 001, ``docs/lifecycle.md``), written before
+    It also carries the run's lifecycle ids (``docs/lifecycle.md``), written before
     the first hook that is told them, so a restart continues the same loop and turn:
 
     Attributes:

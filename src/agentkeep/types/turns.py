@@ -1,7 +1,7 @@
-"""Turns (seed 002's ``AgentTurn``): one accepted user input, its idempotency key and its state.
+"""Turns (the wire's ``AgentTurn``): one accepted user input, its idempotency key and its state.
 
 A turn is opened by a ``send`` (a steer joins the session's running turn instead, or opens
-one when none runs: SURFACES §3) in the transaction that accepts its message, together with
+one when none runs: docs/turns.md) in the transaction that accepts its message, together with
 the message's ``message.accepted`` event. Its status moves only forward::
 
     queued → running → completed | failed | cancelling → cancelled | interrupted
@@ -60,7 +60,7 @@ def turn_event_type(status: TurnStatus) -> str:
 
 
 class TurnFailure(msgspec.Struct, frozen=True, kw_only=True):
-    """Why a turn failed, was cancelled or was interrupted (seed 002's ``AgentFailure``)."""
+    """Why a turn failed, was cancelled or was interrupted (the wire's ``AgentFailure``)."""
 
     code: str
     message: str
@@ -68,7 +68,7 @@ class TurnFailure(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TurnRecord(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """One turn (seed 002's ``AgentTurn``; JSON names are seed 002's).
+    """One turn (the wire's ``AgentTurn``; JSON names are the wire's).
 
     Attributes:
         id: The turn id.
@@ -110,7 +110,7 @@ class TurnRecord(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 class SentTurn(msgspec.Struct, frozen=True, kw_only=True):
     """What sending a turn returns: the turn as durably accepted, and whether an earlier send
-    with the same idempotency key had already made it (seed 002's ``EnqueuedTurn`` minus the
+    with the same idempotency key had already made it (the wire's ``EnqueuedTurn`` minus the
     completion, which ``Sessions.wait`` provides)."""
 
     turn: TurnRecord

@@ -1,4 +1,4 @@
-"""The agent actor's shell does less per step (issue 17), with the same behaviour: a C mailbox
+"""The agent actor's shell does less per step, with the same behaviour: a C mailbox
 for the agent and the writer, no condition taken for a status that did not change, one-shot
 latches on a lock instead of ``threading.Event``, and no action hook built when no feature
 overrides it."""

@@ -1,5 +1,5 @@
 """The loop's timers (``actors.loop_timers``): one sweeper thread serves every wait, so the
-hold armed and cancelled on every step (issue 28, item 16) never starts a thread per step."""
+hold armed and cancelled on every step never starts a thread per step."""
 
 from __future__ import annotations
 

@@ -151,7 +151,7 @@ def test_a_rescheduled_or_cancelled_timer_never_fires() -> None:
 
 
 def test_one_sweeper_thread_serves_every_agent_and_exits_when_none_waits() -> None:
-    # Issue 17: a threading.Timer per settlement started a thread on every step.
+    # A threading.Timer per settlement started a thread on every step.
     fired: list[str] = []
     timers = PassivationTimers(3600.0, fired.append)
     sweeper = _timer_started_by(lambda: timers.schedule("a"))

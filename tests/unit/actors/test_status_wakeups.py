@@ -1,4 +1,4 @@
-"""``AgentStatus`` wakes its idle waiters exactly once per turn to idle (issue 17): a change
+"""``AgentStatus`` wakes its idle waiters exactly once per turn to idle: a change
 that leaves the agent busy, or idle, wakes nobody, so a caller in ``wait_for_idle`` is not
 switched in (and back out) on every event of a step."""
 

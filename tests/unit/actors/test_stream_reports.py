@@ -1,4 +1,4 @@
-"""The inference worker coalesces a stream's reports (issue 17): the events a response queued
+"""The inference worker coalesces a stream's reports: the events a response queued
 while its agent had not yet taken them reach the agent as one mailbox message, in order —
 not one message per event."""
 

@@ -32,7 +32,7 @@ def summary_rows(stdout: str) -> dict[str, list[str]]:
 
 @pytest.fixture
 def played(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """``queues`` replaced by a fake that records its seeds and breaks §7.1 at seed 1."""
+    """``queues`` replaced by a fake that records its seeds and breaks invariant I1 at seed 1."""
     seeds: list[int] = []
 
     def fake(seed: int) -> CampaignResult:

@@ -1,4 +1,4 @@
-"""Issue 12 item 11: ``agentkeep compact`` on an agent with no messages writes no summary."""
+"""``agentkeep compact`` on an agent with no messages writes no summary."""
 
 from __future__ import annotations
 

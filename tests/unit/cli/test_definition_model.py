@@ -1,5 +1,5 @@
 """``agentkeep agent create/update`` refuse a ``model.id`` the system does not serve when the
-definition is written (issue 29 item 7), naming the field and what is registered."""
+definition is written, naming the field and what is registered."""
 
 from __future__ import annotations
 

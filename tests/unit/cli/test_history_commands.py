@@ -1,4 +1,4 @@
-"""Issue 12: a typo'd ``--model`` is refused and loses nothing; ``transcript --all`` shows what a
+"""A typo'd ``--model`` is refused and loses nothing; ``transcript --all`` shows what a
 model switch archived; ``purge ID --archived`` is the one command that deletes it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The CLI's ``--id`` options state the id rule (issue 28 item 7): a bad one is exit 2 with
-one line saying which id, and a seed-002 id (``review-2024``) is accepted."""
+"""The CLI's ``--id`` options state the id rule: a bad one is exit 2 with
+one line saying which id, and an id of the wire's rule (``review-2024``) is accepted."""
 
 from __future__ import annotations
 

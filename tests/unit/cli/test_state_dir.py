@@ -1,4 +1,4 @@
-"""``--state-dir`` is seed 002's spelling of ``--home`` (issue 28 item 15): before the command,
+"""``--state-dir`` is the wire's spelling of ``--home``: before the command,
 and on ``mcp``."""
 
 from __future__ import annotations

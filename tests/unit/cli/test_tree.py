@@ -1,4 +1,4 @@
-"""One command tree (seed 002's): `agent …` for definitions, `session …` for conversations,
+"""One command tree: `agent …` for definitions, `session …` for conversations,
 `talk`, `serve`, `mcp`, and agentkeep's `db`, `chaos`, `demo`, `resume`, `purge`. The
 conversation commands that were top-level (`agentkeep send` …) live under `session`, and
 their old names exit 2 naming the command now."""
@@ -41,7 +41,7 @@ REMOVED = {
     "demo-daemon": "demo --daemon",
 }
 SESSION_COMMANDS = {
-    # seed 002's
+    # the wire's
     "list",
     "start",
     "show",

@@ -1,4 +1,4 @@
-"""Every seed-002 command gives the same output directly and through a daemon.
+"""Every command of the wire's tree gives the same output directly and through a daemon.
 
 Reads: one state is built directly, copied, and served by a daemon; each command must print
 byte-identical stdout (JSON and text) and exit alike on the original (direct) and the copy
@@ -306,7 +306,7 @@ def test_todays_agent_commands_print_the_same_in_both_modes(tmp_path: Path, kit:
     assert slow[0].started_at_ms is not None
 
 
-# `talk AGENT MESSAGE --key K` without --session (issue 28 item 3): the key names the session
+# `talk AGENT MESSAGE --key K` without --session: the key names the session
 # (MCP's talk_to_agent rule), so a retry returns the same session and turn without running the
 # model again, and the same key with another message is refused.
 KEYED_TALKS: list[tuple[tuple[str, ...], bool]] = [
@@ -358,7 +358,7 @@ def test_keyed_talk_is_idempotent_without_a_session_in_both_modes(tmp_path: Path
     assert turns == {first["turn"]["sessionId"]: 1, other["turn"]["sessionId"]: 1}
 
 
-# The edges (issue 28 item 13): an oversized message and undecodable input are bad input
+# The edges: an oversized message and undecodable input are bad input
 # (exit 2, the same lines on stderr, no traceback) directly and through the daemon alike, and
 # nothing is written: an oversized talk starts no session.
 NOT_UTF8 = b'{"id": "quick", "name": "Qu\xffick"}'

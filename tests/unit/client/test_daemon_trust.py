@@ -1,4 +1,4 @@
-"""Issue 29: the CLI follows ``daemon.json`` (and sends its token there) only when it and the
+"""The CLI follows ``daemon.json`` (and sends its token there) only when it and the
 home are owned by this user and writable by nobody else, and says why it refused."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""``session events --follow`` without a daemon reads the store without its lock (issue 28 item
-14): one terminal watches a session while another process owns the store and talks."""
+"""``session events --follow`` without a daemon reads the store without its lock:
+one terminal watches a session while another process owns the store and talks."""
 
 from __future__ import annotations
 

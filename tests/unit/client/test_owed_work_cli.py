@@ -1,4 +1,5 @@
-"""Issue 28 item 1 through the CLI, in both modes: a turn that fails (its vendor is down)
+"""Owed work no turn holds (docs/turns.md) through the CLI, in both modes: a turn
+that fails (its vendor is down)
 leaves its session owing work; `session show` says so, `session archive` and `session
 cancel` (in JSON and in text) each name `agentkeep session settle`, which ends the owed work,
 after which the session archives. The same script prints the same directly and through a daemon."""

@@ -1,4 +1,4 @@
-"""Issue 28 item 4: the CLI sends seed 002's ``AgentMessage`` (``--message-json``) with its
+"""The CLI sends the wire's ``AgentMessage`` (``--message-json``) with its
 reference and data parts kept verbatim, and shows turns in that shape, directly and through
 a daemon alike."""
 

@@ -1,4 +1,4 @@
-"""``--timeout`` bounds every wait for a turn, in every mode (issue 28 item 12): text and JSON,
+"""``--timeout`` bounds every wait for a turn, in every mode: text and JSON,
 directly and through a daemon, for ``talk``, ``send --wait`` and ``session send --wait``; a
 long wait shows progress on stderr in text mode, streamed or not."""
 

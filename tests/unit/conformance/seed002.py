@@ -173,7 +173,7 @@ def serving(
 
 
 def is_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
-    """Assert ``response`` is seed 002's error envelope with ``status`` (and ``code``)."""
+    """Assert ``response`` is the wire's error envelope with ``status`` (and ``code``)."""
     assert response.status_code == status, response.text
     body = response.json()
     assert set(body) == {"error"}, body
@@ -185,7 +185,7 @@ def is_error(response: httpx.Response, status: int, code: str | None = None) -> 
 
 
 def is_agent_message(value: Any, role: str) -> Sequence[dict[str, Any]]:
-    """Assert ``value`` is seed 002's ``AgentMessage`` of ``role``; its parts."""
+    """Assert ``value`` is the wire's ``AgentMessage`` of ``role``; its parts."""
     assert isinstance(value, dict), value
     assert set(value) == {"role", "parts"}, value
     assert value["role"] == role, value

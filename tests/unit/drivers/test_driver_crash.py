@@ -1,4 +1,4 @@
-"""Seed 002's crash rule, with a real SIGKILL: an injected driver's live turns are
+"""The crash rule (docs/drivers.md), with a real SIGKILL: an injected driver's live turns are
 ``interrupted`` at the next open and never replayed (the native driver resumes instead)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 28 item 8: drivers named by text (``--drivers`` / ``AGENTKEEP_DRIVERS``): every
+"""Drivers named by text (``--drivers`` / ``AGENTKEEP_DRIVERS``): every
 form loads, and every bad spec is one line naming it (exit 2 on the command line)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14 item 5: injected drivers run their sessions' turns (real drivers, no mocks)."""
+"""Injected drivers run their sessions' turns (real drivers, no mocks)."""
 
 from __future__ import annotations
 

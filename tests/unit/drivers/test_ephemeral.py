@@ -1,4 +1,4 @@
-"""Issue 14 item 4: ephemeral live deltas (``text.delta``, not stored, no sequence) beside
+"""Ephemeral live deltas (``text.delta``, not stored, no sequence) beside
 the exactly-once, in-order durable events of a subscription."""
 
 from __future__ import annotations

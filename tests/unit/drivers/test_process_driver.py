@@ -1,4 +1,4 @@
-"""Issue 28 item 9: the shipped process driver runs a command-line harness per turn (real
+"""The shipped process driver runs a command-line harness per turn (real
 child processes: the shipped echo harness, and small harness scripts written here)."""
 
 from __future__ import annotations

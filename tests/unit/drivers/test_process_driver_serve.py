@@ -1,4 +1,5 @@
-"""Issue 28 items 8 and 9 through real processes: ``agentkeep serve``, ``talk`` and ``mcp``
+"""Drivers by name and the process driver through real processes:
+``agentkeep serve``, ``talk`` and ``mcp``
 load drivers with ``--drivers`` / ``AGENTKEEP_DRIVERS`` (a module, a module:attr, a file),
 and the process driver's harness never outlives its turn -- not even a SIGKILLed daemon."""
 

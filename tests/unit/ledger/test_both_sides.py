@@ -1,7 +1,7 @@
-"""Issue 28 item 5: the ledger alone tells the whole conversation (seed 002: UIs derive
+"""The ledger alone tells the whole conversation (UIs derive
 messages from it). The native loop appends a ``message`` event holding the assistant's
 ``AgentMessage`` when a response completes, so reading only ``message`` events shows both
-sides, in order, in seed 002's shape."""
+sides, in order, in the wire's shape."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .conftest import LedgerWorld, all_events
 
 def _said(event: SessionEvent) -> tuple[str, str]:
     message = event.data["message"]
-    assert set(message) == {"role", "parts"}  # seed 002's AgentMessage, nothing else
+    assert set(message) == {"role", "parts"}  # the wire's AgentMessage, nothing else
     assert message["role"] == event.data["role"]
     return message["role"], "".join(p["text"] for p in message["parts"] if p["type"] == "text")
 

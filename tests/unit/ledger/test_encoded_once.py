@@ -1,4 +1,4 @@
-"""Issue 17: an acceptance encodes its message once and reuses the bytes; what is stored must
+"""An acceptance encodes its message once and reuses the bytes; what is stored must
 be byte-for-byte what encoding each stored value on its own writes (the canonical, sorted
 JSON), for the ``message.accepted`` event, the turn's input and its idempotency hash."""
 

@@ -1,4 +1,4 @@
-"""Issue 14 item 4: every fact the runtime commits has its ledger event, dense and in order."""
+"""Every fact the runtime commits has its ledger event, dense and in order."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_a_turn_with_a_tool_call_reports_every_fact_in_order(world: LedgerWorld)
         "tool.batch",
         "tool.result",
         "assistant.block",  # "done"
-        "message",  # the response's whole assistant message (seed 002)
+        "message",  # the response's whole assistant message
         "response.end",
         "turn.completed",  # the answer completes the turn
         "settled",

@@ -1,4 +1,4 @@
-"""Issue 14 item 4: each event commits in the same transaction as the fact it reports.
+"""Each event commits in the same transaction as the fact it reports.
 
 A crash at every store operation a reference turn performs (each one in turn), then a reopen:
 whatever committed, every fact has its event and every event its fact — never one without the

@@ -1,5 +1,5 @@
 """What the writer remembers of a session's last event sequence, running turn, turn rows and
-settings (issue 17, persistence/memo.py): read once, kept current by the writes that change
+settings (persistence/memo.py): read once, kept current by the writes that change
 them, carried into the writer's later transactions once committed, never out of a rolled-back
 item (a group-mate's transaction does not see it)."""
 

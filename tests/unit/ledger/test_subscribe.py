@@ -1,4 +1,4 @@
-"""Issue 14 item 4: a subscriber in another thread receives the committed backlog, then live
+"""A subscriber in another thread receives the committed backlog, then live
 events, each exactly once and in order, from whatever ``after`` it (re)connects with."""
 
 from __future__ import annotations

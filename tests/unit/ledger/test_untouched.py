@@ -1,4 +1,4 @@
-"""Issue 14 item 4: compaction and model resets change what the provider sees, never the
+"""Compaction and model resets change what the provider sees, never the
 ledger; the limits on an event's size refuse what a caller can shrink, before writing."""
 
 from __future__ import annotations

@@ -60,8 +60,8 @@ def test_abort_during_a_tool_answers_it_aborted_without_waiting_and_the_queue_ru
     (result,) = [m for m in transcript if isinstance(m, ToolResultMessage)]
     assert result.is_error
     assert text_of(result) == "The tool call was aborted."
-    # The queue was kept, and the turn queued behind the aborted one runs now (issue 28
-    # item 2), while the abandoned tool still runs on.
+    # The queue was kept, and the turn queued behind the aborted one runs now
+    # (docs/decisions.md), while the abandoned tool still runs on.
     agent.wait_for_idle(timeout_seconds=10)
     assert text_of(agent.transcript()[-1]) == "later"
     assert agent.state == "idle"

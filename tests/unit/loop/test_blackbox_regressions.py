@@ -1,4 +1,4 @@
-"""Blackbox regressions of spec §6.3, one focused test per item not covered elsewhere.
+"""Blackbox regressions of the base runtime, one focused test per item not covered elsewhere.
 
 Already covered by ``tests/unit/loop``:
 

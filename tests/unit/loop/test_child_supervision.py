@@ -1,4 +1,4 @@
-"""Per-call child actors are supervised under their agent (issue 12, item 20).
+"""Per-call child actors are supervised under their agent.
 
 Streams, tool calls and compactions run in one-shot child actors. When their agent's actor
 stops (delete, close, passivation) or crashes (and is restarted), its children are cancelled

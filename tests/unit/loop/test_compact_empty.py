@@ -1,4 +1,4 @@
-"""Issue 12 item 11: ``compact`` on an agent with no messages is a no-op (no "Summary of 0
+"""``compact`` on an agent with no messages is a no-op (no "Summary of 0
 messages", no provider call)."""
 
 from __future__ import annotations

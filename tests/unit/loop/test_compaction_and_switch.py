@@ -1,4 +1,4 @@
-"""Compaction and model/provider switches (seed README; spec §3.10, §3.11)."""
+"""Compaction and model/provider switches ."""
 
 from __future__ import annotations
 

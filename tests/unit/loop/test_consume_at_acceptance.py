@@ -1,4 +1,4 @@
-"""Consume at acceptance (issue 17): a message sent to an idle agent is accepted and consumed
+"""Consume at acceptance: a message sent to an idle agent is accepted and consumed
 in one transaction, so a step commits twice — with nothing durable in a different order: the
 acceptance is never lost (a consumption that fails falls back to the acceptance alone), the
 hooks run where and in the order they always did, and a crash after that transaction resumes.

@@ -1,6 +1,6 @@
 """A send's consumption reads the queue table once to learn both what it consumes and
-whether steering outranks it (issue 17: it read the send queue and then the steering queue,
-two statements in every step's transaction)."""
+whether steering outranks it (one statement, where reading the send queue and then the
+steering queue would be two in every step's transaction)."""
 
 from __future__ import annotations
 

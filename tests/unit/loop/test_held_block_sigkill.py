@@ -1,5 +1,5 @@
-"""A finished block is durable within a bound, even when the stream stalls after it (issue 28,
-item 16) — with a real process and a real SIGKILL.
+"""A finished block is durable within a bound, even when the stream stalls after it
+— with a real process and a real SIGKILL.
 
 The child's model finishes a reasoning block and then thinks forever (the stream blocks until
 cancelled: no event follows the block). Before the bound existed the loop held that block for

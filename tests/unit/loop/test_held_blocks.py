@@ -1,4 +1,4 @@
-"""A finished block is durable within a bound (issue 28, item 16), event by event.
+"""A finished block is durable within a bound, event by event.
 
 The loop holds a finished block until the provider's next event, so that the last block rides
 in the response's finishing commit. The hold is bounded: a timer (``held_block_seconds``)

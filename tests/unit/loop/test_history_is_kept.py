@@ -1,4 +1,4 @@
-"""Issue 12 item 1 (b): an incompatible switch restarts what the provider sees but archives the
+"""An incompatible switch restarts what the provider sees but archives the
 old conversation, readable through ``Agent.history()`` until ``Agent.purge_archived()``.
 Compaction archives what it replaces too (test_unserved_models.py has part (a))."""
 

@@ -1,5 +1,5 @@
 """Hook-generated send and steer actions carry ``send``/``steer``'s ``id`` and ``metadata``
-(seed 001: "module-generated send and steer actions accept the same fields"), so an action a
+("module-generated send and steer actions accept the same fields"), so an action a
 hook returns again (after a crash, or on its next run) is an idempotent repeat."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hook failure rules and resuming from durable state (seed README; spec §3.13, §5)."""
+"""Hook failure rules and resuming from durable state ."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""An agent's streams run on one long-lived inference worker (issue 17): no thread is started
+"""An agent's streams run on one long-lived inference worker: no thread is started
 per response, and a stream that fails in any way is answered for without ending the worker."""
 
 from __future__ import annotations

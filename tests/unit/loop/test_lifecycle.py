@@ -1,4 +1,4 @@
-"""Lifecycle and references (issue 5: refs, metadata, parents, passivation, close, shutdown)."""
+"""Lifecycle and references (refs, metadata, parents, passivation, close, shutdown)."""
 
 from __future__ import annotations
 

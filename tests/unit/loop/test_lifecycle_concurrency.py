@@ -1,12 +1,12 @@
-"""Lifecycle operations racing a running turn (spec §6.2 lifecycleConcurrency; rules §3.1
-hook actions, §3.5 unwinding, §3.9 abort, §3.10 compaction, §3.15 close, invariants 17, 18,
-21). Races are ordered with gates, never with sleeps; the module timeout turns a deadlock
+"""Lifecycle operations racing a running turn (the base runtime's lifecycleConcurrency; the
+loop's hook, batch, abort, compaction and shutdown rules; invariants I24, I25,
+I12). Races are ordered with gates, never with sleeps; the module timeout turns a deadlock
 into a failure.
 
 spec item -> test (``test_`` prefix left off)
 - abort during pre-inference hook cancels
     -> an_abort_while_a_pre_inference_hook_runs_cancels_the_turn (before_turn, before_inference)
-       and the_actions_of_a_hook_an_abort_arrived_during_are_dropped (spec §3.1)
+       and the_actions_of_a_hook_an_abort_arrived_during_are_dropped
 - compaction requested in an aborted turn settles
     -> a_compaction_asked_for_in_a_turn_that_is_aborted_is_rejected_and_the_agent_settles
 - next inference waits for stream cleanup and aborted tool unwinding
@@ -227,7 +227,7 @@ def test_the_next_inference_waits_for_an_aborted_stream_to_close(world: World) -
 def test_the_next_inference_waits_for_an_aborted_tool_to_unwind(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Within its grace an aborted tool is waited for (§3.5); past it, it is abandoned
+    # Within its grace an aborted tool is waited for; past it, it is abandoned
     # (test_stray_tools.py). A long grace keeps this ordering free of the machine's pace.
     monkeypatch.setattr(agent_children, "CHILD_GRACE_SECONDS", 60.0)
     order: list[str] = []

@@ -1,4 +1,4 @@
-"""Seed 001's lifecycle ids and "Continue from where you left off." (issue 18, item 1).
+"""Lifecycle ids and "Continue from where you left off." (docs/lifecycle.md).
 
 A response cut after its first finished block is never the final answer: the resume retires
 the cut request's inference id, appends the durable continue notice and asks again, so no

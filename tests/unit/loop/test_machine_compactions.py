@@ -102,7 +102,7 @@ def compaction_summarises_a_view_short_of_its_first_message() -> Iterator[None]:
 
 @contextmanager
 def compaction_deletes_what_it_replaces() -> Iterator[None]:
-    """The replacement lands without archiving the records it replaces (§7.26 broken): the
+    """The replacement lands without archiving the records it replaces (invariant I23 broken): the
     consumed messages among them are gone."""
     original = commit_plans._replace_with_compaction
 

@@ -6,7 +6,8 @@ this thread on a real SQLite file, streams come from the deterministic ``Batchin
 calls finish in any order (so a later call of a batch often finishes first) — while rules
 interleave messages, stream events, tool completions, aborts, failing commits and crashes (a crash
 throws the core and its children away and starts a fresh core on the same disk). After every
-step the durable state must keep spec §7's invariants; at the end, driven to quiescence, the
+step the durable state must keep the invariants (docs/invariants.md); at the end, driven to
+quiescence, the
 agent must owe nothing and have answered every accepted message exactly once.
 
 Compactions too: a rule asks for one as a caller's ``compact()`` does (``CompactRequested``,
@@ -14,7 +15,7 @@ a waiter), another lets a compaction under way (or a cancelled one, still report
 with the model's summary of the view it was given, a failure or a cancellation — often with
 the store armed to refuse its replacement or to report a failure after it landed. The checks
 read the whole history (the archived epochs, then the live conversation), so every promise
-above holds across compactions; beyond them a compaction is whole (§7.14: what it archived is
+above holds across compactions; beyond them a compaction is whole (what it archived is
 replaced by its summary, which only ever heads a conversation, and no response answers a
 standalone summary), the provider's view counts every consumed message and call once, a
 pending call is an open call of the live conversation, and an idle agent leaves no
@@ -312,7 +313,7 @@ class Process:
 
 
 def archived_records(tx: Any) -> list[ConversationRecord]:
-    """What compactions moved out of the live conversation, oldest epoch first (§7.26)."""
+    """What compactions moved out of the live conversation, oldest epoch first (invariant I23)."""
     return [r for epoch in tx.archive.epochs(AGENT) for r in epoch.records]
 
 
@@ -410,7 +411,7 @@ class LoopMachine(RuleBasedStateMachine):
 
     @rule()
     def batch_finishes_last_call_first(self) -> None:
-        """Every running call finishes, the one dispatched last first (§7.9: the results
+        """Every running call finishes, the one dispatched last first (the results
         must still land in call order)."""
         for internal_id in newest_first(self.process.tools):
             if internal_id in self.process.tools:
@@ -512,7 +513,7 @@ class LoopMachine(RuleBasedStateMachine):
 
     def history_log(self, live: list[ConversationRecord]) -> list[ConversationRecord]:
         """Every record ever durable, in order: the archived epochs (a compaction moves the
-        records its summary replaces there, §7.26), then the live conversation. Each
+        records its summary replaces there, invariant I23), then the live conversation. Each
         compaction's record stays in the log where it happened (an epoch after the first
         begins with the one before it; the live conversation with the newest)."""
         return self.disk.read(archived_records) + live
@@ -561,7 +562,7 @@ class LoopMachine(RuleBasedStateMachine):
         # 12: a non-durable tool never runs twice.
         fragile = [c for name, c in self.ledger if name == "fragile_tool"]
         assert len(fragile) == len(set(fragile))
-        # C2 (seed 001): a response cut after its reasoning (the model never ends one with
+        # C2: a response cut after its reasoning (the model never ends one with
         # reasoning) is continued before any send is consumed; an abort may settle one.
         for before, after in itertools.pairwise(records):
             cut = isinstance(before, BlockRecord) and isinstance(before.block, ReasoningBlock)
@@ -569,7 +570,7 @@ class LoopMachine(RuleBasedStateMachine):
             assert self.aborted or not (cut and send), (
                 "C2: a send was consumed right after a response cut short"
             )
-        # C1 (seed 001): no request ends with the model's own message.
+        # C1: no request ends with the model's own message.
         prefills = [c for name, c in self.ledger if name == "prefill"]
         assert not prefills, f"C1: requests {prefills} ended with the model's own message"
 
@@ -639,8 +640,8 @@ class LoopMachine(RuleBasedStateMachine):
                 assert standalone or isinstance(last, BlockRecord | SystemRecord), (
                     f"unanswered tail {last}"
                 )
-                # C2 (seed 001): a response cut after its reasoning was continued (the model
-                # never ends one with reasoning); an abort may settle a cut one (§3.9).
+                # C2: a response cut after its reasoning was continued (the model
+                # never ends one with reasoning); an abort may settle a cut one.
                 cut = isinstance(last, BlockRecord) and isinstance(last.block, ReasoningBlock)
                 assert self.aborted or not cut, "C2: settled over a response cut short"
             # A settled agent asked to compact: the summary lands, its caller is answered and
@@ -661,7 +662,7 @@ class LoopMachine(RuleBasedStateMachine):
         self.disk.lie_next = False
         # A clean process takes over and is started explicitly: an explicit start continues
         # whatever the durable state owes, including a question an abort left unanswered
-        # (spec §3.13), which ``open`` alone would not resume.
+        # which ``open`` alone would not resume.
         self.process = self.new_process()
         self.process.feed(Start())
         self._run_until_idle()
@@ -714,7 +715,7 @@ def replaying(examples: int) -> settings:
 
 
 def test_the_machine_catches_results_committed_in_finish_order() -> None:
-    """The mutant commits each result of a batch as its call finishes (spec §7.9 broken):
+    """The mutant commits each result of a batch as its call finishes (invariant I14 broken):
     when the machine finishes a later call first, its result lands first and the invariant
     fails. Derandomized and unshrunk, so the catch is the same every run."""
     with results_in_finish_order(), pytest.raises(AssertionError, match=r"§7\.9"):

@@ -1,5 +1,5 @@
 """The loop core's property machine (``test_machine_properties``) learns retry_forever and
-permission modes (issue 18).
+permission modes.
 
 ``RetryModesMachine`` extends ``LoopMachine`` with a core built with a ``RetryPolicy``, the
 backoff timers it asks for (a rule fires the oldest; nothing else does), a rule that makes the

@@ -288,7 +288,8 @@ def test_the_turn_s_hooks_wait_for_its_ids_to_be_durable_and_a_failed_staging_ru
     response cut after its first block, whose inference id is retired) committed them and
     started ``before_turn`` in the same step. The commit's outcome was unknown, the loop went
     back to loading while the hook still ran, and that hook's late finish was taken for the
-    next stage's — the run settled over an unanswered failure note (§7.6). The hooks now wait
+    next stage's — the run settled over an unanswered failure note (invariant I7). The hooks
+    now wait
     for the staging commit, so they are never told ids that did not become durable."""
     loop = new_loop()
     owed = OwedWork(

@@ -1,4 +1,4 @@
-"""``message_accepted_transact`` / ``message_accepted`` (seed 001; spec §5): every queued
+"""``message_accepted_transact`` / ``message_accepted``: every queued
 message entering the conversation is reported inside the consuming transaction, then after it
 committed — as it was queued, tool request block and metadata included."""
 

@@ -1,4 +1,4 @@
-"""``metadata_changed_transact`` / ``metadata_changed`` (spec §5): a metadata merge is
+"""``metadata_changed_transact`` / ``metadata_changed``: a metadata merge is
 reported inside its transaction (a failure rolls the merge back and reaches the caller) and
 after it committed; an agent without such hooks gets no services (no actor, no memory)."""
 

@@ -1,4 +1,4 @@
-"""Permission modes that do something (seed 001): the mode is on every context the runtime
+"""Permission modes that do something: the mode is on every context the runtime
 derives, tools included; a message changes it when consumed, so a response and the tools it
 dispatched finish under the mode they started in; each change is reported through
 ``permission_mode_changed_transact`` / ``permission_mode_changed``; ``before_tool_call`` may

@@ -1,4 +1,5 @@
-"""The loop's stage is explicit: each event moves ``AgentLoop.phase`` along spec §3's path.
+"""The loop's stage is explicit: each event moves ``AgentLoop.phase`` along the loop's
+path (docs/architecture.md, "Inside the loop").
 
 - a run walks Idle → Loading → before_turn → the pass → inference → the pass → after_turn →
   after_agent_loop → Settling → Idle -> a_run_walks_its_stages_in_spec_order

@@ -1,4 +1,4 @@
-"""Profiles (seed 001): every message selects an opaque nullable profile; it is durable control
+"""Profiles: every message selects an opaque nullable profile; it is durable control
 data, never sent to the provider; different profiles split an "all" batch; changing the
 profile in effect resets the private model history (kept readable) and starts a fresh provider
 session, with ``model_changed`` handling the handoff."""

@@ -1,4 +1,4 @@
-"""Server tools' visibility (seed 001): a provider-owned server tool may hide its live
+"""Server tools' visibility: a provider-owned server tool may hide its live
 call/result events (``visible_to_user=False``) and its history (``persist_in_history=False``);
 the loop still keeps its call and result in the private model context. Executable tools
 cannot hide."""

@@ -1,4 +1,4 @@
-"""The incremental provider view (issue 17): ``ProviderViews.view(records)`` is always exactly
+"""The incremental provider view: ``ProviderViews.view(records)`` is always exactly
 ``provider_view(records)``, and a conversation that grows by plain turns is read only from
 where the kept prefix ends (the cost of a step no longer grows with the history)."""
 
@@ -144,7 +144,7 @@ def test_open_calls_of_a_growing_conversation_read_only_the_new_records(
 
 
 def test_a_trailing_compaction_is_continued_as_it_stands_without_the_continue_notice() -> None:
-    """Seed 001: "A trailing native compaction is continued as it stands" — only the model's
+    """The rule: "A trailing native compaction is continued as it stands" — only the model's
     own completed blocks at the end call for "Continue from where you left off.", even when
     the compaction's replacement itself ends with an assistant message."""
     summary = AssistantMessage(content=(TextBlock(text="the summary"),))
@@ -173,7 +173,7 @@ class _Touches(list[ConversationRecord]):
 
 
 def test_the_caches_never_reread_the_prefix_of_records_that_grew_in_place() -> None:
-    # Issue 17: checking that the records are the ones seen, extended, took a copy of the
+    # Checking that the records are the ones seen, extended, took a copy of the
     # whole prefix and compared it (and keeping them another copy) on every call, so a
     # step's cost still grew with the history. The list seen, only extended in place, is
     # recognised in constant time; only the new records are read.

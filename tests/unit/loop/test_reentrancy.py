@@ -1,4 +1,4 @@
-"""Re-entrancy (spec §6.2 hookReentrancy, selfReentrantToolCalls, crossAgentReentrancy):
+"""Re-entrancy (the base runtime's hookReentrancy, selfReentrantToolCalls, crossAgentReentrancy):
 hooks and tools that act on their own agent or on another one never deadlock, and every
 request they make is settled exactly once. Per-test timeouts turn a deadlock into a failure."""
 
@@ -60,7 +60,7 @@ def test_a_hook_aborting_its_own_turn_yields_exactly_one_terminal_event(world: W
     assert agent.wait_for_idle(timeout_seconds=10)
 
     # The abort is a request behind whatever the stream already delivered: the response ends
-    # either way, but with exactly one terminal event (invariant 16).
+    # either way, but with exactly one terminal event (invariant I9).
     assert len(aborter.dones) == 1
     assert aborter.dones[0].state in ("cancelled", "normal")
 

@@ -1,5 +1,6 @@
-"""Re-entrancy across agents (spec §6.2 crossAgentReentrancy; rules §3.3 wait rule, §3.9,
-§3.15, §4): agent A's tool acting on agent B never waits for B's loop — only for B's
+"""Re-entrancy across agents (the base runtime's crossAgentReentrancy; the
+loop's consume, abort and shutdown rules, docs/architecture.md):
+agent A's tool acting on agent B never waits for B's loop — only for B's
 durable acceptance — so no pair of agents can deadlock on each other, and operations that
 must wait for B (delete, close) wait for B's admitted work and nothing else. The module
 timeout turns a deadlock into a failure.

@@ -1,4 +1,4 @@
-"""Re-entrancy from an agent's own hooks (spec §6.2 hookReentrancy; rules §3.1, §3.15, §4).
+"""Re-entrancy from an agent's own hooks (the base runtime's hookReentrancy; the loop's run rule).
 
 A hook runs in its agent's actor (or a tool call's thread): whatever it asks of its own agent
 must either not wait (send/steer return once durable, compact/abort return once asked) or be

@@ -1,5 +1,5 @@
-"""Re-entrancy from an agent's own tools (spec §6.2 selfReentrantToolCalls and
-toolBatchReentrancy; rules §3.5, §3.6, §3.9, §3.10, §3.15, §4 refs).
+"""Re-entrancy from an agent's own tools (the base runtime's selfReentrantToolCalls and
+toolBatchReentrancy).
 
 A tool runs in its call's own thread while the agent's loop waits for the batch, so whatever
 it asks of its own agent must not wait for that loop (send/steer return once durable,
@@ -27,7 +27,7 @@ selfReentrantToolCalls
 - manager resolve/send/compact work
     -> the_system_reference_handed_to_a_tool_resolves_sends_compacts_and_creates. Python
        mapping: the "manager" is the ``AgentSystemRef`` in ``ctx.system``. Its
-       ``update_metadata`` of the tool's own agent succeeds: the seed refuses it (§3.15)
+       ``update_metadata`` of the tool's own agent succeeds: the seed refuses it
        because there it waits for the agent; here it is a store write that never does.
 toolBatchReentrancy
 - per-call KV isolation -> calls_of_one_batch_each_see_only_their_own_call_store
@@ -200,7 +200,7 @@ def test_a_tool_asking_for_its_own_compaction_does_not_wait_for_it(
     assert agent.wait_for_idle(timeout_seconds=TIMEOUT)
 
     assert seen == [True]  # asked and returned; the compaction ran after the batch
-    # The compaction kept the continuation the tool result owed (spec §3.10).
+    # The compaction kept the continuation the tool result owed.
     assert texts(agent.transcript()) == ["summary", "answer summary"]
     assert len(world.model.compactions) == 1
     assert agent.state == "idle"

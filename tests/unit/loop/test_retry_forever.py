@@ -1,4 +1,4 @@
-"""``retry_forever`` (seed 001 ``retryForever``): failures retry with bounded backoff; only
+"""``retry_forever`` (docs/decisions.md): failures retry with bounded backoff; only
 abort, close, shutdown and removing the provider stop it. The default still gives up
 (docs/decisions.md)."""
 

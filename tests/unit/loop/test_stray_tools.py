@@ -1,5 +1,5 @@
-"""A tool that ignores cancellation cannot wedge its agent (issue 12, item 5; spec §3.5, §3.9,
-invariants 17 and 25). The spec's order for a tool that does unwind within the grace is
+"""A tool that ignores cancellation cannot wedge its agent (invariants I24
+and I20). The order for a tool that does unwind within the grace is
 kept: test_lifecycle_concurrency.py::test_the_next_inference_waits_for_an_aborted_tool_to_unwind.
 
 After ``abort`` the running call is answered as aborted at once; the thread that ignores the

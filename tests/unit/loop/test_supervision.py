@@ -1,4 +1,4 @@
-"""Supervision of agent actors (issue 5): a crashed agent is restarted from the store; a
+"""Supervision of agent actors: a crashed agent is restarted from the store; a
 failure storm past the restart intensity stops the system cleanly, durable state intact."""
 
 from __future__ import annotations

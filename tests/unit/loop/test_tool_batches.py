@@ -21,7 +21,7 @@ def test_results_land_in_call_order_although_the_second_call_finishes_first(
     """The second call finishes first, every time: the first call returns only after the
     second has returned *and* its thread has ended. That thread tells the agent the result
     before it ends, so the second result reaches the agent first; it must still land second
-    (spec §7.9). Results committed in finish order would land c2, c1."""
+    (invariant I14). Results committed in finish order would land c2, c1."""
     second_returned = threading.Event()
     second_thread: list[threading.Thread] = []
 

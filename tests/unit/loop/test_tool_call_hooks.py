@@ -1,5 +1,5 @@
 """The four hooks that bracket one tool call (seed: "A tool call is bracketed by four hooks";
-spec §3.5, §3.6, §4 module merge rules, §5)."""
+docs/decisions.md, "Tool-call hooks")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lifecycle ids reach a tool call (issue 18, item 1; docs/lifecycle.md): the plain
+"""Lifecycle ids reach a tool call (docs/lifecycle.md): the plain
 ``before_tool_call`` / ``after_tool_call`` hooks and the tool's own ``ToolContext`` are told
 the loop and turn of the run and the inference id of the request whose response asked for
 the call."""

@@ -1,4 +1,4 @@
-"""Seed 001's tool lifetime flags and ``ctx.commit`` (seed lines 52 and 54, spec §3.5-3.6).
+"""Tool lifetime flags and ``ctx.commit`` (invariants I17, I18).
 
 - ``transactional=True``: execute, validation, rendering and the result's commit in one store
   transaction; a raise rolls the tool's writes back.

@@ -1,4 +1,4 @@
-"""Tool request blocks (seed 001, "SessionInputTool"): a queued user message may carry one
+"""Tool request blocks ("SessionInputTool"): a queued user message may carry one
 ``tool_call_request`` block; the runtime runs that call before asking the model, exactly like
 a call the model made, and providers never see the block."""
 

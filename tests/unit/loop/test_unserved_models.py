@@ -1,4 +1,4 @@
-"""Issue 12 item 1 (a): a model its provider does not serve is refused before acceptance, with
+"""A model its provider does not serve is refused before acceptance, with
 an error naming what the provider serves, and nothing is written."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A turn's result is its whole answer (issue 29, item 5) — with a real process and a real
+"""A turn's result is its whole answer — with a real process and a real
 SIGKILL.
 
 The child's model finishes the answer's text block and then stalls (the stream never ends):

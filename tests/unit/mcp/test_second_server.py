@@ -1,5 +1,5 @@
 """A second ``agentkeep mcp`` on a home another ``agentkeep mcp`` owns tells its MCP client why
-(issue 28 item 15): the SDK's stdio client's connect fails with the reason and the way out
+the SDK's stdio client's connect fails with the reason and the way out
 (``agentkeep serve``), not just a closed connection. Both servers are real processes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16 item 3: `agentkeep mcp` as a real stdio subprocess, driven by the SDK's client."""
+"""`agentkeep mcp` as a real stdio subprocess, driven by the SDK's client."""
 
 from __future__ import annotations
 

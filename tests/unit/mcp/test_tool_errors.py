@@ -1,4 +1,4 @@
-"""Issue 16 item 3: what a model gets wrong comes back as a tool error naming the problem."""
+"""What a model gets wrong comes back as a tool error naming the problem."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_invalid_definitions_name_the_field_and_write_nothing(world: World) -> N
 
 
 def test_a_model_the_system_does_not_serve_is_refused_when_written(world: World) -> None:
-    # Issue 29: model.id is checked at create and patch, as over REST and the CLI.
+    # Model.id is checked at create and patch, as over REST and the CLI.
     async def body(client: Client) -> None:
         text = await call_error(client, "agents_create", {"id": "far", "model": {"id": "nope/m-1"}})
         assert text == (

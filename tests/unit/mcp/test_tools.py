@@ -1,4 +1,4 @@
-"""Issue 16 item 3: `agentkeep mcp`'s tools, in-process through the SDK's client."""
+"""`agentkeep mcp`'s tools, in-process through the SDK's client."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def test_talk_to_agent_starts_a_session_waits_for_the_answer_and_continues_it(
         assert first["turn"]["sessionId"] == conversation  # the durable session id
         assert first["agent_id"] == "helper"
 
-        # Seed 002's legacy fields continue the same session.
+        # The legacy fields continue the same session.
         second = await call(
             client,
             "talk_to_agent",
@@ -154,7 +154,7 @@ def test_a_structured_message_keeps_its_parts_and_timestamps_are_iso(world: Worl
         }
         done = await call(client, "talk_to_agent", {"agent": "helper", "message": message})
         assert done["answer"] == "read it"
-        # The parts are kept verbatim (seed 002's AgentMessage), not flattened to text.
+        # The parts are kept verbatim (the wire's AgentMessage), not flattened to text.
         message["parts"][1]["mediaType"] = None
         assert done["turn"]["input"] == message
         assert done["turn"]["result"] == {
@@ -223,7 +223,7 @@ def test_background_talk_then_steer_joins_the_turn_and_cancel_turn_cancels_it(
         cancelled = await call(client, "cancel_turn", {"conversation_id": conversation})
         assert cancelled["turn"]["id"] == started["turn"]["id"]
         assert cancelled["turn"]["status"] == "cancelled"
-        # Issue 28 item 2: the steer the turn joined was cancelled with it (it never runs
+        # The steer the turn joined was cancelled with it (it never runs
         # as work of no turn), and the turn queued behind runs normally.
         done = await anyio.to_thread.run_sync(
             lambda: world.system.sessions.wait(
@@ -272,7 +272,7 @@ def test_cancel_turn_reaches_a_turn_that_talk_to_agent_is_waiting_for(world: Wor
 
 
 def test_settle_session_ends_a_failed_turns_owed_work(world: World) -> None:
-    """Issue 28 item 1 over MCP: cancel_turn names settle_session, which gets out."""
+    """Owed work no turn holds, over MCP: cancel_turn names settle_session, which gets out."""
     world.model.add(script.error("internal_error", "the vendor is down"))
 
     async def body(client: Client) -> None:

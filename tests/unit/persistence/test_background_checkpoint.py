@@ -1,4 +1,4 @@
-"""The idle writer's checkpoints run in the background (issue 17): a commit arriving while one
+"""The idle writer's checkpoints run in the background: a commit arriving while one
 copies the WAL does not wait for it, and the WAL still restarts, so it stays bounded."""
 
 from __future__ import annotations

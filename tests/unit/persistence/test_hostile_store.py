@@ -1,4 +1,4 @@
-"""Issue 29: the store under hostile conditions.
+"""The store under hostile conditions.
 
 - A log sink that cannot write (a full disk under the log: ``OSError(ENOSPC)``) never reaches
   the writer: the line is dropped and counted, the writer keeps serving.

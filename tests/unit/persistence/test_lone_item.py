@@ -1,4 +1,4 @@
-"""A group of one work item runs without a savepoint (issue 17): two statements fewer per
+"""A group of one work item runs without a savepoint: two statements fewer per
 transaction, the same outcomes, the memo kept true, the counters reporting the same figures."""
 
 from __future__ import annotations

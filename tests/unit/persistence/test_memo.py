@@ -1,4 +1,4 @@
-"""The writer's memo (issue 17, persistence/memo.py): later transactions read no tail, queue
+"""The writer's memo (persistence/memo.py): later transactions read no tail, queue
 or turn the writer already knows, and nothing it remembers outlives a rollback — of a work
 item, of a whole group, of a COMMIT of unknown outcome, of an injected fault at any store
 operation, of a writer that failed and was restarted."""

@@ -1,4 +1,4 @@
-"""Migration 7 (issue 17): the per-step tables rebuilt so a commit dirties fewer pages.
+"""Migration 7: the per-step tables rebuilt so a commit dirties fewer pages.
 
 The rebuild must keep every row, every column, CHECK, foreign key, ON DELETE action, index and
 trigger; only the storage (WITHOUT ROWID or not) changes. It is tested on a database written

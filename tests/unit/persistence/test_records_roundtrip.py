@@ -50,7 +50,7 @@ st.register_type_strategy(
         namespace=st.none() | st.text(max_size=8),
     ),
 )
-# A data block (seed 002's data part) carries any JSON value.
+# A data block (the wire's data part) carries any JSON value.
 st.register_type_strategy(
     DataBlock,
     st.builds(DataBlock, name=st.text(max_size=8), data=json_values),

@@ -79,7 +79,7 @@ def _page_size(store: Store) -> int:
 
 
 def test_a_new_store_gets_the_smaller_page_size(tmp_path: Path) -> None:
-    # Issue 17: a commit appends each dirtied page whole; smaller pages, fewer bytes to fsync.
+    # A commit appends each dirtied page whole; smaller pages, fewer bytes to fsync.
     with Store.open(tmp_path) as store:
         assert _page_size(store) == PAGE_SIZE == 2048
 

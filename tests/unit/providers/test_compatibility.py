@@ -1,4 +1,4 @@
-"""The compatibility matrix and the reset rule of spec §1.8 / §3.11, table-driven."""
+"""The compatibility matrix and the reset rule (invariant I22), table-driven."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``RespondingModel``: answers from the conversation, deterministically (spec §6.1)."""
+"""``RespondingModel``: answers from the conversation, deterministically."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Providers declare the models they serve (issue 12 item 1a): local models their own names,
+"""Providers declare the models they serve: local models their own names,
 vendor adapters their family; the registry's check refuses the rest, naming what is served."""
 
 from __future__ import annotations

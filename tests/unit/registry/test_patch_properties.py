@@ -1,4 +1,4 @@
-"""Property tests of seed 002's PATCH rules and of the canonical hash (DEFINITIONS.md).
+"""Property tests of the PATCH rules of docs/registry.md and of the canonical hash (DEFINITIONS.md).
 
 The pure properties run on ``apply_patch``/``canonicalize``; the last ones drive a real store
 through ``Registry.update`` and compare it with a model of the timeline.

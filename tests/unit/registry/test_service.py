@@ -112,7 +112,7 @@ def test_an_update_merges_nested_objects_and_appends_a_revision(registry: Regist
     assert update.revision.number == update.record.current_revision == 2
     assert update.record.current_revision_id == update.revision.id != created.current_revision_id
     resources = update.record.definition.resources
-    # Only skills changed; files and subagents are kept (seed 002's example).
+    # Only skills changed; files and subagents are kept (the wire's example).
     assert resources == Resources(
         files=["AGENTS.md"], skills=["a", "b"], subagents=["security-reviewer"]
     )

@@ -6,7 +6,7 @@ rather than for its shape is not a failure of the document. No schema can state 
 each names something registered at run time or the record's own identity:
 
 - a definition's ``model.id`` naming a provider this system does not have, or a model it
-  does not serve (checked when the definition is written, issue 29);
+  does not serve (checked when the definition is written);
 - a PATCH whose body ``id`` is not the definition's (the path's) id, and an
   ``Idempotency-Key`` header that differs from the body's ``idempotencyKey`` (rules across
   two parameters);

@@ -1,5 +1,5 @@
 """A 405 names the methods the path serves in its ``Allow`` header (RFC 9110 §15.5.6), for
-every route of the app (issue 28 item 15), over real sockets."""
+every route of the app, over real sockets."""
 
 from __future__ import annotations
 

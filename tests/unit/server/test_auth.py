@@ -1,4 +1,4 @@
-"""The auth matrix (issue 15): every /v1 route × every way of not sending the token → the
+"""The auth matrix: every /v1 route × every way of not sending the token → the
 canonical 401, never a 200 or a 500; the right token in each accepted form → not a 401.
 
 The routes come from the app's own route table, so a route added later is in the matrix

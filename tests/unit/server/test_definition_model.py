@@ -1,5 +1,5 @@
-"""``POST``/``PATCH /v1/agents`` check ``model.id`` against the daemon's providers (issue 29
-item 7): an unregistered provider or an unserved model is a 422 naming ``model.id`` and
+"""``POST``/``PATCH /v1/agents`` check ``model.id`` against the daemon's providers:
+an unregistered provider or an unserved model is a 422 naming ``model.id`` and
 what is registered, and nothing is written; a session start keeps its own check."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""No 500 for a library error or a configuration problem (issue 28 item 10).
+"""No 500 for a library error or a configuration problem.
 
 * Every error class agentkeep defines (every subclass of ``AgentkeepError``, found by walking
   the package, so a new one is covered without touching this file) has a status in
@@ -246,7 +246,7 @@ def test_a_provider_without_its_key_is_a_422_naming_it_never_a_500(configured: S
         assert (sent.status_code, error["code"]) == (422, "provider_unavailable"), sent.text
         assert MISSING_KEY in error["message"]
 
-        # An unregistered provider is refused when the definition is written (issue 29).
+        # An unregistered provider is refused when the definition is written.
         created = client.post("/v1/agents", json={"id": "nowhere", "model": {"id": "nope/m-1"}})
         error = created.json()["error"]
         assert (created.status_code, error["code"]) == (422, "invalid_definition"), created.text

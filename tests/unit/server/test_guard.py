@@ -1,4 +1,5 @@
-"""The guard's other refusals (SURFACES §5): Host (421), Origin (403), content type (415),
+"""The guard's other refusals (docs/daemon.md):
+Host (421), Origin (403), content type (415),
 body size (413), no CORS; an unsafe bind and an unsafe token file are refused at start."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Clients that try to starve or bloat the daemon (issue 29, items 2 and 6).
+"""Clients that try to starve or bloat the daemon.
 
 - slowloris: raw sockets that send half their headers, trickle them, or half a body are
   closed within the configured deadline, while a legitimate request still succeeds;

@@ -1,4 +1,4 @@
-"""Issue 29: ``agentkeep serve`` under hostile and unlucky conditions, as a real process.
+"""``agentkeep serve`` under hostile and unlucky conditions, as a real process.
 
 - A full disk (a 3 MB tmpfs, mounted in a private mount namespace with ``unshare -m``) that
   holds the store *and* the daemon's log: writes get a 503 saying the disk is full, then,

@@ -1,4 +1,4 @@
-"""Issue 29: bad input at the edges and the store file under a running daemon.
+"""Bad input at the edges and the store file under a running daemon.
 
 - JSON nested ~1,000 deep is a 400 (``json_too_deep``) on a kept connection, not a 500;
 - the access log records a 500 as 500 (not 0);

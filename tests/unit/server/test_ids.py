@@ -1,5 +1,5 @@
-"""Ids as clients make them, over REST (issue 28 item 7): a session id or message id of seed
-002's rule is accepted; a bad one is a 422 ``invalid_id`` saying which id, with
+"""Ids as clients make them, over REST: a session id or message id of the
+id rule (docs/decisions.md) is accepted; a bad one is a 422 ``invalid_id`` saying which id, with
 ``details.field``; ``/v1/openapi.json`` states the pattern on path parameters and body fields."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``agentkeep serve --ready-file PATH`` (issue 28 item 18): PATH appears only once the daemon
+"""``agentkeep serve --ready-file PATH``: PATH appears only once the daemon
 listens and its token exists, so a script waits for it instead of sleeping; a stale PATH never
 passes for a new daemon; it is removed when the daemon stops."""
 

@@ -1,4 +1,4 @@
-"""The REST routes over the registry, sessions and ledger: seed 002's names and ISO
+"""The REST routes over the registry, sessions and ledger: the wire's names and ISO
 timestamps on the wire, the fitting status for every refusal, idempotent session starts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""schemathesis against ``/v1/openapi.json`` (issues 15 and 29): the document is as strict as
+"""schemathesis against ``/v1/openapi.json``: the document is as strict as
 the server, over real sockets.
 
 schemathesis's own runner (its CLI, as a subprocess) runs three phases against the daemon:

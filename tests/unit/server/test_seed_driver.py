@@ -1,4 +1,4 @@
-"""Issue 28 item 6: a driver written to seed 002's DRIVERS.md runs unchanged.
+"""A driver written to seed 002's DRIVERS.md runs unchanged.
 
 ``MyRuntime`` is DRIVERS.md's example driver ported line for line to Python (its
 ``context.signal.throwIfAborted()``, ``context.emit({type, data})`` and its returned

@@ -1,7 +1,7 @@
 """The daemon's own system (the CLI's providers and demo tools, as ``agentkeep serve`` opens
 it) over REST: a definition naming ``calculator`` is accepted and its sessions run only
 ``calculator``; an empty ``toolIds`` runs every demo tool; an unknown id is a 422 naming the
-field and the known ids (issue 28 item 11: it was refused as "registered: none")."""
+field and the known ids (not a refusal that says "registered: none")."""
 
 from __future__ import annotations
 

@@ -300,7 +300,7 @@ def test_a_profile_is_carried_over_rest_and_never_reaches_the_provider(
 def test_a_failed_turn_shows_owed_work_and_settle_ends_it(
     served: Served, client: httpx.Client
 ) -> None:
-    """Issue 28 item 1 over REST: the owed work is on the session, each refusal names the
+    """The owed work is on the session, each refusal names the
     settle route, and the settle answers the question so the session can be archived."""
     _session(client, "t9")
     served.model.add(script.error("internal_error", "the vendor is down"))
@@ -329,7 +329,7 @@ def test_a_failed_turn_shows_owed_work_and_settle_ends_it(
 def test_cancel_takes_back_a_joined_steer_and_the_queued_turn_runs(
     served: Served, client: httpx.Client
 ) -> None:
-    """Issue 28 item 2 over REST."""
+    """A cancel takes back the steers its turn joined, over REST (docs/decisions.md)."""
     _session(client, "t10")
     served.model.add(script.hang(), script.text("Next done."))
     first = client.post(MESSAGES.format("t10"), json={"message": "Hang.", "wait": False})

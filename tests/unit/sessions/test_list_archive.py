@@ -155,7 +155,7 @@ def test_the_store_refuses_to_move_a_pin(world: World) -> None:
 
 
 def test_the_driver_session_id_is_stored_per_session_and_read_back(world: World) -> None:
-    # Drivers (issue 14 item 5) set it through agentkeep.sessions.tables; here it is read-only.
+    # Drivers set it through agentkeep.sessions.tables; here it is read-only.
     from agentkeep.sessions import tables
 
     system = world.open()

@@ -127,7 +127,7 @@ def test_a_definition_without_a_model_runs_on_the_systems_default(world: World) 
     [request] = world.other.requests
     assert request.selection.model == "o-1"
     assert request.context.instructions == "Be brief."
-    # An empty toolbox offers every tool the system offers (docs/sessions.md, issue 28).
+    # An empty toolbox offers every tool the system offers (docs/sessions.md).
     assert _tool_keys(world.other) == {("git", "status"), (None, "lookup"), (None, "shell")}
 
 
@@ -281,7 +281,7 @@ def test_the_wire_names_are_seed_002s(world: World) -> None:
         "createdAtMs",
         "updatedAtMs",
         "archivedAtMs",
-        "owes",  # agentkeep's: work owed that no live turn holds (issue 28)
+        "owes",  # agentkeep's: work owed that no live turn holds
     }
     assert msgspec.json.decode(msgspec.json.encode(session), type=SessionRecord) == session
 

@@ -1,4 +1,4 @@
-"""``toolbox.toolIds`` selects the tools the native loop offers (issue 28 item 11), by one rule:
+"""``toolbox.toolIds`` selects the tools the native loop offers, by one rule:
 an empty list offers every tool the system offers; a non-empty one exactly the tools it names.
 The ids it may name are the system's tools and its features' catalogs; an unknown one is
 refused at session start, naming the field and the known ids."""

@@ -1,4 +1,4 @@
-"""A definition's ``model.id`` is checked when it is written (issue 29 item 7), against the
+"""A definition's ``model.id`` is checked when it is written, against the
 system's providers: a create or a patch naming an unregistered provider, or a model its
 provider does not serve, is refused naming ``model.id`` and what is registered; nothing is
 written. A definition written under other providers stays readable and editable."""

@@ -1,4 +1,4 @@
-"""Issue 17: admission wakes its condition only when a close or a delete waits on it; the
+"""Admission wakes its condition only when a close or a delete waits on it; the
 waiter must still be woken by the last operation that finishes."""
 
 from __future__ import annotations

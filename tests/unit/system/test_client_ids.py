@@ -1,5 +1,5 @@
-"""Ids as clients make them (issue 28 item 7): agent, session and message ids follow seed
-002's id rule, 1-128 of ``[a-z0-9._-]`` and not ``.`` or ``..``; a refusal is an
+"""Ids as clients make them: agent, session and message ids follow the
+id rule (docs/decisions.md), 1-128 of ``[a-z0-9._-]`` and not ``.`` or ``..``; a refusal is an
 ``InvalidIdError`` saying which id and naming the field. Generated ids keep their shape."""
 
 from __future__ import annotations

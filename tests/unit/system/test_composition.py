@@ -1,4 +1,4 @@
-"""``AgentSystem`` is a facade composed of owned parts (issue 30, item 3): no mixins, no
+"""``AgentSystem`` is a facade composed of owned parts: no mixins, no
 public constructor, ``open``'s options and each message's options declared once (a
 ``TypedDict``), the plumbing behind one documented accessor."""
 

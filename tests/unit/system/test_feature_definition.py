@@ -1,5 +1,5 @@
 """A misspelled hook fails when the feature is defined, naming the hook it resembles
-(issue 12, item 17): before, ``befor_turn`` was silently never called."""
+before, ``befor_turn`` was silently never called."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Feature-hook dispatch (issue 17): only the features that override a hook are called for
+"""Feature-hook dispatch: only the features that override a hook are called for
 it, and no context is made for the others (each context builds three scoped stores, and a
 step runs a dozen hooks)."""
 

@@ -1,6 +1,6 @@
 """The README's embedding example runs as printed, and ``open`` checks its ``tools`` and
-``features`` (issue 12, item 13: the README's ``tools=[...]`` placeholder made every turn
-fail with ``'ellipsis' object has no attribute 'key'``)."""
+``features`` (a placeholder such as ``tools=[...]`` would make every turn fail with
+``'ellipsis' object has no attribute 'key'``)."""
 
 from __future__ import annotations
 

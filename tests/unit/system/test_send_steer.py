@@ -1,4 +1,4 @@
-"""One ``send``/``steer`` signature on every surface, implemented once (issue 12, item 15).
+"""One ``send``/``steer`` signature on every surface, implemented once.
 
 ``Agent`` and ``AgentRef`` take ``(message, *, options)``; ``AgentSystem``, ``AgentSystemRef``
 (what a hook's ``ctx.system`` and a tool's ``ctx.system`` are) take ``(agent_id, message,

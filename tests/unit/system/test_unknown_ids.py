@@ -1,5 +1,5 @@
 """An id never created is an error everywhere, reads are refused once close begins, and
-``wait_for_shutdown`` works without signal handlers (issue 12, item 16)."""
+``wait_for_shutdown`` works without signal handlers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 28 item 2: cancelling a turn a steer joined cancels the steered input too — it never
+"""Cancelling a turn a steer joined cancels the steered input too — it never
 runs afterwards as work of no turn — and the turns queued behind it run normally, whichever
 way the cancel comes (``Sessions.cancel``, ``AgentSystem.abort`` waiting or not)."""
 

@@ -1,4 +1,4 @@
-"""Issue 14 item 3: every message sent to a session is a turn with seed 002's states."""
+"""Every message sent to a session is a turn with the wire's states."""
 
 from __future__ import annotations
 
@@ -372,7 +372,7 @@ def test_open_survives_a_failing_recovery_transaction(
 
 
 def test_what_send_returns_is_what_docs_turns_md_says(world: TurnWorld) -> None:
-    """Issue 28 item 17: a brand-new session's first turn comes back ``queued`` (no actor has
+    """A brand-new session's first turn comes back ``queued`` (no actor has
     loaded it yet); a message to an idle session whose actor is live is consumed in its
     acceptance's transaction and comes back ``running``."""
     world.model.add(script.text("one"), script.text("two"))
@@ -392,7 +392,8 @@ def test_what_send_returns_is_what_docs_turns_md_says(world: TurnWorld) -> None:
 def test_a_key_accepted_before_seed_002s_message_shape_still_returns_its_turn(
     world: TurnWorld,
 ) -> None:
-    """A store written before issue 28 hashed a turn's input as the conversation's own JSON
+    """A store written before the wire's message shape hashed a turn's
+    input as the conversation's own JSON
     (``{role, content}``); a retry of such a key after the upgrade is that turn, not a
     conflict."""
     import msgspec

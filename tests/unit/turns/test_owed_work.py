@@ -1,4 +1,4 @@
-"""Issue 28 item 1: a failed turn never strands its session. The work the runtime still
+"""A failed turn never strands its session. The work the runtime still
 owes is shown on the session (``owes``, with its reason), every refusal names the state and
 the way out, and ``Sessions.settle`` ends the owed work durably — a note answers the owed
 question — after which the session is idle, archivable, and takes new turns."""

@@ -1,4 +1,4 @@
-"""A cheaper mailbox for busy pykka actors (issue 17).
+"""A cheaper mailbox for busy pykka actors.
 
 Pykka's ``ThreadingActor`` gives every actor a ``queue.Queue``: each ``tell`` and each take
 runs Python-level ``Condition`` code (enter, exit, ``notify``) around the deque, in the

@@ -1,13 +1,13 @@
 """Deliberately broken runtimes the checks must catch (tests only).
 
-A check that cannot fail is no check: each mutant here breaks one promise of spec §7 on
+A check that cannot fail is no check: each mutant here breaks one promise of docs/invariants.md on
 purpose, and a test runs a campaign (or the property machine) under it and expects a catch.
 
-:func:`results_in_finish_order` breaks §7.9: a tool batch commits each result as soon as its
+:func:`results_in_finish_order` breaks I14: a tool batch commits each result as soon as its
 call finishes, so a later call that finishes first lands before an earlier one.
 
-:func:`settles_over_a_truncated_answer` restores the behaviour before seed 001's
-continuation (probe P29): a response a crash cut after its first block is never continued —
+:func:`settles_over_a_truncated_answer` turns off the
+continuation (docs/lifecycle.md): a response a crash cut after its first block is never continued —
 the resume ignores the owed fact's open response and adds no continue notice, so the cut
 answer may become final (C2) or a request may end with the model's own message (C1).
 
@@ -23,7 +23,7 @@ its previous life's events); :func:`subscription_resumes_one_late` (a gap) and
 :func:`subscription_resumes_one_early` (a duplicate) patch
 :class:`~agentkeep.persistence.ledger.Subscription` (L4).
 
-:func:`transactional_writes_outside_the_transaction` breaks ``X1`` (seed 001's transactional
+:func:`transactional_writes_outside_the_transaction` breaks ``X1`` (transactional
 tools): the tool's writes commit one by one, outside the transaction that claims its result;
 :func:`committed_results_run_again` breaks ``X2``: a call whose result its tool committed
 early (``ctx.commit``) runs again after a restart.
@@ -400,8 +400,8 @@ def subscription_resumes_one_early() -> Iterator[None]:
 @contextmanager
 def settles_over_a_truncated_answer() -> Iterator[None]:
     """While active, every loop forgets that a response was cut short: the load drops the
-    owed fact's ``response_open`` and no request is preceded by the continue notice (the
-    behaviour of probe P29). Patches module globals, so it reaches every agent in this
+    owed fact's ``response_open`` and no request is preceded by the continue notice (breaking
+    ``C1`` and ``C2``). Patches module globals, so it reaches every agent in this
     process; not thread-safe against a second patch of the same functions."""
     original_loaded = transitions.loaded
 
@@ -433,7 +433,7 @@ def settles_over_a_truncated_answer() -> Iterator[None]:
 @contextmanager
 def answer_is_the_continuation_alone() -> Iterator[None]:
     """While active, a continuation's answer and assistant message hold its own blocks only
-    (the behaviour before issue 29 item 5): the cut response it continues is in neither, so
+    (breaking invariant I36): the cut response it continues is in neither, so
     a turn cut after its answer's block completes with less than the transcript shows
     (``T5``). Patches a module global, so it reaches every agent in this process."""
 

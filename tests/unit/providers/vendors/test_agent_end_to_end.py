@@ -1,4 +1,4 @@
-"""End to end (issue 8): an agent on each vendor adapter, against the local wire-format server,
+"""End to end: an agent on each vendor adapter, against the local wire-format server,
 answers a turn with a parallel tool batch, is killed inside that batch, is resumed, and the
 request it replays after the resume is byte-stable for the kept prefix.
 

@@ -1,4 +1,4 @@
-"""The retry driver (spec §1.7): backoff, rewinds, reported retries, abortable waits."""
+"""The retry driver: backoff, rewinds, reported retries, abortable waits."""
 
 from __future__ import annotations
 
