@@ -20,8 +20,8 @@ from agentkeep.features import Feature, HookContext
 from agentkeep.messages import user
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.kv import scope_prefix
-from agentkeep.runtime.commit_plans import CALL_AREA
+from agentkeep.persistence.kv_keys import scope_prefix
+from agentkeep.runtime.kv_areas import CALL_AREA
 from agentkeep.types import (
     ArchivedEpoch,
     BlockRecord,
