@@ -9,6 +9,9 @@ Every import counts: module-level, inside functions (a lazy import is still a de
 and under ``if TYPE_CHECKING:`` (an annotation naming a class of a higher layer couples the
 code to it just the same; a lower layer that needs something from a higher one declares a
 ``Protocol`` for it, as ``agentkeep.refs.SystemPort`` does for the ``AgentSystem``).
+
+Inside a component too, every dependency has one direction: no module reaches itself through
+its imports (``ALLOWED_CYCLES`` would list a cycle kept on purpose; it is empty).
 """
 
 from __future__ import annotations
@@ -434,8 +437,19 @@ def test_only_the_loop_facade_imports_transitions() -> None:
     assert importers == [LOOP_ROOT]
 
 
-def test_the_loop_has_no_import_cycle() -> None:
-    assert import_cycles(loop_dependencies(dependencies())) == []
+# Import cycles kept on purpose, each a sorted list of its modules; each member's docstring
+# says why in one sentence. Empty: every dependency inside ``src/agentkeep`` has one direction.
+ALLOWED_CYCLES: list[list[str]] = []
+
+
+def test_no_import_cycle_but_the_allowed() -> None:
+    """No module reaches itself through its imports (lazy and ``TYPE_CHECKING`` ones count):
+    a shared piece lives below both users, and a part that needs its owner's type declares a
+    ``Protocol`` for it (``drivers.runner.RunnerHost``, ``chaos.process.ProcessWorld``)."""
+    deps = dependencies()
+    assert len(deps) > 250  # the walk found the package
+    unexpected = [c for c in import_cycles(deps) if c not in ALLOWED_CYCLES]
+    assert unexpected == []
 
 
 def test_the_cycle_check_finds_a_ring_and_a_step_calling_back() -> None:

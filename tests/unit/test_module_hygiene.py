@@ -5,7 +5,6 @@
   or ``x._helper`` on an imported agentkeep module): a name shared between modules is public
   within its package. Importing a private *module* (``from agentkeep.chaos import _mutants``)
   is fine; what it holds is then named without an underscore;
-- the tools and features packages have no import cycle: their modules form a tree;
 - the deliberately broken runtimes (``agentkeep.chaos._mutants``) are test-only: neither
   ``import agentkeep`` nor ``import agentkeep.chaos`` loads them.
 """
@@ -15,10 +14,10 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 
-from tests.unit.test_layering import ROOT, SRC, dependencies, source_modules
+from tests.unit.test_layering import ROOT, SRC, source_modules
 
 
 def _private(name: str) -> bool:
@@ -56,43 +55,6 @@ def underscore_imports(source: str, modules: Iterable[str]) -> list[str]:
     return [f"line {line}: {what}" for line, what in sorted(found)]
 
 
-def import_cycles(deps: Mapping[str, Iterable[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan), each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    cycles: list[list[str]] = []
-
-    def visit(module: str) -> None:
-        index[module] = low[module] = len(index)
-        stack.append(module)
-        on_stack.add(module)
-        for target in deps.get(module, ()):
-            if target not in deps:
-                continue
-            if target not in index:
-                visit(target)
-                low[module] = min(low[module], low[target])
-            elif target in on_stack:
-                low[module] = min(low[module], index[target])
-        if low[module] == index[module]:
-            component: list[str] = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == module:
-                    break
-            if len(component) > 1:
-                cycles.append(sorted(component))
-
-    for module in sorted(deps):
-        if module not in index:
-            visit(module)
-    return cycles
-
-
 # -- the real tree -------------------------------------------------------------------------
 
 
@@ -104,16 +66,6 @@ def test_no_module_imports_another_modules_underscore_names() -> None:
         if (hits := underscore_imports(path.read_text(encoding="utf-8"), modules))
     }
     assert found == {}
-
-
-def test_the_tools_and_features_packages_have_no_import_cycle() -> None:
-    packages = (f"{ROOT}.tools", f"{ROOT}.features")
-    inside = [
-        cycle
-        for cycle in import_cycles(dependencies())
-        if any(m == p or m.startswith(p + ".") for m in cycle for p in packages)
-    ]
-    assert inside == []
 
 
 def test_importing_the_public_modules_loads_no_mutant() -> None:
@@ -160,13 +112,6 @@ def test_an_underscore_name_taken_from_another_module_is_reported() -> None:
         "line 5: agentkeep.chaos.campaigns._run",
         "line 6: agentkeep.loop.retry._helper",
     ]
-
-
-def test_a_cycle_is_found_and_a_tree_is_not() -> None:
-    tree = {"a": {"b", "c"}, "b": {"c"}, "c": set()}
-    assert import_cycles(tree) == []
-    ring = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert import_cycles(ring) == [["a", "b", "c"]]
 
 
 def test_the_real_tree_is_walked() -> None:

@@ -11,7 +11,7 @@ from agentkeep.loop.effects import LifecycleIds
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.refs import AgentSystemRef
-from agentkeep.runtime.commit_plans import CALL_AREA, KV_AREA, RUN_AREA
+from agentkeep.runtime.kv_areas import CALL_AREA, KV_AREA, RUN_AREA
 from agentkeep.types import Settings
 
 _NO_IDS = LifecycleIds()

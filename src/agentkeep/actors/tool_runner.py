@@ -21,7 +21,7 @@ from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.refs import AgentSystemRef
-from agentkeep.runtime.commit_plans import CALL_AREA
+from agentkeep.runtime.kv_areas import CALL_AREA
 from agentkeep.runtime.tool_claims import claim_result
 from agentkeep.tools import Tool, ToolError, ToolOutput, ToolSet, validate_arguments
 from agentkeep.tools.hooks import ToolCallInfo, ToolCallResult, failed

@@ -2,21 +2,57 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, Protocol, Unpack
 
 from agentkeep.delivery import Delivery, SendOptions
 from agentkeep.history import HistoryEpoch, PurgeResult
 from agentkeep.types import JSONObject, Message, QueueableMessage, Settings
 
 if TYPE_CHECKING:
-    from agentkeep.agent_system._facade import AgentSystem
+    from agentkeep.agent_system._internals import SystemInternals
     from agentkeep.agent_system._reads import Reads
+
+
+class AgentOwner(Protocol):
+    """What an :class:`Agent` asks of its system (the :class:`~agentkeep.AgentSystem`
+    facade): each handle method is one call on it, with the agent's id."""
+
+    @property
+    def internals(self) -> SystemInternals: ...
+
+    def send(
+        self, agent_id: str, message: QueueableMessage, **options: Unpack[SendOptions]
+    ) -> Delivery: ...
+
+    def steer(
+        self, agent_id: str, message: QueueableMessage, **options: Unpack[SendOptions]
+    ) -> Delivery: ...
+
+    def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject: ...
+
+    def abort(
+        self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
+    ) -> None: ...
+
+    def compact(
+        self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
+    ) -> None: ...
+
+    def wait_for_idle(self, agent_id: str, *, timeout_seconds: float | None = None) -> bool: ...
+
+    def transcript(self, agent_id: str) -> list[Message]: ...
+
+    def settings(self, agent_id: str) -> Settings: ...
+
+    def context_tokens(self, agent_id: str) -> int | None: ...
+
+    def state(self, agent_id: str) -> str: ...
 
 
 class Agent:
     """One agent of a system. Cheap to create; holds no state of its own."""
 
-    def __init__(self, system: AgentSystem, agent_id: str) -> None:
+    def __init__(self, system: AgentOwner, agent_id: str) -> None:
         self._system = system
         self._reads: Reads = system.internals.reads
         self.id = agent_id

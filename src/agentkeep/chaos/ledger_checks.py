@@ -26,10 +26,11 @@ import contextlib
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from agentkeep.chaos.invariants import INVARIANTS, Violation
+from agentkeep.chaos.ledger_reads import EVENT_PAGE, read_all
 from agentkeep.chaos.process import DurableState, history_log
 from agentkeep.types import SessionEvent, ToolCallBlock
 from agentkeep.types.records import (
@@ -46,19 +47,8 @@ if TYPE_CHECKING:
 LEDGER_INVARIANTS = {k: v for k, v in INVARIANTS.items() if isinstance(k, str)}
 
 _RECORD_TYPES = frozenset({"message", "assistant.block", "tool.result", "failure.note"})
-_PAGE = 1000
 # How long the subscriber thread may take to drain a backlog that is already committed.
 _SUBSCRIBER_SECONDS = 20.0
-
-
-def read_all(page: Callable[[int], list[SessionEvent]]) -> list[SessionEvent]:
-    """Every event, one page (``after -> events``) at a time."""
-    events: list[SessionEvent] = []
-    while True:
-        batch = page(events[-1].sequence if events else 0)
-        events += batch
-        if len(batch) < _PAGE:
-            return events
 
 
 def _record_key(record: ConversationRecord) -> tuple[str, str]:
@@ -192,7 +182,7 @@ def check_subscription(
     """``L4``: from a seeded ``after`` (0 or a committed sequence), a subscriber on its own
     thread receives exactly the committed suffix, in order, and nothing more. Call it while
     nothing else commits (the final process, idle)."""
-    events = read_all(lambda after: system.events(agent_id, after=after, limit=_PAGE))
+    events = read_all(lambda after: system.events(agent_id, after=after, limit=EVENT_PAGE))
     # A seeded reconnection point: the start, or any committed sequence.
     after = random.Random(seed ^ 0x1ED6E5).choice([0, *(e.sequence for e in events)])
     suffix = [e for e in events if e.sequence > after]
@@ -236,5 +226,4 @@ __all__ = [
     "check_events",
     "check_prefix",
     "check_subscription",
-    "read_all",
 ]

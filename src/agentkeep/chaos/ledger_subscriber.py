@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from agentkeep.chaos.invariants import Violation
+from agentkeep.chaos.ledger_reads import read_all
 from agentkeep.errors import AgentClosedError
 from agentkeep.types import SessionEvent
 
@@ -222,8 +223,6 @@ class SubscriberGroup:
 
     def drain(self, system: AgentSystem) -> None:
         """Drain every subscriber to its session's committed tail (nothing may commit)."""
-        from agentkeep.chaos.ledger_checks import read_all
-
         for session, subscriber in self._running.items():
             events = read_all(partial(_page, system, session))
             subscriber.drain(events[-1].sequence if events else 0)

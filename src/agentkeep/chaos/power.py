@@ -54,7 +54,8 @@ import structlog
 
 from agentkeep.chaos.campaigns import seeds_from_env
 from agentkeep.chaos.invariants import Violation
-from agentkeep.chaos.ledger_checks import check_events, check_prefix, read_all
+from agentkeep.chaos.ledger_checks import check_events, check_prefix
+from agentkeep.chaos.ledger_reads import read_all
 from agentkeep.chaos.powervfs import CUT_MODES, CutMode, PowerGrid, PowerLossVFS, PowerOffError
 from agentkeep.chaos.process import read_durable
 from agentkeep.chaos.turn_checks import check_turns

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -20,8 +20,8 @@ from agentkeep.features import Feature, HookContext
 from agentkeep.messages import user
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.kv import scope_prefix
-from agentkeep.runtime.commit_plans import CALL_AREA
+from agentkeep.persistence.kv_keys import scope_prefix
+from agentkeep.runtime.kv_areas import CALL_AREA
 from agentkeep.types import Done, PermissionMode, Settings, StreamEvent, TextBlock, TextEnd
 from agentkeep.types.records import (
     ArchivedEpoch,
@@ -39,7 +39,6 @@ from agentkeep.types.turns import TurnRecord
 
 if TYPE_CHECKING:
     from agentkeep import Agent
-    from agentkeep.chaos.world import ChaosWorld
 
 
 class Offer(msgspec.Struct, frozen=True, kw_only=True):
@@ -182,7 +181,23 @@ class ProcessReport:
         )
 
 
-def live_check(world: ChaosWorld, generation: int) -> Callable[[], bool]:
+class ProcessWorld(Protocol):
+    """What a process reads and marks of its campaign's world (a
+    :class:`~agentkeep.chaos.world.ChaosWorld`, which runs the processes)."""
+
+    agent_id: str
+    offers: list[Offer]
+    accept_order: list[str]
+    _live: Live | None
+
+    def alive(self, generation: int) -> bool:
+        """Whether process ``generation`` is still alive (not closed, store not crashed)."""
+        ...
+
+    def _mark_accepted(self, offer_id: str, report: ProcessReport) -> None: ...
+
+
+def live_check(world: ProcessWorld, generation: int) -> Callable[[], bool]:
     """The liveness test guarded tools of process ``generation`` ask: whether that process is still
     the world's live one (a tool started during ``open`` first waits for it to return).
     """
@@ -201,7 +216,7 @@ class Live:
 
     def __init__(
         self,
-        world: ChaosWorld,
+        world: ProcessWorld,
         report: ProcessReport,
         faults: FaultPlan | None,
         abort_after_events: int | None,
@@ -303,7 +318,7 @@ class Observer(Feature):
 class ProcessHandle:
     """What a campaign's driver may do inside one process."""
 
-    def __init__(self, world: ChaosWorld, system: AgentSystem, agent: Agent, live: Live) -> None:
+    def __init__(self, world: ProcessWorld, system: AgentSystem, agent: Agent, live: Live) -> None:
         self.world = world
         self.system = system
         self.agent = agent
@@ -407,6 +422,7 @@ __all__ = [
     "Offer",
     "ProcessHandle",
     "ProcessReport",
+    "ProcessWorld",
     "archived_users",
     "history_log",
     "live_check",

@@ -13,7 +13,7 @@ from typing import Any
 
 import apsw
 
-from agentkeep.chaos.ledger_checks import read_all
+from agentkeep.chaos.ledger_reads import read_all
 from agentkeep.chaos.process import DurableState, archived_users, read_durable
 from agentkeep.chaos.process_worker import AGENT_ID, OFFERS
 from agentkeep.chaos.tools import Ledger, LedgerEntry

@@ -46,7 +46,7 @@ import msgspec
 import structlog
 
 from agentkeep.agent_system import AgentSystem
-from agentkeep.chaos.ledger_checks import read_all
+from agentkeep.chaos.ledger_reads import read_all
 from agentkeep.chaos.ledger_subscriber import (
     SUBSCRIBER_ENV,
     SUBSCRIBER_KILL_ENV,

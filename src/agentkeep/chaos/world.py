@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.chaos.batches import BatchingModel, CompletionOrder
-from agentkeep.chaos.ledger_checks import read_all
+from agentkeep.chaos.ledger_reads import read_all
 from agentkeep.chaos.process import (
     DurableState,
     Live,

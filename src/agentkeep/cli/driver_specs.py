@@ -14,18 +14,13 @@ A bad spec is one line on stderr and exit 2, naming where the list came from.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 import click
 
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.drivers.loading import DRIVERS_ENV, DriverLoadError, load_drivers
 from agentkeep.drivers.types import Driver
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 DRIVERS_HELP = (
     "Injected drivers to register, comma-separated: pkg.module:attr, pkg.module (its "
@@ -69,29 +64,4 @@ def specs_from(ctx: click.Context, value: str | None) -> DriverSpecs:
     return DriverSpecs(value, DRIVERS_ENV if from_env else "--drivers")
 
 
-def _set_after(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-    """``COMMAND --drivers SPECS``: replaces the group's list for this command."""
-    if value is None:
-        return
-    from agentkeep.cli.context import CliState  # the state imports this module's users
-
-    context: click.Context | None = ctx
-    while context is not None:
-        if isinstance(context.obj, CliState):
-            home = dataclasses.replace(context.obj.home, drivers=DriverSpecs(value))
-            context.obj = dataclasses.replace(context.obj, home=home)
-        context = context.parent
-
-
-def drivers_after() -> Callable[[F], F]:
-    """The ``--drivers`` option of ``serve`` and ``mcp`` (as ``agentkeep --drivers``)."""
-    return click.option(
-        "--drivers",
-        default=None,
-        expose_value=False,
-        callback=_set_after,
-        help="As `agentkeep --drivers` (this list replaces that one).",
-    )
-
-
-__all__ = ["DRIVERS_HELP", "NO_DRIVERS", "DriverSpecs", "drivers_after", "specs_from"]
+__all__ = ["DRIVERS_HELP", "NO_DRIVERS", "DriverSpecs", "specs_from"]

@@ -19,8 +19,7 @@ from typing import Any, NoReturn
 import anyio
 import click
 
-from agentkeep.cli.context import CliState, pass_state
-from agentkeep.cli.driver_specs import drivers_after
+from agentkeep.cli.context import CliState, drivers_after, pass_state
 from agentkeep.cli.output import EXIT_STORE_LOCKED
 from agentkeep.cli.runtime import open_system
 from agentkeep.cli.transport import daemon_of, http_backend

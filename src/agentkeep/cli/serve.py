@@ -17,8 +17,7 @@ from pathlib import Path
 import click
 import msgspec
 
-from agentkeep.cli.context import CliState, pass_state
-from agentkeep.cli.driver_specs import drivers_after
+from agentkeep.cli.context import CliState, drivers_after, pass_state
 from agentkeep.cli.logs import configure_logging
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.cli.runtime import open_system

@@ -2,7 +2,7 @@
 driver other than ``agentkeep`` run their turns through it (docs/drivers.md).
 
 - :mod:`~agentkeep.drivers.types`: :class:`Driver`, :class:`DriverRunRequest`,
-  :class:`DriverResult` and the errors;
+  :class:`DriverResult`; :mod:`~agentkeep.drivers.errors`: the errors;
 - :mod:`~agentkeep.drivers.context`: :class:`DriverContext` (cancel signal, ``emit``,
   ``delta``) and the checks of what a driver emits;
 - :mod:`~agentkeep.drivers.runner`: one session's runner actor;
@@ -19,17 +19,15 @@ driver other than ``agentkeep`` run their turns through it (docs/drivers.md).
 """
 
 from agentkeep.drivers.context import DriverContext, DriverSignal
-from agentkeep.drivers.loading import DRIVERS_ENV, DriverLoadError, load_drivers
-from agentkeep.drivers.process import ProcessDriver, ProcessDriverError, ProcessSettings
-from agentkeep.drivers.types import (
-    Driver,
+from agentkeep.drivers.errors import (
     DriverCancelledError,
     DriverContextClosedError,
     DriverError,
-    DriverResult,
-    DriverRunRequest,
     InvalidDriverEventError,
 )
+from agentkeep.drivers.loading import DRIVERS_ENV, DriverLoadError, load_drivers
+from agentkeep.drivers.process import ProcessDriver, ProcessDriverError, ProcessSettings
+from agentkeep.drivers.types import Driver, DriverResult, DriverRunRequest
 
 __all__ = [
     "DRIVERS_ENV",

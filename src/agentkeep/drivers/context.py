@@ -6,7 +6,7 @@ Invariants:
   function the runner gives the context: the driver never holds a store handle).
 - Once the context is closed (the run returned, raised, timed out, was abandoned, or emitted
   something invalid), nothing more is written: ``emit`` raises
-  :class:`~agentkeep.drivers.types.DriverContextClosedError`. Closing waits for an ``emit``
+  :class:`~agentkeep.drivers.errors.DriverContextClosedError`. Closing waits for an ``emit``
   already committing, so no event of a run ever lands after its turn's terminal event.
 - An invalid event is refused before anything is written, and fails the turn
   (``invalid_event``): the context closes and tells the runner.
@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from agentkeep.drivers.types import (
+from agentkeep.drivers.errors import (
     DriverCancelledError,
     DriverContextClosedError,
     InvalidDriverEventError,

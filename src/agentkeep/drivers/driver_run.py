@@ -14,7 +14,8 @@ import pykka
 
 from agentkeep.actors.children import OneShotChild
 from agentkeep.drivers.context import DriverContext
-from agentkeep.drivers.types import Driver, DriverRunRequest, InvalidDriverEventError
+from agentkeep.drivers.errors import InvalidDriverEventError
+from agentkeep.drivers.types import Driver, DriverRunRequest
 
 
 @dataclass(eq=False)

@@ -42,8 +42,9 @@ from pathlib import Path
 import msgspec
 
 from agentkeep.drivers.context import DriverContext
+from agentkeep.drivers.errors import DriverError
 from agentkeep.drivers.process_run import HarnessProcess, HarnessStartError, LineTooLongError
-from agentkeep.drivers.types import DriverError, DriverResult, DriverRunRequest
+from agentkeep.drivers.types import DriverResult, DriverRunRequest
 
 #: The id of the driver ``agentkeep.drivers.process`` exports (``--drivers
 #: agentkeep.drivers.process``).

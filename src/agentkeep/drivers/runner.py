@@ -27,7 +27,8 @@ previous incarnation (a crash of the runner or of its tier): it becomes ``interr
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import pykka
 
@@ -39,6 +40,7 @@ from agentkeep.actors.supervision.supervised import (
 )
 from agentkeep.drivers.context import DriverContext
 from agentkeep.drivers.driver_run import DriverRunActor, RunState
+from agentkeep.drivers.errors import DriverContextClosedError
 from agentkeep.drivers.turn_endings import (
     CANCELLED_RUNNING,
     INTERRUPTED_RUN,
@@ -46,7 +48,7 @@ from agentkeep.drivers.turn_endings import (
     turn_failure,
 )
 from agentkeep.drivers.turn_start import start_turn
-from agentkeep.drivers.types import DriverContextClosedError
+from agentkeep.drivers.types import Driver
 from agentkeep.logs import get_logger
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.interface import StoreHandle, Transaction
@@ -54,12 +56,66 @@ from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.types import JSONObject, SessionEvent
 from agentkeep.types.turns import NATIVE_DRIVER, TurnRecord
 
-if TYPE_CHECKING:
-    from agentkeep.drivers.host import DriverHost
-
 log = get_logger(__name__)
 
 _WAKE = object()
+
+
+class RunnerHost(Protocol):
+    """What a runner uses of the :class:`~agentkeep.drivers.host.DriverHost` that made it."""
+
+    @property
+    def store(self) -> StoreHandle:
+        """The system's store."""
+        ...
+
+    @property
+    def hub(self) -> LedgerHub:
+        """The ledger's post-commit hub (a run's deltas go out through it)."""
+        ...
+
+    @property
+    def max_event_bytes(self) -> int:
+        """The bound on one event's encoded data."""
+        ...
+
+    @property
+    def drivers(self) -> Mapping[str, Driver]:
+        """The registered drivers, by id."""
+        ...
+
+    @property
+    def turn_timeout_seconds(self) -> float:
+        """How long a run may take."""
+        ...
+
+    @property
+    def cancel_grace_seconds(self) -> float:
+        """How long a cancelled run may take to return before it is abandoned."""
+        ...
+
+    @property
+    def active(self) -> dict[str, RunState]:
+        """The runs in progress, by turn id (a runner adds and removes its own)."""
+        ...
+
+    @property
+    def stopping(self) -> bool:
+        """True once the system is closing: no new runs."""
+        ...
+
+    @property
+    def generation(self) -> int:
+        """Bumped by a tier restart: a runner of an older one stops looking for work."""
+        ...
+
+    def retire(self, session_id: str, ref: pykka.ActorRef[Any]) -> bool:
+        """A runner found no work: True if it may stop (no wake came since it looked)."""
+        ...
+
+    def turn_ended(self, session_id: str) -> None:
+        """A runner ended a turn."""
+        ...
 
 
 class DriverRunner(SupervisedActor):
@@ -68,7 +124,7 @@ class DriverRunner(SupervisedActor):
 
     use_daemon_thread = True
 
-    def __init__(self, host: DriverHost, session_id: str) -> None:
+    def __init__(self, host: RunnerHost, session_id: str) -> None:
         super().__init__()
         self._host = host
         self._session_id = session_id
@@ -242,4 +298,4 @@ class DriverRunner(SupervisedActor):
         tx.turns.move(self._session_id, turn.id, "failed", error=failed)
 
 
-__all__ = ["DriverRunActor", "DriverRunner", "RunState"]
+__all__ = ["DriverRunActor", "DriverRunner", "RunState", "RunnerHost"]

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from agentkeep.drivers.context import as_json, check_assistant_message
-from agentkeep.drivers.types import DriverResult, InvalidDriverEventError
+from agentkeep.drivers.errors import InvalidDriverEventError
+from agentkeep.drivers.types import DriverResult
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.interface import Transaction
 from agentkeep.sessions import tables as session_tables

@@ -1,5 +1,6 @@
-"""The injected-driver API (the wire's ``AgentDriver``): what a driver is, what it is given,
-what it returns, and what it may raise or be refused (docs/drivers.md).
+"""The injected-driver API (the wire's ``AgentDriver``): what a driver is, what it is given
+and what it returns (docs/drivers.md); what it may raise or be refused is in
+:mod:`~agentkeep.drivers.errors`.
 
 A driver runs the turns of the sessions whose pinned revision names it (``driver.id``). It is
 registered at ``AgentSystem.open(drivers=[...])`` and called once per turn, in a child actor's
@@ -13,7 +14,6 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
 
-from agentkeep.errors import AgentkeepError
 from agentkeep.registry.types import Revision
 from agentkeep.sessions.types import SessionRecord
 from agentkeep.types import JSONObject
@@ -95,40 +95,8 @@ class Driver(Protocol):
         ...
 
 
-class DriverError(AgentkeepError):
-    """A driver was misused, refused, or stopped."""
-
-    code = "driver_error"
-
-
-class DriverCancelledError(DriverError):
-    """Raised by ``DriverContext.raise_if_cancelled`` once the turn was cancelled or timed
-    out (a driver may let it escape: the turn ends ``cancelled`` or ``failed`` as decided)."""
-
-    code = "cancelled"
-
-
-class InvalidDriverEventError(DriverError):
-    """A driver emitted an event agentkeep refuses (a reserved or empty type, data that is
-    not a JSON object, over ``max_event_bytes``, a ``message`` that is not an assistant
-    message); nothing was written and the turn fails with ``error.code = "invalid_event"``."""
-
-    code = "invalid_event"
-
-
-class DriverContextClosedError(DriverError):
-    """The run this context belongs to is over (it returned, raised, timed out or was
-    abandoned): nothing it emits now is written."""
-
-    code = "driver_context_closed"
-
-
 __all__ = [
     "Driver",
-    "DriverCancelledError",
-    "DriverContextClosedError",
-    "DriverError",
     "DriverResult",
     "DriverRunRequest",
-    "InvalidDriverEventError",
 ]

@@ -16,7 +16,8 @@ from agentkeep.persistence.faults import (
     InjectedFaultError,
 )
 from agentkeep.persistence.interface import StoreHandle, Transaction
-from agentkeep.persistence.kv import ScopedKV, agent_prefix, escape_segment, scope_prefix
+from agentkeep.persistence.kv import ScopedKV
+from agentkeep.persistence.kv_keys import agent_prefix, escape_segment, scope_prefix
 from agentkeep.persistence.lock import StoreLock
 from agentkeep.persistence.schema import MIGRATIONS, SCHEMA_VERSION, Migration
 from agentkeep.persistence.store import DATABASE_NAME, HOME_ENV, LOCK_NAME, Store, resolve_home

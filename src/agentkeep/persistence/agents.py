@@ -16,7 +16,7 @@ from __future__ import annotations
 from agentkeep.errors import UnknownAgentError
 from agentkeep.persistence.codec import agent_row, decode_object, encode, now_ms
 from agentkeep.persistence.executor import Executor, TableStatements, first
-from agentkeep.persistence.kv import agent_prefix
+from agentkeep.persistence.kv_keys import agent_prefix
 from agentkeep.persistence.kv_statements import KvStatements
 from agentkeep.persistence.memo import MISSING
 from agentkeep.types import JSONObject

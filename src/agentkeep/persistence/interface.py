@@ -23,13 +23,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    # Under TYPE_CHECKING: the statement modules import the kv module, which imports this one.
+    # Annotations only: the statement classes import nothing of this module.
     from agentkeep.persistence.agents import AgentStatements
     from agentkeep.persistence.archive import ArchiveStatements
     from agentkeep.persistence.call_statements import CallStatements
     from agentkeep.persistence.fact_statements import FactStatements
     from agentkeep.persistence.kv_statements import KvStatements
-    from agentkeep.persistence.ledger import LedgerStatements
+    from agentkeep.persistence.ledger.statements import LedgerStatements
     from agentkeep.persistence.queue_statements import QueueStatements
     from agentkeep.persistence.records import RecordStatements
     from agentkeep.persistence.sql import SqlStatements

@@ -23,36 +23,10 @@ from typing import Any, Protocol, TypeAlias, TypeVar
 
 from agentkeep.errors import ExpiredScopeError
 from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.persistence.kv_keys import check_name, escape_segment, scope_prefix, unescape_segment
 
 T = TypeVar("T")
 Entries: TypeAlias = list[tuple[str, Any]]
-
-
-def escape_segment(segment: str) -> str:
-    """Escape one scope segment or key: ``%`` → ``%25``, ``.`` → ``%2E``."""
-    return segment.replace("%", "%25").replace(".", "%2E")
-
-
-def unescape_segment(escaped: str) -> str:
-    """Invert :func:`escape_segment`."""
-    return escaped.replace("%2E", ".").replace("%25", "%")
-
-
-def scope_prefix(*segments: str) -> str:
-    """The raw key prefix of the scope ``segments`` (``""`` for the root)."""
-    for segment in segments:
-        _check_name(segment, "segment")
-    return "".join(escape_segment(segment) + "." for segment in segments)
-
-
-def agent_prefix(agent_id: str) -> str:
-    """The raw prefix under which everything one agent stores in ``kv`` lives."""
-    return scope_prefix("agent", agent_id)
-
-
-def _check_name(name: str, what: str) -> None:
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"a kv {what} must be a non-empty string, got {name!r}")
 
 
 class _Backend(Protocol):
@@ -133,7 +107,7 @@ class ScopedKV:
         return ScopedKV(_GuardedBackend(self._backend, alive), self._prefix)
 
     def _key(self, key: str) -> str:
-        _check_name(key, "key")
+        check_name(key, "key")
         return self._prefix + escape_segment(key)
 
     def read(self, key: str) -> Any | None:

@@ -14,7 +14,7 @@ import msgspec
 from agentkeep.errors import IdempotencyConflictError
 from agentkeep.persistence.codec import decode_object
 from agentkeep.persistence.executor import TableStatements
-from agentkeep.persistence.ledger import encode_event_data, encode_event_data_value
+from agentkeep.persistence.ledger.statements import encode_event_data, encode_event_data_value
 from agentkeep.persistence.memo import MISSING
 from agentkeep.types import JSONObject
 from agentkeep.types.parts import content_json

@@ -23,7 +23,7 @@ import msgspec
 from agentkeep.errors import TurnStateError
 from agentkeep.persistence.codec import decode_object, now_ms
 from agentkeep.persistence.executor import Executor
-from agentkeep.persistence.ledger import LedgerStatements, encode_event_data
+from agentkeep.persistence.ledger.statements import LedgerStatements, encode_event_data
 from agentkeep.persistence.memo import MISSING
 from agentkeep.persistence.turn_reads import (
     FAILURE_DECODER,

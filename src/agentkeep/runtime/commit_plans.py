@@ -45,8 +45,9 @@ from agentkeep.loop.provider_calls import is_private
 from agentkeep.loop.requests import batch_through_request, request_of, requested_call
 from agentkeep.loop.texts import CONTINUE_NOTICE, FAILURE_NOTE
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.kv import scope_prefix
 from agentkeep.runtime import session_turns
+from agentkeep.runtime.kv_areas import CALL_AREA, HISTORY_AREA, RUN_AREA, area_prefix
+from agentkeep.runtime.tool_claims import claim_result
 from agentkeep.types import (
     AssistantBlock,
     JSONObject,
@@ -67,17 +68,6 @@ from agentkeep.types.records import (
     UserRecord,
 )
 from agentkeep.types.selection import apply_options
-
-# Where an agent's scoped stores live in the kv table (all under the agent's own prefix, which
-# re-creating the id wipes).
-KV_AREA = "kv"  # the conversation's store: outlives every run
-RUN_AREA = "run"  # erased by the settlement transaction
-HISTORY_AREA = "history"  # erased when its history leaves the provider view (compaction, reset)
-CALL_AREA = "call"  # one scope per tool call, erased with its result
-
-
-def area_prefix(agent_id: str, area: str, *more: str) -> str:
-    return scope_prefix("agent", agent_id, area, *more)
 
 
 class ConsumptionPolicy(Protocol):
@@ -235,8 +225,6 @@ def execute(
         case CommitToolResult():
             return _commit_tool_result(tx, agent_id, plan, hooks)
         case ClaimToolResults(claims=claims):
-            from agentkeep.runtime.tool_claims import claim_result  # it builds on this module
-
             for pending, result in claims:
                 claim_result(tx, agent_id, pending.internal_id, result)
             return None

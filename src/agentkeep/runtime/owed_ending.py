@@ -24,7 +24,7 @@ from __future__ import annotations
 from agentkeep.loop.context import error_result
 from agentkeep.loop.view import tail_owes_answer, undispatched_calls
 from agentkeep.persistence.interface import Transaction
-from agentkeep.runtime.commit_plans import CALL_AREA, RUN_AREA, area_prefix
+from agentkeep.runtime.kv_areas import CALL_AREA, RUN_AREA, area_prefix
 from agentkeep.types import JSONObject, SystemMessage, TextBlock
 from agentkeep.types import ledger as events
 from agentkeep.types.records import ConversationRecord, SystemRecord, ToolRecord

@@ -9,7 +9,7 @@ claimed result instead of running the call again (``PendingToolCall.committed``)
 from __future__ import annotations
 
 from agentkeep.persistence.interface import Transaction
-from agentkeep.runtime.commit_plans import CALL_AREA, area_prefix
+from agentkeep.runtime.kv_areas import CALL_AREA, area_prefix
 from agentkeep.types import ToolResultMessage
 
 # The tool-call hooks' own call stores live under the call's scope, in its nested

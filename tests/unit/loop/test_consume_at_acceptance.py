@@ -19,7 +19,8 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.chaos.faultpoints import expect_label, find_label, recording_labels
-from agentkeep.chaos.ledger_checks import check_events, read_all
+from agentkeep.chaos.ledger_checks import check_events
+from agentkeep.chaos.ledger_reads import read_all
 from agentkeep.chaos.process import read_durable
 from agentkeep.chaos.turn_checks import check_turns
 from agentkeep.errors import CommitOutcomeUnknownError

@@ -10,7 +10,7 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.providers import script
-from agentkeep.runtime.commit_plans import HISTORY_AREA, area_prefix
+from agentkeep.runtime.kv_areas import HISTORY_AREA, area_prefix
 
 from .conftest import World, roles, text_of
 

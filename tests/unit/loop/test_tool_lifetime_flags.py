@@ -24,7 +24,7 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.kv import scope_prefix
+from agentkeep.persistence.kv_keys import scope_prefix
 from agentkeep.providers import script
 from agentkeep.types import TextBlock, ToolCallBlock, ToolResultMessage
 from agentkeep.types.records import BlockRecord, OwedWork, PendingToolCall, UserRecord

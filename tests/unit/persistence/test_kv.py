@@ -22,7 +22,7 @@ from hypothesis.stateful import (
 
 from agentkeep.errors import ExpiredScopeError
 from agentkeep.persistence import ScopedKV, Store, Transaction, agent_prefix, escape_segment
-from agentkeep.persistence.kv import unescape_segment
+from agentkeep.persistence.kv_keys import unescape_segment
 
 # Dots and percent signs on purpose: they are what escaping must keep apart.
 names = st.text(alphabet="ab.%2E5", min_size=1, max_size=4)
