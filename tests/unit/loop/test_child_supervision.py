@@ -264,15 +264,27 @@ def test_a_call_run_again_never_takes_the_result_of_its_cancelled_earlier_run(
 ) -> None:
     """A commit whose outcome is unknown makes the agent go on from the store: the running
     call is cancelled and, durable, run again under the same id. The cancelled run's result
-    must not be taken for the new run's (reports carry the child's identity)."""
+    must not be taken for the new run's (reports carry the child's identity).
+
+    The fast call answers only once the slow call's first run is inside the tool: a run
+    cancelled before it starts is never started (``ToolRunner._execute``), so were the fast
+    result's commit to land first, there would be no earlier run to confuse with."""
+    first_entered = threading.Event()
     second_entered = threading.Event()
     runs: list[int] = []
+
+    @ak.tool
+    def fast(ctx: ak.ToolContext, args: EchoArgs) -> str:
+        """Answers once the slow call's first run has begun."""
+        assert first_entered.wait(TIMEOUT)
+        return f"fast {args.text}"
 
     @ak.tool(durable=True)
     def slow(ctx: ak.ToolContext, args: EchoArgs) -> str:
         """First run: work until cancelled, return once the second run has begun."""
         runs.append(len(runs) + 1)
         if len(runs) == 1:
+            first_entered.set()
             assert ctx.cancel.wait_cancelled(BLOCKED)
             assert second_entered.wait(TIMEOUT)
             return "run 1, cancelled"
@@ -294,12 +306,12 @@ def test_a_call_run_again_never_takes_the_result_of_its_cancelled_earlier_run(
     monkeypatch.setattr(AgentActor, "_commit", outcome_unknown_once)
     world.model.add(
         script.tool_calls(
-            script.call("echo", {"text": "a"}, call_id="fast"),
+            script.call("fast", {"text": "a"}, call_id="fast"),
             script.call("slow", {}, call_id="slow"),
         ),
         script.text("done"),
     )
-    system = world.open(tools=[*world.tools(), slow])
+    system = world.open(tools=[*world.tools(), fast, slow])
     agent = system.create()
     agent.send(ak.user("go"))
     assert second_entered.wait(TIMEOUT)
@@ -309,4 +321,4 @@ def test_a_call_run_again_never_takes_the_result_of_its_cancelled_earlier_run(
     assert len(unknown) == 1
     assert runs == [1, 2]
     texts = [text_of(m) for m in agent.transcript()]
-    assert texts == ["go", "", "echo a", "run 2", "done"]
+    assert texts == ["go", "", "fast a", "run 2", "done"]
