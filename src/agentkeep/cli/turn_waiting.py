@@ -84,6 +84,8 @@ def _stream(backend: Backend, turn: TurnRecord, deadline: _Deadline) -> bool:
             for event in events:
                 if event is None:
                     break  # a tick: check the deadline, maybe show progress, follow on
+                if event.ephemeral:
+                    continue  # a live delta: the answer is printed as its blocks commit
                 after = event.sequence
                 block = event.data.get("block") if event.type == ASSISTANT_BLOCK else None
                 if isinstance(block, dict) and block.get("type") == "text" and block.get("text"):

@@ -328,7 +328,8 @@ class HttpBackend(Backend):
         while True:
             idle = IdleBound(idle_seconds)
             for event in self._stream(session_id, after=last, turn_id=turn_id, idle=idle):
-                last = event.sequence
+                if not event.ephemeral:  # a live delta has no sequence: it moves no resume point
+                    last = event.sequence
                 yield event
                 idle.reset()
             if not idle.passed:
