@@ -57,6 +57,12 @@ SLOW: tuple[str, ...] = (
     "drivers/test_process_driver_serve.py",
     "mcp/test_stdio_process.py",
     "mcp/test_second_server.py",
+    # orderings the pure core checks event by event (loop/test_machine_orderings.py); through
+    # the actor shell they wait out a child's grace or a negative wait
+    "loop/test_abort_and_failures.py::test_abort_during_a_tool_answers_it_aborted_without_waiting_and_the_queue_runs_after",
+    "loop/test_lifecycle_concurrency.py::test_the_next_inference_waits_for_an_aborted_tool_to_unwind",
+    "loop/test_tool_lifetime_races.py::test_steering_before_a_steerable_tool_started_answers_its_call_at_once",
+    "loop/test_tool_lifetime_races.py::test_a_drain_before_a_steerable_tool_started_answers_its_call_at_once",
 )
 
 
