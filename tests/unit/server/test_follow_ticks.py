@@ -8,16 +8,20 @@ point a follow resumes from."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Generator
 from typing import Any
 
 import pytest
 from tests.unit.server.conftest import TOKEN
 
 import agentkeep as ak
+from agentkeep.cli import turn_waiting
 from agentkeep.client import HttpBackend
 from agentkeep.persistence.ledger.hub import EphemeralQueue, LedgerHub
-from agentkeep.providers.script import text
+from agentkeep.providers.script import ScriptedResponse, text
+from agentkeep.types import Context, SessionEvent
 from agentkeep.types.ledger import TEXT_DELTA
 
 
@@ -93,3 +97,63 @@ def test_a_live_delta_before_a_tick_moves_no_resume_point(
         assert sequences == list(range(1, len(durable) + 1))  # nothing repeated from 0
     finally:
         backend.close()
+
+
+def test_talk_s_streamed_wait_follows_on_from_the_last_durable_event_after_a_delta(
+    served: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``talk``/``session send`` through a daemon: a live delta, then a tick (no answer yet);
+    the wait follows on after the turn's last durable event, not from 0."""
+    asked, go = threading.Event(), threading.Event()
+
+    def respond(context: Context) -> ScriptedResponse:
+        asked.set()  # the turn's events up to its request are committed
+        assert go.wait(30), "never let go"  # the turn stays live until the follow resumed
+        return text("the answer")
+
+    served.model.add(respond)
+    served.system.registry.create({"id": "helper", "name": "Helper"})
+    session = served.system.sessions.start("helper", id="s1")
+    sent = served.system.sessions.send(session.id, ak.user("one"))
+    assert asked.wait(30)
+    armed = [True]
+    listen = LedgerHub.listen
+
+    def listen_then_delta(self: LedgerHub, agent_id: str) -> EphemeralQueue:
+        """The first stream to subscribe is handed a live delta of the turn at once."""
+        queue = listen(self, agent_id)
+        if armed and armed.pop():
+            self.publish(agent_id, TEXT_DELTA, {"text": "live"}, sent.turn.id)
+        return queue
+
+    afters: list[int] = []
+    follow = HttpBackend.follow
+
+    def noting_after(
+        self: HttpBackend,
+        session_id: str,
+        *,
+        after: int,
+        turn_id: str | None = None,
+        idle_seconds: float | None = None,
+    ) -> Generator[SessionEvent | None, None, None]:
+        afters.append(after)
+        if len(afters) == 2:
+            go.set()  # the follow after the tick: now the answer may come
+        return follow(self, session_id, after=after, turn_id=turn_id, idle_seconds=idle_seconds)
+
+    monkeypatch.setattr(LedgerHub, "listen", listen_then_delta)
+    monkeypatch.setattr(HttpBackend, "follow", noting_after)
+    monkeypatch.setattr(turn_waiting, "PROGRESS_SECONDS", 0.5)
+    backend = HttpBackend(served.url, TOKEN)
+    try:
+        assert turn_waiting._stream(backend, sent.turn, turn_waiting._Deadline(30))
+        ledger = backend.events(session.id, after=0, limit=100)
+    finally:
+        go.set()
+        backend.close()
+    assert not armed  # the delta was published to the first follow
+    durable = [e.sequence for e in ledger if e.turn_id == sent.turn.id]
+    assert afters[0] == 0
+    assert afters[1] in durable  # resumed after a durable event of the turn, not from 0
+    assert capsys.readouterr().out == "the answer\n"  # printed once
