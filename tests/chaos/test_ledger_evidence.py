@@ -9,6 +9,7 @@ mutant (docs/chaos.md); these tests replay catches within each campaign's CI see
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -282,3 +283,32 @@ def test_the_sweep_reports_each_campaign_and_fails_on_a_mutant(
 def test_a_campaign_refuses_a_mutant_it_cannot_install() -> None:
     with pytest.raises(ValueError, match="lifecycle_races cannot install the mutant 'lying_sync'"):
         run_seed("lifecycle_races", 0, "lying_sync")
+
+
+def test_a_line_a_kill_cut_short_is_skipped_only_as_its_process_s_last(tmp_path: Path) -> None:
+    """A SIGKILL can cut one ``write(2)`` short where the line crosses a page (the kernel stops
+    copying at a fatal signal): the next generation ends the torn line before it appends, and
+    the reader skips it — as a kill between receiving and recording would have left it. A line
+    that does not parse anywhere else is a broken log."""
+    from agentkeep.chaos.ledger_subscriber import SubscriberLog, _end_a_torn_line
+
+    log = tmp_path / "subscriber.jsonl"
+    whole = json.dumps({"kind": "event", "generation": 1, "sequence": 1})
+    torn = json.dumps({"kind": "event", "generation": 1, "sequence": 2})[:20]
+    log.write_text(whole + "\n" + torn)
+    assert [line["sequence"] for line in SubscriberLog(log).lines()] == [1]  # the file's last
+
+    fd = os.open(log, os.O_RDWR | os.O_APPEND)
+    try:
+        _end_a_torn_line(fd)  # the next generation's subscriber opens the log
+        _end_a_torn_line(fd)  # a whole last line is left as it is
+        os.write(fd, json.dumps({"kind": "event", "generation": 2, "sequence": 2}).encode())
+        os.write(fd, b"\n")
+    finally:
+        os.close(fd)
+    lines = list(SubscriberLog(log).lines())
+    assert [(line["generation"], line["sequence"]) for line in lines] == [(1, 1), (2, 2)]
+
+    log.write_text(whole + "\n" + torn + "\n" + whole + "\n")  # torn inside one generation
+    with pytest.raises(json.JSONDecodeError):
+        list(SubscriberLog(log).lines())

@@ -4,7 +4,11 @@ The real-process campaign (:mod:`agentkeep.chaos.process_kills`) runs a
 :class:`RecordingSubscriber` on its own thread in every worker process: it subscribes to the
 session (``AgentSystem.subscribe``) from the last sequence it *recorded*, appends every event
 it receives to a log file (one ``write(2)`` per JSON line, then ``fsync``) before it takes the
-next, and at seeded points closes its subscription and reconnects from that same sequence.
+next (a SIGKILL can still cut that write short where the line crosses a page: the kernel stops
+copying at a fatal signal, so the next generation ends the torn line before it appends, and
+:meth:`SubscriberLog.lines` skips it — an event received but not recorded, as a kill before
+the write leaves it), and at seeded points closes its subscription and reconnects from that
+same sequence.
 The worker's SIGKILL kills it wherever it is — between receiving an event and recording it,
 inside a read, while reconnecting — and the next worker's subscriber resumes from the log;
 at a seeded event it also kills the process itself, right after receiving the event and
@@ -57,11 +61,27 @@ class SubscriberLog:
         self.path = path
 
     def lines(self) -> Iterator[dict[str, Any]]:
-        """Every line written so far, in order (none if the file does not exist)."""
+        """Every line written so far, in order (none if the file does not exist).
+
+        A line a SIGKILL cut short is skipped, but only as the last line its process wrote:
+        the file's last line, or one the next generation's first line follows. Anywhere else a
+        line that does not parse is a broken log and raises.
+        """
         if not self.path.exists():
             return
-        for line in self.path.read_text().splitlines():
-            yield json.loads(line)
+        raw = self.path.read_text().splitlines()
+        previous: dict[str, Any] | None = None
+        for index, text in enumerate(raw):
+            try:
+                line: dict[str, Any] = json.loads(text)
+            except json.JSONDecodeError:
+                if index + 1 < len(raw):
+                    after: dict[str, Any] = json.loads(raw[index + 1])
+                    if previous is not None and after["generation"] <= previous["generation"]:
+                        raise
+                continue
+            previous = line
+            yield line
 
     def last_sequence(self) -> int:
         """The sequence of the last event recorded (0 before the first): where to resume."""
@@ -70,6 +90,15 @@ class SubscriberLog:
             if line["kind"] == "event":
                 last = int(line["sequence"])
         return last
+
+
+def _end_a_torn_line(fd: int) -> None:
+    """End the log's last line if a SIGKILL cut its write short, so the next line starts on a
+    line of its own and the torn one is skipped whole (:meth:`SubscriberLog.lines`). ``fd``
+    is open for reading too."""
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        os.write(fd, b"\n")
 
 
 class RecordingSubscriber:
@@ -94,7 +123,8 @@ class RecordingSubscriber:
         self._log = SubscriberLog(log)
         self._generation = generation
         self._rng = random.Random(seed)
-        self._fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(log, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        _end_a_torn_line(self._fd)
         self._last = self._log.last_sequence()
         self._changed = threading.Condition()
         self._stopping = False
