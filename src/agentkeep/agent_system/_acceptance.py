@@ -242,21 +242,23 @@ class Acceptance:
             defaults=self._defaults,
             idempotency_key=idempotency_key,
         )
-        as_driver_turn = prepare_driver_turn(
-            self._drivers,
-            agent_id,
-            queue,
-            message,
-            message_id=id,
-            metadata=metadata,
-            options=options,
-            idempotency_key=idempotency_key,
-        )
 
         def accept(tx: Transaction) -> tuple[Delivery, QueuedMessage | None]:
             driver = session_tables.session_driver(tx, agent_id)
             if driver == NATIVE_DRIVER:
                 return native(tx)
+            # Prepared only for a driver's session: its checks are the ones
+            # ``prepare_acceptance`` passed above (the message, its id, the key).
+            as_driver_turn = prepare_driver_turn(
+                self._drivers,
+                agent_id,
+                queue,
+                message,
+                message_id=id,
+                metadata=metadata,
+                options=options,
+                idempotency_key=idempotency_key,
+            )
             return as_driver_turn(tx, driver), None
 
         return accept

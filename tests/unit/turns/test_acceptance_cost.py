@@ -95,6 +95,21 @@ def test_a_send_reads_the_session_once_and_never_its_turns(
     assert sent.turn == system.sessions.turn("s", sent.turn.id)  # as the store holds it
 
 
+def test_the_acceptance_asks_the_idempotency_key_once(
+    system: ak.AgentSystem, traced: Traced
+) -> None:
+    _backlog(system, 2)
+    traced.on = True
+    sent = system.sessions.send("s", "Keyed.", idempotency_key="once")
+    traced.on = False
+    assert len([sql for sql in traced.writer() if sql.startswith(_KEY_QUERY)]) == 1
+    again = system.sessions.send("s", "Keyed.", idempotency_key="once")
+    assert again.duplicate
+    assert again.turn.id == sent.turn.id
+    with pytest.raises(ak.IdempotencyConflictError):
+        system.sessions.send("s", "Something else.", idempotency_key="once")
+
+
 def test_a_send_to_no_session_is_refused_before_anything_is_written(
     system: ak.AgentSystem, traced: Traced
 ) -> None:
@@ -103,3 +118,16 @@ def test_a_send_to_no_session_is_refused_before_anything_is_written(
         system.sessions.send("nobody", "Hello?", idempotency_key="\x00 not checked first")
     traced.on = False
     assert traced.writer() == []
+
+
+@pytest.mark.parametrize("key", ["tab\there", "nul\x00", "unit\x1f", "del\x7f"])
+def test_a_key_with_a_control_character_is_refused(system: ak.AgentSystem, key: str) -> None:
+    system.create(id="s")
+    with pytest.raises(ak.InvalidMessageError, match="control characters"):
+        system.sessions.send("s", "Hello.", idempotency_key=key)
+
+
+def test_a_key_of_any_other_text_is_taken(system: ak.AgentSystem) -> None:
+    system.create(id="s")
+    for key in ("\x80 latin-1 control", "ключ", " spaces ~ ", "\u2028"):
+        assert not system.sessions.send("s", "Hello.", idempotency_key=key).duplicate
