@@ -11,7 +11,8 @@ per-call queue):
 - **bounded**: at most ``max_threads`` threads (AnyIO's default limit, 40); a call queued
   while every one is busy waits for the first to finish;
 - **started on demand, ended when idle**: a thread is started when a call finds none idle,
-  and ends after ``idle_seconds`` without work, so a quiet server holds no pool;
+  and ends after ``idle_seconds`` without work, so a quiet server holds no pool, or within
+  a second of its event loop closing (a stopped server);
 - **a started call is never abandoned**: a caller cancelled while its call runs (a server
   shutting down) waits for the call to finish, then is cancelled — the call's effect is
   never cut in half by the cancellation, nor left running unawaited;
@@ -28,6 +29,7 @@ import contextlib
 import contextvars
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -38,6 +40,8 @@ T = TypeVar("T")
 MAX_THREADS = 40
 #: How long an idle worker waits for work before it ends (AnyIO's idle time).
 IDLE_SECONDS = 10.0
+#: How often an idle worker looks whether its event loop has closed (then it ends).
+_POLL_SECONDS = 1.0
 
 _Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 
@@ -62,7 +66,14 @@ class WorkerPool:
     out, under the lock the submit counts under.
     """
 
-    def __init__(self, *, max_threads: int = MAX_THREADS, idle_seconds: float = IDLE_SECONDS):
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        max_threads: int = MAX_THREADS,
+        idle_seconds: float = IDLE_SECONDS,
+    ):
+        self._loop = None if loop is None else weakref.ref(loop)
         self._max = max_threads
         self._idle_seconds = idle_seconds
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
@@ -108,15 +119,17 @@ class WorkerPool:
 
     def _work(self) -> None:
         jobs, lock = self._jobs, self._lock
+        idle_since = time.monotonic()
         while True:
             with lock:
                 self._idle += 1
             try:
-                function, loop, future = jobs.get(timeout=self._idle_seconds)
+                function, loop, future = jobs.get(timeout=_POLL_SECONDS)
             except queue.Empty:
+                done = self._loop_closed() or time.monotonic() - idle_since >= self._idle_seconds
                 with lock:
                     self._idle -= 1
-                    if jobs.empty():  # a submit after this counts the thread out
+                    if done and jobs.empty():  # a submit after this counts the thread out
                         self._threads -= 1
                         return
                 continue
@@ -129,6 +142,13 @@ class WorkerPool:
             with contextlib.suppress(RuntimeError):  # the loop closed: nobody awaits it
                 loop.call_soon_threadsafe(_answer, future, value, error)
             del function, loop, future, value, error
+            idle_since = time.monotonic()
+
+    def _loop_closed(self) -> bool:
+        if self._loop is None:
+            return False
+        loop = self._loop()
+        return loop is None or loop.is_closed()
 
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WorkerPool] = (
@@ -143,7 +163,7 @@ def pool() -> WorkerPool:
     found = _pools.get(loop)
     if found is None:
         with _pools_lock:
-            found = _pools.setdefault(loop, WorkerPool())
+            found = _pools.setdefault(loop, WorkerPool(loop))
     return found
 
 

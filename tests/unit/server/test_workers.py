@@ -146,3 +146,13 @@ def test_the_hop_costs_a_fraction_of_anyios() -> None:
 
     ours, anyio = asyncio.run(main())
     assert ours * 3 < anyio, f"{ours * 1e6:.1f} us against {anyio * 1e6:.1f} us a hop"
+
+
+def test_the_threads_end_once_their_event_loop_closed() -> None:
+    async def main() -> WorkerPool:
+        await asyncio.gather(*(run_sync(lambda: time.sleep(0.01)) for _ in range(5)))
+        return pool()
+
+    workers = asyncio.run(main())  # asyncio.run closes the loop
+    assert workers.threads > 0
+    assert _wait_for(lambda: workers.threads == 0, seconds=5.0)  # not the 10 s idle time
