@@ -8,6 +8,7 @@ is never acknowledged before anything could find the agent that owes it.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Literal, TypedDict
@@ -83,6 +84,8 @@ class SendOptions(TypedDict, total=False):
 
 
 _SEND_OPTIONS = frozenset(SendOptions.__annotations__)
+#: What an idempotency key must not contain: a control character (C0 or DEL).
+_CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f]")
 
 
 def split_send_options(
@@ -138,7 +141,7 @@ def check_idempotency_key(key: object) -> str | None:
             f"an idempotency key must be 1 to {MAX_IDEMPOTENCY_KEY_LENGTH} characters, "
             f"got {len(key)}"
         )
-    if any(ord(c) < 32 or ord(c) == 127 for c in key):
+    if _CONTROL_CHARACTER.search(key) is not None:
         raise InvalidMessageError(
             f"an idempotency key must not contain control characters: {key!r}"
         )
@@ -205,6 +208,7 @@ def accept_message(
         input=content,
         message_id=message_id,
         input_json=content_json,
+        key_is_new=True,  # asked above, in this transaction
     )
     event["turn_id"] = turn.id
     event_json = _with_turn_id(event_json, turn.id)

@@ -85,3 +85,14 @@ def test_saturation_reports_every_figure(capsys: pytest.CaptureFixture[str]) -> 
     assert re.search(r"wait=false vs a bare Starlette route: [\d.]+x", out)
     assert re.search(r"5 vs 3 clients: [\d.]+x", out)
     assert re.search(r"daemon at 3 clients vs in-process: [\d.]+x", out)
+
+
+def test_worker_hop_reports_both_pools_and_the_ratio(capsys: pytest.CaptureFixture[str]) -> None:
+    module = _load("worker_hop")
+
+    assert module.main(["--hops", "200", "--callers", "10"]) == 0
+
+    out = capsys.readouterr().out
+    assert re.search(r"server.workers.run_sync +[\d.]+ us CPU a hop", out)
+    assert re.search(r"starlette run_in_threadpool +[\d.]+ us CPU a hop", out)
+    assert re.search(r"the pool vs AnyIO's: [\d.]+x", out)

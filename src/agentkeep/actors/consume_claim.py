@@ -137,12 +137,15 @@ def accept_consuming(
     agent_id: str,
     claim: ConsumeClaim,
     accept: Callable[[Transaction], tuple[T, QueuedMessage | None]],
+    finish: Callable[[Transaction, T], T] | None = None,
 ) -> tuple[T, QueuedMessage | None, bool] | None:
     """Run the acceptance ``accept`` in a transaction that, if it queued a message and takes
     ``claim``, consumes it there too (``runtime.offered_consumption``). Returns ``accept``'s
-    value and whether the message was consumed (then the actor must be told ``ClaimTold``);
-    None if the consumption raised — the whole transaction rolled back, nothing of it is
-    durable, and the caller commits the acceptance alone, as without a claim.
+    value (passed through ``finish`` last in the transaction, when given: what the value
+    reads then includes the consumption) and whether the message was consumed (then the
+    actor must be told ``ClaimTold``); None if the consumption raised — the whole
+    transaction rolled back, nothing of it is durable, and the caller commits the acceptance
+    alone, as without a claim.
 
     The claim is resolved before this returns or raises, whatever happened.
 
@@ -159,17 +162,17 @@ def accept_consuming(
         # claim can still be taken).
         owed_before = tx.facts.read_owed(agent_id) if claim.open else None
         value, queued = accept(tx)
-        if queued is None or not claim.take():
-            return value, queued, None
-        taken = True
-        try:
-            consumed = consume_offered(
-                tx, agent_id, claim.offer, queued, owed_before=owed_before, policy=claim.policy
-            )
-        except Exception:
-            consumption_failed = True
-            raise
-        return value, queued, consumed
+        consumed = None
+        if queued is not None and claim.take():
+            taken = True
+            try:
+                consumed = consume_offered(
+                    tx, agent_id, claim.offer, queued, owed_before=owed_before, policy=claim.policy
+                )
+            except Exception:
+                consumption_failed = True
+                raise
+        return (value if finish is None else finish(tx, value)), queued, consumed
 
     try:
         value, queued, consumed = store.transact(work)

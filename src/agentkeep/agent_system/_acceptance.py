@@ -36,9 +36,17 @@ from agentkeep.providers.catalog import Providers
 from agentkeep.sessions import tables as session_tables
 from agentkeep.types import JSONObject, MessageOptions, QueueableMessage, Settings
 from agentkeep.types.records import QueuedMessage, QueueName
-from agentkeep.types.turns import NATIVE_DRIVER
+from agentkeep.types.turns import NATIVE_DRIVER, TurnRecord
 
 _Accept = Callable[[Transaction], tuple[Delivery, QueuedMessage | None]]
+#: What an acceptance returns: its delivery, and its turn as the transaction left it.
+_Accepted = tuple[Delivery, TurnRecord | None]
+
+
+def _turn_of(tx: Transaction, agent_id: str, delivery: Delivery) -> TurnRecord | None:
+    """The turn ``delivery`` opened or joined, as ``tx`` holds it (the writer's memo holds
+    the row the acceptance wrote or read)."""
+    return None if delivery.turn_id is None else tx.turns.read(agent_id, delivery.turn_id)
 
 
 class Acceptance:
@@ -100,6 +108,32 @@ class Acceptance:
         runs regardless). ``idempotency_key``: the turn's key (docs/turns.md); a repeat
         returns the turn it made, writing nothing.
         """
+        return self.accept_turn(
+            agent_id,
+            queue,
+            message,
+            id=id,
+            metadata=metadata,
+            options=options,
+            start=start,
+            idempotency_key=idempotency_key,
+        )[0]
+
+    def accept_turn(
+        self,
+        agent_id: str,
+        queue: QueueName,
+        message: QueueableMessage,
+        *,
+        id: str | None = None,
+        metadata: JSONObject | None = None,
+        options: MessageOptions | None = None,
+        start: bool = True,
+        idempotency_key: str | None = None,
+    ) -> tuple[Delivery, TurnRecord | None]:
+        """:meth:`accept`, and the message's turn as its acceptance transaction committed it
+        (``queued``, or ``running`` when consumed there; a repeat's turn as it stood), read
+        in that transaction (from the writer's memo): nothing is read after the commit."""
         with self._admission.operation(), self._admission.agent_operation(agent_id):
             return self._accept(
                 agent_id, queue, message, id, metadata, options, start, idempotency_key
@@ -115,7 +149,7 @@ class Acceptance:
         options: MessageOptions | None,
         start: bool,
         idempotency_key: str | None = None,
-    ) -> Delivery:
+    ) -> _Accepted:
         routed = self._routed(agent_id, queue, message, id, metadata, options, idempotency_key)
         known = self._agents.known(agent_id) if start else None
         claim = None if known is None else known.status.claim
@@ -126,8 +160,13 @@ class Acceptance:
             if consuming is not None:
                 return consuming
             # The consumption raised and rolled everything back: accept alone, as always.
+
+        def work(tx: Transaction) -> tuple[Delivery, QueuedMessage | None, TurnRecord | None]:
+            delivery, queued = routed(tx)
+            return delivery, queued, _turn_of(tx, agent_id, delivery)
+
         try:
-            delivery, queued = self._store.transact(routed)
+            delivery, queued, turn = self._store.transact(work)
         except CommitOutcomeUnknownError:
             # It may have landed: wake the agent so a message that did is not left waiting
             # for the next start. The caller re-offers with the same id (idempotent).
@@ -141,15 +180,23 @@ class Acceptance:
             # A driver turn: its runner runs it now, ``start`` or not (a driver turn left
             # queued would only be interrupted at the next open: docs/drivers.md).
             self._drivers.wake(agent_id)
-        return delivery
+        return delivery, turn
 
     def _accept_consuming(
         self, agent_id: str, routed: _Accept, claim: ConsumeClaim
-    ) -> Delivery | None:
+    ) -> _Accepted | None:
         """The acceptance, consuming under the idle actor's ``claim`` if it can; None if the
         consumption failed (nothing was committed: the caller accepts alone)."""
+
+        def accept(tx: Transaction) -> tuple[_Accepted, QueuedMessage | None]:
+            delivery, queued = routed(tx)
+            return (delivery, None), queued
+
+        def finish(tx: Transaction, accepted: _Accepted) -> _Accepted:
+            return accepted[0], _turn_of(tx, agent_id, accepted[0])  # after the consumption
+
         try:
-            outcome = accept_consuming(self._store, agent_id, claim, routed)
+            outcome = accept_consuming(self._store, agent_id, claim, accept, finish)
         except CommitOutcomeUnknownError:
             # As in _accept: it may have landed (consumed, even); the actor reloads.
             self._agents.tell(agent_id, Start(), counted=True)
@@ -157,14 +204,14 @@ class Acceptance:
             raise
         if outcome is None:
             return None
-        delivery, queued, consumed = outcome
+        (delivery, turn), queued, consumed = outcome
         if consumed:
             self._agents.tell(agent_id, ClaimTold(claim=claim), counted=True)
         elif queued is not None:
             self._agents.tell(agent_id, WorkAccepted(message=queued), counted=True)
         elif delivery.created:
             self._drivers.wake(agent_id)
-        return delivery
+        return delivery, turn
 
     def _routed(
         self,
@@ -189,21 +236,23 @@ class Acceptance:
             defaults=self._defaults,
             idempotency_key=idempotency_key,
         )
-        as_driver_turn = prepare_driver_turn(
-            self._drivers,
-            agent_id,
-            queue,
-            message,
-            message_id=id,
-            metadata=metadata,
-            options=options,
-            idempotency_key=idempotency_key,
-        )
 
         def accept(tx: Transaction) -> tuple[Delivery, QueuedMessage | None]:
             driver = session_tables.session_driver(tx, agent_id)
             if driver == NATIVE_DRIVER:
                 return native(tx)
+            # Prepared only for a driver's session: its checks are the ones
+            # ``prepare_acceptance`` passed above (the message, its id, the key).
+            as_driver_turn = prepare_driver_turn(
+                self._drivers,
+                agent_id,
+                queue,
+                message,
+                message_id=id,
+                metadata=metadata,
+                options=options,
+                idempotency_key=idempotency_key,
+            )
             return as_driver_turn(tx, driver), None
 
         return accept

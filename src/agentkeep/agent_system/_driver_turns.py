@@ -118,7 +118,13 @@ class _DriverAcceptance:
             event["metadata"] = self._metadata
         tx.ledger.check_event_size(f"Message {self._message_id!r}", event)
         turn, _ = tx.turns.open(
-            agent_id, key=self._key, driver=driver, delivery="send", input=content, message_id=None
+            agent_id,
+            key=self._key,
+            driver=driver,
+            delivery="send",
+            input=content,
+            message_id=None,
+            key_is_new=True,  # asked above, in this transaction
         )
         event["turn_id"] = turn.id
         tx.ledger.append(agent_id, MESSAGE_ACCEPTED, event, turn_id=turn.id)

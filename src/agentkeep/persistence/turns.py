@@ -67,11 +67,14 @@ class TurnStatements(TurnReads):
         input: JSONObject,
         message_id: str | None,
         input_json: str | None = None,
+        key_is_new: bool = False,
     ) -> tuple[TurnRecord, bool]:
         """Open a turn for an accepted input (or join the running one, for a steer); returns
         ``(turn, new)``. ``new`` is False when ``key`` was already used by the same input:
         the turn it opened or joined comes back and nothing is written. ``input_json``:
         ``input``'s stored JSON (:func:`encode_event_data`), if the caller encoded it already.
+        ``key_is_new``: the caller asked :meth:`of_key` for ``key`` in this transaction and
+        it was new (so it is not asked again: only this method records keys).
 
         Raises:
             IdempotencyConflictError: ``key`` was used by a different input.
@@ -80,7 +83,11 @@ class TurnStatements(TurnReads):
         if input_json is None:
             input_json = encode_event_data(input)
         digest = input_hash(delivery, input, encoded=input_json)
-        if key is not None and (known := self.of_key(agent_id, key, delivery, input)):
+        if (
+            key is not None
+            and not key_is_new
+            and (known := self.of_key(agent_id, key, delivery, input))
+        ):
             return known, False
         now = now_ms()
         key = key if key is not None else new_id()

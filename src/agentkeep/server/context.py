@@ -15,13 +15,13 @@ from typing import TypeVar
 
 import anyio
 import anyio.to_thread
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.errors import AgentkeepError
 from agentkeep.server.errors import ApiError, from_library
 from agentkeep.server.limits import LogBudget
+from agentkeep.server.workers import run_sync
 
 T = TypeVar("T")
 
@@ -151,9 +151,9 @@ def context(request: Request) -> ServerContext:
 
 
 async def call(function: Callable[..., T], *args: object, **kwargs: object) -> T:
-    """Run a blocking system call in a worker thread; a library error becomes its
-    :class:`ApiError`."""
-    return await run_in_threadpool(functools.partial(_translated, function, *args, **kwargs))
+    """Run a blocking system call in a worker thread (:mod:`agentkeep.server.workers`); a
+    library error becomes its :class:`ApiError`."""
+    return await run_sync(functools.partial(_translated, function, *args, **kwargs))
 
 
 async def call_waiting(

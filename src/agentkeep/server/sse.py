@@ -31,10 +31,10 @@ from collections.abc import Callable
 from typing import Final
 
 import msgspec
-from starlette.concurrency import run_in_threadpool
 
 from agentkeep.agent_system.surfaces import Subscription, SurfaceReader
 from agentkeep.logs import get_logger
+from agentkeep.server.workers import run_sync
 from agentkeep.types import SessionEvent
 
 log = get_logger(__name__)
@@ -175,7 +175,7 @@ class EventBridge:
         try:
             while not self._stopped.is_set():
                 self._moved.clear()  # before the read: anything announced after it wakes us
-                frames = await run_in_threadpool(self._ready)
+                frames = await run_sync(self._ready)
                 if frames is None:
                     break
                 for frame in frames:

@@ -387,7 +387,7 @@ class Sessions:
             )
 
     def _require(self, session_id: str) -> None:
-        if self._read(lambda tx: tables.read_session(tx, session_id)) is None:
+        if not self._read(lambda tx: tables.session_exists(tx, session_id)):
             raise UnknownSessionError(session_id)
 
     # -- internals -----------------------------------------------------------------------------

@@ -68,6 +68,15 @@ def read_session(tx: Transaction, session_id: str) -> SessionRecord | None:
     return _record(tx, rows[0]) if rows else None
 
 
+def session_exists(tx: Transaction, session_id: str) -> bool:
+    """True if :func:`read_session` would find ``session_id``: a live (not deleted) agent.
+    One indexed lookup, without building the record (whose owed work reads the live turns)."""
+    rows = tx.sql.query(
+        "SELECT 1 FROM agents WHERE id = ? AND deleted_at_ms IS NULL", (session_id,)
+    )
+    return bool(rows)
+
+
 def list_sessions(
     tx: Transaction,
     *,

@@ -102,7 +102,7 @@ class TurnService:
     ) -> TurnHandle:
         """Accept ``message`` as a turn (or a steer joining one); see ``Sessions.send``."""
         queue: QueueName = "steering" if delivery == "steer" else "send"
-        accepted = self._acceptance.accept(
+        accepted, turn = self._acceptance.accept_turn(
             session_id,
             queue,
             message,
@@ -112,9 +112,10 @@ class TurnService:
             start=start,
             idempotency_key=idempotency_key,
         )
-        if accepted.turn_id is None:  # pragma: no cover - every accepted message has a turn
+        if turn is None:  # pragma: no cover - every accepted message has a turn
             raise TurnStateError(f'Message "{accepted.id}" belongs to no turn.')
-        turn = self.get(session_id, accepted.turn_id)
+        # The turn as the acceptance committed it (docs/turns.md: queued, or running when
+        # consumed there), not read again after the commit.
         return self.handle(turn, duplicate=not accepted.created)
 
     def handle(self, turn: TurnRecord, *, duplicate: bool) -> TurnHandle:
