@@ -21,6 +21,7 @@ messages its own agent is accepted through the store's writer like any caller.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypedDict, Unpack
 
 from agentkeep._admission import Admission
 from agentkeep.actors.agent_tier import AgentTier
@@ -41,6 +42,27 @@ from agentkeep.types.turns import NATIVE_DRIVER, TurnRecord
 _Accept = Callable[[Transaction], tuple[Delivery, QueuedMessage | None]]
 #: What an acceptance returns: its delivery, and its turn as the transaction left it.
 _Accepted = tuple[Delivery, TurnRecord | None]
+
+
+class AcceptOptions(TypedDict, total=False):
+    """How one message is accepted, declared once for :meth:`Acceptance.accept`,
+    :meth:`Acceptance.accept_turn` and ``system.internals.accept``; each may be omitted.
+
+    - ``id``: the message's id; the same id again is an idempotent repeat.
+    - ``metadata``: stored with the message.
+    - ``options``: the message's provider, model and other per-message choices.
+    - ``start`` (default true): false only queues it — the owed fact is written, so the next
+      ``open`` or ``start`` resumes it — without starting the agent now (a turn of an
+      injected driver runs regardless).
+    - ``idempotency_key``: the turn's key (docs/turns.md); a repeat returns the turn it made,
+      writing nothing.
+    """
+
+    id: str | None
+    metadata: JSONObject | None
+    options: MessageOptions | None
+    start: bool
+    idempotency_key: str | None
 
 
 def _turn_of(tx: Transaction, agent_id: str, delivery: Delivery) -> TurnRecord | None:
@@ -94,49 +116,32 @@ class Acceptance:
         agent_id: str,
         queue: QueueName,
         message: QueueableMessage,
-        *,
-        id: str | None = None,
-        metadata: JSONObject | None = None,
-        options: MessageOptions | None = None,
-        start: bool = True,
-        idempotency_key: str | None = None,
+        **how: Unpack[AcceptOptions],
     ) -> Delivery:
-        """Queue a message durably and wake the agent; returns once it is durable.
-
-        ``start=False`` only queues it (the owed fact is written, so the next ``open`` or
-        ``start`` resumes it) without starting the agent now (a turn of an injected driver
-        runs regardless). ``idempotency_key``: the turn's key (docs/turns.md); a repeat
-        returns the turn it made, writing nothing.
-        """
-        return self.accept_turn(
-            agent_id,
-            queue,
-            message,
-            id=id,
-            metadata=metadata,
-            options=options,
-            start=start,
-            idempotency_key=idempotency_key,
-        )[0]
+        """Queue a message durably and wake the agent; returns once it is durable
+        (:class:`AcceptOptions` says what ``how`` may hold)."""
+        return self.accept_turn(agent_id, queue, message, **how)[0]
 
     def accept_turn(
         self,
         agent_id: str,
         queue: QueueName,
         message: QueueableMessage,
-        *,
-        id: str | None = None,
-        metadata: JSONObject | None = None,
-        options: MessageOptions | None = None,
-        start: bool = True,
-        idempotency_key: str | None = None,
+        **how: Unpack[AcceptOptions],
     ) -> tuple[Delivery, TurnRecord | None]:
         """:meth:`accept`, and the message's turn as its acceptance transaction committed it
         (``queued``, or ``running`` when consumed there; a repeat's turn as it stood), read
         in that transaction (from the writer's memo): nothing is read after the commit."""
         with self._admission.operation(), self._admission.agent_operation(agent_id):
             return self._accept(
-                agent_id, queue, message, id, metadata, options, start, idempotency_key
+                agent_id,
+                queue,
+                message,
+                how.get("id"),
+                how.get("metadata"),
+                how.get("options"),
+                how.get("start", True),
+                how.get("idempotency_key"),
             )
 
     def _accept(

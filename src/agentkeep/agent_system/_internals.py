@@ -12,6 +12,7 @@ host are the runtime they share.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Unpack
 
 from agentkeep._admission import Admission
 from agentkeep.actors.agent_actor import LoopOptions
@@ -20,7 +21,7 @@ from agentkeep.actors.agent_tier import AgentTier
 from agentkeep.actors.directory import KnownAgent
 from agentkeep.actors.status import AgentStatus
 from agentkeep.actors.tree import start_system_tree
-from agentkeep.agent_system._acceptance import Acceptance
+from agentkeep.agent_system._acceptance import Acceptance, AcceptOptions
 from agentkeep.agent_system._opening import OpenArguments
 from agentkeep.agent_system._reads import Reads
 from agentkeep.agent_system._requests import Requests
@@ -35,7 +36,7 @@ from agentkeep.providers.catalog import Providers
 from agentkeep.refs import SystemPort, make_system_ref
 from agentkeep.sessions import setup as session_setup
 from agentkeep.sessions import tables as session_tables
-from agentkeep.types import JSONObject, MessageOptions, QueueableMessage
+from agentkeep.types import QueueableMessage
 from agentkeep.types.records import QueueName
 
 
@@ -142,24 +143,10 @@ class SystemInternals:
         agent_id: str,
         queue: QueueName,
         message: QueueableMessage,
-        *,
-        id: str | None = None,
-        metadata: JSONObject | None = None,
-        options: MessageOptions | None = None,
-        start: bool = True,
-        idempotency_key: str | None = None,
+        **how: Unpack[AcceptOptions],
     ) -> Delivery:
         """Queue a message durably and wake the agent (:meth:`Acceptance.accept`)."""
-        return self.acceptance.accept(
-            agent_id,
-            queue,
-            message,
-            id=id,
-            metadata=metadata,
-            options=options,
-            start=start,
-            idempotency_key=idempotency_key,
-        )
+        return self.acceptance.accept(agent_id, queue, message, **how)
 
     def wake(self, agent_id: str) -> None:
         """Let the agent continue what its durable state owes (:meth:`Requests.wake`)."""
