@@ -30,10 +30,10 @@ test: check
 
 ## test-fast: the unit suite without its slow tests (processes, the daemon as a process,
 ## fuzzing: tests/unit/conftest.py names them), with CI's hypothesis profile (60 examples,
-## derandomized); no lint, no type check
+## derandomized), over two worker processes (pytest-xdist); no lint, no type check
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -m "not slow" -q -p no:cacheprovider \
-		--hypothesis-profile=ci --durations=10
+		--hypothesis-profile=ci --durations=10 -n 2
 
 check: lint typecheck
 

@@ -35,6 +35,8 @@ def test_every_slow_entry_names_a_file_or_a_test_that_exists() -> None:
 
 def test_test_fast_leaves_the_slow_tests_out_and_ci_prints_durations() -> None:
     assert re.search(r'pytest tests/unit -m "not slow"', target("test-fast"))
+    assert "-n 2" in target("test-fast")  # both cores; CI's `make test` stays serial
+    assert "-n " not in target("test")
     assert "--durations=25" in target("test")
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert re.search(r"^make test$", ci, flags=re.M)

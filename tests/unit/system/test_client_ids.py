@@ -5,7 +5,6 @@ id rule (docs/decisions.md), 1-128 of ``[a-z0-9._-]`` and not ``.`` or ``..``; a
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +15,15 @@ import agentkeep as ak
 from agentkeep.types import is_valid_id, new_id
 
 TIMEOUT = 30.0
-ACCEPTED = ["review-2024", "order-123", str(uuid.uuid4()), "txn-mail", "a", "v1.2_rc-3", "x" * 128]
+ACCEPTED = [
+    "review-2024",
+    "order-123",
+    "0b5e3c5e-7a33-4c5e-9f1e-5d1e2b9c4a10",
+    "txn-mail",
+    "a",
+    "v1.2_rc-3",
+    "x" * 128,
+]
 REFUSED = ["Review-2024", "x" * 129, "..", ".", "", "order 123", "a/b", "tab\t", "line\n"]
 
 
