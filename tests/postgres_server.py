@@ -5,12 +5,13 @@ or ``--database=sqlite|postgres`` (which wins), selects the pass:
 
 - ``database_url``: the test's backend. None on the SQLite pass (the store lives in the state
   directory), a fresh schema's URL on the PostgreSQL pass. A test that takes it runs on both.
-- ``postgres_url``: a fresh schema's URL on the session's server; a test that takes it needs
+- ``postgres_url``: a fresh schema's URL on the session's server (``postgres_server``: the
+  server's own URL); a test that takes either, directly or through its own fixtures, needs
   PostgreSQL and is skipped on the SQLite pass with that reason.
 - ``@pytest.mark.sqlite_only("reason")``: SQLite by nature (the fault-injecting VFS, power-loss
   cuts); skipped on the PostgreSQL pass with its reason, which is required.
-- Both fixtures mark their tests ``backend``: ``make test-postgres`` runs ``-m backend`` on the
-  PostgreSQL pass (the tests written for a backend so far).
+- These fixtures mark their tests ``backend``: ``make test-postgres`` runs ``-m backend`` on
+  the PostgreSQL pass (the tests written for a backend so far).
 
 The server is ``AGENTKEEP_TEST_POSTGRES_URL`` when that is set (the session neither starts nor
 stops it); otherwise the first test that needs one starts a throwaway cluster with
@@ -124,7 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "backend: takes database_url or postgres_url (added automatically); "
+        "backend: uses database_url, postgres_url or postgres_server (added automatically); "
         "`make test-postgres` runs these on PostgreSQL",
     )
     # Processes the tests start (the CLI, a daemon, a child owning a store) see the pass too.
@@ -149,10 +150,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 raise pytest.UsageError(f"{item.nodeid}: sqlite_only needs a reason")
             if chosen == "postgres":
                 item.add_marker(pytest.mark.skip(reason=f"SQLite only: {reason}"))
+        # Every fixture a test uses, directly or through others: a test-local fixture built on
+        # postgres_server (or postgres_url) needs the server as much as the test taking it.
         names = getattr(item, "fixturenames", ())
-        if "postgres_url" in names or "database_url" in names:
+        if "postgres_server" in names or "database_url" in names:
             item.add_marker(pytest.mark.backend)
-        if "postgres_url" in names and chosen == "sqlite":
+        if "postgres_server" in names and chosen == "sqlite":
             reason = f"needs a PostgreSQL server: runs on {PG_PASS}"
             item.add_marker(pytest.mark.skip(reason=reason))
 

@@ -318,3 +318,39 @@ def test_install_finds_the_installed_server_without_installing_anything() -> Non
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(script.find_bindir())
     assert "apt-get" not in done.stderr
+
+
+def test_demo_postgres_runs_the_demo_on_a_throwaway_cluster_or_says_why_it_cannot(
+    cluster_dir: Path, tmp_path: Path
+) -> None:
+    """``make demo-postgres`` (scripts/demo-postgres): with a CLI that takes ``--database`` the
+    crash demo passes on a cluster it starts; without one it stops at once with exit 2 and
+    says why. Either way no cluster and no directory of it is left behind."""
+    agentkeep = [sys.executable, "-m", "agentkeep.cli"]
+    helps = [
+        subprocess.run(
+            [*agentkeep, *where, "--help"], capture_output=True, text=True, timeout=60, check=False
+        ).stdout
+        for where in (["demo"], [])
+    ]
+    env = dict(
+        os.environ,
+        AGENTKEEP=" ".join(agentkeep),
+        AGENTKEEP_HOME=str(tmp_path / "home"),
+        TMPDIR=str(cluster_dir),  # where it makes the cluster's directory: reachable by postgres
+    )
+    done = subprocess.run(
+        [str(REPO / "scripts" / "demo-postgres")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+    )
+    if any("--database" in text for text in helps):
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "a throwaway PostgreSQL cluster at postgresql://" in done.stderr
+    else:
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "this agentkeep has no --database option" in done.stderr
+    assert list(cluster_dir.iterdir()) == []
