@@ -184,7 +184,7 @@ def postgres_server() -> Iterator[str]:
 
     atexit.register(stop)
     try:
-        url = script.start(directory, timeout=120)
+        url = script.start(directory, timeout=60)  # within the first test's 120 s timeout
     except script.ClusterError as error:
         stop()
         atexit.unregister(stop)

@@ -354,3 +354,19 @@ def test_demo_postgres_runs_the_demo_on_a_throwaway_cluster_or_says_why_it_canno
         assert done.returncode == 2, done.stdout + done.stderr
         assert "this agentkeep has no --database option" in done.stderr
     assert list(cluster_dir.iterdir()) == []
+
+
+def test_sqlite_only_without_a_reason_is_a_usage_error(tmp_path: Path) -> None:
+    test_file = tmp_path / "test_reasonless.py"
+    test_file.write_text("import pytest\n\n\n@pytest.mark.sqlite_only\ndef test_x():\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.postgres_server", str(test_file), "-q"],
+        cwd=REPO,
+        env={key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    assert "test_x: sqlite_only needs a reason" in done.stderr
