@@ -13,6 +13,10 @@ from hypothesis import HealthCheck, settings
 import agentkeep as ak
 from agentkeep.persistence.codec import Statements
 
+# The backend the suite runs on (AGENTKEEP_TEST_DATABASE=sqlite|postgres): the fixtures
+# database_url and postgres_url, the sqlite_only marker, the session's PostgreSQL cluster.
+pytest_plugins = ("tests.postgres_server",)
+
 settings.register_profile(
     "ci",
     max_examples=60,

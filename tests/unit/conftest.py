@@ -52,6 +52,13 @@ SLOW: tuple[str, ...] = (
     "loop/test_tool_lifetime_flags.py::test_a_call_committed_before_a_sigkill_keeps_its_result_and_never_runs_again",
     "providers/vendors/test_agent_end_to_end.py::test_a_process_sigkilled_inside_a_tool_batch_resumes_with_a_byte_stable_replay",
     "persistence/test_lock.py",
+    # a real PostgreSQL cluster started and stopped, and pytest sessions that start one
+    "test_postgres_cluster.py::test_a_cluster_starts_serves_restarts_with_its_data_and_stops",
+    "test_postgres_cluster.py::test_a_start_that_fails_leaves_no_server_and_quotes_the_log",
+    "test_postgres_cluster.py::test_the_session_cluster_stops_even_when_a_test_failed",
+    "test_postgres_cluster.py::test_the_sqlite_pass_skips_what_needs_postgres_and_starts_no_server",
+    "test_postgres_cluster.py::test_demo_postgres_runs_the_demo_on_a_throwaway_cluster_or_says_why_it_cannot",
+    "test_postgres_cluster.py::test_sqlite_only_without_a_reason_is_a_usage_error",
     "cli/test_message_input.py::test_the_console_script_reads_stdin_past_the_argv_limit",
     # serve, mcp and talk as processes with injected drivers; MCP over stdio
     "drivers/test_process_driver_serve.py",

@@ -1,0 +1,215 @@
+"""The suite's database backend: SQLite (the default) or a real PostgreSQL server.
+
+A pytest plugin (``tests/conftest.py`` loads it). ``AGENTKEEP_TEST_DATABASE=sqlite|postgres``,
+or ``--database=sqlite|postgres`` (which wins), selects the pass:
+
+- ``database_url``: the test's backend. None on the SQLite pass (the store lives in the state
+  directory), a fresh schema's URL on the PostgreSQL pass. A test that takes it runs on both.
+- ``postgres_url``: a fresh schema's URL on the session's server (``postgres_server``: the
+  server's own URL); a test that takes either, directly or through its own fixtures, needs
+  PostgreSQL and is skipped on the SQLite pass with that reason.
+- ``@pytest.mark.sqlite_only("reason")``: SQLite by nature (the fault-injecting VFS, power-loss
+  cuts); skipped on the PostgreSQL pass with its reason, which is required.
+- These fixtures mark their tests ``backend``: ``make test-postgres`` runs ``-m backend`` on
+  the PostgreSQL pass (the tests written for a backend so far).
+
+The server is ``AGENTKEEP_TEST_POSTGRES_URL`` when that is set (the session neither starts nor
+stops it); otherwise the first test that needs one starts a throwaway cluster with
+``scripts/postgres_cluster.py`` (initdb into a temporary directory, owned by ``postgres`` when
+running as root, 127.0.0.1 on a free port) and the session's end stops it and removes the
+directory, whether the tests passed or not. While it runs its URL is exported as
+``AGENTKEEP_TEST_POSTGRES_URL``, so processes the tests start can reach it. Each xdist worker
+is a session of its own, with its own cluster.
+
+A schema per test: the URL is the server's with ``?schema=NAME`` (``t_`` and 16 hex digits),
+the schema created empty before the test and dropped (``CASCADE``) after it; a test that
+leaves a connection holding locks in it fails its teardown after ``lock_timeout``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BACKENDS = ("sqlite", "postgres")
+BACKEND_VARIABLE = "AGENTKEEP_TEST_DATABASE"
+URL_VARIABLE = "AGENTKEEP_TEST_POSTGRES_URL"
+# How long dropping a test's schema waits for locks a leaked connection still holds.
+DROP_LOCK_TIMEOUT = "20s"
+PG_PASS = "the PostgreSQL pass: make test-postgres, or AGENTKEEP_TEST_DATABASE=postgres"
+
+
+def cluster_script() -> ModuleType:
+    """``scripts/postgres_cluster.py``, the same code ``scripts/postgres-cluster`` runs."""
+    spec = importlib.util.spec_from_file_location(
+        "postgres_cluster", REPO / "scripts" / "postgres_cluster.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def backend(config: pytest.Config) -> str:
+    """The selected backend: ``--database``, else ``AGENTKEEP_TEST_DATABASE``, else sqlite."""
+    chosen = config.getoption("agentkeep_database") or os.environ.get(BACKEND_VARIABLE) or "sqlite"
+    if chosen not in BACKENDS:
+        raise pytest.UsageError(
+            f"{BACKEND_VARIABLE}={chosen!r}: the test backend is one of {', '.join(BACKENDS)}"
+        )
+    return str(chosen)
+
+
+def with_schema(url: str, schema: str) -> str:
+    """``url`` with ``schema=NAME`` in its query (replacing one already there)."""
+    parts = urlsplit(url)
+    query = [(key, value) for key, value in parse_qsl(parts.query) if key != "schema"]
+    return urlunsplit(parts._replace(query=urlencode([*query, ("schema", schema)])))
+
+
+def without_schema(url: str) -> str:
+    """``url`` without its ``schema`` parameter: what libpq itself accepts."""
+    parts = urlsplit(url)
+    query = [(key, value) for key, value in parse_qsl(parts.query) if key != "schema"]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+@contextlib.contextmanager
+def fresh_schema(server_url: str) -> Iterator[str]:
+    """A new empty schema on the server, dropped on exit; yields its URL (``?schema=``)."""
+    import psycopg
+    from psycopg import sql
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    name = sql.Identifier(schema)
+    with psycopg.connect(without_schema(server_url), autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE SCHEMA {}").format(name))
+    try:
+        yield with_schema(server_url, schema)
+    finally:
+        with psycopg.connect(without_schema(server_url), autocommit=True) as admin:
+            admin.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(DROP_LOCK_TIMEOUT)))
+            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(name))
+
+
+# -- pytest hooks -----------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--database",
+        dest="agentkeep_database",
+        choices=BACKENDS,
+        default=None,
+        help=f"the store backend the suite runs on (default: ${BACKEND_VARIABLE}, else sqlite)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "sqlite_only(reason): SQLite by nature; skipped on the PostgreSQL pass with its reason",
+    )
+    config.addinivalue_line(
+        "markers",
+        "backend: uses database_url, postgres_url or postgres_server (added automatically); "
+        "`make test-postgres` runs these on PostgreSQL",
+    )
+    # Processes the tests start (the CLI, a daemon, a child owning a store) see the pass too.
+    os.environ[BACKEND_VARIABLE] = backend(config)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    chosen = backend(config)
+    if chosen == "postgres":
+        server = os.environ.get(URL_VARIABLE) or "a throwaway cluster (scripts/postgres_cluster)"
+        return f"database backend: postgres on {server}"
+    return "database backend: sqlite"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    chosen = backend(config)
+    for item in items:
+        marker = item.get_closest_marker("sqlite_only")
+        if marker is not None:
+            reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+            if not reason:
+                raise pytest.UsageError(f"{item.nodeid}: sqlite_only needs a reason")
+            if chosen == "postgres":
+                item.add_marker(pytest.mark.skip(reason=f"SQLite only: {reason}"))
+        # Every fixture a test uses, directly or through others: a test-local fixture built on
+        # postgres_server (or postgres_url) needs the server as much as the test taking it.
+        names = getattr(item, "fixturenames", ())
+        if "postgres_server" in names or "database_url" in names:
+            item.add_marker(pytest.mark.backend)
+        if "postgres_server" in names and chosen == "sqlite":
+            reason = f"needs a PostgreSQL server: runs on {PG_PASS}"
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+# -- fixtures ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """The session's PostgreSQL server URL (superuser, database ``postgres``, no schema).
+
+    ``AGENTKEEP_TEST_POSTGRES_URL`` when set; otherwise a cluster started now and stopped, its
+    directory removed, at the session's end even when tests failed (and at interpreter exit
+    should the session end without tearing down)."""
+    given = os.environ.get(URL_VARIABLE)
+    if given:
+        yield given
+        return
+    script = cluster_script()
+    directory = Path(tempfile.mkdtemp(prefix="agentkeep-pg-"))
+
+    def stop() -> None:
+        with contextlib.suppress(script.ClusterError, OSError):
+            script.stop(directory)
+        shutil.rmtree(directory, ignore_errors=True)
+
+    atexit.register(stop)
+    try:
+        url = script.start(directory, timeout=60)  # within the first test's 120 s timeout
+    except script.ClusterError as error:
+        stop()
+        atexit.unregister(stop)
+        pytest.fail(f"could not start a PostgreSQL cluster: {error}", pytrace=False)
+    os.environ[URL_VARIABLE] = url
+    try:
+        yield url
+    finally:
+        os.environ.pop(URL_VARIABLE, None)
+        stop()
+        atexit.unregister(stop)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A fresh, empty schema on the session's server, for this test alone: the server's URL
+    with ``?schema=NAME``; dropped after the test. Skipped on the SQLite pass."""
+    with fresh_schema(postgres_server) as url:
+        yield url
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest) -> str | None:
+    """The test's store backend: None on the SQLite pass (the state directory's database),
+    a fresh schema's URL (as ``postgres_url``) on the PostgreSQL pass."""
+    if backend(request.config) == "sqlite":
+        return None
+    return str(request.getfixturevalue("postgres_url"))
