@@ -272,6 +272,7 @@ def test_a_transactional_tool_and_a_plain_tool_allocate_once_in_both_stores(
     """``get_or_create`` on a tool's call-bound KV and history KV: allocated once, the
     same value on a second ask; in a transactional tool it joins the call's transaction."""
     ids: list[tuple[str, str, str]] = []
+    kept: list[KeyValueStore] = []
     counter = iter(range(100))
 
     def allocate(ctx: ak.ToolContext, kind: str) -> str:
@@ -279,6 +280,7 @@ def test_a_transactional_tool_and_a_plain_tool_allocate_once_in_both_stores(
         assert ctx.kv.get_or_create("op", lambda: f"op-{next(counter)}") == first
         shared = ctx.history_kv.get_or_create("session", lambda: f"s-{next(counter)}")
         ids.append((kind, first, shared))
+        kept.append(ctx.history_kv)
         return "ok"
 
     @ak.tool
@@ -307,6 +309,9 @@ def test_a_transactional_tool_and_a_plain_tool_allocate_once_in_both_stores(
     assert len({op1, op2, op3}) == 3  # one per call
     assert s1 == s2  # one per tool and history
     assert s3 != s1  # each tool its own history store
+    for handle in kept:  # a tool's handle expires with its call
+        with pytest.raises(ak.ExpiredScopeError):
+            handle.read("session")
 
 
 def test_an_erasure_expires_handles_only_once_it_commits(tmp_path: Path) -> None:
