@@ -14,6 +14,7 @@ import agentkeep as ak
 from agentkeep.actors.plan_hooks import ConsumptionPolicy
 from agentkeep.features import Feature, HookContext
 from agentkeep.key_value import KeyValueStore
+from agentkeep.loop.actions import CompactAction
 from agentkeep.persistence import Store, Transaction
 from agentkeep.providers import script
 from agentkeep.types.records import CompactionRecord
@@ -349,3 +350,30 @@ def test_an_erasure_expires_handles_only_once_it_commits(tmp_path: Path) -> None
         with pytest.raises(ak.ExpiredScopeError):
             old.get_or_create("k", lambda: 3)
         assert history_kv("a", "feature", "f", store=handle).read("k") == 2
+
+
+class CompactsOnce(Compactions):
+    """Asks for a compaction from its first ``after_turn`` (an automatic compaction)."""
+
+    def after_turn(self, ctx: HookContext, turn: ak.TurnInfo) -> list[Any]:
+        if any(name == "before_compaction" for name, _ in self.seen):
+            return []
+        return [CompactAction()]
+
+
+def test_a_compaction_a_hook_asks_for_runs_the_compaction_hooks_too(world: World) -> None:
+    world.model.add(script.text("a1"))
+    world.model.add_compactions(script.compacted(ak.user("summary")))
+    feature = CompactsOnce()
+    system = world.open(features=[feature])
+    agent = system.create()
+    agent.send(ak.user("q1"))
+    assert agent.wait_for_idle(timeout_seconds=TIMEOUT)
+
+    assert [name for name, _ in feature.seen] == [
+        "before_compaction",
+        "history_erased_transact",
+        "after_compaction",
+    ]
+    assert len(feature.expired) == 1
+    assert [text_of(m) for m in agent.transcript()] == ["summary"]
