@@ -24,8 +24,8 @@ def test_checker_catches_a_compaction_that_swallows_the_queues(
     (and acknowledged) but not yet consumed vanish (invariants I1, I21)."""
     replace = commit_plans._replace_with_compaction
 
-    def greedy(tx: Transaction, agent_id: str, plan: Any) -> None:
-        replace(tx, agent_id, plan)
+    def greedy(tx: Transaction, agent_id: str, plan: Any, *rest: Any) -> None:
+        replace(tx, agent_id, plan, *rest)
         for entry in tx.queue.messages(agent_id):
             tx.queue.dequeue(agent_id, entry.queue, entry.seq)
 

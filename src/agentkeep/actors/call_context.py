@@ -12,9 +12,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from agentkeep.errors import ToolCommitError
+from agentkeep.errors import AgentkeepError, ToolCommitError
 from agentkeep.key_value import KeyValueStore
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.refs import AgentSystemRef
@@ -38,6 +39,14 @@ class CallContext:
     loop_id: str | None = None
     turn_id: str | None = None
     inference_id: str | None = None
+    open_history_kv: Callable[[], KeyValueStore] | None = None  # histkv: makes history_kv
+
+    @cached_property
+    def history_kv(self) -> KeyValueStore:
+        """See :attr:`agentkeep.tools.ToolContext.history_kv` (made when first read)."""
+        if self.open_history_kv is None:
+            raise AgentkeepError("This tool context has no history store.")
+        return self.open_history_kv()
 
     def commit(self, result: Any) -> bool:
         """See :meth:`agentkeep.tools.ToolContext.commit`."""
@@ -73,6 +82,11 @@ class CallCommits:
     def open(self) -> bool:
         """The call is live and nothing was committed: its store may still be used."""
         return self._open and self.result is None and not self._cancel.cancelled
+
+    @property
+    def running(self) -> bool:
+        """The call has not returned and was not cancelled (a commit does not end it)."""
+        return self._open and not self._cancel.cancelled
 
     def close(self) -> None:
         """The call returned: no commit is taken from now on."""

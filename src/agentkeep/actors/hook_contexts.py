@@ -11,6 +11,7 @@ from agentkeep.loop.effects import LifecycleIds
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.refs import AgentSystemRef
+from agentkeep.runtime.history_kv import history_kv
 from agentkeep.runtime.kv_areas import CALL_AREA, KV_AREA, RUN_AREA
 from agentkeep.types import Settings
 
@@ -64,7 +65,9 @@ class HookContexts:
         hook's sends and steers are told to their agents only after it commits; with
         ``call_id`` (a tool-call hook) it also has the call's store, which refuses use once
         ``alive()`` is False. ``ids``: the lifecycle ids the hook is told (none outside a
-        run). Raises nothing itself: its stores raise when used wrongly.
+        run). Its ``history_kv`` is made when first read (one read of the history's
+        generation, in ``tx`` if any), never for a hook that does not use it. Raises nothing
+        itself: its stores raise when used wrongly.
         """
         ids = ids or _NO_IDS
         name = feature.name
@@ -93,7 +96,16 @@ class HookContexts:
             turn_id=ids.turn_id,
             inference_id=ids.inference_id,
             settlement_id=ids.settlement_id,
+            open_history_kv=lambda: history_kv(
+                self._agent_id, "feature", name, tx=tx, store=self._store
+            ),
         )
+
+    def tool_history_kv(self, tool_id: str, tx: Transaction | None = None) -> ScopedKV:
+        """The history KV a tool sees, narrowed to ``tool.<tool id>`` and bound to the history
+        current now (``runtime.history_kv``): in ``tx`` (a transactional tool) or through the
+        store."""
+        return history_kv(self._agent_id, "tool", tool_id, tx=tx, store=self._store)
 
     def call_kv(self, internal_id: str, alive: Callable[[], bool]) -> ScopedKV:
         """The store a tool sees for one call; it refuses use once ``alive()`` is False (the

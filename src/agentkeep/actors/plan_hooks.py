@@ -108,6 +108,26 @@ class ConsumptionPolicy:
         with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
             features.transact("permission_mode_changed_transact", ctx_for, change)
 
+    def observes_history_erasure(self) -> bool:
+        """Whether any feature overrides ``history_erased_transact``."""
+        return self._features.overrides("history_erased_transact")
+
+    def history_erased(self, tx: Transaction) -> None:
+        """Run the features' ``history_erased_transact`` inside a compaction's replacement
+        transaction (its stores, the erased history KV included, join it). Raises what a
+        hook raised (the compaction rolls back and fails)."""
+        features = self._features
+        if not features.overrides("history_erased_transact"):
+            return
+        # A compacted agent consumed a message, so its settings are durable.
+        settings = tx.facts.read_settings(self._agent_id) or Settings()
+
+        def ctx_for(feature: Feature) -> HookContext:
+            return self._contexts.for_feature(feature, settings, tx=tx, ids=self._ids)
+
+        with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
+            features.transact("history_erased_transact", ctx_for)
+
 
 class ToolCallHooks:
     """The features' ``before/after_tool_call_transact`` (``commit_plans.ToolCallHooks``), run

@@ -238,7 +238,8 @@ class ToolRunner:
         ``ctx.commit`` claims its result in one more."""
         tool = info.tool
         assert tool is not None
-        store = self._contexts.store
+        contexts = self._contexts
+        store = contexts.store
         agent_id, internal_id = self._agent_id, run.internal_id
 
         def claim(tx: Transaction, result: ToolResultMessage) -> bool:
@@ -270,6 +271,10 @@ class ToolRunner:
             loop_id=ids.loop_id,
             turn_id=ids.turn_id,
             inference_id=ids.inference_id,
+            # Expires with the call's lifetime, and with the history it was made in.
+            open_history_kv=lambda: contexts.tool_history_kv(tool.id).until(
+                lambda: commits.running
+            ),
         )
         try:
             output, value = execute_tool(tool, ctx, info.arguments)
@@ -318,6 +323,8 @@ class ToolRunner:
                 loop_id=ids.loop_id,
                 turn_id=ids.turn_id,
                 inference_id=ids.inference_id,
+                # Bound to the call's transaction (and to the history it was made in).
+                open_history_kv=lambda: self._contexts.tool_history_kv(tool.id, tx),
             )
             try:
                 with inside_loop(agent_id):

@@ -14,6 +14,9 @@ handed. Composition rules (seed: AgentFeature), kept by :class:`FeatureSet`:
 - ``permission_mode_changed_transact`` (like ``message_accepted_transact``) chains in order
   inside the consumption transaction and propagates a failure, rolling the consumption back;
   ``permission_mode_changed`` observes after it committed, with per-feature isolation;
+- compaction: ``before_compaction`` and ``after_compaction`` observe with per-feature
+  isolation; ``history_erased_transact`` chains in order inside the replacement transaction
+  and propagates a failure, rolling the compaction back (it then fails);
 - ``model_changed``: every feature observes; the first returned handoff wins; a failure is
   re-raised only when the change resets the history (which rejects the switch);
 - tool-call hooks (:mod:`agentkeep.tools.hooks`): the transactional ones

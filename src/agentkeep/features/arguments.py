@@ -6,9 +6,12 @@ Import them from :mod:`agentkeep.features` (or from ``agentkeep``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+from agentkeep.errors import AgentkeepError
 from agentkeep.key_value import KeyValueStore
 from agentkeep.refs import AgentSystemRef
 from agentkeep.types import JSONObject, PermissionMode, QueueableMessage, Settings, Tokens
@@ -95,7 +98,9 @@ class HookContext:
     """What every hook receives: the agent it serves and the stores it may use.
 
     ``kv`` (this agent's conversation), ``run_kv`` (erased when the agent settles) and
-    ``shared_kv`` (shared by every agent of the system) are narrowed to ``feature.<name>``.
+    ``shared_kv`` (shared by every agent of the system) are narrowed to ``feature.<name>``,
+    and so is ``history_kv`` (this agent's current conversation history: erased with it by a
+    compaction, an incompatible model switch or a profile change).
     Tool-call hooks also get ``call_kv``: the call's own store for this feature, erased in the
     transaction that appends the call's result. In a transactional hook (``…_transact``)
     every store is bound to that transaction (its writes commit or roll back with it, and it
@@ -129,6 +134,25 @@ class HookContext:
     turn_id: str | None = None
     inference_id: str | None = None
     settlement_id: str | None = None
+    open_history_kv: Callable[[], KeyValueStore] | None = None  # histkv: makes history_kv
+
+    @cached_property
+    def history_kv(self) -> KeyValueStore:
+        """This feature's store for the agent's current conversation history.
+
+        Durable across turns and restarts, it belongs to the history: a committed
+        compaction, an incompatible model switch or a profile change erases it in the
+        transaction that replaces the history. The handle is bound to the history current
+        when it is first read from this context; once that history was replaced, any use of
+        it raises :class:`~agentkeep.errors.ExpiredScopeError`. In a transactional hook it
+        joins the hook's transaction like the other stores.
+
+        Raises:
+            AgentkeepError: this context was made without one (outside an agent).
+        """
+        if self.open_history_kv is None:
+            raise AgentkeepError("This hook context has no history store (open_history_kv).")
+        return self.open_history_kv()
 
     @property
     def permission_mode(self) -> PermissionMode:

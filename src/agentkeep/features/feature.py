@@ -213,6 +213,28 @@ class Feature:
         """Inside the transaction that appends ``call``'s result; raising blocks the batch."""
         return
 
+    # -- compaction and the history KV (area: histkv) ------------------------------------------
+
+    def before_compaction(self, ctx: HookContext) -> None:
+        """Observe that a compaction is about to ask the provider for its summary (once per
+        attempt; none for an empty conversation, which has nothing to summarise).
+        ``ctx.history_kv`` is still the history about to be replaced. Isolated: a failure is
+        logged, never raised."""
+        return
+
+    def history_erased_transact(self, ctx: HookContext) -> None:
+        """Inside the compaction's replacement transaction, after the old records and the
+        history KV were erased and before the summary replacing them is appended: its writes
+        (to ``ctx.history_kv``, which starts empty here, or any store) commit or roll back
+        with the replacement. Raising rolls the whole compaction back (the history and its
+        KV stay) and the compaction fails."""
+        return
+
+    def after_compaction(self, ctx: HookContext) -> None:
+        """Observe that a compaction's replacement committed (``ctx.history_kv`` is the new
+        history's). Isolated: a failure is logged, never raised."""
+        return
+
 
 # Every hook a feature can override (and ``validate_settings``), by name.
 HOOKS: frozenset[str] = frozenset(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentkeep.loop import retry
 from agentkeep.loop.context import LoopContext
-from agentkeep.loop.effects import CompactionResolved, StartCompaction
+from agentkeep.loop.effects import CompactionResolved, Observe, StartCompaction
 from agentkeep.loop.events import CompactionFinished
 from agentkeep.loop.outcomes import Outcome
 from agentkeep.loop.phases import Compacting, Passing
@@ -30,6 +30,8 @@ def start(ctx: LoopContext) -> Outcome:
         # still continue it (docs/lifecycle.md).
         cut = ctx.mirror.owed is not None and ctx.mirror.owed.response_open
         ctx.commit(StageOwed(owed=ctx.owed_now("compaction", response_open=cut)))
+    # Each attempt's provider call is announced first (the history KV is still the old one).
+    ctx.out.append(Observe(hook="before_compaction", ids=ctx.ids()))
     ctx.out.append(
         StartCompaction(
             compaction_id=compaction_id,
@@ -73,6 +75,13 @@ def finished(ctx: LoopContext, event: CompactionFinished) -> Outcome:
     else:
         resolve(ctx, error=outcome.message)
     return Outcome.DONE
+
+
+def replaced(ctx: LoopContext) -> None:
+    """The replacement committed: ``after_compaction`` observes it, then the request is
+    answered (so a waiting ``compact`` returns after the observers ran)."""
+    ctx.out.append(Observe(hook="after_compaction", ids=ctx.ids()))
+    resolve(ctx, error=None)
 
 
 def resolve(ctx: LoopContext, *, error: str | None) -> None:

@@ -109,6 +109,8 @@ ObserverName: TypeAlias = Literal[
     "after_agent_settled",
     "message_accepted",
     "permission_mode_changed",
+    "before_compaction",
+    "after_compaction",
 ]
 
 

@@ -133,7 +133,7 @@ def landed(ctx: LoopContext, plan: Plan, value: PlanResult) -> Outcome:
             ctx.mirror.records = [CompactionRecord(messages=messages, owes_answer=owes), *suffix]
             ctx.mirror.context_tokens = None
             ctx.mirror.owed = plan.owed
-            compaction.resolve(ctx, error=None)
+            compaction.replaced(ctx)
         case Settle():
             # Not settled: work arrived while settling, and it is owed.
             return Outcome.SETTLED if plan.committed(value).settled else Outcome.NOT_SETTLED

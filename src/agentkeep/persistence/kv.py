@@ -72,6 +72,28 @@ class _GuardedBackend:
         return self._inner.run(op, write=write)
 
 
+class _CheckedBackend:
+    """Runs ``check(tx)`` first in each operation's own transaction (history KV): the check
+    and the operation see one state, so no operation runs after the check turned False."""
+
+    def __init__(self, inner: _Backend, check: Callable[[Transaction], bool]) -> None:
+        self._inner = inner
+        self._check = check
+
+    def run(self, op: Callable[[Transaction], T], *, write: bool) -> T:
+        check = self._check
+
+        def checked(tx: Transaction) -> T:
+            if not check(tx):
+                raise ExpiredScopeError(
+                    "This key-value store's scope has ended (the history it belonged to was "
+                    "replaced)."
+                )
+            return op(tx)
+
+        return self._inner.run(checked, write=write)
+
+
 class ScopedKV:
     """A key-value store confined to one scope of the ``kv`` table.
 
@@ -105,6 +127,12 @@ class ScopedKV:
     def until(self, alive: Callable[[], bool]) -> ScopedKV:
         """This scope, refusing use (``ExpiredScopeError``) once ``alive()`` is False."""
         return ScopedKV(_GuardedBackend(self._backend, alive), self._prefix)
+
+    def checked(self, check: Callable[[Transaction], bool]) -> ScopedKV:
+        """This scope, each operation first running ``check(tx)`` inside its own transaction
+        and refusing (``ExpiredScopeError``) when it is False: a durable validity test (the
+        history KV's generation) that no operation can slip past."""
+        return ScopedKV(_CheckedBackend(self._backend, check), self._prefix)
 
     def _key(self, key: str) -> str:
         check_name(key, "key")
@@ -160,9 +188,19 @@ class ScopedKV:
         """The value at ``key``, or ``factory()`` stored there first (allocated once).
 
         Read and write happen in one transaction, so concurrent callers all get the value
-        the first one stored. Outside a transaction ``factory`` runs in the writer's thread.
+        the first one stored and ``factory`` runs at most once per stored value. Inside a
+        transaction it joins it (the value commits or rolls back with it). Outside one, a
+        value already stored is read without a write transaction; otherwise ``factory`` runs
+        in the writer's thread (keep it quick, and let it not call the store: it runs inside
+        the writer's transaction). ``factory()`` returning None raises ``ValueError``.
         """
         raw = self._key(key)
+        if not isinstance(self._backend, _TransactionBackend):
+            # The common case, allocated already: read first, with no writer round trip
+            # through a handle (a reader snapshot).
+            found = self._backend.run(lambda tx: tx.kv.read(raw), write=False)
+            if found is not None:
+                return found
 
         def op(tx: Transaction) -> Any:
             existing = tx.kv.read(raw)

@@ -46,7 +46,8 @@ from agentkeep.loop.requests import batch_through_request, request_of, requested
 from agentkeep.loop.texts import CONTINUE_NOTICE, FAILURE_NOTE
 from agentkeep.persistence.interface import Transaction
 from agentkeep.runtime import session_turns
-from agentkeep.runtime.kv_areas import CALL_AREA, HISTORY_AREA, RUN_AREA, area_prefix
+from agentkeep.runtime.history_kv import erase_history_kv
+from agentkeep.runtime.kv_areas import CALL_AREA, RUN_AREA, area_prefix
 from agentkeep.runtime.tool_claims import claim_result
 from agentkeep.types import (
     AssistantBlock,
@@ -98,6 +99,17 @@ class ConsumptionPolicy(Protocol):
         permission mode, inside its transaction; raising rolls the consumption back."""
         ...
 
+    def observes_history_erasure(self) -> bool:
+        """Whether :meth:`history_erased` runs any hook (else the compaction replaces its
+        records in one step)."""
+        ...
+
+    def history_erased(self, tx: Transaction) -> None:
+        """Run ``history_erased_transact`` inside a compaction's replacement transaction,
+        after the old records and the history KV were erased and before the replacement is
+        appended; raising rolls the compaction back."""
+        ...
+
 
 class KeepEverything:
     """A consumption policy for callers without a registry or features: never reset, no
@@ -117,6 +129,12 @@ class KeepEverything:
     def permission_mode_changed(
         self, tx: Transaction, previous: Settings, current: Settings
     ) -> None:
+        return None
+
+    def observes_history_erasure(self) -> bool:
+        return False
+
+    def history_erased(self, tx: Transaction) -> None:
         return None
 
 
@@ -238,7 +256,7 @@ def execute(
         case Settle():
             return _settle(tx, agent_id)
         case ReplaceWithCompaction():
-            _replace_with_compaction(tx, agent_id, plan)
+            _replace_with_compaction(tx, agent_id, plan, policy)
             return None
     raise TypeError(f"unknown plan {plan!r}")  # pragma: no cover - the union is exhaustive
 
@@ -401,7 +419,7 @@ def _restart_history(tx: Transaction, agent_id: str, previous: Settings) -> int 
     tx.queue.release_message_ids(agent_id, released)
     epoch = tx.archive.add_epoch(agent_id, None, reason="model_switch", settings=previous)
     tx.records.rewrite(agent_id, [])
-    tx.kv.clear(area_prefix(agent_id, HISTORY_AREA))
+    erase_history_kv(tx, agent_id)  # with the history it belonged to; old handles expire
     tx.facts.write_context_tokens(agent_id, None)
     return epoch
 
@@ -454,10 +472,14 @@ def _settle(tx: Transaction, agent_id: str) -> Settled:
     return Settled(settled=True)
 
 
-def _replace_with_compaction(tx: Transaction, agent_id: str, plan: ReplaceWithCompaction) -> None:
+def _replace_with_compaction(
+    tx: Transaction, agent_id: str, plan: ReplaceWithCompaction, policy: ConsumptionPolicy
+) -> None:
     """Replace records 1..through with the compaction, keeping everything that joined after
     the snapshot (the boundary is a record count, so another owner's later records stay).
-    The replaced records move into an archived epoch, readable until an explicit purge."""
+    The replaced records move into an archived epoch, readable until an explicit purge; the
+    history KV is erased with them. ``history_erased_transact`` runs between the erasure
+    and the replacement, all in this one transaction."""
     records = tx.records.load(agent_id)
     erased = records[: plan.through_position]
     released = [r.message_id for r in erased if isinstance(r, UserRecord)]
@@ -468,10 +490,17 @@ def _replace_with_compaction(tx: Transaction, agent_id: str, plan: ReplaceWithCo
         reason="compaction",
         settings=tx.facts.read_settings(agent_id),
     )
-    tx.kv.clear(area_prefix(agent_id, HISTORY_AREA))
-    suffix_owes = any(isinstance(r, UserRecord) for r in records[plan.through_position :])
+    erase_history_kv(tx, agent_id)  # with the history it belonged to; old handles expire
+    suffix = records[plan.through_position :]
+    suffix_owes = any(isinstance(r, UserRecord) for r in suffix)
     replacement = CompactionRecord(messages=plan.messages, owes_answer=plan.owes_answer)
-    tx.records.replace(agent_id, plan.through_position, replacement)
+    if policy.observes_history_erasure():
+        # The hooks run with the old records gone and the replacement not yet there.
+        tx.records.rewrite(agent_id, list(suffix))
+        policy.history_erased(tx)
+        tx.records.replace(agent_id, 0, replacement)  # put first, the suffix after it
+    else:
+        tx.records.replace(agent_id, plan.through_position, replacement)
     tx.facts.write_context_tokens(agent_id, None)
     if plan.answer_now or suffix_owes:
         tx.facts.write_owed(agent_id, plan.owed)

@@ -35,9 +35,13 @@ class ToolContext(Protocol):
         turn_id: The turn the call belongs to.
         inference_id: The provider request whose response asked for the call; None for a
             call recovered after a restart or requested by a user message.
+        history_kv: The tool's store for the agent's current conversation history, narrowed
+            to ``tool.<tool id>`` (shared by every call of that tool, no other tool's):
+            erased with that history (compaction, incompatible model switch, profile change);
+            a handle refuses use once its history was replaced or its call returned.
 
-    Inside a ``transactional`` tool, ``kv`` and ``system`` are bound to the call's transaction
-    (they refuse use once it ended) and ``commit`` joins it.
+    Inside a ``transactional`` tool, ``kv``, ``history_kv`` and ``system`` are bound to the
+    call's transaction (they refuse use once it ended) and ``commit`` joins it.
     """
 
     @property
@@ -96,6 +100,19 @@ class ToolContext(Protocol):
         after a restart (that request is not known then) or requested by a user message."""
         ...
 
+    @property
+    def history_kv(self) -> KeyValueStore:
+        """The tool's store for the agent's current conversation history (``tool.<tool
+        id>``), durable across turns and restarts and erased in the transaction that replaces
+        that history (a compaction, an incompatible model switch, a profile change).
+
+        Bound to the history current when first read; it raises
+        :class:`~agentkeep.errors.ExpiredScopeError` once that history was replaced, or once
+        the call returned or was cancelled. Inside a ``transactional`` tool it joins the call's
+        transaction.
+        """
+        ...
+
     def commit(self, result: Any) -> bool:
         """Durably save ``result`` as this call's result now (``ctx.commit``).
 
@@ -137,6 +154,7 @@ class BasicToolContext:
     loop_id: str | None = None
     turn_id: str | None = None
     inference_id: str | None = None
+    history_kv_store: KeyValueStore | None = None  # histkv: what history_kv returns
 
     def commit(self, result: Any) -> bool:
         """Keep the first ``result`` committed in ``committed``; True for that first one.
@@ -158,6 +176,17 @@ class BasicToolContext:
         if self.kv_store is None:
             raise AgentkeepError("This tool context has no key-value store (kv_store).")
         return self.kv_store
+
+    @property
+    def history_kv(self) -> KeyValueStore:
+        """The ``history_kv_store`` this context was given.
+
+        Raises:
+            AgentkeepError: it was given none.
+        """
+        if self.history_kv_store is None:
+            raise AgentkeepError("This tool context has no history store (history_kv_store).")
+        return self.history_kv_store
 
     @property
     def system(self) -> AgentSystemRef:

@@ -106,11 +106,11 @@ def compaction_deletes_what_it_replaces() -> Iterator[None]:
     consumed messages among them are gone."""
     original = commit_plans._replace_with_compaction
 
-    def replace(tx: Any, agent_id: str, plan: ReplaceWithCompaction) -> None:
+    def replace(tx: Any, agent_id: str, plan: ReplaceWithCompaction, *rest: Any) -> None:
         archive = tx.archive.add_epoch
         tx.archive.add_epoch = lambda *args, **kwargs: None
         try:
-            original(tx, agent_id, plan)
+            original(tx, agent_id, plan, *rest)
         finally:
             tx.archive.add_epoch = archive
 

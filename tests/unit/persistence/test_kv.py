@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,65 @@ def test_get_or_create_allocates_once(store: Store) -> None:
     assert kv.get_or_create("id", lambda: next(calls)) == 0
     assert kv.get_or_create("id", lambda: next(calls)) == 0
     assert next(calls) == 1
+
+
+def test_get_or_create_allocates_once_under_two_threads(store: Store) -> None:
+    """Both callers start together; the factory runs once and both get its value."""
+    kv = store.kv("s")
+    calls = itertools.count()
+    start = threading.Barrier(2)
+    got: list[Any] = []
+
+    def ask() -> None:
+        start.wait(timeout=10)
+        got.append(kv.get_or_create("id", lambda: f"id-{next(calls)}"))
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert got == ["id-0", "id-0"]
+    assert next(calls) == 1
+
+
+def test_get_or_create_joins_a_transaction_and_rolls_back_with_it(store: Store) -> None:
+    calls = itertools.count()
+
+    def allocate(tx: Transaction) -> tuple[Any, Any]:
+        kv = ScopedKV.in_transaction(tx, "s")
+        return kv.get_or_create("id", lambda: next(calls)), kv.read("id")
+
+    def allocate_then_fail(tx: Transaction) -> None:
+        allocate(tx)
+        raise RuntimeError("roll it back")
+
+    with pytest.raises(RuntimeError):
+        store.transact(allocate_then_fail)
+    assert store.kv("s").read("id") is None  # rolled back with its transaction
+    assert store.transact(allocate) == (1, 1)  # seen inside, before the commit
+    assert store.kv("s").get_or_create("id", lambda: next(calls)) == 1
+    assert next(calls) == 2
+
+
+def test_get_or_create_refuses_a_factory_that_returns_none(store: Store) -> None:
+    with pytest.raises(ValueError, match="None"):
+        store.kv("s").get_or_create("id", lambda: None)
+    assert store.kv("s").read("id") is None
+
+
+def test_a_checked_scope_refuses_use_once_its_check_fails(store: Store) -> None:
+    """``checked``: the test runs in each operation's own transaction."""
+    store.kv().write("generation", 1)
+    kv = store.kv("history").checked(lambda tx: tx.kv.read("generation") == 1)
+    kv.write("k", "v")
+    assert kv.read("k") == "v"
+    store.kv().write("generation", 2)
+    with pytest.raises(ExpiredScopeError):
+        kv.read("k")
+    with pytest.raises(ExpiredScopeError):
+        kv.scoped("nested").write("k", "w")
+    assert store.kv("history").list() == [("k", "v")]
 
 
 def test_a_kv_lent_to_a_transaction_refuses_use_after_it_ended(store: Store) -> None:
