@@ -44,6 +44,7 @@ from agentkeep.errors import (
     StoreUnavailableError,
     ToolCommitError,
     ToolDefinitionError,
+    TransactionScopeError,
     TurnStateError,
     UnknownAgentError,
     UnknownProviderError,
@@ -64,6 +65,7 @@ from agentkeep.loop.actions import CompactAction, InjectAction, SendAction, Stee
 from agentkeep.messages import system, tool_request, user
 from agentkeep.providers import DemoModel, Providers, ScriptedModel, script
 from agentkeep.refs import AgentRef, AgentSystemRef
+from agentkeep.system_transaction import SystemTransaction
 from agentkeep.tools import (
     ProviderTool,
     Tool,
@@ -171,6 +173,7 @@ __all__ = [
     "SupervisorGaveUpError",
     "SystemMessage",
     "SystemOptions",
+    "SystemTransaction",
     "TextBlock",
     "Tokens",
     "Tool",
@@ -183,6 +186,7 @@ __all__ = [
     "ToolContext",
     "ToolDefinitionError",
     "ToolResultMessage",
+    "TransactionScopeError",
     "TurnInfo",
     "TurnStateError",
     "UnknownAgentError",

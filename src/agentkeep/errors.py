@@ -147,6 +147,27 @@ class StoreReplacedError(StoreUnavailableError):
     code = "store_replaced"
 
 
+class TransactionScopeError(StoreError):
+    """A command that may not run inside a store transaction was called from inside one.
+
+    A transaction's work runs in the store writer's thread, and the whole store waits for it:
+    a command that needs a transaction of its own, waits for an agent or for the system, or
+    has a live effect the transaction could not roll back (creating, resolving, deleting or
+    relabelling an agent, abort, compact, close, shutdown, the waits) would wait for itself
+    or escape the rollback, so it is refused at once. ``command`` names what was refused.
+    """
+
+    code = "transaction_scope"
+
+    def __init__(self, command: str, hint: str = "") -> None:
+        detail = f" {hint}" if hint else ""
+        super().__init__(
+            f"{command} is refused inside a transaction: the transaction holds the store's "
+            f"only writer, which {command} would wait for or act behind.{detail}"
+        )
+        self.command = command
+
+
 class ExpiredScopeError(AgentkeepError):
     """A store handle lent to a transaction or a call was used after its scope ended."""
 

@@ -7,19 +7,26 @@ caller here is told about: addressed to another agent, ``send``/``steer`` return
 durably queued; addressed to the agent the caller runs in, it is queued the same way — the
 write goes through the store's writer, never through the agent's own loop, so it cannot wait
 for itself. Identities have no public constructor: the runtime builds them.
+
+Bound to a transaction (a transactional hook's or tool's, :meth:`AgentSystemRef.within`), a
+view sends and steers inside it and reads, and refuses the rest (``create``,
+``update_metadata``, ``compact``, ``abort``) with ``TransactionScopeError``: they need a
+transaction of their own or act at once, where a rollback could not undo them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol, Unpack
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar, Unpack
 
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery, SendOptions
+from agentkeep.errors import TransactionScopeError, UnknownAgentError
 from agentkeep.persistence.interface import Transaction
+from agentkeep.system_transaction import AcceptancePort, SystemTransaction, run_within
 from agentkeep.types import JSONObject, Message, QueueableMessage
-from agentkeep.types.records import QueueName
 
+T = TypeVar("T")
 _UNSET: Any = object()
 
 
@@ -76,32 +83,27 @@ class SystemPort(Protocol):
         """The agent with this id; raises ``UnknownAgentError``."""
         ...
 
-
-class AcceptancePort(Protocol):
-    """How these views queue a message: the system's acceptance
-    (``agentkeep.agent_system._acceptance.Acceptance``), the one path every ``send`` and
-    ``steer`` takes. Declared here for the same reason as :class:`SystemPort`."""
-
-    def send(
-        self,
-        tx: Transaction | None,
-        agent_id: str,
-        queue: QueueName,
-        message: QueueableMessage,
-        options: SendOptions,
-        *,
-        where: str,
-    ) -> Delivery:
-        """Accept ``message`` inside ``tx`` (told after it commits), or in a transaction of
-        its own if None; ``where`` names the surface in a ``TypeError`` for a bad option."""
+    def transaction(self, work: Callable[[SystemTransaction], T]) -> T:
+        """Run ``work`` in one store transaction (see
+        :meth:`AgentSystem.transaction <agentkeep.AgentSystem.transaction>`)."""
         ...
+
+
+def _refuse_in(tx: Transaction | None, command: str) -> None:
+    """A reference bound to a transaction refuses the commands that cannot join it."""
+    if tx is not None:
+        raise TransactionScopeError(
+            command, "Inside a transaction a reference may send, steer and read."
+        )
 
 
 class AgentRef:
     """One agent, seen from inside another agent's loop (or its own).
 
     Given to a hook that runs inside a transaction, ``send``/``steer`` queue the message in
-    that transaction and tell the agent only once it committed (a rollback leaves nothing).
+    that transaction and tell the agent only once it committed (a rollback leaves nothing);
+    ``compact``, ``abort`` and ``update_metadata`` cannot join it and are refused
+    (``TransactionScopeError``).
     """
 
     __slots__ = ("_acceptance", "_system", "_tx", "id")
@@ -167,15 +169,20 @@ class AgentRef:
         )
 
     def compact(self) -> None:
-        """Ask for a compaction; returns once asked."""
+        """Ask for a compaction; returns once asked (refused inside a transaction)."""
+        _refuse_in(self._tx, "AgentRef.compact")
         self._system.compact(self.id, wait=False)
 
     def abort(self) -> None:
-        """Ask the agent to abort its turn; returns once asked."""
+        """Ask the agent to abort its turn; returns once asked (refused inside a
+        transaction)."""
+        _refuse_in(self._tx, "AgentRef.abort")
         self._system.abort(self.id, wait=False)
 
     def update_metadata(self, patch: JSONObject) -> JSONObject:
-        """Shallow-merge ``patch`` into the agent's metadata (committed before it shows)."""
+        """Shallow-merge ``patch`` into the agent's metadata (committed before it shows;
+        refused inside a transaction)."""
+        _refuse_in(self._tx, "AgentRef.update_metadata")
         return self._system.update_metadata(self.id, patch)
 
 
@@ -207,6 +214,18 @@ class AgentSystemRef:
         """This reference for a hook running inside ``tx`` (see :class:`AgentRef`)."""
         return AgentSystemRef(self._system, self._acceptance, self.agent_id, _token=_UNSET, tx=tx)
 
+    def transaction(self, work: Callable[[SystemTransaction], T]) -> T:
+        """Run ``work(t)`` in one store transaction and return what it returned: the
+        transaction this reference is bound to (a transactional hook's or tool's), or else a
+        new one (:meth:`AgentSystem.transaction <agentkeep.AgentSystem.transaction>`).
+
+        Reusing a transaction, a raise from ``work`` propagates into the enclosing hook,
+        which rolls that whole transaction back; ``t`` expires when ``work`` returns.
+        """
+        if self._tx is not None:
+            return run_within(self._tx, self._acceptance, work)
+        return self._system.transaction(work)
+
     def create(
         self,
         config: AgentConfig | None = None,
@@ -215,19 +234,26 @@ class AgentSystemRef:
         parent: str | None = _UNSET,
         initial_context: Sequence[Message] | None = None,
     ) -> AgentRef:
-        """Create an agent; its parent defaults to the agent this reference belongs to."""
+        """Create an agent; its parent defaults to the agent this reference belongs to.
+        Refused inside a transaction (``TransactionScopeError``)."""
+        _refuse_in(self._tx, "AgentSystemRef.create")
         chosen = self.agent_id if parent is _UNSET else parent
         agent = self._system.create(config, id=id, parent=chosen, initial_context=initial_context)
         return make_agent_ref(self._system, self._acceptance, agent.id)
 
     def resolve(self, agent_id: str) -> AgentRef:
-        """The agent ``agent_id``, seen from here (bound to this reference's transaction, if any).
+        """The agent ``agent_id``, seen from here (bound to this reference's transaction, if
+        any: there the transaction itself says whether the agent exists, and the reference
+        only addresses messages — it loads nothing).
 
         Raises:
             UnknownAgentError: no agent has the id.
             AgentClosedError: the system is closing or closed.
         """
-        self._system.resolve(agent_id)
+        if self._tx is None:
+            self._system.resolve(agent_id)
+        elif self._tx.agents.get(agent_id) is None:
+            raise UnknownAgentError(agent_id)
         return AgentRef(self._system, self._acceptance, agent_id, _token=_UNSET, tx=self._tx)
 
     def send(
@@ -254,7 +280,9 @@ class AgentSystemRef:
         Raises:
             UnknownAgentError: no agent has the id.
             AgentClosedError: the system is closing or closed.
+            TransactionScopeError: inside a transaction.
         """
+        _refuse_in(self._tx, "AgentSystemRef.compact")
         self.resolve(agent_id).compact()
 
     def abort(self, agent_id: str) -> None:
@@ -262,7 +290,9 @@ class AgentSystemRef:
 
         Raises:
             UnknownAgentError: no agent has the id.
+            TransactionScopeError: inside a transaction.
         """
+        _refuse_in(self._tx, "AgentSystemRef.abort")
         self.resolve(agent_id).abort()
 
     def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject:
@@ -275,7 +305,9 @@ class AgentSystemRef:
             UnknownAgentError: no agent has the id.
             AgentClosedError: the system is closing or closed.
             InvalidConfigError: ``patch`` is not a JSON object.
+            TransactionScopeError: inside a transaction.
         """
+        _refuse_in(self._tx, "AgentSystemRef.update_metadata")
         return self._system.update_metadata(agent_id, patch)
 
     def parent_of(self, agent_id: str) -> str | None:

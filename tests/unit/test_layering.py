@@ -62,6 +62,7 @@ LAYERS: tuple[Component, ...] = (
         4,
         "extension",
         (
+            "agentkeep.system_transaction",
             "agentkeep.refs",
             "agentkeep.tools",
             "agentkeep.features",
@@ -96,6 +97,7 @@ LAYERS: tuple[Component, ...] = (
             "agentkeep.agent_system._rows",
             "agentkeep.agent_system._signals",
             "agentkeep.agent_system._stopping",
+            "agentkeep.agent_system._transactions",
             "agentkeep.agent_system.surfaces",
         ),
     ),

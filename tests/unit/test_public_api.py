@@ -95,6 +95,7 @@ PUBLIC = [
     "SupervisorGaveUpError",
     "SystemMessage",
     "SystemOptions",
+    "SystemTransaction",
     "TextBlock",
     "Tokens",
     "Tool",
@@ -107,6 +108,7 @@ PUBLIC = [
     "ToolContext",
     "ToolDefinitionError",
     "ToolResultMessage",
+    "TransactionScopeError",
     "TurnInfo",
     "TurnStateError",
     "UnknownAgentError",
@@ -341,6 +343,7 @@ NOT_PUBLIC_SIGNATURES = {
     "providers.OpenAIChatModelSession.__init__": "as AnthropicModelSession.__init__",
     "providers.OpenAIResponsesModelSession.__init__": "as AnthropicModelSession.__init__",
     "AgentSystemRef.within": "the runtime binds a reference to a hook's transaction",
+    "SystemTransaction.__init__": "use AgentSystem.transaction or HookContext.in_tx",
 }
 
 

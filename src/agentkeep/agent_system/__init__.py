@@ -8,6 +8,7 @@ parts it is composed of, each a private module of this package.
 - ``_internals``: the parts, built once by ``open`` (``AgentSystem.internals``);
 - ``_acceptance``: the one acceptance path of a message (``_driver_turns``: a driver's);
 - ``_requests``: the requests to a running agent (abort, compact, wait, wake);
+- ``_transactions``: an embedder's transaction, and the commands refused inside one;
 - ``_stopping``: ``close``, ``shutdown``, giving up, the daemon's signal handlers;
 - ``_rows``: creating, listing and relabelling agents (:class:`AgentInfo`);
 - ``_signals``: SIGTERM/SIGINT for a daemon;

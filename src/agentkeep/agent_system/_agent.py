@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, Unpack
 
+from agentkeep.agent_system._transactions import outside_transaction
 from agentkeep.delivery import Delivery, SendOptions
 from agentkeep.history import HistoryEpoch, PurgeResult
 from agentkeep.types import JSONObject, Message, QueueableMessage, Settings
@@ -60,6 +61,7 @@ class Agent:
     def __repr__(self) -> str:
         return f"Agent(id={self.id!r})"
 
+    @outside_transaction
     def send(
         self,
         message: QueueableMessage,
@@ -69,6 +71,7 @@ class Agent:
         :meth:`AgentSystem.send`'s)."""
         return self._system.send(self.id, message, **options)
 
+    @outside_transaction
     def steer(
         self,
         message: QueueableMessage,
@@ -77,6 +80,7 @@ class Agent:
         """Queue a message on the steering queue; returns once it is durable."""
         return self._system.steer(self.id, message, **options)
 
+    @outside_transaction
     def update_metadata(self, patch: JSONObject) -> JSONObject:
         """Shallow-merge ``patch`` into the agent's metadata; committed before it shows (the
         ``metadata_changed_transact`` and ``metadata_changed`` hooks fire, as for
@@ -92,6 +96,7 @@ class Agent:
         """
         return self._system.update_metadata(self.id, patch)
 
+    @outside_transaction
     def abort(self, *, wait: bool = False, timeout_seconds: float | None = None) -> None:
         """Abort the agent's running turn; a no-op when it has none.
 
@@ -110,6 +115,7 @@ class Agent:
         """
         self._system.abort(self.id, wait=wait, timeout_seconds=timeout_seconds)
 
+    @outside_transaction
     def compact(self, *, wait: bool = False, timeout_seconds: float | None = None) -> None:
         """Ask the agent to compact its context, after its current step.
 
@@ -128,6 +134,7 @@ class Agent:
         """
         self._system.compact(self.id, wait=wait, timeout_seconds=timeout_seconds)
 
+    @outside_transaction
     def wait_for_idle(self, *, timeout_seconds: float | None = None) -> bool:
         """Block until the agent has nothing running.
 
@@ -164,6 +171,7 @@ class Agent:
         """
         return self._reads.history(self.id)
 
+    @outside_transaction
     def purge_archived(self) -> PurgeResult:
         """Physically delete the agent's archived epochs (see :meth:`history`); the current
         conversation is untouched. Nothing else in agentkeep deletes conversation records.

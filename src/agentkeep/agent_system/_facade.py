@@ -13,11 +13,11 @@ how it stops (``_stopping``); each public method is a one-line delegation, or sa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Unpack
+from typing import TypeVar, Unpack
 
 from agentkeep.agent_system._agent import Agent
 from agentkeep.agent_system._internals import SystemInternals
@@ -27,6 +27,7 @@ from agentkeep.agent_system._opening import (
     recover_turns_at_open,
 )
 from agentkeep.agent_system._rows import AgentInfo, create_agent, list_agents, new_agent_row
+from agentkeep.agent_system._transactions import outside_transaction
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery, SendOptions
 from agentkeep.errors import UnknownAgentError
@@ -37,8 +38,10 @@ from agentkeep.providers.catalog import Providers
 from agentkeep.registry import Registry
 from agentkeep.sessions import Sessions
 from agentkeep.sessions import setup as session_setup
+from agentkeep.system_transaction import SystemTransaction
 from agentkeep.types import JSONObject, Message, QueueableMessage, SessionEvent, Settings
 
+T = TypeVar("T")
 _OPEN = object()
 
 
@@ -126,6 +129,7 @@ class AgentSystem:
         it, and every other agent (see ``docs/sessions.md``)."""
         return Sessions(self._parts)
 
+    @outside_transaction
     def start(self, *agent_ids: str) -> list[str]:
         """Resume every agent that owes work, or — given ids — start exactly those agents:
         an explicit start continues whatever their durable state owes, including a question
@@ -154,6 +158,7 @@ class AgentSystem:
 
     # -- agents ----------------------------------------------------------------------------
 
+    @outside_transaction
     def create(
         self,
         config: AgentConfig | None = None,
@@ -169,6 +174,7 @@ class AgentSystem:
             create_agent(parts.store.handle, row, initial_context)
             return Agent(self, row.id)
 
+    @outside_transaction
     def resolve(self, agent_id: str) -> Agent:
         """The agent with this id (its loop is not started). Raises ``UnknownAgentError``."""
         reads = self._parts.reads
@@ -180,6 +186,7 @@ class AgentSystem:
         """Every agent with its parent, metadata and whether it owes work."""
         return self._parts.reads.read(list_agents)
 
+    @outside_transaction
     def delete(self, agent_id: str, *, timeout_seconds: float | None = 30.0) -> None:
         """Close the agent (letting its work finish), release its id, keep what it wrote."""
         parts = self._parts
@@ -192,6 +199,7 @@ class AgentSystem:
 
     # -- messages (the one acceptance path: ``_acceptance``) -------------------------------
 
+    @outside_transaction
     def send(
         self, agent_id: str, message: QueueableMessage, **options: Unpack[SendOptions]
     ) -> Delivery:
@@ -209,6 +217,7 @@ class AgentSystem:
             None, agent_id, "send", message, options, where="AgentSystem.send"
         )
 
+    @outside_transaction
     def steer(
         self, agent_id: str, message: QueueableMessage, **options: Unpack[SendOptions]
     ) -> Delivery:
@@ -217,6 +226,34 @@ class AgentSystem:
         return self._parts.acceptance.send(
             None, agent_id, "steering", message, options, where="AgentSystem.steer"
         )
+
+    # -- transactions (``_transactions``) --------------------------------------------------
+
+    @outside_transaction
+    def transaction(self, work: Callable[[SystemTransaction], T]) -> T:
+        """Run ``work(t)`` in ONE store transaction and return what it returned.
+
+        ``t`` (a :class:`~agentkeep.SystemTransaction`) offers stores bound to the
+        transaction (``t.shared_kv(name)``, ``t.agent_kv(agent_id, name)``) and
+        ``t.send``/``t.steer``, which write the queue entry and the owed fact inside it and
+        tell the agent (starting an idle one) only after the commit — never waiting for it.
+        A raise in ``work`` rolls all of it back and is re-raised here: no message queued,
+        no agent woken, no event on the ledger. ``work`` runs in the store's writer thread
+        while every other writer waits: keep it short, with no outside effects. Inside it,
+        the commands that would wait for the writer or escape the rollback (``create``,
+        ``resolve``, ``delete``, ``update_metadata``, ``abort``, ``compact``, ``start``,
+        ``close``, ``shutdown``, the waits, and ``send``/``steer`` outside ``t``) raise
+        :class:`~agentkeep.TransactionScopeError`; reads of committed state are allowed.
+
+        Raises:
+            AgentClosedError: the system is closing or closed.
+            TransactionScopeError: called from inside a transaction (use the ``t`` you have;
+                a hook's ``ctx.in_tx`` reuses its own).
+            CommitOutcomeUnknownError: the COMMIT failed and may have landed (every agent
+                ``t`` sent to is woken, so a message that did land runs); re-read by
+                identity, or repeat with the same message ids (idempotent).
+        """
+        return self._parts.transactions.run(work)
 
     # -- reads (``_reads``) ----------------------------------------------------------------
 
@@ -267,6 +304,7 @@ class AgentSystem:
         """A copy of the agent's metadata. Raises ``UnknownAgentError``."""
         return self._parts.reads.metadata(agent_id)
 
+    @outside_transaction
     def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject:
         """Shallow-merge ``patch`` into the agent's metadata; committed before it shows."""
         return self._parts.reads.update_metadata(agent_id, patch)
@@ -282,6 +320,7 @@ class AgentSystem:
 
     # -- requests to a running agent (``_requests``) ---------------------------------------
 
+    @outside_transaction
     def abort(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
@@ -296,6 +335,7 @@ class AgentSystem:
         """
         self._parts.requests.abort(agent_id, wait=wait, timeout_seconds=timeout_seconds)
 
+    @outside_transaction
     def compact(
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
@@ -313,6 +353,7 @@ class AgentSystem:
         """
         self._parts.requests.compact(agent_id, wait=wait, timeout_seconds=timeout_seconds)
 
+    @outside_transaction
     def wait_for_idle(self, agent_id: str, *, timeout_seconds: float | None = None) -> bool:
         """Block until the agent has nothing running; False on timeout.
 
@@ -323,6 +364,7 @@ class AgentSystem:
 
     # -- stopping (``_stopping``) ----------------------------------------------------------
 
+    @outside_transaction
     def close(self, *, timeout_seconds: float | None = 30.0) -> None:
         """Admit nothing new, let admitted work finish (up to the timeout), stop every actor
         (destroying sessions once), and release the store's lock.
@@ -334,6 +376,7 @@ class AgentSystem:
         """
         self._parts.stopping.close(timeout_seconds=timeout_seconds)
 
+    @outside_transaction
     def shutdown(self, *, timeout_seconds: float | None = 30.0) -> None:
         """Graceful shutdown: refuse new work, let in-flight inferences and tool calls finish
         and commit, stop before the next step; owed work resumes at the next open.
@@ -351,6 +394,7 @@ class AgentSystem:
         """Why the system stopped on its own (a failure storm past the restart intensity)."""
         return self._parts.stopping.failure
 
+    @outside_transaction
     def wait_for_failure(self, timeout_seconds: float | None = None) -> BaseException | None:
         """Block until the system stopped on its own; returns the error (None on timeout)."""
         return self._parts.stopping.wait_for_failure(timeout_seconds)
@@ -360,6 +404,7 @@ class AgentSystem:
         main thread). :meth:`wait_for_shutdown` blocks until it has finished."""
         self._parts.stopping.install_signal_handlers()
 
+    @outside_transaction
     def wait_for_shutdown(self, timeout_seconds: float | None = None) -> bool:
         """Block until the system has shut down and released the store — by a signal (see
         :meth:`install_signal_handlers`), :meth:`shutdown`, :meth:`close` or giving up;

@@ -4,7 +4,8 @@ accessor ``AgentSystem.internals`` (none of it is public API).
 
 The parts, each owning one concern: :class:`~agentkeep.agent_system._reads.Reads`,
 :class:`~agentkeep.agent_system._acceptance.Acceptance` (the one acceptance path),
-:class:`~agentkeep.agent_system._requests.Requests` (abort, compact, wait, wake) and
+:class:`~agentkeep.agent_system._requests.Requests` (abort, compact, wait, wake),
+:class:`~agentkeep.agent_system._transactions.Transactions` (an embedder's transaction) and
 :class:`~agentkeep.agent_system._stopping.Stopping`; the actors' registry and the drivers'
 host are the runtime they share.
 """
@@ -26,6 +27,7 @@ from agentkeep.agent_system._opening import OpenArguments
 from agentkeep.agent_system._reads import Reads
 from agentkeep.agent_system._requests import Requests
 from agentkeep.agent_system._stopping import Stopping
+from agentkeep.agent_system._transactions import Transactions
 from agentkeep.agent_system.surfaces import SurfaceReader
 from agentkeep.delivery import Delivery
 from agentkeep.drivers.host import DriverHost
@@ -109,6 +111,13 @@ class SystemInternals:
         )
         self.requests = Requests(
             store, admission=self.admission, agents=self.agents, reads=self.reads
+        )
+        self.transactions = Transactions(
+            store,
+            admission=self.admission,
+            acceptance=self.acceptance,
+            agents=self.agents,
+            drivers=self.drivers,
         )
         # A removed provider is disabled: its agents learn it at once (a retry_forever
         # backoff against it ends now). Unsubscribed when the system stops.

@@ -73,12 +73,10 @@ class Requests:
         self, agent_id: str, status: str, move: Callable[[Transaction, str], T]
     ) -> T | None:
         """Move the agent's turns in ``status`` with ``move``, in a transaction of its own —
-        only if there is one (an abort without a turn commits nothing), and not from inside
-        a transaction (a hook's: its turn then ends with the run's settlement). Returns what
-        ``move`` returned, or None if it did not run."""
+        only if there is one (an abort without a turn commits nothing; an abort is refused
+        inside a transaction, ``AgentSystem.abort``). Returns what ``move`` returned, or
+        None if it did not run."""
         handle = self._store.handle
-        if handle.in_transaction:
-            return None
         if any(t.status == status for t in self._reads.read(lambda tx: tx.turns.started(agent_id))):
             return handle.transact(lambda tx: move(tx, agent_id))
         return None

@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from agentkeep.errors import AgentkeepError
 from agentkeep.key_value import KeyValueStore
 from agentkeep.refs import AgentSystemRef
+from agentkeep.system_transaction import SystemTransaction
 from agentkeep.types import JSONObject, PermissionMode, QueueableMessage, Settings, Tokens
 from agentkeep.types.records import QueueName
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,3 +168,13 @@ class HookContext:
         """The agent's effective profile for this hook (opaque; None: the null profile): the
         one the last consumed message selected. It is never sent to the provider."""
         return self.settings.profile
+
+    def in_tx(self, work: Callable[[SystemTransaction], T]) -> T:
+        """Run ``work(t)`` in one store transaction and return what it returned: this hook's
+        own transaction if it runs in one (a ``…_transact`` hook: ``work``'s writes and sends
+        commit or roll back with the hook's), else a new one
+        (:meth:`AgentSystem.transaction <agentkeep.AgentSystem.transaction>`). ``t`` expires
+        when ``work`` returns. Whatever ``work`` raises propagates (a reused transaction
+        then rolls back with the hook that lets it escape).
+        """
+        return self.system.transaction(work)

@@ -9,13 +9,31 @@ from typing import Any, TypeVar
 
 import pykka
 
-from agentkeep.errors import CommitOutcomeUnknownError, StoreError
+from agentkeep.errors import CommitOutcomeUnknownError, TransactionScopeError
 from agentkeep.persistence.faults import FaultInjector
 from agentkeep.persistence.inbox import Counters, Inbox, WorkItem, WriterStatistics
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readers import ReaderPool
 
 T = TypeVar("T")
+
+
+#: Marks the threads of store writers (each writer incarnation's own pykka thread).
+_THREAD = threading.local()
+
+
+def mark_writer_thread() -> None:
+    """Mark the calling thread as a store writer's: every transaction's work, and its
+    after-commit callbacks, run in it."""
+    _THREAD.writer = True
+
+
+def in_store_transaction() -> bool:
+    """True in a store writer's thread: inside some transaction's work (or its after-commit
+    callbacks), where nothing may wait for a writer, an agent or the system — the caller
+    holds the only writer. Commands that would are refused there
+    (:class:`~agentkeep.errors.TransactionScopeError`)."""
+    return bool(getattr(_THREAD, "writer", False))
 
 
 class _Wake:
@@ -57,13 +75,11 @@ class StoreWriterHandle:
             StoreClosedError: the store is closed.
             StoreUnavailableError: the writer failed and is being restarted; the work did
                 not run.
-            StoreError: calling from inside the writer's thread (use the lent transaction).
+            TransactionScopeError: calling from inside a transaction (a writer's thread),
+                which would wait for itself: use the lent transaction.
         """
-        if self._inbox.writer_thread == threading.get_ident():
-            raise StoreError(
-                "transact() was called from inside a transaction (the writer's thread), which "
-                "would wait for itself; use the Transaction your work was given."
-            )
+        if self._inbox.writer_thread == threading.get_ident() or in_store_transaction():
+            raise TransactionScopeError("transact()", "Use the Transaction your work was given.")
         item = WorkItem(work)
         if self._inbox.put(item) and (writer := self._actor_ref) is not None:
             # If the writer is dead its shutdown drained the inbox: the item is answered.

@@ -62,7 +62,7 @@ from agentkeep.logs import get_logger
 from agentkeep.persistence.checkpointer import Checkpointer
 from agentkeep.persistence.disk import REFUSALS, disk_refusal, file_identity, refused_by_disk
 from agentkeep.persistence.faults import FaultInjector, InjectedWriterCrashError
-from agentkeep.persistence.handle import WAKE, StoreWriterHandle
+from agentkeep.persistence.handle import WAKE, StoreWriterHandle, mark_writer_thread
 from agentkeep.persistence.inbox import Counters, Inbox, WorkItem, WriterStatistics
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.transaction import SqliteTransaction, Statements
@@ -143,6 +143,7 @@ class StoreWriter(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         self._inbox.writer_thread = threading.get_ident()
+        mark_writer_thread()
 
     def on_receive(self, message: Any) -> None:
         if message is WAKE:

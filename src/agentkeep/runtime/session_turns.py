@@ -98,8 +98,8 @@ def cancelled(tx: Transaction, agent_id: str) -> None:
 
 def settled(tx: Transaction, agent_id: str) -> None:
     """The run settled (nothing is queued or owed): a turn still live was aborted — the
-    answer that would have ended it will not come — so it is ``cancelled`` (an abort from
-    inside a transaction's hook, which cannot mark it ``cancelling`` first, ends here)."""
+    answer that would have ended it will not come — so it is ``cancelled`` (an abort that did not
+    mark it ``cancelling`` first ends here)."""
     for turn in _native(tx, agent_id):
         if turn.status in ("running", "cancelling"):
             if turn.status == "running":

@@ -61,6 +61,7 @@ STATUS_OF_CODE: dict[str, int] = {
             "provider_session_busy",
             "provider_session_closed",
             "expired_scope",
+            "transaction_scope",
             "session_mismatch",
             "cancelled",
             "driver_context_closed",

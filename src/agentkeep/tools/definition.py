@@ -24,9 +24,10 @@ Lifetime flags say what may happen to a call that is still running:
   the call is answered with the usual error result. Because the whole store waits while it
   runs, a transactional tool must be short, bounded and free of effects outside the store
   (no network, no sleeping, no waiting on an agent; ``ctx.system.create`` and other calls
-  that need their own transaction are refused with ``StoreError``). A crash leaves either
-  its result committed (the call is not run again) or none of its writes; whether the
-  interrupted call runs again is still ``durable``'s to say.
+  that need their own transaction are refused with ``TransactionScopeError``, a
+  ``StoreError``; ``ctx.system.transaction(work)`` reuses the tool's transaction). A crash
+  leaves either its result committed (the call is not run again) or none of its writes;
+  whether the interrupted call runs again is still ``durable``'s to say.
 - ``reloadable=True``: a graceful drain (``AgentSystem.shutdown``) abandons the live execution
   without writing a result (its ``cancel`` fires and its ``ctx.kv`` expires), leaving the same
   call pending for the next process, which runs it again with the same ``call_id`` and call

@@ -40,6 +40,7 @@ PUBLIC_ATTRIBUTES = [
     "state",
     "steer",
     "subscribe",
+    "transaction",
     "transcript",
     "update_metadata",
     "wait_for_failure",

@@ -1,9 +1,10 @@
 """One ``send``/``steer`` signature on every surface, implemented once.
 
 ``Agent`` and ``AgentRef`` take ``(message, *, options)``; ``AgentSystem``, ``AgentSystemRef``
-(what a hook's ``ctx.system`` and a tool's ``ctx.system`` are) take ``(agent_id, message,
-*, options)`` with the same keyword options, which are exactly ``MessageOptions``' fields
-plus the message's ``id`` and ``metadata``.
+(what a hook's ``ctx.system`` and a tool's ``ctx.system`` are) and ``SystemTransaction`` (what
+``system.transaction``'s work is handed) take ``(agent_id, message, *, options)`` with the
+same keyword options, which are exactly ``MessageOptions``' fields plus the message's ``id``
+and ``metadata``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ SURFACES: list[tuple[str, Callable[..., Any]]] = [
     ("AgentSystem.steer", ak.AgentSystem.steer),
     ("AgentSystemRef.send", AgentSystemRef.send),
     ("AgentSystemRef.steer", AgentSystemRef.steer),
+    ("SystemTransaction.send", ak.SystemTransaction.send),
+    ("SystemTransaction.steer", ak.SystemTransaction.steer),
 ]
 
 
@@ -75,7 +78,7 @@ def test_the_keyword_options_are_the_message_options_plus_id_and_metadata() -> N
 
 
 def test_the_system_surfaces_take_the_agent_id_first() -> None:
-    for owner in (ak.AgentSystem, AgentSystemRef):
+    for owner in (ak.AgentSystem, AgentSystemRef, ak.SystemTransaction):
         for method in (owner.send, owner.steer):
             assert [p.name for p in positional(method)] == ["self", "agent_id", "message"]
     for owner in (ak.Agent, AgentRef):
