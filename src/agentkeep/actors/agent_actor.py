@@ -384,11 +384,13 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             snapshot, restored = self._store.transact(work)
         except Exception as error:
             log.warning("agent_restore_failed", agent_id=agent_id, error=repr(error))
-            return LoadFailed(message=str(error) or type(error).__name__)
-        finally:
             modules.restore_attempted(agent_id)
+            return LoadFailed(message=str(error) or type(error).__name__)
         self._restored = True
-        modules.observe("agent_restored", restored)
+        try:
+            modules.observe("agent_restored", restored)
+        finally:
+            modules.restore_attempted(agent_id)  # after the post-commit hooks: open waits
         return Loaded(snapshot=snapshot)
 
     def _commit(self, plan: Plan) -> Event:

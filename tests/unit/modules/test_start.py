@@ -39,9 +39,9 @@ def test_migrations_then_before_start_then_restore_then_after_start(world: World
             events.append(("restored", snapshot.id))
 
         def after_start(self, ctx: ModuleContext, agents: ak.AgentSystemRef) -> None:
-            # The owed agent was restored and runs: its question reaches the model.
-            running = world.model.wait_for_requests(1, timeout_seconds=TIMEOUT)
-            events.append(("after_start", running))
+            events.append("after_start")  # the owed agent was restored before this
+            # ... and it runs: its question reaches the model.
+            events.append(("running", world.model.wait_for_requests(1, timeout_seconds=TIMEOUT)))
 
     def migrate(ctx: ModuleContext) -> None:
         events.append("migration")
@@ -60,7 +60,8 @@ def test_migrations_then_before_start_then_restore_then_after_start(world: World
         ("before_start", 0),
         ("restored_transact", owed),
         ("restored", owed),
-        ("after_start", True),
+        "after_start",
+        ("running", True),
     ]
     assert system.wait_for_idle(owed, timeout_seconds=TIMEOUT)
     assert isinstance(system.transcript(owed)[-1], ak.AssistantMessage)
