@@ -52,6 +52,7 @@ SLOW: tuple[str, ...] = (
     "loop/test_tool_lifetime_flags.py::test_a_call_committed_before_a_sigkill_keeps_its_result_and_never_runs_again",
     "providers/vendors/test_agent_end_to_end.py::test_a_process_sigkilled_inside_a_tool_batch_resumes_with_a_byte_stable_replay",
     "persistence/test_lock.py",
+    "modules/test_migration_crash.py",
     "cli/test_message_input.py::test_the_console_script_reads_stdin_past_the_argv_limit",
     # serve, mcp and talk as processes with injected drivers; MCP over stdio
     "drivers/test_process_driver_serve.py",

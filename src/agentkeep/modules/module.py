@@ -126,7 +126,9 @@ class Module:
         """Runs once at ``open``, after every module's migrations and before any agent is
         restored; returns the module's hooks, or None (the module only migrates).
 
-        Raising aborts ``open`` (``ModuleStartError``; the system is closed).
+        Raising aborts ``open`` (``ModuleStartError``; the system is closed). The modules'
+        hooks join the system only once every ``before_start`` returned: leave messaging
+        agents to ``after_start`` (an agent a send starts now would run without them).
         """
         entry = getattr(self, "_entry", None)  # a subclass may skip __init__
         return None if entry is None else entry(ctx, agents)
