@@ -16,6 +16,7 @@ from typing import Any, Protocol, Unpack
 
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery, SendOptions
+from agentkeep.errors import UnknownAgentError
 from agentkeep.persistence.interface import Transaction
 from agentkeep.types import JSONObject, Message, QueueableMessage
 from agentkeep.types.records import QueueName
@@ -223,11 +224,17 @@ class AgentSystemRef:
     def resolve(self, agent_id: str) -> AgentRef:
         """The agent ``agent_id``, seen from here (bound to this reference's transaction, if any).
 
+        Bound to a transaction, the agent is looked up in it: one that transaction created
+        (a module's ``agent_created_transact``) is found, and a message to it joins it.
+
         Raises:
             UnknownAgentError: no agent has the id.
             AgentClosedError: the system is closing or closed.
         """
-        self._system.resolve(agent_id)
+        if self._tx is None:
+            self._system.resolve(agent_id)
+        elif self._tx.agents.get(agent_id) is None:
+            raise UnknownAgentError(agent_id)
         return AgentRef(self._system, self._acceptance, agent_id, _token=_UNSET, tx=self._tx)
 
     def send(

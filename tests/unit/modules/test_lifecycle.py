@@ -235,3 +235,35 @@ def test_a_misspelled_module_hook_is_refused_at_definition() -> None:
         class Typo(ak.ModuleHooks):
             def after_strat(self, ctx: ModuleContext, agents: ak.AgentSystemRef) -> None:
                 return
+
+
+def test_a_send_from_a_creation_hook_joins_the_creation(world: World) -> None:
+    """A transactional hook's send is part of the fact's transaction: delivered once the
+    creation commits, and gone with it when a later module refuses the creation."""
+
+    class Welcomer(ak.ModuleHooks):
+        def agent_created_transact(self, ctx: ModuleContext, snapshot: AgentSnapshot) -> None:
+            ctx.system.send(snapshot.id, ak.user("welcome"))
+
+    class Gate(ak.ModuleHooks):
+        def agent_created_transact(self, ctx: ModuleContext, snapshot: AgentSnapshot) -> None:
+            if snapshot.metadata.get("refuse"):
+                raise ValueError("the gate refuses")
+
+    world.model.add(script.text("thanks"))
+    system = world.open(
+        modules=[
+            ak.Module("welcomer", before_start=lambda ctx, agents: Welcomer()),
+            ak.Module("gate", before_start=lambda ctx, agents: Gate()),
+        ]
+    )
+    with pytest.raises(ValueError, match="the gate refuses"):
+        system.create(ak.AgentConfig(metadata={"refuse": True}), id="refused")
+    with pytest.raises(ak.UnknownAgentError):
+        system.resolve("refused")
+
+    agent = system.create(id="welcomed")
+    assert agent.wait_for_idle(timeout_seconds=TIMEOUT)
+    transcript = system.transcript(agent.id)
+    assert [type(m).__name__ for m in transcript] == ["UserMessage", "AssistantMessage"]
+    assert len(world.model.requests) == 1  # only the committed creation's welcome ran
