@@ -34,6 +34,8 @@ from agentkeep.errors import (
     InvalidMessageError,
     MissingExtraError,
     ModelNotServedError,
+    ModuleMigrationError,
+    ModuleStartError,
     ProviderError,
     ProviderUnavailableError,
     SchemaTooNewError,
@@ -63,6 +65,7 @@ from agentkeep.history import HistoryEpoch, PurgeResult
 from agentkeep.key_value import KeyValueStore
 from agentkeep.loop.actions import CompactAction, InjectAction, SendAction, SteerAction
 from agentkeep.messages import system, tool_request, user
+from agentkeep.modules import Module, ModuleHooks
 from agentkeep.providers import DemoModel, Providers, ScriptedModel, script
 from agentkeep.refs import AgentRef, AgentSystemRef
 from agentkeep.system_transaction import SystemTransaction
@@ -149,6 +152,10 @@ __all__ = [
     "MissingExtraError",
     "ModelChange",
     "ModelNotServedError",
+    "Module",
+    "ModuleHooks",
+    "ModuleMigrationError",
+    "ModuleStartError",
     "PermissionModeChange",
     "ProviderError",
     "ProviderTool",

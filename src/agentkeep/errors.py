@@ -436,3 +436,29 @@ class FeatureDefinitionError(AgentkeepError):
     """A feature was defined wrongly (a method whose name is a misspelled hook)."""
 
     code = "feature_definition"
+
+
+class ModuleMigrationError(AgentkeepError):
+    """A module's migration failed at ``open``: nothing of it was recorded (the keys before
+    it stay applied), and ``open`` was aborted. ``module`` and ``key`` name it; the
+    migration's own error is the ``__cause__``."""
+
+    code = "module_migration_failed"
+
+    def __init__(self, module: str, key: str, error: BaseException) -> None:
+        super().__init__(f'Migration "{key}" of module "{module}" failed: {error!r}')
+        self.module = module
+        self.key = key
+
+
+class ModuleStartError(AgentkeepError):
+    """A module's ``before_start`` or ``after_start`` failed, aborting ``open`` (the system
+    was closed). ``module`` and ``hook`` name it; the hook's own error is the
+    ``__cause__``."""
+
+    code = "module_start_failed"
+
+    def __init__(self, module: str, hook: str, error: BaseException) -> None:
+        super().__init__(f'The {hook} of module "{module}" failed: {error!r}')
+        self.module = module
+        self.hook = hook

@@ -246,6 +246,9 @@ class AgentSystemRef:
         any: there the transaction itself says whether the agent exists, and the reference
         only addresses messages — it loads nothing).
 
+        Bound to a transaction, the agent is looked up in it: one that transaction created
+        (a module's ``agent_created_transact``) is found, and a message to it joins it.
+
         Raises:
             UnknownAgentError: no agent has the id.
             AgentClosedError: the system is closing or closed.

@@ -59,6 +59,7 @@ SLOW: tuple[str, ...] = (
     "test_postgres_cluster.py::test_the_sqlite_pass_skips_what_needs_postgres_and_starts_no_server",
     "test_postgres_cluster.py::test_demo_postgres_runs_the_demo_on_a_throwaway_cluster_or_says_why_it_cannot",
     "test_postgres_cluster.py::test_sqlite_only_without_a_reason_is_a_usage_error",
+    "modules/test_migration_crash.py",
     "cli/test_message_input.py::test_the_console_script_reads_stdin_past_the_argv_limit",
     # serve, mcp and talk as processes with injected drivers; MCP over stdio
     "drivers/test_process_driver_serve.py",

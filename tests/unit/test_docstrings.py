@@ -39,6 +39,7 @@ SURFACES = (
     "agentkeep.drivers",
     "agentkeep.tools",
     "agentkeep.features",
+    "agentkeep.modules",
 )
 
 # Packages left out of the walk (none: the loop is covered too).
@@ -57,6 +58,7 @@ PUBLIC_PACKAGES = (
     "agentkeep.mcp",
     "agentkeep.tools",
     "agentkeep.features",
+    "agentkeep.modules",
 )
 INTERNAL_PACKAGES = (
     "agentkeep.loop",

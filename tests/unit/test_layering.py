@@ -66,6 +66,8 @@ LAYERS: tuple[Component, ...] = (
             "agentkeep.refs",
             "agentkeep.tools",
             "agentkeep.features",
+            # A module's hooks are a feature; the actors and the system run them.
+            "agentkeep.modules",
         ),
     ),
     Component(5, "actors", ("agentkeep.actors",)),

@@ -71,6 +71,10 @@ PUBLIC = [
     "MissingExtraError",
     "ModelChange",
     "ModelNotServedError",
+    "Module",
+    "ModuleHooks",
+    "ModuleMigrationError",
+    "ModuleStartError",
     "PermissionModeChange",
     "ProviderError",
     "ProviderTool",
@@ -312,6 +316,15 @@ ROLES: dict[str, list[str]] = {
         "tool",
         "validate_arguments",
     ],
+    "agentkeep.modules": [
+        "MODULE_HOOKS",
+        "AgentSnapshot",
+        "Migration",
+        "Module",
+        "ModuleContext",
+        "ModuleDatabase",
+        "ModuleHooks",
+    ],
     "agentkeep.features": [
         "HOOKS",
         "Feature",
@@ -344,6 +357,8 @@ NOT_PUBLIC_SIGNATURES = {
     "providers.OpenAIResponsesModelSession.__init__": "as AnthropicModelSession.__init__",
     "AgentSystemRef.within": "the runtime binds a reference to a hook's transaction",
     "SystemTransaction.__init__": "use AgentSystem.transaction or HookContext.in_tx",
+    "modules.ModuleDatabase.__init__": "the runtime binds a module's database to a "
+    "transaction or to the store",
 }
 
 

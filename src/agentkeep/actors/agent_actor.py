@@ -89,8 +89,10 @@ from agentkeep.loop.events import (
     WorkAccepted,
 )
 from agentkeep.loop.machine import AgentLoop
-from agentkeep.loop.plans import Plan, QueueMode
-from agentkeep.persistence.interface import StoreHandle
+from agentkeep.loop.plans import Plan, QueueMode, Snapshot
+from agentkeep.modules import AgentSnapshot
+from agentkeep.modules._runtime import ModuleRuntime
+from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.providers.catalog import Providers
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.runtime import commit_plans
@@ -143,6 +145,9 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         store: Where it loads the agent's state and commits its plans.
         providers: The provider catalog: its model sessions, and the reset rule for switches.
         features: The system's features, whose hooks it runs.
+        modules: The system's modules: this incarnation's first load restores the agent
+            (their ``agent_restored_transact`` inside the load's transaction, then
+            ``agent_restored``); None: no modules.
         contexts: The agent's hook contexts.
         tool_runner: Runs the agent's tool calls (in child actors).
         status: What callers wait on (idleness, compactions); this actor keeps it current.
@@ -159,6 +164,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         store: StoreHandle,
         providers: Providers,
         features: FeatureSet,
+        modules: ModuleRuntime | None = None,
         contexts: HookContexts,
         tool_runner: ToolRunner,
         status: AgentStatus,
@@ -170,6 +176,8 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         self._options = options
         self._store = store
         self._features = features
+        self._modules = modules
+        self._restored = False  # this incarnation's first load restored the agent
         self._contexts = contexts
         self._status = status
         self._on_stopped = on_stopped
@@ -350,6 +358,9 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
 
     def _load(self, *, records: bool) -> Event:
         agent_id = self._agent_id
+        modules = self._modules
+        if not self._restored and modules is not None and modules.overrides("agent_restored"):
+            return self._restore(modules, records=records)
         try:
             snapshot = self._store.read(
                 lambda tx: commit_plans.load_snapshot(tx, agent_id, records=records)
@@ -357,6 +368,29 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         except Exception as error:
             log.warning("agent_load_failed", agent_id=self._agent_id, error=repr(error))
             return LoadFailed(message=str(error) or type(error).__name__)
+        return Loaded(snapshot=snapshot)
+
+    def _restore(self, modules: ModuleRuntime, *, records: bool) -> Event:
+        """This incarnation's first load, restoring the agent to the modules: the load
+        reads inside a write transaction that runs their ``agent_restored_transact``; a
+        failure is a failed load (the next load restores again)."""
+        agent_id = self._agent_id
+
+        def work(tx: Transaction) -> tuple[Snapshot, AgentSnapshot]:
+            snapshot = commit_plans.load_snapshot(tx, agent_id, records=records)
+            return snapshot, modules.restore_in(tx, agent_id)
+
+        try:
+            snapshot, restored = self._store.transact(work)
+        except Exception as error:
+            log.warning("agent_restore_failed", agent_id=agent_id, error=repr(error))
+            modules.restore_attempted(agent_id)
+            return LoadFailed(message=str(error) or type(error).__name__)
+        self._restored = True
+        try:
+            modules.observe("agent_restored", restored)
+        finally:
+            modules.restore_attempted(agent_id)  # after the post-commit hooks: open waits
         return Loaded(snapshot=snapshot)
 
     def _commit(self, plan: Plan) -> Event:

@@ -16,6 +16,7 @@ from agentkeep.actors.hook_contexts import HookContexts
 from agentkeep.actors.status import AgentStatus
 from agentkeep.actors.tool_runner import ToolRunner
 from agentkeep.features import FeatureSet
+from agentkeep.modules._runtime import ModuleRuntime
 from agentkeep.persistence.interface import StoreHandle
 from agentkeep.providers.catalog import Providers
 from agentkeep.refs import AgentSystemRef
@@ -31,6 +32,7 @@ class AgentFactory:
         store: The system's store (loads, commits, the hooks' stores).
         providers: The system's providers.
         features: The system's features.
+        modules: The system's modules (an actor's first load restores its agent to them).
         tools: The system's own tools.
         options: How every agent loop is configured.
     """
@@ -41,12 +43,14 @@ class AgentFactory:
         store: StoreHandle,
         providers: Providers,
         features: FeatureSet,
+        modules: ModuleRuntime | None = None,
         tools: Sequence[Tool[Any, Any]],
         options: LoopOptions,
     ) -> None:
         self._store = store
         self._providers = providers
         self._features = features
+        self._modules = modules
         self._tools = tools
         self._options = options
 
@@ -97,6 +101,7 @@ class AgentFactory:
                 store=self._store,
                 providers=self._providers,
                 features=self._features,
+                modules=self._modules,
                 contexts=contexts,
                 tool_runner=tool_runner,
                 status=status,

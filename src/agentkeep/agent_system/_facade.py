@@ -35,6 +35,7 @@ from agentkeep.loop.events import Start
 from agentkeep.persistence.ledger import Subscription
 from agentkeep.persistence.store import Store
 from agentkeep.providers.catalog import Providers
+from agentkeep.refs import make_system_ref
 from agentkeep.registry import Registry
 from agentkeep.sessions import Sessions
 from agentkeep.sessions import setup as session_setup
@@ -53,6 +54,7 @@ class AgentSystem:
             raise TypeError("AgentSystem has no public constructor: use AgentSystem.open(...)")
         self._parts = parts
         parts.port = self  # the references handed to tools and hooks see the system
+        parts.modules.attach(make_system_ref(self, parts.acceptance, None))
 
     @classmethod
     def open(
@@ -67,11 +69,20 @@ class AgentSystem:
         ``providers`` serves the agents' models; every other option is one key of
         :class:`~agentkeep.SystemOptions` (each documented there, each with a default).
 
+        In order: the store's own migrations; the turns the previous process left live
+        are recovered; every module's missing migrations; every module's ``before_start``
+        (its hooks join the features); the agents that owe work are restored and started
+        (with ``resume``); every module's ``after_start`` (docs/modules.md). A failure
+        after the store opened closes the system (no thread is left behind) and raises.
+
         Raises:
             TypeError: an option that :class:`~agentkeep.SystemOptions` does not name.
             StoreLockedError: another owner holds the store.
-            InvalidConfigError: a mode, provider, feature, tool or driver is invalid (naming
-                it: a duplicate or reserved driver id, a bad timeout, a bad retry backoff).
+            InvalidConfigError: a mode, provider, feature, module, tool or driver is invalid
+                (naming it: a duplicate or reserved driver id, a bad timeout, a bad retry
+                backoff, a module name taken by another module or a feature).
+            ModuleMigrationError: a module's migration failed (naming the module and key).
+            ModuleStartError: a module's ``before_start`` or ``after_start`` failed.
             ToolDefinitionError: two tools share a name (in one namespace).
             ModelNotServedError: ``provider`` does not serve ``model``.
         """
@@ -95,8 +106,11 @@ class AgentSystem:
         try:
             # Before any agent starts: turns the previous process left live (docs/turns.md).
             recover_turns_at_open(store)
+            parts.modules.migrate()
+            parts.modules.start()  # every before_start; their hooks join the features
             if args.resume:
-                system.start()
+                parts.modules.wait_for_restorations(system.start())
+            parts.modules.after_start()
         except BaseException:
             system.close()
             raise
@@ -171,7 +185,7 @@ class AgentSystem:
         parts = self._parts
         with parts.admission.operation():
             row = new_agent_row(config, parts.features, id, parent)
-            create_agent(parts.store.handle, row, initial_context)
+            create_agent(parts.store.handle, row, initial_context, modules=parts.modules)
             return Agent(self, row.id)
 
     @outside_transaction

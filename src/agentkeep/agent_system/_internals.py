@@ -33,6 +33,7 @@ from agentkeep.delivery import Delivery
 from agentkeep.drivers.host import DriverHost
 from agentkeep.errors import UnknownAgentError
 from agentkeep.loop.events import ProviderRemoved
+from agentkeep.modules._runtime import ModuleRuntime
 from agentkeep.persistence.store import Store
 from agentkeep.providers.catalog import Providers
 from agentkeep.refs import SystemPort, make_system_ref
@@ -59,10 +60,13 @@ class SystemInternals:
         self.port: SystemPort | None = None
         #: What the daemon's surfaces read beside the facade (``agent_system.surfaces``).
         self.surfaces = SurfaceReader(store)
+        #: The modules: run at open by the facade; their hooks join ``features`` then.
+        self.modules = ModuleRuntime(store.handle, args.modules, args.features)
         self.factory = AgentFactory(
             store=store.handle,
             providers=providers,
             features=args.features,
+            modules=self.modules,
             tools=self.tools,
             options=LoopOptions(
                 defaults=args.defaults,

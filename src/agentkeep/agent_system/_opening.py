@@ -23,6 +23,8 @@ from agentkeep.features import Feature, FeatureSet
 from agentkeep.logs import get_logger
 from agentkeep.loop.context import DEFAULT_HELD_BLOCK_SECONDS, RetryPolicy
 from agentkeep.loop.plans import QueueMode
+from agentkeep.modules import Module
+from agentkeep.modules._runtime import check_modules
 from agentkeep.persistence.store import Store
 from agentkeep.providers.catalog import Providers
 from agentkeep.sessions.recovery import needs_recovery, recover_turns
@@ -45,6 +47,14 @@ class SystemOptions(TypedDict, total=False):
     - ``provider``, ``model``: the default selection of an agent that never chose its own
       (None: the provider's own default model).
     - ``features``: the system's features (:class:`agentkeep.Feature`); default none.
+    - ``modules``: the system's modules (:class:`agentkeep.Module`), in order; default
+      none. At open, after the store's own migrations, each module's missing migrations
+      run (module order, then key order; each in its own transaction with its key
+      recorded), then each ``before_start`` (its hooks join the features after the
+      system's own, under the module's name), then the agents that owe work are restored
+      and started, then each ``after_start`` (docs/modules.md). A failure of any of them
+      aborts ``open`` (``ModuleMigrationError``, ``ModuleStartError``). Names are unique
+      and differ from the features' names.
     - ``tools``: the system's tools (``@ak.tool``); default none.
     - ``instructions``: the system prompt every agent starts from; default ``""``.
     - ``steering_mode``, ``send_mode``: ``"one-at-a-time"`` (the default) or ``"all"``: how
@@ -93,6 +103,7 @@ class SystemOptions(TypedDict, total=False):
     provider: str | None
     model: str | None
     features: Sequence[Feature]
+    modules: Sequence[Module]
     tools: Sequence[Tool[Any, Any]]
     instructions: str
     steering_mode: QueueMode
@@ -122,6 +133,7 @@ class OpenArguments(NamedTuple):
 
     defaults: Settings
     features: FeatureSet
+    modules: tuple[Module, ...]
     tools: list[Tool[Any, Any]]
     instructions: str
     steering_mode: QueueMode
@@ -146,7 +158,7 @@ def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenAr
 
     Raises:
         TypeError: a key that is not an option (as for an unknown keyword argument).
-        InvalidConfigError: a mode, provider, feature, tool or driver is invalid.
+        InvalidConfigError: a mode, provider, feature, module, tool or driver is invalid.
         ToolDefinitionError: two tools share a name (in one namespace).
         ModelNotServedError: ``provider`` does not serve ``model``.
     """
@@ -167,6 +179,9 @@ def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenAr
     given_tools = options.get("tools", ())
     feature_set = FeatureSet(
         _checked("features", options.get("features", ()), Feature, "an ak.Feature")
+    )
+    modules = check_modules(
+        _checked("modules", options.get("modules", ()), Module, "an ak.Module"), feature_set
     )
     tool_set = ToolSet(_checked("tools", given_tools, Tool, "an ak.Tool (build one with @ak.tool)"))
     servers = _checked(
@@ -197,6 +212,7 @@ def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenAr
     return OpenArguments(
         defaults=Settings(provider=provider, model=model),
         features=feature_set,
+        modules=modules,
         tools=list(given_tools),
         instructions=options.get("instructions", ""),
         steering_mode=steering_mode,

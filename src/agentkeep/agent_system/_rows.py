@@ -17,6 +17,8 @@ import msgspec
 from agentkeep.config import AgentConfig
 from agentkeep.errors import AgentExistsError, InvalidConfigError, UnknownAgentError, check_id
 from agentkeep.features import FeatureSet, MetadataChange
+from agentkeep.modules import AgentSnapshot
+from agentkeep.modules._runtime import ModuleRuntime
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.types import JSONObject, Message, Settings, new_id
 from agentkeep.types.ledger import METADATA_CHANGED
@@ -68,14 +70,21 @@ def new_agent_row(
 
 
 def create_agent(
-    store: StoreHandle, row: AgentRow, initial_context: Sequence[Message] | None
+    store: StoreHandle,
+    row: AgentRow,
+    initial_context: Sequence[Message] | None,
+    *,
+    modules: ModuleRuntime | None = None,
 ) -> None:
-    """Claim ``row.id`` (see the module invariant).
+    """Claim ``row.id`` (see the module invariant), with the modules'
+    ``agent_created_transact`` inside the transaction and ``agent_created`` after it.
 
     Raises:
         UnknownAgentError: the parent does not exist.
         AgentExistsError: the id is taken.
+        Exception: what an ``agent_created_transact`` hook raised (nothing was created).
     """
+    snapshot = AgentSnapshot.of(row.id, row.metadata)
 
     def work(tx: Transaction) -> None:
         if row.parent_id is not None and tx.agents.get(row.parent_id) is None:
@@ -84,8 +93,12 @@ def create_agent(
             raise AgentExistsError(row.id)
         if initial_context:
             tx.records.append(row.id, CompactionRecord(messages=tuple(initial_context)))
+        if modules is not None:
+            modules.transact("agent_created", tx, snapshot)
 
     store.transact(work)
+    if modules is not None:
+        modules.observe("agent_created", snapshot)
 
 
 def list_agents(tx: Transaction) -> list[AgentInfo]:

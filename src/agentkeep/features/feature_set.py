@@ -44,6 +44,18 @@ class FeatureSet:
             hook: tuple(f for f in self.features if _overrides(f, hook)) for hook in HOOKS
         }
 
+    def join(self, features: Sequence[Feature]) -> None:
+        """Append ``features`` (a system's modules' hooks, in module order) after the
+        features already here. Only before any agent runs: an agent's actor reads which
+        hooks are overridden when it is made.
+
+        Raises:
+            InvalidConfigError: a name is empty or taken.
+        """
+        joined = FeatureSet([*self.features, *features])
+        self.features = joined.features
+        self._overriding = joined._overriding
+
     @property
     def has_action_hooks(self) -> bool:
         """Whether any feature overrides a hook that can add work after a response."""

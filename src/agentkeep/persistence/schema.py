@@ -350,6 +350,18 @@ END;
 """
 
 
+# The keys of the modules' own migrations (``agentkeep.modules``) applied to this store: a
+# row is written in the very transaction that runs its migration, so a key is recorded
+# exactly when the migration's writes are durable, and never run again once recorded.
+_MODULE_MIGRATIONS = """
+CREATE TABLE module_migrations (
+    module TEXT NOT NULL,
+    key TEXT NOT NULL,
+    applied_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (module, key)
+) WITHOUT ROWID;
+"""
+
 #: Append-only. Never edit or reorder a released entry; add a new one.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="initial_schema", sql=_INITIAL),
@@ -359,6 +371,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=5, name="session_events", sql=_SESSION_EVENTS),
     Migration(version=6, name="turns", sql=_TURNS),
     Migration(version=7, name="fewer_pages_per_commit", sql=FEWER_PAGES),
+    Migration(version=8, name="module_migrations", sql=_MODULE_MIGRATIONS),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -98,6 +98,8 @@ STATUS_OF_CODE: dict[str, int] = {
             "tool_definition",
             "tool_commit",
             "feature_definition",
+            "module_migration_failed",
+            "module_start_failed",
             "daemon_config",
             "mcp_tool_error",
             "invalid_arguments",

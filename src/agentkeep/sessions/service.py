@@ -31,6 +31,7 @@ from agentkeep.errors import (
 )
 from agentkeep.loop.actions import check_message_id
 from agentkeep.messages import as_message
+from agentkeep.modules import AgentSnapshot
 from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.ledger import check_page
@@ -80,6 +81,7 @@ class Sessions:
         self._is_running = parts.is_running
         self._drivers = parts.drivers.ids
         self._requests = parts.requests
+        self._modules = parts.modules
         self._turns = TurnService(parts)
 
     def start(
@@ -150,9 +152,13 @@ class Sessions:
                 tx.facts.write_settings(row.id, settings)
             found = tables.read_session(tx, row.id)
             assert found is not None  # written just above, in this transaction
+            self._modules.transact("agent_created", tx, created)
             return found
 
-        return self._write(work)
+        created = AgentSnapshot.of(row.id, row.metadata)
+        started = self._write(work)
+        self._modules.observe("agent_created", created)
+        return started
 
     def get(self, session_id: str) -> SessionRecord:
         """The session (archived ones included).
@@ -200,9 +206,13 @@ class Sessions:
             UnknownSessionError: no live agent has this id.
             SessionBusyError: a live turn or owed work keeps it busy (the message names
                 the way out: cancel the turn, or ``settle`` the owed work).
+            Exception: what a module's ``agent_archived_transact`` raised (the archival
+                rolled back).
         """
+        snapshots: list[AgentSnapshot] = []  # the one archived now, for the post-commit hook
 
         def work(tx: Transaction) -> SessionRecord:
+            snapshots.clear()
             found = tables.read_session(tx, session_id)
             if found is None:
                 raise UnknownSessionError(session_id)
@@ -220,6 +230,10 @@ class Sessions:
             tables.archive(tx, session_id, now_ms())
             archived = tables.read_session(tx, session_id)
             assert archived is not None  # read above, in this transaction
+            if self._modules.overrides("agent_archived"):
+                snapshot = self._modules.snapshot_in(tx, session_id)
+                self._modules.transact("agent_archived", tx, snapshot)
+                snapshots.append(snapshot)
             return archived
 
         with self._admission.operation(), self._admission.agent_operation(session_id):
@@ -228,7 +242,10 @@ class Sessions:
                 # Nothing durable: the actor is between a run's last commit and its stop.
                 running = "its actor is still running work no turn holds: wait for it, or "
                 raise SessionBusyError(session_id, state or running + owing.settle_hint(session_id))
-            return self._closed_as_agent_closed(lambda: self._store.transact(work))
+            record = self._closed_as_agent_closed(lambda: self._store.transact(work))
+        for snapshot in snapshots:
+            self._modules.observe("agent_archived", snapshot)
+        return record
 
     def settle(
         self, session_id: str, *, note: str | None = None, timeout_seconds: float | None = 30.0

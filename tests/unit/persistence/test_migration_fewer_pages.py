@@ -23,6 +23,8 @@ from agentkeep.types.records import AgentRow, OwedWork, PendingToolCall, QueuedM
 
 TIMEOUT = 30.0
 BEFORE = tuple(m for m in MIGRATIONS if m.version <= 6)
+# The schema this rebuild produces (the migrations after it add tables of their own).
+UP_TO_7 = tuple(m for m in MIGRATIONS if m.version <= 7)
 
 #: The tables the migration moves to WITHOUT ROWID, and the one it moves back to rowid.
 WITHOUT_ROWID = {
@@ -149,7 +151,7 @@ def _wal_pages(path: Path, statements: str) -> int:
     """WAL frames (pages) one commit of ``statements`` appends to a fresh database."""
     connection = _connect(path)
     connection.execute("PRAGMA journal_mode = WAL")
-    schema.migrate(connection)
+    schema.migrate(connection, UP_TO_7)
     with connection:
         connection.execute("INSERT INTO agents VALUES ('a', '{}', '{}', NULL, 1, NULL)")
     frames: list[int] = []
@@ -172,7 +174,7 @@ def test_the_rebuild_keeps_every_row_of_every_table(tmp_path: Path) -> None:
     connection = _old_database(tmp_path / "agents.db")
     before = _contents(connection)
     assert all(before.values()), [name for name, rows in before.items() if not rows]
-    assert schema.migrate(connection) == [7]
+    assert schema.migrate(connection, UP_TO_7) == [7]
     assert _contents(connection) == before
     assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     assert connection.execute("PRAGMA foreign_key_check").fetchall() == []
@@ -183,7 +185,7 @@ def test_the_rebuild_changes_only_the_storage(tmp_path: Path) -> None:
     connection = _old_database(tmp_path / "agents.db")
     before = _definition(connection)
     storage = {table: _without_rowid(connection, table) for table in _tables(connection)}
-    schema.migrate(connection)
+    schema.migrate(connection, UP_TO_7)
     assert _definition(connection) == before
     for table, was in storage.items():
         expected = True if table in WITHOUT_ROWID else False if table in ROWID else was
@@ -194,7 +196,7 @@ def test_the_rebuild_changes_only_the_storage(tmp_path: Path) -> None:
             connection.execute(f"INSERT INTO {table} VALUES (NULL, 1)")
     # A new database ends with the same schema as an upgraded one.
     fresh = _connect(tmp_path / "fresh.db")
-    schema.migrate(fresh)
+    schema.migrate(fresh, UP_TO_7)
     assert _definition(fresh) == before
     master = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
     assert fresh.execute(master).fetchall() == connection.execute(master).fetchall()
@@ -204,7 +206,7 @@ def test_the_rebuild_changes_only_the_storage(tmp_path: Path) -> None:
 
 def test_the_upgraded_tables_keep_their_constraints_and_triggers(tmp_path: Path) -> None:
     connection = _old_database(tmp_path / "agents.db")
-    schema.migrate(connection)
+    schema.migrate(connection, UP_TO_7)
     execute = connection.execute
     with pytest.raises(apsw.ConstraintError, match="CHECK"):
         execute("INSERT INTO queue VALUES ('a', 'other', 9, 'm9', '{}')")
@@ -237,14 +239,14 @@ def test_a_failed_rebuild_leaves_schema_6_and_its_rows_whole(tmp_path: Path) -> 
     # A name the rebuild needs is taken: it fails after its first statements ran.
     connection.execute("CREATE TABLE pending_calls_v6 (x)")
     with pytest.raises(apsw.SQLError, match="pending_calls_v6"):
-        schema.migrate(connection)
+        schema.migrate(connection, UP_TO_7)
     assert schema.applied_migrations(connection)[-1][0] == 6
     connection.execute("DROP TABLE pending_calls_v6")
     assert (_definition(connection), _contents(connection)) == before
     assert not _without_rowid(connection, "owed_work")
     # Once the name is free the same migration applies, exactly once.
-    assert schema.migrate(connection) == [7]
-    assert schema.migrate(connection) == []
+    assert schema.migrate(connection, UP_TO_7) == [7]
+    assert schema.migrate(connection, UP_TO_7) == []
     assert _contents(connection) == before[1]
     connection.close()
 
@@ -392,7 +394,7 @@ def test_a_row_no_query_could_reach_does_not_block_the_upgrade(tmp_path: Path) -
     # Schema 6 admitted a NULL lone TEXT key; every read looks rows up by agent id.
     connection.execute("INSERT INTO owed_work VALUES (NULL, '{}')")
     connection.execute("INSERT INTO context_tokens VALUES (NULL, 1)")
-    assert schema.migrate(connection) == [7]
+    assert schema.migrate(connection, UP_TO_7) == [7]
     assert connection.execute("SELECT agent_id FROM owed_work ORDER BY 1").fetchall() == [
         ("a",),
         ("b",),
