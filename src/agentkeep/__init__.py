@@ -25,6 +25,7 @@ from agentkeep.errors import (
     AwaitFromOwnLoopError,
     CommitOutcomeUnknownError,
     CompactionFailedError,
+    CredentialUnavailableError,
     DuplicateProviderError,
     ExpiredScopeError,
     FeatureDefinitionError,
@@ -46,6 +47,7 @@ from agentkeep.errors import (
     ToolDefinitionError,
     TurnStateError,
     UnknownAgentError,
+    UnknownFeatureError,
     UnknownProviderError,
 )
 from agentkeep.features import (
@@ -123,6 +125,7 @@ __all__ = [
     "CompactionFailed",
     "CompactionFailedError",
     "CompactionMessage",
+    "CredentialUnavailableError",
     "DataBlock",
     "Delivery",
     "DemoModel",
@@ -186,6 +189,7 @@ __all__ = [
     "TurnInfo",
     "TurnStateError",
     "UnknownAgentError",
+    "UnknownFeatureError",
     "UnknownProviderError",
     "Usage",
     "UserMessage",

@@ -92,6 +92,7 @@ from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import Plan, QueueMode
 from agentkeep.persistence.interface import StoreHandle
 from agentkeep.providers.catalog import Providers
+from agentkeep.providers.credentials import CredentialResolver
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.runtime import commit_plans
 from agentkeep.tools.provider_tools import ProviderTool, check_provider_tools, policy_of
@@ -128,6 +129,8 @@ class LoopOptions:
     provider_tools: tuple[ProviderTool, ...] = ()  # provider-owned tools, told beside the tools
     # How long a finished block may wait for the next stream event (``inference.hold``).
     held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
+    # Resolves a session's ``authRef`` for its requests (``providers.credentials``).
+    credentials: CredentialResolver | None = None
 
 
 class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.ThreadingActor):
@@ -195,7 +198,9 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         self._consumption = ConsumptionPolicy(
             agent_id, providers=providers, features=features, contexts=contexts
         )
-        self._model_session = ModelSessionSlot(agent_id, providers)  # this incarnation's own
+        self._model_session = ModelSessionSlot(  # this incarnation's own
+            agent_id, providers, auth_ref=contexts.auth_ref, credentials=options.credentials
+        )
         self._streams = InferenceWorker(agent_id)  # this incarnation's own, one thread
         self._stopped: bool | None = None  # set by LoopStopped during a feed: settled?
         self._claim: ConsumeClaim | None = None  # published while idle (actors.consume_claim)

@@ -19,6 +19,7 @@ from agentkeep.features import FeatureSet
 from agentkeep.persistence.interface import StoreHandle
 from agentkeep.providers.catalog import Providers
 from agentkeep.refs import AgentSystemRef
+from agentkeep.registry.types import Definition
 from agentkeep.tools import Tool
 
 
@@ -60,6 +61,7 @@ class AgentFactory:
         on_stopped: Callable[[str, bool], None],
         instructions: str | None = None,
         tool_ids: frozenset[str] | None = None,
+        definition: Definition | None = None,
     ) -> KnownAgent:
         """The entry of ``agent_id``: its hook contexts and tool runner (shared by its actor
         incarnations), and how to start one incarnation. Raises nothing.
@@ -74,11 +76,19 @@ class AgentFactory:
                 of the system's; None: the system's.
             tool_ids: The ids of the only tools it is offered, the system's and the
                 features' (a session's ``toolbox.toolIds``); None: every tool.
+            definition: Its session's pinned definition, whose references its hooks and
+                tools are told and whose ``authRef`` its requests are sent under.
         """
         options = self._options
         if instructions is not None:
             options = dataclasses.replace(options, instructions=instructions)
-        contexts = HookContexts(agent_id, store=self._store, config=config, system_ref=system_ref)
+        contexts = HookContexts(
+            agent_id,
+            store=self._store,
+            config=config,
+            system_ref=system_ref,
+            definition=definition,
+        )
         tool_runner = ToolRunner(
             agent_id,
             features=self._features,

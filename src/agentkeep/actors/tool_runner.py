@@ -183,7 +183,7 @@ class ToolRunner:
         features = self._features
         info, outcome = decide(features.features, ctx_for, info, tools)
         if outcome is None:
-            outcome = self._execute(run, info, cancel, ids)
+            outcome = self._execute(run, info, cancel, ids, settings)
         features.observe("after_tool_call", ctx_for, info, outcome)
         return ToolResultMessage(
             call_id=call.call_id, content=outcome.content, is_error=outcome.is_error
@@ -218,8 +218,25 @@ class ToolRunner:
             return _error(run.call.call_id, ANSWERED_MEANWHILE_CALL)
         return None
 
+    def _definition_fields(self, settings: Settings) -> dict[str, Any]:
+        """What a call's context tells of the agent: the batch's settings, its feature
+        configuration and its session's definition references."""
+        contexts = self._contexts
+        return {
+            "settings": settings,
+            "config": contexts.config,
+            "cwd": contexts.cwd,
+            "resources": contexts.resources,
+            "driver_config": contexts.driver_config,
+        }
+
     def _execute(
-        self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken, ids: LifecycleIds
+        self,
+        run: ToolRun,
+        info: ToolCallInfo,
+        cancel: CancelToken,
+        ids: LifecycleIds,
+        settings: Settings,
     ) -> ToolCallResult:
         tool = info.tool
         assert tool is not None  # decide() resolves every call it lets run
@@ -228,11 +245,16 @@ class ToolRunner:
         if cancel.cancelled:
             return failed(ABORTED_CALL)  # aborted while the hooks decided: never start it
         if tool.transactional:
-            return self._execute_in_transaction(run, info, cancel, ids)
-        return self._execute_plain(run, info, cancel, ids)
+            return self._execute_in_transaction(run, info, cancel, ids, settings)
+        return self._execute_plain(run, info, cancel, ids, settings)
 
     def _execute_plain(
-        self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken, ids: LifecycleIds
+        self,
+        run: ToolRun,
+        info: ToolCallInfo,
+        cancel: CancelToken,
+        ids: LifecycleIds,
+        settings: Settings,
     ) -> ToolCallResult:
         """An ordinary tool, in the call's thread: each of its writes is its own transaction;
         ``ctx.commit`` claims its result in one more."""
@@ -270,6 +292,7 @@ class ToolRunner:
             loop_id=ids.loop_id,
             turn_id=ids.turn_id,
             inference_id=ids.inference_id,
+            **self._definition_fields(settings),
         )
         try:
             output, value = execute_tool(tool, ctx, info.arguments)
@@ -286,7 +309,12 @@ class ToolRunner:
         return _outcome(output, value)
 
     def _execute_in_transaction(
-        self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken, ids: LifecycleIds
+        self,
+        run: ToolRun,
+        info: ToolCallInfo,
+        cancel: CancelToken,
+        ids: LifecycleIds,
+        settings: Settings,
     ) -> ToolCallResult:
         """A transactional tool: execute, validation, rendering and the result's claim in
         one store transaction on the writer's thread. Any failure rolls the tool's writes
@@ -318,6 +346,7 @@ class ToolRunner:
                 loop_id=ids.loop_id,
                 turn_id=ids.turn_id,
                 inference_id=ids.inference_id,
+                **self._definition_fields(settings),
             )
             try:
                 with inside_loop(agent_id):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, Unpack
 
 from agentkeep.delivery import Delivery, SendOptions
+from agentkeep.features import Feature
 from agentkeep.history import HistoryEpoch, PurgeResult
 from agentkeep.types import JSONObject, Message, QueueableMessage, Settings
 
@@ -47,6 +48,8 @@ class AgentOwner(Protocol):
     def context_tokens(self, agent_id: str) -> int | None: ...
 
     def state(self, agent_id: str) -> str: ...
+
+    def feature(self, name: str) -> Feature: ...
 
 
 class Agent:
@@ -203,3 +206,13 @@ class Agent:
             AgentClosedError: the system is closing or closed.
         """
         return self._system.state(self.id)
+
+    def feature(self, name: str) -> Feature:
+        """The running instance of the feature named ``name`` (the system's: every agent
+        runs the same instances; see :meth:`AgentSystem.feature
+        <agentkeep.AgentSystem.feature>`).
+
+        Raises:
+            UnknownFeatureError: the system has no feature of that name.
+        """
+        return self._system.feature(name)

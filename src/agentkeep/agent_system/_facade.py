@@ -29,7 +29,8 @@ from agentkeep.agent_system._opening import (
 from agentkeep.agent_system._rows import AgentInfo, create_agent, list_agents, new_agent_row
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery, SendOptions
-from agentkeep.errors import UnknownAgentError
+from agentkeep.errors import UnknownAgentError, UnknownFeatureError
+from agentkeep.features import Feature
 from agentkeep.loop.events import Start
 from agentkeep.persistence.ledger import Subscription
 from agentkeep.persistence.store import Store
@@ -81,6 +82,8 @@ class AgentSystem:
             start_writer=False,
             max_event_bytes=args.max_event_bytes,
             max_input_bytes=args.max_input_bytes,
+            database=args.database_path,
+            clock=args.clock,
         )
         try:
             parts = SystemInternals(store, providers, args)
@@ -151,6 +154,21 @@ class AgentSystem:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def feature(self, name: str) -> Feature:
+        """The running instance of the feature named ``name``: the object given to
+        ``open(features=...)`` whose hooks every agent runs, so its owner can reach what
+        belongs to it (pause a goal, read a counter).
+
+        Raises:
+            UnknownFeatureError: the system has no feature of that name (the message lists
+                the ones it has).
+        """
+        features = self._parts.features
+        found = features.get(name)
+        if found is None:
+            raise UnknownFeatureError(name, tuple(each.name for each in features.features))
+        return found
 
     # -- agents ----------------------------------------------------------------------------
 

@@ -71,6 +71,7 @@ class SystemInternals:
                 retry=args.retry,
                 provider_tools=args.provider_tools,
                 held_block_seconds=args.held_block_seconds,
+                credentials=args.credentials,
             ),
         )
         # Injected drivers (docs/drivers.md): their runners are the tree's third tier.
@@ -193,4 +194,5 @@ class SystemInternals:
                 if pinned is None
                 else session_setup.selection(pinned.toolbox.tool_ids, self.tools, self.features)
             ),
+            definition=pinned,
         )

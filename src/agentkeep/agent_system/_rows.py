@@ -8,7 +8,6 @@ exactly one winner (``AgentExistsError`` for the others).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -63,7 +62,7 @@ def new_agent_row(
         config=msgspec.to_builtins(checked),
         metadata=dict(checked.metadata),
         parent_id=parent,
-        created_at_ms=int(time.time() * 1000),
+        created_at_ms=0,  # stamped by the store's clock when the row is written
     )
 
 

@@ -50,7 +50,6 @@ from agentkeep.drivers.turn_endings import (
 from agentkeep.drivers.turn_start import start_turn
 from agentkeep.drivers.types import Driver
 from agentkeep.logs import get_logger
-from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.types import JSONObject, SessionEvent
@@ -287,7 +286,7 @@ class DriverRunner(SupervisedActor):
             sequence=0,
             type=type,
             data=data,
-            created_at_ms=now_ms(),
+            created_at_ms=self._hub.clock(),
             turn_id=turn_id,
         )
 
