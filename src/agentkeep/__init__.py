@@ -66,6 +66,7 @@ from agentkeep.loop.actions import CompactAction, InjectAction, SendAction, Stee
 from agentkeep.messages import system, tool_request, user
 from agentkeep.providers import DemoModel, Providers, ScriptedModel, script
 from agentkeep.refs import AgentRef, AgentSystemRef
+from agentkeep.runtime.base_state import AgentBaseState
 from agentkeep.tools import (
     ProviderTool,
     Tool,
@@ -104,6 +105,7 @@ from agentkeep.types import (
 
 __all__ = [
     "Agent",
+    "AgentBaseState",
     "AgentClosedError",
     "AgentConfig",
     "AgentEnvironment",

@@ -26,6 +26,7 @@ from agentkeep import chaos
 
 PUBLIC = [
     "Agent",
+    "AgentBaseState",
     "AgentClosedError",
     "AgentConfig",
     "AgentEnvironment",

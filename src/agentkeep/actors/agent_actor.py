@@ -95,6 +95,7 @@ from agentkeep.providers.catalog import Providers
 from agentkeep.providers.credentials import CredentialResolver
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.runtime import commit_plans
+from agentkeep.runtime.base_state import BaseStateSource
 from agentkeep.tools.provider_tools import ProviderTool, check_provider_tools, policy_of
 from agentkeep.types import (
     Context,
@@ -152,6 +153,8 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         on_stopped: Told ``(agent_id, settled)`` once a run stopped (passivation).
         child_grace_seconds: How long a cancelled child (an aborted tool call, or any child
             of a stopping agent) may take to unwind before it is abandoned.
+        base_state: The agent's base state (``runtime.base_state``): the instructions each
+            request starts from, read per request; None: ``options.instructions``.
     """
 
     def __init__(
@@ -167,10 +170,12 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         status: AgentStatus,
         on_stopped: Callable[[str, bool], None],
         child_grace_seconds: float,
+        base_state: BaseStateSource | None = None,
     ) -> None:
         super().__init__()
         self._agent_id = agent_id
         self._options = options
+        self._base_state = base_state  # its own instructions (None: the options')
         self._store = store
         self._features = features
         self._contexts = contexts
@@ -412,7 +417,9 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
     def _model_session_for(self, settings: Settings) -> tuple[Any, str]:
         """The model session for this request (recreated when its configuration changed).
         Raises if the provider is unknown or a correctness hook fails."""
-        instructions = self._features.instructions(self._options.instructions, self._ctx_for)
+        state = self._base_state
+        base = self._options.instructions if state is None else state.instructions()
+        instructions = self._features.instructions(base, self._ctx_for)
         tools = self._runner.tool_set(settings)
         servers = self._options.provider_tools
         check_provider_tools(tools, servers)  # a feature's tool may not take a provider tool's name

@@ -20,6 +20,7 @@ from agentkeep.persistence.interface import StoreHandle
 from agentkeep.providers.catalog import Providers
 from agentkeep.refs import AgentSystemRef
 from agentkeep.registry.types import Definition
+from agentkeep.runtime.base_state import BaseStateSource, StateDefaults
 from agentkeep.tools import Tool
 
 
@@ -82,6 +83,12 @@ class AgentFactory:
         options = self._options
         if instructions is not None:
             options = dataclasses.replace(options, instructions=instructions)
+        # Its own base state: what it changed, over its revision's (or the system's) defaults.
+        base_state = BaseStateSource(
+            self._store,
+            agent_id,
+            StateDefaults(instructions=options.instructions, tools=tool_ids),
+        )
         contexts = HookContexts(
             agent_id,
             store=self._store,
@@ -95,7 +102,7 @@ class AgentFactory:
             tools=self._tools,
             contexts=contexts,
             system_ref=system_ref,
-            selection=tool_ids,
+            selection=base_state.selection,
         )
         # Read when the agent becomes known (a test may lengthen it for its agents).
         child_grace_seconds = agent_children.CHILD_GRACE_SECONDS
@@ -112,6 +119,7 @@ class AgentFactory:
                 status=status,
                 on_stopped=on_stopped,
                 child_grace_seconds=child_grace_seconds,
+                base_state=base_state,
             )
 
         return KnownAgent(

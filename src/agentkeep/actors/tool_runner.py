@@ -62,7 +62,7 @@ class ToolRunner:
         system_ref: How a tool reaches the system (``ToolContext.system``).
         selection: The ids (:attr:`~agentkeep.tools.Tool.id`) of the only tools it offers,
             the system's and the features' alike (a session's ``toolbox.toolIds``); None:
-            every tool.
+            every tool. A function is asked each time (the agent's mutable base state).
     """
 
     def __init__(
@@ -73,12 +73,12 @@ class ToolRunner:
         tools: Sequence[Tool[Any, Any]],
         contexts: HookContexts,
         system_ref: AgentSystemRef,
-        selection: frozenset[str] | None = None,
+        selection: frozenset[str] | Callable[[], frozenset[str] | None] | None = None,
     ) -> None:
         self._agent_id = agent_id
         self._features = features
         self._selection = selection
-        self._tools = tools if selection is None else [t for t in tools if t.id in selection]
+        self._tools = tools
         self._contexts = contexts
         self._system_ref = system_ref
 
@@ -87,9 +87,11 @@ class ToolRunner:
         its selection names, if it has one). Raises on a failing tools hook or a duplicate
         (namespace, name) — a correctness failure."""
         ctx_for = lambda feature: self._contexts.for_feature(feature, settings)  # noqa: E731
-        offered = self._features.tools(self._tools, ctx_for)
-        if self._selection is not None:
-            offered = [tool for tool in offered if tool.id in self._selection]
+        selection = self._selection() if callable(self._selection) else self._selection
+        own = self._tools if selection is None else [t for t in self._tools if t.id in selection]
+        offered = self._features.tools(own, ctx_for)
+        if selection is not None:
+            offered = [tool for tool in offered if tool.id in selection]
         return ToolSet(offered)
 
     def batch_tools(self, settings: Settings, ids: LifecycleIds | None = None) -> BatchTools:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, Unpack
+
+from msgspec import UNSET, UnsetType
 
 from agentkeep.delivery import Delivery, SendOptions
 from agentkeep.features import Feature
 from agentkeep.history import HistoryEpoch, PurgeResult
+from agentkeep.runtime.base_state import AgentBaseState
 from agentkeep.types import JSONObject, Message, QueueableMessage, Settings
 
 if TYPE_CHECKING:
@@ -50,6 +54,16 @@ class AgentOwner(Protocol):
     def state(self, agent_id: str) -> str: ...
 
     def feature(self, name: str) -> Feature: ...
+
+    def base_state(self, agent_id: str) -> AgentBaseState: ...
+
+    def update_base_state(
+        self,
+        agent_id: str,
+        *,
+        instructions: str | UnsetType = UNSET,
+        tools: Sequence[str] | UnsetType | None = UNSET,
+    ) -> AgentBaseState: ...
 
 
 class Agent:
@@ -216,3 +230,19 @@ class Agent:
             UnknownFeatureError: the system has no feature of that name.
         """
         return self._system.feature(name)
+
+    @property
+    def base_state(self) -> AgentBaseState:
+        """The agent's own instructions and tools (:meth:`AgentSystem.base_state
+        <agentkeep.AgentSystem.base_state>`)."""
+        return self._system.base_state(self.id)
+
+    def update_base_state(
+        self,
+        *,
+        instructions: str | UnsetType = UNSET,
+        tools: Sequence[str] | UnsetType | None = UNSET,
+    ) -> AgentBaseState:
+        """Change the agent's base state durably (:meth:`AgentSystem.update_base_state
+        <agentkeep.AgentSystem.update_base_state>`)."""
+        return self._system.update_base_state(self.id, instructions=instructions, tools=tools)

@@ -19,6 +19,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Unpack
 
+from msgspec import UNSET, UnsetType
+
+from agentkeep.agent_system import _base_state as agent_state
 from agentkeep.agent_system._agent import Agent
 from agentkeep.agent_system._internals import SystemInternals
 from agentkeep.agent_system._opening import (
@@ -36,6 +39,7 @@ from agentkeep.persistence.ledger import Subscription
 from agentkeep.persistence.store import Store
 from agentkeep.providers.catalog import Providers
 from agentkeep.registry import Registry
+from agentkeep.runtime.base_state import AgentBaseState
 from agentkeep.sessions import Sessions
 from agentkeep.sessions import setup as session_setup
 from agentkeep.types import JSONObject, Message, QueueableMessage, SessionEvent, Settings
@@ -179,13 +183,47 @@ class AgentSystem:
         id: str | None = None,
         parent: str | None = None,
         initial_context: Sequence[Message] | None = None,
+        instructions: str | UnsetType = UNSET,
+        tools: Sequence[str] | UnsetType | None = UNSET,
     ) -> Agent:
-        """Create an agent (claiming its id atomically); its loop does not start."""
+        """Create an agent (claiming its id atomically); its loop does not start.
+
+        ``instructions`` and ``tools`` set its initial base state (:meth:`base_state`),
+        stored in the creating transaction; left out, it has the system's.
+
+        Raises:
+            AgentExistsError: the id is taken.
+            InvalidConfigError: the config, or a tool id ``tools`` names, is refused.
+        """
         parts = self._parts
+        state = agent_state.check(parts, instructions, tools)
         with parts.admission.operation():
             row = new_agent_row(config, parts.features, id, parent)
-            create_agent(parts.store.handle, row, initial_context)
+            create_agent(parts.store.handle, row, initial_context, state)
             return Agent(self, row.id)
+
+    def base_state(self, agent_id: str) -> AgentBaseState:
+        """The agent's own base state: the instructions its requests start from and the ids
+        of the tools it is offered (None: every tool), which the features' ``instructions``
+        and ``tools`` hooks extend. Until changed, a session's pinned revision's or the
+        system's. Raises ``UnknownAgentError``."""
+        return agent_state.read(self._parts, agent_id)
+
+    def update_base_state(
+        self,
+        agent_id: str,
+        *,
+        instructions: str | UnsetType = UNSET,
+        tools: Sequence[str] | UnsetType | None = UNSET,
+    ) -> AgentBaseState:
+        """Change the agent's base state durably (what is left out is kept; ``tools=None``
+        offers every tool again); its next request uses it. Returns the state in effect.
+
+        Raises:
+            UnknownAgentError: the agent does not exist.
+            InvalidConfigError: ``tools`` names a tool the system does not offer.
+        """
+        return agent_state.update(self._parts, agent_id, instructions, tools)
 
     def resolve(self, agent_id: str) -> Agent:
         """The agent with this id (its loop is not started). Raises ``UnknownAgentError``."""

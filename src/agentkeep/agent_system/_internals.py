@@ -82,6 +82,7 @@ class SystemInternals:
             cancel_grace_seconds=args.driver_cancel_grace_seconds,
             intensity=args.intensity,
             backoff=args.backoff,
+            credentials=args.credentials,
         )
         # The barrier: operations admitted before close (or a delete) finish before it goes on.
         self.admission = Admission()

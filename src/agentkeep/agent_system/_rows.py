@@ -17,6 +17,7 @@ from agentkeep.config import AgentConfig
 from agentkeep.errors import AgentExistsError, InvalidConfigError, UnknownAgentError, check_id
 from agentkeep.features import FeatureSet, MetadataChange
 from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.runtime import base_state
 from agentkeep.types import JSONObject, Message, Settings, new_id
 from agentkeep.types.ledger import METADATA_CHANGED
 from agentkeep.types.records import AgentRow, CompactionRecord
@@ -67,9 +68,13 @@ def new_agent_row(
 
 
 def create_agent(
-    store: StoreHandle, row: AgentRow, initial_context: Sequence[Message] | None
+    store: StoreHandle,
+    row: AgentRow,
+    initial_context: Sequence[Message] | None,
+    state: dict[str, object] | None = None,
 ) -> None:
-    """Claim ``row.id`` (see the module invariant).
+    """Claim ``row.id`` (see the module invariant), with its initial base state overrides
+    (``runtime.base_state``) in the same transaction.
 
     Raises:
         UnknownAgentError: the parent does not exist.
@@ -83,6 +88,8 @@ def create_agent(
             raise AgentExistsError(row.id)
         if initial_context:
             tx.records.append(row.id, CompactionRecord(messages=tuple(initial_context)))
+        if state:
+            base_state.write(tx, row.id, state)
 
     store.transact(work)
 

@@ -52,6 +52,7 @@ from agentkeep.drivers.types import Driver
 from agentkeep.logs import get_logger
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.ledger import LedgerHub
+from agentkeep.providers.credentials import CredentialResolver
 from agentkeep.types import JSONObject, SessionEvent
 from agentkeep.types.turns import NATIVE_DRIVER, TurnRecord
 
@@ -76,6 +77,11 @@ class RunnerHost(Protocol):
     @property
     def max_event_bytes(self) -> int:
         """The bound on one event's encoded data."""
+        ...
+
+    @property
+    def credentials(self) -> CredentialResolver | None:
+        """Resolves a revision's ``authRef`` (``DriverContext.credential``)."""
         ...
 
     @property
@@ -207,6 +213,8 @@ class DriverRunner(SupervisedActor):
                 publish=lambda type, data: self._publish(turn.id, type, data),
                 max_event_bytes=self._host.max_event_bytes,
                 on_invalid=state.refuse,
+                auth_ref=request.revision.definition.auth_ref,
+                credentials=self._host.credentials,
             )
             with state.cond:
                 state.context = context

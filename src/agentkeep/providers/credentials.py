@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from agentkeep.errors import CredentialUnavailableError, InvalidConfigError
 from agentkeep.providers.protocol import ModelSession
@@ -64,7 +64,7 @@ class Credential:
 
     __str__ = __repr__
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> str | tuple[Any, ...]:
         raise TypeError("A Credential is never pickled: its secret stays in memory.")
 
 

@@ -16,6 +16,7 @@ import agentkeep as ak
 PUBLIC_ATTRIBUTES = [
     "abort",
     "agents",
+    "base_state",
     "children_of",
     "close",
     "compact",
@@ -42,6 +43,7 @@ PUBLIC_ATTRIBUTES = [
     "steer",
     "subscribe",
     "transcript",
+    "update_base_state",
     "update_metadata",
     "wait_for_failure",
     "wait_for_idle",
