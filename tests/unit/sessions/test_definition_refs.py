@@ -203,6 +203,7 @@ def test_an_unresolvable_auth_ref_fails_the_turn_naming_it(
 
     assert turn.status == "failed"
     assert turn.error is not None
+    assert turn.error.code == "inference_failed"
     assert 'authRef "team-key" could not be resolved' in turn.error.message
     assert reason in turn.error.message
     assert local.requests == ()  # nothing was sent to the provider
