@@ -8,8 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import agentkeep as ak
-from agentkeep.providers import AnthropicProvider
+from agentkeep.providers import (
+    AnthropicProvider,
+    CancelToken,
+    Credential,
+    OpenAICompatibleProvider,
+    UsesCredentials,
+)
 from agentkeep.providers.retry import RetryPolicy
+from agentkeep.types import Context, ModelSessionOptions, Selection, TextBlock, UserMessage
 
 PROVIDER_KEY = "sk-ant-the-providers-own-key"
 TEAM_SECRET = "sk-ant-team-secret-0123456789"
@@ -99,3 +106,46 @@ def test_the_resolved_secret_is_the_requests_api_key_and_never_stored(
         assert all(secret not in repr(event) for event in events)  # not on the ledger
         assert secret not in logged  # not logged
     assert b"team-key" in stored  # the reference is (the definition's authRef)
+
+
+def _chat_reply(server: Any, text: str) -> Any:
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> dict[str, Any]:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+        usage = None if delta is not None else {"prompt_tokens": 3, "completion_tokens": 2}
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1760000000,
+            "model": "qwen3-8b",
+            "choices": choices,
+            "usage": usage,
+        }
+
+    chunks = [chunk({"role": "assistant", "content": text}), chunk({}, "stop"), chunk(None)]
+    return server.Reply(frames=[*(server.sse(None, c) for c in chunks), server.sse(None, "[DONE]")])
+
+
+def test_the_openai_adapters_send_the_credential_as_their_bearer_key(
+    server: Any, retry_policy: RetryPolicy
+) -> None:
+    provider = OpenAICompatibleProvider(
+        api_key=PROVIDER_KEY, base_url=f"{server.url}/v1", model="qwen3-8b", retry=retry_policy
+    )
+    assert isinstance(provider, UsesCredentials)
+    options = ModelSessionOptions(instructions="Be brief.")
+    context = Context(
+        instructions="Be brief.", messages=(UserMessage(content=(TextBlock(text="hi"),)),)
+    )
+    server.queue(_chat_reply(server, "one"), _chat_reply(server, "two"))
+    keyed = provider.open_model_session_as("a1", options, Credential("team-key", TEAM_SECRET))
+    own = provider.open_model_session("a2", options)
+    try:
+        for session in (keyed, own):
+            events = list(session.stream(context, Selection(), CancelToken()))
+            assert events[-1].state == "normal"  # type: ignore[union-attr]
+        assert TEAM_SECRET not in repr(keyed)
+    finally:
+        keyed.close()
+        own.close()
+        provider.close()
+    assert [_sent_key(r) for r in server.requests] == [TEAM_SECRET, PROVIDER_KEY]
