@@ -4,12 +4,15 @@ resolver (``context.credential()``), as the native loop does for its requests, a
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Any
 
 from tests.unit.drivers.conftest import DriverWorld, Scripted, types_of
+from tests.unit.drivers.process_helpers import PYTHON, linux_only
 
 import agentkeep as ak
-from agentkeep.drivers import DriverContext, DriverResult, DriverRunRequest
+from agentkeep.drivers import DriverContext, DriverResult, DriverRunRequest, ProcessDriver
 
 SECRET = "remote-secret-4242"
 
@@ -77,3 +80,58 @@ def test_an_unresolvable_auth_ref_fails_the_driver_turn_naming_it(world: DriverW
     assert 'authRef "missing-key" could not be resolved' in done.error.message
     assert types_of(system, session.id)[-1] == "turn.failed"
     assert isinstance(ak.CredentialUnavailableError("x", "y"), ak.AgentkeepError)
+
+
+_HARNESS = """
+import hashlib, json, os, sys
+request = json.load(sys.stdin)
+secret = os.environ.get("AGENTKEEP_CREDENTIAL")
+digest = None if secret is None else hashlib.sha256(secret.encode()).hexdigest()
+stdin_had_it = secret is not None and secret in json.dumps(request)
+sys.stdout.write(json.dumps({"type": "result", "metadata": {
+    "digest": digest, "authRef": request["revision"]["definition"]["authRef"],
+    "stdinHadIt": stdin_had_it}}) + "\\n")
+"""
+
+
+@linux_only
+def test_the_process_driver_hands_the_secret_to_its_harness_in_the_environment_only(
+    world: DriverWorld, tmp_path: Path
+) -> None:
+    script = tmp_path / "harness.py"
+    script.write_text(_HARNESS)
+    driver = ProcessDriver("remote", command=[PYTHON, str(script)])
+    system = world.open([driver], credentials={"team-key": SECRET}.get)
+    system.registry.create(_definition("team-key"))
+    session = system.sessions.start("remote")
+
+    done = system.sessions.send(session.id, "go").wait(timeout_seconds=30)
+
+    assert done.status == "completed", done.error
+    assert done.result is not None
+    assert done.result["metadata"] == {
+        "digest": hashlib.sha256(SECRET.encode()).hexdigest(),
+        "authRef": "team-key",
+        "stdinHadIt": False,
+    }
+    assert all(SECRET not in repr(event) for event in system.events(session.id, limit=1000))
+
+
+@linux_only
+def test_the_process_driver_starts_no_harness_for_an_unresolvable_auth_ref(
+    world: DriverWorld, tmp_path: Path
+) -> None:
+    marker = tmp_path / "started"
+    script = tmp_path / "harness.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    driver = ProcessDriver("remote", command=[PYTHON, str(script)])
+    system = world.open([driver])  # no resolver
+    system.registry.create(_definition("team-key"))
+    session = system.sessions.start("remote")
+
+    done = system.sessions.send(session.id, "go").wait(timeout_seconds=30)
+
+    assert done.status == "failed"
+    assert done.error is not None
+    assert 'authRef "team-key" could not be resolved' in done.error.message
+    assert not marker.exists()
