@@ -133,6 +133,7 @@ class HookContexts:
             cwd=self.cwd,
             resources=self.resources,
             driver_config=self.driver_config,
+            feature_config=self._config.get("features", {}).get(name) or {},
         )
 
     def call_kv(self, internal_id: str, alive: Callable[[], bool]) -> ScopedKV:

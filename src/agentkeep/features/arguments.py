@@ -136,7 +136,7 @@ class HookContext:
 
     ``provider``, ``model``, ``effort`` and ``service_tier`` read ``settings``, and ``config``
     is the agent's configuration as JSON (its ``AgentConfig``: ``features`` holds each
-    feature's entry).
+    feature's entry); ``feature_config`` is the hooked feature's own entry (``{}``: none).
     """
 
     agent_id: str
@@ -155,6 +155,8 @@ class HookContext:
     cwd: str | None = None  # defs: the pinned definition's workspace.cwd (None: none)
     resources: Resources = field(default_factory=Resources)  # defs: its resources
     driver_config: JSONObject = field(default_factory=dict)  # defs: its driver.config
+    # defs: this feature's own entry of the agent's ``AgentConfig.features`` ({} if none)
+    feature_config: dict[str, Any] = field(default_factory=dict)
 
     @property
     def provider(self) -> str | None:

@@ -73,9 +73,11 @@ class Probe(ak.Feature):
 
     def __init__(self) -> None:
         self.seen: list[dict[str, Any]] = []
+        self.feature_configs: list[dict[str, Any]] = []
 
     def before_turn(self, ctx: ak.HookContext, turn: Any) -> None:
         self.seen.append(_fields(ctx))
+        self.feature_configs.append(ctx.feature_config)
 
     def before_tool_call(self, ctx: ak.HookContext, call: Any) -> None:
         self.seen.append(_fields(ctx))
@@ -166,6 +168,7 @@ def test_an_agent_without_a_definition_sees_its_config_and_no_references(
     }
     assert seen_by_tools == [expected]
     assert probe.seen == [expected, expected]
+    assert probe.feature_configs == [{"level": 3}]  # its own entry of the agent's config
 
 
 def test_a_basic_tool_context_has_the_same_fields() -> None:
