@@ -25,6 +25,7 @@ from agentkeep.errors import (
     AwaitFromOwnLoopError,
     CommitOutcomeUnknownError,
     CompactionFailedError,
+    CredentialUnavailableError,
     DuplicateProviderError,
     ExpiredScopeError,
     FeatureDefinitionError,
@@ -49,6 +50,7 @@ from agentkeep.errors import (
     TransactionScopeError,
     TurnStateError,
     UnknownAgentError,
+    UnknownFeatureError,
     UnknownProviderError,
 )
 from agentkeep.features import (
@@ -68,6 +70,7 @@ from agentkeep.messages import system, tool_request, user
 from agentkeep.modules import Module, ModuleHooks
 from agentkeep.providers import DemoModel, Providers, ScriptedModel, script
 from agentkeep.refs import AgentRef, AgentSystemRef
+from agentkeep.runtime.base_state import AgentBaseState
 from agentkeep.system_transaction import SystemTransaction
 from agentkeep.tools import (
     ProviderTool,
@@ -107,6 +110,7 @@ from agentkeep.types import (
 
 __all__ = [
     "Agent",
+    "AgentBaseState",
     "AgentClosedError",
     "AgentConfig",
     "AgentEnvironment",
@@ -128,6 +132,7 @@ __all__ = [
     "CompactionFailed",
     "CompactionFailedError",
     "CompactionMessage",
+    "CredentialUnavailableError",
     "DataBlock",
     "Delivery",
     "DemoModel",
@@ -197,6 +202,7 @@ __all__ = [
     "TurnInfo",
     "TurnStateError",
     "UnknownAgentError",
+    "UnknownFeatureError",
     "UnknownProviderError",
     "Usage",
     "UserMessage",

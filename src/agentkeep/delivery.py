@@ -9,7 +9,6 @@ is never acknowledged before anything could find the agent that owes it.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from typing import Literal, TypedDict
 
@@ -23,6 +22,7 @@ from agentkeep.errors import (
 )
 from agentkeep.loop.actions import check_message_id as check_action_message_id
 from agentkeep.messages import check_tool_requests, validate_message, wire_input
+from agentkeep.persistence.clock import now_ms
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.ledger import encode_event_data, encode_event_data_value
 from agentkeep.providers.catalog import Providers
@@ -220,7 +220,7 @@ def accept_message(
             message=message,
             options=options,
             metadata=metadata,
-            accepted_at_ms=int(time.time() * 1000),
+            accepted_at_ms=now_ms(),  # the store's clock (this runs on its writer)
         ),
     )
     owe_inference(tx, agent_id)

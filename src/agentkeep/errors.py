@@ -462,3 +462,31 @@ class ModuleStartError(AgentkeepError):
         super().__init__(f'The {hook} of module "{module}" failed: {error!r}')
         self.module = module
         self.hook = hook
+
+
+# -- definitions reaching the native loop, and the accessors (area: defs) ----------------------
+class CredentialUnavailableError(ProviderError):
+    """A session's ``authRef`` could not be resolved: no credential resolver was registered
+    (``AgentSystem.open(credentials=...)``), the resolver knows no such credential (it returned
+    None), or it raised. ``auth_ref`` names the reference (never the secret). The session's
+    turn fails saying so; nothing is sent to the provider."""
+
+    code = "credential_unavailable"
+
+    def __init__(self, auth_ref: str, reason: str) -> None:
+        super().__init__(f'The credential of authRef "{auth_ref}" could not be resolved: {reason}')
+        self.auth_ref = auth_ref
+        self.reason = reason
+
+
+class UnknownFeatureError(AgentkeepError, LookupError):
+    """``feature(name)`` names no feature of the system; ``known`` lists the ones it has."""
+
+    code = "unknown_feature"
+
+    def __init__(self, name: str, known: tuple[str, ...]) -> None:
+        super().__init__(
+            f'The system has no feature "{name}" (its features: {", ".join(known) or "none"}).'
+        )
+        self.name = name
+        self.known = known

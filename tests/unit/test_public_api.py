@@ -26,6 +26,7 @@ from agentkeep import chaos
 
 PUBLIC = [
     "Agent",
+    "AgentBaseState",
     "AgentClosedError",
     "AgentConfig",
     "AgentEnvironment",
@@ -47,6 +48,7 @@ PUBLIC = [
     "CompactionFailed",
     "CompactionFailedError",
     "CompactionMessage",
+    "CredentialUnavailableError",
     "DataBlock",
     "Delivery",
     "DemoModel",
@@ -116,6 +118,7 @@ PUBLIC = [
     "TurnInfo",
     "TurnStateError",
     "UnknownAgentError",
+    "UnknownFeatureError",
     "UnknownProviderError",
     "Usage",
     "UserMessage",
@@ -209,6 +212,8 @@ ROLES: dict[str, list[str]] = {
         "AnthropicProvider",
         "CancelToken",
         "CompactionRequest",
+        "Credential",
+        "CredentialResolver",
         "DemoModel",
         "ModelSession",
         "ModelSessionBusyError",
@@ -228,6 +233,7 @@ ROLES: dict[str, list[str]] = {
         "ScriptedModel",
         "ServesModels",
         "StreamRequest",
+        "UsesCredentials",
         "script",
     ],
     "agentkeep.sessions": [

@@ -94,8 +94,10 @@ from agentkeep.modules import AgentSnapshot
 from agentkeep.modules._runtime import ModuleRuntime
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.providers.catalog import Providers
+from agentkeep.providers.credentials import CredentialResolver
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.runtime import commit_plans
+from agentkeep.runtime.base_state import BaseStateSource
 from agentkeep.tools.provider_tools import ProviderTool, check_provider_tools, policy_of
 from agentkeep.types import (
     Context,
@@ -130,6 +132,8 @@ class LoopOptions:
     provider_tools: tuple[ProviderTool, ...] = ()  # provider-owned tools, told beside the tools
     # How long a finished block may wait for the next stream event (``inference.hold``).
     held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
+    # Resolves a session's ``authRef`` for its requests (``providers.credentials``).
+    credentials: CredentialResolver | None = None
 
 
 class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.ThreadingActor):
@@ -154,6 +158,8 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         on_stopped: Told ``(agent_id, settled)`` once a run stopped (passivation).
         child_grace_seconds: How long a cancelled child (an aborted tool call, or any child
             of a stopping agent) may take to unwind before it is abandoned.
+        base_state: The agent's base state (``runtime.base_state``): the instructions each
+            request starts from, read per request; None: ``options.instructions``.
     """
 
     def __init__(
@@ -170,10 +176,12 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         status: AgentStatus,
         on_stopped: Callable[[str, bool], None],
         child_grace_seconds: float,
+        base_state: BaseStateSource | None = None,
     ) -> None:
         super().__init__()
         self._agent_id = agent_id
         self._options = options
+        self._base_state = base_state  # its own instructions (None: the options')
         self._store = store
         self._features = features
         self._modules = modules
@@ -203,7 +211,9 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         self._consumption = ConsumptionPolicy(
             agent_id, providers=providers, features=features, contexts=contexts
         )
-        self._model_session = ModelSessionSlot(agent_id, providers)  # this incarnation's own
+        self._model_session = ModelSessionSlot(  # this incarnation's own
+            agent_id, providers, auth_ref=contexts.auth_ref, credentials=options.credentials
+        )
         self._streams = InferenceWorker(agent_id)  # this incarnation's own, one thread
         self._stopped: bool | None = None  # set by LoopStopped during a feed: settled?
         self._claim: ConsumeClaim | None = None  # published while idle (actors.consume_claim)
@@ -441,7 +451,9 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
     def _model_session_for(self, settings: Settings) -> tuple[Any, str]:
         """The model session for this request (recreated when its configuration changed).
         Raises if the provider is unknown or a correctness hook fails."""
-        instructions = self._features.instructions(self._options.instructions, self._ctx_for)
+        state = self._base_state
+        base = self._options.instructions if state is None else state.instructions()
+        instructions = self._features.instructions(base, self._ctx_for)
         tools = self._runner.tool_set(settings)
         servers = self._options.provider_tools
         check_provider_tools(tools, servers)  # a feature's tool may not take a provider tool's name

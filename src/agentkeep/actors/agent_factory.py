@@ -20,6 +20,8 @@ from agentkeep.modules._runtime import ModuleRuntime
 from agentkeep.persistence.interface import StoreHandle
 from agentkeep.providers.catalog import Providers
 from agentkeep.refs import AgentSystemRef
+from agentkeep.registry.types import Definition
+from agentkeep.runtime.base_state import BaseStateSource, StateDefaults
 from agentkeep.tools import Tool
 
 
@@ -64,6 +66,7 @@ class AgentFactory:
         on_stopped: Callable[[str, bool], None],
         instructions: str | None = None,
         tool_ids: frozenset[str] | None = None,
+        definition: Definition | None = None,
     ) -> KnownAgent:
         """The entry of ``agent_id``: its hook contexts and tool runner (shared by its actor
         incarnations), and how to start one incarnation. Raises nothing.
@@ -78,18 +81,32 @@ class AgentFactory:
                 of the system's; None: the system's.
             tool_ids: The ids of the only tools it is offered, the system's and the
                 features' (a session's ``toolbox.toolIds``); None: every tool.
+            definition: Its session's pinned definition, whose references its hooks and
+                tools are told and whose ``authRef`` its requests are sent under.
         """
         options = self._options
         if instructions is not None:
             options = dataclasses.replace(options, instructions=instructions)
-        contexts = HookContexts(agent_id, store=self._store, config=config, system_ref=system_ref)
+        # Its own base state: what it changed, over its revision's (or the system's) defaults.
+        base_state = BaseStateSource(
+            self._store,
+            agent_id,
+            StateDefaults(instructions=options.instructions, tools=tool_ids),
+        )
+        contexts = HookContexts(
+            agent_id,
+            store=self._store,
+            config=config,
+            system_ref=system_ref,
+            definition=definition,
+        )
         tool_runner = ToolRunner(
             agent_id,
             features=self._features,
             tools=self._tools,
             contexts=contexts,
             system_ref=system_ref,
-            selection=tool_ids,
+            selection=base_state.selection,
         )
         # Read when the agent becomes known (a test may lengthen it for its agents).
         child_grace_seconds = agent_children.CHILD_GRACE_SECONDS
@@ -107,6 +124,7 @@ class AgentFactory:
                 status=status,
                 on_stopped=on_stopped,
                 child_grace_seconds=child_grace_seconds,
+                base_state=base_state,
             )
 
         return KnownAgent(

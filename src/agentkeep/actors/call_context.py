@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -19,9 +19,17 @@ from agentkeep.errors import AgentkeepError, ToolCommitError
 from agentkeep.key_value import KeyValueStore
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.refs import AgentSystemRef
+from agentkeep.registry.types import Resources
 from agentkeep.tools import Tool, ToolError
 from agentkeep.tools.results import validate_result
-from agentkeep.types import PermissionMode, ToolResultMessage
+from agentkeep.types import (
+    JSONObject,
+    PermissionMode,
+    ReasoningEffort,
+    ServiceTier,
+    Settings,
+    ToolResultMessage,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +55,33 @@ class CallContext:
         if self.open_history_kv is None:
             raise AgentkeepError("This tool context has no history store.")
         return self.open_history_kv()
+
+    # -- the agent's settings and its definition's references (area: defs) --
+    settings: Settings = field(default_factory=Settings)  # defs: the batch's settings
+    config: dict[str, Any] = field(default_factory=dict)  # defs: the AgentConfig as JSON
+    cwd: str | None = None  # defs: workspace.cwd
+    resources: Resources = field(default_factory=Resources)  # defs: resources
+    driver_config: JSONObject = field(default_factory=dict)  # defs: driver.config
+
+    @property
+    def provider(self) -> str | None:
+        """``settings.provider``."""
+        return self.settings.provider
+
+    @property
+    def model(self) -> str | None:
+        """``settings.model``."""
+        return self.settings.model
+
+    @property
+    def effort(self) -> ReasoningEffort | None:
+        """``settings.effort``."""
+        return self.settings.effort
+
+    @property
+    def service_tier(self) -> ServiceTier | None:
+        """``settings.service_tier``."""
+        return self.settings.service_tier
 
     def commit(self, result: Any) -> bool:
         """See :meth:`agentkeep.tools.ToolContext.commit`."""

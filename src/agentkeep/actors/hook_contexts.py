@@ -11,11 +11,13 @@ from agentkeep.loop.effects import LifecycleIds
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.kv import ScopedKV
 from agentkeep.refs import AgentSystemRef
+from agentkeep.registry.types import Definition, Resources
 from agentkeep.runtime.history_kv import history_kv
 from agentkeep.runtime.kv_areas import CALL_AREA, KV_AREA, RUN_AREA
-from agentkeep.types import Settings
+from agentkeep.types import JSONObject, Settings
 
 _NO_IDS = LifecycleIds()
+_NO_RESOURCES = Resources()
 
 
 class HookContexts:
@@ -27,8 +29,11 @@ class HookContexts:
     Args:
         agent_id: The agent whose hooks these are.
         store: Where a context's stores read and write (outside a transaction).
-        config: The agent's feature configuration (``AgentConfig.features``).
+        config: The agent's configuration as JSON (its ``AgentConfig``).
         system_ref: How a hook sends to agents; inside a transaction its sends join it.
+        definition: The session's pinned definition, whose references (``workspace.cwd``,
+            ``resources``, ``driver.config``, ``authRef``) its hooks and tools are told; None
+            for an agent made without one.
     """
 
     def __init__(
@@ -38,11 +43,43 @@ class HookContexts:
         store: StoreHandle,
         config: dict[str, Any],
         system_ref: AgentSystemRef,
+        definition: Definition | None = None,
     ) -> None:
         self._agent_id = agent_id
         self._store = store
         self._config = config
         self._system_ref = system_ref
+        self._definition = definition
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The agent's configuration as JSON (its ``AgentConfig``)."""
+        return self._config
+
+    @property
+    def definition(self) -> Definition | None:
+        """The session's pinned definition (None: the agent has none)."""
+        return self._definition
+
+    @property
+    def cwd(self) -> str | None:
+        """The pinned definition's ``workspace.cwd`` (None: none, or no definition)."""
+        return None if self._definition is None else self._definition.workspace.cwd
+
+    @property
+    def resources(self) -> Resources:
+        """The pinned definition's ``resources`` (empty without a definition)."""
+        return _NO_RESOURCES if self._definition is None else self._definition.resources
+
+    @property
+    def driver_config(self) -> JSONObject:
+        """The pinned definition's ``driver.config`` (empty without a definition)."""
+        return {} if self._definition is None else self._definition.driver.config
+
+    @property
+    def auth_ref(self) -> str | None:
+        """The pinned definition's ``authRef`` (a reference, never a secret)."""
+        return None if self._definition is None else self._definition.auth_ref
 
     @property
     def store(self) -> StoreHandle:
@@ -99,6 +136,10 @@ class HookContexts:
             open_history_kv=lambda: history_kv(
                 self._agent_id, "feature", name, tx=tx, store=self._store
             ),
+            cwd=self.cwd,
+            resources=self.resources,
+            driver_config=self.driver_config,
+            feature_config=self._config.get("features", {}).get(name) or {},
         )
 
     def tool_history_kv(self, tool_id: str, tx: Transaction | None = None) -> ScopedKV:

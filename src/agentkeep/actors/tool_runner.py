@@ -62,7 +62,7 @@ class ToolRunner:
         system_ref: How a tool reaches the system (``ToolContext.system``).
         selection: The ids (:attr:`~agentkeep.tools.Tool.id`) of the only tools it offers,
             the system's and the features' alike (a session's ``toolbox.toolIds``); None:
-            every tool.
+            every tool. A function is asked each time (the agent's mutable base state).
     """
 
     def __init__(
@@ -73,12 +73,12 @@ class ToolRunner:
         tools: Sequence[Tool[Any, Any]],
         contexts: HookContexts,
         system_ref: AgentSystemRef,
-        selection: frozenset[str] | None = None,
+        selection: frozenset[str] | Callable[[], frozenset[str] | None] | None = None,
     ) -> None:
         self._agent_id = agent_id
         self._features = features
         self._selection = selection
-        self._tools = tools if selection is None else [t for t in tools if t.id in selection]
+        self._tools = tools
         self._contexts = contexts
         self._system_ref = system_ref
 
@@ -87,9 +87,11 @@ class ToolRunner:
         its selection names, if it has one). Raises on a failing tools hook or a duplicate
         (namespace, name) — a correctness failure."""
         ctx_for = lambda feature: self._contexts.for_feature(feature, settings)  # noqa: E731
-        offered = self._features.tools(self._tools, ctx_for)
-        if self._selection is not None:
-            offered = [tool for tool in offered if tool.id in self._selection]
+        selection = self._selection() if callable(self._selection) else self._selection
+        own = self._tools if selection is None else [t for t in self._tools if t.id in selection]
+        offered = self._features.tools(own, ctx_for)
+        if selection is not None:
+            offered = [tool for tool in offered if tool.id in selection]
         return ToolSet(offered)
 
     def batch_tools(self, settings: Settings, ids: LifecycleIds | None = None) -> BatchTools:
@@ -183,7 +185,7 @@ class ToolRunner:
         features = self._features
         info, outcome = decide(features.features, ctx_for, info, tools)
         if outcome is None:
-            outcome = self._execute(run, info, cancel, ids)
+            outcome = self._execute(run, info, cancel, ids, settings)
         features.observe("after_tool_call", ctx_for, info, outcome)
         return ToolResultMessage(
             call_id=call.call_id, content=outcome.content, is_error=outcome.is_error
@@ -218,8 +220,25 @@ class ToolRunner:
             return _error(run.call.call_id, ANSWERED_MEANWHILE_CALL)
         return None
 
+    def _definition_fields(self, settings: Settings) -> dict[str, Any]:
+        """What a call's context tells of the agent: the batch's settings, its feature
+        configuration and its session's definition references."""
+        contexts = self._contexts
+        return {
+            "settings": settings,
+            "config": contexts.config,
+            "cwd": contexts.cwd,
+            "resources": contexts.resources,
+            "driver_config": contexts.driver_config,
+        }
+
     def _execute(
-        self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken, ids: LifecycleIds
+        self,
+        run: ToolRun,
+        info: ToolCallInfo,
+        cancel: CancelToken,
+        ids: LifecycleIds,
+        settings: Settings,
     ) -> ToolCallResult:
         tool = info.tool
         assert tool is not None  # decide() resolves every call it lets run
@@ -228,11 +247,16 @@ class ToolRunner:
         if cancel.cancelled:
             return failed(ABORTED_CALL)  # aborted while the hooks decided: never start it
         if tool.transactional:
-            return self._execute_in_transaction(run, info, cancel, ids)
-        return self._execute_plain(run, info, cancel, ids)
+            return self._execute_in_transaction(run, info, cancel, ids, settings)
+        return self._execute_plain(run, info, cancel, ids, settings)
 
     def _execute_plain(
-        self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken, ids: LifecycleIds
+        self,
+        run: ToolRun,
+        info: ToolCallInfo,
+        cancel: CancelToken,
+        ids: LifecycleIds,
+        settings: Settings,
     ) -> ToolCallResult:
         """An ordinary tool, in the call's thread: each of its writes is its own transaction;
         ``ctx.commit`` claims its result in one more."""
@@ -275,6 +299,7 @@ class ToolRunner:
             open_history_kv=lambda: contexts.tool_history_kv(tool.id).until(
                 lambda: commits.running
             ),
+            **self._definition_fields(settings),
         )
         try:
             output, value = execute_tool(tool, ctx, info.arguments)
@@ -291,7 +316,12 @@ class ToolRunner:
         return _outcome(output, value)
 
     def _execute_in_transaction(
-        self, run: ToolRun, info: ToolCallInfo, cancel: CancelToken, ids: LifecycleIds
+        self,
+        run: ToolRun,
+        info: ToolCallInfo,
+        cancel: CancelToken,
+        ids: LifecycleIds,
+        settings: Settings,
     ) -> ToolCallResult:
         """A transactional tool: execute, validation, rendering and the result's claim in
         one store transaction on the writer's thread. Any failure rolls the tool's writes
@@ -325,6 +355,7 @@ class ToolRunner:
                 inference_id=ids.inference_id,
                 # Bound to the call's transaction (and to the history it was made in).
                 open_history_kv=lambda: self._contexts.tool_history_kv(tool.id, tx),
+                **self._definition_fields(settings),
             )
             try:
                 with inside_loop(agent_id):

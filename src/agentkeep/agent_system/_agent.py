@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, Unpack
+
+from msgspec import UNSET, UnsetType
 
 from agentkeep.agent_system._transactions import outside_transaction
 from agentkeep.delivery import Delivery, SendOptions
+from agentkeep.features import Feature
 from agentkeep.history import HistoryEpoch, PurgeResult
+from agentkeep.runtime.base_state import AgentBaseState
 from agentkeep.types import JSONObject, Message, QueueableMessage, Settings
 
 if TYPE_CHECKING:
@@ -48,6 +53,18 @@ class AgentOwner(Protocol):
     def context_tokens(self, agent_id: str) -> int | None: ...
 
     def state(self, agent_id: str) -> str: ...
+
+    def feature(self, name: str) -> Feature: ...
+
+    def base_state(self, agent_id: str) -> AgentBaseState: ...
+
+    def update_base_state(
+        self,
+        agent_id: str,
+        *,
+        instructions: str | UnsetType = UNSET,
+        tools: Sequence[str] | UnsetType | None = UNSET,
+    ) -> AgentBaseState: ...
 
 
 class Agent:
@@ -211,3 +228,29 @@ class Agent:
             AgentClosedError: the system is closing or closed.
         """
         return self._system.state(self.id)
+
+    def feature(self, name: str) -> Feature:
+        """The running instance of the feature named ``name`` (the system's: every agent
+        runs the same instances; see :meth:`AgentSystem.feature
+        <agentkeep.AgentSystem.feature>`).
+
+        Raises:
+            UnknownFeatureError: the system has no feature of that name.
+        """
+        return self._system.feature(name)
+
+    @property
+    def base_state(self) -> AgentBaseState:
+        """The agent's own instructions and tools (:meth:`AgentSystem.base_state
+        <agentkeep.AgentSystem.base_state>`)."""
+        return self._system.base_state(self.id)
+
+    def update_base_state(
+        self,
+        *,
+        instructions: str | UnsetType = UNSET,
+        tools: Sequence[str] | UnsetType | None = UNSET,
+    ) -> AgentBaseState:
+        """Change the agent's base state durably (:meth:`AgentSystem.update_base_state
+        <agentkeep.AgentSystem.update_base_state>`)."""
+        return self._system.update_base_state(self.id, instructions=instructions, tools=tools)

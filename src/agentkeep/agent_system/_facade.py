@@ -19,6 +19,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar, Unpack
 
+from msgspec import UNSET, UnsetType
+
+from agentkeep.agent_system import _base_state as agent_state
 from agentkeep.agent_system._agent import Agent
 from agentkeep.agent_system._internals import SystemInternals
 from agentkeep.agent_system._opening import (
@@ -30,13 +33,15 @@ from agentkeep.agent_system._rows import AgentInfo, create_agent, list_agents, n
 from agentkeep.agent_system._transactions import outside_transaction
 from agentkeep.config import AgentConfig
 from agentkeep.delivery import Delivery, SendOptions
-from agentkeep.errors import UnknownAgentError
+from agentkeep.errors import UnknownAgentError, UnknownFeatureError
+from agentkeep.features import Feature
 from agentkeep.loop.events import Start
 from agentkeep.persistence.ledger import Subscription
 from agentkeep.persistence.store import Store
 from agentkeep.providers.catalog import Providers
 from agentkeep.refs import make_system_ref
 from agentkeep.registry import Registry
+from agentkeep.runtime.base_state import AgentBaseState
 from agentkeep.sessions import Sessions
 from agentkeep.sessions import setup as session_setup
 from agentkeep.system_transaction import SystemTransaction
@@ -95,6 +100,8 @@ class AgentSystem:
             start_writer=False,
             max_event_bytes=args.max_event_bytes,
             max_input_bytes=args.max_input_bytes,
+            database=args.database_path,
+            clock=args.clock,
         )
         try:
             parts = SystemInternals(store, providers, args)
@@ -170,6 +177,21 @@ class AgentSystem:
     ) -> None:
         self.close()
 
+    def feature(self, name: str) -> Feature:
+        """The running instance of the feature named ``name``: the object given to
+        ``open(features=...)`` whose hooks every agent runs, so its owner can reach what
+        belongs to it (pause a goal, read a counter).
+
+        Raises:
+            UnknownFeatureError: the system has no feature of that name (the message lists
+                the ones it has).
+        """
+        features = self._parts.features
+        found = features.get(name)
+        if found is None:
+            raise UnknownFeatureError(name, tuple(each.name for each in features.features))
+        return found
+
     # -- agents ----------------------------------------------------------------------------
 
     @outside_transaction
@@ -180,13 +202,48 @@ class AgentSystem:
         id: str | None = None,
         parent: str | None = None,
         initial_context: Sequence[Message] | None = None,
+        instructions: str | UnsetType = UNSET,
+        tools: Sequence[str] | UnsetType | None = UNSET,
     ) -> Agent:
-        """Create an agent (claiming its id atomically); its loop does not start."""
+        """Create an agent (claiming its id atomically); its loop does not start.
+
+        ``instructions`` and ``tools`` set its initial base state (:meth:`base_state`),
+        stored in the creating transaction; left out, it has the system's.
+
+        Raises:
+            AgentExistsError: the id is taken.
+            InvalidConfigError: the config, or a tool id ``tools`` names, is refused.
+        """
         parts = self._parts
+        state = agent_state.check(parts, instructions, tools)
         with parts.admission.operation():
             row = new_agent_row(config, parts.features, id, parent)
-            create_agent(parts.store.handle, row, initial_context, modules=parts.modules)
+            create_agent(parts.store.handle, row, initial_context, state, modules=parts.modules)
             return Agent(self, row.id)
+
+    def base_state(self, agent_id: str) -> AgentBaseState:
+        """The agent's own base state: the instructions its requests start from and the ids
+        of the tools it is offered (None: every tool), which the features' ``instructions``
+        and ``tools`` hooks extend. Until changed, a session's pinned revision's or the
+        system's. Raises ``UnknownAgentError``."""
+        return agent_state.read(self._parts, agent_id)
+
+    @outside_transaction
+    def update_base_state(
+        self,
+        agent_id: str,
+        *,
+        instructions: str | UnsetType = UNSET,
+        tools: Sequence[str] | UnsetType | None = UNSET,
+    ) -> AgentBaseState:
+        """Change the agent's base state durably (what is left out is kept; ``tools=None``
+        offers every tool again); its next request uses it. Returns the state in effect.
+
+        Raises:
+            UnknownAgentError: the agent does not exist.
+            InvalidConfigError: ``tools`` names a tool the system does not offer.
+        """
+        return agent_state.update(self._parts, agent_id, instructions, tools)
 
     @outside_transaction
     def resolve(self, agent_id: str) -> Agent:

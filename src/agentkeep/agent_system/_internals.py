@@ -77,6 +77,7 @@ class SystemInternals:
                 retry=args.retry,
                 provider_tools=args.provider_tools,
                 held_block_seconds=args.held_block_seconds,
+                credentials=args.credentials,
             ),
         )
         # Injected drivers (docs/drivers.md): their runners are the tree's third tier.
@@ -87,6 +88,7 @@ class SystemInternals:
             cancel_grace_seconds=args.driver_cancel_grace_seconds,
             intensity=args.intensity,
             backoff=args.backoff,
+            credentials=args.credentials,
         )
         # The barrier: operations admitted before close (or a delete) finish before it goes on.
         self.admission = Admission()
@@ -206,4 +208,5 @@ class SystemInternals:
                 if pinned is None
                 else session_setup.selection(pinned.toolbox.tool_ids, self.tools, self.features)
             ),
+            definition=pinned,
         )

@@ -6,7 +6,8 @@ before the store is touched) and the startup turn recovery.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple, TypedDict, TypeVar
 
 from agentkeep.actors.supervisor import Backoff, RestartIntensity
@@ -25,8 +26,11 @@ from agentkeep.loop.context import DEFAULT_HELD_BLOCK_SECONDS, RetryPolicy
 from agentkeep.loop.plans import QueueMode
 from agentkeep.modules import Module
 from agentkeep.modules._runtime import check_modules
+from agentkeep.persistence import clock as store_clock
+from agentkeep.persistence.clock import Clock
 from agentkeep.persistence.store import Store
 from agentkeep.providers.catalog import Providers
+from agentkeep.providers.credentials import CredentialResolver, check_resolver
 from agentkeep.sessions.recovery import needs_recovery, recover_turns
 from agentkeep.tools import Tool, ToolSet
 from agentkeep.tools.provider_tools import ProviderTool, check_provider_tools
@@ -98,6 +102,18 @@ class SystemOptions(TypedDict, total=False):
       it finishes.
     - ``testing``: fault injection for the tests and chaos campaigns only
       (:class:`agentkeep.chaos.FaultInjection`); never set it in production.
+    - ``credentials``: the function that resolves a session's ``authRef`` to its secret
+      (``resolver(auth_ref) -> str | None``; None: no such credential). Called when a
+      session with an ``authRef`` prepares a request; the secret goes to the provider (the
+      vendor adapters send it as their API key) and is never stored, logged or put on the
+      ledger. Without it, or when it cannot resolve the reference, that session's turn fails
+      with ``CredentialUnavailableError`` naming the reference (docs/sessions.md).
+    - ``database_path``: the SQLite file (created if absent, its directory too) instead of
+      ``agents.db`` in the state directory (``path``); its lock file is beside it.
+    - ``now``: the clock every timestamp the runtime writes comes from (records, events,
+      turns, queue entries, definitions, sessions, migrations): a function returning seconds
+      since the epoch (like :func:`time.time`, the default) or an aware ``datetime``.
+      Timeouts, backoffs and grace periods stay on the monotonic clock.
     """
 
     provider: str | None
@@ -123,6 +139,9 @@ class SystemOptions(TypedDict, total=False):
     provider_tools: Sequence[ProviderTool]
     held_block_seconds: float
     testing: FaultInjection | None
+    credentials: CredentialResolver | None
+    database_path: str | Path | None
+    now: Clock | None
 
 
 _OPTIONS = frozenset(SystemOptions.__annotations__)
@@ -151,6 +170,9 @@ class OpenArguments(NamedTuple):
     provider_tools: tuple[ProviderTool, ...]
     held_block_seconds: float
     testing: FaultInjection
+    credentials: CredentialResolver | None
+    database_path: Path | None
+    clock: Callable[[], int] | None  # milliseconds (``persistence.clock``); None: the system's
 
 
 def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenArguments:
@@ -209,6 +231,11 @@ def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenAr
         options.get("held_block_seconds", DEFAULT_HELD_BLOCK_SECONDS),
         zero=True,
     )
+    credentials = check_resolver(options.get("credentials"))
+    database_path = options.get("database_path")
+    if database_path is not None and not isinstance(database_path, str | Path):
+        raise InvalidConfigError(f"database_path must be a path, got {database_path!r}")
+    now = options.get("now")
     return OpenArguments(
         defaults=Settings(provider=provider, model=model),
         features=feature_set,
@@ -231,6 +258,9 @@ def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenAr
         provider_tools=tuple(servers),
         held_block_seconds=held,
         testing=options.get("testing") or FaultInjection(),
+        credentials=credentials,
+        database_path=None if database_path is None else Path(database_path),
+        clock=None if now is None else store_clock.as_ms(now),
     )
 
 

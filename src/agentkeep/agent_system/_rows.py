@@ -8,7 +8,6 @@ exactly one winner (``AgentExistsError`` for the others).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -20,6 +19,7 @@ from agentkeep.features import FeatureSet, MetadataChange
 from agentkeep.modules import AgentSnapshot
 from agentkeep.modules._runtime import ModuleRuntime
 from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.runtime import base_state
 from agentkeep.types import JSONObject, Message, Settings, new_id
 from agentkeep.types.ledger import METADATA_CHANGED
 from agentkeep.types.records import AgentRow, CompactionRecord
@@ -65,7 +65,7 @@ def new_agent_row(
         config=msgspec.to_builtins(checked),
         metadata=dict(checked.metadata),
         parent_id=parent,
-        created_at_ms=int(time.time() * 1000),
+        created_at_ms=0,  # stamped by the store's clock when the row is written
     )
 
 
@@ -73,11 +73,13 @@ def create_agent(
     store: StoreHandle,
     row: AgentRow,
     initial_context: Sequence[Message] | None,
+    state: dict[str, object] | None = None,
     *,
     modules: ModuleRuntime | None = None,
 ) -> None:
-    """Claim ``row.id`` (see the module invariant), with the modules'
-    ``agent_created_transact`` inside the transaction and ``agent_created`` after it.
+    """Claim ``row.id`` (see the module invariant), with its initial base state overrides
+    (``runtime.base_state``) and the modules' ``agent_created_transact`` in the same
+    transaction, and ``agent_created`` after it.
 
     Raises:
         UnknownAgentError: the parent does not exist.
@@ -93,6 +95,8 @@ def create_agent(
             raise AgentExistsError(row.id)
         if initial_context:
             tx.records.append(row.id, CompactionRecord(messages=tuple(initial_context)))
+        if state:
+            base_state.write(tx, row.id, state)
         if modules is not None:
             modules.transact("agent_created", tx, snapshot)
 

@@ -26,6 +26,8 @@ from agentkeep.drivers.errors import (
     InvalidDriverEventError,
 )
 from agentkeep.persistence.ledger import encode_event_data
+from agentkeep.providers.credentials import Credential, CredentialResolver
+from agentkeep.providers.credentials import resolve as resolve_credential
 from agentkeep.types import JSONObject, SessionEvent
 from agentkeep.types.ledger import EVENT_TYPES, MESSAGE, TEXT_DELTA
 from agentkeep.types.parts import as_wire_json, decode_message
@@ -176,8 +178,12 @@ class DriverContext:
         publish: Publish,
         max_event_bytes: int,
         on_invalid: Callable[[InvalidDriverEventError], None],
+        auth_ref: str | None = None,
+        credentials: CredentialResolver | None = None,
     ) -> None:
         self.session_id = session_id
+        self._auth_ref = auth_ref
+        self._credentials = credentials
         self.turn_id = turn_id
         self._commit = commit
         self._publish = publish
@@ -214,6 +220,20 @@ class DriverContext:
             raise DriverCancelledError(
                 f'Turn "{self.turn_id}" was stopped: {self._cancel_reason or "cancelled"}.'
             )
+
+    # -- the session's credential ------------------------------------------------------------
+    def credential(self) -> Credential | None:
+        """The credential the pinned revision's ``authRef`` names, resolved now by the
+        system's credential resolver (``AgentSystem.open(credentials=...)``), as the native
+        loop resolves it for its requests; None when the revision has no ``authRef``. Keep
+        the secret in memory: never emit it, return it or log it.
+
+        Raises:
+            CredentialUnavailableError: the reference cannot be resolved (naming it).
+        """
+        if self._auth_ref is None:
+            return None
+        return resolve_credential(self._credentials, self._auth_ref)
 
     # -- events ------------------------------------------------------------------------------
     def emit(self, type: str | Mapping[str, Any], data: JSONObject | None = None) -> SessionEvent:

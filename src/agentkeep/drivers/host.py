@@ -49,6 +49,7 @@ from agentkeep.errors import (
 )
 from agentkeep.logs import get_logger
 from agentkeep.persistence.store import Store
+from agentkeep.providers.credentials import CredentialResolver
 from agentkeep.types.turns import NATIVE_DRIVER
 
 log = get_logger(__name__)
@@ -118,8 +119,11 @@ class DriverHost:
         cancel_grace_seconds: float,
         intensity: RestartIntensity,
         backoff: Backoff,
+        credentials: CredentialResolver | None = None,
     ) -> None:
         self.store = store.handle
+        #: Resolves a revision's ``authRef`` for its driver (``DriverContext.credential``).
+        self.credentials = credentials
         self.hub = store.ledger
         self.max_event_bytes = store.ledger.max_event_bytes
         self.drivers: dict[str, Driver] = {driver.id: driver for driver in drivers}

@@ -27,6 +27,11 @@ Invariants:
   -- from the definition's ``driver.config`` (``command``, ``cwd``, ``env``,
   ``timeoutSeconds``, ``killGraceSeconds``); other keys are the harness's, which reads them
   in ``request.revision``.
+- A revision with an ``authRef`` has it resolved by the system's credential resolver
+  (``context.credential()``) before the harness starts, and the secret is handed to the
+  harness in its environment only (:data:`CREDENTIAL_ENV`), never on its stdin, in the
+  request or in an event; an unresolvable reference fails the turn naming it, and no
+  harness is started.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ from agentkeep.drivers.types import DriverResult, DriverRunRequest
 PROCESS_DRIVER_ID = "process"
 #: The type of the stdout line that carries the turn's result.
 RESULT = "result"
+#: The harness's environment variable holding the secret of its revision's ``authRef``.
+CREDENTIAL_ENV = "AGENTKEEP_CREDENTIAL"
 DEFAULT_KILL_GRACE_SECONDS = 2.0
 DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 _STDERR_IN_ERROR = 2000
@@ -153,11 +160,14 @@ class ProcessDriver:
         Raises:
             ProcessDriverError: bad configuration, a harness that could not start, failed,
                 wrote a bad line or ran past ``timeoutSeconds``.
+            CredentialUnavailableError: the revision's ``authRef`` cannot be resolved.
             DriverCancelledError: the turn was cancelled (its group was ended first).
             InvalidDriverEventError / DriverContextClosedError: from ``context.emit``.
         """
         settings = self.settings(request)
         context.raise_if_cancelled()
+        credential = context.credential()  # CredentialUnavailableError: no harness starts
+        secret = {} if credential is None else {CREDENTIAL_ENV: credential.secret}
         reader = _Lines(context)
         deadline = (
             None
@@ -168,7 +178,7 @@ class ProcessDriver:
             harness = HarnessProcess.start(
                 settings.command,
                 cwd=settings.cwd,
-                env={**os.environ, **settings.env},
+                env={**os.environ, **settings.env, **secret},
                 payload=msgspec.json.encode(request) + b"\n",
                 grace_seconds=settings.kill_grace_seconds,
             )

@@ -50,9 +50,9 @@ from agentkeep.drivers.turn_endings import (
 from agentkeep.drivers.turn_start import start_turn
 from agentkeep.drivers.types import Driver
 from agentkeep.logs import get_logger
-from agentkeep.persistence.codec import now_ms
 from agentkeep.persistence.interface import StoreHandle, Transaction
 from agentkeep.persistence.ledger import LedgerHub
+from agentkeep.providers.credentials import CredentialResolver
 from agentkeep.types import JSONObject, SessionEvent
 from agentkeep.types.turns import NATIVE_DRIVER, TurnRecord
 
@@ -77,6 +77,11 @@ class RunnerHost(Protocol):
     @property
     def max_event_bytes(self) -> int:
         """The bound on one event's encoded data."""
+        ...
+
+    @property
+    def credentials(self) -> CredentialResolver | None:
+        """Resolves a revision's ``authRef`` (``DriverContext.credential``)."""
         ...
 
     @property
@@ -208,6 +213,8 @@ class DriverRunner(SupervisedActor):
                 publish=lambda type, data: self._publish(turn.id, type, data),
                 max_event_bytes=self._host.max_event_bytes,
                 on_invalid=state.refuse,
+                auth_ref=request.revision.definition.auth_ref,
+                credentials=self._host.credentials,
             )
             with state.cond:
                 state.context = context
@@ -287,7 +294,7 @@ class DriverRunner(SupervisedActor):
             sequence=0,
             type=type,
             data=data,
-            created_at_ms=now_ms(),
+            created_at_ms=self._hub.clock(),
             turn_id=turn_id,
         )
 

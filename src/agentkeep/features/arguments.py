@@ -14,8 +14,17 @@ from typing import Any, TypeVar
 from agentkeep.errors import AgentkeepError
 from agentkeep.key_value import KeyValueStore
 from agentkeep.refs import AgentSystemRef
+from agentkeep.registry.types import Resources
 from agentkeep.system_transaction import SystemTransaction
-from agentkeep.types import JSONObject, PermissionMode, QueueableMessage, Settings, Tokens
+from agentkeep.types import (
+    JSONObject,
+    PermissionMode,
+    QueueableMessage,
+    ReasoningEffort,
+    ServiceTier,
+    Settings,
+    Tokens,
+)
 from agentkeep.types.records import QueueName
 
 T = TypeVar("T")
@@ -123,6 +132,19 @@ class HookContext:
             Never shared by two requests (a request whose completed content a crash cut
             short is retired and continued under a new id).
         settlement_id: The settlement: ``after_agent_settled``.
+
+    What the session's pinned definition refers to (docs/sessions.md), for every hook of
+    the agent; empty for an agent made without a definition:
+
+    Attributes:
+        cwd: ``workspace.cwd``: the directory the session works in (None: the host decides).
+        resources: ``resources``: the ``files``, ``skills`` and ``subagents`` it names
+            (opaque references the host resolves).
+        driver_config: ``driver.config``: the native driver's non-secret configuration.
+
+    ``provider``, ``model``, ``effort`` and ``service_tier`` read ``settings``, and ``config``
+    is the agent's configuration as JSON (its ``AgentConfig``: ``features`` holds each
+    feature's entry); ``feature_config`` is the hooked feature's own entry (``{}``: none).
     """
 
     agent_id: str
@@ -156,6 +178,33 @@ class HookContext:
         if self.open_history_kv is None:
             raise AgentkeepError("This hook context has no history store (open_history_kv).")
         return self.open_history_kv()
+
+    # -- a session's definition references (area: defs) --
+    cwd: str | None = None  # defs: the pinned definition's workspace.cwd (None: none)
+    resources: Resources = field(default_factory=Resources)  # defs: its resources
+    driver_config: JSONObject = field(default_factory=dict)  # defs: its driver.config
+    # defs: this feature's own entry of the agent's ``AgentConfig.features`` ({} if none)
+    feature_config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def provider(self) -> str | None:
+        """The agent's provider id for this hook (``settings.provider``)."""
+        return self.settings.provider
+
+    @property
+    def model(self) -> str | None:
+        """The agent's model for this hook (``settings.model``; None: the provider's own)."""
+        return self.settings.model
+
+    @property
+    def effort(self) -> ReasoningEffort | None:
+        """The agent's reasoning effort for this hook (``settings.effort``)."""
+        return self.settings.effort
+
+    @property
+    def service_tier(self) -> ServiceTier | None:
+        """The agent's service tier for this hook (``settings.service_tier``)."""
+        return self.settings.service_tier
 
     @property
     def permission_mode(self) -> PermissionMode:

@@ -7,13 +7,13 @@ and each column decodes with the exact type (tagged unions for records).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import apsw
 import msgspec
 
+from agentkeep.persistence import clock
 from agentkeep.persistence.dialect import SQLITE, Dialect
 from agentkeep.persistence.faults import FaultInjector
 from agentkeep.persistence.memo import BEGIN_GROUP, BEGIN_ITEM, WriterMemo
@@ -46,7 +46,8 @@ def encode(value: Any) -> str:
 
 
 def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    """Now, in milliseconds: the store's clock on its writer's thread (``persistence.clock``)."""
+    return clock.now_ms()
 
 
 def prefix_upper_bound(prefix: str) -> str | None:

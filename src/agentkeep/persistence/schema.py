@@ -14,13 +14,12 @@ Rules this module keeps:
 
 from __future__ import annotations
 
-import time
-
 import apsw
 import msgspec
 
 from agentkeep.errors import SchemaTooNewError, StoreError
 from agentkeep.logs import get_logger
+from agentkeep.persistence import clock
 from agentkeep.persistence.schema_storage import FEWER_PAGES
 
 log = get_logger(__name__)
@@ -445,7 +444,7 @@ def migrate(
                 connection.execute(migration.sql)
                 connection.execute(
                     "INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)",
-                    (migration.version, migration.name, time.time_ns() // 1_000_000),
+                    (migration.version, migration.name, clock.now_ms()),
                 )
                 applied_now.append(migration.version)
             connection.execute("COMMIT")

@@ -26,6 +26,7 @@ from agentkeep.errors import (
     StoreError,
 )
 from agentkeep.logs import get_logger, install_default_logging
+from agentkeep.persistence import clock as store_clock
 from agentkeep.persistence.disk import file_identity
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
 from agentkeep.persistence.handle import StoreWriterHandle
@@ -78,9 +79,9 @@ def prepare_directory(directory: Path) -> None:
         ) from None
 
 
-def _acquire_lock(directory: Path, database: Path) -> StoreLock:
+def _acquire_lock(directory: Path, database: Path, name: str = LOCK_NAME) -> StoreLock:
     try:
-        return StoreLock.acquire(directory / LOCK_NAME, store_path=database)
+        return StoreLock.acquire(directory / name, store_path=database)
     except PermissionError as error:
         raise StoreDirectoryError(
             str(directory),
@@ -183,10 +184,14 @@ class Store:
         checkpoint_pages: int,
         restartable: bool,
         ledger: LedgerHub | None = None,
+        database: Path | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         self._ledger = ledger or LedgerHub()
+        self._path = database if database is not None else home / DATABASE_NAME
+        self._clock = clock
         # The database file as opened: every writer checks it before each COMMIT.
-        self._identity = file_identity(str(home / DATABASE_NAME))
+        self._identity = file_identity(str(self._path))
         self._home = home
         self._lock = lock
         self._vfs = vfs
@@ -217,6 +222,8 @@ class Store:
         start_writer: bool = True,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+        database: str | Path | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> Store:
         """Open (creating if needed) the store in ``home``.
 
@@ -232,6 +239,11 @@ class Store:
                 until then writes raise ``StoreUnavailableError``.
             max_event_bytes: The bound on one ledger event's encoded data.
             max_input_bytes: The bound on one input message's encoded JSON.
+            database: The SQLite file (created if absent, its directory too); None:
+                ``agents.db`` in the state directory. Its lock file is beside it
+                (``<database>.lock``), so one database has one owner wherever it lives.
+            clock: Where the timestamps the store writes come from, in milliseconds since
+                the epoch (``persistence.clock``); None: the system clock.
 
         Raises:
             StoreLockedError: another owner holds the store.
@@ -243,15 +255,23 @@ class Store:
         ledger = LedgerHub(
             max_event_bytes, max_input_bytes
         )  # InvalidConfigError before the lock is taken
+        if clock is not None:
+            ledger.clock = clock
         directory = resolve_home(home)
         prepare_directory(directory)
-        database = directory / DATABASE_NAME
-        lock = _acquire_lock(directory, database)
+        if database is None:
+            database = directory / DATABASE_NAME
+            lock = _acquire_lock(directory, database)
+        else:
+            database = Path(database)
+            prepare_directory(database.parent)
+            lock = _acquire_lock(database.parent, database, f"{database.name}.lock")
         connection: apsw.Connection | None = None
         readers: ReaderPool | None = None
         try:
             connection = _open_writer_connection(database, vfs)
-            migrate(connection)
+            with store_clock.using(clock):
+                migrate(connection)
             injector = FaultInjector(faults if faults is not None else FaultPlan.from_env())
             readers = ReaderPool(str(database), vfs=vfs)
             store = cls(
@@ -264,6 +284,8 @@ class Store:
                 checkpoint_pages=checkpoint_pages,
                 restartable=not start_writer,
                 ledger=ledger,
+                database=database,
+                clock=clock,
             )
             if start_writer:
                 store.start_writer()
@@ -310,6 +332,7 @@ class Store:
                     ledger=self._ledger,
                     database=str(self.path),
                     identity=self._identity,
+                    clock=self._clock,
                 )
             except BaseException:
                 connection.close()
@@ -334,8 +357,8 @@ class Store:
 
     @property
     def path(self) -> Path:
-        """The database file."""
-        return self._home / DATABASE_NAME
+        """The database file (``agents.db`` in :attr:`home`, unless opened with another)."""
+        return self._path
 
     @property
     def handle(self) -> StoreWriterHandle:

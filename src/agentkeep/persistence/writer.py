@@ -59,6 +59,7 @@ from agentkeep.errors import (
     StoreUnavailableError,
 )
 from agentkeep.logs import get_logger
+from agentkeep.persistence import clock as store_clock
 from agentkeep.persistence.checkpointer import Checkpointer
 from agentkeep.persistence.disk import REFUSALS, disk_refusal, file_identity, refused_by_disk
 from agentkeep.persistence.faults import FaultInjector, InjectedWriterCrashError
@@ -116,8 +117,11 @@ class StoreWriter(pykka.ThreadingActor):
         ledger: LedgerHub | None = None,
         database: str | None = None,
         identity: tuple[int, int] | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         super().__init__()
+        # The store's clock: every timestamp this writer's transactions write reads it.
+        self._clock = clock
         self._ledger = ledger
         # The file this writer's connection opened, checked before each COMMIT.
         self._database = database
@@ -144,6 +148,7 @@ class StoreWriter(pykka.ThreadingActor):
     def on_start(self) -> None:
         self._inbox.writer_thread = threading.get_ident()
         mark_writer_thread()
+        store_clock.install(self._clock)
 
     def on_receive(self, message: Any) -> None:
         if message is WAKE:

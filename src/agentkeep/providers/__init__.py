@@ -16,6 +16,7 @@ from agentkeep.providers import script
 from agentkeep.providers.anthropic import AnthropicModelSession, AnthropicProvider
 from agentkeep.providers.catalog import ProviderFactory, Providers
 from agentkeep.providers.compatibility import PROVIDER_KINDS, ProviderKind
+from agentkeep.providers.credentials import Credential, CredentialResolver, UsesCredentials
 from agentkeep.providers.demo import DemoModel
 from agentkeep.providers.openai_chat import OpenAIChatModelSession, OpenAICompatibleProvider
 from agentkeep.providers.openai_responses import OpenAIProvider, OpenAIResponsesModelSession
@@ -41,6 +42,8 @@ __all__ = [
     "AnthropicProvider",
     "CancelToken",
     "CompactionRequest",
+    "Credential",
+    "CredentialResolver",
     "DemoModel",
     "ModelSession",
     "ModelSessionBusyError",
@@ -60,5 +63,6 @@ __all__ = [
     "ScriptedModel",
     "ServesModels",
     "StreamRequest",
+    "UsesCredentials",
     "script",
 ]

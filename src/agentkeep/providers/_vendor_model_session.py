@@ -13,6 +13,7 @@ Nothing here imports an SDK, so the vendor modules stay importable without their
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, Protocol, TypeVar
@@ -21,6 +22,7 @@ from agentkeep.providers._attempt import AttemptRunner, Mapper, VendorStream
 from agentkeep.providers._compaction import compact_by_summary
 from agentkeep.providers._transport import ResponseSlot
 from agentkeep.providers._wire import ToolNames
+from agentkeep.providers.credentials import Credential
 from agentkeep.providers.local_model_session import ModelSessionRules
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.retry import AttemptOutcome, RetryPolicy, stream_with_retries
@@ -41,6 +43,8 @@ class SdkClient(Protocol):
 
     @property
     def base_url(self) -> object: ...
+
+    def copy(self, *, api_key: str | None = None) -> Any: ...
 
     def close(self) -> None: ...
 
@@ -68,6 +72,19 @@ class VendorProvider(Generic[ProviderClientT]):
     def close(self) -> None:
         """Close the HTTP client and its pooled connections."""
         self._client.close()
+
+    def open_model_session_as(
+        self, agent_id: str, options: ModelSessionOptions, credential: Credential
+    ) -> Any:
+        """Open a model session whose requests carry ``credential`` as the API key (a
+        session's ``authRef``, :class:`~agentkeep.providers.credentials.UsesCredentials`).
+
+        Its client is a copy of the provider's with that key, sharing its connection pool;
+        the secret is held by that client only."""
+        keyed = copy.copy(self)
+        keyed._client = self._client.copy(api_key=credential.secret)
+        opener: Any = keyed
+        return opener.open_model_session(agent_id, options)
 
 
 class VendorModelSession(ABC, Generic[ClientT, SettingsT]):

@@ -48,6 +48,7 @@ STATUS_OF_CODE: dict[str, int] = {
         ("unknown_definition", "unknown_revision", "unknown_agent", "unknown_session"), 404
     ),
     "unknown_turn": 404,
+    "unknown_feature": 404,
     # 409: a conflict with the current state of the session, turn or runtime.
     **dict.fromkeys(
         (
@@ -90,6 +91,7 @@ STATUS_OF_CODE: dict[str, int] = {
             "provider_error",
             "unknown_provider",
             "provider_unavailable",
+            "credential_unavailable",
             "missing_extra",
             "duplicate_provider",
             "driver_error",

@@ -14,7 +14,14 @@ from agentkeep.errors import AgentkeepError
 from agentkeep.key_value import KeyValueStore
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.refs import AgentSystemRef
-from agentkeep.types import PermissionMode
+from agentkeep.registry.types import Resources
+from agentkeep.types import (
+    JSONObject,
+    PermissionMode,
+    ReasoningEffort,
+    ServiceTier,
+    Settings,
+)
 
 
 class ToolContext(Protocol):
@@ -39,6 +46,12 @@ class ToolContext(Protocol):
             to ``tool.<tool id>`` (shared by every call of that tool, no other tool's):
             erased with that history (compaction, incompatible model switch, profile change);
             a handle refuses use once its history was replaced or its call returned.
+        settings: The agent's settings when the call's batch started; ``provider``,
+            ``model``, ``effort`` and ``service_tier`` read them.
+        config: The agent's configuration as JSON (its ``AgentConfig``).
+        cwd: The session's ``workspace.cwd`` (None: none, or no definition).
+        resources: The session's ``resources`` (``files``, ``skills``, ``subagents``).
+        driver_config: The session's ``driver.config``.
 
     Inside a ``transactional`` tool, ``kv``, ``history_kv`` and ``system`` are bound to the
     call's transaction (they refuse use once it ended) and ``commit`` joins it.
@@ -113,6 +126,56 @@ class ToolContext(Protocol):
         """
         ...
 
+    # -- the agent's settings and its definition's references (area: defs) --
+
+    @property
+    def settings(self) -> Settings:
+        """The agent's settings when the call's batch started (the ones its hooks saw)."""
+        ...
+
+    @property
+    def provider(self) -> str | None:
+        """The agent's provider id (``settings.provider``)."""
+        ...
+
+    @property
+    def model(self) -> str | None:
+        """The agent's model (``settings.model``; None: the provider's default)."""
+        ...
+
+    @property
+    def effort(self) -> ReasoningEffort | None:
+        """The agent's reasoning effort (``settings.effort``)."""
+        ...
+
+    @property
+    def service_tier(self) -> ServiceTier | None:
+        """The agent's service tier (``settings.service_tier``)."""
+        ...
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The agent's configuration as JSON (its ``AgentConfig``: ``features``,
+        ``metadata``, …), as its hooks see it."""
+        ...
+
+    @property
+    def cwd(self) -> str | None:
+        """The session's ``workspace.cwd``: where a tool that touches files should work
+        (None: no definition, or it names none)."""
+        ...
+
+    @property
+    def resources(self) -> Resources:
+        """The session's ``resources``: the files, skills and subagents its definition names
+        (opaque references the host resolves; empty without a definition)."""
+        ...
+
+    @property
+    def driver_config(self) -> JSONObject:
+        """The session's ``driver.config`` (empty without a definition)."""
+        ...
+
     def commit(self, result: Any) -> bool:
         """Durably save ``result`` as this call's result now (``ctx.commit``).
 
@@ -155,6 +218,32 @@ class BasicToolContext:
     turn_id: str | None = None
     inference_id: str | None = None
     history_kv_store: KeyValueStore | None = None  # histkv: what history_kv returns
+    # -- the agent's settings and its definition's references (area: defs) --
+    settings: Settings = field(default_factory=Settings)  # defs: provider, model, effort…
+    config: dict[str, Any] = field(default_factory=dict)  # defs: the AgentConfig as JSON
+    cwd: str | None = None  # defs: workspace.cwd
+    resources: Resources = field(default_factory=Resources)  # defs: resources
+    driver_config: JSONObject = field(default_factory=dict)  # defs: driver.config
+
+    @property
+    def provider(self) -> str | None:
+        """``settings.provider``."""
+        return self.settings.provider
+
+    @property
+    def model(self) -> str | None:
+        """``settings.model``."""
+        return self.settings.model
+
+    @property
+    def effort(self) -> ReasoningEffort | None:
+        """``settings.effort``."""
+        return self.settings.effort
+
+    @property
+    def service_tier(self) -> ServiceTier | None:
+        """``settings.service_tier``."""
+        return self.settings.service_tier
 
     def commit(self, result: Any) -> bool:
         """Keep the first ``result`` committed in ``committed``; True for that first one.

@@ -29,6 +29,7 @@ transaction handles have no counterpart).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import agentkeep as ak
@@ -159,37 +160,28 @@ def test_queue_entries_of_an_earlier_process_join_new_ones_in_key_order(world: W
     assert users == ["old1", "old2", "new1", "new2"]
 
 
-class _StuckClock:
-    """A wall clock that gives every two acceptances the same millisecond and then steps
-    back (same-ms writes and a clock regression at once)."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def time(self) -> float:
-        stamp = 1_800_000_000.0 - (self.calls // 2) * 0.5
-        self.calls += 1
-        return stamp
+def _stuck_at(seconds: float) -> Callable[[], float]:
+    """An injected clock (``open(now=)``) that never moves: every write of that system is
+    stamped with the same millisecond."""
+    return lambda: seconds
 
 
 def test_writes_of_sequential_processes_in_one_millisecond_keep_their_order(
-    world: World, monkeypatch: pytest.MonkeyPatch
+    world: World,
 ) -> None:
     """Sequential systems on one store accept messages in the same millisecond, with the wall
     clock stepping back between them; queue order is the durable key, not the time."""
-    clock = _StuckClock()
-    monkeypatch.setattr("agentkeep.delivery.time", clock)
     world.model.add(*(script.text(f"a{n}") for n in range(1, 7)))
     ids: list[str] = []
     for generation in range(3):
-        system = world.open(resume=False)
+        # Each process's clock is stuck, and a step behind the previous one's.
+        system = world.open(resume=False, now=_stuck_at(1_800_000_000.0 - generation * 0.5))
         if generation == 0:
             system.create(id="samems")
         for n in range(2):
             ids.append(f"g{generation}m{n}")
             system.internals.accept("samems", "send", ak.user(ids[-1]), id=ids[-1], start=False)
         system.close()
-    assert clock.calls == len(ids)
     stamps = [
         q.accepted_at_ms
         for q in world.open(resume=False).internals.store.read(

@@ -16,6 +16,7 @@ import agentkeep as ak
 PUBLIC_ATTRIBUTES = [
     "abort",
     "agents",
+    "base_state",
     "children_of",
     "close",
     "compact",
@@ -24,6 +25,7 @@ PUBLIC_ATTRIBUTES = [
     "delete",
     "events",
     "failure",
+    "feature",
     "home",
     "install_signal_handlers",
     "internals",
@@ -42,6 +44,7 @@ PUBLIC_ATTRIBUTES = [
     "subscribe",
     "transaction",
     "transcript",
+    "update_base_state",
     "update_metadata",
     "wait_for_failure",
     "wait_for_idle",
@@ -70,9 +73,9 @@ def test_open_takes_its_options_as_one_declared_value() -> None:
     assert list(parameters) == ["path", "providers", "options"]
     assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD
     hints = typing.get_type_hints(ak.SystemOptions)
-    assert (
-        len(hints) == 23
-    )  # with ``providers``: the 23 keyword parameters open() had, and ``modules``
+    # 22 with ``providers``: the 23 keyword parameters open() had; then modules,
+    # credentials, database_path and now.
+    assert len(hints) == 26
     assert ak.SystemOptions.__optional_keys__ == frozenset(hints)
     for key in hints:  # each documented
         assert f"``{key}``" in (ak.SystemOptions.__doc__ or ""), key

@@ -334,8 +334,8 @@ def transactional_writes_outside_the_transaction() -> Iterator[None]:
     transaction of its own (X1: a crash between the two leaves the writes without the
     result)."""
 
-    def outside(self: ToolRunner, run: Any, info: Any, cancel: Any, ids: Any) -> Any:
-        outcome = self._execute_plain(run, info, cancel, ids)
+    def outside(self: ToolRunner, run: Any, info: Any, cancel: Any, ids: Any, settings: Any) -> Any:
+        outcome = self._execute_plain(run, info, cancel, ids, settings)
         if not outcome.is_error:
             result = ToolResultMessage(call_id=run.call.call_id, content=outcome.content)
             agent_id, internal_id = self._agent_id, run.internal_id

@@ -73,6 +73,9 @@ class LedgerHub:
                 )
         self.max_event_bytes = max_event_bytes
         self.max_input_bytes = max_input_bytes
+        #: The store's clock (milliseconds), which stamps the ephemeral events it publishes
+        #: from any thread; the store sets it when it was opened with one.
+        self.clock: Callable[[], int] = now_ms
         self._condition = threading.Condition()
         self._latest: dict[str, int] = {}
         # Threads inside wait_past (guarded by _condition): committed_marks notifies only
@@ -175,7 +178,7 @@ class LedgerHub:
                 sequence=0,
                 type=type,
                 data=data,
-                created_at_ms=now_ms(),
+                created_at_ms=self.clock(),
                 turn_id=turn_id,
             )
             mark = self._latest.get(agent_id, 0)

@@ -1,0 +1,103 @@
+"""An agent's own base state (instructions and tools): initial at ``create``, a session's
+from its pinned revision, mutable through ``update_base_state``, durable across a reopen,
+and what the model is sent at the next request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests.unit.sessions.conftest import REVIEWER, SYSTEM_INSTRUCTIONS, World, run_turn
+
+import agentkeep as ak
+
+
+def _tools(model: ak.ScriptedModel) -> set[str]:
+    """The ids of the tools the model's last opened session was given."""
+    return {
+        t.name if t.namespace is None else f"{t.namespace}.{t.name}"
+        for t in model.model_sessions[-1].options.tools
+    }
+
+
+def _open(world: World) -> ak.AgentSystem:
+    system = world.open()
+    world.other.add(*(ak.script.text(f"reply {n}") for n in range(6)))
+    world.local.add(*(ak.script.text(f"reply {n}") for n in range(6)))
+    return system
+
+
+def test_create_sets_the_initial_state_and_update_changes_the_next_request(
+    world: World,
+) -> None:
+    system = _open(world)
+    agent = system.create(instructions="Be a pirate.", tools=["lookup", "git.status"])
+    assert agent.base_state == ak.AgentBaseState(
+        instructions="Be a pirate.", tools=("lookup", "git.status")
+    )
+
+    run_turn(system, agent.id, "hello")
+    assert world.other.requests[-1].context.instructions == "Be a pirate."
+    assert _tools(world.other) == {"lookup", "git.status"}
+
+    changed = agent.update_base_state(instructions="Be terse.")
+    assert changed == ak.AgentBaseState(instructions="Be terse.", tools=("lookup", "git.status"))
+    run_turn(system, agent.id, "again")
+    assert world.other.requests[-1].context.instructions == "Be terse."
+
+    assert system.update_base_state(agent.id, tools=[]).tools == ()
+    run_turn(system, agent.id, "no tools now")
+    assert _tools(world.other) == set()
+
+    assert system.update_base_state(agent.id, tools=None).tools is None  # every tool again
+    run_turn(system, agent.id, "all tools")
+    assert _tools(world.other) == {"lookup", "git.status", "shell"}
+
+    system.close(timeout_seconds=10)
+    reopened = world.open()
+    assert reopened.base_state(agent.id) == ak.AgentBaseState(instructions="Be terse.")
+
+
+def test_an_agent_left_alone_has_the_systems_state(world: World) -> None:
+    system = _open(world)
+    agent = system.create()
+    assert agent.base_state == ak.AgentBaseState(instructions=SYSTEM_INSTRUCTIONS, tools=None)
+    run_turn(system, agent.id, "hello")
+    assert world.other.requests[-1].context.instructions == SYSTEM_INSTRUCTIONS
+
+
+def test_a_session_starts_from_its_revision_and_may_change_it(world: World) -> None:
+    system = _open(world)
+    system.registry.create(REVIEWER)
+    session = system.sessions.start("reviewer")
+    assert system.base_state(session.id) == ak.AgentBaseState(
+        instructions=REVIEWER["instructions"], tools=("git.status", "lookup")
+    )
+
+    system.update_base_state(session.id, instructions="Only security.", tools=["shell"])
+    run_turn(system, session.id, "review")
+
+    assert world.local.requests[-1].context.instructions == "Only security."
+    assert _tools(world.local) == {"shell"}
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"tools": ["nope"]}, 'tools\\[0\\]: no tool "nope" is offered'),
+        ({"tools": "lookup"}, "tools must be a list of tool ids"),
+        ({"instructions": 3}, "instructions must be a string"),
+    ],
+)
+def test_a_bad_state_is_refused_before_anything_is_written(
+    world: World, options: dict[str, Any], match: str
+) -> None:
+    system = world.open()
+    with pytest.raises(ak.InvalidConfigError, match=match):
+        system.create(id="refused", **options)
+    assert [info.id for info in system.agents()] == []
+    agent = system.create()
+    with pytest.raises(ak.InvalidConfigError, match=match):
+        agent.update_base_state(**options)
+    with pytest.raises(ak.UnknownAgentError):
+        system.update_base_state("ghost", instructions="x")
