@@ -7,7 +7,7 @@ Import them from :mod:`agentkeep.features` (or from ``agentkeep``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from agentkeep.key_value import KeyValueStore
 from agentkeep.refs import AgentSystemRef
@@ -91,6 +91,34 @@ class ModelChange:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MessageBoundary:
+    """The history position right before a queued message is appended, for
+    ``system_notifications_transact``: after any model or profile reset its consumption
+    causes, before its own record. ``accepted`` is the message's original accepted envelope
+    (its id, queue, message and metadata, as ``message_accepted`` is told)."""
+
+    accepted: MessageAccepted
+    type: Literal["message"] = "message"
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferenceBoundary:
+    """The history position right before a provider request, for
+    ``system_notifications_transact``: pending tool results and compaction have settled,
+    queued input has joined. The request's lifecycle ids (``docs/lifecycle.md``); the
+    ``inference_id`` is the one the request is made under."""
+
+    loop_id: str | None
+    turn_id: str | None
+    inference_id: str | None
+    type: Literal["inference"] = "inference"
+
+
+NotificationBoundary: TypeAlias = MessageBoundary | InferenceBoundary
+"""Where ``system_notifications_transact`` is asked for notices (its ``boundary.type``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class HookContext:
     """What every hook receives: the agent it serves and the stores it may use.
 
@@ -115,6 +143,9 @@ class HookContext:
             Never shared by two requests (a request whose completed content a crash cut
             short is retired and continued under a new id).
         settlement_id: The settlement: ``after_agent_settled``.
+        context_tokens: The provider's last measurement of the context (tokens; None: not
+            measured since the last reset or compaction), for ``prepare_inference``; None
+            elsewhere.
     """
 
     agent_id: str
@@ -129,6 +160,7 @@ class HookContext:
     turn_id: str | None = None
     inference_id: str | None = None
     settlement_id: str | None = None
+    context_tokens: int | None = None  # notices: the last measured context (prepare_inference)
 
     @property
     def permission_mode(self) -> PermissionMode:

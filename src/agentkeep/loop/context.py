@@ -74,6 +74,11 @@ class LoopConfig:
         held_block_seconds: The bound on how long a finished block waits for the
             provider's next event before it is committed on its own (``inference.hold``);
             0: never held (each block is committed as it finishes).
+        notify_inference: A feature supplies notices at the inference boundary
+            (``system_notifications_transact``): every request opens with its own
+            ``ConsumeNotices`` transaction, in which that hook runs.
+        prepare_inference: A feature's ``prepare_inference`` may ask for a compaction
+            before each possible request (``loop.preparation``).
     """
 
     new_id: Callable[[], str]
@@ -85,6 +90,8 @@ class LoopConfig:
     consume_at_acceptance: bool = False
     provider_tools: ProviderToolPolicy = NO_PROVIDER_TOOLS
     held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
+    notify_inference: bool = False
+    prepare_inference: bool = False
 
 
 @dataclass(slots=True)
@@ -172,6 +179,9 @@ class Failures:
 
     turns: int = 0
     retry_attempts: int = 0
+    # The measurement (context tokens) a failed prepare_inference compaction saw: no attempt
+    # is made again while it is unchanged (``loop.preparation``).
+    compaction_at: tuple[int | None] | None = None
 
 
 @dataclass(slots=True)

@@ -101,8 +101,10 @@ def landed(ctx: LoopContext, plan: Plan, value: PlanResult) -> Outcome:
             appended = plan.committed(value)
             ctx.mirror.records.extend(appended.records)
             ctx.mirror.notices = []
+            turn.stage_opened = True  # the coming request's stage is open (its notices in)
             if appended.records:
                 turn.needs_inference = True
+            if appended.records or plan.boundary:
                 ctx.mirror.owed = plan.owed
         case AppendBlock():
             ctx.mirror.records.extend(plan.committed(value).records)
@@ -133,6 +135,9 @@ def landed(ctx: LoopContext, plan: Plan, value: PlanResult) -> Outcome:
             ctx.mirror.records = [CompactionRecord(messages=messages, owes_answer=owes), *suffix]
             ctx.mirror.context_tokens = None
             ctx.mirror.owed = plan.owed
+            # The coming request is prepared again against the replacement, and its stage
+            # (its boundary notices) opens after it.
+            turn.prepared = turn.stage_opened = False
             compaction.resolve(ctx, error=None)
         case Settle():
             # Not settled: work arrived while settling, and it is owed.

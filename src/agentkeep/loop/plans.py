@@ -159,14 +159,19 @@ class ConsumeOffer(_Data, frozen=True):
 
 
 class ConsumeNotices(_Plan[Appended], frozen=True):
-    """The inference stage's transaction: append the queued notices and owe the inference
-    (``owed`` names its request). ``continue_response``: the conversation ends with the
-    model's own completed blocks, so the notice "Continue from where you left off." is
-    appended first, ahead of the queued notices (a request never ends with the model's own
-    message; docs/lifecycle.md)."""
+    """The inference stage's opening transaction, right before the request: append the
+    queued notices, then the inference boundary's notices (the features'
+    ``system_notifications_transact``), and owe the inference (``owed`` names its request).
+    ``continue_response``: the conversation ends with the model's own completed blocks, so
+    the notice "Continue from where you left off." is appended first, ahead of every other
+    notice (a request never ends with the model's own message; docs/lifecycle.md).
+    ``boundary``: committed for the boundary hook alone (nothing may be queued), so ``owed``
+    is written even if nothing is appended. ``settings``: what the hooks are told."""
 
     owed: OwedWork
     continue_response: bool = False
+    boundary: bool = False
+    settings: Settings | None = None
 
 
 class AppendBlock(_Plan[Appended], frozen=True):
