@@ -455,3 +455,70 @@ def test_a_failed_prepare_compaction_is_not_repeated_on_the_unchanged_measuremen
     assert len(world.model.requests) == 3
     assert compactor.told == [None, 1000, 1000]
     assert texts(agent.transcript())[-1] == "second"
+
+
+def _compacting_model() -> ak.ScriptedModel:
+    small = script.tokens(10, 10)
+    model = ak.ScriptedModel(
+        [script.text("first", tokens=script.tokens(900, 100))]
+        + [script.text("answer", tokens=small) for _ in range(4)]
+    )
+    model.add_compactions(*(script.compacted(ak.system("summary")) for _ in range(3)))
+    return model
+
+
+def _open_compacting(
+    home: Path, model: ak.ScriptedModel, faults: FaultPlan | None
+) -> ak.AgentSystem:
+    providers = ak.Providers()
+    providers.add("local", model, kind="gym")
+    return ak.AgentSystem.open(
+        home,
+        providers=providers,
+        provider="local",
+        model="gym-1",
+        features=[Compactor(threshold=1000)],
+        testing=FaultInjection(faults=faults),
+        restart_intensity=ak.RestartIntensity(max_restarts=1, period_seconds=10.0),
+    )
+
+
+def _compacting_run(system: ak.AgentSystem) -> None:
+    agent = system.create(id="a1")
+    agent.send(ak.user("q1"), id="m1")
+    agent.wait_for_idle(timeout_seconds=10)
+    agent.send(ak.user("q2"), id="m2")
+    agent.wait_for_idle(timeout_seconds=10)
+
+
+@pytest.mark.parametrize("part", range(3))
+def test_a_crash_around_a_prepare_compaction_still_answers_the_active_turn(
+    tmp_path: Path, part: int
+) -> None:
+    """The replacement is written with the inference it still owes: a crash at any
+    operation (between the replacement and the request too), then a reopen, answers the
+    question the compaction summarised — the history never ends with the summary."""
+    with _open_compacting(tmp_path / "reference", _compacting_model(), None) as system:
+        _compacting_run(system)
+        assert texts(system.transcript("a1")) == ["summary", "answer"]
+        operations = system.internals.store.statistics().operations
+    for at in range(1 + part, operations + 1, 3):
+        home = tmp_path / f"crash-{at}"
+        crashing = _open_compacting(home, _compacting_model(), FaultPlan(at=at, mode="crash"))
+        try:
+            _compacting_run(crashing)
+        except Exception:  # the crash surfaces wherever it lands
+            pass
+        finally:
+            crashing.close(timeout_seconds=5)
+        with _open_compacting(home, _compacting_model(), None) as reopened:
+            if "a1" not in [a.id for a in reopened.agents()]:
+                continue
+            # No explicit start: the owed fact alone resumes the agent at open.
+            assert reopened.wait_for_idle("a1", timeout_seconds=10)
+            transcript = reopened.transcript("a1")
+            where = f"after a crash at operation {at}: {texts(transcript)}"
+            if transcript:
+                assert roles(transcript)[-1] == "assistant", where
+            owed = reopened.internals.store.read(lambda tx: tx.facts.read_owed("a1"))
+            assert owed is None, where
