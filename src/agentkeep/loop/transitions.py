@@ -7,6 +7,7 @@ its stages (:mod:`agentkeep.loop.phases`):
     Idle ─start/work/compact─▶ Loading ─Loaded─▶ InHook(before_turn) ─▶ Passing
     Idle ─consumed at acceptance─▶ Passing (its reload and consumption done: loop.offers)
     Passing ─decide─▶ Passing (resume a batch, consume steering/send/notices)
+                    ├▶ InHook(prepare_inference) ─answered─▶ Passing (loop.preparation)
                     ├▶ Compacting ─outcome/replacement landed─▶ Passing
                     ├▶ Inferring ─done─▶ Passing (a batch dispatches: its results land here)
                     └▶ (nothing left, failing, aborted or shut down) end_turn
