@@ -31,7 +31,7 @@ from agentkeep.types.parts import block_part
 
 def start(ctx: LoopContext) -> None:
     continues = ends_with_own_message(ctx.mirror.records)
-    if continues or (ctx.config.notify_inference and not ctx.turn.stage_opened):
+    if continues or (ctx.config.notify_inference and not ctx.stage_open()):
         # Never a request that ends with the model's own message: the inference stage's
         # transaction appends "Continue from where you left off." first (the pass's notice
         # step normally has; this is the same rule for any path that skipped it). A feature
@@ -41,7 +41,6 @@ def start(ctx: LoopContext) -> None:
             ConsumeNotices(
                 owed=ctx.owed_for_inference(),
                 continue_response=continues,
-                boundary=True,
                 settings=ctx.mirror.settings,
             )
         )
@@ -60,8 +59,7 @@ def start(ctx: LoopContext) -> None:
     )
     ctx.children.add(inference_id)
     ctx.turn.step = "steering"
-    # The next request is prepared, and its stage opened, afresh.
-    ctx.turn.prepared = ctx.turn.stage_opened = False
+    ctx.turn.prepared = False  # the next request is prepared afresh
     ctx.out.append(Observe(hook="before_inference", ids=ctx.ids(inference=True)))
     ctx.out.append(
         StartInference(

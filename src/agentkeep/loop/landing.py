@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import TypeVar
 
+import msgspec
+
 from agentkeep.loop import compaction, tools
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import Observe
@@ -101,11 +103,11 @@ def landed(ctx: LoopContext, plan: Plan, value: PlanResult) -> Outcome:
             appended = plan.committed(value)
             ctx.mirror.records.extend(appended.records)
             ctx.mirror.notices = []
-            turn.stage_opened = True  # the coming request's stage is open (its notices in)
             if appended.records:
                 turn.needs_inference = True
-            if appended.records or plan.boundary:
-                ctx.mirror.owed = plan.owed
+            # As written: the stage marked opened at the conversation's length now.
+            opened = len(ctx.mirror.records)
+            ctx.mirror.owed = msgspec.structs.replace(plan.owed, stage_opened_at=opened)
         case AppendBlock():
             ctx.mirror.records.extend(plan.committed(value).records)
             if plan.owed is not None:
@@ -135,9 +137,9 @@ def landed(ctx: LoopContext, plan: Plan, value: PlanResult) -> Outcome:
             ctx.mirror.records = [CompactionRecord(messages=messages, owes_answer=owes), *suffix]
             ctx.mirror.context_tokens = None
             ctx.mirror.owed = plan.owed
-            # The coming request is prepared again against the replacement, and its stage
-            # (its boundary notices) opens after it.
-            turn.prepared = turn.stage_opened = False
+            # The coming request is prepared again against the replacement (its stage opens
+            # after it: ``plan.owed`` is not marked ``stage_opened_at``).
+            turn.prepared = False
             compaction.resolve(ctx, error=None)
         case Settle():
             # Not settled: work arrived while settling, and it is owed.

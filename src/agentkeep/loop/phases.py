@@ -146,8 +146,6 @@ class Turn:
     # The request whose response the next dispatch comes from (None: calls a load found).
     asked_by: str | None = None
     # The coming request: prepare_inference ran for it (``loop.preparation``); the
-    # compaction under way is the one it asked for; the inference stage's opening
-    # transaction (``ConsumeNotices``, with its boundary notices) landed for it.
+    # compaction under way is the one it asked for.
     prepared: bool = False
     auto_compaction: bool = False
-    stage_opened: bool = False

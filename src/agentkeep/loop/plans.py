@@ -165,12 +165,13 @@ class ConsumeNotices(_Plan[Appended], frozen=True):
     ``continue_response``: the conversation ends with the model's own completed blocks, so
     the notice "Continue from where you left off." is appended first, ahead of every other
     notice (a request never ends with the model's own message; docs/lifecycle.md).
-    ``boundary``: committed for the boundary hook alone (nothing may be queued), so ``owed``
-    is written even if nothing is appended. ``settings``: what the hooks are told."""
+    ``owed`` is written marked ``stage_opened_at`` (the conversation's length after it): the
+    request is made under its id while nothing else follows; ``owed`` names a fresh id when
+    an earlier stage opened (each request has one boundary). ``settings``: what the hooks
+    are told."""
 
     owed: OwedWork
     continue_response: bool = False
-    boundary: bool = False
     settings: Settings | None = None
 
 

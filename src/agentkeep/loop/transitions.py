@@ -419,9 +419,10 @@ def consume_next(ctx: LoopContext) -> bool:
             turn.needs_inference or ctx.mirror.notices
         )
         if ctx.mirror.notices or continues:
-            owed = ctx.owed_for_inference()
             plan = ConsumeNotices(
-                owed=owed, continue_response=bool(continues), settings=ctx.mirror.settings
+                owed=ctx.owed_for_inference(),
+                continue_response=bool(continues),
+                settings=ctx.mirror.settings,
             )
             ctx.commit(plan)
             return True

@@ -270,7 +270,10 @@ def _open_inference(
     "Continue from where you left off." when the conversation ends with the model's own
     blocks, then the notices hooks injected (queued, each removed as it is appended: exactly
     once), then the inference boundary's notices of ``system_notifications_transact``, and
-    the owed inference naming the request. A hook's failure rolls all of it back."""
+    the owed inference naming the request, marked opened at the conversation's length
+    (``stage_opened_at``: a restart makes the request without asking for the boundary's
+    notices again). A hook's failure rolls all
+    of it back."""
     owed = plan.owed
     records: list[ConversationRecord] = []
     if plan.continue_response:  # ahead of the boundary's other notices (docs/lifecycle.md)
@@ -282,8 +285,8 @@ def _open_inference(
     if settings is not None:
         for message in policy.inference_notices(tx, owed, settings):
             records.append(_append(tx, agent_id, SystemRecord(message=message)))
-    if records or plan.boundary:
-        tx.facts.write_owed(agent_id, owed)
+    opened = tx.records.count(agent_id)  # the stage is open while nothing follows
+    tx.facts.write_owed(agent_id, msgspec.structs.replace(owed, stage_opened_at=opened))
     return Appended(records=tuple(records))
 
 
