@@ -522,3 +522,67 @@ def test_a_crash_around_a_prepare_compaction_still_answers_the_active_turn(
                 assert roles(transcript)[-1] == "assistant", where
             owed = reopened.internals.store.read(lambda tx: tx.facts.read_owed("a1"))
             assert owed is None, where
+
+
+def _open_notifying(
+    home: Path, model: ak.ScriptedModel, faults: FaultPlan | None
+) -> ak.AgentSystem:
+    providers = ak.Providers()
+    providers.add("local", model, kind="gym")
+    return ak.AgentSystem.open(
+        home,
+        providers=providers,
+        provider="local",
+        model="gym-1",
+        tools=World(home).tools(),
+        features=[Notify()],
+        testing=FaultInjection(faults=faults),
+        restart_intensity=ak.RestartIntensity(max_restarts=1, period_seconds=10.0),
+    )
+
+
+def _tool_then_answer() -> ak.ScriptedModel:
+    return ak.ScriptedModel(
+        [script.tool_call("echo", {"text": "x"}, call_id="c1")]
+        + [script.text("answer") for _ in range(4)]
+    )
+
+
+@pytest.mark.parametrize("part", range(3))
+def test_a_crash_at_any_operation_keeps_each_boundary_notice_once_in_place(
+    tmp_path: Path, part: int
+) -> None:
+    """Both boundaries through a crash at every store operation, then a reopen: each
+    message's notice is in the history once, right before its message; each request's
+    notice once; and every request the model saw ended with its own inference notice."""
+    with _open_notifying(tmp_path / "reference", _tool_then_answer(), None) as system:
+        _run(system)
+        history = texts(system.transcript("a1"))
+        assert history[:2] == ["before m1", "q"]
+        assert history[-1] == "answer"
+        assert len([t for t in history if t.startswith("inference ")]) == 2
+        operations = system.internals.store.statistics().operations
+    assert operations > 20
+    for at in range(1 + part, operations + 1, 3):
+        home = tmp_path / f"crash-{at}"
+        model = _tool_then_answer()
+        crashing = _open_notifying(home, model, FaultPlan(at=at, mode="crash"))
+        try:
+            _run(crashing)
+        except Exception:  # the crash surfaces wherever it lands
+            pass
+        finally:
+            crashing.close(timeout_seconds=5)
+        with _open_notifying(home, model, None) as reopened:
+            if "a1" not in [a.id for a in reopened.agents()]:
+                continue
+            assert reopened.wait_for_idle("a1", timeout_seconds=10)
+            history = texts(reopened.transcript("a1"))
+            where = f"after a crash at operation {at}: {history}"
+            if "q" in history:
+                assert history.count("before m1") == 1, where
+                assert history[history.index("q") - 1] == "before m1", where
+            inference = [t for t in history if t.startswith("inference ")]
+            assert len(inference) == len(set(inference)), where
+            for request in model.requests:
+                assert texts(request.context.messages)[-1].startswith("inference "), where
