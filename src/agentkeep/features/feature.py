@@ -245,8 +245,8 @@ class Feature:
         Returning :class:`~agentkeep.CompactAction` compacts the conversation first (the
         replacement is written with the inference still owed, in one transaction); then this
         hook runs again on the replacement. A compaction that failed is not attempted again
-        while the measurement is unchanged. A failure loses only this feature's decision (it
-        is logged).
+        while the measurement is unchanged, nor is a replacement nothing measured yet
+        compacted again. A failure loses only this feature's decision (it is logged).
 
         Returns:
             ``CompactAction()`` to compact before the request, or None.

@@ -179,8 +179,8 @@ class Failures:
 
     turns: int = 0
     retry_attempts: int = 0
-    # The measurement (context tokens) a failed prepare_inference compaction saw: no attempt
-    # is made again while it is unchanged (``loop.preparation``).
+    # The measurement (context tokens) prepare_inference may not compact at: the one a failed
+    # attempt saw, or None right after a replacement (``loop.preparation``).
     compaction_at: tuple[int | None] | None = None
 
 

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import msgspec
 
-from agentkeep.loop import compaction, tools
+from agentkeep.loop import compaction, preparation, tools
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import Observe
 from agentkeep.loop.outcomes import Outcome
@@ -139,7 +139,7 @@ def landed(ctx: LoopContext, plan: Plan, value: PlanResult) -> Outcome:
             ctx.mirror.owed = plan.owed
             # The coming request is prepared again against the replacement (its stage opens
             # after it: ``plan.owed`` is not marked ``stage_opened_at``).
-            turn.prepared = False
+            preparation.replaced(ctx)
             compaction.resolve(ctx, error=None)
         case Settle():
             # Not settled: work arrived while settling, and it is owed.

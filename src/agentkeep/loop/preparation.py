@@ -8,7 +8,9 @@ replacement is written with the inference still owed, in one transaction, so a r
 between them continues the turn. Once the replacement landed the hook is asked again
 (``landing``: ``Turn.prepared`` is cleared), against the replacement. A compaction it asked
 for that failed is not retried, and not asked for again while the provider's measurement
-(the context tokens) is the one that attempt saw (``Failures.compaction_at``).
+(the context tokens) is the one that attempt saw (``Failures.compaction_at``). A replacement
+nothing has measured yet is not compacted again either (its measurement is None until the
+next response), so a hook that always asks cannot compact forever.
 """
 
 from __future__ import annotations
@@ -52,3 +54,10 @@ def compaction_failed(ctx: LoopContext) -> bool:
         return False
     ctx.failures.compaction_at = (ctx.mirror.context_tokens,)
     return True
+
+
+def replaced(ctx: LoopContext) -> None:
+    """A compaction's replacement landed: the coming request is prepared again, against the
+    replacement — which is not compacted again until a response measured it."""
+    ctx.turn.prepared = False
+    ctx.failures.compaction_at = (None,)

@@ -586,3 +586,33 @@ def test_a_crash_at_any_operation_keeps_each_boundary_notice_once_in_place(
             assert len(inference) == len(set(inference)), where
             for request in model.requests:
                 assert texts(request.context.messages)[-1].startswith("inference "), where
+
+
+class AlwaysCompact(ak.Feature):
+    name = "always-compact"
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def prepare_inference(self, ctx: ak.HookContext) -> ak.CompactAction:
+        self.asked += 1
+        return ak.CompactAction()
+
+
+def test_an_unmeasured_replacement_is_not_compacted_again(world: World) -> None:
+    """A hook that always asks compacts once per measurement: the replacement nothing has
+    measured yet goes to the provider (no livelock)."""
+    world.model.add(script.text("first"), script.text("second"))
+    world.model.add_compactions(*(script.compacted(ak.system("summary")) for _ in range(3)))
+    always = AlwaysCompact()
+    system = world.open(features=[always])
+    agent = system.create(id="a1")
+    agent.send(ak.user("q1"))
+    assert agent.wait_for_idle(timeout_seconds=10)
+    agent.send(ak.user("q2"))
+    assert agent.wait_for_idle(timeout_seconds=10)
+
+    # q1: compacted once, asked again on the replacement (ignored), answered; q2 the same.
+    assert len(world.model.compactions) == 2
+    assert always.asked == 4
+    assert texts(agent.transcript()) == ["summary", "second"]
