@@ -10,6 +10,7 @@ it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -204,6 +205,8 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             ),
             provider_tools=policy_of(options.provider_tools),
             held_block_seconds=options.held_block_seconds,
+            notify_inference=features.overrides("system_notifications_transact"),
+            prepare_inference=features.overrides("prepare_inference"),
         )
         self._timers = LoopTimers()  # this incarnation's own waits (backoffs, held blocks)
         self._children = AgentChildren(self, agent_id, grace_seconds=child_grace_seconds)
@@ -553,6 +556,8 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             # nothing is built or run — the same outcome as running it.
             return [HookFinished(hook=effect.hook)]
         ctx_for = self._ctx_told(effect.ids)
+        if effect.hook == "prepare_inference":
+            return [self._prepare_inference(effect, ctx_for)]
         with inside_loop(self._agent_id):
             if effect.hook == "after_agent_loop":
                 actions = features.actions("after_agent_loop", ctx_for)
@@ -575,6 +580,24 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         except Exception as error:  # a failing action never fails the run
             log.warning("hook_actions_failed", hook=effect.hook, error=repr(error))
         return [*follow, HookFinished(hook=effect.hook, compact=compact)]
+
+    def _prepare_inference(
+        self, effect: RunHook, ctx_for: Callable[[Any], HookContext]
+    ) -> HookFinished:
+        """Run the features' ``prepare_inference`` (told the last measurement): whether
+        any asks to compact before the coming request (dropped once an abort fired)."""
+        with inside_loop(self._agent_id):
+            compact = self._features.prepare_inference(_measured(ctx_for, effect.context_tokens))
+        if effect.drop_actions or self._status.abort_pending:
+            compact = False
+        return HookFinished(hook="prepare_inference", compact=compact)
+
+
+def _measured(
+    ctx_for: Callable[[Any], HookContext], tokens: int | None
+) -> Callable[[Any], HookContext]:
+    """``ctx_for``, its contexts carrying the measured context size ``tokens``."""
+    return lambda feature: dataclasses.replace(ctx_for(feature), context_tokens=tokens)
 
 
 def _selection(settings: Settings) -> Selection:

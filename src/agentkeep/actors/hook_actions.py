@@ -16,6 +16,8 @@ from agentkeep.delivery import accept_message, accept_notice
 from agentkeep.loop.actions import Action, InjectAction, SendAction, SteerAction
 from agentkeep.loop.events import WorkAccepted
 from agentkeep.persistence.interface import StoreHandle, Transaction
+from agentkeep.persistence.kv_keys import escape_segment
+from agentkeep.runtime.kv_areas import NOTICE_AREA, area_prefix
 from agentkeep.types import MessageOptions
 
 
@@ -24,8 +26,9 @@ def accept_hook_actions(
 ) -> list[WorkAccepted]:
     """Accept a hook decision's steer/send/inject actions for ``agent_id`` in one transaction
     (so a caller arriving meanwhile lands before or after all of them, invariant I2); other
-    actions are ignored here. A message action whose ``id`` is already durable is an
-    idempotent repeat (a hook run again after a crash): nothing is written for it.
+    actions are ignored here. A message action whose ``id`` is already durable, or an
+    inject whose ``id`` this agent already accepted a notice under, is an idempotent repeat
+    (a hook run again after a crash): nothing is written for it.
     Returns the events that tell the loop what was accepted.
     Raises what the store raised (nothing was accepted)."""
     writes = [a for a in actions if isinstance(a, SteerAction | SendAction | InjectAction)]
@@ -36,7 +39,11 @@ def accept_hook_actions(
         accepted: list[WorkAccepted] = []
         for action in writes:
             if isinstance(action, InjectAction):
-                accepted.append(WorkAccepted(notice=accept_notice(tx, agent_id, action.message)))
+                if action.id is None or tx.kv.write_if_absent(
+                    area_prefix(agent_id, NOTICE_AREA) + escape_segment(action.id), True
+                ):
+                    notice = accept_notice(tx, agent_id, action.message)
+                    accepted.append(WorkAccepted(notice=notice))
                 continue
             _, queued = accept_message(
                 tx,

@@ -3,6 +3,7 @@ the ``commit_plans.ConsumptionPolicy`` and ``commit_plans.ToolCallHooks`` of one
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agentkeep.actors.hook_contexts import HookContexts
@@ -11,8 +12,11 @@ from agentkeep.features import (
     Feature,
     FeatureSet,
     HookContext,
+    InferenceBoundary,
     MessageAccepted,
+    MessageBoundary,
     ModelChange,
+    NotificationBoundary,
     PermissionModeChange,
 )
 from agentkeep.loop.effects import LifecycleIds
@@ -21,7 +25,7 @@ from agentkeep.providers.catalog import Providers
 from agentkeep.providers.compatibility import needs_reset
 from agentkeep.tools import ToolCallInfo
 from agentkeep.types import Settings, SystemMessage, ToolResultMessage
-from agentkeep.types.records import PendingToolCall, QueuedMessage
+from agentkeep.types.records import OwedWork, PendingToolCall, QueuedMessage
 
 
 class ConsumptionPolicy:
@@ -127,6 +131,47 @@ class ConsumptionPolicy:
 
         with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
             features.transact("history_erased_transact", ctx_for)
+
+    def message_notices(
+        self, tx: Transaction, entry: QueuedMessage, settings: Settings
+    ) -> Sequence[SystemMessage]:
+        """The features' ``system_notifications_transact`` notices at ``entry``'s message
+        boundary, inside ``tx``. Raises what a hook raised (the consumption rolls back)."""
+        accepted = MessageAccepted(
+            id=entry.id, kind=entry.queue, message=entry.message, metadata=entry.metadata
+        )
+        return self._notifications(tx, MessageBoundary(accepted=accepted), settings, self._ids)
+
+    def inference_notices(
+        self, tx: Transaction, owed: OwedWork, settings: Settings
+    ) -> Sequence[SystemMessage]:
+        """The features' ``system_notifications_transact`` notices at the inference boundary
+        of the request ``owed`` names, inside ``tx`` (the hooks are told its ids). Raises
+        what a hook raised (the stage rolls back: no request)."""
+        boundary = InferenceBoundary(
+            loop_id=owed.loop_id, turn_id=owed.turn_id, inference_id=owed.inference_id
+        )
+        ids = LifecycleIds(
+            loop_id=owed.loop_id, turn_id=owed.turn_id, inference_id=owed.inference_id
+        )
+        return self._notifications(tx, boundary, settings, ids)
+
+    def _notifications(
+        self,
+        tx: Transaction,
+        boundary: NotificationBoundary,
+        settings: Settings,
+        ids: LifecycleIds | None,
+    ) -> Sequence[SystemMessage]:
+        features = self._features
+        if not features.overrides("system_notifications_transact"):
+            return ()
+
+        def ctx_for(feature: Feature) -> HookContext:
+            return self._contexts.for_feature(feature, settings, tx=tx, ids=ids)
+
+        with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
+            return features.system_notifications(ctx_for, boundary)
 
 
 class ToolCallHooks:

@@ -19,6 +19,11 @@ handed. Composition rules (seed: AgentFeature), kept by :class:`FeatureSet`:
   and propagates a failure, rolling the compaction back (it then fails);
 - ``model_changed``: every feature observes; the first returned handoff wins; a failure is
   re-raised only when the change resets the history (which rejects the switch);
+- ``system_notifications_transact`` chains in order inside the transaction appending at its
+  boundary (a message's consumption, or the inference stage's opening), concatenating the
+  notices in feature order, and propagates a failure (rolling that transaction back, no
+  request made); ``prepare_inference``: any feature returning ``CompactAction`` compacts
+  before the request, a failing feature loses only its own decision;
 - tool-call hooks (:mod:`agentkeep.tools.hooks`): the transactional ones
   (``before_tool_call_transact``, ``after_tool_call_transact``) chain in order and propagate
   a failure, rolling their transaction back; ``before_tool_call`` chains amendments, the
@@ -34,10 +39,13 @@ only those listed before it: :mod:`.arguments` (what hooks are handed: :class:`H
 
 from agentkeep.features.arguments import (
     HookContext,
+    InferenceBoundary,
     InferenceInfo,
     MessageAccepted,
+    MessageBoundary,
     MetadataChange,
     ModelChange,
+    NotificationBoundary,
     PermissionModeChange,
     TurnInfo,
 )
@@ -49,10 +57,13 @@ __all__ = [
     "Feature",
     "FeatureSet",
     "HookContext",
+    "InferenceBoundary",
     "InferenceInfo",
     "MessageAccepted",
+    "MessageBoundary",
     "MetadataChange",
     "ModelChange",
+    "NotificationBoundary",
     "PermissionModeChange",
     "TurnInfo",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from agentkeep.errors import AgentkeepError
 from agentkeep.key_value import KeyValueStore
@@ -106,6 +106,34 @@ class ModelChange:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MessageBoundary:
+    """The history position right before a queued message is appended, for
+    ``system_notifications_transact``: after any model or profile reset its consumption
+    causes, before its own record. ``accepted`` is the message's original accepted envelope
+    (its id, queue, message and metadata, as ``message_accepted`` is told)."""
+
+    accepted: MessageAccepted
+    type: Literal["message"] = "message"
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferenceBoundary:
+    """The history position right before a provider request, for
+    ``system_notifications_transact``: pending tool results and compaction have settled,
+    queued input has joined. The request's lifecycle ids (``docs/lifecycle.md``); the
+    ``inference_id`` is the one the request is made under."""
+
+    loop_id: str | None
+    turn_id: str | None
+    inference_id: str | None
+    type: Literal["inference"] = "inference"
+
+
+NotificationBoundary: TypeAlias = MessageBoundary | InferenceBoundary
+"""Where ``system_notifications_transact`` is asked for notices (its ``boundary.type``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class HookContext:
     """What every hook receives: the agent it serves and the stores it may use.
 
@@ -132,6 +160,9 @@ class HookContext:
             Never shared by two requests (a request whose completed content a crash cut
             short is retired and continued under a new id).
         settlement_id: The settlement: ``after_agent_settled``.
+        context_tokens: The provider's last measurement of the context (tokens; None: not
+            measured since the last reset or compaction), for ``prepare_inference``; None
+            elsewhere.
 
     What the session's pinned definition refers to (docs/sessions.md), for every hook of
     the agent; empty for an agent made without a definition:
@@ -159,6 +190,7 @@ class HookContext:
     turn_id: str | None = None
     inference_id: str | None = None
     settlement_id: str | None = None
+    context_tokens: int | None = None  # notices: the last measured context (prepare_inference)
     open_history_kv: Callable[[], KeyValueStore] | None = None  # histkv: makes history_kv
 
     @cached_property

@@ -18,10 +18,11 @@ from agentkeep.features.arguments import (
     MessageAccepted,
     MetadataChange,
     ModelChange,
+    NotificationBoundary,
     PermissionModeChange,
     TurnInfo,
 )
-from agentkeep.loop.actions import Action
+from agentkeep.loop.actions import Action, CompactAction
 from agentkeep.tools import Tool, ToolCallDecision, ToolCallInfo, ToolCallResult
 from agentkeep.types import StreamEvent, SystemMessage, ToolResultMessage
 
@@ -234,6 +235,45 @@ class Feature:
         """Observe that a compaction's replacement committed (``ctx.history_kv`` is the new
         history's). Isolated: a failure is logged, never raised."""
         return
+
+    # -- notices at exact positions (docs/notices.md) ----------------------------------------
+
+    def system_notifications_transact(
+        self, ctx: HookContext, boundary: NotificationBoundary
+    ) -> Sequence[SystemMessage] | None:
+        """System notices to append at an exact history position, inside the transaction
+        that appends there (its stores and sends join it).
+
+        ``boundary`` is a :class:`~agentkeep.features.MessageBoundary` (right before a
+        queued message's record — each message of an "all" batch on its own — after any
+        model or profile reset its consumption causes; inside the consumption transaction)
+        or an :class:`~agentkeep.features.InferenceBoundary` (right before a provider
+        request, after tool results and compaction settled, after "Continue from where you
+        left off." and the injected notices; inside the inference stage's opening
+        transaction, with the request's ids). The notices of every feature are appended in
+        feature order; they fire no acceptance hooks. Raising rolls back every notice and
+        the consumption (or the stage), and no request is made: the turn fails like a
+        refused commit of that stage. Keep it bounded and free of outside effects.
+
+        Returns:
+            The notices to append there (possibly none).
+        """
+        return None
+
+    def prepare_inference(self, ctx: HookContext) -> CompactAction | None:
+        """Runs after queued input joined the conversation, right before a possible
+        provider request (``ctx.context_tokens``: the last measurement).
+
+        Returning :class:`~agentkeep.CompactAction` compacts the conversation first (the
+        replacement is written with the inference still owed, in one transaction); then this
+        hook runs again on the replacement. A compaction that failed is not attempted again
+        while the measurement is unchanged, nor is a replacement nothing measured yet
+        compacted again. A failure loses only this feature's decision (it is logged).
+
+        Returns:
+            ``CompactAction()`` to compact before the request, or None.
+        """
+        return None
 
 
 # Every hook a feature can override (and ``validate_settings``), by name.

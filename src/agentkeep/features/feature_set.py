@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentkeep.errors import InvalidConfigError
-from agentkeep.features.arguments import ModelChange
+from agentkeep.features.arguments import ModelChange, NotificationBoundary
 from agentkeep.features.feature import HOOKS, Feature
 from agentkeep.logs import get_logger
-from agentkeep.loop.actions import Action
+from agentkeep.loop.actions import Action, CompactAction
 from agentkeep.tools import Tool
 from agentkeep.types import SystemMessage
 
@@ -151,3 +151,44 @@ class FeatureSet:
         if failure is not None and change.was_reset:
             raise failure
         return handoff
+
+    def system_notifications(
+        self, ctx_for: Any, boundary: NotificationBoundary
+    ) -> list[SystemMessage]:
+        """Every feature's ``system_notifications_transact`` notices for ``boundary``, in
+        feature order. Transactional: a failure propagates (rolling the boundary's
+        transaction back), and so does a notice that is not a :class:`SystemMessage`
+        (a hook never adds user content)."""
+        hook = "system_notifications_transact"
+        notices: list[SystemMessage] = []
+        for feature in self._hooked(hook):
+            try:
+                answer = feature.system_notifications_transact(ctx_for(feature), boundary)
+                for notice in answer or ():
+                    if not isinstance(notice, SystemMessage):
+                        raise TypeError(f"a notice must be a SystemMessage: {notice!r}")
+                    notices.append(notice)
+            except Exception as error:
+                log.warning(
+                    "feature_hook_failed", feature=feature.name, hook=hook, error=repr(error)
+                )
+                raise
+        return notices
+
+    def prepare_inference(self, ctx_for: Any) -> bool:
+        """Whether any feature's ``prepare_inference`` asks for a compaction before the
+        request; a failing feature loses only its own decision (logged)."""
+        compact = False
+        for feature in self._hooked("prepare_inference"):
+            try:
+                answer = feature.prepare_inference(ctx_for(feature))
+            except Exception as error:
+                log.warning(
+                    "feature_hook_failed",
+                    feature=feature.name,
+                    hook="prepare_inference",
+                    error=repr(error),
+                )
+                continue
+            compact = compact or isinstance(answer, CompactAction)
+        return compact

@@ -66,10 +66,23 @@ class CompactAction(_Data, frozen=True):
 
 
 class InjectAction(_Data, frozen=True):
-    """Queue ``message`` as a system notice, durably: it owes the agent an inference and
-    enters the conversation after the queued input (notices are consumed last)."""
+    """Queue ``message`` as a system notice, durably: it owes the agent an inference and is
+    appended only after pending tool results and compaction settled (after the queued input
+    that joins before it), right before the inference that sees it, exactly once
+    (docs/notices.md).
+
+    ``id`` makes the action idempotent: a hook that runs again after a crash (or returns the
+    same action twice) and injects an id this agent already accepted a notice under queues
+    nothing. Notice ids are the agent's own (never released), apart from message ids. An
+    invalid ``id`` raises ``InvalidIdError`` when the action is made.
+    """
 
     message: SystemMessage
+    id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.id is not None:
+            check_message_id(self.id)
 
 
 Action: TypeAlias = SteerAction | SendAction | CompactAction | InjectAction

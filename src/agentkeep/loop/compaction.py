@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentkeep.loop import retry
+from agentkeep.loop import preparation, retry
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import CompactionResolved, Observe, StartCompaction
 from agentkeep.loop.events import CompactionFinished
@@ -68,6 +68,9 @@ def finished(ctx: LoopContext, event: CompactionFinished) -> Outcome:
         return Outcome.WAITING
     if isinstance(outcome, CompactionCancelled):
         resolve(ctx, error=None)
+    elif preparation.compaction_failed(ctx):
+        # prepare_inference asked for it: not retried, the request goes on without it.
+        resolve(ctx, error=outcome.message)
     elif retry.should_retry(ctx):
         # Retrying forever: the request (and its waiter) stays; the next pass compacts again.
         retry.back_off(ctx, then="pass")
@@ -87,6 +90,7 @@ def replaced(ctx: LoopContext) -> None:
 def resolve(ctx: LoopContext, *, error: str | None) -> None:
     """The compaction request is answered (done, cancelled or failed); the stage ends."""
     ctx.requests.compaction = False
+    ctx.turn.auto_compaction = False
     if isinstance(ctx.phase, Compacting):
         ctx.phase = Passing()
     ctx.out.append(CompactionResolved(error=error))

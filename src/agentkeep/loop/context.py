@@ -74,6 +74,11 @@ class LoopConfig:
         held_block_seconds: The bound on how long a finished block waits for the
             provider's next event before it is committed on its own (``inference.hold``);
             0: never held (each block is committed as it finishes).
+        notify_inference: A feature supplies notices at the inference boundary
+            (``system_notifications_transact``): every request opens with its own
+            ``ConsumeNotices`` transaction, in which that hook runs.
+        prepare_inference: A feature's ``prepare_inference`` may ask for a compaction
+            before each possible request (``loop.preparation``).
     """
 
     new_id: Callable[[], str]
@@ -85,6 +90,8 @@ class LoopConfig:
     consume_at_acceptance: bool = False
     provider_tools: ProviderToolPolicy = NO_PROVIDER_TOOLS
     held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
+    notify_inference: bool = False
+    prepare_inference: bool = False
 
 
 @dataclass(slots=True)
@@ -172,6 +179,9 @@ class Failures:
 
     turns: int = 0
     retry_attempts: int = 0
+    # The measurement (context tokens) prepare_inference may not compact at: the one a failed
+    # attempt saw, or None right after a replacement (``loop.preparation``).
+    compaction_at: tuple[int | None] | None = None
 
 
 @dataclass(slots=True)
@@ -281,14 +291,37 @@ class LoopContext:
             return None
         if (owed.loop_id, owed.turn_id) != (ids.loop_id, ids.turn_id):
             return None
+        opened = owed.stage_opened_at
+        if opened is not None and opened != len(self.mirror.records):
+            # Its stage opened and the conversation changed since (a failure note, say):
+            # the request is made under a new id, behind a boundary of its own.
+            return None
         return owed.inference_id
 
     def owed_for_inference(self) -> OwedWork:
         """The owed fact of an inference made due now: the next request's id (the one
         already owed if still usable, else a fresh one) is written with it, so the request
         and its hooks never wait for another commit to name it."""
-        inference_id = self.usable_inference_id() or self.new_id()
-        return self.owed_now("inference", inference_id=inference_id)
+        owed = self.mirror.owed
+        reuse = self.usable_inference_id()
+        if owed is not None and owed.stage_opened_at is not None:
+            # Its stage opened: a transaction appending before the request makes the
+            # request another one, behind a boundary of its own (docs/notices.md).
+            reuse = None
+        return self.owed_now("inference", inference_id=reuse or self.new_id())
+
+    def stage_open(self) -> bool:
+        """The coming request's inference stage opened (its boundary notices are in, and
+        nothing was appended since): the owed fact marks it (``stage_opened_at``) under the
+        id the request will be made under — in this process, or before a restart
+        (docs/notices.md)."""
+        owed = self.mirror.owed
+        return (
+            owed is not None
+            and owed.stage_opened_at == len(self.mirror.records)
+            and owed.inference_id is not None
+            and owed.inference_id == self.usable_inference_id()
+        )
 
     def pending(self, index: int, call: ToolCallBlock) -> PendingToolCall:
         return PendingToolCall(internal_id=self.new_id(), index=index, call=call)

@@ -21,7 +21,7 @@ class _Data(msgspec.Struct, frozen=True, kw_only=True):
     pass
 
 
-HookName: TypeAlias = Literal["before_turn", "after_turn", "after_agent_loop"]
+HookName: TypeAlias = Literal["before_turn", "after_turn", "after_agent_loop", "prepare_inference"]
 
 
 class LifecycleIds(_Data, frozen=True):

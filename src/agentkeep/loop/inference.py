@@ -30,11 +30,20 @@ from agentkeep.types.parts import block_part
 
 
 def start(ctx: LoopContext) -> None:
-    if ends_with_own_message(ctx.mirror.records):
+    continues = ends_with_own_message(ctx.mirror.records)
+    if continues or (ctx.config.notify_inference and not ctx.stage_open()):
         # Never a request that ends with the model's own message: the inference stage's
         # transaction appends "Continue from where you left off." first (the pass's notice
-        # step normally has; this is the same rule for any path that skipped it).
-        ctx.commit(ConsumeNotices(owed=ctx.owed_for_inference(), continue_response=True))
+        # step normally has; this is the same rule for any path that skipped it). A feature
+        # supplying notices at the inference boundary gets that transaction for every
+        # request (docs/notices.md).
+        ctx.commit(
+            ConsumeNotices(
+                owed=ctx.owed_for_inference(),
+                continue_response=continues,
+                settings=ctx.mirror.settings,
+            )
+        )
         return
     inference_id = ctx.usable_inference_id()
     if inference_id is None:
@@ -50,6 +59,7 @@ def start(ctx: LoopContext) -> None:
     )
     ctx.children.add(inference_id)
     ctx.turn.step = "steering"
+    ctx.turn.prepared = False  # the next request is prepared afresh
     ctx.out.append(Observe(hook="before_inference", ids=ctx.ids(inference=True)))
     ctx.out.append(
         StartInference(

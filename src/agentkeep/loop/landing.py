@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import TypeVar
 
-from agentkeep.loop import compaction, tools
+import msgspec
+
+from agentkeep.loop import compaction, preparation, tools
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import Observe
 from agentkeep.loop.outcomes import Outcome
@@ -103,7 +105,9 @@ def landed(ctx: LoopContext, plan: Plan, value: PlanResult) -> Outcome:
             ctx.mirror.notices = []
             if appended.records:
                 turn.needs_inference = True
-                ctx.mirror.owed = plan.owed
+            # As written: the stage marked opened at the conversation's length now.
+            opened = len(ctx.mirror.records)
+            ctx.mirror.owed = msgspec.structs.replace(plan.owed, stage_opened_at=opened)
         case AppendBlock():
             ctx.mirror.records.extend(plan.committed(value).records)
             if plan.owed is not None:
@@ -133,6 +137,9 @@ def landed(ctx: LoopContext, plan: Plan, value: PlanResult) -> Outcome:
             ctx.mirror.records = [CompactionRecord(messages=messages, owes_answer=owes), *suffix]
             ctx.mirror.context_tokens = None
             ctx.mirror.owed = plan.owed
+            # The coming request is prepared again against the replacement (its stage opens
+            # after it: ``plan.owed`` is not marked ``stage_opened_at``).
+            preparation.replaced(ctx)
             compaction.replaced(ctx)
         case Settle():
             # Not settled: work arrived while settling, and it is owed.

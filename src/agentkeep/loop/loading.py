@@ -91,7 +91,7 @@ def lifecycle_ids(ctx: LoopContext, owed: OwedWork | None) -> bool:
         # Retired: the id leaves the owed fact, and the next request gets a fresh one from
         # the transaction that continues the response. ``response_open`` stays until that
         # transaction appends after the cut content, so a crash before it still continues.
-        staged = msgspec.structs.replace(staged, inference_id=None)
+        staged = msgspec.structs.replace(staged, inference_id=None, stage_opened_at=None)
     if staged == owed:
         return False
     ctx.commit(StageOwed(owed=staged))

@@ -9,7 +9,8 @@ is what lets hypothesis drive it.
 Shape of a run: a *run* goes from settled to settled; it is a sequence of *turns*;
 each turn reloads durable state first (invariant I6), runs ``before_turn``, then *passes*:
 resume a dispatched batch, compact if asked, consume steering (always) or send (only when
-nothing is owed), consume notices, infer; a tool batch runs and the pass repeats. A turn ends
+nothing is owed), prepare the inference (``prepare_inference`` may compact first), open the
+inference stage (consume notices), infer; a tool batch runs and the pass repeats. A turn ends
 when a pass finds nothing to do; the run settles when no turn is requested.
 
 A run an acceptance started by consuming under the idle loop's offer (:meth:`AgentLoop.offer`,
@@ -85,6 +86,10 @@ class AgentLoop:
             event (to ride in the commit that event brings) before it is committed on its
             own: the bound on how long a finished block is volatile (``inference.hold``);
             0: each block is committed as it finishes.
+        notify_inference: A feature supplies notices at the inference boundary, so every
+            request opens with its own ``ConsumeNotices`` transaction (docs/notices.md).
+        prepare_inference: A feature's ``prepare_inference`` is asked before each possible
+            request (``loop.preparation``).
     """
 
     def __init__(
@@ -101,6 +106,8 @@ class AgentLoop:
         consume_at_acceptance: bool = False,
         provider_tools: ProviderToolPolicy = NO_PROVIDER_TOOLS,
         held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS,
+        notify_inference: bool = False,
+        prepare_inference: bool = False,
     ) -> None:
         self.agent_id = agent_id
         modes: dict[QueueName, QueueMode] = {"steering": steering_mode, "send": send_mode}
@@ -114,6 +121,8 @@ class AgentLoop:
             consume_at_acceptance,
             provider_tools,
             held_block_seconds,
+            notify_inference,
+            prepare_inference,
         )
         self._ctx = LoopContext(config)
 

@@ -7,7 +7,8 @@ what one turn learns (aborted, failing, what is owed next) lives in :class:`Turn
 Stage         waits for                            rule (docs/architecture.md, "Inside the loop")
 ``Idle``      a start, a message, a compaction     run (none under way)
 ``Loading``   ``Loaded`` / ``LoadFailed``          turn: reload durable state
-``InHook``    ``HookFinished`` of that hook        hooks: before_turn, after_turn, after_agent_loop
+``InHook``    ``HookFinished`` of that hook        hooks: before_turn, after_turn, after_agent_loop,
+                                                   prepare_inference (loop.preparation)
 ``Passing``   commits landing, a tool batch, or    pass: consume queues and notices,
               nothing (the next step is decided)   land results
 ``Inferring`` stream events of one inference       infer
@@ -144,3 +145,7 @@ class Turn:
     batch: ToolBatch | None = None
     # The request whose response the next dispatch comes from (None: calls a load found).
     asked_by: str | None = None
+    # The coming request: prepare_inference ran for it (``loop.preparation``); the
+    # compaction under way is the one it asked for.
+    prepared: bool = False
+    auto_compaction: bool = False

@@ -159,14 +159,20 @@ class ConsumeOffer(_Data, frozen=True):
 
 
 class ConsumeNotices(_Plan[Appended], frozen=True):
-    """The inference stage's transaction: append the queued notices and owe the inference
-    (``owed`` names its request). ``continue_response``: the conversation ends with the
-    model's own completed blocks, so the notice "Continue from where you left off." is
-    appended first, ahead of the queued notices (a request never ends with the model's own
-    message; docs/lifecycle.md)."""
+    """The inference stage's opening transaction, right before the request: append the
+    queued notices, then the inference boundary's notices (the features'
+    ``system_notifications_transact``), and owe the inference (``owed`` names its request).
+    ``continue_response``: the conversation ends with the model's own completed blocks, so
+    the notice "Continue from where you left off." is appended first, ahead of every other
+    notice (a request never ends with the model's own message; docs/lifecycle.md).
+    ``owed`` is written marked ``stage_opened_at`` (the conversation's length after it): the
+    request is made under its id while nothing else follows; ``owed`` names a fresh id when
+    an earlier stage opened (each request has one boundary). ``settings``: what the hooks
+    are told."""
 
     owed: OwedWork
     continue_response: bool = False
+    settings: Settings | None = None
 
 
 class AppendBlock(_Plan[Appended], frozen=True):

@@ -7,6 +7,7 @@ its stages (:mod:`agentkeep.loop.phases`):
     Idle ─start/work/compact─▶ Loading ─Loaded─▶ InHook(before_turn) ─▶ Passing
     Idle ─consumed at acceptance─▶ Passing (its reload and consumption done: loop.offers)
     Passing ─decide─▶ Passing (resume a batch, consume steering/send/notices)
+                    ├▶ InHook(prepare_inference) ─answered─▶ Passing (loop.preparation)
                     ├▶ Compacting ─outcome/replacement landed─▶ Passing
                     ├▶ Inferring ─done─▶ Passing (a batch dispatches: its results land here)
                     └▶ (nothing left, failing, aborted or shut down) end_turn
@@ -32,6 +33,7 @@ from agentkeep.loop import (
     landing,
     loading,
     offers,
+    preparation,
     retry,
     tools,
 )
@@ -280,6 +282,10 @@ def open_turn(ctx: LoopContext) -> None:
 
 def hook_finished(ctx: LoopContext, event: HookFinished) -> None:
     ctx.phase = Passing()
+    if event.hook == "prepare_inference":
+        preparation.answered(ctx, compact=event.compact)
+        decide(ctx)  # a compaction it asked for runs first; then it is asked again
+        return
     if event.compact and not ctx.turn.aborted:
         ctx.requests.compaction = True
     wants_more = ctx.requests.turn or ctx.requests.compaction
@@ -384,7 +390,9 @@ def consume_next(ctx: LoopContext) -> bool:
     """One step of the pass's consumption; True if it committed something to wait for.
 
     Steering is consumed at every stop and outranks send; send only when nothing is
-    owed; notices last, right before the inference that sees them (invariant I5).
+    owed; then ``prepare_inference`` (which may compact first: ``loop.preparation``), and
+    the notices last, in the inference stage's opening transaction, right before the
+    inference that sees them (invariant I5; docs/notices.md).
     """
     turn = ctx.turn
     if turn.step == "steering":
@@ -398,6 +406,10 @@ def consume_next(ctx: LoopContext) -> bool:
             ctx.commit(_consume(ctx, "send"))
             return True
     if turn.step == "notices":
+        # Queued input has joined: a possible request is prepared first (the step stays
+        # here until the hook answered and any compaction it asked for landed).
+        if preparation.ask(ctx, possible=turn.needs_inference or bool(ctx.mirror.notices)):
+            return True
         turn.step = "infer"
         # The inference stage's transaction: a request never ends with the model's own
         # message, so a response whose completed blocks end the conversation (after a
@@ -407,8 +419,12 @@ def consume_next(ctx: LoopContext) -> bool:
             turn.needs_inference or ctx.mirror.notices
         )
         if ctx.mirror.notices or continues:
-            owed = ctx.owed_for_inference()
-            ctx.commit(ConsumeNotices(owed=owed, continue_response=bool(continues)))
+            plan = ConsumeNotices(
+                owed=ctx.owed_for_inference(),
+                continue_response=bool(continues),
+                settings=ctx.mirror.settings,
+            )
+            ctx.commit(plan)
             return True
     return False
 

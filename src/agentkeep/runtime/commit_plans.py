@@ -18,6 +18,7 @@ the content still in the transcript).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import msgspec
@@ -62,6 +63,7 @@ from agentkeep.types.records import (
     BlockRecord,
     CompactionRecord,
     ConversationRecord,
+    OwedWork,
     PendingToolCall,
     QueuedMessage,
     SystemRecord,
@@ -110,6 +112,22 @@ class ConsumptionPolicy(Protocol):
         appended; raising rolls the compaction back."""
         ...
 
+    def message_notices(
+        self, tx: Transaction, entry: QueuedMessage, settings: Settings
+    ) -> Sequence[SystemMessage]:
+        """The notices to append right before ``entry``'s record (its message boundary:
+        after any reset its consumption causes), inside the consumption transaction;
+        raising rolls the consumption back."""
+        ...
+
+    def inference_notices(
+        self, tx: Transaction, owed: OwedWork, settings: Settings
+    ) -> Sequence[SystemMessage]:
+        """The notices to append right before the request ``owed`` names (its inference
+        boundary), inside the inference stage's opening transaction; raising rolls the
+        stage back (no request is made)."""
+        ...
+
 
 class KeepEverything:
     """A consumption policy for callers without a registry or features: never reset, no
@@ -136,6 +154,16 @@ class KeepEverything:
 
     def history_erased(self, tx: Transaction) -> None:
         return None
+
+    def message_notices(
+        self, tx: Transaction, entry: QueuedMessage, settings: Settings
+    ) -> Sequence[SystemMessage]:
+        return ()
+
+    def inference_notices(
+        self, tx: Transaction, owed: OwedWork, settings: Settings
+    ) -> Sequence[SystemMessage]:
+        return ()
 
 
 class ToolCallHooks(Protocol):
@@ -197,16 +225,8 @@ def execute(
             return None
         case ConsumeQueue():
             return _consume_queue(tx, agent_id, plan, policy)
-        case ConsumeNotices(owed=owed, continue_response=continues):
-            records: list[ConversationRecord] = []
-            if continues:  # ahead of the boundary's queued notices (docs/lifecycle.md)
-                records.append(_append(tx, agent_id, _continue_notice(tx, agent_id)))
-            for notice in tx.queue.notices(agent_id):
-                if tx.queue.remove_notice(agent_id, notice.seq):
-                    records.append(_append(tx, agent_id, SystemRecord(message=notice.message)))
-            if records:
-                tx.facts.write_owed(agent_id, owed)
-            return Appended(records=tuple(records))
+        case ConsumeNotices():
+            return _open_inference(tx, agent_id, plan, policy)
         case AppendBlock(block=block, private_calls=private, owed=owed_open):
             record = _append(tx, agent_id, _block_record(block, private))
             if owed_open is not None:
@@ -259,6 +279,33 @@ def execute(
             _replace_with_compaction(tx, agent_id, plan, policy)
             return None
     raise TypeError(f"unknown plan {plan!r}")  # pragma: no cover - the union is exhaustive
+
+
+def _open_inference(
+    tx: Transaction, agent_id: str, plan: ConsumeNotices, policy: ConsumptionPolicy
+) -> Appended:
+    """The inference stage's opening transaction, right before the request (docs/notices.md):
+    "Continue from where you left off." when the conversation ends with the model's own
+    blocks, then the notices hooks injected (queued, each removed as it is appended: exactly
+    once), then the inference boundary's notices of ``system_notifications_transact``, and
+    the owed inference naming the request, marked opened at the conversation's length
+    (``stage_opened_at``: a restart makes the request without asking for the boundary's
+    notices again). A hook's failure rolls all
+    of it back."""
+    owed = plan.owed
+    records: list[ConversationRecord] = []
+    if plan.continue_response:  # ahead of the boundary's other notices (docs/lifecycle.md)
+        records.append(_append(tx, agent_id, _continue_notice(tx, agent_id)))
+    for notice in tx.queue.notices(agent_id):
+        if tx.queue.remove_notice(agent_id, notice.seq):
+            records.append(_append(tx, agent_id, SystemRecord(message=notice.message)))
+    settings = plan.settings or tx.facts.read_settings(agent_id)
+    if settings is not None:
+        for message in policy.inference_notices(tx, owed, settings):
+            records.append(_append(tx, agent_id, SystemRecord(message=message)))
+    opened = tx.records.count(agent_id)  # the stage is open while nothing follows
+    tx.facts.write_owed(agent_id, msgspec.structs.replace(owed, stage_opened_at=opened))
+    return Appended(records=tuple(records))
 
 
 def _append(
@@ -363,6 +410,9 @@ def _consume_queue(
             profile=entry.options.profile,
         )
         delivery = "steer" if entry.queue == "steering" else "send"
+        # Its message boundary: after the reset (and handoff) above, right before its record.
+        for notice in policy.message_notices(tx, entry, current):
+            records.append(_append(tx, agent_id, SystemRecord(message=notice)))
         records.append(_append(tx, agent_id, record, delivery=delivery))
         policy.message_accepted(tx, entry, current)
         request = request_of(entry.message)

@@ -213,6 +213,12 @@ class OwedWork(_Record, frozen=True):
             id (``inference_id`` becomes None) and continues the response after the notice
             ``Continue from where you left off.``; the transaction appending after the
             content clears it.
+        stage_opened_at: The inference stage of ``inference_id`` opened: the transaction
+            right before its request (``ConsumeNotices``) appended that boundary's notices,
+            leaving this many records. While the conversation still has that many, a restart
+            makes the request without asking for them again; once anything else was
+            appended, the request is made under a new id behind its own boundary
+            (docs/notices.md).
     """
 
     stage: OwedStage
@@ -221,6 +227,7 @@ class OwedWork(_Record, frozen=True):
     inference_id: str | None = None
     settlement_id: str | None = None
     response_open: bool = False
+    stage_opened_at: int | None = None  # notices: the request's boundary notices are in
 
 
 class AgentEnvironment(_Record, frozen=True):
