@@ -74,6 +74,9 @@ class LoopConfig:
         held_block_seconds: The bound on how long a finished block waits for the
             provider's next event before it is committed on its own (``inference.hold``);
             0: never held (each block is committed as it finishes).
+        transact_hooks: The transactional lifecycle hooks some feature overrides
+            (``docs/hooks.md``): only these are carried by a plan, so one nobody overrides
+            costs no commit and no work in one.
     """
 
     new_id: Callable[[], str]
@@ -85,6 +88,7 @@ class LoopConfig:
     consume_at_acceptance: bool = False
     provider_tools: ProviderToolPolicy = NO_PROVIDER_TOOLS
     held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
+    transact_hooks: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -127,7 +131,9 @@ class Lifecycle:
     Invariant: ``loop_id`` and ``turn_id`` are settled at the turn's load (the owed fact's,
     after a restart) and written with the owed fact before any hook is told them.
     ``inference_id`` is the latest provider request's; ``last_request_id`` the latest a request
-    was sent under in this process (never used again); ``settlement_id`` the run's settlement.
+    was sent under in this process (never used again); ``settlement_id`` the run's settlement
+    (allocated when the run first settles or adopted from the owed fact, and kept in every
+    owed fact written after that, so a restart settles under the same id).
     ``offer_ids``: the (loop, turn, call, inference) ids an idle loop's consumption offer names
     (:mod:`agentkeep.loop.offers`), reserved until a run uses them.
     """
@@ -146,6 +152,9 @@ class Run:
     (``transitions.request_turn``, or a run an acceptance opened: ``loop.offers``)."""
 
     hook_due: bool = False  # before_agent_loop is observed once the ids are settled
+    # before_agent_loop_transact is due: it runs in the next turn's opening commit (a run's
+    # first turn, or the turn that reopens the loop after after_agent_loop's actions).
+    loop_opening: bool = False
     failure: str | None = None  # the unrecovered failure that left its note
     # The run's provider was removed (provider disablement): its failures are not
     # retried.
@@ -247,6 +256,10 @@ class LoopContext:
             commits.in_flight = commits.queued.popleft()
             self.out.append(Commit(plan=commits.in_flight))
 
+    def hooked(self, hook: str) -> bool:
+        """Whether some feature overrides the transactional lifecycle hook ``hook``."""
+        return hook in self.config.transact_hooks
+
     def owed_now(
         self, stage: OwedStage, *, inference_id: str | None = None, response_open: bool = False
     ) -> OwedWork:
@@ -255,6 +268,7 @@ class LoopContext:
             loop_id=self.lifecycle.loop_id,
             turn_id=self.lifecycle.turn_id,
             inference_id=inference_id,
+            settlement_id=self.lifecycle.settlement_id,
             response_open=response_open,
         )
 

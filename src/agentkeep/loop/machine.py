@@ -85,6 +85,8 @@ class AgentLoop:
             event (to ride in the commit that event brings) before it is committed on its
             own: the bound on how long a finished block is volatile (``inference.hold``);
             0: each block is committed as it finishes.
+        transact_hooks: The transactional lifecycle hooks some feature overrides
+            (``docs/hooks.md``); the loop carries only these in its plans.
     """
 
     def __init__(
@@ -101,6 +103,7 @@ class AgentLoop:
         consume_at_acceptance: bool = False,
         provider_tools: ProviderToolPolicy = NO_PROVIDER_TOOLS,
         held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS,
+        transact_hooks: frozenset[str] = frozenset(),
     ) -> None:
         self.agent_id = agent_id
         modes: dict[QueueName, QueueMode] = {"steering": steering_mode, "send": send_mode}
@@ -114,6 +117,7 @@ class AgentLoop:
             consume_at_acceptance,
             provider_tools,
             held_block_seconds,
+            transact_hooks,
         )
         self._ctx = LoopContext(config)
 

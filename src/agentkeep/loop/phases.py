@@ -144,3 +144,7 @@ class Turn:
     batch: ToolBatch | None = None
     # The request whose response the next dispatch comes from (None: calls a load found).
     asked_by: str | None = None
+    # The request whose opening commit ran before_inference_transact (it starts once landed).
+    inference_opened: str | None = None
+    # after_turn_transact / after_agent_loop_transact is committing: its action hook waits.
+    closing: bool = False
