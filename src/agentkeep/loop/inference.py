@@ -49,9 +49,9 @@ def start(ctx: LoopContext) -> None:
     if ctx.hooked("before_inference_transact") and ctx.turn.inference_opened != inference_id:
         # The request's opening commit: before_inference_transact runs inside it, and the
         # request starts once it landed (decided again then).
-        owed = ctx.mirror.owed
-        assert owed is not None  # usable_inference_id read the id from it
-        ctx.commit(StageOwed(owed=owed, hooks=_opening(ctx, inference_id)))
+        # (The owed fact as it stands: the usable id is the one it holds.)
+        opening = ctx.owed_for_inference()
+        ctx.commit(StageOwed(owed=opening, hooks=_opening(ctx, inference_id)))
         return
     ctx.lifecycle.inference_id = ctx.lifecycle.last_request_id = inference_id
     ctx.phase = Inferring(

@@ -14,7 +14,7 @@ from agentkeep.loop.effects import (
     Observe,
 )
 from agentkeep.loop.outcomes import Outcome
-from agentkeep.loop.phases import Compacting, Inferring, Passing, Settling
+from agentkeep.loop.phases import Compacting, Dispatched, Inferring, Passing, Settling
 from agentkeep.loop.plans import (
     AnswerCalls,
     AppendFailureNote,
@@ -139,9 +139,14 @@ def fail_turn(ctx: LoopContext, message: str) -> Outcome:
     _end_compaction(ctx, error=message)
     turn.pending_error = message
     turn.failing = True
+    # Calls with a durable batch entry (a batch the load found, or one under way) are not
+    # stranded: the batch resumes them later (answering one here would answer it twice).
+    dispatched = list(turn.resume.calls) if isinstance(turn.resume, Dispatched) else []
+    if turn.batch is not None:
+        dispatched.extend(turn.batch.calls)
     turn.resume = None
     if not turn.blocked:
-        stranded = undispatched_calls(ctx.mirror.records, ())
+        stranded = undispatched_calls(ctx.mirror.records, dispatched)
         if stranded:
             ctx.commit(ctx.answer(stranded, FAILED_TURN_CALL))
             return Outcome.WAITING

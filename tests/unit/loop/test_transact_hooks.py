@@ -354,10 +354,19 @@ class Requests(ak.Feature):
             self.order.append("live:toolcall_start")
 
 
+class RequestsWithTurns(Requests):
+    """Overrides ``before_turn``: no acceptance consumes for the run (``loop.offers``), so the
+    consumption is the loop's own commit."""
+
+    def before_turn(self, ctx: ak.HookContext, turn: ak.TurnInfo) -> None:
+        return None
+
+
+@pytest.mark.parametrize("kind", [Requests, RequestsWithTurns])
 def test_on_event_transact_gets_a_tool_request_call_in_the_acceptance_transaction(
-    world: World,
+    world: World, kind: type[Requests]
 ) -> None:
-    feature = Requests()
+    feature = kind()
     world.model.add(script.text("done"))
     system = world.open(features=[feature])
     agent = system.create()
