@@ -15,6 +15,7 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.providers import script
+from agentkeep.runtime import commit_plans
 from agentkeep.runtime.kv_areas import KV_AREA, area_prefix
 from agentkeep.types import AssistantBlock, TextBlock, ToolCallBlock, ToolCallStart
 
@@ -279,6 +280,7 @@ _SETTLING_CHILD = """
 import json, sys, threading
 import agentkeep as ak
 from agentkeep.providers import script
+from agentkeep.runtime import commit_plans
 from agentkeep.runtime.kv_areas import KV_AREA, area_prefix
 
 class Tell(ak.Feature):
@@ -399,13 +401,63 @@ def test_a_refused_tool_request_call_rolls_the_acceptance_back(world: World) -> 
     assert agent.state == "owes_work"
 
 
-def test_no_twin_overridden_costs_no_commit(world: World) -> None:
-    """The plans of a run no feature hooks transactionally carry no hook."""
-    from agentkeep.actors.agent_actor import TRANSACT_HOOKS
+def _plans_of_one_step(
+    world: World, monkeypatch: pytest.MonkeyPatch, features: list[ak.Feature]
+) -> list[str]:
+    """The plans committed for one answered message (the consumption's whether the run's
+    own commit or the acceptance's transaction runs it)."""
+    executed: list[str] = []
+    execute = commit_plans.execute
 
-    assert set(TRANSACT_HOOKS) == set(TRANSACT)
-    for name in TRANSACT:
-        assert name in ak.features.HOOKS
+    def recording(tx: Any, agent_id: str, plan: Any, *args: Any) -> Any:
+        executed.append(type(plan).__name__)
+        return execute(tx, agent_id, plan, *args)
+
+    monkeypatch.setattr(commit_plans, "execute", recording)
+    world.model.add(script.text("hello"))
+    system = world.open(features=features)
+    agent = system.create()
+    agent.send(ak.user("hi"))
+    assert agent.wait_for_idle(timeout_seconds=20)
+    system.close(timeout_seconds=10)
+    return executed
+
+
+class Observer(ak.Feature):
+    """Overrides only observing hooks: no twin."""
+
+    name = "observer"
+
+    def on_event(self, ctx: ak.HookContext, event: Any) -> None:
+        return None
+
+    def after_agent_settled(self, ctx: ak.HookContext, error: str | None) -> None:
+        return None
+
+
+def test_a_twin_nobody_overrides_costs_no_commit(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The hot path: the consumption, then the reply with the settlement in one commit,
+    # with or without observers.
+    step = ["ConsumeQueue", "FinishResponse"]
+    assert _plans_of_one_step(world, monkeypatch, []) == step
+    assert _plans_of_one_step(world, monkeypatch, [Observer()]) == step
+
+
+def test_overridden_twins_get_the_commits_they_run_in(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _plans_of_one_step(world, monkeypatch, [Ledger()]) == [
+        "StageOwed",  # the loop's and turn's opening
+        "ConsumeQueue",
+        "StageOwed",  # the request's opening
+        "FinishResponse",  # the blocks' and the response's end
+        "LifecycleEdge",  # the turn's closing
+        "LifecycleEdge",  # the loop's closing
+        "StageOwed",  # the settlement's id, staged
+        "Settle",
+    ]
 
 
 class Forwarder(ak.Feature):
