@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from typing import assert_never
 
-import msgspec
-
 from agentkeep.loop import (
     compaction,
     inference,
@@ -35,6 +33,7 @@ from agentkeep.loop import (
     loading,
     offers,
     retry,
+    settlement,
     tools,
 )
 from agentkeep.loop.context import LoopContext, Run
@@ -77,7 +76,6 @@ from agentkeep.loop.phases import (
     InHook,
     Loading,
     Passing,
-    Settling,
     Turn,
 )
 from agentkeep.loop.plans import (
@@ -89,9 +87,7 @@ from agentkeep.loop.plans import (
     LifecycleHook,
     Plan,
     PlanResult,
-    Settle,
     Snapshot,
-    StageOwed,
 )
 from agentkeep.loop.texts import ABORTED_COMPACTION
 from agentkeep.loop.view import ends_with_own_message
@@ -344,26 +340,7 @@ def finish_run(ctx: LoopContext) -> None:
     elif turn.settled_early:
         stop(ctx, settled=True)  # the response's own transaction already settled
     else:
-        ctx.phase = Settling()
-        ids = ctx.lifecycle
-        ids.settlement_id = ids.settlement_id or ctx.new_id()  # one per loop, kept on retry
-        hooks: tuple[LifecycleHook, ...] = ()
-        if ctx.hooked("after_agent_settled_transact"):
-            # The id is persisted with the owed work before its hook is told it, so a
-            # restart before the settlement commits settles under the same id.
-            owed = ctx.mirror.owed
-            if owed is not None and (owed.stage, owed.settlement_id) != (
-                "settlement",
-                ids.settlement_id,
-            ):
-                staged = msgspec.structs.replace(
-                    owed, stage="settlement", settlement_id=ids.settlement_id
-                )
-                ctx.commit(StageOwed(owed=staged))
-            settled = ctx.ids(settlement=True)
-            error = ctx.run.failure
-            hooks = (LifecycleHook(hook="after_agent_settled_transact", ids=settled, error=error),)
-        ctx.commit(Settle(hooks=hooks))
+        settlement.settle(ctx)
 
 
 def stop(ctx: LoopContext, *, settled: bool) -> None:
