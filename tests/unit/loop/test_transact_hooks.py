@@ -276,6 +276,28 @@ def test_a_refused_settlement_keeps_the_agent_owed_under_a_persisted_settlement_
     assert again.resolve(agent.id).state == "idle"
 
 
+def test_a_message_after_a_refused_settlement_continues_the_loop_and_its_settlement(
+    world: World,
+) -> None:
+    ledger = Ledger(fail="after_agent_settled_transact")
+    world.model.add(script.text("one"), script.text("two"))
+    system = world.open(features=[ledger])
+    agent = system.create()
+    agent.send(ak.user("first"), id="m1")
+    assert agent.wait_for_idle(timeout_seconds=20)
+    owed = system.internals.store.read(lambda tx: tx.facts.read_owed(agent.id))
+    assert owed is not None
+
+    ledger.fail = None
+    agent.send(ak.user("second"), id="m2")  # accepted while the settlement is staged
+    assert agent.wait_for_idle(timeout_seconds=20)
+
+    ((loop_id, _, _, settlement_id),) = ledger.told("after_agent_settled_transact")
+    assert (loop_id, settlement_id) == (owed.loop_id, owed.settlement_id)
+    assert roles(agent.transcript()) == ["user", "assistant", "user", "assistant"]
+    assert agent.state == "idle"
+
+
 _SETTLING_CHILD = """
 import json, sys, threading
 import agentkeep as ak
