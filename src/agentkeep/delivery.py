@@ -354,5 +354,7 @@ def owe_inference(tx: Transaction, agent_id: str) -> None:
         return
     owed = tx.facts.read_owed(agent_id)
     if owed is not None and owed.stage == "settlement":
-        # A settlement in progress must not erase what this message made due.
-        tx.facts.write_owed(agent_id, OwedWork(stage="inference", loop_id=owed.loop_id))
+        # A settlement in progress must not erase what this message made due. The loop goes
+        # on, and so does the settlement that will end it: its staged id is kept.
+        again = OwedWork(stage="inference", loop_id=owed.loop_id, settlement_id=owed.settlement_id)
+        tx.facts.write_owed(agent_id, again)

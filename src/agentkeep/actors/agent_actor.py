@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 import pykka
 
@@ -34,7 +34,7 @@ from agentkeep.actors.inference_worker import InferenceWorker, StreamJob, Stream
 from agentkeep.actors.loop_thread import inside_loop
 from agentkeep.actors.loop_timers import LoopTimers
 from agentkeep.actors.model_session import ModelSessionSlot
-from agentkeep.actors.plan_hooks import ConsumptionPolicy, ToolCallHooks
+from agentkeep.actors.plan_hooks import ConsumptionPolicy, LifecycleHooks, ToolCallHooks
 from agentkeep.actors.status import AgentStatus
 from agentkeep.actors.supervision.inbox import SimpleInboxMixin
 from agentkeep.actors.supervision.supervised import ChildExited
@@ -90,7 +90,7 @@ from agentkeep.loop.events import (
     WorkAccepted,
 )
 from agentkeep.loop.machine import AgentLoop
-from agentkeep.loop.plans import Plan, QueueMode, Snapshot
+from agentkeep.loop.plans import Plan, QueueMode, Snapshot, TransactHookName
 from agentkeep.modules import AgentSnapshot
 from agentkeep.modules._runtime import ModuleRuntime
 from agentkeep.persistence.interface import StoreHandle, Transaction
@@ -116,6 +116,20 @@ log = get_logger(__name__)
 
 # Events that callers outside the actor hand in; each was counted by ``status.signal_sent``.
 _SIGNALS = (Start, WorkAccepted, CompactRequested)
+
+# The transactional lifecycle hooks a plan may carry (``loop.plans.TransactHookName``).
+TRANSACT_HOOKS = get_args(TransactHookName)
+# Hooks a run runs before it consumes: with any overridden, an acceptance may not consume
+# for it (``loop.offers``), so they run before the consumption as the loop orders them.
+_OPENING = (
+    "before_agent_loop",
+    "before_turn",
+    "before_agent_loop_transact",
+    "before_turn_transact",
+)
+# Transactional hooks that close a turn, a loop or the settlement: they need the settlement
+# in a transaction of its own, after them.
+_CLOSING = ("after_turn_transact", "after_agent_loop_transact", "after_agent_settled_transact")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,23 +210,27 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             defaults=options.defaults,
             steering_mode=options.steering_mode,
             send_mode=options.send_mode,
-            eager_settle=not features.has_action_hooks,
+            # A response may settle in its own transaction only if no hook can add work after
+            # it and no transactional hook closes the turn, the loop or the settlement.
+            eager_settle=not (features.has_action_hooks or features.overrides_any(_CLOSING)),
             retry=options.retry,
             # A run's hooks before its consumption are unobservable without these two, so
             # the acceptance that wakes an idle loop may consume for it (loop.offers).
-            consume_at_acceptance=not (
-                features.overrides("before_agent_loop") or features.overrides("before_turn")
-            ),
+            consume_at_acceptance=not features.overrides_any(_OPENING),
             provider_tools=policy_of(options.provider_tools),
             held_block_seconds=options.held_block_seconds,
             notify_inference=features.overrides("system_notifications_transact"),
             prepare_inference=features.overrides("prepare_inference"),
+            transact_hooks=frozenset(h for h in TRANSACT_HOOKS if features.overrides(h)),
         )
         self._timers = LoopTimers()  # this incarnation's own waits (backoffs, held blocks)
         self._children = AgentChildren(self, agent_id, grace_seconds=child_grace_seconds)
         self._runner = tool_runner
         self._consumption = ConsumptionPolicy(
             agent_id, providers=providers, features=features, contexts=contexts
+        )
+        self._lifecycle = LifecycleHooks(
+            agent_id, features=features, contexts=contexts, settings=lambda: self._core.settings
         )
         self._model_session = ModelSessionSlot(  # this incarnation's own
             agent_id, providers, auth_ref=contexts.auth_ref, credentials=options.credentials
@@ -419,7 +437,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         )
         try:
             value = self._store.transact(
-                lambda tx: commit_plans.execute(tx, agent_id, plan, policy, hooks)
+                lambda tx: commit_plans.execute(tx, agent_id, plan, policy, hooks, self._lifecycle)
             )
         except CommitOutcomeUnknownError as error:
             log.warning("agent_commit_outcome_unknown", agent_id=agent_id, error=repr(error))

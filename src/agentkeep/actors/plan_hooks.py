@@ -1,9 +1,10 @@
 """The features' hooks that run inside a plan's transaction, on the store writer's thread:
-the ``commit_plans.ConsumptionPolicy`` and ``commit_plans.ToolCallHooks`` of one agent's commits."""
+the ``commit_plans.ConsumptionPolicy``, ``commit_plans.ToolCallHooks`` and
+``commit_plans.LifecycleHooks`` of one agent's commits."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentkeep.actors.hook_contexts import HookContexts
@@ -13,18 +14,27 @@ from agentkeep.features import (
     FeatureSet,
     HookContext,
     InferenceBoundary,
+    InferenceInfo,
     MessageAccepted,
     MessageBoundary,
     ModelChange,
     NotificationBoundary,
     PermissionModeChange,
+    TurnInfo,
 )
 from agentkeep.loop.effects import LifecycleIds
+from agentkeep.loop.plans import LifecycleHook
 from agentkeep.persistence.interface import Transaction
 from agentkeep.providers.catalog import Providers
 from agentkeep.providers.compatibility import needs_reset
 from agentkeep.tools import ToolCallInfo
-from agentkeep.types import Settings, SystemMessage, ToolResultMessage
+from agentkeep.types import (
+    AssistantBlock,
+    Settings,
+    SystemMessage,
+    ToolCallBlock,
+    ToolResultMessage,
+)
 from agentkeep.types.records import OwedWork, PendingToolCall, QueuedMessage
 
 
@@ -132,6 +142,19 @@ class ConsumptionPolicy:
         with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
             features.transact("history_erased_transact", ctx_for)
 
+    def call_requested(self, tx: Transaction, call: ToolCallBlock, settings: Settings) -> None:
+        """Run the features' ``on_event_transact`` for the call a consumed tool request
+        appended, inside ``tx``. Raises what a hook raised (the consumption rolls back)."""
+        features = self._features
+        if not features.overrides("on_event_transact"):
+            return
+
+        def ctx_for(feature: Feature) -> HookContext:
+            return self._contexts.for_feature(feature, settings, tx=tx, ids=self._ids)
+
+        with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
+            features.transact("on_event_transact", ctx_for, call)
+
     def message_notices(
         self, tx: Transaction, entry: QueuedMessage, settings: Settings
     ) -> Sequence[SystemMessage]:
@@ -172,6 +195,56 @@ class ConsumptionPolicy:
 
         with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
             return features.system_notifications(ctx_for, boundary)
+
+
+class LifecycleHooks:
+    """The features' transactional lifecycle hooks (``commit_plans.LifecycleHooks``): each
+    runs inside the plan's transaction that carries it, its contexts bound to that
+    transaction and told the ids the plan names; a failure propagates and rolls the plan
+    back. One per agent actor; ``settings`` reads the agent's settings of the moment (the
+    actor's thread waits on the commit while its hooks run)."""
+
+    def __init__(
+        self,
+        agent_id: str,
+        *,
+        features: FeatureSet,
+        contexts: HookContexts,
+        settings: Callable[[], Settings],
+    ) -> None:
+        self._agent_id = agent_id
+        self._features = features
+        self._contexts = contexts
+        self._settings = settings
+
+    def _transact(self, tx: Transaction, hook: LifecycleHook, *args: Any) -> None:
+        settings, ids = self._settings(), hook.ids
+
+        def ctx_for(feature: Feature) -> HookContext:
+            return self._contexts.for_feature(feature, settings, tx=tx, ids=ids)
+
+        with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
+            self._features.transact(hook.hook, ctx_for, *args)
+
+    def run(self, tx: Transaction, hook: LifecycleHook) -> None:
+        """Run ``hook`` with what its kind is told. Raises what a feature raised."""
+        match hook.hook:
+            case "before_turn_transact" | "after_turn_transact":
+                turn = TurnInfo(context_tokens=hook.context_tokens, aborted=hook.aborted)
+                self._transact(tx, hook, turn)
+            case "after_inference_transact":
+                info = InferenceInfo(state=hook.state, tokens=hook.tokens, error=hook.error)
+                self._transact(tx, hook, info)
+            case "after_agent_settled_transact":
+                self._transact(tx, hook, hook.error)
+            case "on_event_transact":
+                raise ValueError("on_event_transact is told a block: LifecycleHooks.block")
+            case _:
+                self._transact(tx, hook)
+
+    def block(self, tx: Transaction, hook: LifecycleHook, block: AssistantBlock) -> None:
+        """Run ``on_event_transact`` for ``block``. Raises what a feature raised."""
+        self._transact(tx, hook, block)
 
 
 class ToolCallHooks:

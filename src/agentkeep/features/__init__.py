@@ -24,6 +24,12 @@ handed. Composition rules (seed: AgentFeature), kept by :class:`FeatureSet`:
   notices in feature order, and propagates a failure (rolling that transaction back, no
   request made); ``prepare_inference``: any feature returning ``CompactAction`` compacts
   before the request, a failing feature loses only its own decision;
+- the transactional lifecycle twins (``before_agent_loop_transact``,
+  ``before_turn_transact``, ``before_inference_transact``, ``on_event_transact``,
+  ``after_inference_transact``, ``after_turn_transact``, ``after_agent_loop_transact``,
+  ``after_agent_settled_transact``) chain in order inside the commit that makes their
+  lifecycle fact durable and propagate a failure, rolling it back (docs/hooks.md says what
+  the loop does then);
 - tool-call hooks (:mod:`agentkeep.tools.hooks`): the transactional ones
   (``before_tool_call_transact``, ``after_tool_call_transact``) chain in order and propagate
   a failure, rolling their transaction back; ``before_tool_call`` chains amendments, the

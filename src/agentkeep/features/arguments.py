@@ -156,10 +156,12 @@ class HookContext:
         loop_id: The loop (a run, settled to settled): every hook of a run.
         turn_id: The turn within the loop: every hook of a run but ``before_agent_loop``'s
             reopening and the settlement's.
-        inference_id: The provider request: ``before_inference`` and ``after_inference``.
+        inference_id: The provider request: ``before_inference``, ``after_inference``, their
+            transactional twins and ``on_event_transact`` of its blocks.
             Never shared by two requests (a request whose completed content a crash cut
             short is retired and continued under a new id).
-        settlement_id: The settlement: ``after_agent_settled``.
+        settlement_id: The settlement: ``after_agent_settled_transact`` and
+            ``after_agent_settled`` (persisted with the owed work before the first of them).
         context_tokens: The provider's last measurement of the context (tokens; None: not
             measured since the last reset or compaction), for ``prepare_inference``; None
             elsewhere.

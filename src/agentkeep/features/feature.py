@@ -24,7 +24,7 @@ from agentkeep.features.arguments import (
 )
 from agentkeep.loop.actions import Action, CompactAction
 from agentkeep.tools import Tool, ToolCallDecision, ToolCallInfo, ToolCallResult
-from agentkeep.types import StreamEvent, SystemMessage, ToolResultMessage
+from agentkeep.types import AssistantBlock, StreamEvent, SystemMessage, ToolResultMessage
 
 
 class Feature:
@@ -193,6 +193,67 @@ class Feature:
     def metadata_changed(self, ctx: HookContext, change: MetadataChange) -> None:
         """After the merge committed; failures are logged, never raised."""
         return
+
+    # -- transactional lifecycle hooks (docs/hooks.md) ---------------------------------------
+    # Each runs inside the store transaction that makes its lifecycle fact durable, on the
+    # store writer's thread, told the lifecycle ids (docs/lifecycle.md); its stores and sends
+    # join that transaction. Features chain in order; raising rolls the transaction back and
+    # propagates (what the loop does then is in docs/hooks.md). One no feature overrides costs
+    # nothing: no commit carries it.
+
+    def before_agent_loop_transact(self, ctx: HookContext) -> None:
+        """Inside the commit that opens a loop (a run's first turn, or the turn that reopens
+        it after ``after_agent_loop``'s actions): the loop's and turn's ids are written with
+        the owed work in it. Raising fails the turn (its note is appended, the work stays
+        owed). Runs before ``before_agent_loop``."""
+        return
+
+    def before_turn_transact(self, ctx: HookContext, turn: TurnInfo) -> None:
+        """Inside the commit that opens each turn (its ids written with the owed work),
+        after ``before_agent_loop_transact`` when the turn opens a loop. Raising fails the
+        turn (its note is appended, the work stays owed). Runs before ``before_turn``."""
+        return
+
+    def before_inference_transact(self, ctx: HookContext) -> None:
+        """Inside the commit that opens a provider request (its id written with the owed
+        work); the request starts only once it committed. Raising fails the turn before the
+        request is made. Runs before ``before_inference``."""
+        return
+
+    def on_event_transact(self, ctx: HookContext, block: AssistantBlock) -> None:
+        """Inside the commit that makes a completed block durable: a response's block
+        (``ctx.inference_id`` names its request), or the assistant call a consumed tool
+        request appends (in the consumption transaction, after ``message_accepted_transact``;
+        ``ctx.inference_id`` is None: no request is made up for it). A hidden server call's
+        block is not told. Raising rolls the block back and fails the turn."""
+        return
+
+    def after_inference_transact(self, ctx: HookContext, inference: InferenceInfo) -> None:
+        """Inside the commit that ends a provider response (its last blocks, its measurement),
+        or, for a cancelled one, a commit of its own behind its blocks. Raising rolls the
+        response's end back and fails the turn (the question stays owed). Runs after
+        ``after_inference``, which is observed as the response ends, before this commit."""
+        return
+
+    def after_turn_transact(self, ctx: HookContext, turn: TurnInfo) -> None:
+        """Inside the turn's closing commit, once it has nothing left to do
+        (``turn.aborted`` if an abort ended it); ``after_turn`` runs once it committed.
+        Raising stops the run unsettled, its work kept owed (the next start runs it again)."""
+        return
+
+    def after_agent_loop_transact(self, ctx: HookContext) -> None:
+        """Inside the loop's closing commit, before ``after_agent_loop``. Raising stops the
+        run unsettled, its work kept owed (the next start runs it again)."""
+        return
+
+    def after_agent_settled_transact(self, ctx: HookContext, error: str | None) -> None:
+        """Inside the settling transaction (the owed fact erased; the run's store still
+        readable, erased after it), told ``ctx.settlement_id``: persisted with the owed work
+        before this hook runs, the same after a restart. Raising keeps the agent owed (a
+        later start settles again, under the same id). Runs before ``after_agent_settled``."""
+        return
+
+    # -- end of the transactional lifecycle hooks ---------------------------------------------
 
     # -- tool calls (see agentkeep.tools.hooks) ----------------------------------------------
 

@@ -65,6 +65,10 @@ class FeatureSet:
         """Whether any feature overrides ``hook``."""
         return bool(self._hooked(hook))
 
+    def overrides_any(self, hooks: Sequence[str]) -> bool:
+        """Whether any feature overrides any of ``hooks``."""
+        return any(self._hooked(hook) for hook in hooks)
+
     def _hooked(self, hook: str) -> tuple[Feature, ...]:
         """The features that override ``hook``, in order. A misspelled hook name in the
         runtime fails loudly, not as a logged warning."""

@@ -79,6 +79,9 @@ class LoopConfig:
             ``ConsumeNotices`` transaction, in which that hook runs.
         prepare_inference: A feature's ``prepare_inference`` may ask for a compaction
             before each possible request (``loop.preparation``).
+        transact_hooks: The transactional lifecycle hooks some feature overrides
+            (``docs/hooks.md``): only these are carried by a plan, so one nobody overrides
+            costs no commit and no work in one.
     """
 
     new_id: Callable[[], str]
@@ -92,6 +95,7 @@ class LoopConfig:
     held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
     notify_inference: bool = False
     prepare_inference: bool = False
+    transact_hooks: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -134,7 +138,9 @@ class Lifecycle:
     Invariant: ``loop_id`` and ``turn_id`` are settled at the turn's load (the owed fact's,
     after a restart) and written with the owed fact before any hook is told them.
     ``inference_id`` is the latest provider request's; ``last_request_id`` the latest a request
-    was sent under in this process (never used again); ``settlement_id`` the run's settlement.
+    was sent under in this process (never used again); ``settlement_id`` the run's settlement
+    (allocated when the run first settles or adopted from the owed fact, and kept in every
+    owed fact written after that, so a restart settles under the same id).
     ``offer_ids``: the (loop, turn, call, inference) ids an idle loop's consumption offer names
     (:mod:`agentkeep.loop.offers`), reserved until a run uses them.
     """
@@ -153,6 +159,9 @@ class Run:
     (``transitions.request_turn``, or a run an acceptance opened: ``loop.offers``)."""
 
     hook_due: bool = False  # before_agent_loop is observed once the ids are settled
+    # before_agent_loop_transact is due: it runs in the next turn's opening commit (a run's
+    # first turn, or the turn that reopens the loop after after_agent_loop's actions).
+    loop_opening: bool = False
     failure: str | None = None  # the unrecovered failure that left its note
     # The run's provider was removed (provider disablement): its failures are not
     # retried.
@@ -257,6 +266,10 @@ class LoopContext:
             commits.in_flight = commits.queued.popleft()
             self.out.append(Commit(plan=commits.in_flight))
 
+    def hooked(self, hook: str) -> bool:
+        """Whether some feature overrides the transactional lifecycle hook ``hook``."""
+        return hook in self.config.transact_hooks
+
     def owed_now(
         self, stage: OwedStage, *, inference_id: str | None = None, response_open: bool = False
     ) -> OwedWork:
@@ -265,6 +278,7 @@ class LoopContext:
             loop_id=self.lifecycle.loop_id,
             turn_id=self.lifecycle.turn_id,
             inference_id=inference_id,
+            settlement_id=self.lifecycle.settlement_id,
             response_open=response_open,
         )
 

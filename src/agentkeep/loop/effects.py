@@ -12,6 +12,8 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
+# The lifecycle ids are defined with the plans that carry them; effects carry them too.
+from agentkeep.loop.plans import LifecycleIds as LifecycleIds
 from agentkeep.loop.plans import Plan
 from agentkeep.types import Message, PermissionMode, Settings, StreamEvent, Tokens, ToolCallBlock
 from agentkeep.types.records import QueueName, UserRecord
@@ -22,17 +24,6 @@ class _Data(msgspec.Struct, frozen=True, kw_only=True):
 
 
 HookName: TypeAlias = Literal["before_turn", "after_turn", "after_agent_loop", "prepare_inference"]
-
-
-class LifecycleIds(_Data, frozen=True):
-    """The lifecycle ids a hook is told (``docs/lifecycle.md``): the loop (a run,
-    settled to settled), the turn, the provider request and the settlement it belongs to;
-    None where the hook belongs to none."""
-
-    loop_id: str | None = None
-    turn_id: str | None = None
-    inference_id: str | None = None
-    settlement_id: str | None = None
 
 
 class LoadState(_Data, frozen=True):

@@ -11,6 +11,8 @@ continues it under a new inference id (``docs/lifecycle.md``).
 
 from __future__ import annotations
 
+import msgspec
+
 from agentkeep.loop import retry
 from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import CancelTimer, Emit, Observe, StartInference, StartTimer
@@ -20,6 +22,7 @@ from agentkeep.loop.plans import (
     ConsumeNotices,
     DispatchBatch,
     FinishResponse,
+    LifecycleHook,
     StageOwed,
 )
 from agentkeep.loop.provider_calls import ProviderCalls, is_private
@@ -49,7 +52,15 @@ def start(ctx: LoopContext) -> None:
     if inference_id is None:
         # The request's id is written with the owed work before its first hook is told it
         # and is decided again once this lands.
-        ctx.commit(StageOwed(owed=ctx.owed_for_inference()))
+        owed = ctx.owed_for_inference()
+        ctx.commit(StageOwed(owed=owed, hooks=_opening(ctx, owed.inference_id)))
+        return
+    if ctx.hooked("before_inference_transact") and ctx.turn.inference_opened != inference_id:
+        # The request's opening commit: before_inference_transact runs inside it, and the
+        # request starts once it landed (decided again then).
+        # (The owed fact as it stands: the usable id is the one it holds.)
+        opening = ctx.owed_for_inference()
+        ctx.commit(StageOwed(owed=opening, hooks=_opening(ctx, inference_id)))
         return
     ctx.lifecycle.inference_id = ctx.lifecycle.last_request_id = inference_id
     ctx.phase = Inferring(
@@ -68,6 +79,24 @@ def start(ctx: LoopContext) -> None:
             settings=ctx.mirror.settings,
         )
     )
+
+
+def _opening(ctx: LoopContext, inference_id: str | None) -> tuple[LifecycleHook, ...]:
+    """``before_inference_transact`` for the request ``inference_id``, if overridden (the
+    request is then marked opened: it starts once the commit carrying the hook landed)."""
+    if not ctx.hooked("before_inference_transact") or inference_id is None:
+        return ()
+    ctx.turn.inference_opened = inference_id
+    ids = msgspec.structs.replace(ctx.ids(), inference_id=inference_id)
+    return (LifecycleHook(hook="before_inference_transact", ids=ids),)
+
+
+def _block_hooks(ctx: LoopContext, inference_id: str) -> tuple[LifecycleHook, ...]:
+    """``on_event_transact`` for the blocks a commit appends, if overridden."""
+    if not ctx.hooked("on_event_transact"):
+        return ()
+    ids = msgspec.structs.replace(ctx.ids(), inference_id=inference_id)
+    return (LifecycleHook(hook="on_event_transact", ids=ids),)
 
 
 def stream_event(ctx: LoopContext, inference_id: str, event: StreamEvent) -> None:
@@ -132,7 +161,8 @@ def flush_held(ctx: LoopContext, phase: Inferring) -> None:
         if not phase.opened:
             phase.opened = True
             owed = ctx.owed_now("inference", inference_id=phase.inference_id, response_open=True)
-        ctx.commit(AppendBlock(block=block, private_calls=private, owed=owed))
+        hooks = _block_hooks(ctx, phase.inference_id)
+        ctx.commit(AppendBlock(block=block, private_calls=private, owed=owed, hooks=hooks))
 
 
 def maybe_finish(ctx: LoopContext) -> None:
@@ -144,15 +174,13 @@ def maybe_finish(ctx: LoopContext) -> None:
     response, done = phase.response, phase.response.done
     ctx.phase = Passing()
     ids = ctx.ids(inference=True)
-    ctx.out.append(
-        Observe(
-            hook="after_inference",
-            state=done.state,
-            tokens=done.tokens,
-            error=done.message,
-            ids=ids,
-        )
+    # Observed as the response ends, before its closing commit: what the observer queues (a
+    # steer) is durable by then, so the commit's ``queued`` read finds it and it joins this
+    # turn. after_inference_transact runs inside that commit, after it.
+    observe = Observe(
+        hook="after_inference", state=done.state, tokens=done.tokens, error=done.message, ids=ids
     )
+    ctx.out.append(observe)
     measured = done.state in ("normal", "tool_call", "length")
     blocks = tuple(phase.held)
     calls = response.client_calls
@@ -168,8 +196,16 @@ def maybe_finish(ctx: LoopContext) -> None:
     # Its assistant message (the ledger's ``message`` event), when it says something.
     message = published if measured and any(block_part(b) for b in published) else None
     if settle:
-        ctx.lifecycle.settlement_id = ctx.new_id()
-    if blocks or settle or answers or message or (measured and done.tokens is not None):
+        ctx.lifecycle.settlement_id = ctx.lifecycle.settlement_id or ctx.new_id()
+    hooks = _block_hooks(ctx, phase.inference_id) if blocks else ()
+    if ctx.hooked("after_inference_transact"):
+        # The response's closing commit, whatever it holds: the hook runs inside it.
+        state, error = done.state, done.message
+        end = LifecycleHook(
+            hook="after_inference_transact", ids=ids, state=state, tokens=done.tokens, error=error
+        )
+        hooks = (*hooks, end)
+    if hooks or blocks or settle or answers or message or (measured and done.tokens is not None):
         tokens = done.tokens if measured else None
         # Its id is spent. A response that failed right after completed content was cut
         # short, not finished: the content stays marked open (C2), so a restart before the
@@ -186,6 +222,7 @@ def maybe_finish(ctx: LoopContext) -> None:
                 message=message,
                 private_calls=phase.provider_calls.private_ids(blocks),
                 owed=owed,
+                hooks=hooks,
             )
         )
     _judge(ctx, done, calls)

@@ -14,15 +14,18 @@ from agentkeep.loop.effects import (
     Observe,
 )
 from agentkeep.loop.outcomes import Outcome
-from agentkeep.loop.phases import Compacting, Inferring, Passing
+from agentkeep.loop.phases import Compacting, Dispatched, Inferring, Passing, Settling
 from agentkeep.loop.plans import (
     AnswerCalls,
     AppendFailureNote,
     ClaimToolResults,
     CommitToolResult,
+    LifecycleEdge,
+    LifecycleHook,
     Plan,
     ReplaceWithCompaction,
     Settle,
+    StageOwed,
 )
 from agentkeep.loop.texts import ABORTED_CALL, ABORTED_COMPACTION, FAILED_TURN_CALL
 from agentkeep.loop.view import undispatched_calls
@@ -44,6 +47,13 @@ def commit_failed(ctx: LoopContext, plan: Plan, message: str) -> Outcome:
     ctx.commits.clear()
     turn = ctx.turn
     match plan:
+        case LifecycleEdge() if turn.closing:
+            # A turn's or loop's closing hook refused: the run cannot close. Like a refused
+            # settlement, it stops with the owed fact kept, its work all durable; the next
+            # start (a message, a restart) runs the loop, and the hook, again.
+            return _block_run(ctx, message)
+        case StageOwed() if isinstance(ctx.phase, Settling):
+            return _block_run(ctx, message)  # the settlement's id could not be staged
         case Settle() | AnswerCalls():
             # The run cannot prove it owes nothing (or cannot close a call): keep owed.
             # (Neither is ever in flight while a response streams or a compaction runs.)
@@ -72,6 +82,15 @@ def commit_failed(ctx: LoopContext, plan: Plan, message: str) -> Outcome:
             return Outcome.TURN_OVER
         case _:
             return fail_turn(ctx, message)
+
+
+def _block_run(ctx: LoopContext, message: str) -> Outcome:
+    """The run can neither close nor prove it owes nothing: it stops, owed kept."""
+    ctx.turn.blocked = True
+    ctx.turn.closing = False
+    ctx.run.failure = ctx.run.failure or message
+    ctx.phase = Passing()
+    return Outcome.RUN_BLOCKED
 
 
 def continue_from_store(ctx: LoopContext, message: str) -> Outcome:
@@ -120,9 +139,14 @@ def fail_turn(ctx: LoopContext, message: str) -> Outcome:
     _end_compaction(ctx, error=message)
     turn.pending_error = message
     turn.failing = True
+    # Calls with a durable batch entry (a batch the load found, or one under way) are not
+    # stranded: the batch resumes them later (answering one here would answer it twice).
+    dispatched = list(turn.resume.calls) if isinstance(turn.resume, Dispatched) else []
+    if turn.batch is not None:
+        dispatched.extend(turn.batch.calls)
     turn.resume = None
     if not turn.blocked:
-        stranded = undispatched_calls(ctx.mirror.records, ())
+        stranded = undispatched_calls(ctx.mirror.records, dispatched)
         if stranded:
             ctx.commit(ctx.answer(stranded, FAILED_TURN_CALL))
             return Outcome.WAITING
@@ -145,7 +169,13 @@ def abort(ctx: LoopContext) -> Outcome:
         ctx.out.append(Emit(event=DONE_CANCELLED))
         turn.cancel_emitted = True
         ctx.phase = Passing()
-        ctx.out.append(Observe(hook="after_inference", state="cancelled"))
+        ids = ctx.ids(inference=True)
+        if ctx.hooked("after_inference_transact"):
+            # The cancelled response's end: its blocks are committed (above); the hook runs
+            # in a transaction of its own, behind them.
+            end = LifecycleHook(hook="after_inference_transact", ids=ids, state="cancelled")
+            ctx.commit(LifecycleEdge(hooks=(end,)))
+        ctx.out.append(Observe(hook="after_inference", state="cancelled", ids=ids))
         calls = phase.response.client_calls
         if calls:
             ctx.commit(ctx.answer(calls, ABORTED_CALL))

@@ -31,6 +31,7 @@ from agentkeep.loop.plans import (
     ConsumeQueue,
     DispatchBatch,
     FinishResponse,
+    LifecycleEdge,
     Plan,
     PlanResult,
     ReplaceWithCompaction,
@@ -121,6 +122,12 @@ def landed(ctx: LoopContext, plan: Plan, value: PlanResult) -> Outcome:
             if turn.opening:
                 turn.opening = False
                 return Outcome.IDS_DURABLE  # the ids its hooks are told are durable now
+        case LifecycleEdge(hooks=hooks):
+            closed = {h.hook for h in hooks}
+            if "after_turn_transact" in closed:
+                return Outcome.TURN_CLOSED
+            if "after_agent_loop_transact" in closed:
+                return Outcome.LOOP_CLOSED
         case DispatchBatch(calls=calls, owed=owed):
             ctx.mirror.owed = owed
             tools.run_batch(ctx, calls, resumed=False)

@@ -11,7 +11,7 @@ from agentkeep.loop.context import LoopContext
 from agentkeep.loop.effects import LoadState
 from agentkeep.loop.outcomes import Outcome
 from agentkeep.loop.phases import Dispatched, Passing, Recorded
-from agentkeep.loop.plans import Snapshot, StageOwed
+from agentkeep.loop.plans import LifecycleHook, Snapshot, StageOwed
 from agentkeep.loop.view import ends_in_failure_note, tail_owes_answer
 from agentkeep.types.records import OwedWork
 
@@ -70,29 +70,59 @@ def lifecycle_ids(ctx: LoopContext, owed: OwedWork | None) -> bool:
     """Settle the loop's and turn's ids at the turn's load, and write them with the owed
     work before any hook is told them (docs/lifecycle.md).
 
-    A run's first load continues the owed fact's loop and turn (a restart resumes them); a
-    later turn of the run gets a fresh turn id. A request whose completed content never
-    finished its response (``response_open``) has its id retired here — before its calls are
-    recovered or another request is made — so two requests never share an inference id.
-    (A request under an owed id that committed no content may be made again under it.)
+    A run's first load continues the owed fact's loop and turn (a restart resumes them), and
+    its settlement id if one was staged; a later turn of the run gets a fresh turn id. A
+    request whose completed content never finished its response (``response_open``) has its
+    id retired here — before its calls are recovered or another request is made — so two
+    requests never share an inference id. (A request under an owed id that committed no
+    content may be made again under it.)
+
+    The write is the turn's opening commit: ``before_agent_loop_transact`` (a loop's first
+    turn) and ``before_turn_transact`` run inside it, so when either is overridden it is
+    made even with nothing to change — and with nothing owed, it writes the owed fact, the
+    run's ids with it (docs/hooks.md).
     """
     first = ctx.lifecycle.loop_id is None
     if first:
         ctx.lifecycle.loop_id = (owed.loop_id if owed is not None else None) or ctx.new_id()
+        if owed is not None and owed.loop_id == ctx.lifecycle.loop_id:
+            # A settlement staged before a restart (or a failed settling hook) is the same
+            # settlement: its hooks are told the same id.
+            ctx.lifecycle.settlement_id = owed.settlement_id
     if ctx.lifecycle.turn_id is None:
         resumed = owed.turn_id if first and owed is not None else None
         ctx.lifecycle.turn_id = resumed or ctx.new_id()
+    hooks = _opening_hooks(ctx)
     if owed is None:
-        return False  # nothing is outstanding: there is nothing to write the ids with
+        if not hooks:
+            return False  # nothing is outstanding: there is nothing to write the ids with
+        ctx.commit(StageOwed(owed=ctx.owed_now("inference"), hooks=hooks))
+        return True
     staged = msgspec.structs.replace(
-        owed, loop_id=ctx.lifecycle.loop_id, turn_id=ctx.lifecycle.turn_id
+        owed,
+        loop_id=ctx.lifecycle.loop_id,
+        turn_id=ctx.lifecycle.turn_id,
+        settlement_id=ctx.lifecycle.settlement_id,
     )
     if owed.response_open:
         # Retired: the id leaves the owed fact, and the next request gets a fresh one from
         # the transaction that continues the response. ``response_open`` stays until that
         # transaction appends after the cut content, so a crash before it still continues.
         staged = msgspec.structs.replace(staged, inference_id=None, stage_opened_at=None)
-    if staged == owed:
+    if staged == owed and not hooks:
         return False
-    ctx.commit(StageOwed(owed=staged))
+    ctx.commit(StageOwed(owed=staged, hooks=hooks))
     return True
+
+
+def _opening_hooks(ctx: LoopContext) -> tuple[LifecycleHook, ...]:
+    """The transactional hooks of the turn's opening commit: ``before_agent_loop_transact``
+    when the turn opens a loop, then ``before_turn_transact``."""
+    ids = ctx.ids()
+    hooks: list[LifecycleHook] = []
+    if ctx.run.loop_opening and ctx.hooked("before_agent_loop_transact"):
+        hooks.append(LifecycleHook(hook="before_agent_loop_transact", ids=ids))
+    if ctx.hooked("before_turn_transact"):
+        tokens = ctx.mirror.context_tokens
+        hooks.append(LifecycleHook(hook="before_turn_transact", ids=ids, context_tokens=tokens))
+    return tuple(hooks)

@@ -90,6 +90,8 @@ class AgentLoop:
             request opens with its own ``ConsumeNotices`` transaction (docs/notices.md).
         prepare_inference: A feature's ``prepare_inference`` is asked before each possible
             request (``loop.preparation``).
+        transact_hooks: The transactional lifecycle hooks some feature overrides
+            (``docs/hooks.md``); the loop carries only these in its plans.
     """
 
     def __init__(
@@ -108,6 +110,7 @@ class AgentLoop:
         held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS,
         notify_inference: bool = False,
         prepare_inference: bool = False,
+        transact_hooks: frozenset[str] = frozenset(),
     ) -> None:
         self.agent_id = agent_id
         modes: dict[QueueName, QueueMode] = {"steering": steering_mode, "send": send_mode}
@@ -123,6 +126,7 @@ class AgentLoop:
             held_block_seconds,
             notify_inference,
             prepare_inference,
+            transact_hooks,
         )
         self._ctx = LoopContext(config)
 

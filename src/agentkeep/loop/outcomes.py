@@ -38,6 +38,11 @@ class Outcome(Enum):
     #: The loaded turn's lifecycle ids are durable (they landed with the owed fact, or the
     #: load found nothing to write them with): its hooks may be told them now (``open_turn``).
     IDS_DURABLE = auto()
+    #: The turn's closing commit (``after_turn_transact``) landed: ``after_turn`` runs.
+    TURN_CLOSED = auto()
+    #: The loop's closing commit (``after_agent_loop_transact``) landed: ``after_agent_loop``
+    #: runs.
+    LOOP_CLOSED = auto()
     #: The run's settlement landed: it stops, settled.
     SETTLED = auto()
     #: The settlement found work (queued or pending) that arrived meanwhile: the run goes on

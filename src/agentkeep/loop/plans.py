@@ -56,6 +56,47 @@ class Snapshot(_Data, frozen=True):
     context_tokens: int | None = None
 
 
+class LifecycleIds(_Data, frozen=True):
+    """The lifecycle ids a hook is told (``docs/lifecycle.md``): the loop (a run,
+    settled to settled), the turn, the provider request and the settlement it belongs to;
+    None where the hook belongs to none."""
+
+    loop_id: str | None = None
+    turn_id: str | None = None
+    inference_id: str | None = None
+    settlement_id: str | None = None
+
+
+#: The transactional lifecycle hooks a plan may carry (``docs/hooks.md``).
+TransactHookName: TypeAlias = Literal[
+    "before_agent_loop_transact",
+    "before_turn_transact",
+    "before_inference_transact",
+    "on_event_transact",
+    "after_inference_transact",
+    "after_turn_transact",
+    "after_agent_loop_transact",
+    "after_agent_settled_transact",
+]
+
+
+class LifecycleHook(_Data, frozen=True):
+    """A transactional lifecycle hook to run inside a plan's transaction, after the plan's own
+    writes (``commit_plans.execute``), with what it is told: the lifecycle ids, the turn
+    (``context_tokens``, ``aborted``), how the response ended (``state``, ``tokens``,
+    ``error``; the run's failure for ``after_agent_settled_transact``). ``on_event_transact``
+    runs once per published block the plan appends. A hook that raises rolls the whole plan
+    back."""
+
+    hook: TransactHookName
+    ids: LifecycleIds = LifecycleIds()
+    context_tokens: int | None = None
+    aborted: bool = False
+    state: str | None = None
+    tokens: Tokens | None = None
+    error: str | None = None
+
+
 # -- plan results --------------------------------------------------------------------------
 
 
@@ -121,7 +162,20 @@ class _Plan(_Data, Generic[ResultT], frozen=True):
 
 
 class StageOwed(_Plan[None], frozen=True):
+    """Write the owed fact (the run's ids with it) before a hook is told them. ``hooks``: the
+    transactional hooks of the edge this write opens — a loop's or turn's start, a request's
+    start — or the settlement it stages, run in the same transaction."""
+
     owed: OwedWork
+    hooks: tuple[LifecycleHook, ...] = ()
+
+
+class LifecycleEdge(_Plan[None], frozen=True):
+    """A lifecycle edge whose fact is durable already (a turn's or loop's end, a cancelled
+    response's end): its transactional ``hooks`` run in a transaction of their own, ordered
+    with the loop's other commits. Writes nothing else (the owed fact and its ids stand)."""
+
+    hooks: tuple[LifecycleHook, ...]
 
 
 class ConsumeQueue(_Plan[Consumed], frozen=True):
@@ -185,6 +239,7 @@ class AppendBlock(_Plan[Appended], frozen=True):
     # stay in the private model context: ``agentkeep.tools.provider_tools``).
     private_calls: tuple[str, ...] = ()
     owed: OwedWork | None = None
+    hooks: tuple[LifecycleHook, ...] = ()  # on_event_transact for the block
 
 
 class FinishResponse(_Plan[Appended], frozen=True):
@@ -210,6 +265,8 @@ class FinishResponse(_Plan[Appended], frozen=True):
     # The owed fact after the response (when it does not settle): its request's id is spent
     # and its content finished (``response_open`` cleared), so a restart never reuses the id.
     owed: OwedWork | None = None
+    # on_event_transact (per published block) and after_inference_transact, in its transaction.
+    hooks: tuple[LifecycleHook, ...] = ()
 
 
 class DispatchBatch(_Plan[None], frozen=True):
@@ -249,7 +306,11 @@ class AppendFailureNote(_Plan[Appended], frozen=True):
 
 
 class Settle(_Plan[Settled], frozen=True):
-    """Erase the owed fact — only if nothing is queued or pending (checked in the tx)."""
+    """Erase the owed fact — only if nothing is queued or pending (checked in the tx).
+    ``hooks``: ``after_agent_settled_transact``, run only if it settles, after the owed fact
+    is erased and before the run's store is."""
+
+    hooks: tuple[LifecycleHook, ...] = ()
 
 
 class ReplaceWithCompaction(_Plan[None], frozen=True):
@@ -271,6 +332,7 @@ class ReplaceWithCompaction(_Plan[None], frozen=True):
 
 Plan: TypeAlias = (
     StageOwed
+    | LifecycleEdge
     | ConsumeQueue
     | ConsumeNotices
     | AppendBlock

@@ -35,6 +35,7 @@ from agentkeep.loop import (
     offers,
     preparation,
     retry,
+    settlement,
     tools,
 )
 from agentkeep.loop.context import LoopContext, Run
@@ -77,7 +78,6 @@ from agentkeep.loop.phases import (
     InHook,
     Loading,
     Passing,
-    Settling,
     Turn,
 )
 from agentkeep.loop.plans import (
@@ -85,9 +85,10 @@ from agentkeep.loop.plans import (
     AppendFailureNote,
     ConsumeNotices,
     ConsumeQueue,
+    LifecycleEdge,
+    LifecycleHook,
     Plan,
     PlanResult,
-    Settle,
     Snapshot,
 )
 from agentkeep.loop.texts import ABORTED_COMPACTION
@@ -175,6 +176,10 @@ def go_on(ctx: LoopContext, outcome: Outcome) -> None:
             request_turn(ctx)
         case Outcome.IDS_DURABLE:
             open_turn(ctx)
+        case Outcome.TURN_CLOSED:
+            run_after_turn(ctx)
+        case Outcome.LOOP_CLOSED:
+            run_after_agent_loop(ctx)
         case Outcome.SETTLED:
             stop(ctx, settled=True)
         case Outcome.NOT_SETTLED:
@@ -244,7 +249,7 @@ def request_turn(ctx: LoopContext) -> None:
     # before_agent_loop is told it then (docs/lifecycle.md).
     ctx.lifecycle.loop_id = None
     ctx.lifecycle.settlement_id = None
-    ctx.run = Run(hook_due=True)
+    ctx.run = Run(hook_due=True, loop_opening=True)
     begin_turn(ctx)
 
 
@@ -268,6 +273,7 @@ def loaded(ctx: LoopContext, snapshot: Snapshot) -> None:
 def open_turn(ctx: LoopContext) -> None:
     """The loaded turn's ids are durable: before_agent_loop (a run's first turn), then
     before_turn — or, after an abort during startup, straight to the turn's end."""
+    ctx.run.loop_opening = False  # its transactional hook ran in the opening commit
     if ctx.run.hook_due:
         ctx.run.hook_due = False
         ctx.out.append(Observe(hook="before_agent_loop", ids=ctx.ids()))
@@ -294,15 +300,28 @@ def hook_finished(ctx: LoopContext, event: HookFinished) -> None:
     elif wants_more and may_continue(ctx):
         if event.hook == "after_agent_loop":
             # Its actions reopen the loop: every loop is bracketed by before_agent_loop and
-            # after_agent_loop (``loops``); the loop id stays until the run settles.
-            ctx.out.append(Observe(hook="before_agent_loop", ids=ctx.ids()))
+            # after_agent_loop (``loops``); the loop id stays until the run settles. Both
+            # before_agent_loop hooks are told the reopening turn's ids, once they are durable.
+            ctx.run.hook_due = ctx.run.loop_opening = True
         begin_turn(ctx)  # after_turn: a turn was requested; after_agent_loop: actions reopen
     elif event.hook == "after_turn":
         ctx.phase = InHook("after_agent_loop")
-        drop = not may_continue(ctx)
-        ctx.out.append(RunHook(hook="after_agent_loop", drop_actions=drop, ids=ctx.ids()))
+        if ctx.hooked("after_agent_loop_transact"):
+            # The loop's closing commit: after_agent_loop waits for it (``LOOP_CLOSED``).
+            ctx.turn.closing = True
+            hook = LifecycleHook(hook="after_agent_loop_transact", ids=ctx.ids())
+            ctx.commit(LifecycleEdge(hooks=(hook,)))
+            return
+        run_after_agent_loop(ctx)
     else:
         finish_run(ctx)
+
+
+def run_after_agent_loop(ctx: LoopContext) -> None:
+    """Ask for ``after_agent_loop`` (its actions dropped if the run may not continue)."""
+    ctx.turn.closing = False
+    drop = not may_continue(ctx)
+    ctx.out.append(RunHook(hook="after_agent_loop", drop_actions=drop, ids=ctx.ids()))
 
 
 def may_continue(ctx: LoopContext) -> bool:
@@ -327,9 +346,7 @@ def finish_run(ctx: LoopContext) -> None:
     elif turn.settled_early:
         stop(ctx, settled=True)  # the response's own transaction already settled
     else:
-        ctx.phase = Settling()
-        ctx.lifecycle.settlement_id = ctx.new_id()
-        ctx.commit(Settle())
+        settlement.settle(ctx)
 
 
 def stop(ctx: LoopContext, *, settled: bool) -> None:
@@ -461,6 +478,24 @@ def end_turn(ctx: LoopContext) -> None:
         ctx.failures.turns = 0
     turn.ending = True
     ctx.phase = InHook("after_turn")
+    if ctx.hooked("after_turn_transact"):
+        # The turn's closing commit: after_turn waits for it to land (``TURN_CLOSED``).
+        turn.closing = True
+        hook = LifecycleHook(
+            hook="after_turn_transact",
+            ids=ctx.ids(),
+            context_tokens=ctx.mirror.context_tokens,
+            aborted=turn.aborted,
+        )
+        ctx.commit(LifecycleEdge(hooks=(hook,)))
+        return
+    run_after_turn(ctx)
+
+
+def run_after_turn(ctx: LoopContext) -> None:
+    """Ask for ``after_turn`` (an aborted turn's actions dropped)."""
+    turn = ctx.turn
+    turn.closing = False
     ctx.out.append(
         RunHook(
             hook="after_turn",

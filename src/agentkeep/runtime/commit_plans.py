@@ -35,6 +35,8 @@ from agentkeep.loop.plans import (
     ConsumeQueue,
     DispatchBatch,
     FinishResponse,
+    LifecycleEdge,
+    LifecycleHook,
     Plan,
     ReplaceWithCompaction,
     Settle,
@@ -56,6 +58,7 @@ from agentkeep.types import (
     Settings,
     SystemMessage,
     TextBlock,
+    ToolCallBlock,
     ToolResultMessage,
 )
 from agentkeep.types import ledger as events
@@ -128,6 +131,12 @@ class ConsumptionPolicy(Protocol):
         stage back (no request is made)."""
         ...
 
+    def call_requested(self, tx: Transaction, call: ToolCallBlock, settings: Settings) -> None:
+        """Run ``on_event_transact`` for the assistant call a consumed tool request appended,
+        inside the consumption transaction (after the message's acceptance hooks); raising
+        rolls the consumption back."""
+        ...
+
 
 class KeepEverything:
     """A consumption policy for callers without a registry or features: never reset, no
@@ -165,6 +174,9 @@ class KeepEverything:
     ) -> Sequence[SystemMessage]:
         return ()
 
+    def call_requested(self, tx: Transaction, call: ToolCallBlock, settings: Settings) -> None:
+        return None
+
 
 class ToolCallHooks(Protocol):
     """The features' transactional tool-call hooks, run inside a plan's transaction.
@@ -197,6 +209,32 @@ class NoToolCallHooks:
 NO_TOOL_CALL_HOOKS = NoToolCallHooks()
 
 
+class LifecycleHooks(Protocol):
+    """The features' transactional lifecycle hooks a plan carries (``LifecycleHook``), run
+    inside its transaction after the plan's own writes. Raising rolls the whole plan back."""
+
+    def run(self, tx: Transaction, hook: LifecycleHook) -> None:
+        """Run ``hook`` (any but ``on_event_transact``) inside ``tx``."""
+        ...
+
+    def block(self, tx: Transaction, hook: LifecycleHook, block: AssistantBlock) -> None:
+        """Run ``on_event_transact`` for ``block``, which ``tx`` appends."""
+        ...
+
+
+class NoLifecycleHooks:
+    """Lifecycle hooks for callers without features: nothing runs."""
+
+    def run(self, tx: Transaction, hook: LifecycleHook) -> None:
+        return None
+
+    def block(self, tx: Transaction, hook: LifecycleHook, block: AssistantBlock) -> None:
+        return None
+
+
+NO_LIFECYCLE_HOOKS = NoLifecycleHooks()
+
+
 def load_snapshot(tx: Transaction, agent_id: str, *, records: bool = True) -> Snapshot:
     """Everything the loop decides from, in one consistent read (records only if asked)."""
     return Snapshot(
@@ -217,11 +255,18 @@ def execute(
     plan: Plan,
     policy: ConsumptionPolicy,
     hooks: ToolCallHooks = NO_TOOL_CALL_HOOKS,
+    lifecycle: LifecycleHooks = NO_LIFECYCLE_HOOKS,
 ) -> Consumed | Appended | Settled | None:
     """Run one plan inside ``tx``. Raising rolls the whole plan back."""
     match plan:
-        case StageOwed(owed=owed):
+        case StageOwed(owed=owed, hooks=edge):
             tx.facts.write_owed(agent_id, owed)
+            for hook in edge:  # the edge's hooks, told ids that are durable with them
+                lifecycle.run(tx, hook)
+            return None
+        case LifecycleEdge(hooks=edge):
+            for hook in edge:
+                lifecycle.run(tx, hook)
             return None
         case ConsumeQueue():
             return _consume_queue(tx, agent_id, plan, policy)
@@ -229,12 +274,15 @@ def execute(
             return _open_inference(tx, agent_id, plan, policy)
         case AppendBlock(block=block, private_calls=private, owed=owed_open):
             record = _append(tx, agent_id, _block_record(block, private))
+            _block_completed(tx, lifecycle, plan.hooks, record)
             if owed_open is not None:
                 tx.facts.write_owed(agent_id, owed_open)
             return Appended(records=(record,))
         case FinishResponse(blocks=blocks, tokens=tokens, settle=settle, answer=answer):
             private = plan.private_calls
             appended = tuple(_append(tx, agent_id, _block_record(b, private)) for b in blocks)
+            for record in appended:
+                _block_completed(tx, lifecycle, plan.hooks, record)
             if plan.message is not None:
                 # The response's message is complete: the wire's ``message`` event, so the
                 # ledger alone tells both sides of the conversation (docs/ledger.md).
@@ -245,6 +293,9 @@ def execute(
             _event(tx, agent_id, events.RESPONSE_END, end)
             if answer is not None:
                 session_turns.answered(tx, agent_id, answer)
+            for hook in plan.hooks:
+                if hook.hook == "after_inference_transact":  # the response durably ended
+                    lifecycle.run(tx, hook)
             settled = settle and _settle(tx, agent_id).settled
             if not settled and plan.owed is not None:
                 tx.facts.write_owed(agent_id, plan.owed)
@@ -273,8 +324,8 @@ def execute(
             record = _append(tx, agent_id, SystemRecord(message=note, reason="failure"))
             session_turns.failed(tx, agent_id, message)
             return Appended(records=(record,))
-        case Settle():
-            return _settle(tx, agent_id)
+        case Settle(hooks=settling):
+            return _settle(tx, agent_id, settling, lifecycle)
         case ReplaceWithCompaction():
             _replace_with_compaction(tx, agent_id, plan, policy)
             return None
@@ -319,6 +370,21 @@ def _append(
     kind, data = events.record_event(record)
     _event(tx, agent_id, kind, {**data, **extra, "position": position})
     return record
+
+
+def _block_completed(
+    tx: Transaction,
+    lifecycle: LifecycleHooks,
+    hooks: tuple[LifecycleHook, ...],
+    record: ConversationRecord,
+) -> None:
+    """``on_event_transact`` for a block ``tx`` just appended — a published one only (a
+    hidden server call's block is not told, as ``on_event`` is not told its events)."""
+    if not hooks or not isinstance(record, BlockRecord) or record.private:
+        return
+    for hook in hooks:
+        if hook.hook == "on_event_transact":
+            lifecycle.block(tx, hook, record.block)
 
 
 def _continue_notice(tx: Transaction, agent_id: str) -> SystemRecord:
@@ -421,6 +487,9 @@ def _consume_queue(
             # finds it stranded and dispatches it under this same id.
             call = requested_call(request, plan.call_id)
             records.append(_append(tx, agent_id, BlockRecord(block=call)))
+            # The completed call, after the message's acceptance hooks (its live call
+            # events follow the commit; no inference is made up for it).
+            policy.call_requested(tx, call, current)
     # Compared with the durable mode read in this transaction: each change is reported by
     # exactly the consumption that commits it, once.
     mode_change = None
@@ -511,11 +580,20 @@ def _answer_calls(
     return Appended(records=tuple(records))
 
 
-def _settle(tx: Transaction, agent_id: str) -> Settled:
-    """Settling is committed, never inferred: only when nothing is queued or pending."""
+def _settle(
+    tx: Transaction,
+    agent_id: str,
+    hooks: tuple[LifecycleHook, ...] = (),
+    lifecycle: LifecycleHooks = NO_LIFECYCLE_HOOKS,
+) -> Settled:
+    """Settling is committed, never inferred: only when nothing is queued or pending. Its
+    hook (``after_agent_settled_transact``) runs once the owed fact is erased, before the
+    run's store is (it may still read it)."""
     if tx.queue.messages(agent_id) or tx.queue.notices(agent_id) or tx.calls.pending(agent_id):
         return Settled(settled=False)
     tx.facts.delete_owed(agent_id)
+    for hook in hooks:
+        lifecycle.run(tx, hook)
     tx.kv.clear(area_prefix(agent_id, RUN_AREA))
     session_turns.settled(tx, agent_id)  # an aborted turn ends by the time its run settles
     _event(tx, agent_id, events.SETTLED, {})

@@ -23,6 +23,7 @@ from agentkeep.types.records import OwedWork
 # What ``runtime.commit_plans.execute`` returns for each plan.
 RETURNS = {
     "StageOwed": type(None),
+    "LifecycleEdge": type(None),
     "ConsumeQueue": Consumed,
     "ConsumeNotices": Appended,
     "AppendBlock": Appended,
