@@ -32,7 +32,7 @@ from agentkeep.delivery import Delivery, SendOptions
 from agentkeep.errors import UnknownAgentError
 from agentkeep.loop.events import Start
 from agentkeep.persistence.ledger import Subscription
-from agentkeep.persistence.store import Store
+from agentkeep.persistence.opening import open_store
 from agentkeep.providers.catalog import Providers
 from agentkeep.registry import Registry
 from agentkeep.sessions import Sessions
@@ -74,8 +74,9 @@ class AgentSystem:
         """
         args = check_open_arguments(providers, options)
         # The system supervisor starts (and restarts) the writer: see actors/tree.py.
-        store = Store.open(
+        store = open_store(
             path,
+            database=args.database,
             faults=args.testing.faults,
             vfs=args.testing.vfs,
             start_writer=False,

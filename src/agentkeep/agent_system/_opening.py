@@ -88,6 +88,10 @@ class SystemOptions(TypedDict, total=False):
       it finishes.
     - ``testing``: fault injection for the tests and chaos campaigns only
       (:class:`agentkeep.chaos.FaultInjection`); never set it in production.
+    - ``database``: None (the default) keeps the store in ``agents.db`` under the path; a
+      ``postgresql://…`` URL (``?schema=name``, default ``agentkeep``) keeps it in that
+      schema of a PostgreSQL database instead, the path then holding only the daemon's
+      files and ``providers.toml`` (docs/postgres.md).
     """
 
     provider: str | None
@@ -112,6 +116,7 @@ class SystemOptions(TypedDict, total=False):
     provider_tools: Sequence[ProviderTool]
     held_block_seconds: float
     testing: FaultInjection | None
+    database: str | None  # the PostgreSQL store (pgstore)
 
 
 _OPTIONS = frozenset(SystemOptions.__annotations__)
@@ -139,6 +144,7 @@ class OpenArguments(NamedTuple):
     provider_tools: tuple[ProviderTool, ...]
     held_block_seconds: float
     testing: FaultInjection
+    database: str | None  # the PostgreSQL store (pgstore)
 
 
 def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenArguments:
@@ -215,6 +221,7 @@ def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenAr
         provider_tools=tuple(servers),
         held_block_seconds=held,
         testing=options.get("testing") or FaultInjection(),
+        database=options.get("database"),
     )
 
 

@@ -1,0 +1,51 @@
+"""PostgreSQL stores for the tests: one fresh schema per test on the server
+``AGENTKEEP_TEST_POSTGRES_URL`` names (skipped, saying so, when it is unset).
+
+``pg_url`` is the store's URL (``…?schema=t_<random>``), dropped after the test; ``store``
+is an open store there holding the agent ``"a"``, as the SQLite persistence tests start.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from agentkeep.persistence import Store
+from agentkeep.persistence.opening import open_store
+from agentkeep.types.records import AgentRow
+
+URL_ENV = "AGENTKEEP_TEST_POSTGRES_URL"
+
+
+def server_url() -> str:
+    url = os.environ.get(URL_ENV)
+    if not url:
+        pytest.skip(f"no PostgreSQL server: set {URL_ENV}=postgresql://… to run these tests")
+    return url
+
+
+@pytest.fixture
+def server() -> str:
+    """The server's URL (no schema)."""
+    return server_url()
+
+
+@pytest.fixture
+def pg_url(server: str) -> Iterator[str]:
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    separator = "&" if "?" in server else "?"
+    yield f"{server}{separator}schema={schema}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def store(tmp_path: Path, pg_url: str) -> Iterator[Store]:
+    with open_store(tmp_path, database=pg_url) as opened:
+        opened.transact(lambda tx: tx.agents.create(AgentRow(id="a", config={"role": "main"})))
+        yield opened
