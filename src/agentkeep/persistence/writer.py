@@ -210,7 +210,7 @@ class StoreWriter(pykka.ThreadingActor):
     def _run_group(self, pending: deque[WorkItem]) -> None:
         """Run items from ``pending`` as one transaction; leaves unrun items in ``pending``."""
         try:
-            self._statements.execute("BEGIN IMMEDIATE")
+            self._begin()
         except BaseException as exc:
             _end_writer_if_injected(exc)
             # Nothing ran, so nothing committed: the outcome is known, hand back the cause.
@@ -257,6 +257,11 @@ class StoreWriter(pykka.ThreadingActor):
                 return
             done.append((item, value, tx.expire()))
         self._commit(done, failed_alone)
+
+    def _begin(self) -> None:
+        """Open the group's transaction (a backend's writer may first make sure it still
+        owns the store)."""
+        self._statements.execute("BEGIN IMMEDIATE")
 
     def _run_alone(self, item: WorkItem) -> None:
         """Run a group's only item without a savepoint: if it fails, the whole transaction

@@ -10,8 +10,9 @@ differs is what a server adds:
   :meth:`OwnerSession.reconnect`, which takes the lock again (or stops the store for good with
   :class:`~agentkeep.errors.StoreOwnershipLostError`). Each new session gets a new executor,
   hence an empty memo: what this writer remembered may have changed while it held no lock.
-  A ``BEGIN`` that finds the connection dead (the server restarted while the writer idled)
-  reconnects and begins once more: nothing had run, so nothing is repeated.
+  A ``BEGIN`` that finds the connection dead (the server restarted, or the backend was
+  terminated, while the writer idled) reconnects and begins once more: nothing had run, so
+  nothing is repeated.
 - **An unknown COMMIT outcome is resolved.** Before COMMIT the writer reads the group's
   transaction id (``pg_current_xact_id()``). If COMMIT raises, a separate connection makes
   sure the old session is gone (terminating it if the server still runs it: it is this
@@ -21,7 +22,9 @@ differs is what a server adds:
   only when the server cannot be asked does the caller get ``CommitOutcomeUnknownError``.
 - No checkpoints, no file identity, no disk-refusal mapping: the server owns its files.
 - While the server cannot be reached, each group is refused with ``StoreUnavailableError``
-  (nothing ran) and the next one tries to reconnect again.
+  (nothing ran) and the next one tries to reconnect again. A statement that finds the
+  connection gone mid-group fails its item with ``StoreUnavailableError`` too: the server
+  drops an unfinished transaction with its session, so nothing of the group was written.
 """
 
 from __future__ import annotations
@@ -60,6 +63,14 @@ _TERMINATE_WAIT_MS = 10_000
 CommitHook = Callable[[str, int], None]
 
 Done = list[tuple[WorkItem, Any, list[Callable[[], None]]]]
+
+
+class _NotCommittedError(Exception):
+    """COMMIT raised, and the server says the transaction did not commit."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"not committed: {cause!r}")
+        self.cause = cause
 
 
 def postgres_statements(
@@ -113,38 +124,40 @@ class PostgresWriter(StoreWriter):
         self._statements = postgres_statements(connection, self._faults)
 
     # -- ownership ---------------------------------------------------------------------------
-    def _run_group(self, pending: Any) -> None:
+    def _begin(self) -> None:
+        """BEGIN on a session that holds the lock: a session psycopg saw drop is replaced
+        first; a BEGIN that finds it dead replaces it and begins once more (nothing ran)."""
+        if self._session.broken:
+            self._reconnect()
         try:
-            if self._session.broken:
-                self._use(self._session.reconnect())
+            self._statements.execute("BEGIN IMMEDIATE")
+        except psycopg.OperationalError:
+            if not self._pg.broken:
+                raise
+            self._reconnect()
+            self._statements.execute("BEGIN IMMEDIATE")
+
+    def _reconnect(self) -> None:
+        """A new session with the lock taken again; if another owner has (or had) the store,
+        the inbox closes for good with ``StoreOwnershipLostError`` (raised on: the group's
+        callers get it too). A server that cannot be reached raises
+        ``StoreUnavailableError``: this group did not run, the next one tries again."""
+        try:
+            self._use(self._session.reconnect())
         except StoreOwnershipLostError as lost:
-            self._stop_for_good(lost, list(pending))
-            pending.clear()
-            return
+            log.error("store_ownership_lost", store=self._session.target.display)
+            queued = self._inbox.close(str(lost), StoreOwnershipLostError)
+            for item in queued:
+                item.fail(lost)
+            self._counters.add(failed_transactions=len(queued))
+            raise
         except psycopg.Error as exc:
-            self._refuse_unreachable(list(pending), exc)
-            pending.clear()
-            return
-        super()._run_group(pending)
-
-    def _stop_for_good(self, lost: StoreOwnershipLostError, items: list[WorkItem]) -> None:
-        log.error("store_ownership_lost", store=self._session.target.display)
-        queued = self._inbox.close(str(lost), StoreOwnershipLostError)
-        for item in [*items, *queued]:
-            item.fail(lost)
-        self._counters.add(failed_transactions=len(items) + len(queued))
-
-    def _refuse_unreachable(self, items: list[WorkItem], cause: BaseException) -> None:
-        for item in items:
-            error = StoreUnavailableError(
-                f"The database server cannot be reached ({cause}); this transaction did "
-                "not run. Retry it: the writer reconnects (and takes the store's lock "
-                "again) before its next transaction."
-            )
-            error.__cause__ = cause
-            item.fail(error)
-        self._counters.add(failed_transactions=len(items))
-        log.warning("store_server_unreachable", error=repr(cause), callers=len(items))
+            log.warning("store_server_unreachable", error=repr(exc))
+            raise StoreUnavailableError(
+                f"The database server cannot be reached ({exc}); this transaction did not "
+                "run. Retry it: the writer reconnects (and takes the store's lock again) "
+                "before its next transaction."
+            ) from exc
 
     def _refused(self, error: BaseException) -> BaseException:
         if isinstance(error, psycopg.OperationalError) and self._pg.broken:
@@ -176,30 +189,37 @@ class PostgresWriter(StoreWriter):
             return
         super()._commit(done, failed_alone)
 
+    def _commit_statement(self) -> None:
+        """COMMIT; if it raises, ask the server what became of the transaction: return as a
+        COMMIT that returned if it committed, raise :class:`_NotCommittedError` if it did not,
+        and re-raise (outcome unknown) only if the server cannot tell."""
+        hook = self._commit_hook
+        try:
+            if hook is not None:
+                hook("before", self._session.backend_pid)
+            self._statements.execute("COMMIT")
+            if hook is not None:
+                hook("after", self._session.backend_pid)
+        except psycopg.Error as exc:
+            status = self._resolve(exc)
+            log.warning("store_commit_outcome_resolved", status=status, xid=self._xid)
+            if status == "committed":
+                return
+            if status == "aborted":
+                raise _NotCommittedError(exc) from exc
+            raise
+
     def _fail_unknown(self, done: Done, cause: BaseException) -> None:
-        status = self._resolve(cause)
-        log.warning("store_commit_outcome_resolved", status=status, xid=self._xid)
-        if status == "committed":
-            for _item, _value, callbacks in done:
-                for callback in callbacks:
-                    try:
-                        callback()
-                    except Exception as exc:  # committed already: report, never un-answer
-                        log.exception("store_after_commit_callback_failed", error=repr(exc))
-            for item, value, _callbacks in done:
-                item.succeed(value)
-            self._counters.add(commits=1)
+        if not isinstance(cause, _NotCommittedError):
+            super()._fail_unknown(done, cause)
             return
-        if status == "aborted":
-            for item, _value, _callbacks in done:
-                error = StoreUnavailableError(
-                    f"COMMIT reported {cause!r}, and the server says the transaction did not "
-                    "commit: nothing of it was written. Retry it."
-                )
-                error.__cause__ = cause
-                item.fail(error)
-            return
-        super()._fail_unknown(done, cause)
+        for item, _value, _callbacks in done:
+            error = StoreUnavailableError(
+                f"COMMIT reported {cause.cause!r}, and the server says the transaction did "
+                "not commit: nothing of it was written. Retry it."
+            )
+            error.__cause__ = cause.cause
+            item.fail(error)
 
     def _resolve(self, cause: BaseException) -> str | None:
         """``committed``, ``aborted`` or None (cannot tell): the fate of the transaction
@@ -230,14 +250,6 @@ class PostgresWriter(StoreWriter):
             return None
         status = None if row is None or row[0] is None else str(row[0])
         return status if status in ("committed", "aborted") else None
-
-    def _commit_statement(self) -> None:
-        hook = self._commit_hook
-        if hook is not None:
-            hook("before", self._session.backend_pid)
-        self._statements.execute("COMMIT")
-        if hook is not None:
-            hook("after", self._session.backend_pid)
 
     # -- cleanup: no checkpoints, the session owns the lock ----------------------------------
     def _roll_back_item(self) -> bool:
