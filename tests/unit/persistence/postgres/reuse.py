@@ -1,23 +1,49 @@
-"""Helpers of the PostgreSQL tests (imported as ``tests.unit.persistence.postgres.reuse``)."""
+"""Helpers of the PostgreSQL tests (imported as ``tests.unit.persistence.postgres.reuse``):
+loading a SQLite suite's module by path, so its tests run again here, their fixtures
+resolved by this directory's (``store``, ``world``: PostgreSQL)."""
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+_UNIT = Path(__file__).resolve().parents[2]
 
-def sqlite_tests(name: str, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The ``test_*`` functions of ``tests/unit/persistence/<name>.py``, to run again on
-    PostgreSQL through this directory's ``store`` fixture (their fixtures resolve here)."""
-    path = Path(__file__).parent.parent / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_pg_reuse_{name}", path)
+
+def load(relative: str) -> ModuleType:
+    """The module ``tests/unit/<relative>``, loaded once under a private package named
+    after its directory (so its relative imports, ``from .conftest import …``, resolve)."""
+    path = _UNIT / relative
+    package = "_pg_reuse_" + path.parent.name
+    if package not in sys.modules:
+        parent = ModuleType(package)
+        parent.__path__ = [str(path.parent)]
+        sys.modules[package] = parent
+    name = f"{package}.{path.stem}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
+    return module
+
+
+def reused(relative: str, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The ``test_*`` functions of ``tests/unit/<relative>`` (but ``skip``)."""
+    module = load(relative)
     return {
         key: value
         for key, value in vars(module).items()
         if key.startswith("test_") and callable(value) and key not in skip
     }
+
+
+def sqlite_tests(name: str, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The ``test_*`` functions of ``tests/unit/persistence/<name>.py``."""
+    return reused(f"persistence/{name}.py", skip=skip)
