@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Protocol, TypeVar
 
 from agentkeep.cli.runtime import Home, open_store
 from agentkeep.errors import SchemaTooOldError
 from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.postgres import PostgresReadOnlyStore
 from agentkeep.persistence.readonly import ReadOnlyStore
 
 T = TypeVar("T")
@@ -23,9 +23,6 @@ T = TypeVar("T")
 
 class Reader(Protocol):
     """What a read-only command needs from a store: consistent snapshots."""
-
-    @property
-    def path(self) -> Path: ...
 
     def read(self, work: Callable[[Transaction], T]) -> T: ...
 
@@ -38,9 +35,12 @@ def open_reader(home: Home) -> Iterator[Reader]:
     migrates it, or names the process that owns it).
     """
     home.require_store()
-    store: ReadOnlyStore | None
+    store: ReadOnlyStore | PostgresReadOnlyStore | None
     try:
-        store = ReadOnlyStore.open(home.path)
+        if home.database is not None:
+            store = PostgresReadOnlyStore.open(home.database, home.path)
+        else:
+            store = ReadOnlyStore.open(home.path)
     except SchemaTooOldError:
         store = None
     if store is None:

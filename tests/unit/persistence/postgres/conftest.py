@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -49,3 +50,18 @@ def store(tmp_path: Path, pg_url: str) -> Iterator[Store]:
     with open_store(tmp_path, database=pg_url) as opened:
         opened.transact(lambda tx: tx.agents.create(AgentRow(id="a", config={"role": "main"})))
         yield opened
+
+
+@pytest.fixture
+def systems_on_postgres(monkeypatch: pytest.MonkeyPatch, pg_url: str) -> str:
+    """Every ``AgentSystem.open`` of the test that names no database opens ``pg_url``
+    (how a SQLite system suite runs again on PostgreSQL unchanged)."""
+    from agentkeep.agent_system import _facade
+
+    real = _facade.open_store
+
+    def on_postgres(path: Any, *, database: str | None = None, **options: Any) -> Store:
+        return real(path, database=database or pg_url, **options)
+
+    monkeypatch.setattr(_facade, "open_store", on_postgres)
+    return pg_url

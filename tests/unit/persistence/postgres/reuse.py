@@ -35,15 +35,31 @@ def load(relative: str) -> ModuleType:
 
 
 def reused(relative: str, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The ``test_*`` functions of ``tests/unit/<relative>`` (but ``skip``)."""
+    """The ``test_*`` functions of ``tests/unit/<relative>`` (but ``skip``), with the
+    fixtures the module itself defines."""
     module = load(relative)
-    return {
+    tests = {
         key: value
         for key, value in vars(module).items()
         if key.startswith("test_") and callable(value) and key not in skip
     }
+    return {**_fixtures(module), **tests}
 
 
 def sqlite_tests(name: str, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     """The ``test_*`` functions of ``tests/unit/persistence/<name>.py``."""
     return reused(f"persistence/{name}.py", skip=skip)
+
+
+def fixtures_of(relative: str) -> dict[str, Any]:
+    """The fixtures ``tests/unit/<relative>`` (a conftest) defines, to define them here."""
+    return _fixtures(load(relative))
+
+
+def _fixtures(module: ModuleType) -> dict[str, Any]:
+    return {
+        key: value
+        for key, value in vars(module).items()
+        if type(value).__name__ == "FixtureFunctionDefinition"
+        or getattr(value, "_pytestfixturefunction", None) is not None
+    }
