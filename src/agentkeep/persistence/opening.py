@@ -2,7 +2,9 @@
 
 ``database=None`` is SQLite: ``agents.db`` in the state directory (``Store.open``). A
 ``postgresql://`` URL is a schema of that server's database (docs/postgres.md); the state
-directory then holds only the daemon's files and ``providers.toml``. The PostgreSQL package
+directory then holds only the daemon's files and ``providers.toml``, and its lock file, which
+the owner holds as on SQLite (one owner per state directory; a daemon is found by the pid it
+names). The PostgreSQL package
 (and psycopg) is imported only when a URL asks for it.
 """
 
@@ -13,8 +15,10 @@ from pathlib import Path
 from agentkeep.errors import InvalidConfigError
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.ledger import LedgerHub
+from agentkeep.persistence.lock import StoreLock
 from agentkeep.persistence.store import (
     DEFAULT_CHECKPOINT_PAGES,
+    LOCK_NAME,
     Store,
     prepare_directory,
     resolve_home,
@@ -66,6 +70,14 @@ def open_store(
     ledger = LedgerHub(max_event_bytes, max_input_bytes)
     directory = resolve_home(home)
     prepare_directory(directory)
+    # The state directory's lock too: its daemon files belong to one owner, and a daemon is
+    # found by the pid this file names (client.discovery).
+    home_lock = StoreLock.acquire(directory / LOCK_NAME, store_path=directory)
     return open_postgres_store(
-        database, directory, faults=faults, start_writer=start_writer, ledger=ledger
+        database,
+        directory,
+        faults=faults,
+        start_writer=start_writer,
+        ledger=ledger,
+        home_lock=home_lock,
     )

@@ -69,7 +69,9 @@ def test_open_takes_its_options_as_one_declared_value() -> None:
     assert list(parameters) == ["path", "providers", "options"]
     assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD
     hints = typing.get_type_hints(ak.SystemOptions)
-    assert len(hints) == 22  # with ``providers``: the 23 keyword parameters open() had
+    assert (
+        len(hints) == 23
+    )  # 22 before ``database`` (with ``providers``: the 23 keyword parameters open() had)
     assert ak.SystemOptions.__optional_keys__ == frozenset(hints)
     for key in hints:  # each documented
         assert f"``{key}``" in (ak.SystemOptions.__doc__ or ""), key

@@ -5,7 +5,9 @@ schema, default ``agentkeep``); connect the owner's session, create the schema i
 take the store's advisory lock (``StoreLockedError`` naming the holder if another session
 has it) and stamp the ownership row; apply pending migrations on that session (refusing a
 newer schema); start the writer on it. The state directory still holds the daemon's files and
-``providers.toml``; nothing of the store is in it.
+``providers.toml``; nothing of the store is in it, but its owner still holds the directory's
+lock file (``agents.db.lock``, taken by ``open_store`` and released with the store): one process
+owns a state directory's daemon files, and a daemon is found by the pid that file names.
 
 :class:`PostgresStore` is a :class:`~agentkeep.persistence.store.Store` (the same handle,
 inbox, statistics and supervision: ``start_writer`` is called again after a writer failure,
@@ -27,6 +29,7 @@ from agentkeep.persistence.faults import FaultInjector, FaultPlan
 from agentkeep.persistence.handle import StoreWriterHandle
 from agentkeep.persistence.inbox import Counters, Inbox
 from agentkeep.persistence.ledger import LedgerHub
+from agentkeep.persistence.lock import StoreLock
 from agentkeep.persistence.postgres.connection import PostgresTarget, parse_url
 from agentkeep.persistence.postgres.readers import PostgresReaders
 from agentkeep.persistence.postgres.schema import POSTGRES_MIGRATIONS, migrate
@@ -56,7 +59,9 @@ class PostgresStore(Store):
         restartable: bool,
         ledger: LedgerHub,
         commit_hook: CommitHook | None = None,
+        home_lock: StoreLock | None = None,
     ) -> None:
+        self._home_lock = home_lock
         self._target = target
         self._session = session
         self._commit_hook = commit_hook
@@ -133,6 +138,8 @@ class PostgresStore(Store):
                 self._pg_readers.close()
             finally:
                 self._session.close()
+                if self._home_lock is not None:
+                    self._home_lock.release()
                 log.info("store_closed", store=self._target.display)
 
 
@@ -145,6 +152,7 @@ def open_postgres_store(
     ledger: LedgerHub,
     migrations: tuple[Migration, ...] = POSTGRES_MIGRATIONS,
     commit_hook: CommitHook | None = None,
+    home_lock: StoreLock | None = None,
 ) -> PostgresStore:
     """Open (creating its schema if needed) the store ``url`` names (see the module).
 
@@ -158,7 +166,13 @@ def open_postgres_store(
     try:
         session = OwnerSession.open(target)
     except psycopg.Error as error:
+        if home_lock is not None:
+            home_lock.release()
         raise StoreError(f"Cannot open the store at {target.display}: {error}") from None
+    except BaseException:
+        if home_lock is not None:
+            home_lock.release()
+        raise
     try:
         migrate(session.raw, migrations)
         injector = FaultInjector(faults if faults is not None else FaultPlan.from_env())
@@ -170,11 +184,14 @@ def open_postgres_store(
             restartable=not start_writer,
             ledger=ledger,
             commit_hook=commit_hook,
+            home_lock=home_lock,
         )
         if start_writer:
             store.start_writer()
     except BaseException:
         session.close()
+        if home_lock is not None:
+            home_lock.release()
         raise
     log.info("store_opened", store=target.display)
     return store

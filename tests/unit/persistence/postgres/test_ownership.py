@@ -162,3 +162,19 @@ def test_an_owner_that_came_and_went_meanwhile_is_noticed(
             _create(store, "b")
     finally:
         store.close()
+
+
+def test_the_owner_holds_its_state_directorys_lock_file_too(tmp_path: Path, pg_url: str) -> None:
+    """The daemon's files are the state directory's: one owner per directory, and the lock
+    file names it (a daemon is found by that pid), whichever backend holds the store."""
+    other = pg_url.replace("schema=t_", "schema=v_")
+    try:
+        with _open(tmp_path, pg_url):
+            lock_file = tmp_path / "state" / "agents.db.lock"
+            assert lock_file.read_text().strip() == str(os.getpid())
+            with pytest.raises(StoreLockedError):
+                open_store(tmp_path / "state", database=other)
+        assert lock_file.read_text() == ""  # released with the store
+    finally:
+        with psycopg.connect(pg_url.split("?")[0], autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{parse_url(other).schema}" CASCADE')
