@@ -11,6 +11,8 @@ from types import ModuleType
 from typing import Any
 
 _UNIT = Path(__file__).resolve().parents[2]
+#: The fixtures this directory's conftest (or a test module here) defines on PostgreSQL.
+_OURS = frozenset({"store", "world", "pg_url", "server", "systems_on_postgres"})
 
 
 def load(relative: str) -> ModuleType:
@@ -43,7 +45,10 @@ def reused(relative: str, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
         for key, value in vars(module).items()
         if key.startswith("test_") and callable(value) and key not in skip
     }
-    return {**_fixtures(module), **tests}
+    # Its own fixtures, but never one of the names this directory defines for PostgreSQL
+    # (a suite's module-level ``store`` would put its tests back on SQLite).
+    fixtures = {k: v for k, v in _fixtures(module).items() if k not in _OURS}
+    return {**fixtures, **tests}
 
 
 def sqlite_tests(name: str, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
