@@ -65,3 +65,23 @@ def systems_on_postgres(monkeypatch: pytest.MonkeyPatch, pg_url: str) -> str:
 
     monkeypatch.setattr(_facade, "open_store", on_postgres)
     return pg_url
+
+
+@pytest.fixture
+def stores_on_postgres(monkeypatch: pytest.MonkeyPatch, server: str) -> Iterator[str]:
+    """Every ``Store.open(home, …)`` of the test opens a PostgreSQL schema of its own for
+    that ``home`` (the same one each time the home is reopened) instead of ``home``'s
+    ``agents.db``: how a SQLite writer suite runs again on PostgreSQL unchanged."""
+    prefix = f"h_{uuid.uuid4().hex[:8]}_"
+    schemas: dict[str, str] = {}
+    separator = "&" if "?" in server else "?"
+
+    def on_postgres(cls: type[Store], home: Any = None, **options: Any) -> Store:
+        schema = schemas.setdefault(str(home), f"{prefix}{len(schemas)}")
+        return open_store(home, database=f"{server}{separator}schema={schema}", **options)
+
+    monkeypatch.setattr(Store, "open", classmethod(on_postgres))
+    yield prefix
+    with psycopg.connect(server, autocommit=True) as admin:
+        for schema in schemas.values():
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

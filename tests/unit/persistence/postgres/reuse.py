@@ -12,7 +12,9 @@ from typing import Any
 
 _UNIT = Path(__file__).resolve().parents[2]
 #: The fixtures this directory's conftest (or a test module here) defines on PostgreSQL.
-_OURS = frozenset({"store", "world", "pg_url", "server", "systems_on_postgres"})
+_OURS = frozenset(
+    {"store", "world", "pg_url", "server", "systems_on_postgres", "stores_on_postgres"}
+)
 
 
 def load(relative: str) -> ModuleType:
@@ -36,7 +38,7 @@ def load(relative: str) -> ModuleType:
     return module
 
 
-def reused(relative: str, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+def reused(relative: str, *, skip: tuple[str, ...] = (), own_store: bool = False) -> dict[str, Any]:
     """The ``test_*`` functions of ``tests/unit/<relative>`` (but ``skip``), with the
     fixtures the module itself defines."""
     module = load(relative)
@@ -47,7 +49,10 @@ def reused(relative: str, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
     }
     # Its own fixtures, but never one of the names this directory defines for PostgreSQL
     # (a suite's module-level ``store`` would put its tests back on SQLite).
-    fixtures = {k: v for k, v in _fixtures(module).items() if k not in _OURS}
+    # ``own_store``: the suite's own ``store`` fixture is kept (under ``stores_on_postgres``
+    # its ``Store.open`` opens PostgreSQL too).
+    ours = _OURS - {"store"} if own_store else _OURS
+    fixtures = {k: v for k, v in _fixtures(module).items() if k not in ours}
     return {**fixtures, **tests}
 
 
