@@ -148,10 +148,24 @@ class OwnerSession:
         return self.connection
 
     def close(self) -> None:
-        """Close the session (releasing the lock with it); idempotent."""
+        """Release the lock and close the session; idempotent.
+
+        The lock is released by a statement first, while the session is still up: the
+        server ends a closed session's backend (and drops its locks) a moment after the
+        socket closes, so an owner reopening the store right after closing it would
+        otherwise find its own lock still held."""
         connection, self.connection = self.connection, None
-        if connection is not None:
-            try:
-                connection.close()
-            except psycopg.Error as exc:  # closing a dead socket
-                log.warning("store_session_close_failed", error=repr(exc))
+        if connection is None:
+            return
+        key = self._key
+        try:
+            if key is not None and not connection.broken:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        except psycopg.Error as exc:  # a dead socket: the server drops the lock with it
+            log.warning("store_session_unlock_failed", error=repr(exc))
+        try:
+            connection.close()
+        except psycopg.Error as exc:  # closing a dead socket
+            log.warning("store_session_close_failed", error=repr(exc))

@@ -178,3 +178,11 @@ def test_the_owner_holds_its_state_directorys_lock_file_too(tmp_path: Path, pg_u
     finally:
         with psycopg.connect(pg_url.split("?")[0], autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA IF EXISTS "{parse_url(other).schema}" CASCADE')
+
+
+def test_a_closed_store_can_be_reopened_at_once(tmp_path: Path, pg_url: str) -> None:
+    """Closing releases the lock by a statement before the socket closes: the server ends a
+    closed session a moment later, and a reopen must not find its own old lock held."""
+    for round_ in range(10):
+        with _open(tmp_path, pg_url) as store:
+            _create(store, f"round-{round_}")
