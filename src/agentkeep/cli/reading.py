@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from agentkeep.cli.runtime import Home, open_store
 from agentkeep.errors import SchemaTooOldError
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.postgres import PostgresReadOnlyStore
 from agentkeep.persistence.readonly import ReadOnlyStore
+
+if TYPE_CHECKING:
+    from agentkeep.persistence.postgres import PostgresReadOnlyStore
 
 T = TypeVar("T")
 
@@ -38,6 +40,9 @@ def open_reader(home: Home) -> Iterator[Reader]:
     store: ReadOnlyStore | PostgresReadOnlyStore | None
     try:
         if home.database is not None:
+            # Only here: psycopg takes a while to import, and SQLite needs none of it.
+            from agentkeep.persistence.postgres import PostgresReadOnlyStore
+
             store = PostgresReadOnlyStore.open(home.database, home.path)
         else:
             store = ReadOnlyStore.open(home.path)
