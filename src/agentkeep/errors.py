@@ -26,14 +26,18 @@ class StoreLockedError(StoreError):
 
     code = "store_locked"
 
-    def __init__(self, path: str, holder_pid: int | None) -> None:
+    def __init__(self, path: str, holder_pid: int | None, *, holder: str | None = None) -> None:
         who = f"process {holder_pid}" if holder_pid is not None else "another owner"
+        if holder is not None:
+            who = f"{who} ({holder})"
         super().__init__(
             f"The store at {path} is held by {who}; only one AgentSystem may own a store. "
             "Stop that owner (or wait for it to exit) and try again."
         )
         self.path = path
         self.holder_pid = holder_pid
+        #: How the server describes the holder (PostgreSQL: backend, client, application).
+        self.holder = holder
 
 
 class StoreClosedError(StoreError):
@@ -166,6 +170,18 @@ class TransactionScopeError(StoreError):
             f"only writer, which {command} would wait for or act behind.{detail}"
         )
         self.command = command
+
+
+class StoreOwnershipLostError(StoreUnavailableError):
+    """The store's owner lost its exclusive lock and someone else owns the store now.
+
+    On PostgreSQL the lock lives on the writer's connection: when that connection dropped,
+    the writer tried to take the lock again before its next write and found another owner.
+    Writing on would break the single-owner rule, so the store stops acknowledging writes for
+    good; restart this process once the other owner is gone.
+    """
+
+    code = "store_ownership_lost"
 
 
 class ExpiredScopeError(AgentkeepError):

@@ -37,7 +37,7 @@ from agentkeep.errors import UnknownAgentError, UnknownFeatureError
 from agentkeep.features import Feature
 from agentkeep.loop.events import Start
 from agentkeep.persistence.ledger import Subscription
-from agentkeep.persistence.store import Store
+from agentkeep.persistence.opening import open_store
 from agentkeep.providers.catalog import Providers
 from agentkeep.refs import make_system_ref
 from agentkeep.registry import Registry
@@ -93,14 +93,15 @@ class AgentSystem:
         """
         args = check_open_arguments(providers, options)
         # The system supervisor starts (and restarts) the writer: see actors/tree.py.
-        store = Store.open(
+        store = open_store(
             path,
+            database=args.database,
             faults=args.testing.faults,
             vfs=args.testing.vfs,
             start_writer=False,
             max_event_bytes=args.max_event_bytes,
             max_input_bytes=args.max_input_bytes,
-            database=args.database_path,
+            database_path=args.database_path,
             clock=args.clock,
         )
         try:

@@ -114,6 +114,10 @@ class SystemOptions(TypedDict, total=False):
       turns, queue entries, definitions, sessions, migrations): a function returning seconds
       since the epoch (like :func:`time.time`, the default) or an aware ``datetime``.
       Timeouts, backoffs and grace periods stay on the monotonic clock.
+    - ``database``: None (the default) keeps the store in ``agents.db`` under the path; a
+      ``postgresql://…`` URL (``?schema=name``, default ``agentkeep``) keeps it in that
+      schema of a PostgreSQL database instead, the path then holding only the daemon's
+      files and ``providers.toml`` (docs/postgres.md).
     """
 
     provider: str | None
@@ -142,6 +146,7 @@ class SystemOptions(TypedDict, total=False):
     credentials: CredentialResolver | None
     database_path: str | Path | None
     now: Clock | None
+    database: str | None  # the PostgreSQL store (pgstore)
 
 
 _OPTIONS = frozenset(SystemOptions.__annotations__)
@@ -173,6 +178,7 @@ class OpenArguments(NamedTuple):
     credentials: CredentialResolver | None
     database_path: Path | None
     clock: Callable[[], int] | None  # milliseconds (``persistence.clock``); None: the system's
+    database: str | None  # the PostgreSQL store (pgstore)
 
 
 def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenArguments:
@@ -261,6 +267,7 @@ def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenAr
         credentials=credentials,
         database_path=None if database_path is None else Path(database_path),
         clock=None if now is None else store_clock.as_ms(now),
+        database=options.get("database"),
     )
 
 

@@ -55,6 +55,7 @@ from agentkeep.cli.talking import talk
 from agentkeep.cli.transport import OWNER_ONLY, refuse_under_daemon
 from agentkeep.drivers.loading import DRIVERS_ENV
 from agentkeep.errors import AgentkeepError
+from agentkeep.persistence.opening import DATABASE_ENV
 from agentkeep.persistence.store import HOME_ENV, resolve_home
 
 __all__ = ["cli", "main"]
@@ -221,6 +222,13 @@ def _accept_json_after(command: click.Command) -> None:
     help=f"The state directory (default: ${HOME_ENV}, else ./.agentkeep); --state-dir is "
     "seed 002's spelling.",
 )
+@click.option(
+    "--database",
+    default=None,
+    envvar=DATABASE_ENV,
+    help="A postgresql://… URL (?schema=NAME, default agentkeep) to keep the store in instead "
+    f"of the state directory's agents.db (default: ${DATABASE_ENV}); docs/postgres.md.",
+)
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON (stable field names).")
 @click.option("--drivers", default=None, envvar=DRIVERS_ENV, help=DRIVERS_HELP)
 @click.option(
@@ -241,6 +249,7 @@ def _accept_json_after(command: click.Command) -> None:
 def cli(
     ctx: click.Context,
     home: str | None,
+    database: str | None,
     json_mode: bool,
     drivers: str | None,
     verbose: int,
@@ -253,7 +262,7 @@ def cli(
         source = "--home" if home is not None else HOME_ENV
         fail(home_is_a_file(source, path), json_mode=json_mode)
     ctx.obj = CliState(
-        home=Home(path=path, drivers=specs_from(ctx, drivers)),
+        home=Home(path=path, drivers=specs_from(ctx, drivers), database=database or None),
         output=Output(json_mode=json_mode),
         log_level=level,
     )

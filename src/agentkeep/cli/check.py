@@ -27,7 +27,7 @@ import click
 import msgspec
 
 from agentkeep.cli.context import CliState, pass_state
-from agentkeep.cli.output import EXIT_FAILURE
+from agentkeep.cli.output import EXIT_FAILURE, CliError
 from agentkeep.cli.reading import open_reader
 from agentkeep.cli.runtime import Home
 from agentkeep.errors import AgentkeepError, StoreDirectoryError
@@ -187,6 +187,13 @@ def _foreign_key_check(path: Path) -> list[str]:
 
 def run_check(home: Home) -> dict[str, Any]:
     """Every check on the store in ``home``, as a JSON-ready report."""
+    if home.database is not None:
+        raise CliError(
+            "`db check` checks a SQLite file (integrity_check, foreign_key_check); a store on "
+            "PostgreSQL is checked by the server (use its own tools, e.g. amcheck).",
+            code="not_sqlite",
+            hint="Run it without --database / AGENTKEEP_DATABASE on a state directory's store.",
+        )
     home.require_store()
     path = home.path / DATABASE_NAME
     found = Findings()

@@ -10,22 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from agentkeep.cli.runtime import Home, open_store
 from agentkeep.errors import SchemaTooOldError
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readonly import ReadOnlyStore
 
+if TYPE_CHECKING:
+    from agentkeep.persistence.postgres import PostgresReadOnlyStore
+
 T = TypeVar("T")
 
 
 class Reader(Protocol):
     """What a read-only command needs from a store: consistent snapshots."""
-
-    @property
-    def path(self) -> Path: ...
 
     def read(self, work: Callable[[Transaction], T]) -> T: ...
 
@@ -38,9 +37,15 @@ def open_reader(home: Home) -> Iterator[Reader]:
     migrates it, or names the process that owns it).
     """
     home.require_store()
-    store: ReadOnlyStore | None
+    store: ReadOnlyStore | PostgresReadOnlyStore | None
     try:
-        store = ReadOnlyStore.open(home.path)
+        if home.database is not None:
+            # Only here: psycopg takes a while to import, and SQLite needs none of it.
+            from agentkeep.persistence.postgres import PostgresReadOnlyStore
+
+            store = PostgresReadOnlyStore.open(home.database, home.path)
+        else:
+            store = ReadOnlyStore.open(home.path)
     except SchemaTooOldError:
         store = None
     if store is None:

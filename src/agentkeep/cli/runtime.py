@@ -25,6 +25,7 @@ from agentkeep.drivers.types import Driver
 from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature, HookContext
 from agentkeep.persistence.faults import FaultPlan
+from agentkeep.persistence.opening import open_store as open_any_store
 from agentkeep.persistence.store import DATABASE_NAME, Store
 from agentkeep.types import (
     Done,
@@ -38,15 +39,19 @@ from agentkeep.types import (
 
 @dataclass(frozen=True, kw_only=True)
 class Home:
-    """The state directory a command works on, and the injected drivers (``--drivers``) a
-    system opened on it registers (loaded by :func:`open_system`)."""
+    """The state directory a command works on, the injected drivers (``--drivers``) a
+    system opened on it registers (loaded by :func:`open_system`), and the PostgreSQL URL
+    its store lives at (``--database`` / ``AGENTKEEP_DATABASE``; None: ``agents.db`` in the
+    state directory)."""
 
     path: Path
     drivers: DriverSpecs = NO_DRIVERS
+    database: str | None = None
 
     def require_store(self) -> None:
-        """Raise a clear error if there is no store here yet."""
-        if not (self.path / DATABASE_NAME).is_file():
+        """Raise a clear error if there is no store here yet (a server's store is checked
+        when it is opened)."""
+        if self.database is None and not (self.path / DATABASE_NAME).is_file():
             raise CliError(
                 f"There is no agentkeep store in {self.path}.",
                 code="no_store",
@@ -60,7 +65,7 @@ class Home:
 def open_store(home: Home) -> Iterator[Store]:
     """The store alone (lock, no agents): for reads and admin transactions."""
     home.require_store()
-    store = Store.open(home.path)
+    store = open_any_store(home.path, database=home.database)
     try:
         yield store
     finally:
@@ -113,6 +118,7 @@ def open_system(
         testing=FaultInjection(faults=faults),
         resume=resume,
         drivers=drivers,
+        database=home.database,
     )
     try:
         yield system, config

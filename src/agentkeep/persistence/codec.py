@@ -111,13 +111,13 @@ class Statements:
                 self.flush()
         if self._faults is not None:
             self._faults.tick(sql)
-        if self._prepare is not None:
-            sql = self._prepare(sql)
+        # The memo follows the statements as written (SQLite's spelling, every backend).
+        text = sql if self._prepare is None else self._prepare(sql)
         if self._kept or sql.startswith("SELECT"):
-            return self._cursor.execute(sql, params)
+            return self._cursor.execute(text, params)
         memo = self.memo
         memo.before(sql)
-        cursor = self._cursor.execute(sql, params)
+        cursor = self._cursor.execute(text, params)
         memo.after(sql)
         return cursor
 

@@ -3,8 +3,8 @@
 Every statement class writes its SQL once, in SQLite's spelling, and hands it to the
 executor (:class:`~agentkeep.persistence.codec.Statements`), the only place SQL reaches a
 connection; the executor runs it through its dialect's :meth:`Dialect.prepare` first. So a
-second backend (PostgreSQL is next) supplies a dialect and a connection, not a second set of
-statement classes.
+second backend supplies a dialect and a connection, not a second set of statement classes
+(PostgreSQL's: :mod:`agentkeep.persistence.postgres.dialect`).
 
 What our statements use of SQLite's spelling, which another dialect's ``prepare`` rewrites
 (and nothing else differs): ``?`` and ``?N`` parameters; ``INSERT OR IGNORE`` (PostgreSQL:

@@ -70,7 +70,7 @@ class FactStatements(TableStatements):
         self._write(
             "INSERT INTO owed_work (agent_id, owed_json) VALUES (?, ?) "
             "ON CONFLICT (agent_id) DO UPDATE SET owed_json = excluded.owed_json "
-            "WHERE owed_json IS NOT excluded.owed_json",
+            "WHERE owed_work.owed_json IS NOT excluded.owed_json",
             (agent_id, text),
         )
         self._memo.put(key, text)

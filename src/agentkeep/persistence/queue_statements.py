@@ -87,7 +87,7 @@ class QueueStatements(TableStatements):
         self._check(write=True)
         cursor = self._x.statements.write(
             "INSERT INTO queue_tails (agent_id, queue, last_seq) VALUES (?, ?, 1) "
-            "ON CONFLICT (agent_id, queue) DO UPDATE SET last_seq = last_seq + 1 "
+            "ON CONFLICT (agent_id, queue) DO UPDATE SET last_seq = queue_tails.last_seq + 1 "
             "RETURNING last_seq",
             (agent_id, queue),
         )

@@ -458,7 +458,17 @@ def migrate(
 
 
 def _check_known(connection: apsw.Connection, migrations: tuple[Migration, ...]) -> None:
-    applied = applied_migrations(connection)
+    check_applied(applied_migrations(connection), migrations)
+
+
+def check_applied(applied: list[tuple[int, str]], migrations: tuple[Migration, ...]) -> None:
+    """Refuse a store whose applied migrations are not a prefix of ``migrations`` (the
+    rule every backend keeps).
+
+    Raises:
+        SchemaTooNewError: the store has migrations this code does not know.
+        StoreError: the applied migrations are not this code's.
+    """
     known = [(m.version, m.name) for m in migrations]
     if len(applied) > len(known):
         newest = applied[-1][0]

@@ -222,7 +222,7 @@ class Store:
         start_writer: bool = True,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
-        database: str | Path | None = None,
+        database_path: str | Path | None = None,
         clock: Callable[[], int] | None = None,
     ) -> Store:
         """Open (creating if needed) the store in ``home``.
@@ -239,9 +239,9 @@ class Store:
                 until then writes raise ``StoreUnavailableError``.
             max_event_bytes: The bound on one ledger event's encoded data.
             max_input_bytes: The bound on one input message's encoded JSON.
-            database: The SQLite file (created if absent, its directory too); None:
+            database_path: The SQLite file (created if absent, its directory too); None:
                 ``agents.db`` in the state directory. Its lock file is beside it
-                (``<database>.lock``), so one database has one owner wherever it lives.
+                (``<file>.lock``), so one database has one owner wherever it lives.
             clock: Where the timestamps the store writes come from, in milliseconds since
                 the epoch (``persistence.clock``); None: the system clock.
 
@@ -259,11 +259,11 @@ class Store:
             ledger.clock = clock
         directory = resolve_home(home)
         prepare_directory(directory)
-        if database is None:
+        if database_path is None:
             database = directory / DATABASE_NAME
             lock = _acquire_lock(directory, database)
         else:
-            database = Path(database)
+            database = Path(database_path)
             prepare_directory(database.parent)
             lock = _acquire_lock(database.parent, database, f"{database.name}.lock")
         connection: apsw.Connection | None = None

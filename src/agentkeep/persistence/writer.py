@@ -216,14 +216,14 @@ class StoreWriter(pykka.ThreadingActor):
     def _run_group(self, pending: deque[WorkItem]) -> None:
         """Run items from ``pending`` as one transaction; leaves unrun items in ``pending``."""
         try:
-            self._statements.execute("BEGIN IMMEDIATE")
+            self._begin()
         except BaseException as exc:
             _end_writer_if_injected(exc)
             # Nothing ran, so nothing committed: the outcome is known, hand back the cause.
             self._rollback()
             failed = list(pending)
             pending.clear()
-            refused = refused_by_disk(self._connection, exc)
+            refused = self._refused(exc)
             for item in failed:
                 item.fail(refused)
             self._counters.add(failed_transactions=len(failed))
@@ -244,7 +244,7 @@ class StoreWriter(pykka.ThreadingActor):
             except BaseException as exc:
                 tx.expire()
                 _end_writer_if_injected(exc)
-                refused = refused_by_disk(self._connection, exc)
+                refused = self._refused(exc)
                 if self._roll_back_item():
                     failed_alone.append((item, refused))
                     continue
@@ -264,6 +264,11 @@ class StoreWriter(pykka.ThreadingActor):
             done.append((item, value, tx.expire()))
         self._commit(done, failed_alone)
 
+    def _begin(self) -> None:
+        """Open the group's transaction (a backend's writer may first make sure it still
+        owns the store)."""
+        self._statements.execute("BEGIN IMMEDIATE")
+
     def _run_alone(self, item: WorkItem) -> None:
         """Run a group's only item without a savepoint: if it fails, the whole transaction
         (nothing but its own work) rolls back, so no group-mate can lose anything."""
@@ -274,7 +279,7 @@ class StoreWriter(pykka.ThreadingActor):
         except BaseException as exc:
             tx.expire()
             _end_writer_if_injected(exc)
-            refused = refused_by_disk(self._connection, exc)
+            refused = self._refused(exc)
             self._rollback()
             item.fail(refused)
             self._counters.add(groups=1, failed_transactions=1)
@@ -290,7 +295,7 @@ class StoreWriter(pykka.ThreadingActor):
         if self._file_replaced(done, failed_alone):
             return
         try:
-            self._statements.execute("COMMIT")
+            self._commit_statement()
         except BaseException as exc:
             _end_writer_if_injected(exc)
             self._rollback()
@@ -323,6 +328,10 @@ class StoreWriter(pykka.ThreadingActor):
         for item, value, _callbacks in done:
             item.succeed(value)
         self._counters.group_committed(len(done), len(failed_alone))
+
+    def _commit_statement(self) -> None:
+        """Send the group's COMMIT (a backend's writer may wrap it with its fault hooks)."""
+        self._statements.execute("COMMIT")
 
     def _file_replaced(
         self,
@@ -365,7 +374,7 @@ class StoreWriter(pykka.ThreadingActor):
     def _fail_unknown(
         self, done: list[tuple[WorkItem, Any, list[Callable[[], None]]]], cause: BaseException
     ) -> None:
-        reason = disk_refusal(self._connection, cause)
+        reason = self._disk_refusal(cause)
         for item, _value, _callbacks in done:
             unknown: CommitOutcomeUnknownError
             if reason is not None:
@@ -382,6 +391,14 @@ class StoreWriter(pykka.ThreadingActor):
                 )
             unknown.__cause__ = cause
             item.fail(unknown)
+
+    def _refused(self, error: BaseException) -> BaseException:
+        """``error`` as the caller hears it: a file system's refusal says why (a backend
+        with no files of its own overrides this)."""
+        return refused_by_disk(self._connection, error)
+
+    def _disk_refusal(self, error: BaseException) -> str | None:
+        return disk_refusal(self._connection, error)
 
     def _roll_back_item(self) -> bool:
         """Undo the current item's savepoint; False if the outer transaction is gone."""

@@ -93,8 +93,8 @@ def list_records(
 ) -> list[DefinitionRecord]:
     """Identities in id order, after the id ``after`` (exclusive), at most ``limit``."""
     rows = tx.sql.query(
-        f"{_CURRENT} WHERE (?1 IS NULL OR d.id > ?1) AND (?2 OR d.deleted_at_ms IS NULL) "
-        "ORDER BY d.id LIMIT ?3",
+        f"{_CURRENT} WHERE (CAST(?1 AS TEXT) IS NULL OR d.id > ?1) "
+        "AND (?2 OR d.deleted_at_ms IS NULL) ORDER BY d.id LIMIT ?3",
         (after, include_deleted, -1 if limit is None else limit),
     )
     return [_current(row)[0] for row in rows]

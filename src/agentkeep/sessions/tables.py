@@ -88,8 +88,8 @@ def list_sessions(
     """Live agents as sessions in id order, after ``after`` (exclusive), at most ``limit``;
     only those pinned to ``definition_id`` if given; archived ones only if asked."""
     rows = tx.sql.query(
-        f"{_SELECT} AND (?1 IS NULL OR s.definition_id = ?1) "
-        "AND (?2 OR s.archived_at_ms IS NULL) AND (?3 IS NULL OR a.id > ?3) "
+        f"{_SELECT} AND (CAST(?1 AS TEXT) IS NULL OR s.definition_id = ?1) "
+        "AND (?2 OR s.archived_at_ms IS NULL) AND (CAST(?3 AS TEXT) IS NULL OR a.id > ?3) "
         "ORDER BY a.id LIMIT ?4",
         (definition_id, include_archived, after, -1 if limit is None else limit),
     )

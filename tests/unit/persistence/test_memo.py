@@ -329,8 +329,8 @@ def test_raw_sql_makes_the_writer_forget(store: Store) -> None:
         tx.ledger.append(A, "note", {"before": "raw"})  # buffered until the raw SQL runs
         tx.sql.execute(  # type: ignore[attr-defined]
             "INSERT INTO session_events (agent_id, sequence, type, data_json, created_at_ms) "
-            "SELECT agent_id, max(sequence) + 1, 'raw', '{}', 0 FROM session_events "
-            "WHERE agent_id = ?",
+            "SELECT ?1, max(sequence) + 1, 'raw', '{}', 0 FROM session_events "
+            "WHERE agent_id = ?1",
             (A,),
         )
         tx.sql.execute("DELETE FROM queue WHERE agent_id = ?", (A,))  # type: ignore[attr-defined]

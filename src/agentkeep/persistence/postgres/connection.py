@@ -1,0 +1,212 @@
+"""Reaching a PostgreSQL server: the store's URL, and a connection shaped for the executor.
+
+A store on PostgreSQL is named by a URL, ``postgresql://user:password@host:port/database``,
+plus an optional ``schema`` query parameter (default :data:`DEFAULT_SCHEMA`): a store is one
+schema of one database, so several stores share a server (or a database) side by side. The
+``schema`` parameter is taken out before libpq sees the URL (libpq refuses parameters it does
+not know); every other parameter (``sslmode``, ``connect_timeout`` …) is libpq's.
+
+Every connection is in psycopg's autocommit mode: the writer spells its own ``BEGIN`` /
+``SAVEPOINT`` / ``COMMIT`` exactly as on SQLite, so nothing begins a transaction behind its
+back. ``synchronous_commit`` is ``on`` for every connection (a COMMIT returns once its WAL
+record is flushed on the server), whatever the server's default, and the search path is the
+store's schema alone.
+
+:class:`PostgresConnection` gives the executor (:class:`~agentkeep.persistence.codec.Statements`)
+what it uses of an apsw connection: a reusable cursor, ``changes()``, ``execute``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import msgspec
+import psycopg
+
+from agentkeep.errors import InvalidConfigError
+from agentkeep.persistence.postgres.dialect import named_parameters
+
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "PostgresConnection",
+    "PostgresTarget",
+    "is_postgres_url",
+    "parse_url",
+]
+
+DEFAULT_SCHEMA: Final = "agentkeep"
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SCHEMES = ("postgresql", "postgres")
+
+
+def is_postgres_url(database: str | None) -> bool:
+    """True if ``database`` names a PostgreSQL server (``postgresql://`` or ``postgres://``)."""
+    return database is not None and urlsplit(database).scheme in _SCHEMES
+
+
+class PostgresTarget(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a store lives: the libpq URL (without ``schema``) and the schema's name."""
+
+    conninfo: str
+    schema: str
+
+    @property
+    def display(self) -> str:
+        """The URL without its password, for messages and logs."""
+        parts = urlsplit(self.conninfo)
+        netloc = parts.netloc
+        if "@" in netloc:
+            user, _, host = netloc.rpartition("@")
+            netloc = f"{user.split(':', 1)[0]}@{host}"
+        query = urlencode([*parse_qsl(parts.query), ("schema", self.schema)])
+        return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def parse_url(url: str) -> PostgresTarget:
+    """Split ``url`` into libpq's URL and the store's schema (see the module).
+
+    Raises:
+        InvalidConfigError: not a ``postgresql://`` URL, or the schema is not a plain
+            lower-case identifier.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in _SCHEMES:
+        raise InvalidConfigError(f"database {url!r} is not a postgresql:// URL")
+    schema = DEFAULT_SCHEMA
+    kept: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key == "schema":
+            schema = value
+        else:
+            kept.append((key, value))
+    if not _SCHEMA_NAME.match(schema):
+        raise InvalidConfigError(
+            f"schema {schema!r}: use a lower-case identifier (letters, digits, _; at most 63)"
+        )
+    conninfo = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(kept), ""))
+    return PostgresTarget(conninfo=conninfo, schema=schema)
+
+
+def application_name(token: str) -> str:
+    """What this process's connections call themselves in ``pg_stat_activity``: the
+    process id, the host and the writer's token (how a writer recognises its own old
+    session after a reconnect). At most 63 bytes, PostgreSQL's limit."""
+    host = socket.gethostname()[:30]
+    return f"agentkeep pid={os.getpid()} host={host} w={token}"[:63]
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def connect(
+    target: PostgresTarget, *, name: str, read_only: bool = False
+) -> psycopg.Connection[Any]:
+    """A new autocommit connection to ``target``'s database with its schema as search path.
+
+    Raises:
+        psycopg.OperationalError: the server cannot be reached or refused the login.
+    """
+    options = f"-c search_path={target.schema} -c synchronous_commit=on"
+    if read_only:
+        options += " -c default_transaction_read_only=on"
+    return psycopg.connect(
+        target.conninfo,
+        autocommit=True,
+        application_name=name,
+        options=options,
+        # A server that vanished (a cut cable, not a refused socket) is noticed in ~20 s.
+        keepalives=1,
+        keepalives_idle=10,
+        keepalives_interval=5,
+        keepalives_count=2,
+    )
+
+
+_IN_TRANSACTION = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR)
+
+
+def _bind(sql: str, params: Sequence[Any]) -> Sequence[Any] | Mapping[str, Any]:
+    if params and named_parameters(sql):
+        return {f"p{index}": value for index, value in enumerate(params, 1)}
+    return params
+
+
+class PostgresCursor:
+    """One reusable psycopg cursor with the apsw cursor's surface the statements use."""
+
+    def __init__(self, owner: PostgresConnection) -> None:
+        self._owner = owner
+        self._cursor = owner.raw.cursor()
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> PostgresCursor:
+        cursor = self._cursor
+        cursor.execute(sql, _bind(sql, params))
+        self._owner.rowcount = cursor.rowcount
+        return self
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        if self._cursor.description is None:
+            return []
+        return self._cursor.fetchall()
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        if self._cursor.description is None:
+            return None
+        return self._cursor.fetchone()
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.fetchall())
+
+    def close(self, force: bool = False) -> None:
+        del force
+        self._cursor.close()
+
+
+class PostgresConnection:
+    """A psycopg connection as the executor sees one (see the module).
+
+    ``rowcount`` is the row count of the last statement a cursor of it ran (``changes()``).
+    """
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+        self.rowcount = 0
+
+    def cursor(self) -> PostgresCursor:
+        return PostgresCursor(self)
+
+    def changes(self) -> int:
+        return max(self.rowcount, 0)
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> PostgresCursor:
+        return self.cursor().execute(sql, () if params is None else params)
+
+    @property
+    def in_transaction(self) -> bool:
+        """True while a transaction is open (or failed and not yet rolled back)."""
+        status = self.raw.info.transaction_status
+        return status in (
+            psycopg.pq.TransactionStatus.INTRANS,
+            psycopg.pq.TransactionStatus.INERROR,
+        )
+
+    def get_autocommit(self) -> bool:
+        """apsw's name: True outside any transaction (or once the connection is gone)."""
+        if self.raw.closed:
+            return True
+        return not self.in_transaction
+
+    @property
+    def broken(self) -> bool:
+        """True once the connection was lost (psycopg noticed) or closed."""
+        return self.raw.closed or self.raw.broken
+
+    def close(self) -> None:
+        self.raw.close()

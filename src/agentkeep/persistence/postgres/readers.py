@@ -1,0 +1,168 @@
+"""Reading a PostgreSQL store: snapshots on reader connections, with or without owning it.
+
+A read is one ``REPEATABLE READ READ ONLY`` transaction (the dialect spells a reader's
+``BEGIN`` so): it sees exactly the COMMITs that finished before it took its snapshot, never
+half a group, as a SQLite WAL read transaction does. Reader connections are read-only
+sessions (``default_transaction_read_only``), hold no lock and never block the writer, so
+``list``/``show``/``events`` read a store while another process owns it
+(:class:`PostgresReadOnlyStore`). A reader whose connection dropped is discarded; the next
+read opens a new one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
+
+import psycopg
+
+from agentkeep.errors import SchemaTooOldError, StoreClosedError, StoreError
+from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.postgres.connection import (
+    PostgresConnection,
+    PostgresTarget,
+    application_name,
+    connect,
+    new_token,
+    parse_url,
+)
+from agentkeep.persistence.postgres.schema import POSTGRES_MIGRATIONS, applied_migrations
+from agentkeep.persistence.postgres.writer import postgres_statements
+from agentkeep.persistence.schema import Migration, check_applied
+from agentkeep.persistence.transaction import SqliteTransaction
+
+__all__ = ["PostgresReadOnlyStore", "PostgresReaders"]
+
+T = TypeVar("T")
+
+
+def read_snapshot(connection: PostgresConnection, work: Callable[[Transaction], T]) -> T:
+    """Run ``work`` on one read-only snapshot of ``connection``."""
+    statements = postgres_statements(connection)
+    statements.execute("BEGIN")
+    tx = SqliteTransaction(statements, read_only=True)
+    try:
+        return work(tx)
+    finally:
+        tx.expire()
+        if not connection.broken and connection.in_transaction:
+            connection.execute("ROLLBACK")
+
+
+class PostgresReaders:
+    """Idle reader connections, opened on demand, one caller at a time each."""
+
+    def __init__(self, target: PostgresTarget) -> None:
+        self._target = target
+        self._name = application_name(new_token()) + " reader"
+        self._lock = threading.Lock()
+        self._idle: list[PostgresConnection] = []
+        self._closed = False
+
+    def _take(self) -> PostgresConnection:
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("The store is closed.")
+            if self._idle:
+                return self._idle.pop()
+        return PostgresConnection(connect(self._target, name=self._name, read_only=True))
+
+    def _give(self, connection: PostgresConnection) -> None:
+        reusable = not connection.broken and not connection.in_transaction
+        with self._lock:
+            if reusable and not self._closed:
+                self._idle.append(connection)
+                return
+        connection.close()
+
+    def read(self, work: Callable[[Transaction], T]) -> T:
+        """Run ``work`` on a read-only snapshot; the transaction expires when it returns."""
+        connection = self._take()
+        try:
+            return read_snapshot(connection, work)
+        finally:
+            self._give(connection)
+
+    def close(self) -> None:
+        """Close every idle reader; readers in use close when their read ends."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
+
+
+class PostgresReadOnlyStore:
+    """An existing PostgreSQL store opened for reading only (``ReadOnlyStore``'s twin)."""
+
+    def __init__(self, target: PostgresTarget, home: Path) -> None:
+        self._target = target
+        self._home = home
+        self._readers: PostgresReaders | None = PostgresReaders(target)
+
+    @classmethod
+    def open(
+        cls,
+        url: str,
+        home: Path,
+        *,
+        migrations: tuple[Migration, ...] = POSTGRES_MIGRATIONS,
+    ) -> PostgresReadOnlyStore:
+        """Open the store ``url`` names for reading; refuses a schema that is not this code's.
+
+        Raises:
+            StoreError: there is no store in that schema, or the server cannot be reached.
+            SchemaTooNewError: the store was written by a newer agentkeep.
+            SchemaTooOldError: the store predates this code's schema.
+        """
+        target = parse_url(url)
+        try:
+            with connect(target, name="agentkeep reader", read_only=True) as raw:
+                applied = applied_migrations(raw)
+        except psycopg.Error as error:
+            raise StoreError(f"Cannot read the store at {target.display}: {error}") from None
+        if not applied:
+            raise StoreError(f"There is no agentkeep store at {target.display}.")
+        check_applied(applied, migrations)
+        if len(applied) < len(migrations):
+            raise SchemaTooOldError(
+                f"The store at {target.display} is at schema version {applied[-1][0]}; this "
+                f"agentkeep reads version {migrations[-1].version}. Open it for writing once "
+                "to migrate it."
+            )
+        return cls(target, home)
+
+    @property
+    def database(self) -> str:
+        """The store's URL (without its password)."""
+        return self._target.display
+
+    @property
+    def home(self) -> Path:
+        """The state directory (the daemon's files, ``providers.toml``)."""
+        return self._home
+
+    def read(self, work: Callable[[Transaction], T]) -> T:
+        readers = self._readers
+        if readers is None:
+            raise StoreClosedError("The store is closed.")
+        return readers.read(work)
+
+    def close(self) -> None:
+        readers, self._readers = self._readers, None
+        if readers is not None:
+            readers.close()
+
+    def __enter__(self) -> PostgresReadOnlyStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

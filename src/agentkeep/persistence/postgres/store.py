@@ -1,0 +1,205 @@
+"""Opening a store on PostgreSQL: ``Store.open(home, database="postgresql://…")``.
+
+What opening does, in order: parse the URL (the ``schema`` parameter names the store's
+schema, default ``agentkeep``); connect the owner's session, create the schema if missing,
+take the store's advisory lock (``StoreLockedError`` naming the holder if another session
+has it) and stamp the ownership row; apply pending migrations on that session (refusing a
+newer schema); start the writer on it. The state directory still holds the daemon's files and
+``providers.toml``; nothing of the store is in it, but its owner still holds the directory's
+lock file (``agents.db.lock``, taken by ``open_store`` and released with the store): one process
+owns a state directory's daemon files, and a daemon is found by the pid that file names.
+
+:class:`PostgresStore` is a :class:`~agentkeep.persistence.store.Store` (the same handle,
+inbox, statistics and supervision: ``start_writer`` is called again after a writer failure,
+and the next incarnation takes the lock again on a new session).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import psycopg
+import pykka
+
+from agentkeep.errors import StoreClosedError, StoreError
+from agentkeep.logs import get_logger
+from agentkeep.persistence import clock as store_clock
+from agentkeep.persistence.faults import FaultInjector, FaultPlan
+from agentkeep.persistence.handle import StoreWriterHandle
+from agentkeep.persistence.inbox import Counters, Inbox
+from agentkeep.persistence.ledger import LedgerHub
+from agentkeep.persistence.lock import StoreLock
+from agentkeep.persistence.postgres.connection import PostgresTarget, parse_url
+from agentkeep.persistence.postgres.readers import PostgresReaders
+from agentkeep.persistence.postgres.schema import POSTGRES_MIGRATIONS, migrate
+from agentkeep.persistence.postgres.session import OwnerSession
+from agentkeep.persistence.postgres.writer import CommitHook, PostgresWriter
+from agentkeep.persistence.readers import ReaderPool
+from agentkeep.persistence.schema import Migration
+from agentkeep.persistence.store import Store
+
+__all__ = ["PostgresStore", "open_postgres_store"]
+
+log = get_logger(__name__)
+
+_STOP_TIMEOUT_SECONDS = 60.0
+
+
+class PostgresStore(Store):
+    """An open store in one schema of a PostgreSQL database (see the module)."""
+
+    def __init__(
+        self,
+        *,
+        home: Path,
+        target: PostgresTarget,
+        session: OwnerSession,
+        faults: FaultInjector,
+        restartable: bool,
+        ledger: LedgerHub,
+        commit_hook: CommitHook | None = None,
+        home_lock: StoreLock | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self._home_lock = home_lock
+        self._clock = clock  # where the writer's timestamps come from (None: the system's)
+        self._target = target
+        self._session = session
+        self._commit_hook = commit_hook
+        self._ledger = ledger
+        self._identity = None
+        self._home = home
+        self._faults = faults
+        self._pg_readers = PostgresReaders(target)
+        self._restartable = restartable
+        self._spare_connection = None
+        self._inbox = Inbox(state="down")
+        self._counters = Counters()
+        self._writer: pykka.ActorRef[Any] | None = None
+        # The readers have ReaderPool's surface (read, close).
+        readers = cast(ReaderPool, self._pg_readers)
+        self._handle = StoreWriterHandle(None, self._inbox, self._counters, readers, faults)
+        self._writer_lock = threading.Lock()
+        self._closed = False
+        self.on_writer_failure = None
+
+    @property
+    def database(self) -> str:
+        """The store's URL, without its password (``schema`` included)."""
+        return self._target.display
+
+    @property
+    def backend_pid(self) -> int:
+        """The server process of the writer's current session (tests, diagnostics)."""
+        return self._session.backend_pid
+
+    def start_writer(self) -> pykka.ActorRef[Any]:
+        """Start the writer on the owner's session (see ``Store.start_writer``); a later
+        incarnation takes the lock again on a new session first.
+
+        Raises:
+            StoreClosedError: the store is closed.
+            StoreOwnershipLostError: another owner took the store meanwhile.
+        """
+        with self._writer_lock:
+            if self._closed:
+                raise StoreClosedError("The store is closed.")
+            if self._writer is not None and self._writer.is_alive():
+                raise StoreError("The store writer is already running.")
+            writer = PostgresWriter.start(
+                self._session,
+                self._inbox,
+                self._counters,
+                self._faults,
+                restartable=self._restartable,
+                on_failure=self._writer_failed,
+                ledger=self._ledger,
+                commit_hook=self._commit_hook,
+                clock=self._clock,
+            )
+            self._writer = writer
+            self._handle.attach(writer)
+            self._inbox.open()
+            return writer
+
+    def close(self) -> None:
+        """Finish queued work, close the connections; closing the owner's session releases
+        the lock. Idempotent."""
+        with self._writer_lock:
+            if self._closed:
+                return
+            self._closed = True
+            writer = self._writer
+        try:
+            if writer is not None:
+                writer.stop(block=True, timeout=_STOP_TIMEOUT_SECONDS)
+        finally:
+            try:
+                self._ledger.close()
+                self._inbox.close()
+                self._pg_readers.close()
+            finally:
+                self._session.close()
+                if self._home_lock is not None:
+                    self._home_lock.release()
+                log.info("store_closed", store=self._target.display)
+
+
+def open_postgres_store(
+    url: str,
+    home: Path,
+    *,
+    faults: FaultPlan | None,
+    start_writer: bool,
+    ledger: LedgerHub,
+    migrations: tuple[Migration, ...] = POSTGRES_MIGRATIONS,
+    commit_hook: CommitHook | None = None,
+    home_lock: StoreLock | None = None,
+    clock: Callable[[], int] | None = None,
+) -> PostgresStore:
+    """Open (creating its schema if needed) the store ``url`` names (see the module).
+
+    Raises:
+        InvalidConfigError: the URL or its schema name is invalid.
+        StoreLockedError: another session owns the store.
+        SchemaTooNewError: the store was written by a newer agentkeep.
+        StoreError: the server cannot be reached, or refused the login.
+    """
+    target = parse_url(url)
+    try:
+        session = OwnerSession.open(target)
+    except psycopg.Error as error:
+        if home_lock is not None:
+            home_lock.release()
+        raise StoreError(f"Cannot open the store at {target.display}: {error}") from None
+    except BaseException:
+        if home_lock is not None:
+            home_lock.release()
+        raise
+    try:
+        with store_clock.using(clock):
+            migrate(session.raw, migrations)
+        injector = FaultInjector(faults if faults is not None else FaultPlan.from_env())
+        store = PostgresStore(
+            home=home,
+            target=target,
+            session=session,
+            faults=injector,
+            restartable=not start_writer,
+            ledger=ledger,
+            commit_hook=commit_hook,
+            home_lock=home_lock,
+            clock=clock,
+        )
+        if start_writer:
+            store.start_writer()
+    except BaseException:
+        session.close()
+        if home_lock is not None:
+            home_lock.release()
+        raise
+    log.info("store_opened", store=target.display)
+    return store

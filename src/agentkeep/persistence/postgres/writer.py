@@ -1,0 +1,292 @@
+"""The store writer on PostgreSQL: the same actor, group commit and answers as on SQLite.
+
+:class:`PostgresWriter` is :class:`~agentkeep.persistence.writer.StoreWriter` (one connection
+that writes, the inbox drained into one transaction per group, a savepoint per item, one
+COMMIT, callers answered only after it returned) over the owner's session
+(:class:`~agentkeep.persistence.postgres.session.OwnerSession`) instead of a file. What
+differs is what a server adds:
+
+- **Ownership before every group.** A session psycopg saw drop is replaced only by
+  :meth:`OwnerSession.reconnect`, which takes the lock again (or stops the store for good with
+  :class:`~agentkeep.errors.StoreOwnershipLostError`). Each new session gets a new executor,
+  hence an empty memo: what this writer remembered may have changed while it held no lock.
+  A ``BEGIN`` that finds the connection dead (the server restarted, or the backend was
+  terminated, while the writer idled) reconnects and begins once more: nothing had run, so
+  nothing is repeated.
+- **An unknown COMMIT outcome is resolved.** Before COMMIT the writer reads the group's
+  transaction id (``pg_current_xact_id()``). If COMMIT raises, a separate connection makes
+  sure the old session is gone (terminating it if the server still runs it: it is this
+  owner's, so the outcome is final once it ended) and asks ``pg_xact_status``: ``committed``
+  answers every caller as a successful COMMIT would (after-commit callbacks included);
+  ``aborted`` answers :class:`~agentkeep.errors.StoreUnavailableError` (not written, retry);
+  only when the server cannot be asked does the caller get ``CommitOutcomeUnknownError``.
+- No checkpoints, no file identity, no disk-refusal mapping: the server owns its files.
+- While the server cannot be reached, each group is refused with ``StoreUnavailableError``
+  (nothing ran) and the next one tries to reconnect again. A statement that finds the
+  connection gone mid-group fails its item with ``StoreUnavailableError`` too: the server
+  drops an unfinished transaction with its session, so nothing of the group was written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+import apsw
+import psycopg
+import pykka
+
+from agentkeep.errors import (
+    StoreClosedError,
+    StoreOwnershipLostError,
+    StoreUnavailableError,
+)
+from agentkeep.logs import get_logger
+from agentkeep.persistence.faults import FaultInjector
+from agentkeep.persistence.inbox import Counters, Inbox, WorkItem
+from agentkeep.persistence.ledger import LedgerHub
+from agentkeep.persistence.postgres.connection import PostgresConnection, connect
+from agentkeep.persistence.postgres.dialect import POSTGRES
+from agentkeep.persistence.postgres.session import OwnerSession
+from agentkeep.persistence.transaction import Statements
+from agentkeep.persistence.writer import StoreWriter
+
+__all__ = ["CommitHook", "PostgresWriter", "postgres_statements"]
+
+log = get_logger(__name__)
+
+_SAVEPOINT = "agentkeep_work_item"
+_TERMINATE_WAIT_MS = 10_000
+
+#: Testing only: called with ``("before", backend_pid)`` right before COMMIT is sent and
+#: ``("after", backend_pid)`` right after it returned; what it raises is what COMMIT raised.
+CommitHook = Callable[[str, int], None]
+
+Done = list[tuple[WorkItem, Any, list[Callable[[], None]]]]
+
+
+class _NotCommittedError(Exception):
+    """COMMIT raised, and the server says the transaction did not commit."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"not committed: {cause!r}")
+        self.cause = cause
+
+
+def postgres_statements(
+    connection: PostgresConnection, faults: FaultInjector | None = None
+) -> Statements:
+    """The executor over a PostgreSQL connection (its dialect, a fresh memo).
+
+    :class:`PostgresConnection` has the part of apsw's connection the executor uses
+    (``cursor()``, ``changes()``), hence the cast."""
+    return Statements(cast(apsw.Connection, connection), faults, dialect=POSTGRES)
+
+
+class PostgresWriter(StoreWriter):
+    """The writer actor over the owner's session (see the module)."""
+
+    def __init__(
+        self,
+        session: OwnerSession,
+        inbox: Inbox,
+        counters: Counters,
+        faults: FaultInjector,
+        *,
+        restartable: bool = False,
+        on_failure: Callable[[], None] | None = None,
+        ledger: LedgerHub | None = None,
+        commit_hook: CommitHook | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        pykka.ThreadingActor.__init__(self)
+        self._clock = clock  # installed on the writer's thread when it starts (StoreWriter)
+        self._session = session
+        self._commit_hook = commit_hook
+        self._ledger = ledger
+        self._database = None
+        self._identity = None
+        self._on_failure = on_failure
+        self._inbox = inbox
+        self._counters = counters
+        self._faults = faults
+        self._restartable = restartable
+        self._checkpoint_pages = 0
+        self._wal_pages = 0
+        self._xid: str | None = None
+        connection = session.connection
+        if connection is None or connection.broken:
+            connection = session.reconnect()
+        self._use(connection)
+
+    def _use(self, connection: PostgresConnection) -> None:
+        self._pg = connection
+        self._connection = cast(apsw.Connection, connection)
+        self._connection_open = True
+        self._statements = postgres_statements(connection, self._faults)
+
+    # -- ownership ---------------------------------------------------------------------------
+    def _begin(self) -> None:
+        """BEGIN on a session that holds the lock: a session psycopg saw drop is replaced
+        first; a BEGIN that finds it dead replaces it and begins once more (nothing ran)."""
+        if self._session.broken:
+            self._reconnect()
+        try:
+            self._statements.execute("BEGIN IMMEDIATE")
+        except psycopg.OperationalError:
+            if not self._pg.broken:
+                raise
+            self._reconnect()
+            self._statements.execute("BEGIN IMMEDIATE")
+
+    def _reconnect(self) -> None:
+        """A new session with the lock taken again; if another owner has (or had) the store,
+        the inbox closes for good with ``StoreOwnershipLostError`` (raised on: the group's
+        callers get it too). A server that cannot be reached raises
+        ``StoreUnavailableError``: this group did not run, the next one tries again."""
+        try:
+            self._use(self._session.reconnect())
+        except StoreOwnershipLostError as lost:
+            log.error("store_ownership_lost", store=self._session.target.display)
+            queued = self._inbox.close(str(lost), StoreOwnershipLostError)
+            for item in queued:
+                item.fail(lost)
+            self._counters.add(failed_transactions=len(queued))
+            raise
+        except psycopg.Error as exc:
+            log.warning("store_server_unreachable", error=repr(exc))
+            raise StoreUnavailableError(
+                f"The database server cannot be reached ({exc}); this transaction did not "
+                "run. Retry it: the writer reconnects (and takes the store's lock again) "
+                "before its next transaction."
+            ) from exc
+
+    def _refused(self, error: BaseException) -> BaseException:
+        if isinstance(error, psycopg.OperationalError) and self._pg.broken:
+            refused = StoreUnavailableError(
+                f"The connection to the database server dropped ({error}) before this "
+                "transaction committed, so it was not written. Retry it."
+            )
+            refused.__cause__ = error
+            return refused
+        return error
+
+    def _disk_refusal(self, error: BaseException) -> str | None:
+        return None
+
+    # -- commit ------------------------------------------------------------------------------
+    def _commit(self, done: Done, failed_alone: list[tuple[WorkItem, BaseException]]) -> None:
+        try:
+            row = self._pg.raw.execute("SELECT pg_current_xact_id()::text").fetchone()
+            self._xid = None if row is None else str(row[0])
+        except psycopg.Error as exc:
+            # Before COMMIT: on a dropped connection the transaction is gone (not written).
+            self._xid = None
+            self._rollback()
+            for item, _value, _callbacks in done:
+                item.fail(self._refused(exc))
+            for item, error in failed_alone:
+                item.fail(error)
+            self._counters.add(groups=1, failed_transactions=len(done) + len(failed_alone))
+            return
+        super()._commit(done, failed_alone)
+
+    def _commit_statement(self) -> None:
+        """COMMIT; if it raises, ask the server what became of the transaction: return as a
+        COMMIT that returned if it committed, raise :class:`_NotCommittedError` if it did not,
+        and re-raise (outcome unknown) only if the server cannot tell."""
+        hook = self._commit_hook
+        try:
+            if hook is not None:
+                hook("before", self._session.backend_pid)
+            self._statements.execute("COMMIT")
+            if hook is not None:
+                hook("after", self._session.backend_pid)
+        except psycopg.Error as exc:
+            status = self._resolve(exc)
+            log.warning("store_commit_outcome_resolved", status=status, xid=self._xid)
+            if status == "committed":
+                return
+            if status == "aborted":
+                raise _NotCommittedError(exc) from exc
+            raise
+
+    def _fail_unknown(self, done: Done, cause: BaseException) -> None:
+        if not isinstance(cause, _NotCommittedError):
+            super()._fail_unknown(done, cause)
+            return
+        for item, _value, _callbacks in done:
+            error = StoreUnavailableError(
+                f"COMMIT reported {cause.cause!r}, and the server says the transaction did "
+                "not commit: nothing of it was written. Retry it."
+            )
+            error.__cause__ = cause.cause
+            item.fail(error)
+
+    def _resolve(self, cause: BaseException) -> str | None:
+        """``committed``, ``aborted`` or None (cannot tell): the fate of the transaction
+        whose COMMIT raised ``cause``, once no session of this owner can still change it."""
+        xid = self._xid
+        if xid is None:
+            return None
+        pid = self._session.backend_pid
+        try:
+            probe = connect(self._session.target, name=self._session.name + " probe")
+        except psycopg.Error as exc:
+            log.error("store_commit_unresolved", error=repr(exc), cause=repr(cause))
+            return None
+        try:
+            with probe:
+                if not self._pg.broken:
+                    # COMMIT raised on a live session: it answered, so the outcome is final.
+                    pass
+                else:
+                    probe.execute(
+                        "SELECT pg_terminate_backend(pid, %s) FROM pg_stat_activity "
+                        "WHERE pid = %s AND application_name = %s",
+                        (_TERMINATE_WAIT_MS, pid, self._session.name),
+                    )
+                row = probe.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
+        except psycopg.Error as exc:
+            log.error("store_commit_unresolved", error=repr(exc), cause=repr(cause))
+            return None
+        status = None if row is None or row[0] is None else str(row[0])
+        return status if status in ("committed", "aborted") else None
+
+    # -- cleanup: no checkpoints, the session owns the lock ----------------------------------
+    def _roll_back_item(self) -> bool:
+        connection = self._pg
+        if connection.broken or not connection.in_transaction:
+            return False
+        try:
+            connection.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+            connection.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+        except psycopg.Error:
+            return False
+        return connection.in_transaction
+
+    def _rollback(self) -> None:
+        connection = self._pg
+        if connection.broken:
+            return
+        try:
+            self._statements.reset()
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+        except psycopg.Error as exc:
+            log.error("store_rollback_failed", error=repr(exc))
+
+    def _maybe_checkpoint(self) -> None:
+        return
+
+    def _shut_down(self) -> None:
+        for item in self._inbox.close():
+            item.fail(StoreClosedError("The store closed before this transaction ran."))
+        if not self._connection_open:
+            return
+        self._rollback()
+        self._close_connection()
+
+    def _close_connection(self) -> None:
+        self._connection_open = False
+        self._session.close()
