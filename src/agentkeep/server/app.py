@@ -24,7 +24,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.logs import get_logger
-from agentkeep.server import routes_agents, routes_events, routes_sessions, routes_turns
+from agentkeep.server import (
+    metrics,
+    routes_agents,
+    routes_events,
+    routes_sessions,
+    routes_turns,
+)
 from agentkeep.server.context import ServerContext
 from agentkeep.server.errors import ApiError, error_response, json_response
 from agentkeep.server.limits import LogBudget
@@ -80,6 +86,7 @@ def operations() -> tuple[Operation, ...]:
         *routes_sessions.OPERATIONS,
         *routes_turns.OPERATIONS,
         *routes_events.OPERATIONS,
+        *metrics.OPERATIONS,
     )
 
 
