@@ -24,16 +24,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.logs import get_logger
-from agentkeep.server import (
-    metrics,
-    routes_agents,
-    routes_events,
-    routes_sessions,
-    routes_turns,
-)
+from agentkeep.server import routes_agents, routes_events, routes_sessions, routes_turns
 from agentkeep.server.context import ServerContext
 from agentkeep.server.errors import ApiError, error_response, json_response
 from agentkeep.server.limits import LogBudget
+from agentkeep.server.metrics import OPERATIONS as METRICS_OPERATIONS
 from agentkeep.server.openapi import Handler, Operation, document
 from agentkeep.server.security import Guard, SecurityPolicy
 from agentkeep.server.wire import Health
@@ -82,11 +77,11 @@ def operations() -> tuple[Operation, ...]:
             handler=openapi_json,
             responses={200: dict[str, Any]},
         ),
+        *METRICS_OPERATIONS,
         *routes_agents.OPERATIONS,
         *routes_sessions.OPERATIONS,
         *routes_turns.OPERATIONS,
         *routes_events.OPERATIONS,
-        *metrics.OPERATIONS,
     )
 
 

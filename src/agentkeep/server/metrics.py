@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from agentkeep.server.context import ServerContext, call, context
 from agentkeep.server.openapi import Operation, Param
+from agentkeep.server.security import METRICS_PATH
 
 #: The media type of the default exposition (Prometheus' text format).
 TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
@@ -57,7 +58,7 @@ async def metrics(request: Request) -> Response:
 OPERATIONS = (
     Operation(
         method="GET",
-        path="/metrics",
+        path=METRICS_PATH,
         operation_id="metrics",
         summary="Prometheus metrics (text format 0.0.4; OpenMetrics if Accept asks for it).",
         handler=metrics,

@@ -5,13 +5,14 @@ Every request passes :class:`Guard` before any route runs, in this order:
 1. ``Host`` must be in the allowlist, or **421** (a DNS-rebinding page reaches a loopback
    daemon under its own host name);
 2. a present ``Origin`` must be allowed, or **403** (browsers send it cross-site);
-3. every ``/v1`` request (and ``/metrics``) needs the token, or the canonical **401**:
-   ``Authorization: Bearer`` (the scheme case-insensitive) or ``x-amalgm-runtime-token``,
-   compared with :func:`hmac.compare_digest` on bytes;
+3. every ``/v1`` request needs the token, or the canonical **401**: ``Authorization: Bearer``
+   (the scheme case-insensitive) or ``x-amalgm-runtime-token``, compared with
+   :func:`hmac.compare_digest` on bytes;
 4. a ``POST``/``PATCH`` with a body must declare JSON (**415**) and be at most
    :data:`MAX_BODY_BYTES` (**413**; a body without a length is counted while it is read,
    :func:`agentkeep.server.requests.read_body`).
 
+``/metrics`` (:data:`METRICS_PATH`) needs the token too, the token only (step 3).
 No CORS headers are ever sent. The token is never read from a URL and never logged.
 """
 
@@ -38,6 +39,8 @@ TOKEN_FILE = "daemon.token"
 TOKEN_ENV = "AGENTKEEP_DAEMON_TOKEN"
 #: Shorter tokens are refused: they could be guessed.
 MIN_TOKEN_CHARS = 16
+#: The Prometheus metrics' path (outside ``/v1``), behind the token as well.
+METRICS_PATH = "/metrics"
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
@@ -194,11 +197,6 @@ def _is_json(content_type: bytes) -> bool:
     )
 
 
-def _needs_token(path: str) -> bool:
-    """The API (``/v1``) and the metrics (``/metrics``) need the token; ``/healthz`` not."""
-    return path == "/v1" or path.startswith("/v1/") or path == "/metrics"
-
-
 class Guard:
     """The ASGI middleware enforcing a :class:`SecurityPolicy` (see the module doc)."""
 
@@ -230,8 +228,10 @@ class Guard:
             if origin.decode("latin-1").lower().rstrip("/") not in self.policy.allowed_origins:
                 return ApiError(403, "forbidden_origin", "Requests from this Origin are refused.")
         path: str = scope["path"]
-        if _needs_token(path) and not self.policy.authorized(headers):
+        if (path == "/v1" or path.startswith("/v1/")) and not self.policy.authorized(headers):
             return unauthorized()
+        if path == METRICS_PATH and not self.policy.authorized(headers):
+            return unauthorized()  # the Prometheus metrics: the token, like the API's
         if scope["method"] in ("POST", "PATCH", "PUT"):
             return self._body_refusal(headers)
         return None
