@@ -48,6 +48,9 @@ LAYERS: tuple[Component, ...] = (
             # through it, and the CLI's store reader uses the registry without a system.
             "agentkeep._admission",
             "agentkeep.config",
+            # The per-system Prometheus registry and its counters, fed by actors and read
+            # by the system and the daemon.
+            "agentkeep.metrics",
         ),
     ),
     Component(2, "loop", ("agentkeep.loop",)),
@@ -93,6 +96,7 @@ LAYERS: tuple[Component, ...] = (
             "agentkeep.agent_system._acceptance",
             "agentkeep.agent_system._driver_turns",
             "agentkeep.agent_system._internals",
+            "agentkeep.agent_system._metrics",
             "agentkeep.agent_system._opening",
             "agentkeep.agent_system._reads",
             "agentkeep.agent_system._requests",

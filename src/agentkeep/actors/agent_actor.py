@@ -91,6 +91,7 @@ from agentkeep.loop.events import (
 )
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import Plan, QueueMode, Snapshot, TransactHookName
+from agentkeep.metrics import RuntimeMetrics
 from agentkeep.modules import AgentSnapshot
 from agentkeep.modules._runtime import ModuleRuntime
 from agentkeep.persistence.interface import StoreHandle, Transaction
@@ -149,6 +150,8 @@ class LoopOptions:
     held_block_seconds: float = DEFAULT_HELD_BLOCK_SECONDS
     # Resolves a session's ``authRef`` for its requests (``providers.credentials``).
     credentials: CredentialResolver | None = None
+    # The system's metrics: committed steps, provider errors and retries (None: not counted).
+    metrics: RuntimeMetrics | None = None
 
 
 class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.ThreadingActor):
@@ -450,6 +453,8 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
                 error=repr(error),
             )
             return CommitFailed(plan=plan, message=str(error) or type(error).__name__)
+        if (metrics := self._options.metrics) is not None:
+            metrics.step()
         return CommitLanded(plan=plan, value=value)
 
     def _start_tool(self, run: ToolRun, batch: BatchTools) -> None:
@@ -490,6 +495,8 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             # A correctness hook or an unknown provider fails this response loudly; an
             # unknown (removed) provider also stops a retry_forever run's retrying.
             failed = done_error(str(error) or type(error).__name__)
+            if (metrics := self._options.metrics) is not None:
+                metrics.provider(effect.settings.provider or "none").ended(failed)
             return [
                 *_disabled(error),
                 StreamEventArrived(inference_id=child_id, event=failed),
@@ -498,8 +505,13 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         context = Context(instructions=instructions, messages=effect.messages)
         selection = _selection(effect.settings)
 
+        metrics = self._options.metrics
+        meter = None if metrics is None else metrics.provider(effect.settings.provider or "none")
+
         def start(token: CancelToken) -> StreamJob:
-            return self._streams.start(self.actor_ref, child_id, session, context, selection, token)
+            return self._streams.start(
+                self.actor_ref, child_id, session, context, selection, token, meter=meter
+            )
 
         self._children.start(child_id, "inference", start)
         return []

@@ -31,12 +31,14 @@ from agentkeep.loop.events import (
     StreamEventArrived,
     ToolFinished,
 )
+from agentkeep.metrics import ProviderMeter
 from agentkeep.providers.protocol import CancelToken, ModelSession
 from agentkeep.types import (
     CompactionFailed,
     CompactionOutcome,
     Context,
     Done,
+    Retrying,
     Selection,
     TextBlock,
     ToolResultMessage,
@@ -103,10 +105,13 @@ def stream_response(
     context: Context,
     selection: Selection,
     cancel: CancelToken,
+    *,
+    meter: ProviderMeter | None = None,
 ) -> None:
     """Stream one response, telling each event; exactly one terminal ``done`` (a stream that
     ends without one, or raises, is reported as a failed response), then ``ChildStopped``
-    once the stream is closed. Raises nothing a provider raises."""
+    once the stream is closed. Raises nothing a provider raises. ``meter`` is told each
+    ``Retrying`` and the terminal ``done`` (the system's provider metrics)."""
     done: Done | None = None
     stream = None
     try:
@@ -116,6 +121,8 @@ def stream_response(
             if isinstance(event, Done):
                 done = event
                 break
+            if meter is not None and isinstance(event, Retrying):
+                meter.retried(event)
     except Exception as error:
         log.warning("inference_failed", inference_id=inference_id, error=repr(error))
         if done is None:
@@ -129,8 +136,10 @@ def stream_response(
             except Exception as error:
                 log.warning("inference_close_failed", error=repr(error))
     if done is None:
-        event = done_error("The response ended without a terminal event.")
-        tell(StreamEventArrived(inference_id=inference_id, event=event))
+        done = done_error("The response ended without a terminal event.")
+        tell(StreamEventArrived(inference_id=inference_id, event=done))
+    if meter is not None:
+        meter.ended(done)
     tell(ChildStopped(child_id=inference_id))
 
 

@@ -42,6 +42,7 @@ from agentkeep.actors.supervision.supervised import (
 )
 from agentkeep.logs import get_logger
 from agentkeep.loop.events import Event
+from agentkeep.metrics import ProviderMeter
 from agentkeep.providers.protocol import CancelToken, ModelSession
 from agentkeep.types import Context, Selection, new_id
 
@@ -123,9 +124,12 @@ class InferenceWorker:
         context: Context,
         selection: Selection,
         cancel: CancelToken,
+        *,
+        meter: ProviderMeter | None = None,
     ) -> StreamJob:
         """Queue a stream for the worker; call it inside the link the agent offers for the
-        child (``AgentChildren.start``), which the stream claims now."""
+        child (``AgentChildren.start``), which the stream claims now. ``meter`` counts the
+        stream's retries and its error ending (the system's metrics)."""
         job = StreamJob()
         link = claim_offered_link(job.actor_urn)
         with _running_lock:
@@ -146,7 +150,9 @@ class InferenceWorker:
             failure: BaseException | None = None
             try:
                 with running_linked(link):
-                    stream_response(tell, inference_id, session, context, selection, cancel)
+                    stream_response(
+                        tell, inference_id, session, context, selection, cancel, meter=meter
+                    )
             except BaseException as error:  # reported in ChildExited; the worker goes on
                 log.warning("agent_child_failed", child="stream", error=repr(error))
                 failure = error

@@ -23,6 +23,7 @@ from agentkeep.actors.directory import KnownAgent
 from agentkeep.actors.status import AgentStatus
 from agentkeep.actors.tree import start_system_tree
 from agentkeep.agent_system._acceptance import Acceptance, AcceptOptions
+from agentkeep.agent_system._metrics import SystemCollector
 from agentkeep.agent_system._opening import OpenArguments
 from agentkeep.agent_system._reads import Reads
 from agentkeep.agent_system._requests import Requests
@@ -33,6 +34,7 @@ from agentkeep.delivery import Delivery
 from agentkeep.drivers.host import DriverHost
 from agentkeep.errors import UnknownAgentError
 from agentkeep.loop.events import ProviderRemoved
+from agentkeep.metrics import RuntimeMetrics
 from agentkeep.modules._runtime import ModuleRuntime
 from agentkeep.persistence.store import Store
 from agentkeep.providers.catalog import Providers
@@ -62,6 +64,8 @@ class SystemInternals:
         self.surfaces = SurfaceReader(store)
         #: The modules: run at open by the facade; their hooks join ``features`` then.
         self.modules = ModuleRuntime(store.handle, args.modules, args.features)
+        #: The system's own metrics registry (counters fed by the loops; state when scraped).
+        self.metrics = RuntimeMetrics()
         self.factory = AgentFactory(
             store=store.handle,
             providers=providers,
@@ -78,6 +82,7 @@ class SystemInternals:
                 provider_tools=args.provider_tools,
                 held_block_seconds=args.held_block_seconds,
                 credentials=args.credentials,
+                metrics=self.metrics,
             ),
         )
         # Injected drivers (docs/drivers.md): their runners are the tree's third tier.
@@ -100,6 +105,7 @@ class SystemInternals:
             owed=lambda: store.read(lambda tx: tx.facts.agents_owing_work()),
         )
         store.on_writer_failure = self.agents.writer_failed
+        self.metrics.registry.register(SystemCollector(store, self.agents))
         self.reads = Reads(
             store,
             admission=self.admission,

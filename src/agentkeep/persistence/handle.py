@@ -11,6 +11,7 @@ import pykka
 
 from agentkeep.errors import CommitOutcomeUnknownError, TransactionScopeError
 from agentkeep.persistence.faults import FaultInjector
+from agentkeep.persistence.histogram import HistogramSnapshot
 from agentkeep.persistence.inbox import Counters, Inbox, WorkItem, WriterStatistics
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readers import ReaderPool
@@ -120,3 +121,7 @@ class StoreWriterHandle:
     def statistics(self) -> WriterStatistics:
         """A snapshot of the writer's counters."""
         return self._counters.snapshot(self._faults.operations)
+
+    def commit_histograms(self) -> tuple[HistogramSnapshot, HistogramSnapshot]:
+        """(commit latency in seconds, group size) of every group committed so far."""
+        return self._counters.histograms()

@@ -16,6 +16,12 @@ from typing import Any, Literal
 import msgspec
 
 from agentkeep.errors import StoreClosedError, StoreError, StoreUnavailableError
+from agentkeep.persistence.histogram import (
+    COMMIT_SECONDS_BOUNDS,
+    GROUP_SIZE_BOUNDS,
+    BucketCounts,
+    HistogramSnapshot,
+)
 from agentkeep.persistence.interface import Transaction
 
 
@@ -203,7 +209,8 @@ class Counters:
     Updated under ``lock`` so a :meth:`snapshot` is consistent; the writer's success path
     uses :meth:`group_committed` (a handful of integer additions, no struct rebuilt per
     group). ``operations`` lives in the fault injector and is filled in by
-    ``statistics()``.
+    ``statistics()``. Each committed group is also observed in two histograms, its size and
+    its latency (BEGIN to COMMIT returned), under the same lock (:meth:`histograms`).
     """
 
     transactions: int
@@ -223,6 +230,8 @@ class Counters:
         self._checkpointed = threading.Condition(self.lock)
         for name in _COUNTER_NAMES:
             setattr(self, name, 0)
+        self._commit_seconds = BucketCounts(COMMIT_SECONDS_BOUNDS)
+        self._group_sizes = BucketCounts(GROUP_SIZE_BOUNDS)
 
     def add(self, **deltas: int) -> None:
         with self.lock:
@@ -231,14 +240,25 @@ class Counters:
             if "checkpoints" in deltas or "checkpoint_errors" in deltas:
                 self._checkpointed.notify_all()
 
-    def group_committed(self, transactions: int, failed_transactions: int) -> None:
+    def group_committed(
+        self, transactions: int, failed_transactions: int, seconds: float | None = None
+    ) -> None:
         """A group's COMMIT returned: ``transactions`` items answered with their value,
-        ``failed_transactions`` that failed alone (their savepoint rolled back)."""
+        ``failed_transactions`` that failed alone (their savepoint rolled back), ``seconds``
+        from its BEGIN to its COMMIT returning (None: not measured)."""
         with self.lock:
             self.groups += 1
             self.commits += 1
             self.transactions += transactions
             self.failed_transactions += failed_transactions
+            self._group_sizes.observe(transactions + failed_transactions)
+            if seconds is not None:
+                self._commit_seconds.observe(seconds)
+
+    def histograms(self) -> tuple[HistogramSnapshot, HistogramSnapshot]:
+        """(commit latency in seconds, group size) over every committed group so far."""
+        with self.lock:
+            return self._commit_seconds.snapshot(), self._group_sizes.snapshot()
 
     def group_size(self, size: int) -> None:
         """A group of ``size`` items reached its COMMIT."""

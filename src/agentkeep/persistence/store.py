@@ -30,6 +30,7 @@ from agentkeep.persistence import clock as store_clock
 from agentkeep.persistence.disk import file_identity
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
 from agentkeep.persistence.handle import StoreWriterHandle
+from agentkeep.persistence.histogram import HistogramSnapshot
 from agentkeep.persistence.inbox import Counters, Inbox, WriterStatistics
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.kv import ScopedKV
@@ -397,6 +398,10 @@ class Store:
     def statistics(self) -> WriterStatistics:
         """A snapshot of the writer's counters (group commit, checkpoints, operations)."""
         return self._handle.statistics()
+
+    def commit_histograms(self) -> tuple[HistogramSnapshot, HistogramSnapshot]:
+        """(commit latency in seconds, group size) of every group the writer committed."""
+        return self._handle.commit_histograms()
 
     def close(self) -> None:
         """Finish queued work, checkpoint, close connections and release the lock.

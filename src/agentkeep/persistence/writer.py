@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -139,6 +140,7 @@ class StoreWriter(pykka.ThreadingActor):
         self._checkpointed_at = 0  # frames in the WAL when the last checkpoint began
         self._rounds = 0  # background checkpoints since then, the WAL not restarted yet
         self._checkpointer = Checkpointer(connection, counters)
+        self._began = 0.0  # perf_counter() at the current group's BEGIN (its commit latency)
         connection.set_wal_hook(self._on_wal_commit)
 
     def _on_wal_commit(self, _connection: apsw.Connection, _name: str, pages: int) -> int:
@@ -215,6 +217,7 @@ class StoreWriter(pykka.ThreadingActor):
 
     def _run_group(self, pending: deque[WorkItem]) -> None:
         """Run items from ``pending`` as one transaction; leaves unrun items in ``pending``."""
+        self._began = time.perf_counter()
         try:
             self._begin()
         except BaseException as exc:
@@ -306,6 +309,7 @@ class StoreWriter(pykka.ThreadingActor):
             )
             log.error("store_commit_failed", error=repr(exc), callers=len(done))
             return
+        seconds = time.perf_counter() - self._began
         try:
             # Fault point: durable, but no caller has heard yet (a crash here is the case
             # where callers must re-read by identity).
@@ -327,7 +331,7 @@ class StoreWriter(pykka.ThreadingActor):
         _answer_failed(failed_alone)
         for item, value, _callbacks in done:
             item.succeed(value)
-        self._counters.group_committed(len(done), len(failed_alone))
+        self._counters.group_committed(len(done), len(failed_alone), seconds)
 
     def _commit_statement(self) -> None:
         """Send the group's COMMIT (a backend's writer may wrap it with its fault hooks)."""

@@ -175,7 +175,12 @@ def stream_with_retries(
             backoff_delay_seconds(retries, policy.rng),
             min(outcome.min_delay_seconds, MAX_DELAY_SECONDS),
         )
-        yield Retrying(attempt=retries, reason=outcome.reason, delay_seconds=delay)
+        yield Retrying(
+            attempt=retries,
+            reason=outcome.reason,
+            delay_seconds=delay,
+            error_type=outcome.error.type,
+        )
         if policy.sleep(delay, cancel) or _is_cancelled(cancel):
             yield DONE_CANCELLED
             return

@@ -307,13 +307,22 @@ def retry_then(
     reason: str = "The server is overloaded.",
     partial: str = "partial",
     delay_seconds: float = 0.0,
+    error_type: ProviderErrorType | None = None,
 ) -> ScriptedResponse:
     """``attempts`` failed attempts (``block_start``, partial text, ``block_reset``,
-    ``retrying``), then ``response`` inside ``block_start … block_stop``."""
+    ``retrying``, classified as ``error_type`` if given), then ``response`` inside
+    ``block_start … block_stop``."""
     steps: list[ScriptStep] = []
     for attempt in range(1, attempts + 1):
         steps += [BlockStart(), *_text_events(partial, 1), BlockReset()]
-        steps.append(Retrying(attempt=attempt, reason=reason, delay_seconds=delay_seconds))
+        steps.append(
+            Retrying(
+                attempt=attempt,
+                reason=reason,
+                delay_seconds=delay_seconds,
+                error_type=error_type,
+            )
+        )
     body = [step for step in response.steps if not isinstance(step, Done)]
     terminal = [step for step in response.steps if isinstance(step, Done)]
     steps += [BlockStart(), *body, BlockStop(), *terminal]

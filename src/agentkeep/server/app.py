@@ -28,6 +28,7 @@ from agentkeep.server import routes_agents, routes_events, routes_sessions, rout
 from agentkeep.server.context import ServerContext
 from agentkeep.server.errors import ApiError, error_response, json_response
 from agentkeep.server.limits import LogBudget
+from agentkeep.server.metrics import OPERATIONS as METRICS_OPERATIONS
 from agentkeep.server.openapi import Handler, Operation, document
 from agentkeep.server.security import Guard, SecurityPolicy
 from agentkeep.server.wire import Health
@@ -76,6 +77,7 @@ def operations() -> tuple[Operation, ...]:
             handler=openapi_json,
             responses={200: dict[str, Any]},
         ),
+        *METRICS_OPERATIONS,
         *routes_agents.OPERATIONS,
         *routes_sessions.OPERATIONS,
         *routes_turns.OPERATIONS,

@@ -49,8 +49,8 @@ class Operation:
         params: Its parameters.
         body: The msgspec type of its JSON body, or None.
         body_required: Whether the body must be sent (False: an absent body is ``{}``).
-        responses: Each success status and its body type (None: no body; the string
-            :data:`EVENT_STREAM`: an SSE stream).
+        responses: Each success status and its body type (None: no body; a string: a
+            media type whose body is text, such as :data:`EVENT_STREAM`, an SSE stream).
         auth: Whether the token is required (every ``/v1`` route).
     """
 
@@ -92,7 +92,7 @@ def document(operations: Sequence[Operation], *, version: str) -> dict[str, Any]
     for op in operations:
         if op.body is not None:
             types.append(op.body)
-        types += [t for t in op.responses.values() if t is not None and t != EVENT_STREAM]
+        types += [t for t in op.responses.values() if t is not None and not isinstance(t, str)]
     schemas, components = msgspec.json.schema_components(types, ref_template=_REF)
     schema_of = {id(kind): schema for kind, schema in zip(types, schemas, strict=True)}
     paths: dict[str, dict[str, Any]] = {}
@@ -126,8 +126,8 @@ def _operation(op: Operation, schema_of: dict[int, Any]) -> dict[str, Any]:
     responses: dict[str, Any] = {}
     for status, kind in op.responses.items():
         entry: dict[str, Any] = {"description": f"{status}"}
-        if kind == EVENT_STREAM:
-            entry["content"] = {EVENT_STREAM: {"schema": {"type": "string"}}}
+        if isinstance(kind, str):  # a media type: text (an SSE stream, metrics)
+            entry["content"] = {kind: {"schema": {"type": "string"}}}
         elif kind is not None:
             entry["content"] = {"application/json": {"schema": schema_of[id(kind)]}}
         responses[str(status)] = entry

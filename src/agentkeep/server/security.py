@@ -12,6 +12,7 @@ Every request passes :class:`Guard` before any route runs, in this order:
    :data:`MAX_BODY_BYTES` (**413**; a body without a length is counted while it is read,
    :func:`agentkeep.server.requests.read_body`).
 
+``/metrics`` (:data:`METRICS_PATH`) needs the token too, the token only (step 3).
 No CORS headers are ever sent. The token is never read from a URL and never logged.
 """
 
@@ -38,6 +39,8 @@ TOKEN_FILE = "daemon.token"
 TOKEN_ENV = "AGENTKEEP_DAEMON_TOKEN"
 #: Shorter tokens are refused: they could be guessed.
 MIN_TOKEN_CHARS = 16
+#: The Prometheus metrics' path (outside ``/v1``), behind the token as well.
+METRICS_PATH = "/metrics"
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
@@ -227,6 +230,8 @@ class Guard:
         path: str = scope["path"]
         if (path == "/v1" or path.startswith("/v1/")) and not self.policy.authorized(headers):
             return unauthorized()
+        if path == METRICS_PATH and not self.policy.authorized(headers):
+            return unauthorized()  # the Prometheus metrics: the token, like the API's
         if scope["method"] in ("POST", "PATCH", "PUT"):
             return self._body_refusal(headers)
         return None

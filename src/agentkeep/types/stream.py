@@ -162,6 +162,8 @@ class Retrying(_Event, frozen=True, tag="retrying"):
     attempt: int  # 1-based number of the retry about to happen
     reason: str
     delay_seconds: float = 0.0
+    # How the attempt failed, when the provider classified it (metrics count retries by it).
+    error_type: ProviderErrorType | None = None
 
 
 class TokenUsage(_Event, frozen=True, tag="token_usage"):

@@ -1,5 +1,6 @@
-"""The auth matrix: every /v1 route × every way of not sending the token → the
-canonical 401, never a 200 or a 500; the right token in each accepted form → not a 401.
+"""The auth matrix: every route that needs the token (every /v1 route, and /metrics) × every
+way of not sending the token → the canonical 401, never a 200 or a 500; the right token in
+each accepted form → not a 401.
 
 The routes come from the app's own route table, so a route added later is in the matrix
 without editing this file.
@@ -17,7 +18,7 @@ from agentkeep.server.openapi import Operation
 
 from .conftest import TOKEN, Served
 
-V1 = [op for op in operations() if op.path.startswith("/v1")]
+V1 = [op for op in operations() if op.auth]
 
 WRONG: dict[str, dict[str, Any]] = {
     "no token": {},
@@ -114,6 +115,7 @@ def test_the_matrix_covers_every_v1_route() -> None:
         "archiveSession",
         "listEvents",
         "streamEvents",
+        "metrics",
         "getMessages",
         "compactSession",
         "openapi",

@@ -73,6 +73,7 @@ REQUESTS: list[tuple[str, str, str, Any]] = [
         "/v1/sessions/s1/events/stream?turn_id=t1&until_turn_end=true",
         None,
     ),
+    ("GET", "/metrics", "/metrics", None),
 ]
 WITHOUT_SYSTEM = {"/healthz", "/v1/openapi.json"}
 

@@ -554,7 +554,10 @@ def test_a_rate_limit_is_retried_after_a_reported_backoff(server, provider, slee
     events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
 
     assert events[0] == Retrying(
-        attempt=1, reason="rate limited: slow down", delay_seconds=sleeps.delays[0]
+        attempt=1,
+        reason="rate limited: slow down",
+        delay_seconds=sleeps.delays[0],
+        error_type="rate_limit",
     )
     assert 0.18 <= sleeps.delays[0] < 0.22  # 200 ms × U[0.9, 1.1)
     assert events[-1].state == "normal"

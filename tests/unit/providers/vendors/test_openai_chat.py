@@ -294,7 +294,10 @@ def test_a_rate_limit_is_retried_with_a_reported_backoff(server, provider, sleep
     )
     events = run(provider.open_model_session("a", ModelSessionOptions(instructions="")), ask("go"))
     assert events[0] == Retrying(
-        attempt=1, reason="rate limited: Too many requests", delay_seconds=sleeps.delays[0]
+        attempt=1,
+        reason="rate limited: Too many requests",
+        delay_seconds=sleeps.delays[0],
+        error_type="rate_limit",
     )
     assert events[-1].state == "normal"
 

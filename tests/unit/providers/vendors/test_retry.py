@@ -86,7 +86,13 @@ def test_a_failed_attempt_is_rewound_reported_and_retried_and_usage_stays_outsid
         TextDelta(delta="x"),
         BlockReset(),
         usage,
-        Retrying(attempt=1, reason="server overloaded", delay_seconds=delays[0]),
+        # classified as the failure was (metrics count retries by it)
+        Retrying(
+            attempt=1,
+            reason="server overloaded",
+            delay_seconds=delays[0],
+            error_type="server_overloaded",
+        ),
         BlockStart(),
         TextDelta(delta="x"),
         BlockStop(),
