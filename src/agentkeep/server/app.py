@@ -206,8 +206,8 @@ def create_app(
         heartbeat_seconds: Seconds between SSE heartbeat comments.
         wait_seconds: The longest a waiting request (``compact`` with ``wait``) waits.
         log_budget: The per-client budget of access-log lines (a fresh one by default).
-        console: The console's sign-in codes and sessions (a fresh one by default); it is
-            ``app.state.console``.
+        console: The console's sign-in codes and sessions (by default one keyed by the
+            policy's token); it is ``app.state.console``.
 
     Returns:
         The app; ``app.state.agentkeep`` is its :class:`ServerContext` (its ``streams`` are
@@ -215,7 +215,7 @@ def create_app(
     """
     ops = operations()
     budget = log_budget or LogBudget()
-    console = console or ConsoleSessions()
+    console = console or ConsoleSessions(policy.token)
     app = Starlette(
         routes=[*routes(ops), *console_pages.routes()],
         middleware=[

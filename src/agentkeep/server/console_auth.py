@@ -13,14 +13,19 @@ The daemon's token never has to appear in a page URL past the first step:
    sent it, and for an unsafe method only with the console's custom header (which a
    cross-site page cannot send without a CORS preflight, and no CORS header is ever sent).
 
-Invariants: codes and credentials are kept only as SHA-256 digests, in memory (a restart
-signs everyone out); comparisons are by digest lookup of a 256-bit random value, so timing
-says nothing useful; an expired entry is never honoured and is dropped on the next call.
+Invariants: a code is kept only as its SHA-256 digest, in memory, and dropped once used or
+expired. A session credential is ``<expiry>.<nonce>.<mac>``: an HMAC-SHA256, under a key
+derived from the daemon's token, of its expiry (wall-clock seconds) and a 256-bit nonce,
+compared in constant time. So it outlives a daemon restart (an open console reconnects and
+resumes its streams) and dies with the token (rotating the token signs every console out).
+Sign-out deletes the cookie in the browser and revokes its nonce in this process until it
+would have expired.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 import threading
 import time
@@ -44,13 +49,20 @@ def _digest(secret: str) -> bytes:
 
 
 class ConsoleSessions:
-    """The one-time codes and console credentials of one daemon (thread-safe)."""
+    """The one-time codes and console credentials of one daemon (thread-safe).
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    ``secret`` is the daemon's token (None: a random key, good for this process only).
+    """
+
+    def __init__(
+        self, secret: str | None = None, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        seed = secrets.token_bytes(32) if secret is None else secret.encode()
+        self._key = hmac.new(seed, b"agentkeep console session", hashlib.sha256).digest()
         self._clock = clock
         self._lock = threading.Lock()
         self._codes: dict[bytes, float] = {}
-        self._sessions: dict[bytes, float] = {}
+        self._revoked: dict[str, float] = {}
 
     def issue(self, ttl_seconds: float = CODE_SECONDS) -> str:
         """A new one-time sign-in code, valid for ``ttl_seconds``."""
@@ -69,27 +81,34 @@ class ConsoleSessions:
             self._prune()
             if self._codes.pop(_digest(code), None) is None:
                 return None
-            credential = secrets.token_urlsafe(32)
-            if len(self._sessions) >= _MAX_ENTRIES:
-                self._sessions.pop(next(iter(self._sessions)))
-            self._sessions[_digest(credential)] = self._clock() + SESSION_SECONDS
-            return credential
+        signed = f"{int(self._clock() + SESSION_SECONDS)}.{secrets.token_urlsafe(32)}"
+        return f"{signed}.{self._mac(signed)}"
 
     def revoke(self, credential: str) -> None:
-        """End a console session (sign-out)."""
-        with self._lock:
-            self._sessions.pop(_digest(credential), None)
+        """End a console session (sign-out), if ``credential`` is one."""
+        if self.valid(credential):
+            expires, nonce, _ = credential.split(".")
+            with self._lock:
+                if len(self._revoked) >= _MAX_ENTRIES:
+                    self._revoked.pop(next(iter(self._revoked)))
+                self._revoked[nonce] = float(expires)
 
     def valid(self, credential: str) -> bool:
-        """True if ``credential`` is a live console session."""
+        """True if ``credential`` is a live console session: this token's MAC, unexpired,
+        not signed out."""
+        fields = credential.split(".")
+        if len(fields) != 3 or not fields[0].isdigit():
+            return False
+        expires, nonce, mac = fields
+        if not hmac.compare_digest(mac, self._mac(f"{expires}.{nonce}")):
+            return False
+        if int(expires) <= self._clock():
+            return False
         with self._lock:
-            expires = self._sessions.get(_digest(credential))
-            if expires is None:
-                return False
-            if expires <= self._clock():
-                del self._sessions[_digest(credential)]
-                return False
-            return True
+            return nonce not in self._revoked
+
+    def _mac(self, signed: str) -> str:
+        return hmac.new(self._key, signed.encode(), hashlib.sha256).hexdigest()
 
     def cookie_allowed(self, method: str, headers: dict[bytes, list[bytes]]) -> bool:
         """True if the request carries a live console cookie and is same-origin enough to
@@ -104,9 +123,10 @@ class ConsoleSessions:
 
     def _prune(self) -> None:
         now = self._clock()
-        for table in (self._codes, self._sessions):
-            for key in [k for k, expires in table.items() if expires <= now]:
-                del table[key]
+        for key in [k for k, expires in self._codes.items() if expires <= now]:
+            del self._codes[key]
+        for nonce in [n for n, expires in self._revoked.items() if expires <= now]:
+            del self._revoked[nonce]
 
 
 def cookie_value(headers: dict[bytes, list[bytes]], name: str) -> str | None:

@@ -85,6 +85,7 @@ class Daemon:
             after = page["nextAfter"]
 
     def stop(self) -> None:
+        """SIGTERM, and wait for a clean exit (killed if it hangs)."""
         self.api.close()
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -95,12 +96,22 @@ class Daemon:
                 self.process.communicate()
 
 
-def start_daemon(home: Path) -> Daemon:
-    """``agentkeep --home HOME --json serve --port 0`` with the local models above."""
+def start_daemon(home: Path, port: int = 0) -> Daemon:
+    """``agentkeep --home HOME --json serve --port PORT`` with the local models above."""
     home.mkdir(parents=True, exist_ok=True)
     (home / "providers.toml").write_text(PROVIDERS)
     process = subprocess.Popen(
-        [*AGENTKEEP, "--home", str(home), "--json", "--log-level", "error", "serve", "--port", "0"],
+        [
+            *AGENTKEEP,
+            "--home",
+            str(home),
+            "--json",
+            "--log-level",
+            "error",
+            "serve",
+            "--port",
+            str(port),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

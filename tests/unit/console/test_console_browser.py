@@ -6,6 +6,7 @@ middle of a slow turn and lose nothing, cancel it, archive; and load a 10,000-ev
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -181,6 +182,59 @@ def test_reload_mid_turn_loses_nothing_and_cancel_ends_the_turn(
     turns = daemon.api.get(f"/v1/sessions/{session_id}/turns").json()
     assert [t["status"] for t in turns["turns"]] == ["cancelled"]
     assert [e["sequence"] for e in ledger] == list(range(1, len(ledger) + 1))
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_a_daemon_restart_mid_turn_resumes_the_stream_with_nothing_lost(
+    page: Page, tmp_path: Path
+) -> None:
+    """SIGTERM the daemon while a turn streams, start it again on the same port: the open
+    page keeps its cookie (signed with the token, which the restart keeps), reconnects from
+    the last sequence it rendered, and shows the turn's end with every event once."""
+    home = tmp_path / "home"
+    port = _free_port()
+    running = start_daemon(home, port)
+    streams: list[dict[str, str]] = []
+    page.on(
+        "request",
+        lambda request: (
+            streams.append({"url": request.url, **request.headers})
+            if "/events/stream" in request.url
+            else None
+        ),
+    )
+    try:
+        _sign_in(page, running)
+        _create_definition(page, running, "restarted", "slow/gym-1")
+        page.click("#start-session")
+        page.wait_for_selector("#view[data-loaded=true][data-live=open]")
+        session_id = page.url.rsplit("/", 1)[1]
+        page.fill("#message", "survive a restart")
+        page.click("#send")
+        page.wait_for_selector("#log [data-type='turn.running']")
+        running.stop()
+        page.wait_for_selector("#view[data-live=reconnecting]")
+        shown_before = _seqs(page)
+        running = start_daemon(home, port)
+        page.wait_for_selector("#log [data-type='turn.completed']", timeout=60_000)
+        ledger = _matches_ledger(page, running, session_id)
+        duplicates = page.get_attribute("#view", "data-duplicates")
+    finally:
+        running.stop()
+    assert shown_before == [e["sequence"] for e in ledger][: len(shown_before)]
+    resumed = streams[1:]
+    assert resumed, "the page never reconnected"
+    # The browser's own reconnect (same URL, after=0) sent Last-Event-ID: the new daemon
+    # resumed after it, so the page received no event it had already rendered (had the
+    # header been lost, the whole backlog would have come again).
+    assert all("after=0" in request["url"] for request in resumed)
+    assert duplicates is None
 
 
 def test_a_session_of_ten_thousand_events_loads(

@@ -12,9 +12,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.unit.server.conftest import Served, serve
+from tests.unit.server.conftest import TOKEN, Served, serve
 
-from agentkeep.server.console_auth import COOKIE_NAME, CSRF_HEADER, ConsoleSessions
+from agentkeep.server.console_auth import (
+    COOKIE_NAME,
+    CSRF_HEADER,
+    SESSION_SECONDS,
+    ConsoleSessions,
+)
 
 ORIGIN_HEADER = "Origin"
 
@@ -60,19 +65,28 @@ def test_a_one_time_link_sets_a_strict_httponly_cookie_and_redirects_to_a_clean_
             assert other.get("/v1/agents").status_code == 401
 
 
-def test_an_expired_or_unknown_code_is_refused() -> None:
-    now = [1000.0]
-    console = ConsoleSessions(clock=lambda: now[0])
+def test_codes_expire_and_credentials_outlive_a_restart_but_not_the_token() -> None:
+    now = [1_000_000.0]
+    console = ConsoleSessions(TOKEN, clock=lambda: now[0])
     code = console.issue(ttl_seconds=60)
     now[0] += 61
-    assert console.redeem(code) is None
+    assert console.redeem(code) is None  # expired
     assert console.redeem("not-a-code") is None
-    fresh = console.issue(ttl_seconds=60)
-    credential = console.redeem(fresh)
+    credential = console.redeem(console.issue(ttl_seconds=60))
     assert credential is not None
     assert console.valid(credential)
+    # A restarted daemon (same token) honours it; another token does not.
+    assert ConsoleSessions(TOKEN, clock=lambda: now[0]).valid(credential)
+    assert not ConsoleSessions(TOKEN + "x", clock=lambda: now[0]).valid(credential)
+    expires, nonce, mac = credential.split(".")
+    forged = [f"{int(expires) + 999}.{nonce}.{mac}", f"{expires}.{nonce}x.{mac}", "a.b.c", ""]
+    assert not any(console.valid(f) for f in forged)
     console.revoke(credential)
     assert not console.valid(credential)
+    later = ConsoleSessions(TOKEN, clock=lambda: now[0] + SESSION_SECONDS + 1)
+    other = console.redeem(console.issue())
+    assert other is not None
+    assert not later.valid(other)  # expired
 
 
 def test_the_cookie_is_refused_cross_site_and_on_unsafe_methods_without_the_header(

@@ -10,7 +10,7 @@ import { renderEvent, isTerminal } from './ledger.js';
 const PAGE = 1000;
 
 export function sessionPage(view, id) {
-  const state = { last: 0, open: new Set(), calls: new Map(), streams: new Map(), source: null, closed: false };
+  const state = { last: 0, duplicates: 0, open: new Set(), calls: new Map(), streams: new Map(), source: null, closed: false };
   const log = h('div', { id: 'log', class: 'log', 'aria-live': 'polite' });
   const badge = h('span', { id: 'session-status', class: 'badge' }, '…');
   const turnBadge = h('span', { id: 'turn-status', class: 'badge idle' }, 'idle');
@@ -58,7 +58,11 @@ export function sessionPage(view, id) {
   function build(events) {
     const fragment = document.createDocumentFragment();
     for (const ev of events) {
-      if (ev.sequence <= state.last) continue; // seen already (a reconnect's overlap)
+      if (ev.sequence <= state.last) { // seen already: never rendered twice (and counted)
+        state.duplicates += 1;
+        view.dataset.duplicates = String(state.duplicates);
+        continue;
+      }
       note(ev);
       fragment.append(renderEvent(ev, state.calls));
       state.last = ev.sequence;
