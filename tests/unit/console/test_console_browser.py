@@ -7,9 +7,11 @@ middle of a slow turn and lose nothing, cancel it, archive; and load a 10,000-ev
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +184,60 @@ def test_reload_mid_turn_loses_nothing_and_cancel_ends_the_turn(
     turns = daemon.api.get(f"/v1/sessions/{session_id}/turns").json()
     assert [t["status"] for t in turns["turns"]] == ["cancelled"]
     assert [e["sequence"] for e in ledger] == list(range(1, len(ledger) + 1))
+
+
+class _EvilPage(BaseHTTPRequestHandler):
+    """A page of another origin (same host, another port: same-site, so a browser sends
+    even a SameSite=Strict cookie along) that tries to use the console's cookie."""
+
+    target = ""
+
+    def do_GET(self) -> None:
+        body = f"""<!doctype html><form id="f" method="post" enctype="text/plain"
+          action="{self.target}/v1/agents"><input name='{{"id":"evil-form","x":"' value='"}}'>
+          </form>""".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_page_of_another_origin_cannot_use_the_cookie(page: Page, daemon: Daemon) -> None:
+    _sign_in(page, daemon)
+    _EvilPage.target = daemon.url
+    evil = ThreadingHTTPServer(("127.0.0.1", 0), _EvilPage)
+    thread = threading.Thread(target=evil.serve_forever, daemon=True)
+    thread.start()
+    try:
+        page.goto(f"http://127.0.0.1:{evil.server_address[1]}/")
+        statuses = page.evaluate(
+            """async (target) => {
+              const tries = [
+                fetch(target + '/v1/agents', {method: 'POST', mode: 'no-cors',
+                  credentials: 'include', headers: {'content-type': 'text/plain'},
+                  body: JSON.stringify({id: 'evil-fetch'})}),
+                fetch(target + '/v1/agents', {method: 'POST', credentials: 'include',
+                  headers: {'content-type': 'application/json', 'x-agentkeep-console': '1'},
+                  body: JSON.stringify({id: 'evil-cors'})}),
+              ];
+              return Promise.all(tries.map((t) => t.then((r) => r.type, (e) => 'blocked')));
+            }""",
+            daemon.url,
+        )
+        assert statuses == ["opaque", "blocked"]  # no readable answer, the preflight failed
+        with page.expect_navigation():
+            page.evaluate("document.getElementById('f').submit()")
+        assert page.locator("body").inner_text().find("forbidden_origin") >= 0
+    finally:
+        evil.shutdown()
+        evil.server_close()
+        thread.join(TIMEOUT)
+    ids = [a["id"] for a in daemon.api.get("/v1/agents").json()["agents"]]
+    assert not [i for i in ids if i.startswith("evil")]
 
 
 def _free_port() -> int:
