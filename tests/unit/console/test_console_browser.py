@@ -42,8 +42,15 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
 
 
 def _sign_in(page: Page, daemon: Daemon) -> None:
-    page.goto(daemon.take_link())
+    link = daemon.take_link()
+    page.goto(link)
     assert page.url == daemon.url + "/"  # redirected: no code, no token in the address
+    page.wait_for_selector("#view[data-loaded=true]")
+    spent = page.goto(link)  # a link works once
+    assert spent is not None
+    assert spent.status == 403
+    assert "cannot be used" in page.inner_text("h1")
+    page.goto(daemon.url + "/")
     page.wait_for_selector("#view[data-loaded=true]")
     cookies = page.context.cookies()
     assert [(c["name"], c["httpOnly"], c["sameSite"], c["path"]) for c in cookies] == [
@@ -89,6 +96,9 @@ def _create_definition(page: Page, daemon: Daemon, id: str, model: str) -> None:
 def test_sign_in_define_start_send_stream_and_archive(
     page: Page, daemon: Daemon, screenshots: Path
 ) -> None:
+    page.goto(daemon.url + "/")  # not signed in yet: the page says how to
+    page.wait_for_selector("#signin-needed")
+    page.screenshot(path=str(screenshots / "signin.png"))
     _sign_in(page, daemon)
     _create_definition(page, daemon, "helper", "fast/gym-1")
     assert daemon.api.get("/v1/agents/helper").json()["currentRevision"] == 1

@@ -13,6 +13,7 @@ function signedOut() {
   if (cleanup) cleanup();
   cleanup = null;
   document.body.dataset.signedOut = 'true';
+  document.getElementById('signout').hidden = true;
   clear(view).append(h('section', { class: 'narrow', id: 'signin-needed' },
     h('h1', null, 'Sign in'),
     h('p', null, 'Open the one-time sign-in link that ', h('code', null, 'agentkeep serve'),
