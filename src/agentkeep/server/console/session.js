@@ -105,9 +105,21 @@ export function sessionPage(view, id) {
       view.dataset.live = 'reconnecting';
       if (source.readyState === EventSource.CLOSED && !state.closed) {
         // The browser gave up (a refusal, a restart): start again from the last sequence.
-        setTimeout(connect, 1000);
+        setTimeout(retry, 1000);
       }
     };
+  }
+
+  // Reconnect once the daemon answers again; a 401 stops here (the sign-in page shows).
+  async function retry() {
+    if (state.closed) return;
+    try {
+      await api('GET', `/v1/sessions/${enc(id)}`);
+    } catch (error) {
+      if (error.status === 401) return;
+      if (error.status === undefined) { setTimeout(retry, 1000); return; }
+    }
+    connect();
   }
 
   async function load() {
