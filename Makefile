@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-package
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-daemon demo-postgres test test-postgres test-fast check lint typecheck unit chaos bench clean
+.PHONY: demo demo-daemon demo-postgres test test-postgres test-fast test-console check lint typecheck unit chaos bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,9 +26,11 @@ $(STAMP): pyproject.toml $(DEMO_STAMP)
 
 ## test: lint, type-check and run the whole suite (what CI runs), naming its 25 slowest tests;
 ## first installs the PostgreSQL server package when the machine has none (its tests start
-## throwaway clusters: scripts/postgres-cluster)
+## throwaway clusters: scripts/postgres-cluster) and Debian's Chromium (the console's browser
+## tests: scripts/browser-deps)
 test: check
 	scripts/postgres-cluster install > /dev/null
+	scripts/browser-deps > /dev/null
 	$(BIN)/python -m pytest --durations=25
 
 ## test-fast: the unit suite without its slow tests (processes, the daemon as a process,
@@ -47,6 +49,12 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -m "not slow" -q -p no:cacheprovider \
 		--hypothesis-profile=ci --durations=10 -n 2
 
+## test-console: the console's browser tests (headless Debian Chromium over a real daemon),
+## installing the package when missing (scripts/browser-deps)
+test-console: $(STAMP)
+	scripts/browser-deps > /dev/null
+	$(BIN)/python -m pytest tests/unit/console -q -p no:cacheprovider --durations=10
+
 check: lint typecheck
 
 lint: $(STAMP)
@@ -57,6 +65,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
+	scripts/browser-deps > /dev/null
 	$(BIN)/python -m pytest tests/unit
 
 chaos: $(STAMP)

@@ -43,6 +43,8 @@ SLOW: tuple[str, ...] = (
     "server/test_hostile_daemon.py",
     "server/test_serve_process.py",
     "server/test_ready_file.py",
+    # the console in a real headless Chromium over agentkeep serve as a process
+    "console/test_console_browser.py",
     "test_readme_rest.py",
     # a child process killed, or owning a store
     "loop/test_held_block_sigkill.py",

@@ -2,7 +2,8 @@
 
 It owns the state directory while it runs (the store's lock), so other commands exit 3 until
 it stops. Access logs go to stderr (``info`` unless ``--log-level`` says otherwise); stdout
-gets one line once it listens: the URL (or JSON with ``--json``). The token file is written
+gets, once it listens, the URL and a line with the console's one-time sign-in link (with
+``--json``: one JSON line, the link as ``console``). The token file is written
 before the store is opened, so before the daemon listens; ``--ready-file PATH`` is written
 (atomically) only once the daemon listens, ``daemon.json`` and the token exist: a script
 waits for PATH instead of sleeping.
@@ -138,12 +139,17 @@ def serve(
             ready = {"url": server.url, "port": server.port, "pid": os.getpid()}
             tokens = None if token is None else _token_path(state, token_file)
             write_ready_file(ready_file, {**ready, "token_file": tokens})
+        # The console's one-time sign-in link (no link is needed without a token).
+        console = server.url + "/" if token is None else server.signin_url()
         if state.json_mode:
             line = msgspec.json.encode(
-                {"url": server.url, "port": server.port, "pid": os.getpid()}
+                {"url": server.url, "port": server.port, "pid": os.getpid(), "console": console}
             ).decode()
         else:
-            line = f"agentkeep serving {state.home.path} at {server.url} (pid {os.getpid()})"
+            line = (
+                f"agentkeep serving {state.home.path} at {server.url} (pid {os.getpid()})\n"
+                f"console: {console} (a one-time link, valid for 5 minutes)"
+            )
         click.echo(line)
         sys.stdout.flush()
 

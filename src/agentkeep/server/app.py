@@ -24,7 +24,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.logs import get_logger
-from agentkeep.server import routes_agents, routes_events, routes_sessions, routes_turns
+from agentkeep.server import (
+    console_pages,
+    routes_agents,
+    routes_console,
+    routes_events,
+    routes_sessions,
+    routes_turns,
+)
+from agentkeep.server.console_auth import ConsoleSessions
 from agentkeep.server.context import ServerContext
 from agentkeep.server.errors import ApiError, error_response, json_response
 from agentkeep.server.limits import LogBudget
@@ -82,6 +90,7 @@ def operations() -> tuple[Operation, ...]:
         *routes_sessions.OPERATIONS,
         *routes_turns.OPERATIONS,
         *routes_events.OPERATIONS,
+        *routes_console.OPERATIONS,
     )
 
 
@@ -189,6 +198,7 @@ def create_app(
     heartbeat_seconds: float = 15.0,
     wait_seconds: float = 120.0,
     log_budget: LogBudget | None = None,
+    console: ConsoleSessions | None = None,
 ) -> Starlette:
     """The daemon's ASGI app over ``system`` (which the caller keeps owning and closes).
 
@@ -198,6 +208,8 @@ def create_app(
         heartbeat_seconds: Seconds between SSE heartbeat comments.
         wait_seconds: The longest a waiting request (``compact`` with ``wait``) waits.
         log_budget: The per-client budget of access-log lines (a fresh one by default).
+        console: The console's sign-in codes and sessions (by default one keyed by the
+            policy's token); it is ``app.state.console``.
 
     Returns:
         The app; ``app.state.agentkeep`` is its :class:`ServerContext` (its ``streams`` are
@@ -205,9 +217,13 @@ def create_app(
     """
     ops = operations()
     budget = log_budget or LogBudget()
+    console = console or ConsoleSessions(policy.token)
     app = Starlette(
-        routes=routes(ops),
-        middleware=[Middleware(AccessLog, budget=budget), Middleware(Guard, policy=policy)],
+        routes=[*routes(ops), *console_pages.routes()],
+        middleware=[
+            Middleware(AccessLog, budget=budget),
+            Middleware(Guard, policy=policy, console=console),
+        ],
         exception_handlers={
             ApiError: _api_error,
             HTTPException: _http_error,
@@ -221,6 +237,7 @@ def create_app(
         wait_seconds=wait_seconds,
         log_budget=budget,
     )
+    app.state.console = console
     app.state.openapi = msgspec.json.encode(document(ops, version=_version()))
     return app
 

@@ -175,6 +175,13 @@ class RunningServer:
         shown = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{shown}:{self.port}"
 
+    def signin_url(self) -> str:
+        """A fresh one-time console sign-in link (single use, short expiry:
+        :mod:`agentkeep.server.console_auth`)."""
+        from agentkeep.server.routes_console import signin_path
+
+        return self.url + signin_path(self.app.state.console)
+
     @property
     def context(self) -> ServerContext:
         """The app's shared state (its open streams)."""

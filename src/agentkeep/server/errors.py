@@ -118,6 +118,7 @@ STATUS_OF_CODE: dict[str, int] = {
             "store_closed",
             "store_locked",
             "store_unavailable",
+            "store_ownership_lost",
             "store_not_writable",
             "store_replaced",
             "store_damaged",

@@ -7,7 +7,8 @@ Every request passes :class:`Guard` before any route runs, in this order:
 2. a present ``Origin`` must be allowed, or **403** (browsers send it cross-site);
 3. every ``/v1`` request needs the token, or the canonical **401**: ``Authorization: Bearer``
    (the scheme case-insensitive) or ``x-amalgm-runtime-token``, compared with
-   :func:`hmac.compare_digest` on bytes;
+   :func:`hmac.compare_digest` on bytes — or, instead, the console's session cookie on a
+   same-origin request (:mod:`agentkeep.server.console_auth`);
 4. a ``POST``/``PATCH`` with a body must declare JSON (**415**) and be at most
    :data:`MAX_BODY_BYTES` (**413**; a body without a length is counted while it is read,
    :func:`agentkeep.server.requests.read_body`).
@@ -30,6 +31,7 @@ from pathlib import Path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentkeep.errors import AgentkeepError
+from agentkeep.server.console_auth import ConsoleSessions
 from agentkeep.server.errors import ApiError, error_response, unauthorized
 
 #: The largest request body accepted (512 KB, docs/daemon.md).
@@ -200,9 +202,12 @@ def _is_json(content_type: bytes) -> bool:
 class Guard:
     """The ASGI middleware enforcing a :class:`SecurityPolicy` (see the module doc)."""
 
-    def __init__(self, app: ASGIApp, policy: SecurityPolicy) -> None:
+    def __init__(
+        self, app: ASGIApp, policy: SecurityPolicy, console: ConsoleSessions | None = None
+    ) -> None:
         self.app = app
         self.policy = policy
+        self.console = console
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse the request with the first rule it breaks, or pass it on."""
@@ -228,13 +233,18 @@ class Guard:
             if origin.decode("latin-1").lower().rstrip("/") not in self.policy.allowed_origins:
                 return ApiError(403, "forbidden_origin", "Requests from this Origin are refused.")
         path: str = scope["path"]
-        if (path == "/v1" or path.startswith("/v1/")) and not self.policy.authorized(headers):
+        if (path == "/v1" or path.startswith("/v1/")) and not self._authorized(scope, headers):
             return unauthorized()
         if path == METRICS_PATH and not self.policy.authorized(headers):
             return unauthorized()  # the Prometheus metrics: the token, like the API's
         if scope["method"] in ("POST", "PATCH", "PUT"):
             return self._body_refusal(headers)
         return None
+
+    def _authorized(self, scope: Scope, headers: dict[bytes, list[bytes]]) -> bool:
+        if self.policy.authorized(headers):
+            return True
+        return self.console is not None and self.console.cookie_allowed(scope["method"], headers)
 
     def _body_refusal(self, headers: dict[bytes, list[bytes]]) -> ApiError | None:
         lengths = headers.get(b"content-length", [])

@@ -47,6 +47,7 @@ REQUESTS: list[tuple[str, str, str, Any]] = [
     ("GET", "/v1/agents/{id}", "/v1/agents/a1", None),
     ("PATCH", "/v1/agents/{id}", "/v1/agents/a1", {"name": "n"}),
     ("DELETE", "/v1/agents/{id}", "/v1/agents/a1", None),
+    ("GET", "/v1/agents/{id}/revisions", "/v1/agents/a1/revisions", None),
     ("GET", "/v1/sessions", "/v1/sessions", None),
     ("POST", "/v1/sessions", "/v1/sessions", {"agentId": "a1", "sessionId": "s1"}),
     ("GET", "/v1/sessions/{id}", "/v1/sessions/s1", None),
@@ -75,7 +76,7 @@ REQUESTS: list[tuple[str, str, str, Any]] = [
     ),
     ("GET", "/metrics", "/metrics", None),
 ]
-WITHOUT_SYSTEM = {"/healthz", "/v1/openapi.json"}
+WITHOUT_SYSTEM = {"/healthz", "/v1/openapi.json", "/v1/console/links"}
 
 
 def library_errors() -> list[type[AgentkeepError]]:
