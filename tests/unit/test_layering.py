@@ -48,6 +48,8 @@ LAYERS: tuple[Component, ...] = (
             # through it, and the CLI's store reader uses the registry without a system.
             "agentkeep._admission",
             "agentkeep.config",
+            # OpenTelemetry's tracer and the span vocabulary: the writer (rank 2) emits spans.
+            "agentkeep.tracing",
         ),
     ),
     Component(2, "loop", ("agentkeep.loop",)),

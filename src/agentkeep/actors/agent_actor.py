@@ -40,6 +40,7 @@ from agentkeep.actors.supervision.inbox import SimpleInboxMixin
 from agentkeep.actors.supervision.supervised import ChildExited
 from agentkeep.actors.supervisor import SupervisedMixin
 from agentkeep.actors.tool_runner import BatchTools, ToolRunner
+from agentkeep.actors.turn_spans import TurnSpans
 from agentkeep.errors import CommitOutcomeUnknownError, UnknownProviderError
 from agentkeep.features import (
     FeatureSet,
@@ -241,6 +242,10 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         self._incarnation = object()  # what a claim this incarnation fed names
         # A system's features are fixed: whether any observes the loop's events, asked once.
         self._observes_events = features.overrides("on_event")
+        # The run's spans (docs/observability.md); nothing is built without a tracer provider.
+        self._spans = TurnSpans(
+            agent_id, lambda: store.read(lambda tx: tx.turns.trace_of_live(agent_id))
+        )
 
     # -- mailbox ---------------------------------------------------------------------------
 
@@ -347,6 +352,9 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         # the ones every step carries out several times come first.
         match effect:
             case Observe():
+                if effect.hook == "after_inference":
+                    i = effect.ids.inference_id
+                    self._spans.inference_finished(i, effect.state, effect.tokens, effect.error)
                 self._observe(effect)
             case Emit(event=event):
                 if isinstance(event, TextDelta) and self._options.publish is not None:
@@ -368,7 +376,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             case StartTools(runs=runs, ids=ids):
                 batch = self._runner.batch_tools(self._core.settings, ids)
                 for run in runs:
-                    self._start_tool(run, batch)
+                    self._start_tool(run, batch, effect.ids)
                 return self._runner.lifetimes(runs, batch)  # which calls steering interrupts
             case CancelTools(internal_ids=ids):
                 # Answered already: a call that ignores its cancellation past the grace is
@@ -382,8 +390,10 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             case CancelTimer(timer_id=timer_id):
                 self._timers.cancel(timer_id)
             case CompactionResolved(error=error):
+                self._spans.compaction_resolved(error)
                 self._status.resolve_compactions(error)
-            case LoopStopped(settled=settled):
+            case LoopStopped(settled=settled, error=error):
+                self._spans.stopped(error)
                 self._stopped = settled
         return []
 
@@ -452,15 +462,17 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             return CommitFailed(plan=plan, message=str(error) or type(error).__name__)
         return CommitLanded(plan=plan, value=value)
 
-    def _start_tool(self, run: ToolRun, batch: BatchTools) -> None:
+    def _start_tool(self, run: ToolRun, batch: BatchTools, ids: LifecycleIds) -> None:
         status = self._status
+        # Opened on the tool's thread, in the turn's span's context handed over explicitly.
+        traced = self._spans.tool_span_factory(run.call, ids, resumed=run.resumed)
 
         def start(token: CancelToken) -> pykka.ActorRef[Any]:
             bound = self._runner.bind(run, token, batch)
 
             def execute() -> ToolResultMessage:
                 with status.running_tool():  # a waited compact from another loop checks it
-                    return bound()
+                    return bound() if traced is None else traced(bound)
 
             return run_child(
                 ToolCallActor, self.actor_ref, run.internal_id, run.call.call_id, execute
@@ -484,6 +496,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
 
     def _start_inference(self, effect: StartInference) -> list[Event]:
         child_id = effect.inference_id
+        self._spans.inference_started(child_id, effect.settings, self._core.lifecycle_ids)
         try:
             session, instructions = self._model_session_for(effect.settings)
         except Exception as error:
@@ -509,6 +522,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         from agentkeep.types import CompactionFailed
 
         child_id = effect.compaction_id
+        self._spans.compaction_started(child_id, effect.settings, self._core.lifecycle_ids)
         try:
             session, instructions = self._model_session_for(effect.settings)
         except Exception as error:
@@ -568,6 +582,16 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
                 features.observe(hook, ctx_for, *())
 
     def _run_hook(self, effect: RunHook) -> list[Event]:
+        if effect.hook == "before_turn":
+            self._spans.turn_started(effect.ids)
+        elif effect.hook == "after_turn":
+            try:
+                return self._run_hook_inside(effect)
+            finally:
+                self._spans.turn_ended(aborted=effect.aborted)
+        return self._run_hook_inside(effect)
+
+    def _run_hook_inside(self, effect: RunHook) -> list[Event]:
         features = self._features
         if not features.overrides(effect.hook):
             # No feature overrides it: it decides nothing (no actions, no compaction), so

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 import pykka
+from opentelemetry.trace import Tracer
 
 from agentkeep.errors import (
     CommitNotWritableError,
@@ -67,6 +68,8 @@ from agentkeep.persistence.handle import WAKE, StoreWriterHandle, mark_writer_th
 from agentkeep.persistence.inbox import Counters, Inbox, WorkItem, WriterStatistics
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.transaction import SqliteTransaction, Statements
+from agentkeep.tracing import names as span_names
+from agentkeep.tracing import tracer as configured_tracer
 
 if TYPE_CHECKING:
     from pykka._actor import ActorInbox
@@ -167,8 +170,12 @@ class StoreWriter(pykka.ThreadingActor):
         try:
             while items := self._inbox.take_all():
                 pending = deque(items)
+                tracer = configured_tracer()  # None: no provider, no span (docs/observability.md)
                 while pending:
-                    self._run_group(pending)
+                    if tracer is None:
+                        self._run_group(pending)
+                    else:
+                        self._run_group_traced(tracer, pending)
                 items = []
                 self._counters.wal_pages = self._wal_pages  # one int: atomic
                 self._maybe_checkpoint()
@@ -212,6 +219,17 @@ class StoreWriter(pykka.ThreadingActor):
         self._counters.add(failed_transactions=len(queued))
         self._rollback()
         self._close_connection()
+
+    def _run_group_traced(self, tracer: Tracer, pending: deque[WorkItem]) -> None:
+        """:meth:`_run_group` in one span: a group commit, with its size (one span per
+        group, never per statement or work item)."""
+        before = len(pending)
+        span = tracer.start_span(span_names.STORE_COMMIT)
+        try:
+            self._run_group(pending)
+        finally:
+            span.set_attribute(span_names.STORE_GROUP_SIZE, before - len(pending))
+            span.end()
 
     def _run_group(self, pending: deque[WorkItem]) -> None:
         """Run items from ``pending`` as one transaction; leaves unrun items in ``pending``."""
