@@ -510,9 +510,12 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             ]
         context = Context(instructions=instructions, messages=effect.messages)
         selection = _selection(effect.settings)
+        trace_context = self._spans.inference_context(child_id)
 
         def start(token: CancelToken) -> StreamJob:
-            return self._streams.start(self.actor_ref, child_id, session, context, selection, token)
+            return self._streams.start(
+                self.actor_ref, child_id, session, context, selection, token, trace_context
+            )
 
         self._children.start(child_id, "inference", start)
         return []

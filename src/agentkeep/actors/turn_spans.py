@@ -142,6 +142,12 @@ class TurnSpans:
         )
         self._inferences[inference_id] = span
 
+    def inference_context(self, inference_id: str) -> otel_context.Context | None:
+        """The context whose span is request ``inference_id``'s (None: not traced), for the
+        thread that streams it."""
+        span = self._inferences.get(inference_id) if self._inferences else None
+        return None if span is None else trace.set_span_in_context(span)
+
     def inference_finished(
         self, inference_id: str | None, state: str | None, tokens: Tokens | None, error: str | None
     ) -> None:

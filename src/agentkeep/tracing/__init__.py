@@ -8,6 +8,7 @@ agentkeep alone with :func:`set_tracer_provider`.
 
 from agentkeep.tracing import names
 from agentkeep.tracing.tracer import (
+    current,
     current_traceparent,
     parent_context,
     remote_parent,
@@ -16,6 +17,7 @@ from agentkeep.tracing.tracer import (
 )
 
 __all__ = [
+    "current",
     "current_traceparent",
     "names",
     "parent_context",

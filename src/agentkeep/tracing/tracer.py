@@ -83,6 +83,20 @@ def parent_context(traceparent: str | None) -> otel_context.Context | None:
 
 
 @contextlib.contextmanager
+def current(context: otel_context.Context | None) -> Iterator[None]:
+    """Make ``context`` this thread's current context for the block (nothing for None): how
+    a span opened on one thread becomes the parent of what runs on another."""
+    if context is None:
+        yield
+        return
+    token = otel_context.attach(context)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+@contextlib.contextmanager
 def remote_parent(headers: Mapping[str, str]) -> Iterator[None]:
     """Make the span a request's ``traceparent`` (and ``tracestate``) header names current
     for the block (nothing when tracing is off or the header is absent or malformed): work
