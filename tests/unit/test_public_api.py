@@ -334,6 +334,7 @@ ROLES: dict[str, list[str]] = {
     # OpenTelemetry traces: the span vocabulary and the provider agentkeep's spans come from
     "agentkeep.tracing": [
         "current",
+        "current_span",
         "current_traceparent",
         "names",
         "parent_context",

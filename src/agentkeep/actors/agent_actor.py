@@ -101,6 +101,7 @@ from agentkeep.providers.protocol import CancelToken
 from agentkeep.runtime import commit_plans
 from agentkeep.runtime.base_state import BaseStateSource
 from agentkeep.tools.provider_tools import ProviderTool, check_provider_tools, policy_of
+from agentkeep.tracing import current
 from agentkeep.types import (
     Context,
     JSONObject,
@@ -445,10 +446,17 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             settings=self._core.settings,
             ids=ids,
         )
+
+        def work(tx: Transaction) -> Any:
+            return commit_plans.execute(tx, agent_id, plan, policy, hooks, self._lifecycle)
+
         try:
-            value = self._store.transact(
-                lambda tx: commit_plans.execute(tx, agent_id, plan, policy, hooks, self._lifecycle)
-            )
+            turn = self._spans.parent()  # traced: the turn's span is the commit's caller
+            if turn is None:
+                value = self._store.transact(work)
+            else:
+                with current(turn):
+                    value = self._store.transact(work)
         except CommitOutcomeUnknownError as error:
             log.warning("agent_commit_outcome_unknown", agent_id=agent_id, error=repr(error))
             return CommitFailed(plan=plan, message=str(error), outcome_unknown=True)

@@ -49,6 +49,8 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 import pykka
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
 from agentkeep.errors import (
@@ -224,7 +226,16 @@ class StoreWriter(pykka.ThreadingActor):
         """:meth:`_run_group` in one span: a group commit, with its size (one span per
         group, never per statement or work item)."""
         before = len(pending)
-        span = tracer.start_span(span_names.STORE_COMMIT)
+        callers = [item.caller for item in pending if item.caller is not None]
+        # A group of one is a child of its caller's span (a turn's commit sits in the turn's
+        # tree); a larger group serves many callers: it links to each. Never the writer
+        # thread's current context.
+        if before == 1 and callers:
+            parent = trace.set_span_in_context(trace.NonRecordingSpan(callers[0]))
+        else:
+            parent = otel_context.Context()
+        links = [trace.Link(caller) for caller in callers]
+        span = tracer.start_span(span_names.STORE_COMMIT, context=parent, links=links)
         try:
             self._run_group(pending)
         finally:

@@ -9,6 +9,7 @@ agentkeep alone with :func:`set_tracer_provider`.
 from agentkeep.tracing import names
 from agentkeep.tracing.tracer import (
     current,
+    current_span,
     current_traceparent,
     parent_context,
     remote_parent,
@@ -18,6 +19,7 @@ from agentkeep.tracing.tracer import (
 
 __all__ = [
     "current",
+    "current_span",
     "current_traceparent",
     "names",
     "parent_context",

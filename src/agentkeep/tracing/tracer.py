@@ -71,6 +71,15 @@ def current_traceparent() -> str | None:
     return carrier.get("traceparent")
 
 
+def current_span() -> trace.SpanContext | None:
+    """The calling thread's current span's context, or None when tracing is off or no span
+    is current (what a store transaction submitted now links its group commit to)."""
+    if tracer() is None:
+        return None
+    span_context = trace.get_current_span().get_span_context()
+    return span_context if span_context.is_valid else None
+
+
 def parent_context(traceparent: str | None) -> otel_context.Context | None:
     """A context whose (remote) span is the one ``traceparent`` names; None for None or a
     malformed value (the span is then a root)."""

@@ -100,9 +100,26 @@ def test_a_turn_with_a_tool_call_is_one_span_tree_under_the_caller(
     assert call.end_time <= turn.end_time
 
     commits = named(finished, names.STORE_COMMIT)
-    assert commits, "no group commit span"
     sizes = [c.attributes[names.STORE_GROUP_SIZE] for c in commits if c.attributes]
     assert all(isinstance(size, int) and size >= 1 for size in sizes)
+    # The turn's own commits (its consumption, the call's request and result, the answer)
+    # are its children when alone in their group, and linked to it when grouped.
+    turns = [
+        c
+        for c in commits
+        if parent_of(c) == turn.context.span_id
+        or any(link.context.span_id == turn.context.span_id for link in c.links)
+    ]
+    assert len(turns) >= 2, [(parent_of(c), c.links) for c in commits]
+    # The acceptance, committed on the caller's thread, belongs to the caller's trace.
+    accepted = [c for c in commits if parent_of(c) == caller_context.span_id]
+    linked = [
+        c
+        for c in commits
+        if any(link.context.span_id == caller_context.span_id for link in c.links)
+    ]
+    assert accepted or linked
+    assert all(c.context.trace_id == caller_context.trace_id for c in accepted)
 
 
 def test_without_a_tracer_provider_nothing_is_built_stored_or_recorded(tmp_path: Path) -> None:
