@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 # -- span names ----------------------------------------------------------------------------
-#: One turn of an agent's loop (a seed turn sent over REST runs as one), from its start
+#: One turn of an agent's loop (a turn sent over REST runs as one), from its start
 #: (``before_turn``) to its end (``after_turn``), or to the run's stop.
 TURN: Final = "agentkeep.turn"
 #: One provider request: ``chat {model}`` (:func:`inference_name`).
