@@ -96,3 +96,19 @@ def test_worker_hop_reports_both_pools_and_the_ratio(capsys: pytest.CaptureFixtu
     assert re.search(r"server.workers.run_sync +[\d.]+ us CPU a hop", out)
     assert re.search(r"starlette run_in_threadpool +[\d.]+ us CPU a hop", out)
     assert re.search(r"the pool vs AnyIO's: [\d.]+x", out)
+
+
+def test_tracing_reports_off_noop_and_on_per_step(capsys: pytest.CaptureFixture[str]) -> None:
+    module = _load("tracing")
+
+    assert module.main(["--steps", "4", "--rounds", "1"]) == 0
+
+    out = capsys.readouterr().out
+    for label in ("step", "tool step"):
+        assert f"\n{label}: CPU µs per {label}, 4 steps" in out
+    row = r"  {} +[\d.]+ µs +[\d.]+x off +spans/step +([\d.]+)"
+    assert re.search(row.format("off"), out)
+    assert re.search(row.format("API no-op"), out)
+    on = re.findall(row.format(r"on \(SDK, batch\)"), out)
+    assert len(on) == 2
+    assert all(float(spans) >= 3 for spans in on)  # a turn, a request, commits at least

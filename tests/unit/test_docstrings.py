@@ -59,6 +59,7 @@ PUBLIC_PACKAGES = (
     "agentkeep.tools",
     "agentkeep.features",
     "agentkeep.modules",
+    "agentkeep.tracing",
 )
 INTERNAL_PACKAGES = (
     "agentkeep.loop",

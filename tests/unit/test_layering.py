@@ -51,6 +51,8 @@ LAYERS: tuple[Component, ...] = (
             # The per-system Prometheus registry and its counters, fed by actors and read
             # by the system and the daemon.
             "agentkeep.metrics",
+            # OpenTelemetry's tracer and the span vocabulary: the writer (rank 2) emits spans.
+            "agentkeep.tracing",
         ),
     ),
     Component(2, "loop", ("agentkeep.loop",)),

@@ -331,6 +331,17 @@ ROLES: dict[str, list[str]] = {
         "ModuleDatabase",
         "ModuleHooks",
     ],
+    # OpenTelemetry traces: the span vocabulary and the provider agentkeep's spans come from
+    "agentkeep.tracing": [
+        "current",
+        "current_span",
+        "current_traceparent",
+        "names",
+        "parent_context",
+        "remote_parent",
+        "set_tracer_provider",
+        "tracer",
+    ],
     "agentkeep.features": [
         "HOOKS",
         "Feature",

@@ -40,6 +40,7 @@ from agentkeep.actors.supervision.inbox import SimpleInboxMixin
 from agentkeep.actors.supervision.supervised import ChildExited
 from agentkeep.actors.supervisor import SupervisedMixin
 from agentkeep.actors.tool_runner import BatchTools, ToolRunner
+from agentkeep.actors.turn_spans import TurnSpans
 from agentkeep.errors import CommitOutcomeUnknownError, UnknownProviderError
 from agentkeep.features import (
     FeatureSet,
@@ -101,6 +102,7 @@ from agentkeep.providers.protocol import CancelToken
 from agentkeep.runtime import commit_plans
 from agentkeep.runtime.base_state import BaseStateSource
 from agentkeep.tools.provider_tools import ProviderTool, check_provider_tools, policy_of
+from agentkeep.tracing import current
 from agentkeep.types import (
     Context,
     JSONObject,
@@ -244,6 +246,10 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         self._incarnation = object()  # what a claim this incarnation fed names
         # A system's features are fixed: whether any observes the loop's events, asked once.
         self._observes_events = features.overrides("on_event")
+        # The run's spans (docs/observability.md); nothing is built without a tracer provider.
+        self._spans = TurnSpans(
+            agent_id, lambda: store.read(lambda tx: tx.turns.trace_of_live(agent_id))
+        )
 
     # -- mailbox ---------------------------------------------------------------------------
 
@@ -350,6 +356,9 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         # the ones every step carries out several times come first.
         match effect:
             case Observe():
+                if effect.hook == "after_inference":
+                    i = effect.ids.inference_id
+                    self._spans.inference_finished(i, effect.state, effect.tokens, effect.error)
                 self._observe(effect)
             case Emit(event=event):
                 if isinstance(event, TextDelta) and self._options.publish is not None:
@@ -371,7 +380,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             case StartTools(runs=runs, ids=ids):
                 batch = self._runner.batch_tools(self._core.settings, ids)
                 for run in runs:
-                    self._start_tool(run, batch)
+                    self._start_tool(run, batch, effect.ids)
                 return self._runner.lifetimes(runs, batch)  # which calls steering interrupts
             case CancelTools(internal_ids=ids):
                 # Answered already: a call that ignores its cancellation past the grace is
@@ -385,8 +394,10 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             case CancelTimer(timer_id=timer_id):
                 self._timers.cancel(timer_id)
             case CompactionResolved(error=error):
+                self._spans.compaction_resolved(error)
                 self._status.resolve_compactions(error)
-            case LoopStopped(settled=settled):
+            case LoopStopped(settled=settled, error=error):
+                self._spans.stopped(error)
                 self._stopped = settled
         return []
 
@@ -438,10 +449,17 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             settings=self._core.settings,
             ids=ids,
         )
+
+        def work(tx: Transaction) -> Any:
+            return commit_plans.execute(tx, agent_id, plan, policy, hooks, self._lifecycle)
+
         try:
-            value = self._store.transact(
-                lambda tx: commit_plans.execute(tx, agent_id, plan, policy, hooks, self._lifecycle)
-            )
+            turn = self._spans.parent()  # traced: the turn's span is the commit's caller
+            if turn is None:
+                value = self._store.transact(work)
+            else:
+                with current(turn):
+                    value = self._store.transact(work)
         except CommitOutcomeUnknownError as error:
             log.warning("agent_commit_outcome_unknown", agent_id=agent_id, error=repr(error))
             return CommitFailed(plan=plan, message=str(error), outcome_unknown=True)
@@ -457,15 +475,17 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             metrics.step()
         return CommitLanded(plan=plan, value=value)
 
-    def _start_tool(self, run: ToolRun, batch: BatchTools) -> None:
+    def _start_tool(self, run: ToolRun, batch: BatchTools, ids: LifecycleIds) -> None:
         status = self._status
+        # Opened on the tool's thread, in the turn's span's context handed over explicitly.
+        traced = self._spans.tool_span_factory(run.call, ids, resumed=run.resumed)
 
         def start(token: CancelToken) -> pykka.ActorRef[Any]:
             bound = self._runner.bind(run, token, batch)
 
             def execute() -> ToolResultMessage:
                 with status.running_tool():  # a waited compact from another loop checks it
-                    return bound()
+                    return bound() if traced is None else traced(bound)
 
             return run_child(
                 ToolCallActor, self.actor_ref, run.internal_id, run.call.call_id, execute
@@ -489,6 +509,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
 
     def _start_inference(self, effect: StartInference) -> list[Event]:
         child_id = effect.inference_id
+        self._spans.inference_started(child_id, effect.settings, self._core.lifecycle_ids)
         try:
             session, instructions = self._model_session_for(effect.settings)
         except Exception as error:
@@ -504,13 +525,21 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             ]
         context = Context(instructions=instructions, messages=effect.messages)
         selection = _selection(effect.settings)
+        trace_context = self._spans.inference_context(child_id)
 
         metrics = self._options.metrics
         meter = None if metrics is None else metrics.provider(effect.settings.provider or "none")
 
         def start(token: CancelToken) -> StreamJob:
             return self._streams.start(
-                self.actor_ref, child_id, session, context, selection, token, meter=meter
+                self.actor_ref,
+                child_id,
+                session,
+                context,
+                selection,
+                token,
+                trace_context,
+                meter=meter,
             )
 
         self._children.start(child_id, "inference", start)
@@ -521,6 +550,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         from agentkeep.types import CompactionFailed
 
         child_id = effect.compaction_id
+        self._spans.compaction_started(child_id, effect.settings, self._core.lifecycle_ids)
         try:
             session, instructions = self._model_session_for(effect.settings)
         except Exception as error:
@@ -580,6 +610,16 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
                 features.observe(hook, ctx_for, *())
 
     def _run_hook(self, effect: RunHook) -> list[Event]:
+        if effect.hook == "before_turn":
+            self._spans.turn_started(effect.ids)
+        elif effect.hook == "after_turn":
+            try:
+                return self._run_hook_inside(effect)
+            finally:
+                self._spans.turn_ended(aborted=effect.aborted)
+        return self._run_hook_inside(effect)
+
+    def _run_hook_inside(self, effect: RunHook) -> list[Event]:
         features = self._features
         if not features.overrides(effect.hook):
             # No feature overrides it: it decides nothing (no actions, no compaction), so

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pykka
+from opentelemetry import context as otel_context
 
 from agentkeep.actors.children import ChildReport, stream_response
 from agentkeep.actors.latch import Latch
@@ -44,6 +45,7 @@ from agentkeep.logs import get_logger
 from agentkeep.loop.events import Event
 from agentkeep.metrics import ProviderMeter
 from agentkeep.providers.protocol import CancelToken, ModelSession
+from agentkeep.tracing import current
 from agentkeep.types import Context, Selection, new_id
 
 log = get_logger(__name__)
@@ -124,12 +126,15 @@ class InferenceWorker:
         context: Context,
         selection: Selection,
         cancel: CancelToken,
+        trace_context: otel_context.Context | None = None,
         *,
         meter: ProviderMeter | None = None,
     ) -> StreamJob:
         """Queue a stream for the worker; call it inside the link the agent offers for the
-        child (``AgentChildren.start``), which the stream claims now. ``meter`` counts the
-        stream's retries and its error ending (the system's metrics)."""
+        child (``AgentChildren.start``), which the stream claims now. ``trace_context``: the
+        request's span, current on the worker while it streams (the provider's own spans,
+        an instrumented HTTP client's, nest under it). ``meter`` counts the stream's retries
+        and its error ending (the system's metrics)."""
         job = StreamJob()
         link = claim_offered_link(job.actor_urn)
         with _running_lock:
@@ -149,7 +154,7 @@ class InferenceWorker:
         def run() -> None:
             failure: BaseException | None = None
             try:
-                with running_linked(link):
+                with running_linked(link), current(trace_context):
                     stream_response(
                         tell, inference_id, session, context, selection, cancel, meter=meter
                     )

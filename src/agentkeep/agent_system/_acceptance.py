@@ -35,6 +35,7 @@ from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.store import Store
 from agentkeep.providers.catalog import Providers
 from agentkeep.sessions import tables as session_tables
+from agentkeep.tracing import current_traceparent
 from agentkeep.types import JSONObject, MessageOptions, QueueableMessage, Settings
 from agentkeep.types.records import QueuedMessage, QueueName
 from agentkeep.types.turns import NATIVE_DRIVER, TurnRecord
@@ -69,6 +70,18 @@ def _turn_of(tx: Transaction, agent_id: str, delivery: Delivery) -> TurnRecord |
     """The turn ``delivery`` opened or joined, as ``tx`` holds it (the writer's memo holds
     the row the acceptance wrote or read)."""
     return None if delivery.turn_id is None else tx.turns.read(agent_id, delivery.turn_id)
+
+
+def _traced(accept: _Accept, agent_id: str, traceparent: str) -> _Accept:
+    """``accept``, storing ``traceparent`` with the turn it opens (in its transaction)."""
+
+    def traced(tx: Transaction) -> tuple[Delivery, QueuedMessage | None]:
+        delivery, queued = accept(tx)
+        if delivery.created and delivery.turn_id is not None:
+            tx.turns.trace(agent_id, delivery.turn_id, traceparent)
+        return delivery, queued
+
+    return traced
 
 
 class Acceptance:
@@ -260,7 +273,10 @@ class Acceptance:
             )
             return as_driver_turn(tx, driver), None
 
-        return accept
+        # The caller's current span (a REST request's ``traceparent``): the turn's spans are
+        # its children, now and after a restart (docs/observability.md).
+        traceparent = current_traceparent()
+        return accept if traceparent is None else _traced(accept, agent_id, traceparent)
 
     def within(
         self,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import msgspec
+from opentelemetry.trace import SpanContext
 
 from agentkeep.errors import StoreClosedError, StoreError, StoreUnavailableError
 from agentkeep.persistence.histogram import (
@@ -23,6 +24,7 @@ from agentkeep.persistence.histogram import (
     HistogramSnapshot,
 )
 from agentkeep.persistence.interface import Transaction
+from agentkeep.tracing import current_span
 
 
 class WriterStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -61,12 +63,15 @@ class WorkItem:
     The answer is signalled through a plain lock held from creation until answered: the
     cheapest wake-up CPython has, which matters with many submitters contending for the GIL.
     Only the writer's thread (or the shutdown that drained the item) answers, exactly once.
+    ``caller``: the submitting thread's current span when tracing is on (the group commit's
+    span links to it), else None.
     """
 
-    __slots__ = ("_answered", "_error", "_signal", "_value", "work")
+    __slots__ = ("_answered", "_error", "_signal", "_value", "caller", "work")
 
     def __init__(self, work: Callable[[Transaction], Any]) -> None:
         self.work = work
+        self.caller: SpanContext | None = current_span()
         self._signal = threading.Lock()
         self._signal.acquire()
         self._answered = False

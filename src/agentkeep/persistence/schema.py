@@ -361,6 +361,13 @@ CREATE TABLE module_migrations (
 ) WITHOUT ROWID;
 """
 
+# The W3C trace context (``traceparent``) a turn was accepted under (docs/observability.md):
+# its spans are children of it, in this process and in the one that resumes it after a
+# restart. NULL when tracing was off or the sender sent none.
+_TURN_TRACE_PARENT = """
+ALTER TABLE turns ADD COLUMN trace_parent TEXT;
+"""
+
 #: Append-only. Never edit or reorder a released entry; add a new one.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="initial_schema", sql=_INITIAL),
@@ -371,6 +378,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=6, name="turns", sql=_TURNS),
     Migration(version=7, name="fewer_pages_per_commit", sql=FEWER_PAGES),
     Migration(version=8, name="module_migrations", sql=_MODULE_MIGRATIONS),
+    Migration(version=9, name="turn_trace_parent", sql=_TURN_TRACE_PARENT),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -22,11 +22,12 @@ import msgspec
 
 from agentkeep.errors import TurnStateError
 from agentkeep.persistence.codec import decode_object, now_ms
-from agentkeep.persistence.executor import Executor
+from agentkeep.persistence.executor import Executor, first
 from agentkeep.persistence.ledger.statements import LedgerStatements, encode_event_data
 from agentkeep.persistence.memo import MISSING
 from agentkeep.persistence.turn_reads import (
     FAILURE_DECODER,
+    LIVE_IN,
     TURN_COLUMNS,
     TurnReads,
     input_hash,
@@ -174,6 +175,29 @@ class TurnStatements(TurnReads):
         )
         self._remember_turn(turn)
         return turn, True
+
+    def trace(self, agent_id: str, turn_id: str, traceparent: str) -> None:
+        """Store the W3C ``traceparent`` the turn was accepted under, unless it has one: a
+        steer joining a traced turn keeps the turn's trace (docs/observability.md)."""
+        self._write(
+            "UPDATE turns SET trace_parent = ? "
+            "WHERE agent_id = ? AND id = ? AND trace_parent IS NULL",
+            (traceparent, agent_id, turn_id),
+        )
+
+    def trace_of_live(self, agent_id: str) -> tuple[str | None, str | None]:
+        """``(traceparent, definition_id)`` for the turn the session's loop runs now: its
+        started turn, else its first queued one (None for what is unknown)."""
+        self._check(write=False)
+        row = first(
+            self._read(
+                "SELECT (SELECT trace_parent FROM turns WHERE agent_id = ? "
+                f"AND status IN {LIVE_IN} ORDER BY status = 'queued', number LIMIT 1), "
+                "(SELECT definition_id FROM sessions WHERE agent_id = ?)",
+                (agent_id, agent_id),
+            )
+        )
+        return (None, None) if row is None else (row[0], row[1])
 
     def move(
         self,

@@ -50,6 +50,9 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 import pykka
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Tracer
 
 from agentkeep.errors import (
     CommitNotWritableError,
@@ -68,6 +71,8 @@ from agentkeep.persistence.handle import WAKE, StoreWriterHandle, mark_writer_th
 from agentkeep.persistence.inbox import Counters, Inbox, WorkItem, WriterStatistics
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.transaction import SqliteTransaction, Statements
+from agentkeep.tracing import names as span_names
+from agentkeep.tracing import tracer as configured_tracer
 
 if TYPE_CHECKING:
     from pykka._actor import ActorInbox
@@ -169,8 +174,12 @@ class StoreWriter(pykka.ThreadingActor):
         try:
             while items := self._inbox.take_all():
                 pending = deque(items)
+                tracer = configured_tracer()  # None: no provider, no span (docs/observability.md)
                 while pending:
-                    self._run_group(pending)
+                    if tracer is None:
+                        self._run_group(pending)
+                    else:
+                        self._run_group_traced(tracer, pending)
                 items = []
                 self._counters.wal_pages = self._wal_pages  # one int: atomic
                 self._maybe_checkpoint()
@@ -214,6 +223,26 @@ class StoreWriter(pykka.ThreadingActor):
         self._counters.add(failed_transactions=len(queued))
         self._rollback()
         self._close_connection()
+
+    def _run_group_traced(self, tracer: Tracer, pending: deque[WorkItem]) -> None:
+        """:meth:`_run_group` in one span: a group commit, with its size (one span per
+        group, never per statement or work item)."""
+        before = len(pending)
+        callers = [item.caller for item in pending if item.caller is not None]
+        # A group of one is a child of its caller's span (a turn's commit sits in the turn's
+        # tree); a larger group serves many callers: it links to each. Never the writer
+        # thread's current context.
+        if before == 1 and callers:
+            parent = trace.set_span_in_context(trace.NonRecordingSpan(callers[0]))
+        else:
+            parent = otel_context.Context()
+        links = [trace.Link(caller) for caller in callers]
+        span = tracer.start_span(span_names.STORE_COMMIT, context=parent, links=links)
+        try:
+            self._run_group(pending)
+        finally:
+            span.set_attribute(span_names.STORE_GROUP_SIZE, before - len(pending))
+            span.end()
 
     def _run_group(self, pending: deque[WorkItem]) -> None:
         """Run items from ``pending`` as one transaction; leaves unrun items in ``pending``."""

@@ -43,7 +43,8 @@ from agentkeep.server.turn_wire import (
     to_user_message,
     turn_out,
 )
-from agentkeep.sessions import Sessions
+from agentkeep.sessions import Sessions, TurnHandle
+from agentkeep.tracing import remote_parent
 from agentkeep.types.turns import TurnRecord
 
 _ID = path_id("The session's id (an agent id).")
@@ -107,16 +108,22 @@ async def send_message(request: Request) -> Response:
     sessions: Sessions = ctx.system.sessions
     if body.wait and ctx.waiting >= ctx.max_waiting:
         raise SaturatedError(f"{ctx.max_waiting} waiting requests")
-    sent = await call(
-        sessions.send,
-        session_id,
-        message,
-        idempotency_key=key,
-        delivery=body.delivery,
-        metadata=body.metadata,
-        message_id=body.message_id,
-        options=body.options(),
-    )
+    headers = request.headers
+
+    def send() -> TurnHandle:
+        # A W3C ``traceparent`` header parents the turn's spans (docs/observability.md).
+        with remote_parent(headers):
+            return sessions.send(
+                session_id,
+                message,
+                idempotency_key=key,
+                delivery=body.delivery,
+                metadata=body.metadata,
+                message_id=body.message_id,
+                options=body.options(),
+            )
+
+    sent = await call(send)
     turn = sent.turn
     if body.wait and not turn.terminal:
         ctx.waiting += 1

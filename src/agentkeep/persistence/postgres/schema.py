@@ -343,12 +343,19 @@ CREATE TABLE module_migrations (
 );
 """
 
+# A turn's W3C traceparent, so a resumed turn continues its request's trace.
+_TURN_TRACE_PARENT = "ALTER TABLE turns ADD COLUMN trace_parent TEXT;"
+
 _TEXTS = (_INITIAL, _DEFINITION_REGISTRY, _ARCHIVED_HISTORY, _SESSIONS, _SESSION_EVENTS, _TURNS)
+
+_POSTGRES_TEXTS = (*_TEXTS, _FEWER_PAGES, _MODULE_MIGRATIONS, _TURN_TRACE_PARENT)
 
 #: Append-only, in step with ``MIGRATIONS``: the same versions and names, PostgreSQL's text.
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = tuple(
     Migration(version=m.version, name=m.name, sql=sql)
-    for m, sql in zip(MIGRATIONS, (*_TEXTS, _FEWER_PAGES, _MODULE_MIGRATIONS), strict=True)
+    for m, sql in zip(
+        MIGRATIONS, (*_TEXTS, _FEWER_PAGES, _MODULE_MIGRATIONS, _TURN_TRACE_PARENT), strict=True
+    )
 )
 
 _MARKER_TABLE = """
