@@ -97,7 +97,7 @@ def test_export_writes_one_self_contained_file(tmp_path: Path) -> None:
 
 def test_export_of_an_unknown_session_exits_4(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    make_session(home)
+    run(home, "session", "start", "--id", "somebody")
     done = subprocess.run(
         [*AGENTKEEP, "--home", str(home), "session", "export", "nobody", "-o", str(tmp_path / "x")],
         capture_output=True,

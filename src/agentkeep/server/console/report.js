@@ -114,8 +114,12 @@ function setupNote() {
     ['provider / model', `${settings.provider || '(default)'} / ${settings.model || '(default)'}`],
   ];
   if (def) {
+    rows.push(['definition', `${data.definition.id} (revision ${data.session.agentRevision ?? '?'}; ` +
+      `shown: revision ${data.definition.currentRevision})`]);
     rows.push(['instructions (the definition)', def.instructions ?? '']);
-    if (def.tools) rows.push(['tools (the definition)', json(def.tools)]);
+    for (const key of ['model', 'toolbox', 'resources', 'workspace']) {
+      if (def[key]) rows.push([`${key} (the definition)`, json(def[key])]);
+    }
   }
   return h('details', { class: 'setup' },
     h('summary', null, 'instructions and tools in effect'),
