@@ -31,6 +31,7 @@ from agentkeep.cli.messaging import cancel, compact, send
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.cli.reading import open_reader
 from agentkeep.cli.session_report import render_html, report_data
+from agentkeep.cli.store_reader import StoreReader
 from agentkeep.cli.transport import open_backend
 from agentkeep.errors import AgentExistsError
 from agentkeep.server.event_wire import wire_event_data
@@ -326,7 +327,7 @@ def export(state: CliState, session_id: str, fmt: str, target: Path | None) -> N
         backend.get_session(session_id)  # exit 4 before reading the store
         with open_reader(state.home) as store:
             runtime = store.read(lambda tx: read_agent(tx, session_id))
-        data = report_data(backend, session_id, runtime)
+            data = report_data(backend, session_id, runtime, StoreReader(store).get_revision)
     text = render_html(data) if fmt == "html" else json.dumps(data, indent=2, ensure_ascii=False)
     if target is None:
         click.echo(text, nl=False)

@@ -2,11 +2,12 @@
 
 The report's data is what the durable state holds for the session, as the wire shows it: the
 session, its turns, its whole event ledger (every page), what the runtime holds for it (model
-settings, owed work) and, for a session started from a definition, that definition (its
-instructions and tools). ``--json`` writes that data; ``--html`` one HTML page that opens
-without a server: the console's own renderer (``server/console/dom.js``, ``ledger.js``,
-``console.css``) and the report's (``report.js``, ``report.css``) inlined, the data embedded as
-JSON in a ``<script type="application/json">`` block and rendered by the page. Invariants:
+settings, owed work) and, for a session started from a definition, that definition and the
+revision the session is pinned to (its instructions, model and toolbox). ``--json`` writes
+that data; ``--html`` one HTML page that opens without a server: the console's own renderer
+(``server/console/dom.js``, ``ledger.js``, ``console.css``) and the report's (``report.js``,
+``report.css``) inlined, the data embedded as JSON in a ``<script type="application/json">``
+block and rendered by the page. Invariants:
 
 - **Nothing is fetched.** No external URL is referenced; a Content-Security-Policy of
   ``default-src 'none'`` forbids any load, so even a reference in the data stays inert.
@@ -23,15 +24,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
 from agentkeep.cli.definitions import PAGE_LIMIT, wire
 from agentkeep.errors import AgentkeepError
 from agentkeep.mcp.backend import Backend
-from agentkeep.registry.errors import UnknownDefinitionError
+from agentkeep.registry import Revision
+from agentkeep.registry.errors import UnknownDefinitionError, UnknownRevisionError
 from agentkeep.server.turn_wire import turn_out
-from agentkeep.server.wire import agent_out, event_out, session_out
+from agentkeep.server.wire import agent_out, event_out, revision_out, session_out
 
 #: The format version of the report's data (``--json`` and the page's embedded block).
 REPORT_VERSION = 1
@@ -46,8 +49,14 @@ _CSP = (
 )
 
 
-def report_data(backend: Backend, agent_id: str, runtime: dict[str, Any] | None) -> dict[str, Any]:
-    """Everything the report shows, read from ``backend`` (every page of the ledger)."""
+def report_data(
+    backend: Backend,
+    agent_id: str,
+    runtime: dict[str, Any] | None,
+    revision: Callable[[str], Revision] | None = None,
+) -> dict[str, Any]:
+    """Everything the report shows, read from ``backend`` (every page of the ledger);
+    ``revision`` reads the session's pinned revision of its definition (from the store)."""
     record = backend.get_session(agent_id)
     events: list[Any] = []
     after = 0
@@ -73,10 +82,17 @@ def report_data(backend: Backend, agent_id: str, runtime: dict[str, Any] | None)
             found = None
         if found is not None:
             definition = wire(agent_out(found))
+    pinned = None
+    if record.revision_id is not None and revision is not None:
+        try:
+            pinned = wire(revision_out(revision(record.revision_id)))
+        except UnknownRevisionError:
+            pinned = None
     return {
         "version": REPORT_VERSION,
         "session": wire(session_out(record)),
         "definition": definition,
+        "revision": pinned,
         "runtime": runtime,
         "turns": [wire(turn_out(t)) for t in turns],
         "events": [wire(event_out(e)) for e in events],

@@ -107,3 +107,19 @@ def test_export_of_an_unknown_session_exits_4(tmp_path: Path) -> None:
     )
     assert done.returncode == 4, done.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_export_shows_the_revision_the_session_is_pinned_to(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first = tmp_path / "helper.json"
+    first.write_text(json.dumps({"id": "helper", "instructions": "Revision one."}))
+    second = tmp_path / "patch.json"
+    second.write_text(json.dumps({"instructions": "Revision two."}))
+    run(home, "agent", "create", str(first))
+    run(home, "session", "start", "helper", "--id", "pinned")
+    run(home, "agent", "update", "helper", str(second))
+    data = json.loads(run(home, "session", "export", "pinned", "--json"))
+    assert data["session"]["agentRevision"] == 1
+    assert data["revision"]["number"] == 1
+    assert data["revision"]["definition"]["instructions"] == "Revision one."
+    assert data["definition"]["currentRevision"] == 2

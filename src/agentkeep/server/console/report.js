@@ -108,14 +108,15 @@ function request(inf, index, calls, setup) {
 }
 
 function setupNote() {
-  const def = data.definition && data.definition.definition;
+  const def = (data.revision || data.definition || {}).definition;
   const settings = (data.runtime && data.runtime.settings) || {};
   const rows = [
     ['provider / model', `${settings.provider || '(default)'} / ${settings.model || '(default)'}`],
   ];
   if (def) {
-    rows.push(['definition', `${data.definition.id} (revision ${data.session.agentRevision ?? '?'}; ` +
-      `shown: revision ${data.definition.currentRevision})`]);
+    const shown = data.revision ? data.revision.number : data.definition.currentRevision;
+    rows.push(['definition', `${data.session.agentId} (pinned: revision ${data.session.agentRevision ?? '?'}; ` +
+      `shown: revision ${shown})`]);
     rows.push(['instructions (the definition)', def.instructions ?? '']);
     for (const key of ['model', 'toolbox', 'resources', 'workspace']) {
       if (def[key]) rows.push([`${key} (the definition)`, json(def[key])]);
