@@ -45,6 +45,8 @@ SLOW: tuple[str, ...] = (
     "server/test_ready_file.py",
     # the console in a real headless Chromium over agentkeep serve as a process
     "console/test_console_browser.py",
+    "console/test_session_report_browser.py",
+    "cli/test_session_export.py",
     "test_readme_rest.py",
     # a child process killed, or owning a store
     "loop/test_held_block_sigkill.py",

@@ -10,6 +10,7 @@ without AGENT_ID) are the same kind of thing. The top-level names these commands
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ from agentkeep.cli.definitions import PAGE_LIMIT, wire
 from agentkeep.cli.messaging import cancel, compact, send
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
 from agentkeep.cli.reading import open_reader
+from agentkeep.cli.session_report import render_html, report_data
+from agentkeep.cli.store_reader import StoreReader
 from agentkeep.cli.transport import open_backend
 from agentkeep.errors import AgentExistsError
 from agentkeep.server.event_wire import wire_event_data
@@ -297,3 +300,40 @@ def archive(state: CliState, session_id: str) -> None:
 
 for _command in (send, cancel, compact, transcript, delete):
     session.add_command(_command)
+
+
+@session.command(name="export")
+@click.argument("session_id")
+@click.option(
+    "--html",
+    "fmt",
+    flag_value="html",
+    default=True,
+    help="One self-contained HTML page (the default): opens without a server.",
+)
+@click.option("--json", "fmt", flag_value="json", help="The report's data as one JSON document.")
+@click.option(
+    "-o",
+    "--output",
+    "target",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write here (default: stdout).",
+)
+@pass_state
+def export(state: CliState, session_id: str, fmt: str, target: Path | None) -> None:
+    """A report of the whole conversation: messages, tool calls and results, each provider
+    request rebuilt from the ledger (what it was sent, what came back, tokens), timings."""
+    with open_backend(state, read_only=True) as backend:
+        backend.get_session(session_id)  # exit 4 before reading the store
+        with open_reader(state.home) as store:
+            runtime = store.read(lambda tx: read_agent(tx, session_id))
+            data = report_data(backend, session_id, runtime, StoreReader(store).get_revision)
+    text = render_html(data) if fmt == "html" else json.dumps(data, indent=2, ensure_ascii=False)
+    if target is None:
+        click.echo(text, nl=False)
+        return
+    target.write_text(text, encoding="utf-8")
+    state.output.result(
+        {"path": str(target), "format": fmt, "events": len(data["events"])},
+        lambda v: f"wrote {v['path']} ({v['events']} events)",
+    )

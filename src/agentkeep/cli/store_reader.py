@@ -23,7 +23,7 @@ from agentkeep.delivery import DeliveryKind
 from agentkeep.mcp.backend import Backend, ticking
 from agentkeep.mcp.types import AgentMessage
 from agentkeep.persistence.interface import Transaction
-from agentkeep.registry import DefinitionRecord, DefinitionUpdate, Registry
+from agentkeep.registry import DefinitionRecord, DefinitionUpdate, Registry, Revision
 from agentkeep.sessions import SessionRecord, UnknownSessionError, UnknownTurnError
 from agentkeep.sessions import tables as session_tables
 from agentkeep.types import JSONObject, MessageOptions, SessionEvent
@@ -99,6 +99,10 @@ class StoreReader(Backend):
 
     def get_definition(self, definition_id: str, *, include_deleted: bool) -> DefinitionRecord:
         return self._registry.get(definition_id, include_deleted=include_deleted)
+
+    def get_revision(self, revision_id: str) -> Revision:
+        """One revision of a definition (not on the Backend: the wire has no such route)."""
+        return self._registry.get_revision(revision_id)
 
     def get_session(self, session_id: str) -> SessionRecord:
         found = self._reader.read(lambda tx: session_tables.read_session(tx, session_id))
