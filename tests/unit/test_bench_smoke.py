@@ -112,3 +112,31 @@ def test_tracing_reports_off_noop_and_on_per_step(capsys: pytest.CaptureFixture[
     on = re.findall(row.format(r"on \(SDK, batch\)"), out)
     assert len(on) == 2
     assert all(float(spans) >= 3 for spans in on)  # a turn, a request, commits at least
+
+
+@pytest.mark.slow  # four engines on a server, DBOS's launch and teardown: ~20 s on 2 cores
+def test_agent_step_on_postgres_reports_every_contender_against_the_floor(
+    capsys: pytest.CaptureFixture[str], postgres_server: str
+) -> None:
+    """The PostgreSQL mode on the harness's server (skipped on the SQLite pass): each
+    contender on its own schema, each figure and ratio printed; a peer whose package is not
+    installed (the ``bench`` group is not the tests') says so instead of a figure."""
+    module = _load("agent_step")
+
+    argv = ["--database", postgres_server, "--steps", "4", "--agents", "2", "--agent-steps", "2"]
+    assert module.main(argv) == 0
+
+    out = capsys.readouterr().out
+    header = r"durable agent steps on PostgreSQL .*synchronous_commit=on.*; load average"
+    assert re.search(header, out)
+    figures = r" +\d+ / +\d+  CPU +\d+ µs +\d+ steps/s"
+    assert re.search(r"psycopg, 1 tx/step" + figures + r" +\(the floor\)", out)
+    assert re.search(r"agentkeep" + figures + r" +median +[\d.]+x  \(goal <= 4x\)", out)
+    for peer in ("langgraph \\(postgres, sync\\)", "dbos \\(postgres\\)"):
+        lines = re.findall(peer + r" +(.*)", out)
+        assert len(lines) == 2  # the 1-agent and the many-agent run
+        assert all(re.search(r"[\d.]+x agentkeep$|^not installed \(", line) for line in lines)
+    many = r" +\d+ steps/s  CPU +\d+ µs  median +\d+ µs"
+    assert re.search(r"psycopg group commit" + many, out)
+    assert re.search(r"agentkeep" + many + r" +[\d.]+x  \(goal >= 0.25x\) the group-commit", out)
+    assert "load average at the end" in out

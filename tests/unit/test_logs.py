@@ -16,7 +16,10 @@ import agentkeep as ak
 SETUP
 providers = ak.Providers()
 providers.add("local", ak.ScriptedModel(), kind="gym")
-system = ak.AgentSystem.open(sys.argv[1], providers=providers, provider="local", model="gym-1")
+database = sys.argv[2] if len(sys.argv) > 2 else None
+system = ak.AgentSystem.open(
+    sys.argv[1], providers=providers, provider="local", model="gym-1", database=database
+)
 agent = system.create(id="a1")
 system.internals.accept("a1", "send", ak.user("hello"))
 assert system.wait_for_idle("a1", timeout_seconds=60)
@@ -39,9 +42,10 @@ SETUPS = {
 }
 
 
-def embed(setup: str, home: Path) -> subprocess.CompletedProcess[str]:
+def embed(setup: str, home: Path, database: str | None = None) -> subprocess.CompletedProcess[str]:
+    database_args = [] if database is None else [database]
     return subprocess.run(
-        [sys.executable, "-c", _EMBEDDER.replace("SETUP", setup), str(home)],
+        [sys.executable, "-c", _EMBEDDER.replace("SETUP", setup), str(home), *database_args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -50,9 +54,9 @@ def embed(setup: str, home: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("setup", list(SETUPS))
 def test_an_embedding_program_gets_nothing_from_the_library_on_stdout(
-    tmp_path: Path, setup: str
+    tmp_path: Path, setup: str, database_url: str | None
 ) -> None:
-    result = embed(SETUPS[setup], tmp_path / "state")
+    result = embed(SETUPS[setup], tmp_path / "state", database_url)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "the program's own output\n"
     assert "probe_warning" in result.stderr  # warnings still reach the embedder, on stderr

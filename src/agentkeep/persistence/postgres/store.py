@@ -25,7 +25,7 @@ import psycopg
 import pykka
 
 from agentkeep.errors import StoreClosedError, StoreError
-from agentkeep.logs import get_logger
+from agentkeep.logs import get_logger, install_default_logging
 from agentkeep.persistence import clock as store_clock
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
 from agentkeep.persistence.handle import StoreWriterHandle
@@ -168,6 +168,9 @@ def open_postgres_store(
         SchemaTooNewError: the store was written by a newer agentkeep.
         StoreError: the server cannot be reached, or refused the login.
     """
+    # As Store.open does on SQLite, before the first event (the migrations log): without it
+    # structlog's own default prints every event, info included, on the embedder's stdout.
+    install_default_logging()
     target = parse_url(url)
     try:
         session = OwnerSession.open(target)
