@@ -47,6 +47,7 @@ def test_the_seeds_check_every_property() -> None:
         "inference notices",
         "injected notices",
         "history kv keys",
+        "tool history kv keys",
         "transactions committed",
         "transactions rolled back",
     ):
@@ -54,9 +55,9 @@ def test_the_seeds_check_every_property() -> None:
 
 
 # (mutant, the check that must name it, seeds searched). First catching seeds on
-# 2026-12-05: history KV 0; migrations 7 (4 of 0-14: the crash must fall between the two
-# transactions of the upgrade's open); the send 0; the inference boundary 1 or later (8
-# of 0-59: a restart must fall between a stage's transaction and its response's).
+# 2026-12-05: history KV 0; migrations 7 (9 of 0-39: the crash must fall between the two
+# transactions of a key); the send 0; the inference boundary 11 (9 of 0-79, another run 1:
+# a restart must fall between a stage's transaction and its response's).
 MUTANTS: list[tuple[Callable[[], AbstractContextManager[None]], str, int]] = [
     (history_kv_kept_across_compaction, "E3", 15),
     (migration_recorded_before_it_ran, "E1", 40),

@@ -57,6 +57,7 @@ INVARIANTS.update(
 
 MODULE = "extmod"
 TX_STORE = "exttx"
+TOOL = "fragile_tool"
 _MESSAGE = re.compile(r"^ext-notice message (\S+) epoch (\d+)$")
 _INFERENCE = re.compile(r"^ext-notice inference (\S+) epoch (\d+)$")
 _INJECT = re.compile(r"^ext-inject (\S+)$")
@@ -98,6 +99,7 @@ class Snapshot:
     migrations: dict[tuple[str, str], int]  # (module, key) -> recorded rows
     rows: dict[tuple[str, str, str], int]  # (module, key, part) -> rows
     history_kv: dict[str, Any]  # the hooks' history KV, by key
+    tool_kv: dict[str, Any]  # the transactional tool's history KV, by key
     epoch: int  # the hooks' epoch counter (agent KV)
     transactions: dict[int, Any]  # the embedder's shared_kv writes, by number
 
@@ -117,6 +119,7 @@ def _read(tx: StoreTransaction, agent_id: str, modules: tuple[str, ...]) -> Snap
             for key, part in tx.sql.query(f"SELECT key, part FROM {module}_rows"):
                 rows[(module, str(key), str(part))] += 1
     history = scope_prefix("agent", agent_id, HISTORY_AREA, "feature", MODULE)
+    tool = scope_prefix("agent", agent_id, HISTORY_AREA, "tool", TOOL)
     kv = scope_prefix("agent", agent_id, KV_AREA, "feature", MODULE)
     shared = scope_prefix("system", "feature", TX_STORE)
     return Snapshot(
@@ -124,6 +127,7 @@ def _read(tx: StoreTransaction, agent_id: str, modules: tuple[str, ...]) -> Snap
         migrations=dict(migrations),
         rows=dict(rows),
         history_kv={k.removeprefix(history): v for k, v in tx.kv.scan(history)},
+        tool_kv={k.removeprefix(tool): v for k, v in tx.kv.scan(tool)},
         epoch=int(tx.kv.read(kv + "epoch") or 0),
         transactions={
             int(k.removeprefix(shared + "tx")): v
@@ -187,6 +191,7 @@ class ExtensionChecks:
         self.counts["injected notices"] = sum(bool(_INJECT.match(t)) for t in texts)
         self.counts["compactions"] = len(snap.state.archived)
         self.counts["history kv keys"] = len(snap.history_kv)
+        self.counts["tool history kv keys"] = len(snap.tool_kv)
         self.counts["migrations"] = sum(snap.migrations.values())
         for planned in transactions:
             self.counts[f"transactions {planned.outcome}"] += 1

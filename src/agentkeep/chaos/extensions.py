@@ -14,6 +14,9 @@ feature of every agent):
 - ask for a compaction in ``prepare_inference`` once the last measurement passes a seeded
   threshold.
 
+The world's transactional tool also writes its call into its ``history_kv`` (joining the
+transaction that claims its result).
+
 A later process (a seeded one) upgrades the module: a second module (``extaux``) and one more
 key of ``extmod`` join, as a new release would add them. Processes also run embedder
 transactions (``system.transaction``): 1–3 sends to the agent plus a ``shared_kv`` write,
@@ -27,12 +30,14 @@ campaign's offers, so each is answered exactly once and counted in the final ans
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from agentkeep.chaos import calibration
+from agentkeep.chaos.batches import BatchingModel
 from agentkeep.chaos.campaign_result import CampaignResult
 from agentkeep.chaos.extension_checks import (
     MODULE,
@@ -45,13 +50,16 @@ from agentkeep.chaos.extension_checks import (
 )
 from agentkeep.chaos.frame import Campaign, play
 from agentkeep.chaos.process import Offer, ProcessHandle, ProcessReport
+from agentkeep.chaos.tools import CallArgs, ledger_tools
 from agentkeep.features import HookContext, InferenceBoundary, NotificationBoundary, TurnInfo
 from agentkeep.loop.actions import Action, CompactAction, InjectAction
 from agentkeep.messages import system, user
 from agentkeep.modules import Module, ModuleContext, ModuleHooks
 from agentkeep.persistence.faults import FaultPlan
+from agentkeep.providers.catalog import Providers
 from agentkeep.refs import AgentSystemRef
 from agentkeep.system_transaction import SystemTransaction
+from agentkeep.tools import Tool, ToolContext
 from agentkeep.types import SystemMessage
 
 AUX = "extaux"
@@ -131,6 +139,28 @@ def modules_of(generation: Literal[1, 2], threshold: int | None) -> list[Module]
         entry = start if name == MODULE else None
         modules.append(Module(name, migrations=migrations, before_start=entry))
     return modules
+
+
+def extension_tools() -> tuple[Tool[CallArgs, str], Tool[CallArgs, str]]:
+    """The world's ledger tools; the fragile one (transactional) also writes its call into
+    its ``history_kv``, in the transaction that claims its result."""
+    durable, fragile = ledger_tools()
+    execute = fragile.execute
+
+    def writing(ctx: ToolContext, args: CallArgs) -> str:
+        ctx.history_kv.write(f"c-{ctx.provider_call_id}", args.call)
+        result: str = execute(ctx, args)
+        return result
+
+    return durable, dataclasses.replace(fragile, execute=writing)
+
+
+def notice_reading_providers(seed: int) -> Providers:
+    """The batching model reading past the hooks' notices (a user message behind its
+    boundary's notices still gets its tool calls)."""
+    providers = Providers()
+    providers.add("local", BatchingModel(seed=seed, past_notices=True), kind="gym")
+    return providers
 
 
 class DeliberateRollbackError(RuntimeError):
@@ -216,6 +246,9 @@ def _fault(c: Campaign) -> FaultPlan:
     return FaultPlan(at=at, mode="crash")
 
 
+WORLD: dict[str, object] = {"tools": extension_tools(), "providers": notice_reading_providers}
+
+
 def extensions(seed: int, *, home: str | Path | None = None) -> CampaignResult:
     """Modules with migrations (one upgrade), notices at both boundaries, injected notices,
     ``prepare_inference`` compactions, history KV and embedder transactions, through 2–5
@@ -266,7 +299,7 @@ def extensions(seed: int, *, home: str | Path | None = None) -> CampaignResult:
                 report, migrations_of(generation), embedder.transactions, final=final
             )
 
-    result = play("extensions", seed, body, home=home)
+    result = play("extensions", seed, body, world_options=WORLD, home=home)
     result.counts = dict(checked[0].counts) if checked else {}
     return result
 

@@ -30,7 +30,7 @@ from agentkeep.errors import ModuleMigrationError
 from agentkeep.loop import loading
 from agentkeep.modules._runtime import ModuleRuntime
 from agentkeep.persistence.interface import Transaction
-from agentkeep.runtime import commit_plans
+from agentkeep.runtime import commit_plans, history_kv
 from agentkeep.runtime.kv_areas import HISTORY_AREA, area_prefix
 from agentkeep.system_transaction import SystemTransaction
 from agentkeep.types.records import QueueName
@@ -56,7 +56,7 @@ def history_kv_kept_across_compaction() -> Iterator[None]:
     """While active, a history's replacement keeps its history KV (the generation moves on,
     so old handles still expire: only the erasure is missing)."""
 
-    erase = commit_plans.erase_history_kv
+    erase = history_kv.erase_history_kv  # what commit_plans calls, patched there
 
     def keep(tx: Transaction, agent_id: str) -> int:
         kept = tx.kv.scan(area_prefix(agent_id, HISTORY_AREA))
