@@ -230,6 +230,8 @@ class Plan:
 
     @classmethod
     def draw(cls, c: Campaign) -> Plan:
+        """2–5 crashing processes; the upgrade at one of them (or at the healthy last);
+        a compaction threshold of 80–260 measured tokens, or none in a quarter of seeds."""
         processes = c.rng.randint(2, 5)
         threshold = None if c.rng.random() < 0.25 else c.rng.randint(80, 260)
         return cls(
