@@ -9,8 +9,10 @@ feature of every agent):
   write a ``history_kv`` key for it in the same transaction;
 - count the history's epochs in ``history_erased_transact`` (the agent's ``kv``, committed
   with the compaction) and open the new history's ``history_kv`` with an ``opened`` key;
-- inject a notice from ``before_turn`` with an idempotent id (``InjectAction``), one per
-  consumed message: every turn after it asks again, and the id makes that a no-op;
+- inject a notice from ``before_turn`` with an idempotent id (``InjectAction``): in half the
+  seeds one per turn (under the turn's id: a turn's own notice must ask for no further
+  turn), in the others one per consumed message (every turn after it asks again, a no-op by
+  its id);
 - ask for a compaction in ``prepare_inference`` once the last measurement passes a seeded
   threshold.
 
@@ -31,6 +33,7 @@ campaign's offers, so each is answered exactly once and counted in the final ans
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,8 +94,9 @@ class ExtensionHooks(ModuleHooks):
     """``extmod``'s hooks: notices at both boundaries, injected notices, history KV, and
     compaction at a seeded threshold (see the module docstring)."""
 
-    def __init__(self, threshold: int | None) -> None:
+    def __init__(self, threshold: int | None, *, per_turn: bool = False) -> None:
         self.threshold = threshold
+        self.per_turn = per_turn
 
     def system_notifications_transact(
         self, ctx: HookContext, boundary: NotificationBoundary
@@ -113,12 +117,17 @@ class ExtensionHooks(ModuleHooks):
         ctx.history_kv.write("opened", epoch)
 
     def before_turn(self, ctx: HookContext, turn: TurnInfo) -> Sequence[Action] | None:
-        # Keyed by the last consumed message, not by the turn: a turn an injected notice
-        # starts injects nothing new (its id is taken), so the agent settles.
-        last = ctx.kv.read("last_message")
-        if last is None:
+        # Per turn (a fresh notice every turn, under the turn's id: a turn's own notice
+        # must ask for no further turn, or the agent never settles), or per consumed
+        # message (every turn after it asks again: a no-op by its id).
+        if self.per_turn:
+            key = ctx.turn_id
+        else:
+            last = ctx.kv.read("last_message")
+            key = None if last is None else str(last)
+        if key is None:
             return None
-        return [InjectAction(system(inject_notice(str(last))), id=f"inj-{last}")]
+        return [InjectAction(system(inject_notice(key)), id=f"inj-{key}")]
 
     def prepare_inference(self, ctx: HookContext) -> CompactAction | None:
         tokens = ctx.context_tokens
@@ -127,11 +136,13 @@ class ExtensionHooks(ModuleHooks):
         return None
 
 
-def modules_of(generation: Literal[1, 2], threshold: int | None) -> list[Module]:
+def modules_of(
+    generation: Literal[1, 2], threshold: int | None, *, per_turn: bool = False
+) -> list[Module]:
     """The modules of a release (:func:`migrations_of`); ``extmod`` returns the hooks."""
 
     def start(ctx: ModuleContext, agents: AgentSystemRef) -> ExtensionHooks:
-        return ExtensionHooks(threshold)
+        return ExtensionHooks(threshold, per_turn=per_turn)
 
     modules = []
     for name, keys in migrations_of(generation).items():
@@ -227,16 +238,18 @@ class Plan:
     processes: int
     upgrade_at: int
     threshold: int | None
+    per_turn: bool = False  # inject per turn (else per consumed message)
 
     @classmethod
     def draw(cls, c: Campaign) -> Plan:
         """2–5 crashing processes; the upgrade at one of them (or at the healthy last);
-        a compaction threshold of 80–260 measured tokens, or none in a quarter of seeds."""
+        a compaction threshold of 80–260 measured tokens, or none in a quarter of seeds;
+        injects per turn in half the seeds (drawn apart, so the rest of the plan stays)."""
         processes = c.rng.randint(2, 5)
         threshold = None if c.rng.random() < 0.25 else c.rng.randint(80, 260)
-        return cls(
-            processes=processes, upgrade_at=c.rng.randint(1, processes + 1), threshold=threshold
-        )
+        upgrade_at = c.rng.randint(1, processes + 1)
+        per_turn = random.Random(c.seed ^ 0x1A7EC7).random() < 0.5
+        return cls(processes, upgrade_at, threshold, per_turn)
 
 
 def _fault(c: Campaign) -> FaultPlan:
@@ -274,7 +287,8 @@ def extensions(seed: int, *, home: str | Path | None = None) -> CampaignResult:
         for n in range(plan.processes + 1):
             final = n == plan.processes
             generation: Literal[1, 2] = 2 if n + 1 >= plan.upgrade_at else 1
-            c.world.set_system_option("modules", modules_of(generation, plan.threshold))
+            release = modules_of(generation, plan.threshold, per_turn=plan.per_turn)
+            c.world.set_system_option("modules", release)
             fresh = []
             for _ in range(c.rng.randint(0, 2) if not final else 1):
                 fresh.append(Offer(id=f"e{counter[0]}", text=f"ext {counter[0]}", queue=c.queue()))
