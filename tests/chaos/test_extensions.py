@@ -56,8 +56,8 @@ def test_the_seeds_check_every_property() -> None:
 
 # (mutant, the check that must name it, seeds searched). First catching seeds on
 # 2026-12-05: history KV 0; migrations 7 (9 of 0-39: the crash must fall between the two
-# transactions of a key); the send 0; the inference boundary 11 (9 of 0-79, another run 1:
-# a restart must fall between a stage's transaction and its response's).
+# transactions of a key); the send 0; the inference boundary 0 (12 of 0-79; an earlier run
+# 11: a restart must fall between a stage's transaction and its response's, timing moves it).
 MUTANTS: list[tuple[Callable[[], AbstractContextManager[None]], str, int]] = [
     (history_kv_kept_across_compaction, "E3", 15),
     (migration_recorded_before_it_ran, "E1", 40),
