@@ -11,6 +11,7 @@ import argparse
 import logging
 import sys
 import time
+from collections import Counter
 
 import structlog
 
@@ -33,11 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     else:
         seeds = seeds_from_env()
     rows: list[tuple[str, int, int, float]] = []
+    counted: dict[str, Counter[str]] = {}
     for suite in args.suites or list(SUITES):
         started = time.monotonic()
         failed = 0
         for seed in seeds:
             result = SUITES[suite](seed)
+            counted.setdefault(suite, Counter()).update(result.counts)
             if not result.ok:
                 failed += 1
                 print(result.describe(), flush=True)
@@ -45,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'suite':<24}{'seeds':>8}{'failed':>8}{'seconds':>10}")
     for suite, count, failed, seconds in rows:
         print(f"{suite:<24}{count:>8}{failed:>8}{seconds:>10.1f}")
+    for suite, counts in counted.items():  # what a suite counted as it checked
+        if counts:
+            print(f"{suite}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return 1 if any(failed for _, _, failed, _ in rows) else 0
 
 

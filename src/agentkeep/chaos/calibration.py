@@ -51,6 +51,7 @@ HEALTHY_OPERATIONS: dict[str, int] = {
     # length swing from 100 to 600 operations with thread timing (median 142-268 by sample):
     # too noisy to check against a constant, so only permission_modes' length is checked.
     "retry_forever": 175,
+    "extensions": 684,
 }
 NOISY = frozenset({"retry_forever"})
 # Fault points reach to the median healthy length: a typical process's end is reachable,

@@ -27,6 +27,8 @@ class CampaignResult:
     # ``calibration.healthy()``: that would have carried one).
     reports: list[ProcessReport] = field(default_factory=list)
     faulted: set[int] = field(default_factory=set)
+    # What a suite counted as it checked (notices, migrations, transactions…), for sweeps.
+    counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -30,6 +30,7 @@ from agentkeep.chaos.campaign_result import (
     seeds_from_env,
 )
 from agentkeep.chaos.checker import SwitchExpectation, Violation
+from agentkeep.chaos.extensions import extensions
 from agentkeep.chaos.frame import Campaign, chunky_providers, play, queue_modes
 from agentkeep.chaos.lifecycle import lifecycle_races
 from agentkeep.chaos.retry_modes import permission_modes, retry_forever
@@ -316,6 +317,7 @@ SUITES: dict[str, Callable[[int], CampaignResult]] = {
     "lifecycle_races": lifecycle_races,
     "retry_forever": retry_forever,
     "permission_modes": permission_modes,
+    "extensions": extensions,
 }
 
 
@@ -366,6 +368,7 @@ __all__ = [
     "compaction_under_load",
     "concurrency",
     "crash_recovery",
+    "extensions",
     "first_caught",
     "flaky_store",
     "interruption",

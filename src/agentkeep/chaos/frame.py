@@ -36,6 +36,9 @@ class Campaign:
         self.rng = world.rng
         self.faulted: set[int] = set()
         self.crashes = 0  # crash plans drawn so far (see crash)
+        # Runs between each process and its check: a suite settling, from the disk, what
+        # the process left it unsure of (an embedder transaction a crash hid the outcome of).
+        self.before_check: Callable[[ProcessReport], None] | None = None
 
     def process(self, *, final: bool = False, **options: object) -> ProcessReport:
         """Run one simulated process (``ChaosWorld.run_process``'s options) and check the disk
@@ -58,6 +61,8 @@ class Campaign:
 
             options["before_close"] = subscribe
         report = self.world.run_process(**options)  # type: ignore[arg-type]
+        if self.before_check is not None:
+            self.before_check(report)
         self.checker.after_process(report, final=final)
         self.checker.violations += subscribed
         return report

@@ -166,6 +166,11 @@ class ChaosWorld:
             return None
         return frozenset(p.call.call_id for p in pending)
 
+    def set_system_option(self, name: str, value: Any) -> None:
+        """Open every later process with ``name=value`` (e.g. the ``modules`` of a new
+        release: a campaign upgrading its extensions between processes)."""
+        self._system_options[name] = value
+
     # -- processes ---------------------------------------------------------------------------
 
     def create_agent(self) -> None:
@@ -225,10 +230,14 @@ class ChaosWorld:
             if before_close is not None and not live.crashed():
                 before_close(system)
         except Exception:
-            if not live.crashed():  # only a dead store may make a process fail like this
+            # Only a dead store may make a process fail like this; a crash plan may also
+            # kill the open itself (a module migration, the recovery).
+            died_opening = system is None and faults is not None and faults.mode == "crash"
+            if not (live.crashed() or died_opening):
                 raise
+            report.crashed = True
         finally:
-            report.crashed = live.crashed()
+            report.crashed = report.crashed or live.crashed()
             if system is not None:
                 quietly(lambda: system.close(timeout_seconds=self.idle_timeout))
                 report.operations = _operations(system)

@@ -106,6 +106,11 @@ def landed(ctx: LoopContext, plan: Plan, value: PlanResult) -> Outcome:
             ctx.mirror.notices = []
             if appended.records:
                 turn.needs_inference = True
+            if not ctx.mirror.has_input():
+                # Appending the last notice answers the turn its acceptance asked for (a
+                # before_turn's inject lands in its own turn's stage: asking for another
+                # turn would run before_turn again, which may inject again — forever).
+                ctx.requests.turn = False
             # As written: the stage marked opened at the conversation's length now.
             opened = len(ctx.mirror.records)
             ctx.mirror.owed = msgspec.structs.replace(plan.owed, stage_opened_at=opened)

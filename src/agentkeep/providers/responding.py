@@ -141,6 +141,9 @@ class RespondingModel(NamedModels):
         usage_events: Emit a ``token_usage`` event before ``done``.
         compaction: ``"summary"`` (default), ``"fail"``, ``"cancel"``, ``"hang"`` (until
             cancelled), a fixed outcome, or a function of the context.
+        past_notices: Read past trailing system messages when deciding whether the user
+            spoke last (so a user message behind a hook's boundary notices still gets its
+            tool call).
     """
 
     def __init__(
@@ -158,6 +161,7 @@ class RespondingModel(NamedModels):
         compaction: CompactionMode
         | CompactionOutcome
         | Callable[[Context], CompactionOutcome] = "summary",
+        past_notices: bool = False,
     ) -> None:
         if not 0.0 <= failure_rate <= 1.0:
             raise ValueError("failure_rate must be within [0, 1].")
@@ -171,6 +175,7 @@ class RespondingModel(NamedModels):
         self.reasoning = reasoning
         self.usage_events = usage_events
         self.compaction = compaction
+        self.past_notices = past_notices
         self._lock = threading.Lock()
         self._asked: dict[str, int] = {}
         self._requests = 0
@@ -236,7 +241,11 @@ class RespondingModel(NamedModels):
             events += [ReasoningDelta(delta=part) for part in _chunks(thought, chunks)]
             events.append(ReasoningEnd(text=thought, reasoning=f"sig-{users}-{calls}"))
         terminal: Done
-        if messages and isinstance(messages[-1], UserMessage):
+        spoken = messages
+        if self.past_notices:
+            while spoken and isinstance(spoken[-1], SystemMessage):
+                spoken = spoken[:-1]
+        if spoken and isinstance(spoken[-1], UserMessage):
             call_id = f"call-{calls}"
             name = self.durable_tool if calls % 2 == 0 else self.fragile_tool
             arguments = msgspec.json.encode({"call": call_id}).decode()

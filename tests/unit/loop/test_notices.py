@@ -124,6 +124,42 @@ def test_an_inject_with_an_id_is_queued_once_however_often_the_hook_returns_it(
         ak.InjectAction(message=ak.system("x"), id="Not An Id")
 
 
+class InjectFreshEachTurn(ak.Feature):
+    """Every ``before_turn`` injects a notice under that turn's own id (one notice per
+    turn); records the turns it saw."""
+
+    name = "fresh"
+
+    def __init__(self) -> None:
+        self.turns: list[str | None] = []
+
+    def before_turn(self, ctx: ak.HookContext, turn: ak.TurnInfo) -> list[ak.InjectAction]:
+        self.turns.append(ctx.turn_id)
+        if len(self.turns) > 5:  # bounds the failure: the old loop never settled
+            return []
+        return [
+            ak.InjectAction(message=ak.system(f"turn {len(self.turns)}"), id=f"t{len(self.turns)}")
+        ]
+
+
+def test_a_notice_the_turn_itself_injected_and_appended_asks_no_further_turn(
+    world: World,
+) -> None:
+    """A ``before_turn`` notice lands before that turn's own request; its acceptance must
+    not ask for another turn (which would inject again, reopen the finished answer with
+    "Continue from where you left off." and ask the model again — forever)."""
+    world.model.add(script.text("one"), *[script.text("again") for _ in range(6)])
+    hooks = InjectFreshEachTurn()
+    system = world.open(features=[hooks])
+    agent = system.create(id="a1")
+    agent.send(ak.user("q1"))
+    assert agent.wait_for_idle(timeout_seconds=10)
+
+    assert texts(agent.transcript()) == ["q1", "turn 1", "one"]
+    assert len(hooks.turns) == 1
+    assert len(world.model.requests) == 1
+
+
 def _open_crashing(home: Path, model: ak.ScriptedModel, faults: FaultPlan | None) -> ak.AgentSystem:
     providers = ak.Providers()
     providers.add("local", model, kind="gym")

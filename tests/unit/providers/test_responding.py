@@ -12,6 +12,7 @@ import msgspec
 import pytest
 
 from agentkeep.errors import ModelSessionBusyError, ModelSessionClosedError
+from agentkeep.messages import system
 from agentkeep.providers import CancelToken, RespondingModel
 from agentkeep.types import (
     AssistantBlock,
@@ -109,6 +110,17 @@ def test_a_tool_result_is_answered_with_text() -> None:
         TextEnd(text="answer-1"),
         Done(state="normal", tokens=Tokens(input=30, output=5)),
     ]
+
+
+def test_past_notices_reads_past_trailing_system_messages() -> None:
+    """A user message behind a hook's notices gets its tool call with ``past_notices``;
+    without it the notice is the last word and is answered with text."""
+    history: list[Message] = [user("hello"), system("notice a"), system("notice b")]
+    calling = stream(RespondingModel(past_notices=True), history)
+    assert ToolCallStart(call_id="call-0", name="durable_tool") in calling
+    answering = stream(RespondingModel(), history)
+    assert TextEnd(text="answer-1") in answering
+    assert not any(isinstance(e, ToolCallStart) for e in answering)
 
 
 def test_an_empty_conversation_gets_answer_zero() -> None:
