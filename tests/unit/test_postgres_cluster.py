@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -333,6 +334,7 @@ def test_demo_postgres_runs_the_demo_on_a_throwaway_cluster_or_says_why_it_canno
         ).stdout
         for where in (["demo"], [])
     ]
+    cluster_dir.chmod(0o755)  # the script's mktemp directory goes inside: postgres must reach it
     env = dict(
         os.environ,
         AGENTKEEP=" ".join(agentkeep),
@@ -350,6 +352,13 @@ def test_demo_postgres_runs_the_demo_on_a_throwaway_cluster_or_says_why_it_canno
     if any("--database" in text for text in helps):
         assert done.returncode == 0, done.stdout + done.stderr
         assert "a throwaway PostgreSQL cluster at postgresql://" in done.stderr
+        # The demo ran on PostgreSQL, in a schema of its own: its state directory holds the
+        # daemon files and the tools' ledgers, no SQLite database.
+        assert re.search(r"store: PostgreSQL, postgresql://\S+\?schema=demo_\d", done.stdout)
+        homes = list((tmp_path / "home").glob("demo-*"))
+        assert len(homes) == 1
+        assert (homes[0] / "tool-runs.jsonl").is_file()
+        assert not (homes[0] / "agents.db").exists()
     else:
         assert done.returncode == 2, done.stdout + done.stderr
         assert "this agentkeep has no --database option" in done.stderr

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -23,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import click
 
@@ -66,6 +68,28 @@ def demo_home(base: Path) -> Path:
     return candidate
 
 
+def demo_database(database: str | None, home: Path) -> str | None:
+    """The demo's store: None (``agents.db`` in its own state directory), or, on PostgreSQL,
+    a schema of its own named after that directory (``demo_20261205_045542``), so a demo
+    never writes into a store the URL already names."""
+    if database is None:
+        return None
+    schema = re.sub(r"[^a-z0-9_]", "_", home.name.lower())[:60]
+    parts = urlsplit(database)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "schema"]
+    query.append(("schema", schema))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def display_url(url: str) -> str:
+    """``url`` without its password (the demo prints where its store is)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def _talk_in_process(home: Home, agent_id: str, console: Console, *, resume: bool) -> None:
     printer = StreamPrinter(agent_id, console, prefix="   ")
     with open_system(home, resume=resume, features=[printer], observer=printer) as (system, _):
@@ -83,6 +107,7 @@ def _run_child(home: Home, agent_id: str, state: CliState, narrator: Narrator) -
         "agentkeep.cli",
         "--home",
         str(home.path),
+        *(("--database", home.database) if home.database is not None else ()),
         "--log-level",
         state.log_level,
         "demo-child",
@@ -131,9 +156,10 @@ def _show_crash_state(home: Home, agent_id: str, narrator: Narrator) -> None:
         narrator.say(f"  pending #{call['index']} {call['name']}({call['arguments']})")
     for entry in shown["queued"]:
         narrator.say(f"  queued: {entry['text']}")
-    report = run_check(home)
-    verdict = "OK" if report["ok"] else f"FAILED: {report['problems']}"
-    narrator.say(f"db check on the crashed store: {verdict}")
+    if home.database is None:  # SQLite's file checks; PostgreSQL checks its own pages
+        report = run_check(home)
+        verdict = "OK" if report["ok"] else f"FAILED: {report['problems']}"
+        narrator.say(f"db check on the crashed store: {verdict}")
 
 
 @click.command()
@@ -166,12 +192,15 @@ def demo(state: CliState, directory: Path | None, daemon: bool) -> None:
             exit_code=EXIT_BAD_INPUT,
         )
     started = time.monotonic()
-    home = Home(path=directory or demo_home(state.home.path))
+    path = directory or demo_home(state.home.path)
+    home = Home(path=path, database=demo_database(state.home.database, path))
     home.path.mkdir(parents=True, exist_ok=True)
     console = Console(sys.stderr if state.json_mode else None)
     narrator = Narrator(console)
     console.line("agentkeep demo: a durable agent survives a crash")
     console.line(f"state directory: {home.path}")
+    if home.database is not None:
+        console.line(f"store: PostgreSQL, {display_url(home.database)}")
 
     narrator.step(1, "Create an agent on the local demo model, with three tools:")
     narrator.say("calculator  durable: pure, safe to run again after a restart")
@@ -214,13 +243,13 @@ def demo(state: CliState, directory: Path | None, daemon: bool) -> None:
         console.line("demo: FAILED — see the ✗ lines above")
     console.line("")
     console.line("Inspect it yourself (each command runs as printed, from this directory):")
-    for command in (
-        ("session", "list"),
-        ("session", "show", agent_id),
-        ("session", "transcript", agent_id),
-        ("db", "check"),
-    ):
-        console.line(f"  {command_line(home.path, *command)}")
+    commands = [("session", "list"), ("session", "show", agent_id)]
+    commands.append(("session", "transcript", agent_id))
+    if home.database is None:
+        commands.append(("db", "check"))
+    database = () if home.database is None else ("--database", home.database)
+    for command in commands:
+        console.line(f"  {command_line(home.path, *database, *command)}")
     files = (shlex.quote(str(home.path / name)) for name in ("notes.txt", "tool-runs.jsonl"))
     console.line(f"  cat {' '.join(files)}")
     if state.json_mode:
