@@ -270,6 +270,12 @@ class LoopContext:
         """Whether some feature overrides the transactional lifecycle hook ``hook``."""
         return hook in self.config.transact_hooks
 
+    def opens_every_stage(self) -> bool:
+        """Whether every request opens with its own inference stage transaction
+        (``ConsumeNotices``): a feature supplies notices at the inference boundary or
+        overrides ``before_inference_transact``, which run in it (docs/notices.md)."""
+        return self.config.notify_inference or self.hooked("before_inference_transact")
+
     def owed_now(
         self, stage: OwedStage, *, inference_id: str | None = None, response_open: bool = False
     ) -> OwedWork:

@@ -34,33 +34,20 @@ from agentkeep.types.parts import block_part
 
 def start(ctx: LoopContext) -> None:
     continues = ends_with_own_message(ctx.mirror.records)
-    if continues or (ctx.config.notify_inference and not ctx.stage_open()):
+    if continues or (ctx.opens_every_stage() and not ctx.stage_open()):
         # Never a request that ends with the model's own message: the inference stage's
         # transaction appends "Continue from where you left off." first (the pass's notice
         # step normally has; this is the same rule for any path that skipped it). A feature
-        # supplying notices at the inference boundary gets that transaction for every
-        # request (docs/notices.md).
-        ctx.commit(
-            ConsumeNotices(
-                owed=ctx.owed_for_inference(),
-                continue_response=continues,
-                settings=ctx.mirror.settings,
-            )
-        )
+        # supplying notices at the inference boundary, or overriding
+        # before_inference_transact, gets that transaction for every request: it is the
+        # request's opening commit (docs/notices.md, docs/hooks.md).
+        ctx.commit(open_stage(ctx, continues=continues))
         return
     inference_id = ctx.usable_inference_id()
     if inference_id is None:
         # The request's id is written with the owed work before its first hook is told it
         # and is decided again once this lands.
-        owed = ctx.owed_for_inference()
-        ctx.commit(StageOwed(owed=owed, hooks=_opening(ctx, owed.inference_id)))
-        return
-    if ctx.hooked("before_inference_transact") and ctx.turn.inference_opened != inference_id:
-        # The request's opening commit: before_inference_transact runs inside it, and the
-        # request starts once it landed (decided again then).
-        # (The owed fact as it stands: the usable id is the one it holds.)
-        opening = ctx.owed_for_inference()
-        ctx.commit(StageOwed(owed=opening, hooks=_opening(ctx, inference_id)))
+        ctx.commit(StageOwed(owed=ctx.owed_for_inference()))
         return
     ctx.lifecycle.inference_id = ctx.lifecycle.last_request_id = inference_id
     ctx.phase = Inferring(
@@ -81,14 +68,20 @@ def start(ctx: LoopContext) -> None:
     )
 
 
-def _opening(ctx: LoopContext, inference_id: str | None) -> tuple[LifecycleHook, ...]:
-    """``before_inference_transact`` for the request ``inference_id``, if overridden (the
-    request is then marked opened: it starts once the commit carrying the hook landed)."""
-    if not ctx.hooked("before_inference_transact") or inference_id is None:
-        return ()
-    ctx.turn.inference_opened = inference_id
-    ids = msgspec.structs.replace(ctx.ids(), inference_id=inference_id)
-    return (LifecycleHook(hook="before_inference_transact", ids=ids),)
+def open_stage(ctx: LoopContext, *, continues: bool) -> ConsumeNotices:
+    """The inference stage's opening transaction — the request's one opening commit. It
+    names the request (``owed``: the id already owed if still usable, a fresh one if an
+    earlier stage opened), appends the stage's notices and runs, last, the request's
+    ``before_inference_transact`` told that same id; the request is made under it once the
+    commit landed, and after a restart without opening the stage again (``stage_open``)."""
+    owed = ctx.owed_for_inference()
+    hooks: tuple[LifecycleHook, ...] = ()
+    if ctx.hooked("before_inference_transact"):
+        ids = msgspec.structs.replace(ctx.ids(), inference_id=owed.inference_id)
+        hooks = (LifecycleHook(hook="before_inference_transact", ids=ids),)
+    return ConsumeNotices(
+        owed=owed, continue_response=continues, settings=ctx.mirror.settings, hooks=hooks
+    )
 
 
 def _block_hooks(ctx: LoopContext, inference_id: str) -> tuple[LifecycleHook, ...]:

@@ -109,6 +109,11 @@ def lifecycle_ids(ctx: LoopContext, owed: OwedWork | None) -> bool:
         # the transaction that continues the response. ``response_open`` stays until that
         # transaction appends after the cut content, so a crash before it still continues.
         staged = msgspec.structs.replace(staged, inference_id=None, stage_opened_at=None)
+    elif owed.stage_opened_at is not None and owed.turn_id != staged.turn_id:
+        # The stage was opened by an earlier turn of the run (its hooks were told that
+        # turn's ids) and no request was made under it: a request of this turn opens a stage
+        # of its own under a fresh id — every hook of a request is told the same ids.
+        staged = msgspec.structs.replace(staged, inference_id=None, stage_opened_at=None)
     if staged == owed and not hooks:
         return False
     ctx.commit(StageOwed(owed=staged, hooks=hooks))

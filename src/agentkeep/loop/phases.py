@@ -149,7 +149,5 @@ class Turn:
     # compaction under way is the one it asked for.
     prepared: bool = False
     auto_compaction: bool = False
-    # The request whose opening commit ran before_inference_transact (it starts once landed).
-    inference_opened: str | None = None
     # after_turn_transact / after_agent_loop_transact is committing: its action hook waits.
     closing: bool = False

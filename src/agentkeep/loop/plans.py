@@ -222,11 +222,13 @@ class ConsumeNotices(_Plan[Appended], frozen=True):
     ``owed`` is written marked ``stage_opened_at`` (the conversation's length after it): the
     request is made under its id while nothing else follows; ``owed`` names a fresh id when
     an earlier stage opened (each request has one boundary). ``settings``: what the hooks
-    are told."""
+    are told. ``hooks``: the request's ``before_inference_transact`` (told ``owed``'s ids),
+    run last, after the owed fact is written: this is the request's one opening commit."""
 
     owed: OwedWork
     continue_response: bool = False
     settings: Settings | None = None
+    hooks: tuple[LifecycleHook, ...] = ()
 
 
 class AppendBlock(_Plan[Appended], frozen=True):

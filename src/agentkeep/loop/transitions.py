@@ -83,7 +83,6 @@ from agentkeep.loop.phases import (
 from agentkeep.loop.plans import (
     AppendBlock,
     AppendFailureNote,
-    ConsumeNotices,
     ConsumeQueue,
     LifecycleEdge,
     LifecycleHook,
@@ -436,12 +435,7 @@ def consume_next(ctx: LoopContext) -> bool:
             turn.needs_inference or ctx.mirror.notices
         )
         if ctx.mirror.notices or continues:
-            plan = ConsumeNotices(
-                owed=ctx.owed_for_inference(),
-                continue_response=bool(continues),
-                settings=ctx.mirror.settings,
-            )
-            ctx.commit(plan)
+            ctx.commit(inference.open_stage(ctx, continues=bool(continues)))
             return True
     return False
 

@@ -271,7 +271,7 @@ def execute(
         case ConsumeQueue():
             return _consume_queue(tx, agent_id, plan, policy)
         case ConsumeNotices():
-            return _open_inference(tx, agent_id, plan, policy)
+            return _open_inference(tx, agent_id, plan, policy, lifecycle)
         case AppendBlock(block=block, private_calls=private, owed=owed_open):
             record = _append(tx, agent_id, _block_record(block, private))
             _block_completed(tx, lifecycle, plan.hooks, record)
@@ -333,7 +333,11 @@ def execute(
 
 
 def _open_inference(
-    tx: Transaction, agent_id: str, plan: ConsumeNotices, policy: ConsumptionPolicy
+    tx: Transaction,
+    agent_id: str,
+    plan: ConsumeNotices,
+    policy: ConsumptionPolicy,
+    lifecycle: LifecycleHooks,
 ) -> Appended:
     """The inference stage's opening transaction, right before the request (docs/notices.md):
     "Continue from where you left off." when the conversation ends with the model's own
@@ -341,8 +345,8 @@ def _open_inference(
     once), then the inference boundary's notices of ``system_notifications_transact``, and
     the owed inference naming the request, marked opened at the conversation's length
     (``stage_opened_at``: a restart makes the request without asking for the boundary's
-    notices again). A hook's failure rolls all
-    of it back."""
+    notices again), and last the request's ``before_inference_transact`` told that id: the
+    request's one opening commit. A hook's failure rolls all of it back."""
     owed = plan.owed
     records: list[ConversationRecord] = []
     if plan.continue_response:  # ahead of the boundary's other notices (docs/lifecycle.md)
@@ -356,6 +360,8 @@ def _open_inference(
             records.append(_append(tx, agent_id, SystemRecord(message=message)))
     opened = tx.records.count(agent_id)  # the stage is open while nothing follows
     tx.facts.write_owed(agent_id, msgspec.structs.replace(owed, stage_opened_at=opened))
+    for hook in plan.hooks:  # before_inference_transact: the history as the request sees it
+        lifecycle.run(tx, hook)
     return Appended(records=tuple(records))
 
 

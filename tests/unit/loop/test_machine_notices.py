@@ -169,16 +169,16 @@ def boundary_notices_ahead_of_the_continue_notice() -> Iterator[None]:
     original = commit_plans._open_inference
 
     def open_inference(
-        tx: Transaction, agent_id: str, plan: ConsumeNotices, policy: Any
+        tx: Transaction, agent_id: str, plan: ConsumeNotices, policy: Any, lifecycle: Any
     ) -> Appended:
         if not plan.continue_response:
-            return original(tx, agent_id, plan, policy)
+            return original(tx, agent_id, plan, policy, lifecycle)
         settings = plan.settings or Settings()
         first = [
             commit_plans._append(tx, agent_id, SystemRecord(message=message))
             for message in policy.inference_notices(tx, plan.owed, settings)
         ]
-        appended = original(tx, agent_id, plan, commit_plans.KeepEverything())
+        appended = original(tx, agent_id, plan, commit_plans.KeepEverything(), lifecycle)
         return Appended(records=(*first, *appended.records))
 
     commit_plans._open_inference = open_inference

@@ -473,7 +473,7 @@ def test_overridden_twins_get_the_commits_they_run_in(
     assert _plans_of_one_step(world, monkeypatch, [Ledger()]) == [
         "StageOwed",  # the loop's and turn's opening
         "ConsumeQueue",
-        "StageOwed",  # the request's opening
+        "ConsumeNotices",  # the request's opening: the inference stage's transaction
         "FinishResponse",  # the blocks' and the response's end
         "LifecycleEdge",  # the turn's closing
         "LifecycleEdge",  # the loop's closing
