@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentkeep.chaos.backend import DATABASE_ENV
 from agentkeep.chaos.ledger_subscriber import SUBSCRIBER_ENV, SUBSCRIBER_KILL_ENV
 from agentkeep.chaos.process_kill_plan import Kill
 from agentkeep.chaos.process_kill_world import DiskWorld
@@ -66,6 +67,9 @@ def spawn_child(world: DiskWorld, run: ProcessRun, mutant: str | None) -> None:
         env[KILL_AT_TOOL_ENV] = str(kill.at)
     if mutant is not None:
         env[MUTANT_ENV] = mutant
+    env.pop(DATABASE_ENV, None)
+    if world.database is not None:
+        env[DATABASE_ENV] = world.database
     # The subscriber's disconnects: a pure function of the seed and the process.
     env[SUBSCRIBER_ENV] = str(world.seed * 16 + run.generation)
     env.pop(SUBSCRIBER_KILL_ENV, None)

@@ -46,6 +46,7 @@ import msgspec
 import structlog
 
 from agentkeep.agent_system import AgentSystem
+from agentkeep.chaos.backend import chaos_database
 from agentkeep.chaos.ledger_reads import read_all
 from agentkeep.chaos.ledger_subscriber import (
     SUBSCRIBER_ENV,
@@ -157,7 +158,12 @@ def _play(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[s
     subscriber: RecordingSubscriber | None = None
     try:
         system = AgentSystem.open(
-            home, providers=providers, provider=PROVIDER, model=MODEL, tools=tools
+            home,
+            providers=providers,
+            provider=PROVIDER,
+            model=MODEL,
+            tools=tools,
+            database=chaos_database(),
         )
         try:
             try:
