@@ -133,6 +133,10 @@ def run(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[str
     mutant = os.environ.get(MUTANT_ENV, "")
     if mutant == RERUN_FRAGILE:
         install_rerun_fragile_mutant()
+    if mutant == "reconnect_without_lock":
+        from agentkeep.chaos.pg_server_faults import install_reconnect_without_lock_mutant
+
+        install_reconnect_without_lock_mutant()
     broken: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if mutant:
         from agentkeep.chaos._mutants.runtime import LEDGER_MUTANTS  # tests only: on demand
