@@ -24,7 +24,6 @@ DATABASE_ENV = "CHAOS_DATABASE"
 #: Suites that are SQLite by nature, with the reason they are skipped on PostgreSQL.
 SQLITE_ONLY: dict[str, str] = {
     "power_loss": "power cuts of the database file through SQLite's fault-injecting VFS",
-    "vfs_faults": "I/O errors injected by SQLite's VFS under the database file",
 }
 
 _override: list[str | None] = []

@@ -507,20 +507,6 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def install_reconnect_without_lock_mutant() -> None:
-    """The mutant: a dropped writer session is replaced without taking the lock again or
-    checking the owner row, so a cut-off owner keeps writing (tests only)."""
-    from agentkeep.persistence.postgres import session as owner_session
-    from agentkeep.persistence.postgres.connection import connect
-
-    def reconnect(self: Any) -> Any:
-        self.close()
-        self._adopt(connect(self.target, name=self.name))
-        return self.connection
-
-    owner_session.OwnerSession.reconnect = reconnect  # type: ignore[method-assign]
-
-
 __all__ = [
     "DEFAULT_SEEDS",
     "FAULTS",
@@ -528,7 +514,6 @@ __all__ = [
     "Fault",
     "OwnCluster",
     "ServerFaultResult",
-    "install_reconnect_without_lock_mutant",
     "judge_write_log",
     "plan",
     "run_campaign",

@@ -134,7 +134,7 @@ def run(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[str
     if mutant == RERUN_FRAGILE:
         install_rerun_fragile_mutant()
     if mutant == "reconnect_without_lock":
-        from agentkeep.chaos.pg_server_faults import install_reconnect_without_lock_mutant
+        from agentkeep.chaos._mutants.ownership import install_reconnect_without_lock_mutant
 
         install_reconnect_without_lock_mutant()
     broken: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
