@@ -17,10 +17,10 @@ import pytest
 
 from agentkeep.chaos.backend import SQLITE_ONLY, chaos_database, fresh_database, use_database
 from agentkeep.chaos.campaigns import SUITES, seeds_from_env
+from agentkeep.chaos.pg_server import judge_write_log
 from agentkeep.chaos.pg_server_faults import (
     RECONNECT_WITHOUT_LOCK,
     OwnCluster,
-    judge_write_log,
     plan,
     run_campaign,
 )

@@ -37,10 +37,7 @@ own cluster, which ``restart`` always uses.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib.util
 import logging
-import os
 import random
 import subprocess
 import sys
@@ -49,15 +46,24 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Literal
+from typing import Literal
 
 import structlog
 
-from agentkeep.chaos.backend import chaos_database, fresh_database, server_url
+from agentkeep.chaos.backend import chaos_database, fresh_database
 from agentkeep.chaos.campaign_result import seeds_from_env
 from agentkeep.chaos.checker import Checker
 from agentkeep.chaos.ledger_subscriber import SubscriberLog, judge_subscriber_log
+from agentkeep.chaos.pg_server import (
+    OwnCluster,
+    admin,
+    install_write_log,
+    judge_write_log,
+    owner_token,
+    wait_for_writer,
+    write_log,
+    writer_backend,
+)
 from agentkeep.chaos.process import ProcessReport
 from agentkeep.chaos.process_kill_child import ProcessRun, spawn_child
 from agentkeep.chaos.process_kill_plan import Kill
@@ -70,17 +76,6 @@ FAULTS: tuple[FaultKind, ...] = ("terminate", "restart", "takeover")
 DEFAULT_SEEDS = 3
 RECONNECT_WITHOUT_LOCK = "reconnect_without_lock"
 WRITER_WAIT_SECONDS = 30.0
-
-_WRITE_LOG = """
-CREATE TABLE IF NOT EXISTS chaos_write_log (
-    n BIGSERIAL PRIMARY KEY, app TEXT NOT NULL, tbl TEXT NOT NULL);
-CREATE OR REPLACE FUNCTION chaos_log_write() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO chaos_write_log (app, tbl)
-    VALUES (current_setting('application_name'), TG_TABLE_NAME);
-    RETURN NULL;
-END $$;
-"""
 
 
 @dataclass
@@ -128,10 +123,17 @@ class ServerFaultResult:
             f" (mutant {self.mutant})" if self.mutant else ""
         )
         lines = [f"{head}: {'ok' if self.ok else 'FAILED'} in {self.seconds:.1f} s"]
-        lines += [f"  {run.describe()}" for run in self.runs]
-        lines += [
-            f"  fault: {f.fault.describe()} hits={f.hits} thief={f.thief}" for f in self.faults
-        ]
+        for index, run in enumerate(self.runs):
+            record = self.faults[index] if index < len(self.faults) else None
+            what = (
+                f"{record.fault.describe()}, hits {record.hits}, thief {record.thief}"
+                if record is not None
+                else "left alone"
+            )
+            lines.append(
+                f"  process {run.generation} ({what}): exit {run.returncode} "
+                f"{run.result} {run.seconds:.2f} s"
+            )
         lines.append(f"  write log: {self.writes} writes by {self.owners} owners")
         lines += [f"  ! {problem}" for problem in self.problems]
         lines.append(
@@ -152,144 +154,6 @@ def plan(seed: int, kinds: tuple[FaultKind, ...] = FAULTS) -> list[Fault]:
     return faults
 
 
-# -- the server --------------------------------------------------------------------------------
-
-
-def _cluster_script() -> ModuleType:
-    path = Path(__file__).resolve().parents[3] / "scripts" / "postgres_cluster.py"
-    spec = importlib.util.spec_from_file_location("postgres_cluster", path)
-    if spec is None or spec.loader is None or not path.is_file():
-        raise RuntimeError(f"the restart fault needs the project's {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-class OwnCluster:
-    """A throwaway cluster the campaign may stop and start (started on first use)."""
-
-    def __init__(self) -> None:
-        self._scratch: tempfile.TemporaryDirectory[str] | None = None
-        self._cluster: Any = None
-        self.url = ""
-
-    def start(self) -> str:
-        if self._cluster is None:
-            self._scratch = tempfile.TemporaryDirectory(prefix="pgfaults-", dir="/tmp")
-            os.chmod(self._scratch.name, 0o755)
-            script = _cluster_script()
-            self._cluster = script.Cluster(Path(self._scratch.name) / "cluster")
-        self.url = str(self._cluster.start())
-        return self.url
-
-    def restart(self, pause: float) -> None:
-        self._cluster.stop(mode="immediate")
-        time.sleep(pause)  # the outage itself: how long the server stays away
-        self.start()
-
-    def close(self) -> None:
-        if self._cluster is not None:
-            with contextlib.suppress(Exception):
-                self._cluster.stop()
-        if self._scratch is not None:
-            self._scratch.cleanup()
-        self._cluster = self._scratch = None
-
-
-def _admin(url: str) -> Any:
-    import psycopg
-
-    return psycopg.connect(server_url(url), autocommit=True, connect_timeout=10)
-
-
-def _writer_backend(url: str, child_pid: int) -> int | None:
-    """The backend of ``child_pid``'s writer: the session holding an advisory lock whose
-    ``application_name`` names that process."""
-    with _admin(url) as admin:
-        row = admin.execute(
-            "SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-            "WHERE l.locktype = 'advisory' AND l.granted AND a.application_name LIKE %s",
-            (f"agentkeep pid={child_pid} %",),
-        ).fetchone()
-    return int(row[0]) if row else None
-
-
-def _wait_for_writer(url: str, child: subprocess.Popen[str]) -> int | None:
-    deadline = time.monotonic() + WRITER_WAIT_SECONDS
-    while time.monotonic() < deadline and child.poll() is None:
-        with contextlib.suppress(Exception):
-            backend = _writer_backend(url, child.pid)
-            if backend is not None:
-                return backend
-        time.sleep(0.02)  # polling the server's view: no event to wait on across processes
-    return None
-
-
-def _install_write_log(url: str) -> None:
-    """The write log and its statement triggers on every table of the schema (idempotent)."""
-    import psycopg
-    from psycopg import sql
-
-    schema = dict(p.split("=", 1) for p in url.split("?", 1)[1].split("&"))["schema"]
-    with _admin(url) as admin:
-        admin.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(schema)))
-        admin.execute("SET lock_timeout = '5s'")
-        admin.execute(_WRITE_LOG)
-        tables = admin.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
-            "AND table_type = 'BASE TABLE' AND table_name NOT IN "
-            "('chaos_write_log', 'agentkeep_owner', 'schema_migrations')",
-            (schema,),
-        ).fetchall()
-        for (table,) in tables:
-            name = sql.Identifier(table)
-            with contextlib.suppress(psycopg.errors.DuplicateObject):
-                admin.execute(
-                    sql.SQL(
-                        "CREATE TRIGGER chaos_log AFTER INSERT OR UPDATE OR DELETE ON {} "
-                        "FOR EACH STATEMENT EXECUTE FUNCTION chaos_log_write()"
-                    ).format(name)
-                )
-
-
-def _write_log(url: str) -> list[str]:
-    from psycopg import sql
-
-    schema = dict(p.split("=", 1) for p in url.split("?", 1)[1].split("&"))["schema"]
-    with _admin(url) as admin:
-        admin.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(schema)))
-        try:
-            rows = admin.execute("SELECT app FROM chaos_write_log ORDER BY n").fetchall()
-        except Exception:
-            return []
-    return [str(app) for (app,) in rows]
-
-
-def judge_write_log(apps: list[str]) -> list[str]:
-    """``O1``: each owner's writes form one block; a token writing again after another
-    token's write wrote without owning the store."""
-    tokens = [_token(app) for app in apps]
-    seen: set[str] = set()
-    problems: list[str] = []
-    previous: str | None = None
-    for index, token in enumerate(tokens):
-        if token != previous and token in seen:
-            problems.append(
-                f"O1: owner {token} wrote again (write #{index + 1}) after owner {previous} "
-                "had written: a write after ownership was lost"
-            )
-        seen.add(token)
-        previous = token
-    return problems
-
-
-def _token(app: str) -> str:
-    for part in app.split():
-        if part.startswith("w="):
-            return part[2:]
-    return app
-
-
 # -- playing a seed ----------------------------------------------------------------------------
 
 
@@ -302,7 +166,7 @@ def _inject(
     scratch: Path,
     problems: list[str],
 ) -> None:
-    backend = _wait_for_writer(url, child)
+    backend = wait_for_writer(url, child)
     if backend is None:
         return  # the worker finished or died before its writer held the store
     for delay in fault.delays:
@@ -314,11 +178,11 @@ def _inject(
             cluster.restart(fault.pause)
             record.hits += 1
             continue
-        backend = _writer_backend(url, child.pid)
+        backend = writer_backend(url, child.pid)
         if backend is None:
             continue
-        with _admin(url) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        with admin(url) as session:
+            session.execute("SELECT pg_terminate_backend(%s)", (backend,))
         record.hits += 1
         if fault.kind == "takeover":
             record.thief = _steal(url, child.pid, scratch, problems)
@@ -340,7 +204,7 @@ def _steal(url: str, victim: int, scratch: Path, problems: list[str]) -> str:
             problems.append(f"O2: the thief was refused by {holder}, not by the worker {victim}")
         return "refused"
     try:
-        victim_backend = _writer_backend(url, victim)
+        victim_backend = writer_backend(url, victim)
         if victim_backend is not None:
             problems.append(
                 f"O2: the thief and the worker {victim} (backend {victim_backend}) both hold "
@@ -403,7 +267,7 @@ def _play(
 
     # The store's tables exist before the first worker, so the write log sees every write.
     open_store(base / "creator", database=url).close()
-    _install_write_log(url)
+    install_write_log(url)
     world = DiskWorld(base / "state", seed, base / "ledger.jsonl", database=url)
     checker = Checker(world)
     schedule: list[Fault | None] = [*faults, None]
@@ -457,9 +321,9 @@ def _play(
             list(subscriber.lines()), checker.events, final_generation=len(result.runs)
         )
     ]
-    writes = _write_log(url)
+    writes = write_log(url)
     result.writes = len(writes)
-    result.owners = len({_token(app) for app in writes})
+    result.owners = len({owner_token(app) for app in writes})
     result.problems += judge_write_log(writes)
 
 
