@@ -1,8 +1,10 @@
 """Run chaos suites from the command line: ``python -m agentkeep.chaos [SUITE ...]``.
 
 ``--seeds N`` (default ``CHAOS_SEEDS`` or 15) runs seeds ``start..start+N-1``; ``--seed S``
-runs one. Every failing seed is printed with its violations and replay command, then a
-summary table; the exit status is 1 if any seed failed.
+runs one. ``--database URL`` (or ``CHAOS_DATABASE``) runs them on that PostgreSQL server,
+each seed in a fresh schema (:mod:`agentkeep.chaos.backend`). Every failing seed is printed
+with its violations and replay command, then a summary table; the exit status is 1 if any
+seed failed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections import Counter
 
 import structlog
 
+from agentkeep.chaos.backend import DATABASE_ENV, SQLITE_ONLY, chaos_database, use_database
 from agentkeep.chaos.campaigns import SUITES, seeds_from_env
 
 
@@ -24,7 +27,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=None, help="how many seeds per suite")
     parser.add_argument("--start", type=int, default=0, help="first seed")
     parser.add_argument("--seed", type=int, default=None, help="run only this seed")
+    parser.add_argument(
+        "--database",
+        default=None,
+        help="a postgresql:// URL: run on that server, each seed in a fresh schema "
+        f"(default: {DATABASE_ENV}, else SQLite)",
+    )
     args = parser.parse_args(argv)
+    with use_database(args.database or chaos_database()):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     # Campaigns inject thousands of faults on purpose; the store logs each one.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
     if args.seed is not None:
@@ -36,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, int, int, float]] = []
     counted: dict[str, Counter[str]] = {}
     for suite in args.suites or list(SUITES):
+        if chaos_database() is not None and suite in SQLITE_ONLY:
+            print(f"{suite}: skipped on PostgreSQL ({SQLITE_ONLY[suite]})", flush=True)
+            continue
         started = time.monotonic()
         failed = 0
         for seed in seeds:

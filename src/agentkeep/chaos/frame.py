@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.chaos import calibration
+from agentkeep.chaos.backend import fresh_database
 from agentkeep.chaos.batches import BatchingModel
 from agentkeep.chaos.campaign_result import CampaignResult
 from agentkeep.chaos.checker import Checker, SwitchExpectation, Violation
@@ -103,8 +104,12 @@ def play(
     """Play ``body`` over a fresh world (in ``home``, or a temporary directory) and collect
     what the checker found: the frame of every in-process suite."""
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=f"chaos-{suite}-{seed}-") as scratch:
-        world = ChaosWorld(Path(home or scratch) / "state", seed, **(world_options or {}))  # type: ignore[arg-type]
+    with (
+        tempfile.TemporaryDirectory(prefix=f"chaos-{suite}-{seed}-") as scratch,
+        fresh_database() as database,
+    ):
+        options: dict[str, object] = {"database": database, **(world_options or {})}
+        world = ChaosWorld(Path(home or scratch) / "state", seed, **options)  # type: ignore[arg-type]
         checker = Checker(world, switch=switch)
         world.create_agent()
         campaign = Campaign(suite, seed, world, checker)

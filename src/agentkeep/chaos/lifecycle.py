@@ -31,6 +31,7 @@ from functools import partial
 from pathlib import Path
 
 from agentkeep.agent_system import Agent, AgentSystem
+from agentkeep.chaos.backend import fresh_database
 from agentkeep.chaos.batches import BatchingModel, CompletionOrder
 from agentkeep.chaos.campaign_result import CampaignResult
 from agentkeep.chaos.checker import Checker
@@ -60,7 +61,7 @@ from agentkeep.errors import (
 )
 from agentkeep.messages import user
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.store import Store
+from agentkeep.persistence.opening import open_store
 from agentkeep.providers.catalog import Providers
 
 SUITE = "lifecycle_races"
@@ -77,8 +78,11 @@ def lifecycle_races(seed: int, *, home: str | Path | None = None) -> CampaignRes
     what is owed: every accepted message once and answered, every refusal an agentkeep error
     its race explains, deleted ids free and clean, no hang, the lock free once close returned."""
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=f"chaos-{SUITE}-{seed}-") as scratch:
-        campaign = _Lifecycle(seed, Path(home or scratch) / "state")
+    with (
+        tempfile.TemporaryDirectory(prefix=f"chaos-{SUITE}-{seed}-") as scratch,
+        fresh_database() as database,
+    ):
+        campaign = _Lifecycle(seed, Path(home or scratch) / "state", database)
         campaign.play()
     return CampaignResult(
         suite=SUITE,
@@ -92,9 +96,10 @@ def lifecycle_races(seed: int, *, home: str | Path | None = None) -> CampaignRes
 class _Lifecycle:
     """One seed of the campaign (see the module docstring)."""
 
-    def __init__(self, seed: int, home: Path) -> None:
+    def __init__(self, seed: int, home: Path, database: str | None = None) -> None:
         self.seed = seed
         self.home = home
+        self.database = database
         self.plan = Plan.draw(random.Random(seed))
         self.ledger = Ledger()
         self.alive: dict[int, bool] = {}
@@ -130,7 +135,14 @@ class _Lifecycle:
             system.create(id=resident)
         # L4: a subscriber per surviving resident races too, disconnecting at seeded points.
         self.subscribers.start(system, 1)
-        race = Race(system, self.plan, self.home, TIMEOUT, on_closed=partial(self._dead, 1))
+        race = Race(
+            system,
+            self.plan,
+            self.home,
+            TIMEOUT,
+            on_closed=partial(self._dead, 1),
+            database=self.database,
+        )
         stuck = race.run()
         facts = Facts.of(race)
         self.trace += [f"process 1: {op.describe()}" for op in race.ops]
@@ -160,7 +172,7 @@ class _Lifecycle:
             return listed, {agent: read_durable(tx, agent) for agent in agents}
 
         try:
-            store = Store.open(self.home)
+            store = open_store(self.home, database=self.database)
         except StoreLockedError as error:
             self.violations.append(violation(23, 1, f"the store is still locked: {error}"))
             return None
@@ -315,7 +327,12 @@ class _Lifecycle:
             guard_tool(t, self.ledger, generation, alive, self.completion) for t in ledger_tools()
         ]
         self.system = AgentSystem.open(
-            self.home, providers=providers, provider="local", model="gym-1", tools=tools
+            self.home,
+            providers=providers,
+            provider="local",
+            model="gym-1",
+            tools=tools,
+            database=self.database,
         )
         return self.system
 
@@ -333,7 +350,9 @@ class _Lifecycle:
         self.alive[generation] = False
 
     def _checker(self, agent: str, facts: Facts | None) -> Checker:
-        world = ChaosWorld(self.home, self.seed, agent_id=agent, fragile_tools=FRAGILE)
+        world = ChaosWorld(
+            self.home, self.seed, agent_id=agent, fragile_tools=FRAGILE, database=self.database
+        )
         world.order_known = False  # concurrent senders have no acceptance order to keep
         if facts is not None:
             tried = dict.fromkeys(op.message or "" for op in facts.sends(agent))

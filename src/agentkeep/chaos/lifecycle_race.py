@@ -30,7 +30,7 @@ from agentkeep.agent_system import Agent, AgentSystem
 from agentkeep.chaos.process import DurableState, read_durable
 from agentkeep.config import AgentConfig
 from agentkeep.messages import user
-from agentkeep.persistence.store import Store
+from agentkeep.persistence.opening import open_store
 from agentkeep.types.records import QueueName
 
 OpKind = Literal["send", "create", "squat", "delete", "recreate", "resolve", "metadata", "close"]
@@ -222,6 +222,8 @@ class Race:
     probes: list[tuple[Op, Exception | None]] = field(default_factory=list)
     # Called once every closer returned: from then on the system's tools must not run.
     on_closed: Callable[[], None] = lambda: None
+    # The store's PostgreSQL URL (None: SQLite in ``home``).
+    database: str | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -331,7 +333,7 @@ class Race:
             if self._closers == 0:
                 self.on_closed()
         with self._probing:  # one probe at a time: a probe holds the lock while it runs
-            self.probes.append((op, _probe_lock(self.home)))
+            self.probes.append((op, _probe_lock(self.home, self.database)))
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -374,10 +376,10 @@ def bounded(action: Callable[[], object], timeout: float) -> Exception | None:
     return outcome[0] if outcome else HUNG
 
 
-def _probe_lock(home: Path) -> Exception | None:
+def _probe_lock(home: Path, database: str | None = None) -> Exception | None:
     """Open and close the store: None if its lock was free, else why it could not open."""
     try:
-        Store.open(home).close()
+        open_store(home, database=database).close()
     except Exception as error:  # StoreLockedError, or a failure of its own
         return error
     return None

@@ -11,9 +11,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentkeep.chaos.backend import DATABASE_ENV
 from agentkeep.chaos.ledger_subscriber import SUBSCRIBER_ENV, SUBSCRIBER_KILL_ENV
 from agentkeep.chaos.process_kill_plan import Kill
 from agentkeep.chaos.process_kill_world import DiskWorld
@@ -54,10 +56,18 @@ class ProcessRun:
         return f"process {self.generation} ({self.kill.describe()}): {outcome} {self.seconds:.2f} s"
 
 
-def spawn_child(world: DiskWorld, run: ProcessRun, mutant: str | None) -> None:
+def spawn_child(
+    world: DiskWorld,
+    run: ProcessRun,
+    mutant: str | None,
+    *,
+    during: Callable[[subprocess.Popen[str]], None] | None = None,
+    offers: int | None = None,
+) -> None:
     """Run one worker process on ``world``'s directory until it exits or is killed as
     ``run.kill`` plans, recording into ``run`` how it ended (its RESULT line, the store
-    operation it died at, a hang)."""
+    operation it died at, a hang). ``during`` runs in this process once the child is ready
+    (the server-fault campaign's faults), ``offers`` overrides how many messages it offers."""
     env = {k: v for k, v in os.environ.items() if k not in (FAULT_AT_ENV, KILL_AT_TOOL_ENV)}
     kill = run.kill
     if kill.kind == "store":
@@ -66,6 +76,9 @@ def spawn_child(world: DiskWorld, run: ProcessRun, mutant: str | None) -> None:
         env[KILL_AT_TOOL_ENV] = str(kill.at)
     if mutant is not None:
         env[MUTANT_ENV] = mutant
+    env.pop(DATABASE_ENV, None)
+    if world.database is not None:
+        env[DATABASE_ENV] = world.database
     # The subscriber's disconnects: a pure function of the seed and the process.
     env[SUBSCRIBER_ENV] = str(world.seed * 16 + run.generation)
     env.pop(SUBSCRIBER_KILL_ENV, None)
@@ -75,7 +88,8 @@ def spawn_child(world: DiskWorld, run: ProcessRun, mutant: str | None) -> None:
     command = [sys.executable, "-m", "agentkeep.chaos.process_worker"]
     # Each killed process brings one more message than the last (so every restart has new
     # work to be killed in); the one left alone offers them all.
-    offers = len(OFFERS) if kill.kind is None else min(run.generation + 1, len(OFFERS))
+    if offers is None:
+        offers = len(OFFERS) if kill.kind is None else min(run.generation + 1, len(OFFERS))
     command += [str(world.home), str(world.ledger_path), str(run.generation), str(offers)]
     stderr_path = world.ledger_path.with_name(f"stderr-{run.generation}")
     with (
@@ -88,6 +102,8 @@ def spawn_child(world: DiskWorld, run: ProcessRun, mutant: str | None) -> None:
         ready = child.stdout.readline()
         started = time.monotonic()
         timed = kill.kind == "timer" and bool(ready)
+        if during is not None and ready:
+            during(child)
         try:
             child.wait(kill.delay_seconds if timed else CHILD_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:

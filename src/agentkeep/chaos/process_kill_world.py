@@ -29,8 +29,8 @@ class DiskWorld(ChaosWorld):
     from a copy (recovery and checkpoint happen there, never on the disk the next child
     recovers from), and acceptance comes from the ledger file."""
 
-    def __init__(self, home: Path, seed: int, ledger: Path) -> None:
-        super().__init__(home, seed, agent_id=AGENT_ID)
+    def __init__(self, home: Path, seed: int, ledger: Path, database: str | None = None) -> None:
+        super().__init__(home, seed, agent_id=AGENT_ID, database=database)
         self.ledger_path = ledger
         self.offers = list(OFFERS)
         self.integrity_problems: list[str] = []
@@ -55,6 +55,17 @@ class DiskWorld(ChaosWorld):
                 lambda after: tx.ledger.events(agent_id, after, 1000)
             )
 
+        if self.database is not None:
+            # The server's own state: read-only, so the next child recovers what it left.
+            from agentkeep.persistence.postgres import PostgresReadOnlyStore
+
+            reader = PostgresReadOnlyStore.open(self.database, self.home)
+            try:
+                state, events = reader.read(read)
+            finally:
+                reader.close()
+            self._learn_acceptance(state)
+            return state, events
         with tempfile.TemporaryDirectory(prefix="chaos-copy-") as scratch:
             copy = Path(scratch)
             for suffix in ("", "-wal", "-journal"):  # never -shm: it is rebuilt from the WAL
@@ -83,6 +94,21 @@ class DiskWorld(ChaosWorld):
                 del line["kind"], line["pid"]
                 ledger.record(LedgerEntry(**line))
         self.ledger = ledger
+
+
+def store_exists(world: DiskWorld) -> bool:
+    """Whether a child got as far as creating the store (its file, or its schema's migrations
+    on PostgreSQL): before that there is nothing to judge."""
+    if world.database is None:
+        return (world.home / DATABASE_NAME).exists()
+    from agentkeep.errors import StoreError
+    from agentkeep.persistence.postgres import PostgresReadOnlyStore
+
+    try:
+        PostgresReadOnlyStore.open(world.database, world.home).close()
+    except StoreError:
+        return False
+    return True
 
 
 def integrity_problem(database: Path) -> str | None:

@@ -1,5 +1,9 @@
 """Real process campaign: an ``AgentSystem`` in a child process, SIGKILLed again and again.
 
+With ``CHAOS_DATABASE`` (or ``--database URL``) each seed runs on a fresh schema of that
+PostgreSQL server: the children open the same schema, and the parent reads it through a
+read-only store instead of a copy of the file (the server has no integrity check to run).
+
 Each seed plans 1–5 killed processes, then one left alone to finish, all on one state
 directory (:mod:`agentkeep.chaos.process_worker` is the child). A process dies one of three
 ways, drawn from the seed:
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import tempfile
@@ -52,17 +57,17 @@ from pathlib import Path
 
 import structlog
 
+from agentkeep.chaos.backend import DATABASE_ENV, chaos_database, fresh_database, use_database
 from agentkeep.chaos.campaigns import seeds_from_env
 from agentkeep.chaos.checker import Checker
 from agentkeep.chaos.ledger_subscriber import SubscriberLog, judge_subscriber_log
 from agentkeep.chaos.process import DurableState, ProcessReport
 from agentkeep.chaos.process_kill_child import ProcessRun, spawn_child
 from agentkeep.chaos.process_kill_plan import Kill, KillKind, plan
-from agentkeep.chaos.process_kill_world import DiskWorld, integrity_problem
+from agentkeep.chaos.process_kill_world import DiskWorld, integrity_problem, store_exists
 from agentkeep.chaos.process_worker import OFFERS, SUBSCRIBER_LOG
 from agentkeep.chaos.turn_checks import completed_answers, judge_keyed_sends
 from agentkeep.persistence.faults import FaultPlan
-from agentkeep.persistence.store import DATABASE_NAME
 
 DEFAULT_SEEDS = 6
 TEST_FILE = "tests/chaos/test_process_kills.py"
@@ -135,10 +140,13 @@ def run_campaign(
     """
     started = time.monotonic()
     result = KillCampaignResult(seed=seed, mutant=mutant)
-    with tempfile.TemporaryDirectory(prefix=f"chaos-kills-{seed}-") as scratch:
+    with (
+        tempfile.TemporaryDirectory(prefix=f"chaos-kills-{seed}-") as scratch,
+        fresh_database() as database,
+    ):
         base = Path(home or scratch)
         base.mkdir(parents=True, exist_ok=True)
-        world = DiskWorld(base / "state", seed, base / "ledger.jsonl")
+        world = DiskWorld(base / "state", seed, base / "ledger.jsonl", database=database)
         checker = Checker(world)
         for generation, kill in enumerate(kills or plan(seed), start=1):
             run = ProcessRun(generation=generation, kill=kill)
@@ -157,7 +165,7 @@ def run_campaign(
                 result.problems.append(
                     f"process {generation} exited {run.returncode}: {run.stderr_tail}"
                 )
-            if not (world.home / DATABASE_NAME).exists():
+            if not store_exists(world):
                 continue  # killed before the store was created: nothing to judge yet
             violations = checker.after_process(report, final=final)
             result.problems += [v.describe() for v in violations]
@@ -230,7 +238,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--mutant", default=None)
+    parser.add_argument("--database", default=None, help=f"a postgresql:// URL ({DATABASE_ENV})")
     args = parser.parse_args(argv)
+    with use_database(args.database or chaos_database()):
+        if args.database:
+            os.environ[DATABASE_ENV] = args.database  # the pool's processes run there too
+        return _sweep(args)
+
+
+def _sweep(args: argparse.Namespace) -> int:
     seeds = (
         list(range(args.start, args.start + args.seeds))
         if args.seeds is not None

@@ -46,6 +46,7 @@ import msgspec
 import structlog
 
 from agentkeep.agent_system import AgentSystem
+from agentkeep.chaos.backend import chaos_database
 from agentkeep.chaos.ledger_reads import read_all
 from agentkeep.chaos.ledger_subscriber import (
     SUBSCRIBER_ENV,
@@ -132,6 +133,10 @@ def run(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[str
     mutant = os.environ.get(MUTANT_ENV, "")
     if mutant == RERUN_FRAGILE:
         install_rerun_fragile_mutant()
+    if mutant == "reconnect_without_lock":
+        from agentkeep.chaos._mutants.ownership import install_reconnect_without_lock_mutant
+
+        install_reconnect_without_lock_mutant()
     broken: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
     if mutant:
         from agentkeep.chaos._mutants.runtime import LEDGER_MUTANTS  # tests only: on demand
@@ -157,7 +162,12 @@ def _play(home: Path, ledger_path: Path, generation: int, offers: int) -> dict[s
     subscriber: RecordingSubscriber | None = None
     try:
         system = AgentSystem.open(
-            home, providers=providers, provider=PROVIDER, model=MODEL, tools=tools
+            home,
+            providers=providers,
+            provider=PROVIDER,
+            model=MODEL,
+            tools=tools,
+            database=chaos_database(),
         )
         try:
             try:

@@ -48,7 +48,7 @@ from agentkeep.features import Feature
 from agentkeep.loop.plans import QueueMode
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.store import Store
+from agentkeep.persistence.opening import open_store
 from agentkeep.providers.catalog import Providers
 from agentkeep.providers.responding import RespondingModel
 from agentkeep.tools import Tool
@@ -94,6 +94,8 @@ class ChaosWorld:
             ``seed``); ``None`` lets the calls finish as their threads happen to.
         system_options: More keyword arguments for every ``AgentSystem.open`` (e.g.
             ``retry_forever=True`` with a short backoff).
+        database: A ``postgresql://`` URL (with its ``schema``) the store lives in; None:
+            SQLite, ``agents.db`` in ``home`` (see :mod:`agentkeep.chaos.backend`).
     """
 
     def __init__(
@@ -114,8 +116,10 @@ class ChaosWorld:
         idle_timeout: float = 20.0,
         completion: CompletionOrder | Literal["seeded"] | None = "seeded",
         system_options: Mapping[str, Any] | None = None,
+        database: str | None = None,
     ) -> None:
         self.home = Path(home)
+        self.database = database
         self.seed = seed
         self.rng = random.Random(seed)
         self.agent_id = agent_id
@@ -255,7 +259,7 @@ class ChaosWorld:
     def durable(self) -> DurableState:
         """The agent's durable state, read through a fresh open of the disk (no process may
         be running)."""
-        with Store.open(self.home) as store:
+        with open_store(self.home, database=self.database) as store:
             return store.read(lambda tx: read_durable(tx, self.agent_id))
 
     def durable_with_events(self) -> tuple[DurableState, list[SessionEvent]]:
@@ -268,7 +272,7 @@ class ChaosWorld:
                 lambda after: tx.ledger.events(agent_id, after, 1000)
             )
 
-        with Store.open(self.home) as store:
+        with open_store(self.home, database=self.database) as store:
             return store.read(read)
 
     # -- internals ---------------------------------------------------------------------------
@@ -296,6 +300,7 @@ class ChaosWorld:
             steering_mode=self._modes[0],
             send_mode=self._modes[1],
             testing=FaultInjection(faults=faults),
+            database=self.database,
             **self._system_options,
         )
 

@@ -68,21 +68,41 @@ def list_suites(state: CliState) -> None:
     help="The first seed (default 0); alone, replays just this seed.",
 )
 @click.option("--start", type=int, default=None, hidden=True)  # the old name of --seed
+@click.option(
+    "--database",
+    default=None,
+    metavar="URL",
+    help="Run on this PostgreSQL server, each seed in a fresh schema (default: $CHAOS_DATABASE, "
+    "else `agentkeep --database`, else SQLite). SQLite-only suites are skipped there.",
+)
 @pass_state
 def run(
-    state: CliState, names: tuple[str, ...], seeds: int | None, seed: int | None, start: int | None
+    state: CliState,
+    names: tuple[str, ...],
+    seeds: int | None,
+    seed: int | None,
+    start: int | None,
+    database: str | None,
 ) -> None:
     """Run seeds of chaos suites; every failing seed prints its violations and the command
     replaying it, and the exit status is 1."""
+    from agentkeep.chaos.backend import SQLITE_ONLY, chaos_database, use_database
     from agentkeep.cli.chaos_suites import suites
 
     known = suites()
     chosen = _choose(known, names)
+    url = database or chaos_database() or state.home.database
+    if url is not None:
+        skipped = [suite.name for suite in chosen if suite.name in SQLITE_ONLY]
+        for name in skipped:
+            click.echo(f"{name}: skipped on PostgreSQL ({SQLITE_ONLY[name]})", err=True)
+        chosen = [suite for suite in chosen if suite.name not in skipped]
     first = seed if seed is not None else start
     plan = [(suite, _seed_list(suite, seeds, first)) for suite in chosen]
     # Campaigns inject thousands of faults on purpose; the store logs each one.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
-    report = _play(plan)
+    with use_database(url):
+        report = _play(plan)
     state.output.result(report.to_json(), lambda _: report.render())
     if not report.ok:
         click.get_current_context().exit(EXIT_FAILURE)

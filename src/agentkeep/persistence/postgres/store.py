@@ -166,7 +166,8 @@ def open_postgres_store(
         InvalidConfigError: the URL or its schema name is invalid.
         StoreLockedError: another session owns the store.
         SchemaTooNewError: the store was written by a newer agentkeep.
-        StoreError: the server cannot be reached, or refused the login.
+        StoreError: the server cannot be reached, refused the login, or dropped the session
+            while the migrations ran.
     """
     # As Store.open does on SQLite, before the first event (the migrations log): without it
     # structlog's own default prints every event, info included, on the embedder's stdout.
@@ -199,6 +200,15 @@ def open_postgres_store(
         )
         if start_writer:
             store.start_writer()
+    except psycopg.OperationalError as error:
+        # The session dropped while migrating (terminated, the server stopped): the open
+        # failed for want of the server, as when it cannot be reached at all.
+        session.close()
+        if home_lock is not None:
+            home_lock.release()
+        raise StoreError(
+            f"Cannot open the store at {target.display}: the connection dropped ({error})"
+        ) from None
     except BaseException:
         session.close()
         if home_lock is not None:

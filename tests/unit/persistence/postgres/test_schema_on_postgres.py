@@ -72,6 +72,25 @@ def test_a_failing_migration_leaves_neither_its_tables_nor_its_marker(
     open_store(tmp_path, database=pg_url).close()  # the store itself is intact
 
 
+def test_a_session_dropped_while_migrating_fails_the_open_with_a_store_error(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """The owner's backend terminated while a migration runs (the chaos campaign's
+    ``terminate`` fault found this): the open fails with a ``StoreError`` naming the store,
+    not a bare psycopg error, and the lock is free for the next open."""
+    cut = (
+        *POSTGRES_MIGRATIONS,
+        Migration(
+            version=POSTGRES_MIGRATIONS[-1].version + 1,
+            name="cut",
+            sql="SELECT pg_terminate_backend(pg_backend_pid())",
+        ),
+    )
+    with pytest.raises(StoreError, match="the connection dropped"):
+        _open_with(tmp_path, pg_url, cut)
+    open_store(tmp_path, database=pg_url).close()  # nothing half-applied, the lock free
+
+
 def test_a_reader_sees_what_the_owner_committed_and_cannot_write(
     tmp_path: Path, pg_url: str
 ) -> None:
