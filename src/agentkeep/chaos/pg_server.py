@@ -35,6 +35,8 @@ END $$;
 
 
 def cluster_script() -> ModuleType:
+    """``scripts/postgres_cluster.py`` of this checkout (the restart fault drives its
+    ``Cluster``). Raises ``RuntimeError`` when the package runs outside a checkout."""
     path = Path(__file__).resolve().parents[3] / "scripts" / "postgres_cluster.py"
     spec = importlib.util.spec_from_file_location("postgres_cluster", path)
     if spec is None or spec.loader is None or not path.is_file():
@@ -53,6 +55,8 @@ class OwnCluster:
         self.url = ""
 
     def start(self) -> str:
+        """Start the cluster (made on first use, in a directory ``postgres`` can reach);
+        returns its URL."""
         if self._cluster is None:
             self._scratch = tempfile.TemporaryDirectory(prefix="pgfaults-", dir="/tmp")
             os.chmod(self._scratch.name, 0o755)
@@ -62,11 +66,14 @@ class OwnCluster:
         return self.url
 
     def restart(self, pause: float) -> None:
+        """Stop the server in ``immediate`` mode (a crash), stay down ``pause`` seconds, start
+        it again on the same port and data."""
         self._cluster.stop(mode="immediate")
         time.sleep(pause)  # the outage itself: how long the server stays away
         self.start()
 
     def close(self) -> None:
+        """Stop the cluster (if any) and remove its directory; idempotent."""
         if self._cluster is not None:
             with contextlib.suppress(Exception):
                 self._cluster.stop()
@@ -76,6 +83,7 @@ class OwnCluster:
 
 
 def admin(url: str) -> Any:
+    """An autocommit psycopg connection to ``url``'s server (its schema left out)."""
     import psycopg
 
     return psycopg.connect(server_url(url), autocommit=True, connect_timeout=10)
@@ -94,6 +102,8 @@ def writer_backend(url: str, child_pid: int) -> int | None:
 
 
 def wait_for_writer(url: str, child: subprocess.Popen[str]) -> int | None:
+    """The backend pid of ``child``'s writer once it holds the lock; None if ``child`` ended
+    or no writer appeared within ``WRITER_WAIT_SECONDS``."""
     deadline = time.monotonic() + WRITER_WAIT_SECONDS
     while time.monotonic() < deadline and child.poll() is None:
         with contextlib.suppress(Exception):
@@ -132,6 +142,8 @@ def install_write_log(url: str) -> None:
 
 
 def write_log(url: str) -> list[str]:
+    """The ``application_name`` of every logged write to ``url``'s schema, in commit order
+    (empty when the log was never installed)."""
     from psycopg import sql
 
     schema = dict(p.split("=", 1) for p in url.split("?", 1)[1].split("&"))["schema"]

@@ -87,6 +87,7 @@ class Fault:
     pause: float = 0.0  # restart: how long the server stays down
 
     def describe(self) -> str:
+        """The fault in one line: its kind, when it hit, how long the server stayed down."""
         hits = ", ".join(f"{d:.2f}" for d in self.delays)
         extra = f", down {self.pause:.2f} s" if self.kind == "restart" else ""
         return f"{self.kind} at +[{hits}] s{extra}"
@@ -116,9 +117,11 @@ class ServerFaultResult:
 
     @property
     def ok(self) -> bool:
+        """True if every check held."""
         return not self.problems
 
     def describe(self) -> str:
+        """The seed's verdict, its faults and runs, and each problem found, for the console."""
         head = f"pg_server_faults seed {self.seed}" + (
             f" (mutant {self.mutant})" if self.mutant else ""
         )
