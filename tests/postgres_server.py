@@ -187,8 +187,10 @@ def stores_on_backend(request: pytest.FixtureRequest) -> Iterator[str | None]:
     server = str(request.getfixturevalue("postgres_server"))
     url = with_schema(server, f"t_{uuid.uuid4().hex[:12]}")
     children = str(REPO / "tests" / "pg_children")
-    saved = {name: os.environ.get(name) for name in ("AGENTKEEP_DATABASE", "PYTHONPATH")}
+    names = ("AGENTKEEP_DATABASE", "AGENTKEEP_TEST_STORES", "PYTHONPATH")
+    saved = {name: os.environ.get(name) for name in names}
     os.environ["AGENTKEEP_DATABASE"] = url
+    os.environ["AGENTKEEP_TEST_STORES"] = url
     # Python children (a script owning the store) open the same schemas: its sitecustomize.
     path = saved["PYTHONPATH"]
     os.environ["PYTHONPATH"] = f"{children}{os.pathsep}{path}" if path else children

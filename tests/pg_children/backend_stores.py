@@ -2,7 +2,8 @@
 installs this in the test's process, ``sitecustomize`` here in every Python child a test
 starts, so both agree on where a state directory's store is).
 
-``AGENTKEEP_DATABASE`` names the test's base schema. Every store opened on that URL (by the
+``AGENTKEEP_TEST_STORES`` (and ``AGENTKEEP_DATABASE``, unless a test sets its own) names
+the base schema. Every store opened on that URL (by the
 CLI and the daemon, which read it, or by ``Store.open(home)`` / ``AgentSystem.open(home)``
 without a database, redirected to it here) is opened in ``BASE_<hash of the state
 directory>`` instead: the same schema each time a directory is reopened, by any process, and
@@ -12,12 +13,9 @@ alone."""
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-DATABASE_ENV = "AGENTKEEP_DATABASE"
 
 
 def schema_of(url: str) -> str | None:
@@ -64,7 +62,7 @@ def install(base_url: str) -> list[tuple[Any, str, Any]]:
                 "a SQLite store (vfs or database_path) opened on the PostgreSQL pass: "
                 "mark the test sqlite_only with the reason"
             )
-        return open_store(home, database=os.environ.get(DATABASE_ENV) or base_url, **options)
+        return open_store(home, database=base_url, **options)
 
     replaced = [
         (postgres, "open_postgres_store", real_open),

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 
-if os.environ.get("AGENTKEEP_TEST_DATABASE") == "postgres" and os.environ.get("AGENTKEEP_DATABASE"):
+_BASE = os.environ.get("AGENTKEEP_TEST_STORES")
+if _BASE and os.environ.get("AGENTKEEP_TEST_DATABASE") == "postgres":
     import backend_stores
 
-    backend_stores.install(os.environ["AGENTKEEP_DATABASE"])
+    backend_stores.install(_BASE)
