@@ -3,9 +3,9 @@ installs this in the test's process, ``sitecustomize`` here in every Python chil
 starts, so both agree on where a state directory's store is).
 
 ``AGENTKEEP_TEST_STORES`` (and ``AGENTKEEP_DATABASE``, unless a test sets its own) names
-the base schema. Every store opened on that URL (by the
-CLI and the daemon, which read it, or by ``Store.open(home)`` / ``AgentSystem.open(home)``
-without a database, redirected to it here) is opened in ``BASE_<hash of the state
+the base schema. Every store opened on that URL (by the CLI and the daemon, which read it,
+or by ``Store.open(home)`` / ``AgentSystem.open(home)`` without a database, and
+``ReadOnlyStore.open(home)``, redirected to it here) is opened in ``BASE_<hash of the state
 directory>`` instead: the same schema each time a directory is reopened, by any process, and
 a different one for each directory. Any other URL (a test's own ``postgres_url``) is left
 alone."""
@@ -39,6 +39,7 @@ def install(base_url: str) -> list[tuple[Any, str, Any]]:
     attribute replaced, so a caller can put them back."""
     from agentkeep.persistence import postgres
     from agentkeep.persistence.opening import open_store
+    from agentkeep.persistence.readonly import ReadOnlyStore
     from agentkeep.persistence.store import Store
 
     base = schema_of(base_url)
@@ -64,12 +65,20 @@ def install(base_url: str) -> list[tuple[Any, str, Any]]:
             )
         return open_store(home, database=base_url, **options)
 
+    def read_only(cls: Any, home: Any = None, **options: Any) -> Any:
+        from agentkeep.persistence.store import resolve_home
+
+        options.pop("migrations", None)  # SQLite's; the server's reader checks its own
+        return postgres.PostgresReadOnlyStore.open(base_url, resolve_home(home))
+
     replaced = [
+        (ReadOnlyStore, "open", ReadOnlyStore.__dict__["open"]),
         (postgres, "open_postgres_store", real_open),
         (postgres.PostgresReadOnlyStore, "open", classmethod(real_reader)),
         (Store, "open", Store.__dict__["open"]),
     ]
     postgres.open_postgres_store = open_postgres_store  # type: ignore[assignment]
     postgres.PostgresReadOnlyStore.open = classmethod(open_reader)  # type: ignore[assignment,method-assign]
+    ReadOnlyStore.open = classmethod(read_only)  # type: ignore[assignment,method-assign]
     Store.open = classmethod(store_open)  # type: ignore[assignment,method-assign]
     return replaced
