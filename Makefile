@@ -7,6 +7,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-package
 STAMP := $(VENV)/.installed
+# The PostgreSQL pass's worker processes (pytest-xdist): its tests mostly wait on the server.
+PG_WORKERS ?= -n 2
 
 .PHONY: demo demo-daemon demo-postgres test test-postgres test-fast test-console check lint typecheck unit chaos bench clean
 
@@ -24,26 +26,29 @@ $(STAMP): pyproject.toml $(DEMO_STAMP)
 	$(BIN)/python -m pip install --quiet -e . --group dev
 	touch $(STAMP)
 
-## test: lint, type-check and run the whole suite (what CI runs), naming its 25 slowest tests;
-## first installs the PostgreSQL server package when the machine has none (its tests start
-## throwaway clusters: scripts/postgres-cluster) and Debian's Chromium (the console's browser
-## tests: scripts/browser-deps)
+## test: lint, type-check and run the whole suite on both backends (what CI runs): the SQLite
+## pass, then the PostgreSQL pass (every test again with its stores on a throwaway cluster;
+## tests SQLite by nature are skipped there, each with its reason), each naming its 25 slowest
+## tests; first installs the PostgreSQL server package when the machine has none
+## (scripts/postgres-cluster) and Debian's Chromium (the console's browser tests:
+## scripts/browser-deps). pytest's exit 5, no test selected, fails it like any other.
 test: check
 	scripts/postgres-cluster install > /dev/null
 	scripts/browser-deps > /dev/null
-	$(BIN)/python -m pytest --durations=25
+	AGENTKEEP_TEST_DATABASE=sqlite $(BIN)/python -m pytest --durations=25
+	AGENTKEEP_TEST_DATABASE=postgres $(BIN)/python -m pytest --durations=25 $(PG_WORKERS)
 
 ## test-fast: the unit suite without its slow tests (processes, the daemon as a process,
 ## fuzzing: tests/unit/conftest.py names them), with CI's hypothesis profile (60 examples,
 ## derandomized), over two worker processes (pytest-xdist); no lint, no type check
-## test-postgres: the suite's PostgreSQL pass (AGENTKEEP_TEST_DATABASE=postgres) on a throwaway
-## cluster the session starts and stops (scripts/postgres-cluster; installs the server package
-## when missing); for now the tests written for a backend (`-m backend`: they take
-## database_url or postgres_url). pytest's exit 5, no test selected, fails it like any other.
+## test-postgres: the suite's PostgreSQL pass alone (AGENTKEEP_TEST_DATABASE=postgres: every
+## test's stores on a throwaway cluster each worker starts and stops, scripts/postgres-cluster;
+## installs the server package when missing), over PG_WORKERS. Exit 5 fails it too.
 ## AGENTKEEP_TEST_POSTGRES_URL=URL runs it on a server you started instead.
 test-postgres: $(STAMP)
 	scripts/postgres-cluster install > /dev/null
-	AGENTKEEP_TEST_DATABASE=postgres $(BIN)/python -m pytest -m backend --durations=10
+	scripts/browser-deps > /dev/null
+	AGENTKEEP_TEST_DATABASE=postgres $(BIN)/python -m pytest --durations=25 $(PG_WORKERS)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -m "not slow" -q -p no:cacheprovider \

@@ -10,6 +10,12 @@ or ``--database=sqlite|postgres`` (which wins), selects the pass:
   PostgreSQL and is skipped on the SQLite pass with that reason.
 - ``@pytest.mark.sqlite_only("reason")``: SQLite by nature (the fault-injecting VFS, power-loss
   cuts); skipped on the PostgreSQL pass with its reason, which is required.
+- On the PostgreSQL pass every test's stores are on PostgreSQL (the autouse fixture
+  ``stores_on_backend``, ``tests/pg_children/backend_stores.py``): ``Store.open`` (so
+  ``open_store`` and ``AgentSystem.open`` without a database), the CLI and a daemon
+  (``AGENTKEEP_DATABASE``) and a Python script the test starts (``tests/pg_children``'s
+  ``sitecustomize``) open a schema of their own per state directory, the same one each time
+  that directory is reopened, by any process.
 - These fixtures mark their tests ``backend``: ``make test-postgres`` runs ``-m backend`` on
   the PostgreSQL pass (the tests written for a backend so far).
 
@@ -71,6 +77,12 @@ def backend(config: pytest.Config) -> str:
             f"{BACKEND_VARIABLE}={chosen!r}: the test backend is one of {', '.join(BACKENDS)}"
         )
     return str(chosen)
+
+
+def on_sqlite() -> bool:
+    """True on the SQLite pass: for a test's side check that only SQLite has (``db check``,
+    SQLite's integrity check of the file, is refused on PostgreSQL)."""
+    return os.environ.get(BACKEND_VARIABLE, "sqlite") == "sqlite"
 
 
 def with_schema(url: str, schema: str) -> str:
@@ -158,6 +170,74 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "postgres_server" in names and chosen == "sqlite":
             reason = f"needs a PostgreSQL server: runs on {PG_PASS}"
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def stores_on_backend(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """On the PostgreSQL pass, every store the session's tests (or processes they start) open
+    without naming a database is a schema of its own per state directory on the session's
+    server (``tests/pg_children/backend_stores.py``; state directories are per test, so
+    their schemas are too); yields the base URL (``AGENTKEEP_DATABASE``). None on the SQLite
+    pass. ``backend_schemas_dropped`` drops each test's schemas after it."""
+    if backend(request.config) != "postgres":
+        yield None
+        return
+    from tests.pg_children import backend_stores
+
+    server = str(request.getfixturevalue("postgres_server"))
+    url = with_schema(server, f"t_{uuid.uuid4().hex[:12]}")
+    children = str(REPO / "tests" / "pg_children")
+    names = ("AGENTKEEP_DATABASE", "AGENTKEEP_TEST_STORES", "PYTHONPATH")
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ["AGENTKEEP_DATABASE"] = url
+    os.environ["AGENTKEEP_TEST_STORES"] = url
+    # Python children (a script owning the store) open the same schemas: its sitecustomize.
+    path = saved["PYTHONPATH"]
+    os.environ["PYTHONPATH"] = f"{children}{os.pathsep}{path}" if path else children
+    replaced = backend_stores.install(url)
+    try:
+        yield url
+    finally:
+        for owner, name, original in replaced:
+            setattr(owner, name, original)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture(autouse=True)
+def backend_schemas_dropped(stores_on_backend: str | None) -> Iterator[None]:
+    """The schemas a test's state directories got on the PostgreSQL pass (those created
+    while it ran: a module's shared fixtures keep theirs), dropped after it."""
+    if stores_on_backend is None:
+        yield
+        return
+    import psycopg
+    from psycopg import sql
+
+    base = backend_stores_schema(stores_on_backend)
+    server = without_schema(stores_on_backend)
+
+    def schemas() -> set[str]:
+        with psycopg.connect(server, autocommit=True) as admin:
+            rows = admin.execute(
+                "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (f"{base}%",)
+            ).fetchall()
+        return {name for (name,) in rows}
+
+    before = schemas()
+    yield
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(DROP_LOCK_TIMEOUT)))
+        for name in sorted(schemas() - before):
+            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def backend_stores_schema(url: str) -> str:
+    """The ``schema`` parameter of ``url``."""
+    return dict(parse_qsl(urlsplit(url).query))["schema"]
 
 
 # -- fixtures ---------------------------------------------------------------------------------

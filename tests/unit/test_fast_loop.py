@@ -35,9 +35,20 @@ def test_every_slow_entry_names_a_file_or_a_test_that_exists() -> None:
 
 def test_test_fast_leaves_the_slow_tests_out_and_ci_prints_durations() -> None:
     assert re.search(r'pytest tests/unit -m "not slow"', target("test-fast"))
-    assert "-n 2" in target("test-fast")  # both cores; CI's `make test` stays serial
-    assert "-n " not in target("test")
-    assert "--durations=25" in target("test")
+    assert "-n 2" in target("test-fast")  # both cores
+    # CI's `make test`: the SQLite pass serial, then the PostgreSQL pass over two workers.
+    sqlite_pass, postgres_pass = (
+        line for line in target("test").splitlines() if "-m pytest" in line
+    )
+    assert sqlite_pass.lstrip().startswith("AGENTKEEP_TEST_DATABASE=sqlite ")
+    assert "-n " not in sqlite_pass
+    assert postgres_pass.lstrip().startswith("AGENTKEEP_TEST_DATABASE=postgres ")
+    assert "$(PG_WORKERS)" in postgres_pass
+    assert re.search(
+        r"^PG_WORKERS \?= -n 2$", (REPO / "Makefile").read_text(encoding="utf-8"), flags=re.M
+    )
+    assert "--durations=25" in sqlite_pass
+    assert "--durations=25" in postgres_pass
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert re.search(r"^make test$", ci, flags=re.M)
 

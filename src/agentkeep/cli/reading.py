@@ -41,9 +41,16 @@ def open_reader(home: Home) -> Iterator[Reader]:
     try:
         if home.database is not None:
             # Only here: psycopg takes a while to import, and SQLite needs none of it.
-            from agentkeep.persistence.postgres import PostgresReadOnlyStore
+            from agentkeep.persistence.postgres.readers import (
+                NoPostgresStoreError,
+                PostgresReadOnlyStore,
+            )
 
-            store = PostgresReadOnlyStore.open(home.database, home.path)
+            try:
+                store = PostgresReadOnlyStore.open(home.database, home.path)
+            except NoPostgresStoreError as error:
+                # As on SQLite: nothing here yet is "not found" (exit 4) with what to do.
+                raise Home.no_store(error.where) from None
         else:
             store = ReadOnlyStore.open(home.path)
     except SchemaTooOldError:

@@ -52,13 +52,18 @@ class Home:
         """Raise a clear error if there is no store here yet (a server's store is checked
         when it is opened)."""
         if self.database is None and not (self.path / DATABASE_NAME).is_file():
-            raise CliError(
-                f"There is no agentkeep store in {self.path}.",
-                code="no_store",
-                hint="Pass --home (or set AGENTKEEP_HOME), start a session with "
-                "`agentkeep session start`, or try `agentkeep demo`.",
-                exit_code=EXIT_NOT_FOUND,
-            )
+            raise self.no_store(str(self.path))
+
+    @staticmethod
+    def no_store(where: str) -> CliError:
+        """The error for a state directory (or a server's schema) without a store."""
+        return CliError(
+            f"There is no agentkeep store in {where}.",
+            code="no_store",
+            hint="Pass --home (or set AGENTKEEP_HOME), start a session with "
+            "`agentkeep session start`, or try `agentkeep demo`.",
+            exit_code=EXIT_NOT_FOUND,
+        )
 
 
 @contextmanager

@@ -16,11 +16,10 @@ from pathlib import Path
 from agentkeep.errors import InvalidConfigError
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.ledger import LedgerHub
-from agentkeep.persistence.lock import StoreLock
 from agentkeep.persistence.store import (
     DEFAULT_CHECKPOINT_PAGES,
-    LOCK_NAME,
     Store,
+    acquire_lock,
     prepare_directory,
     resolve_home,
 )
@@ -82,8 +81,9 @@ def open_store(
     directory = resolve_home(home)
     prepare_directory(directory)
     # The state directory's lock too: its daemon files belong to one owner, and a daemon is
-    # found by the pid this file names (client.discovery).
-    home_lock = StoreLock.acquire(directory / LOCK_NAME, store_path=directory)
+    # found by the pid this file names (client.discovery). A directory this user cannot
+    # write is refused as on SQLite (StoreDirectoryError), not a bare PermissionError.
+    home_lock = acquire_lock(directory, directory)
     return open_postgres_store(
         database,
         directory,

@@ -80,7 +80,9 @@ def prepare_directory(directory: Path) -> None:
         ) from None
 
 
-def _acquire_lock(directory: Path, database: Path, name: str = LOCK_NAME) -> StoreLock:
+def acquire_lock(directory: Path, database: Path, name: str = LOCK_NAME) -> StoreLock:
+    """The state directory's lock file; a directory this user cannot write is a
+    :class:`StoreDirectoryError` saying so."""
     try:
         return StoreLock.acquire(directory / name, store_path=database)
     except PermissionError as error:
@@ -262,11 +264,11 @@ class Store:
         prepare_directory(directory)
         if database_path is None:
             database = directory / DATABASE_NAME
-            lock = _acquire_lock(directory, database)
+            lock = acquire_lock(directory, database)
         else:
             database = Path(database_path)
             prepare_directory(database.parent)
-            lock = _acquire_lock(database.parent, database, f"{database.name}.lock")
+            lock = acquire_lock(database.parent, database, f"{database.name}.lock")
         connection: apsw.Connection | None = None
         readers: ReaderPool | None = None
         try:

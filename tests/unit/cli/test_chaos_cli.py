@@ -83,6 +83,7 @@ def test_a_passing_run_prints_the_summary_and_exits_0(invoke: Any) -> None:
     assert "chaos:" not in result.stdout
 
 
+@pytest.mark.sqlite_only("the power_loss suite cuts power under SQLite's own VFS")
 def test_a_real_process_and_a_power_loss_seed_run_from_the_cli(invoke: Any) -> None:
     result = invoke(
         "chaos", "run", "--suite", "power_loss", "--suite", "process_kills", "--seed", "3"
@@ -211,6 +212,7 @@ def test_a_violation_in_json_mode_names_seed_invariant_and_replay(
     assert "twice" in violation["description"]
 
 
+@pytest.mark.sqlite_only("the power_loss suite cuts power under SQLite's own VFS")
 def test_the_power_loss_mutant_fails_the_run_end_to_end(
     invoke: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

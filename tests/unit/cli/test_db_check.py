@@ -14,6 +14,10 @@ from agentkeep.persistence import Store, Transaction
 from agentkeep.types import TextBlock, ToolCallBlock, ToolResultMessage
 from agentkeep.types.records import BlockRecord, QueuedMessage, ToolRecord
 
+pytestmark = pytest.mark.sqlite_only(
+    "`db check` is SQLite's integrity and foreign-key check of the file; refused on PostgreSQL"
+)
+
 REPORT_FIELDS = {"ok", "path", "integrity", "agents", "problems", "notes", "advice"}
 
 

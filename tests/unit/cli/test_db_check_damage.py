@@ -11,6 +11,8 @@ import pytest
 
 from ..persistence.damage import flip_bytes, make_store, truncate
 
+pytestmark = pytest.mark.sqlite_only("SQLite's integrity check on a damaged database file")
+
 
 @pytest.mark.parametrize(
     ("damage", "finding"),

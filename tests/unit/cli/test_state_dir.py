@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from tests.postgres_server import on_sqlite
 
 from agentkeep.cli import cli
 
@@ -20,7 +21,8 @@ def test_state_dir_names_the_home(tmp_path: Path) -> None:
         cli, ["--state-dir", str(home), "--json", "agent", "create", "-"], input=DEFINITION
     )
     assert created.exit_code == 0, created.stderr
-    assert (home / "agents.db").is_file()
+    if on_sqlite():  # the store is in the directory (on PostgreSQL, the server's schema)
+        assert (home / "agents.db").is_file()
     listed = runner.invoke(cli, ["--home", str(home), "--json", "agent", "list"])
     assert [a["id"] for a in json.loads(listed.stdout)["agents"]] == ["quick"]
 

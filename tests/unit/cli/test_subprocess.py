@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import msgspec
+import pytest
+from tests.postgres_server import on_sqlite
 
 AGENTKEEP = str(Path(sys.executable).parent / "agentkeep")
 HOLD_STORE = """
@@ -118,6 +120,10 @@ def test_a_store_held_by_another_process_names_that_process(tmp_path: Path) -> N
     assert run("--home", str(home), "session", "list", cwd=tmp_path).returncode == 0
 
 
+@pytest.mark.sqlite_only(
+    "`agentkeep demo` runs on its directory's agents.db (and db-checks that file); "
+    "make demo-postgres is its PostgreSQL run"
+)
 def test_the_demo_runs_end_to_end_like_a_new_user_runs_it(tmp_path: Path) -> None:
     # `make demo` runs `.venv/bin/agentkeep demo` from the project directory, nothing set up.
     started = time.monotonic()
@@ -139,9 +145,10 @@ def test_the_demo_runs_end_to_end_like_a_new_user_runs_it(tmp_path: Path) -> Non
     assert note_runs[0]["pid"] != os.getpid()  # it ran in the killed child, and never again
     assert len({r["pid"] for r in runs}) == 2  # the demo process and the killed child
 
-    checked = run("--home", str(home), "--json", "db", "check", cwd=tmp_path)
-    assert checked.returncode == 0
-    assert json.loads(checked.stdout)["ok"] is True
+    if on_sqlite():  # db check is SQLite's
+        checked = run("--home", str(home), "--json", "db", "check", cwd=tmp_path)
+        assert checked.returncode == 0
+        assert json.loads(checked.stdout)["ok"] is True
     (agent,) = json.loads(
         run("--home", str(home), "--json", "session", "list", cwd=tmp_path).stdout
     )["sessions"]
@@ -181,6 +188,10 @@ def test_the_demo_runs_end_to_end_like_a_new_user_runs_it(tmp_path: Path) -> Non
     assert f"The demo's store is in {home.relative_to(tmp_path)}" in listed.stderr
 
 
+@pytest.mark.sqlite_only(
+    "`agentkeep demo` runs on its directory's agents.db (and db-checks that file); "
+    "make demo-postgres is its PostgreSQL run"
+)
 def test_the_demo_can_print_a_json_summary(tmp_path: Path) -> None:
     result = run("--json", "demo", "--dir", str(tmp_path / "d"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr

@@ -46,6 +46,12 @@ def _build(run: Any) -> None:
     assert run("session", "archive", "stwo").exit_code == 0
 
 
+# The shared homes are a store and its clone made by copying the state directory.
+CLONED_BY_COPYING = pytest.mark.sqlite_only(
+    "compares a store with its clone made by copying the state directory's agents.db"
+)
+
+
 @pytest.fixture(scope="module")
 def homes(tmp_path_factory: pytest.TempPathFactory, kit: Any) -> Iterator[tuple[Path, Path]]:
     """(direct home, daemon-owned copy of it)."""
@@ -85,6 +91,7 @@ def _same_error(direct: Any, served: Any, homes: tuple[Path, Path]) -> None:
 
 @pytest.mark.parametrize("json_mode", [True, False], ids=["json", "text"])
 @pytest.mark.parametrize("args", READS, ids=" ".join)
+@CLONED_BY_COPYING
 def test_reads_print_the_same_in_both_modes(
     homes: tuple[Path, Path], kit: Any, args: tuple[str, ...], json_mode: bool
 ) -> None:
@@ -94,6 +101,7 @@ def test_reads_print_the_same_in_both_modes(
     _same_error(direct, served, homes)
 
 
+@CLONED_BY_COPYING
 def test_the_daemon_really_answered(homes: tuple[Path, Path], kit: Any) -> None:
     """The served copy is read through the daemon: a session made only there is listed, and
     the direct home (no daemon) does not see it."""
@@ -194,6 +202,7 @@ def test_talk_streams_the_same_text_in_both_modes(tmp_path: Path, kit: Any) -> N
     assert outputs == ["12 * 7 = 84.\n", "12 * 7 = 84.\n"]
 
 
+@CLONED_BY_COPYING
 def test_reads_need_no_lock(homes: tuple[Path, Path], kit: Any) -> None:
     """Directly, the read commands read the store without its lock: they work while another
     process (here an open system, no daemon) owns it, and print what they print otherwise."""

@@ -68,7 +68,9 @@ def test_a_sigkilled_driver_turn_is_interrupted_and_never_run_again(
     world: DriverWorld, tmp_path: Path
 ) -> None:
     calls = tmp_path / "calls.txt"
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    # Keep PYTHONPATH's entries (the PostgreSQL pass puts its sitecustomize there).
+    path = os.pathsep.join(p for p in [str(SRC), os.environ.get("PYTHONPATH", "")] if p)
+    env = {**os.environ, "PYTHONPATH": path}
     with subprocess.Popen(
         [sys.executable, "-c", _OWNER, str(world.home), str(calls)],
         stdin=subprocess.PIPE,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import apsw
 import msgspec
+import pytest
 
 import agentkeep as ak
 from agentkeep.persistence.ledger import encode_event_data
@@ -35,6 +36,7 @@ def _sent(tmp_path: Path) -> Path:
     return home / "agents.db"
 
 
+@pytest.mark.sqlite_only("reads the bytes stored in the SQLite file with apsw")
 def test_the_accepted_event_and_the_turn_input_are_the_canonical_bytes(tmp_path: Path) -> None:
     connection = apsw.Connection(str(_sent(tmp_path)))
     events = connection.execute(

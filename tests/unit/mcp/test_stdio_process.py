@@ -89,7 +89,12 @@ def test_a_home_held_by_another_process_exits_3_with_nothing_on_stdout(tmp_path:
     try:
         done = subprocess.run(
             [sys.executable, "-m", "agentkeep.cli", "mcp", "--home", str(home)],
-            env={**os.environ, "PYTHONPATH": str(SRC)},
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(
+                    p for p in [str(SRC), os.environ.get("PYTHONPATH", "")] if p
+                ),
+            },
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

@@ -12,6 +12,8 @@ import pytest
 
 from agentkeep.persistence import Store, Transaction, checkpointer
 
+pytestmark = pytest.mark.sqlite_only("SQLite's WAL checkpoints")
+
 TIMEOUT = 30.0
 
 

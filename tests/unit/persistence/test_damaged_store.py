@@ -14,6 +14,8 @@ from agentkeep.persistence.readonly import ReadOnlyStore
 
 from .damage import flip_bytes, make_store, truncate
 
+pytestmark = pytest.mark.sqlite_only("damage written into the SQLite database file")
+
 DAMAGE: list[Callable[[Path], None]] = [
     truncate,
     flip_bytes,  # the root page's type: SQLite raises "malformed"

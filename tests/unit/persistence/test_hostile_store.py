@@ -111,6 +111,7 @@ def test_a_guarded_logger_swallows_a_raising_pipeline() -> None:
     assert dropped_log_lines() == before + 2
 
 
+@pytest.mark.sqlite_only("the file system refusing SQLite's writes (the fault-injecting VFS)")
 def test_disk_refusals_say_why(tmp_path: Path) -> None:
     with Store.open(tmp_path) as store:
         connection = apsw.Connection(str(store.path))
@@ -129,6 +130,7 @@ def test_disk_refusals_say_why(tmp_path: Path) -> None:
             connection.close()
 
 
+@pytest.mark.sqlite_only("deletes the SQLite database file under a running store")
 def test_a_deleted_store_file_stops_acknowledging(tmp_path: Path) -> None:
     with Store.open(tmp_path) as store:
         assert store.transact(_write("k", 1)) == 1
@@ -143,6 +145,7 @@ def test_a_deleted_store_file_stops_acknowledging(tmp_path: Path) -> None:
         assert isinstance(store.refusal, StoreReplacedError)
 
 
+@pytest.mark.sqlite_only("replaces the SQLite database file under a running store")
 def test_a_replaced_store_file_stops_acknowledging(tmp_path: Path) -> None:
     with Store.open(tmp_path) as store:
         assert store.transact(_write("k", 1)) == 1
@@ -178,6 +181,7 @@ class _ReadOnlyVFS(apsw.VFS):  # type: ignore[misc]
         return _ReadOnlyFile(name, flags, self)
 
 
+@pytest.mark.sqlite_only("a read-only file system under the SQLite database file")
 def test_a_read_only_file_system_is_refused_clearly_and_writes_resume(tmp_path: Path) -> None:
     vfs = _ReadOnlyVFS(f"agentkeep-read-only-{os.getpid()}")
     try:

@@ -283,6 +283,7 @@ class _FailingSyncFile(apsw.VFSFile):  # type: ignore[misc]
         super().xSync(flags)
 
 
+@pytest.mark.sqlite_only("the commit fails through the fault-injecting VFS")
 def test_a_commit_that_fails_leaves_nothing_remembered(tmp_path: Path) -> None:
     vfs = FailingSyncVFS("agentkeep-memo-failing-sync")
     try:

@@ -21,6 +21,10 @@ from agentkeep.providers import script
 from agentkeep.types import SystemMessage, TextBlock, ToolCallBlock, ToolResultMessage, UserMessage
 from agentkeep.types.records import AgentRow, OwedWork, PendingToolCall, QueuedMessage, QueuedNotice
 
+pytestmark = pytest.mark.sqlite_only(
+    "SQLite's page-level table rebuild (migration 7) on a schema-6 database file"
+)
+
 TIMEOUT = 30.0
 BEFORE = tuple(m for m in MIGRATIONS if m.version <= 6)
 # The schema this rebuild produces (the migrations after it add tables of their own).

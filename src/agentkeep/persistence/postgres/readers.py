@@ -34,7 +34,18 @@ from agentkeep.persistence.postgres.writer import postgres_statements
 from agentkeep.persistence.schema import Migration, check_applied
 from agentkeep.persistence.transaction import SqliteTransaction
 
-__all__ = ["PostgresReadOnlyStore", "PostgresReaders"]
+__all__ = ["NoPostgresStoreError", "PostgresReadOnlyStore", "PostgresReaders"]
+
+
+class NoPostgresStoreError(StoreError):
+    """The schema a URL names holds no agentkeep store (nothing was ever opened there)."""
+
+    code = "no_store"
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"There is no agentkeep store at {where}.")
+        self.where = where
+
 
 T = TypeVar("T")
 
@@ -114,7 +125,8 @@ class PostgresReadOnlyStore:
         """Open the store ``url`` names for reading; refuses a schema that is not this code's.
 
         Raises:
-            StoreError: there is no store in that schema, or the server cannot be reached.
+            NoPostgresStoreError: there is no store in that schema.
+            StoreError: the server cannot be reached.
             SchemaTooNewError: the store was written by a newer agentkeep.
             SchemaTooOldError: the store predates this code's schema.
         """
@@ -125,7 +137,7 @@ class PostgresReadOnlyStore:
         except psycopg.Error as error:
             raise StoreError(f"Cannot read the store at {target.display}: {error}") from None
         if not applied:
-            raise StoreError(f"There is no agentkeep store at {target.display}.")
+            raise NoPostgresStoreError(target.display)
         check_applied(applied, migrations)
         if len(applied) < len(migrations):
             raise SchemaTooOldError(

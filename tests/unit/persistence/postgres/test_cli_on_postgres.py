@@ -51,3 +51,20 @@ def test_every_command_runs_on_the_store_the_url_names(tmp_path: Path, pg_url: s
     )
     assert done.returncode == 0, done.stderr
     assert [s["id"] for s in json.loads(done.stdout)["sessions"]] == ["zeta"]
+
+
+def test_a_read_of_a_schema_without_a_store_is_no_store_as_on_sqlite(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Nothing opened there yet: not found (exit 4, ``no_store``) with what to do, as a state
+    directory without ``agents.db`` answers; not a generic store error (exit 1)."""
+    result = CliRunner().invoke(
+        cli,
+        ["--home", str(tmp_path / "state"), "--database", pg_url, "--json", "session", "list"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 4, result.output
+    error = json.loads(result.stderr)["error"]
+    assert error["code"] == "no_store"
+    assert "schema=" in error["message"]
+    assert "agentkeep session start" in error["hint"]
