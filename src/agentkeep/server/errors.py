@@ -119,6 +119,7 @@ STATUS_OF_CODE: dict[str, int] = {
             "store_locked",
             "store_unavailable",
             "store_ownership_lost",
+            "no_store",
             "store_not_writable",
             "store_replaced",
             "store_damaged",

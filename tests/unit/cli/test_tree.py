@@ -50,6 +50,7 @@ SESSION_COMMANDS = {
     "cancel",
     "archive",
     # agentkeep's
+    "export",
     "settle",
     "compact",
     "transcript",
