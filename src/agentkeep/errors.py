@@ -480,7 +480,7 @@ class ModuleStartError(AgentkeepError):
         self.hook = hook
 
 
-# -- definitions reaching the native loop, and the accessors (area: defs) ----------------------
+# -- definitions reaching the native loop, and the accessors ----------------------
 class CredentialUnavailableError(ProviderError):
     """A session's ``authRef`` could not be resolved: no credential resolver was registered
     (``AgentSystem.open(credentials=...)``), the resolver knows no such credential (it returned

@@ -47,7 +47,7 @@ class CallContext:
     loop_id: str | None = None
     turn_id: str | None = None
     inference_id: str | None = None
-    open_history_kv: Callable[[], KeyValueStore] | None = None  # histkv: makes history_kv
+    open_history_kv: Callable[[], KeyValueStore] | None = None  # makes history_kv
 
     @cached_property
     def history_kv(self) -> KeyValueStore:
@@ -56,12 +56,12 @@ class CallContext:
             raise AgentkeepError("This tool context has no history store.")
         return self.open_history_kv()
 
-    # -- the agent's settings and its definition's references (area: defs) --
-    settings: Settings = field(default_factory=Settings)  # defs: the batch's settings
-    config: dict[str, Any] = field(default_factory=dict)  # defs: the AgentConfig as JSON
-    cwd: str | None = None  # defs: workspace.cwd
-    resources: Resources = field(default_factory=Resources)  # defs: resources
-    driver_config: JSONObject = field(default_factory=dict)  # defs: driver.config
+    # -- the agent's settings and its definition's references --
+    settings: Settings = field(default_factory=Settings)  # the batch's settings
+    config: dict[str, Any] = field(default_factory=dict)  # the AgentConfig as JSON
+    cwd: str | None = None  # workspace.cwd
+    resources: Resources = field(default_factory=Resources)  # resources
+    driver_config: JSONObject = field(default_factory=dict)  # driver.config
 
     @property
     def provider(self) -> str | None:

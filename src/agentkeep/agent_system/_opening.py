@@ -146,7 +146,7 @@ class SystemOptions(TypedDict, total=False):
     credentials: CredentialResolver | None
     database_path: str | Path | None
     now: Clock | None
-    database: str | None  # the PostgreSQL store (pgstore)
+    database: str | None  # a postgresql:// URL: the store on PostgreSQL
 
 
 _OPTIONS = frozenset(SystemOptions.__annotations__)
@@ -178,7 +178,7 @@ class OpenArguments(NamedTuple):
     credentials: CredentialResolver | None
     database_path: Path | None
     clock: Callable[[], int] | None  # milliseconds (``persistence.clock``); None: the system's
-    database: str | None  # the PostgreSQL store (pgstore)
+    database: str | None  # a postgresql:// URL: the store on PostgreSQL
 
 
 def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenArguments:

@@ -192,8 +192,8 @@ class HookContext:
     turn_id: str | None = None
     inference_id: str | None = None
     settlement_id: str | None = None
-    context_tokens: int | None = None  # notices: the last measured context (prepare_inference)
-    open_history_kv: Callable[[], KeyValueStore] | None = None  # histkv: makes history_kv
+    context_tokens: int | None = None  # the last measured context (prepare_inference)
+    open_history_kv: Callable[[], KeyValueStore] | None = None  # makes history_kv
 
     @cached_property
     def history_kv(self) -> KeyValueStore:
@@ -213,11 +213,11 @@ class HookContext:
             raise AgentkeepError("This hook context has no history store (open_history_kv).")
         return self.open_history_kv()
 
-    # -- a session's definition references (area: defs) --
-    cwd: str | None = None  # defs: the pinned definition's workspace.cwd (None: none)
-    resources: Resources = field(default_factory=Resources)  # defs: its resources
-    driver_config: JSONObject = field(default_factory=dict)  # defs: its driver.config
-    # defs: this feature's own entry of the agent's ``AgentConfig.features`` ({} if none)
+    # -- a session's definition references --
+    cwd: str | None = None  # the pinned definition's workspace.cwd (None: none)
+    resources: Resources = field(default_factory=Resources)  # its resources
+    driver_config: JSONObject = field(default_factory=dict)  # its driver.config
+    # this feature's own entry of the agent's ``AgentConfig.features`` ({} if none)
     feature_config: dict[str, Any] = field(default_factory=dict)
 
     @property

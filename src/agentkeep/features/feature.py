@@ -275,7 +275,7 @@ class Feature:
         """Inside the transaction that appends ``call``'s result; raising blocks the batch."""
         return
 
-    # -- compaction and the history KV (area: histkv) ------------------------------------------
+    # -- compaction and the history KV ------------------------------------------
 
     def before_compaction(self, ctx: HookContext) -> None:
         """Observe that a compaction is about to ask the provider for its summary (once per

@@ -126,7 +126,7 @@ class ToolContext(Protocol):
         """
         ...
 
-    # -- the agent's settings and its definition's references (area: defs) --
+    # -- the agent's settings and its definition's references --
 
     @property
     def settings(self) -> Settings:
@@ -217,13 +217,13 @@ class BasicToolContext:
     loop_id: str | None = None
     turn_id: str | None = None
     inference_id: str | None = None
-    history_kv_store: KeyValueStore | None = None  # histkv: what history_kv returns
-    # -- the agent's settings and its definition's references (area: defs) --
-    settings: Settings = field(default_factory=Settings)  # defs: provider, model, effort…
-    config: dict[str, Any] = field(default_factory=dict)  # defs: the AgentConfig as JSON
-    cwd: str | None = None  # defs: workspace.cwd
-    resources: Resources = field(default_factory=Resources)  # defs: resources
-    driver_config: JSONObject = field(default_factory=dict)  # defs: driver.config
+    history_kv_store: KeyValueStore | None = None  # what history_kv returns
+    # -- the agent's settings and its definition's references --
+    settings: Settings = field(default_factory=Settings)  # provider, model, effort…
+    config: dict[str, Any] = field(default_factory=dict)  # the AgentConfig as JSON
+    cwd: str | None = None  # workspace.cwd
+    resources: Resources = field(default_factory=Resources)  # resources
+    driver_config: JSONObject = field(default_factory=dict)  # driver.config
 
     @property
     def provider(self) -> str | None:

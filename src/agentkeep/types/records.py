@@ -227,7 +227,7 @@ class OwedWork(_Record, frozen=True):
     inference_id: str | None = None
     settlement_id: str | None = None
     response_open: bool = False
-    stage_opened_at: int | None = None  # notices: the request's boundary notices are in
+    stage_opened_at: int | None = None  # the request's boundary notices are in
 
 
 class AgentEnvironment(_Record, frozen=True):
