@@ -10,7 +10,6 @@ it.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,18 +19,17 @@ from typing import Any, cast, get_args
 import pykka
 
 from agentkeep.actors.agent_children import AgentChildren, GraceExpired
+from agentkeep.actors.agent_hooks import AgentHooks
 from agentkeep.actors.children import (
     ChildReport,
     CompactionActor,
     ToolCallActor,
     run_child,
 )
-from agentkeep.actors.claiming import ClaimingMixin
-from agentkeep.actors.consume_claim import ClaimTold, ConsumeClaim
-from agentkeep.actors.hook_actions import accept_hook_actions
+from agentkeep.actors.claiming import ClaimSlot
+from agentkeep.actors.consume_claim import ClaimTold
 from agentkeep.actors.hook_contexts import HookContexts
 from agentkeep.actors.inference_worker import InferenceWorker, StreamJob, StreamReports
-from agentkeep.actors.loop_thread import inside_loop
 from agentkeep.actors.loop_timers import LoopTimers
 from agentkeep.actors.model_session import ModelSessionSlot
 from agentkeep.actors.plan_hooks import ConsumptionPolicy, LifecycleHooks, ToolCallHooks
@@ -44,14 +42,8 @@ from agentkeep.actors.turn_spans import TurnSpans
 from agentkeep.errors import CommitOutcomeUnknownError, UnknownProviderError
 from agentkeep.features import (
     FeatureSet,
-    HookContext,
-    InferenceInfo,
-    MessageAccepted,
-    PermissionModeChange,
-    TurnInfo,
 )
 from agentkeep.logs import get_logger
-from agentkeep.loop.actions import CompactAction
 from agentkeep.loop.context import DEFAULT_HELD_BLOCK_SECONDS, RetryPolicy
 from agentkeep.loop.effects import (
     CancelCompaction,
@@ -81,7 +73,6 @@ from agentkeep.loop.events import (
     CommitLanded,
     CompactRequested,
     Event,
-    HookFinished,
     Loaded,
     LoadFailed,
     ProviderRemoved,
@@ -156,7 +147,7 @@ class LoopOptions:
     metrics: RuntimeMetrics | None = None
 
 
-class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.ThreadingActor):
+class AgentActor(SupervisedMixin, SimpleInboxMixin, pykka.ThreadingActor):
     """One agent's loop; supervised (a crash is restarted from the store). Its mailbox is a
     ``SimpleQueue`` (``supervision.inbox``): every step takes two or more messages.
 
@@ -242,13 +233,23 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         )
         self._streams = InferenceWorker(agent_id)  # this incarnation's own, one thread
         self._stopped: bool | None = None  # set by LoopStopped during a feed: settled?
-        self._claim: ConsumeClaim | None = None  # published while idle (actors.consume_claim)
-        self._incarnation = object()  # what a claim this incarnation fed names
-        # A system's features are fixed: whether any observes the loop's events, asked once.
-        self._observes_events = features.overrides("on_event")
+        # Published while idle (actors.consume_claim): this incarnation's own.
+        self._claims = ClaimSlot(
+            self._core, status, self._consumption, take=self._take, feed=self._feed
+        )
         # The run's spans (docs/observability.md); nothing is built without a tracer provider.
         self._spans = TurnSpans(
             agent_id, lambda: store.read(lambda tx: tx.turns.trace_of_live(agent_id))
+        )
+        self._hooks = AgentHooks(
+            agent_id,
+            features=features,
+            contexts=contexts,
+            settings=lambda: self._core.settings,
+            status=status,
+            store=store,
+            spans=self._spans,
+            new_id=options.new_id,
         )
 
     # -- mailbox ---------------------------------------------------------------------------
@@ -263,7 +264,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         anything after it; a claim is published again once the loop is idle (``_feed``,
         before the status says so)."""
         self._receive(message)
-        self._publish_claim()  # a message that fed the loop nothing leaves it as it was
+        self._claims.publish()  # a message that fed the loop nothing leaves it as it was
 
     def _receive(self, message: Any) -> None:
         match message:
@@ -279,7 +280,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             case GraceExpired():
                 self._feed_all(self._children.grace_expired(message))
             case ClaimTold(claim=claim):
-                self._take_told(claim)
+                self._claims.told(claim)
             case _:
                 self._take(message)
 
@@ -305,7 +306,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
 
     def on_stop(self) -> None:
         """Stop this incarnation's children, then close its model session (once)."""
-        self._withdraw_claim(feed=False)
+        self._claims.withdraw(feed=False)
         self._timers.cancel_all()
         # Children first: a model session is closed only after the streams on it stopped.
         self._children.stop_all("agent stopped")
@@ -321,7 +322,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         """A crash: stop this incarnation's children and close its model session (see on_stop)."""
         # A crashed incarnation stops its children too, before its restart is told of the
         # exit (ChildExited is its thread's last act): the next never runs beside them.
-        self._withdraw_claim(feed=False)
+        self._claims.withdraw(feed=False)
         self._timers.cancel_all()
         self._children.stop_all("agent crashed")
         self._streams.close()
@@ -336,13 +337,13 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
             # No event reaches a loop whose offer is out — but the last stream's stop, which
             # an idle loop only notes (the offer does not depend on it), leaves the offer out:
             # it lands right after a run ends, when the next send is most likely.
-            self._withdraw_claim()
+            self._claims.withdraw()
         pending: deque[Event] = deque([first])
         while pending:
             for effect in self._core.handle(pending.popleft()):
                 pending.extend(self._carry_out(effect))
         # Before the status says idle: a caller that saw the agent idle finds the claim.
-        self._publish_claim()
+        self._claims.publish()
         running = self._core.running  # nothing below feeds the loop
         self._status.set_running(running)
         stopped, self._stopped = self._stopped, None
@@ -359,16 +360,15 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
                 if effect.hook == "after_inference":
                     i = effect.ids.inference_id
                     self._spans.inference_finished(i, effect.state, effect.tokens, effect.error)
-                self._observe(effect)
+                self._hooks.observe(effect)
             case Emit(event=event):
                 if isinstance(event, TextDelta) and self._options.publish is not None:
                     # Streamed text, live only (ephemeral: the finished block is durable).
                     self._options.publish(self._agent_id, TEXT_DELTA, {"text": event.delta}, None)
-                if self._observes_events:  # else nothing to mark or run
-                    with inside_loop(self._agent_id):  # waiting on its own agent is refused
-                        self._features.observe("on_event", self._ctx_for, event)
+                if self._hooks.observes_events:  # else nothing to mark or run
+                    self._hooks.on_event(event)
             case RunHook():
-                return self._run_hook(effect)
+                return self._hooks.run(effect)
             case LoadState(records=records):
                 return [self._load(records=records)]
             case Commit(plan=plan):
@@ -499,7 +499,7 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
         Raises if the provider is unknown or a correctness hook fails."""
         state = self._base_state
         base = self._options.instructions if state is None else state.instructions()
-        instructions = self._features.instructions(base, self._ctx_for)
+        instructions = self._features.instructions(base, self._hooks.ctx_for)
         tools = self._runner.tool_set(settings)
         servers = self._options.provider_tools
         check_provider_tools(tools, servers)  # a feature's tool may not take a provider tool's name
@@ -566,108 +566,6 @@ class AgentActor(ClaimingMixin, SupervisedMixin, SimpleInboxMixin, pykka.Threadi
 
         self._children.start(child_id, "compaction", start)
         return []
-
-    # -- hooks -----------------------------------------------------------------------------
-
-    def _ctx_for(self, feature: Any) -> HookContext:
-        return self._contexts.for_feature(feature, self._core.settings)
-
-    def _ctx_told(self, ids: LifecycleIds) -> Callable[[Any], HookContext]:
-        """Contexts for a lifecycle hook: told the ids the effect that asked for it carries."""
-        return lambda feature: self._contexts.for_feature(feature, self._core.settings, ids=ids)
-
-    def _observe(self, effect: Observe) -> None:
-        if not self._features.overrides(effect.hook):
-            return  # no feature observes it: nothing to build or run
-        with inside_loop(self._agent_id):  # a hook that waits on its own agent is refused
-            self._observe_inside(effect)
-
-    def _observe_inside(self, effect: Observe) -> None:
-        features = self._features
-        ctx_for = self._ctx_told(effect.ids)
-        match effect.hook:
-            case "after_inference":
-                info = InferenceInfo(state=effect.state, tokens=effect.tokens, error=effect.error)
-                features.observe("after_inference", ctx_for, info)
-            case "after_agent_settled":
-                features.observe("after_agent_settled", ctx_for, effect.error)
-            case "message_accepted":
-                record, queue = effect.accepted, effect.queue
-                if record is not None and queue is not None:
-                    accepted = MessageAccepted(
-                        id=record.message_id,
-                        kind=queue,
-                        message=record.message,
-                        metadata=record.metadata,
-                    )
-                    features.observe("message_accepted", ctx_for, accepted)
-            case "permission_mode_changed":
-                if effect.permission_change is not None:
-                    previous, current = effect.permission_change
-                    change = PermissionModeChange(previous=previous, current=current)
-                    features.observe("permission_mode_changed", ctx_for, change)
-            case hook:
-                features.observe(hook, ctx_for, *())
-
-    def _run_hook(self, effect: RunHook) -> list[Event]:
-        if effect.hook == "before_turn":
-            self._spans.turn_started(effect.ids)
-        elif effect.hook == "after_turn":
-            try:
-                return self._run_hook_inside(effect)
-            finally:
-                self._spans.turn_ended(aborted=effect.aborted)
-        return self._run_hook_inside(effect)
-
-    def _run_hook_inside(self, effect: RunHook) -> list[Event]:
-        features = self._features
-        if not features.overrides(effect.hook):
-            # No feature overrides it: it decides nothing (no actions, no compaction), so
-            # nothing is built or run — the same outcome as running it.
-            return [HookFinished(hook=effect.hook)]
-        ctx_for = self._ctx_told(effect.ids)
-        if effect.hook == "prepare_inference":
-            return [self._prepare_inference(effect, ctx_for)]
-        with inside_loop(self._agent_id):
-            if effect.hook == "after_agent_loop":
-                actions = features.actions("after_agent_loop", ctx_for)
-            else:
-                turn = TurnInfo(context_tokens=effect.context_tokens, aborted=effect.aborted)
-                actions = features.actions(effect.hook, ctx_for, turn)
-        if effect.drop_actions or self._status.abort_pending:
-            # The abort fired before or while the hook ran: its actions are dropped.
-            return [HookFinished(hook=effect.hook)]
-        compact = any(isinstance(a, CompactAction) for a in actions)
-        follow: list[Event] = []
-        try:
-            # One decision's messages commit as one batch, so a caller arriving during it
-            # lands before or after all of it (invariant I2).
-            follow = list(
-                accept_hook_actions(
-                    self._store, self._agent_id, actions, new_id=self._options.new_id
-                )
-            )
-        except Exception as error:  # a failing action never fails the run
-            log.warning("hook_actions_failed", hook=effect.hook, error=repr(error))
-        return [*follow, HookFinished(hook=effect.hook, compact=compact)]
-
-    def _prepare_inference(
-        self, effect: RunHook, ctx_for: Callable[[Any], HookContext]
-    ) -> HookFinished:
-        """Run the features' ``prepare_inference`` (told the last measurement): whether
-        any asks to compact before the coming request (dropped once an abort fired)."""
-        with inside_loop(self._agent_id):
-            compact = self._features.prepare_inference(_measured(ctx_for, effect.context_tokens))
-        if effect.drop_actions or self._status.abort_pending:
-            compact = False
-        return HookFinished(hook="prepare_inference", compact=compact)
-
-
-def _measured(
-    ctx_for: Callable[[Any], HookContext], tokens: int | None
-) -> Callable[[Any], HookContext]:
-    """``ctx_for``, its contexts carrying the measured context size ``tokens``."""
-    return lambda feature: dataclasses.replace(ctx_for(feature), context_tokens=tokens)
 
 
 def _selection(settings: Settings) -> Selection:

@@ -1,9 +1,15 @@
-"""The agent actor's half of consume at acceptance (``actors.consume_claim``): publishing
-its idle loop's offer as a claim, withdrawing it before the loop is fed, and feeding a taken
-claim's outcome — a mixin of ``AgentActor``, kept apart for size."""
+"""The agent actor's half of consume at acceptance (``actors.consume_claim``): publishing its
+idle loop's offer as a claim, withdrawing it before the loop is fed, and feeding a taken
+claim's outcome. :class:`ClaimSlot` is a part the actor owns, one per incarnation.
+
+Invariant kept: at most one claim is published at a time, only while the loop is idle, and a
+claim is withdrawn (its outcome fed first) before the loop sees any other event, so the loop
+sees a consumption land before anything after it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agentkeep.actors.consume_claim import ConsumeClaim, ConsumedHere
@@ -16,22 +22,35 @@ if TYPE_CHECKING:
     from agentkeep.loop.machine import AgentLoop
 
 
-class ClaimingMixin:
-    """``AgentActor``'s claim handling (its ``__init__`` sets the attributes)."""
+class ClaimSlot:
+    """One incarnation's published claim (None while running or without an offer).
 
-    # Declared for the type checker only.
-    if TYPE_CHECKING:
-        _core: AgentLoop
-        _status: AgentStatus
-        _consumption: ConsumptionPolicy
-        _claim: ConsumeClaim | None
-        _incarnation: object
+    Args:
+        core: The incarnation's loop (asked for its offer).
+        status: The agent's status, which shows the claim to acceptances and passivation.
+        consumption: The consumption policy a claim's commit runs (told the run's ids).
+        take: Feeds a mailbox message to the loop as the actor would (a taken claim's outcome).
+        feed: Feeds one event to the loop (a run started from a consumption in the store).
+    """
 
-        def _take(self, message: Any) -> None: ...
+    def __init__(
+        self,
+        core: AgentLoop,
+        status: AgentStatus,
+        consumption: ConsumptionPolicy,
+        *,
+        take: Callable[[Any], None],
+        feed: Callable[[Event], None],
+    ) -> None:
+        self._core = core
+        self._status = status
+        self._consumption = consumption
+        self._take = take
+        self._feed = feed
+        self._claim: ConsumeClaim | None = None
+        self._incarnation = object()  # what a claim this incarnation fed names
 
-        def _feed(self, first: Event) -> None: ...
-
-    def _publish_claim(self) -> None:
+    def publish(self) -> None:
         """Idle, with an offer from the loop: publish a claim an acceptance may take."""
         if self._claim is not None or self._core.running:
             return
@@ -44,7 +63,7 @@ class ClaimingMixin:
             self._claim = ConsumeClaim(offer, self._consumption.with_ids(ids))
             self._status.claim = self._claim
 
-    def _withdraw_claim(self, *, feed: bool = True) -> None:
+    def withdraw(self, *, feed: bool = True) -> None:
         """Withdraw the published claim; feed a taken one's outcome to the loop (unless
         stopping: a taken claim's ``ClaimTold`` then starts the next incarnation)."""
         claim, self._claim = self._claim, None
@@ -65,14 +84,14 @@ class ClaimingMixin:
             if self._status.claim is claim:
                 self._status.claim = None
 
-    def _take_told(self, claim: ConsumeClaim) -> None:
+    def told(self, claim: ConsumeClaim) -> None:
         """An acceptance consumed under ``claim`` (a counted signal). If this incarnation fed
         its outcome (when it withdrew it), nothing is left to do; otherwise (another
         incarnation's claim, or an outcome it could not wait for) the store holds the
         consumption, and a run starts from it."""
         try:
             if claim is self._claim:
-                self._withdraw_claim()  # its outcome is fed now
+                self.withdraw()  # its outcome is fed now
             if claim.fed_by is not self._incarnation:
                 self._feed(Start())
         except BaseException:
