@@ -52,9 +52,9 @@ def test_checker_catches_a_consumption_in_two_transactions(
     """Mutant: a consumed message joins the conversation in one transaction and leaves its
     queue in a second; a crash between them consumes it again after the restart
     (invariants I1, I4)."""
-    consume = commit_plans._consume_queue
+    consume = commit_plans.consume_queue
     monkeypatch.setattr(
-        commit_plans, "_consume_queue", lambda tx, *args: consume(_NoClaim(tx), *args)
+        commit_plans, "consume_queue", lambda tx, *args: consume(_NoClaim(tx), *args)
     )
     commit = agent_actor.AgentActor._commit
 

@@ -26,7 +26,7 @@ from agentkeep.errors import CommitOutcomeUnknownError
 from agentkeep.logs import get_logger
 from agentkeep.loop.plans import Consumed, ConsumeOffer, ConsumeQueue
 from agentkeep.persistence.interface import Transaction
-from agentkeep.runtime import commit_plans
+from agentkeep.runtime import plan_ports
 from agentkeep.runtime.offered_consumption import consume_offered
 from agentkeep.types.records import QueuedMessage
 
@@ -58,7 +58,7 @@ class ConsumeClaim:
         policy: The actor's consumption policy (its hooks run in the taking transaction).
     """
 
-    def __init__(self, offer: ConsumeOffer, policy: commit_plans.ConsumptionPolicy) -> None:
+    def __init__(self, offer: ConsumeOffer, policy: plan_ports.ConsumptionPolicy) -> None:
         self.offer = offer
         self.policy = policy
         self._lock = threading.Lock()

@@ -1,6 +1,6 @@
 """The features' hooks that run inside a plan's transaction, on the store writer's thread:
-the ``commit_plans.ConsumptionPolicy``, ``commit_plans.ToolCallHooks`` and
-``commit_plans.LifecycleHooks`` of one agent's commits."""
+the ``plan_ports.ConsumptionPolicy``, ``plan_ports.ToolCallHooks`` and
+``plan_ports.LifecycleHooks`` of one agent's commits."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from agentkeep.types.records import OwedWork, PendingToolCall, QueuedMessage
 
 
 class ConsumptionPolicy:
-    """What one agent's consumptions need (``commit_plans.ConsumptionPolicy``): the providers' reset
+    """What one agent's consumptions need (``plan_ports.ConsumptionPolicy``): the providers' reset
     rule for switches, and the features' ``model_changed`` and ``message_accepted_transact``
     hooks, run inside the consumption transaction. Stateless: one per agent actor, and one
     per commit bound to the lifecycle ids its hooks are told (:meth:`with_ids`)."""
@@ -198,7 +198,7 @@ class ConsumptionPolicy:
 
 
 class LifecycleHooks:
-    """The features' transactional lifecycle hooks (``commit_plans.LifecycleHooks``): each
+    """The features' transactional lifecycle hooks (``plan_ports.LifecycleHooks``): each
     runs inside the plan's transaction that carries it, its contexts bound to that
     transaction and told the ids the plan names; a failure propagates and rolls the plan
     back. One per agent actor; ``settings`` reads the agent's settings of the moment (the
@@ -248,7 +248,7 @@ class LifecycleHooks:
 
 
 class ToolCallHooks:
-    """The features' ``before/after_tool_call_transact`` (``commit_plans.ToolCallHooks``), run
+    """The features' ``before/after_tool_call_transact`` (``plan_ports.ToolCallHooks``), run
     inside a plan's transaction with contexts bound to it; a failure propagates and rolls
     the plan back. One per commit: it carries the agent's settings of that moment."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from agentkeep.loop.plans import Consumed, ConsumeOffer
 from agentkeep.persistence.interface import Transaction
-from agentkeep.runtime import commit_plans
+from agentkeep.runtime import commit_plans, plan_ports
 from agentkeep.types.records import OwedWork, QueuedMessage
 
 
@@ -26,7 +26,7 @@ def consume_offered(
     entry: QueuedMessage,
     *,
     owed_before: OwedWork | None,
-    policy: commit_plans.ConsumptionPolicy,
+    policy: plan_ports.ConsumptionPolicy,
 ) -> Consumed | None:
     """Consume ``entry`` (just accepted in ``tx``) under ``offer``; None (nothing written) if
     the durable state is not the one the offer was made from. Raises what the consumption

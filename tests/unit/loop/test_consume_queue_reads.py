@@ -12,7 +12,7 @@ import pytest
 import agentkeep as ak
 from agentkeep.loop.plans import Consumed, ConsumeQueue
 from agentkeep.persistence import Store
-from agentkeep.runtime import commit_plans
+from agentkeep.runtime import commit_plans, plan_ports
 from agentkeep.types import Settings
 from agentkeep.types.records import AgentRow, OwedWork, QueuedMessage, UserRecord
 
@@ -43,7 +43,7 @@ def _consume(store: Store, queue: str) -> Consumed:
         owed=owed,
         call_id="c1",
     )
-    policy = commit_plans.KeepEverything()
+    policy = plan_ports.KeepEverything()
     value = store.transact(lambda tx: commit_plans.execute(tx, AGENT, plan, policy))
     assert isinstance(value, Consumed)
     return value

@@ -50,7 +50,7 @@ from agentkeep.loop.events import (
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import ConsumeNotices, LifecycleHook, Snapshot
 from agentkeep.persistence.interface import Transaction
-from agentkeep.runtime import commit_plans
+from agentkeep.runtime import commit_plans, plan_ports
 from agentkeep.types import Settings, SystemMessage, TextBlock
 from agentkeep.types.records import OwedWork, QueuedMessage, SystemRecord, UserRecord
 
@@ -81,7 +81,7 @@ class Told:
         return sum(1 for h, ids in self.committed if h == hook and ids == inference_id)
 
 
-class StagePolicy(commit_plans.KeepEverything):
+class StagePolicy(plan_ports.KeepEverything):
     """A feature's ``system_notifications_transact``: one notice at each boundary, naming
     it (a message's by its id, a request's by its inference id)."""
 

@@ -32,7 +32,7 @@ from agentkeep.loop.events import CommitFailed, CommitLanded, Event, HookFinishe
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import Appended, ConsumeNotices, Snapshot
 from agentkeep.persistence.interface import Transaction
-from agentkeep.runtime import commit_plans
+from agentkeep.runtime import commit_plans, loop_facts, plan_ports
 from agentkeep.types import Settings, SystemMessage, TextBlock
 from agentkeep.types.records import OwedWork, QueuedMessage, SystemRecord
 
@@ -44,7 +44,7 @@ def _text(message: object) -> str:
     return "".join(b.text for b in blocks if isinstance(b, TextBlock))
 
 
-class NoticePolicy(commit_plans.KeepEverything):
+class NoticePolicy(plan_ports.KeepEverything):
     """A feature's ``system_notifications_transact``: one notice at each boundary, naming
     it (the inference boundary by the request's id)."""
 
@@ -175,10 +175,10 @@ def boundary_notices_ahead_of_the_continue_notice() -> Iterator[None]:
             return original(tx, agent_id, plan, policy, lifecycle)
         settings = plan.settings or Settings()
         first = [
-            commit_plans._append(tx, agent_id, SystemRecord(message=message))
+            loop_facts.append_record(tx, agent_id, SystemRecord(message=message))
             for message in policy.inference_notices(tx, plan.owed, settings)
         ]
-        appended = original(tx, agent_id, plan, commit_plans.KeepEverything(), lifecycle)
+        appended = original(tx, agent_id, plan, plan_ports.KeepEverything(), lifecycle)
         return Appended(records=(*first, *appended.records))
 
     commit_plans._open_inference = open_inference

@@ -91,7 +91,7 @@ from agentkeep.persistence.schema import migrate
 from agentkeep.persistence.transaction import SqliteTransaction, Statements
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.responding import count_conversation
-from agentkeep.runtime import commit_plans
+from agentkeep.runtime import commit_plans, plan_ports
 from agentkeep.runtime.offered_consumption import consume_offered
 from agentkeep.types import (
     AssistantMessage,
@@ -224,7 +224,7 @@ class Process:
                 try:
                     value = self.disk.transact(
                         lambda tx: commit_plans.execute(
-                            tx, AGENT, plan, commit_plans.KeepEverything()
+                            tx, AGENT, plan, plan_ports.KeepEverything()
                         )
                     )
                 except CommitOutcomeUnknownError as error:
@@ -365,7 +365,7 @@ class LoopMachine(RuleBasedStateMachine):
                     offer,
                     queued,
                     owed_before=owed_before,
-                    policy=commit_plans.KeepEverything(),
+                    policy=plan_ports.KeepEverything(),
                 )
             return delivery, queued, consumed
 

@@ -19,7 +19,7 @@ from agentkeep.loop.effects import Commit, Effect
 from agentkeep.loop.events import CommitFailed, CommitLanded, Event
 from agentkeep.loop.machine import AgentLoop
 from agentkeep.loop.plans import LifecycleHook, TransactHookName
-from agentkeep.runtime import commit_plans
+from agentkeep.runtime import commit_plans, plan_ports
 from agentkeep.types import AssistantBlock, Settings
 
 from .test_machine_properties import AGENT, Disk, LoopMachine, Process
@@ -96,7 +96,7 @@ class TwinProcess(Process):
                     tx,
                     AGENT,
                     plan,
-                    commit_plans.KeepEverything(),
+                    plan_ports.KeepEverything(),
                     commit_plans.NO_TOOL_CALL_HOOKS,
                     self.twins,
                 )

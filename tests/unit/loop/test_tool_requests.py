@@ -41,7 +41,7 @@ from agentkeep.loop.plans import (
 from agentkeep.loop.texts import ABORTED_CALL
 from agentkeep.loop.view import provider_view
 from agentkeep.providers import script
-from agentkeep.runtime import commit_plans
+from agentkeep.runtime import commit_plans, plan_ports
 from agentkeep.types import (
     AgentMessage,
     AssistantMessage,
@@ -473,7 +473,7 @@ def test_a_restart_between_acceptance_and_dispatch_runs_the_recorded_call(world:
         call_id="recordedcall",
     )
     system.internals.store.transact(
-        lambda tx: commit_plans.execute(tx, agent.id, consume, commit_plans.KeepEverything())
+        lambda tx: commit_plans.execute(tx, agent.id, consume, plan_ports.KeepEverything())
     )
     system.close(timeout_seconds=TIMEOUT)
 
