@@ -104,12 +104,23 @@ RETURNING w.pid, w.host
 """
 # Every session of a process, by the prefix of its application name; unless another live
 # member has the same pid and host (the pid was reused by a new worker on that machine).
+# Signalled all at once (pg_terminate_backend's own wait polls every 100 ms, one by one).
 _TERMINATE = """
-SELECT a.pid, pg_terminate_backend(a.pid, %s)
+SELECT a.pid, pg_terminate_backend(a.pid)
 FROM pg_stat_activity AS a
 WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
     AND starts_with(a.application_name, %s)
     AND NOT EXISTS (SELECT 1 FROM agentkeep_workers AS w WHERE w.pid = %s AND w.host = %s)
+"""
+# Until the terminated backends hold no lock any more (pg_locks is read afresh each time,
+# unlike pg_stat_activity inside one transaction), for at most {polls} polls of 5 ms.
+_AWAIT_EXIT = """
+DO $$ BEGIN
+    FOR i IN 1..{polls} LOOP
+        EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_locks WHERE pid = ANY(ARRAY[{pids}]::int[]));
+        PERFORM pg_sleep(0.005);
+    END LOOP;
+END $$
 """
 
 
@@ -227,8 +238,14 @@ def reap(connection: psycopg.Connection[Any], token: str, *, wait_ms: int) -> li
         return None
     pid, host = int(row[0]), str(row[1])
     prefix = f"agentkeep pid={pid} host={host} "
-    ended = connection.execute(_TERMINATE, (wait_ms, prefix, pid, host)).fetchall()
-    return [int(backend) for backend, _ in ended]
+    ended = [
+        int(backend)
+        for backend, _ in connection.execute(_TERMINATE, (prefix, pid, host)).fetchall()
+    ]
+    if ended:
+        pids = ",".join(str(backend) for backend in ended)
+        connection.execute(_AWAIT_EXIT.format(polls=max(1, wait_ms // 5), pids=pids))
+    return ended
 
 
 def join(connection: psycopg.Connection[Any], values: tuple[Any, ...]) -> None:

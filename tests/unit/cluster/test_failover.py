@@ -5,9 +5,12 @@ expelled and joins again."""
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import signal
 from pathlib import Path
 
+import pytest
 from structlog.testing import capture_logs
 from tests.unit.cluster.takeover import measure
 
@@ -58,3 +61,19 @@ def test_a_sigstopped_workers_partitions_are_taken_over_once_its_lease_runs_out(
     assert reaped[0]["reason"] == "lease_expired"
     # Its sessions were ended: the coordinator's and one per partition it ran.
     assert len(reaped[0]["terminated_backends"]) == 1 + COUNT // 2
+
+
+def test_the_takeover_bench_prints_both_figures(
+    postgres_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = Path(__file__).resolve().parents[3] / "bench" / "cluster_takeover.py"
+    spec = importlib.util.spec_from_file_location("cluster_takeover", bench)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    args = ["--trials", "1", "--lease-ms", "600", "--tick-ms", "50", "--count", "4"]
+    assert module.main(args) == 0
+    out = capsys.readouterr().out
+    for name in ("SIGKILL", "SIGSTOP"):
+        assert re.search(rf"^{name} +trials= +1 +median= +\d+ ms +max= +\d+ ms", out, re.M), out
