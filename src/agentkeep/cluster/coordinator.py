@@ -153,7 +153,7 @@ class Coordinator:
         """The handle of partition ``index`` while it runs here (None otherwise)."""
         with self._lock:
             entry = self._held.get(index)
-            return None if entry is None else entry.handle  # type: ignore[no-any-return]
+            return None if entry is None else entry.handle
 
     def wait_until(self, condition: Callable[[Coordinator], bool], timeout: float) -> bool:
         """Block until ``condition(self)`` holds after a tick or a finished open/shutdown;
