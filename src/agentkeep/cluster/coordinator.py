@@ -86,6 +86,8 @@ class Coordinator:
         self._share = 0
         self._live = 0
         self.ticks = 0
+        self._version = 0  # grows at every notification of _changed
+        self._connected_at = float("-inf")
         #: What the last tick failed with (None: it did not).
         self.last_error: Exception | None = None
 
@@ -156,21 +158,20 @@ class Coordinator:
             return None if entry is None else entry.handle
 
     def wait_until(self, condition: Callable[[Coordinator], bool], timeout: float) -> bool:
-        """Block until ``condition(self)`` holds after a tick or a finished open/shutdown;
-        False at ``timeout`` seconds."""
+        """Block until ``condition(self)`` holds, checked after every tick and every
+        finished open or shutdown; False at ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
-                self._lock.release()
-                try:
-                    if condition(self):
-                        return True
-                finally:
-                    self._lock.acquire()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._changed.wait(left)
+        while True:
+            with self._lock:
+                seen = self._version
+            if condition(self):
+                return True
+            with self._changed:
+                while self._version == seen:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._changed.wait(left)
 
     def health(self) -> CoordinatorHealth:
         """This worker's part in the store now (for ``/healthz``)."""
@@ -224,6 +225,7 @@ class Coordinator:
             log.error("cluster_tick_failed", worker=self.token, error=repr(exc))
         with self._changed:
             self.ticks += 1
+            self._version += 1
             self._changed.notify_all()
 
     def _tick(self) -> None:
@@ -231,9 +233,14 @@ class Coordinator:
         self._forget_lost()
         self._heartbeat(connection)
         workers = membership.read_workers(connection)
+        # Right after this worker's own (re)connection, a member whose session is gone may be
+        # one reconnecting after the same server restart: only a lease gone by counts then.
+        settled = time.monotonic() - self._connected_at >= self.settings.heartbeat_every_ms / 1000
         reaped = False
         for worker in workers:
-            if worker.token != self.token and not worker.live:
+            if worker.token == self.token or worker.live:
+                continue
+            if settled or not worker.fresh:
                 reaped |= self._reap(connection, worker)
         live = [w.token for w in workers if w.live or w.token == self.token]
         holders = membership.partition_holders(connection)
@@ -277,6 +284,7 @@ class Coordinator:
             keepalives_count=2,
         )
         self._connection = connection
+        self._connected_at = time.monotonic() if self._joined else float("-inf")
         self._name = name
         self._heartbeat_partitions = None  # a new session: the row must name it at once
         membership.create_table(connection, self.target.schema)
@@ -400,6 +408,7 @@ class Coordinator:
             if handle is not None and not self._stopping and generation == self._generation:
                 self._held[index] = _Held(handle=handle, since_ms=int(time.time() * 1000))
                 keep = True
+            self._version += 1
             self._changed.notify_all()
         if handle is not None and keep:
             log.info(
@@ -427,6 +436,7 @@ class Coordinator:
             )
         with self._changed:
             self._releasing.discard(index)
+            self._version += 1
             self._changed.notify_all()
         log.info(
             "cluster_partition_released",

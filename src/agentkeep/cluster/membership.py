@@ -62,6 +62,8 @@ CREATE TABLE IF NOT EXISTS agentkeep_workers (
     partitions TEXT NOT NULL DEFAULT '{}'
 )
 """
+#: The first key of the transaction lock creating the table ("akpw").
+_CREATE_CLASS: Final = 0x616B7077
 #: The server's clock in milliseconds since the epoch.
 NOW_MS: Final = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
@@ -182,9 +184,20 @@ def name_fields(application_name: str) -> dict[str, str]:
 
 
 def create_table(connection: psycopg.Connection[Any], schema: str) -> None:
-    """Create ``schema`` and ``agentkeep_workers`` in it, if missing."""
-    connection.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-    connection.execute(CREATE_TABLE)
+    """Create ``schema`` and ``agentkeep_workers`` in it, if missing. Workers joining at
+    once serialize on a transaction lock of their own (two concurrent ``CREATE … IF NOT
+    EXISTS`` may otherwise collide), and an existing schema is not created again (which
+    would need ``CREATE`` on the database)."""
+    with connection.transaction():
+        connection.execute(
+            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_CREATE_CLASS, schema)
+        )
+        exists = connection.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
+        ).fetchone()
+        if exists is None:
+            connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        connection.execute(CREATE_TABLE)
 
 
 def schema_oid(connection: psycopg.Connection[Any]) -> int:
