@@ -54,6 +54,14 @@ def run(server: str, args: argparse.Namespace, scratch: Path) -> None:
             f"{len(results[0].victim_partitions)} taken over)",
             flush=True,
         )
+        leaves = [r.leave_seconds * 1000 for r in results if r.leave_seconds is not None]
+        if leaves:
+            print(
+                f"{'leave':8} trials={len(leaves):3}  median={statistics.median(leaves):7.0f} ms  "
+                f"max={max(leaves):7.0f} ms  min={min(leaves):7.0f} ms  "
+                "(the resumed worker then left gracefully: until the other ran every partition)",
+                flush=True,
+            )
 
 
 def main(argv: list[str] | None = None) -> int:

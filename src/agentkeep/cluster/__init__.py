@@ -17,7 +17,7 @@ from agentkeep.cluster.health import CoordinatorHealth
 from agentkeep.cluster.membership import PartitionHolder, WorkerRow
 from agentkeep.cluster.protocol import PartitionHandle, PartitionRunner
 from agentkeep.cluster.settings import CoordinatorSettings
-from agentkeep.cluster.spread import fair_share, preferred_order, shares
+from agentkeep.cluster.spread import Plan, fair_share, plan, preferred_order, shares
 
 __all__ = [
     "Coordinator",
@@ -26,8 +26,10 @@ __all__ = [
     "PartitionHandle",
     "PartitionHolder",
     "PartitionRunner",
+    "Plan",
     "WorkerRow",
     "fair_share",
+    "plan",
     "preferred_order",
     "shares",
 ]

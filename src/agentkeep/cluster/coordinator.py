@@ -42,7 +42,7 @@ from agentkeep.cluster import membership
 from agentkeep.cluster.health import CoordinatorHealth
 from agentkeep.cluster.protocol import PartitionHandle, PartitionRunner
 from agentkeep.cluster.settings import CoordinatorSettings
-from agentkeep.cluster.spread import fair_share, preferred_order
+from agentkeep.cluster.spread import plan
 from agentkeep.errors import StoreLockedError
 from agentkeep.logs import get_logger, install_default_logging
 from agentkeep.persistence.postgres.connection import PostgresTarget, parse_url
@@ -244,25 +244,26 @@ class Coordinator:
                 reaped |= self._reap(connection, worker)
         live = [w.token for w in workers if w.live or w.token == self.token]
         holders = membership.partition_holders(connection)
-        count = self.settings.count
-        share = fair_share(count, live, self.token)
         with self._lock:
             if self._stopping:
                 return
-            self._share, self._live = share, len(live)
-            mine = set(self._held) | self._opening
-            if len(mine) > share:
-                extra = sorted(self._held, reverse=True)[: len(mine) - share]
-                for index in extra:
-                    entry = self._held.pop(index)
-                    self._releasing.add(index)
-                    self._spawn(self._release, index, entry, "hand_off")
-            elif len(mine) < share:
-                busy = mine | self._releasing | set(holders)
-                free = [p for p in preferred_order(count, live, self.token) if p not in busy]
-                for index in free[: share - len(mine)]:
-                    self._opening.add(index)
-                    self._spawn(self._open, index, self._generation)
+            step = plan(
+                self.settings.count,
+                live,
+                self.token,
+                held=self._held,
+                opening=self._opening,
+                releasing=self._releasing,
+                locked=holders,
+            )
+            self._share, self._live = step.share, len(live)
+            for index in step.release:
+                entry = self._held.pop(index)
+                self._releasing.add(index)
+                self._spawn(self._release, index, entry, "hand_off")
+            for index in step.open:
+                self._opening.add(index)
+                self._spawn(self._open, index, self._generation)
         if reaped:
             self._wake.set()  # the freed partitions, at once
 
@@ -272,17 +273,7 @@ class Coordinator:
             return connection
         self._disconnect()
         name = f"agentkeep pid={os.getpid()} host={self.host} c={self.token}"[:63]
-        connection = psycopg.connect(
-            self.target.conninfo,
-            autocommit=True,
-            application_name=name,
-            options=f"-c search_path={self.target.schema}",
-            connect_timeout=max(1, self.settings.lease_ms // 3000),
-            keepalives=1,
-            keepalives_idle=max(1, self.settings.lease_ms // 3000),
-            keepalives_interval=1,
-            keepalives_count=2,
-        )
+        connection = membership.connect(self.target, name, lease_ms=self.settings.lease_ms)
         self._connection = connection
         self._connected_at = time.monotonic() if self._joined else float("-inf")
         self._name = name

@@ -33,10 +33,13 @@ import msgspec
 import psycopg
 from psycopg import sql
 
+from agentkeep.persistence.postgres.connection import PostgresTarget
+
 __all__ = [
     "CREATE_TABLE",
     "PartitionHolder",
     "WorkerRow",
+    "connect",
     "create_table",
     "heartbeat",
     "join",
@@ -181,6 +184,24 @@ def name_fields(application_name: str) -> dict[str, str]:
     if not words or words[0] != "agentkeep":
         return {}
     return dict(word.split("=", 1) for word in words[1:] if "=" in word)
+
+
+def connect(target: PostgresTarget, name: str, *, lease_ms: int) -> psycopg.Connection[Any]:
+    """The coordinator's session: autocommit, the store's schema as search path, and
+    connection and keepalive timeouts scaled to a third of the lease (so a server that
+    vanished is noticed within the lease)."""
+    third = max(1, lease_ms // 3000)
+    return psycopg.connect(
+        target.conninfo,
+        autocommit=True,
+        application_name=name,
+        options=f"-c search_path={target.schema}",
+        connect_timeout=third,
+        keepalives=1,
+        keepalives_idle=third,
+        keepalives_interval=1,
+        keepalives_count=2,
+    )
 
 
 def create_table(connection: psycopg.Connection[Any], schema: str) -> None:

@@ -14,9 +14,11 @@ its own slice of the range, so two workers opening at once rarely race for the s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
-__all__ = ["fair_share", "preferred_order", "shares"]
+import msgspec
+
+__all__ = ["Plan", "fair_share", "plan", "preferred_order", "shares"]
 
 
 def shares(count: int, workers: Sequence[str]) -> dict[str, int]:
@@ -40,3 +42,34 @@ def preferred_order(count: int, workers: Sequence[str], me: str) -> list[int]:
         return list(range(count))
     start = (workers.index(me) * count) // len(workers)
     return [(start + offset) % count for offset in range(count)]
+
+
+class Plan(msgspec.Struct, frozen=True, kw_only=True):
+    """What one tick does: the partitions to give up and those to open."""
+
+    share: int
+    release: list[int]
+    open: list[int]
+
+
+def plan(
+    count: int,
+    workers: Sequence[str],
+    me: str,
+    *,
+    held: Collection[int],
+    opening: Collection[int],
+    releasing: Collection[int],
+    locked: Collection[int],
+) -> Plan:
+    """``me``'s next step towards its share. Holding more (``held`` plus ``opening``), it
+    gives up held ones, highest first; holding fewer, it opens partitions that no session
+    holds (``locked``) and that it is not already opening or releasing, in its
+    :func:`preferred_order`."""
+    share = fair_share(count, workers, me)
+    mine = set(held) | set(opening)
+    if len(mine) > share:
+        return Plan(share=share, release=sorted(held, reverse=True)[: len(mine) - share], open=[])
+    busy = mine | set(releasing) | set(locked)
+    free = [p for p in preferred_order(count, workers, me) if p not in busy]
+    return Plan(share=share, release=[], open=free[: share - len(mine)])

@@ -34,6 +34,9 @@ class Takeover(msgspec.Struct, frozen=True, kw_only=True):
     #: SIGSTOP only: the victim, resumed, joined again under a new token and the two
     #: converged back to an even spread.
     rejoined: bool = False
+    #: SIGSTOP only: then the victim left gracefully; from its stdin closing until the
+    #: survivor ran every partition again.
+    leave_seconds: float | None = None
 
 
 def measure(
@@ -61,6 +64,7 @@ def measure(
         assert survivor.wait_until(lambda c: len(c.owned()) == count, TIMEOUT)
         seconds = time.monotonic() - started
         rejoined = False
+        leave_seconds: float | None = None
         if sig == signal.SIGSTOP:
             old = line["token"]
             os.kill(child.process.pid, signal.SIGCONT)
@@ -73,7 +77,10 @@ def measure(
             )
             assert survivor.wait_until(lambda c: len(c.owned()) == half, TIMEOUT)
             rejoined = True
+            leaving = time.monotonic()
             child.leave(TIMEOUT)
+            assert survivor.wait_until(lambda c: len(c.owned()) == count, TIMEOUT)
+            leave_seconds = time.monotonic() - leaving
         else:
             assert child.process.wait(timeout=TIMEOUT) == -signal.SIGKILL
         return Takeover(
@@ -84,6 +91,7 @@ def measure(
             seconds=seconds,
             victim_partitions=victim,
             rejoined=rejoined,
+            leave_seconds=leave_seconds,
         )
     finally:
         if child.process.poll() is None:

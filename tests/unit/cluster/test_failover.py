@@ -57,6 +57,9 @@ def test_a_sigstopped_workers_partitions_are_taken_over_once_its_lease_runs_out(
     # ... and soon after.
     assert result.seconds < lease_ms / 1000 + 5, result
     assert result.rejoined
+    # and then left gracefully: its partitions taken without waiting for any lease
+    assert result.leave_seconds is not None
+    assert result.leave_seconds < lease_ms / 1000, result
     reaped = [e for e in logs if e["event"] == "cluster_worker_reaped"]
     assert reaped[0]["reason"] == "lease_expired"
     # Its sessions were ended: the coordinator's and one per partition it ran.

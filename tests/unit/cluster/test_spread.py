@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentkeep.cluster import CoordinatorSettings, fair_share, preferred_order, shares
+from agentkeep.cluster import CoordinatorSettings, fair_share, plan, preferred_order, shares
 
 
 @pytest.mark.parametrize("count", [1, 2, 7, 8, 16, 64])
@@ -39,3 +39,23 @@ def test_settings_refuse_a_lease_shorter_than_three_ticks() -> None:
     with pytest.raises(ValueError, match="at least one partition"):
         CoordinatorSettings(count=0)
     assert CoordinatorSettings(count=4, lease_ms=9000).heartbeat_every_ms == 3000
+
+
+def test_a_worker_over_its_share_gives_up_its_highest_held_partitions() -> None:
+    step = plan(8, ["a", "b"], "a", held=range(8), opening=(), releasing=(), locked=range(8))
+    assert (step.share, step.release, step.open) == (4, [7, 6, 5, 4], [])
+    # partitions still opening count as its own: it gives up only held ones
+    step = plan(8, ["a", "b"], "a", held=[0, 1, 2], opening=[3, 4], releasing=(), locked=[0])
+    assert (step.release, step.open) == ([2], [])
+
+
+def test_a_worker_under_its_share_opens_only_free_partitions_from_its_slice() -> None:
+    # b's slice starts at 4; 4 and 5 are locked (another worker's, or being handed off),
+    # 6 is being released by b itself.
+    step = plan(8, ["a", "b"], "b", held=[], opening=[7], releasing=[6], locked=[4, 5])
+    assert (step.share, step.release, step.open) == (4, [], [0, 1, 2])
+    # nothing free: nothing to do until a hand-off frees one
+    step = plan(8, ["a", "b"], "b", held=[], opening=[], releasing=[], locked=range(8))
+    assert (step.release, step.open) == ([], [])
+    # not a member (yet): no share
+    assert plan(8, ["a"], "c", held=[], opening=[], releasing=[], locked=[]).open == []
