@@ -43,7 +43,7 @@ from agentkeep.cluster.health import CoordinatorHealth
 from agentkeep.cluster.protocol import PartitionHandle, PartitionRunner
 from agentkeep.cluster.settings import CoordinatorSettings
 from agentkeep.cluster.spread import plan
-from agentkeep.errors import StoreLockedError
+from agentkeep.errors import StoreLockedError, StoreUnavailableError
 from agentkeep.logs import get_logger, install_default_logging
 from agentkeep.persistence.postgres.connection import PostgresTarget, parse_url
 
@@ -94,12 +94,16 @@ class Coordinator:
     # -- life ---------------------------------------------------------------------------------
 
     def start(self) -> Coordinator:
-        """Join (on the caller's thread, so a bad URL fails here) and start ticking."""
+        """Join (on the caller's thread, so a bad URL fails here) and start ticking.
+
+        Raises:
+            StoreUnavailableError: the server could not be reached (or refused the join).
+        """
         install_default_logging()
         self._tick_once()
         if not self._joined:
-            raise ConnectionError(
-                f"could not join the workers of {self.target.display}: {self.last_error!r}"
+            raise StoreUnavailableError(
+                f"Could not join the workers of {self.target.display}: {self.last_error}"
             ) from self.last_error
         self._thread = threading.Thread(target=self._run, name="agentkeep-coordinator")
         self._thread.daemon = True
@@ -109,8 +113,10 @@ class Coordinator:
     def stop(self) -> None:
         """Leave gracefully: stop ticking, delete this worker's row (so the others count
         without it at once), then shut every partition down (each released as its drain
-        ends) and wait for in-flight opens and shutdowns."""
+        ends) and wait for in-flight opens and shutdowns. A second call does nothing."""
         with self._lock:
+            if self._stopping:
+                return
             self._stopping = True
         self._wake.set()
         if self._thread is not None:
@@ -339,17 +345,19 @@ class Coordinator:
         self._disconnect()
 
     def _forget_lost(self) -> None:
+        # ``lost`` is the runner's code: asked outside the lock.
         with self._lock:
-            lost = {i: e for i, e in self._held.items() if e.handle.lost is not None}
-            for index in lost:
-                del self._held[index]
-                self._releasing.add(index)
+            held = dict(self._held)
+        reasons = {index: entry.handle.lost for index, entry in held.items()}
+        lost: dict[int, _Held] = {}
+        with self._lock:
+            for index, reason in reasons.items():
+                if reason is not None and self._held.get(index) is held[index]:
+                    lost[index] = self._held.pop(index)
+                    self._releasing.add(index)
         for index, entry in sorted(lost.items()):
             log.warning(
-                "cluster_partition_lost",
-                worker=self.token,
-                partition=index,
-                reason=entry.handle.lost,
+                "cluster_partition_lost", worker=self.token, partition=index, reason=reasons[index]
             )
             self._spawn(self._release, index, entry, "lost")
 

@@ -15,7 +15,8 @@ partitions this worker should run and calls these three things:
   the coordinator's; it may block for as long as the drain takes.
 - ``handle.lost`` is None while the partition is held here, and says why once the runner
   knows it is not (its session was terminated and another owner took it:
-  ``StoreOwnershipLostError``). The coordinator reads it at every tick; a runner that
+  ``StoreOwnershipLostError``). The coordinator reads it at every tick (keep it cheap: a
+  flag the system sets, not a round trip to the server); a runner that
   learns of a loss may call :meth:`Coordinator.wake` to have it noticed at once. A lost
   handle is still shut down (to release what it holds) before it is forgotten.
 """

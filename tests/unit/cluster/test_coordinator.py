@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 from tests.unit.cluster.lock_runner import LockRunner
 
 from agentkeep.cluster import Coordinator, CoordinatorSettings, membership
+from agentkeep.errors import StoreUnavailableError
 from agentkeep.persistence.postgres.connection import parse_url
 
 COUNT = 8
@@ -181,3 +182,11 @@ def test_a_worker_whose_session_is_cut_is_reaped_by_the_others(workers: Workers)
         assert b.wait_until(lambda c: c.token != old and converged(a, c), TIMEOUT)
     events = {e["event"] for e in logs}
     assert "cluster_worker_reaped" in events or "cluster_expelled" in events
+
+
+def test_a_worker_that_cannot_reach_the_server_does_not_start(postgres_url: str) -> None:
+    unreachable = "postgresql://nobody@127.0.0.1:1/postgres?schema=t_nowhere&connect_timeout=2"
+    coordinator = Coordinator(unreachable, LockRunner(postgres_url), settings())
+    with pytest.raises(StoreUnavailableError, match="Could not join the workers"):
+        coordinator.start()
+    assert not coordinator.health().healthy
