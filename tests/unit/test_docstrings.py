@@ -32,6 +32,7 @@ import pytest
 SURFACES = (
     "agentkeep",
     "agentkeep.chaos",
+    "agentkeep.cluster",
     "agentkeep.types",
     "agentkeep.providers",
     "agentkeep.sessions",
@@ -48,6 +49,7 @@ EXCLUDED_PACKAGES: tuple[str, ...] = ()
 # The packages whose modules are public unless ``_``-prefixed, and those internal as a whole.
 PUBLIC_PACKAGES = (
     "agentkeep.chaos",
+    "agentkeep.cluster",
     "agentkeep.providers",
     "agentkeep.registry",
     "agentkeep.sessions",

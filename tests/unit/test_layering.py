@@ -63,6 +63,9 @@ LAYERS: tuple[Component, ...] = (
     # acceptance object and the actors' hook actions both run.
     Component(3, "access", ("agentkeep.delivery", "agentkeep.messages", "agentkeep.history")),
     Component(3, "registry", ("agentkeep.registry",)),
+    # Which partitions of a PostgreSQL store a worker runs; it opens them through its own
+    # protocol (``cluster.protocol``), never through the system.
+    Component(3, "cluster", ("agentkeep.cluster",)),
     Component(
         4,
         "extension",

@@ -53,6 +53,7 @@ from agentkeep.cli.runtime import Home
 from agentkeep.cli.serve import serve
 from agentkeep.cli.talking import talk
 from agentkeep.cli.transport import OWNER_ONLY, refuse_under_daemon
+from agentkeep.cli.workers import workers
 from agentkeep.drivers.loading import DRIVERS_ENV
 from agentkeep.errors import AgentkeepError
 from agentkeep.persistence.opening import DATABASE_ENV
@@ -285,6 +286,7 @@ for _command in (
     purge,
     serve,
     mcp,
+    workers,
 ):
     cli.add_command(_command)
     _accept_json_after(_command)

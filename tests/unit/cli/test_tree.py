@@ -27,6 +27,7 @@ TOP_LEVEL = {
     "demo",
     "resume",
     "purge",
+    "workers",
 }
 REMOVED = {
     "create": "session start",
