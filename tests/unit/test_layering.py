@@ -53,6 +53,9 @@ LAYERS: tuple[Component, ...] = (
             "agentkeep.metrics",
             # OpenTelemetry's tracer and the span vocabulary: the writer (rank 2) emits spans.
             "agentkeep.tracing",
+            # Partition(index, count) and partition_of: the store, the registry's owner
+            # check and the system use them; nothing of PostgreSQL.
+            "agentkeep.partitions",
         ),
     ),
     Component(2, "loop", ("agentkeep.loop",)),

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from agentkeep.agent_system._ownership import Ownership
 from agentkeep.config import AgentConfig
 from agentkeep.errors import AgentExistsError, InvalidConfigError, UnknownAgentError, check_id
 from agentkeep.features import FeatureSet, MetadataChange
@@ -45,13 +46,18 @@ def new_agent_row(
     *,
     what: str = "agent id",
     field: str = "id",
+    ownership: Ownership | None = None,
 ) -> AgentRow:
     """The row to create, after checking the config (environment all-or-nothing, each
     feature's settings by that feature) and the id (``what`` and ``field`` name it in the
     error: a session's is ``"session id"``, ``sessionId``).
 
+    With ``ownership`` (the system's), a fresh id is drawn in the owned partition, and a
+    given id (and the parent) must be in it; the row carries its partition.
+
     Raises:
         InvalidConfigError: naming what is wrong (``InvalidIdError`` for the id).
+        PartitionNotOwnedError: the id or the parent is another partition's.
     """
     checked = (config or AgentConfig()).validated()
     for name, settings in checked.features.items():
@@ -59,13 +65,23 @@ def new_agent_row(
         if feature is None:
             raise InvalidConfigError(f'config names feature "{name}", which this system lacks')
         feature.validate_settings(settings)
-    agent_id = new_id() if agent_id is None else check_id(agent_id, what=what, field=field)
+    if agent_id is not None:
+        agent_id = check_id(agent_id, what=what, field=field)
+    elif ownership is not None:
+        agent_id = ownership.new_id()
+    else:
+        agent_id = new_id()
+    if ownership is not None:
+        ownership.check(agent_id)
+        if parent is not None:
+            ownership.check(parent)  # a child lands in its parent's partition: this one
     return AgentRow(
         id=agent_id,
         config=msgspec.to_builtins(checked),
         metadata=dict(checked.metadata),
         parent_id=parent,
         created_at_ms=0,  # stamped by the store's clock when the row is written
+        partition=0 if ownership is None else ownership.partition_of(agent_id),
     )
 
 

@@ -48,13 +48,14 @@ class AgentStatements(TableStatements):
         self._memo.forget_agent(row.id)
         self._kv.clear(agent_prefix(row.id))
         self._write(
-            f"INSERT INTO agents ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+            f"INSERT INTO agents ({_COLUMNS}, partition) VALUES (?, ?, ?, ?, ?, ?)",
             (
                 row.id,
                 encode(row.config),
                 encode(row.metadata),
                 row.parent_id,
                 row.created_at_ms or now_ms(),
+                row.partition,
             ),
         )
         return True

@@ -26,6 +26,7 @@ import pykka
 
 from agentkeep.errors import StoreClosedError, StoreError
 from agentkeep.logs import get_logger, install_default_logging
+from agentkeep.partitions import Partition
 from agentkeep.persistence import clock as store_clock
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
 from agentkeep.persistence.handle import StoreWriterHandle
@@ -35,7 +36,11 @@ from agentkeep.persistence.lock import StoreLock
 from agentkeep.persistence.postgres.connection import PostgresTarget, parse_url
 from agentkeep.persistence.postgres.readers import PostgresReaders
 from agentkeep.persistence.postgres.schema import POSTGRES_MIGRATIONS, migrate
-from agentkeep.persistence.postgres.session import OwnerSession
+from agentkeep.persistence.postgres.session import (
+    OwnerSession,
+    record_partition_count,
+    recorded_partition_count,
+)
 from agentkeep.persistence.postgres.writer import CommitHook, PostgresWriter
 from agentkeep.persistence.readers import ReaderPool
 from agentkeep.persistence.schema import Migration
@@ -85,11 +90,19 @@ class PostgresStore(Store):
         self._writer_lock = threading.Lock()
         self._closed = False
         self.on_writer_failure = None
+        self.partition = session.partition
+        self.partition_count = 1 if session.partition is None else session.partition.count
 
     @property
     def database(self) -> str:
         """The store's URL, without its password (``schema`` included)."""
         return self._target.display
+
+    @property
+    def epoch(self) -> int:
+        """The epoch this owner stamped on its partition's ownership row (a classic owner's
+        partition is 0): one more than the previous owner's."""
+        return self._session.epoch
 
     @property
     def backend_pid(self) -> int:
@@ -159,12 +172,16 @@ def open_postgres_store(
     commit_hook: CommitHook | None = None,
     home_lock: StoreLock | None = None,
     clock: Callable[[], int] | None = None,
+    partition: Partition | None = None,
 ) -> PostgresStore:
-    """Open (creating its schema if needed) the store ``url`` names (see the module).
+    """Open (creating its schema if needed) the store ``url`` names (see the module) — or,
+    given ``partition``, that partition of it (its count recorded at the first such open).
 
     Raises:
-        InvalidConfigError: the URL or its schema name is invalid.
-        StoreLockedError: another session owns the store.
+        InvalidConfigError: the URL or its schema name is invalid, or the store was
+            partitioned with another count.
+        StoreLockedError: another session owns the store (or the partition; a classic owner
+            and partition owners exclude each other).
         SchemaTooNewError: the store was written by a newer agentkeep.
         StoreError: the server cannot be reached, refused the login, or dropped the session
             while the migrations ran.
@@ -174,7 +191,7 @@ def open_postgres_store(
     install_default_logging()
     target = parse_url(url)
     try:
-        session = OwnerSession.open(target)
+        session = OwnerSession.open(target, partition)
     except psycopg.Error as error:
         if home_lock is not None:
             home_lock.release()
@@ -186,6 +203,9 @@ def open_postgres_store(
     try:
         with store_clock.using(clock):
             migrate(session.raw, migrations)
+        if partition is not None:
+            record_partition_count(session.raw, target.schema, partition.count)
+        count = recorded_partition_count(session.raw)
         injector = FaultInjector(faults if faults is not None else FaultPlan.from_env())
         store = PostgresStore(
             home=home,
@@ -198,6 +218,7 @@ def open_postgres_store(
             home_lock=home_lock,
             clock=clock,
         )
+        store.partition_count = 1 if count is None else count
         if start_writer:
             store.start_writer()
     except psycopg.OperationalError as error:
