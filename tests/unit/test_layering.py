@@ -103,6 +103,7 @@ LAYERS: tuple[Component, ...] = (
             "agentkeep.agent_system._internals",
             "agentkeep.agent_system._metrics",
             "agentkeep.agent_system._opening",
+            "agentkeep.agent_system._ownership",
             "agentkeep.agent_system._reads",
             "agentkeep.agent_system._requests",
             "agentkeep.agent_system._rows",

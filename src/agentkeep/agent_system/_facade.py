@@ -236,7 +236,14 @@ class AgentSystem:
         state = agent_state.check(parts, instructions, tools)
         with parts.admission.operation():
             row = new_agent_row(config, parts.features, id, parent, ownership=parts.ownership)
-            create_agent(parts.store.handle, row, initial_context, state, modules=parts.modules)
+            create_agent(
+                parts.store.handle,
+                row,
+                initial_context,
+                state,
+                modules=parts.modules,
+                partition=parts.ownership.partition_of(row.id),
+            )
             return Agent(self, row.id)
 
     def base_state(self, agent_id: str) -> AgentBaseState:

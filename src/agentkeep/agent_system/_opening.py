@@ -321,7 +321,10 @@ def recover_turns_at_open(store: Store, partition: Partition | None = None) -> N
     recovers only its partition's turns (another partition's owner may be running its own)."""
     for attempt in range(_RECOVERY_ATTEMPTS):
         try:
-            if store.read(lambda tx: needs_recovery(tx, partition)):
+            if partition is None:  # the whole store
+                if store.read(needs_recovery):
+                    store.handle.transact(recover_turns)
+            elif store.read(lambda tx: needs_recovery(tx, partition)):
                 store.handle.transact(lambda tx: recover_turns(tx, partition))
             return
         except Exception as error:  # the next attempt, or the log below, says what failed

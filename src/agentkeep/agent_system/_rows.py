@@ -53,7 +53,7 @@ def new_agent_row(
     error: a session's is ``"session id"``, ``sessionId``).
 
     With ``ownership`` (the system's), a fresh id is drawn in the owned partition, and a
-    given id (and the parent) must be in it; the row carries its partition.
+    given id (and the parent) must be in it.
 
     Raises:
         InvalidConfigError: naming what is wrong (``InvalidIdError`` for the id).
@@ -81,7 +81,6 @@ def new_agent_row(
         metadata=dict(checked.metadata),
         parent_id=parent,
         created_at_ms=0,  # stamped by the store's clock when the row is written
-        partition=0 if ownership is None else ownership.partition_of(agent_id),
     )
 
 
@@ -92,10 +91,11 @@ def create_agent(
     state: dict[str, object] | None = None,
     *,
     modules: ModuleRuntime | None = None,
+    partition: int = 0,
 ) -> None:
     """Claim ``row.id`` (see the module invariant), with its initial base state overrides
     (``runtime.base_state``) and the modules' ``agent_created_transact`` in the same
-    transaction, and ``agent_created`` after it.
+    transaction, and ``agent_created`` after it; ``partition`` is stored on its row.
 
     Raises:
         UnknownAgentError: the parent does not exist.
@@ -107,7 +107,7 @@ def create_agent(
     def work(tx: Transaction) -> None:
         if row.parent_id is not None and tx.agents.get(row.parent_id) is None:
             raise UnknownAgentError(row.parent_id)
-        if not tx.agents.create(row):
+        if not tx.agents.create(row, partition=partition):
             raise AgentExistsError(row.id)
         if initial_context:
             tx.records.append(row.id, CompactionRecord(messages=tuple(initial_context)))

@@ -145,7 +145,7 @@ class Sessions:
         def work(tx: Transaction) -> SessionRecord:
             revision = self._revision(tx, definition_id, revision_id)
             settings = checked(revision)
-            if not tx.agents.create(row):
+            if not tx.agents.create(row, partition=self._ownership.partition_of(row.id)):
                 raise AgentExistsError(row.id)
             now = now_ms()
             tables.insert_pin(tx, row.id, revision, now)

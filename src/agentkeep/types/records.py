@@ -253,8 +253,6 @@ class AgentRow(_Record, frozen=True):
     parent_id: str | None = None
     created_at_ms: int = 0
     deleted_at_ms: int | None = None
-    #: Its partition (``agentkeep.partitions``), stored when it is created; 0 unpartitioned.
-    partition: int = 0
 
 
 RECORD_TYPES: tuple[type[Any], ...] = (

@@ -52,7 +52,7 @@ def test_two_partitions_are_owned_at_once_each_with_its_epoch(tmp_path: Path, pg
         assert owners[0][1] == owners[1][1] == 1
         # Each writes through its own session: both commit.
         mine = new_id_in(Partition(1, 2))
-        second.transact(lambda tx: tx.agents.create(AgentRow(id=mine, config={}, partition=1)))
+        second.transact(lambda tx: tx.agents.create(AgentRow(id=mine, config={}), partition=1))
         first.transact(lambda tx: tx.agents.create(AgentRow(id="zero", config={})))
     # The next owner of each partition stamps the next epoch.
     with _open(tmp_path / "w1", pg_url, Partition(1, 2)) as again:
@@ -146,7 +146,7 @@ def test_a_writer_whose_partition_was_taken_meanwhile_cannot_commit(
     partition = Partition(1, 2)
     mine = new_id_in(partition)
     with _open(tmp_path / "first", pg_url, partition) as first:
-        first.transact(lambda tx: tx.agents.create(AgentRow(id=mine, config={}, partition=1)))
+        first.transact(lambda tx: tx.agents.create(AgentRow(id=mine, config={}), partition=1))
         _terminate(server, first.backend_pid)  # its lock goes with its session
         with _open(tmp_path / "thief", pg_url, partition) as thief:
             assert thief.epoch == 2
