@@ -120,7 +120,8 @@ class AgentSystem:
         try:
             # Before any agent starts: turns the previous process left live (docs/turns.md).
             recover_turns_at_open(store, args.partition)
-            parts.modules.migrate()
+            with store.setup_lock():  # owners of a store's partitions: one at a time
+                parts.modules.migrate()
             parts.modules.start()  # every before_start; their hooks join the features
             if args.resume:
                 parts.modules.wait_for_restorations(system.start())

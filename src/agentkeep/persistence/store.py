@@ -9,6 +9,7 @@ refuses a damaged file (``PRAGMA quick_check``), applies pending migrations, and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -182,6 +183,12 @@ class Store:
     #: The store's partition count (1 unless it was ever opened partitioned): a new agent's
     #: ``agents.partition`` is ``partition_of(id, partition_count)``.
     partition_count: int = 1
+
+    def setup_lock(self) -> contextlib.AbstractContextManager[None]:
+        """Held while the system runs its modules' migrations: owners sharing this store
+        (partitions on PostgreSQL) run them one at a time. Nothing to hold here: the owner
+        has the store to itself."""
+        return contextlib.nullcontext()
 
     def __init__(
         self,

@@ -27,6 +27,7 @@ recorded at its first partitioned open (``agentkeep_partitioning``, one row,
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -113,6 +114,9 @@ class OwnerSession:
         self.backend_pid = 0
         #: The epoch this owner stamped on its partition's row (0 until stamped).
         self.epoch = 0
+        #: Set once a reconnect found another owner (``StoreOwnershipLostError``): this
+        #: owner never writes again. Noticed at the first write after the session dropped.
+        self.lost = threading.Event()
 
     @property
     def index(self) -> int:
@@ -214,6 +218,7 @@ class OwnerSession:
                 ):
                     holder = describe_holder(raw, key, self.partition.index)
                 if holder is None or self.token not in holder.application_name:
+                    self.lost.set()
                     raise StoreOwnershipLostError(
                         f"The connection to {self.target.display} dropped and another "
                         f"owner holds {self._what} now ({error}); this process stopped writing. "
@@ -230,6 +235,7 @@ class OwnerSession:
                 "SELECT token FROM agentkeep_owner WHERE partition = %s", (self.index,)
             ).fetchone()
             if row is None or row[0] != self.token:
+                self.lost.set()
                 raise StoreOwnershipLostError(
                     f"The connection to {self.target.display} dropped and another owner "
                     f"owned {self._what} meanwhile; this process's view of it is stale, so "

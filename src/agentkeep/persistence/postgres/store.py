@@ -16,8 +16,9 @@ and the next incarnation takes the lock again on a new session).
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -33,7 +34,8 @@ from agentkeep.persistence.handle import StoreWriterHandle
 from agentkeep.persistence.inbox import Counters, Inbox
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.lock import StoreLock
-from agentkeep.persistence.postgres.connection import PostgresTarget, parse_url
+from agentkeep.persistence.postgres.connection import PostgresTarget, connect, parse_url
+from agentkeep.persistence.postgres.ownership import setup_key
 from agentkeep.persistence.postgres.readers import PostgresReaders
 from agentkeep.persistence.postgres.schema import POSTGRES_MIGRATIONS, migrate
 from agentkeep.persistence.postgres.session import (
@@ -103,6 +105,29 @@ class PostgresStore(Store):
         """The epoch this owner stamped on its partition's ownership row (a classic owner's
         partition is 0): one more than the previous owner's."""
         return self._session.epoch
+
+    @contextlib.contextmanager
+    def setup_lock(self) -> Iterator[None]:
+        """A partition's owner shares the store: its modules' migrations run under the
+        schema's setup lock (``ownership.setup_key``), taken on a connection of its own and
+        waited for, so owners opening together apply each migration once."""
+        if self.partition is None:
+            yield
+            return
+        key = setup_key(self._target.schema)
+        with connect(self._target, name=self._session.name + " setup") as side:
+            side.execute("SELECT pg_advisory_lock(%s)", (key,))
+            try:
+                yield
+            finally:
+                side.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    @property
+    def lost(self) -> threading.Event:
+        """Set once this owner found another owner of its store (or partition) on
+        reconnecting: it stopped writing for good (``StoreOwnershipLostError``). A dropped
+        session is noticed at the next write, so an idle owner learns it then."""
+        return self._session.lost
 
     @property
     def backend_pid(self) -> int:

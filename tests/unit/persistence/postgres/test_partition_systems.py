@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.errors import PartitionNotOwnedError, StoreLockedError, StoreOwnershipLostError
+from agentkeep.modules import ModuleContext
 from agentkeep.partitions import Partition, new_id_in, partition_of
 from agentkeep.persistence.postgres import PostgresStore, parse_url
 from agentkeep.persistence.postgres.ownership import lock_key
@@ -241,6 +243,50 @@ def test_a_system_whose_partition_was_taken_meanwhile_cannot_write(
             admin.execute("SELECT pg_terminate_backend(%s, 10000)", (_store(first).backend_pid,))
         with _open(tmp_path / "w2", pg_url, Partition(1, 2)) as thief:
             assert _store(thief).epoch == _store(first).epoch + 1
+            assert not _store(first).lost.is_set()
             with pytest.raises(StoreOwnershipLostError):
                 first.update_metadata(agent.id, {"late": True})
+            assert _store(first).lost.is_set()
+            assert not _store(thief).lost.is_set()
             assert thief.metadata(agent.id) == {}
+
+
+def test_partitions_systems_opening_a_fresh_schema_together_migrate_once(
+    tmp_path: Path, pg_url: str
+) -> None:
+    runs: list[str] = []
+
+    def create(ctx: ModuleContext) -> None:
+        runs.append("v1")
+        ctx.db.execute("CREATE TABLE notes_items (body TEXT)")
+        ctx.db.execute("INSERT INTO notes_items (body) VALUES (?)", ("first",))
+
+    count = 3
+    barrier = threading.Barrier(count)
+    opened: dict[int, ak.AgentSystem] = {}
+    failures: list[BaseException] = []
+
+    def open_one(index: int) -> None:
+        module = ak.Module("notes", migrations=[("v1", create)])
+        barrier.wait()
+        try:
+            opened[index] = _open(
+                tmp_path / f"w{index}", pg_url, Partition(index, count), modules=[module]
+            )
+        except BaseException as error:  # reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=open_one, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=90)
+    try:
+        assert failures == []
+        assert sorted(opened) == list(range(count))
+        assert runs == ["v1"]
+        store = opened[0].internals.store
+        assert store.read(lambda tx: tx.sql.query("SELECT body FROM notes_items")) == [("first",)]
+    finally:
+        for system in opened.values():
+            system.close()
