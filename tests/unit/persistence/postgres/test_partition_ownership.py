@@ -175,3 +175,22 @@ def test_a_dropped_partition_session_is_replaced_with_both_locks_taken_again(
             _open(tmp_path / "q", pg_url, Partition(0, 2))
         with pytest.raises(StoreLockedError):
             _open(tmp_path / "classic", pg_url)
+
+
+def test_an_earlier_ownership_row_becomes_partition_zero(tmp_path: Path, pg_url: str) -> None:
+    target = parse_url(pg_url)
+    with psycopg.connect(target.conninfo, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA IF NOT EXISTS "{target.schema}"')
+        admin.execute(
+            f'CREATE TABLE "{target.schema}".agentkeep_owner (id INTEGER PRIMARY KEY '
+            "CHECK (id = 1), token TEXT NOT NULL, pid BIGINT NOT NULL, "
+            "application_name TEXT NOT NULL, since_ms BIGINT NOT NULL)"
+        )
+        admin.execute(
+            f"INSERT INTO \"{target.schema}\".agentkeep_owner VALUES (1, 'old', 1, 'old', 0)"
+        )
+    with _open(tmp_path / "a", pg_url) as store:
+        assert store.epoch == 2  # the earlier owner was the first
+    assert list(_owners(pg_url)) == [0]
+    with _open(tmp_path / "a", pg_url, Partition(1, 2)) as store:
+        assert store.epoch == 1
