@@ -36,6 +36,7 @@ from agentkeep.delivery import Delivery, SendOptions
 from agentkeep.errors import UnknownAgentError, UnknownFeatureError
 from agentkeep.features import Feature
 from agentkeep.loop.events import Start
+from agentkeep.partitions import Partition
 from agentkeep.persistence.ledger import Subscription
 from agentkeep.persistence.opening import open_store
 from agentkeep.providers.catalog import Providers
@@ -137,6 +138,12 @@ class AgentSystem:
     def home(self) -> Path:
         """The directory of the system's store."""
         return self._parts.store.home
+
+    @property
+    def partition(self) -> Partition | None:
+        """The partition of its store this system owns (``open(partition=...)``); None: the
+        whole store."""
+        return self._parts.ownership.partition
 
     @property
     def internals(self) -> SystemInternals:

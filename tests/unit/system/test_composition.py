@@ -32,6 +32,7 @@ PUBLIC_ATTRIBUTES = [
     "metadata",
     "open",
     "parent_of",
+    "partition",
     "registry",
     "resolve",
     "send",

@@ -78,6 +78,7 @@ def test_two_partitions_systems_turn_at_once_on_their_own_agents(
     pair: tuple[ak.AgentSystem, ak.AgentSystem], pg_url: str
 ) -> None:
     first, second = pair
+    assert (first.partition, second.partition) == (Partition(0, 2), Partition(1, 2))
     mine = {0: [first.create() for _ in range(3)], 1: [second.create() for _ in range(3)]}
     child = first.create(parent=mine[0][0].id)  # a child lands in its parent's partition
     for index, agents in mine.items():
