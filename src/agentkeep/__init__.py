@@ -37,6 +37,7 @@ from agentkeep.errors import (
     ModelNotServedError,
     ModuleMigrationError,
     ModuleStartError,
+    PartitionNotOwnedError,
     ProviderError,
     ProviderUnavailableError,
     SchemaTooNewError,
@@ -68,6 +69,7 @@ from agentkeep.key_value import KeyValueStore
 from agentkeep.loop.actions import CompactAction, InjectAction, SendAction, SteerAction
 from agentkeep.messages import system, tool_request, user
 from agentkeep.modules import Module, ModuleHooks
+from agentkeep.partitions import Partition
 from agentkeep.providers import DemoModel, Providers, ScriptedModel, script
 from agentkeep.refs import AgentRef, AgentSystemRef
 from agentkeep.runtime.base_state import AgentBaseState
@@ -161,6 +163,8 @@ __all__ = [
     "ModuleHooks",
     "ModuleMigrationError",
     "ModuleStartError",
+    "Partition",
+    "PartitionNotOwnedError",
     "PermissionModeChange",
     "ProviderError",
     "ProviderTool",

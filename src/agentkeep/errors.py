@@ -184,6 +184,32 @@ class StoreOwnershipLostError(StoreUnavailableError):
     code = "store_ownership_lost"
 
 
+class PartitionNotOwnedError(AgentkeepError):
+    """A write for an agent (or the registry) of a partition this system does not own.
+
+    A store on PostgreSQL may be divided into partitions, each run by one system
+    (``AgentSystem.open(..., partition=Partition(index, count))``); only the owner of an
+    agent's partition writes for it, and only partition 0's owner writes the registry.
+    Nothing was written: send the request to that partition's owner.
+    """
+
+    code = "not_owner"
+
+    def __init__(self, agent_id: str | None, partition: int, *, owned: int, count: int) -> None:
+        what = "the registry (definitions)" if agent_id is None else f'agent "{agent_id}"'
+        super().__init__(
+            f"{what[0].upper()}{what[1:]} belongs to partition {partition} of {count}; this "
+            f"system owns partition {owned}. Nothing was written: send it to the owner of "
+            f"partition {partition}."
+        )
+        #: The agent written for (None: the registry).
+        self.agent_id = agent_id
+        #: The partition it belongs to, and the one this system owns (of ``count``).
+        self.partition = partition
+        self.owned = owned
+        self.count = count
+
+
 class ExpiredScopeError(AgentkeepError):
     """A store handle lent to a transaction or a call was used after its scope ended."""
 

@@ -60,6 +60,11 @@ class AcceptancePort(Protocol):
         its own if None; ``where`` names the surface in a ``TypeError`` for a bad option."""
         ...
 
+    def check_owned(self, agent_id: str) -> None:
+        """Raise ``PartitionNotOwnedError`` if this system may not write for ``agent_id``
+        (another partition's agent)."""
+        ...
+
 
 class SystemTransaction:
     """One store transaction of an :class:`~agentkeep.AgentSystem`, handed to the work of
@@ -112,8 +117,10 @@ class SystemTransaction:
 
         Raises:
             UnknownAgentError: no agent has the id (as this transaction sees it).
+            PartitionNotOwnedError: the agent is another partition's.
         """
         tx = self._check()
+        self._acceptance.check_owned(agent_id)  # PartitionNotOwnedError: another's agent
         if tx.agents.get(agent_id) is None:
             raise UnknownAgentError(agent_id)
         scope = ScopedKV.in_transaction(tx, "agent", agent_id, KV_AREA, "feature", name)

@@ -53,6 +53,9 @@ LAYERS: tuple[Component, ...] = (
             "agentkeep.metrics",
             # OpenTelemetry's tracer and the span vocabulary: the writer (rank 2) emits spans.
             "agentkeep.tracing",
+            # Partition(index, count) and partition_of: the store, the registry's owner
+            # check and the system use them; nothing of PostgreSQL.
+            "agentkeep.partitions",
         ),
     ),
     Component(2, "loop", ("agentkeep.loop",)),
@@ -103,6 +106,7 @@ LAYERS: tuple[Component, ...] = (
             "agentkeep.agent_system._internals",
             "agentkeep.agent_system._metrics",
             "agentkeep.agent_system._opening",
+            "agentkeep.agent_system._ownership",
             "agentkeep.agent_system._reads",
             "agentkeep.agent_system._requests",
             "agentkeep.agent_system._rows",

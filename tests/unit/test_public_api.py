@@ -77,6 +77,8 @@ PUBLIC = [
     "ModuleHooks",
     "ModuleMigrationError",
     "ModuleStartError",
+    "Partition",
+    "PartitionNotOwnedError",
     "PermissionModeChange",
     "ProviderError",
     "ProviderTool",

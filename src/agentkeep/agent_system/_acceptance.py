@@ -27,6 +27,7 @@ from agentkeep._admission import Admission
 from agentkeep.actors.agent_tier import AgentTier
 from agentkeep.actors.consume_claim import ClaimTold, ConsumeClaim, accept_consuming
 from agentkeep.agent_system._driver_turns import prepare_driver_turn
+from agentkeep.agent_system._ownership import Ownership
 from agentkeep.delivery import Delivery, SendOptions, prepare_acceptance, split_send_options
 from agentkeep.drivers.host import DriverHost
 from agentkeep.errors import CommitOutcomeUnknownError
@@ -96,13 +97,19 @@ class Acceptance:
         drivers: DriverHost,
         providers: Providers,
         defaults: Settings,
+        ownership: Ownership | None = None,
     ) -> None:
         self._store = store
+        self._ownership = ownership or Ownership(None)
         self._admission = admission
         self._agents = agents
         self._drivers = drivers
         self._providers = providers
         self._defaults = defaults
+
+    def check_owned(self, agent_id: str) -> None:
+        """Raise ``PartitionNotOwnedError`` if ``agent_id`` is another partition's."""
+        self._ownership.check(agent_id)
 
     def send(
         self,
@@ -144,7 +151,12 @@ class Acceptance:
     ) -> tuple[Delivery, TurnRecord | None]:
         """:meth:`accept`, and the message's turn as its acceptance transaction committed it
         (``queued``, or ``running`` when consumed there; a repeat's turn as it stood), read
-        in that transaction (from the writer's memo): nothing is read after the commit."""
+        in that transaction (from the writer's memo): nothing is read after the commit.
+
+        Raises:
+            PartitionNotOwnedError: the agent is another partition's (nothing written).
+        """
+        self._ownership.check(agent_id)
         with self._admission.operation(), self._admission.agent_operation(agent_id):
             return self._accept(
                 agent_id,
@@ -291,6 +303,7 @@ class Acceptance:
     ) -> Delivery:
         """Queue a message inside ``tx`` (a hook running in a transaction): durable with it,
         and the agent is told only after it committed, so a rollback leaves no live effect."""
+        self._ownership.check(agent_id)
         with self._admission.operation(), self._admission.agent_operation(agent_id):
             routed = self._routed(agent_id, queue, message, id, metadata, options, None)
             delivery, queued = routed(tx)

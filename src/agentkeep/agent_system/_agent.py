@@ -196,7 +196,9 @@ class Agent:
         Raises:
             UnknownAgentError: the agent does not exist (or was deleted).
             AgentClosedError: the system is closing or closed.
+            PartitionNotOwnedError: the agent is another partition's.
         """
+        self._system.internals.ownership.check(self.id)
         return self._reads.purge_archived(self.id)
 
     @property

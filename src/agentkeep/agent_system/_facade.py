@@ -36,6 +36,7 @@ from agentkeep.delivery import Delivery, SendOptions
 from agentkeep.errors import UnknownAgentError, UnknownFeatureError
 from agentkeep.features import Feature
 from agentkeep.loop.events import Start
+from agentkeep.partitions import Partition
 from agentkeep.persistence.ledger import Subscription
 from agentkeep.persistence.opening import open_store
 from agentkeep.providers.catalog import Providers
@@ -80,9 +81,14 @@ class AgentSystem:
         (with ``resume``); every module's ``after_start`` (docs/modules.md). A failure
         after the store opened closes the system (no thread is left behind) and raises.
 
+        With ``partition`` (a store on PostgreSQL), the system owns that partition of the
+        store only: it recovers, restores and resumes that partition's agents, and refuses
+        writes for the others (``PartitionNotOwnedError``, see ``SystemOptions``).
+
         Raises:
             TypeError: an option that :class:`~agentkeep.SystemOptions` does not name.
-            StoreLockedError: another owner holds the store.
+            StoreLockedError: another owner holds the store (or the partition: a classic
+                owner and partition owners exclude each other).
             InvalidConfigError: a mode, provider, feature, module, tool or driver is invalid
                 (naming it: a duplicate or reserved driver id, a bad timeout, a bad retry
                 backoff, a module name taken by another module or a feature).
@@ -103,6 +109,7 @@ class AgentSystem:
             max_input_bytes=args.max_input_bytes,
             database_path=args.database_path,
             clock=args.clock,
+            partition=args.partition,
         )
         try:
             parts = SystemInternals(store, providers, args)
@@ -113,8 +120,9 @@ class AgentSystem:
             raise
         try:
             # Before any agent starts: turns the previous process left live (docs/turns.md).
-            recover_turns_at_open(store)
-            parts.modules.migrate()
+            recover_turns_at_open(store, args.partition)
+            with store.setup_lock():  # owners of a store's partitions: one at a time
+                parts.modules.migrate()
             parts.modules.start()  # every before_start; their hooks join the features
             if args.resume:
                 parts.modules.wait_for_restorations(system.start())
@@ -132,6 +140,12 @@ class AgentSystem:
         return self._parts.store.home
 
     @property
+    def partition(self) -> Partition | None:
+        """The partition of its store this system owns (``open(partition=...)``); None: the
+        whole store."""
+        return self._parts.ownership.partition
+
+    @property
     def internals(self) -> SystemInternals:
         """The system's parts and plumbing (the raw store, ``deliver``, ``wake``, the live
         actors): an inspection hook for tests, the chaos campaigns and the CLI's demo, not
@@ -143,7 +157,12 @@ class AgentSystem:
         """The versioned definitions (the wire's agents) in this system's store."""
         parts = self._parts
         check = partial(session_setup.check_written_model, providers=parts.providers)
-        return Registry(parts.store.handle, admission=parts.admission, check=check)
+        return Registry(
+            parts.store.handle,
+            admission=parts.admission,
+            check=check,
+            owner=parts.ownership.check_registry,
+        )
 
     @property
     def sessions(self) -> Sessions:
@@ -155,14 +174,16 @@ class AgentSystem:
     def start(self, *agent_ids: str) -> list[str]:
         """Resume every agent that owes work, or — given ids — start exactly those agents:
         an explicit start continues whatever their durable state owes, including a question
-        an abort left unanswered. Returns the ids started."""
+        an abort left unanswered. Returns the ids started. A partition's system resumes its
+        partition's agents only, and refuses to start another's (``PartitionNotOwnedError``)."""
         parts = self._parts
         if agent_ids:
             for agent_id in agent_ids:
+                parts.ownership.check(agent_id)
                 self.resolve(agent_id)  # UnknownAgentError for an id never created
             started = list(agent_ids)
         else:
-            started = parts.reads.read(lambda tx: tx.facts.agents_owing_work())
+            started = parts.owed()
         for agent_id in started:
             parts.agents.tell(agent_id, Start(explicit=bool(agent_ids)), counted=True)
         return started
@@ -211,15 +232,26 @@ class AgentSystem:
         ``instructions`` and ``tools`` set its initial base state (:meth:`base_state`),
         stored in the creating transaction; left out, it has the system's.
 
+        A partition's system creates agents in its partition only: a fresh id is drawn there,
+        and a given ``id`` or ``parent`` of another partition is refused.
+
         Raises:
             AgentExistsError: the id is taken.
             InvalidConfigError: the config, or a tool id ``tools`` names, is refused.
+            PartitionNotOwnedError: ``id`` or ``parent`` is another partition's.
         """
         parts = self._parts
         state = agent_state.check(parts, instructions, tools)
         with parts.admission.operation():
-            row = new_agent_row(config, parts.features, id, parent)
-            create_agent(parts.store.handle, row, initial_context, state, modules=parts.modules)
+            row = new_agent_row(config, parts.features, id, parent, ownership=parts.ownership)
+            create_agent(
+                parts.store.handle,
+                row,
+                initial_context,
+                state,
+                modules=parts.modules,
+                partition=parts.ownership.partition_of(row.id),
+            )
             return Agent(self, row.id)
 
     def base_state(self, agent_id: str) -> AgentBaseState:
@@ -243,7 +275,9 @@ class AgentSystem:
         Raises:
             UnknownAgentError: the agent does not exist.
             InvalidConfigError: ``tools`` names a tool the system does not offer.
+            PartitionNotOwnedError: the agent is another partition's.
         """
+        self._parts.ownership.check(agent_id)
         return agent_state.update(self._parts, agent_id, instructions, tools)
 
     @outside_transaction
@@ -262,6 +296,7 @@ class AgentSystem:
     def delete(self, agent_id: str, *, timeout_seconds: float | None = 30.0) -> None:
         """Close the agent (letting its work finish), release its id, keep what it wrote."""
         parts = self._parts
+        parts.ownership.check(agent_id)
         # No new work while it drains (a steady sender cannot starve the delete), and the
         # deliveries admitted before it finish first (none can start an actor after removal).
         with parts.admission.operation(), parts.admission.deleting(agent_id, timeout_seconds):
@@ -379,6 +414,7 @@ class AgentSystem:
     @outside_transaction
     def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject:
         """Shallow-merge ``patch`` into the agent's metadata; committed before it shows."""
+        self._parts.ownership.check(agent_id)
         return self._parts.reads.update_metadata(agent_id, patch)
 
     def parent_of(self, agent_id: str) -> str | None:

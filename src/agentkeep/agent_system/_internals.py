@@ -25,6 +25,7 @@ from agentkeep.actors.tree import start_system_tree
 from agentkeep.agent_system._acceptance import Acceptance, AcceptOptions
 from agentkeep.agent_system._metrics import SystemCollector
 from agentkeep.agent_system._opening import OpenArguments
+from agentkeep.agent_system._ownership import Ownership
 from agentkeep.agent_system._reads import Reads
 from agentkeep.agent_system._requests import Requests
 from agentkeep.agent_system._stopping import Stopping
@@ -60,6 +61,8 @@ class SystemInternals:
         self.features = args.features
         self.tools = tuple(args.tools)
         self.port: SystemPort | None = None
+        #: What this system may write: the whole store, or one partition of it.
+        self.ownership = Ownership(store.partition, store.partition_count)
         #: What the daemon's surfaces read beside the facade (``agent_system.surfaces``).
         self.surfaces = SurfaceReader(store)
         #: The modules: run at open by the facade; their hooks join ``features`` then.
@@ -102,7 +105,7 @@ class SystemInternals:
             idle_grace_seconds=args.idle_grace_seconds,
             intensity=args.intensity,
             backoff=args.backoff,
-            owed=lambda: store.read(lambda tx: tx.facts.agents_owing_work()),
+            owed=self.owed,
         )
         store.on_writer_failure = self.agents.writer_failed
         self.metrics.registry.register(SystemCollector(store, self.agents))
@@ -120,9 +123,14 @@ class SystemInternals:
             drivers=self.drivers,
             providers=providers,
             defaults=args.defaults,
+            ownership=self.ownership,
         )
         self.requests = Requests(
-            store, admission=self.admission, agents=self.agents, reads=self.reads
+            store,
+            admission=self.admission,
+            agents=self.agents,
+            reads=self.reads,
+            ownership=self.ownership,
         )
         self.transactions = Transactions(
             store,
@@ -156,6 +164,11 @@ class SystemInternals:
                 drivers=self.drivers.start_tier if self.args.drivers else None,
             )
         )
+
+    def owed(self) -> list[str]:
+        """The agents that owe work, of this system's partition (a snapshot read)."""
+        index = self.ownership.index
+        return self.store.read(lambda tx: tx.facts.agents_owing_work(index))
 
     # -- plumbing (tests, chaos campaigns, the CLI's demo) ------------------------------------
 
@@ -195,6 +208,7 @@ class SystemInternals:
             UnknownAgentError: the agent was never created (or has been deleted).
         """
         assert self.port is not None, "the facade attaches itself before any agent starts"
+        self.ownership.check(agent_id)  # never an actor for another partition's agent
         row, pinned = self.store.read(
             lambda tx: (tx.agents.get(agent_id), session_tables.pinned_definition(tx, agent_id))
         )

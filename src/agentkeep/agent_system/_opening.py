@@ -26,6 +26,7 @@ from agentkeep.loop.context import DEFAULT_HELD_BLOCK_SECONDS, RetryPolicy
 from agentkeep.loop.plans import QueueMode
 from agentkeep.modules import Module
 from agentkeep.modules._runtime import check_modules
+from agentkeep.partitions import Partition
 from agentkeep.persistence import clock as store_clock
 from agentkeep.persistence.clock import Clock
 from agentkeep.persistence.store import Store
@@ -118,6 +119,14 @@ class SystemOptions(TypedDict, total=False):
       ``postgresql://…`` URL (``?schema=name``, default ``agentkeep``) keeps it in that
       schema of a PostgreSQL database instead, the path then holding only the daemon's
       files and ``providers.toml`` (docs/postgres.md).
+    - ``partition``: None (the default) owns the whole store; a
+      :class:`~agentkeep.Partition` ``(index, count)`` (PostgreSQL only) owns that one
+      partition of it: the system takes the store's lock shared and the partition's
+      exclusive, restores, resumes and recovers only that partition's agents, creates agents
+      only there, and refuses every write for another partition's agent (and, unless it is
+      partition 0, for the registry) with ``PartitionNotOwnedError`` before anything is
+      written; reads see the whole store. The store records its count at its first
+      partitioned open and refuses another (docs/postgres.md, "Partitions").
     """
 
     provider: str | None
@@ -147,6 +156,7 @@ class SystemOptions(TypedDict, total=False):
     database_path: str | Path | None
     now: Clock | None
     database: str | None  # a postgresql:// URL: the store on PostgreSQL
+    partition: Partition | None  # one partition of a store on PostgreSQL
 
 
 _OPTIONS = frozenset(SystemOptions.__annotations__)
@@ -179,6 +189,7 @@ class OpenArguments(NamedTuple):
     database_path: Path | None
     clock: Callable[[], int] | None  # milliseconds (``persistence.clock``); None: the system's
     database: str | None  # a postgresql:// URL: the store on PostgreSQL
+    partition: Partition | None  # one partition of a store on PostgreSQL (None: all of it)
 
 
 def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenArguments:
@@ -242,6 +253,17 @@ def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenAr
     if database_path is not None and not isinstance(database_path, str | Path):
         raise InvalidConfigError(f"database_path must be a path, got {database_path!r}")
     now = options.get("now")
+    partition = options.get("partition")
+    if partition is not None:
+        if not isinstance(partition, Partition):
+            raise InvalidConfigError(
+                f"partition must be an ak.Partition(index, count), got {partition!r}"
+            )
+        if options.get("database") is None:
+            raise InvalidConfigError(
+                "partition needs a store on PostgreSQL (database='postgresql://…'): a SQLite "
+                "store is owned by one process whole"
+            )
     return OpenArguments(
         defaults=Settings(provider=provider, model=model),
         features=feature_set,
@@ -268,6 +290,7 @@ def check_open_arguments(providers: Providers, options: SystemOptions) -> OpenAr
         database_path=None if database_path is None else Path(database_path),
         clock=None if now is None else store_clock.as_ms(now),
         database=options.get("database"),
+        partition=partition,
     )
 
 
@@ -289,16 +312,20 @@ def _checked(name: str, given: object, kind: type[T], what: str) -> list[T]:
 _RECOVERY_ATTEMPTS = 4
 
 
-def recover_turns_at_open(store: Store) -> None:
+def recover_turns_at_open(store: Store, partition: Partition | None = None) -> None:
     """Run the startup turn recovery (``sessions/recovery.py``), retrying a failing store
     (a writer being restarted, an I/O error) with a short backoff. If it still fails, the
     system opens anyway — a store that fails now fails the work that follows just as clearly
     — and the turns end later: a native ``cancelling`` turn with its run's settlement or next
-    answer, a driver turn when its session's runner finds it orphaned."""
+    answer, a driver turn when its session's runner finds it orphaned. A partition's system
+    recovers only its partition's turns (another partition's owner may be running its own)."""
     for attempt in range(_RECOVERY_ATTEMPTS):
         try:
-            if store.read(needs_recovery):
-                store.handle.transact(recover_turns)
+            if partition is None:  # the whole store
+                if store.read(needs_recovery):
+                    store.handle.transact(recover_turns)
+            elif store.read(lambda tx: needs_recovery(tx, partition)):
+                store.handle.transact(lambda tx: recover_turns(tx, partition))
             return
         except Exception as error:  # the next attempt, or the log below, says what failed
             if attempt == _RECOVERY_ATTEMPTS - 1:

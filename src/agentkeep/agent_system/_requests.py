@@ -12,6 +12,7 @@ from typing import TypeVar
 from agentkeep._admission import Admission
 from agentkeep.actors.agent_tier import AgentTier
 from agentkeep.actors.loop_thread import current_loop_agent
+from agentkeep.agent_system._ownership import Ownership
 from agentkeep.agent_system._reads import Reads
 from agentkeep.errors import AwaitFromOwnLoopError
 from agentkeep.loop.events import AbortRequested, CompactRequested, Start
@@ -26,9 +27,16 @@ class Requests:
     """``AgentSystem``'s requests to its agents (see the module docstring)."""
 
     def __init__(
-        self, store: Store, *, admission: Admission, agents: AgentTier, reads: Reads
+        self,
+        store: Store,
+        *,
+        admission: Admission,
+        agents: AgentTier,
+        reads: Reads,
+        ownership: Ownership | None = None,
     ) -> None:
         self._store = store
+        self._ownership = ownership or Ownership(None)
         self._admission = admission
         self._agents = agents
         self._reads = reads
@@ -37,6 +45,7 @@ class Requests:
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
         """``AgentSystem.abort`` (documented there)."""
+        self._ownership.check(agent_id)
         self._refuse_own_wait(agent_id, wait)
         known = self._agents.known(agent_id)
         if known is None:
@@ -85,6 +94,7 @@ class Requests:
         self, agent_id: str, *, wait: bool = False, timeout_seconds: float | None = None
     ) -> None:
         """``AgentSystem.compact`` (documented there)."""
+        self._ownership.check(agent_id)
         self._refuse_own_wait(agent_id, wait)
         if wait:
             self._refuse_tool_to_tool_compact(agent_id)
@@ -107,6 +117,7 @@ class Requests:
         """Let the agent continue what its durable state owes (queued messages first), as
         accepting a message would; unlike ``start(agent_id)`` it does not answer again a
         question an abort left unanswered in this process."""
+        self._ownership.check(agent_id)
         self._agents.tell(agent_id, Start(), counted=True)
 
     def _refuse_own_wait(self, agent_id: str, wait: bool) -> None:

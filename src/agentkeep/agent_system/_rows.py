@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from agentkeep.agent_system._ownership import Ownership
 from agentkeep.config import AgentConfig
 from agentkeep.errors import AgentExistsError, InvalidConfigError, UnknownAgentError, check_id
 from agentkeep.features import FeatureSet, MetadataChange
@@ -45,13 +46,18 @@ def new_agent_row(
     *,
     what: str = "agent id",
     field: str = "id",
+    ownership: Ownership | None = None,
 ) -> AgentRow:
     """The row to create, after checking the config (environment all-or-nothing, each
     feature's settings by that feature) and the id (``what`` and ``field`` name it in the
     error: a session's is ``"session id"``, ``sessionId``).
 
+    With ``ownership`` (the system's), a fresh id is drawn in the owned partition, and a
+    given id (and the parent) must be in it.
+
     Raises:
         InvalidConfigError: naming what is wrong (``InvalidIdError`` for the id).
+        PartitionNotOwnedError: the id or the parent is another partition's.
     """
     checked = (config or AgentConfig()).validated()
     for name, settings in checked.features.items():
@@ -59,7 +65,16 @@ def new_agent_row(
         if feature is None:
             raise InvalidConfigError(f'config names feature "{name}", which this system lacks')
         feature.validate_settings(settings)
-    agent_id = new_id() if agent_id is None else check_id(agent_id, what=what, field=field)
+    if agent_id is not None:
+        agent_id = check_id(agent_id, what=what, field=field)
+    elif ownership is not None:
+        agent_id = ownership.new_id()
+    else:
+        agent_id = new_id()
+    if ownership is not None:
+        ownership.check(agent_id)
+        if parent is not None:
+            ownership.check(parent)  # a child lands in its parent's partition: this one
     return AgentRow(
         id=agent_id,
         config=msgspec.to_builtins(checked),
@@ -76,10 +91,11 @@ def create_agent(
     state: dict[str, object] | None = None,
     *,
     modules: ModuleRuntime | None = None,
+    partition: int = 0,
 ) -> None:
     """Claim ``row.id`` (see the module invariant), with its initial base state overrides
     (``runtime.base_state``) and the modules' ``agent_created_transact`` in the same
-    transaction, and ``agent_created`` after it.
+    transaction, and ``agent_created`` after it; ``partition`` is stored on its row.
 
     Raises:
         UnknownAgentError: the parent does not exist.
@@ -91,7 +107,7 @@ def create_agent(
     def work(tx: Transaction) -> None:
         if row.parent_id is not None and tx.agents.get(row.parent_id) is None:
             raise UnknownAgentError(row.parent_id)
-        if not tx.agents.create(row):
+        if not tx.agents.create(row, partition=partition):
             raise AgentExistsError(row.id)
         if initial_context:
             tx.records.append(row.id, CompactionRecord(messages=tuple(initial_context)))

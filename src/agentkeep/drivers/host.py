@@ -122,6 +122,8 @@ class DriverHost:
         credentials: CredentialResolver | None = None,
     ) -> None:
         self.store = store.handle
+        #: The partition the system owns (None: the whole store): its sessions only resume.
+        self.partition = store.partition
         #: Resolves a revision's ``authRef`` for its driver (``DriverContext.credential``).
         self.credentials = credentials
         self.hub = store.ledger
@@ -181,8 +183,10 @@ class DriverHost:
         except Exception as error:  # the store went away: the next open recovers them
             log.warning("driver_tier_resume_failed", error=repr(error))
             return
+        partition = self.partition
         for session_id in sorted({t.session_id for t in turns if t.driver != NATIVE_DRIVER}):
-            self.wake(session_id)
+            if partition is None or partition.owns(session_id):  # another's is its owner's
+                self.wake(session_id)
 
     # -- runners ---------------------------------------------------------------------------
     def wake(self, session_id: str) -> None:

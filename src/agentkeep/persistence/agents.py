@@ -34,9 +34,10 @@ class AgentStatements(TableStatements):
         super().__init__(executor)
         self._kv = kv
 
-    def create(self, row: AgentRow) -> bool:
+    def create(self, row: AgentRow, *, partition: int = 0) -> bool:
         """Claim ``row.id``; False if a live agent holds it. Re-creating a deleted id wipes
-        everything the previous agent stored (records, queues, calls, facts, its kv)."""
+        everything the previous agent stored (records, queues, calls, facts, its kv).
+        ``partition`` is stored as ``agents.partition`` (``agentkeep.partitions``)."""
         self._check(write=True)
         live = first(self._read("SELECT deleted_at_ms IS NULL FROM agents WHERE id = ?", (row.id,)))
         if live is not None and live[0]:
@@ -47,16 +48,20 @@ class AgentStatements(TableStatements):
         # The cascade wiped everything the previous life stored: forget all of it.
         self._memo.forget_agent(row.id)
         self._kv.clear(agent_prefix(row.id))
-        self._write(
-            f"INSERT INTO agents ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
-            (
-                row.id,
-                encode(row.config),
-                encode(row.metadata),
-                row.parent_id,
-                row.created_at_ms or now_ms(),
-            ),
+        values = (
+            row.id,
+            encode(row.config),
+            encode(row.metadata),
+            row.parent_id,
+            row.created_at_ms or now_ms(),
         )
+        if partition:  # 0 is the column's default: the classic statement
+            self._write(
+                f"INSERT INTO agents ({_COLUMNS}, partition) VALUES (?, ?, ?, ?, ?, ?)",
+                (*values, partition),
+            )
+        else:
+            self._write(f"INSERT INTO agents ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", values)
         return True
 
     def get(self, agent_id: str) -> AgentRow | None:

@@ -100,12 +100,20 @@ class FactStatements(TableStatements):
         self._memo.put(key, None)
         return deleted
 
-    def agents_owing_work(self) -> list[str]:
-        """Ids of live agents with an owed-work fact (an index scan)."""
-        cursor = self._read(
-            "SELECT o.agent_id FROM owed_work AS o JOIN agents AS a ON a.id = o.agent_id "
-            "WHERE a.deleted_at_ms IS NULL ORDER BY o.agent_id"
-        )
+    def agents_owing_work(self, partition: int | None = None) -> list[str]:
+        """Ids of live agents with an owed-work fact (an index scan); given ``partition``,
+        only that partition's (``agents.partition``)."""
+        if partition is None:
+            cursor = self._read(
+                "SELECT o.agent_id FROM owed_work AS o JOIN agents AS a ON a.id = o.agent_id "
+                "WHERE a.deleted_at_ms IS NULL ORDER BY o.agent_id"
+            )
+        else:
+            cursor = self._read(
+                "SELECT o.agent_id FROM owed_work AS o JOIN agents AS a ON a.id = o.agent_id "
+                "WHERE a.deleted_at_ms IS NULL AND a.partition = ? ORDER BY o.agent_id",
+                (partition,),
+            )
         return [str(row[0]) for row in cursor]
 
     def read_context_tokens(self, agent_id: str) -> int | None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentkeep.errors import InvalidConfigError
+from agentkeep.partitions import Partition
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.store import (
@@ -43,17 +44,25 @@ def open_store(
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES,
     database_path: str | Path | None = None,
     clock: Callable[[], int] | None = None,
+    partition: Partition | None = None,
 ) -> Store:
     """``Store.open`` (the same arguments), or the store ``database`` names on PostgreSQL.
 
     Raises:
         InvalidConfigError: ``database`` is not a ``postgresql://`` URL, or ``vfs`` or
-            ``database_path`` (SQLite's) was given with one.
+            ``database_path`` (SQLite's) was given with one; ``partition`` without a
+            ``postgresql://`` database, or with a count other than the one the store
+            recorded.
         StoreLockedError: another owner holds the store (on PostgreSQL naming the holder's
             backend, client and application name).
         SchemaTooNewError: the store was written by a newer agentkeep.
     """
     if database is None:
+        if partition is not None:
+            raise InvalidConfigError(
+                "partition needs a store on PostgreSQL (database='postgresql://…'): a SQLite "
+                "store is owned by one process whole"
+            )
         return Store.open(
             home,
             faults=faults,
@@ -83,7 +92,9 @@ def open_store(
     # The state directory's lock too: its daemon files belong to one owner, and a daemon is
     # found by the pid this file names (client.discovery). A directory this user cannot
     # write is refused as on SQLite (StoreDirectoryError), not a bare PermissionError.
-    home_lock = acquire_lock(directory, directory)
+    # A partition's system does not take it: one worker process runs several partitions'
+    # systems over one state directory, and the worker (its daemon) owns the directory.
+    home_lock = None if partition is not None else acquire_lock(directory, directory)
     return open_postgres_store(
         database,
         directory,
@@ -92,4 +103,5 @@ def open_store(
         ledger=ledger,
         home_lock=home_lock,
         clock=clock,
+        partition=partition,
     )

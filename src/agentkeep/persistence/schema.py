@@ -368,6 +368,15 @@ _TURN_TRACE_PARENT = """
 ALTER TABLE turns ADD COLUMN trace_parent TEXT;
 """
 
+# The partition of each agent (agentkeep.partitions): on PostgreSQL a store may be divided
+# into partitions, each run by one system, which restores, resumes and recovers only its own
+# partition's agents (filtering on this column). Filled when the agent is created; 0 in a
+# store that was never partitioned (SQLite's always).
+_AGENT_PARTITION = """
+ALTER TABLE agents ADD COLUMN partition INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX agents_by_partition ON agents(partition) WHERE deleted_at_ms IS NULL;
+"""
+
 #: Append-only. Never edit or reorder a released entry; add a new one.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=1, name="initial_schema", sql=_INITIAL),
@@ -379,6 +388,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(version=7, name="fewer_pages_per_commit", sql=FEWER_PAGES),
     Migration(version=8, name="module_migrations", sql=_MODULE_MIGRATIONS),
     Migration(version=9, name="turn_trace_parent", sql=_TURN_TRACE_PARENT),
+    Migration(version=10, name="agent_partition", sql=_AGENT_PARTITION),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -9,6 +9,7 @@ refuses a damaged file (``PRAGMA quick_check``), applies pending migrations, and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -26,6 +27,7 @@ from agentkeep.errors import (
     StoreError,
 )
 from agentkeep.logs import get_logger, install_default_logging
+from agentkeep.partitions import Partition
 from agentkeep.persistence import clock as store_clock
 from agentkeep.persistence.disk import file_identity
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
@@ -174,6 +176,19 @@ class Store:
     Use :meth:`open`; close with :meth:`close` (or a ``with`` block). ``transact`` and
     ``read`` implement :class:`~agentkeep.persistence.interface.StoreHandle`.
     """
+
+    #: The partition this store's owner runs (``agentkeep.partitions``; None: all of it, as
+    #: always on SQLite). Set by a partitioned open on PostgreSQL.
+    partition: Partition | None = None
+    #: The store's partition count (1 unless it was ever opened partitioned): a new agent's
+    #: ``agents.partition`` is ``partition_of(id, partition_count)``.
+    partition_count: int = 1
+
+    def setup_lock(self) -> contextlib.AbstractContextManager[None]:
+        """Held while the system runs its modules' migrations: owners sharing this store
+        (partitions on PostgreSQL) run them one at a time. Nothing to hold here: the owner
+        has the store to itself."""
+        return contextlib.nullcontext()
 
     def __init__(
         self,

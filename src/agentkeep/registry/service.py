@@ -84,6 +84,8 @@ class Registry:
             ``close``) like every other operation; None outside a system.
         check: What the owner checks of a definition about to be written (module doc);
             None: the registry's own rules only.
+        owner: Called before every write: raises (``PartitionNotOwnedError``) when this
+            system may not write the registry (a partition other than 0); None: it may.
     """
 
     def __init__(
@@ -92,8 +94,10 @@ class Registry:
         *,
         admission: Admission | None = None,
         check: DefinitionCheck | None = None,
+        owner: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
+        self._owner = owner
         self._admission = admission
         self._check = check
 
@@ -325,6 +329,8 @@ class Registry:
         return found
 
     def _write(self, work: Callable[[Transaction], T]) -> T:
+        if self._owner is not None:
+            self._owner()  # a partition other than 0 may not write the registry
         if self._admission is None:
             return self._store.transact(work)
         with self._admission.operation():

@@ -71,6 +71,10 @@ STATUS_OF_CODE: dict[str, int] = {
     ),
     # 410: a tombstone.
     "definition_deleted": 410,
+    # 421: a write for a partition this worker does not own (a store divided into
+    # partitions): the request reached the wrong worker, not a conflict with the resource's
+    # state — the same request to the partition's owner succeeds (nothing was written here).
+    "not_owner": 421,
     # 422: input or configuration the library refuses (details.field names it when it can).
     **dict.fromkeys(
         (
@@ -157,6 +161,7 @@ _DETAILS = (
     "limit",
     "provider_id",
     "driver_id",
+    "partition",
 )
 
 

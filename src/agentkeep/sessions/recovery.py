@@ -7,11 +7,13 @@
 - Any other driver's live turn becomes ``interrupted`` (docs/drivers.md's crash rule): its driver
   may have done external work before the crash, so it is never guessed at and never replayed.
 
-All of it in one transaction, before any agent starts.
+All of it in one transaction, before any agent starts. A partition's system (``partition``)
+moves only its own partition's turns: another partition's are its owner's, live or not.
 """
 
 from __future__ import annotations
 
+from agentkeep.partitions import Partition
 from agentkeep.persistence.interface import Transaction
 from agentkeep.types.turns import NATIVE_DRIVER, TurnFailure, TurnRecord
 
@@ -26,20 +28,28 @@ CANCELLED_AT_RESTART = TurnFailure(
 )
 
 
-def needs_recovery(tx: Transaction) -> bool:
+def needs_recovery(tx: Transaction, partition: Partition | None = None) -> bool:
     """True if a live turn is one :func:`recover_turns` moves (read first, so an open with
     nothing to recover writes nothing)."""
-    return any(_moves(turn) for turn in tx.turns.all_live())
+    return any(_moves(turn) for turn in _live(tx, partition))
+
+
+def _live(tx: Transaction, partition: Partition | None) -> list[TurnRecord]:
+    live = tx.turns.all_live()
+    if partition is None:
+        return live
+    return [turn for turn in live if partition.owns(turn.session_id)]
 
 
 def _moves(turn: TurnRecord) -> bool:
     return turn.driver != NATIVE_DRIVER or turn.status == "cancelling"
 
 
-def recover_turns(tx: Transaction) -> list[TurnRecord]:
-    """Apply the module's rules to every live turn; returns the turns moved."""
+def recover_turns(tx: Transaction, partition: Partition | None = None) -> list[TurnRecord]:
+    """Apply the module's rules to every live turn (of ``partition``); returns the turns
+    moved."""
     moved: list[TurnRecord] = []
-    for turn in tx.turns.all_live():
+    for turn in _live(tx, partition):
         if turn.driver != NATIVE_DRIVER:
             moved.append(tx.turns.move(turn.session_id, turn.id, "interrupted", error=INTERRUPTED))
         elif turn.status == "cancelling":

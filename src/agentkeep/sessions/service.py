@@ -83,6 +83,7 @@ class Sessions:
         self._requests = parts.requests
         self._modules = parts.modules
         self._turns = TurnService(parts)
+        self._ownership = parts.ownership
 
     def start(
         self,
@@ -123,6 +124,7 @@ class Sessions:
             None,
             what="session id",
             field="sessionId",
+            ownership=self._ownership,
         )
 
         def checked(revision: Revision) -> Settings | None:
@@ -143,7 +145,7 @@ class Sessions:
         def work(tx: Transaction) -> SessionRecord:
             revision = self._revision(tx, definition_id, revision_id)
             settings = checked(revision)
-            if not tx.agents.create(row):
+            if not tx.agents.create(row, partition=self._ownership.partition_of(row.id)):
                 raise AgentExistsError(row.id)
             now = now_ms()
             tables.insert_pin(tx, row.id, revision, now)
@@ -209,6 +211,7 @@ class Sessions:
             Exception: what a module's ``agent_archived_transact`` raised (the archival
                 rolled back).
         """
+        self._ownership.check(session_id)
         snapshots: list[AgentSnapshot] = []  # the one archived now, for the post-commit hook
 
         def work(tx: Transaction) -> SessionRecord:
@@ -270,7 +273,7 @@ class Sessions:
         """
         if note is not None and not isinstance(note, str):
             raise InvalidMessageError(f"note must be a string or None, got {type(note).__name__}")
-
+        self._ownership.check(session_id)
         with self._admission.operation(), self._admission.agent_operation(session_id):
             self._require(session_id)
             if self._is_running(session_id):
@@ -397,6 +400,7 @@ class Sessions:
             UnknownSessionError / UnknownTurnError: no such session or turn.
             TurnStateError: ``turn_id`` is None and the session has no live turn.
         """
+        self._ownership.check(session_id)
         with self._admission.operation():
             self._require(session_id)
             return self._closed_as_agent_closed(

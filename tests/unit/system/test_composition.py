@@ -32,6 +32,7 @@ PUBLIC_ATTRIBUTES = [
     "metadata",
     "open",
     "parent_of",
+    "partition",
     "registry",
     "resolve",
     "send",
@@ -74,8 +75,8 @@ def test_open_takes_its_options_as_one_declared_value() -> None:
     assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD
     hints = typing.get_type_hints(ak.SystemOptions)
     # 22 with ``providers``: the 23 keyword parameters open() had; then modules,
-    # credentials, database_path, now and database.
-    assert len(hints) == 27
+    # credentials, database_path, now, database and partition.
+    assert len(hints) == 28
     assert ak.SystemOptions.__optional_keys__ == frozenset(hints)
     for key in hints:  # each documented
         assert f"``{key}``" in (ak.SystemOptions.__doc__ or ""), key

@@ -17,7 +17,9 @@ same on both backends) and PostgreSQL's text for the same tables, constraints an
 The rules of :mod:`agentkeep.persistence.schema` hold: the list only grows at the end; each
 migration commits with its marker row; applied markers must be a prefix of the list, and a
 store at a newer version is refused (``SchemaTooNewError``) before anything is written.
-Migrations run under the store's advisory lock (the writer's session holds it).
+Migrations run under the store's advisory lock (the writer's session holds it; partition
+owners hold it shared, so each migration also takes the schema's transaction-level setup lock
+and checks its marker under it: systems opening one fresh schema at once never race).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 import psycopg
 
 from agentkeep.logs import get_logger
+from agentkeep.persistence.postgres.ownership import setup_key
 from agentkeep.persistence.schema import MIGRATIONS, Migration, check_applied
 
 __all__ = ["POSTGRES_MIGRATIONS", "applied_migrations", "migrate"]
@@ -346,16 +349,26 @@ CREATE TABLE module_migrations (
 # A turn's W3C traceparent, so a resumed turn continues its request's trace.
 _TURN_TRACE_PARENT = "ALTER TABLE turns ADD COLUMN trace_parent TEXT;"
 
+# The partition of each agent (``agentkeep.partitions``), which a partition's system filters on.
+_AGENT_PARTITION = """
+ALTER TABLE agents ADD COLUMN partition INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX agents_by_partition ON agents (partition) WHERE deleted_at_ms IS NULL;
+"""
+
 _TEXTS = (_INITIAL, _DEFINITION_REGISTRY, _ARCHIVED_HISTORY, _SESSIONS, _SESSION_EVENTS, _TURNS)
 
-_POSTGRES_TEXTS = (*_TEXTS, _FEWER_PAGES, _MODULE_MIGRATIONS, _TURN_TRACE_PARENT)
+_POSTGRES_TEXTS = (
+    *_TEXTS,
+    _FEWER_PAGES,
+    _MODULE_MIGRATIONS,
+    _TURN_TRACE_PARENT,
+    _AGENT_PARTITION,
+)
 
 #: Append-only, in step with ``MIGRATIONS``: the same versions and names, PostgreSQL's text.
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = tuple(
     Migration(version=m.version, name=m.name, sql=sql)
-    for m, sql in zip(
-        MIGRATIONS, (*_TEXTS, _FEWER_PAGES, _MODULE_MIGRATIONS, _TURN_TRACE_PARENT), strict=True
-    )
+    for m, sql in zip(MIGRATIONS, _POSTGRES_TEXTS, strict=True)
 )
 
 _MARKER_TABLE = """
@@ -389,9 +402,14 @@ def migrate(
         StoreError: the applied migrations are not a prefix of ``migrations``.
     """
     check_applied(applied_migrations(connection), migrations)
+    row = connection.execute("SELECT current_schema()").fetchone()
+    setup = setup_key(str(row[0]) if row is not None and row[0] is not None else "")
     applied_now: list[int] = []
     for migration in migrations:
         with connection.transaction():
+            # Partition owners hold the store's lock shared: several may migrate one schema
+            # at once, so each migration (and its marker check) runs under the setup lock.
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (setup,))
             connection.execute(_MARKER_TABLE)
             done = connection.execute(
                 "SELECT 1 FROM schema_migrations WHERE version = %s", (migration.version,)

@@ -16,8 +16,9 @@ and the next incarnation takes the lock again on a new session).
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -26,16 +27,22 @@ import pykka
 
 from agentkeep.errors import StoreClosedError, StoreError
 from agentkeep.logs import get_logger, install_default_logging
+from agentkeep.partitions import Partition
 from agentkeep.persistence import clock as store_clock
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
 from agentkeep.persistence.handle import StoreWriterHandle
 from agentkeep.persistence.inbox import Counters, Inbox
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.lock import StoreLock
-from agentkeep.persistence.postgres.connection import PostgresTarget, parse_url
+from agentkeep.persistence.postgres.connection import PostgresTarget, connect, parse_url
+from agentkeep.persistence.postgres.ownership import setup_key
 from agentkeep.persistence.postgres.readers import PostgresReaders
 from agentkeep.persistence.postgres.schema import POSTGRES_MIGRATIONS, migrate
-from agentkeep.persistence.postgres.session import OwnerSession
+from agentkeep.persistence.postgres.session import (
+    OwnerSession,
+    record_partition_count,
+    recorded_partition_count,
+)
 from agentkeep.persistence.postgres.writer import CommitHook, PostgresWriter
 from agentkeep.persistence.readers import ReaderPool
 from agentkeep.persistence.schema import Migration
@@ -85,11 +92,42 @@ class PostgresStore(Store):
         self._writer_lock = threading.Lock()
         self._closed = False
         self.on_writer_failure = None
+        self.partition = session.partition
+        self.partition_count = 1 if session.partition is None else session.partition.count
 
     @property
     def database(self) -> str:
         """The store's URL, without its password (``schema`` included)."""
         return self._target.display
+
+    @property
+    def epoch(self) -> int:
+        """The epoch this owner stamped on its partition's ownership row (a classic owner's
+        partition is 0): one more than the previous owner's."""
+        return self._session.epoch
+
+    @contextlib.contextmanager
+    def setup_lock(self) -> Iterator[None]:
+        """A partition's owner shares the store: its modules' migrations run under the
+        schema's setup lock (``ownership.setup_key``), taken on a connection of its own and
+        waited for, so owners opening together apply each migration once."""
+        if self.partition is None:
+            yield
+            return
+        key = setup_key(self._target.schema)
+        with connect(self._target, name=self._session.name + " setup") as side:
+            side.execute("SELECT pg_advisory_lock(%s)", (key,))
+            try:
+                yield
+            finally:
+                side.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    @property
+    def lost(self) -> threading.Event:
+        """Set once this owner found another owner of its store (or partition) on
+        reconnecting: it stopped writing for good (``StoreOwnershipLostError``). A dropped
+        session is noticed at the next write, so an idle owner learns it then."""
+        return self._session.lost
 
     @property
     def backend_pid(self) -> int:
@@ -159,12 +197,16 @@ def open_postgres_store(
     commit_hook: CommitHook | None = None,
     home_lock: StoreLock | None = None,
     clock: Callable[[], int] | None = None,
+    partition: Partition | None = None,
 ) -> PostgresStore:
-    """Open (creating its schema if needed) the store ``url`` names (see the module).
+    """Open (creating its schema if needed) the store ``url`` names (see the module) — or,
+    given ``partition``, that partition of it (its count recorded at the first such open).
 
     Raises:
-        InvalidConfigError: the URL or its schema name is invalid.
-        StoreLockedError: another session owns the store.
+        InvalidConfigError: the URL or its schema name is invalid, or the store was
+            partitioned with another count.
+        StoreLockedError: another session owns the store (or the partition; a classic owner
+            and partition owners exclude each other).
         SchemaTooNewError: the store was written by a newer agentkeep.
         StoreError: the server cannot be reached, refused the login, or dropped the session
             while the migrations ran.
@@ -174,7 +216,7 @@ def open_postgres_store(
     install_default_logging()
     target = parse_url(url)
     try:
-        session = OwnerSession.open(target)
+        session = OwnerSession.open(target, partition)
     except psycopg.Error as error:
         if home_lock is not None:
             home_lock.release()
@@ -186,6 +228,9 @@ def open_postgres_store(
     try:
         with store_clock.using(clock):
             migrate(session.raw, migrations)
+        if partition is not None:
+            record_partition_count(session.raw, target.schema, partition.count)
+        count = recorded_partition_count(session.raw)
         injector = FaultInjector(faults if faults is not None else FaultPlan.from_env())
         store = PostgresStore(
             home=home,
@@ -198,6 +243,7 @@ def open_postgres_store(
             home_lock=home_lock,
             clock=clock,
         )
+        store.partition_count = 1 if count is None else count
         if start_writer:
             store.start_writer()
     except psycopg.OperationalError as error:
