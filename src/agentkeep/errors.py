@@ -151,6 +151,19 @@ class StoreReplacedError(StoreUnavailableError):
     code = "store_replaced"
 
 
+class StoreConstraintError(StoreError):
+    """The store refused a write that breaks one of its rules: a constraint (a foreign key,
+    a uniqueness, NOT NULL, CHECK) or one of its immutability rules (a session event is
+    never changed or deleted, a terminal turn status never changes, a definition revision
+    is never rewritten...). The message is the rule's own words.
+
+    The work was rolled back: nothing of it was written. The same refusal on every backend
+    (the database driver's error, SQLite's or PostgreSQL's, is its ``__cause__``).
+    """
+
+    code = "store_constraint"
+
+
 class TransactionScopeError(StoreError):
     """A command that may not run inside a store transaction was called from inside one.
 

@@ -65,6 +65,7 @@ from agentkeep.errors import (
 from agentkeep.logs import get_logger
 from agentkeep.persistence import clock as store_clock
 from agentkeep.persistence.checkpointer import Checkpointer
+from agentkeep.persistence.constraints import constraint_refusal
 from agentkeep.persistence.disk import REFUSALS, disk_refusal, file_identity, refused_by_disk
 from agentkeep.persistence.faults import FaultInjector, InjectedWriterCrashError
 from agentkeep.persistence.handle import WAKE, StoreWriterHandle, mark_writer_thread
@@ -426,8 +427,11 @@ class StoreWriter(pykka.ThreadingActor):
             item.fail(unknown)
 
     def _refused(self, error: BaseException) -> BaseException:
-        """``error`` as the caller hears it: a file system's refusal says why (a backend
-        with no files of its own overrides this)."""
+        """``error`` as the caller hears it: a file system's refusal says why, a broken
+        rule of the schema is a :class:`~agentkeep.errors.StoreConstraintError` (a backend
+        with another driver overrides this)."""
+        if isinstance(error, apsw.ConstraintError):
+            return constraint_refusal(error, str(error))
         return refused_by_disk(self._connection, error)
 
     def _disk_refusal(self, error: BaseException) -> str | None:

@@ -63,6 +63,7 @@ STATUS_OF_CODE: dict[str, int] = {
             "provider_session_closed",
             "expired_scope",
             "transaction_scope",
+            "store_constraint",
             "session_mismatch",
             "cancelled",
             "driver_context_closed",

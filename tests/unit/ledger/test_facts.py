@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import apsw
 import pytest
 
 import agentkeep as ak
+from agentkeep.errors import StoreConstraintError
 from agentkeep.providers import script
 
 from .conftest import LedgerWorld, all_events, types_of
@@ -165,11 +165,16 @@ def test_no_statement_can_change_or_delete_an_event(world: LedgerWorld) -> None:
     system = world.open()
     agent = system.create()
     system.update_metadata(agent.id, {"a": 1})
-    with pytest.raises(apsw.ConstraintError, match="immutable"):
+    # The same refusal on every backend: the store's error, the rule's words, the driver's
+    # own error (SQLite's or PostgreSQL's) only as its cause.
+    with pytest.raises(StoreConstraintError, match="immutable") as refused:
         system.internals.store.transact(
             lambda tx: tx.sql.execute("UPDATE session_events SET type = 'x'")  # type: ignore[attr-defined]
         )
-    with pytest.raises(apsw.ConstraintError, match="never deleted"):
+    assert refused.value.code == "store_constraint"
+    assert str(refused.value) == "The store refused the write: session events are immutable"
+    assert refused.value.__cause__ is not None
+    with pytest.raises(StoreConstraintError, match="never deleted"):
         system.internals.store.transact(
             lambda tx: tx.sql.execute("DELETE FROM session_events")  # type: ignore[attr-defined]
         )

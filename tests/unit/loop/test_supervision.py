@@ -13,6 +13,7 @@ from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.actors.supervisor import Backoff, RestartIntensity
 from agentkeep.loop.effects import StartTools
 from agentkeep.persistence.interface import Transaction
+from agentkeep.persistence.postgres import PostgresStore
 from agentkeep.persistence.store import Store
 from agentkeep.persistence.writer import StoreWriter
 from agentkeep.providers import script
@@ -113,7 +114,6 @@ class WriterFailures:
         self.agent_actors_started = 0
         self._changed = threading.Condition()
         original_group = StoreWriter._run_group
-        original_start_writer = Store.start_writer
         original_agent_init = AgentActor.__init__
         failures = self
 
@@ -124,12 +124,15 @@ class WriterFailures:
                 raise InjectedWriterBugError("the store writer broke")
             original_group(writer, pending)
 
-        def start_writer(store: Store) -> Any:
-            ref = original_start_writer(store)
-            with failures._changed:
-                failures.writers_started += 1
-                failures._changed.notify_all()
-            return ref
+        def counted(original_start_writer: Any) -> Any:
+            def start_writer(store: Store) -> Any:
+                ref = original_start_writer(store)
+                with failures._changed:
+                    failures.writers_started += 1
+                    failures._changed.notify_all()
+                return ref
+
+            return start_writer
 
         def agent_init(actor: AgentActor, *args: Any, **kwargs: Any) -> None:
             original_agent_init(actor, *args, **kwargs)
@@ -138,7 +141,10 @@ class WriterFailures:
                 failures._changed.notify_all()
 
         monkeypatch.setattr(StoreWriter, "_run_group", run_group)
-        monkeypatch.setattr(Store, "start_writer", start_writer)
+        # Each backend's store starts its own writer (PostgreSQL's on the owner's session).
+        for store_class in (Store, PostgresStore):
+            original = store_class.__dict__["start_writer"]
+            monkeypatch.setattr(store_class, "start_writer", counted(original))
         monkeypatch.setattr(AgentActor, "__init__", agent_init)
 
     def wait_for_writers(self, count: int) -> None:

@@ -403,7 +403,9 @@ def test_a_call_committed_before_a_sigkill_keeps_its_result_and_never_runs_again
 ) -> None:
     home, marker = tmp_path / "state", tmp_path / "runs.txt"
     root = Path(__file__).resolve().parents[3]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root / "src"), str(root)]))
+    # The inherited path stays (on the PostgreSQL pass it opens the child's store there).
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root / "src"), str(root), *inherited]))
     child = subprocess.run(
         [sys.executable, "-c", CHILD, str(home), str(marker)],
         env=env,

@@ -26,7 +26,14 @@ def test_talk_in_the_background_then_read_the_conversation_over_stdio(tmp_path: 
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "agentkeep.cli", "mcp", "--home", str(home)],
-        env={"PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])},
+        # The whole environment (the SDK passes only a few variables of its own): on the
+        # PostgreSQL pass, the server's store is where this process looks for it.
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                p for p in [str(SRC), os.environ.get("PYTHONPATH", "")] if p
+            ),
+        },
         cwd=str(tmp_path),
     )
     stderr_path = tmp_path / "server-stderr.log"

@@ -15,16 +15,17 @@ def notes_module(runs: list[str], *, extra: bool = False) -> ak.Module:
     def create(ctx: ModuleContext) -> None:
         runs.append("notes:v1")
         assert ctx.db.in_transaction
+        # Portable SQL (it runs on either backend): ids given, not SQLite's implicit rowid.
         ctx.db.execute("CREATE TABLE notes_items (id INTEGER PRIMARY KEY, body TEXT)")
 
     def seed(ctx: ModuleContext) -> None:
         runs.append("notes:v2")
-        ctx.db.execute("INSERT INTO notes_items (body) VALUES (?)", ("first",))
+        ctx.db.execute("INSERT INTO notes_items (id, body) VALUES (?, ?)", (1, "first"))
         ctx.shared_kv.write("seeded", True)
 
     def more(ctx: ModuleContext) -> None:
         runs.append("notes:v3")
-        ctx.db.execute("INSERT INTO notes_items (body) VALUES (?)", ("second",))
+        ctx.db.execute("INSERT INTO notes_items (id, body) VALUES (?, ?)", (2, "second"))
 
     migrations = [("v1", create), ("v2", seed)] + ([("v3", more)] if extra else [])
     return ak.Module("notes", migrations=migrations)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import apsw
 import pytest
 
-from agentkeep.errors import ExpiredScopeError, UnknownAgentError
+from agentkeep.errors import ExpiredScopeError, StoreConstraintError, UnknownAgentError
 from agentkeep.persistence import ReadOnlyTransactionError, Store, Transaction, agent_prefix
 from agentkeep.types import (
     Settings,
@@ -255,7 +254,7 @@ def test_kv_list_and_clear_cover_exactly_the_prefix(store: Store) -> None:
 
 
 def test_foreign_keys_refuse_rows_for_unknown_agents(store: Store) -> None:
-    with pytest.raises(apsw.ConstraintError):
+    with pytest.raises(StoreConstraintError, match=r"FOREIGN KEY|foreign key"):
         store.transact(lambda tx: tx.records.append("ghost", _user("x")))
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import apsw
 import pytest
 
 import agentkeep as ak
-from agentkeep.errors import ExpiredScopeError
+from agentkeep.errors import ExpiredScopeError, StoreConstraintError
 from agentkeep.persistence import MIGRATIONS, ReadOnlyTransactionError
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readers import open_connection
@@ -109,7 +108,7 @@ def test_the_tables_refuse_to_rewrite_history(
     def rewrite(tx: Transaction) -> int:
         return tx.sql.execute(statement)
 
-    with pytest.raises(apsw.ConstraintError, match=message):
+    with pytest.raises(StoreConstraintError, match=message):
         system.internals.store.transact(rewrite)
     assert system.registry.get("kept") == before
 

@@ -101,7 +101,9 @@ def test_the_resumed_turn_continues_the_trace_its_request_started(
     home, spans_file = tmp_path / "state", tmp_path / "child-spans.jsonl"
     trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
     env = {k: v for k, v in os.environ.items() if k != "AGENTKEEP_HOME"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
+    # The inherited path stays (on the PostgreSQL pass it opens the child's store there).
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), *inherited])
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(home), str(spans_file), f"00-{trace_id}-{parent_id}-01"],
         stdout=subprocess.PIPE,

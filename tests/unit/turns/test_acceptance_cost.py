@@ -18,6 +18,7 @@ import pytest
 
 import agentkeep as ak
 from agentkeep.persistence import codec
+from agentkeep.persistence.handle import in_store_transaction
 from agentkeep.providers import script
 from agentkeep.sessions import UnknownSessionError
 
@@ -26,17 +27,18 @@ _KEY_QUERY = "SELECT turn_id, input_hash FROM turn_inputs WHERE agent_id = ? AND
 
 
 class Traced:
-    """Every statement the store runs while :attr:`on`, with the thread that ran it."""
+    """Every statement the store runs while :attr:`on`, with the thread that ran it and
+    whether that thread is the store's writer (whichever the backend's writer is)."""
 
     def __init__(self) -> None:
         self.on = False
-        self.statements: list[tuple[str, str]] = []
+        self.statements: list[tuple[str, bool, str]] = []
 
     def of(self, thread: str) -> list[str]:
-        return [sql for name, sql in self.statements if name == thread]
+        return [sql for name, _writer, sql in self.statements if name == thread]
 
     def writer(self) -> list[str]:
-        return [sql for name, sql in self.statements if name.startswith("StoreWriter")]
+        return [sql for _name, writer, sql in self.statements if writer]
 
 
 @pytest.fixture
@@ -46,7 +48,8 @@ def traced(monkeypatch: pytest.MonkeyPatch) -> Traced:
 
     def tracing(self: codec.Statements, sql: str, params: tuple[Any, ...] = ()) -> Any:
         if trace.on:
-            trace.statements.append((threading.current_thread().name, sql))
+            thread = threading.current_thread().name
+            trace.statements.append((thread, in_store_transaction(), sql))
         return execute(self, sql, params)
 
     monkeypatch.setattr(codec.Statements, "execute", tracing)

@@ -42,6 +42,7 @@ from agentkeep.errors import (
     StoreUnavailableError,
 )
 from agentkeep.logs import get_logger
+from agentkeep.persistence.constraints import constraint_refusal
 from agentkeep.persistence.faults import FaultInjector
 from agentkeep.persistence.inbox import Counters, Inbox, WorkItem
 from agentkeep.persistence.ledger import LedgerHub
@@ -169,6 +170,8 @@ class PostgresWriter(StoreWriter):
             )
             refused.__cause__ = error
             return refused
+        if isinstance(error, psycopg.errors.IntegrityError):  # SQLSTATE class 23
+            return constraint_refusal(error, error.diag.message_primary or str(error))
         return error
 
     def _disk_refusal(self, error: BaseException) -> str | None:

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from tests.unit.persistence.postgres.reuse import load, reused
 
@@ -36,20 +35,6 @@ def world(tmp_path: Path, pg_url: str) -> Iterator[Any]:
         system.close()
 
 
-for _suite in ("test_subscribe", "test_same_transaction", "test_untouched", "test_both_sides"):
+_SUITES = ("test_subscribe", "test_same_transaction", "test_untouched", "test_both_sides")
+for _suite in (*_SUITES, "test_facts"):
     globals().update(reused(f"ledger/{_suite}.py"))
-globals().update(
-    reused("ledger/test_facts.py", skip=("test_no_statement_can_change_or_delete_an_event",))
-)
-
-
-def test_no_statement_can_change_or_delete_an_event_on_postgres(world: Any) -> None:
-    system = world.open()
-    agent = system.create()
-    system.update_metadata(agent.id, {"a": 1})
-    store = system.internals.store
-    with pytest.raises(psycopg.errors.IntegrityConstraintViolation, match="immutable"):
-        store.transact(lambda tx: tx.sql.execute("UPDATE session_events SET type = 'x'"))
-    with pytest.raises(psycopg.errors.IntegrityConstraintViolation, match="never deleted"):
-        store.transact(lambda tx: tx.sql.execute("DELETE FROM session_events"))
-    assert [e.type for e in system.events(agent.id)] == ["metadata.changed"]

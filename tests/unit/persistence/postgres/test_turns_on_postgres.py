@@ -10,9 +10,7 @@ pytestmark = pytest.mark.usefixtures("systems_on_postgres")
 
 globals().update(fixtures_of("turns/conftest.py"))  # its world opens systems: on PostgreSQL
 _SQLITE_ONLY = (
-    # SQLite's exception class (the trigger's refusal has its twin in test_ledger/registry).
-    "test_a_terminal_status_never_changes_whoever_tries",
-    # Writes an older row shape into the SQLite file directly.
+    # Writes an older row shape into the SQLite file directly (marked sqlite_only).
     "test_a_key_accepted_before_seed_002s_message_shape_still_returns_its_turn",
 )
 for _suite in ("test_native_turns", "test_cancel_joined", "test_owed_work"):

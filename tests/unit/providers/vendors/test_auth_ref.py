@@ -7,7 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tests.postgres_server import on_sqlite
+
 import agentkeep as ak
+from agentkeep.persistence.readonly import ReadOnlyStore
 from agentkeep.providers import (
     AnthropicProvider,
     CancelToken,
@@ -56,8 +59,30 @@ def _sent_key(request: Any) -> str:
     return key if key is not None else request.headers["authorization"].removeprefix("Bearer ")
 
 
-def _stored_bytes(root: Path) -> bytes:
-    return b"".join(path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file())
+def _stored_bytes(root: Path, state: Path) -> bytes:
+    """Every file under ``root`` (SQLite's database, its WAL) and every row of the state
+    directory's store as text (on the PostgreSQL pass the store is on the server)."""
+    files = b"".join(path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file())
+    if on_sqlite():
+        return files
+    store = ReadOnlyStore.open(state)
+    try:
+        rows = store.read(_every_row_as_text)
+    finally:
+        store.close()
+    return files + "\n".join(rows).encode()
+
+
+def _every_row_as_text(tx: Any) -> list[str]:
+    tables = tx.sql.query(
+        "SELECT table_name FROM information_schema.tables "
+        "WHERE table_schema = current_schema() ORDER BY table_name"
+    )
+    return [
+        str(text)
+        for (table,) in tables
+        for (text,) in tx.sql.query(f'SELECT t::text FROM "{table}" t')
+    ]
 
 
 def test_the_resolved_secret_is_the_requests_api_key_and_never_stored(
@@ -99,7 +124,7 @@ def test_the_resolved_secret_is_the_requests_api_key_and_never_stored(
     assert asked
     assert set(asked) == {"team-key"}
     assert [_sent_key(r) for r in server.requests] == [TEAM_SECRET, ROTATED_SECRET, PROVIDER_KEY]
-    stored = _stored_bytes(tmp_path)
+    stored = _stored_bytes(tmp_path, state)
     logged = "".join(capfd.readouterr())
     for secret in (TEAM_SECRET, ROTATED_SECRET):
         assert secret.encode() not in stored  # not in the database, its WAL, or any file
