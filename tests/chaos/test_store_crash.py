@@ -8,7 +8,12 @@ acknowledgements. The parent then reopens the store and checks:
 - every acknowledged transaction is present whole;
 - no transaction is present in part (unacknowledged ones may be present whole: they may
   have committed in the instant before the kill);
-- ``PRAGMA integrity_check`` is ok and no foreign key dangles.
+- on SQLite, ``PRAGMA integrity_check`` is ok and no foreign key dangles (a PostgreSQL
+  server enforces its foreign keys itself and has no file to check).
+
+It runs on both backends: ``database_url`` is None on the SQLite pass (the store in the
+state directory) and a fresh schema on the PostgreSQL pass, where the fault point counts the
+PostgreSQL writer's operations.
 
 Seeds come from ``tests/chaos/conftest.py``: ``CHAOS_SEEDS=N`` runs seeds 0..N-1,
 ``CHAOS_SEED=S`` runs only seed S.
@@ -26,7 +31,8 @@ from pathlib import Path
 import apsw
 import pytest
 
-from agentkeep.persistence import FAULT_AT_ENV, FAULT_MODE_ENV, Store
+from agentkeep.persistence import FAULT_AT_ENV, FAULT_MODE_ENV
+from agentkeep.persistence.opening import open_store
 
 THREADS = 4
 PER_THREAD = 40
@@ -44,12 +50,12 @@ _CHILD = """
 import os, sys, threading
 import structlog
 structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-from agentkeep.persistence import Store
+from agentkeep.persistence.opening import open_store
 from agentkeep.types.records import AgentRow, UserRecord
 from agentkeep.types import TextBlock, UserMessage
 
 home, threads, per_thread = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-store = Store.open(home)
+store = open_store(home, database=sys.argv[4] or None)
 store.transact(lambda tx: tx.agents.create(AgentRow(id="agent", config={})))
 os.write(1, b"READY\\n")
 
@@ -73,7 +79,7 @@ os.write(1, b"DONE\\n")
 """
 
 
-def _run_child(home: Path, rng: random.Random) -> tuple[set[str], str]:
+def _run_child(home: Path, rng: random.Random, database: str | None) -> tuple[set[str], str]:
     env = dict(os.environ)
     env.pop(FAULT_AT_ENV, None)
     kill_after_acks: int | None = None
@@ -89,7 +95,7 @@ def _run_child(home: Path, rng: random.Random) -> tuple[set[str], str]:
         how = f"parent_kill after {kill_after_acks} acks"
     acked: set[str] = set()
     with subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(home), str(THREADS), str(PER_THREAD)],
+        [sys.executable, "-c", _CHILD, str(home), str(THREADS), str(PER_THREAD), database or ""],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env=env,
@@ -119,17 +125,21 @@ def _run_child(home: Path, rng: random.Random) -> tuple[set[str], str]:
     return acked, how
 
 
-def _check(home: Path, acked: set[str]) -> None:
-    with Store.open(home) as store:
+def _check(home: Path, acked: set[str], database: str | None) -> None:
+    with open_store(home, database=database) as store:
         kv = dict(store.read(lambda tx: tx.kv.scan("tx.")))
         records = store.read(lambda tx: tx.records.load("agent"))
-    connection = apsw.Connection(str(home / "agents.db"), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        assert connection.execute("PRAGMA foreign_key_check").fetchall() == []
-        claimed = {row[0] for row in connection.execute("SELECT message_id FROM message_ids")}
-    finally:
-        connection.close()
+        claimed = {
+            str(row[0])
+            for row in store.read(lambda tx: tx.sql.query("SELECT message_id FROM message_ids"))
+        }
+    if database is None:  # the file's own checks: SQLite's alone
+        connection = apsw.Connection(str(home / "agents.db"), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+            assert connection.execute("PRAGMA foreign_key_check").fetchall() == []
+        finally:
+            connection.close()
     recorded = [record.message_id for record in records]  # type: ignore[union-attr]
     assert len(recorded) == len(set(recorded)), "a transaction's record appears twice"
     parts = {
@@ -147,12 +157,14 @@ def _check(home: Path, acked: set[str]) -> None:
 
 
 @pytest.mark.slow
-def test_acknowledged_transactions_survive_sigkill_whole(tmp_path: Path, seed: int) -> None:
+def test_acknowledged_transactions_survive_sigkill_whole(
+    tmp_path: Path, seed: int, database_url: str | None
+) -> None:
     rng = random.Random(seed)
     home = tmp_path / "home"
-    acked, how = _run_child(home, rng)
+    acked, how = _run_child(home, rng, database_url)
     replay = f"CHAOS_SEED={seed} {sys.executable} -m pytest {__file__}"
     try:
-        _check(home, acked)
+        _check(home, acked, database_url)
     except AssertionError as exc:
         raise AssertionError(f"seed {seed} ({how}) failed: {exc}\nreplay: {replay}") from exc

@@ -21,6 +21,12 @@ import pytest
 from agentkeep.errors import CommitOutcomeUnknownError, StoreError
 from agentkeep.persistence import Store, Transaction
 
+pytestmark = pytest.mark.sqlite_only(
+    "I/O errors injected under the database file through an apsw VFS: a PostgreSQL store has "
+    "no file under it (a server's failures are pg_server_faults': terminated backends, "
+    "immediate stops)"
+)
+
 THREADS = 4
 PER_THREAD = 15
 TIMEOUT = 60.0

@@ -32,7 +32,7 @@ from agentkeep.chaos.invariants import INVARIANTS, Violation
 from agentkeep.chaos.process import DurableState, ProcessReport, read_durable
 from agentkeep.persistence.interface import Transaction as StoreTransaction
 from agentkeep.persistence.kv_keys import scope_prefix
-from agentkeep.persistence.store import Store
+from agentkeep.persistence.opening import open_store
 from agentkeep.runtime.kv_areas import HISTORY_AREA, KV_AREA
 from agentkeep.types import TextBlock
 from agentkeep.types.records import (
@@ -108,12 +108,22 @@ def _text(record: SystemRecord) -> str:
     return "".join(b.text for b in record.message.content if isinstance(b, TextBlock))
 
 
-def _read(tx: StoreTransaction, agent_id: str, modules: tuple[str, ...]) -> Snapshot:
+# The store's tables, by backend: SQLite's catalog, or PostgreSQL's in the store's schema
+# (the session's search_path names it first).
+_TABLES = {
+    False: "SELECT name FROM sqlite_master WHERE type = 'table'",
+    True: "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()",
+}
+
+
+def _read(
+    tx: StoreTransaction, agent_id: str, modules: tuple[str, ...], *, postgres: bool = False
+) -> Snapshot:
     migrations: dict[tuple[str, str], int] = Counter(
         (str(m), str(k)) for m, k in tx.sql.query("SELECT module, key FROM module_migrations")
     )
     rows: dict[tuple[str, str, str], int] = Counter()
-    tables = {str(r[0]) for r in tx.sql.query("SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = {str(r[0]) for r in tx.sql.query(_TABLES[postgres])}
     for module in modules:
         if f"{module}_rows" in tables:
             for key, part in tx.sql.query(f"SELECT key, part FROM {module}_rows"):
@@ -146,11 +156,14 @@ class ExtensionChecks:
         self.counts: Counter[str] = Counter()
 
     def snapshot(self) -> Snapshot:
-        """The disk, through a fresh open (no process may be running)."""
+        """The disk, through a fresh open of the world's store (no process may be running)."""
+        from agentkeep.persistence.postgres.store import PostgresStore
+
         agent_id = self.world.agent_id
         modules = (MODULE, "extaux")
-        with Store.open(self.world.home) as store:
-            return store.read(lambda tx: _read(tx, agent_id, modules))
+        with open_store(self.world.home, database=self.world.database) as store:
+            postgres = isinstance(store, PostgresStore)
+            return store.read(lambda tx: _read(tx, agent_id, modules, postgres=postgres))
 
     def transactions_present(self) -> set[int]:
         """The embedder transactions whose ``shared_kv`` write is durable."""

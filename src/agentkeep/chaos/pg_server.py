@@ -19,8 +19,16 @@ from types import ModuleType
 from typing import Any
 
 from agentkeep.chaos.backend import server_url
+from agentkeep.chaos.invariants import INVARIANTS
 
 WRITER_WAIT_SECONDS = 30.0
+
+INVARIANTS.update(
+    {
+        "O1": "no write after ownership was lost: each owner's writes form one block",
+        "O2": "one owner at a time: a thief that won finds no session of the worker",
+    }
+)
 
 _WRITE_LOG = """
 CREATE TABLE IF NOT EXISTS chaos_write_log (

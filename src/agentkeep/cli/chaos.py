@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 @click.group()
 def chaos() -> None:
-    """Seeded chaos campaigns against the runtime (crashes, flaky store, kills, power cuts).
+    """Seeded chaos campaigns against the runtime (crashes, flaky store, kills, power cuts,
+    PostgreSQL server faults).
 
     `agentkeep chaos list` names the suites; `agentkeep chaos run --suite NAME --seeds N`
     runs some. A failing seed prints the command that replays it.
@@ -87,7 +88,7 @@ def run(
     """Run seeds of chaos suites; every failing seed prints its violations and the command
     replaying it, and the exit status is 1."""
     from agentkeep.chaos.backend import SQLITE_ONLY, chaos_database, use_database
-    from agentkeep.cli.chaos_suites import suites
+    from agentkeep.cli.chaos_suites import SERVER_ONLY, suites
 
     known = suites()
     chosen = _choose(known, names)
@@ -97,6 +98,11 @@ def run(
         for name in skipped:
             click.echo(f"{name}: skipped on PostgreSQL ({SQLITE_ONLY[name]})", err=True)
         chosen = [suite for suite in chosen if suite.name not in skipped]
+    elif not names:  # every suite, on SQLite: a server's own faults only when named
+        for suite in chosen:
+            if suite.name in SERVER_ONLY:
+                click.echo(f"{suite.name}: skipped on SQLite ({SERVER_ONLY[suite.name]})", err=True)
+        chosen = [suite for suite in chosen if suite.name not in SERVER_ONLY]
     first = seed if seed is not None else start
     plan = [(suite, _seed_list(suite, seeds, first)) for suite in chosen]
     # Campaigns inject thousands of faults on purpose; the store logs each one.
@@ -230,18 +236,22 @@ def _play(plan: list[tuple[Suite, list[int]]]) -> Report:
     ) as bar:
         for run in report.runs:
             suite_started = time.monotonic()
-            for seed in run.seeds:
-                failed = sum(len(r.failures) for r in report.runs)
-                bar.current_item = f"{run.suite.name} seed {seed}, {failed} failed so far"
-                bar.render_progress()  # name the seed now running, not the one just done
-                seed_started = time.monotonic()
-                try:
-                    outcome = run.suite.run(seed)
-                except Exception as error:  # one broken seed must not lose a long hunt
-                    outcome = crashed(run.suite.name, seed, error, time.monotonic() - seed_started)
-                if not outcome.ok:
-                    run.failures.append(outcome)
-                bar.update(1)
+            try:
+                for seed in run.seeds:
+                    failed = sum(len(r.failures) for r in report.runs)
+                    bar.current_item = f"{run.suite.name} seed {seed}, {failed} failed so far"
+                    bar.render_progress()  # name the seed now running, not the one just done
+                    seed_started = time.monotonic()
+                    try:
+                        outcome = run.suite.run(seed)
+                    except Exception as error:  # one broken seed must not lose a long hunt
+                        seconds = time.monotonic() - seed_started
+                        outcome = crashed(run.suite.name, seed, error, seconds)
+                    if not outcome.ok:
+                        run.failures.append(outcome)
+                    bar.update(1)
+            finally:
+                run.suite.finish()
             run.seconds = time.monotonic() - suite_started
     report.seconds = time.monotonic() - started
     return report

@@ -2,8 +2,9 @@
 
 The in-process suites of :data:`agentkeep.chaos.campaigns.SUITES` report
 :class:`~agentkeep.chaos.Violation` values; the real-process campaign
-(:mod:`agentkeep.chaos.process_kills`) and the power-loss campaign
-(:mod:`agentkeep.chaos.power`) report problem strings. :func:`suites` wraps each in a
+(:mod:`agentkeep.chaos.process_kills`), the power-loss campaign
+(:mod:`agentkeep.chaos.power`) and the PostgreSQL server faults
+(:mod:`agentkeep.chaos.pg_server_faults`) report problem strings. :func:`suites` wraps each in a
 :class:`Suite` whose ``run(seed)`` returns an :class:`Outcome`: the seed, what broke (with
 the invariant where one is named), the trace of the run and the commands replaying it.
 
@@ -19,12 +20,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-SuiteKind = Literal["in-process", "processes", "power-loss"]
+SuiteKind = Literal["in-process", "processes", "power-loss", "server-faults"]
 
 PROCESS_KILLS = "process_kills"
 POWER_LOSS = "power_loss"
+PG_SERVER_FAULTS = "pg_server_faults"
 
-_INVARIANT = re.compile(r"^(?:§7\.(\d+)|([LTC]\d)) ")
+#: Suites that need a PostgreSQL server (their own throwaway cluster when no URL is given),
+#: with the reason: a run of every suite on SQLite leaves them out; naming one runs it.
+SERVER_ONLY: dict[str, str] = {
+    PG_SERVER_FAULTS: "faults only a PostgreSQL server has (it starts a throwaway cluster "
+    "when no --database is given)",
+}
+
+_INVARIANT = re.compile(r"^(?:§7\.(\d+)|([LTCO]\d))[ :]")
 
 
 def replay_command(suite: str, seed: int) -> str:
@@ -85,6 +94,7 @@ class Suite:
     default_seeds: int
     sweep: str  # the module's own sweep command (without the CLI)
     run: Callable[[int], Outcome]
+    finish: Callable[[], None] = lambda: None  # after its last seed: release what it kept
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -99,8 +109,8 @@ class Suite:
 
 def suites() -> dict[str, Suite]:
     """Every suite, in-process ones first (in :data:`~agentkeep.chaos.campaigns.SUITES`
-    order), then ``process_kills`` and ``power_loss``."""
-    from agentkeep.chaos import campaigns, power, process_kills
+    order), then ``process_kills``, ``power_loss`` and ``pg_server_faults``."""
+    from agentkeep.chaos import campaigns, pg_server_faults, power, process_kills
 
     found: dict[str, Suite] = {}
     for name, function in campaigns.SUITES.items():
@@ -128,6 +138,17 @@ def suites() -> dict[str, Suite]:
         default_seeds=power.DEFAULT_SEEDS,
         sweep=f"python -m agentkeep.chaos.power --seeds {power.DEFAULT_SEEDS} --jobs 2",
         run=_power_loss,
+    )
+    server = _ServerFaults()
+    found[PG_SERVER_FAULTS] = Suite(
+        name=PG_SERVER_FAULTS,
+        kind="server-faults",
+        description=_prose(pg_server_faults.__doc__),
+        default_seeds=pg_server_faults.DEFAULT_SEEDS,
+        sweep="python -m agentkeep.chaos.pg_server_faults --seeds "
+        f"{pg_server_faults.DEFAULT_SEEDS}",
+        run=server.run,
+        finish=server.close,
     )
     return found
 
@@ -190,8 +211,44 @@ def _power_loss(seed: int) -> Outcome:
     )
 
 
+class _ServerFaults:
+    """``pg_server_faults`` one seed at a time: ``terminate`` and ``takeover`` on the selected
+    server (:func:`~agentkeep.chaos.backend.chaos_database`) when there is one, ``restart``
+    (and everything, without one) on a throwaway cluster started at the first seed that
+    needs it and shared by the seeds of the run until :meth:`close`."""
+
+    def __init__(self) -> None:
+        self._cluster: Any = None
+
+    def run(self, seed: int) -> Outcome:
+        from agentkeep.chaos import pg_server_faults
+        from agentkeep.chaos.backend import chaos_database
+
+        if self._cluster is None:
+            self._cluster = pg_server_faults.OwnCluster()
+        started = time.monotonic()
+        result = pg_server_faults.run_campaign(
+            seed, database=chaos_database(), cluster=self._cluster
+        )
+        trace = result.describe().splitlines()[1:]
+        return Outcome(
+            suite=PG_SERVER_FAULTS,
+            seed=seed,
+            findings=[_from_problem(problem) for problem in result.problems],
+            trace=[line.strip() for line in trace if not line.lstrip().startswith(("!", "replay"))],
+            replay_pytest=None,
+            seconds=time.monotonic() - started,
+        )
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+
 def _from_problem(problem: str) -> Finding:
-    """A problem string; the checker's start: a base-spec number, ``LN (name)`` or ``TN (name)``."""
+    """A problem string; the checker's start: a base-spec number, ``LN (name)``, ``TN (name)``
+    or ``ON: …`` (the server faults' ownership checks)."""
     from agentkeep.chaos.invariants import INVARIANTS
 
     match = _INVARIANT.match(problem)

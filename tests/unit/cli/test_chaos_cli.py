@@ -13,7 +13,7 @@ from agentkeep.chaos.campaigns import CampaignResult
 from agentkeep.chaos.invariants import INVARIANTS, Violation
 from agentkeep.chaos.process_kills import KillCampaignResult
 
-ALL_SUITES = [*campaigns.SUITES, "process_kills", "power_loss"]
+ALL_SUITES = [*campaigns.SUITES, "process_kills", "power_loss", "pg_server_faults"]
 
 
 def error_of(result: Any) -> dict[str, Any]:
@@ -67,6 +67,7 @@ def test_chaos_list_json_describes_every_suite(invoke: Any) -> None:
     assert kinds["queues"] == "in-process"
     assert kinds["process_kills"] == "processes"
     assert kinds["power_loss"] == "power-loss"
+    assert kinds["pg_server_faults"] == "server-faults"
     assert all(s["description"] and s["default_seeds"] > 0 for s in suites)
 
 
@@ -93,6 +94,69 @@ def test_a_real_process_and_a_power_loss_seed_run_from_the_cli(invoke: Any) -> N
     assert rows["power_loss"][:2] == ["1", "0"]
     assert rows["process_kills"][:2] == ["1", "0"]
     assert rows["total"][:2] == ["2", "0"]
+
+
+@pytest.mark.slow
+def test_the_server_faults_run_from_the_cli_on_the_given_server(
+    invoke: Any, postgres_server: str
+) -> None:
+    """Seed 3 terminates and steals the writer's store twice on ``--database``'s server;
+    its findings (``O1``/``O2`` among them) are the campaign's."""
+    argv = ["--suite", "pg_server_faults", "--seed", "3", "--database", postgres_server]
+    result = invoke("chaos", "run", *argv, json_mode=True)
+    assert result.exit_code == 0, result.output
+    (suite,) = json.loads(result.stdout)["suites"]
+    assert (suite["suite"], suite["kind"], suite["seeds_run"], suite["failed"]) == (
+        "pg_server_faults",
+        "server-faults",
+        1,
+        0,
+    )
+
+
+def test_a_server_fault_problem_is_a_finding_with_its_check_named() -> None:
+    from agentkeep.chaos import pg_server  # noqa: F401  # registers O1 and O2
+    from agentkeep.cli.chaos_suites import _from_problem
+
+    finding = _from_problem("O1: owner b wrote again (write #3) after owner a")
+    assert finding.invariant == "O1"
+    assert finding.name is not None
+    assert "ownership was lost" in finding.name
+
+
+def test_every_suite_on_sqlite_leaves_the_server_faults_out(
+    invoke: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run of every suite without a server skips ``pg_server_faults`` (saying why); every
+    other suite is faked to one passing seed, so only the selection is under test."""
+    from agentkeep.chaos.backend import DATABASE_ENV
+    from agentkeep.cli import chaos_suites
+
+    real = chaos_suites.suites
+    ran: list[str] = []
+
+    def passing(name: str) -> Any:
+        def run(seed: int) -> chaos_suites.Outcome:
+            ran.append(name)
+            return chaos_suites.Outcome(suite=name, seed=seed)
+
+        return run
+
+    def faked() -> dict[str, chaos_suites.Suite]:
+        return {
+            name: chaos_suites.Suite(
+                suite.name, suite.kind, suite.description, 1, suite.sweep, passing(name)
+            )
+            for name, suite in real().items()
+        }
+
+    monkeypatch.setattr(chaos_suites, "suites", faked)
+    monkeypatch.delenv(DATABASE_ENV, raising=False)
+    monkeypatch.delenv("AGENTKEEP_DATABASE", raising=False)
+    result = invoke("chaos", "run", "--seed", "0")
+    assert result.exit_code == 0, result.output
+    assert "pg_server_faults: skipped on SQLite" in result.stderr
+    assert ran == [name for name in ALL_SUITES if name != "pg_server_faults"]
 
 
 def test_json_summary_has_a_stable_shape_and_stdout_holds_only_it(invoke: Any) -> None:

@@ -198,6 +198,27 @@ def settled_event_skipped() -> Iterator[None]:
         yield
 
 
+def _past_the_immutability_trigger(
+    self: LedgerStatements, statement: str, params: tuple[Any, ...]
+) -> None:
+    """Run ``statement`` (an UPDATE of ``session_events``) in the writer's transaction past
+    the trigger refusing it: on SQLite the trigger is dropped and re-created, on PostgreSQL
+    disabled and enabled again, all in that transaction (the ledger is mutable only inside)."""
+    statements = self._x.statements
+    if statements.dialect.name == "sqlite":
+        statements.execute("DROP TRIGGER session_events_are_immutable")
+        statements.execute(statement, params)
+        statements.execute(
+            "CREATE TRIGGER session_events_are_immutable BEFORE UPDATE ON "
+            "session_events BEGIN SELECT RAISE(ABORT, 'session events are immutable'); END"
+        )
+        return
+    trigger = "TRIGGER session_events_are_immutable"
+    statements.execute(f"ALTER TABLE session_events DISABLE {trigger}")
+    statements.execute(statement, params)
+    statements.execute(f"ALTER TABLE session_events ENABLE {trigger}")
+
+
 @contextmanager
 def old_event_rewritten_on_compaction() -> Iterator[None]:
     """While active, a compaction's transaction also rewrites the session's first event (its
@@ -210,15 +231,10 @@ def old_event_rewritten_on_compaction() -> Iterator[None]:
         ) -> int:
             sequence = original(self, agent_id, type, data, **options)
             if type == "compaction":
-                execute = self._x.statements.execute
-                execute("DROP TRIGGER session_events_are_immutable")
-                execute(
+                _past_the_immutability_trigger(
+                    self,
                     "UPDATE session_events SET data_json = ? WHERE agent_id = ? AND sequence = 1",
                     (encode_event_data({"rewritten_by_compaction": data.get("epoch")}), agent_id),
-                )
-                execute(
-                    "CREATE TRIGGER session_events_are_immutable BEFORE UPDATE ON "
-                    "session_events BEGIN SELECT RAISE(ABORT, 'session events are immutable'); END"
                 )
             return sequence
 
@@ -280,16 +296,11 @@ def first_event_retimed_on_acceptance() -> Iterator[None]:
         ) -> int:
             sequence = original(self, agent_id, type, data, **options)
             if type == "message.accepted" and sequence > 1:
-                execute = self._x.statements.execute
-                execute("DROP TRIGGER session_events_are_immutable")
-                execute(
+                _past_the_immutability_trigger(
+                    self,
                     "UPDATE session_events SET created_at_ms = created_at_ms + 1 "
                     "WHERE agent_id = ? AND sequence = 1",
                     (agent_id,),
-                )
-                execute(
-                    "CREATE TRIGGER session_events_are_immutable BEFORE UPDATE ON "
-                    "session_events BEGIN SELECT RAISE(ABORT, 'session events are immutable'); END"
                 )
             return sequence
 
