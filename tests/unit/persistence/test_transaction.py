@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
+import psycopg
 import pytest
 
 from agentkeep.errors import ExpiredScopeError, UnknownAgentError
@@ -255,8 +256,12 @@ def test_kv_list_and_clear_cover_exactly_the_prefix(store: Store) -> None:
 
 
 def test_foreign_keys_refuse_rows_for_unknown_agents(store: Store) -> None:
-    with pytest.raises(apsw.ConstraintError):
+    # The driver's own error on either backend: SQLite's "FOREIGN KEY constraint failed",
+    # PostgreSQL's "violates foreign key constraint" (psycopg's ForeignKeyViolation).
+    refused = (apsw.ConstraintError, psycopg.errors.ForeignKeyViolation)
+    with pytest.raises(refused, match=r"(?i)foreign key"):
         store.transact(lambda tx: tx.records.append("ghost", _user("x")))
+    assert store.read(lambda tx: tx.records.count("ghost")) == 0  # nothing written
 
 
 def test_a_transaction_refuses_use_after_its_work_returned(store: Store) -> None:
