@@ -32,6 +32,7 @@ from tests.unit.subprocesses import AGENTKEEP, first_line
 
 TOKEN = "server-down-token-0123456789-abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+SERVE = ("--json", "serve", "--port", "0")
 #: A refusal must come within this (a hang would be the request timeout instead).
 PROMPT = 15.0
 #: How long the daemon may take to write again once the server is back.
@@ -104,8 +105,7 @@ def test_a_database_server_that_goes_away_is_refused_clearly_and_recovered_from(
     url = with_schema(own_cluster.url, "down_and_back")
     log = (tmp_path / "serve.log").open("w")  # the daemon's log, read after a failure
     process = subprocess.Popen(
-        [*AGENTKEEP, "--home", str(tmp_path / "home"), "--database", url]
-        + ["--json", "serve", "--port", "0"],
+        [*AGENTKEEP, "--home", str(tmp_path / "home"), "--database", url, *SERVE],
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,
