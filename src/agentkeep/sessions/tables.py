@@ -21,6 +21,7 @@ from agentkeep.registry.canonical import decode_definition
 from agentkeep.registry.types import Definition, Revision
 from agentkeep.sessions import owing as owing_work
 from agentkeep.sessions.types import SessionRecord
+from agentkeep.types.ids import id_cursor
 from agentkeep.types.turns import NATIVE_DRIVER
 
 _SELECT = (
@@ -86,12 +87,20 @@ def list_sessions(
     limit: int | None,
 ) -> list[SessionRecord]:
     """Live agents as sessions in id order, after ``after`` (exclusive), at most ``limit``;
-    only those pinned to ``definition_id`` if given; archived ones only if asked."""
+    only those pinned to ``definition_id`` if given; archived ones only if asked. ``after``
+    may be any string (``id_cursor``); a ``definition_id`` holding a NUL is no id: none."""
+    if definition_id is not None and "\x00" in definition_id:
+        return []  # and PostgreSQL's text cannot carry it
     rows = tx.sql.query(
         f"{_SELECT} AND (CAST(?1 AS TEXT) IS NULL OR s.definition_id = ?1) "
         "AND (?2 OR s.archived_at_ms IS NULL) AND (CAST(?3 AS TEXT) IS NULL OR a.id > ?3) "
         "ORDER BY a.id LIMIT ?4",
-        (definition_id, include_archived, after, -1 if limit is None else limit),
+        (
+            definition_id,
+            include_archived,
+            None if after is None else id_cursor(after),
+            -1 if limit is None else limit,
+        ),
     )
     return [_record(tx, row) for row in rows]
 
