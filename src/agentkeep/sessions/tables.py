@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from agentkeep.persistence.codec import decode_object
 from agentkeep.persistence.interface import Transaction
 from agentkeep.registry.canonical import decode_definition
@@ -122,15 +124,32 @@ def session_driver(tx: Transaction, session_id: str) -> str:
     # Read on every acceptance: a scalar subquery, measured ~8x cheaper than the equivalent
     # join (same answer: no session, no pin or no driver id all read as the native loop).
     # Remembered by the writer: sessions rows change only through tx.sql.execute or the agents
-    # cascade, and revisions never change.
+    # cascade, and revisions never change. The driver id is decoded here, not extracted in
+    # SQL: PostgreSQL's JSON functions refuse a document holding a ``\u0000`` anywhere (a
+    # description may hold a NUL, as on SQLite), and msgspec reads only ``driver.id``.
     rows = tx.sql.query_remembered(
         session_id,
-        "SELECT (SELECT json_extract(r.definition_json, '$.driver.id') "
-        "FROM definition_revisions AS r WHERE r.id = s.revision_id) "
-        "FROM sessions AS s WHERE s.agent_id = ?",
+        "SELECT (SELECT r.definition_json FROM definition_revisions AS r "
+        "WHERE r.id = s.revision_id) FROM sessions AS s WHERE s.agent_id = ?",
         (session_id,),
     )
-    return NATIVE_DRIVER if not rows or rows[0][0] is None else str(rows[0][0])
+    if not rows or rows[0][0] is None:
+        return NATIVE_DRIVER
+    driver = _DRIVER_OF.decode(rows[0][0]).driver
+    return NATIVE_DRIVER if driver is None or driver.id is None else driver.id
+
+
+class _DriverId(msgspec.Struct):
+    id: str | None = None
+
+
+class _DriverOf(msgspec.Struct):
+    """The one field of a definition's document a turn's acceptance needs."""
+
+    driver: _DriverId | None = None
+
+
+_DRIVER_OF = msgspec.json.Decoder(_DriverOf)
 
 
 # -- writes ------------------------------------------------------------------------------------
