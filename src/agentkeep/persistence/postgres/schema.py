@@ -22,12 +22,12 @@ Migrations run under the store's advisory lock (the writer's session holds it).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import psycopg
 
 from agentkeep.logs import get_logger
+from agentkeep.persistence import clock
 from agentkeep.persistence.schema import MIGRATIONS, Migration, check_applied
 
 __all__ = ["POSTGRES_MIGRATIONS", "applied_migrations", "migrate"]
@@ -401,7 +401,7 @@ def migrate(
                 connection.execute(
                     "INSERT INTO schema_migrations (version, name, applied_at_ms) "
                     "VALUES (%s, %s, %s)",
-                    (migration.version, migration.name, time.time_ns() // 1_000_000),
+                    (migration.version, migration.name, clock.now_ms()),  # the injected one
                 )
                 applied_now.append(migration.version)
         if done is None:
