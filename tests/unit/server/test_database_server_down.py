@@ -6,7 +6,8 @@ A throwaway cluster of the test's own (``scripts/postgres_cluster.py``) is stopp
 every request that needs the store is refused promptly with a 503 and a code, never a 500,
 never a hang; ``/healthz`` stays alive (the daemon is not broken, its store is away). Once
 the cluster is back on the same port the daemon writes and reads again by itself, without a
-restart, and nothing acknowledged before is lost; SIGTERM still ends it.
+restart (a session runs a turn to its end again), and nothing acknowledged before is lost;
+SIGTERM still ends it.
 
 Needs PostgreSQL's server binaries; runs on the PostgreSQL pass (it takes the session's
 server fixture only to be skipped on the SQLite pass)."""
@@ -118,6 +119,11 @@ def test_a_database_server_that_goes_away_is_refused_clearly_and_recovered_from(
             made = client.post("/v1/sessions", json={"agentId": "before", "sessionId": "s1"})
             assert made.status_code == 201, made.text
 
+            # A turn under way (the demo model streams slowly) when the server goes away.
+            running = client.post(
+                "/v1/sessions/s1/messages", json={"message": "Add 40 and 2.", "wait": False}
+            )
+            assert running.status_code == 202, running.text
             own_cluster.crash()
             # Writes and reads, through the writer's session and the readers' alike.
             requests: list[Callable[[], httpx.Response]] = [
@@ -147,6 +153,13 @@ def test_a_database_server_that_goes_away_is_refused_clearly_and_recovered_from(
             assert {"before", "after"} <= ids
             assert "during" not in ids  # refused means not written
             assert client.get("/v1/sessions/s1").status_code == 200
+            # The session's agent runs a turn to its end again (the demo model).
+            turn = client.post("/v1/sessions/s1/messages", json={"message": "Add 2 and 2."})
+            assert turn.status_code == 200, turn.text
+            assert turn.json()["turn"]["status"] == "completed", turn.text
+            # The turn the crash cut ended too (the turns of a session run in order).
+            turns = client.get("/v1/sessions/s1/turns").json()["turns"]
+            assert {t["status"] for t in turns} <= {"completed", "failed", "cancelled"}, turns
             assert client.get("/healthz").status_code == 200
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
