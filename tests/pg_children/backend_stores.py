@@ -68,8 +68,8 @@ def install(base_url: str) -> list[tuple[Any, str, Any]]:
     def read_only(cls: Any, home: Any = None, **options: Any) -> Any:
         from agentkeep.persistence.store import resolve_home
 
-        options.pop("migrations", None)  # SQLite's; the server's reader checks its own
-        return postgres.PostgresReadOnlyStore.open(base_url, resolve_home(home))
+        # A test's own list (SQLite's texts) is checked by (version, name), as on SQLite.
+        return postgres.PostgresReadOnlyStore.open(base_url, resolve_home(home), **options)
 
     replaced = [
         (ReadOnlyStore, "open", ReadOnlyStore.__dict__["open"]),

@@ -5,7 +5,9 @@ mid-response through a scripted model — so a change there would otherwise rot 
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -13,6 +15,29 @@ from types import ModuleType
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _on_sqlite(name: str, args: list[str]) -> str:
+    """What ``bench/NAME.py ARGS`` prints, run as a process of its own on SQLite whatever the
+    suite's backend: for a benchmark whose subject is SQLite's (its pages, apsw's statements).
+    The PostgreSQL pass puts its children's stores on the server (``tests/pg_children``):
+    none of that reaches this one."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("AGENTKEEP_DATABASE", "AGENTKEEP_TEST_STORES", "PYTHONPATH")
+    }
+    env["AGENTKEEP_TEST_DATABASE"] = "sqlite"
+    done = subprocess.run(
+        [sys.executable, str(BENCH / f"{name}.py"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
 
 
 def _load(name: str) -> ModuleType:
@@ -26,12 +51,9 @@ def _load(name: str) -> ModuleType:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_step_anatomy_reports_every_section(capsys: pytest.CaptureFixture[str]) -> None:
-    module = _load("step_anatomy")
-
-    assert module.main(["--steps", "6", "--agents", "3", "--agent-steps", "4"]) == 0
-
-    out = capsys.readouterr().out
+def test_step_anatomy_reports_every_section() -> None:
+    # SQLite's by design: a step's pages in the WAL, the writer's time inside apsw's calls.
+    out = _on_sqlite("step_anatomy", ["--steps", "6", "--agents", "3", "--agent-steps", "4"])
     assert "store writer" in out
     assert "agent actors" in out
     commit = re.search(r"COMMIT\s+([\d.]+)", out)
@@ -54,14 +76,9 @@ def test_queue_backlog_reports_send_and_drain(capsys: pytest.CaptureFixture[str]
     assert "drain:" in out
 
 
-def test_step_sql_floor_replays_the_captured_step_against_the_floor(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    module = _load("step_sql_floor")
-
-    assert module.main(["--agents", "3", "--steps", "9", "--group", "3"]) == 0
-
-    out = capsys.readouterr().out
+def test_step_sql_floor_replays_the_captured_step_against_the_floor() -> None:
+    # SQLite's by design: the writer's statements captured from apsw, replayed on raw apsw.
+    out = _on_sqlite("step_sql_floor", ["--agents", "3", "--steps", "9", "--group", "3"])
     captured = re.search(r"captured: 9 steps over 3 sessions, ([\d.]+) writer statements", out)
     assert captured is not None
     assert float(captured.group(1)) > 5  # a step writes its turn, records, queue, ledger …

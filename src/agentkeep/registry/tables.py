@@ -22,6 +22,7 @@ from agentkeep.errors import StoreError
 from agentkeep.persistence.interface import Transaction
 from agentkeep.registry.canonical import decode_definition
 from agentkeep.registry.types import DefinitionRecord, Revision
+from agentkeep.types.ids import id_cursor
 
 _CURRENT = (
     "SELECT d.id, d.current_revision, d.created_at_ms, d.updated_at_ms, d.deleted_at_ms, "
@@ -91,11 +92,16 @@ def read_current(tx: Transaction, definition_id: str) -> tuple[DefinitionRecord,
 def list_records(
     tx: Transaction, *, include_deleted: bool, after: str | None, limit: int | None
 ) -> list[DefinitionRecord]:
-    """Identities in id order, after the id ``after`` (exclusive), at most ``limit``."""
+    """Identities in id order, after ``after`` (exclusive; any string, ``id_cursor``), at
+    most ``limit``."""
     rows = tx.sql.query(
         f"{_CURRENT} WHERE (CAST(?1 AS TEXT) IS NULL OR d.id > ?1) "
         "AND (?2 OR d.deleted_at_ms IS NULL) ORDER BY d.id LIMIT ?3",
-        (after, include_deleted, -1 if limit is None else limit),
+        (
+            None if after is None else id_cursor(after),
+            include_deleted,
+            -1 if limit is None else limit,
+        ),
     )
     return [_current(row)[0] for row in rows]
 

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from agentkeep.persistence.codec import decode_object
 from agentkeep.persistence.interface import Transaction
 from agentkeep.registry.canonical import decode_definition
 from agentkeep.registry.types import Definition, Revision
 from agentkeep.sessions import owing as owing_work
 from agentkeep.sessions.types import SessionRecord
+from agentkeep.types.ids import id_cursor
 from agentkeep.types.turns import NATIVE_DRIVER
 
 _SELECT = (
@@ -86,12 +89,20 @@ def list_sessions(
     limit: int | None,
 ) -> list[SessionRecord]:
     """Live agents as sessions in id order, after ``after`` (exclusive), at most ``limit``;
-    only those pinned to ``definition_id`` if given; archived ones only if asked."""
+    only those pinned to ``definition_id`` if given; archived ones only if asked. ``after``
+    may be any string (``id_cursor``); a ``definition_id`` holding a NUL is no id: none."""
+    if definition_id is not None and "\x00" in definition_id:
+        return []  # and PostgreSQL's text cannot carry it
     rows = tx.sql.query(
         f"{_SELECT} AND (CAST(?1 AS TEXT) IS NULL OR s.definition_id = ?1) "
         "AND (?2 OR s.archived_at_ms IS NULL) AND (CAST(?3 AS TEXT) IS NULL OR a.id > ?3) "
         "ORDER BY a.id LIMIT ?4",
-        (definition_id, include_archived, after, -1 if limit is None else limit),
+        (
+            definition_id,
+            include_archived,
+            None if after is None else id_cursor(after),
+            -1 if limit is None else limit,
+        ),
     )
     return [_record(tx, row) for row in rows]
 
@@ -113,15 +124,32 @@ def session_driver(tx: Transaction, session_id: str) -> str:
     # Read on every acceptance: a scalar subquery, measured ~8x cheaper than the equivalent
     # join (same answer: no session, no pin or no driver id all read as the native loop).
     # Remembered by the writer: sessions rows change only through tx.sql.execute or the agents
-    # cascade, and revisions never change.
+    # cascade, and revisions never change. The driver id is decoded here, not extracted in
+    # SQL: PostgreSQL's JSON functions refuse a document holding a ``\u0000`` anywhere (a
+    # description may hold a NUL, as on SQLite), and msgspec reads only ``driver.id``.
     rows = tx.sql.query_remembered(
         session_id,
-        "SELECT (SELECT json_extract(r.definition_json, '$.driver.id') "
-        "FROM definition_revisions AS r WHERE r.id = s.revision_id) "
-        "FROM sessions AS s WHERE s.agent_id = ?",
+        "SELECT (SELECT r.definition_json FROM definition_revisions AS r "
+        "WHERE r.id = s.revision_id) FROM sessions AS s WHERE s.agent_id = ?",
         (session_id,),
     )
-    return NATIVE_DRIVER if not rows or rows[0][0] is None else str(rows[0][0])
+    if not rows or rows[0][0] is None:
+        return NATIVE_DRIVER
+    driver = _DRIVER_OF.decode(rows[0][0]).driver
+    return NATIVE_DRIVER if driver is None or driver.id is None else driver.id
+
+
+class _DriverId(msgspec.Struct):
+    id: str | None = None
+
+
+class _DriverOf(msgspec.Struct):
+    """The one field of a definition's document a turn's acceptance needs."""
+
+    driver: _DriverId | None = None
+
+
+_DRIVER_OF = msgspec.json.Decoder(_DriverOf)
 
 
 # -- writes ------------------------------------------------------------------------------------

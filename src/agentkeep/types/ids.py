@@ -89,3 +89,12 @@ def is_valid_id(value: object) -> bool:
     return (
         isinstance(value, str) and _ID.fullmatch(value) is not None and value not in _PATH_SEGMENTS
     )
+
+
+def id_cursor(after: str) -> str:
+    """The page cursor ``after`` (any string: "the ids after this one") as a store may bind it.
+
+    No id holds a NUL (:func:`is_valid_id`), so the ids after a string holding one are the
+    ids after its text before the first NUL, in byte order: the same page. PostgreSQL's text
+    cannot carry a NUL at all, so listings bind this instead of ``after``."""
+    return after.split("\x00", 1)[0]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.postgres_server import on_sqlite
 
 from agentkeep.errors import StoreLockedError
 from agentkeep.persistence import LOCK_NAME, Store, StoreLock
@@ -48,7 +49,9 @@ def test_second_open_in_the_same_process_is_refused_naming_this_pid(tmp_path: Pa
         with pytest.raises(StoreLockedError) as caught:
             Store.open(tmp_path)
         assert caught.value.holder_pid == os.getpid()
-        assert str(tmp_path / "agents.db") in str(caught.value)
+        # The store it names: the database file on SQLite, the state directory (whose lock
+        # file a store on a server holds) on PostgreSQL.
+        assert str(tmp_path / "agents.db" if on_sqlite() else tmp_path) in str(caught.value)
     # Released on close: a new owner gets it.
     Store.open(tmp_path).close()
 
@@ -79,6 +82,7 @@ def test_another_process_is_refused_while_the_owner_lives_and_admitted_after_sig
     assert successor.returncode == 0
 
 
+@pytest.mark.sqlite_only("a damaged SQLite database file fails the open (its twin: a newer schema)")
 def test_a_failed_open_releases_the_lock(tmp_path: Path) -> None:
     (tmp_path / "agents.db").write_bytes(b"this is not a database" * 100)
     with pytest.raises(Exception, match="not a database"):
@@ -95,17 +99,17 @@ def test_a_connection_that_fails_to_close_still_releases_the_lock(
 ) -> None:
     # Found by the power-loss campaign: a reader opened through its VFS failed to close after
     # the cut, and Store.close never reached the lock's release.
-    from agentkeep.persistence.readers import ReaderPool
-
     store = Store.open(tmp_path)
     store.read(lambda tx: tx.archive.last_epoch("nobody"))  # a reader connection exists
+    readers = type(store.handle._readers)  # SQLite's ReaderPool or the server's readers
 
-    def failing_close(self: ReaderPool) -> None:
+    def failing_close(self: object) -> None:
         raise OSError("the VFS refused to delete the WAL")
 
-    monkeypatch.setattr(ReaderPool, "close", failing_close)
+    monkeypatch.setattr(readers, "close", failing_close)
     with pytest.raises(OSError, match="refused"):
         store.close()
     monkeypatch.undo()
+    store.handle._readers.close()  # what the failing close left open (psycopg warns of it)
     with Store.open(tmp_path) as again:  # the lock was released
         assert again.read(lambda tx: tx.archive.last_epoch("nobody")) == 0

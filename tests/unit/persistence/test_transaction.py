@@ -256,6 +256,7 @@ def test_kv_list_and_clear_cover_exactly_the_prefix(store: Store) -> None:
 def test_foreign_keys_refuse_rows_for_unknown_agents(store: Store) -> None:
     with pytest.raises(StoreConstraintError, match=r"FOREIGN KEY|foreign key"):
         store.transact(lambda tx: tx.records.append("ghost", _user("x")))
+    assert store.read(lambda tx: tx.records.count("ghost")) == 0  # nothing written
 
 
 def test_a_transaction_refuses_use_after_its_work_returned(store: Store) -> None:

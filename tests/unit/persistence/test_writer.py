@@ -208,6 +208,7 @@ def test_close_commits_work_already_accepted(tmp_path: Path) -> None:
         assert reopened.read(lambda tx: tx.kv.read("k")) == 1
 
 
+@pytest.mark.sqlite_only("SQLite's WAL checkpoints (the server checkpoints its own WAL)")
 def test_idle_writer_checkpoints_the_wal(tmp_path: Path) -> None:
     with Store.open(tmp_path, checkpoint_pages=2) as store:
         for i in range(5):

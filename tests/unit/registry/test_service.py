@@ -241,6 +241,16 @@ def test_list_orders_by_id_pages_and_hides_tombstones(registry: Registry) -> Non
         registry.list(limit=0)
 
 
+def test_a_cursor_holding_a_nul_pages_as_it_sorts(registry: Registry) -> None:
+    # Any string is a cursor (GET /v1/agents?after=), NUL included: PostgreSQL's text cannot
+    # hold one (a 500 there once), and the page is the byte order's on both backends.
+    for name in ("b", "ba", "bb", "c"):
+        registry.create({"id": name})
+    assert [r.id for r in registry.list(after="b\x00z")] == ["ba", "bb", "c"]
+    assert [r.id for r in registry.list(after="\x00")] == ["b", "ba", "bb", "c"]
+    assert [r.id for r in registry.list(after="bb\x00")] == ["c"]
+
+
 def test_revisions_page_by_number(registry: Registry) -> None:
     registry.create({"id": "r"})
     for text in ("two", "three", "four"):

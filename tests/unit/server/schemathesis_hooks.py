@@ -12,7 +12,11 @@ each names something registered at run time or the record's own identity:
   two parameters);
 - a session start or a message naming a definition, provider or model this system cannot
   run (its driver, tools, provider or model: checked at start, docs/sessions.md);
-- an idempotency key an earlier generated request used for another input.
+- an idempotency key an earlier generated request used for another input;
+- an integer of a definition's caller-owned JSON (``metadata``, a driver's ``config``)
+  beyond 64 bits: JSON Schema's ``integer`` is any integral number, ``1e30`` included, which
+  the server accepts as the float it is, so no bound on ``integer`` can state "a JSON integer
+  literal within 64 bits" (docs/registry.md states it).
 
 Every other refusal of a schema-valid request (a 400, or a 422 for any other reason) still
 fails the run.
@@ -54,6 +58,8 @@ def _about_state(operation_id: str, error: dict[str, Any]) -> bool:
     if operation_id == "sendMessage" and field == "idempotencyKey":
         return "differ" in message  # the header and the body name two keys
     if operation_id in ("createAgent", "updateAgent") and code == "invalid_definition":
+        if message.endswith("does not fit in 64 bits"):
+            return True
         if field == "model.id" and any(text in message for text in _MODEL_ID_REFUSALS):
             return True
         return operation_id == "updateAgent" and field == "id" and "cannot change" in message

@@ -77,6 +77,10 @@ def test_a_non_ascii_idempotency_key_header_is_refused(
     assert client.get("/v1/sessions/s2/turns").json()["turns"] == []  # no turn was made
 
 
+@pytest.mark.sqlite_only(
+    "deletes SQLite's database file under the daemon; a server that goes away is "
+    "test_database_server_down.py"
+)
 def test_a_deleted_store_file_stops_the_daemon_acknowledging(
     served: Served, client: httpx.Client
 ) -> None:

@@ -52,6 +52,9 @@ def test_list_filters_by_definition_and_pages_by_id(world: World) -> None:
     assert _ids(system.sessions.list(after="rb", limit=2)) == ["rc", "wa"]
     assert _ids(system.sessions.list(after="wa")) == ["xa"]
     assert _ids(system.sessions.list(definition_id="reviewer", after="ra", limit=1)) == ["rb"]
+    # Any string pages in byte order, a NUL included (PostgreSQL's text cannot hold one).
+    assert _ids(system.sessions.list(after="rb\x00x")) == ["rc", "wa", "xa"]
+    assert system.sessions.list(definition_id="review\x00er") == []
     with pytest.raises(ValueError, match="limit"):
         system.sessions.list(limit=0)
 

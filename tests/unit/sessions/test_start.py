@@ -131,6 +131,18 @@ def test_a_definition_without_a_model_runs_on_the_systems_default(world: World) 
     assert _tool_keys(world.other) == {("git", "status"), (None, "lookup"), (None, "shell")}
 
 
+def test_a_definition_whose_text_holds_a_nul_runs_its_sessions(world: World) -> None:
+    # Any text a definition holds may carry a NUL, as on SQLite: PostgreSQL's jsonb refused
+    # the definition's document when a turn read its driver (a 500 at every message).
+    system = world.open()
+    system.registry.create({"id": "nul", "description": "a\x00b", "instructions": "Be\x00 brief."})
+    session = system.sessions.start("nul")
+    world.other.add(ak.script.text("ok"))
+    run_turn(system, session.id, "go")
+    [request] = world.other.requests
+    assert request.context.instructions == "Be\x00 brief."
+
+
 def test_an_agent_made_without_a_definition_keeps_the_systems_configuration(
     world: World,
 ) -> None:

@@ -6,8 +6,8 @@ import datetime
 from pathlib import Path
 from typing import Any
 
-import apsw
 import pytest
+from tests.postgres_server import on_sqlite
 
 import agentkeep as ak
 
@@ -55,6 +55,7 @@ def test_feature_returns_the_running_instance(tmp_path: Path) -> None:
 # -- database_path ---------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only("database_path places SQLite's database file (a server's store is a URL)")
 def test_database_path_puts_the_database_there_and_reopens_it(tmp_path: Path) -> None:
     home = tmp_path / "state"
     database = tmp_path / "elsewhere" / "nested" / "mine.sqlite"
@@ -85,27 +86,30 @@ def test_database_path_must_be_a_path(tmp_path: Path) -> None:
 # -- now -------------------------------------------------------------------------------------
 
 
-def _stamps(database: Path) -> dict[str, list[int]]:
-    """Every timestamp column of the database, by ``table.column``."""
-    connection = apsw.Connection(str(database), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
+def _stamps(store: Any) -> dict[str, list[int]]:
+    """Every timestamp column of the store (either backend), by ``table.column``."""
+    if on_sqlite():
+        catalog = (
+            "SELECT m.name, p.name FROM sqlite_master AS m, pragma_table_info(m.name) AS p "
+            "WHERE m.type = 'table'"
+        )
+    else:
+        catalog = (
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema()"
+        )
+
+    def read(tx: Any) -> dict[str, list[int]]:
         found: dict[str, list[int]] = {}
-        tables = [
-            row[0]
-            for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        ]
-        for table in tables:
-            columns = [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
-            for column in columns:
-                if column.endswith("_at_ms"):
-                    values = connection.execute(
-                        f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL"
-                    ).fetchall()
-                    if values:
-                        found[f"{table}.{column}"] = [int(row[0]) for row in values]
+        for table, column in tx.sql.query(catalog):
+            if str(column).endswith("_at_ms"):
+                rows = tx.sql.query(f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL")
+                if rows:
+                    found[f"{table}.{column}"] = [int(row[0]) for row in rows]
         return found
-    finally:
-        connection.close()
+
+    found: dict[str, list[int]] = store.read(read)
+    return found
 
 
 @pytest.mark.parametrize(
@@ -130,12 +134,12 @@ def test_every_timestamp_written_comes_from_the_injected_clock(tmp_path: Path, n
         events = system.events(session.id, limit=1000)
         record = system.sessions.get(session.id)
         definition = system.registry.get("reviewer")
+        stamps = _stamps(system.internals.store)
 
     assert {event.created_at_ms for event in events} == {FIXED_MS}
     assert (turn.created_at_ms, turn.started_at_ms, turn.completed_at_ms) == (FIXED_MS,) * 3
     assert (record.created_at_ms, record.updated_at_ms, record.archived_at_ms) == (FIXED_MS,) * 3
     assert (definition.created_at_ms, definition.updated_at_ms) == (FIXED_MS, FIXED_MS)
-    stamps = _stamps(tmp_path / "agents.db")
     expected_columns = {
         "agents.created_at_ms",
         "schema_migrations.applied_at_ms",

@@ -5,8 +5,14 @@ A read is one ``REPEATABLE READ READ ONLY`` transaction (the dialect spells a re
 half a group, as a SQLite WAL read transaction does. Reader connections are read-only
 sessions (``default_transaction_read_only``), hold no lock and never block the writer, so
 ``list``/``show``/``events`` read a store while another process owns it
-(:class:`PostgresReadOnlyStore`). A reader whose connection dropped is discarded; the next
-read opens a new one.
+(:class:`PostgresReadOnlyStore`).
+
+A reader whose connection dropped is discarded, with every idle one (a dropped session
+usually means the server restarted or went away: they are as stale); the next read opens a
+new one. A read whose ``BEGIN`` fails on a kept connection (nothing of ``work`` ran yet) is
+tried once more on a new one, so the first read after the server came back succeeds. While
+the server cannot be reached a read is refused with ``StoreUnavailableError`` (the daemon's
+503 ``store_unavailable``): it did not run, retry it.
 """
 
 from __future__ import annotations
@@ -19,7 +25,12 @@ from typing import TypeVar
 
 import psycopg
 
-from agentkeep.errors import SchemaTooOldError, StoreClosedError, StoreError
+from agentkeep.errors import (
+    SchemaTooOldError,
+    StoreClosedError,
+    StoreError,
+    StoreUnavailableError,
+)
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.postgres.connection import (
     PostgresConnection,
@@ -32,7 +43,7 @@ from agentkeep.persistence.postgres.connection import (
 from agentkeep.persistence.postgres.schema import POSTGRES_MIGRATIONS, applied_migrations
 from agentkeep.persistence.postgres.writer import postgres_statements
 from agentkeep.persistence.schema import Migration, check_applied
-from agentkeep.persistence.transaction import SqliteTransaction
+from agentkeep.persistence.transaction import SqliteTransaction, Statements
 
 __all__ = ["NoPostgresStoreError", "PostgresReadOnlyStore", "PostgresReaders"]
 
@@ -54,6 +65,12 @@ def read_snapshot(connection: PostgresConnection, work: Callable[[Transaction], 
     """Run ``work`` on one read-only snapshot of ``connection``."""
     statements = postgres_statements(connection)
     statements.execute("BEGIN")
+    return _in_snapshot(connection, statements, work)
+
+
+def _in_snapshot(
+    connection: PostgresConnection, statements: Statements, work: Callable[[Transaction], T]
+) -> T:
     tx = SqliteTransaction(statements, read_only=True)
     try:
         return work(tx)
@@ -61,6 +78,14 @@ def read_snapshot(connection: PostgresConnection, work: Callable[[Transaction], 
         tx.expire()
         if not connection.broken and connection.in_transaction:
             connection.execute("ROLLBACK")
+
+
+def _unreachable(error: psycopg.Error) -> StoreUnavailableError:
+    refused = StoreUnavailableError(
+        f"The database server cannot be reached ({error}); this read did not run. Retry it."
+    )
+    refused.__cause__ = error
+    return refused
 
 
 class PostgresReaders:
@@ -73,13 +98,18 @@ class PostgresReaders:
         self._idle: list[PostgresConnection] = []
         self._closed = False
 
-    def _take(self) -> PostgresConnection:
+    def _take(self, *, kept: bool) -> tuple[PostgresConnection, bool]:
+        """A connection (an idle one if ``kept`` allows), and whether it was kept."""
         with self._lock:
             if self._closed:
                 raise StoreClosedError("The store is closed.")
-            if self._idle:
-                return self._idle.pop()
-        return PostgresConnection(connect(self._target, name=self._name, read_only=True))
+            if kept and self._idle:
+                return self._idle.pop(), True
+        try:
+            raw = connect(self._target, name=self._name, read_only=True)
+        except psycopg.OperationalError as error:
+            raise _unreachable(error) from None
+        return PostgresConnection(raw), False
 
     def _give(self, connection: PostgresConnection) -> None:
         reusable = not connection.broken and not connection.in_transaction
@@ -87,13 +117,41 @@ class PostgresReaders:
             if reusable and not self._closed:
                 self._idle.append(connection)
                 return
+            stale: list[PostgresConnection] = []
+            if connection.broken:  # the idle ones most likely dropped with it (a restart)
+                stale, self._idle = self._idle, []
         connection.close()
+        for each in stale:
+            each.close()
 
     def read(self, work: Callable[[Transaction], T]) -> T:
-        """Run ``work`` on a read-only snapshot; the transaction expires when it returns."""
-        connection = self._take()
+        """Run ``work`` on a read-only snapshot; the transaction expires when it returns.
+
+        Raises:
+            StoreUnavailableError: the server cannot be reached (the read did not run).
+        """
+        connection, kept = self._take(kept=True)
         try:
-            return read_snapshot(connection, work)
+            statements = postgres_statements(connection)
+            try:
+                statements.execute("BEGIN")
+            except psycopg.OperationalError as error:
+                if not (kept and connection.broken):
+                    raise _unreachable(error) from None
+                # A kept session the server dropped meanwhile: once more on a new one.
+                self._give(connection)
+                connection, _ = self._take(kept=False)
+                statements = postgres_statements(connection)
+                try:
+                    statements.execute("BEGIN")
+                except psycopg.OperationalError as again:
+                    raise _unreachable(again) from None
+            try:
+                return _in_snapshot(connection, statements, work)
+            except psycopg.OperationalError as error:
+                if connection.broken:
+                    raise _unreachable(error) from None
+                raise
         finally:
             self._give(connection)
 

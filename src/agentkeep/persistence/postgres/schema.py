@@ -24,12 +24,12 @@ and checks its marker under it: systems opening one fresh schema at once never r
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import psycopg
 
 from agentkeep.logs import get_logger
+from agentkeep.persistence import clock
 from agentkeep.persistence.postgres.ownership import setup_key
 from agentkeep.persistence.schema import MIGRATIONS, Migration, check_applied
 
@@ -419,7 +419,7 @@ def migrate(
                 connection.execute(
                     "INSERT INTO schema_migrations (version, name, applied_at_ms) "
                     "VALUES (%s, %s, %s)",
-                    (migration.version, migration.name, time.time_ns() // 1_000_000),
+                    (migration.version, migration.name, clock.now_ms()),  # the injected one
                 )
                 applied_now.append(migration.version)
         if done is None:
