@@ -10,15 +10,13 @@ seed failed.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
 from collections import Counter
 
-import structlog
-
 from agentkeep.chaos.backend import DATABASE_ENV, SQLITE_ONLY, chaos_database, use_database
 from agentkeep.chaos.campaigns import SUITES, seeds_from_env
+from agentkeep.chaos.quiet import quiet_logs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,13 +32,11 @@ def main(argv: list[str] | None = None) -> int:
         f"(default: {DATABASE_ENV}, else SQLite)",
     )
     args = parser.parse_args(argv)
-    with use_database(args.database or chaos_database()):
+    with quiet_logs(), use_database(args.database or chaos_database()):
         return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:
-    # Campaigns inject thousands of faults on purpose; the store logs each one.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
     if args.seed is not None:
         seeds = [args.seed]
     elif args.seeds is not None:

@@ -10,7 +10,6 @@ of the CLI never depends on it.
 
 from __future__ import annotations
 
-import logging
 import sys
 import textwrap
 import time
@@ -18,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import click
-import structlog
 
 from agentkeep.cli.context import CliState, pass_state
 from agentkeep.cli.output import EXIT_BAD_INPUT, EXIT_FAILURE, CliError
@@ -88,6 +86,7 @@ def run(
     """Run seeds of chaos suites; every failing seed prints its violations and the command
     replaying it, and the exit status is 1."""
     from agentkeep.chaos.backend import SQLITE_ONLY, chaos_database, use_database
+    from agentkeep.chaos.quiet import quiet_logs
     from agentkeep.cli.chaos_suites import SERVER_ONLY, suites
 
     known = suites()
@@ -105,9 +104,7 @@ def run(
         chosen = [suite for suite in chosen if suite.name not in SERVER_ONLY]
     first = seed if seed is not None else start
     plan = [(suite, _seed_list(suite, seeds, first)) for suite in chosen]
-    # Campaigns inject thousands of faults on purpose; the store logs each one.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
-    with use_database(url):
+    with quiet_logs(), use_database(url):
         report = _play(plan)
     state.output.result(report.to_json(), lambda _: report.render())
     if not report.ok:

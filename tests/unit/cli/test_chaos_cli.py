@@ -319,3 +319,23 @@ def test_a_campaign_that_raises_is_a_failing_seed_not_a_crash(
     assert "the campaign raised RuntimeError: harness broke at seed 1" in result.stdout
     assert "replay: agentkeep chaos run --suite compaction --seed 1" in result.stdout
     assert summary_rows(result.stdout)["compaction"][:2] == ["2", "2"]
+
+
+def test_a_run_in_process_leaves_the_programs_logging_as_it_found_it(
+    invoke: Any, played: list[int]
+) -> None:
+    """The campaign keeps only critical lines while it runs; afterwards the program that
+    invoked the command line (a test, an embedder) logs as before — it once stayed silenced,
+    and the access-log tests that ran after it in the same process saw no line."""
+    import structlog
+    from structlog.testing import capture_logs
+
+    assert invoke("chaos", "list").exit_code == 0  # the command line's own logging set up
+    before = structlog.get_config()["wrapper_class"]  # the level it filters at
+    result = invoke("chaos", "run", "--suite", "queues", "--seeds", "1")
+    assert result.exit_code == 0, result.output
+    assert played == [0]
+    assert structlog.get_config()["wrapper_class"] is before  # the campaign's silence ended
+    with capture_logs() as logs:
+        structlog.get_logger("agentkeep.after").warning("still_heard")
+    assert [entry["event"] for entry in logs] == ["still_heard"]
