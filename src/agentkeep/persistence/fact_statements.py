@@ -46,7 +46,7 @@ class FactStatements(TableStatements):
         text = encode(settings)
         key = ("settings", agent_id)
         self._memo.forget(key)
-        self._write(
+        self._send(
             "INSERT INTO settings (agent_id, settings_json) VALUES (?, ?) "
             "ON CONFLICT (agent_id) DO UPDATE SET settings_json = excluded.settings_json",
             (agent_id, text),
@@ -67,7 +67,7 @@ class FactStatements(TableStatements):
         # The WHERE skips the write when the stored value is identical (canonical JSON).
         key, text = ("owed", agent_id), encode(owed)
         self._memo.forget(key)
-        self._write(
+        self._send(
             "INSERT INTO owed_work (agent_id, owed_json) VALUES (?, ?) "
             "ON CONFLICT (agent_id) DO UPDATE SET owed_json = excluded.owed_json "
             "WHERE owed_work.owed_json IS NOT excluded.owed_json",
@@ -121,9 +121,9 @@ class FactStatements(TableStatements):
         key = ("tokens", agent_id)
         self._memo.forget(key)
         if tokens is None:
-            self._write("DELETE FROM context_tokens WHERE agent_id = ?", (agent_id,))
+            self._send("DELETE FROM context_tokens WHERE agent_id = ?", (agent_id,))
         else:
-            self._write(
+            self._send(
                 "INSERT INTO context_tokens (agent_id, tokens) VALUES (?, ?) "
                 "ON CONFLICT (agent_id) DO UPDATE SET tokens = excluded.tokens",
                 (agent_id, tokens),

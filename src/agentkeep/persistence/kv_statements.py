@@ -51,7 +51,7 @@ class KvStatements(TableStatements):
             yield str(key), str(raw)
 
     def write(self, key: str, value: Any) -> None:
-        self._write(
+        self._send(
             "INSERT INTO kv (key, value_json) VALUES (?, ?) "
             "ON CONFLICT (key) DO UPDATE SET value_json = excluded.value_json",
             (key, encode_value(value)),

@@ -75,7 +75,7 @@ class QueueStatements(TableStatements):
 
     def release_message_ids(self, agent_id: str, message_ids: list[str]) -> None:
         for message_id in message_ids:
-            self._write(
+            self._send(
                 "DELETE FROM message_ids WHERE agent_id = ? AND message_id = ?",
                 (agent_id, message_id),
             )
@@ -101,7 +101,7 @@ class QueueStatements(TableStatements):
         key = ("queue", agent_id)
         before = self._memo.get(key)
         self._memo.forget(key)
-        self._write(
+        self._send(
             "INSERT INTO queue (agent_id, queue, seq, message_id, envelope_json) "
             "VALUES (?, ?, ?, ?, ?)",
             (agent_id, stored.queue, stored.seq, stored.id, encode(stored)),
@@ -150,7 +150,7 @@ class QueueStatements(TableStatements):
     def inject_notice(self, agent_id: str, notice: QueuedNotice) -> QueuedNotice:
         self._memo.forget(("notices", agent_id))
         stored = msgspec.structs.replace(notice, seq=self._next_seq(agent_id, _NOTICE_TAIL))
-        self._write(
+        self._send(
             "INSERT INTO notices (agent_id, seq, notice_json) VALUES (?, ?, ?)",
             (agent_id, stored.seq, encode(stored)),
         )

@@ -51,14 +51,25 @@ T = TypeVar("T")
 
 
 def read_snapshot(connection: PostgresConnection, work: Callable[[Transaction], T]) -> T:
-    """Run ``work`` on one read-only snapshot of ``connection``."""
+    """Run ``work`` on one read-only snapshot of ``connection``.
+
+    In one batch (psycopg's pipeline mode): the ``BEGIN`` is sent with the read's first
+    statement, the ``ROLLBACK`` waited for once, so a read of one statement is two round
+    trips, not three; each statement still waits for its rows."""
     statements = postgres_statements(connection)
-    statements.execute("BEGIN")
-    tx = SqliteTransaction(statements, read_only=True)
+    connection.begin_batch()
     try:
-        return work(tx)
+        statements.send_raw("BEGIN")
+        tx = SqliteTransaction(statements, read_only=True)
+        try:
+            value = work(tx)
+        finally:
+            tx.expire()
+        statements.send_raw("ROLLBACK")
+        connection.end_batch()
+        return value
     finally:
-        tx.expire()
+        connection.abandon_batch()
         if not connection.broken and connection.in_transaction:
             connection.execute("ROLLBACK")
 
