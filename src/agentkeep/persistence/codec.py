@@ -105,7 +105,9 @@ class Statements:
             self._faults.tick(label)
 
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
-        if self.flush is not None and not self._kept:
+        # Read before the flush, which runs statements of its own (and resets both).
+        kept, sending = self._kept, self._sending
+        if self.flush is not None and not kept:
             if sql in (BEGIN_ITEM, BEGIN_GROUP):  # left by an item that failed: not written
                 self.flush = None
             else:
@@ -115,13 +117,13 @@ class Statements:
         # The memo follows the statements as written (SQLite's spelling, every backend).
         text = sql if self._prepare is None else self._prepare(sql)
         cursor = self._cursor
-        run = cursor.send if self._sending else cursor.execute  # send: see ``send``
-        if self._kept or sql.startswith("SELECT"):
+        run = cursor.send if sending else cursor.execute  # send: see ``send``
+        if kept or sql.startswith("SELECT"):
             return run(text, params)  # type: ignore[no-any-return]
         memo = self.memo
         memo.before(sql)
         ran = run(text, params)
-        if not self._sending:  # a statement sent is told to the memo by its caller
+        if not sending:  # a statement sent is told to the memo by its caller
             memo.after(sql)
         return ran  # type: ignore[no-any-return]
 

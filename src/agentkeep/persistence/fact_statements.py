@@ -100,6 +100,13 @@ class FactStatements(TableStatements):
         self._memo.put(key, None)
         return deleted
 
+    def drop_owed(self, agent_id: str) -> None:
+        """:meth:`delete_owed` without its answer: a backend sends it without waiting."""
+        key = ("owed", agent_id)
+        self._memo.forget(key)
+        self._send("DELETE FROM owed_work WHERE agent_id = ?", (agent_id,))
+        self._memo.put(key, None)
+
     def agents_owing_work(self) -> list[str]:
         """Ids of live agents with an owed-work fact (an index scan)."""
         cursor = self._read(

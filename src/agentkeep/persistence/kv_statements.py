@@ -67,6 +67,14 @@ class KvStatements(TableStatements):
             return self._write("DELETE FROM kv WHERE key >= ?", (prefix,))
         return self._write("DELETE FROM kv WHERE key >= ? AND key < ?", (prefix, upper))
 
+    def drop(self, prefix: str) -> None:
+        """:meth:`clear` without the count: a backend sends it without waiting for it."""
+        upper = prefix_upper_bound(prefix)
+        if upper is None:
+            self._send("DELETE FROM kv WHERE key >= ?", (prefix,))
+        else:
+            self._send("DELETE FROM kv WHERE key >= ? AND key < ?", (prefix, upper))
+
     def write_if_absent(self, key: str, value: Any) -> bool:
         return (
             self._write(

@@ -270,4 +270,8 @@ class PostgresConnection:
         return self.raw.closed or self.raw.broken
 
     def close(self) -> None:
+        """Close the connection, leaving its batch first (a reader's last ``ROLLBACK`` is
+        collected, and nothing is left to finish once it is closed)."""
+        if not self.raw.closed:
+            self.abandon_batch()
         self.raw.close()

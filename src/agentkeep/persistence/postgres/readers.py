@@ -53,9 +53,13 @@ T = TypeVar("T")
 def read_snapshot(connection: PostgresConnection, work: Callable[[Transaction], T]) -> T:
     """Run ``work`` on one read-only snapshot of ``connection``.
 
-    In one batch (psycopg's pipeline mode): the ``BEGIN`` is sent with the read's first
-    statement, the ``ROLLBACK`` waited for once, so a read of one statement is two round
-    trips, not three; each statement still waits for its rows."""
+    The connection stays in a batch (psycopg's pipeline mode) from one read to the next:
+    the ``BEGIN`` is sent with the read's first statement (one round trip), and the
+    ``ROLLBACK`` is sent without waiting for it. The server runs it on arrival (the
+    snapshot is let go at once); its answer is collected by the connection's next read,
+    with that read's first statement. So a read of one statement is one round trip; each
+    statement still waits for its rows. A read that fails ends the batch and rolls back,
+    waiting, before the connection is reused."""
     statements = postgres_statements(connection)
     connection.begin_batch()
     try:
@@ -65,13 +69,16 @@ def read_snapshot(connection: PostgresConnection, work: Callable[[Transaction], 
             value = work(tx)
         finally:
             tx.expire()
-        statements.send_raw("ROLLBACK")
-        connection.end_batch()
-        return value
-    finally:
+    except BaseException:
         connection.abandon_batch()
         if not connection.broken and connection.in_transaction:
             connection.execute("ROLLBACK")
+        raise
+    try:
+        statements.send_raw("ROLLBACK")
+    except psycopg.Error:  # the connection dropped: the server ends the snapshot with it
+        connection.abandon_batch()
+    return value
 
 
 class PostgresReaders:
