@@ -116,7 +116,7 @@ class Statements:
             self._faults.tick(sql)
         # The memo follows the statements as written (SQLite's spelling, every backend).
         text = sql if self._prepare is None else self._prepare(sql)
-        cursor = self._cursor
+        cursor: Any = self._cursor  # apsw's, or PostgreSQL's (which can also ``send``)
         run = cursor.send if sending else cursor.execute  # send: see ``send``
         if kept or sql.startswith("SELECT"):
             return run(text, params)  # type: ignore[no-any-return]

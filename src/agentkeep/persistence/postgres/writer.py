@@ -13,13 +13,20 @@ differs is what a server adds:
   A ``BEGIN`` that finds the connection dead (the server restarted, or the backend was
   terminated, while the writer idled) reconnects and begins once more: nothing had run, so
   nothing is repeated.
-- **An unknown COMMIT outcome is resolved.** Before COMMIT the writer reads the group's
-  transaction id (``pg_current_xact_id()``). If COMMIT raises, a separate connection makes
+- **An unknown COMMIT outcome is resolved.** The group's ``BEGIN`` reads its transaction id
+  (``pg_current_xact_id()``) in the same round trip. If COMMIT raises, a separate connection makes
   sure the old session is gone (terminating it if the server still runs it: it is this
   owner's, so the outcome is final once it ended) and asks ``pg_xact_status``: ``committed``
   answers every caller as a successful COMMIT would (after-commit callbacks included);
   ``aborted`` answers :class:`~agentkeep.errors.StoreUnavailableError` (not written, retry);
   only when the server cannot be asked does the caller get ``CommitOutcomeUnknownError``.
+- **A work item is one batch** (psycopg's pipeline mode): its ``SAVEPOINT``, the writes it
+  sends without reading their result (``Statements.send``) and its ``RELEASE`` travel
+  together and are waited for once, at the item's end; a statement whose result the item
+  reads waits (for all sent before it too). A sent statement that failed raises at that
+  next wait or at the item's end, so the item fails alone as before: ``ROLLBACK TO`` its
+  savepoint after leaving the batch. COMMIT is never in a batch: it is waited for, and only
+  then are callers answered.
 - No checkpoints, no file identity, no disk-refusal mapping: the server owns its files.
 - While the server cannot be reached, each group is refused with ``StoreUnavailableError``
   (nothing ran) and the next one tries to reconnect again. A statement that finds the
