@@ -80,13 +80,13 @@ class FactStatements(TableStatements):
         key, text = ("owed", agent_id), encode(owed)
         before = self._memo.get(key)
         self._memo.forget(key)
-        claimed = (
-            self._write(
-                "INSERT OR IGNORE INTO owed_work (agent_id, owed_json) VALUES (?, ?)",
-                (agent_id, text),
-            )
-            == 1
-        )
+        sql = "INSERT OR IGNORE INTO owed_work (agent_id, owed_json) VALUES (?, ?)"
+        if before is None and self._x.statements.sends:
+            # Known to be absent: the INSERT creates it; sent without waiting for its count.
+            self._send(sql, (agent_id, text))
+            claimed = True
+        else:
+            claimed = self._write(sql, (agent_id, text)) == 1
         if claimed:
             self._memo.put(key, text)
         elif before is not MISSING:  # ignored: the row is what it was
