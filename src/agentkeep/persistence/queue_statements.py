@@ -99,8 +99,10 @@ class QueueStatements(TableStatements):
             seq = int(known) + 1
             statements.send(bump, (agent_id, queue))
         else:
-            seq = statements.write(bump + " RETURNING last_seq", (agent_id, queue)).fetchall()[0][0]
-            assert isinstance(seq, int)
+            returned = statements.write(bump + " RETURNING last_seq", (agent_id, queue))
+            last = returned.fetchall()[0][0]
+            assert isinstance(last, int)
+            seq = last
         if statements.sends:
             self._memo.put(key, seq)
         return seq
