@@ -44,7 +44,7 @@ class AgentStatements(TableStatements):
             return False
         # Cascades wipe the previous agent's records, queues, calls and facts; its kv rows
         # live under its prefix and go with a range delete.
-        self._write("DELETE FROM agents WHERE id = ?", (row.id,))
+        self._send("DELETE FROM agents WHERE id = ?", (row.id,))
         # The cascade wiped everything the previous life stored: forget all of it.
         self._memo.forget_agent(row.id)
         self._kv.clear(agent_prefix(row.id))
@@ -56,12 +56,12 @@ class AgentStatements(TableStatements):
             row.created_at_ms or now_ms(),
         )
         if partition:  # 0 is the column's default: the classic statement
-            self._write(
+            self._send(
                 f"INSERT INTO agents ({_COLUMNS}, partition) VALUES (?, ?, ?, ?, ?, ?)",
                 (*values, partition),
             )
         else:
-            self._write(f"INSERT INTO agents ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", values)
+            self._send(f"INSERT INTO agents ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", values)
         return True
 
     def get(self, agent_id: str) -> AgentRow | None:
@@ -95,7 +95,7 @@ class AgentStatements(TableStatements):
             (now_ms(), agent_id),
         )
         if deleted:
-            self._write("UPDATE agents SET parent_id = NULL WHERE parent_id = ?", (agent_id,))
+            self._send("UPDATE agents SET parent_id = NULL WHERE parent_id = ?", (agent_id,))
         return deleted == 1
 
     def update_metadata(self, agent_id: str, patch: JSONObject) -> JSONObject:
@@ -108,7 +108,7 @@ class AgentStatements(TableStatements):
             raise UnknownAgentError(agent_id)
         merged = {**decode_object(raw), **patch}
         self._memo.forget(("agent", agent_id))
-        self._write("UPDATE agents SET metadata_json = ? WHERE id = ?", (encode(merged), agent_id))
+        self._send("UPDATE agents SET metadata_json = ? WHERE id = ?", (encode(merged), agent_id))
         return merged
 
     def children_of(self, agent_id: str) -> list[str]:

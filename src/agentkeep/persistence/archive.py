@@ -49,12 +49,12 @@ class ArchiveStatements(TableStatements):
                 (agent_id,),
             )
         )
-        self._write(
+        self._send(
             "INSERT INTO archived_epochs (agent_id, epoch, reason, settings_json, "
             "archived_at_ms) VALUES (?, ?, ?, ?, ?)",
             (agent_id, epoch, reason, None if settings is None else encode(settings), now_ms()),
         )
-        self._write(
+        self._send(
             "INSERT INTO archived_records (agent_id, epoch, position, record_json) "
             "SELECT agent_id, ?, position, record_json FROM records "
             "WHERE agent_id = ? AND (? < 0 OR position <= ?)",
@@ -112,7 +112,7 @@ class ArchiveStatements(TableStatements):
             )
         )
         records = self._write("DELETE FROM archived_records WHERE agent_id = ?", (agent_id,))
-        self._write(
+        self._send(
             "UPDATE archived_epochs SET purged_at_ms = ? "
             "WHERE agent_id = ? AND purged_at_ms IS NULL",
             (now_ms(), agent_id),

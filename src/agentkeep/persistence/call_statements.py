@@ -34,7 +34,7 @@ class CallStatements(TableStatements):
         """Record a tool batch's calls as pending."""
         self._memo.forget(("calls", agent_id))
         for call in calls:
-            self._write(
+            self._send(
                 "INSERT INTO pending_calls (agent_id, internal_id, idx, call_json, "
                 "committed_json) VALUES (?, ?, ?, ?, ?)",
                 (

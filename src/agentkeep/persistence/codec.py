@@ -93,6 +93,7 @@ class Statements:
         self._cursor = connection.cursor()
         self.memo = WriterMemo()
         self._kept = False
+        self._sending = False  # the statement running now is sent, not waited for (send)
         # The running work item's buffered writes (its ledger events), written by one
         # statement before any other statement runs that is not a memo-keeping write: a read,
         # raw SQL, the item's RELEASE. Set by the transaction; None when nothing is buffered.
@@ -104,7 +105,9 @@ class Statements:
             self._faults.tick(label)
 
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
-        if self.flush is not None and not self._kept:
+        # Read before the flush, which runs statements of its own (and resets both).
+        kept, sending = self._kept, self._sending
+        if self.flush is not None and not kept:
             if sql in (BEGIN_ITEM, BEGIN_GROUP):  # left by an item that failed: not written
                 self.flush = None
             else:
@@ -113,13 +116,16 @@ class Statements:
             self._faults.tick(sql)
         # The memo follows the statements as written (SQLite's spelling, every backend).
         text = sql if self._prepare is None else self._prepare(sql)
-        if self._kept or sql.startswith("SELECT"):
-            return self._cursor.execute(text, params)
+        cursor: Any = self._cursor  # apsw's, or PostgreSQL's (which can also ``send``)
+        run = cursor.send if sending else cursor.execute  # send: see ``send``
+        if kept or sql.startswith("SELECT"):
+            return run(text, params)  # type: ignore[no-any-return]
         memo = self.memo
         memo.before(sql)
-        cursor = self._cursor.execute(text, params)
-        memo.after(sql)
-        return cursor
+        ran = run(text, params)
+        if not sending:  # a statement sent is told to the memo by its caller
+            memo.after(sql)
+        return ran  # type: ignore[no-any-return]
 
     def write(self, sql: str, params: tuple[Any, ...] = ()) -> apsw.Cursor:
         """Run a write whose caller keeps the memo true (it records or forgets what the
@@ -129,6 +135,41 @@ class Statements:
             return self.execute(sql, params)
         finally:
             self._kept = False
+
+    @property
+    def sends(self) -> bool:
+        """True if this connection can send a statement without waiting for it
+        (PostgreSQL's batches); SQLite runs every statement at once."""
+        return hasattr(self._cursor, "send")
+
+    def send(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+        """A memo-keeping write (as :meth:`write`) whose caller reads neither its change
+        count nor its result: a backend that can (PostgreSQL in a batch) sends it without
+        waiting for it. If it fails, the next statement of the same work item that waits
+        raises its error, at the latest the item's end (its ``RELEASE``, or the end of a lone
+        item), so the item fails as it would have at this statement: nothing of it is
+        written, its memo layer is dropped. SQLite runs it at once."""
+        if not self.sends:
+            self.write(sql, params)
+            return
+        self._kept = self._sending = True
+        try:
+            self.execute(sql, params)
+        finally:
+            self._kept = self._sending = False
+
+    def send_raw(self, sql: str) -> None:
+        """Raw SQL (the writer's ``SAVEPOINT`` and ``RELEASE``, a reader's ``BEGIN`` and
+        ``ROLLBACK``) sent without waiting (see :meth:`send`; only on a connection that
+        :attr:`sends`). The memo is told before it as by :meth:`execute`, not after: the
+        caller calls ``memo.after(sql)`` once the batch that sent it ended without error."""
+        if not self.sends:
+            raise TypeError("send_raw needs a connection that sends statements in batches")
+        self._sending = True
+        try:
+            self.execute(sql)
+        finally:
+            self._sending = False
 
     def end_item(self) -> None:
         """End a work item run without a savepoint (a group's lone item) as its ``RELEASE``

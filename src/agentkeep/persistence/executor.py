@@ -102,6 +102,15 @@ class TableStatements:
         statements.write(sql, params)
         return statements.changes()
 
+    def _send(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+        """``_write`` for a statement whose change count nobody reads: a backend may send it
+        without waiting for it (``Statements.send``: its failure fails the work item by its
+        next statement that waits, or its end)."""
+        x = self._x
+        if not x.active or x.read_only:
+            x.check(write=True)
+        x.statements.send(sql, params)
+
     def _memo_get(self, key: tuple[str, ...]) -> Any:
         x = self._x
         if not x.active:

@@ -46,7 +46,7 @@ class FactStatements(TableStatements):
         text = encode(settings)
         key = ("settings", agent_id)
         self._memo.forget(key)
-        self._write(
+        self._send(
             "INSERT INTO settings (agent_id, settings_json) VALUES (?, ?) "
             "ON CONFLICT (agent_id) DO UPDATE SET settings_json = excluded.settings_json",
             (agent_id, text),
@@ -67,7 +67,7 @@ class FactStatements(TableStatements):
         # The WHERE skips the write when the stored value is identical (canonical JSON).
         key, text = ("owed", agent_id), encode(owed)
         self._memo.forget(key)
-        self._write(
+        self._send(
             "INSERT INTO owed_work (agent_id, owed_json) VALUES (?, ?) "
             "ON CONFLICT (agent_id) DO UPDATE SET owed_json = excluded.owed_json "
             "WHERE owed_work.owed_json IS NOT excluded.owed_json",
@@ -80,13 +80,13 @@ class FactStatements(TableStatements):
         key, text = ("owed", agent_id), encode(owed)
         before = self._memo.get(key)
         self._memo.forget(key)
-        claimed = (
-            self._write(
-                "INSERT OR IGNORE INTO owed_work (agent_id, owed_json) VALUES (?, ?)",
-                (agent_id, text),
-            )
-            == 1
-        )
+        sql = "INSERT OR IGNORE INTO owed_work (agent_id, owed_json) VALUES (?, ?)"
+        if before is None and self._x.statements.sends:
+            # Known to be absent: the INSERT creates it; sent without waiting for its count.
+            self._send(sql, (agent_id, text))
+            claimed = True
+        else:
+            claimed = self._write(sql, (agent_id, text)) == 1
         if claimed:
             self._memo.put(key, text)
         elif before is not MISSING:  # ignored: the row is what it was
@@ -99,6 +99,13 @@ class FactStatements(TableStatements):
         deleted = self._write("DELETE FROM owed_work WHERE agent_id = ?", (agent_id,)) == 1
         self._memo.put(key, None)
         return deleted
+
+    def drop_owed(self, agent_id: str) -> None:
+        """:meth:`delete_owed` without its answer: a backend sends it without waiting."""
+        key = ("owed", agent_id)
+        self._memo.forget(key)
+        self._send("DELETE FROM owed_work WHERE agent_id = ?", (agent_id,))
+        self._memo.put(key, None)
 
     def agents_owing_work(self, partition: int | None = None) -> list[str]:
         """Ids of live agents with an owed-work fact (an index scan); given ``partition``,
@@ -129,9 +136,9 @@ class FactStatements(TableStatements):
         key = ("tokens", agent_id)
         self._memo.forget(key)
         if tokens is None:
-            self._write("DELETE FROM context_tokens WHERE agent_id = ?", (agent_id,))
+            self._send("DELETE FROM context_tokens WHERE agent_id = ?", (agent_id,))
         else:
-            self._write(
+            self._send(
                 "INSERT INTO context_tokens (agent_id, tokens) VALUES (?, ?) "
                 "ON CONFLICT (agent_id) DO UPDATE SET tokens = excluded.tokens",
                 (agent_id, tokens),

@@ -51,7 +51,7 @@ class KvStatements(TableStatements):
             yield str(key), str(raw)
 
     def write(self, key: str, value: Any) -> None:
-        self._write(
+        self._send(
             "INSERT INTO kv (key, value_json) VALUES (?, ?) "
             "ON CONFLICT (key) DO UPDATE SET value_json = excluded.value_json",
             (key, encode_value(value)),
@@ -66,6 +66,14 @@ class KvStatements(TableStatements):
         if upper is None:
             return self._write("DELETE FROM kv WHERE key >= ?", (prefix,))
         return self._write("DELETE FROM kv WHERE key >= ? AND key < ?", (prefix, upper))
+
+    def drop(self, prefix: str) -> None:
+        """:meth:`clear` without the count: a backend sends it without waiting for it."""
+        upper = prefix_upper_bound(prefix)
+        if upper is None:
+            self._send("DELETE FROM kv WHERE key >= ?", (prefix,))
+        else:
+            self._send("DELETE FROM kv WHERE key >= ? AND key < ?", (prefix, upper))
 
     def write_if_absent(self, key: str, value: Any) -> bool:
         return (

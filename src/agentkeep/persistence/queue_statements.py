@@ -75,7 +75,7 @@ class QueueStatements(TableStatements):
 
     def release_message_ids(self, agent_id: str, message_ids: list[str]) -> None:
         for message_id in message_ids:
-            self._write(
+            self._send(
                 "DELETE FROM message_ids WHERE agent_id = ? AND message_id = ?",
                 (agent_id, message_id),
             )
@@ -85,14 +85,26 @@ class QueueStatements(TableStatements):
         # One statement: bump the durable high-water mark and read it back, so seqs grow
         # strictly per (agent, queue) across restarts and are never reused.
         self._check(write=True)
-        cursor = self._x.statements.write(
+        statements = self._x.statements
+        key = ("queue_tail", agent_id, queue)
+        known = self._memo.get(key) if statements.sends else MISSING
+        self._memo.forget(key)
+        bump = (
             "INSERT INTO queue_tails (agent_id, queue, last_seq) VALUES (?, ?, 1) "
-            "ON CONFLICT (agent_id, queue) DO UPDATE SET last_seq = queue_tails.last_seq + 1 "
-            "RETURNING last_seq",
-            (agent_id, queue),
+            "ON CONFLICT (agent_id, queue) DO UPDATE SET last_seq = queue_tails.last_seq + 1"
         )
-        seq = cursor.fetchall()[0][0]
-        assert isinstance(seq, int)
+        if known is not MISSING:
+            # A backend whose statements are round trips: the writer remembers the mark (it
+            # is the only writer of it), so the bump is sent without waiting for it.
+            seq = int(known) + 1
+            statements.send(bump, (agent_id, queue))
+        else:
+            returned = statements.write(bump + " RETURNING last_seq", (agent_id, queue))
+            last = returned.fetchall()[0][0]
+            assert isinstance(last, int)
+            seq = last
+        if statements.sends:
+            self._memo.put(key, seq)
         return seq
 
     def enqueue(self, agent_id: str, message: QueuedMessage) -> QueuedMessage:
@@ -101,7 +113,7 @@ class QueueStatements(TableStatements):
         key = ("queue", agent_id)
         before = self._memo.get(key)
         self._memo.forget(key)
-        self._write(
+        self._send(
             "INSERT INTO queue (agent_id, queue, seq, message_id, envelope_json) "
             "VALUES (?, ?, ?, ?, ?)",
             (agent_id, stored.queue, stored.seq, stored.id, encode(stored)),
@@ -134,23 +146,25 @@ class QueueStatements(TableStatements):
         key = ("queue", agent_id)
         before = self._memo.get(key)
         self._memo.forget(key)
-        removed = (
-            self._write(
-                "DELETE FROM queue WHERE agent_id = ? AND queue = ? AND seq = ?",
-                (agent_id, queue, seq),
-            )
-            == 1
-        )
-        if before is not MISSING and removed:
+        sql = "DELETE FROM queue WHERE agent_id = ? AND queue = ? AND seq = ?"
+        present = False
+        if before is not MISSING:
             at = _at(before, _rank(queue, seq))
-            if at < len(before) and before[at].queue == queue and before[at].seq == seq:
-                self._memo.put(key, (*before[:at], *before[at + 1 :]))
+            present = at < len(before) and before[at].queue == queue and before[at].seq == seq
+        if present and self._x.statements.sends:
+            # Known to be there: the DELETE removes it; sent without waiting for its count.
+            self._send(sql, (agent_id, queue, seq))
+            removed = True
+        else:
+            removed = self._write(sql, (agent_id, queue, seq)) == 1
+        if before is not MISSING and removed and present:
+            self._memo.put(key, (*before[:at], *before[at + 1 :]))
         return removed
 
     def inject_notice(self, agent_id: str, notice: QueuedNotice) -> QueuedNotice:
         self._memo.forget(("notices", agent_id))
         stored = msgspec.structs.replace(notice, seq=self._next_seq(agent_id, _NOTICE_TAIL))
-        self._write(
+        self._send(
             "INSERT INTO notices (agent_id, seq, notice_json) VALUES (?, ?, ?)",
             (agent_id, stored.seq, encode(stored)),
         )

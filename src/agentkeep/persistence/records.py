@@ -49,7 +49,7 @@ class RecordStatements(TableStatements):
                 "SELECT coalesce(max(position), 0) FROM records WHERE agent_id = ?", (agent_id,)
             )
         position = 1 + int(last)
-        self._write(
+        self._send(
             "INSERT INTO records (agent_id, position, record_json) VALUES (?, ?, ?)",
             (agent_id, position, encode(record)),
         )
@@ -74,21 +74,21 @@ class RecordStatements(TableStatements):
         # Invariant: positions are always exactly 1..count, so a position is also the
         # number of records up to it (callers snapshot a count and pass it here). Records
         # that joined after the snapshot shift down behind the replacement at position 1.
-        self._write(
+        self._send(
             "DELETE FROM records WHERE agent_id = ? AND position <= ?",
             (agent_id, through_position),
         )
         # Two steps through negative positions: shifting in place could collide with a row
         # not yet moved (the primary key is checked row by row).
-        self._write(
+        self._send(
             "UPDATE records SET position = -(position - ?) - 1 WHERE agent_id = ?",
             (through_position, agent_id),
         )
-        self._write(
+        self._send(
             "UPDATE records SET position = -position WHERE agent_id = ? AND position < 0",
             (agent_id,),
         )
-        self._write(
+        self._send(
             "INSERT INTO records (agent_id, position, record_json) VALUES (?, 1, ?)",
             (agent_id, encode(replacement)),
         )
@@ -96,9 +96,9 @@ class RecordStatements(TableStatements):
     def rewrite(self, agent_id: str, records: list[ConversationRecord]) -> None:
         """Replace the whole conversation (load repair, model reset)."""
         self._forget(agent_id)
-        self._write("DELETE FROM records WHERE agent_id = ?", (agent_id,))
+        self._send("DELETE FROM records WHERE agent_id = ?", (agent_id,))
         for position, record in enumerate(records, start=1):
-            self._write(
+            self._send(
                 "INSERT INTO records (agent_id, position, record_json) VALUES (?, ?, ?)",
                 (agent_id, position, encode(record)),
             )

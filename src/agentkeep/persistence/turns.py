@@ -94,7 +94,7 @@ class TurnStatements(TurnReads):
         key = key if key is not None else new_id()
         joined = self.running_id(agent_id) if delivery == "steer" else None
         if joined is not None:
-            self._write(
+            self._send(
                 "INSERT INTO turn_inputs (agent_id, idempotency_key, turn_id, delivery, "
                 "input_hash, message_id) VALUES (?, ?, ?, ?, ?, ?)",
                 (agent_id, key, joined, delivery, digest, message_id),
@@ -114,7 +114,7 @@ class TurnStatements(TurnReads):
             )
         number = 1 + int(last)
         turn_id = new_id()
-        self._write(
+        self._send(
             f"INSERT INTO turns ({TURN_COLUMNS}) VALUES "
             "(?, ?, ?, ?, ?, 'queued', ?, ?, NULL, NULL, ?, NULL, NULL)",
             (
@@ -128,7 +128,7 @@ class TurnStatements(TurnReads):
                 now,
             ),
         )
-        self._write(
+        self._send(
             "INSERT INTO turn_inputs (agent_id, idempotency_key, turn_id, delivery, input_hash, "
             "message_id) VALUES (?, ?, ?, ?, ?, ?)",
             (agent_id, key, turn_id, delivery, digest, message_id),
@@ -179,7 +179,7 @@ class TurnStatements(TurnReads):
     def trace(self, agent_id: str, turn_id: str, traceparent: str) -> None:
         """Store the W3C ``traceparent`` the turn was accepted under, unless it has one: a
         steer joining a traced turn keeps the turn's trace (docs/observability.md)."""
-        self._write(
+        self._send(
             "UPDATE turns SET trace_parent = ? "
             "WHERE agent_id = ? AND id = ? AND trace_parent IS NULL",
             (traceparent, agent_id, turn_id),
@@ -228,7 +228,7 @@ class TurnStatements(TurnReads):
         completed = now if status in TERMINAL_STATUSES else None
         result_json = None if result is None else encode_event_data(result)
         error_json = None if error is None else _encoder.encode(error).decode()
-        self._write(
+        self._send(
             "UPDATE turns SET status = ?, result_json = coalesce(?, result_json), "
             "error_json = coalesce(?, error_json), started_at_ms = ?, completed_at_ms = ? "
             "WHERE agent_id = ? AND id = ?",

@@ -271,9 +271,9 @@ class StoreWriter(pykka.ThreadingActor):
             item = pending.popleft()
             tx = SqliteTransaction(self._statements, ledger=self._ledger)
             try:
-                self._statements.execute(_BEGIN_ITEM)
+                self._begin_item(alone=False)
                 value = item.work(tx)
-                self._statements.execute(_END_ITEM)
+                self._end_item(alone=False)
             except BaseException as exc:
                 tx.expire()
                 _end_writer_if_injected(exc)
@@ -302,13 +302,28 @@ class StoreWriter(pykka.ThreadingActor):
         owns the store)."""
         self._statements.execute("BEGIN IMMEDIATE")
 
+    def _begin_item(self, *, alone: bool) -> None:
+        """Start a work item: its ``SAVEPOINT``, none for a group's lone item (a backend
+        whose statements are round trips may start sending them without waiting)."""
+        if not alone:
+            self._statements.execute(_BEGIN_ITEM)
+
+    def _end_item(self, *, alone: bool) -> None:
+        """End a work item whose work returned: its ``RELEASE`` (a lone item: what its
+        ``RELEASE`` would do). Raises what the item's statements raised."""
+        if alone:
+            self._statements.end_item()
+        else:
+            self._statements.execute(_END_ITEM)
+
     def _run_alone(self, item: WorkItem) -> None:
         """Run a group's only item without a savepoint: if it fails, the whole transaction
         (nothing but its own work) rolls back, so no group-mate can lose anything."""
         tx = SqliteTransaction(self._statements, ledger=self._ledger)
         try:
+            self._begin_item(alone=True)
             value = item.work(tx)
-            self._statements.end_item()
+            self._end_item(alone=True)
         except BaseException as exc:
             tx.expire()
             _end_writer_if_injected(exc)

@@ -251,7 +251,7 @@ def _commit_tool_result(
         tx, agent_id, ToolRecord(message=winner), internal_id=pending.internal_id
     )
     hooks.after_tool_call(tx, pending, winner)  # before the call's stores are erased
-    tx.kv.clear(area_prefix(agent_id, CALL_AREA, pending.internal_id))
+    tx.kv.drop(area_prefix(agent_id, CALL_AREA, pending.internal_id))
     if plan.owed_after is not None:
         tx.facts.write_owed(agent_id, plan.owed_after)
     return Appended(records=(record,))
@@ -271,7 +271,7 @@ def _answer_calls(
         if index < len(plan.calls):
             call = plan.calls[index]
             hooks.after_tool_call(tx, call, result)
-            tx.kv.clear(area_prefix(agent_id, CALL_AREA, call.internal_id))
+            tx.kv.drop(area_prefix(agent_id, CALL_AREA, call.internal_id))
     return Appended(records=tuple(records))
 
 
@@ -286,10 +286,10 @@ def _settle(
     run's store is (it may still read it)."""
     if tx.queue.messages(agent_id) or tx.queue.notices(agent_id) or tx.calls.pending(agent_id):
         return Settled(settled=False)
-    tx.facts.delete_owed(agent_id)
+    tx.facts.drop_owed(agent_id)
     for hook in hooks:
         lifecycle.run(tx, hook)
-    tx.kv.clear(area_prefix(agent_id, RUN_AREA))
+    tx.kv.drop(area_prefix(agent_id, RUN_AREA))
     session_turns.settled(tx, agent_id)  # an aborted turn ends by the time its run settles
     append_event(tx, agent_id, events.SETTLED, {})
     return Settled(settled=True)

@@ -38,7 +38,7 @@ def history_generation(tx: Transaction, agent_id: str) -> int:
 def erase_history_kv(tx: Transaction, agent_id: str) -> int:
     """Erase the agent's history KV inside ``tx`` and start its next generation (every
     handle made before expires once ``tx`` commits); returns the new generation."""
-    tx.kv.clear(area_prefix(agent_id, HISTORY_AREA))
+    tx.kv.drop(area_prefix(agent_id, HISTORY_AREA))
     generation = history_generation(tx, agent_id) + 1
     tx.kv.write(_generation_key(agent_id), generation)
     return generation

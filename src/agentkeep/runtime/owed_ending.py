@@ -52,7 +52,7 @@ def end_owed(tx: Transaction, agent_id: str, note: str | None = None) -> bool:
     for call in pending:
         tx.calls.remove(agent_id, call.internal_id)
         _append(tx, agent_id, ToolRecord(message=error_result(call.call, ENDED_CALL)), ran=False)
-        tx.kv.clear(area_prefix(agent_id, CALL_AREA, call.internal_id))
+        tx.kv.drop(area_prefix(agent_id, CALL_AREA, call.internal_id))
     for block in undispatched_calls(records, pending):
         _append(tx, agent_id, ToolRecord(message=error_result(block, ENDED_CALL)), ran=False)
     for notice in tx.queue.notices(agent_id):
@@ -60,8 +60,8 @@ def end_owed(tx: Transaction, agent_id: str, note: str | None = None) -> bool:
     text = NOTE_PREFIX + (note if note else DEFAULT_NOTE)
     message = SystemMessage(content=(TextBlock(text=text),))
     _append(tx, agent_id, SystemRecord(message=message, reason="settled"))
-    tx.facts.delete_owed(agent_id)
-    tx.kv.clear(area_prefix(agent_id, RUN_AREA))
+    tx.facts.drop_owed(agent_id)
+    tx.kv.drop(area_prefix(agent_id, RUN_AREA))
     tx.ledger.append(agent_id, events.SETTLED, {"ended": True}, fit=True)
     return True
 

@@ -152,7 +152,7 @@ class LedgerStatements(TableStatements):
             self._pending.append(row)
             self._x.statements.flush = self._flush
         else:
-            self._write(_INSERT_EVENTS + _EVENT_ROW, row)
+            self._send(_INSERT_EVENTS + _EVENT_ROW, row)
         self._memo.put(("event_tail", agent_id), sequence)
         hub = self._hub
         if hub is not None:
@@ -171,7 +171,7 @@ class LedgerStatements(TableStatements):
         while pending:
             chunk = pending[:_EVENTS_PER_INSERT]
             sql = _INSERT_EVENTS + ", ".join([_EVENT_ROW] * len(chunk))
-            statements.write(sql, tuple(chain.from_iterable(chunk)))
+            statements.send(sql, tuple(chain.from_iterable(chunk)))
             del pending[: len(chunk)]
         statements.flush = None
 

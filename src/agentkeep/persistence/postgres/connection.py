@@ -18,11 +18,13 @@ what it uses of an apsw connection: a reusable cursor, ``changes()``, ``execute`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -30,7 +32,7 @@ import msgspec
 import psycopg
 
 from agentkeep.errors import InvalidConfigError
-from agentkeep.persistence.postgres.dialect import named_parameters
+from agentkeep.persistence.postgres.dialect import WRITER_BEGIN, named_parameters
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -146,10 +148,31 @@ class PostgresCursor:
         self._cursor = owner.raw.cursor()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> PostgresCursor:
+        """Run ``sql`` and wait for its result (in a batch: with everything sent before it)."""
         cursor = self._cursor
-        cursor.execute(sql, _bind(sql, params))
-        self._owner.rowcount = cursor.rowcount
+        if sql is WRITER_BEGIN:
+            cursor.execute(sql)  # the simple protocol: two results, the last one read
+            cursor.nextset()
+        else:
+            cursor.execute(sql, _bind(sql, params))
+        owner = self._owner
+        if owner.batch is not None:
+            owner.batch.sync()
+        owner.sent = None
+        owner.rowcount = cursor.rowcount
         return self
+
+    def send(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Send ``sql`` without waiting for its result (in a batch; otherwise :meth:`execute`).
+
+        Its error, if any, is raised by the next statement that waits, or by
+        :meth:`PostgresConnection.end_batch`; the statements sent after it up to there are
+        skipped by the server. Its row count is never read."""
+        if self._owner.batch is None:
+            self.execute(sql, params)
+            return
+        self._cursor.execute(sql, _bind(sql, params))
+        self._owner.sent = self._cursor
 
     def fetchall(self) -> list[tuple[Any, ...]]:
         if self._cursor.description is None:
@@ -178,11 +201,49 @@ class PostgresConnection:
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
         self.rowcount = 0
+        #: The open batch (psycopg's pipeline mode), None outside one.
+        self.batch: psycopg.Pipeline | None = None
+        #: The cursor of the last statement sent and not yet waited for (``changes``).
+        self.sent: psycopg.Cursor[Any] | None = None
+        self._batch_scope: AbstractContextManager[psycopg.Pipeline] | None = None
+
+    def begin_batch(self) -> None:
+        """Enter psycopg's pipeline mode (no round trip): :meth:`PostgresCursor.send` then
+        sends a statement without waiting for it; :meth:`PostgresCursor.execute` still
+        waits, for everything sent before it too."""
+        if self.batch is None:
+            self._batch_scope = self.raw.pipeline()
+            self.batch = self._batch_scope.__enter__()
+
+    def end_batch(self) -> None:
+        """Leave pipeline mode: wait for every statement sent (one round trip) and raise the
+        first one's error, if any. Pipeline mode is left even when it raises."""
+        scope, self._batch_scope, self.batch = self._batch_scope, None, None
+        sent, self.sent = self.sent, None
+        if scope is not None:
+            scope.__exit__(None, None, None)
+            if sent is not None:
+                self.rowcount = sent.rowcount
+
+    def abandon_batch(self) -> None:
+        """Leave pipeline mode after a failure: what was sent runs (the caller rolls it
+        back); its errors, and a dropped connection's, are ignored here (the rollback or the
+        next statement sees them)."""
+        scope, self._batch_scope, self.batch = self._batch_scope, None, None
+        self.sent = None
+        if scope is not None:
+            with contextlib.suppress(psycopg.Error):
+                scope.__exit__(None, None, None)
 
     def cursor(self) -> PostgresCursor:
         return PostgresCursor(self)
 
     def changes(self) -> int:
+        """Rows changed by the last statement (one only sent is waited for first)."""
+        sent, self.sent = self.sent, None
+        if sent is not None and self.batch is not None:
+            self.batch.sync()
+            self.rowcount = sent.rowcount
         return max(self.rowcount, 0)
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> PostgresCursor:
@@ -209,4 +270,8 @@ class PostgresConnection:
         return self.raw.closed or self.raw.broken
 
     def close(self) -> None:
+        """Close the connection, leaving its batch first (a reader's last ``ROLLBACK`` is
+        collected, and nothing is left to finish once it is closed)."""
+        if not self.raw.closed:
+            self.abandon_batch()
         self.raw.close()

@@ -14,9 +14,11 @@ those few forms, and nothing else:
   NULL`` is left alone;
 - ``LIMIT ?`` becomes ``LIMIT NULLIF(%s, -1)``: SQLite's ``-1`` (no limit) is PostgreSQL's
   ``NULL``;
-- ``BEGIN IMMEDIATE`` (the writer's group) becomes ``BEGIN``: the store's advisory lock
-  already makes this connection the only writer; a bare ``BEGIN`` (a reader's snapshot)
-  becomes one ``REPEATABLE READ READ ONLY`` snapshot, as a SQLite WAL read transaction is.
+- ``BEGIN IMMEDIATE`` (the writer's group) becomes :data:`WRITER_BEGIN`, ``BEGIN`` and the
+  transaction's id in one round trip (the store's advisory lock already makes this
+  connection the only writer; the id is what resolves a COMMIT whose outcome was lost); a
+  bare ``BEGIN`` (a reader's snapshot) becomes one ``REPEATABLE READ READ ONLY`` snapshot, as
+  a SQLite WAL read transaction is.
 
 ``rowid`` needs no rewriting: the one table a statement orders by it (``turn_inputs``) has a
 ``rowid`` identity column in PostgreSQL's schema (:mod:`agentkeep.persistence.postgres.schema`).
@@ -30,7 +32,12 @@ import re
 from functools import lru_cache
 from typing import Final
 
-__all__ = ["POSTGRES", "PostgresDialect", "named_parameters"]
+__all__ = ["POSTGRES", "WRITER_BEGIN", "PostgresDialect", "named_parameters"]
+
+#: The writer's ``BEGIN`` and the id of the transaction it opens (assigned now: the COMMIT's
+#: outcome, if lost, is looked up by it), two statements in one round trip: the connection
+#: sends it by the simple protocol (no parameters) and reads the second one's row.
+WRITER_BEGIN: Final = "BEGIN; SELECT pg_current_xact_id()::text"
 
 # A quoted literal or identifier (kept as is), or one of the forms we rewrite.
 _TOKEN = re.compile(
@@ -81,7 +88,7 @@ class PostgresDialect:
 def _prepare(sql: str) -> str:
     stripped = sql.strip()
     if stripped == "BEGIN IMMEDIATE":
-        return "BEGIN"
+        return WRITER_BEGIN
     if stripped == "BEGIN":
         return "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
     ignore = _OR_IGNORE.match(sql) is not None

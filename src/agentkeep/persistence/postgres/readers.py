@@ -43,7 +43,7 @@ from agentkeep.persistence.postgres.connection import (
 from agentkeep.persistence.postgres.schema import POSTGRES_MIGRATIONS, applied_migrations
 from agentkeep.persistence.postgres.writer import postgres_statements
 from agentkeep.persistence.schema import Migration, check_applied
-from agentkeep.persistence.transaction import SqliteTransaction, Statements
+from agentkeep.persistence.transaction import SqliteTransaction
 
 __all__ = ["NoPostgresStoreError", "PostgresReadOnlyStore", "PostgresReaders"]
 
@@ -62,22 +62,34 @@ T = TypeVar("T")
 
 
 def read_snapshot(connection: PostgresConnection, work: Callable[[Transaction], T]) -> T:
-    """Run ``work`` on one read-only snapshot of ``connection``."""
+    """Run ``work`` on one read-only snapshot of ``connection``.
+
+    The connection stays in a batch (psycopg's pipeline mode) from one read to the next:
+    the ``BEGIN`` is sent with the read's first statement (one round trip), and the
+    ``ROLLBACK`` is sent without waiting for it. The server runs it on arrival (the
+    snapshot is let go at once); its answer is collected by the connection's next read,
+    with that read's first statement. So a read of one statement is one round trip; each
+    statement still waits for its rows. A read that fails ends the batch and rolls back,
+    waiting, before the connection is reused."""
     statements = postgres_statements(connection)
-    statements.execute("BEGIN")
-    return _in_snapshot(connection, statements, work)
-
-
-def _in_snapshot(
-    connection: PostgresConnection, statements: Statements, work: Callable[[Transaction], T]
-) -> T:
-    tx = SqliteTransaction(statements, read_only=True)
+    connection.begin_batch()
     try:
-        return work(tx)
-    finally:
-        tx.expire()
+        statements.send_raw("BEGIN")
+        tx = SqliteTransaction(statements, read_only=True)
+        try:
+            value = work(tx)
+        finally:
+            tx.expire()
+    except BaseException:
+        connection.abandon_batch()
         if not connection.broken and connection.in_transaction:
             connection.execute("ROLLBACK")
+        raise
+    try:
+        statements.send_raw("ROLLBACK")
+    except psycopg.Error:  # the connection dropped: the server ends the snapshot with it
+        connection.abandon_batch()
+    return value
 
 
 def _unreachable(error: psycopg.Error) -> StoreUnavailableError:
@@ -127,30 +139,29 @@ class PostgresReaders:
     def read(self, work: Callable[[Transaction], T]) -> T:
         """Run ``work`` on a read-only snapshot; the transaction expires when it returns.
 
+        A kept session the server dropped meanwhile (a restart) is noticed at the read's
+        first statement (the batch sends ``BEGIN`` with it): the read runs once more on a new
+        session — a read has no effects, so running its work again is safe.
+
         Raises:
             StoreUnavailableError: the server cannot be reached (the read did not run).
         """
         connection, kept = self._take(kept=True)
         try:
-            statements = postgres_statements(connection)
             try:
-                statements.execute("BEGIN")
+                return read_snapshot(connection, work)
             except psycopg.OperationalError as error:
-                if not (kept and connection.broken):
+                if not connection.broken:
+                    raise
+                if not kept:
                     raise _unreachable(error) from None
-                # A kept session the server dropped meanwhile: once more on a new one.
-                self._give(connection)
-                connection, _ = self._take(kept=False)
-                statements = postgres_statements(connection)
-                try:
-                    statements.execute("BEGIN")
-                except psycopg.OperationalError as again:
-                    raise _unreachable(again) from None
+            self._give(connection)
+            connection, _ = self._take(kept=False)
             try:
-                return _in_snapshot(connection, statements, work)
-            except psycopg.OperationalError as error:
+                return read_snapshot(connection, work)
+            except psycopg.OperationalError as again:
                 if connection.broken:
-                    raise _unreachable(error) from None
+                    raise _unreachable(again) from None
                 raise
         finally:
             self._give(connection)

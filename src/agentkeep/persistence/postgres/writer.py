@@ -13,13 +13,20 @@ differs is what a server adds:
   A ``BEGIN`` that finds the connection dead (the server restarted, or the backend was
   terminated, while the writer idled) reconnects and begins once more: nothing had run, so
   nothing is repeated.
-- **An unknown COMMIT outcome is resolved.** Before COMMIT the writer reads the group's
-  transaction id (``pg_current_xact_id()``). If COMMIT raises, a separate connection makes
+- **An unknown COMMIT outcome is resolved.** The group's ``BEGIN`` reads its transaction id
+  (``pg_current_xact_id()``) in the same round trip. If COMMIT raises, a separate connection makes
   sure the old session is gone (terminating it if the server still runs it: it is this
   owner's, so the outcome is final once it ended) and asks ``pg_xact_status``: ``committed``
   answers every caller as a successful COMMIT would (after-commit callbacks included);
   ``aborted`` answers :class:`~agentkeep.errors.StoreUnavailableError` (not written, retry);
   only when the server cannot be asked does the caller get ``CommitOutcomeUnknownError``.
+- **A work item is one batch** (psycopg's pipeline mode): its ``SAVEPOINT``, the writes it
+  sends without reading their result (``Statements.send``) and its ``RELEASE`` travel
+  together and are waited for once, at the item's end; a statement whose result the item
+  reads waits (for all sent before it too). A sent statement that failed raises at that
+  next wait or at the item's end, so the item fails alone as before: ``ROLLBACK TO`` its
+  savepoint after leaving the batch. COMMIT is never in a batch: it is waited for, and only
+  then are callers answered.
 - No checkpoints, no file identity, no disk-refusal mapping: the server owns its files.
 - While the server cannot be reached, each group is refused with ``StoreUnavailableError``
   (nothing ran) and the next one tries to reconnect again. A statement that finds the
@@ -46,6 +53,8 @@ from agentkeep.persistence.constraints import constraint_refusal
 from agentkeep.persistence.faults import FaultInjector
 from agentkeep.persistence.inbox import Counters, Inbox, WorkItem
 from agentkeep.persistence.ledger import LedgerHub
+from agentkeep.persistence.memo import BEGIN_ITEM as _BEGIN_ITEM
+from agentkeep.persistence.memo import END_ITEM as _END_ITEM
 from agentkeep.persistence.postgres.connection import PostgresConnection, connect
 from agentkeep.persistence.postgres.dialect import POSTGRES
 from agentkeep.persistence.postgres.session import OwnerSession
@@ -132,13 +141,37 @@ class PostgresWriter(StoreWriter):
         first; a BEGIN that finds it dead replaces it and begins once more (nothing ran)."""
         if self._session.broken:
             self._reconnect()
+        self._xid = None
         try:
-            self._statements.execute("BEGIN IMMEDIATE")
+            row = self._statements.execute("BEGIN IMMEDIATE").fetchone()
         except psycopg.OperationalError:
             if not self._pg.broken:
                 raise
             self._reconnect()
-            self._statements.execute("BEGIN IMMEDIATE")
+            row = self._statements.execute("BEGIN IMMEDIATE").fetchone()
+        self._xid = None if row is None else str(row[0])
+
+    def _begin_item(self, *, alone: bool) -> None:
+        """Enter the batch the item's statements are sent in; its ``SAVEPOINT`` goes with
+        the first of them (see the module)."""
+        self._pg.begin_batch()
+        if not alone:
+            self._statements.send_raw(_BEGIN_ITEM)
+            self._statements.memo.after(_BEGIN_ITEM)
+
+    def _end_item(self, *, alone: bool) -> None:
+        """Send the item's ``RELEASE`` and end its batch: one round trip that waits for every
+        statement it sent, raising the first one's error (the item then fails alone)."""
+        statements = self._statements
+        if alone:
+            if statements.flush is not None:
+                statements.flush()
+            self._pg.end_batch()
+            statements.end_item()
+            return
+        statements.send_raw(_END_ITEM)
+        self._pg.end_batch()
+        statements.memo.after(_END_ITEM)
 
     def _reconnect(self) -> None:
         """A new session with the lock taken again; if another owner has (or had) the store,
@@ -178,22 +211,6 @@ class PostgresWriter(StoreWriter):
         return None
 
     # -- commit ------------------------------------------------------------------------------
-    def _commit(self, done: Done, failed_alone: list[tuple[WorkItem, BaseException]]) -> None:
-        try:
-            row = self._pg.raw.execute("SELECT pg_current_xact_id()::text").fetchone()
-            self._xid = None if row is None else str(row[0])
-        except psycopg.Error as exc:
-            # Before COMMIT: on a dropped connection the transaction is gone (not written).
-            self._xid = None
-            self._rollback()
-            for item, _value, _callbacks in done:
-                item.fail(self._refused(exc))
-            for item, error in failed_alone:
-                item.fail(error)
-            self._counters.add(groups=1, failed_transactions=len(done) + len(failed_alone))
-            return
-        super()._commit(done, failed_alone)
-
     def _commit_statement(self) -> None:
         """COMMIT; if it raises, ask the server what became of the transaction: return as a
         COMMIT that returned if it committed, raise :class:`_NotCommittedError` if it did not,
@@ -259,6 +276,7 @@ class PostgresWriter(StoreWriter):
     # -- cleanup: no checkpoints, the session owns the lock ----------------------------------
     def _roll_back_item(self) -> bool:
         connection = self._pg
+        connection.abandon_batch()
         if connection.broken or not connection.in_transaction:
             return False
         try:
@@ -270,6 +288,7 @@ class PostgresWriter(StoreWriter):
 
     def _rollback(self) -> None:
         connection = self._pg
+        connection.abandon_batch()
         if connection.broken:
             return
         try:

@@ -39,7 +39,7 @@ from agentkeep.persistence.postgres.dialect import POSTGRES, named_parameters
             "SELECT 'a?b', \"c?\" FROM t WHERE x LIKE '5%%'",
         ),
         ("SELECT a % 2 FROM t WHERE b = ?", "SELECT a %% 2 FROM t WHERE b = %s"),
-        ("BEGIN IMMEDIATE", "BEGIN"),
+        ("BEGIN IMMEDIATE", "BEGIN; SELECT pg_current_xact_id()::text"),
         ("BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
         ("SAVEPOINT agentkeep_work_item", "SAVEPOINT agentkeep_work_item"),
     ],
