@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from agentkeep.errors import StoreConstraintError
 from agentkeep.persistence import Store, Transaction
 from agentkeep.persistence.postgres.connection import PostgresConnection
 from agentkeep.persistence.postgres.store import PostgresStore
@@ -125,7 +126,9 @@ def test_a_sent_statement_that_fails_fails_its_item_alone(store: Store) -> None:
     outcomes = _one_group(store, [_writes("a"), _sends_a_duplicate, _writes("b")])
     assert outcomes[0] == "a"
     assert outcomes[2] == "b"
-    assert isinstance(outcomes[1], psycopg.errors.UniqueViolation), outcomes[1]
+    # The item's own refusal (the sent statement's error is its cause), nobody else's.
+    assert isinstance(outcomes[1], StoreConstraintError), outcomes[1]
+    assert isinstance(outcomes[1].__cause__, psycopg.errors.UniqueViolation)
     keys = store.read(lambda tx: [key for key, _value in tx.kv.scan("")])
     assert keys == ["a0", "a1", "a2", "b0", "b1", "b2"]
     # The writer goes on.
@@ -134,8 +137,9 @@ def test_a_sent_statement_that_fails_fails_its_item_alone(store: Store) -> None:
 
 def test_a_lone_item_whose_sent_statement_fails_is_not_committed(store: Store) -> None:
     before = store.statistics()
-    with pytest.raises(psycopg.errors.UniqueViolation):
+    with pytest.raises(StoreConstraintError) as refused:
         store.transact(_sends_a_duplicate)
+    assert isinstance(refused.value.__cause__, psycopg.errors.UniqueViolation)
     after = store.statistics()
     assert after.commits == before.commits
     assert store.read(lambda tx: tx.kv.scan("")) == []
