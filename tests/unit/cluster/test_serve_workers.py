@@ -1,0 +1,250 @@
+"""``agentkeep serve --partitions`` as real worker processes on a throwaway PostgreSQL.
+
+Two workers split the partitions; sessions created and turns sent through either worker all
+complete, one turn per idempotency key (a write for another worker's partition is forwarded
+to it); a worker SIGKILLed while it owes turns is taken over by the other, which finishes
+them, and clients retrying through the survivor with their keys get each turn once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from tests.unit.subprocesses import AGENTKEEP, first_line
+
+from agentkeep.cli import cli
+from agentkeep.partitions import partition_of
+
+COUNT = 4
+TOKEN = "worker-test-token-0123456789"
+HEADERS = {"Authorization": f"Bearer {TOKEN}"}
+TIMEOUT = 60.0
+#: A local model pausing before each stream event: a turn takes a few tenths of a second
+#: times its events, so a worker killed right after accepting sends still owes them.
+PROVIDERS = """
+[providers.slow]
+kind = "gym"
+class = "responding"
+latency_seconds = {latency}
+
+[defaults]
+provider = "slow"
+"""
+
+
+class Worker:
+    """One ``agentkeep serve --partitions`` child process."""
+
+    def __init__(self, home: Path, url: str, *, latency: float, lease: float) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "providers.toml").write_text(PROVIDERS.format(latency=latency))
+        self.log = home.parent / f"{home.name}.log"
+        self._log = self.log.open("w")
+        self.process = subprocess.Popen(
+            [
+                *AGENTKEEP,
+                "--home",
+                str(home),
+                "--json",
+                "--log-level",
+                "info",
+                "serve",
+                "--port",
+                "0",
+                "--database",
+                url,
+                "--partitions",
+                str(COUNT),
+                "--lease",
+                str(lease),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            env={**os.environ, "AGENTKEEP_DAEMON_TOKEN": TOKEN},
+        )
+        self.url: str = json.loads(first_line(self.process))["url"]
+        self.client = httpx.Client(base_url=self.url, headers=HEADERS, timeout=TIMEOUT)
+
+    def health(self) -> dict[str, Any]:
+        found: dict[str, Any] = self.client.get("/healthz").json()
+        return found
+
+    def partitions(self) -> set[int]:
+        return {int(p) for p in self.health().get("coordinator", {}).get("partitions", {})}
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        self._log.close()
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> float:
+    """Poll ``condition`` (a read over a socket) until it holds; the seconds it took."""
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < timeout, f"timed out waiting for {what}"
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+@pytest.fixture
+def workers(postgres_url: str, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+    started: list[Worker] = []
+
+    def start(name: str, *, latency: float = 0.05, lease: float = 3.0) -> Worker:
+        worker = Worker(tmp_path / name, postgres_url, latency=latency, lease=lease)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def split(a: Worker, b: Worker) -> tuple[set[int], set[int]]:
+    """Wait until the two workers run two partitions each; theirs."""
+    wait_for(
+        lambda: len(a.partitions()) == COUNT // 2 and len(b.partitions()) == COUNT // 2,
+        "the partitions to split",
+    )
+    mine, theirs = a.partitions(), b.partitions()
+    assert mine | theirs == set(range(COUNT))
+    assert not mine & theirs
+    return mine, theirs
+
+
+def send(client: httpx.Client, session: str, key: str, *, wait: bool = True) -> httpx.Response:
+    return client.post(
+        f"/v1/sessions/{session}/messages",
+        json={"message": f"hello {key}", "idempotencyKey": key, "wait": wait},
+    )
+
+
+def turns(client: httpx.Client, session: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = client.get(f"/v1/sessions/{session}/turns").json()["turns"]
+    return found
+
+
+def test_two_workers_split_the_partitions_and_answer_any_request(
+    workers: Callable[..., Worker],
+) -> None:
+    a, b = workers("a"), workers("b")
+    mine, theirs = split(a, b)
+    health = a.health()
+    assert health["status"] == "ok"
+    assert health["coordinator"]["live_workers"] == 2
+    # A registry write reaches partition 0's owner through either worker.
+    for worker, name in ((a, "helper-a"), (b, "helper-b")):
+        created = worker.client.post("/v1/agents", json={"id": name})
+        assert created.status_code == 201, created.text
+    # Sessions created through either worker, spread over the partitions; each sent a turn
+    # through the OTHER worker, and again with the same key through the first.
+    sessions: list[str] = []
+    for n in range(12):
+        via, other = (a, b) if n % 2 == 0 else (b, a)
+        made = via.client.post("/v1/sessions", json={"agentId": "helper-a"})
+        assert made.status_code == 201, made.text
+        session = made.json()["id"]
+        sessions.append(session)
+        first = send(other.client, session, f"key-{n}")
+        assert first.status_code in (200, 202), first.text
+        again = send(via.client, session, f"key-{n}")
+        assert again.status_code == 200, again.text
+        assert again.json()["duplicate"] is True
+        assert again.json()["turn"]["id"] == first.json()["turn"]["id"]
+    owners = {partition_of(s, COUNT) for s in sessions}
+    assert owners & mine
+    assert owners & theirs
+    # A client-chosen session id lands in its own partition, whichever worker is asked.
+    named = b.client.post("/v1/sessions", json={"agentId": "helper-b", "sessionId": "chosen-1"})
+    assert named.status_code == 201, named.text
+    for session in sessions:
+        wait_for(
+            lambda s=session: [t["status"] for t in turns(a.client, s)] == ["completed"],
+            f"{session}'s one turn to complete",
+        )
+        assert [t["status"] for t in turns(b.client, session)] == ["completed"]
+    listed = {s["id"] for s in b.client.get("/v1/sessions").json()["sessions"]}
+    assert set(sessions) | {"chosen-1"} <= listed
+
+
+def test_a_sigkilled_workers_owed_turns_are_finished_by_the_survivor(
+    workers: Callable[..., Worker],
+) -> None:
+    # Slow turns (a pause before each of their stream events), so the victim owes them when
+    # it is killed; a long lease, so the takeover is the server noticing the death.
+    survivor, victim = workers("a", latency=0.4, lease=20.0), workers("b", latency=0.4, lease=20.0)
+    _, theirs = split(survivor, victim)
+    assert survivor.client.post("/v1/agents", json={"id": "helper"}).status_code == 201
+    sessions: list[str] = []
+    while len([s for s in sessions if partition_of(s, COUNT) in theirs]) < 4:
+        made = survivor.client.post("/v1/sessions", json={"agentId": "helper"})
+        assert made.status_code == 201, made.text
+        sessions.append(made.json()["id"])
+    accepted = {}
+    for n, session in enumerate(sessions):
+        sent = send(survivor.client if n % 2 else victim.client, session, f"owed-{n}", wait=False)
+        assert sent.status_code == 202, sent.text
+        accepted[session] = sent.json()["turn"]["id"]
+    killed = time.monotonic()
+    victim.process.send_signal(signal.SIGKILL)
+    victim.process.wait(TIMEOUT)
+    owed = [
+        s
+        for s in sessions
+        if partition_of(s, COUNT) in theirs
+        and turns(survivor.client, s)[0]["status"] not in ("completed", "failed", "cancelled")
+    ]
+    assert owed, "the victim finished its turns before it was killed: nothing was owed"
+    took = wait_for(lambda: survivor.partitions() == set(range(COUNT)), "the takeover")
+    takeover = time.monotonic() - killed
+    # Clients retry through the survivor with their keys: 503 (Retry-After) until it runs
+    # the partition, then their turn once.
+    for n, session in enumerate(sessions):
+        while True:
+            again = send(survivor.client, session, f"owed-{n}", wait=False)
+            if again.status_code != 503:
+                break
+            assert again.headers["Retry-After"] == "1"
+            assert again.json()["error"]["code"] == "partition_unavailable"
+            time.sleep(0.05)
+        assert again.status_code == 200, again.text
+        assert again.json()["duplicate"] is True
+        assert again.json()["turn"]["id"] == accepted[session]
+    for session in sessions:
+        finished = wait_for(
+            lambda s=session: [t["status"] for t in turns(survivor.client, s)] == ["completed"],
+            f"{session}'s owed turn to complete",
+        )
+        assert [t["id"] for t in turns(survivor.client, session)] == [accepted[session]]
+    done = time.monotonic() - killed
+    print(f"takeover {takeover:.3f} s (seen after {took:.3f} s), owed turns done {done:.3f} s")
+    del finished
+
+
+def test_partitions_are_refused_on_sqlite(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["--home", str(tmp_path / "home"), "serve", "--partitions", "4"], env={}
+    )
+    assert result.exit_code == 2, result.output
+    assert "PostgreSQL" in result.output
+    assert not (tmp_path / "home").exists()
