@@ -36,7 +36,6 @@ import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import anyio
 import httpx
@@ -48,10 +47,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
 
-from agentkeep.cluster import Coordinator, membership
+from agentkeep.cluster import Coordinator, Directory, membership
 from agentkeep.logs import get_logger
 from agentkeep.partitions import partition_of
-from agentkeep.persistence.postgres.connection import PostgresTarget
 from agentkeep.server.errors import ApiError, error_response, json_response
 
 __all__ = ["FORWARDED_HEADER", "ClusterFront"]
@@ -115,12 +113,12 @@ class ClusterFront:
 
     def __init__(
         self,
-        target: PostgresTarget,
+        database: str,
         count: int,
         *,
         forward_timeout_seconds: float = 180.0,
     ) -> None:
-        self.target = target
+        self.directory = Directory(database)
         self.count = count
         self.coordinator: Coordinator | None = None
         self._lock = threading.Lock()
@@ -128,10 +126,8 @@ class ClusterFront:
         self._closed = False
         self._client: httpx.AsyncClient | None = None
         self._timeout = httpx.Timeout(forward_timeout_seconds, connect=2.0)
-        self._connection: psycopg.Connection[Any] | None = None
         self._workers: list[membership.WorkerRow] = []
         self._workers_at = float("-inf")
-        self._workers_lock = threading.Lock()
 
     # -- the partitions served here ----------------------------------------------------------
 
@@ -162,10 +158,7 @@ class ClusterFront:
 
     def close(self) -> None:
         """Close the membership session (the HTTP client closes with its event loop)."""
-        with self._workers_lock:
-            connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close()
+        self.directory.close()
 
     # -- ASGI ---------------------------------------------------------------------------------
 
@@ -300,21 +293,9 @@ class ClusterFront:
             return []
 
     def _read_workers_now(self) -> list[membership.WorkerRow]:
-        with self._workers_lock:
-            connection = self._connection
-            if connection is None or connection.broken:
-                if connection is not None:
-                    connection.close()
-                connection = membership.connect(self.target, "agentkeep front", lease_ms=9_000)
-                self._connection = connection
-            try:
-                workers = membership.read_workers(connection)
-            except psycopg.Error:
-                connection.close()
-                self._connection = None
-                raise
-            self._workers, self._workers_at = workers, time.monotonic()
-            return workers
+        workers = self.directory.workers()
+        self._workers, self._workers_at = workers, time.monotonic()
+        return workers
 
     # -- forwarding ----------------------------------------------------------------------------
 

@@ -27,7 +27,6 @@ from agentkeep.agent_system import AgentSystem
 from agentkeep.cluster import Coordinator, CoordinatorSettings
 from agentkeep.logs import get_logger
 from agentkeep.partitions import Partition
-from agentkeep.persistence.postgres.connection import parse_url
 from agentkeep.server.cluster_front import ClusterFront
 from agentkeep.server.console_auth import ConsoleSessions
 from agentkeep.server.daemon import (
@@ -53,7 +52,7 @@ class WorkerServer(RunningServer):
     """
 
     def __init__(self, database: str, count: int, options: ServeOptions) -> None:
-        self.front = ClusterFront(parse_url(database), count)
+        self.front = ClusterFront(database, count)
         super().__init__(None, options)
 
     def _make_app(self, system: AgentSystem | None) -> Any:

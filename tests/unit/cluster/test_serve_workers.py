@@ -20,10 +20,12 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
+from httpx_sse import connect_sse
 from tests.unit.subprocesses import AGENTKEEP, first_line
 
 from agentkeep.cli import cli
 from agentkeep.partitions import partition_of
+from agentkeep.persistence.opening import DATABASE_ENV
 
 COUNT = 4
 TOKEN = "worker-test-token-0123456789"
@@ -185,6 +187,20 @@ def test_two_workers_split_the_partitions_and_answer_any_request(
         assert [t["status"] for t in turns(b.client, session)] == ["completed"]
     listed = {s["id"] for s in b.client.get("/v1/sessions").json()["sessions"]}
     assert set(sessions) | {"chosen-1"} <= listed
+    # A session's event stream through the worker that does not own it: forwarded to the
+    # owner, every committed event in order (the ids the store's own page gives).
+    remote = next(s for s in sessions if partition_of(s, COUNT) in theirs)
+    page = a.client.get(f"/v1/sessions/{remote}/events").json()["events"]
+    assert page
+    seen: list[str] = []
+    with connect_sse(a.client, "GET", f"/v1/sessions/{remote}/events/stream") as source:
+        assert source.response.status_code == 200
+        for frame in source.iter_sse():
+            if frame.id:
+                seen.append(frame.id)
+            if len(seen) == len(page):
+                break
+    assert seen == [str(event["sequence"]) for event in page]
 
 
 def test_a_sigkilled_workers_owed_turns_are_finished_by_the_survivor(
@@ -243,7 +259,9 @@ def test_a_sigkilled_workers_owed_turns_are_finished_by_the_survivor(
 
 def test_partitions_are_refused_on_sqlite(tmp_path: Path) -> None:
     result = CliRunner().invoke(
-        cli, ["--home", str(tmp_path / "home"), "serve", "--partitions", "4"], env={}
+        cli,
+        ["--home", str(tmp_path / "home"), "serve", "--partitions", "4"],
+        env={DATABASE_ENV: None},  # SQLite even on the PostgreSQL pass
     )
     assert result.exit_code == 2, result.output
     assert "PostgreSQL" in result.output
