@@ -50,7 +50,7 @@ from starlette.types import Message, Receive, Scope, Send
 from agentkeep.cluster import Coordinator, Directory, membership
 from agentkeep.logs import get_logger
 from agentkeep.partitions import partition_of
-from agentkeep.server.errors import ApiError, error_response, json_response
+from agentkeep.server.errors import ApiError, error_response
 
 __all__ = ["FORWARDED_HEADER", "ClusterFront"]
 
@@ -251,14 +251,14 @@ class ClusterFront:
     def _healthz(self) -> Response:
         coordinator = self.coordinator
         if coordinator is None:
-            return json_response({"status": "starting", "partitions": self.local()}, 503)
+            return _json({"status": "starting", "partitions": self.local()}, 503)
         health = coordinator.health()
         body = {
             "status": "ok" if health.healthy else "degraded",
             "coordinator": msgspec.to_builtins(health),
             "partitions": self.local(),
         }
-        return json_response(body, 200 if health.healthy else 503)
+        return _json(body, 200 if health.healthy else 503)
 
     # -- where the owner is --------------------------------------------------------------------
 
@@ -333,6 +333,10 @@ class ClusterFront:
             headers=kept,
             background=BackgroundTask(answer.aclose),
         )
+
+
+def _json(body: dict[str, object], status: int) -> Response:
+    return Response(msgspec.json.encode(body), status, media_type="application/json")
 
 
 def _named_session(body: bytes) -> str | None:
