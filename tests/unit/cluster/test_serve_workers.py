@@ -134,11 +134,21 @@ def split(a: Worker, b: Worker) -> tuple[set[int], set[int]]:
     return mine, theirs
 
 
+def post(client: httpx.Client, path: str, body: dict[str, Any]) -> httpx.Response:
+    """POST as a client of a cluster does: again after a 503 ``partition_unavailable`` (a
+    partition between owners: the workers' rows name a new owner at its next heartbeat)."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        answer = client.post(path, json=body)
+        if answer.status_code != 503 or time.monotonic() > deadline:
+            return answer
+        assert answer.json()["error"]["code"] == "partition_unavailable", answer.text
+        time.sleep(0.02)
+
+
 def send(client: httpx.Client, session: str, key: str, *, wait: bool = True) -> httpx.Response:
-    return client.post(
-        f"/v1/sessions/{session}/messages",
-        json={"message": f"hello {key}", "idempotencyKey": key, "wait": wait},
-    )
+    body = {"message": f"hello {key}", "idempotencyKey": key, "wait": wait}
+    return post(client, f"/v1/sessions/{session}/messages", body)
 
 
 def turns(client: httpx.Client, session: str) -> list[dict[str, Any]]:
@@ -156,14 +166,14 @@ def test_two_workers_split_the_partitions_and_answer_any_request(
     assert health["coordinator"]["live_workers"] == 2
     # A registry write reaches partition 0's owner through either worker.
     for worker, name in ((a, "helper-a"), (b, "helper-b")):
-        created = worker.client.post("/v1/agents", json={"id": name})
+        created = post(worker.client, "/v1/agents", {"id": name})
         assert created.status_code == 201, created.text
     # Sessions created through either worker, spread over the partitions; each sent a turn
     # through the OTHER worker, and again with the same key through the first.
     sessions: list[str] = []
     for n in range(12):
         via, other = (a, b) if n % 2 == 0 else (b, a)
-        made = via.client.post("/v1/sessions", json={"agentId": "helper-a"})
+        made = post(via.client, "/v1/sessions", {"agentId": "helper-a"})
         assert made.status_code == 201, made.text
         session = made.json()["id"]
         sessions.append(session)
@@ -177,7 +187,7 @@ def test_two_workers_split_the_partitions_and_answer_any_request(
     assert owners & mine
     assert owners & theirs
     # A client-chosen session id lands in its own partition, whichever worker is asked.
-    named = b.client.post("/v1/sessions", json={"agentId": "helper-b", "sessionId": "chosen-1"})
+    named = post(b.client, "/v1/sessions", {"agentId": "helper-b", "sessionId": "chosen-1"})
     assert named.status_code == 201, named.text
     for session in sessions:
         wait_for(
@@ -214,10 +224,10 @@ def test_a_dead_or_leaving_workers_owed_turns_are_finished_by_the_survivor(
     # it is killed; a long lease, so the takeover is the server noticing the death.
     survivor, victim = workers("a", latency=0.4, lease=20.0), workers("b", latency=0.4, lease=20.0)
     _, theirs = split(survivor, victim)
-    assert survivor.client.post("/v1/agents", json={"id": "helper"}).status_code == 201
+    assert post(survivor.client, "/v1/agents", {"id": "helper"}).status_code == 201
     sessions: list[str] = []
     while len([s for s in sessions if partition_of(s, COUNT) in theirs]) < 4:
-        made = survivor.client.post("/v1/sessions", json={"agentId": "helper"})
+        made = post(survivor.client, "/v1/sessions", {"agentId": "helper"})
         assert made.status_code == 201, made.text
         sessions.append(made.json()["id"])
     accepted = {}
@@ -244,7 +254,10 @@ def test_a_dead_or_leaving_workers_owed_turns_are_finished_by_the_survivor(
         enumerate(sessions), key=lambda p: partition_of(p[1], COUNT) not in theirs
     ):
         while True:
-            again = send(survivor.client, session, f"owed-{n}", wait=False)
+            again = survivor.client.post(
+                f"/v1/sessions/{session}/messages",
+                json={"message": f"hello owed-{n}", "idempotencyKey": f"owed-{n}", "wait": False},
+            )
             if again.status_code != 503:
                 break
             unavailable += 1
@@ -268,6 +281,38 @@ def test_a_dead_or_leaving_workers_owed_turns_are_finished_by_the_survivor(
         f"{signum.name}: every key answered {answered:.3f} s ({unavailable} x 503), "
         f"all partitions {takeover:.3f} s, owed turns done {done:.3f} s"
     )
+
+
+def test_a_joining_worker_gets_its_share_by_graceful_hand_off(
+    workers: Callable[..., Worker],
+) -> None:
+    """One worker runs every partition; a second joins while turns are in flight: the first
+    hands half over (each partition's system drained, then released), the second opens
+    them, and every turn completes once, whichever worker clients send through."""
+    first = workers("a", latency=0.1)
+    wait_for(lambda: first.partitions() == set(range(COUNT)), "the first worker's partitions")
+    assert post(first.client, "/v1/agents", {"id": "helper"}).status_code == 201
+    sessions = [
+        post(first.client, "/v1/sessions", {"agentId": "helper"}).json()["id"] for _ in range(8)
+    ]
+    accepted = {}
+    for n, session in enumerate(sessions):
+        sent = send(first.client, session, f"before-{n}", wait=False)
+        assert sent.status_code == 202, sent.text
+        accepted[session] = sent.json()["turn"]["id"]
+    second = workers("b", latency=0.1)
+    mine, theirs = split(first, second)
+    assert mine | theirs == set(range(COUNT))
+    for n, session in enumerate(sessions):
+        again = send(second.client, session, f"before-{n}")  # waits for its end
+        assert again.status_code == 200, again.text
+        assert again.json()["turn"]["id"] == accepted[session]
+        assert again.json()["turn"]["status"] == "completed"
+        after = send(second.client if n % 2 else first.client, session, f"after-{n}")
+        assert after.status_code == 200, after.text
+        assert after.json()["turn"]["status"] == "completed"
+    for session in sessions:
+        assert [t["status"] for t in turns(second.client, session)] == ["completed"] * 2
 
 
 def test_partitions_are_refused_on_sqlite(tmp_path: Path) -> None:
