@@ -123,7 +123,6 @@ class ClusterFront:
         self.coordinator: Coordinator | None = None
         self._lock = threading.Lock()
         self._local: dict[int, _Local] = {}
-        self._closed = False
         self._client: httpx.AsyncClient | None = None
         self._timeout = httpx.Timeout(forward_timeout_seconds, connect=2.0)
         self._workers: list[membership.WorkerRow] = []
@@ -152,7 +151,6 @@ class ClusterFront:
     def close_streams(self) -> int:
         """End every open SSE stream of every local partition (at shutdown)."""
         with self._lock:
-            self._closed = True
             locals_ = list(self._local.values())
         return sum(local.close_streams() for local in locals_)
 
