@@ -51,6 +51,7 @@ from agentkeep.cluster import Coordinator, Directory, membership
 from agentkeep.logs import get_logger
 from agentkeep.partitions import partition_of
 from agentkeep.server.errors import ApiError, error_response
+from agentkeep.server.security import MAX_BODY_BYTES
 
 __all__ = ["FORWARDED_HEADER", "ClusterFront"]
 
@@ -181,7 +182,7 @@ class ClusterFront:
         if partition is not None:
             return await self._to_owner(scope, receive, send, partition, forwarded)
         if method == "POST" and path == "/v1/sessions":
-            body = await Request(scope, receive).body()
+            body = await _read_body(scope, receive)
             receive = _replay(body, receive)
             named = _named_session(body)
             if named is not None:
@@ -301,7 +302,7 @@ class ClusterFront:
         self, scope: Scope, receive: Receive, address: str, partition: int | None
     ) -> Response:
         request = Request(scope, receive)
-        body = await request.body()
+        body = await _read_body(scope, receive)
         headers = {
             name: value
             for name, value in request.headers.items()
@@ -331,6 +332,24 @@ class ClusterFront:
             headers=kept,
             background=BackgroundTask(answer.aclose),
         )
+
+
+async def _read_body(scope: Scope, receive: Receive) -> bytes:
+    """The request's body, refused past :data:`MAX_BODY_BYTES` while it is read (a body
+    without a length is counted as it streams in, as the apps' own reading does)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in Request(scope, receive).stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ApiError(
+                413,
+                "payload_too_large",
+                f"The body is over the limit of {MAX_BODY_BYTES} bytes.",
+                {"limit": MAX_BODY_BYTES},
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _json(body: dict[str, object], status: int) -> Response:
