@@ -502,6 +502,24 @@ class AgentSystem:
         """Why the system stopped on its own (a failure storm past the restart intensity)."""
         return self._parts.stopping.failure
 
+    @property
+    def lost(self) -> str | None:
+        """Why this system can no longer run its part of the store, None while it can: its
+        ownership was lost (on PostgreSQL another owner took its store or partition while
+        its session was down: it stopped writing for good), its store refuses writes for
+        good, or it stopped on its own (:attr:`failure`). Cheap (flags, no round trip): a
+        worker's coordinator asks it at every tick."""
+        parts = self._parts
+        if parts.store.ownership_lost:
+            return "ownership_lost"
+        refusal = parts.store.refusal
+        if refusal is not None:
+            return f"store_refused: {refusal}"
+        failure = parts.stopping.failure
+        if failure is not None:
+            return f"failed: {failure!r}"
+        return None
+
     @outside_transaction
     def wait_for_failure(self, timeout_seconds: float | None = None) -> BaseException | None:
         """Block until the system stopped on its own; returns the error (None on timeout)."""

@@ -8,7 +8,7 @@ resuming anything, so ``talk`` runs only the agent it talks to.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +24,7 @@ from agentkeep.cli.tools import DemoTools, ToolEnvironment, ToolObserver, build_
 from agentkeep.drivers.types import Driver
 from agentkeep.fault_injection import FaultInjection
 from agentkeep.features import Feature, HookContext
+from agentkeep.partitions import Partition
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.opening import open_store as open_any_store
 from agentkeep.persistence.store import DATABASE_NAME, Store
@@ -113,8 +114,44 @@ def open_system(
         home.require_store()
     config = load_providers(home.path)
     environment = tools or ToolEnvironment(home=home.path, observer=observer)
+    system = _open(home, config, environment, features, faults, resume, drivers, None)
+    try:
+        yield system, config
+    finally:
+        system.close()
+
+
+def partition_opener(
+    home: Home, *, drivers: Sequence[Driver] | None = None
+) -> Callable[[Partition], AgentSystem]:
+    """What opens one partition's system for ``agentkeep serve --partitions``: the same
+    providers, tools and drivers as :func:`open_system` (resuming the partition's owed work),
+    over ``home.database``, for the partition it is given. Each call opens a new system; its
+    caller shuts it down and closes it.
+
+    Raises:
+        CliError: a ``--drivers`` spec or ``providers.toml`` is bad, before anything is opened.
+    """
+    if drivers is None:
+        drivers = home.drivers.load()
+    config = load_providers(home.path)
+    environment = ToolEnvironment(home=home.path, observer=None)
+    loaded = drivers
+    return lambda partition: _open(home, config, environment, (), None, True, loaded, partition)
+
+
+def _open(
+    home: Home,
+    config: ProviderConfig,
+    environment: ToolEnvironment,
+    features: Sequence[Feature],
+    faults: FaultPlan | None,
+    resume: bool,
+    drivers: Sequence[Driver],
+    partition: Partition | None,
+) -> AgentSystem:
     demo_tools = DemoTools(build_tools(environment), config.offers_demo_tools)
-    system = AgentSystem.open(
+    return AgentSystem.open(
         home.path,
         providers=config.providers,
         provider=config.default_provider,
@@ -124,11 +161,8 @@ def open_system(
         resume=resume,
         drivers=drivers,
         database=home.database,
+        partition=partition,
     )
-    try:
-        yield system, config
-    finally:
-        system.close()
 
 
 class StreamPrinter(Feature, ToolObserver):

@@ -11,8 +11,10 @@ waits for PATH instead of sleeping.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
@@ -21,7 +23,11 @@ import msgspec
 from agentkeep.cli.context import CliState, drivers_after, pass_state
 from agentkeep.cli.logs import configure_logging
 from agentkeep.cli.output import EXIT_BAD_INPUT, CliError
-from agentkeep.cli.runtime import open_system
+from agentkeep.cli.runtime import Home, open_system, partition_opener
+from agentkeep.drivers.types import Driver
+from agentkeep.errors import StoreUnavailableError
+from agentkeep.partitions import MAX_PARTITIONS
+from agentkeep.persistence.postgres.connection import is_postgres_url
 from agentkeep.server import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -82,6 +88,27 @@ from agentkeep.server.daemon import write_json_atomically
     help="Write this file (JSON: url, port, pid, token_file) once the daemon listens and its "
     "token exists; removed first if it exists, and again when the daemon stops.",
 )
+@click.option(
+    "--database",
+    help="The store's postgresql://… URL (default: agentkeep --database, else "
+    "$AGENTKEEP_DATABASE); needed by --partitions.",
+)
+@click.option(
+    "--partitions",
+    type=click.IntRange(1, MAX_PARTITIONS),
+    help="Serve as one worker of a PostgreSQL store divided into this many partitions: "
+    "run the partitions the workers' coordinator gives this process, and answer any "
+    "request (forwarding a write to its partition's owner). See docs/scale-out.md.",
+)
+@click.option(
+    "--lease",
+    "lease_seconds",
+    type=click.FloatRange(0.3, 3600),
+    default=10.0,
+    show_default=True,
+    help="With --partitions: how long this worker may go without heartbeating before the "
+    "others take its partitions.",
+)
 @click.pass_context
 @pass_state
 def serve(
@@ -95,13 +122,27 @@ def serve(
     allow_origin: tuple[str, ...],
     heartbeat_seconds: float,
     ready_file: Path | None,
+    database: str | None,
+    partitions: int | None,
+    lease_seconds: float,
 ) -> None:
     """Serve the state directory over HTTP: the REST API of docs/daemon.md and SSE event streams.
 
     A token is generated on first start into daemon.token in the state directory (mode
     0600); send it as `Authorization: Bearer TOKEN`. SIGTERM or Ctrl-C stops it gracefully.
     """
-    drivers = state.home.drivers.load()  # a bad spec: exit 2 before anything is written
+    home = state.home
+    if database:
+        home = dataclasses.replace(home, database=database)
+    if partitions is not None and not _is_postgres(home.database):
+        raise CliError(
+            "--partitions needs a PostgreSQL store: a SQLite store is served by one process.",
+            code="partitions_need_postgres",
+            hint="Give --database postgresql://…?schema=NAME (or set $AGENTKEEP_DATABASE), "
+            "or drop --partitions.",
+            exit_code=EXIT_BAD_INPUT,
+        )
+    drivers = home.drivers.load()  # a bad spec: exit 2 before anything is written
     parent = ctx.find_root()
     if parent.get_parameter_source("log_level") == click.core.ParameterSource.DEFAULT:
         configure_logging("info" if state.log_level != "debug" else "debug")
@@ -154,6 +195,16 @@ def serve(
         sys.stdout.flush()
 
     make_home_private(state.home.path)  # before the store creates its files
+    if partitions is not None:
+        assert home.database is not None
+        try:
+            _serve_worker(
+                home, home.database, partitions, lease_seconds, drivers, options, listening
+            )
+        finally:
+            if ready_file is not None:
+                ready_file.unlink(missing_ok=True)
+        return
     try:
         with open_system(state.home, resume=True, create=True, drivers=drivers) as (
             system,
@@ -183,3 +234,33 @@ def write_ready_file(path: Path, value: dict[str, object]) -> None:
     exist never reads it half written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomically(path, value, mode=0o666)  # the caller's umask decides, as before
+
+
+def _is_postgres(database: str | None) -> bool:
+    return database is not None and is_postgres_url(database)
+
+
+def _serve_worker(
+    home: Home,
+    database: str,
+    count: int,
+    lease_seconds: float,
+    drivers: Sequence[Driver],
+    options: ServeOptions,
+    listening: Callable[[RunningServer], None],
+) -> None:
+    """Worker mode (``--partitions``): :func:`~agentkeep.server.worker_daemon.run_worker`."""
+    from agentkeep.cluster import CoordinatorSettings
+    from agentkeep.server.worker_daemon import run_worker
+
+    lease_ms = int(lease_seconds * 1000)
+    settings = CoordinatorSettings(count=count, lease_ms=lease_ms, tick_ms=min(250, lease_ms // 4))
+    opener = partition_opener(home, drivers=drivers)
+    try:
+        run_worker(home.path, database, opener, options, settings, on_listening=listening)
+    except DaemonConfigError as error:
+        raise CliError(
+            str(error), code=error.code, hint="Choose another --host/--port.", exit_code=1
+        ) from None
+    except StoreUnavailableError as error:
+        raise CliError(str(error), code=error.code, exit_code=1) from None

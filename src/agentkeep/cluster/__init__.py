@@ -13,6 +13,7 @@ itself. ``docs/scale-out.md`` describes the design and its failure model.
 from __future__ import annotations
 
 from agentkeep.cluster.coordinator import Coordinator
+from agentkeep.cluster.directory import Directory
 from agentkeep.cluster.health import CoordinatorHealth
 from agentkeep.cluster.membership import PartitionHolder, WorkerRow
 from agentkeep.cluster.protocol import PartitionHandle, PartitionRunner
@@ -23,6 +24,7 @@ __all__ = [
     "Coordinator",
     "CoordinatorHealth",
     "CoordinatorSettings",
+    "Directory",
     "PartitionHandle",
     "PartitionHolder",
     "PartitionRunner",

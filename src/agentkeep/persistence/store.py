@@ -393,6 +393,12 @@ class Store:
         return self._closed
 
     @property
+    def ownership_lost(self) -> bool:
+        """True once this owner found another owner of its store (or partition) and stopped
+        writing for good. Never on SQLite (its owner holds a kernel lock for its life)."""
+        return False
+
+    @property
     def refusal(self) -> StoreError | None:
         """Why the store stopped accepting writes for good while open (the database file
         was deleted or replaced: ``StoreReplacedError``), else None."""

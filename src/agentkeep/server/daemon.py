@@ -33,8 +33,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import uvicorn
+from starlette.applications import Starlette
 
 from agentkeep.agent_system import AgentSystem
 from agentkeep.logs import get_logger
@@ -121,7 +123,7 @@ class RunningServer:
             be bound.
     """
 
-    def __init__(self, system: AgentSystem, options: ServeOptions) -> None:
+    def __init__(self, system: AgentSystem | None, options: ServeOptions) -> None:
         self._sock = _bind(options.host, options.port)
         try:
             self.host = options.host
@@ -137,17 +139,9 @@ class RunningServer:
             self._sock.close()
             raise
         self.log_budget = LogBudget()
-        self.app = create_app(
-            system,
-            policy,
-            heartbeat_seconds=options.heartbeat_seconds,
-            wait_seconds=options.wait_seconds,
-            log_budget=self.log_budget,
-        )
-        ctx = self.context
-        ctx.stream_buffer_bytes = options.stream_buffer_bytes
-        ctx.stream_stall_seconds = options.stream_stall_seconds
-        ctx.stream_send_timeout_seconds = options.stream_send_timeout_seconds
+        self.policy = policy
+        self.options = options
+        self.app: Any = self._make_app(system)
         limits = options.limits
         self.limits = ConnectionLimits(
             header_timeout_seconds=limits.header_timeout_seconds,
@@ -168,6 +162,32 @@ class RunningServer:
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, name="agentkeep-http", daemon=True)
         self.error: BaseException | None = None
+
+    def _make_app(self, system: AgentSystem | None) -> Any:
+        """The ASGI app served (a subclass serving something else overrides it)."""
+        assert system is not None
+        return self.app_over(system)
+
+    def app_over(self, system: AgentSystem) -> Starlette:
+        """The daemon's app over ``system`` with this server's policy and options."""
+        options = self.options
+        app = create_app(
+            system,
+            self.policy,
+            heartbeat_seconds=options.heartbeat_seconds,
+            wait_seconds=options.wait_seconds,
+            log_budget=self.log_budget,
+            console=getattr(self, "console", None),
+        )
+        ctx: ServerContext = app.state.agentkeep
+        ctx.stream_buffer_bytes = options.stream_buffer_bytes
+        ctx.stream_stall_seconds = options.stream_stall_seconds
+        ctx.stream_send_timeout_seconds = options.stream_send_timeout_seconds
+        return app
+
+    def _close_streams(self) -> int:
+        """End every open SSE stream (at stop)."""
+        return self.context.streams.close_all()
 
     @property
     def url(self) -> str:
@@ -222,7 +242,7 @@ class RunningServer:
             True if the server stopped within the timeout (it is forced after that).
         """
         self._server.should_exit = True
-        streams = self.context.streams.close_all()
+        streams = self._close_streams()
         self._thread.join(timeout_seconds)
         if self._thread.is_alive():
             self._server.force_exit = True

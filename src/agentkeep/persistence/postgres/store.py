@@ -130,6 +130,11 @@ class PostgresStore(Store):
         return self._session.lost
 
     @property
+    def ownership_lost(self) -> bool:
+        """:attr:`lost` is set (the base store's question, for the system above)."""
+        return self._session.lost.is_set()
+
+    @property
     def backend_pid(self) -> int:
         """The server process of the writer's current session (tests, diagnostics)."""
         return self._session.backend_pid

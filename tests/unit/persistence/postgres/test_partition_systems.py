@@ -245,10 +245,14 @@ def test_a_system_whose_partition_was_taken_meanwhile_cannot_write(
         with _open(tmp_path / "w2", pg_url, Partition(1, 2)) as thief:
             assert _store(thief).epoch == _store(first).epoch + 1
             assert not _store(first).lost.is_set()
+            assert first.lost is None
             with pytest.raises(StoreOwnershipLostError):
                 first.update_metadata(agent.id, {"late": True})
             assert _store(first).lost.is_set()
+            # The public way a worker's runner tells (PartitionHandle.lost).
+            assert first.lost == "ownership_lost"
             assert not _store(thief).lost.is_set()
+            assert thief.lost is None
             assert thief.metadata(agent.id) == {}
 
 

@@ -1,0 +1,392 @@
+"""The front of a worker (``agentkeep serve --partitions``): any request, to the right system.
+
+A worker runs one :class:`~agentkeep.AgentSystem` per partition it owns, each with the
+ordinary app of :func:`~agentkeep.server.app.create_app` over it (so every route is the
+daemon's own). :class:`ClusterFront` is the ASGI app in front of them; it answers
+``/healthz`` itself (with the coordinator's health) and sends every other request on:
+
+- a write for a session (``POST``/``PUT``/``PATCH``/``DELETE`` under ``/v1/sessions/{id}``)
+  and a session's SSE stream go to the owner of the session's partition
+  (:func:`~agentkeep.partitions.partition_of`): the local system when this worker runs it,
+  else **forwarded** over HTTP to the worker that does (its address from
+  ``agentkeep_workers``);
+- ``POST /v1/sessions`` goes to the owner of a partition drawn at random (the session is
+  created in the partition of the system that creates it, so sessions spread over the store
+  whichever worker clients ask), or to a local system when that owner is not known;
+- a registry write (``POST /v1/agents``, ``PATCH``/``DELETE /v1/agents/{id}``) goes to
+  partition 0's owner the same way;
+- anything else (lists, a session's events, turns and transcript, the registry's reads)
+  goes to any local system (reads come from the store, which every partition's system sees
+  whole), or is forwarded to a live worker when this one runs no partition yet.
+
+When the owner is not known or cannot be reached (a failover or a hand-off in progress),
+the answer is 503 ``partition_unavailable`` with ``Retry-After: 1``: nothing was done here,
+and the client retries (with its idempotency key, which keeps its meaning on any worker).
+
+Invariants: a request is forwarded at most once (a forwarded request carries
+``X-Agentkeep-Forwarded``; a worker that does not run the partition either refuses it with
+the 503 rather than forwarding it again), and the front authenticates a request (the same
+:class:`~agentkeep.server.security.Guard` as the apps) before it forwards anything.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+
+import anyio
+import httpx
+import msgspec
+import psycopg
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Message, Receive, Scope, Send
+
+from agentkeep.cluster import Coordinator, Directory, membership
+from agentkeep.logs import get_logger
+from agentkeep.partitions import partition_of
+from agentkeep.server.errors import ApiError, error_response
+from agentkeep.server.security import MAX_BODY_BYTES
+
+__all__ = ["FORWARDED_HEADER", "ClusterFront"]
+
+log = get_logger(__name__)
+
+#: Set on a forwarded request (the forwarding worker's token): it is never forwarded again.
+FORWARDED_HEADER = "x-agentkeep-forwarded"
+#: The request headers a forwarded request keeps (the rest are the hop's own).
+_PASSED_REQUEST = (
+    "authorization",
+    "content-type",
+    "accept",
+    "idempotency-key",
+    "last-event-id",
+    "traceparent",
+    "tracestate",
+    "cookie",
+)
+#: The response headers a forwarded answer keeps.
+_PASSED_RESPONSE = (
+    "content-type",
+    "location",
+    "retry-after",
+    "www-authenticate",
+    "cache-control",
+    "allow",
+    "set-cookie",
+    "x-accel-buffering",
+)
+_SESSION = re.compile(r"^/v1/sessions/([^/]+)(/.*)?$")
+_DEFINITION = re.compile(r"^/v1/agents(/[^/]+)?$")
+_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: How long a read of the membership is reused.
+_WORKERS_TTL_SECONDS = 0.25
+
+
+class PartitionUnavailableError(ApiError):
+    """503 ``partition_unavailable`` with ``Retry-After``: the partition's owner is not known
+    or cannot be reached now (a failover or hand-off in progress); nothing was done here."""
+
+    def __init__(self, partition: int, why: str) -> None:
+        super().__init__(
+            503,
+            "partition_unavailable",
+            f"Partition {partition}'s owner cannot be reached now ({why}); retry shortly "
+            "(with the same idempotency key).",
+            {"partition": partition},
+        )
+        self.headers = {"Retry-After": "1"}
+
+
+class _Local(msgspec.Struct, frozen=True):
+    app: Starlette
+    close_streams: Callable[[], int]
+
+
+class ClusterFront:
+    """The worker's ASGI app (see the module). ``add``/``remove`` are called by the
+    partition runner as systems open and shut; everything else runs on the event loop."""
+
+    def __init__(
+        self,
+        database: str,
+        count: int,
+        *,
+        forward_timeout_seconds: float = 180.0,
+    ) -> None:
+        self.directory = Directory(database)
+        self.count = count
+        self.coordinator: Coordinator | None = None
+        self._lock = threading.Lock()
+        self._local: dict[int, _Local] = {}
+        self._client: httpx.AsyncClient | None = None
+        self._timeout = httpx.Timeout(forward_timeout_seconds, connect=2.0)
+        self._workers: list[membership.WorkerRow] = []
+        self._workers_at = float("-inf")
+
+    # -- the partitions served here ----------------------------------------------------------
+
+    def add(self, index: int, app: Starlette, close_streams: Callable[[], int]) -> None:
+        """Partition ``index`` runs here now, served by ``app``."""
+        with self._lock:
+            self._local[index] = _Local(app, close_streams)
+
+    def remove(self, index: int) -> None:
+        """Partition ``index`` is being given up: its requests go elsewhere from now on, and
+        its open streams end (their clients reconnect, with ``Last-Event-ID``)."""
+        with self._lock:
+            local = self._local.pop(index, None)
+        if local is not None:
+            local.close_streams()
+
+    def local(self) -> list[int]:
+        """The partitions served here now."""
+        with self._lock:
+            return sorted(self._local)
+
+    def close_streams(self) -> int:
+        """End every open SSE stream of every local partition (at shutdown)."""
+        with self._lock:
+            locals_ = list(self._local.values())
+        return sum(local.close_streams() for local in locals_)
+
+    def close(self) -> None:
+        """Close the membership session (the HTTP client closes with its event loop)."""
+        self.directory.close()
+
+    # -- ASGI ---------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer ``/healthz``, or hand the request to a local app or forward it."""
+        if scope["type"] != "http":
+            return
+        try:
+            response = await self._route(scope, receive, send)
+        except ApiError as error:
+            response = error_response(error, getattr(error, "headers", None))
+        if response is not None:
+            await response(scope, receive, send)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> Response | None:
+        method: str = scope["method"]
+        path: str = scope["path"]
+        if path == "/healthz":
+            return self._healthz()
+        forwarded = any(name == FORWARDED_HEADER.encode() for name, _ in scope["headers"])
+        partition = self._owner_partition(method, path)
+        if partition is not None:
+            return await self._to_owner(scope, receive, send, partition, forwarded)
+        if method == "POST" and path == "/v1/sessions":
+            body = await _read_body(scope, receive)
+            receive = _replay(body, receive)
+            named = _named_session(body)
+            if named is not None:
+                # A client-chosen id: only its partition's owner may create it.
+                return await self._to_owner(
+                    scope, receive, send, partition_of(named, self.count), forwarded
+                )
+            if not forwarded:
+                # A new session lands in the partition of the system that creates it: a
+                # partition drawn at random spreads them over the store whichever worker
+                # is asked (a local one when that partition's owner is not known now).
+                chosen = random.randrange(self.count)
+                if self._local_app(chosen) is not None or await self._owner_address(chosen):
+                    return await self._to_owner(scope, receive, send, chosen, forwarded)
+        local = self._any_local()
+        if local is not None:
+            await local(scope, receive, send)
+            return None
+        if forwarded:
+            raise PartitionUnavailableError(0, "this worker runs no partition yet")
+        address = await self._any_address()
+        if address is None:
+            raise PartitionUnavailableError(0, "no worker runs a partition yet")
+        return await self._forward(scope, receive, address, None)
+
+    async def _to_owner(
+        self, scope: Scope, receive: Receive, send: Send, partition: int, forwarded: bool
+    ) -> Response | None:
+        """Hand the request to the local system of ``partition``, or forward it to the
+        worker that runs it; 503 when neither can take it now."""
+        local = self._local_app(partition)
+        if local is not None:
+            await local(scope, receive, send)
+            return None
+        if forwarded:
+            raise PartitionUnavailableError(partition, "it moved")
+        address = await self._owner_address(partition)
+        if address is None:
+            raise PartitionUnavailableError(partition, "no live owner")
+        return await self._forward(scope, receive, address, partition)
+
+    def _owner_partition(self, method: str, path: str) -> int | None:
+        """The partition whose owner must answer, or None (any system answers)."""
+        found = _SESSION.match(path)
+        if found is not None:
+            rest = found.group(2) or ""
+            if method in _WRITES or (method in ("GET", "HEAD") and rest == "/events/stream"):
+                return partition_of(found.group(1), self.count)
+            return None
+        if method in _WRITES and _DEFINITION.match(path) is not None:
+            return 0
+        return None
+
+    def _local_app(self, partition: int) -> Starlette | None:
+        with self._lock:
+            local = self._local.get(partition)
+        return None if local is None else local.app
+
+    def _any_local(self) -> Starlette | None:
+        with self._lock:
+            if not self._local:
+                return None
+            return self._local[min(self._local)].app
+
+    def _healthz(self) -> Response:
+        coordinator = self.coordinator
+        if coordinator is None:
+            return _json({"status": "starting", "partitions": self.local()}, 503)
+        health = coordinator.health()
+        body = {
+            "status": "ok" if health.healthy else "degraded",
+            "coordinator": msgspec.to_builtins(health),
+            "partitions": self.local(),
+        }
+        return _json(body, 200 if health.healthy else 503)
+
+    # -- where the owner is --------------------------------------------------------------------
+
+    async def _owner_address(self, partition: int) -> str | None:
+        for fresh in (False, True):
+            workers = await self._read_workers(fresh=fresh)
+            for worker in workers:
+                if self._is_me(worker) or worker.address is None or not worker.live:
+                    continue
+                if partition in worker.partitions:
+                    return worker.address
+        return None
+
+    async def _any_address(self) -> str | None:
+        workers = await self._read_workers(fresh=False)
+        for worker in sorted(workers, key=lambda w: -len(w.partitions)):
+            if not self._is_me(worker) and worker.address and worker.live and worker.partitions:
+                return worker.address
+        return None
+
+    def _is_me(self, worker: membership.WorkerRow) -> bool:
+        coordinator = self.coordinator
+        return coordinator is not None and worker.token == coordinator.token
+
+    async def _read_workers(self, *, fresh: bool) -> list[membership.WorkerRow]:
+        if not fresh and time.monotonic() - self._workers_at < _WORKERS_TTL_SECONDS:
+            return self._workers
+        try:
+            return await anyio.to_thread.run_sync(self._read_workers_now)
+        except psycopg.Error as error:
+            log.warning("cluster_front_membership_unreadable", error=repr(error))
+            return []
+
+    def _read_workers_now(self) -> list[membership.WorkerRow]:
+        workers = self.directory.workers()
+        self._workers, self._workers_at = workers, time.monotonic()
+        return workers
+
+    # -- forwarding ----------------------------------------------------------------------------
+
+    async def _forward(
+        self, scope: Scope, receive: Receive, address: str, partition: int | None
+    ) -> Response:
+        request = Request(scope, receive)
+        body = await _read_body(scope, receive)
+        headers = {
+            name: value
+            for name, value in request.headers.items()
+            if name.lower() in _PASSED_REQUEST
+        }
+        headers[FORWARDED_HEADER] = "1" if self.coordinator is None else self.coordinator.token
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self._timeout)
+        url = address.rstrip("/") + scope["path"]
+        query = scope.get("query_string", b"").decode("latin-1")
+        if query:
+            url += "?" + query
+        outgoing = self._client.build_request(scope["method"], url, headers=headers, content=body)
+        try:
+            answer = await self._client.send(outgoing, stream=True)
+        except httpx.HTTPError as error:
+            log.info(
+                "cluster_forward_failed", partition=partition, address=address, error=repr(error)
+            )
+            raise PartitionUnavailableError(
+                0 if partition is None else partition, "its owner did not answer"
+            ) from None
+        kept = {name: value for name, value in answer.headers.items() if name in _PASSED_RESPONSE}
+        return StreamingResponse(
+            _relay(answer),
+            status_code=answer.status_code,
+            headers=kept,
+            background=BackgroundTask(answer.aclose),
+        )
+
+
+async def _read_body(scope: Scope, receive: Receive) -> bytes:
+    """The request's body, refused past :data:`MAX_BODY_BYTES` while it is read (a body
+    without a length is counted as it streams in, as the apps' own reading does)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in Request(scope, receive).stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ApiError(
+                413,
+                "payload_too_large",
+                f"The body is over the limit of {MAX_BODY_BYTES} bytes.",
+                {"limit": MAX_BODY_BYTES},
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json(body: dict[str, object], status: int) -> Response:
+    return Response(msgspec.json.encode(body), status, media_type="application/json")
+
+
+def _named_session(body: bytes) -> str | None:
+    """The client-chosen ``sessionId`` of a ``POST /v1/sessions`` body, if any (a body that
+    does not parse is left to the app, which refuses it)."""
+    try:
+        decoded = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return None
+    named = decoded.get("sessionId") if isinstance(decoded, dict) else None
+    return named if isinstance(named, str) else None
+
+
+def _replay(body: bytes, then: Receive) -> Receive:
+    """A ``receive`` giving ``body`` again (it was read to choose the partition), then the
+    connection's own (its disconnect)."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await then()
+
+    return receive
+
+
+async def _relay(answer: httpx.Response) -> AsyncIterator[bytes]:
+    """The owner's answer as it arrives; a connection cut midway ends it (an SSE client
+    reconnects with ``Last-Event-ID``)."""
+    try:
+        async for chunk in answer.aiter_raw():
+            yield chunk
+    except httpx.HTTPError as error:
+        log.info("cluster_forward_cut", error=repr(error))

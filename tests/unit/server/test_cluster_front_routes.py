@@ -1,0 +1,52 @@
+"""Which requests a worker's front sends to their partition's owner, and which any local
+system answers (``agentkeep.server.cluster_front``); the end-to-end behaviour over real
+worker processes is ``tests/unit/cluster/test_serve_workers.py``."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentkeep.partitions import partition_of
+from agentkeep.server.cluster_front import ClusterFront, _named_session
+
+COUNT = 8
+URL = "postgresql://nobody@127.0.0.1:1/none?schema=s"  # never connected: routing only
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "owner"),
+    [
+        ("POST", "/v1/sessions/abc/messages", "abc"),
+        ("POST", "/v1/sessions/abc/cancel", "abc"),
+        ("POST", "/v1/sessions/abc/settle", "abc"),
+        ("POST", "/v1/sessions/abc/compact", "abc"),
+        ("DELETE", "/v1/sessions/abc", "abc"),
+        ("GET", "/v1/sessions/abc/events/stream", "abc"),
+        ("HEAD", "/v1/sessions/abc/events/stream", "abc"),
+        ("POST", "/v1/agents", 0),
+        ("PATCH", "/v1/agents/helper", 0),
+        ("DELETE", "/v1/agents/helper", 0),
+        ("GET", "/v1/sessions/abc", None),
+        ("GET", "/v1/sessions/abc/events", None),
+        ("GET", "/v1/sessions/abc/turns", None),
+        ("GET", "/v1/sessions/abc/messages", None),
+        ("GET", "/v1/sessions", None),
+        ("GET", "/v1/agents", None),
+        ("GET", "/v1/agents/helper", None),
+        ("GET", "/v1/agents/helper/revisions", None),
+        ("POST", "/v1/console/links", None),
+    ],
+)
+def test_writes_and_streams_go_to_the_owner_reads_to_any_system(
+    method: str, path: str, owner: str | int | None
+) -> None:
+    front = ClusterFront(URL, COUNT)
+    expected = partition_of(owner, COUNT) if isinstance(owner, str) else owner
+    assert front._owner_partition(method, path) == expected
+
+
+def test_a_client_chosen_session_id_is_read_from_the_body() -> None:
+    assert _named_session(b'{"agentId": "a", "sessionId": "s-1"}') == "s-1"
+    assert _named_session(b'{"agentId": "a"}') is None
+    assert _named_session(b"not json") is None
+    assert _named_session(b'["sessionId"]') is None
