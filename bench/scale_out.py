@@ -61,6 +61,7 @@ from types import ModuleType
 import msgspec
 
 import agentkeep as ak
+from agentkeep.providers import script
 from agentkeep.providers.responding import RespondingModel
 
 _BENCH = Path(__file__).resolve().parent
@@ -108,13 +109,14 @@ def _worker(spec: dict[str, object]) -> int:
     steps = int(spec["steps"])  # type: ignore[call-overload]
     home = Path(str(spec["home"]))
     providers = ak.Providers()
-    # usage_events=False: no token-usage event; every answer is a pure function of the
-    # conversation (a user message: a call to echo; a tool result: a text).
-    providers.add(
-        "local",
-        RespondingModel(durable_tool="echo", fragile_tool="echo", usage_events=False),
-        kind="gym",
-    )
+    if spec.get("text"):  # agent_step's step: one inference answering with a text
+        answers = [script.text("ok") for _ in range(len(partitions) * per_partition * (steps + 1))]
+        providers.add("local", ak.ScriptedModel(answers, record=False), kind="gym")
+    else:
+        # usage_events=False: no token-usage event; every answer is a pure function of the
+        # conversation (a user message: a call to echo; a tool result: a text).
+        model = RespondingModel(durable_tool="echo", fragile_tool="echo", usage_events=False)
+        providers.add("local", model, kind="gym")
     systems: list[ak.AgentSystem] = []
     try:
         for index in partitions:
@@ -278,7 +280,15 @@ def _window(server: ServerCpu) -> Iterator[list[float | None]]:
 
 
 def _workers_run(
-    url: str, server: ServerCpu, workers: int, count: int, agents: int, steps: int, scratch: Path
+    url: str,
+    server: ServerCpu,
+    workers: int,
+    count: int,
+    agents: int,
+    steps: int,
+    scratch: Path,
+    *,
+    text: bool,
 ) -> Window:
     per_partition = agents // count
     env = dict(os.environ)
@@ -294,6 +304,7 @@ def _workers_run(
                 "per_partition": per_partition,
                 "steps": steps,
                 "home": str(scratch / f"w{workers}-{k}"),
+                "text": text,
             }
             children.append(
                 subprocess.Popen(
@@ -408,7 +419,9 @@ def _agents_run(
     for workers in args.workers:
         with server.schema() as schema:  # type: ignore[attr-defined]
             url = url_of(server.url, schema=schema)  # type: ignore[attr-defined]
-            run = _workers_run(url, cpu, workers, args.partitions, agents, args.steps, scratch)
+            run = _workers_run(
+                url, cpu, workers, args.partitions, agents, args.steps, scratch, text=args.text
+            )
         one = one or run
         label = f"{workers} worker{'s' if workers > 1 else ''}"
         runtime_us = run.per_step_us(run.runtime_cpu)
@@ -446,6 +459,11 @@ def main(argv: list[str] | None = None) -> int:
         "--committers", type=int, default=128, help="most concurrent committers of the floor"
     )
     parser.add_argument(
+        "--text",
+        action="store_true",
+        help="agent_step's text step (one inference, no tool) instead of a tool step",
+    )
+    parser.add_argument(
         "--full", action="store_true", help="64 and 256 agents over 1, 2 and 4 workers"
     )
     parser.add_argument("--database", metavar="URL", help="a PostgreSQL server (else a throwaway)")
@@ -472,10 +490,12 @@ def main(argv: list[str] | None = None) -> int:
             f"scale-out on PostgreSQL ({server.settings()}); {args.partitions} partitions; "
             f"{_cores()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
         )
-        print(
-            "a step: a user message, a call to echo, its result, a text answer (durable); "
-            "the floors write 2 rows a step"
+        step = (
+            "a user message, a text answer"
+            if args.text
+            else "a user message, a call to echo, its result, a text answer"
         )
+        print(f"a step (durable): {step}; a floor's step: 2 rows")
         for agents in args.agents:
             _agents_run(agent_step, server, args, agents, Path(scratch))
         load = os.getloadavg()
