@@ -337,6 +337,9 @@ def _workers_run(
             if child.poll() is None:
                 child.kill()
                 child.wait()
+            for stream in (child.stdin, child.stdout):
+                if stream is not None:
+                    stream.close()
     total = sum(int(d["steps"]) for d in done)
     return Window(
         wall=wall,
@@ -430,6 +433,13 @@ def _agents_run(
             f"{_row(label, run)}  {run.steps_per_second / base:.3f}x the group-commit floor  "
             f"{run.cores()}"
         )
+        if run.server_cpu is not None:
+            each = (run.runtime_cpu + run.server_cpu) / run.steps
+            print(
+                f"    runtime + server {each * 1e6:.0f} µs of CPU a step: this machine's "
+                f"{os.cpu_count()} cores, all ours, would allow {(os.cpu_count() or 1) / each:.0f} "
+                "steps/s"
+            )
         if workers > 1:
             goal = " (goal >= 1.6x)" if workers == 2 else ""
             one_runtime = one.per_step_us(one.runtime_cpu)
