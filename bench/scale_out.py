@@ -454,6 +454,42 @@ def _agents_run(
             print(text)
 
 
+@contextlib.contextmanager
+def _server(agent_step: ModuleType, url: str | None, connections: int) -> Iterator[object]:
+    """The given server, or a throwaway cluster allowing ``connections`` sessions, started
+    now and removed on exit. Every partition's system holds a writer session and opens a
+    reader session per concurrent read (kept idle for reuse): 256 agents stepping at once
+    need more than the cluster script's 200."""
+    if url:
+        yield agent_step.Server(url)
+        return
+    import shutil
+
+    import psycopg
+
+    script = agent_step._cluster_script()
+    directory = Path(tempfile.mkdtemp(prefix="agentkeep-bench-pg-"))
+    try:
+        first = script.start(directory, timeout=60)
+        with psycopg.connect(first, autocommit=True) as admin:
+            admin.execute(f"ALTER SYSTEM SET max_connections = {int(connections)}")  # type: ignore[arg-type]
+        script.stop(directory)  # max_connections takes a restart
+        yield agent_step.Server(script.start(directory, timeout=60))
+    finally:
+        with contextlib.suppress(Exception):
+            script.stop(directory)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _max_connections(server: object) -> str:
+    import psycopg
+
+    with psycopg.connect(server.url, autocommit=True) as admin:  # type: ignore[attr-defined]
+        row = admin.execute("SELECT current_setting('max_connections')").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
 def _cores() -> str:
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return f"{os.cpu_count()} cores ({usable} usable)"
@@ -477,6 +513,12 @@ def main(argv: list[str] | None = None) -> int:
         "--full", action="store_true", help="64 and 256 agents over 1, 2 and 4 workers"
     )
     parser.add_argument("--database", metavar="URL", help="a PostgreSQL server (else a throwaway)")
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=1000,
+        help="the throwaway cluster's max_connections (256 agents need more than 200)",
+    )
     parser.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -493,11 +535,12 @@ def main(argv: list[str] | None = None) -> int:
     agent_step = _load_agent_step()
     load = os.getloadavg()
     with (
-        agent_step._server(args.database) as server,
+        _server(agent_step, args.database, args.max_connections) as server,
         tempfile.TemporaryDirectory(prefix="agentkeep-scale-out-") as scratch,
     ):
         print(
-            f"scale-out on PostgreSQL ({server.settings()}); {args.partitions} partitions; "
+            f"scale-out on PostgreSQL ({server.settings()}, "
+            f"max_connections={_max_connections(server)}); {args.partitions} partitions; "
             f"{_cores()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
         )
         step = (
