@@ -31,7 +31,14 @@ The floors, measured in the same run on the same server (``bench/agent_step.py``
 psycopg writing two rows a step, ``group commit`` (one writer connection commits all that
 waits in one transaction) and ``N concurrent committers`` (one connection each, one
 transaction a step: the server's WAL flush combines their commits; N is the agents, at
-most ``--committers``, under the throwaway cluster's ``max_connections``).
+most ``--committers``, 128). A floor's server CPU counts its connecting and warm-up too: an
+upper bound.
+
+Sessions: each partition's system holds a writer session and opens a reader session per
+concurrent read (kept for reuse), so 256 agents need more than the 200 ``max_connections``
+of ``scripts/postgres_cluster.py``: the throwaway cluster is restarted with
+``--max-connections`` (1000) before the run; a server given by ``--database`` must allow
+about as many sessions as agents plus partitions.
 
 Run: ``.venv/bin/python bench/scale_out.py`` (a short run: 64 agents, 1 and 2 workers, on a
 throwaway cluster started with ``scripts/postgres_cluster.py`` and removed at the end);
@@ -366,13 +373,11 @@ def _expect(child: subprocess.Popen[str], kind: str) -> dict[str, object]:
 # -- the floors --------------------------------------------------------------------------------
 
 
-def _floor(
-    agent_step: ModuleType, server: object, cpu: ServerCpu, engine: object, n: int, steps: int
-) -> Window:
+def _floor(cpu: ServerCpu, engine: object, n: int, steps: int) -> Window:
     with tempfile.TemporaryDirectory() as directory, _window(cpu) as measured:
         run = engine(Path(directory), n, steps)  # type: ignore[operator]
-    # The window includes the engine's setup (connections, table, warm-up) on the server's
-    # side: its server CPU per step is an upper bound.
+    # The window includes the engine's setup (connecting, the table, a warm-up step) on the
+    # server's side: its server CPU per step is an upper bound.
     return Window(
         wall=run.wall,
         steps=len(run.latencies),
@@ -415,7 +420,7 @@ def _agents_run(
     )
     base = 0.0
     for name, engine, n in floors:
-        floor = _floor(agent_step, server, cpu, engine, n, args.steps)
+        floor = _floor(cpu, engine, n, args.steps)
         base = base or floor.steps_per_second
         print(_row(name, floor))
     one: Window | None = None
