@@ -157,3 +157,34 @@ def test_agent_step_on_postgres_reports_every_contender_against_the_floor(
     assert re.search(r"psycopg group commit" + many, out)
     assert re.search(r"agentkeep" + many + r" +[\d.]+x  \(goal >= 0.25x\) the group-commit", out)
     assert "load average at the end" in out
+
+
+@pytest.mark.slow  # worker processes, each importing agentkeep and opening its partitions
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_scale_out_reports_workers_against_one_worker_and_the_floor(
+    capsys: pytest.CaptureFixture[str], postgres_server: str
+) -> None:
+    """The harness's server (skipped on the SQLite pass): 2 agents over 2 partitions, run
+    by 1 then 2 worker processes; every figure printed, the server's CPU read from /proc
+    (the server is on this machine), the ratios to one worker and the cores' accounting."""
+    module = _load("scale_out")
+
+    argv = ["--database", postgres_server, "--agents", "2", "--partitions", "2"]
+    assert module.main([*argv, "--workers", "1", "2", "--steps", "2"]) == 0
+
+    out = capsys.readouterr().out
+    assert re.search(r"scale-out on PostgreSQL .*synchronous_commit=on.*; 2 partitions; ", out)
+    assert re.search(r"\d+ cores \(\d+ usable\), load average [\d.]+ [\d.]+ [\d.]+", out)
+    assert "a call to echo" in out  # a tool step by default
+    figures = r" +\d+ steps/s  runtime +\d+ µs  server +\d+ µs  median +\d+ µs"
+    assert re.search(r"psycopg group commit" + figures, out)
+    assert re.search(r"psycopg, 2 committers" + figures, out)
+    cores = r"cores: runtime [\d.]+, server [\d.]+, others [\d.]+"
+    for label in ("1 worker ", "2 workers"):
+        row = label + figures + r"  [\d.]+x the group-commit floor  " + cores
+        assert re.search(row, out), label
+    ratios = r"vs 1 worker: steps/s [\d.]+x \(goal >= 1.6x\)  runtime CPU/step [\d.]+x"
+    assert re.search(ratios + r" \(goal <= 1.2x\)  server CPU/step [\d.]+x", out)
+    allowed = r"runtime \+ server \d+ µs of CPU a step: .* allow \d+ steps/s"
+    assert len(re.findall(allowed, out)) == 2
+    assert "load average at the end" in out
