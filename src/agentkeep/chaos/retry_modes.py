@@ -50,11 +50,19 @@ from agentkeep.chaos.invariants import INVARIANTS, Violation
 from agentkeep.chaos.process import DurableState, Offer, ProcessReport, history_log
 from agentkeep.chaos.tools import ledger_tools
 from agentkeep.features import Feature, HookContext
+from agentkeep.loop.texts import ABORTED_CALL
 from agentkeep.persistence.faults import FaultPlan
 from agentkeep.persistence.interface import Transaction
 from agentkeep.providers.catalog import Providers
 from agentkeep.tools import Tool, ToolCallDecision, ToolCallInfo, ToolContext
-from agentkeep.types import Done, PermissionMode, StreamEvent, ToolCallBlock
+from agentkeep.types import (
+    Done,
+    PermissionMode,
+    StreamEvent,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultMessage,
+)
 from agentkeep.types.records import BlockRecord, QueueName, SystemRecord, ToolRecord, UserRecord
 
 if TYPE_CHECKING:
@@ -154,7 +162,10 @@ class ModeJournal(Feature):
         records = self._read(lambda tx: tx.records.load(ctx.agent_id))
         if records is None:
             return
-        if any(isinstance(r, ToolRecord) and r.message.call_id == call_id for r in records):
+        answers = [
+            r.message for r in records if isinstance(r, ToolRecord) and r.message.call_id == call_id
+        ]
+        if answers and not _answered_by_its_own_abort(answers, ctx):
             with self._lock:
                 self.replays.append((generation, call_id))
 
@@ -172,6 +183,24 @@ class ModeJournal(Feature):
             return system.internals.store.read(work)
         except Exception:  # a dying store: the disk is judged after the process
             return None
+
+
+def _answered_by_its_own_abort(answers: list[ToolResultMessage], ctx: ToolContext) -> bool:
+    """True if the only durable answers of the call are the abort's and this execution was
+    cancelled (read after the records: an abort cancels the call before its answer
+    commits): an execution racing its own abort, not a replay.
+
+    An abort answers a running call at once and never waits for its tool (``I24``): a tool
+    thread dispatched before the abort, that passed the runner's last cancellation check
+    just before it, starts its body after that answer committed (seed 58 on PostgreSQL
+    under load). No result of an execution is durable then, so nothing is replayed. A call
+    answered by an abort and run again by a later dispatch has a live token: still ``R2``.
+    """
+    aborted = all(
+        a.is_error and [b.text for b in a.content if isinstance(b, TextBlock)] == [ABORTED_CALL]
+        for a in answers
+    )
+    return aborted and ctx.cancel.cancelled
 
 
 # -- the checks ------------------------------------------------------------------------------
