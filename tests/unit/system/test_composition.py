@@ -29,6 +29,7 @@ PUBLIC_ATTRIBUTES = [
     "home",
     "install_signal_handlers",
     "internals",
+    "lost",
     "metadata",
     "open",
     "parent_of",

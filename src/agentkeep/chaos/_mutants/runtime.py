@@ -317,14 +317,14 @@ def ledger_kept_across_recreate() -> Iterator[None]:
     reports acceptances it has no fact for)."""
     original = AgentStatements.create
 
-    def create_agent(self: AgentStatements, row: AgentRow) -> bool:
+    def create_agent(self: AgentStatements, row: AgentRow, *, partition: int = 0) -> bool:
         execute = self._x.statements.execute
         kept = execute(
             "SELECT sequence, type, turn_id, data_json, created_at_ms FROM session_events "
             "WHERE agent_id = ?",
             (row.id,),
         ).fetchall()
-        created = original(self, row)
+        created = original(self, row, partition=partition)
         if created:
             for old in kept:
                 execute(
