@@ -56,8 +56,9 @@ def cluster_dir() -> Iterator[Path]:
 def server_uid(url: str) -> int:
     with psycopg.connect(url) as connection:
         row = connection.execute("SELECT pg_backend_pid()").fetchone()
-    assert row is not None
-    status = Path(f"/proc/{row[0]}/status").read_text()
+        assert row is not None
+        # Read while the session is open: its backend exits once the connection closes.
+        status = Path(f"/proc/{row[0]}/status").read_text()
     return int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
 
 

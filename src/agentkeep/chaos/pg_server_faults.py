@@ -152,7 +152,9 @@ def plan(seed: int, kinds: tuple[FaultKind, ...] = FAULTS) -> list[Fault]:
     for _ in range(rng.randint(1, 3)):
         kind = rng.choice(kinds)
         hits = rng.randint(1, 3) if kind == "terminate" else 1
-        delays = [round(rng.uniform(0.0, 0.8), 3) for _ in range(hits)]
+        # Within the worker's run: a faulted process runs about 0.4–1 s from the moment its
+        # writer holds the store (a later moment found it finished: no fault landed).
+        delays = [round(rng.uniform(0.0, 0.25), 3) for _ in range(hits)]
         faults.append(Fault(kind, delays, pause=round(rng.uniform(0.1, 1.5), 3)))
     return faults
 
@@ -292,7 +294,9 @@ def _play(
             run,
             mutant,
             during=during,
-            offers=len(OFFERS) if fault is None else min(generation + 1, len(OFFERS)),
+            # A faulted process gets every offer: its run must outlast the fault's moment
+            # (with fewer, a fast writer finished before a late restart could land).
+            offers=len(OFFERS),
         )
         final = fault is None
         if run.hung:
