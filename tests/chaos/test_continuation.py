@@ -9,16 +9,22 @@ continuation) the suite must catch the cut answer within a few seeds.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import agentkeep as ak
-from agentkeep.chaos import Offer
+from agentkeep.chaos import Offer, frame
 from agentkeep.chaos._mutants.runtime import settles_over_a_truncated_answer
 from agentkeep.chaos.campaigns import crash_recovery, first_caught
 from agentkeep.chaos.invariants import check_state
 from agentkeep.chaos.process import DurableState, ProcessReport
 from agentkeep.chaos.world import ChaosWorld
+from agentkeep.persistence.postgres import PostgresReadOnlyStore
 from agentkeep.persistence.store import Store
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.providers.responding import RespondingModel
@@ -58,15 +64,35 @@ def test_the_seed_the_mutant_fails_passes_without_it() -> None:
     assert healthy.ok, healthy.describe()
 
 
-def test_a_healthy_crash_recovery_run_continues_a_cut_response(tmp_path: Path) -> None:
+def test_a_healthy_crash_recovery_run_continues_a_cut_response(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Some seed of the healthy suite cuts a response after its reasoning and continues it:
     the notice is in the final history right after that block, and every run is clean."""
+    final: list[list[Any]] = []  # each seed's final history, read where the seed ran
+    real = frame.fresh_database
+
+    @contextlib.contextmanager
+    def read_before_dropping(database: str | None = None) -> Iterator[str | None]:
+        with real(database) as url:
+            yield url
+            if url is not None:  # on a server the seed's schema is dropped when it ends
+                reader = PostgresReadOnlyStore.open(url, tmp_path / "reader")
+                try:
+                    final.append(reader.read(lambda tx: tx.records.load("chaosagent")))
+                finally:
+                    reader.close()
+
+    monkeypatch.setattr(frame, "fresh_database", read_before_dropping)
     for seed in HEALTHY_SEEDS:
         home = tmp_path / f"seed{seed}"
         result = crash_recovery(seed, home=home)
         assert result.ok, result.describe()
-        with Store.open(home / "state") as store:
-            records = store.read(lambda tx: tx.records.load("chaosagent"))
+        if final:
+            records = final.pop()
+        else:
+            with Store.open(home / "state") as store:
+                records = store.read(lambda tx: tx.records.load("chaosagent"))
         for before, record in itertools.pairwise(records):
             continued = isinstance(record, SystemRecord) and CONTINUE in str(record.message)
             if not continued:
