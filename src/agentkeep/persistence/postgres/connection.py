@@ -2,9 +2,10 @@
 
 A store on PostgreSQL is named by a URL, ``postgresql://user:password@host:port/database``,
 plus an optional ``schema`` query parameter (default :data:`DEFAULT_SCHEMA`): a store is one
-schema of one database, so several stores share a server (or a database) side by side. The
-``schema`` parameter is taken out before libpq sees the URL (libpq refuses parameters it does
-not know); every other parameter (``sslmode``, ``connect_timeout`` …) is libpq's.
+schema of one database, so several stores share a server (or a database) side by side; and
+an optional ``readers`` (default :data:`DEFAULT_MAX_READERS`): how many reader sessions the
+store opens at most. Both are taken out before libpq sees the URL (libpq refuses parameters
+it does not know); every other parameter (``sslmode``, ``connect_timeout`` …) is libpq's.
 
 Every connection is in psycopg's autocommit mode: the writer spells its own ``BEGIN`` /
 ``SAVEPOINT`` / ``COMMIT`` exactly as on SQLite, so nothing begins a transaction behind its
@@ -52,11 +53,17 @@ def is_postgres_url(database: str | None) -> bool:
     return database is not None and urlsplit(database).scheme in _SCHEMES
 
 
+#: How many reader sessions one store opens at most, unless its URL says (``readers=N``).
+DEFAULT_MAX_READERS: Final = 8
+
+
 class PostgresTarget(msgspec.Struct, frozen=True, kw_only=True):
-    """Where a store lives: the libpq URL (without ``schema``) and the schema's name."""
+    """Where a store lives: the libpq URL (without ``schema`` and ``readers``), the schema's
+    name, and how many reader sessions the store may open at once."""
 
     conninfo: str
     schema: str
+    readers: int = DEFAULT_MAX_READERS
 
     @property
     def display(self) -> str:
@@ -81,10 +88,18 @@ def parse_url(url: str) -> PostgresTarget:
     if parts.scheme not in _SCHEMES:
         raise InvalidConfigError(f"database {url!r} is not a postgresql:// URL")
     schema = DEFAULT_SCHEMA
+    readers = DEFAULT_MAX_READERS
     kept: list[tuple[str, str]] = []
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key == "schema":
             schema = value
+        elif key == "readers":
+            if not value.isdigit() or not 1 <= int(value) <= 1000:
+                raise InvalidConfigError(
+                    f"readers {value!r}: how many reader sessions the store may open at "
+                    "once, a whole number from 1 to 1000"
+                )
+            readers = int(value)
         else:
             kept.append((key, value))
     if not _SCHEMA_NAME.match(schema):
@@ -92,7 +107,7 @@ def parse_url(url: str) -> PostgresTarget:
             f"schema {schema!r}: use a lower-case identifier (letters, digits, _; at most 63)"
         )
     conninfo = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(kept), ""))
-    return PostgresTarget(conninfo=conninfo, schema=schema)
+    return PostgresTarget(conninfo=conninfo, schema=schema, readers=readers)
 
 
 def application_name(token: str) -> str:

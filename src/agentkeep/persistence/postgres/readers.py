@@ -101,33 +101,73 @@ def _unreachable(error: psycopg.Error) -> StoreUnavailableError:
 
 
 class PostgresReaders:
-    """Idle reader connections, opened on demand, one caller at a time each."""
+    """Reader sessions, opened on demand up to ``max_sessions``, one caller at a time each.
 
-    def __init__(self, target: PostgresTarget) -> None:
+    Invariant: at most ``max_sessions`` sessions are open at once (idle or in use), so a
+    store's reads never take more of the server's ``max_connections`` than that, however
+    many agents load at once: a read that finds every session busy waits for one to be given
+    back (reads are short: one snapshot each). A session that must be replaced (it dropped)
+    frees its place before the new one is opened.
+    """
+
+    def __init__(self, target: PostgresTarget, *, max_sessions: int | None = None) -> None:
+        if max_sessions is None:
+            max_sessions = target.readers  # the URL's readers=N, else DEFAULT_MAX_READERS
+        if max_sessions < 1:
+            raise ValueError("max_sessions must be at least 1")
         self._target = target
         self._name = application_name(new_token()) + " reader"
         self._lock = threading.Lock()
+        self._given_back = threading.Condition(self._lock)
         self._idle: list[PostgresConnection] = []
+        self._open = 0  # sessions open or being opened, idle ones included
+        self._max = max_sessions
         self._closed = False
 
+    @property
+    def max_sessions(self) -> int:
+        return self._max
+
     def _take(self, *, kept: bool) -> tuple[PostgresConnection, bool]:
-        """A connection (an idle one if ``kept`` allows), and whether it was kept."""
+        """A connection (an idle one if ``kept`` allows), and whether it was kept; waits
+        while ``max_sessions`` are open and none is idle."""
+        stale: PostgresConnection | None = None
         with self._lock:
-            if self._closed:
-                raise StoreClosedError("The store is closed.")
-            if kept and self._idle:
-                return self._idle.pop(), True
+            while True:
+                if self._closed:
+                    raise StoreClosedError("The store is closed.")
+                if kept and self._idle:
+                    return self._idle.pop(), True
+                if self._open < self._max:
+                    self._open += 1
+                    break
+                if self._idle:  # a new session is wanted: an idle one makes room
+                    stale = self._idle.pop()
+                    break
+                self._given_back.wait()
+        if stale is not None:
+            stale.close()  # its place (still counted) passes to the new session
         try:
             raw = connect(self._target, name=self._name, read_only=True)
         except psycopg.OperationalError as error:
+            self._release(1)
             raise _unreachable(error) from None
+        except BaseException:
+            self._release(1)
+            raise
         return PostgresConnection(raw), False
+
+    def _release(self, count: int) -> None:
+        with self._lock:
+            self._open -= count
+            self._given_back.notify(count)
 
     def _give(self, connection: PostgresConnection) -> None:
         reusable = not connection.broken and not connection.in_transaction
         with self._lock:
             if reusable and not self._closed:
                 self._idle.append(connection)
+                self._given_back.notify()
                 return
             stale: list[PostgresConnection] = []
             if connection.broken:  # the idle ones most likely dropped with it (a restart)
@@ -135,6 +175,7 @@ class PostgresReaders:
         connection.close()
         for each in stale:
             each.close()
+        self._release(1 + len(stale))
 
     def read(self, work: Callable[[Transaction], T]) -> T:
         """Run ``work`` on a read-only snapshot; the transaction expires when it returns.
@@ -167,10 +208,13 @@ class PostgresReaders:
             self._give(connection)
 
     def close(self) -> None:
-        """Close every idle reader; readers in use close when their read ends."""
+        """Close every idle reader; readers in use close when their read ends (a read
+        waiting for a session is refused with ``StoreClosedError``)."""
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
+            self._open -= len(idle)
+            self._given_back.notify_all()
         for connection in idle:
             connection.close()
 
