@@ -741,5 +741,6 @@ def test_the_machine_catches_a_stalled_block_committed_without_its_open_mark(
         return True
 
     monkeypatch.setattr(inference, "hold_expired", unmarked)
+    # A margin of examples: in the whole suite's order (not alone) 100 once missed it.
     with pytest.raises(AssertionError, match="C2"):
-        run_state_machine_as_test(LoopMachine, settings=replaying(100))
+        run_state_machine_as_test(LoopMachine, settings=replaying(300))
