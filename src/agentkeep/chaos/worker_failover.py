@@ -31,17 +31,12 @@ writes over the new owner. ``F1``/``F2`` must catch it.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
-import selectors
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -49,31 +44,31 @@ from typing import Any, Literal
 import httpx
 
 from agentkeep.chaos.backend import chaos_database, fresh_database
-from agentkeep.chaos.pg_server import OwnCluster, admin
-from agentkeep.chaos.worker_fence import fence_log, install_fence_log, judge_fence_log
+from agentkeep.chaos.failover_workers import (
+    HEADERS,
+    KEEP_WRITING_AFTER_LOST,
+    LEASE,
+    SETTLE_SECONDS,
+    WORKERS,
+    Pool,
+    wait_until,
+)
+from agentkeep.chaos.pg_server import OwnCluster
+from agentkeep.chaos.worker_fence import (
+    fence_log,
+    install_fence_log,
+    judge_fence_log,
+    judge_run,
+    live_turns,
+)
 
-FaultKind = Literal["kill", "stop"]
-WORKERS = 3
-PARTITIONS = 6
-LEASE = 2.0
 SESSIONS = 6
 CLIENTS = 3
 MESSAGES = 8  # per client
-TOKEN = "failover-chaos-token-0123456789"
-HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 REQUEST_TIMEOUT = 5.0
-SETTLE_SECONDS = 120.0
 SEND_SECONDS = 120.0
-KEEP_WRITING_AFTER_LOST = "keep_writing_after_lost"
-PROVIDERS = """
-[providers.slow]
-kind = "gym"
-class = "responding"
-latency_seconds = 0.05
 
-[defaults]
-provider = "slow"
-"""
+FaultKind = Literal["kill", "stop"]
 
 
 @dataclass(frozen=True)
@@ -160,150 +155,6 @@ class FailoverResult:
         return "\n".join(lines)
 
 
-# -- workers -----------------------------------------------------------------------------------
-
-
-class Worker:
-    """One ``agentkeep serve --partitions`` child process."""
-
-    def __init__(
-        self, home: Path, url: str, *, lease: float, mutant: str | None, generation: int
-    ) -> None:
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "providers.toml").write_text(PROVIDERS)
-        self.log = home.parent / f"{home.name}-{generation}.log"
-        self._log = self.log.open("w")
-        env = {**os.environ, "AGENTKEEP_DAEMON_TOKEN": TOKEN}
-        self.process = subprocess.Popen(
-            [
-                *_command(mutant),
-                *("--home", str(home), "--json", "--log-level", "info", "serve"),
-                *("--port", "0", "--database", url, "--partitions", str(PARTITIONS)),
-                *("--lease", str(lease)),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            text=True,
-            env=env,
-        )
-        self.url = str(json.loads(_first_line(self.process))["url"])
-
-    def partitions(self) -> set[int] | None:
-        """The partitions it runs by its health, None if it does not answer."""
-        try:
-            health = httpx.get(f"{self.url}/healthz", headers=HEADERS, timeout=1.0).json()
-        except (httpx.HTTPError, ValueError):
-            return None
-        return {int(p) for p in health.get("coordinator", {}).get("partitions", {})}
-
-    def close(self) -> None:
-        """SIGCONT (if stopped), SIGTERM, wait; SIGKILL if it does not leave."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGCONT)
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        assert self.process.stdout is not None
-        self.process.stdout.close()
-        self._log.close()
-
-
-def _command(mutant: str | None) -> tuple[str, ...]:
-    """The command line of a worker: ``python -m agentkeep.cli``, or with the mutant
-    installed first (tests only)."""
-    if mutant is None:
-        return (sys.executable, "-m", "agentkeep.cli")
-    if mutant != KEEP_WRITING_AFTER_LOST:
-        raise ValueError(f"unknown mutant {mutant!r}")
-    return (sys.executable, "-c", _MUTANT_SERVE)
-
-
-#: A worker with the mutant: a partition's writer whose session was cut reconnects without
-#: taking its locks again or checking the ownership row, so it writes on after it lost them.
-_MUTANT_SERVE = (
-    "import sys\n"
-    "from agentkeep.chaos._mutants.ownership import install_reconnect_without_lock_mutant\n"
-    "install_reconnect_without_lock_mutant()\n"
-    "from agentkeep.cli import cli\n"
-    "sys.argv[0] = 'agentkeep'\n"
-    "cli()\n"
-)
-
-
-def _first_line(process: subprocess.Popen[str], timeout: float = 60.0) -> str:
-    assert process.stdout is not None
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
-    try:
-        if not selector.select(timeout):
-            raise RuntimeError("a worker printed no listening line")
-        return process.stdout.readline()
-    finally:
-        selector.close()
-
-
-class Pool:
-    """The worker slots; a killed worker's slot gets a new process."""
-
-    def __init__(self, base: Path, url: str, lease: float, mutant: str | None) -> None:
-        self.base, self.url, self.lease, self.mutant = base, url, lease, mutant
-        self.lock = threading.Lock()
-        self.generations = [1] * WORKERS
-        self.workers = [self._start(slot) for slot in range(WORKERS)]
-        self.stopped: set[int] = set()
-        self.retired: list[Worker] = []
-
-    def _start(self, slot: int) -> Worker:
-        return Worker(
-            self.base / f"w{slot}",
-            self.url,
-            lease=self.lease,
-            mutant=self.mutant,
-            generation=self.generations[slot],
-        )
-
-    def restart(self, slot: int) -> None:
-        """A new process in ``slot`` (the old one must have ended)."""
-        with self.lock:
-            self.retired.append(self.workers[slot])
-            self.generations[slot] += 1
-        worker = self._start(slot)
-        with self.lock:
-            self.workers[slot] = worker
-
-    def url_of(self, slot: int) -> str:
-        with self.lock:
-            return self.workers[slot].url
-
-    def covered(self, without: int | None = None) -> bool:
-        """Every partition run by exactly one worker (``without`` left out and not asked)."""
-        owned: list[int] = []
-        for slot, worker in enumerate(list(self.workers)):
-            if slot == without or slot in self.stopped:
-                continue
-            found = worker.partitions()
-            if found is None:
-                return False
-            owned += found
-        return sorted(owned) == list(range(PARTITIONS))
-
-    def close(self) -> None:
-        for worker in [*self.workers, *self.retired]:
-            worker.close()
-
-
-def _wait(condition: Any, timeout: float) -> float | None:
-    started = time.monotonic()
-    while not condition():
-        if time.monotonic() - started > timeout:
-            return None
-        time.sleep(0.05)  # polling other processes' health over sockets
-    return time.monotonic() - started
-
-
 # -- clients -----------------------------------------------------------------------------------
 
 
@@ -369,9 +220,11 @@ def run_campaign(
     mutant: str | None = None,
     lease: float = LEASE,
     cluster: OwnCluster | None = None,
+    settle: float = SETTLE_SECONDS,
 ) -> FailoverResult:
     """Play one seed (see the module) on ``database`` or ``CHAOS_DATABASE``, else on a
-    throwaway cluster (``cluster`` may share one across seeds)."""
+    throwaway cluster (``cluster`` may share one across seeds). ``settle``: how long the
+    cluster may take to finish every turn at the end (a mutant's lost turns never do)."""
     started = time.monotonic()
     result = FailoverResult(seed=seed, mutant=mutant)
     server = database or chaos_database()
@@ -385,7 +238,7 @@ def run_campaign(
             fresh_database(server) as url,
         ):
             assert url is not None
-            _play(seed, url, Path(scratch), mutant, lease, result)
+            _play(seed, url, Path(scratch), mutant, (lease, settle), result)
     finally:
         if own is not None and cluster is None:
             own.close()
@@ -394,8 +247,14 @@ def run_campaign(
 
 
 def _play(
-    seed: int, url: str, base: Path, mutant: str | None, lease: float, result: FailoverResult
+    seed: int,
+    url: str,
+    base: Path,
+    mutant: str | None,
+    times: tuple[float, float],
+    result: FailoverResult,
 ) -> None:
+    lease, settle = times
     from agentkeep.persistence.opening import open_store
 
     # The tables and the ownership table exist before the workers: the fence log sees all.
@@ -403,7 +262,7 @@ def _play(
     install_fence_log(url)
     pool = Pool(base, url, lease, mutant)
     try:
-        if _wait(pool.covered, SETTLE_SECONDS) is None:
+        if wait_until(pool.covered, SETTLE_SECONDS) is None:
             result.problems.append("the workers never split the partitions")
             return
         sessions = _setup(pool)
@@ -421,9 +280,9 @@ def _play(
         result.accepted, result.retries = len(sent.accepted), sent.retries
         result.unavailable = sent.unavailable
         result.problems += sent.problems
-        if _wait(lambda: pool.covered() and not _live_turns(url), SETTLE_SECONDS) is None:
+        if wait_until(lambda: pool.covered() and not live_turns(url), settle) is None:
             result.problems.append("the cluster never settled: partitions or live turns left")
-        result.problems += _judge(url, sent.accepted)
+        result.problems += judge_run(url, sent.accepted)
         writes, epochs = fence_log(url)
         result.writes, result.epochs = len(writes), len(epochs)
         result.problems += judge_fence_log(writes, epochs)
@@ -458,20 +317,20 @@ def _inject(pool: Pool, fault: Fault) -> FaultRecord:
     if fault.kind == "kill":
         worker.process.kill()
         worker.process.wait()
-        record.takeover = _wait(lambda: pool.covered(without=fault.slot), SETTLE_SECONDS)
+        record.takeover = wait_until(lambda: pool.covered(without=fault.slot), SETTLE_SECONDS)
         pool.restart(fault.slot)
     else:
         worker.process.send_signal(signal.SIGSTOP)
         with pool.lock:
             pool.stopped.add(fault.slot)
-        _wait(lambda: time.monotonic() - hit >= fault.stopped, fault.stopped + 1)
-        record.takeover = _wait(lambda: pool.covered(without=fault.slot), SETTLE_SECONDS)
+        wait_until(lambda: time.monotonic() - hit >= fault.stopped, fault.stopped + 1)
+        record.takeover = wait_until(lambda: pool.covered(without=fault.slot), SETTLE_SECONDS)
         worker.process.send_signal(signal.SIGCONT)
         with pool.lock:
             pool.stopped.discard(fault.slot)
         if record.takeover is not None:
             record.takeover += fault.stopped
-        if _wait(lambda: worker.partitions() is not None, 30) is None:
+        if wait_until(lambda: worker.partitions() is not None, 30) is None:
             record.note = f"did not answer after SIGCONT (exit {worker.process.poll()})"
             if worker.process.poll() is None:
                 worker.process.kill()
@@ -479,89 +338,8 @@ def _inject(pool: Pool, fault: Fault) -> FaultRecord:
             pool.restart(fault.slot)
     if record.takeover is not None and fault.kind == "stop":
         record.takeover = round(record.takeover, 3)
-    _wait(pool.covered, SETTLE_SECONDS)
+    wait_until(pool.covered, SETTLE_SECONDS)
     return record
-
-
-# -- the checks ----------------------------------------------------------------------------------
-
-
-def _query(url: str, text: str, *args: Any) -> list[tuple[Any, ...]]:
-    from psycopg import sql
-
-    schema = dict(p.split("=", 1) for p in url.split("?", 1)[1].split("&"))["schema"]
-    with admin(url) as session:
-        session.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(schema)))
-        return list(session.execute(text, args).fetchall())
-
-
-def _live_turns(url: str) -> int:
-    rows = _query(
-        url, "SELECT count(*) FROM turns WHERE status IN ('queued', 'running', 'cancelling')"
-    )
-    return int(rows[0][0])
-
-
-def _judge(url: str, accepted: dict[str, tuple[str, str]]) -> list[str]:
-    problems: list[str] = []
-    turns: dict[tuple[str, str], list[tuple[str, str, str | None]]] = {}
-    for agent, key, turn, status, message in _query(
-        url, "SELECT agent_id, idempotency_key, id, status, message_id FROM turns"
-    ):
-        turns.setdefault((agent, key), []).append((turn, status, message))
-    events: dict[str, list[tuple[int, str, str]]] = {}
-    for agent, sequence, kind, data in _query(
-        url, "SELECT agent_id, sequence, type, data_json FROM session_events ORDER BY sequence"
-    ):
-        events.setdefault(agent, []).append((int(sequence), str(kind), str(data)))
-    for key, (session, turn) in sorted(accepted.items()):
-        found = turns.get((session, key), [])
-        if [t[0] for t in found] != [turn]:
-            problems.append(f"K1: key {key} of {session}: turns {found}, answered {turn}")
-        elif found[0][1] != "completed":
-            problems.append(f"K1: key {key}'s turn {turn} ended {found[0][1]}")
-    for agent, rows in sorted(events.items()):
-        if [s for s, _, _ in rows] != list(range(1, len(rows) + 1)):
-            problems.append(f"L1: {agent}'s ledger is not dense: {[s for s, _, _ in rows]}")
-        problems += _answered(agent, rows, turns)
-    live = _live_turns(url)
-    if live:
-        problems.append(f"T1: {live} turns left live")
-    return problems
-
-
-def _answered(
-    agent: str,
-    rows: list[tuple[int, str, str]],
-    turns: dict[tuple[str, str], list[tuple[str, str, str | None]]],
-) -> list[str]:
-    """``K2``: each accepted message accepted once, and its turn ended exactly once, with an
-    answer (one ``turn.completed`` carrying the reply, no other end)."""
-    problems: list[str] = []
-    accepted: Counter[str] = Counter()
-    turn_of: dict[str, str] = {}
-    ends: Counter[str] = Counter()
-    for _, kind, data in rows:
-        fields = json.loads(data)
-        if kind == "message.accepted":
-            accepted[str(fields.get("message_id"))] += 1
-            turn_of[str(fields.get("message_id"))] = str(fields.get("turn_id"))
-        elif kind in ("turn.completed", "turn.failed", "turn.cancelled", "turn.interrupted"):
-            ends[str(fields.get("turn_id"))] += 1
-            if kind == "turn.completed" and not (fields.get("result") or {}).get("message"):
-                problems.append(f"K2: {agent}'s turn {fields.get('turn_id')} has no answer")
-    for message, times in accepted.items():
-        if times != 1:
-            problems.append(f"K2: {agent}'s message {message} accepted {times} times")
-        if ends[turn_of[message]] != 1:
-            problems.append(
-                f"K2: {agent}'s message {message} (turn {turn_of[message]}) answered "
-                f"{ends[turn_of[message]]} times"
-            )
-    messages = {m for (a, _), found in turns.items() if a == agent for _, _, m in found if m}
-    if messages - set(accepted):
-        problems.append(f"K2: {agent}'s turns' messages without acceptance: {messages}")
-    return problems
 
 
 # -- the sweep ---------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""The server side of :mod:`agentkeep.chaos.worker_failover`: the fence log and its checks.
+"""The checks of :mod:`agentkeep.chaos.worker_failover`, read from the schema: the fence log
+(``F1``, ``F2``) and the run's keys, answers, ledgers and live turns (:func:`judge_run`:
+``K1``, ``K2``, ``L1``, ``T1``).
 
 A row trigger on ``session_events`` appends, for every event written, the writing session's
 ``application_name`` (which carries its owner token ``w=…``), the agent's partition (from
@@ -19,7 +21,10 @@ they see the ownership row as committed when the write happened.
 from __future__ import annotations
 
 import contextlib
+import json
+from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from agentkeep.chaos.invariants import INVARIANTS
 from agentkeep.chaos.pg_server import admin, owner_token
@@ -145,4 +150,91 @@ def judge_fence_log(writes: list[FenceWrite], epochs: dict[str, int]) -> list[st
     return problems
 
 
-__all__ = ["FenceWrite", "fence_log", "install_fence_log", "judge_fence_log"]
+def _query(url: str, text: str, *args: Any) -> list[tuple[Any, ...]]:
+    from psycopg import sql
+
+    with admin(url) as session:
+        session.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(_schema(url))))
+        return list(session.execute(text, args).fetchall())
+
+
+def live_turns(url: str) -> int:
+    """How many turns of ``url``'s schema are queued, running or cancelling."""
+    rows = _query(
+        url, "SELECT count(*) FROM turns WHERE status IN ('queued', 'running', 'cancelling')"
+    )
+    return int(rows[0][0])
+
+
+def judge_run(url: str, accepted: dict[str, tuple[str, str]]) -> list[str]:
+    """``K1``, ``K2``, ``L1``, ``T1`` over the schema; ``accepted``: key -> (session, the turn
+    its first answer named)."""
+    problems: list[str] = []
+    turns: dict[tuple[str, str], list[tuple[str, str, str | None]]] = {}
+    for agent, key, turn, status, message in _query(
+        url, "SELECT agent_id, idempotency_key, id, status, message_id FROM turns"
+    ):
+        turns.setdefault((agent, key), []).append((turn, status, message))
+    events: dict[str, list[tuple[int, str, str]]] = {}
+    for agent, sequence, kind, data in _query(
+        url, "SELECT agent_id, sequence, type, data_json FROM session_events ORDER BY sequence"
+    ):
+        events.setdefault(agent, []).append((int(sequence), str(kind), str(data)))
+    for key, (session, turn) in sorted(accepted.items()):
+        found = turns.get((session, key), [])
+        if [t[0] for t in found] != [turn]:
+            problems.append(f"K1: key {key} of {session}: turns {found}, answered {turn}")
+        elif found[0][1] != "completed":
+            problems.append(f"K1: key {key}'s turn {turn} ended {found[0][1]}")
+    for agent, rows in sorted(events.items()):
+        if [s for s, _, _ in rows] != list(range(1, len(rows) + 1)):
+            problems.append(f"L1: {agent}'s ledger is not dense: {[s for s, _, _ in rows]}")
+        problems += _answered(agent, rows, turns)
+    live = live_turns(url)
+    if live:
+        problems.append(f"T1: {live} turns left live")
+    return problems
+
+
+def _answered(
+    agent: str,
+    rows: list[tuple[int, str, str]],
+    turns: dict[tuple[str, str], list[tuple[str, str, str | None]]],
+) -> list[str]:
+    """``K2``: each accepted message accepted once, and its turn ended exactly once, with an
+    answer (one ``turn.completed`` carrying the reply, no other end)."""
+    problems: list[str] = []
+    accepted: Counter[str] = Counter()
+    turn_of: dict[str, str] = {}
+    ends: Counter[str] = Counter()
+    for _, kind, data in rows:
+        fields = json.loads(data)
+        if kind == "message.accepted":
+            accepted[str(fields.get("message_id"))] += 1
+            turn_of[str(fields.get("message_id"))] = str(fields.get("turn_id"))
+        elif kind in ("turn.completed", "turn.failed", "turn.cancelled", "turn.interrupted"):
+            ends[str(fields.get("turn_id"))] += 1
+            if kind == "turn.completed" and not (fields.get("result") or {}).get("message"):
+                problems.append(f"K2: {agent}'s turn {fields.get('turn_id')} has no answer")
+    for message, times in accepted.items():
+        if times != 1:
+            problems.append(f"K2: {agent}'s message {message} accepted {times} times")
+        if ends[turn_of[message]] != 1:
+            problems.append(
+                f"K2: {agent}'s message {message} (turn {turn_of[message]}) answered "
+                f"{ends[turn_of[message]]} times"
+            )
+    messages = {m for (a, _), found in turns.items() if a == agent for _, _, m in found if m}
+    if messages - set(accepted):
+        problems.append(f"K2: {agent}'s turns' messages without acceptance: {messages}")
+    return problems
+
+
+__all__ = [
+    "FenceWrite",
+    "fence_log",
+    "install_fence_log",
+    "judge_fence_log",
+    "judge_run",
+    "live_turns",
+]
