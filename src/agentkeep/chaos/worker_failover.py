@@ -2,11 +2,12 @@
 
 Each seed starts three workers (``agentkeep serve --database URL --partitions 6 --lease 2``)
 on a fresh schema, creates a definition and sessions, and runs three clients that send
-messages with idempotency keys over REST to random workers, again with the same key after
-any error, timeout or 503 (``partition_unavailable``). Meanwhile the seed's schedule, in a
-seeded order, SIGKILLs a worker (then starts a new one in its place) and SIGSTOPs a worker
-past its lease (its peers reap it and take its partitions), then SIGCONTs it. The time from
-each fault until the other workers run every partition is the *takeover* time.
+messages (until the last fault is over) with idempotency keys over REST to random workers,
+again with the same key after any error, timeout or 503 (``partition_unavailable``).
+Meanwhile the seed's schedule, in a seeded order, SIGKILLs a worker (then starts a new one
+in its place) and SIGSTOPs a worker past its lease (its peers reap it and take its
+partitions), then SIGCONTs it. The time from each signal until the other workers run every
+partition is the *takeover* time.
 
 After the run (every worker healthy, every partition owned, no live turn), the checks read
 the schema:
@@ -31,6 +32,7 @@ writes over the new owner. ``F1``/``F2`` must catch it.
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import signal
 import sys
@@ -64,7 +66,7 @@ from agentkeep.chaos.worker_fence import (
 
 SESSIONS = 6
 CLIENTS = 3
-MESSAGES = 8  # per client
+MESSAGES = 8  # per client at least: they send on until the last fault is over
 REQUEST_TIMEOUT = 5.0
 SEND_SECONDS = 120.0
 
@@ -169,9 +171,14 @@ class Sent:
     problems: list[str] = field(default_factory=list)
 
 
-def _client(pool: Pool, seed: int, number: int, sessions: list[str], sent: Sent) -> None:
+def _client(
+    pool: Pool, seed: int, number: int, sessions: list[str], sent: Sent, done: threading.Event
+) -> None:
+    """Send keyed messages until at least ``MESSAGES`` went and the fault schedule is over."""
     rng = random.Random(seed * 1000 + number)
-    for message in range(MESSAGES):
+    for message in itertools.count():
+        if message >= MESSAGES and done.is_set():
+            break
         session = rng.choice(sessions)
         key = f"s{seed}-c{number}-m{message}"
         body = {"message": f"hello {key}", "idempotencyKey": key, "wait": False}
@@ -267,14 +274,18 @@ def _play(
             return
         sessions = _setup(pool)
         sent = Sent()
+        done = threading.Event()
         clients = [
-            threading.Thread(target=_client, args=(pool, seed, n, sessions, sent), daemon=True)
+            threading.Thread(
+                target=_client, args=(pool, seed, n, sessions, sent, done), daemon=True
+            )
             for n in range(CLIENTS)
         ]
         for thread in clients:
             thread.start()
         for fault in plan(seed, lease):
             result.faults.append(_inject(pool, fault))
+        done.set()
         for thread in clients:
             thread.join(SEND_SECONDS * MESSAGES)
         result.accepted, result.retries = len(sent.accepted), sent.retries
@@ -323,21 +334,21 @@ def _inject(pool: Pool, fault: Fault) -> FaultRecord:
         worker.process.send_signal(signal.SIGSTOP)
         with pool.lock:
             pool.stopped.add(fault.slot)
-        wait_until(lambda: time.monotonic() - hit >= fault.stopped, fault.stopped + 1)
+        # Taken over while stopped (its lease runs out, its peers reap it); stopped on until
+        # the seed's duration is up, so it resumes as a reaped worker.
         record.takeover = wait_until(lambda: pool.covered(without=fault.slot), SETTLE_SECONDS)
+        wait_until(lambda: time.monotonic() - hit >= fault.stopped, fault.stopped + 1)
         worker.process.send_signal(signal.SIGCONT)
         with pool.lock:
             pool.stopped.discard(fault.slot)
-        if record.takeover is not None:
-            record.takeover += fault.stopped
+        if record.takeover is not None and record.takeover > fault.stopped:
+            record.note = "taken over only after the stop"
         if wait_until(lambda: worker.partitions() is not None, 30) is None:
             record.note = f"did not answer after SIGCONT (exit {worker.process.poll()})"
             if worker.process.poll() is None:
                 worker.process.kill()
                 worker.process.wait()
             pool.restart(fault.slot)
-    if record.takeover is not None and fault.kind == "stop":
-        record.takeover = round(record.takeover, 3)
     wait_until(pool.covered, SETTLE_SECONDS)
     return record
 
