@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -129,6 +130,7 @@ class FailoverResult:
     unavailable: int = 0
     writes: int = 0
     epochs: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -150,6 +152,9 @@ class FailoverResult:
             f"  {self.accepted} keys accepted, {self.retries} retries "
             f"({self.unavailable} x 503), {self.writes} event writes, {self.epochs} owner stamps"
         )
+        if self.reasons:
+            why = ", ".join(f"{k} x{v}" for k, v in sorted(self.reasons.items()))
+            lines.append(f"  asked again after: {why}")
         lines += [f"  ! {problem}" for problem in self.problems]
         lines.append(
             f"  replay: python -m agentkeep.chaos.worker_failover --seeds 1 --start {self.seed}"
@@ -169,6 +174,8 @@ class Sent:
     retries: int = 0
     unavailable: int = 0
     problems: list[str] = field(default_factory=list)
+    #: Why sends were asked again: an HTTP status and error code, or the client's exception.
+    reasons: Counter[str] = field(default_factory=Counter)
 
 
 def _client(
@@ -192,8 +199,9 @@ def _client(
                     headers=HEADERS,
                     timeout=REQUEST_TIMEOUT,
                 )
-            except httpx.HTTPError:
+            except httpx.HTTPError as error:
                 answer = None
+                reason = type(error).__name__
             if answer is not None and answer.status_code in (200, 202):
                 turn = str(answer.json()["turn"]["id"])
                 with sent.lock:
@@ -204,8 +212,11 @@ def _client(
                 if rng.random() < 0.3:
                     continue
                 break
+            if answer is not None:
+                reason = f"{answer.status_code} {_code(answer)}"
             with sent.lock:
                 sent.retries += 1
+                sent.reasons[reason] += 1
                 if answer is not None and answer.status_code == 503:
                     sent.unavailable += 1
             if time.monotonic() > deadline:
@@ -215,6 +226,13 @@ def _client(
                 break
             time.sleep(0.05)  # a client's back-off before it asks again
         time.sleep(rng.uniform(0.0, 0.4))  # the seed's pace of sends
+
+
+def _code(answer: httpx.Response) -> str:
+    try:
+        return str(answer.json()["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return "?"
 
 
 # -- one seed ----------------------------------------------------------------------------------
@@ -290,6 +308,7 @@ def _play(
             thread.join(SEND_SECONDS * MESSAGES)
         result.accepted, result.retries = len(sent.accepted), sent.retries
         result.unavailable = sent.unavailable
+        result.reasons = dict(sent.reasons)
         result.problems += sent.problems
         if wait_until(lambda: pool.covered() and not live_turns(url), settle) is None:
             result.problems.append("the cluster never settled: partitions or live turns left")
@@ -368,11 +387,13 @@ def main(argv: list[str] | None = None) -> int:
     cluster = None if (args.database or chaos_database()) else OwnCluster()
     failed: list[int] = []
     takeovers: dict[str, list[float]] = {"kill": [], "stop": []}
+    reasons: Counter[str] = Counter()
     started = time.monotonic()
     try:
         for seed in range(args.start, args.start + args.seeds):
             result = run_campaign(seed, database=args.database, mutant=args.mutant, cluster=cluster)
             print(result.describe(), flush=True)
+            reasons.update(result.reasons)
             for record in result.faults:
                 if record.takeover is not None:
                     takeovers[record.fault.kind].append(record.takeover)
@@ -386,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     for kind, times in takeovers.items():
         if times:
             print(f"  takeover after {kind}: min {min(times):.2f} s, max {max(times):.2f} s")
+    for reason, count in sorted(reasons.items()):
+        print(f"  sends asked again after {reason}: {count}")
     return 1 if failed else 0
 
 
