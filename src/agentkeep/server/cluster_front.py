@@ -106,6 +106,7 @@ class PartitionUnavailableError(ApiError):
 class _Local(msgspec.Struct, frozen=True):
     app: Starlette
     close_streams: Callable[[], int]
+    lost: Callable[[], str | None]  # why its system can no longer run it (None: it can)
 
 
 class ClusterFront:
@@ -131,10 +132,18 @@ class ClusterFront:
 
     # -- the partitions served here ----------------------------------------------------------
 
-    def add(self, index: int, app: Starlette, close_streams: Callable[[], int]) -> None:
-        """Partition ``index`` runs here now, served by ``app``."""
+    def add(
+        self,
+        index: int,
+        app: Starlette,
+        close_streams: Callable[[], int],
+        *,
+        lost: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        """Partition ``index`` runs here now, served by ``app``; ``lost`` tells once its
+        system lost the partition (requests then go to the owner, as for one not run here)."""
         with self._lock:
-            self._local[index] = _Local(app, close_streams)
+            self._local[index] = _Local(app, close_streams, lost)
 
     def remove(self, index: int) -> None:
         """Partition ``index`` is being given up: its requests go elsewhere from now on, and
@@ -237,9 +246,15 @@ class ClusterFront:
         return None
 
     def _local_app(self, partition: int) -> Starlette | None:
+        """The app of ``partition``'s system when it runs here and still owns it. A system
+        that lost its partition (a worker resumed after others took its partitions over,
+        before its coordinator gave them up) is passed over: the request goes to the new
+        owner, or is answered ``partition_unavailable`` with ``Retry-After``."""
         with self._lock:
             local = self._local.get(partition)
-        return None if local is None else local.app
+        if local is None or local.lost() is not None:
+            return None
+        return local.app
 
     def _any_local(self) -> Starlette | None:
         with self._lock:

@@ -88,6 +88,6 @@ class SystemRunner:
             system.shutdown()
             system.close()
             raise
-        self._front.add(index, app, context.streams.close_all)
+        self._front.add(index, app, context.streams.close_all, lost=lambda: system.lost)
         log.info("worker_partition_serving", partition=index, count=count)
         return SystemHandle(index, system, self._front)

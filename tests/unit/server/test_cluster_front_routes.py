@@ -50,3 +50,20 @@ def test_a_client_chosen_session_id_is_read_from_the_body() -> None:
     assert _named_session(b'{"agentId": "a"}') is None
     assert _named_session(b"not json") is None
     assert _named_session(b'["sessionId"]') is None
+
+
+def test_a_partition_whose_system_lost_it_is_not_served_here() -> None:
+    """A worker resumed after the others took its partitions over still has their systems
+    until its coordinator gives them up: a request for one must go to the new owner (or be
+    answered partition_unavailable, retry), not to the system that lost it — which once
+    answered 503 store_ownership_lost, without Retry-After, and clients gave up."""
+    from starlette.applications import Starlette
+
+    front = ClusterFront(URL, COUNT)
+    app = Starlette()
+    why: list[str | None] = [None]
+    front.add(3, app, lambda: 0, lost=lambda: why[0])
+    assert front._local_app(3) is app
+    why[0] = "ownership_lost"
+    assert front._local_app(3) is None
+    assert front.local() == [3]  # still here until the coordinator gives it up
