@@ -147,6 +147,7 @@ class Pool:
             self.workers[slot] = worker
 
     def url_of(self, slot: int) -> str:
+        """The REST address of the worker in ``slot`` now (a restarted one's new port)."""
         with self.lock:
             return self.workers[slot].url
 
@@ -163,11 +164,14 @@ class Pool:
         return sorted(owned) == list(range(PARTITIONS))
 
     def close(self) -> None:
+        """Stop every worker, the running ones and those a kill retired."""
         for worker in [*self.workers, *self.retired]:
             worker.close()
 
 
 def wait_until(condition: Callable[[], bool], timeout: float) -> float | None:
+    """Seconds until ``condition()`` held, polling (another process's state: no event to
+    wait on); None if it did not within ``timeout``."""
     started = time.monotonic()
     while not condition():
         if time.monotonic() - started > timeout:
