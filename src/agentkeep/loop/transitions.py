@@ -468,7 +468,14 @@ def end_turn(ctx: LoopContext) -> None:
         ctx.failures.turns += 1
         ctx.commit(AppendFailureNote(message=note))
         return
-    if ctx.run.failure is None:
+    if note is not None:
+        # A turn that failed where no note may be written (before its load, behind an open
+        # call) failed all the same: it counts toward ``max_failed_turns``. Otherwise a store
+        # refusing every write restarts turn after turn at once, for as long as it refuses.
+        turn.pending_error = None
+        ctx.run.failure = ctx.run.failure or note
+        ctx.failures.turns += 1
+    elif ctx.run.failure is None:
         ctx.failures.turns = 0
     turn.ending = True
     ctx.phase = InHook("after_turn")

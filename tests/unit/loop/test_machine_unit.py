@@ -22,6 +22,7 @@ from agentkeep.loop.effects import (
 )
 from agentkeep.loop.events import (
     AbortRequested,
+    CompactRequested,
     CommitFailed,
     CommitLanded,
     HookFinished,
@@ -58,6 +59,7 @@ from agentkeep.types import (
 from agentkeep.types.records import (
     BlockRecord,
     OwedWork,
+    PendingToolCall,
     QueuedMessage,
     SystemRecord,
     ToolRecord,
@@ -329,3 +331,40 @@ def test_the_turn_s_hooks_wait_for_its_ids_to_be_durable_and_a_failed_staging_ru
     assert any(
         isinstance(e, Commit) and isinstance(e.plan, StageOwed | ConsumeNotices) for e in effects
     ) or any(isinstance(e, StartInference) for e in effects)
+
+
+def test_a_turn_whose_staging_keeps_failing_counts_as_failed_and_the_run_stops() -> None:
+    """compaction_under_load seeds 10 and 13: a commit's outcome was unknown (the store
+    crashed in COMMIT), and from then on the store refused every write — a full disk, a
+    server gone. Each new turn's staging commit failed behind an open call whose batch is
+    durable, where no failure note may be written; unnoted, the failure was never counted,
+    and the compaction still asked for, so the run began the next turn at once: 260,000
+    refused BEGINs, and a close that waited out both its timeouts (100 s). Such a turn counts
+    like any failed turn: after ``max_failed_turns`` the run stops, the owed fact kept."""
+    loop = new_loop(max_failed_turns=3)
+    owed = OwedWork(stage="tools", loop_id="L", turn_id="T", inference_id="I", response_open=True)
+    call = ToolCallBlock(call_id="c", name="t", arguments="{}")
+    records = (UserRecord(message_id="m1", message=ak.user("q")), BlockRecord(block=call))
+    batch = (PendingToolCall(internal_id="i0", index=0, call=call),)
+    snapshot = Snapshot(records=records, record_count=2, pending=batch, owed=owed)
+    pending = list(loop.handle(CompactRequested()))
+    stagings = 0
+    stopped: list[LoopStopped] = []
+    while pending and stagings <= 50:
+        effect = pending.pop(0)
+        match effect:
+            case LoadState():
+                pending.extend(loop.handle(Loaded(snapshot=snapshot)))
+            case Commit(plan=plan):
+                stagings += isinstance(plan, StageOwed)
+                unknown = stagings == 1  # the crash in COMMIT; then every write is refused
+                failed = CommitFailed(plan=plan, message="disk full", outcome_unknown=unknown)
+                pending.extend(loop.handle(failed))
+            case RunHook(hook=hook):
+                pending.extend(loop.handle(HookFinished(hook=hook)))
+            case LoopStopped():
+                stopped.append(effect)
+    assert stagings == 3, f"{stagings} stagings: the run never counted its failed turns"
+    (stop,) = stopped
+    assert not stop.settled  # the owed fact is kept: the next start resumes the batch
+    assert stop.error == "disk full"
