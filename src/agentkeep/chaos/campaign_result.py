@@ -51,6 +51,13 @@ class CampaignResult:
         return "\n".join(lines)
 
 
+def verdict_line(suite: str, seed: int, mutant: str | None, ok: bool, seconds: float) -> str:
+    """The first line of a process or server campaign's seed report (``describe()``): the
+    suite, the seed, the mutant if one was installed, the verdict and the time taken."""
+    head = f"{suite} seed {seed}" + (f" (mutant {mutant})" if mutant else "")
+    return f"{head}: {'ok' if ok else 'FAILED'} in {seconds:.1f} s"
+
+
 def replay_command(suite: str, seed: int) -> str:
     """The shell command replaying one seed of a suite (``CHAOS_SEED=seed`` pytest on its test
     file).

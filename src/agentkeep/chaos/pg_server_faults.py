@@ -51,7 +51,7 @@ from typing import Literal
 import structlog
 
 from agentkeep.chaos.backend import chaos_database, fresh_database
-from agentkeep.chaos.campaign_result import seeds_from_env
+from agentkeep.chaos.campaign_result import seeds_from_env, verdict_line
 from agentkeep.chaos.checker import Checker
 from agentkeep.chaos.ledger_subscriber import SubscriberLog, judge_subscriber_log
 from agentkeep.chaos.pg_server import (
@@ -122,10 +122,7 @@ class ServerFaultResult:
 
     def describe(self) -> str:
         """The seed's verdict, its faults and runs, and each problem found, for the console."""
-        head = f"pg_server_faults seed {self.seed}" + (
-            f" (mutant {self.mutant})" if self.mutant else ""
-        )
-        lines = [f"{head}: {'ok' if self.ok else 'FAILED'} in {self.seconds:.1f} s"]
+        lines = [verdict_line("pg_server_faults", self.seed, self.mutant, self.ok, self.seconds)]
         for index, run in enumerate(self.runs):
             record = self.faults[index] if index < len(self.faults) else None
             what = (

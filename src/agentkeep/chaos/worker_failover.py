@@ -47,6 +47,7 @@ from typing import Any, Literal
 import httpx
 
 from agentkeep.chaos.backend import chaos_database, fresh_database
+from agentkeep.chaos.campaign_result import seeds_from_env, verdict_line
 from agentkeep.chaos.failover_workers import (
     HEADERS,
     KEEP_WRITING_AFTER_LOST,
@@ -65,6 +66,8 @@ from agentkeep.chaos.worker_fence import (
     live_turns,
 )
 
+#: Seeds a run plays by default (``CHAOS_SEEDS`` overrides): about 25 s each.
+DEFAULT_SEEDS = 2
 SESSIONS = 6
 CLIENTS = 3
 MESSAGES = 8  # per client at least: they send on until the last fault is over
@@ -140,10 +143,7 @@ class FailoverResult:
 
     def describe(self) -> str:
         """The verdict, the faults with their takeover times, the problems, the replay."""
-        head = f"worker_failover seed {self.seed}" + (
-            f" (mutant {self.mutant})" if self.mutant else ""
-        )
-        lines = [f"{head}: {'ok' if self.ok else 'FAILED'} in {self.seconds:.1f} s"]
+        lines = [verdict_line("worker_failover", self.seed, self.mutant, self.ok, self.seconds)]
         for record in self.faults:
             took = "never" if record.takeover is None else f"{record.takeover:.2f} s"
             note = f" ({record.note})" if record.note else ""
@@ -377,20 +377,26 @@ def _inject(pool: Pool, fault: Fault) -> FaultRecord:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m agentkeep.chaos.worker_failover [--seeds N] [--start S] [--database URL]
-    [--mutant M]``; exit status 1 if a seed failed."""
+    [--mutant M]`` (without ``--seeds``: ``CHAOS_SEED``/``CHAOS_SEEDS``, else
+    :data:`DEFAULT_SEEDS`); exit status 1 if a seed failed."""
     parser = argparse.ArgumentParser(prog="python -m agentkeep.chaos.worker_failover")
-    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--seeds", type=int, default=None)
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--database", default=None)
     parser.add_argument("--mutant", default=None)
     args = parser.parse_args(argv)
+    seeds = (
+        list(range(args.start, args.start + args.seeds))
+        if args.seeds is not None
+        else seeds_from_env(DEFAULT_SEEDS)
+    )
     cluster = None if (args.database or chaos_database()) else OwnCluster()
     failed: list[int] = []
     takeovers: dict[str, list[float]] = {"kill": [], "stop": []}
     reasons: Counter[str] = Counter()
     started = time.monotonic()
     try:
-        for seed in range(args.start, args.start + args.seeds):
+        for seed in seeds:
             result = run_campaign(seed, database=args.database, mutant=args.mutant, cluster=cluster)
             print(result.describe(), flush=True)
             reasons.update(result.reasons)
@@ -403,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         if cluster is not None:
             cluster.close()
     wall = time.monotonic() - started
-    print(f"seeds {args.seeds}  failed {len(failed)} {failed}  wall {wall:.1f} s")
+    print(f"seeds {len(seeds)}  failed {len(failed)} {failed}  wall {wall:.1f} s")
     for kind, times in takeovers.items():
         if times:
             print(f"  takeover after {kind}: min {min(times):.2f} s, max {max(times):.2f} s")
@@ -413,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = [
+    "DEFAULT_SEEDS",
     "KEEP_WRITING_AFTER_LOST",
     "FailoverResult",
     "Fault",

@@ -3,8 +3,9 @@
 The in-process suites of :data:`agentkeep.chaos.campaigns.SUITES` report
 :class:`~agentkeep.chaos.Violation` values; the real-process campaign
 (:mod:`agentkeep.chaos.process_kills`), the power-loss campaign
-(:mod:`agentkeep.chaos.power`) and the PostgreSQL server faults
-(:mod:`agentkeep.chaos.pg_server_faults`) report problem strings. :func:`suites` wraps each in a
+(:mod:`agentkeep.chaos.power`), the PostgreSQL server faults
+(:mod:`agentkeep.chaos.pg_server_faults`) and the workers' failover
+(:mod:`agentkeep.chaos.worker_failover`) report problem strings. :func:`suites` wraps each in a
 :class:`Suite` whose ``run(seed)`` returns an :class:`Outcome`: the seed, what broke (with
 the invariant where one is named), the trace of the run and the commands replaying it.
 
@@ -20,20 +21,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-SuiteKind = Literal["in-process", "processes", "power-loss", "server-faults"]
+SuiteKind = Literal["in-process", "processes", "power-loss", "server-faults", "workers"]
 
 PROCESS_KILLS = "process_kills"
 POWER_LOSS = "power_loss"
 PG_SERVER_FAULTS = "pg_server_faults"
+WORKER_FAILOVER = "worker_failover"
 
 #: Suites that need a PostgreSQL server (their own throwaway cluster when no URL is given),
 #: with the reason: a run of every suite on SQLite leaves them out; naming one runs it.
 SERVER_ONLY: dict[str, str] = {
     PG_SERVER_FAULTS: "faults only a PostgreSQL server has (it starts a throwaway cluster "
     "when no --database is given)",
+    WORKER_FAILOVER: "workers share a store only on PostgreSQL (it starts a throwaway "
+    "cluster when no --database is given)",
 }
 
-_INVARIANT = re.compile(r"^(?:§7\.(\d+)|([LTCO]\d))[ :]")
+_INVARIANT = re.compile(r"^(?:§7\.(\d+)|([LTCOKF]\d))[ :]")
 
 
 def replay_command(suite: str, seed: int) -> str:
@@ -109,8 +113,9 @@ class Suite:
 
 def suites() -> dict[str, Suite]:
     """Every suite, in-process ones first (in :data:`~agentkeep.chaos.campaigns.SUITES`
-    order), then ``process_kills``, ``power_loss`` and ``pg_server_faults``."""
-    from agentkeep.chaos import campaigns, pg_server_faults, power, process_kills
+    order), then ``process_kills``, ``power_loss``, ``pg_server_faults`` and
+    ``worker_failover``."""
+    from agentkeep.chaos import campaigns, pg_server_faults, power, process_kills, worker_failover
 
     found: dict[str, Suite] = {}
     for name, function in campaigns.SUITES.items():
@@ -139,17 +144,20 @@ def suites() -> dict[str, Suite]:
         sweep=f"python -m agentkeep.chaos.power --seeds {power.DEFAULT_SEEDS} --jobs 2",
         run=_power_loss,
     )
-    server = _ServerFaults()
-    found[PG_SERVER_FAULTS] = Suite(
-        name=PG_SERVER_FAULTS,
-        kind="server-faults",
-        description=_prose(pg_server_faults.__doc__),
-        default_seeds=pg_server_faults.DEFAULT_SEEDS,
-        sweep="python -m agentkeep.chaos.pg_server_faults --seeds "
-        f"{pg_server_faults.DEFAULT_SEEDS}",
-        run=server.run,
-        finish=server.close,
-    )
+    for name, kind, module in (
+        (PG_SERVER_FAULTS, "server-faults", pg_server_faults),
+        (WORKER_FAILOVER, "workers", worker_failover),
+    ):
+        on_cluster = _OnCluster(name)
+        found[name] = Suite(
+            name=name,
+            kind=kind,
+            description=_prose(module.__doc__),
+            default_seeds=module.DEFAULT_SEEDS,
+            sweep=f"python -m agentkeep.chaos.{name} --seeds {module.DEFAULT_SEEDS}",
+            run=on_cluster.run,
+            finish=on_cluster.close,
+        )
     return found
 
 
@@ -211,28 +219,31 @@ def _power_loss(seed: int) -> Outcome:
     )
 
 
-class _ServerFaults:
-    """``pg_server_faults`` one seed at a time: ``terminate`` and ``takeover`` on the selected
-    server (:func:`~agentkeep.chaos.backend.chaos_database`) when there is one, ``restart``
-    (and everything, without one) on a throwaway cluster started at the first seed that
-    needs it and shared by the seeds of the run until :meth:`close`."""
+class _OnCluster:
+    """A campaign on PostgreSQL (``pg_server_faults``, ``worker_failover``) one seed at a
+    time: on the selected server (:func:`~agentkeep.chaos.backend.chaos_database`) when there
+    is one — ``pg_server_faults`` restarts its own cluster even then — else on a throwaway
+    cluster started at the first seed that needs it and shared by the seeds of the run until
+    :meth:`close`. The campaign module's ``run_campaign`` is looked up at each seed."""
 
-    def __init__(self) -> None:
+    def __init__(self, suite: str) -> None:
+        self._suite = suite
         self._cluster: Any = None
 
     def run(self, seed: int) -> Outcome:
-        from agentkeep.chaos import pg_server_faults
-        from agentkeep.chaos.backend import chaos_database
+        import importlib
 
+        from agentkeep.chaos.backend import chaos_database
+        from agentkeep.chaos.pg_server import OwnCluster
+
+        module = importlib.import_module(f"agentkeep.chaos.{self._suite}")
         if self._cluster is None:
-            self._cluster = pg_server_faults.OwnCluster()
+            self._cluster = OwnCluster()
         started = time.monotonic()
-        result = pg_server_faults.run_campaign(
-            seed, database=chaos_database(), cluster=self._cluster
-        )
+        result = module.run_campaign(seed, database=chaos_database(), cluster=self._cluster)
         trace = result.describe().splitlines()[1:]
         return Outcome(
-            suite=PG_SERVER_FAULTS,
+            suite=self._suite,
             seed=seed,
             findings=[_from_problem(problem) for problem in result.problems],
             trace=[line.strip() for line in trace if not line.lstrip().startswith(("!", "replay"))],
@@ -247,8 +258,9 @@ class _ServerFaults:
 
 
 def _from_problem(problem: str) -> Finding:
-    """A problem string; the checker's start: a base-spec number, ``LN (name)``, ``TN (name)``
-    or ``ON: …`` (the server faults' ownership checks)."""
+    """A problem string; the checker's start: a base-spec number, ``LN (name)``, ``TN (name)``,
+    ``ON: …`` (the server faults' ownership checks), ``KN``/``FN`` (the failover campaign's
+    keys and fence)."""
     from agentkeep.chaos.invariants import INVARIANTS
 
     match = _INVARIANT.match(problem)

@@ -13,7 +13,14 @@ from agentkeep.chaos.campaigns import CampaignResult
 from agentkeep.chaos.invariants import INVARIANTS, Violation
 from agentkeep.chaos.process_kills import KillCampaignResult
 
-ALL_SUITES = [*campaigns.SUITES, "process_kills", "power_loss", "pg_server_faults"]
+ALL_SUITES = [
+    *campaigns.SUITES,
+    "process_kills",
+    "power_loss",
+    "pg_server_faults",
+    "worker_failover",
+]
+SERVER_ONLY = ("pg_server_faults", "worker_failover")
 
 
 def error_of(result: Any) -> dict[str, Any]:
@@ -68,6 +75,7 @@ def test_chaos_list_json_describes_every_suite(invoke: Any) -> None:
     assert kinds["process_kills"] == "processes"
     assert kinds["power_loss"] == "power-loss"
     assert kinds["pg_server_faults"] == "server-faults"
+    assert kinds["worker_failover"] == "workers"
     assert all(s["description"] and s["default_seeds"] > 0 for s in suites)
 
 
@@ -114,6 +122,35 @@ def test_the_server_faults_run_from_the_cli_on_the_given_server(
     )
 
 
+@pytest.mark.slow
+def test_the_worker_failover_runs_from_the_cli_on_the_given_server(
+    invoke: Any, postgres_server: str
+) -> None:
+    """One seed of three real workers, SIGKILLed and SIGSTOPped past their lease, on
+    ``--database``'s server: the campaign's checks (K1, K2, L1, T1, F1, F2) all hold, and the
+    trace names each fault with its takeover time."""
+    argv = ["--suite", "worker_failover", "--seed", "0", "--database", postgres_server]
+    result = invoke("chaos", "run", *argv, json_mode=True)
+    assert result.exit_code == 0, result.output
+    (suite,) = json.loads(result.stdout)["suites"]
+    assert (suite["suite"], suite["kind"], suite["seeds_run"], suite["failed"]) == (
+        "worker_failover",
+        "workers",
+        1,
+        0,
+    )
+
+
+def test_a_failover_problem_is_a_finding_with_its_check_named() -> None:
+    from agentkeep.chaos import worker_fence  # noqa: F401  # registers K1, F1 and the others
+    from agentkeep.cli.chaos_suites import _from_problem
+
+    finding = _from_problem("F1: write #4 (a seq 2, partition 1) by w2, owner w1")
+    assert finding.invariant == "F1"
+    assert finding.name is not None
+    assert "current owner" in finding.name
+
+
 def test_a_server_fault_problem_is_a_finding_with_its_check_named() -> None:
     from agentkeep.chaos import pg_server  # noqa: F401  # registers O1 and O2
     from agentkeep.cli.chaos_suites import _from_problem
@@ -124,11 +161,12 @@ def test_a_server_fault_problem_is_a_finding_with_its_check_named() -> None:
     assert "ownership was lost" in finding.name
 
 
-def test_every_suite_on_sqlite_leaves_the_server_faults_out(
+def test_every_suite_on_sqlite_leaves_the_server_campaigns_out(
     invoke: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A run of every suite without a server skips ``pg_server_faults`` (saying why); every
-    other suite is faked to one passing seed, so only the selection is under test."""
+    """A run of every suite without a server skips ``pg_server_faults`` and
+    ``worker_failover`` (saying why); every other suite is faked to one passing seed, so only
+    the selection is under test."""
     from agentkeep.chaos.backend import DATABASE_ENV
     from agentkeep.cli import chaos_suites
 
@@ -155,8 +193,9 @@ def test_every_suite_on_sqlite_leaves_the_server_faults_out(
     monkeypatch.delenv("AGENTKEEP_DATABASE", raising=False)
     result = invoke("chaos", "run", "--seed", "0")
     assert result.exit_code == 0, result.output
-    assert "pg_server_faults: skipped on SQLite" in result.stderr
-    assert ran == [name for name in ALL_SUITES if name != "pg_server_faults"]
+    for name in SERVER_ONLY:
+        assert f"{name}: skipped on SQLite" in result.stderr
+    assert ran == [name for name in ALL_SUITES if name not in SERVER_ONLY]
 
 
 def test_json_summary_has_a_stable_shape_and_stdout_holds_only_it(invoke: Any) -> None:

@@ -22,9 +22,9 @@ from agentkeep.loop.effects import (
 )
 from agentkeep.loop.events import (
     AbortRequested,
-    CompactRequested,
     CommitFailed,
     CommitLanded,
+    CompactRequested,
     HookFinished,
     Loaded,
     Start,
