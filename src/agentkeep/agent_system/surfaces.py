@@ -11,11 +11,13 @@ home in the store's lock file (:data:`LOCK_FILE`). Nothing else of the store is 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final
 
 from agentkeep.errors import StoreError
 from agentkeep.persistence.ledger import Subscription
-from agentkeep.persistence.store import LOCK_NAME, Store
+from agentkeep.persistence.lock import StoreLock
+from agentkeep.persistence.store import LOCK_NAME, Store, acquire_lock, prepare_directory
 
 #: The store's lock file in a home: it names the owning process (docs/daemon.md).
 LOCK_FILE: Final = LOCK_NAME
@@ -44,4 +46,18 @@ class SurfaceReader:
         return self._store.ledger.closed
 
 
-__all__ = ["LOCK_FILE", "Subscription", "SurfaceReader"]
+def hold_home(home: Path) -> StoreLock:
+    """Take ``home``'s lock file (:data:`LOCK_FILE`) for this process until ``release()``:
+    for a worker, which owns its state directory (daemon file, token, providers) while each
+    of its partitions' systems owns only a part of the store. The client finds the daemon of
+    a home by the pid in this file, and a second process serving the same home is refused.
+
+    Raises:
+        StoreLockedError: another process holds it (naming its pid).
+        StoreDirectoryError: this user cannot create or write the directory.
+    """
+    prepare_directory(home)  # created private, as a store's own directory is
+    return acquire_lock(home, home)
+
+
+__all__ = ["LOCK_FILE", "Subscription", "SurfaceReader", "hold_home"]

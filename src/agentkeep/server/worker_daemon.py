@@ -10,7 +10,10 @@ Shutdown, in this order: leave the cluster gracefully (``Coordinator.stop()``: t
 deleted so the others take over at once, each partition is taken off the front and its
 system drained and closed while the HTTP server still forwards its requests to the next
 owner), then stop accepting and end the remaining streams. ``daemon.json`` names the worker
-while it listens, as the classic daemon's does.
+while it listens, as the classic daemon's does, and the worker holds its home's lock file
+for its whole life (:func:`~agentkeep.agent_system.surfaces.hold_home`): the CLI and
+``agentkeep mcp`` on that home find the worker by it (and go through its REST API), and a
+second process serving the same home is refused.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 from agentkeep.agent_system import AgentSystem
+from agentkeep.agent_system.surfaces import hold_home
 from agentkeep.cluster import Coordinator, CoordinatorSettings
 from agentkeep.logs import get_logger
 from agentkeep.partitions import Partition
@@ -83,9 +87,25 @@ def run_worker(
     Call from the main thread. ``settings.address`` is replaced by the bound address.
 
     Raises:
+        StoreLockedError: another process serves ``home``.
         StoreUnavailableError: the coordinator could not join.
         DaemonConfigError: the address is refused or cannot be bound.
     """
+    home_lock = hold_home(home)
+    try:
+        _serve(home, database, opener, options, settings, on_listening)
+    finally:
+        home_lock.release()
+
+
+def _serve(
+    home: Path,
+    database: str,
+    opener: Callable[[Partition], AgentSystem],
+    options: ServeOptions,
+    settings: CoordinatorSettings,
+    on_listening: Callable[[RunningServer], None],
+) -> None:
     stop = threading.Event()
 
     def handle(signum: int, frame: FrameType | None) -> None:
