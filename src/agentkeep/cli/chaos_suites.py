@@ -144,10 +144,11 @@ def suites() -> dict[str, Suite]:
         sweep=f"python -m agentkeep.chaos.power --seeds {power.DEFAULT_SEEDS} --jobs 2",
         run=_power_loss,
     )
-    for name, kind, module in (
+    on_server: tuple[tuple[str, SuiteKind, Any], ...] = (
         (PG_SERVER_FAULTS, "server-faults", pg_server_faults),
         (WORKER_FAILOVER, "workers", worker_failover),
-    ):
+    )
+    for name, kind, module in on_server:
         on_cluster = _OnCluster(name)
         found[name] = Suite(
             name=name,
