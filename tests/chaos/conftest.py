@@ -10,15 +10,14 @@ no file to copy). Suites that are SQLite by nature are marked ``sqlite_only``.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 
 import pytest
-import structlog
 from tests.postgres_server import backend
 
 from agentkeep.chaos import CampaignResult, seeds_from_env
 from agentkeep.chaos.backend import DATABASE_ENV, use_database
+from agentkeep.chaos.quiet import quiet_logs
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -29,12 +28,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture(autouse=True)
 def _quiet_logs() -> Iterator[None]:
     """The store logs every injected fault; chaos runs inject thousands."""
-    saved = structlog.get_config()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
-    try:
+    with quiet_logs():
         yield
-    finally:
-        structlog.configure(**saved)
 
 
 @pytest.fixture(autouse=True)

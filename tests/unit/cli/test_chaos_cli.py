@@ -378,3 +378,32 @@ def test_a_run_in_process_leaves_the_programs_logging_as_it_found_it(
     with capture_logs() as logs:
         structlog.get_logger("agentkeep.after").warning("still_heard")
     assert [entry["event"] for entry in logs] == ["still_heard"]
+
+
+def test_quiet_logs_leaves_an_unconfigured_structlog_unconfigured() -> None:
+    """A campaign run in a program that had not configured structlog: restoring the saved
+    values marked structlog configured with its defaults (every level, on stdout), so
+    agentkeep's default logging was never installed after it — a later test in the same
+    process saw a daemon's info lines in its stdout."""
+    import structlog
+
+    from agentkeep.chaos.quiet import quiet_logs
+    from agentkeep.logs import install_default_logging
+
+    saved = structlog.get_config() if structlog.is_configured() else None
+    structlog.reset_defaults()
+    try:
+        with quiet_logs():
+            assert structlog.is_configured()  # silenced while inside
+        assert not structlog.is_configured()
+        install_default_logging()  # what the next AgentSystem.open does
+        assert structlog.is_configured()
+        # agentkeep's (to stderr, or into the program's logging), not structlog's stdout one
+        assert not isinstance(
+            structlog.get_config()["logger_factory"], structlog.PrintLoggerFactory
+        )
+    finally:
+        if saved is None:
+            structlog.reset_defaults()
+        else:
+            structlog.configure(**saved)
