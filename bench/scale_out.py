@@ -211,8 +211,10 @@ class ServerCpu:
 
         with psycopg.connect(url, autocommit=True) as probe:
             row = probe.execute("SELECT pg_backend_pid()").fetchone()
-        assert row is not None
-        fields = _stat_fields(int(row[0]))
+            assert row is not None
+            # Read while the probe's backend lives: it exits when the connection closes, and
+            # a backend gone before its /proc entry was read left the server's CPU "n/a".
+            fields = _stat_fields(int(row[0]))
         self.postmaster = int(fields[1]) if fields is not None else None
 
     def seconds(self) -> float | None:
