@@ -7,8 +7,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-package
 STAMP := $(VENV)/.installed
-# The PostgreSQL pass's worker processes (pytest-xdist): its tests mostly wait on the server.
-PG_WORKERS ?= -n 2
+# Each pass's worker processes (pytest-xdist): most tests wait on processes, sockets or the
+# server, so two keep two cores busy.
+PASS_WORKERS ?= -n 2
 
 .PHONY: demo demo-daemon demo-postgres test test-postgres test-fast test-console check lint typecheck unit chaos bench clean
 
@@ -26,32 +27,30 @@ $(STAMP): pyproject.toml $(DEMO_STAMP)
 	$(BIN)/python -m pip install --quiet -e . --group dev
 	touch $(STAMP)
 
-## test: lint, type-check and run the suite (what CI runs): the whole suite on SQLite, then on
-## a throwaway PostgreSQL cluster the tests written for a backend (`-m backend`: the store,
-## ledger, registry, sessions, turns, CLI, chaos, cluster and bench suites that take
-## database_url / postgres_url), each naming its slowest tests; first installs the PostgreSQL
-## server package when the machine has none (scripts/postgres-cluster) and Debian's Chromium
-## (the console's browser tests: scripts/browser-deps). pytest's exit 5, no test selected,
-## fails it like any other. The whole suite on PostgreSQL is `make test-postgres` (~40 min on
-## 2 cores, too long for CI's budget beside the SQLite pass: docs/development.md).
+## test: lint, type-check and run the suite (what CI runs): the whole suite on SQLite, then
+## the whole suite again on a throwaway PostgreSQL cluster (every test's stores there:
+## tests/postgres_server.py), each pass over PASS_WORKERS processes (pytest-xdist) and naming
+## its slowest tests; first installs the PostgreSQL server package when the machine has none
+## (scripts/postgres-cluster) and Debian's Chromium (the console's browser tests:
+## scripts/browser-deps). pytest's exit 5, no test selected, fails it like any other.
 test: check
 	scripts/postgres-cluster install > /dev/null
 	scripts/browser-deps > /dev/null
-	AGENTKEEP_TEST_DATABASE=sqlite $(BIN)/python -m pytest --durations=25
-	AGENTKEEP_TEST_DATABASE=postgres $(BIN)/python -m pytest -m backend --durations=25 $(PG_WORKERS)
+	AGENTKEEP_TEST_DATABASE=sqlite $(BIN)/python -m pytest --durations=25 $(PASS_WORKERS)
+	AGENTKEEP_TEST_DATABASE=postgres $(BIN)/python -m pytest --durations=25 $(PASS_WORKERS)
 
-## test-fast: the unit suite without its slow tests (processes, the daemon as a process,
-## fuzzing: tests/unit/conftest.py names them), with CI's hypothesis profile (60 examples,
-## derandomized), over two worker processes (pytest-xdist); no lint, no type check
-## test-postgres: the whole suite on PostgreSQL (AGENTKEEP_TEST_DATABASE=postgres: every
+## test-postgres: the PostgreSQL pass alone (AGENTKEEP_TEST_DATABASE=postgres: every
 ## test's stores on a throwaway cluster each worker starts and stops, scripts/postgres-cluster;
-## installs the server package when missing), over PG_WORKERS. Exit 5 fails it too.
+## installs the server package when missing), over PASS_WORKERS. Exit 5 fails it too.
 ## AGENTKEEP_TEST_POSTGRES_URL=URL runs it on a server you started instead.
 test-postgres: $(STAMP)
 	scripts/postgres-cluster install > /dev/null
 	scripts/browser-deps > /dev/null
-	AGENTKEEP_TEST_DATABASE=postgres $(BIN)/python -m pytest --durations=25 $(PG_WORKERS)
+	AGENTKEEP_TEST_DATABASE=postgres $(BIN)/python -m pytest --durations=25 $(PASS_WORKERS)
 
+## test-fast: the unit suite without its slow tests (processes, the daemon as a process,
+## fuzzing: tests/unit/conftest.py names them), with CI's hypothesis profile (60 examples,
+## derandomized), over two worker processes (pytest-xdist); no lint, no type check
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests/unit -m "not slow" -q -p no:cacheprovider \
 		--hypothesis-profile=ci --durations=10 -n 2

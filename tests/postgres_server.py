@@ -16,8 +16,8 @@ or ``--database=sqlite|postgres`` (which wins), selects the pass:
   (``AGENTKEEP_DATABASE``) and a Python script the test starts (``tests/pg_children``'s
   ``sitecustomize``) open a schema of their own per state directory, the same one each time
   that directory is reopened, by any process.
-- These fixtures mark their tests ``backend``: ``make test-postgres`` runs ``-m backend`` on
-  the PostgreSQL pass (the tests written for a backend so far).
+- These fixtures mark their tests ``backend`` (``-m backend``: the tests written for a
+  backend, a quick check of one); ``make test`` runs the whole suite on both passes.
 
 The server is ``AGENTKEEP_TEST_POSTGRES_URL`` when that is set (the session neither starts nor
 stops it); otherwise the first test that needs one starts a throwaway cluster with
@@ -54,7 +54,10 @@ BACKEND_VARIABLE = "AGENTKEEP_TEST_DATABASE"
 URL_VARIABLE = "AGENTKEEP_TEST_POSTGRES_URL"
 # How long dropping a test's schema waits for locks a leaked connection still holds.
 DROP_LOCK_TIMEOUT = "20s"
-PG_PASS = "the PostgreSQL pass: make test-postgres, or AGENTKEEP_TEST_DATABASE=postgres"
+PG_PASS = (
+    "the PostgreSQL pass: make test (its second pass), make test-postgres, or "
+    "AGENTKEEP_TEST_DATABASE=postgres"
+)
 
 
 def cluster_script() -> ModuleType:
