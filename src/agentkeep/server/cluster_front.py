@@ -6,10 +6,15 @@ daemon's own). :class:`ClusterFront` is the ASGI app in front of them; it answer
 ``/healthz`` itself (with the coordinator's health) and sends every other request on:
 
 - a write for a session (``POST``/``PUT``/``PATCH``/``DELETE`` under ``/v1/sessions/{id}``)
-  and a session's SSE stream go to the owner of the session's partition
+  and a session's SSE stream that asks for live text deltas (ephemeral events, which exist
+  only in the owner's memory) go to the owner of the session's partition
   (:func:`~agentkeep.partitions.partition_of`): the local system when this worker runs it,
   else **forwarded** over HTTP to the worker that does (its address from
   ``agentkeep_workers``);
+- a stream of durable events only (``ephemeral=false``) is served by any local system: it
+  reads the ledger from the store, and the owner's commits wake it through the store's
+  notifications (``persistence/postgres/notifications.py``), so it goes on across a
+  failover of the owner;
 - ``POST /v1/sessions`` goes to the owner of a partition drawn at random (the session is
   created in the partition of the system that creates it, so sessions spread over the store
   whichever worker clients ask), or to a local system when that owner is not known;
@@ -36,6 +41,7 @@ import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from urllib.parse import parse_qs
 
 import anyio
 import httpx
@@ -187,7 +193,7 @@ class ClusterFront:
         if path == "/healthz":
             return self._healthz()
         forwarded = any(name == FORWARDED_HEADER.encode() for name, _ in scope["headers"])
-        partition = self._owner_partition(method, path)
+        partition = self._owner_partition(method, path, scope.get("query_string", b""))
         if partition is not None:
             return await self._to_owner(scope, receive, send, partition, forwarded)
         if method == "POST" and path == "/v1/sessions":
@@ -233,12 +239,14 @@ class ClusterFront:
             raise PartitionUnavailableError(partition, "no live owner")
         return await self._forward(scope, receive, address, partition)
 
-    def _owner_partition(self, method: str, path: str) -> int | None:
+    def _owner_partition(self, method: str, path: str, query: bytes = b"") -> int | None:
         """The partition whose owner must answer, or None (any system answers)."""
         found = _SESSION.match(path)
         if found is not None:
             rest = found.group(2) or ""
-            if method in _WRITES or (method in ("GET", "HEAD") and rest == "/events/stream"):
+            if method in _WRITES or (
+                method in ("GET", "HEAD") and rest == "/events/stream" and _wants_ephemerals(query)
+            ):
                 return partition_of(found.group(1), self.count)
             return None
         if method in _WRITES and _DEFINITION.match(path) is not None:
@@ -257,10 +265,13 @@ class ClusterFront:
         return local.app
 
     def _any_local(self) -> Starlette | None:
+        """A local system's app, one that still owns its partition first."""
         with self._lock:
-            if not self._local:
-                return None
-            return self._local[min(self._local)].app
+            locals_ = [self._local[index] for index in sorted(self._local)]
+        for local in locals_:
+            if local.lost() is None:
+                return local.app
+        return locals_[0].app if locals_ else None
 
     def _healthz(self) -> Response:
         coordinator = self.coordinator
@@ -271,8 +282,15 @@ class ClusterFront:
             "status": "ok" if health.healthy else "degraded",
             "coordinator": msgspec.to_builtins(health),
             "partitions": self.local(),
+            "ledger_wakeups": self._wakeups(),
         }
         return _json(body, 200 if health.healthy else 503)
+
+    def _wakeups(self) -> object:
+        """How this worker hears the owners' commits (its store's listener), if it does."""
+        app = self._any_local()
+        store = None if app is None else app.state.agentkeep.system.internals.store
+        return getattr(store, "notifications", None)
 
     # -- where the owner is --------------------------------------------------------------------
 
@@ -369,6 +387,13 @@ async def _read_body(scope: Scope, receive: Receive) -> bytes:
 
 def _json(body: dict[str, object], status: int) -> Response:
     return Response(msgspec.json.encode(body), status, media_type="application/json")
+
+
+def _wants_ephemerals(query: bytes) -> bool:
+    """Whether a stream's query asks for live text deltas (``ephemeral`` absent or true, as
+    the stream reads it; a value it refuses goes to the owner, which refuses it)."""
+    values = parse_qs(query.decode("latin-1")).get("ephemeral")
+    return values is None or len(values) != 1 or values[0].lower() not in ("false", "0")
 
 
 def _named_session(body: bytes) -> str | None:

@@ -118,6 +118,26 @@ class LedgerHub:
         for callback in woken:
             callback()
 
+    def committed_elsewhere(self, agent_id: str, sequence: int) -> None:
+        """Another process committed events of ``agent_id`` up to ``sequence`` (a store's
+        notification, delivered only after that COMMIT): move the mark and wake as
+        :meth:`committed_marks` does, but only while something here watches or waits (a
+        later reader reads the store before it waits, so a mark not kept costs nothing; the
+        marks of sessions nobody here follows are not accumulated)."""
+        with self._condition:
+            if agent_id not in self._watchers and not self._waiting:
+                return
+        self.committed_marks({agent_id: sequence})
+
+    def wake_watchers(self) -> None:
+        """Run every watcher once and wake every waiter: announcements may have been lost
+        (the notifications from other processes stopped for a while), so each re-reads."""
+        with self._condition:
+            watchers = [cb for each in self._watchers.values() for cb in each.values()]
+            self._condition.notify_all()
+        for callback in watchers:
+            callback()
+
     def watch(self, agent_id: str, callback: Callable[[], None]) -> Callable[[], None]:
         """Run ``callback`` (from the committing thread: it must not block, e.g.
         ``loop.call_soon_threadsafe``) each time ``agent_id``'s mark moves or an ephemeral
