@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import msgspec
+import psycopg
 import pytest
 from httpx_sse import connect_sse
 from tests.unit.cluster.test_serve_workers import (
@@ -33,6 +34,7 @@ from tests.unit.cluster.test_serve_workers import (
 )
 
 from agentkeep.partitions import partition_of
+from agentkeep.persistence.postgres import parse_url
 
 __all__ = ["workers"]  # the fixture, shared with test_serve_workers
 
@@ -126,7 +128,7 @@ def _page(worker: Worker, session: str) -> list[int]:
 
 
 def test_a_non_owner_streams_the_owners_commits_woken_by_notify(
-    workers: Callable[..., Worker], streams: list[Stream]
+    workers: Callable[..., Worker], streams: list[Stream], postgres_url: str
 ) -> None:
     a, b = workers("a", extra=POLL), workers("b", extra=POLL)
     _, theirs = split(a, b)
@@ -143,6 +145,21 @@ def test_a_non_owner_streams_the_owners_commits_woken_by_notify(
     wakeups = a.health()["ledger_wakeups"]
     assert wakeups["listening"] is True
     assert wakeups["received"] > 0
+    assert wakeups["reconnects"] == 0
+    # The serving worker's listening session is terminated: it reconnects by itself, and
+    # the stream goes on with the owner's next commits.
+    with psycopg.connect(parse_url(postgres_url).conninfo, autocommit=True) as admin:
+        ended = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name LIKE %s AND query LIKE 'LISTEN %%'",
+            (f"agentkeep pid={a.process.pid} %",),
+        ).fetchall()
+    assert ended == [(True,)]
+    wait_for(lambda: a.health()["ledger_wakeups"]["reconnects"] == 1, "the reconnect")
+    sent = send(b.client, session, "after-reconnect")
+    assert sent.status_code == 200, sent.text
+    stream.until(_ended(sent.json()["turn"]["id"]), seen)
+    stream.catch_up(_page(a, session), seen)
 
 
 def test_a_stream_served_by_a_non_owner_survives_the_owners_death(

@@ -180,6 +180,10 @@ def test_a_non_owner_hears_the_owners_commits_and_its_listener_reconnects(
         target = parse_url(pg_url)
         with psycopg.connect(target.conninfo, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        deadline = time.monotonic() + DEADLINE
+        while listener.reconnects == before:
+            assert time.monotonic() < deadline, "the listener did not reconnect"
+            time.sleep(0.01)
         _wait(moved, "wake-up after the listener reconnected")
         assert listener.reconnects == before + 1
         assert listener.backend_pid not in (0, pid)
