@@ -118,7 +118,7 @@ def _worker(spec: dict[str, object]) -> int:
     if not spec.get("notify", True):  # --no-notify: the writers send no pg_notify
         from agentkeep.persistence.postgres import store as pg_store
 
-        pg_store.ledger_channel = lambda oid: None  # type: ignore[assignment,return-value]
+        pg_store.ledger_channel = lambda oid, partition: None  # type: ignore[assignment,return-value]
     providers = ak.Providers()
     if spec.get("text"):  # agent_step's step: one inference answering with a text
         answers = [script.text("ok") for _ in range(len(partitions) * per_partition * (steps + 1))]

@@ -87,6 +87,11 @@ class LedgerHub:
         # Per session: callbacks run when its mark moves (and once at close); see watch().
         self._watchers: dict[str, dict[int, Callable[[], None]]] = {}
         self._next_watch = 0
+        #: Called (outside the lock, on the watching thread; it must not block) with
+        #: ``(session, True)`` when a session gets its first watcher and ``(session, False)``
+        #: when it loses its last: how a store that hears other processes' commits learns
+        #: which sessions to hear (None: nobody needs to know).
+        self.on_follow: Callable[[str, bool], None] | None = None
 
     @property
     def closed(self) -> bool:
@@ -129,11 +134,17 @@ class LedgerHub:
                 return
         self.committed_marks({agent_id: sequence})
 
-    def wake_watchers(self) -> None:
-        """Run every watcher once and wake every waiter: announcements may have been lost
-        (the notifications from other processes stopped for a while), so each re-reads."""
+    def wake_watchers(self, which: Callable[[str], bool] = lambda agent_id: True) -> None:
+        """Run every watcher of the sessions ``which`` selects once, and wake every waiter:
+        announcements may have been lost (the notifications from other processes did not
+        reach this process for a while), so each re-reads."""
         with self._condition:
-            watchers = [cb for each in self._watchers.values() for cb in each.values()]
+            watchers = [
+                cb
+                for agent_id, each in self._watchers.items()
+                if which(agent_id)
+                for cb in each.values()
+            ]
             self._condition.notify_all()
         for callback in watchers:
             callback()
@@ -145,23 +156,31 @@ class LedgerHub:
         stops watching. An event loop waits on the hub this way without holding a thread."""
         with self._condition:
             if self._closed:
-                closed = True
+                closed, first = True, False
             else:
                 closed = False
                 self._next_watch += 1
                 key = self._next_watch
+                first = agent_id not in self._watchers
                 self._watchers.setdefault(agent_id, {})[key] = callback
         if closed:
             callback()
             return lambda: None
+        follow = self.on_follow
+        if first and follow is not None:
+            follow(agent_id, True)
 
         def unwatch() -> None:
+            last = False
             with self._condition:
                 watchers = self._watchers.get(agent_id)
-                if watchers is not None:
-                    watchers.pop(key, None)
+                if watchers is not None and key in watchers:
+                    del watchers[key]
                     if not watchers:
                         del self._watchers[agent_id]
+                        last = True
+            if last and follow is not None:
+                follow(agent_id, False)
 
         return unwatch
 

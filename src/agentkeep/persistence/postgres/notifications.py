@@ -3,37 +3,50 @@ every process that serves the store.
 
 A partition's writer (:mod:`.writer`) sends, inside each work item that appended ledger
 events, ``pg_notify(channel, "<sequence> <session>")`` once per session it appended to; the
-channel is the store's (:func:`ledger_channel`: one per schema, named by its oid). PostgreSQL
-delivers a notification only once its transaction committed, so a wake-up never precedes the
-durable event it announces; a rolled-back transaction (or savepoint) sends none.
+channel is its partition's (:func:`ledger_channel`: the schema's oid and the partition).
+PostgreSQL delivers a notification only once its transaction committed, so a wake-up never
+precedes the durable event it announces; a rolled-back transaction (or savepoint) sends none.
 
 :class:`LedgerListener` is the other end: one ``LISTEN`` session per process and store,
-shared by every partition's store opened there (:func:`listen`), on a thread of its own. Each
-notification moves the session's mark in every attached ledger hub
-(:meth:`~agentkeep.persistence.ledger.LedgerHub.committed_elsewhere`), which runs that
-session's watchers: a system that does not own a session's partition wakes its streams when
-the owner, in another process, commits. Invariants:
+shared by every partition's store opened there (:func:`listen`), on a thread of its own. It
+listens only to the channels of the partitions some local system *follows*: a hub that
+gets its first watcher of a session of a partition it does not own tells it
+(``LedgerHub.on_follow``), and the channel is listened to until the last such watcher
+leaves. So a worker whose streams all read its own partitions hears nothing, and pays
+nothing for the other workers' commits. Each notification moves the session's mark in every
+attached ledger hub (:meth:`~agentkeep.persistence.ledger.LedgerHub.committed_elsewhere`),
+which runs that session's watchers: a system that does not own a session's partition wakes
+its streams when the owner, in another process, commits. Invariants:
 
 - the hub carries no payload: a woken reader reads the events from the store, so a lost,
   late or duplicate notification costs at most a wait, never an event (the ledger is the
   truth; the readers' poll bounds the wait);
+- a channel newly listened to wakes the watchers of its partition's sessions once: what
+  committed before the ``LISTEN`` took effect is read then;
 - when the listening session drops (the server restarted, the backend was terminated) the
-  thread reconnects by itself (backing off up to :data:`_MAX_RETRY_SECONDS`), listens again,
-  and then wakes every watcher of every attached hub once, since notifications sent while it
-  was away are lost;
+  thread reconnects by itself (backing off up to :data:`_MAX_RETRY_SECONDS`) and listens
+  again, which wakes those watchers the same way (notifications sent while it was away are
+  lost);
+- a blocking :class:`~agentkeep.persistence.ledger.Subscription` of another partition's
+  session (it waits, it does not watch) is not followed: it re-reads at its poll;
 - nothing of it blocks its callers: notifications are read on its thread, and a watcher's
   callback must not block (it is the hub's rule).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
 
 from agentkeep.logs import get_logger
+from agentkeep.partitions import Partition, partition_of
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.postgres.connection import PostgresTarget, application_name, connect
 
@@ -49,15 +62,16 @@ __all__ = [
 log = get_logger(__name__)
 
 #: How long one wait for notifications lasts before the thread checks whether to stop.
-_IDLE_SECONDS = 0.2
+_IDLE_SECONDS = 1.0
 _FIRST_RETRY_SECONDS = 0.05
 _MAX_RETRY_SECONDS = 2.0
 _STOP_JOIN_SECONDS = 5.0
 
 
-def ledger_channel(schema_oid: int) -> str:
-    """The ``NOTIFY`` channel of the store in the schema whose oid is ``schema_oid``."""
-    return f"agentkeep_ledger_{schema_oid}"
+def ledger_channel(schema_oid: int, partition: int) -> str:
+    """The ``NOTIFY`` channel of one partition of the store in the schema whose oid is
+    ``schema_oid``."""
+    return f"agentkeep_ledger_{schema_oid}_{partition}"
 
 
 def notify_payload(agent_id: str, sequence: int) -> str:
@@ -85,14 +99,19 @@ class LedgerListener:
     """One process's ``LISTEN`` session on one store (see the module). Use :func:`listen`,
     which shares one per store and process."""
 
-    def __init__(self, target: PostgresTarget) -> None:
+    def __init__(self, target: PostgresTarget, count: int) -> None:
         self.target = target
+        self.count = count
         self._lock = threading.Lock()
         self._hubs: dict[int, LedgerHub] = {}
+        # Per hub: how many of its followed sessions each partition has.
+        self._follows: dict[int, Counter[int]] = {}
         self._next = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        #: Set while the listening session is connected and listening.
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_write, False)
+        #: Set while the listening session is connected.
         self.listening = threading.Event()
         #: Notifications received (every one, whoever watches its session).
         self.received = 0
@@ -100,25 +119,48 @@ class LedgerListener:
         self.reconnects = 0
         #: The server process of the listening session (0 while there is none).
         self.backend_pid = 0
+        #: The partitions whose channels it listens to now.
+        self.channels: frozenset[int] = frozenset()
 
     def health(self) -> dict[str, object]:
-        """``listening`` (connected now), ``received`` notifications, ``reconnects``."""
+        """``listening`` (connected now), the ``partitions`` heard, ``received``
+        notifications and ``reconnects``."""
         return {
             "listening": self.listening.is_set(),
+            "partitions": sorted(self.channels),
             "received": self.received,
             "reconnects": self.reconnects,
         }
 
-    def attach(self, hub: LedgerHub) -> Callable[[], None]:
-        """Dispatch notifications to ``hub`` from now on; returns the function that stops."""
+    def attach(self, hub: LedgerHub, own: int | None) -> Callable[[], None]:
+        """Hear, for ``hub``, the commits to the sessions it follows (those it watches) of
+        every partition but ``own`` (its store's, whose commits it announces itself), from
+        now on; returns the function that stops."""
         with self._lock:
             self._next += 1
             key = self._next
             self._hubs[key] = hub
+            self._follows[key] = Counter()
+
+        def follow(agent_id: str, on: bool) -> None:
+            partition = partition_of(agent_id, self.count)
+            if partition == own:
+                return
+            with self._lock:
+                counts = self._follows.get(key)
+                if counts is None:
+                    return
+                counts[partition] += 1 if on else -1
+            self._poke()
+
+        hub.on_follow = follow
 
         def detach() -> None:
+            hub.on_follow = None
             with self._lock:
                 self._hubs.pop(key, None)
+                self._follows.pop(key, None)
+            self._poke()
 
         return detach
 
@@ -140,9 +182,22 @@ class LedgerListener:
     def stop(self) -> None:
         """Stop listening and close its session (waits for its thread)."""
         self._stop.set()
+        self._poke()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(_STOP_JOIN_SECONDS)
+        if thread is None or not thread.is_alive():
+            os.close(self._wake_read)
+            os.close(self._wake_write)
+
+    def _poke(self) -> None:
+        """Wake the thread (the partitions to hear changed, or it should stop)."""
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_write, b"x")
+
+    def _wanted(self) -> set[int]:
+        with self._lock:
+            return {p for counts in self._follows.values() for p, n in counts.items() if n > 0}
 
     def _hubs_now(self) -> list[LedgerHub]:
         with self._lock:
@@ -161,10 +216,18 @@ class LedgerListener:
                 continue
             try:
                 with connection:
-                    self._listen(connection, woken=connected_before)
-                    retry = _FIRST_RETRY_SECONDS
+                    connection.add_notify_handler(self._dispatch)
+                    oid = _schema_oid(connection, self.target.schema)
+                    if oid is None:  # no store yet: nothing can be committed to it
+                        raise psycopg.OperationalError(f"no schema {self.target.schema!r}")
+                    self.backend_pid = connection.info.backend_pid
+                    self.listening.set()
+                    if connected_before:
+                        self.reconnects += 1
+                        log.info("ledger_listener_reconnected", backend_pid=self.backend_pid)
                     connected_before = True
-                    self._receive(connection)
+                    retry = _FIRST_RETRY_SECONDS
+                    self._receive(connection, oid)
             except psycopg.Error as error:
                 log.warning("ledger_listener_dropped", error=repr(error))
                 self._stop.wait(retry)
@@ -172,49 +235,67 @@ class LedgerListener:
             finally:
                 self.listening.clear()
                 self.backend_pid = 0
+                self.channels = frozenset()
 
-    def _listen(self, connection: psycopg.Connection[Any], *, woken: bool) -> None:
-        """LISTEN on the store's channel; after a reconnect, wake every watcher once."""
-        oid = _schema_oid(connection, self.target.schema)
-        if oid is None:  # no store yet: nothing can be committed to it
-            raise psycopg.OperationalError(f"schema {self.target.schema!r} does not exist")
-        connection.execute(f"LISTEN {ledger_channel(oid)}")
-        self.backend_pid = connection.info.backend_pid
-        self.listening.set()
-        if woken:
-            self.reconnects += 1
-            log.info("ledger_listener_reconnected", backend_pid=self.backend_pid)
-            for hub in self._hubs_now():
-                hub.wake_watchers()
-
-    def _receive(self, connection: psycopg.Connection[Any]) -> None:
+    def _receive(self, connection: psycopg.Connection[Any], oid: int) -> None:
+        """Listen to the wanted partitions' channels (each newly heard one wakes its
+        watchers: what committed before it was heard is read again), and dispatch."""
+        pgconn = connection.pgconn
         while not self._stop.is_set():
-            for notification in connection.notifies(timeout=_IDLE_SECONDS):
-                self.received += 1
-                parsed = parse_payload(notification.payload)
-                if parsed is None:
-                    continue
-                agent_id, sequence = parsed
-                for hub in self._hubs_now():
-                    hub.committed_elsewhere(agent_id, sequence)
-                if self._stop.is_set():
-                    return
+            wanted = self._wanted()
+            added = wanted - self.channels
+            for partition in sorted(added):
+                connection.execute(f"LISTEN {ledger_channel(oid, partition)}")
+            for partition in sorted(self.channels - wanted):
+                connection.execute(f"UNLISTEN {ledger_channel(oid, partition)}")
+            self.channels = frozenset(wanted)
+            if added:
+                self._wake_partitions(frozenset(added))
+            ready, _, _ = select.select([pgconn.socket, self._wake_read], [], [], _IDLE_SECONDS)
+            if self._wake_read in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_read, 4096)
+            if pgconn.socket in ready:
+                pgconn.consume_input()
+                while (notification := pgconn.notifies()) is not None:
+                    self._deliver(notification.extra.decode())
+            if pgconn.status != psycopg.pq.ConnStatus.OK:
+                raise psycopg.OperationalError("the listening session dropped")
+
+    def _wake_partitions(self, partitions: frozenset[int]) -> None:
+        """Wake the watchers of these partitions' sessions in every hub (they re-read)."""
+        count = self.count
+        for hub in self._hubs_now():
+            hub.wake_watchers(lambda agent_id: partition_of(agent_id, count) in partitions)
+
+    def _dispatch(self, notification: psycopg.Notify) -> None:
+        self._deliver(notification.payload)
+
+    def _deliver(self, payload: str) -> None:
+        self.received += 1
+        parsed = parse_payload(payload)
+        if parsed is None:
+            return
+        agent_id, sequence = parsed
+        for hub in self._hubs_now():
+            hub.committed_elsewhere(agent_id, sequence)
 
 
 _shared_lock = threading.Lock()
 _shared: dict[tuple[str, str], tuple[LedgerListener, int]] = {}
 
 
-def listen(target: PostgresTarget, hub: LedgerHub) -> Callable[[], None]:
-    """Attach ``hub`` to this process's listener on ``target``'s store (started with its
-    first hub, stopped after its last leaves); returns the function that detaches it."""
+def listen(target: PostgresTarget, hub: LedgerHub, partition: Partition) -> Callable[[], None]:
+    """Attach ``hub`` (of ``partition``'s store) to this process's listener on ``target``'s
+    store (started with its first hub, stopped after its last leaves); returns the function
+    that detaches it."""
     key = (target.conninfo, target.schema)
     with _shared_lock:
         listener, users = _shared.get(key, (None, 0))
         if listener is None:
-            listener = LedgerListener(target).start()
+            listener = LedgerListener(target, partition.count).start()
         _shared[key] = (listener, users + 1)
-    detach_hub = listener.attach(hub)
+    detach_hub = listener.attach(hub, partition.index)
     done = threading.Event()
 
     def detach() -> None:

@@ -105,8 +105,8 @@ class PostgresStore(Store):
         self._channel: str | None = None
         self._unlisten: Callable[[], None] = lambda: None
         if session.partition is not None:
-            self._channel = ledger_channel(session.schema_oid)
-            self._unlisten = listen(target, ledger)
+            self._channel = ledger_channel(session.schema_oid, session.partition.index)
+            self._unlisten = listen(target, ledger, session.partition)
 
     @property
     def database(self) -> str:

@@ -40,10 +40,10 @@ class _BoomError(Exception):
     pass
 
 
-def _channel(url: str) -> str:
+def _channel(url: str, partition: int = 0) -> str:
     target = parse_url(url)
     with psycopg.connect(target.conninfo, autocommit=True) as connection:
-        return ledger_channel(lock_key(connection, target.schema) & 0xFFFFFFFF)
+        return ledger_channel(lock_key(connection, target.schema) & 0xFFFFFFFF, partition)
 
 
 @pytest.fixture
@@ -166,9 +166,15 @@ def test_a_non_owner_hears_the_owners_commits_and_its_listener_reconnects(
     assert listener is not None
     assert listener.attached == 2  # one per process, both stores
     assert listener.listening.wait(DEADLINE)
+    assert listener.channels == frozenset()  # nobody follows another partition's session
     moved = threading.Event()
     unwatch = first.internals.surfaces.watch(agent.id, moved.set)
     try:
+        # Following a session of partition 1 from partition 0's system: its channel is
+        # heard from now on (once heard, its watchers are woken to read what came before).
+        _until(lambda: listener.channels == frozenset({1}), "partition 1's channel")
+        _wait(moved, "wake-up once the channel is heard")
+        moved.clear()
         agent.send(ak.user("hello"))
         _wait(moved, "wake-up of the non-owner from the owner's commit")
         assert agent.wait_for_idle(timeout_seconds=DEADLINE)
@@ -180,10 +186,7 @@ def test_a_non_owner_hears_the_owners_commits_and_its_listener_reconnects(
         target = parse_url(pg_url)
         with psycopg.connect(target.conninfo, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        deadline = time.monotonic() + DEADLINE
-        while listener.reconnects == before:
-            assert time.monotonic() < deadline, "the listener did not reconnect"
-            time.sleep(0.01)
+        _until(lambda: listener.reconnects > before, "the listener's reconnect")
         _wait(moved, "wake-up after the listener reconnected")
         assert listener.reconnects == before + 1
         assert listener.backend_pid not in (0, pid)
@@ -193,3 +196,11 @@ def test_a_non_owner_hears_the_owners_commits_and_its_listener_reconnects(
     finally:
         unwatch()
     assert agent.wait_for_idle(timeout_seconds=DEADLINE)
+    _until(lambda: listener.channels == frozenset(), "the channel left once nobody follows")
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} within {DEADLINE} s"
+        time.sleep(0.01)
