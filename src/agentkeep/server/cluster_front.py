@@ -6,15 +6,12 @@ daemon's own). :class:`ClusterFront` is the ASGI app in front of them; it answer
 ``/healthz`` itself (with the coordinator's health) and sends every other request on:
 
 - a write for a session (``POST``/``PUT``/``PATCH``/``DELETE`` under ``/v1/sessions/{id}``)
-  and a session's SSE stream that asks for live text deltas (ephemeral events, which exist
-  only in the owner's memory) go to the owner of the session's partition
-  (:func:`~agentkeep.partitions.partition_of`): the local system when this worker runs it,
-  else **forwarded** over HTTP to the worker that does (its address from
-  ``agentkeep_workers``);
-- a stream of durable events only (``ephemeral=false``) is served by any local system: it
-  reads the ledger from the store, and the owner's commits wake it through the store's
-  notifications (``persistence/postgres/notifications.py``), so it goes on across a
-  failover of the owner;
+  and a session's SSE stream with live text deltas (they exist only in the owner's memory)
+  go to the owner of the session's partition (:func:`~agentkeep.partitions.partition_of`):
+  the local system when this worker runs it, else **forwarded** over HTTP to the worker
+  that does (its address from ``agentkeep_workers``); a stream of durable events only
+  (``ephemeral=false``) is a read like the others below (the owner's commits wake it
+  through the store's notifications, so it goes on across a failover of the owner);
 - ``POST /v1/sessions`` goes to the owner of a partition drawn at random (the session is
   created in the partition of the system that creates it, so sessions spread over the store
   whichever worker clients ask), or to a local system when that owner is not known;
