@@ -2,8 +2,9 @@
 every process that serves the store.
 
 A partition's writer (:mod:`.writer`) sends, inside each work item that appended ledger
-events, ``pg_notify(channel, "<sequence> <session>")`` once per session it appended to; the
-channel is its partition's (:func:`ledger_channel`: the schema's oid and the partition).
+events, ``pg_notify(channel, "<sequence> <session>")`` once per session it appended to,
+while some process follows the partition (:data:`NOTIFY_IF_FOLLOWED`); the channel is its
+partition's (:func:`ledger_channel`: the schema's oid and the partition).
 PostgreSQL delivers a notification only once its transaction committed, so a wake-up never
 precedes the durable event it announces; a rolled-back transaction (or savepoint) sends none.
 
@@ -41,7 +42,7 @@ import select
 import threading
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 
@@ -51,7 +52,10 @@ from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.postgres.connection import PostgresTarget, application_name, connect
 
 __all__ = [
+    "FOLLOW_CLASS",
+    "NOTIFY_IF_FOLLOWED",
     "LedgerListener",
+    "follow_key",
     "ledger_channel",
     "listen",
     "listener_of",
@@ -72,6 +76,23 @@ def ledger_channel(schema_oid: int, partition: int) -> str:
     """The ``NOTIFY`` channel of one partition of the store in the schema whose oid is
     ``schema_oid``."""
     return f"agentkeep_ledger_{schema_oid}_{partition}"
+
+
+#: The high 16 bits of a partition's *followed* lock key ("al"; the store's keys are "ak…").
+FOLLOW_CLASS: Final = 0x616C
+
+#: What a partition's writer sends per session per work item: the notification, only while
+#: some process follows the partition (holds its followed lock shared; the writer's try
+#: for it exclusive fails then). A commit nobody follows sends none: PostgreSQL serializes
+#: the commits of every transaction that notified (a lock held through COMMIT), so a store
+#: pays for that only where a stream needs it.
+NOTIFY_IF_FOLLOWED: Final = "SELECT pg_notify(?, ?) WHERE NOT pg_try_advisory_xact_lock(?)"
+
+
+def follow_key(schema_oid: int, partition: int) -> int:
+    """The advisory lock key a process holds shared while it listens to ``partition``'s
+    channel (the one-bigint form; apart from the store's and the partitions' keys)."""
+    return (FOLLOW_CLASS << 48) | (partition << 32) | schema_oid
 
 
 def notify_payload(agent_id: str, sequence: int) -> str:
@@ -245,9 +266,15 @@ class LedgerListener:
             wanted = self._wanted()
             added = wanted - self.channels
             for partition in sorted(added):
+                # The lock first: a writer notifies from the first transaction that fails
+                # to take it on; one that took it committed before, and is read at the wake.
+                key = follow_key(oid, partition)
+                connection.execute("SELECT pg_advisory_lock_shared(%s)", (key,))
                 connection.execute(f"LISTEN {ledger_channel(oid, partition)}")
             for partition in sorted(self.channels - wanted):
                 connection.execute(f"UNLISTEN {ledger_channel(oid, partition)}")
+                key = follow_key(oid, partition)
+                connection.execute("SELECT pg_advisory_unlock_shared(%s)", (key,))
             self.channels = frozenset(wanted)
             if added:
                 self._wake_partitions(frozenset(added))

@@ -36,6 +36,7 @@ from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.lock import StoreLock
 from agentkeep.persistence.postgres.connection import PostgresTarget, connect, parse_url
 from agentkeep.persistence.postgres.notifications import (
+    follow_key,
     ledger_channel,
     listen,
     listener_of,
@@ -102,10 +103,11 @@ class PostgresStore(Store):
         # A partition's store shares its schema with other processes: its writer announces
         # its commits to them, and it hears theirs (notifications.py). A classic store has
         # no other reader to wake, and pays nothing.
-        self._channel: str | None = None
+        self._channel: tuple[str, int] | None = None
         self._unlisten: Callable[[], None] = lambda: None
         if session.partition is not None:
-            self._channel = ledger_channel(session.schema_oid, session.partition.index)
+            oid, index = session.schema_oid, session.partition.index
+            self._channel = (ledger_channel(oid, index), follow_key(oid, index))
             self._unlisten = listen(target, ledger, session.partition)
 
     @property

@@ -30,7 +30,8 @@ differs is what a server adds:
 - **Other processes are told of its commits** (a partition's owner only: a classic store has
   no other reader to wake). Each work item that appended ledger events sends, in its own
   batch, one ``pg_notify(channel, "<sequence> <session>")`` per session it appended to (its
-  last sequence), on the store's channel (:mod:`.notifications`). PostgreSQL delivers a
+  last sequence), on its partition's channel, while another process follows the partition
+  (:mod:`.notifications`). PostgreSQL delivers a
   notification only if its transaction commits (and drops those of a rolled-back savepoint
   with it), so a wake-up never precedes the durable event it announces.
 - No checkpoints, no file identity, no disk-refusal mapping: the server owns its files.
@@ -63,7 +64,7 @@ from agentkeep.persistence.memo import BEGIN_ITEM as _BEGIN_ITEM
 from agentkeep.persistence.memo import END_ITEM as _END_ITEM
 from agentkeep.persistence.postgres.connection import PostgresConnection, connect
 from agentkeep.persistence.postgres.dialect import POSTGRES
-from agentkeep.persistence.postgres.notifications import notify_payload
+from agentkeep.persistence.postgres.notifications import NOTIFY_IF_FOLLOWED, notify_payload
 from agentkeep.persistence.postgres.session import OwnerSession
 from agentkeep.persistence.transaction import Statements
 from agentkeep.persistence.writer import StoreWriter
@@ -73,7 +74,6 @@ __all__ = ["CommitHook", "PostgresWriter", "postgres_statements"]
 log = get_logger(__name__)
 
 _SAVEPOINT = "agentkeep_work_item"
-_NOTIFY = "SELECT pg_notify(?, ?)"
 _TERMINATE_WAIT_MS = 10_000
 
 #: Testing only: called with ``("before", backend_pid)`` right before COMMIT is sent and
@@ -116,11 +116,12 @@ class PostgresWriter(StoreWriter):
         ledger: LedgerHub | None = None,
         commit_hook: CommitHook | None = None,
         clock: Callable[[], int] | None = None,
-        notify_channel: str | None = None,
+        notify_channel: tuple[str, int] | None = None,
     ) -> None:
         pykka.ThreadingActor.__init__(self)
-        #: Where each item's ledger appends are announced to other processes (None: not).
-        self._channel = notify_channel
+        #: Where each item's ledger appends are announced to other processes, and the key
+        #: its followers hold (None: not announced).
+        self._channel, self._follow_key = notify_channel or (None, 0)
         self._clock = clock  # installed on the writer's thread when it starts (StoreWriter)
         self._session = session
         self._commit_hook = commit_hook
@@ -180,7 +181,8 @@ class PostgresWriter(StoreWriter):
         if announced:
             statements.announced = {}
             for agent_id, sequence in announced.items():
-                statements.send(_NOTIFY, (self._channel, notify_payload(agent_id, sequence)))
+                payload = notify_payload(agent_id, sequence)
+                statements.send(NOTIFY_IF_FOLLOWED, (self._channel, payload, self._follow_key))
         if alone:
             if statements.flush is not None:
                 statements.flush()

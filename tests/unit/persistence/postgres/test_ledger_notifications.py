@@ -25,6 +25,7 @@ from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.opening import open_store
 from agentkeep.persistence.postgres import PostgresStore, parse_url
 from agentkeep.persistence.postgres.notifications import (
+    follow_key,
     ledger_channel,
     listener_of,
     notify_payload,
@@ -40,21 +41,25 @@ class _BoomError(Exception):
     pass
 
 
-def _channel(url: str, partition: int = 0) -> str:
+def _oid(url: str) -> int:
     target = parse_url(url)
     with psycopg.connect(target.conninfo, autocommit=True) as connection:
-        return ledger_channel(lock_key(connection, target.schema) & 0xFFFFFFFF, partition)
+        return lock_key(connection, target.schema) & 0xFFFFFFFF
 
 
 @pytest.fixture
-def listening(pg_url: str) -> Iterator[Callable[[str], psycopg.Connection[Any]]]:
-    """A LISTEN session of the test's own on the store's channel (after the store exists)."""
+def listening(pg_url: str) -> Iterator[Callable[..., psycopg.Connection[Any]]]:
+    """A LISTEN session of the test's own on partition 0's channel (after the store
+    exists), following the partition as a worker does (its lock shared) unless told not."""
     opened: list[psycopg.Connection[Any]] = []
 
-    def start(channel: str) -> psycopg.Connection[Any]:
+    def start(*, follow: bool = True) -> psycopg.Connection[Any]:
         connection = psycopg.connect(parse_url(pg_url).conninfo, autocommit=True)
         opened.append(connection)
-        connection.execute(f"LISTEN {channel}")
+        oid = _oid(pg_url)
+        if follow:
+            connection.execute("SELECT pg_advisory_lock_shared(%s)", (follow_key(oid, 0),))
+        connection.execute(f"LISTEN {ledger_channel(oid, 0)}")
         return connection
 
     yield start
@@ -92,11 +97,11 @@ def _agents(store: Store, *ids: str) -> None:
 
 
 def test_a_partitions_commit_notifies_once_per_session_and_a_rolled_back_one_never(
-    tmp_path: Path, pg_url: str, listening: Callable[[str], psycopg.Connection[Any]]
+    tmp_path: Path, pg_url: str, listening: Callable[..., psycopg.Connection[Any]]
 ) -> None:
     with open_store(tmp_path, database=pg_url, partition=Partition(0, 1)) as store:
         _agents(store, "a", "b", "c")
-        connection = listening(_channel(pg_url))
+        connection = listening()
         _append(store, {"a": 3, "b": 2})  # one transaction: one notification per session
         with pytest.raises(_BoomError):
             _append(store, {"c": 5}, fail=True)  # rolled back: nothing durable, no wake-up
@@ -108,19 +113,24 @@ def test_a_partitions_commit_notifies_once_per_session_and_a_rolled_back_one_nev
     assert "c" not in {agent for agent, _ in filter(None, map(parse_payload, seen))}
 
 
-def test_a_classic_store_sends_no_notification(
-    tmp_path: Path, pg_url: str, listening: Callable[[str], psycopg.Connection[Any]]
+@pytest.mark.parametrize("partitioned", [False, True], ids=["classic", "unfollowed"])
+def test_no_notification_from_a_classic_store_nor_for_a_partition_nobody_follows(
+    tmp_path: Path,
+    pg_url: str,
+    listening: Callable[..., psycopg.Connection[Any]],
+    partitioned: bool,
 ) -> None:
-    with open_store(tmp_path, database=pg_url) as store:
+    partition = Partition(0, 1) if partitioned else None
+    with open_store(tmp_path, database=pg_url, partition=partition) as store:
         _agents(store, "a")
-        channel = _channel(pg_url)
-        connection = listening(channel)
+        connection = listening(follow=False)  # hears the channel, holds no follower's lock
         _append(store, {"a": 3})
         # A marker sent after the store's commit arrives after anything that commit sent.
         with psycopg.connect(parse_url(pg_url).conninfo, autocommit=True) as other:
-            other.execute("SELECT pg_notify(%s, 'marker')", (channel,))
+            other.execute("SELECT pg_notify(%s, 'marker')", (ledger_channel(_oid(pg_url), 0),))
         assert _payloads_until(connection, "marker") == ["marker"]
-        assert listener_of(parse_url(pg_url)) is None  # and listens to nobody
+        if not partitioned:
+            assert listener_of(parse_url(pg_url)) is None  # and listens to nobody
 
 
 def _open(home: Path, url: str, partition: Partition) -> ak.AgentSystem:
