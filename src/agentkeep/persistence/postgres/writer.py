@@ -121,7 +121,8 @@ class PostgresWriter(StoreWriter):
         pykka.ThreadingActor.__init__(self)
         #: Where each item's ledger appends are announced to other processes, and the key
         #: its followers hold (None: not announced).
-        self._channel, self._follow_key = notify_channel or (None, 0)
+        self._channel: str | None = None if notify_channel is None else notify_channel[0]
+        self._follow_key = 0 if notify_channel is None else notify_channel[1]
         self._clock = clock  # installed on the writer's thread when it starts (StoreWriter)
         self._session = session
         self._commit_hook = commit_hook
