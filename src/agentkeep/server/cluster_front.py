@@ -38,7 +38,6 @@ import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from urllib.parse import parse_qs
 
 import anyio
 import httpx
@@ -55,6 +54,7 @@ from agentkeep.logs import get_logger
 from agentkeep.partitions import partition_of
 from agentkeep.server.errors import ApiError, error_response
 from agentkeep.server.security import MAX_BODY_BYTES
+from agentkeep.server.stream_routing import stream_session, wants_ephemerals
 
 __all__ = ["FORWARDED_HEADER", "ClusterFront"]
 
@@ -209,7 +209,8 @@ class ClusterFront:
                 chosen = random.randrange(self.count)
                 if self._local_app(chosen) is not None or await self._owner_address(chosen):
                     return await self._to_owner(scope, receive, send, chosen, forwarded)
-        local = self._any_local()
+        streamed = stream_session(method, path)  # its owner serves it best, if it runs here
+        local = self._any_local(None if streamed is None else partition_of(streamed, self.count))
         if local is not None:
             await local(scope, receive, send)
             return None
@@ -240,10 +241,8 @@ class ClusterFront:
         """The partition whose owner must answer, or None (any system answers)."""
         found = _SESSION.match(path)
         if found is not None:
-            rest = found.group(2) or ""
-            if method in _WRITES or (
-                method in ("GET", "HEAD") and rest == "/events/stream" and _wants_ephemerals(query)
-            ):
+            streamed = stream_session(method, path) is not None
+            if method in _WRITES or (streamed and wants_ephemerals(query)):
                 return partition_of(found.group(1), self.count)
             return None
         if method in _WRITES and _DEFINITION.match(path) is not None:
@@ -261,8 +260,12 @@ class ClusterFront:
             return None
         return local.app
 
-    def _any_local(self) -> Starlette | None:
-        """A local system's app, one that still owns its partition first."""
+    def _any_local(self, prefer: int | None = None) -> Starlette | None:
+        """A local system's app: ``prefer``'s if it runs here, else one that still owns its
+        partition first."""
+        owner = None if prefer is None else self._local_app(prefer)
+        if owner is not None:
+            return owner
         with self._lock:
             locals_ = [self._local[index] for index in sorted(self._local)]
         for local in locals_:
@@ -384,13 +387,6 @@ async def _read_body(scope: Scope, receive: Receive) -> bytes:
 
 def _json(body: dict[str, object], status: int) -> Response:
     return Response(msgspec.json.encode(body), status, media_type="application/json")
-
-
-def _wants_ephemerals(query: bytes) -> bool:
-    """Whether a stream's query asks for live text deltas (``ephemeral`` absent or true, as
-    the stream reads it; a value it refuses goes to the owner, which refuses it)."""
-    values = parse_qs(query.decode("latin-1")).get("ephemeral")
-    return values is None or len(values) != 1 or values[0].lower() not in ("false", "0")
 
 
 def _named_session(body: bytes) -> str | None:
