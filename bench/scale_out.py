@@ -115,6 +115,10 @@ def _worker(spec: dict[str, object]) -> int:
     per_partition = int(spec["per_partition"])  # type: ignore[call-overload]
     steps = int(spec["steps"])  # type: ignore[call-overload]
     home = Path(str(spec["home"]))
+    if not spec.get("notify", True):  # --no-notify: the writers send no pg_notify
+        from agentkeep.persistence.postgres import store as pg_store
+
+        pg_store.ledger_channel = lambda oid, partition: None  # type: ignore[assignment,return-value]
     providers = ak.Providers()
     if spec.get("text"):  # agent_step's step: one inference answering with a text
         answers = [script.text("ok") for _ in range(len(partitions) * per_partition * (steps + 1))]
@@ -298,6 +302,7 @@ def _workers_run(
     scratch: Path,
     *,
     text: bool,
+    notify: bool = True,
 ) -> Window:
     per_partition = agents // count
     env = dict(os.environ)
@@ -314,6 +319,7 @@ def _workers_run(
                 "steps": steps,
                 "home": str(scratch / f"w{workers}-{k}"),
                 "text": text,
+                "notify": notify,
             }
             children.append(
                 subprocess.Popen(
@@ -430,7 +436,15 @@ def _agents_run(
         with server.schema() as schema:  # type: ignore[attr-defined]
             url = url_of(server.url, schema=schema)  # type: ignore[attr-defined]
             run = _workers_run(
-                url, cpu, workers, args.partitions, agents, args.steps, scratch, text=args.text
+                url,
+                cpu,
+                workers,
+                args.partitions,
+                agents,
+                args.steps,
+                scratch,
+                text=args.text,
+                notify=not args.no_notify,
             )
         one = one or run
         label = f"{workers} worker{'s' if workers > 1 else ''}"
@@ -525,6 +539,11 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=1000,
         help="the throwaway cluster's max_connections (256 agents need more than 200)",
+    )
+    parser.add_argument(
+        "--no-notify",
+        action="store_true",
+        help="the partitions' writers send no NOTIFY on commit (to measure what it costs)",
     )
     parser.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -81,6 +81,15 @@ from agentkeep.server.daemon import write_json_atomically
     show_default=True,
     help="Seconds between SSE heartbeat comments.",
 )
+@click.option(
+    "--stream-poll",
+    "stream_poll_seconds",
+    type=click.FloatRange(0.05, 3600),
+    default=1.0,
+    show_default=True,
+    help="Seconds after which an idle SSE stream re-reads the ledger anyway (a commit wakes "
+    "it at once; this only bounds a lost wake-up).",
+)
 @drivers_after()
 @click.option(
     "--ready-file",
@@ -121,6 +130,7 @@ def serve(
     allow_host: tuple[str, ...],
     allow_origin: tuple[str, ...],
     heartbeat_seconds: float,
+    stream_poll_seconds: float,
     ready_file: Path | None,
     database: str | None,
     partitions: int | None,
@@ -170,6 +180,7 @@ def serve(
         allowed_hosts=allow_host,
         allowed_origins=allow_origin,
         heartbeat_seconds=heartbeat_seconds,
+        stream_poll_seconds=stream_poll_seconds,
     )
 
     if ready_file is not None:

@@ -98,6 +98,10 @@ class Statements:
         # statement before any other statement runs that is not a memo-keeping write: a read,
         # raw SQL, the item's RELEASE. Set by the transaction; None when nothing is buffered.
         self.flush: Callable[[], None] | None = None
+        # The running work item's ledger marks (session -> its last sequence appended), kept
+        # only for a writer that tells other processes of its commits (a partitioned store
+        # on PostgreSQL; see its writer); None: nobody collects them.
+        self.announced: dict[str, int] | None = None
 
     def tick(self, label: str) -> None:
         """Count one operation that is not a statement (e.g. "after COMMIT")."""

@@ -6,10 +6,12 @@ daemon's own). :class:`ClusterFront` is the ASGI app in front of them; it answer
 ``/healthz`` itself (with the coordinator's health) and sends every other request on:
 
 - a write for a session (``POST``/``PUT``/``PATCH``/``DELETE`` under ``/v1/sessions/{id}``)
-  and a session's SSE stream go to the owner of the session's partition
-  (:func:`~agentkeep.partitions.partition_of`): the local system when this worker runs it,
-  else **forwarded** over HTTP to the worker that does (its address from
-  ``agentkeep_workers``);
+  and a session's SSE stream with live text deltas (they exist only in the owner's memory)
+  go to the owner of the session's partition (:func:`~agentkeep.partitions.partition_of`):
+  the local system when this worker runs it, else **forwarded** over HTTP to the worker
+  that does (its address from ``agentkeep_workers``); a stream of durable events only
+  (``ephemeral=false``) is a read like the others below (the owner's commits wake it
+  through the store's notifications, so it goes on across a failover of the owner);
 - ``POST /v1/sessions`` goes to the owner of a partition drawn at random (the session is
   created in the partition of the system that creates it, so sessions spread over the store
   whichever worker clients ask), or to a local system when that owner is not known;
@@ -52,6 +54,7 @@ from agentkeep.logs import get_logger
 from agentkeep.partitions import partition_of
 from agentkeep.server.errors import ApiError, error_response
 from agentkeep.server.security import MAX_BODY_BYTES
+from agentkeep.server.stream_routing import stream_session, wants_ephemerals
 
 __all__ = ["FORWARDED_HEADER", "ClusterFront"]
 
@@ -187,7 +190,7 @@ class ClusterFront:
         if path == "/healthz":
             return self._healthz()
         forwarded = any(name == FORWARDED_HEADER.encode() for name, _ in scope["headers"])
-        partition = self._owner_partition(method, path)
+        partition = self._owner_partition(method, path, scope.get("query_string", b""))
         if partition is not None:
             return await self._to_owner(scope, receive, send, partition, forwarded)
         if method == "POST" and path == "/v1/sessions":
@@ -206,7 +209,8 @@ class ClusterFront:
                 chosen = random.randrange(self.count)
                 if self._local_app(chosen) is not None or await self._owner_address(chosen):
                     return await self._to_owner(scope, receive, send, chosen, forwarded)
-        local = self._any_local()
+        streamed = stream_session(method, path)  # its owner serves it best, if it runs here
+        local = self._any_local(None if streamed is None else partition_of(streamed, self.count))
         if local is not None:
             await local(scope, receive, send)
             return None
@@ -233,12 +237,12 @@ class ClusterFront:
             raise PartitionUnavailableError(partition, "no live owner")
         return await self._forward(scope, receive, address, partition)
 
-    def _owner_partition(self, method: str, path: str) -> int | None:
+    def _owner_partition(self, method: str, path: str, query: bytes = b"") -> int | None:
         """The partition whose owner must answer, or None (any system answers)."""
         found = _SESSION.match(path)
         if found is not None:
-            rest = found.group(2) or ""
-            if method in _WRITES or (method in ("GET", "HEAD") and rest == "/events/stream"):
+            streamed = stream_session(method, path) is not None
+            if method in _WRITES or (streamed and wants_ephemerals(query)):
                 return partition_of(found.group(1), self.count)
             return None
         if method in _WRITES and _DEFINITION.match(path) is not None:
@@ -256,11 +260,18 @@ class ClusterFront:
             return None
         return local.app
 
-    def _any_local(self) -> Starlette | None:
+    def _any_local(self, prefer: int | None = None) -> Starlette | None:
+        """A local system's app: ``prefer``'s if it runs here, else one that still owns its
+        partition first."""
+        owner = None if prefer is None else self._local_app(prefer)
+        if owner is not None:
+            return owner
         with self._lock:
-            if not self._local:
-                return None
-            return self._local[min(self._local)].app
+            locals_ = [self._local[index] for index in sorted(self._local)]
+        for local in locals_:
+            if local.lost() is None:
+                return local.app
+        return locals_[0].app if locals_ else None
 
     def _healthz(self) -> Response:
         coordinator = self.coordinator
@@ -271,8 +282,15 @@ class ClusterFront:
             "status": "ok" if health.healthy else "degraded",
             "coordinator": msgspec.to_builtins(health),
             "partitions": self.local(),
+            "ledger_wakeups": self._wakeups(),
         }
         return _json(body, 200 if health.healthy else 503)
+
+    def _wakeups(self) -> object:
+        """How this worker hears the owners' commits (its store's listener), if it does."""
+        app = self._any_local()
+        store = None if app is None else app.state.agentkeep.system.internals.store
+        return getattr(store, "notifications", None)
 
     # -- where the owner is --------------------------------------------------------------------
 

@@ -127,6 +127,9 @@ class ServerContext:
         stream_stall_seconds: How long a stream's full buffer may wait for its client
             before the stream ends with a ``resume`` event.
         stream_send_timeout_seconds: How long one write to an SSE client may wait.
+        stream_poll_seconds: How often an SSE stream re-reads the ledger when nothing woke
+            it (a commit's announcement, here or, on a partitioned store, another process's
+            notification, wakes it at once; the poll only bounds a lost wake-up).
     """
 
     system: AgentSystem
@@ -142,6 +145,7 @@ class ServerContext:
     stream_buffer_bytes: int = 256 * 1024
     stream_stall_seconds: float = 30.0
     stream_send_timeout_seconds: float = 120.0
+    stream_poll_seconds: float = 1.0
 
 
 def context(request: Request) -> ServerContext:

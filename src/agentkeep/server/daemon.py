@@ -82,6 +82,8 @@ class ServeOptions:
             ends with a ``resume`` event (its client reconnects from its last id).
         stream_send_timeout_seconds: How long one write to an SSE client may wait before its
             connection is dropped (a client that stopped reading).
+        stream_poll_seconds: How often an SSE stream re-reads the ledger when nothing woke
+            it (``agentkeep serve --stream-poll``).
     """
 
     host: str = DEFAULT_HOST
@@ -96,6 +98,7 @@ class ServeOptions:
     stream_buffer_bytes: int = 256 * 1024
     stream_stall_seconds: float = 30.0
     stream_send_timeout_seconds: float = 120.0
+    stream_poll_seconds: float = 1.0
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -183,6 +186,7 @@ class RunningServer:
         ctx.stream_buffer_bytes = options.stream_buffer_bytes
         ctx.stream_stall_seconds = options.stream_stall_seconds
         ctx.stream_send_timeout_seconds = options.stream_send_timeout_seconds
+        ctx.stream_poll_seconds = options.stream_poll_seconds
         return app
 
     def _close_streams(self) -> int:

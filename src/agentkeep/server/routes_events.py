@@ -123,6 +123,7 @@ async def stream_events(request: Request) -> Response:
         max_bytes=ctx.stream_buffer_bytes,
         stall_seconds=ctx.stream_stall_seconds,
         on_overflow=ctx.streams.note_overflow,
+        poll_seconds=ctx.stream_poll_seconds,
     )
     key = ctx.streams.add(bridge.stop, buffered=lambda: bridge.buffered[1])
     if key is None:

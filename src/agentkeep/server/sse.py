@@ -4,7 +4,8 @@ A :class:`EventBridge` runs one task on the loop: it takes what the subscription
 (a short store read in a worker thread, never a blocking wait), keeps the events the stream
 sends, encodes each one to its JSON once, and queues it; when nothing is ready it waits on
 the loop until the ledger hub announces the session's next commit or ephemeral event
-(:meth:`~agentkeep.agent_system.surfaces.SurfaceReader.watch`). The consumer side is an async
+(:meth:`~agentkeep.agent_system.surfaces.SurfaceReader.watch`), or at most ``poll_seconds``
+(a wake-up lost costs that wait, never an event). The consumer side is an async
 iterator of :class:`Frame`. Invariants:
 
 - frames reach the consumer in sequence order, each once (the subscription's guarantee, kept
@@ -68,6 +69,7 @@ class EventBridge:
         max_bytes: int = 256 * 1024,
         stall_seconds: float = 30.0,
         on_overflow: Callable[[], None] = lambda: None,
+        poll_seconds: float = _POLL_SECONDS,
     ) -> None:
         self._sub = subscription
         self._surfaces = surfaces
@@ -78,6 +80,7 @@ class EventBridge:
         self._max_bytes = max_bytes
         self._stall = stall_seconds
         self._on_overflow = on_overflow
+        self._poll = poll_seconds
         self._queue: asyncio.Queue[object] = asyncio.Queue()
         self._moved = asyncio.Event()  # the hub announced something, or stop()
         self._room = asyncio.Event()  # the consumer took a frame, or stop()
@@ -184,7 +187,7 @@ class EventBridge:
                     self._queue.put_nowait(frame)
                 if not frames:
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._moved.wait(), _POLL_SECONDS)
+                        await asyncio.wait_for(self._moved.wait(), self._poll)
         except Exception as error:  # the stream ends; the client resumes from its last id
             log.warning("sse_bridge_failed", session_id=self._sub.agent_id, error=repr(error))
         finally:

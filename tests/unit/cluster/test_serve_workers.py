@@ -47,7 +47,9 @@ provider = "slow"
 class Worker:
     """One ``agentkeep serve --partitions`` child process."""
 
-    def __init__(self, home: Path, url: str, *, latency: float, lease: float) -> None:
+    def __init__(
+        self, home: Path, url: str, *, latency: float, lease: float, extra: tuple[str, ...] = ()
+    ) -> None:
         home.mkdir(parents=True, exist_ok=True)
         (home / "providers.toml").write_text(PROVIDERS.format(latency=latency))
         self.log = home.parent / f"{home.name}.log"
@@ -69,6 +71,7 @@ class Worker:
                 str(COUNT),
                 "--lease",
                 str(lease),
+                *extra,
             ],
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -112,8 +115,10 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = TIMEOUT)
 def workers(postgres_url: str, tmp_path: Path) -> Iterator[Callable[..., Worker]]:
     started: list[Worker] = []
 
-    def start(name: str, *, latency: float = 0.05, lease: float = 3.0) -> Worker:
-        worker = Worker(tmp_path / name, postgres_url, latency=latency, lease=lease)
+    def start(
+        name: str, *, latency: float = 0.05, lease: float = 3.0, extra: tuple[str, ...] = ()
+    ) -> Worker:
+        worker = Worker(tmp_path / name, postgres_url, latency=latency, lease=lease, extra=extra)
         started.append(worker)
         return worker
 

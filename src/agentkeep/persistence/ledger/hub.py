@@ -87,6 +87,11 @@ class LedgerHub:
         # Per session: callbacks run when its mark moves (and once at close); see watch().
         self._watchers: dict[str, dict[int, Callable[[], None]]] = {}
         self._next_watch = 0
+        #: Called (outside the lock, on the watching thread; it must not block) with
+        #: ``(session, True)`` when a session gets its first watcher and ``(session, False)``
+        #: when it loses its last: how a store that hears other processes' commits learns
+        #: which sessions to hear (None: nobody needs to know).
+        self.on_follow: Callable[[str, bool], None] | None = None
 
     @property
     def closed(self) -> bool:
@@ -118,6 +123,32 @@ class LedgerHub:
         for callback in woken:
             callback()
 
+    def committed_elsewhere(self, agent_id: str, sequence: int) -> None:
+        """Another process committed events of ``agent_id`` up to ``sequence`` (a store's
+        notification, delivered only after that COMMIT): move the mark and wake as
+        :meth:`committed_marks` does, but only while something here watches or waits (a
+        later reader reads the store before it waits, so a mark not kept costs nothing; the
+        marks of sessions nobody here follows are not accumulated)."""
+        with self._condition:
+            if agent_id not in self._watchers and not self._waiting:
+                return
+        self.committed_marks({agent_id: sequence})
+
+    def wake_watchers(self, which: Callable[[str], bool] = lambda agent_id: True) -> None:
+        """Run every watcher of the sessions ``which`` selects once, and wake every waiter:
+        announcements may have been lost (the notifications from other processes did not
+        reach this process for a while), so each re-reads."""
+        with self._condition:
+            watchers = [
+                cb
+                for agent_id, each in self._watchers.items()
+                if which(agent_id)
+                for cb in each.values()
+            ]
+            self._condition.notify_all()
+        for callback in watchers:
+            callback()
+
     def watch(self, agent_id: str, callback: Callable[[], None]) -> Callable[[], None]:
         """Run ``callback`` (from the committing thread: it must not block, e.g.
         ``loop.call_soon_threadsafe``) each time ``agent_id``'s mark moves or an ephemeral
@@ -125,23 +156,31 @@ class LedgerHub:
         stops watching. An event loop waits on the hub this way without holding a thread."""
         with self._condition:
             if self._closed:
-                closed = True
+                closed, first = True, False
             else:
                 closed = False
                 self._next_watch += 1
                 key = self._next_watch
+                first = agent_id not in self._watchers
                 self._watchers.setdefault(agent_id, {})[key] = callback
         if closed:
             callback()
             return lambda: None
+        follow = self.on_follow
+        if first and follow is not None:
+            follow(agent_id, True)
 
         def unwatch() -> None:
+            last = False
             with self._condition:
                 watchers = self._watchers.get(agent_id)
-                if watchers is not None:
-                    watchers.pop(key, None)
+                if watchers is not None and key in watchers:
+                    del watchers[key]
                     if not watchers:
                         del self._watchers[agent_id]
+                        last = True
+            if last and follow is not None:
+                follow(agent_id, False)
 
         return unwatch
 

@@ -154,6 +154,9 @@ class LedgerStatements(TableStatements):
         else:
             self._send(_INSERT_EVENTS + _EVENT_ROW, row)
         self._memo.put(("event_tail", agent_id), sequence)
+        announced = self._x.statements.announced
+        if announced is not None:
+            announced[agent_id] = sequence
         hub = self._hub
         if hub is not None:
             marks = self._event_marks

@@ -8,6 +8,8 @@ SQLite, selected by a ``postgresql://`` URL (``Store.open(home, database=url)``)
 - :mod:`.schema`: the keyed migrations in PostgreSQL's text;
 - :mod:`.writer`: the writer actor (group commit, an unknown COMMIT outcome resolved);
 - :mod:`.readers`: snapshots, and reading a store another process owns;
+- :mod:`.notifications`: ledger wake-ups between processes (a partition's ``NOTIFY`` on
+  commit, one ``LISTEN`` session per process);
 - :mod:`.store`: opening one.
 
 docs/postgres.md describes what it creates on the server and how ownership works.

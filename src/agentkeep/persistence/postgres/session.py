@@ -119,6 +119,13 @@ class OwnerSession:
         self.lost = threading.Event()
 
     @property
+    def schema_oid(self) -> int:
+        """The oid of the store's schema (known once the session opened)."""
+        if self._key is None:
+            raise RuntimeError("the session has not opened")
+        return self._key & 0xFFFFFFFF
+
+    @property
     def index(self) -> int:
         """The partition's index in ``agentkeep_owner`` (a classic owner's is 0)."""
         return 0 if self.partition is None else self.partition.index

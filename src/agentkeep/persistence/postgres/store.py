@@ -35,6 +35,12 @@ from agentkeep.persistence.inbox import Counters, Inbox
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.lock import StoreLock
 from agentkeep.persistence.postgres.connection import PostgresTarget, connect, parse_url
+from agentkeep.persistence.postgres.notifications import (
+    follow_key,
+    ledger_channel,
+    listen,
+    listener_of,
+)
 from agentkeep.persistence.postgres.ownership import setup_key
 from agentkeep.persistence.postgres.readers import PostgresReaders
 from agentkeep.persistence.postgres.schema import POSTGRES_MIGRATIONS, migrate
@@ -94,6 +100,15 @@ class PostgresStore(Store):
         self.on_writer_failure = None
         self.partition = session.partition
         self.partition_count = 1 if session.partition is None else session.partition.count
+        # A partition's store shares its schema with other processes: its writer announces
+        # its commits to them, and it hears theirs (notifications.py). A classic store has
+        # no other reader to wake, and pays nothing.
+        self._channel: tuple[str, int] | None = None
+        self._unlisten: Callable[[], None] = lambda: None
+        if session.partition is not None:
+            oid, index = session.schema_oid, session.partition.index
+            self._channel = (ledger_channel(oid, index), follow_key(oid, index))
+            self._unlisten = listen(target, ledger, session.partition)
 
     @property
     def database(self) -> str:
@@ -135,6 +150,19 @@ class PostgresStore(Store):
         return self._session.lost.is_set()
 
     @property
+    def notifications(self) -> dict[str, object] | None:
+        """How this process hears other processes' commits to the store (a partition's
+        store: its listener's :meth:`~.notifications.LedgerListener.health`), or None."""
+        if self.partition is None:
+            return None
+        listener = listener_of(self._target)
+        return None if listener is None else listener.health()
+
+    def stop_listening(self) -> None:
+        """Stop hearing other processes' commits (at close, or an open that failed)."""
+        self._unlisten()
+
+    @property
     def backend_pid(self) -> int:
         """The server process of the writer's current session (tests, diagnostics)."""
         return self._session.backend_pid
@@ -162,6 +190,7 @@ class PostgresStore(Store):
                 ledger=self._ledger,
                 commit_hook=self._commit_hook,
                 clock=self._clock,
+                notify_channel=self._channel,
             )
             self._writer = writer
             self._handle.attach(writer)
@@ -181,6 +210,7 @@ class PostgresStore(Store):
                 writer.stop(block=True, timeout=_STOP_TIMEOUT_SECONDS)
         finally:
             try:
+                self._unlisten()
                 self._ledger.close()
                 self._inbox.close()
                 self._pg_readers.close()
@@ -230,6 +260,7 @@ def open_postgres_store(
         if home_lock is not None:
             home_lock.release()
         raise
+    store: PostgresStore | None = None
     try:
         with store_clock.using(clock):
             migrate(session.raw, migrations)
@@ -254,6 +285,8 @@ def open_postgres_store(
     except psycopg.OperationalError as error:
         # The session dropped while migrating (terminated, the server stopped): the open
         # failed for want of the server, as when it cannot be reached at all.
+        if store is not None:
+            store.stop_listening()
         session.close()
         if home_lock is not None:
             home_lock.release()
@@ -261,6 +294,8 @@ def open_postgres_store(
             f"Cannot open the store at {target.display}: the connection dropped ({error})"
         ) from None
     except BaseException:
+        if store is not None:
+            store.stop_listening()
         session.close()
         if home_lock is not None:
             home_lock.release()

@@ -27,6 +27,13 @@ differs is what a server adds:
   next wait or at the item's end, so the item fails alone as before: ``ROLLBACK TO`` its
   savepoint after leaving the batch. COMMIT is never in a batch: it is waited for, and only
   then are callers answered.
+- **Other processes are told of its commits** (a partition's owner only: a classic store has
+  no other reader to wake). Each work item that appended ledger events sends, in its own
+  batch, one ``pg_notify(channel, "<sequence> <session>")`` per session it appended to (its
+  last sequence), on its partition's channel, while another process follows the partition
+  (:mod:`.notifications`). PostgreSQL delivers a
+  notification only if its transaction commits (and drops those of a rolled-back savepoint
+  with it), so a wake-up never precedes the durable event it announces.
 - No checkpoints, no file identity, no disk-refusal mapping: the server owns its files.
 - While the server cannot be reached, each group is refused with ``StoreUnavailableError``
   (nothing ran) and the next one tries to reconnect again. A statement that finds the
@@ -57,6 +64,7 @@ from agentkeep.persistence.memo import BEGIN_ITEM as _BEGIN_ITEM
 from agentkeep.persistence.memo import END_ITEM as _END_ITEM
 from agentkeep.persistence.postgres.connection import PostgresConnection, connect
 from agentkeep.persistence.postgres.dialect import POSTGRES
+from agentkeep.persistence.postgres.notifications import NOTIFY_IF_FOLLOWED, notify_payload
 from agentkeep.persistence.postgres.session import OwnerSession
 from agentkeep.persistence.transaction import Statements
 from agentkeep.persistence.writer import StoreWriter
@@ -108,8 +116,13 @@ class PostgresWriter(StoreWriter):
         ledger: LedgerHub | None = None,
         commit_hook: CommitHook | None = None,
         clock: Callable[[], int] | None = None,
+        notify_channel: tuple[str, int] | None = None,
     ) -> None:
         pykka.ThreadingActor.__init__(self)
+        #: Where each item's ledger appends are announced to other processes, and the key
+        #: its followers hold (None: not announced).
+        self._channel: str | None = None if notify_channel is None else notify_channel[0]
+        self._follow_key = 0 if notify_channel is None else notify_channel[1]
         self._clock = clock  # installed on the writer's thread when it starts (StoreWriter)
         self._session = session
         self._commit_hook = commit_hook
@@ -155,6 +168,8 @@ class PostgresWriter(StoreWriter):
         """Enter the batch the item's statements are sent in; its ``SAVEPOINT`` goes with
         the first of them (see the module)."""
         self._pg.begin_batch()
+        if self._channel is not None:
+            self._statements.announced = {}
         if not alone:
             self._statements.send_raw(_BEGIN_ITEM)
             self._statements.memo.after(_BEGIN_ITEM)
@@ -163,6 +178,12 @@ class PostgresWriter(StoreWriter):
         """Send the item's ``RELEASE`` and end its batch: one round trip that waits for every
         statement it sent, raising the first one's error (the item then fails alone)."""
         statements = self._statements
+        announced = statements.announced
+        if announced:
+            statements.announced = {}
+            for agent_id, sequence in announced.items():
+                payload = notify_payload(agent_id, sequence)
+                statements.send(NOTIFY_IF_FOLLOWED, (self._channel, payload, self._follow_key))
         if alone:
             if statements.flush is not None:
                 statements.flush()
