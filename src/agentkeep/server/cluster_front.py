@@ -47,13 +47,13 @@ from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from agentkeep.cluster import Coordinator, Directory, membership
 from agentkeep.logs import get_logger
 from agentkeep.partitions import partition_of
 from agentkeep.server.errors import ApiError, error_response
-from agentkeep.server.security import MAX_BODY_BYTES
+from agentkeep.server.front_bodies import named_session, read_body, replay
 from agentkeep.server.stream_routing import stream_session, wants_ephemerals
 
 __all__ = ["FORWARDED_HEADER", "ClusterFront"]
@@ -194,9 +194,9 @@ class ClusterFront:
         if partition is not None:
             return await self._to_owner(scope, receive, send, partition, forwarded)
         if method == "POST" and path == "/v1/sessions":
-            body = await _read_body(scope, receive)
-            receive = _replay(body, receive)
-            named = _named_session(body)
+            body = await read_body(scope, receive)
+            receive = replay(body, receive)
+            named = named_session(body)
             if named is not None:
                 # A client-chosen id: only its partition's owner may create it.
                 return await self._to_owner(
@@ -335,7 +335,7 @@ class ClusterFront:
         self, scope: Scope, receive: Receive, address: str, partition: int | None
     ) -> Response:
         request = Request(scope, receive)
-        body = await _read_body(scope, receive)
+        body = await read_body(scope, receive)
         headers = {
             name: value
             for name, value in request.headers.items()
@@ -367,52 +367,8 @@ class ClusterFront:
         )
 
 
-async def _read_body(scope: Scope, receive: Receive) -> bytes:
-    """The request's body, refused past :data:`MAX_BODY_BYTES` while it is read (a body
-    without a length is counted as it streams in, as the apps' own reading does)."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in Request(scope, receive).stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise ApiError(
-                413,
-                "payload_too_large",
-                f"The body is over the limit of {MAX_BODY_BYTES} bytes.",
-                {"limit": MAX_BODY_BYTES},
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _json(body: dict[str, object], status: int) -> Response:
     return Response(msgspec.json.encode(body), status, media_type="application/json")
-
-
-def _named_session(body: bytes) -> str | None:
-    """The client-chosen ``sessionId`` of a ``POST /v1/sessions`` body, if any (a body that
-    does not parse is left to the app, which refuses it)."""
-    try:
-        decoded = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return None
-    named = decoded.get("sessionId") if isinstance(decoded, dict) else None
-    return named if isinstance(named, str) else None
-
-
-def _replay(body: bytes, then: Receive) -> Receive:
-    """A ``receive`` giving ``body`` again (it was read to choose the partition), then the
-    connection's own (its disconnect)."""
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await then()
-
-    return receive
 
 
 async def _relay(answer: httpx.Response) -> AsyncIterator[bytes]:
