@@ -91,7 +91,7 @@ from agentkeep.providers.catalog import Providers
 from agentkeep.providers.credentials import CredentialResolver
 from agentkeep.providers.protocol import CancelToken
 from agentkeep.runtime import commit_plans
-from agentkeep.runtime.base_state import BaseStateSource
+from agentkeep.runtime.base_state import BaseStateSource, selection_of
 from agentkeep.tools.provider_tools import ProviderTool, check_provider_tools, policy_of
 from agentkeep.tracing import current
 from agentkeep.types import (
@@ -498,9 +498,15 @@ class AgentActor(SupervisedMixin, SimpleInboxMixin, pykka.ThreadingActor):
         """The model session for this request (recreated when its configuration changed).
         Raises if the provider is unknown or a correctness hook fails."""
         state = self._base_state
-        base = self._options.instructions if state is None else state.instructions()
+        if state is None:
+            base = self._options.instructions
+            tools = self._runner.tool_set(settings)
+        else:
+            # One read of the base state: the request's instructions and its tools agree.
+            current = state.current()
+            base = current.instructions
+            tools = self._runner.tool_set(settings, selection=selection_of(current))
         instructions = self._features.instructions(base, self._hooks.ctx_for)
-        tools = self._runner.tool_set(settings)
         servers = self._options.provider_tools
         check_provider_tools(tools, servers)  # a feature's tool may not take a provider tool's name
         descriptors = (*tools.descriptors(), *(each.descriptor() for each in servers))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from agentkeep.actors.call_context import CallCommits, CallContext
 from agentkeep.actors.hook_contexts import HookContexts
@@ -36,6 +36,10 @@ CUT_OFF_CLAIM = (
     "agent before its result committed)."
 )
 _NO_IDS = LifecycleIds()
+
+
+#: ``tool_set``'s "no selection given": the runner asks its own.
+_ASK: Final = object()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,12 +86,17 @@ class ToolRunner:
         self._contexts = contexts
         self._system_ref = system_ref
 
-    def tool_set(self, settings: Settings) -> ToolSet:
+    def tool_set(
+        self, settings: Settings, *, selection: frozenset[str] | object | None = _ASK
+    ) -> ToolSet:
         """The tools this agent offers now: the system's, then each feature's (only those
-        its selection names, if it has one). Raises on a failing tools hook or a duplicate
-        (namespace, name) — a correctness failure."""
+        its selection names, if it has one: ``selection`` when given, read already with the
+        request's instructions, else the runner's own). Raises on a failing tools hook or a
+        duplicate (namespace, name) — a correctness failure."""
         ctx_for = lambda feature: self._contexts.for_feature(feature, settings)  # noqa: E731
-        selection = self._selection() if callable(self._selection) else self._selection
+        if selection is _ASK:
+            selection = self._selection() if callable(self._selection) else self._selection
+        assert selection is None or isinstance(selection, frozenset)
         own = self._tools if selection is None else [t for t in self._tools if t.id in selection]
         offered = self._features.tools(own, ctx_for)
         if selection is not None:

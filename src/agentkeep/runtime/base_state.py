@@ -127,5 +127,9 @@ class BaseStateSource:
 
     def selection(self) -> frozenset[str] | None:
         """The ids of the only tools offered now (None: every tool)."""
-        tools = self.current().tools
-        return None if tools is None else frozenset(tools)
+        return selection_of(self.current())
+
+
+def selection_of(state: AgentBaseState) -> frozenset[str] | None:
+    """The ids of the only tools ``state`` offers (None: every tool)."""
+    return None if state.tools is None else frozenset(state.tools)

@@ -101,3 +101,25 @@ def test_a_bad_state_is_refused_before_anything_is_written(
         agent.update_base_state(**options)
     with pytest.raises(ak.UnknownAgentError):
         system.update_base_state("ghost", instructions="x")
+
+
+def test_a_request_reads_the_base_state_once(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The request's instructions and its tool selection come from one read of the base
+    state (they agree, and a step pays one store read for them, not one each)."""
+    from agentkeep.runtime import base_state
+
+    system = _open(world)
+    agent = system.create(instructions="Be a pirate.", tools=["lookup"])
+    reads: list[str] = []
+    current = base_state.BaseStateSource.current
+
+    def counted(self: base_state.BaseStateSource) -> ak.AgentBaseState:
+        reads.append("read")
+        return current(self)
+
+    monkeypatch.setattr(base_state.BaseStateSource, "current", counted)
+    run_turn(system, agent.id, "hello")
+    assert len(world.other.requests) == 1
+    assert reads == ["read"]
+    assert world.other.requests[-1].context.instructions == "Be a pirate."
+    assert _tools(world.other) == {"lookup"}
