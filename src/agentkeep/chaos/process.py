@@ -232,6 +232,11 @@ class Live:
         self._abort_pending = False
         self._lock = threading.Lock()
 
+    def note_abort(self) -> None:
+        """The process aborts its agent's turn (a driver's abort): noted in the report."""
+        with self._lock:
+            self.report.aborted = True
+
     def attach(self, system: AgentSystem) -> None:
         """Note the process's system once ``open`` returned (an abort asked for meanwhile is sent
         now).
@@ -390,7 +395,11 @@ class ProcessHandle:
         quietly(self.agent.compact)
 
     def abort(self) -> None:
-        """Abort the agent's running turn (a no-op when none runs)."""
+        """Abort the agent's running turn (a no-op when none runs). Noted in :attr:`report`
+        (as an abort after N stream events is): an aborted turn may settle with its last
+        message unanswered, by design (docs/decisions.md), and the checker exempts that tail
+        only for a process that aborted."""
+        self._live.note_abort()
         self.system.abort(self.world.agent_id)
 
     def _durably_present(self, offer_id: str) -> bool:
