@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from agentkeep.partitions import partition_of
-from agentkeep.server.cluster_front import ClusterFront, _named_session
+from agentkeep.server.cluster_front import ClusterFront
+from agentkeep.server.front_bodies import named_session
 
 COUNT = 8
 URL = "postgresql://nobody@127.0.0.1:1/none?schema=s"  # never connected: routing only
@@ -46,10 +47,10 @@ def test_writes_and_streams_go_to_the_owner_reads_to_any_system(
 
 
 def test_a_client_chosen_session_id_is_read_from_the_body() -> None:
-    assert _named_session(b'{"agentId": "a", "sessionId": "s-1"}') == "s-1"
-    assert _named_session(b'{"agentId": "a"}') is None
-    assert _named_session(b"not json") is None
-    assert _named_session(b'["sessionId"]') is None
+    assert named_session(b'{"agentId": "a", "sessionId": "s-1"}') == "s-1"
+    assert named_session(b'{"agentId": "a"}') is None
+    assert named_session(b"not json") is None
+    assert named_session(b'["sessionId"]') is None
 
 
 def test_a_partition_whose_system_lost_it_is_not_served_here() -> None:
