@@ -7,8 +7,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-package
 STAMP := $(VENV)/.installed
-# Each pass's worker processes (pytest-xdist): most tests wait on processes, sockets or the
-# server, so two keep two cores busy.
+# The PostgreSQL pass's worker processes (pytest-xdist): its tests mostly wait on the server,
+# so two keep two cores busy. The SQLite pass stays serial (its CI record; over two workers
+# it took 6.5 min instead of 16, but met two timing assumptions of tests in three runs).
 PASS_WORKERS ?= -n 2
 
 .PHONY: demo demo-daemon demo-postgres test test-postgres test-fast test-console check lint typecheck unit chaos bench clean
@@ -29,14 +30,14 @@ $(STAMP): pyproject.toml $(DEMO_STAMP)
 
 ## test: lint, type-check and run the suite (what CI runs): the whole suite on SQLite, then
 ## the whole suite again on a throwaway PostgreSQL cluster (every test's stores there:
-## tests/postgres_server.py), each pass over PASS_WORKERS processes (pytest-xdist) and naming
-## its slowest tests; first installs the PostgreSQL server package when the machine has none
+## tests/postgres_server.py) over PASS_WORKERS processes (pytest-xdist), each naming its
+## slowest tests; first installs the PostgreSQL server package when the machine has none
 ## (scripts/postgres-cluster) and Debian's Chromium (the console's browser tests:
 ## scripts/browser-deps). pytest's exit 5, no test selected, fails it like any other.
 test: check
 	scripts/postgres-cluster install > /dev/null
 	scripts/browser-deps > /dev/null
-	AGENTKEEP_TEST_DATABASE=sqlite $(BIN)/python -m pytest --durations=25 $(PASS_WORKERS)
+	AGENTKEEP_TEST_DATABASE=sqlite $(BIN)/python -m pytest --durations=25
 	AGENTKEEP_TEST_DATABASE=postgres $(BIN)/python -m pytest --durations=25 $(PASS_WORKERS)
 
 ## test-postgres: the PostgreSQL pass alone (AGENTKEEP_TEST_DATABASE=postgres: every

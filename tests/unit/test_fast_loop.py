@@ -36,15 +36,16 @@ def test_every_slow_entry_names_a_file_or_a_test_that_exists() -> None:
 def test_test_fast_leaves_the_slow_tests_out_and_ci_prints_durations() -> None:
     assert re.search(r'pytest tests/unit -m "not slow"', target("test-fast"))
     assert "-n 2" in target("test-fast")  # both cores
-    # CI's `make test`: the whole suite on SQLite, then the whole suite on PostgreSQL (no
-    # marker selecting part of it), each over two workers.
+    # CI's `make test`: the whole suite on SQLite (serial), then the whole suite on
+    # PostgreSQL over two workers (no marker selecting part of either).
     sqlite_pass, postgres_pass = (
         line for line in target("test").splitlines() if "-m pytest" in line
     )
     assert sqlite_pass.lstrip().startswith("AGENTKEEP_TEST_DATABASE=sqlite ")
     assert postgres_pass.lstrip().startswith("AGENTKEEP_TEST_DATABASE=postgres ")
+    assert "-n " not in sqlite_pass
+    assert "$(PASS_WORKERS)" in postgres_pass
     for each in (sqlite_pass, postgres_pass):
-        assert "$(PASS_WORKERS)" in each
         assert " -m " not in each.split("-m pytest", 1)[1]  # the whole suite
     assert re.search(
         r"^PASS_WORKERS \?= -n 2$", (REPO / "Makefile").read_text(encoding="utf-8"), flags=re.M

@@ -32,7 +32,10 @@ def test_steps_start_no_thread_per_response(world: World, monkeypatch: pytest.Mo
     for n in range(5):
         agent.send(ak.user(f"step {n}"))
         assert agent.wait_for_idle(timeout_seconds=10)
-    assert started == []
+    # The passivation sweeper is the system's one timer thread, not a response's: it exits
+    # when no deadline is pending and starts again at the next (after a step slower than
+    # its tick, as on a loaded machine), so it is not counted here.
+    assert [name for name in started if name != "agentkeep-passivation"] == []
     assert text_of(agent.transcript()[-1]) == "answer 6"
 
 
