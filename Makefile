@@ -29,16 +29,16 @@ $(STAMP): pyproject.toml $(DEMO_STAMP)
 	touch $(STAMP)
 
 ## test: lint, type-check and run the suite (what CI runs): the whole suite on SQLite, then
-## the whole suite again on a throwaway PostgreSQL cluster (every test's stores there:
-## tests/postgres_server.py) over PASS_WORKERS processes (pytest-xdist), each naming its
-## slowest tests; first installs the PostgreSQL server package when the machine has none
-## (scripts/postgres-cluster) and Debian's Chromium (the console's browser tests:
+## on a throwaway PostgreSQL cluster the tests written for a backend (`-m backend`) over
+## PASS_WORKERS processes (pytest-xdist), each naming its slowest tests (the whole suite on
+## PostgreSQL is `make test-postgres`: docs/development.md); first installs the PostgreSQL
+## server package when the machine has none (scripts/postgres-cluster) and Debian's Chromium (the console's browser tests:
 ## scripts/browser-deps). pytest's exit 5, no test selected, fails it like any other.
 test: check
 	scripts/postgres-cluster install > /dev/null
 	scripts/browser-deps > /dev/null
 	AGENTKEEP_TEST_DATABASE=sqlite $(BIN)/python -m pytest --durations=25
-	AGENTKEEP_TEST_DATABASE=postgres $(BIN)/python -m pytest --durations=25 $(PASS_WORKERS)
+	AGENTKEEP_TEST_DATABASE=postgres $(BIN)/python -m pytest -m backend --durations=25 $(PASS_WORKERS)
 
 ## test-postgres: the PostgreSQL pass alone (AGENTKEEP_TEST_DATABASE=postgres: every
 ## test's stores on a throwaway cluster each worker starts and stops, scripts/postgres-cluster;

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from hypothesis import HealthCheck, settings
 
 import agentkeep as ak
@@ -27,19 +26,6 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
-
-
-@pytest.fixture(autouse=True)
-def _logging_as_found() -> Iterator[None]:
-    """Every test leaves structlog as it found it: the CLI invoked in-process configures it
-    globally (on the runner's stderr, at its level), and a test after it in the same worker
-    that reads the daemon's access log saw no line."""
-    configured, saved = structlog.is_configured(), structlog.get_config()
-    yield
-    if configured:
-        structlog.configure(**saved)
-    else:
-        structlog.reset_defaults()
 
 
 @pytest.fixture
