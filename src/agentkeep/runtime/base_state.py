@@ -9,13 +9,20 @@ is changed it is the agent's *default*: a session's pinned revision's instructio
 What an agent changes is stored durably, as the fields it overrides, in its own key-value
 area (:data:`STATE_AREA`, under the agent's prefix, so re-creating the id wipes it), set at
 ``create(instructions=, tools=)`` in the creating transaction and by
-``update_base_state``. The agent reads it for each request it prepares and each tool batch
+``update_base_state``. The agent uses it for each request it prepares and each tool batch
 it starts, so a change takes effect at its next request (its model session is reopened
 for the new instructions and tools); a request already sent keeps what it was sent with.
+
+The agent keeps what it read (:class:`BaseStateSource`) until a base state is written in
+this process: every :func:`write` counts, once its transaction committed, in :data:`WRITES`,
+and a source whose reading predates the count reads again. Only the process that owns an
+agent writes its state (the store's lock; a partition's owner on PostgreSQL), and a source
+lives no longer than its agent's actor, so the count sees every write the source could miss.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import msgspec
@@ -78,6 +85,23 @@ def check_update(instructions: object, tools: object, offered: Sequence[str]) ->
     return patch
 
 
+class WriteCount:
+    """How many base-state writes committed in this process (any agent, any store): a
+    reading taken at count ``n`` is current while the count is still ``n``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.value = 0  # read without the lock: one int
+
+    def bump(self) -> None:
+        with self._lock:
+            self.value += 1
+
+
+#: Every :func:`write` in this process, counted after its COMMIT (see the module).
+WRITES = WriteCount()
+
+
 def _scope(agent_id: str) -> tuple[str, ...]:
     return ("agent", agent_id, STATE_AREA)
 
@@ -89,6 +113,7 @@ def write(tx: Transaction, agent_id: str, patch: dict[str, object]) -> None:
     kv = ScopedKV.in_transaction(tx, *_scope(agent_id))
     stored = kv.read(_KEY) or {}
     kv.write(_KEY, {**stored, **patch})
+    tx.after_commit(WRITES.bump)
 
 
 def effective(overrides: object, defaults: StateDefaults) -> AgentBaseState:
@@ -111,15 +136,32 @@ def read(tx: Transaction, agent_id: str, defaults: StateDefaults) -> AgentBaseSt
 
 class BaseStateSource:
     """One agent's base state as its loop reads it: the stored overrides over its defaults,
-    read through the store each time (:meth:`current`). Immutable; any thread may use it."""
+    read through the store when a base state was written since its last reading
+    (:meth:`current`; see the module). Any thread may use it."""
 
-    def __init__(self, store: StoreHandle, agent_id: str, defaults: StateDefaults) -> None:
+    def __init__(
+        self,
+        store: StoreHandle,
+        agent_id: str,
+        defaults: StateDefaults,
+        *,
+        writes: WriteCount = WRITES,
+    ) -> None:
         self._kv = ScopedKV.through(store, *_scope(agent_id))
         self.defaults = defaults
+        self._writes = writes
+        # (the count its reading was taken at, the state): replaced whole, never mutated
+        self._reading: tuple[int, AgentBaseState] | None = None
 
     def current(self) -> AgentBaseState:
-        """The state in effect now."""
-        return effective(self._kv.read(_KEY), self.defaults)
+        """The state in effect now (read again only if a base state was written since)."""
+        reading = self._reading
+        count = self._writes.value  # before the read: a write after it forces the next one
+        if reading is not None and reading[0] == count:
+            return reading[1]
+        state = effective(self._kv.read(_KEY), self.defaults)
+        self._reading = (count, state)
+        return state
 
     def instructions(self) -> str:
         """The instructions in effect now."""

@@ -123,3 +123,35 @@ def test_a_request_reads_the_base_state_once(world: World, monkeypatch: pytest.M
     assert reads == ["read"]
     assert world.other.requests[-1].context.instructions == "Be a pirate."
     assert _tools(world.other) == {"lookup"}
+
+
+def test_the_agent_reads_its_base_state_again_only_after_a_write(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step pays no store read for the base state while none was written: the agent keeps
+    its reading until a base-state write commits, and the next request then has the new
+    state (no request is sent with a stale one)."""
+    from agentkeep.persistence.kv import ScopedKV
+
+    system = _open(world)
+    agent = system.create(instructions="Be a pirate.", tools=["lookup"])
+    reads: list[str] = []
+    read = ScopedKV.read
+
+    def counted(self: ScopedKV, key: str) -> Any:
+        if key == "base":
+            reads.append(key)
+        return read(self, key)
+
+    monkeypatch.setattr(ScopedKV, "read", counted)
+    run_turn(system, agent.id, "one")
+    run_turn(system, agent.id, "two")
+    assert len(reads) == 1  # the first request's; the second kept it
+    assert world.other.requests[-1].context.instructions == "Be a pirate."
+
+    agent.update_base_state(instructions="Be terse.", tools=[])
+    reads.clear()
+    run_turn(system, agent.id, "three")
+    assert world.other.requests[-1].context.instructions == "Be terse."
+    assert _tools(world.other) == set()
+    assert reads.count("base") >= 1  # read again (the update's own read counts too)

@@ -25,8 +25,13 @@ differs is what a server adds:
   together and are waited for once, at the item's end; a statement whose result the item
   reads waits (for all sent before it too). A sent statement that failed raises at that
   next wait or at the item's end, so the item fails alone as before: ``ROLLBACK TO`` its
-  savepoint after leaving the batch. COMMIT is never in a batch: it is waited for, and only
-  then are callers answered.
+  savepoint after leaving the batch. A group's **lone item** (no savepoint) leaves its
+  batch open and the group's ``COMMIT`` joins it: one round trip waits for its writes and
+  its COMMIT. If one of its writes failed, the server skipped the COMMIT (the transaction
+  is left failed, a known outcome: the item fails with that write's refusal, and the
+  counters call it a commit error); if the connection dropped, the outcome is resolved as
+  below. A group of several items commits after its batches. Either way callers are
+  answered only once the COMMIT's answer arrived (or its outcome was resolved).
 - **Other processes are told of its commits** (a partition's owner only: a classic store has
   no other reader to wake). Each work item that appended ledger events sends, in its own
   batch, one ``pg_notify(channel, "<sequence> <session>")`` per session it appended to (its
@@ -61,6 +66,7 @@ from agentkeep.persistence.faults import FaultInjector
 from agentkeep.persistence.inbox import Counters, Inbox, WorkItem
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.memo import BEGIN_ITEM as _BEGIN_ITEM
+from agentkeep.persistence.memo import COMMIT_GROUP as _COMMIT
 from agentkeep.persistence.memo import END_ITEM as _END_ITEM
 from agentkeep.persistence.postgres.connection import PostgresConnection, connect
 from agentkeep.persistence.postgres.dialect import POSTGRES
@@ -89,6 +95,15 @@ class _NotCommittedError(Exception):
     def __init__(self, cause: BaseException) -> None:
         super().__init__(f"not committed: {cause!r}")
         self.cause = cause
+
+
+class _ItemRefusedError(Exception):
+    """A lone item's write failed in the batch its COMMIT was sent in: the server skipped
+    the COMMIT (a known outcome, nothing written); ``refusal`` is what the item fails with."""
+
+    def __init__(self, refusal: BaseException) -> None:
+        super().__init__(f"not committed: {refusal!r}")
+        self.refusal = refusal
 
 
 def postgres_statements(
@@ -187,8 +202,7 @@ class PostgresWriter(StoreWriter):
         if alone:
             if statements.flush is not None:
                 statements.flush()
-            self._pg.end_batch()
-            statements.end_item()
+            statements.end_item()  # the batch stays open: the COMMIT joins it
             return
         statements.send_raw(_END_ITEM)
         self._pg.end_batch()
@@ -235,15 +249,29 @@ class PostgresWriter(StoreWriter):
     def _commit_statement(self) -> None:
         """COMMIT; if it raises, ask the server what became of the transaction: return as a
         COMMIT that returned if it committed, raise :class:`_NotCommittedError` if it did not,
-        and re-raise (outcome unknown) only if the server cannot tell."""
+        and re-raise (outcome unknown) only if the server cannot tell.
+
+        A lone item's batch is still open: the COMMIT joins it, and one wait answers both.
+        If one of the item's writes failed, the server skipped the COMMIT (the transaction
+        is left failed): :class:`_ItemRefusedError` carries that write's refusal."""
         hook = self._commit_hook
+        connection = self._pg
         try:
             if hook is not None:
                 hook("before", self._session.backend_pid)
-            self._statements.execute("COMMIT")
+            if connection.batch is None:
+                self._statements.execute(_COMMIT)
+            else:
+                self._statements.send_raw(_COMMIT)
+                connection.end_batch()
+                self._statements.memo.after(_COMMIT)
             if hook is not None:
                 hook("after", self._session.backend_pid)
         except psycopg.Error as exc:
+            connection.abandon_batch()
+            if not connection.broken and connection.in_transaction:
+                # A write of the item failed, so the server skipped the COMMIT: not written.
+                raise _ItemRefusedError(self._refused(exc)) from exc
             status = self._resolve(exc)
             log.warning("store_commit_outcome_resolved", status=status, xid=self._xid)
             if status == "committed":
@@ -253,6 +281,10 @@ class PostgresWriter(StoreWriter):
             raise
 
     def _fail_unknown(self, done: Done, cause: BaseException) -> None:
+        if isinstance(cause, _ItemRefusedError):  # a lone item's write: its own refusal
+            for item, _value, _callbacks in done:
+                item.fail(cause.refusal)
+            return
         if not isinstance(cause, _NotCommittedError):
             super()._fail_unknown(done, cause)
             return
