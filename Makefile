@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-package
 STAMP := $(VENV)/.installed
 # The PostgreSQL pass's worker processes (pytest-xdist): its tests mostly wait on the server,
-# so two keep two cores busy. The SQLite pass stays serial (its CI record; over two workers
+# so two keep two cores busy (the whole suite there: about 17 min over two). The SQLite pass stays serial (its CI record; over two workers
 # it took 6.5 min instead of 16, but met two timing assumptions of tests in three runs).
 PASS_WORKERS ?= -n 2
 
@@ -29,16 +29,16 @@ $(STAMP): pyproject.toml $(DEMO_STAMP)
 	touch $(STAMP)
 
 ## test: lint, type-check and run the suite (what CI runs): the whole suite on SQLite, then
-## on a throwaway PostgreSQL cluster the tests written for a backend (`-m backend`) over
-## PASS_WORKERS processes (pytest-xdist), each naming its slowest tests (the whole suite on
-## PostgreSQL is `make test-postgres`: docs/development.md); first installs the PostgreSQL
-## server package when the machine has none (scripts/postgres-cluster) and Debian's Chromium (the console's browser tests:
-## scripts/browser-deps). pytest's exit 5, no test selected, fails it like any other.
+## the whole suite again on throwaway PostgreSQL clusters over PASS_WORKERS processes
+## (pytest-xdist), each pass naming its slowest tests (docs/development.md); first installs
+## the PostgreSQL server package when the machine has none (scripts/postgres-cluster) and
+## Debian's Chromium (the console's browser tests: scripts/browser-deps). pytest's exit 5,
+## no test selected, fails it like any other.
 test: check
 	scripts/postgres-cluster install > /dev/null
 	scripts/browser-deps > /dev/null
 	AGENTKEEP_TEST_DATABASE=sqlite $(BIN)/python -m pytest --durations=25
-	AGENTKEEP_TEST_DATABASE=postgres $(BIN)/python -m pytest -m backend --durations=25 $(PASS_WORKERS)
+	AGENTKEEP_TEST_DATABASE=postgres $(BIN)/python -m pytest --durations=25 $(PASS_WORKERS)
 
 ## test-postgres: the PostgreSQL pass alone (AGENTKEEP_TEST_DATABASE=postgres: every
 ## test's stores on a throwaway cluster each worker starts and stops, scripts/postgres-cluster;
