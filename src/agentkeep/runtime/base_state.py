@@ -139,33 +139,21 @@ class BaseStateSource:
     read through the store when a base state was written since its last reading
     (:meth:`current`; see the module). Any thread may use it."""
 
-    def __init__(
-        self,
-        store: StoreHandle,
-        agent_id: str,
-        defaults: StateDefaults,
-        *,
-        writes: WriteCount = WRITES,
-    ) -> None:
+    def __init__(self, store: StoreHandle, agent_id: str, defaults: StateDefaults) -> None:
         self._kv = ScopedKV.through(store, *_scope(agent_id))
         self.defaults = defaults
-        self._writes = writes
         # (the count its reading was taken at, the state): replaced whole, never mutated
         self._reading: tuple[int, AgentBaseState] | None = None
 
     def current(self) -> AgentBaseState:
         """The state in effect now (read again only if a base state was written since)."""
         reading = self._reading
-        count = self._writes.value  # before the read: a write after it forces the next one
+        count = WRITES.value  # before the read: a write after it forces the next one
         if reading is not None and reading[0] == count:
             return reading[1]
         state = effective(self._kv.read(_KEY), self.defaults)
         self._reading = (count, state)
         return state
-
-    def instructions(self) -> str:
-        """The instructions in effect now."""
-        return self.current().instructions
 
     def selection(self) -> frozenset[str] | None:
         """The ids of the only tools offered now (None: every tool)."""
