@@ -19,13 +19,11 @@ what it uses of an apsw connection: a reusable cursor, ``changes()``, ``execute`
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import socket
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -33,6 +31,7 @@ import msgspec
 import psycopg
 
 from agentkeep.errors import InvalidConfigError
+from agentkeep.persistence.postgres.batch import Batch, Result
 from agentkeep.persistence.postgres.dialect import WRITER_BEGIN, named_parameters
 
 __all__ = [
@@ -156,24 +155,34 @@ def _bind(sql: str, params: Sequence[Any]) -> Sequence[Any] | Mapping[str, Any]:
 
 
 class PostgresCursor:
-    """One reusable psycopg cursor with the apsw cursor's surface the statements use."""
+    """One reusable psycopg cursor with the apsw cursor's surface the statements use; in a
+    batch, its statements go through the connection's :class:`~.batch.Batch` instead."""
 
     def __init__(self, owner: PostgresConnection) -> None:
         self._owner = owner
         self._cursor = owner.raw.cursor()
+        #: What the last statement run in a batch returned (None: read the psycopg cursor).
+        self._result: Result | None = None
+        self._next = 0
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> PostgresCursor:
         """Run ``sql`` and wait for its result (in a batch: with everything sent before it)."""
+        owner = self._owner
+        batch = owner.batch
+        if batch is not None:
+            batch.send(sql, params)
+            result = self._result = batch.sync()
+            self._next = 0
+            owner.sent = False
+            owner.rowcount = result.rowcount
+            return self
+        self._result = None
         cursor = self._cursor
         if sql is WRITER_BEGIN:
             cursor.execute(sql)  # the simple protocol: two results, the last one read
             cursor.nextset()
         else:
             cursor.execute(sql, _bind(sql, params))
-        owner = self._owner
-        if owner.batch is not None:
-            owner.batch.sync()
-        owner.sent = None
         owner.rowcount = cursor.rowcount
         return self
 
@@ -182,19 +191,31 @@ class PostgresCursor:
 
         Its error, if any, is raised by the next statement that waits, or by
         :meth:`PostgresConnection.end_batch`; the statements sent after it up to there are
-        skipped by the server. Its row count is never read."""
-        if self._owner.batch is None:
+        skipped by the server. Its row count is read only by ``changes()``."""
+        owner = self._owner
+        if owner.batch is None:
             self.execute(sql, params)
             return
-        self._cursor.execute(sql, _bind(sql, params))
-        self._owner.sent = self._cursor
+        owner.batch.send(sql, params)
+        owner.sent = True
 
     def fetchall(self) -> list[tuple[Any, ...]]:
+        result = self._result
+        if result is not None:
+            rows = [] if result.rows is None else result.rows[self._next :]
+            self._next += len(rows)
+            return rows
         if self._cursor.description is None:
             return []
         return self._cursor.fetchall()
 
     def fetchone(self) -> tuple[Any, ...] | None:
+        result = self._result
+        if result is not None:
+            if result.rows is None or self._next >= len(result.rows):
+                return None
+            self._next += 1
+            return result.rows[self._next - 1]
         if self._cursor.description is None:
             return None
         return self._cursor.fetchone()
@@ -204,6 +225,7 @@ class PostgresCursor:
 
     def close(self, force: bool = False) -> None:
         del force
+        self._result = None
         self._cursor.close()
 
 
@@ -214,51 +236,53 @@ class PostgresConnection:
     """
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        # psycopg prepares nothing of its own on this connection: its manager answers a
+        # ROLLBACK (or DROP, ALTER) by deallocating every prepared statement of the session,
+        # the batch's included (which then fail: "prepared statement … does not exist").
+        # The batch prepares what is worth preparing; what runs outside one is rare.
+        raw.prepare_threshold = None
         self.raw = raw
         self.rowcount = 0
-        #: The open batch (psycopg's pipeline mode), None outside one.
-        self.batch: psycopg.Pipeline | None = None
-        #: The cursor of the last statement sent and not yet waited for (``changes``).
-        self.sent: psycopg.Cursor[Any] | None = None
-        self._batch_scope: AbstractContextManager[psycopg.Pipeline] | None = None
+        #: The open batch (libpq's pipeline mode, :mod:`.batch`), None outside one.
+        self.batch: Batch | None = None
+        #: True while a statement was sent and not yet waited for (``changes``).
+        self.sent = False
+        self._prepared = Batch.prepared()
 
     def begin_batch(self) -> None:
-        """Enter psycopg's pipeline mode (no round trip): :meth:`PostgresCursor.send` then
-        sends a statement without waiting for it; :meth:`PostgresCursor.execute` still
-        waits, for everything sent before it too."""
+        """Enter pipeline mode (no round trip): :meth:`PostgresCursor.send` then sends a
+        statement without waiting for it; :meth:`PostgresCursor.execute` still waits, for
+        everything sent before it too."""
         if self.batch is None:
-            self._batch_scope = self.raw.pipeline()
-            self.batch = self._batch_scope.__enter__()
+            self.batch = Batch(self.raw, self._prepared)
 
     def end_batch(self) -> None:
         """Leave pipeline mode: wait for every statement sent (one round trip) and raise the
         first one's error, if any. Pipeline mode is left even when it raises."""
-        scope, self._batch_scope, self.batch = self._batch_scope, None, None
-        sent, self.sent = self.sent, None
-        if scope is not None:
-            scope.__exit__(None, None, None)
-            if sent is not None:
-                self.rowcount = sent.rowcount
+        batch, self.batch = self.batch, None
+        sent, self.sent = self.sent, False
+        if batch is not None:
+            result = batch.end()
+            if sent:
+                self.rowcount = result.rowcount
 
     def abandon_batch(self) -> None:
         """Leave pipeline mode after a failure: what was sent runs (the caller rolls it
         back); its errors, and a dropped connection's, are ignored here (the rollback or the
         next statement sees them)."""
-        scope, self._batch_scope, self.batch = self._batch_scope, None, None
-        self.sent = None
-        if scope is not None:
-            with contextlib.suppress(psycopg.Error):
-                scope.__exit__(None, None, None)
+        batch, self.batch = self.batch, None
+        self.sent = False
+        if batch is not None:
+            batch.abandon()
 
     def cursor(self) -> PostgresCursor:
         return PostgresCursor(self)
 
     def changes(self) -> int:
         """Rows changed by the last statement (one only sent is waited for first)."""
-        sent, self.sent = self.sent, None
-        if sent is not None and self.batch is not None:
-            self.batch.sync()
-            self.rowcount = sent.rowcount
+        sent, self.sent = self.sent, False
+        if sent and self.batch is not None:
+            self.rowcount = self.batch.sync().rowcount
         return max(self.rowcount, 0)
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> PostgresCursor:

@@ -64,9 +64,9 @@ T = TypeVar("T")
 def read_snapshot(connection: PostgresConnection, work: Callable[[Transaction], T]) -> T:
     """Run ``work`` on one read-only snapshot of ``connection``.
 
-    The connection stays in a batch (psycopg's pipeline mode) from one read to the next:
-    the ``BEGIN`` is sent with the read's first statement (one round trip), and the
-    ``ROLLBACK`` is sent without waiting for it. The server runs it on arrival (the
+    The connection stays in a batch (libpq's pipeline mode, :mod:`.batch`) from one read to
+    the next: the ``BEGIN`` is sent with the read's first statement (one round trip), and
+    the ``ROLLBACK`` is sent without waiting for it. The server runs it on arrival (the
     snapshot is let go at once); its answer is collected by the connection's next read,
     with that read's first statement. So a read of one statement is one round trip; each
     statement still waits for its rows. A read that fails ends the batch and rolls back,

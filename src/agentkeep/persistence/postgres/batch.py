@@ -1,0 +1,256 @@
+"""A batch of statements sent without waiting: libpq's pipeline mode, driven directly.
+
+psycopg's own pipeline (``Connection.pipeline()``) runs every statement through its cursor
+machinery: query conversion, the prepared-statement manager, the result queue. That costs
+about 19 µs of the process's CPU a statement, and a durable step sends about 17 of them on
+the writer's thread, under the GIL. This batch keeps what psycopg does best (its adapters,
+its C waiting loop, its error classes) and does the rest itself, at about 5 µs a statement:
+
+- **Statements are prepared once per connection** (``$1`` placeholders, the parameter types
+  psycopg's adapters choose), keyed by the statement's text and those types, as psycopg's own
+  manager keys them. A statement without parameters goes unnamed (``BEGIN``, ``SAVEPOINT``,
+  ``COMMIT``: nothing to gain). A prepare the server refused (a write before it failed, so
+  the server skipped it) is forgotten: the next use prepares again. Named prepared
+  statements outlive a rollback (they belong to the session, not the transaction), but
+  not a ``DEALLOCATE ALL``: psycopg sends one after a ``ROLLBACK`` when it prepared
+  statements of its own, so :class:`~.connection.PostgresConnection` turns its preparing
+  off; should one still arrive, the statement that finds its name gone fails (its item
+  fails alone, as for any refused statement) and every name is prepared again.
+- **Waiting is a Sync**: :meth:`Batch.sync` sends one and reads every result up to it,
+  raising the first error among them (``psycopg.errors``' class for its SQLSTATE, as
+  psycopg's pipeline raises). The server skips what follows an error up to the Sync, so a
+  batch is usable again after one: the transaction is left failed, as a statement that
+  failed outside a batch leaves it.
+- **A dropped connection** raises ``psycopg.OperationalError`` from the wait, and leaves the
+  connection ``broken``, as psycopg's pipeline does.
+
+Only one thread uses a connection at a time (the writer's, or one reader's), and nothing
+else sends on it while a batch is open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import select
+from collections.abc import Sequence
+from typing import Any, Final
+
+import psycopg
+from psycopg.adapt import PyFormat, Transformer
+from psycopg.pq import ConnStatus, ExecStatus
+
+__all__ = ["Batch", "Result"]
+
+_READ: Final = 1
+_WRITE: Final = 2
+
+
+def _ready(socket: int, *, write: bool) -> int:
+    """Wait until ``socket`` can be read (or written, if ``write``): which of the two."""
+    readable, writable, _ = select.select([socket], [socket] if write else [], [])
+    return (_READ if readable else 0) | (_WRITE if writable else 0)
+
+
+_PLACEHOLDER = re.compile(r"%%|%\(p(\d+)\)s|%s")
+_FATAL: Final = ExecStatus.FATAL_ERROR
+_ABORTED: Final = ExecStatus.PIPELINE_ABORTED
+_SYNC: Final = ExecStatus.PIPELINE_SYNC
+_TUPLES: Final = ExecStatus.TUPLES_OK
+_BAD: Final = ConnStatus.BAD
+
+
+def _numbered(sql: str) -> tuple[bytes, int]:
+    """``sql`` with psycopg's placeholders (``%s``, or ``%(pN)s`` as the connection binds
+    them) as the server's ``$N``, and how many parameters it takes."""
+    count = 0
+
+    def number(match: re.Match[str]) -> str:
+        nonlocal count
+        text = match.group(0)
+        if text == "%%":
+            return "%"
+        if match.group(1) is not None:
+            index = int(match.group(1))
+            count = max(count, index)
+            return f"${index}"
+        count += 1
+        return f"${count}"
+
+    return _PLACEHOLDER.sub(number, sql).encode(), count
+
+
+class Result:
+    """What one statement returned: its rows (decoded by psycopg's loaders) and its count."""
+
+    __slots__ = ("rowcount", "rows")
+
+    def __init__(self, rows: list[tuple[Any, ...]] | None, rowcount: int) -> None:
+        #: None if the statement returns no rows (a write without ``RETURNING``).
+        self.rows = rows
+        self.rowcount = rowcount
+
+
+_NO_RESULT: Final = Result(None, -1)
+
+
+class _Prepared:
+    """The statements one connection has prepared (see the module); it outlives batches."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, tuple[bytes, int]] = {}
+        self.names: dict[tuple[str, tuple[int, ...]], bytes] = {}
+        # Names are never reused: one the server refused to prepare is forgotten (no
+        # statement has it), one it prepared keeps its name for the session's life.
+        self.made = 0
+
+    def new_name(self) -> bytes:
+        self.made += 1
+        return f"ak{self.made}".encode()
+
+    def text(self, sql: str) -> tuple[bytes, int]:
+        known = self.texts.get(sql)
+        if known is None:
+            known = self.texts[sql] = _numbered(sql)
+        return known
+
+
+class Batch:
+    """libpq's pipeline mode on ``raw``'s connection, entered by the constructor and left by
+    :meth:`end` or :meth:`abandon` (see the module)."""
+
+    def __init__(self, raw: psycopg.Connection[Any], prepared: _Prepared) -> None:
+        self._raw = raw
+        self._pgconn = raw.pgconn
+        self._prepared = prepared
+        self._tx = Transformer(raw)
+        # What the server owes us, in order: a statement (None) or a prepare (its key,
+        # forgotten if the server refuses it).
+        self._owed: list[tuple[str, tuple[int, ...]] | None] = []
+        self._pgconn.enter_pipeline_mode()
+
+    @staticmethod
+    def prepared() -> _Prepared:
+        """A new, empty set of prepared statements, for a new connection."""
+        return _Prepared()
+
+    def send(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Send ``sql`` with ``params`` (psycopg's placeholders); its result is read by the
+        next :meth:`sync`."""
+        pgconn = self._pgconn
+        text, count = self._prepared.text(sql)
+        if count == 0:
+            pgconn.send_query_params(text, None)
+            self._owed.append(None)
+            pgconn.flush()
+            return
+        if len(params) != count:
+            raise psycopg.ProgrammingError(
+                f"the statement takes {count} parameters, {len(params)} were given: {sql!r}"
+            )
+        tx = self._tx
+        values = tx.dump_sequence(params, [PyFormat.AUTO] * count)
+        types = tuple(tx.types or ())
+        key = (sql, types)
+        name = self._prepared.names.get(key)
+        if name is None:
+            name = self._prepared.names[key] = self._prepared.new_name()
+            pgconn.send_prepare(name, text, param_types=types)
+            self._owed.append(key)
+        pgconn.send_query_prepared(name, values, param_formats=tx.formats)
+        self._owed.append(None)
+        pgconn.flush()  # the server starts on it while the next one is built
+
+    def sync(self) -> Result:
+        """Wait for every statement sent (one round trip) and return the last one's result.
+
+        Raises:
+            psycopg.Error: the first statement that failed since the last sync (its
+                SQLSTATE's class), or ``OperationalError`` if the connection dropped.
+        """
+        pgconn = self._pgconn
+        owed, self._owed = self._owed, []
+        pgconn.pipeline_sync()
+        results = self._collect(pgconn)
+        error: psycopg.Error | None = None
+        last = _NO_RESULT
+        for key, result in zip(owed, results, strict=True):
+            status = result.status
+            if status in (_FATAL, _ABORTED):
+                if key is not None:
+                    self._prepared.names.pop(key, None)
+                if error is None:
+                    error = self._error(result)
+                    if isinstance(error, psycopg.errors.InvalidSqlStatementName):
+                        # The session lost its prepared statements (a DEALLOCATE ALL
+                        # sent by someone else): prepare each again at its next use.
+                        self._prepared.names.clear()
+                continue
+            if key is None:
+                last = self._result(result)
+        if error is not None:
+            raise error
+        return last
+
+    @staticmethod
+    def _collect(pgconn: Any) -> list[Any]:
+        """Flush what was sent and read every statement's result up to the Sync's (one
+        each, in pipeline mode), waiting on the socket only when libpq has nothing ready.
+
+        Raises:
+            psycopg.OperationalError: the connection dropped."""
+        socket = pgconn.socket
+        while pgconn.flush():  # the output buffer is full: wait until it drains
+            ready = _ready(socket, write=True)
+            if ready & _READ:
+                pgconn.consume_input()
+        results: list[Any] = []
+        while True:
+            if pgconn.is_busy():
+                _ready(socket, write=False)
+                pgconn.consume_input()
+                continue
+            result = pgconn.get_result()
+            if result is None:  # the end of one statement's results
+                if pgconn.status == _BAD:  # libpq has nothing more to give: it is gone
+                    message = pgconn.error_message.decode(errors="replace").strip()
+                    raise psycopg.OperationalError(f"the connection was lost: {message}")
+                continue
+            if result.status == _SYNC:
+                return results
+            results.append(result)
+
+    def end(self) -> Result:
+        """Wait for every statement sent, leave pipeline mode, and return the last one's
+        result; raises as :meth:`sync` (pipeline mode is left either way)."""
+        try:
+            return self.sync()
+        finally:
+            self._leave()
+
+    def abandon(self) -> None:
+        """Leave pipeline mode after a failure: what was sent runs (the caller rolls it
+        back); its errors, and a dropped connection's, are ignored here."""
+        if self._owed:
+            with contextlib.suppress(psycopg.Error):
+                self.sync()
+        self._owed = []
+        self._leave()
+
+    def _leave(self) -> None:
+        with contextlib.suppress(psycopg.Error):
+            self._pgconn.exit_pipeline_mode()
+
+    def _result(self, result: Any) -> Result:
+        rowcount = result.command_tuples
+        count = -1 if rowcount is None else rowcount
+        if result.status != _TUPLES:
+            return Result(None, count)
+        tx = self._tx
+        tx.set_pgresult(result)
+        return Result(tx.load_rows(0, result.ntuples, tuple), count)
+
+    def _error(self, result: Any) -> psycopg.Error:
+        if result.status == _ABORTED:
+            return psycopg.errors.PipelineAborted("pipeline aborted")
+        return psycopg.errors.error_from_result(result, encoding=self._raw.info.encoding)
