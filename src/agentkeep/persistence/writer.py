@@ -86,7 +86,18 @@ _BACKGROUND_ROUNDS = 1
 _BEGIN_ITEM = f"SAVEPOINT {_SAVEPOINT}"
 _END_ITEM = f"RELEASE {_SAVEPOINT}"
 
-__all__ = ["StoreWriter", "StoreWriterHandle", "WriterStatistics"]
+__all__ = ["RefusedAtCommitError", "StoreWriter", "StoreWriterHandle", "WriterStatistics"]
+
+
+class RefusedAtCommitError(Exception):
+    """Raised by a backend's COMMIT when a lone item's own write failed in the round trip
+    its COMMIT was sent in (PostgreSQL's batch): the server skipped the COMMIT, so the
+    outcome is known (nothing written). The item fails with ``refusal``, as if the write
+    had failed before the COMMIT: not a commit error."""
+
+    def __init__(self, refusal: BaseException) -> None:
+        super().__init__(f"not committed: {refusal!r}")
+        self.refusal = refusal
 
 
 def _end_writer_if_injected(error: BaseException) -> None:
@@ -344,6 +355,13 @@ class StoreWriter(pykka.ThreadingActor):
             return
         try:
             self._commit_statement()
+        except RefusedAtCommitError as refused:  # the item's own write: as in _run_alone
+            self._rollback()
+            _answer_failed(failed_alone)
+            for item, _value, _callbacks in done:
+                item.fail(refused.refusal)
+            self._counters.add(groups=1, failed_transactions=len(done) + len(failed_alone))
+            return
         except BaseException as exc:
             _end_writer_if_injected(exc)
             self._rollback()

@@ -20,17 +20,17 @@ differs is what a server adds:
   answers every caller as a successful COMMIT would (after-commit callbacks included);
   ``aborted`` answers :class:`~agentkeep.errors.StoreUnavailableError` (not written, retry);
   only when the server cannot be asked does the caller get ``CommitOutcomeUnknownError``.
-- **A work item is one batch** (psycopg's pipeline mode): its ``SAVEPOINT``, the writes it
-  sends without reading their result (``Statements.send``) and its ``RELEASE`` travel
-  together and are waited for once, at the item's end; a statement whose result the item
-  reads waits (for all sent before it too). A sent statement that failed raises at that
+- **A work item is one batch** (libpq's pipeline mode, :mod:`.batch`): its ``SAVEPOINT``,
+  the writes it sends without reading their result (``Statements.send``) and its ``RELEASE``
+  travel together and are waited for once, at the item's end; a statement whose result the
+  item reads waits (for all sent before it too). A sent statement that failed raises at that
   next wait or at the item's end, so the item fails alone as before: ``ROLLBACK TO`` its
-  savepoint after leaving the batch. A group's **lone item** (no savepoint) leaves its
-  batch open and the group's ``COMMIT`` joins it: one round trip waits for its writes and
-  its COMMIT. If one of its writes failed, the server skipped the COMMIT (the transaction
-  is left failed, a known outcome: the item fails with that write's refusal, and the
-  counters call it a commit error); if the connection dropped, the outcome is resolved as
-  below. A group of several items commits after its batches. Either way callers are
+  savepoint after leaving the batch. A group's **lone item** (no savepoint) leaves its batch
+  open and the group's ``COMMIT`` joins it: one round trip waits for its writes and its
+  COMMIT. If one of its writes failed, the server skipped the COMMIT (the transaction is
+  left failed, a known outcome: the item fails with that write's refusal, as when it fails
+  before the COMMIT: not a commit error); if the connection dropped, the outcome is resolved
+  as below. A group of several items commits after its batches. Either way callers are
   answered only once the COMMIT's answer arrived (or its outcome was resolved).
 - **Other processes are told of its commits** (a partition's owner only: a classic store has
   no other reader to wake). Each work item that appended ledger events sends, in its own
@@ -73,7 +73,7 @@ from agentkeep.persistence.postgres.dialect import POSTGRES
 from agentkeep.persistence.postgres.notifications import NOTIFY_IF_FOLLOWED, notify_payload
 from agentkeep.persistence.postgres.session import OwnerSession
 from agentkeep.persistence.transaction import Statements
-from agentkeep.persistence.writer import StoreWriter
+from agentkeep.persistence.writer import RefusedAtCommitError, StoreWriter
 
 __all__ = ["CommitHook", "PostgresWriter", "postgres_statements"]
 
@@ -95,15 +95,6 @@ class _NotCommittedError(Exception):
     def __init__(self, cause: BaseException) -> None:
         super().__init__(f"not committed: {cause!r}")
         self.cause = cause
-
-
-class _ItemRefusedError(Exception):
-    """A lone item's write failed in the batch its COMMIT was sent in: the server skipped
-    the COMMIT (a known outcome, nothing written); ``refusal`` is what the item fails with."""
-
-    def __init__(self, refusal: BaseException) -> None:
-        super().__init__(f"not committed: {refusal!r}")
-        self.refusal = refusal
 
 
 def postgres_statements(
@@ -253,7 +244,8 @@ class PostgresWriter(StoreWriter):
 
         A lone item's batch is still open: the COMMIT joins it, and one wait answers both.
         If one of the item's writes failed, the server skipped the COMMIT (the transaction
-        is left failed): :class:`_ItemRefusedError` carries that write's refusal."""
+        is left failed): :class:`~agentkeep.persistence.writer.RefusedAtCommitError` carries
+        that write's refusal."""
         hook = self._commit_hook
         connection = self._pg
         try:
@@ -271,7 +263,7 @@ class PostgresWriter(StoreWriter):
             connection.abandon_batch()
             if not connection.broken and connection.in_transaction:
                 # A write of the item failed, so the server skipped the COMMIT: not written.
-                raise _ItemRefusedError(self._refused(exc)) from exc
+                raise RefusedAtCommitError(self._refused(exc)) from exc
             status = self._resolve(exc)
             log.warning("store_commit_outcome_resolved", status=status, xid=self._xid)
             if status == "committed":
@@ -281,10 +273,6 @@ class PostgresWriter(StoreWriter):
             raise
 
     def _fail_unknown(self, done: Done, cause: BaseException) -> None:
-        if isinstance(cause, _ItemRefusedError):  # a lone item's write: its own refusal
-            for item, _value, _callbacks in done:
-                item.fail(cause.refusal)
-            return
         if not isinstance(cause, _NotCommittedError):
             super()._fail_unknown(done, cause)
             return

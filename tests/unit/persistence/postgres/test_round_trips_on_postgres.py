@@ -143,6 +143,9 @@ def test_a_lone_item_whose_sent_statement_fails_is_not_committed(store: Store) -
     assert isinstance(refused.value.__cause__, psycopg.errors.UniqueViolation)
     after = store.statistics()
     assert after.commits == before.commits
+    # Counted as the item's own failure (as before a COMMIT), not as a failed COMMIT.
+    assert after.commit_errors == before.commit_errors
+    assert after.failed_transactions == before.failed_transactions + 1
     assert store.read(lambda tx: tx.kv.scan("")) == []
     assert store.transact(_writes("c")) == "c"
 
