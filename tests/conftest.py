@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from hypothesis import HealthCheck, settings
 
 import agentkeep as ak
@@ -26,6 +27,18 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture(autouse=True)
+def _structlog_defaults() -> Iterator[None]:
+    """Every test starts and ends on structlog's defaults. The CLI, a daemon and the chaos
+    campaigns configure structlog for the whole process (a level filter, a sink); a test
+    after one of them in the same worker would inherit it (an access-log test capturing
+    ``info`` lines then sees none, dropped by the CLI's ``warning`` filter). This fixture
+    is set up before, and torn down after, every other fixture of the test."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture

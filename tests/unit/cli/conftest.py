@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import structlog
 from click.testing import CliRunner, Result
 
 from agentkeep.cli import cli
@@ -15,13 +14,6 @@ from agentkeep.cli import cli
 AGENTKEEP = Path(sys.executable).parent / "agentkeep"
 
 Invoke = Callable[..., Result]
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    # The CLI configures structlog globally (on the runner's stderr); every test starts clean.
-    yield
-    structlog.reset_defaults()
 
 
 @pytest.fixture

@@ -35,12 +35,6 @@ SLOW = {"id": "slowpoke", "name": "Slow", "model": {"id": "slow/demo-1"}}
 Invoke = Callable[..., Result]
 
 
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    yield
-    structlog.reset_defaults()
-
-
 def make_home(path: Path) -> Path:
     """A state directory with the slow provider registered (no store yet)."""
     path.mkdir(parents=True, exist_ok=True)

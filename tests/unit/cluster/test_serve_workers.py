@@ -19,7 +19,6 @@ from typing import Any
 
 import httpx
 import pytest
-import structlog
 from click.testing import CliRunner
 from httpx_sse import connect_sse
 from tests.unit.subprocesses import AGENTKEEP, first_line
@@ -322,16 +321,11 @@ def test_a_joining_worker_gets_its_share_by_graceful_hand_off(
 
 
 def test_partitions_are_refused_on_sqlite(tmp_path: Path) -> None:
-    try:
-        result = CliRunner().invoke(
-            cli,
-            ["--home", str(tmp_path / "home"), "serve", "--partitions", "4"],
-            env={DATABASE_ENV: None},  # SQLite even on the PostgreSQL pass
-        )
-    finally:
-        # The CLI configures structlog for the process; a later test reading the access
-        # log in the same worker must not inherit its level.
-        structlog.reset_defaults()
+    result = CliRunner().invoke(
+        cli,
+        ["--home", str(tmp_path / "home"), "serve", "--partitions", "4"],
+        env={DATABASE_ENV: None},  # SQLite even on the PostgreSQL pass
+    )
     assert result.exit_code == 2, result.output
     assert "PostgreSQL" in result.output
     assert not (tmp_path / "home").exists()

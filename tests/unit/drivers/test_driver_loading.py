@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 from click.testing import CliRunner
 
 from agentkeep.cli import cli
@@ -140,12 +139,6 @@ def test_a_file_that_raises_on_import_is_one_line(tmp_path: Path) -> None:
         load_drivers(str(path))
     assert str(raised.value) == f'"{path}": loading {path} raised ValueError: bad config'
     assert not [name for name in sys.modules if name.startswith("agentkeep_driver_broken")]
-
-
-@pytest.fixture(autouse=True)
-def _reset_structlog() -> Iterator[None]:
-    yield
-    structlog.reset_defaults()
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-import structlog
 
 import agentkeep as ak
 from agentkeep.drivers import Driver
@@ -61,14 +60,6 @@ def serve(home: Path, *, drivers: Sequence[Driver] = (), **options: Any) -> Serv
         system.close()
         raise
     return Served(system=system, server=server, model=model)
-
-
-@pytest.fixture(autouse=True)
-def _structlog_defaults() -> None:
-    """Each server test starts on structlog's defaults (every level): the access-log tests
-    capture ``http_request`` info lines, which a level filter left configured by an earlier
-    test in the process (the CLI's, at warning) would drop before the capture sees them."""
-    structlog.reset_defaults()
 
 
 @pytest.fixture

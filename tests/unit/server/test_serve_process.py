@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import structlog
 from click.testing import CliRunner
 from httpx_sse import connect_sse
 from tests.unit.subprocesses import AGENTKEEP, first_line
@@ -85,14 +84,9 @@ def test_serve_port_0_daemon_json_and_sigterm(tmp_path: Path) -> None:
 
 
 def test_serve_refuses_a_non_loopback_address_without_a_token(tmp_path: Path) -> None:
-    try:
-        result = CliRunner().invoke(
-            cli, ["--home", str(tmp_path / "home"), "serve", "--host", "0.0.0.0", "--no-auth"]
-        )
-    finally:
-        # The CLI configured structlog in this process: the tests after it start from the
-        # defaults.
-        structlog.reset_defaults()
+    result = CliRunner().invoke(
+        cli, ["--home", str(tmp_path / "home"), "serve", "--host", "0.0.0.0", "--no-auth"]
+    )
     assert result.exit_code == 2
     assert "without a token" in result.output
     assert not (tmp_path / "home").exists()  # refused before anything was opened

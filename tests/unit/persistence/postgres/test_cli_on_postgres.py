@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import structlog
 from click.testing import CliRunner
 
 from agentkeep.cli import cli
@@ -28,16 +27,13 @@ def test_every_command_runs_on_the_store_the_url_names(tmp_path: Path, pg_url: s
         assert result.exit_code == 0, result.output
         return result.stdout
 
-    try:
-        run("session", "start", "--id", "zeta")
-        lines = run("talk", "zeta", "What is 6 * 7?", "--provider", "demo", "--model", "demo-1")
-        assert json.loads(lines.splitlines()[-1])["answer"] == "6 * 7 = 42."
-        listed = json.loads(run("session", "list"))
-        assert [s["id"] for s in listed["sessions"]] == ["zeta"]
-        shown = json.loads(run("session", "show", "zeta"))
-        assert shown["turns"][-1]["status"] == "completed"
-    finally:
-        structlog.reset_defaults()
+    run("session", "start", "--id", "zeta")
+    lines = run("talk", "zeta", "What is 6 * 7?", "--provider", "demo", "--model", "demo-1")
+    assert json.loads(lines.splitlines()[-1])["answer"] == "6 * 7 = 42."
+    listed = json.loads(run("session", "list"))
+    assert [s["id"] for s in listed["sessions"]] == ["zeta"]
+    shown = json.loads(run("session", "show", "zeta"))
+    assert shown["turns"][-1]["status"] == "completed"
     assert not (home / "agents.db").exists()
     # The environment variable names the same store, for a command in another process.
     env = {**os.environ, "AGENTKEEP_DATABASE": pg_url}
