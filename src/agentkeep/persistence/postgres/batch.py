@@ -95,10 +95,12 @@ _NO_RESULT: Final = Result(None, -1)
 
 
 class _Prepared:
-    """The statements one connection has prepared (see the module); it outlives batches."""
+    """The statements one connection has prepared (see the module), and the adapters that
+    dump their parameters and load their rows; it outlives batches."""
 
-    def __init__(self) -> None:
-        self.texts: dict[str, tuple[bytes, int]] = {}
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.transformer = Transformer(raw)
+        self.texts: dict[str, tuple[bytes, list[PyFormat]]] = {}
         self.names: dict[tuple[str, tuple[int, ...]], bytes] = {}
         # Names are never reused: one the server refused to prepare is forgotten (no
         # statement has it), one it prepared keeps its name for the session's life.
@@ -108,10 +110,12 @@ class _Prepared:
         self.made += 1
         return f"ak{self.made}".encode()
 
-    def text(self, sql: str) -> tuple[bytes, int]:
+    def text(self, sql: str) -> tuple[bytes, list[PyFormat]]:
+        """``sql`` as the server reads it, and its parameters' formats (one each)."""
         known = self.texts.get(sql)
         if known is None:
-            known = self.texts[sql] = _numbered(sql)
+            text, count = _numbered(sql)
+            known = self.texts[sql] = (text, [PyFormat.AUTO] * count)
         return known
 
 
@@ -123,33 +127,33 @@ class Batch:
         self._raw = raw
         self._pgconn = raw.pgconn
         self._prepared = prepared
-        self._tx = Transformer(raw)
+        self._tx = prepared.transformer
         # What the server owes us, in order: a statement (None) or a prepare (its key,
         # forgotten if the server refuses it).
         self._owed: list[tuple[str, tuple[int, ...]] | None] = []
         self._pgconn.enter_pipeline_mode()
 
     @staticmethod
-    def prepared() -> _Prepared:
-        """A new, empty set of prepared statements, for a new connection."""
-        return _Prepared()
+    def prepared(raw: psycopg.Connection[Any]) -> _Prepared:
+        """A new, empty set of prepared statements, for the new connection ``raw``."""
+        return _Prepared(raw)
 
     def send(self, sql: str, params: Sequence[Any] = ()) -> None:
         """Send ``sql`` with ``params`` (psycopg's placeholders); its result is read by the
         next :meth:`sync`."""
         pgconn = self._pgconn
-        text, count = self._prepared.text(sql)
-        if count == 0:
+        text, formats = self._prepared.text(sql)
+        if len(params) != len(formats):
+            raise psycopg.ProgrammingError(
+                f"the statement takes {len(formats)} parameters, {len(params)} were given: {sql!r}"
+            )
+        if not formats:
             pgconn.send_query_params(text, None)
             self._owed.append(None)
             pgconn.flush()
             return
-        if len(params) != count:
-            raise psycopg.ProgrammingError(
-                f"the statement takes {count} parameters, {len(params)} were given: {sql!r}"
-            )
         tx = self._tx
-        values = tx.dump_sequence(params, [PyFormat.AUTO] * count)
+        values = tx.dump_sequence(params, formats)
         types = tuple(tx.types or ())
         key = (sql, types)
         name = self._prepared.names.get(key)

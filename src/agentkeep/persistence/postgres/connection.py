@@ -247,7 +247,7 @@ class PostgresConnection:
         self.batch: Batch | None = None
         #: True while a statement was sent and not yet waited for (``changes``).
         self.sent = False
-        self._prepared = Batch.prepared()
+        self._prepared = Batch.prepared(raw)
 
     def begin_batch(self) -> None:
         """Enter pipeline mode (no round trip): :meth:`PostgresCursor.send` then sends a

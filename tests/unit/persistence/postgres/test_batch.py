@@ -97,9 +97,11 @@ def test_a_prepare_the_server_skipped_is_prepared_again(raw: psycopg.Connection[
 
 
 def test_a_wrong_number_of_parameters_is_named(raw: psycopg.Connection[Any]) -> None:
-    batch = Batch(raw, Batch.prepared())
+    batch = Batch(raw, Batch.prepared(raw))
     with pytest.raises(psycopg.ProgrammingError, match="takes 2 parameters, 1 were given"):
         batch.send("SELECT %s, %s", (1,))
+    with pytest.raises(psycopg.ProgrammingError, match="takes 0 parameters, 1 were given"):
+        batch.send("SELECT 1", (1,))
     batch.abandon()
     assert raw.execute("SELECT 1").fetchone() == (1,)  # out of pipeline mode, usable
 
