@@ -72,9 +72,12 @@ def records_of(record_type: type[Any]) -> st.SearchStrategy[Any]:
     fields: dict[str, Any] = {}
     for field in msgspec.structs.fields(record_type):
         hint = hints[field.name]
-        if field.name in {"id", "parent_id"} and record_type is AgentRow:
+        if field.name in {"id", "parent_id", "internal_id"} and hint in (str, str | None):
+            # Ids are kept in plain text columns, and every id is one the API validated
+            # (InvalidIdError) or minted: PostgreSQL text cannot hold what an arbitrary
+            # string may (NUL). Strings inside JSON columns stay arbitrary.
             ids = st.from_regex(r"[a-z][a-z0-9]{1,8}", fullmatch=True)
-            fields[field.name] = ids if field.name == "id" else st.none() | ids
+            fields[field.name] = ids if hint is str else st.none() | ids
         elif _mentions_any(hint):
             fields[field.name] = json_objects | st.none() if field.default is None else json_objects
         else:
