@@ -3,8 +3,8 @@
 psycopg's own pipeline (``Connection.pipeline()``) runs every statement through its cursor
 machinery: query conversion, the prepared-statement manager, the result queue. That costs
 about 19 µs of the process's CPU a statement, and a durable step sends about 17 of them on
-the writer's thread, under the GIL. This batch keeps what psycopg does best (its adapters,
-its C waiting loop, its error classes) and does the rest itself, at about 5 µs a statement:
+the writer's thread, under the GIL. This batch keeps what psycopg does best (its adapters
+and its error classes) and does the rest itself, at about 5 µs a statement:
 
 - **Statements are prepared once per connection** (``$1`` placeholders, the parameter types
   psycopg's adapters choose), keyed by the statement's text and those types, as psycopg's own
@@ -16,7 +16,8 @@ its C waiting loop, its error classes) and does the rest itself, at about 5 µs 
   statements of its own, so :class:`~.connection.PostgresConnection` turns its preparing
   off; should one still arrive, the statement that finds its name gone fails (its item
   fails alone, as for any refused statement) and every name is prepared again.
-- **Waiting is a Sync**: :meth:`Batch.sync` sends one and reads every result up to it,
+- **Waiting is a Sync**: :meth:`Batch.sync` sends one and reads every result up to it
+  (waiting on the socket with ``poll`` only when libpq has nothing ready),
   raising the first error among them (``psycopg.errors``' class for its SQLSTATE, as
   psycopg's pipeline raises). The server skips what follows an error up to the Sync, so a
   batch is usable again after one: the transaction is left failed, as a statement that
@@ -44,12 +45,25 @@ __all__ = ["Batch", "Result"]
 
 _READ: Final = 1
 _WRITE: Final = 2
+# What poll reports for a socket that can be read, or that the peer closed or broke (reading
+# it then says how: libpq turns it into an error).
+_READABLE: Final = select.POLLIN | select.POLLERR | select.POLLHUP | select.POLLNVAL
 
 
 def _ready(socket: int, *, write: bool) -> int:
-    """Wait until ``socket`` can be read (or written, if ``write``): which of the two."""
-    readable, writable, _ = select.select([socket], [socket] if write else [], [])
-    return (_READ if readable else 0) | (_WRITE if writable else 0)
+    """Wait until ``socket`` can be read (or written, if ``write``): which of the two.
+
+    ``poll``, not ``select``: a daemon's sockets and files may take descriptors past
+    ``select``'s limit (1024)."""
+    poller = select.poll()
+    poller.register(socket, select.POLLIN | (select.POLLOUT if write else 0))
+    ready = 0
+    for _fd, events in poller.poll():
+        if events & _READABLE:
+            ready |= _READ
+        if events & select.POLLOUT:
+            ready |= _WRITE
+    return ready
 
 
 _PLACEHOLDER = re.compile(r"%%|%\(p(\d+)\)s|%s")

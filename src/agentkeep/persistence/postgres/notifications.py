@@ -262,6 +262,11 @@ class LedgerListener:
         """Listen to the wanted partitions' channels (each newly heard one wakes its
         watchers: what committed before it was heard is read again), and dispatch."""
         pgconn = connection.pgconn
+        socket = pgconn.socket
+        # poll, not select: a daemon's descriptors may pass select's limit (1024).
+        poller = select.poll()
+        poller.register(socket, select.POLLIN)
+        poller.register(self._wake_read, select.POLLIN)
         while not self._stop.is_set():
             wanted = self._wanted()
             added = wanted - self.channels
@@ -278,11 +283,11 @@ class LedgerListener:
             self.channels = frozenset(wanted)
             if added:
                 self._wake_partitions(frozenset(added))
-            ready, _, _ = select.select([pgconn.socket, self._wake_read], [], [], _IDLE_SECONDS)
+            ready = {fd for fd, _events in poller.poll(_IDLE_SECONDS * 1000)}
             if self._wake_read in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_read, 4096)
-            if pgconn.socket in ready:
+            if socket in ready:
                 pgconn.consume_input()
                 while (notification := pgconn.notifies()) is not None:
                     self._deliver(notification.extra.decode())

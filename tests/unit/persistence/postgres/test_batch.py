@@ -5,6 +5,8 @@ the server refused forgotten, a dropped connection an ``OperationalError``."""
 
 from __future__ import annotations
 
+import os
+import resource
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -164,3 +166,29 @@ def test_statements_whose_names_the_session_lost_are_prepared_again(
     cursor.send("INSERT INTO t (k) VALUES (%s)", (2,))
     connection.end_batch()
     assert raw.execute("SELECT k FROM t ORDER BY k").fetchall() == [(1,), (2,)]
+
+
+def test_a_socket_numbered_past_selects_limit_is_waited_on(server: str) -> None:
+    """A daemon's descriptors can pass 1024 (``select``'s limit): the batch waits with
+    ``poll``, so a connection whose socket is numbered past it still works."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 1200
+    if soft < wanted:
+        if hard != resource.RLIM_INFINITY and hard < wanted:
+            pytest.skip(f"this process may open only {hard} descriptors")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    fillers: list[int] = []
+    try:
+        while not fillers or fillers[-1] < 1100:
+            fillers.append(os.dup(0))
+        with psycopg.connect(server, autocommit=True) as raw:
+            assert raw.pgconn.socket > 1024
+            connection = PostgresConnection(raw)
+            connection.begin_batch()
+            row = connection.cursor().execute("SELECT %s::int + 1", (41,)).fetchone()
+            connection.end_batch()
+            assert row == (42,)
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
