@@ -85,7 +85,9 @@ def test_follow_watches_while_another_process_owns_the_store(tmp_path: Path) -> 
         assert "turn.running" in types
         assert [e["sequence"] for e in seen] == sorted(e["sequence"] for e in seen)
         follower.send_signal(signal.SIGINT)  # Ctrl-C ends a follow cleanly
-        assert follower.wait(timeout=30) == 0
+        code = follower.wait(timeout=30)
+        assert follower.stderr is not None
+        assert code == 0, follower.stderr.read()
     finally:
         if follower is not None and follower.poll() is None:
             follower.kill()

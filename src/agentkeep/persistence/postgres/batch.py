@@ -24,6 +24,10 @@ and its error classes) and does the rest itself, at about 5 µs a statement:
   failed outside a batch leaves it.
 - **A dropped connection** raises ``psycopg.OperationalError`` from the wait, and leaves the
   connection ``broken``, as psycopg's pipeline does.
+- **A batch torn mid-way** (anything raised between a message put on the wire and the
+  batch's note of it, or while its results are read: a Ctrl-C in a reader on the main
+  thread, a dropped connection) can no longer line results up with statements. Its
+  :meth:`Batch.abandon` closes the connection, so it is replaced rather than misread.
 
 Only one thread uses a connection at a time (the writer's, or one reader's), and nothing
 else sends on it while a batch is open.
@@ -145,6 +149,9 @@ class Batch:
         # What the server owes us, in order: a statement (None) or a prepare (its key,
         # forgotten if the server refuses it).
         self._owed: list[tuple[str, tuple[int, ...]] | None] = []
+        # True from a message's send (or a Sync's) until the batch has noted it (or read
+        # its results): left True, what was sent and what is owed may differ.
+        self._torn = False
         self._pgconn.enter_pipeline_mode()
 
     @staticmethod
@@ -162,14 +169,17 @@ class Batch:
                 f"the statement takes {len(formats)} parameters, {len(params)} were given: {sql!r}"
             )
         if not formats:
+            self._torn = True
             pgconn.send_query_params(text, None)
             self._owed.append(None)
+            self._torn = False
             pgconn.flush()
             return
         tx = self._tx
-        values = tx.dump_sequence(params, formats)
+        values = tx.dump_sequence(params, formats)  # may refuse a value: nothing sent yet
         types = tuple(tx.types or ())
         key = (sql, types)
+        self._torn = True
         name = self._prepared.names.get(key)
         if name is None:
             name = self._prepared.names[key] = self._prepared.new_name()
@@ -177,6 +187,7 @@ class Batch:
             self._owed.append(key)
         pgconn.send_query_prepared(name, values, param_formats=tx.formats)
         self._owed.append(None)
+        self._torn = False
         pgconn.flush()  # the server starts on it while the next one is built
 
     def sync(self) -> Result:
@@ -187,9 +198,11 @@ class Batch:
                 SQLSTATE's class), or ``OperationalError`` if the connection dropped.
         """
         pgconn = self._pgconn
+        self._torn = True
         owed, self._owed = self._owed, []
         pgconn.pipeline_sync()
         results = self._collect(pgconn)
+        self._torn = False
         error: psycopg.Error | None = None
         last = _NO_RESULT
         for key, result in zip(owed, results, strict=True):
@@ -248,7 +261,12 @@ class Batch:
 
     def abandon(self) -> None:
         """Leave pipeline mode after a failure: what was sent runs (the caller rolls it
-        back); its errors, and a dropped connection's, are ignored here."""
+        back); its errors, and a dropped connection's, are ignored here. A torn batch (see
+        the module) closes the connection instead: its results cannot be lined up."""
+        if self._torn:
+            self._owed = []
+            self._raw.close()
+            return
         if self._owed:
             with contextlib.suppress(psycopg.Error):
                 self.sync()

@@ -89,6 +89,9 @@ def read_snapshot(connection: PostgresConnection, work: Callable[[Transaction], 
         statements.send_raw("ROLLBACK")
     except psycopg.Error:  # the connection dropped: the server ends the snapshot with it
         connection.abandon_batch()
+    except BaseException:  # a Ctrl-C amid the send: a torn batch closes the connection
+        connection.abandon_batch()
+        raise
     return value
 
 

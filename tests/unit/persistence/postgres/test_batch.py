@@ -16,6 +16,7 @@ import pytest
 
 from agentkeep.persistence.postgres.batch import Batch, _numbered
 from agentkeep.persistence.postgres.connection import PostgresConnection
+from agentkeep.persistence.postgres.readers import read_snapshot
 
 
 @pytest.fixture
@@ -166,6 +167,45 @@ def test_statements_whose_names_the_session_lost_are_prepared_again(
     cursor.send("INSERT INTO t (k) VALUES (%s)", (2,))
     connection.end_batch()
     assert raw.execute("SELECT k FROM t ORDER BY k").fetchall() == [(1,), (2,)]
+
+
+class _CtrlC:
+    """libpq's connection, with a Ctrl-C landing just after the call named ``at`` (as
+    Python raises one: between any two bytecodes of the main thread)."""
+
+    def __init__(self, pgconn: Any, at: str) -> None:
+        self._pgconn = pgconn
+        self._at = at
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._pgconn, name)
+        if name != self._at:
+            return method
+
+        def interrupted(*args: Any, **kwargs: Any) -> Any:
+            method(*args, **kwargs)
+            raise KeyboardInterrupt
+
+        return interrupted
+
+
+@pytest.mark.parametrize("at", ["send_query_prepared", "send_prepare", "get_result"])
+def test_a_read_torn_by_ctrl_c_closes_its_connection_and_raises_the_ctrl_c(
+    raw: psycopg.Connection[Any], at: str
+) -> None:
+    """A Ctrl-C between a message put on the wire and the batch's note of it (or amid its
+    results) leaves the batch unable to line results up with statements: the read raises
+    the KeyboardInterrupt itself (``session events --follow`` ends cleanly on it), not a
+    confusion of the batch's, and the connection is closed, to be replaced, not misread.
+    (CI once saw ``zip() argument 2 is longer than argument 1`` there instead.)"""
+    connection = PostgresConnection(raw)
+    connection.begin_batch()
+    assert connection.batch is not None
+    connection.batch._pgconn = _CtrlC(raw.pgconn, at)
+    with pytest.raises(KeyboardInterrupt):
+        read_snapshot(connection, lambda tx: tx.sql.query("SELECT k FROM t WHERE k = ?", (1,)))
+    assert connection.broken
+    assert connection.batch is None
 
 
 def test_a_socket_numbered_past_selects_limit_is_waited_on(server: str) -> None:
