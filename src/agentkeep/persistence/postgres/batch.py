@@ -22,6 +22,10 @@ and its error classes) and does the rest itself, at about 5 µs a statement:
   psycopg's pipeline raises). The server skips what follows an error up to the Sync, so a
   batch is usable again after one: the transaction is left failed, as a statement that
   failed outside a batch leaves it.
+- **An answer wanted before the Sync** (the writer's transaction id, which its COMMIT must
+  not be sent without): :meth:`Batch.ask` sends a statement followed by a Flush request, so
+  the server sends its result at once; it is handed to the asker by whichever comes first,
+  the next wait or :meth:`Batch.answer` (which waits for it, if it has not arrived yet).
 - **A dropped connection** raises ``psycopg.OperationalError`` from the wait, and leaves the
   connection ``broken``, as psycopg's pipeline does.
 - **A batch torn mid-way** (anything raised between a message put on the wire and the
@@ -38,8 +42,8 @@ from __future__ import annotations
 import contextlib
 import re
 import select
-from collections.abc import Sequence
-from typing import Any, Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeAlias
 
 import psycopg
 from psycopg.adapt import PyFormat, Transformer
@@ -112,6 +116,11 @@ class Result:
 _NO_RESULT: Final = Result(None, -1)
 
 
+#: What the server owes a batch for one message: a statement's result (None), a prepare's (the
+#: statement's key: forgotten if refused), or an asked statement's (who is handed it).
+_Owed: TypeAlias = tuple[str, tuple[int, ...]] | Callable[[Result], None] | None
+
+
 class _Prepared:
     """The statements one connection has prepared (see the module), and the adapters that
     dump their parameters and load their rows; it outlives batches."""
@@ -148,7 +157,7 @@ class Batch:
         self._tx = prepared.transformer
         # What the server owes us, in order: a statement (None) or a prepare (its key,
         # forgotten if the server refuses it).
-        self._owed: list[tuple[str, tuple[int, ...]] | None] = []
+        self._owed: list[_Owed] = []
         # True from a message's send (or a Sync's) until the batch has noted it (or read
         # its results): left True, what was sent and what is owed may differ.
         self._torn = False
@@ -190,6 +199,42 @@ class Batch:
         self._torn = False
         pgconn.flush()  # the server starts on it while the next one is built
 
+    def ask(self, sql: str, answer: Callable[[Result], None]) -> None:
+        """Send ``sql`` (without parameters) and ask the server to send its result now (a
+        Flush request): ``answer`` is called with it by the next :meth:`sync` or
+        :meth:`answer`, whichever reads it first (never if it failed: that raises)."""
+        text, formats = self._prepared.text(sql)
+        if formats:
+            raise psycopg.ProgrammingError(f"an asked statement takes no parameters: {sql!r}")
+        pgconn = self._pgconn
+        self._torn = True
+        pgconn.send_query_params(text, None)
+        self._owed.append(answer)
+        self._torn = False
+        pgconn.send_flush_request()
+        pgconn.flush()
+
+    def answer(self) -> None:
+        """Hand every asked statement its result, reading up to the last one (waiting
+        for it only if it has not arrived yet); the statements sent after it stay owed to
+        the next :meth:`sync`.
+
+        Raises:
+            psycopg.Error: as :meth:`sync`, for a statement up to the last asked one.
+        """
+        owed = self._owed
+        asked = [index for index, key in enumerate(owed) if callable(key)]
+        if not asked:
+            return
+        count = asked[-1] + 1
+        pgconn = self._pgconn
+        self._torn = True
+        results = [self._next(pgconn) for _ in range(count)]
+        read = owed[:count]
+        del owed[:count]
+        self._torn = False
+        self._settle(read, results)
+
     def sync(self) -> Result:
         """Wait for every statement sent (one round trip) and return the last one's result.
 
@@ -203,12 +248,20 @@ class Batch:
         pgconn.pipeline_sync()
         results = self._collect(pgconn)
         self._torn = False
+        return self._settle(owed, results)
+
+    def _settle(self, owed: list[_Owed], results: list[Any]) -> Result:
+        """Match ``results`` to what was ``owed`` (prepares refused are forgotten, asked
+        statements' results handed out) and return the last statement's result.
+
+        Raises:
+            psycopg.Error: the first statement among them that failed."""
         error: psycopg.Error | None = None
         last = _NO_RESULT
         for key, result in zip(owed, results, strict=True):
             status = result.status
             if status in (_FATAL, _ABORTED):
-                if key is not None:
+                if isinstance(key, tuple):
                     self._prepared.names.pop(key, None)
                 if error is None:
                     error = self._error(result)
@@ -219,9 +272,32 @@ class Batch:
                 continue
             if key is None:
                 last = self._result(result)
+            elif callable(key):
+                last = self._result(result)
+                key(last)
         if error is not None:
             raise error
         return last
+
+    @staticmethod
+    def _next(pgconn: Any) -> Any:
+        """The next statement's result, before any Sync: waiting on the socket only when
+        libpq has nothing ready (a Flush request asked the server for it).
+
+        Raises:
+            psycopg.OperationalError: the connection dropped."""
+        socket = pgconn.socket
+        while True:
+            if pgconn.is_busy():
+                _ready(socket, write=False)
+                pgconn.consume_input()
+                continue
+            result = pgconn.get_result()
+            if result is not None:
+                return result
+            if pgconn.status == _BAD:
+                message = pgconn.error_message.decode(errors="replace").strip()
+                raise psycopg.OperationalError(f"the connection was lost: {message}")
 
     @staticmethod
     def _collect(pgconn: Any) -> list[Any]:

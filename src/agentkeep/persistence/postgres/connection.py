@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import socket
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,7 +33,7 @@ import psycopg
 
 from agentkeep.errors import InvalidConfigError
 from agentkeep.persistence.postgres.batch import Batch, Result
-from agentkeep.persistence.postgres.dialect import WRITER_BEGIN, named_parameters
+from agentkeep.persistence.postgres.dialect import WRITER_BEGIN, XACT_ID, named_parameters
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -181,6 +182,8 @@ class PostgresCursor:
         if sql is WRITER_BEGIN:
             cursor.execute(sql)  # the simple protocol: two results, the last one read
             cursor.nextset()
+            row = cursor.fetchone()
+            owner.xid = None if row is None else str(row[0])
         else:
             cursor.execute(sql, _bind(sql, params))
         owner.rowcount = cursor.rowcount
@@ -193,10 +196,16 @@ class PostgresCursor:
         :meth:`PostgresConnection.end_batch`; the statements sent after it up to there are
         skipped by the server. Its row count is read only by ``changes()``."""
         owner = self._owner
-        if owner.batch is None:
+        batch = owner.batch
+        if batch is None:
             self.execute(sql, params)
             return
-        owner.batch.send(sql, params)
+        if sql is WRITER_BEGIN:
+            owner.xid = None
+            batch.send("BEGIN")
+            batch.ask(XACT_ID, owner.learn_xid)
+        else:
+            batch.send(sql, params)
         owner.sent = True
 
     def fetchall(self) -> list[tuple[Any, ...]]:
@@ -247,6 +256,9 @@ class PostgresConnection:
         self.batch: Batch | None = None
         #: True while a statement was sent and not yet waited for (``changes``).
         self.sent = False
+        #: The id of the transaction the writer's ``BEGIN`` opened, once the server said it
+        #: (None until then: a ``BEGIN`` sent in a batch asks for it, see :meth:`await_xid`).
+        self.xid: str | None = None
         self._prepared = Batch.prepared(raw)
 
     def begin_batch(self) -> None:
@@ -274,6 +286,32 @@ class PostgresConnection:
         self.sent = False
         if batch is not None:
             batch.abandon()
+
+    def learn_xid(self, result: Result) -> None:
+        """Keep the transaction id a ``BEGIN`` sent in a batch asked for."""
+        rows = result.rows
+        self.xid = None if not rows else str(rows[0][0])
+
+    def await_xid(self) -> str | None:
+        """The open transaction's id, read now if the batch's waits have not brought it yet
+        (waiting for it only if it has not arrived: the server was asked to send it at once).
+
+        Raises:
+            psycopg.Error: the ``BEGIN`` (or a statement sent before it) failed, or the
+                connection dropped."""
+        if self.xid is None and self.batch is not None:
+            self.batch.answer()
+        return self.xid
+
+    def quiet(self) -> bool:
+        """True if nothing arrived on this idle connection since its last answer. The
+        server writes to an idle session only to end it (a terminated backend's last
+        message, a restart's closed socket) or with a notice: either way, False."""
+        if self.broken:
+            return False
+        poller = select.poll()
+        poller.register(self.raw.pgconn.socket, select.POLLIN)
+        return not poller.poll(0)
 
     def cursor(self) -> PostgresCursor:
         return PostgresCursor(self)

@@ -32,12 +32,15 @@ import re
 from functools import lru_cache
 from typing import Final
 
-__all__ = ["POSTGRES", "WRITER_BEGIN", "PostgresDialect", "named_parameters"]
+__all__ = ["POSTGRES", "WRITER_BEGIN", "XACT_ID", "PostgresDialect", "named_parameters"]
 
-#: The writer's ``BEGIN`` and the id of the transaction it opens (assigned now: the COMMIT's
-#: outcome, if lost, is looked up by it), two statements in one round trip: the connection
-#: sends it by the simple protocol (no parameters) and reads the second one's row.
-WRITER_BEGIN: Final = "BEGIN; SELECT pg_current_xact_id()::text"
+#: The id of the open transaction (assigned now: the COMMIT's outcome, if lost, is looked up
+#: by it).
+XACT_ID: Final = "SELECT pg_current_xact_id()::text"
+#: The writer's ``BEGIN`` and :data:`XACT_ID`: outside a batch the connection sends both in
+#: one round trip by the simple protocol and reads the second one's row; in a batch it sends
+#: the BEGIN and asks for the id (:meth:`~.batch.Batch.ask`), without waiting.
+WRITER_BEGIN: Final = "BEGIN; " + XACT_ID
 
 # A quoted literal or identifier (kept as is), or one of the forms we rewrite.
 _TOKEN = re.compile(

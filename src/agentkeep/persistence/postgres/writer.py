@@ -157,18 +157,31 @@ class PostgresWriter(StoreWriter):
     # -- ownership ---------------------------------------------------------------------------
     def _begin(self) -> None:
         """BEGIN on a session that holds the lock: a session psycopg saw drop is replaced
-        first; a BEGIN that finds it dead replaces it and begins once more (nothing ran)."""
+        first. On a quiet session (nothing arrived while it idled) the BEGIN is sent in the
+        group's first batch, without waiting; otherwise it waits, and one that finds the
+        session dead replaces it and begins once more (nothing ran)."""
         if self._session.broken:
             self._reconnect()
         self._xid = None
+        if self._pg.quiet():
+            self._pg.begin_batch()
+            try:
+                self._statements.send_raw("BEGIN IMMEDIATE")
+            except psycopg.OperationalError:
+                self._pg.abandon_batch()
+                if not self._pg.broken:
+                    raise
+                self._reconnect()
+            else:
+                self._statements.memo.after("BEGIN IMMEDIATE")
+                return
         try:
-            row = self._statements.execute("BEGIN IMMEDIATE").fetchone()
+            self._statements.execute("BEGIN IMMEDIATE")
         except psycopg.OperationalError:
             if not self._pg.broken:
                 raise
             self._reconnect()
-            row = self._statements.execute("BEGIN IMMEDIATE").fetchone()
-        self._xid = None if row is None else str(row[0])
+            self._statements.execute("BEGIN IMMEDIATE")
 
     def _begin_item(self, *, alone: bool) -> None:
         """Enter the batch the item's statements are sent in; its ``SAVEPOINT`` goes with
@@ -248,6 +261,12 @@ class PostgresWriter(StoreWriter):
         that write's refusal."""
         hook = self._commit_hook
         connection = self._pg
+        try:
+            # COMMIT is never sent before the transaction's id is known (see _resolve).
+            self._xid = connection.await_xid()
+        except psycopg.Error as exc:  # COMMIT not sent: nothing was written
+            connection.abandon_batch()
+            raise RefusedAtCommitError(self._refused(exc)) from exc
         try:
             if hook is not None:
                 hook("before", self._session.backend_pid)

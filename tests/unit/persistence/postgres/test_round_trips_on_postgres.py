@@ -27,21 +27,33 @@ TIMEOUT = 30.0
 
 
 @contextmanager
-def round_trips(connection: PostgresConnection, tmp_path: Path) -> Iterator[list[str]]:
-    """The waits ``connection`` makes for the server inside the block (filled on exit)."""
+def wire(connection: PostgresConnection, tmp_path: Path) -> Iterator[list[list[str]]]:
+    """The messages ``connection`` sends (``F``) and reads (``B``) inside the block, in
+    order (filled on exit): each its trace line's fields (direction, length, message…)."""
     path = tmp_path / f"trace-{id(connection)}.txt"
-    waits: list[str] = []
+    messages: list[list[str]] = []
     with path.open("w") as file:
         pgconn = connection.raw.pgconn
         pgconn.trace(file.fileno())
         pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
         try:
-            yield waits
+            yield messages
         finally:
             pgconn.untrace()
     for line in path.read_text().splitlines():
         fields = line.split("\t")
-        if len(fields) >= 3 and fields[0] == "F" and fields[2].startswith(("Sync", "Query")):
+        if len(fields) >= 3:
+            messages.append(fields)
+
+
+@contextmanager
+def round_trips(connection: PostgresConnection, tmp_path: Path) -> Iterator[list[str]]:
+    """The waits ``connection`` makes for the server inside the block (filled on exit)."""
+    waits: list[str] = []
+    with wire(connection, tmp_path) as messages:
+        yield waits
+    for fields in messages:
+        if fields[0] == "F" and fields[2].startswith(("Sync", "Query")):
             waits.append(fields[2])
 
 
@@ -62,9 +74,26 @@ def test_a_lone_items_writes_nobody_reads_wait_once(store: Store, tmp_path: Path
     store.transact(_three_writes)  # warm: every statement seen once
     with round_trips(_writer_connection(store), tmp_path) as waits:
         assert store.transact(_three_writes) == 3
-    # BEGIN (with the transaction id), the batch of three writes and the COMMIT.
-    assert len(waits) == 2, waits
+    # One batch: BEGIN (its transaction id asked for at once), three writes, the COMMIT.
+    assert len(waits) == 1, waits
     assert store.read(lambda tx: [tx.kv.read(f"k{n}") for n in range(3)]) == [0, 1, 2]
+
+
+def test_the_commit_is_sent_only_once_the_transaction_id_arrived(
+    store: Store, tmp_path: Path
+) -> None:
+    """An unknown COMMIT outcome is looked up by the transaction's id, so the id must be
+    known before the COMMIT leaves: asked for with the BEGIN (a Flush request makes the
+    server send it at once), and read before the COMMIT is sent."""
+    store.transact(_three_writes)  # warm
+    with wire(_writer_connection(store), tmp_path) as messages:
+        assert store.transact(_three_writes) == 3
+    texts = [" ".join(fields[2:]) for fields in messages]
+    flush = next(i for i, text in enumerate(texts) if text.startswith("Flush"))
+    xid = next(i for i, text in enumerate(texts) if text.startswith("DataRow"))
+    commit = next(i for i, text in enumerate(texts) if '"COMMIT"' in text)
+    assert flush < xid < commit, texts
+    assert messages[xid][0] == "B"
 
 
 def _one_group(store: Store, works: list[Callable[[Transaction], Any]]) -> list[Any]:
@@ -118,9 +147,10 @@ def test_each_item_of_a_group_waits_once(store: Store, tmp_path: Path) -> None:
     _one_group(store, [_writes("w"), _writes("x")])  # warm
     with round_trips(_writer_connection(store), tmp_path) as waits:
         assert _one_group(store, [_writes("y"), _writes("z")]) == ["y", "z"]
-    # The holder's lone item (BEGIN, its batch with its COMMIT), then the group of two:
-    # BEGIN, one batch per item (its SAVEPOINT, three writes, RELEASE), COMMIT.
-    assert len(waits) == 2 + 4, waits
+    # The holder's lone item (one batch: BEGIN, its work, its COMMIT), then the group of
+    # two: one batch per item (its SAVEPOINT, three writes, RELEASE; the first one's with the
+    # BEGIN), the COMMIT.
+    assert len(waits) == 1 + 3, waits
 
 
 def test_a_sent_statement_that_fails_fails_its_item_alone(store: Store) -> None:
