@@ -10,11 +10,14 @@ differs is what a server adds:
   :meth:`OwnerSession.reconnect`, which takes the lock again (or stops the store for good with
   :class:`~agentkeep.errors.StoreOwnershipLostError`). Each new session gets a new executor,
   hence an empty memo: what this writer remembered may have changed while it held no lock.
-  A ``BEGIN`` that finds the connection dead (the server restarted, or the backend was
-  terminated, while the writer idled) reconnects and begins once more: nothing had run, so
-  nothing is repeated.
-- **An unknown COMMIT outcome is resolved.** The group's ``BEGIN`` reads its transaction id
-  (``pg_current_xact_id()``) in the same round trip. If COMMIT raises, a separate connection makes
+  The group's ``BEGIN`` travels in its first batch, without a round trip of its own, when
+  the session stayed quiet while it idled. The server writes to an idle session only to end
+  it (a terminated backend's last message, a restart's closed socket) or with a notice, so
+  one that did not stay quiet begins the old way, waiting: a ``BEGIN`` that finds it dead
+  reconnects and begins once more (nothing had run, so nothing is repeated).
+- **An unknown COMMIT outcome is resolved.** The group's ``BEGIN`` asks for its transaction id
+  (``pg_current_xact_id()``) with a Flush request, so the server sends it at once, and the
+  COMMIT is sent only once it arrived. If COMMIT raises, a separate connection makes
   sure the old session is gone (terminating it if the server still runs it: it is this
   owner's, so the outcome is final once it ended) and asks ``pg_xact_status``: ``committed``
   answers every caller as a successful COMMIT would (after-commit callbacks included);
@@ -26,8 +29,8 @@ differs is what a server adds:
   item reads waits (for all sent before it too). A sent statement that failed raises at that
   next wait or at the item's end, so the item fails alone as before: ``ROLLBACK TO`` its
   savepoint after leaving the batch. A group's **lone item** (no savepoint) leaves its batch
-  open and the group's ``COMMIT`` joins it: one round trip waits for its writes and its
-  COMMIT. If one of its writes failed, the server skipped the COMMIT (the transaction is
+  open and the group's ``COMMIT`` joins it: one round trip waits for its ``BEGIN``, its writes
+  and its COMMIT. If one of its writes failed, the server skipped the COMMIT (the transaction is
   left failed, a known outcome: the item fails with that write's refusal, as when it fails
   before the COMMIT: not a commit error); if the connection dropped, the outcome is resolved
   as below. A group of several items commits after its batches. Either way callers are
