@@ -158,10 +158,13 @@ def accept_message(
     options: MessageOptions,
     metadata: JSONObject | None,
     idempotency_key: str | None = None,
+    fresh_id: bool = False,
 ) -> tuple[Delivery, QueuedMessage | None]:
     """Queue one message durably (in ``tx``), opening its turn (or joining the running one,
     for a steer) with the ``turn.queued`` and ``message.accepted`` events; None if its id or
     its idempotency key was already durable (the turn it made is returned, nothing written).
+    ``fresh_id``: ``message_id`` was minted for this acceptance and this is its first run,
+    so it cannot be durable yet (its claim is sent without waiting).
 
     Raises:
         UnknownAgentError: no live agent has this id.
@@ -196,7 +199,9 @@ def accept_message(
         event["author"] = msgspec.to_builtins(message.author)
     event_json = encode_event_data(event)
     tx.ledger.check_event_size(f"Message {message_id!r}", event, encoded=event_json)
-    if not tx.queue.claim_message_id(agent_id, message_id):
+    if fresh_id:
+        tx.queue.claim_fresh_message_id(agent_id, message_id)
+    elif not tx.queue.claim_message_id(agent_id, message_id):
         known = tx.turns.of_message(agent_id, message_id)
         turn_id = None if known is None else known.id
         return Delivery(id=message_id, delivery=kind, created=False, turn_id=turn_id), None
@@ -278,6 +283,9 @@ def prepare_acceptance(
     ``defaults`` is the selection of an agent that never had its own)."""
     checked = validate_message(message)
     checked_id = check_message_id(message_id)
+    # The id is minted here, so no earlier run can have made it durable: the first run of
+    # ``accept`` claims it without asking (a later one, after an unknown outcome, asks).
+    first_run_of_a_minted_id = [message_id is None]
     key = check_idempotency_key(idempotency_key)
     opts = options or MessageOptions()
     if opts.profile is not None and not isinstance(opts.profile, str):
@@ -288,6 +296,7 @@ def prepare_acceptance(
         raise InvalidConfigError(f'Provider "{opts.provider}" is not registered.')
 
     def accept(tx: Transaction) -> tuple[Delivery, QueuedMessage | None]:
+        fresh_id, first_run_of_a_minted_id[0] = first_run_of_a_minted_id[0], False
         check_selection(tx, providers, agent_id, opts, defaults or Settings())
         return accept_message(
             tx,
@@ -298,6 +307,7 @@ def prepare_acceptance(
             options=opts,
             metadata=metadata,
             idempotency_key=key,
+            fresh_id=fresh_id,
         )
 
     return accept

@@ -10,7 +10,11 @@ Invariants:
   (session, queue), bumped and read back in one statement (:meth:`QueueStatements._next_seq`):
   seqs grow strictly across restarts and are never reused.
 - :meth:`QueueStatements.claim_message_id` is one ``INSERT OR IGNORE``: the first claim of a
-  message id wins, atomically even without the enclosing transaction.
+  message id wins, atomically even without the enclosing transaction. An id minted for the
+  message being accepted, in its first run, cannot be durable yet: it is claimed by a plain
+  ``INSERT`` sent without waiting (:meth:`QueueStatements.claim_fresh_message_id`); were it
+  durable after all, that insert fails the work item with a constraint error, never a
+  second claim.
 - The writer's memo (persistence/memo.py states its invariant: every value it returns equals
   what the database holds at that point of the transaction) remembers each session's whole
   queue in ``_QUEUE_ORDER`` (``("queue", agent_id)``) and its notices in seq order
@@ -71,6 +75,17 @@ class QueueStatements(TableStatements):
                 (agent_id, message_id),
             )
             == 1
+        )
+
+    def claim_fresh_message_id(self, agent_id: str, message_id: str) -> None:
+        """Claim an id just minted for the message this work accepts, on its first run
+        (so never durable yet): sent without waiting for its change count (one round trip
+        fewer on PostgreSQL). A later run of the same work (its first one's COMMIT outcome
+        unknown) must use :meth:`claim_message_id`: there the id may be durable, and this
+        insert would fail the item with ``StoreConstraintError``."""
+        self._send(
+            "INSERT INTO message_ids (agent_id, message_id) VALUES (?, ?)",
+            (agent_id, message_id),
         )
 
     def release_message_ids(self, agent_id: str, message_ids: list[str]) -> None:
