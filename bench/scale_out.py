@@ -470,9 +470,10 @@ def _agents_run(
                 f"{goal}  runtime CPU/step {(runtime_us or 0) / (one_runtime or 1):.2f}x"
                 " (goal <= 1.2x)"
             )
-            # /proc counts CPU in clock ticks (10 ms): a short run's server may show none.
-            if server_us is not None and one_server:
-                text += f"  server CPU/step {server_us / one_server:.2f}x"
+            if server_us is not None and one_server is not None:
+                # /proc counts CPU in clock ticks (10 ms): a short run's server may show none.
+                ratio = f"{server_us / one_server:.2f}x" if one_server else "n/a (no tick)"
+                text += f"  server CPU/step {ratio}"
             print(text)
 
 

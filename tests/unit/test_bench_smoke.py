@@ -184,7 +184,9 @@ def test_scale_out_reports_workers_against_one_worker_and_the_floor(
         row = label + figures + r"  [\d.]+x the group-commit floor  " + cores
         assert re.search(row, out), label
     ratios = r"vs 1 worker: steps/s [\d.]+x \(goal >= 1.6x\)  runtime CPU/step [\d.]+x"
-    assert re.search(ratios + r" \(goal <= 1.2x\)  server CPU/step [\d.]+x", out)
+    # One worker's server may have used no clock tick of CPU in so short a run: no ratio.
+    server = r"server CPU/step ([\d.]+x|n/a \(no tick\))"
+    assert re.search(ratios + r" \(goal <= 1.2x\)  " + server, out)
     allowed = r"runtime \+ server \d+ µs of CPU a step: .* allow \d+ steps/s"
     assert len(re.findall(allowed, out)) == 2
     assert "load average at the end" in out
