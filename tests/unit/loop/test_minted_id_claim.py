@@ -5,25 +5,39 @@ it finds the id taken and reports the message as already accepted, not as an err
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import agentkeep as ak
 from agentkeep.delivery import prepare_acceptance
+from agentkeep.persistence import Store
 
 from .conftest import World
 
 
-def test_a_second_run_of_a_minted_ids_acceptance_finds_it_accepted(world: World) -> None:
+def _accepting(world: World) -> tuple[Store, Callable[[], Any]]:
+    """A store with one agent, and a maker of acceptances of "hello" to it, their ids
+    minted (``message_id=None``)."""
     system = world.open()
     agent = system.create()
-    store = system.internals.store
-    accept = prepare_acceptance(
-        ak.Providers(),
-        agent.id,
-        "send",
-        ak.user("hello"),
-        message_id=None,
-        metadata=None,
-        options=None,
-    )
+
+    def acceptance() -> Any:
+        return prepare_acceptance(
+            ak.Providers(),
+            agent.id,
+            "send",
+            ak.user("hello"),
+            message_id=None,
+            metadata=None,
+            options=None,
+        )
+
+    return system.internals.store, acceptance
+
+
+def test_a_second_run_of_a_minted_ids_acceptance_finds_it_accepted(world: World) -> None:
+    store, acceptance = _accepting(world)
+    accept = acceptance()
     first, queued = store.transact(accept)
     assert first.created
     assert queued is not None
@@ -38,21 +52,10 @@ def test_a_second_run_of_a_minted_ids_acceptance_finds_it_accepted(world: World)
 
 
 def test_a_fresh_acceptance_mints_a_new_id_each_time(world: World) -> None:
-    system = world.open()
-    agent = system.create()
-    store = system.internals.store
+    store, acceptance = _accepting(world)
     ids = []
     for _ in range(2):
-        accept = prepare_acceptance(
-            ak.Providers(),
-            agent.id,
-            "send",
-            ak.user("hello"),
-            message_id=None,
-            metadata=None,
-            options=None,
-        )
-        delivery, _queued = store.transact(accept)
+        delivery, _queued = store.transact(acceptance())
         assert delivery.created
         ids.append(delivery.id)
     assert ids[0] != ids[1]

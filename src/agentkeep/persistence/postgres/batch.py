@@ -270,10 +270,10 @@ class Batch:
                         # sent by someone else): prepare each again at its next use.
                         self._prepared.names.clear()
                 continue
-            if key is None:
-                last = self._result(result)
-            elif callable(key):
-                last = self._result(result)
+            if isinstance(key, tuple):  # a prepare's result: nothing to hand out
+                continue
+            last = self._result(result)
+            if key is not None:  # an asked statement's
                 key(last)
         if error is not None:
             raise error
@@ -281,8 +281,8 @@ class Batch:
 
     @staticmethod
     def _next(pgconn: Any) -> Any:
-        """The next statement's result, before any Sync: waiting on the socket only when
-        libpq has nothing ready (a Flush request asked the server for it).
+        """The next result (a statement's, or a Sync's), waiting on the socket only when
+        libpq has nothing ready; the empty result ending each statement's is skipped.
 
         Raises:
             psycopg.OperationalError: the connection dropped."""
@@ -295,7 +295,7 @@ class Batch:
             result = pgconn.get_result()
             if result is not None:
                 return result
-            if pgconn.status == _BAD:
+            if pgconn.status == _BAD:  # libpq has nothing more to give: it is gone
                 message = pgconn.error_message.decode(errors="replace").strip()
                 raise psycopg.OperationalError(f"the connection was lost: {message}")
 
@@ -312,20 +312,9 @@ class Batch:
             if ready & _READ:
                 pgconn.consume_input()
         results: list[Any] = []
-        while True:
-            if pgconn.is_busy():
-                _ready(socket, write=False)
-                pgconn.consume_input()
-                continue
-            result = pgconn.get_result()
-            if result is None:  # the end of one statement's results
-                if pgconn.status == _BAD:  # libpq has nothing more to give: it is gone
-                    message = pgconn.error_message.decode(errors="replace").strip()
-                    raise psycopg.OperationalError(f"the connection was lost: {message}")
-                continue
-            if result.status == _SYNC:
-                return results
+        while (result := Batch._next(pgconn)).status != _SYNC:
             results.append(result)
+        return results
 
     def end(self) -> Result:
         """Wait for every statement sent, leave pipeline mode, and return the last one's
