@@ -6,7 +6,7 @@ here, on a thread and a connection of its own, so a commit arriving meanwhile do
 behind it (a checkpoint of ~1,000 pages took 2–10 ms, and the commit of the step
 under way nearly always arrived meanwhile — about one step in 33 waited for it). What such
 commits add while it copies, the writer copies itself afterwards (a short tail:
-``StoreWriter._maybe_checkpoint``), so the WAL still restarts.
+``SqliteWriterBackend.between_groups``), so the WAL still restarts.
 
 Why it is safe to run beside the writer: a PASSIVE checkpoint takes only the checkpoint lock,
 which no writer or reader needs; it copies the frames committed when it started and never

@@ -63,6 +63,12 @@ class InjectedWriterCrashError(InjectedFaultError):
     code = "injected_writer_crash"
 
 
+def end_writer_if_injected(error: BaseException) -> None:
+    """A ``writer`` fault is not one item's failure: let it end the actor (chaos testing)."""
+    if isinstance(error, InjectedWriterCrashError):
+        raise error
+
+
 class FaultPlan(msgspec.Struct, frozen=True, kw_only=True):
     """Where and how the store should fail.
 

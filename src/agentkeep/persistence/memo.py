@@ -55,8 +55,9 @@ __all__ = ["BEGIN_GROUP", "BEGIN_ITEM", "COMMIT_GROUP", "END_ITEM", "MISSING", "
 # The statements of the writer's group commit (persistence/writer.py) the memo follows.
 BEGIN_GROUP: Final = "BEGIN IMMEDIATE"
 COMMIT_GROUP: Final = "COMMIT"
-BEGIN_ITEM: Final = "SAVEPOINT agentkeep_work_item"
-END_ITEM: Final = "RELEASE agentkeep_work_item"
+ITEM_SAVEPOINT: Final = "agentkeep_work_item"
+BEGIN_ITEM: Final = f"SAVEPOINT {ITEM_SAVEPOINT}"
+END_ITEM: Final = f"RELEASE {ITEM_SAVEPOINT}"
 
 MISSING: Final[Any] = object()
 

@@ -40,6 +40,7 @@ from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.lock import StoreLock
 from agentkeep.persistence.readers import ReaderPool, open_connection
 from agentkeep.persistence.schema import migrate, set_new_page_size
+from agentkeep.persistence.sqlite_writer import SqliteWriterBackend
 from agentkeep.persistence.writer import StoreWriter
 from agentkeep.types.ledger import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_INPUT_BYTES
 
@@ -339,17 +340,22 @@ class Store:
             try:
                 if fresh:
                     _configure_writer(connection)
-                writer = StoreWriter.start(
+                backend = SqliteWriterBackend(
                     connection,
                     self._inbox,
                     self._counters,
                     self._faults,
                     checkpoint_pages=self._checkpoint_pages,
+                    database=str(self.path),
+                    identity=self._identity,
+                )
+                writer = StoreWriter.start(
+                    backend,
+                    self._inbox,
+                    self._counters,
                     restartable=self._restartable,
                     on_failure=self._writer_failed,
                     ledger=self._ledger,
-                    database=str(self.path),
-                    identity=self._identity,
                     clock=self._clock,
                 )
             except BaseException:

@@ -23,9 +23,7 @@ from agentkeep.persistence.codec import (
     decode_settings,
 )
 from agentkeep.persistence.faults import InjectedWriterCrashError
-from agentkeep.persistence.memo import BEGIN_GROUP, BEGIN_ITEM, COMMIT_GROUP, END_ITEM
 from agentkeep.persistence.schema import migrate
-from agentkeep.persistence.writer import _BEGIN_ITEM, _END_ITEM
 from agentkeep.types import Settings, SystemMessage, TextBlock, ToolCallBlock, UserMessage
 from agentkeep.types.records import (
     AgentRow,
@@ -448,12 +446,6 @@ def test_a_fault_at_any_store_operation_leaves_the_memo_true(
             check_memo_matches_the_store(store)
     # The sweep hit COMMITs too (their outcome unknown to the writer).
     assert commit_errors >= 3 or mode == "writer"
-
-
-def test_the_memo_follows_the_writers_statements() -> None:
-    # The memo recognises the writer's item savepoint by its text.
-    assert (BEGIN_ITEM, END_ITEM) == (_BEGIN_ITEM, _END_ITEM)
-    assert (BEGIN_GROUP, COMMIT_GROUP) == ("BEGIN IMMEDIATE", "COMMIT")
 
 
 def test_no_trigger_writes_a_table(tmp_path: Path) -> None:

@@ -49,10 +49,11 @@ from agentkeep.persistence.postgres.session import (
     record_partition_count,
     recorded_partition_count,
 )
-from agentkeep.persistence.postgres.writer import CommitHook, PostgresWriter
+from agentkeep.persistence.postgres.writer import CommitHook, PostgresWriterBackend
 from agentkeep.persistence.readers import ReaderPool
 from agentkeep.persistence.schema import Migration
 from agentkeep.persistence.store import Store
+from agentkeep.persistence.writer import StoreWriter
 
 __all__ = ["PostgresStore", "open_postgres_store"]
 
@@ -180,17 +181,20 @@ class PostgresStore(Store):
                 raise StoreClosedError("The store is closed.")
             if self._writer is not None and self._writer.is_alive():
                 raise StoreError("The store writer is already running.")
-            writer = PostgresWriter.start(
+            backend = PostgresWriterBackend(
                 self._session,
+                self._faults,
+                commit_hook=self._commit_hook,
+                notify_channel=self._channel,
+            )
+            writer = StoreWriter.start(
+                backend,
                 self._inbox,
                 self._counters,
-                self._faults,
                 restartable=self._restartable,
                 on_failure=self._writer_failed,
                 ledger=self._ledger,
-                commit_hook=self._commit_hook,
                 clock=self._clock,
-                notify_channel=self._channel,
             )
             self._writer = writer
             self._handle.attach(writer)

@@ -1,14 +1,15 @@
-"""The store writer on PostgreSQL: the same actor, group commit and answers as on SQLite.
+"""The store writer's backend on PostgreSQL: the owner's session instead of a file.
 
-:class:`PostgresWriter` is :class:`~agentkeep.persistence.writer.StoreWriter` (one connection
-that writes, the inbox drained into one transaction per group, a savepoint per item, one
-COMMIT, callers answered only after it returned) over the owner's session
-(:class:`~agentkeep.persistence.postgres.session.OwnerSession`) instead of a file. What
-differs is what a server adds:
+The :class:`~agentkeep.persistence.writer.StoreWriter` actor (one connection that writes, the
+inbox drained into one transaction per group, a savepoint per item, one COMMIT, callers
+answered only after it returned) owns one :class:`PostgresWriterBackend`, over the owner's
+session (:class:`~agentkeep.persistence.postgres.session.OwnerSession`). What it adds is what
+a server needs:
 
 - **Ownership before every group.** A session psycopg saw drop is replaced only by
   :meth:`OwnerSession.reconnect`, which takes the lock again (or stops the store for good with
-  :class:`~agentkeep.errors.StoreOwnershipLostError`). Each new session gets a new executor,
+  :class:`~agentkeep.errors.StoreOwnershipLostError`, through
+  :class:`~agentkeep.persistence.writer.StopForGood`). Each new session gets a new executor,
   hence an empty memo: what this writer remembered may have changed while it held no lock.
   The group's ``BEGIN`` travels in its first batch, without a round trip of its own, when
   the session stayed quiet while it idled. The server writes to an idle session only to end
@@ -52,44 +53,38 @@ differs is what a server adds:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import cast
 
 import apsw
 import psycopg
-import pykka
 
-from agentkeep.errors import (
-    StoreClosedError,
-    StoreOwnershipLostError,
-    StoreUnavailableError,
-)
+from agentkeep.errors import StoreError, StoreOwnershipLostError, StoreUnavailableError
 from agentkeep.logs import get_logger
+from agentkeep.persistence.codec import Statements
 from agentkeep.persistence.constraints import constraint_refusal
 from agentkeep.persistence.faults import FaultInjector
-from agentkeep.persistence.inbox import Counters, Inbox, WorkItem
-from agentkeep.persistence.ledger import LedgerHub
-from agentkeep.persistence.memo import BEGIN_ITEM as _BEGIN_ITEM
-from agentkeep.persistence.memo import COMMIT_GROUP as _COMMIT
-from agentkeep.persistence.memo import END_ITEM as _END_ITEM
+from agentkeep.persistence.memo import (
+    BEGIN_GROUP,
+    BEGIN_ITEM,
+    COMMIT_GROUP,
+    END_ITEM,
+    ITEM_SAVEPOINT,
+)
 from agentkeep.persistence.postgres.connection import PostgresConnection, connect
 from agentkeep.persistence.postgres.dialect import POSTGRES
 from agentkeep.persistence.postgres.notifications import NOTIFY_IF_FOLLOWED, notify_payload
 from agentkeep.persistence.postgres.session import OwnerSession
-from agentkeep.persistence.transaction import Statements
-from agentkeep.persistence.writer import RefusedAtCommitError, StoreWriter
+from agentkeep.persistence.writer import RefusedAtCommitError, StopForGood, outcome_unknown
 
-__all__ = ["CommitHook", "PostgresWriter", "postgres_statements"]
+__all__ = ["CommitHook", "PostgresWriterBackend", "postgres_statements"]
 
 log = get_logger(__name__)
 
-_SAVEPOINT = "agentkeep_work_item"
 _TERMINATE_WAIT_MS = 10_000
 
 #: Testing only: called with ``("before", backend_pid)`` right before COMMIT is sent and
 #: ``("after", backend_pid)`` right after it returned; what it raises is what COMMIT raised.
 CommitHook = Callable[[str, int], None]
-
-Done = list[tuple[WorkItem, Any, list[Callable[[], None]]]]
 
 
 class _NotCommittedError(Exception):
@@ -110,41 +105,25 @@ def postgres_statements(
     return Statements(cast(apsw.Connection, connection), faults, dialect=POSTGRES)
 
 
-class PostgresWriter(StoreWriter):
-    """The writer actor over the owner's session (see the module)."""
+class PostgresWriterBackend:
+    """The writer's connection: the owner's session (see the module); implements
+    :class:`~agentkeep.persistence.writer.WriterBackend`."""
 
     def __init__(
         self,
         session: OwnerSession,
-        inbox: Inbox,
-        counters: Counters,
         faults: FaultInjector,
         *,
-        restartable: bool = False,
-        on_failure: Callable[[], None] | None = None,
-        ledger: LedgerHub | None = None,
         commit_hook: CommitHook | None = None,
-        clock: Callable[[], int] | None = None,
         notify_channel: tuple[str, int] | None = None,
     ) -> None:
-        pykka.ThreadingActor.__init__(self)
         #: Where each item's ledger appends are announced to other processes, and the key
         #: its followers hold (None: not announced).
         self._channel: str | None = None if notify_channel is None else notify_channel[0]
         self._follow_key = 0 if notify_channel is None else notify_channel[1]
-        self._clock = clock  # installed on the writer's thread when it starts (StoreWriter)
         self._session = session
         self._commit_hook = commit_hook
-        self._ledger = ledger
-        self._database = None
-        self._identity = None
-        self._on_failure = on_failure
-        self._inbox = inbox
-        self._counters = counters
         self._faults = faults
-        self._restartable = restartable
-        self._checkpoint_pages = 0
-        self._wal_pages = 0
         self._xid: str | None = None
         connection = session.connection
         if connection is None or connection.broken:
@@ -153,12 +132,14 @@ class PostgresWriter(StoreWriter):
 
     def _use(self, connection: PostgresConnection) -> None:
         self._pg = connection
-        self._connection = cast(apsw.Connection, connection)
-        self._connection_open = True
         self._statements = postgres_statements(connection, self._faults)
 
+    @property
+    def statements(self) -> Statements:
+        return self._statements
+
     # -- ownership ---------------------------------------------------------------------------
-    def _begin(self) -> None:
+    def begin(self) -> None:
         """BEGIN on a session that holds the lock: a session psycopg saw drop is replaced
         first. On a quiet session (nothing arrived while it idled) the BEGIN is sent in the
         group's first batch, without waiting; otherwise it waits, and one that finds the
@@ -169,34 +150,34 @@ class PostgresWriter(StoreWriter):
         if self._pg.quiet():
             self._pg.begin_batch()
             try:
-                self._statements.send_raw("BEGIN IMMEDIATE")
+                self._statements.send_raw(BEGIN_GROUP)
             except psycopg.OperationalError:
                 self._pg.abandon_batch()
                 if not self._pg.broken:
                     raise
                 self._reconnect()
             else:
-                self._statements.memo.after("BEGIN IMMEDIATE")
+                self._statements.memo.after(BEGIN_GROUP)
                 return
         try:
-            self._statements.execute("BEGIN IMMEDIATE")
+            self._statements.execute(BEGIN_GROUP)
         except psycopg.OperationalError:
             if not self._pg.broken:
                 raise
             self._reconnect()
-            self._statements.execute("BEGIN IMMEDIATE")
+            self._statements.execute(BEGIN_GROUP)
 
-    def _begin_item(self, *, alone: bool) -> None:
+    def begin_item(self, *, alone: bool) -> None:
         """Enter the batch the item's statements are sent in; its ``SAVEPOINT`` goes with
         the first of them (see the module)."""
         self._pg.begin_batch()
         if self._channel is not None:
             self._statements.announced = {}
         if not alone:
-            self._statements.send_raw(_BEGIN_ITEM)
-            self._statements.memo.after(_BEGIN_ITEM)
+            self._statements.send_raw(BEGIN_ITEM)
+            self._statements.memo.after(BEGIN_ITEM)
 
-    def _end_item(self, *, alone: bool) -> None:
+    def end_item(self, *, alone: bool) -> None:
         """Send the item's ``RELEASE`` and end its batch: one round trip that waits for every
         statement it sent, raising the first one's error (the item then fails alone)."""
         statements = self._statements
@@ -211,24 +192,20 @@ class PostgresWriter(StoreWriter):
                 statements.flush()
             statements.end_item()  # the batch stays open: the COMMIT joins it
             return
-        statements.send_raw(_END_ITEM)
+        statements.send_raw(END_ITEM)
         self._pg.end_batch()
-        statements.memo.after(_END_ITEM)
+        statements.memo.after(END_ITEM)
 
     def _reconnect(self) -> None:
         """A new session with the lock taken again; if another owner has (or had) the store,
-        the inbox closes for good with ``StoreOwnershipLostError`` (raised on: the group's
-        callers get it too). A server that cannot be reached raises
-        ``StoreUnavailableError``: this group did not run, the next one tries again."""
+        :class:`StopForGood` with ``StoreOwnershipLostError`` (the actor closes the inbox for
+        good). A server that cannot be reached raises ``StoreUnavailableError``: this group
+        did not run, the next one tries again."""
         try:
             self._use(self._session.reconnect())
         except StoreOwnershipLostError as lost:
             log.error("store_ownership_lost", store=self._session.target.display)
-            queued = self._inbox.close(str(lost), StoreOwnershipLostError)
-            for item in queued:
-                item.fail(lost)
-            self._counters.add(failed_transactions=len(queued))
-            raise
+            raise StopForGood(lost) from lost
         except psycopg.Error as exc:
             log.warning("store_server_unreachable", error=repr(exc))
             raise StoreUnavailableError(
@@ -237,7 +214,7 @@ class PostgresWriter(StoreWriter):
                 "before its next transaction."
             ) from exc
 
-    def _refused(self, error: BaseException) -> BaseException:
+    def refused(self, error: BaseException) -> BaseException:
         if isinstance(error, psycopg.OperationalError) and self._pg.broken:
             refused = StoreUnavailableError(
                 f"The connection to the database server dropped ({error}) before this "
@@ -249,11 +226,8 @@ class PostgresWriter(StoreWriter):
             return constraint_refusal(error, error.diag.message_primary or str(error))
         return error
 
-    def _disk_refusal(self, error: BaseException) -> str | None:
-        return None
-
     # -- commit ------------------------------------------------------------------------------
-    def _commit_statement(self) -> None:
+    def commit(self) -> None:
         """COMMIT; if it raises, ask the server what became of the transaction: return as a
         COMMIT that returned if it committed, raise :class:`_NotCommittedError` if it did not,
         and re-raise (outcome unknown) only if the server cannot tell.
@@ -269,23 +243,23 @@ class PostgresWriter(StoreWriter):
             self._xid = connection.await_xid()
         except psycopg.Error as exc:  # COMMIT not sent: nothing was written
             connection.abandon_batch()
-            raise RefusedAtCommitError(self._refused(exc)) from exc
+            raise RefusedAtCommitError(self.refused(exc)) from exc
         try:
             if hook is not None:
                 hook("before", self._session.backend_pid)
             if connection.batch is None:
-                self._statements.execute(_COMMIT)
+                self._statements.execute(COMMIT_GROUP)
             else:
-                self._statements.send_raw(_COMMIT)
+                self._statements.send_raw(COMMIT_GROUP)
                 connection.end_batch()
-                self._statements.memo.after(_COMMIT)
+                self._statements.memo.after(COMMIT_GROUP)
             if hook is not None:
                 hook("after", self._session.backend_pid)
         except psycopg.Error as exc:
             connection.abandon_batch()
             if not connection.broken and connection.in_transaction:
                 # A write of the item failed, so the server skipped the COMMIT: not written.
-                raise RefusedAtCommitError(self._refused(exc)) from exc
+                raise RefusedAtCommitError(self.refused(exc)) from exc
             status = self._resolve(exc)
             log.warning("store_commit_outcome_resolved", status=status, xid=self._xid)
             if status == "committed":
@@ -294,17 +268,15 @@ class PostgresWriter(StoreWriter):
                 raise _NotCommittedError(exc) from exc
             raise
 
-    def _fail_unknown(self, done: Done, cause: BaseException) -> None:
+    def commit_failed(self, cause: BaseException) -> StoreError:
         if not isinstance(cause, _NotCommittedError):
-            super()._fail_unknown(done, cause)
-            return
-        for item, _value, _callbacks in done:
-            error = StoreUnavailableError(
-                f"COMMIT reported {cause.cause!r}, and the server says the transaction did "
-                "not commit: nothing of it was written. Retry it."
-            )
-            error.__cause__ = cause.cause
-            item.fail(error)
+            return outcome_unknown(cause)
+        error = StoreUnavailableError(
+            f"COMMIT reported {cause.cause!r}, and the server says the transaction did "
+            "not commit: nothing of it was written. Retry it."
+        )
+        error.__cause__ = cause.cause
+        return error
 
     def _resolve(self, cause: BaseException) -> str | None:
         """``committed``, ``aborted`` or None (cannot tell): the fate of the transaction
@@ -336,20 +308,20 @@ class PostgresWriter(StoreWriter):
         status = None if row is None or row[0] is None else str(row[0])
         return status if status in ("committed", "aborted") else None
 
-    # -- cleanup: no checkpoints, the session owns the lock ----------------------------------
-    def _roll_back_item(self) -> bool:
+    # -- undoing ----------------------------------------------------------------------------
+    def roll_back_item(self) -> bool:
         connection = self._pg
         connection.abandon_batch()
         if connection.broken or not connection.in_transaction:
             return False
         try:
-            connection.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
-            connection.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+            connection.execute(f"ROLLBACK TO SAVEPOINT {ITEM_SAVEPOINT}")
+            connection.execute(f"RELEASE SAVEPOINT {ITEM_SAVEPOINT}")
         except psycopg.Error:
             return False
         return connection.in_transaction
 
-    def _rollback(self) -> None:
+    def rollback(self) -> None:
         connection = self._pg
         connection.abandon_batch()
         if connection.broken:
@@ -361,17 +333,10 @@ class PostgresWriter(StoreWriter):
         except psycopg.Error as exc:
             log.error("store_rollback_failed", error=repr(exc))
 
-    def _maybe_checkpoint(self) -> None:
-        return
+    def between_groups(self) -> None:
+        return  # the server checkpoints its own files
 
-    def _shut_down(self) -> None:
-        for item in self._inbox.close():
-            item.fail(StoreClosedError("The store closed before this transaction ran."))
-        if not self._connection_open:
-            return
-        self._rollback()
-        self._close_connection()
-
-    def _close_connection(self) -> None:
-        self._connection_open = False
+    def close(self, *, clean: bool) -> None:
+        """Roll back and close the owner's session, which releases the lock."""
+        self.rollback()
         self._session.close()
