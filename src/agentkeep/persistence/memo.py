@@ -52,7 +52,8 @@ from typing import Any, Final
 
 __all__ = ["BEGIN_GROUP", "BEGIN_ITEM", "COMMIT_GROUP", "END_ITEM", "MISSING", "WriterMemo"]
 
-# The statements of the writer's group commit (persistence/writer.py) the memo follows.
+# The statements of the writer's group commit (persistence/writer.py, sent by its backends:
+# persistence/sqlite_writer.py, persistence/postgres/writer.py) the memo follows.
 BEGIN_GROUP: Final = "BEGIN IMMEDIATE"
 COMMIT_GROUP: Final = "COMMIT"
 ITEM_SAVEPOINT: Final = "agentkeep_work_item"
