@@ -49,7 +49,7 @@ import psycopg
 from psycopg.adapt import PyFormat, Transformer
 from psycopg.pq import ConnStatus, ExecStatus
 
-__all__ = ["Batch", "Result"]
+__all__ = ["Batch", "PreparedStatements", "Result"]
 
 _READ: Final = 1
 _WRITE: Final = 2
@@ -121,9 +121,10 @@ _NO_RESULT: Final = Result(None, -1)
 _Owed: TypeAlias = tuple[str, tuple[int, ...]] | Callable[[Result], None] | None
 
 
-class _Prepared:
+class PreparedStatements:
     """The statements one connection has prepared (see the module), and the adapters that
-    dump their parameters and load their rows; it outlives batches."""
+    dump their parameters and load their rows; made empty for each new connection, it
+    outlives its batches."""
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.transformer = Transformer(raw)
@@ -150,7 +151,7 @@ class Batch:
     """libpq's pipeline mode on ``raw``'s connection, entered by the constructor and left by
     :meth:`end` or :meth:`abandon` (see the module)."""
 
-    def __init__(self, raw: psycopg.Connection[Any], prepared: _Prepared) -> None:
+    def __init__(self, raw: psycopg.Connection[Any], prepared: PreparedStatements) -> None:
         self._raw = raw
         self._pgconn = raw.pgconn
         self._prepared = prepared
@@ -162,11 +163,6 @@ class Batch:
         # its results): left True, what was sent and what is owed may differ.
         self._torn = False
         self._pgconn.enter_pipeline_mode()
-
-    @staticmethod
-    def prepared(raw: psycopg.Connection[Any]) -> _Prepared:
-        """A new, empty set of prepared statements, for the new connection ``raw``."""
-        return _Prepared(raw)
 
     def send(self, sql: str, params: Sequence[Any] = ()) -> None:
         """Send ``sql`` with ``params`` (psycopg's placeholders); its result is read by the

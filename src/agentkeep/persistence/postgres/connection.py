@@ -32,7 +32,7 @@ import msgspec
 import psycopg
 
 from agentkeep.errors import InvalidConfigError
-from agentkeep.persistence.postgres.batch import Batch, Result
+from agentkeep.persistence.postgres.batch import Batch, PreparedStatements, Result
 from agentkeep.persistence.postgres.dialect import WRITER_BEGIN, XACT_ID, named_parameters
 
 __all__ = [
@@ -259,7 +259,7 @@ class PostgresConnection:
         #: The id of the transaction the writer's ``BEGIN`` opened, once the server said it
         #: (None until then: a ``BEGIN`` sent in a batch asks for it, see :meth:`await_xid`).
         self.xid: str | None = None
-        self._prepared = Batch.prepared(raw)
+        self._prepared = PreparedStatements(raw)
 
     def begin_batch(self) -> None:
         """Enter pipeline mode (no round trip): :meth:`PostgresCursor.send` then sends a

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentkeep.persistence.postgres.batch import Batch, _numbered
+from agentkeep.persistence.postgres.batch import Batch, PreparedStatements, _numbered
 from agentkeep.persistence.postgres.connection import PostgresConnection
 from agentkeep.persistence.postgres.readers import read_snapshot
 
@@ -100,7 +100,7 @@ def test_a_prepare_the_server_skipped_is_prepared_again(raw: psycopg.Connection[
 
 
 def test_a_wrong_number_of_parameters_is_named(raw: psycopg.Connection[Any]) -> None:
-    batch = Batch(raw, Batch.prepared(raw))
+    batch = Batch(raw, PreparedStatements(raw))
     with pytest.raises(psycopg.ProgrammingError, match="takes 2 parameters, 1 were given"):
         batch.send("SELECT %s, %s", (1,))
     with pytest.raises(psycopg.ProgrammingError, match="takes 0 parameters, 1 were given"):
