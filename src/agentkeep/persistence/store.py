@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import apsw
 import pykka
@@ -41,7 +41,7 @@ from agentkeep.persistence.lock import StoreLock
 from agentkeep.persistence.readers import ReaderPool, open_connection
 from agentkeep.persistence.schema import migrate, set_new_page_size
 from agentkeep.persistence.sqlite_writer import SqliteWriterBackend
-from agentkeep.persistence.writer import StoreWriter
+from agentkeep.persistence.writer import StoreWriter, WriterBackend
 from agentkeep.types.ledger import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_INPUT_BYTES
 
 log = get_logger(__name__)
@@ -171,8 +171,112 @@ def _configure_writer(connection: apsw.Connection) -> None:
     connection.wal_autocheckpoint(0)
 
 
+class Database(Protocol):
+    """Where a :class:`Store`'s data lives, the part of the store that differs per database
+    (:class:`SqliteDatabase` here, ``persistence.postgres.store.PostgresDatabase`` on a
+    server): its owner's lock, its connections and readers, and the backend each writer
+    incarnation runs on. The store owns one; the rest (inbox, handle, ledger, the writer's
+    lifecycle, closing in order) is the same on every database."""
+
+    @property
+    def readers(self) -> ReaderPool:
+        """Where snapshot reads run (``Store.read``, the handle's)."""
+        ...
+
+    @property
+    def name(self) -> str:
+        """What the logs call the store: the file's path, or the server's URL."""
+        ...
+
+    def writer_backend(
+        self, inbox: Inbox, counters: Counters, faults: FaultInjector
+    ) -> WriterBackend:
+        """The backend of the writer incarnation starting now (on a fresh connection, or
+        the owner's session taken again)."""
+        ...
+
+    def writer_not_started(self, backend: WriterBackend) -> None:
+        """``backend``'s writer failed to start: free what only it holds."""
+        ...
+
+    def release(self) -> None:
+        """The store closed: close the connections and readers, then release the owner's
+        lock, whatever closing them raised."""
+        ...
+
+
+class SqliteDatabase:
+    """A store's SQLite file (see the module); implements :class:`Database`."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        lock: StoreLock,
+        connection: apsw.Connection,
+        readers: ReaderPool,
+        vfs: str | None,
+        checkpoint_pages: int,
+    ) -> None:
+        self.path = path
+        self._lock = lock
+        self._vfs = vfs
+        self._readers = readers
+        self._checkpoint_pages = checkpoint_pages
+        # The file as opened: every writer checks it before each COMMIT.
+        self._identity = file_identity(str(path))
+        # The migrated connection, kept for the first writer; later incarnations open their own.
+        self._spare_connection: apsw.Connection | None = connection
+
+    @property
+    def readers(self) -> ReaderPool:
+        return self._readers
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
+
+    def writer_backend(
+        self, inbox: Inbox, counters: Counters, faults: FaultInjector
+    ) -> SqliteWriterBackend:
+        connection, self._spare_connection = self._spare_connection, None
+        if connection is None:
+            connection = open_connection(str(self.path), vfs=self._vfs)
+            try:
+                _configure_writer(connection)
+            except BaseException:
+                connection.close()
+                raise
+        return SqliteWriterBackend(
+            connection,
+            inbox,
+            counters,
+            faults,
+            checkpoint_pages=self._checkpoint_pages,
+            database=str(self.path),
+            identity=self._identity,
+        )
+
+    def writer_not_started(self, backend: WriterBackend) -> None:
+        backend.close(clean=False)
+
+    def release(self) -> None:
+        try:
+            try:
+                if self._spare_connection is not None:
+                    self._spare_connection.close()
+            finally:
+                self._readers.close()
+        finally:
+            # Whatever closing a connection raised (an I/O error, a VFS refusing the WAL's
+            # deletion), the lock is released: a store that failed to close cleanly must
+            # not stay owned by a process that no longer uses it.
+            self._lock.release()
+
+
 class Store:
-    """An open state directory: the single owner of ``agents.db``.
+    """An open store: the single owner of its database (a SQLite file, or a schema on a
+    PostgreSQL server), through a :class:`Database` part it owns.
 
     Use :meth:`open`; close with :meth:`close` (or a ``with`` block). ``transact`` and
     ``read`` implement :class:`~agentkeep.persistence.interface.StoreHandle`.
@@ -195,35 +299,24 @@ class Store:
         self,
         *,
         home: Path,
-        lock: StoreLock,
-        connection: apsw.Connection,
-        vfs: str | None,
+        database: Database,
         faults: FaultInjector,
-        readers: ReaderPool,
-        checkpoint_pages: int,
         restartable: bool,
         ledger: LedgerHub | None = None,
-        database: Path | None = None,
         clock: Callable[[], int] | None = None,
     ) -> None:
+        self._database = database
         self._ledger = ledger or LedgerHub()
-        self._path = database if database is not None else home / DATABASE_NAME
         self._clock = clock
-        # The database file as opened: every writer checks it before each COMMIT.
-        self._identity = file_identity(str(self._path))
         self._home = home
-        self._lock = lock
-        self._vfs = vfs
         self._faults = faults
-        self._readers = readers
-        self._checkpoint_pages = checkpoint_pages
         self._restartable = restartable
-        # The migrated connection, kept for the first writer; later incarnations open their own.
-        self._spare_connection: apsw.Connection | None = connection
         self._inbox = Inbox(state="down")
         self._counters = Counters()
         self._writer: pykka.ActorRef[Any] | None = None
-        self._handle = StoreWriterHandle(None, self._inbox, self._counters, readers, faults)
+        self._handle = StoreWriterHandle(
+            None, self._inbox, self._counters, database.readers, faults
+        )
         self._writer_lock = threading.Lock()
         self._closed = False
         # Told (in the failing writer's thread, before its supervisor hears of it) when a
@@ -293,17 +386,20 @@ class Store:
                 migrate(connection)
             injector = FaultInjector(faults if faults is not None else FaultPlan.from_env())
             readers = ReaderPool(str(database), vfs=vfs)
-            store = cls(
-                home=directory,
+            part = SqliteDatabase(
+                database,
                 lock=lock,
                 connection=connection,
-                vfs=vfs,
-                faults=injector,
                 readers=readers,
+                vfs=vfs,
                 checkpoint_pages=checkpoint_pages,
+            )
+            store = cls(
+                home=directory,
+                database=part,
+                faults=injector,
                 restartable=not start_writer,
                 ledger=ledger,
-                database=database,
                 clock=clock,
             )
             if start_writer:
@@ -315,7 +411,7 @@ class Store:
                 connection.close()
             lock.release()
             raise
-        log.info("store_opened", path=str(database))
+        log.info("store_opened", store=str(database))
         return store
 
     def start_writer(self) -> pykka.ActorRef[Any]:
@@ -333,22 +429,8 @@ class Store:
                 raise StoreClosedError("The store is closed.")
             if self._writer is not None and self._writer.is_alive():
                 raise StoreError("The store writer is already running.")
-            connection, self._spare_connection = self._spare_connection, None
-            fresh = connection is None
-            if connection is None:
-                connection = open_connection(str(self.path), vfs=self._vfs)
+            backend = self._database.writer_backend(self._inbox, self._counters, self._faults)
             try:
-                if fresh:
-                    _configure_writer(connection)
-                backend = SqliteWriterBackend(
-                    connection,
-                    self._inbox,
-                    self._counters,
-                    self._faults,
-                    checkpoint_pages=self._checkpoint_pages,
-                    database=str(self.path),
-                    identity=self._identity,
-                )
                 writer = StoreWriter.start(
                     backend,
                     self._inbox,
@@ -359,14 +441,14 @@ class Store:
                     clock=self._clock,
                 )
             except BaseException:
-                connection.close()
+                self._database.writer_not_started(backend)
                 raise
             self._writer = writer
             # The handle wakes the new writer before the inbox admits work for it.
             self._handle.attach(writer)
             self._inbox.open()
             if self._restartable:
-                log.info("store_writer_started", path=str(self.path))
+                log.info("store_writer_started", store=self._database.name)
             return writer
 
     def _writer_failed(self) -> None:
@@ -381,8 +463,15 @@ class Store:
 
     @property
     def path(self) -> Path:
-        """The database file (``agents.db`` in :attr:`home`, unless opened with another)."""
-        return self._path
+        """The database file (``agents.db`` in :attr:`home`, unless opened with another).
+
+        Raises:
+            AttributeError: the store is on a server: it has no file.
+        """
+        database = self._database
+        if not isinstance(database, SqliteDatabase):
+            raise AttributeError("a store on a PostgreSQL server has no database file")
+        return database.path
 
     @property
     def handle(self) -> StoreWriterHandle:
@@ -433,7 +522,8 @@ class Store:
         return self._handle.commit_histograms()
 
     def close(self) -> None:
-        """Finish queued work, checkpoint, close connections and release the lock.
+        """Finish queued work (the SQLite writer checkpoints), close the connections and
+        release the owner's lock.
 
         Idempotent. Work submitted after close starts raises ``StoreClosedError``.
         """
@@ -451,17 +541,9 @@ class Store:
             try:
                 self._ledger.close()
                 self._inbox.close()
-                try:
-                    if self._spare_connection is not None:
-                        self._spare_connection.close()
-                finally:
-                    self._readers.close()
             finally:
-                # Whatever closing a connection raised (an I/O error, a VFS refusing the WAL's
-                # deletion), the lock is released: a store that failed to close cleanly must
-                # not stay owned by a process that no longer uses it.
-                self._lock.release()
-                log.info("store_closed", path=str(self.path))
+                self._database.release()  # its lock last, whatever closing raised
+                log.info("store_closed", store=self._database.name)
 
     def __enter__(self) -> Store:
         return self

@@ -11,7 +11,8 @@ owns a state directory's daemon files, and a daemon is found by the pid that fil
 
 :class:`PostgresStore` is a :class:`~agentkeep.persistence.store.Store` (the same handle,
 inbox, statistics and supervision: ``start_writer`` is called again after a writer failure,
-and the next incarnation takes the lock again on a new session).
+and the next incarnation takes the lock again on a new session) that owns a
+:class:`PostgresDatabase` instead of a file, and adds what only a server has.
 """
 
 from __future__ import annotations
@@ -20,17 +21,15 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import psycopg
-import pykka
 
-from agentkeep.errors import StoreClosedError, StoreError
+from agentkeep.errors import StoreError
 from agentkeep.logs import get_logger, install_default_logging
 from agentkeep.partitions import Partition
 from agentkeep.persistence import clock as store_clock
 from agentkeep.persistence.faults import FaultInjector, FaultPlan
-from agentkeep.persistence.handle import StoreWriterHandle
 from agentkeep.persistence.inbox import Counters, Inbox
 from agentkeep.persistence.ledger import LedgerHub
 from agentkeep.persistence.lock import StoreLock
@@ -53,17 +52,75 @@ from agentkeep.persistence.postgres.writer import CommitHook, PostgresWriterBack
 from agentkeep.persistence.readers import ReaderPool
 from agentkeep.persistence.schema import Migration
 from agentkeep.persistence.store import Store
-from agentkeep.persistence.writer import StoreWriter
+from agentkeep.persistence.writer import WriterBackend
 
 __all__ = ["PostgresStore", "open_postgres_store"]
 
 log = get_logger(__name__)
 
-_STOP_TIMEOUT_SECONDS = 60.0
+
+def _nothing_to_unlisten() -> None:
+    return
+
+
+class PostgresDatabase:
+    """A store's schema on a PostgreSQL server, through the owner's session (see the
+    module); implements :class:`~agentkeep.persistence.store.Database`."""
+
+    def __init__(
+        self,
+        target: PostgresTarget,
+        session: OwnerSession,
+        *,
+        commit_hook: CommitHook | None = None,
+        home_lock: StoreLock | None = None,
+        notify_channel: tuple[str, int] | None = None,
+        unlisten: Callable[[], None] | None = None,
+    ) -> None:
+        self.target = target
+        self.session = session
+        self._commit_hook = commit_hook
+        self._home_lock = home_lock
+        self._channel = notify_channel
+        #: Detaches this store from the listener of other processes' commits (a partition's).
+        self.unlisten = unlisten or _nothing_to_unlisten
+        self.pg_readers = PostgresReaders(target)
+
+    @property
+    def readers(self) -> ReaderPool:
+        return cast(ReaderPool, self.pg_readers)  # it has ReaderPool's surface (read, close)
+
+    @property
+    def name(self) -> str:
+        return self.target.display
+
+    def writer_backend(
+        self, inbox: Inbox, counters: Counters, faults: FaultInjector
+    ) -> PostgresWriterBackend:
+        """A later incarnation takes the lock again on a new session first."""
+        return PostgresWriterBackend(
+            self.session, faults, commit_hook=self._commit_hook, notify_channel=self._channel
+        )
+
+    def writer_not_started(self, backend: WriterBackend) -> None:
+        return  # the session is the store's: it closes with the store
+
+    def release(self) -> None:
+        """Closing the owner's session releases the store's lock."""
+        try:
+            self.unlisten()
+            self.pg_readers.close()
+        finally:
+            self.session.close()
+            if self._home_lock is not None:
+                self._home_lock.release()
 
 
 class PostgresStore(Store):
-    """An open store in one schema of a PostgreSQL database (see the module)."""
+    """A :class:`~agentkeep.persistence.store.Store` whose database is a schema on a
+    PostgreSQL server (see the module), with what only a server has: its URL, the owner's
+    epoch, the partition's setup lock, a lost ownership, the notifications of other
+    processes' commits."""
 
     def __init__(
         self,
@@ -78,49 +135,44 @@ class PostgresStore(Store):
         home_lock: StoreLock | None = None,
         clock: Callable[[], int] | None = None,
     ) -> None:
-        self._home_lock = home_lock
-        self._clock = clock  # where the writer's timestamps come from (None: the system's)
-        self._target = target
-        self._session = session
-        self._commit_hook = commit_hook
-        self._ledger = ledger
-        self._identity = None
-        self._home = home
-        self._faults = faults
-        self._pg_readers = PostgresReaders(target)
-        self._restartable = restartable
-        self._spare_connection = None
-        self._inbox = Inbox(state="down")
-        self._counters = Counters()
-        self._writer: pykka.ActorRef[Any] | None = None
-        # The readers have ReaderPool's surface (read, close).
-        readers = cast(ReaderPool, self._pg_readers)
-        self._handle = StoreWriterHandle(None, self._inbox, self._counters, readers, faults)
-        self._writer_lock = threading.Lock()
-        self._closed = False
-        self.on_writer_failure = None
-        self.partition = session.partition
-        self.partition_count = 1 if session.partition is None else session.partition.count
         # A partition's store shares its schema with other processes: its writer announces
         # its commits to them, and it hears theirs (notifications.py). A classic store has
         # no other reader to wake, and pays nothing.
-        self._channel: tuple[str, int] | None = None
-        self._unlisten: Callable[[], None] = lambda: None
+        channel: tuple[str, int] | None = None
+        unlisten = _nothing_to_unlisten
         if session.partition is not None:
             oid, index = session.schema_oid, session.partition.index
-            self._channel = (ledger_channel(oid, index), follow_key(oid, index))
-            self._unlisten = listen(target, ledger, session.partition)
+            channel = (ledger_channel(oid, index), follow_key(oid, index))
+            unlisten = listen(target, ledger, session.partition)
+        self._pg = PostgresDatabase(
+            target,
+            session,
+            commit_hook=commit_hook,
+            home_lock=home_lock,
+            notify_channel=channel,
+            unlisten=unlisten,
+        )
+        super().__init__(
+            home=home,
+            database=self._pg,
+            faults=faults,
+            restartable=restartable,
+            ledger=ledger,
+            clock=clock,
+        )
+        self.partition = session.partition
+        self.partition_count = 1 if session.partition is None else session.partition.count
 
     @property
     def database(self) -> str:
         """The store's URL, without its password (``schema`` included)."""
-        return self._target.display
+        return self._pg.target.display
 
     @property
     def epoch(self) -> int:
         """The epoch this owner stamped on its partition's ownership row (a classic owner's
         partition is 0): one more than the previous owner's."""
-        return self._session.epoch
+        return self._pg.session.epoch
 
     @contextlib.contextmanager
     def setup_lock(self) -> Iterator[None]:
@@ -130,8 +182,9 @@ class PostgresStore(Store):
         if self.partition is None:
             yield
             return
-        key = setup_key(self._target.schema)
-        with connect(self._target, name=self._session.name + " setup") as side:
+        target, session = self._pg.target, self._pg.session
+        key = setup_key(target.schema)
+        with connect(target, name=session.name + " setup") as side:
             side.execute("SELECT pg_advisory_lock(%s)", (key,))
             try:
                 yield
@@ -143,12 +196,12 @@ class PostgresStore(Store):
         """Set once this owner found another owner of its store (or partition) on
         reconnecting: it stopped writing for good (``StoreOwnershipLostError``). A dropped
         session is noticed at the next write, so an idle owner learns it then."""
-        return self._session.lost
+        return self._pg.session.lost
 
     @property
     def ownership_lost(self) -> bool:
         """:attr:`lost` is set (the base store's question, for the system above)."""
-        return self._session.lost.is_set()
+        return self._pg.session.lost.is_set()
 
     @property
     def notifications(self) -> dict[str, object] | None:
@@ -156,73 +209,17 @@ class PostgresStore(Store):
         store: its listener's :meth:`~.notifications.LedgerListener.health`), or None."""
         if self.partition is None:
             return None
-        listener = listener_of(self._target)
+        listener = listener_of(self._pg.target)
         return None if listener is None else listener.health()
 
     def stop_listening(self) -> None:
         """Stop hearing other processes' commits (at close, or an open that failed)."""
-        self._unlisten()
+        self._pg.unlisten()
 
     @property
     def backend_pid(self) -> int:
         """The server process of the writer's current session (tests, diagnostics)."""
-        return self._session.backend_pid
-
-    def start_writer(self) -> pykka.ActorRef[Any]:
-        """Start the writer on the owner's session (see ``Store.start_writer``); a later
-        incarnation takes the lock again on a new session first.
-
-        Raises:
-            StoreClosedError: the store is closed.
-            StoreOwnershipLostError: another owner took the store meanwhile.
-        """
-        with self._writer_lock:
-            if self._closed:
-                raise StoreClosedError("The store is closed.")
-            if self._writer is not None and self._writer.is_alive():
-                raise StoreError("The store writer is already running.")
-            backend = PostgresWriterBackend(
-                self._session,
-                self._faults,
-                commit_hook=self._commit_hook,
-                notify_channel=self._channel,
-            )
-            writer = StoreWriter.start(
-                backend,
-                self._inbox,
-                self._counters,
-                restartable=self._restartable,
-                on_failure=self._writer_failed,
-                ledger=self._ledger,
-                clock=self._clock,
-            )
-            self._writer = writer
-            self._handle.attach(writer)
-            self._inbox.open()
-            return writer
-
-    def close(self) -> None:
-        """Finish queued work, close the connections; closing the owner's session releases
-        the lock. Idempotent."""
-        with self._writer_lock:
-            if self._closed:
-                return
-            self._closed = True
-            writer = self._writer
-        try:
-            if writer is not None:
-                writer.stop(block=True, timeout=_STOP_TIMEOUT_SECONDS)
-        finally:
-            try:
-                self._unlisten()
-                self._ledger.close()
-                self._inbox.close()
-                self._pg_readers.close()
-            finally:
-                self._session.close()
-                if self._home_lock is not None:
-                    self._home_lock.release()
-                log.info("store_closed", store=self._target.display)
+        return self._pg.session.backend_pid
 
 
 def open_postgres_store(

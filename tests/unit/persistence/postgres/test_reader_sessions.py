@@ -34,7 +34,7 @@ def test_concurrent_reads_never_open_more_sessions_than_the_cap(
     tmp_path: Path, pg_url: str, server: str
 ) -> None:
     store = open_store(tmp_path / "home", database=pg_url + "&readers=2")
-    readers = store._pg_readers  # type: ignore[attr-defined]  # the store's own pool
+    readers = store._pg.pg_readers  # type: ignore[attr-defined]  # the store's own pool
     name = readers._name
     inside = threading.Semaphore(0)
     release = threading.Event()
@@ -91,7 +91,7 @@ def test_a_read_waiting_for_a_session_is_refused_when_the_store_closes(
 
     def waiter() -> None:
         try:
-            store._pg_readers.read(lambda tx: None)  # type: ignore[attr-defined]
+            store._pg.pg_readers.read(lambda tx: None)  # type: ignore[attr-defined]
             outcome.append(None)
         except BaseException as error:
             outcome.append(error)
@@ -102,7 +102,7 @@ def test_a_read_waiting_for_a_session_is_refused_when_the_store_closes(
     second = threading.Thread(target=waiter)
     second.start()
     try:
-        store._pg_readers.close()  # type: ignore[attr-defined]
+        store._pg.pg_readers.close()  # type: ignore[attr-defined]
         second.join(WAIT_SECONDS)
         assert len(outcome) == 1
         assert isinstance(outcome[0], StoreClosedError)

@@ -59,7 +59,7 @@ def round_trips(connection: PostgresConnection, tmp_path: Path) -> Iterator[list
 
 def _writer_connection(store: Store) -> PostgresConnection:
     assert isinstance(store, PostgresStore)
-    connection = store._session.connection
+    connection = store._pg.session.connection
     assert connection is not None
     return connection
 
@@ -184,7 +184,7 @@ def test_a_one_statement_read_is_one_round_trip(store: Store, tmp_path: Path) ->
     store.transact(lambda tx: tx.kv.write("k", 1))
     assert store.read(lambda tx: tx.kv.read("k")) == 1  # opens the reader connection
     assert isinstance(store, PostgresStore)
-    (reader,) = store._pg_readers._idle
+    (reader,) = store._pg.pg_readers._idle
     with round_trips(reader, tmp_path) as waits:
         for _ in range(3):
             assert store.read(lambda tx: tx.kv.read("k")) == 1
