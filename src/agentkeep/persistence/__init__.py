@@ -1,8 +1,12 @@
-"""Durable state: one SQLite database per system, written only by the StoreWriter actor.
+"""Durable state: one database per system (a SQLite file, or a schema on a PostgreSQL
+server: :mod:`agentkeep.persistence.postgres`), written only by the StoreWriter actor.
 
-Open a state directory with :meth:`Store.open`; hand ``store.handle`` (a
-:class:`StoreHandle`) to the rest of the runtime. Work runs as ``work(tx)`` inside a
-group-committed transaction; see :mod:`agentkeep.persistence.writer`.
+Open a store with :func:`agentkeep.persistence.opening.open_store` (or :meth:`Store.open`
+for a SQLite file); hand ``store.handle`` (a :class:`StoreHandle`) to the rest of the
+runtime. Work runs as ``work(tx)`` inside a group-committed transaction; see
+:mod:`agentkeep.persistence.writer`. The store and its writer are each one class owning the
+part that differs per database (``Store`` a ``Database``, ``StoreWriter`` a
+``WriterBackend``).
 
 Internal: no part of the public API (see "Public and internal" in ``docs/architecture.md``);
 :class:`FaultPlan` is re-exported by :mod:`agentkeep.chaos`.
