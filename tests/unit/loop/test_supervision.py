@@ -13,7 +13,6 @@ from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.actors.supervisor import Backoff, RestartIntensity
 from agentkeep.loop.effects import StartTools
 from agentkeep.persistence.interface import Transaction
-from agentkeep.persistence.postgres import PostgresStore
 from agentkeep.persistence.store import Store
 from agentkeep.persistence.writer import StoreWriter
 from agentkeep.providers import script
@@ -141,10 +140,9 @@ class WriterFailures:
                 failures._changed.notify_all()
 
         monkeypatch.setattr(StoreWriter, "_run_group", run_group)
-        # Each backend's store starts its own writer (PostgreSQL's on the owner's session).
-        for store_class in (Store, PostgresStore):
-            original = store_class.__dict__["start_writer"]
-            monkeypatch.setattr(store_class, "start_writer", counted(original))
+        # One store class starts the writer on every database (PostgreSQL's on the owner's
+        # session, through its Database part).
+        monkeypatch.setattr(Store, "start_writer", counted(Store.start_writer))
         monkeypatch.setattr(AgentActor, "__init__", agent_init)
 
     def wait_for_writers(self, count: int) -> None:
