@@ -34,7 +34,8 @@ from agentkeep.errors import AgentkeepError, StoreDirectoryError
 from agentkeep.messages import validate_message
 from agentkeep.persistence.interface import Transaction
 from agentkeep.persistence.readonly import DAMAGE_ERRORS
-from agentkeep.persistence.store import DATABASE_NAME, check_lines
+from agentkeep.persistence.sqlite_database import check_lines
+from agentkeep.persistence.store import DATABASE_NAME
 from agentkeep.types import AssistantMessage, ToolCallBlock, ToolResultMessage
 from agentkeep.types.records import CompactionRecord, UserRecord, rebuild_messages
 

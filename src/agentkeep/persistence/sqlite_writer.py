@@ -39,7 +39,7 @@ from agentkeep.persistence.memo import (
     END_ITEM,
     ITEM_SAVEPOINT,
 )
-from agentkeep.persistence.writer import StopForGood, outcome_unknown
+from agentkeep.persistence.writer_backend import StopForGood, outcome_unknown
 
 __all__ = ["SqliteWriterBackend"]
 
@@ -51,7 +51,7 @@ _BACKGROUND_ROUNDS = 1
 
 class SqliteWriterBackend:
     """The writer's connection to a SQLite file (see the module); implements
-    :class:`~agentkeep.persistence.writer.WriterBackend`."""
+    :class:`~agentkeep.persistence.writer_backend.WriterBackend`."""
 
     def __init__(
         self,

@@ -52,7 +52,7 @@ from agentkeep.persistence.postgres.writer import CommitHook, PostgresWriterBack
 from agentkeep.persistence.readers import ReaderPool
 from agentkeep.persistence.schema import Migration
 from agentkeep.persistence.store import Store
-from agentkeep.persistence.writer import WriterBackend
+from agentkeep.persistence.writer_backend import WriterBackend
 
 __all__ = ["PostgresStore", "open_postgres_store"]
 
@@ -139,7 +139,7 @@ class PostgresStore(Store):
         # its commits to them, and it hears theirs (notifications.py). A classic store has
         # no other reader to wake, and pays nothing.
         channel: tuple[str, int] | None = None
-        unlisten = _nothing_to_unlisten
+        unlisten: Callable[[], None] | None = None
         if session.partition is not None:
             oid, index = session.schema_oid, session.partition.index
             channel = (ledger_channel(oid, index), follow_key(oid, index))

@@ -9,7 +9,7 @@ a server needs:
 - **Ownership before every group.** A session psycopg saw drop is replaced only by
   :meth:`OwnerSession.reconnect`, which takes the lock again (or stops the store for good with
   :class:`~agentkeep.errors.StoreOwnershipLostError`, through
-  :class:`~agentkeep.persistence.writer.StopForGood`). Each new session gets a new executor,
+  :class:`~agentkeep.persistence.writer_backend.StopForGood`). Each new session gets a new executor,
   hence an empty memo: what this writer remembered may have changed while it held no lock.
   The group's ``BEGIN`` travels in its first batch, without a round trip of its own, when
   the session stayed quiet while it idled. The server writes to an idle session only to end
@@ -74,7 +74,7 @@ from agentkeep.persistence.postgres.connection import PostgresConnection, connec
 from agentkeep.persistence.postgres.dialect import POSTGRES
 from agentkeep.persistence.postgres.notifications import NOTIFY_IF_FOLLOWED, notify_payload
 from agentkeep.persistence.postgres.session import OwnerSession
-from agentkeep.persistence.writer import RefusedAtCommitError, StopForGood, outcome_unknown
+from agentkeep.persistence.writer_backend import RefusedAtCommitError, StopForGood, outcome_unknown
 
 __all__ = ["CommitHook", "PostgresWriterBackend", "postgres_statements"]
 
@@ -107,7 +107,7 @@ def postgres_statements(
 
 class PostgresWriterBackend:
     """The writer's connection: the owner's session (see the module); implements
-    :class:`~agentkeep.persistence.writer.WriterBackend`."""
+    :class:`~agentkeep.persistence.writer_backend.WriterBackend`."""
 
     def __init__(
         self,
@@ -234,7 +234,7 @@ class PostgresWriterBackend:
 
         A lone item's batch is still open: the COMMIT joins it, and one wait answers both.
         If one of the item's writes failed, the server skipped the COMMIT (the transaction
-        is left failed): :class:`~agentkeep.persistence.writer.RefusedAtCommitError` carries
+        is left failed): :class:`~agentkeep.persistence.writer_backend.RefusedAtCommitError` carries
         that write's refusal."""
         hook = self._commit_hook
         connection = self._pg
