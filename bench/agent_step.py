@@ -36,7 +36,9 @@ contender on its own schema (DBOS: its own system database) of the same server, 
 - ``psycopg group commit``: one writer connection commits all that waits in one transaction;
 - agentkeep (``database=URL?schema=…``), DBOS Transact (system database on the server) and
   LangGraph's ``PostgresSaver`` (``durability="sync"``, a psycopg pool of one connection per
-  agent).
+  agent);
+- history: agentkeep alone, a late step of one long conversation against an early one, and
+  the bytes its schema holds per step.
 
 CPU is the bench process's (every thread); the server's processes are not counted.
 """
@@ -783,6 +785,39 @@ def _pg_many_agents(server: Server, agents: int, steps: int) -> None:
         )
 
 
+def _pg_history(server: Server, steps: int) -> None:
+    """As :func:`_history`, agentkeep only, on its schema of the server: a step late in a
+    long conversation against one early, and what the schema holds per step."""
+    import psycopg
+
+    window = max(1, steps // 10)
+    print(f"\nhistory: one conversation of {steps} steps, median µs per step by position")
+    with server.schema() as schema, tempfile.TemporaryDirectory() as directory:
+        url = _with_query(server.url, schema=schema)
+        ours = agentkeep_steps(Path(directory), 1, steps, database=url)
+        with psycopg.connect(server.url, autocommit=True) as admin:
+            row = admin.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+                (schema,),
+            ).fetchone()
+    early = ours.median_us(0, window)
+    late = ours.median_us(steps - window, steps)
+    print(
+        f"  agentkeep  steps 1-{window}: {early:.0f}   steps {steps - window + 1}-{steps}: "
+        f"{late:.0f}   {_ratio(late, early, '<= 1.2x')}"
+    )
+    cpu_early = statistics.median(ours.cpu_per_step[:window]) * 1e6
+    cpu_late = statistics.median(ours.cpu_per_step[steps - window :]) * 1e6
+    print(
+        f"  agentkeep  CPU µs per step, steps 1-{window}: {cpu_early:.0f}   "
+        f"steps {steps - window + 1}-{steps}: {cpu_late:.0f}   {cpu_late / cpu_early:.2f}x"
+    )
+    size = 0 if row is None else int(row[0])
+    print(f"  bytes in the schema (tables, indexes, TOAST): {size:,}; {size / steps:,.0f} per step")
+
+
 def _cluster_script() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
         "postgres_cluster", _REPO / "scripts" / "postgres_cluster.py"
@@ -823,8 +858,8 @@ def _postgres_main(args: argparse.Namespace) -> int:
             _pg_one_agent(server, args.steps)
         if args.only in (None, "many"):
             _pg_many_agents(server, args.agents, args.agent_steps)
-        if args.only == "history":
-            print("\nhistory: SQLite only (run without --database)")
+        if args.only in (None, "history"):
+            _pg_history(server, args.history)
         load = os.getloadavg()
         print(f"\nload average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     return 0

@@ -88,7 +88,18 @@ def _turn(row: tuple[Any, ...]) -> TurnRecord:
 
 class TurnReads(TableStatements):
     """The turns' reads over the enclosing transaction (the base of
-    :class:`~agentkeep.persistence.turns.TurnStatements`, which is ``tx.turns``)."""
+    :class:`~agentkeep.persistence.turns.TurnStatements`, which is ``tx.turns``).
+
+    **By the id alone.** A turn is looked up by its id (``turns.id`` is unique in the store,
+    and a turn's inputs are found by their ``turn_id``), never by ``agent_id = ? AND id = ?``.
+    PostgreSQL may plan a prepared statement once for all values (a generic plan, from the
+    statistics a young table had), and to that plan the two conditions look alike: it took
+    the index ``(agent_id, idempotency_key)``, read the session's every turn and filtered on
+    the id, so each lookup and status move cost more the longer the conversation. Where the
+    session matters, the row found is checked against it.
+    (``tests/unit/persistence/postgres/test_plans_on_postgres.py`` keeps every statement's
+    generic plan from reading history it does not need.)
+    """
 
     # The writer's memo (persistence/memo.py states the invariant).
     # Per session: its last turn number ("turn_tail"), its running turn ("running_turn"),
@@ -119,8 +130,9 @@ class TurnReads(TableStatements):
         known: TurnRecord | None = self._memo.get(("turn", agent_id, turn_id))
         if known is not MISSING:
             return known
-        found = self._turns("agent_id = ? AND id = ?", (agent_id, turn_id))
-        return found[0] if found else None
+        # By the id alone (see the class), then checked against the session.
+        found = self._turns("id = ?", (turn_id,))
+        return found[0] if found and found[0].session_id == agent_id else None
 
     def page(self, agent_id: str, after: int = 0, limit: int = 100) -> list[TurnRecord]:
         """Up to ``limit`` turns numbered above ``after``, in order."""
@@ -204,7 +216,7 @@ class TurnReads(TableStatements):
         if turn_id is not MISSING:
             return None if turn_id is None else self.read(agent_id, turn_id)
         found = self._turns(
-            "agent_id = ?1 AND id = (SELECT turn_id FROM turn_inputs WHERE agent_id = ?1 "
+            "id = (SELECT turn_id FROM turn_inputs WHERE agent_id = ?1 "
             "AND message_id = ?2 ORDER BY rowid DESC LIMIT 1)",
             (agent_id, message_id),
         )
@@ -213,10 +225,11 @@ class TurnReads(TableStatements):
 
     def message_ids(self, agent_id: str, turn_id: str) -> list[str]:
         """The message ids of the turn's inputs, in acceptance order."""
+        # By the id alone (see the class).
         cursor = self._read(
-            "SELECT message_id FROM turn_inputs WHERE agent_id = ? AND turn_id = ? "
+            "SELECT message_id FROM turn_inputs WHERE turn_id = ? "
             "AND message_id IS NOT NULL ORDER BY rowid",
-            (agent_id, turn_id),
+            (turn_id,),
         )
         return [str(row[0]) for row in cursor.fetchall()]
 
@@ -233,8 +246,8 @@ class TurnReads(TableStatements):
             self._one(
                 "SELECT 1 FROM turn_inputs AS i JOIN queue AS q "
                 "ON q.agent_id = i.agent_id AND q.message_id = i.message_id "
-                "WHERE i.agent_id = ? AND i.turn_id = ? LIMIT 1",
-                (agent_id, turn_id),
+                "WHERE i.turn_id = ? LIMIT 1",  # by the id alone (see the class)
+                (turn_id,),
             )
             is not None
         )

@@ -179,10 +179,11 @@ class TurnStatements(TurnReads):
     def trace(self, agent_id: str, turn_id: str, traceparent: str) -> None:
         """Store the W3C ``traceparent`` the turn was accepted under, unless it has one: a
         steer joining a traced turn keeps the turn's trace (docs/observability.md)."""
+        # By the id alone (see TurnReads): the acceptance opened or joined this session's
+        # turn in this transaction.
         self._send(
-            "UPDATE turns SET trace_parent = ? "
-            "WHERE agent_id = ? AND id = ? AND trace_parent IS NULL",
-            (traceparent, agent_id, turn_id),
+            "UPDATE turns SET trace_parent = ? WHERE id = ? AND trace_parent IS NULL",
+            (traceparent, turn_id),
         )
 
     def trace_of_live(self, agent_id: str) -> tuple[str | None, str | None]:
@@ -228,19 +229,12 @@ class TurnStatements(TurnReads):
         completed = now if status in TERMINAL_STATUSES else None
         result_json = None if result is None else encode_event_data(result)
         error_json = None if error is None else _encoder.encode(error).decode()
+        # By the id alone (see TurnReads): read above, in this session.
         self._send(
             "UPDATE turns SET status = ?, result_json = coalesce(?, result_json), "
             "error_json = coalesce(?, error_json), started_at_ms = ?, completed_at_ms = ? "
-            "WHERE agent_id = ? AND id = ?",
-            (
-                status,
-                result_json,
-                error_json,
-                started,
-                completed,
-                agent_id,
-                turn_id,
-            ),
+            "WHERE id = ?",
+            (status, result_json, error_json, started, completed, turn_id),
         )
         self._moved_running(agent_id, turn_id, status)
         self._moved_started(turn, status)

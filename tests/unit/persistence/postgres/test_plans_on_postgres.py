@@ -1,0 +1,184 @@
+"""Every statement a session's life runs reads the rows it needs, not the session's history,
+as PostgreSQL plans it once prepared.
+
+The writer and the readers prepare their statements, and after five runs PostgreSQL may keep
+a *generic* plan: one chosen without the parameters' values, from the statistics the table
+had then (a young store has almost none). Where two indexes both look like they find "one
+row", it may pick the wrong one. ``UPDATE turns … WHERE agent_id = ? AND id = ?`` did: it
+scanned the session's every turn through ``(agent_id, idempotency_key)`` and filtered on the
+id, so each status move cost more the longer the conversation (a step took 2.0 ms at the start
+and 4.0 ms after 2,000 turns, its client CPU flat).
+
+This test runs a session's life — turns with tool calls over two sessions, the turns read
+back one by one and page by page, the ledger and the transcript read, the system reopened —
+recording every statement sent to the server with its last parameters. Then it plans each
+one generically (``plan_cache_mode = force_generic_plan``), runs it with those parameters
+inside a transaction it rolls back, and fails on any scan that threw away more rows than a
+step could need, or read a whole table of the store.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psycopg
+import pytest
+from psycopg import sql
+
+import agentkeep as ak
+from agentkeep.persistence.postgres.batch import Batch
+from agentkeep.providers import script
+
+TURNS = 40  # per session: a bad plan throws ~TURNS rows away per run, a good one none
+_WASTE = 10  # rows a scan may throw away (a session's live turns, a page's neighbours)
+
+
+class _EchoArgs(msgspec.Struct):
+    text: str = ""
+
+
+@ak.tool
+def echo(ctx: ak.ToolContext, args: _EchoArgs) -> str:
+    """Echo the text back."""
+    return f"echo {args.text}"
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> dict[str, Sequence[Any]]:
+    """Every statement sent to the server from now on (psycopg's placeholders) with its
+    last parameters: the writer's batches and every psycopg cursor's ``execute``."""
+    sent: dict[str, Sequence[Any]] = {}
+
+    def note(text: str, params: Sequence[Any] | Mapping[str, Any]) -> None:
+        if isinstance(params, Mapping):  # %(pN)s: in N's order
+            params = [params[key] for key in sorted(params, key=lambda k: int(k[1:]))]
+        if params:
+            sent[text] = list(params)
+
+    batch_send = Batch.send
+    cursor_execute = psycopg.Cursor.execute
+
+    def send(self: Batch, text: str, params: Sequence[Any] = ()) -> None:
+        note(text, params)
+        batch_send(self, text, params)
+
+    def execute(self: Any, query: Any, params: Any = None, **options: Any) -> Any:
+        if isinstance(query, str) and params:
+            note(query, params)
+        return cursor_execute(self, query, params, **options)
+
+    monkeypatch.setattr(Batch, "send", send)
+    monkeypatch.setattr(psycopg.Cursor, "execute", execute)
+    return sent
+
+
+def _live_a_sessions_life(home: Path, url: str) -> None:
+    responses = [script.tool_call("echo", {"text": "hi"}), script.text("done")] * TURNS * 2
+    model = ak.ScriptedModel([*responses, script.text("after reopening")], record=False)
+    providers = ak.Providers()
+    providers.add("local", model, kind="gym")
+    options: dict[str, Any] = {"provider": "local", "model": "gym-1", "tools": [echo]}
+    with ak.AgentSystem.open(home, providers=providers, database=url, **options) as system:
+        agents = [system.create(), system.create()]
+        for n in range(TURNS):
+            for agent in agents:
+                agent.send(ak.user(f"turn {n}"))
+                assert agent.wait_for_idle(timeout_seconds=30)
+        for agent in agents:
+            turns = system.sessions.turns(agent.id, limit=TURNS)
+            assert len(turns) == TURNS
+            for turn in turns[:: TURNS // 4]:
+                assert system.sessions.turn(agent.id, turn.id).status == "completed"
+            assert system.events(agent.id, after=10, limit=20)
+            assert system.transcript(agent.id)
+        kept = agents[0].id
+    with ak.AgentSystem.open(home, providers=providers, database=url, **options) as system:
+        again = system.resolve(kept)
+        again.send(ak.user("after reopening"))
+        assert again.wait_for_idle(timeout_seconds=30)
+
+
+def _numbered(text: str) -> str:
+    """psycopg's placeholders as the server's (``$1`` …), as the writer's batches send them."""
+    count = 0
+
+    def number(match: re.Match[str]) -> str:
+        nonlocal count
+        if match.group() == "%%":
+            return "%"
+        if match.group(1):
+            return f"${match.group(1)}"
+        count += 1
+        return f"${count}"
+
+    return re.sub(r"%%|%\(p(\d+)\)s|%s", number, text)
+
+
+def _scans(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    if "Relation Name" in node:
+        yield node
+    for child in node.get("Plans", ()):
+        yield from _scans(child)
+
+
+def _generic_plan(
+    connection: psycopg.Connection[Any], text: str, params: Sequence[Any]
+) -> Mapping[str, Any] | None:
+    """``text``'s generic plan, run with ``params`` and rolled back (None if the run was
+    refused, e.g. an insert whose row exists by now: nothing is learned from those)."""
+    connection.execute("SET plan_cache_mode = force_generic_plan")
+    try:
+        connection.execute(sql.SQL("PREPARE audited AS {}").format(sql.SQL(_numbered(text))))
+        values = sql.SQL(", ").join(sql.Literal(value) for value in params)
+        explain = sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE audited ({})").format(values)
+        row = connection.execute(explain).fetchone()
+    except psycopg.errors.IntegrityError:
+        return None
+    finally:
+        connection.rollback()
+        connection.execute("DEALLOCATE ALL")
+    assert row is not None
+    plan: Mapping[str, Any] = row[0][0]["Plan"]
+    return plan
+
+
+def test_no_statement_reads_the_history_it_does_not_need(
+    tmp_path: Path, pg_url: str, statements: dict[str, Sequence[Any]]
+) -> None:
+    _live_a_sessions_life(tmp_path, pg_url)
+    schema = dict(p.split("=", 1) for p in pg_url.split("?", 1)[1].split("&"))["schema"]
+
+    audited: list[str] = []
+    wasteful: list[str] = []
+    server = pg_url.split("?", 1)[0]
+    with psycopg.connect(server, options=f"-c search_path={schema}") as connection:
+        tables = {
+            name
+            for (name,) in connection.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
+            )
+        }
+        for text, params in statements.items():
+            if not re.match(r"\s*(SELECT|UPDATE|DELETE|INSERT|WITH)\b", text, re.IGNORECASE):
+                continue
+            plan = _generic_plan(connection, text, params)
+            if plan is None:
+                continue
+            audited.append(text)
+            for scan in _scans(plan):
+                if scan["Relation Name"] not in tables:
+                    continue  # the server's catalogs
+                thrown = scan.get("Rows Removed by Filter", 0)
+                thrown += scan.get("Rows Removed by Index Recheck", 0)
+                whole = scan["Node Type"] == "Seq Scan" and thrown + scan["Actual Rows"] > _WASTE
+                if thrown > _WASTE or whole:
+                    how = scan.get("Index Name") or scan["Node Type"]
+                    wasteful.append(f"{text}\n    {how}: {thrown} rows thrown away")
+
+    assert any(text.startswith("UPDATE turns SET status") for text in audited)
+    assert len(audited) >= 30, audited
+    assert not wasteful, "\n".join(wasteful)
