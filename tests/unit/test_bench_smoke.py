@@ -87,6 +87,37 @@ def test_step_sql_floor_replays_the_captured_step_against_the_floor() -> None:
     assert re.search(r"replay, group commit x3 +\d+ +\d+ +[\d.]+x", out)
 
 
+def _assert_timeline(out: str) -> None:
+    phases = re.findall(r"^ +(\d+)  .+ (runtime|hand-off|writer|commit) +(\d+)$", out, re.M)
+    assert [int(n) for n, _kind, _us in phases] == list(range(1, 15))
+    assert sum(int(us) for _n, _kind, us in phases) > 0
+    for kind in ("commit", "writer", "hand-off", "runtime"):
+        assert re.search(rf"^  {kind} +\d+ µs +[\d.]+%$", out, re.M)
+    for floor in ("raw, 1 tx/step", "raw, 2 tx/step"):
+        assert re.search(rf"{floor} +\d+ µs   the step: +[\d.]+x", out)
+    assert re.search(r"the step's SQL, replayed +\d+ µs   the step: +[\d.]+x; it is", out)
+    assert re.search(r"the step's two commits alone: \d+ µs = [\d.]+x the 1-tx floor", out)
+
+
+def test_step_timeline_follows_a_step_hop_by_hop_against_its_floors() -> None:
+    # On SQLite whatever the pass: its replay runs the captured statements on raw apsw.
+    out = _on_sqlite("step_timeline", ["--steps", "6"])
+    assert "SQLite, WAL + synchronous=FULL" in out
+    _assert_timeline(out)
+
+
+def test_step_timeline_on_postgres_replays_the_steps_sql_on_the_server(
+    capsys: pytest.CaptureFixture[str], postgres_server: str
+) -> None:
+    module = _load("step_timeline")
+
+    assert module.main(["--database", postgres_server, "--steps", "6"]) == 0
+
+    out = capsys.readouterr().out
+    assert re.search(r"^PostgreSQL .*synchronous_commit=on", out, re.M)
+    _assert_timeline(out)
+
+
 def test_saturation_reports_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
     module = _load("saturation")
 
@@ -141,7 +172,7 @@ def test_agent_step_on_postgres_reports_every_contender_against_the_floor(
     module = _load("agent_step")
 
     argv = ["--database", postgres_server, "--steps", "4", "--agents", "2", "--agent-steps", "2"]
-    assert module.main(argv) == 0
+    assert module.main([*argv, "--history", "20"]) == 0
 
     out = capsys.readouterr().out
     header = r"durable agent steps on PostgreSQL .*synchronous_commit=on.*; load average"
@@ -156,6 +187,10 @@ def test_agent_step_on_postgres_reports_every_contender_against_the_floor(
     many = r" +\d+ steps/s  CPU +\d+ µs  median +\d+ µs"
     assert re.search(r"psycopg group commit" + many, out)
     assert re.search(r"agentkeep" + many + r" +[\d.]+x  \(goal >= 0.25x\) the group-commit", out)
+    history = r"agentkeep  steps 1-2: \d+   steps 19-20: \d+ +[\d.]+x  \(goal <= 1.2x\)"
+    assert re.search(history, out)
+    size = r"bytes in the schema \(tables, indexes, TOAST\): [\d,]+; [\d,]+ per step"
+    assert re.search(size, out)
     assert "load average at the end" in out
 
 
