@@ -9,12 +9,14 @@ scanned the session's every turn through ``(agent_id, idempotency_key)`` and fil
 id, so each status move cost more the longer the conversation (a step took 2.0 ms at the start
 and 4.0 ms after 2,000 turns, its client CPU flat).
 
-This test runs a session's life — turns with tool calls over two sessions, the turns read
-back one by one and page by page, the ledger and the transcript read, the system reopened —
-recording every statement sent to the server with its last parameters. Then it plans each
-one generically (``plan_cache_mode = force_generic_plan``), runs it with those parameters
-inside a transaction it rolls back, and fails on any scan that threw away more rows than a
-step could need, or read a whole table of the store.
+This test runs a session's life — turns with tool calls (writing the call's and the
+history's key-value stores) and steers over two sessions, the turns read back one by one and
+page by page, the ledger and the transcript read, a compaction, an aborted turn, a child
+session created and deleted, the system reopened — recording every statement sent to the
+server with its last parameters. Then it plans each one generically (``plan_cache_mode =
+force_generic_plan``), runs it with those parameters inside a transaction it rolls back, and
+fails on any scan that threw away more rows than a step could need, or read a whole table of
+the store.
 """
 
 from __future__ import annotations
@@ -43,7 +45,10 @@ class _EchoArgs(msgspec.Struct):
 
 @ak.tool
 def echo(ctx: ak.ToolContext, args: _EchoArgs) -> str:
-    """Echo the text back."""
+    """Echo the text back, noting it in the history's store."""
+    seen = ctx.history_kv.read("seen") or 0
+    ctx.history_kv.write("seen", seen + 1)
+    ctx.kv.write("last", args.text)
     return f"echo {args.text}"
 
 
@@ -77,8 +82,13 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> dict[str, Sequence[Any]]:
 
 
 def _live_a_sessions_life(home: Path, url: str) -> None:
-    responses = [script.tool_call("echo", {"text": "hi"}), script.text("done")] * TURNS * 2
-    model = ak.ScriptedModel([*responses, script.text("after reopening")], record=False)
+    """Turns with tool calls over two sessions (every tenth message a steer), the turns read
+    back one by one and page by page, the ledger and the transcript read, a compaction, an
+    aborted turn, a child session created and deleted, metadata, the system reopened."""
+    turns = [script.tool_call("echo", {"text": "hi"}), script.text("done")] * TURNS * 2
+    after = [script.hang(), script.text("after reopening")]
+    compacted = script.compacted(ak.user("the story so far"), summary="the story so far")
+    model = ak.ScriptedModel([*turns, *after], compactions=[compacted], record=False)
     providers = ak.Providers()
     providers.add("local", model, kind="gym")
     options: dict[str, Any] = {"provider": "local", "model": "gym-1", "tools": [echo]}
@@ -86,18 +96,29 @@ def _live_a_sessions_life(home: Path, url: str) -> None:
         agents = [system.create(), system.create()]
         for n in range(TURNS):
             for agent in agents:
-                agent.send(ak.user(f"turn {n}"))
+                if n % 10 == 9:
+                    system.steer(agent.id, ak.user(f"steer {n}"))
+                else:
+                    agent.send(ak.user(f"turn {n}"))
                 assert agent.wait_for_idle(timeout_seconds=30)
         for agent in agents:
-            turns = system.sessions.turns(agent.id, limit=TURNS)
-            assert len(turns) == TURNS
-            for turn in turns[:: TURNS // 4]:
+            listed = system.sessions.turns(agent.id, limit=TURNS)
+            assert len(listed) == TURNS
+            for turn in listed[:: TURNS // 4]:
                 assert system.sessions.turn(agent.id, turn.id).status == "completed"
             assert system.events(agent.id, after=10, limit=20)
             assert system.transcript(agent.id)
-        kept = agents[0].id
+            system.update_metadata(agent.id, {"audited": True})
+        first = agents[0].id
+        system.compact(first, wait=True, timeout_seconds=30)
+        agents[0].send(ak.user("this one hangs"))
+        system.abort(first, wait=True, timeout_seconds=30)
+        assert agents[0].wait_for_idle(timeout_seconds=30)
+        child = system.create(parent=first)
+        assert system.children_of(first) == [child.id]
+        system.delete(child.id)
     with ak.AgentSystem.open(home, providers=providers, database=url, **options) as system:
-        again = system.resolve(kept)
+        again = system.resolve(first)
         again.send(ak.user("after reopening"))
         assert again.wait_for_idle(timeout_seconds=30)
 
