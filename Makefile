@@ -97,6 +97,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/agents_at_scale.py
 	$(BIN)/python bench/step_anatomy.py
 	$(BIN)/python bench/step_sql_floor.py
+	$(BIN)/python bench/step_timeline.py
 	$(BIN)/python bench/queue_backlog.py
 	$(BIN)/python bench/saturation.py
 
