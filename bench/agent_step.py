@@ -420,12 +420,8 @@ def _many_agents(agents: int, steps: int) -> None:
         )
 
 
-def _history(steps: int) -> None:
-    window = max(1, steps // 10)
-    marks = tuple(m for m in (50, 200, 400) if m <= steps)
-    print(f"\nhistory: one conversation of {steps} steps, median µs per step by position")
-    with tempfile.TemporaryDirectory() as directory:
-        ours = agentkeep_steps(Path(directory), 1, steps, disk_at=marks)
+def _report_history(ours: Run, steps: int, window: int) -> None:
+    """The last ``window`` steps of one conversation against its first: wall and CPU."""
     early = ours.median_us(0, window)
     late = ours.median_us(steps - window, steps)
     print(
@@ -439,6 +435,15 @@ def _history(steps: int) -> None:
         f"{cpu_early:.0f}   steps {steps - window + 1}-{steps}: {cpu_late:.0f}   "
         f"{cpu_late / cpu_early:.2f}x"
     )
+
+
+def _history(steps: int) -> None:
+    window = max(1, steps // 10)
+    marks = tuple(m for m in (50, 200, 400) if m <= steps)
+    print(f"\nhistory: one conversation of {steps} steps, median µs per step by position")
+    with tempfile.TemporaryDirectory() as directory:
+        ours = agentkeep_steps(Path(directory), 1, steps, disk_at=marks)
+    _report_history(ours, steps, window)
     previous_mark, previous_size = 0, 0
     for mark, size in sorted(ours.disk.items()):
         added = (size - previous_size) / (mark - previous_mark)
@@ -802,18 +807,7 @@ def _pg_history(server: Server, steps: int) -> None:
                 "WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
                 (schema,),
             ).fetchone()
-    early = ours.median_us(0, window)
-    late = ours.median_us(steps - window, steps)
-    print(
-        f"  agentkeep  steps 1-{window}: {early:.0f}   steps {steps - window + 1}-{steps}: "
-        f"{late:.0f}   {_ratio(late, early, '<= 1.2x')}"
-    )
-    cpu_early = statistics.median(ours.cpu_per_step[:window]) * 1e6
-    cpu_late = statistics.median(ours.cpu_per_step[steps - window :]) * 1e6
-    print(
-        f"  agentkeep  CPU µs per step, steps 1-{window}: {cpu_early:.0f}   "
-        f"steps {steps - window + 1}-{steps}: {cpu_late:.0f}   {cpu_late / cpu_early:.2f}x"
-    )
+    _report_history(ours, steps, window)
     size = 0 if row is None else int(row[0])
     print(f"  bytes in the schema (tables, indexes, TOAST): {size:,}; {size / steps:,.0f} per step")
 

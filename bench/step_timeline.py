@@ -46,7 +46,6 @@ import contextlib
 import importlib.util
 import itertools
 import os
-import re
 import select
 import statistics
 import sys
@@ -62,46 +61,31 @@ from typing import Any
 import agentkeep as ak
 from agentkeep.actors.agent_actor import AgentActor
 from agentkeep.persistence.inbox import WorkItem
-from agentkeep.persistence.postgres.batch import Batch
+from agentkeep.persistence.postgres.batch import Batch, numbered
 from agentkeep.persistence.postgres.writer import PostgresWriterBackend
 from agentkeep.persistence.sqlite_writer import SqliteWriterBackend
 from agentkeep.persistence.writer import StoreWriter
 from agentkeep.providers import script
 from agentkeep.types import new_id
 
+# Each phase and its kind, for the totals: the commits, the writer's own work, thread
+# hand-offs (a thread waking another and that one starting), and the runtime's Python
+# around them.
 _PHASES = (
-    "caller: send, until the acceptance is handed over",
-    "hand-off to the writer",
-    "writer: BEGIN and the acceptance's statements",
-    "durable commit of the acceptance",
-    "answer: the caller runs again",
-    "caller: send returns; the agent actor starts",
-    "agent: the claim (turn started, inference started)",
-    "inference: worker streams, actor takes the reply",
-    "agent: the reply into the turn, commit handed over",
-    "hand-off to the writer",
-    "writer: BEGIN and the reply's statements",
-    "durable commit of the reply",
-    "answer: the agent actor runs again",
-    "agent: the turn settles; wait_for_idle returns",
-)
-# What each phase is, for the totals: the commits, the writer's own work, thread hand-offs
-# (a thread waking another and that one starting), and the runtime's Python around them.
-_KIND = (
-    "runtime",
-    "hand-off",
-    "writer",
-    "commit",
-    "hand-off",
-    "hand-off",
-    "runtime",
-    "hand-off",
-    "runtime",
-    "hand-off",
-    "writer",
-    "commit",
-    "hand-off",
-    "runtime",
+    ("caller: send, until the acceptance is handed over", "runtime"),
+    ("hand-off to the writer", "hand-off"),
+    ("writer: BEGIN and the acceptance's statements", "writer"),
+    ("durable commit of the acceptance", "commit"),
+    ("answer: the caller runs again", "hand-off"),
+    ("caller: send returns; the agent actor starts", "hand-off"),
+    ("agent: the claim (turn started, inference started)", "runtime"),
+    ("inference: worker streams, actor takes the reply", "hand-off"),
+    ("agent: the reply into the turn, commit handed over", "runtime"),
+    ("hand-off to the writer", "hand-off"),
+    ("writer: BEGIN and the reply's statements", "writer"),
+    ("durable commit of the reply", "commit"),
+    ("answer: the agent actor runs again", "hand-off"),
+    ("agent: the turn settles; wait_for_idle returns", "runtime"),
 )
 
 
@@ -373,7 +357,7 @@ def replay_steps(url: str, schema: str, captured: list[list[list[Statement]]]) -
             for transaction in step:
                 ready[-1].append([])
                 for sql, params in transaction:
-                    text = re.sub(r"%%|%s", _numbered(), sql).encode()
+                    text, _count = numbered(sql)
                     if not params:
                         ready[-1][-1].append((None, text, None, None))
                         continue
@@ -401,20 +385,6 @@ def replay_steps(url: str, schema: str, captured: list[list[list[Statement]]]) -
             times.append(time.perf_counter() - start)
         pgconn.exit_pipeline_mode()
     return statistics.median(times[_WARM_UP:]) * 1e6
-
-
-def _numbered() -> Callable[[re.Match[str]], str]:
-    """A ``re.sub`` replacement numbering psycopg's ``%s`` placeholders ``$1``, ``$2`` …"""
-    count = 0
-
-    def number(match: re.Match[str]) -> str:
-        nonlocal count
-        if match.group() == "%%":
-            return "%"
-        count += 1
-        return f"${count}"
-
-    return number
 
 
 def _read_to_sync(pgconn: Any, pq: Any) -> None:
@@ -551,18 +521,23 @@ def _check_replayed(captured: Any, replayed: Any) -> None:
 # -- the report ----------------------------------------------------------------------------
 
 
+def _part(medians: list[float], kind: str) -> float:
+    """The medians of the phases of ``kind``, summed."""
+    return sum(m for m, (_phase, k) in zip(medians, _PHASES, strict=True) if k == kind)
+
+
 def report(timelines: list[list[float]], one_tx: float, two_tx: float, replayed: float) -> None:
     medians = [statistics.median(step[i] for step in timelines) for i in range(len(_PHASES))]
     totals = [sum(step) for step in timelines]
     total = statistics.median(totals)
     print(f"\nthe critical path of {len(timelines)} steps, median µs per phase")
-    for number, (phase, kind, value) in enumerate(zip(_PHASES, _KIND, medians, strict=True), 1):
+    for number, ((phase, kind), value) in enumerate(zip(_PHASES, medians, strict=True), 1):
         print(f"  {number:>2}  {phase:<52} {kind:<9} {value:>7.0f}")
     print(f"      {'the step (median of the sums)':<52} {'':<9} {total:>7.0f}")
     print("\nby kind (medians per phase, summed; share of their sum)")
     summed = sum(medians)
     for kind in ("commit", "writer", "hand-off", "runtime"):
-        part = sum(m for m, k in zip(medians, _KIND, strict=True) if k == kind)
+        part = _part(medians, kind)
         print(f"  {kind:<9} {part:>7.0f} µs  {part / summed:6.1%}")
     print("\nthe floors, measured in this run")
     print(f"  raw, 1 tx/step  {one_tx:>7.0f} µs   the step: {total / one_tx:5.2f}x")
@@ -571,7 +546,7 @@ def report(timelines: list[list[float]], one_tx: float, two_tx: float, replayed:
         f"  the step's SQL, replayed  {replayed:>7.0f} µs   the step: {total / replayed:5.2f}x;"
         f" it is {replayed / one_tx:.2f}x the 1-tx floor"
     )
-    commits = sum(m for m, k in zip(medians, _KIND, strict=True) if k == "commit")
+    commits = _part(medians, "commit")
     print(
         f"  the step's two commits alone: {commits:.0f} µs = {commits / one_tx:.2f}x the "
         f"1-tx floor; what is left for the rest at 4x it: {4 * one_tx - commits:.0f} µs "

@@ -49,7 +49,7 @@ import psycopg
 from psycopg.adapt import PyFormat, Transformer
 from psycopg.pq import ConnStatus, ExecStatus
 
-__all__ = ["Batch", "PreparedStatements", "Result"]
+__all__ = ["Batch", "PreparedStatements", "Result", "numbered"]
 
 _READ: Final = 1
 _WRITE: Final = 2
@@ -82,7 +82,7 @@ _TUPLES: Final = ExecStatus.TUPLES_OK
 _BAD: Final = ConnStatus.BAD
 
 
-def _numbered(sql: str) -> tuple[bytes, int]:
+def numbered(sql: str) -> tuple[bytes, int]:
     """``sql`` with psycopg's placeholders (``%s``, or ``%(pN)s`` as the connection binds
     them) as the server's ``$N``, and how many parameters it takes."""
     count = 0
@@ -142,7 +142,7 @@ class PreparedStatements:
         """``sql`` as the server reads it, and its parameters' formats (one each)."""
         known = self.texts.get(sql)
         if known is None:
-            text, count = _numbered(sql)
+            text, count = numbered(sql)
             known = self.texts[sql] = (text, [PyFormat.AUTO] * count)
         return known
 

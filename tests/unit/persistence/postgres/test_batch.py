@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from agentkeep.persistence.postgres.batch import Batch, PreparedStatements, _numbered
+from agentkeep.persistence.postgres.batch import Batch, PreparedStatements, numbered
 from agentkeep.persistence.postgres.connection import PostgresConnection
 from agentkeep.persistence.postgres.readers import read_snapshot
 
@@ -37,10 +37,10 @@ def raw(server: str) -> Iterator[psycopg.Connection[Any]]:
 
 
 def test_placeholders_become_the_servers_numbers() -> None:
-    assert _numbered("SELECT %s, %s") == (b"SELECT $1, $2", 2)
-    assert _numbered("SELECT %(p2)s + %(p1)s, %(p2)s") == (b"SELECT $2 + $1, $2", 2)
-    assert _numbered("SELECT 'a%%' || %s") == (b"SELECT 'a%' || $1", 1)
-    assert _numbered("COMMIT") == (b"COMMIT", 0)
+    assert numbered("SELECT %s, %s") == (b"SELECT $1, $2", 2)
+    assert numbered("SELECT %(p2)s + %(p1)s, %(p2)s") == (b"SELECT $2 + $1, $2", 2)
+    assert numbered("SELECT 'a%%' || %s") == (b"SELECT 'a%' || $1", 1)
+    assert numbered("COMMIT") == (b"COMMIT", 0)
 
 
 def test_writes_and_reads_round_trip_every_type(raw: psycopg.Connection[Any]) -> None:

@@ -33,7 +33,7 @@ import pytest
 from psycopg import sql
 
 import agentkeep as ak
-from agentkeep.persistence.postgres.batch import Batch
+from agentkeep.persistence.postgres.batch import Batch, numbered
 from agentkeep.providers import script
 
 TURNS = 40  # per session: a bad plan throws ~TURNS rows away per run, a good one none
@@ -151,22 +151,6 @@ def _live_through_the_registry(system: ak.AgentSystem) -> None:
     assert system.registry.list(limit=10)
 
 
-def _numbered(text: str) -> str:
-    """psycopg's placeholders as the server's (``$1`` …), as the writer's batches send them."""
-    count = 0
-
-    def number(match: re.Match[str]) -> str:
-        nonlocal count
-        if match.group() == "%%":
-            return "%"
-        if match.group(1):
-            return f"${match.group(1)}"
-        count += 1
-        return f"${count}"
-
-    return re.sub(r"%%|%\(p(\d+)\)s|%s", number, text)
-
-
 def _scans(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     if "Relation Name" in node:
         yield node
@@ -181,7 +165,9 @@ def _generic_plan(
     refused, e.g. an insert whose row exists by now: nothing is learned from those)."""
     connection.execute("SET plan_cache_mode = force_generic_plan")
     try:
-        connection.execute(sql.SQL("PREPARE audited AS {}").format(sql.SQL(_numbered(text))))
+        connection.execute(
+            sql.SQL("PREPARE audited AS {}").format(sql.SQL(numbered(text)[0].decode()))
+        )
         values = sql.SQL(", ").join(sql.Literal(value) for value in params)
         explain = sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE audited ({})").format(values)
         row = connection.execute(explain).fetchone()
